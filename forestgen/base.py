@@ -1,0 +1,277 @@
+"""``GenerativeForest``: the query side shared by every leaf-mixture learner (DESIGN.md §5).
+
+A fitted model holds a table encoder, :class:`~forestgen.tree.arrays.ForestArrays`, per-leaf
+log-weights and one :class:`~forestgen.leaves.base.LeafModel` per column. Learners implement
+``fit``; log-density, sampling, persistence and pickling live here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forestgen import registry
+from forestgen.data.encoder import TableEncoder
+from forestgen.data.schema import Schema
+from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.leaves.base import ColumnCell, LeafModel
+from forestgen.sampling.ancestral import AncestralSampler
+from forestgen.tree.arrays import ForestArrays, LeafBoxes
+
+FORMAT_VERSION = 1
+PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
+
+
+def as_generator(random_state) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    return np.random.default_rng(random_state)
+
+
+class NotFittedError(RuntimeError):
+    pass
+
+
+class GenerativeForest:
+    """Base class of forest density models with factorised leaves.
+
+    Fitted attributes: ``encoder_`` (:class:`TableEncoder`), ``forest_`` (:class:`ForestArrays`),
+    ``leaf_log_weight_`` (``log(coverage / B)`` per leaf), ``leaf_models_`` (one per column).
+    """
+
+    method_name = "forest"
+
+    # ----------------------------------------------------------------- sklearn-style params
+    def get_params(self, deep: bool = False) -> dict[str, Any]:
+        import inspect
+
+        sig = inspect.signature(type(self).__init__)
+        return {k: getattr(self, k) for k in sig.parameters if k != "self"}
+
+    def set_params(self, **params) -> GenerativeForest:
+        valid = self.get_params()
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"{type(self).__name__} has no parameter {k!r}")
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ----------------------------------------------------------------- shared fitting helpers
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "forest_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+
+    @property
+    def schema_(self) -> Schema:
+        self._check_fitted()
+        return self.encoder_.schema
+
+    @property
+    def n_features_in_(self) -> int:
+        return self.schema_.d
+
+    def _fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes,
+                    numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
+                    ) -> list[LeafModel]:
+        """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows."""
+        schema = self.encoder_.schema
+        flat_leaf = leaves.ravel()
+        B = leaves.shape[1]
+        models: list[LeafModel] = []
+        for j, spec in enumerate(schema.columns):
+            k = spec.n_levels if spec.is_discrete else 0
+            cell = ColumnCell(
+                lower=boxes.lower[:, j], upper=boxes.upper[:, j],
+                allowed=boxes.levels(j, k) if spec.is_discrete else None,
+                data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
+            )
+            lm = registry.resolve("leaf", discrete_leaf if spec.is_discrete else numeric_leaf,
+                                  LeafModel)
+            lm = _fresh(lm)
+            lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
+            models.append(lm)
+        return models
+
+    # ----------------------------------------------------------------- queries
+    def _encode(self, X) -> np.ndarray:
+        self._check_fitted()
+        return self.encoder_.transform(X)
+
+    def _pair_scores(self, Z: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
+        rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
+        s = self.leaf_log_weight_[leaf].copy()
+        for j, lm in enumerate(self.leaf_models_):
+            col = Z[rows, j]
+            if np.isnan(col).all():
+                continue
+            s += lm.log_prob(leaf, col)
+        return s
+
+    def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
+        """Log density of encoded rows; NaN entries are marginalised out exactly."""
+        n = len(Z)
+        out = np.empty(n)
+        B = self.forest_.n_trees
+        step = max(1, PAIR_BUDGET // max(B, 1))
+        incomplete = np.isnan(Z).any(axis=1)
+        ens = MixtureEnsembler()
+        for s in range(0, n, step):
+            sl = slice(s, min(n, s + step))
+            Zb = Z[sl]
+            inc = incomplete[sl]
+            res = np.empty(len(Zb))
+            if (~inc).any():
+                Zc = Zb[~inc]
+                leaves = self.forest_.apply(Zc)
+                ptr = np.arange(0, leaves.size + 1, B, dtype=np.int64)
+                res[~inc] = ens.combine(ptr, self._pair_scores(Zc, ptr, leaves.ravel()))
+            if inc.any():
+                Zi = Zb[inc]
+                res[inc] = self._log_prob_reach(Zi, ens)
+            out[sl] = res
+        return out
+
+    def _log_prob_reach(self, Zi: np.ndarray, ens: MixtureEnsembler) -> np.ndarray:
+        res = np.empty(len(Zi))
+        i = 0
+        while i < len(Zi):
+            # grow the batch while the number of reached leaves stays within budget
+            j = min(len(Zi), i + max(1, PAIR_BUDGET // max(self.forest_.n_leaves, 1)))
+            ptr, leaf = self.forest_.reach(Zi[i:j])
+            res[i:j] = ens.combine(ptr, self._pair_scores(Zi[i:j], ptr, leaf))
+            i = j
+        return res
+
+    def log_prob(self, X) -> np.ndarray:
+        """Log density (nats) of each row: a density for numeric columns times a pmf for discrete
+        ones. Entries given as missing (NaN/None) are marginalised, not imputed."""
+        return self.log_prob_encoded(self._encode(X))
+
+    def score_samples(self, X) -> np.ndarray:
+        """Alias of :meth:`log_prob` (scikit-learn naming)."""
+        return self.log_prob(X)
+
+    def score(self, X, y=None) -> float:
+        """Mean log-likelihood per row (nats)."""
+        return float(np.mean(self.log_prob(X)))
+
+    def sample_encoded(self, n: int, random_state=None) -> np.ndarray:
+        self._check_fitted()
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        rng = as_generator(random_state)
+        if n == 0:
+            return np.empty((0, self.schema_.d))
+        return AncestralSampler().sample(self, int(n), rng)
+
+    def sample(self, n: int, random_state=None) -> pd.DataFrame:
+        """``n`` synthetic rows as a DataFrame with the training columns, dtypes and levels."""
+        return self.encoder_.inverse_transform(self.sample_encoded(n, random_state))
+
+    def warmup(self) -> GenerativeForest:
+        """Run every query kernel once (Numba compilation), e.g. before DataLoader workers fork."""
+        self._check_fitted()
+        Z = self.sample_encoded(2, random_state=0)
+        self.log_prob_encoded(Z)
+        Z[0, 0] = np.nan
+        self.log_prob_encoded(Z)
+        return self
+
+    # ----------------------------------------------------------------- persistence
+    def _extra_arrays(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _extra_meta(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        pass
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as one ``.npz`` archive of arrays plus a JSON metadata entry.
+
+        No pickle is involved, so loading a model file cannot execute code.
+        """
+        self._check_fitted()
+        path = Path(path)
+        arrays = self.forest_.to_arrays()
+        arrays["leaf_log_weight"] = self.leaf_log_weight_
+        leaves_meta = []
+        for j, lm in enumerate(self.leaf_models_):
+            for k, v in lm.param_arrays().items():
+                arrays[f"leaf{j}.{k}"] = v
+            leaves_meta.append({"name": lm.registry_name, "class": type(lm).__name__,
+                                "params": lm.get_params()})
+        for k, v in self._extra_arrays().items():
+            arrays[f"extra.{k}"] = v
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "learner": type(self).registry_name,
+            "params": _jsonable(self.get_params()),
+            "schema": self.schema_.to_dict(),
+            "leaves": leaves_meta,
+            "extra": self._extra_meta(),
+        }
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("arrays.npz", buf.getvalue())
+            zf.writestr("meta.json", json.dumps(meta))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> GenerativeForest:
+        """Load a model written by :meth:`save` (any learner; ``cls`` may be the base class)."""
+        with zipfile.ZipFile(Path(path)) as zf:
+            meta = json.loads(zf.read("meta.json"))
+            with np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"unsupported model file version {meta.get('format_version')}")
+        learner_cls = registry.get("learner", meta["learner"])
+        if not issubclass(learner_cls, cls):
+            raise TypeError(f"{path} holds a {learner_cls.__name__}, not a {cls.__name__}")
+        model = learner_cls(**meta["params"])
+        model.encoder_ = TableEncoder.from_schema(Schema.from_dict(meta["schema"]))
+        model.forest_ = ForestArrays.from_arrays(arrays)
+        model.leaf_log_weight_ = arrays["leaf_log_weight"]
+        model.leaf_models_ = []
+        for j, lmeta in enumerate(meta["leaves"]):
+            lm = registry.get("leaf", lmeta["name"])(**lmeta["params"])
+            pre = f"leaf{j}."
+            lm.set_param_arrays({k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
+            model.leaf_models_.append(lm)
+        extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra.")}
+        model._restore_extra(extra, meta["extra"])
+        return model
+
+
+def _fresh(lm: LeafModel) -> LeafModel:
+    """A new unfitted copy (the same instance must not be shared between columns)."""
+    return type(lm)(**lm.get_params())
+
+
+def _jsonable(params: dict) -> dict:
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, (str, int, float, bool, type(None), list, dict)):
+            out[k] = v
+        elif isinstance(v, np.random.Generator):
+            out[k] = None
+        elif isinstance(v, np.generic):
+            out[k] = v.item()
+        elif isinstance(v, (LeafModel,)) or hasattr(v, "registry_name"):
+            out[k] = v.registry_name
+        else:
+            raise TypeError(f"parameter {k}={v!r} cannot be saved; pass a registry name instead")
+    return out

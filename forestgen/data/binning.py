@@ -1,0 +1,92 @@
+"""Quantile binning of an encoded matrix into small-integer codes for histogram split search.
+
+Numeric and ordered-discrete columns get sorted candidate thresholds (midpoints between
+consecutive distinct training values, thinned to quantiles when there are more than
+``max_bins``); a value's code is the number of thresholds strictly below it, so
+``code <= b`` is the same event as ``x <= thresholds[b]``. Nominal columns keep their level
+codes. Every column reserves one extra code, ``n_bins[j]``, for missing (and unseen) values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_CODES = np.iinfo(np.uint16).max
+
+
+@dataclass
+class Binner:
+    """Fitted bin edges. ``thresholds[j]`` is empty for nominal columns."""
+
+    thresholds: list[np.ndarray]
+    n_bins: np.ndarray  # int32 [d]: codes 0..n_bins-1 are values, n_bins is "missing"
+    nominal: np.ndarray  # bool [d]
+
+    @classmethod
+    def fit(
+        cls,
+        Z: np.ndarray,
+        nominal: np.ndarray,
+        n_levels: np.ndarray,
+        max_bins: int = 255,
+    ) -> Binner:
+        """Fit thresholds on the encoded matrix ``Z`` (float64, NaN = missing)."""
+        if max_bins < 2:
+            raise ValueError(f"max_bins must be >= 2, got {max_bins}")
+        d = Z.shape[1]
+        thresholds: list[np.ndarray] = []
+        n_bins = np.zeros(d, dtype=np.int32)
+        for j in range(d):
+            if nominal[j]:
+                k = int(n_levels[j])
+                if k + 1 > MAX_CODES:
+                    raise ValueError(
+                        f"column {j} has {k} levels; at most {MAX_CODES - 1} supported"
+                    )
+                thresholds.append(np.empty(0))
+                n_bins[j] = max(k, 1)
+                continue
+            col = Z[:, j]
+            col = col[~np.isnan(col)]
+            thr = _thresholds(col, max_bins)
+            thresholds.append(thr)
+            n_bins[j] = len(thr) + 1
+        return cls(thresholds, n_bins, np.asarray(nominal, dtype=bool).copy())
+
+    def transform(self, Z: np.ndarray) -> np.ndarray:
+        """Codes as uint16, feature-major ``[d, n]`` (contiguous per feature for histograms)."""
+        n, d = Z.shape
+        out = np.empty((d, n), dtype=np.uint16)
+        for j in range(d):
+            col = Z[:, j]
+            miss = np.isnan(col)
+            if self.nominal[j]:
+                codes = np.where(miss, -1, col)
+                codes = np.where((codes < 0) | (codes >= self.n_bins[j]), self.n_bins[j], codes)
+                out[j] = codes.astype(np.uint16)
+            else:
+                codes = np.searchsorted(self.thresholds[j], np.where(miss, 0.0, col), side="left")
+                codes[miss] = self.n_bins[j]
+                out[j] = codes
+        return out
+
+    def threshold_value(self, feature: int, code: int) -> float:
+        return float(self.thresholds[feature][code])
+
+
+def _thresholds(col: np.ndarray, max_bins: int) -> np.ndarray:
+    u = np.unique(col)
+    if len(u) <= 1:
+        return np.empty(0)
+    mids = (u[:-1] + u[1:]) / 2.0
+    # guard against midpoints that round onto the lower neighbour for huge / adjacent floats
+    mids = np.where(mids > u[:-1], mids, u[1:])
+    if len(u) <= max_bins:
+        return mids
+    # thin to quantiles of the data, snapped onto the midpoints
+    qs = np.quantile(col, np.linspace(0, 1, max_bins + 1)[1:-1], method="lower")
+    pos = np.unique(np.searchsorted(u, qs, side="left"))
+    pos = pos[pos < len(mids)]
+    return mids[pos]

@@ -1,0 +1,454 @@
+"""Encode mixed-type tables (DataFrame / ndarray / tensor) as float64 matrices and back.
+
+Numeric columns are stored as their values, discrete columns (categorical, bool, binary and
+ordinal integers) as integer codes ``0..k-1``; ``NaN`` marks a missing value and code ``k``
+marks a level unseen at fit time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as pdt
+
+from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_python_scalar
+
+__all__ = ["TableEncoder", "infer_kind"]
+
+_MAX_DECIMALS = 8
+
+
+# --------------------------------------------------------------------------- input handling
+
+
+def _is_tensor(X: Any) -> bool:
+    return type(X).__module__.split(".")[0] == "torch" and hasattr(X, "detach")
+
+
+def _array_to_frame(arr: np.ndarray) -> pd.DataFrame:
+    if arr.ndim != 2:
+        raise ValueError(f"expected a 2-D array, got shape {arr.shape}")
+    if arr.dtype == object:
+        cols = {j: pd.Series(arr[:, j], dtype=object).infer_objects() for j in range(arr.shape[1])}
+        return pd.DataFrame(cols, index=pd.RangeIndex(arr.shape[0]))
+    return pd.DataFrame(arr)
+
+
+def _as_frame(X: Any) -> tuple[pd.DataFrame, str]:
+    if isinstance(X, pd.DataFrame):
+        return X, "dataframe"
+    if _is_tensor(X):
+        return _array_to_frame(X.detach().cpu().numpy()), "tensor"
+    if isinstance(X, np.ndarray):
+        return _array_to_frame(X), "ndarray"
+    raise TypeError(f"expected a DataFrame, ndarray or torch.Tensor, got {type(X).__name__}")
+
+
+def _check_duplicates(df: pd.DataFrame) -> None:
+    dup = df.columns[df.columns.duplicated()]
+    if len(dup):
+        raise ValueError(f"duplicate column name {dup[0]!r}")
+
+
+# --------------------------------------------------------------------------- dtype helpers
+
+
+def _dtype_to_str(dtype: Any) -> str:
+    """String form of a dtype that :func:`_str_to_dtype` can restore."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        inner = str(dtype.categories.dtype)
+        return f"category[{inner},ordered]" if dtype.ordered else f"category[{inner}]"
+    if isinstance(dtype, pd.StringDtype) and dtype.na_value is pd.NA:
+        return f"string[{dtype.storage}]"
+    return str(dtype)
+
+
+def _parse_category(dtype_str: str) -> tuple[str | None, bool]:
+    inner = dtype_str[len("category") :].strip("[]")
+    parts = [p for p in inner.split(",") if p]
+    ordered = "ordered" in parts
+    parts = [p for p in parts if p != "ordered"]
+    return (parts[0] if parts else None), ordered
+
+
+def _str_to_dtype(dtype_str: str) -> Any:
+    return pd.api.types.pandas_dtype(dtype_str)
+
+
+def _is_category_str(dtype_str: str) -> bool:
+    return dtype_str.startswith("category")
+
+
+def _is_numeric_dtype(dtype: Any) -> bool:
+    """Real numeric dtype (numpy or nullable), excluding bool and complex."""
+    return (
+        pdt.is_numeric_dtype(dtype)
+        and not pdt.is_bool_dtype(dtype)
+        and not pdt.is_complex_dtype(dtype)
+    )
+
+
+def _is_numeric_str(dtype_str: str) -> bool:
+    if _is_category_str(dtype_str):
+        return False
+    try:
+        return _is_numeric_dtype(_str_to_dtype(dtype_str))
+    except TypeError:
+        return False
+
+
+def _nullable_int(dtype: np.dtype) -> str:
+    bits = dtype.itemsize * 8
+    return f"UInt{bits}" if dtype.kind == "u" else f"Int{bits}"
+
+
+# --------------------------------------------------------------------------- value helpers
+
+
+def _to_float(series: pd.Series, name: Any) -> np.ndarray:
+    """Numeric values of ``series`` as float64 with NaN for missing; validates content."""
+    dtype = series.dtype
+    if pdt.is_bool_dtype(dtype) or _is_numeric_dtype(dtype):
+        v = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        obj = series.astype(object)
+        missing = obj.isna().to_numpy()
+        num = pd.to_numeric(obj, errors="coerce")
+        bad = num.isna().to_numpy() & ~missing
+        if bad.any():
+            example = obj.to_numpy()[bad][0]
+            raise ValueError(f"column {name!r} contains non-numeric value {example!r}")
+        v = num.to_numpy(dtype=np.float64, na_value=np.nan)
+    if np.isinf(v).any():
+        raise ValueError(f"column {name!r} contains infinite values")
+    return v
+
+
+def _sort_levels(levels: list) -> list:
+    try:
+        return sorted(levels)
+    except TypeError:
+        return sorted(levels, key=lambda v: (type(v).__name__, str(v)))
+
+
+def _observed_levels(series: pd.Series) -> list:
+    vals = pd.unique(series.dropna().astype(object).to_numpy())
+    return _sort_levels([to_python_scalar(v) for v in vals])
+
+
+def _decimals(values: np.ndarray) -> int | None:
+    """Max decimals needed to represent ``values``; None if some value needs more than 8."""
+    rest = np.unique(values)
+    for d in range(_MAX_DECIMALS + 1):
+        r = np.round(rest, d)
+        ok = np.abs(r - rest) <= 4 * np.spacing(np.abs(rest))
+        rest = rest[~ok]
+        if rest.size == 0:
+            return d
+    return None
+
+
+def _is_boolish(v: Any) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return True
+    return isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1)
+
+
+# --------------------------------------------------------------------------- inference / fit
+
+
+def infer_kind(series: pd.Series) -> ColumnKind:
+    """Infer the :data:`ColumnKind` of a column from its dtype and values."""
+    dtype = series.dtype
+    if pdt.is_bool_dtype(dtype):
+        return "bool"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "categorical"
+    if _is_numeric_dtype(dtype):
+        v = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        uniq = np.unique(v[~np.isnan(v)])
+        if uniq.size == 2 and uniq[0] == 0 and uniq[1] == 1:
+            return "binary"
+        return "integer" if pdt.is_integer_dtype(dtype) else "continuous"
+    if pdt.is_object_dtype(dtype):
+        uniq = pd.unique(series.dropna().to_numpy())
+        if len(uniq) and all(isinstance(v, (bool, np.bool_)) for v in uniq):
+            return "bool"
+        return "categorical"
+    if pdt.is_string_dtype(dtype):
+        return "categorical"
+    raise ValueError(f"column {series.name!r} has unsupported dtype {dtype}")
+
+
+def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int) -> ColumnSpec:
+    name = to_python_scalar(series.name)
+    dtype_str = _dtype_to_str(series.dtype)
+    missing = series.isna().to_numpy()
+    if missing.all():
+        raise ValueError(f"column {name!r} is entirely missing")
+    has_missing = bool(missing.any())
+    kind = kind or infer_kind(series)
+    numeric = _is_numeric_dtype(series.dtype)
+
+    if kind in ("continuous", "integer"):
+        if not numeric:
+            raise ValueError(f"column {name!r} of dtype {series.dtype} cannot be encoded as {kind}")
+        obs = _to_float(series, name)[~missing]
+        lo, hi = float(obs.min()), float(obs.max())
+        if kind == "continuous":
+            return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
+                              decimals=_decimals(obs), has_missing=has_missing)
+        if not np.all(obs == np.round(obs)):
+            raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
+        uniq = np.unique(obs)
+        if uniq.size <= max_ordinal_levels:
+            return ColumnSpec(name, "integer", dtype_str, categories=[int(u) for u in uniq],
+                              ordinal=True, lower=0.0, upper=float(uniq.size - 1), decimals=0,
+                              has_missing=has_missing)
+        return ColumnSpec(name, "integer", dtype_str, lower=lo, upper=hi, decimals=0,
+                          has_missing=has_missing)
+
+    levels = _observed_levels(series)
+    if kind == "bool":
+        if not all(_is_boolish(v) for v in levels):
+            raise ValueError(f"column {name!r} has non-boolean values and cannot be 'bool'")
+        cats: list = [False, True]
+    elif kind == "binary":
+        if len(levels) > 2:
+            raise ValueError(
+                f"column {name!r} has {len(levels)} distinct values; 'binary' needs <= 2"
+            )
+        if numeric and all(v in (0, 1) and not isinstance(v, bool) for v in levels):
+            cast = int if pdt.is_integer_dtype(series.dtype) else float
+            cats = [cast(0), cast(1)]
+        else:
+            cats = levels
+    elif kind == "categorical":
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            cats = [to_python_scalar(c) for c in series.dtype.categories]
+        else:
+            cats = levels
+    else:  # pragma: no cover - validated earlier
+        raise ValueError(f"column {name!r}: unknown kind {kind!r}")
+    return ColumnSpec(name, kind, dtype_str, categories=cats, lower=0.0,
+                      upper=float(len(cats) - 1), has_missing=has_missing)
+
+
+# --------------------------------------------------------------------------- decode helpers
+
+
+def _cast_numeric(vals: np.ndarray, dtype_str: str) -> Any:
+    """Cast float values (NaN = missing) to ``dtype_str``, switching to nullable if needed."""
+    dtype = _str_to_dtype(dtype_str)
+    miss = np.isnan(vals)
+    if dtype.kind in "iu":
+        np_dtype = dtype if isinstance(dtype, np.dtype) else dtype.numpy_dtype
+        info = np.iinfo(np_dtype)
+        hi = float(info.max)
+        if hi >= 2.0**53:
+            hi = np.nextafter(hi, -np.inf)
+        vals = np.clip(np.rint(vals), float(info.min), hi)
+        if isinstance(dtype, np.dtype):
+            if not miss.any():
+                return vals.astype(dtype)
+            dtype = _str_to_dtype(_nullable_int(dtype))
+        return pd.Series(vals).astype(dtype).array
+    if dtype.kind == "b":
+        out = pd.array([None if m else bool(round(x)) for x, m in zip(vals, miss)],
+                       dtype="boolean")
+        if isinstance(dtype, np.dtype) and not miss.any():
+            return out.to_numpy(dtype=bool)
+        return out
+    if isinstance(dtype, np.dtype):
+        return vals.astype(dtype)
+    return pd.Series(vals).astype(dtype).array
+
+
+def _cast_labels(labels: np.ndarray, missing: np.ndarray, dtype_str: str) -> Any:
+    """Cast an object array of labels to ``dtype_str`` (non-numeric, non-category dtypes)."""
+    dtype = _str_to_dtype(dtype_str)
+    if pdt.is_bool_dtype(dtype):
+        if isinstance(dtype, np.dtype) and not missing.any():
+            return labels.astype(bool)
+        lab = labels.copy()
+        lab[missing] = None
+        return pd.array(lab, dtype="boolean")
+    if dtype == np.dtype(object):
+        lab = labels.copy()
+        lab[missing] = np.nan
+        return pd.Series(lab, dtype=object)
+    lab = labels.copy()
+    lab[missing] = None
+    return pd.array(lab, dtype=dtype)
+
+
+class TableEncoder:
+    """Fit a :class:`Schema` on a table and map it to/from a float64 matrix.
+
+    Parameters
+    ----------
+    kinds:
+        Optional per-column kind overrides, keyed by column label.
+    max_ordinal_levels:
+        Integer columns with at most this many distinct values are encoded as ordered levels.
+    """
+
+    def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:
+        self.kinds = dict(kinds) if kinds else {}
+        self.max_ordinal_levels = int(max_ordinal_levels)
+        self.schema: Schema | None = None
+        self._level_index: list[pd.Index | None] = []
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_schema(cls, schema: Schema) -> TableEncoder:
+        """Build a fitted encoder from an existing (e.g. deserialised) schema."""
+        enc = cls()
+        enc.schema = schema
+        enc._prepare()
+        return enc
+
+    def _prepare(self) -> None:
+        assert self.schema is not None
+        self._level_index = [
+            pd.Index(np.array(c.categories + [None], dtype=object)[:-1], dtype=object)
+            if c.is_discrete
+            else None
+            for c in self.schema.columns
+        ]
+
+    def _require_schema(self) -> Schema:
+        if self.schema is None:
+            raise RuntimeError("TableEncoder is not fitted; call fit() first")
+        return self.schema
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any) -> TableEncoder:
+        """Infer the schema of ``X`` (DataFrame, 2-D ndarray or torch.Tensor)."""
+        df, input_type = _as_frame(X)
+        if df.shape[0] == 0 or df.shape[1] == 0:
+            raise ValueError(f"cannot fit on an empty table of shape {df.shape}")
+        _check_duplicates(df)
+        names = [to_python_scalar(c) for c in df.columns]
+        for key, kind in self.kinds.items():
+            if key not in names:
+                raise ValueError(f"kinds override for unknown column {key!r}")
+            if kind not in KINDS:
+                raise ValueError(
+                    f"invalid kind {kind!r} for column {key!r}; expected one of {KINDS}"
+                )
+        specs = [
+            _fit_column(df.iloc[:, j], self._override(names[j]), self.max_ordinal_levels)
+            for j in range(df.shape[1])
+        ]
+        self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
+        self._prepare()
+        return self
+
+    def _override(self, name: Any) -> str | None:
+        for key, kind in self.kinds.items():
+            if key == name and type(to_python_scalar(key)) is type(name):
+                return kind
+        for key, kind in self.kinds.items():
+            if key == name:
+                return kind
+        return None
+
+    # ------------------------------------------------------------------ transform
+    def _columns_of(self, X: Any) -> list[pd.Series]:
+        schema = self._require_schema()
+        df, input_type = _as_frame(X)
+        if input_type != "dataframe":
+            if df.shape[1] != schema.d:
+                raise ValueError(f"expected {schema.d} columns, got {df.shape[1]}")
+            return [df.iloc[:, j] for j in range(schema.d)]
+        _check_duplicates(df)
+        pos: dict = {}
+        for j, c in enumerate(df.columns):
+            pos.setdefault((type(to_python_scalar(c)), c), j)
+        out = []
+        for spec in schema.columns:
+            j = pos.get((type(spec.name), spec.name))
+            if j is None:
+                raise ValueError(f"input is missing column {spec.name!r}")
+            out.append(df.iloc[:, j])
+        return out
+
+    def _encode(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None) -> np.ndarray:
+        if not spec.is_discrete:
+            return _to_float(series, spec.name)
+        k = spec.n_levels
+        if _is_numeric_str(spec.dtype):
+            v = _to_float(series, spec.name)
+            cats = np.asarray(spec.categories, dtype=np.float64)
+            order = np.argsort(cats, kind="stable")
+            sorted_cats = cats[order]
+            pos = np.clip(np.searchsorted(sorted_cats, v), 0, k - 1)
+            hit = sorted_cats[pos] == v
+            codes = np.where(hit, order[pos], k).astype(np.float64)
+            codes[np.isnan(v)] = np.nan
+            return codes
+        assert index is not None
+        missing = series.isna().to_numpy()
+        idx = index.get_indexer(series.astype(object).to_numpy())
+        codes = np.where(idx < 0, k, idx).astype(np.float64)
+        codes[missing] = np.nan
+        return codes
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Encode ``X`` as a float64 matrix ``[n, d]`` (NaN = missing, code k = unseen level)."""
+        schema = self._require_schema()
+        cols = self._columns_of(X)
+        n = len(cols[0]) if cols else 0
+        Z = np.empty((n, schema.d), dtype=np.float64)
+        for j, (series, spec) in enumerate(zip(cols, schema.columns)):
+            Z[:, j] = self._encode(series, spec, self._level_index[j])
+        return Z
+
+    def fit_transform(self, X: Any) -> np.ndarray:
+        """Fit on ``X`` and return its encoding."""
+        return self.fit(X).transform(X)
+
+    # ------------------------------------------------------------------ inverse
+    @staticmethod
+    def _decode(z: np.ndarray, spec: ColumnSpec) -> Any:
+        missing = np.isnan(z)
+        if not spec.is_discrete:
+            vals = z if spec.decimals is None else np.round(z, spec.decimals)
+            return _cast_numeric(vals, spec.dtype)
+        k = spec.n_levels
+        codes = np.clip(np.rint(np.where(missing, 0.0, z)), 0, k - 1).astype(np.int64)
+        cats = spec.categories or []
+        if _is_category_str(spec.dtype):
+            inner, ordered = _parse_category(spec.dtype)
+            cat_index = pd.Index(np.array(cats + [None], dtype=object)[:-1])
+            if inner is not None:
+                cat_index = cat_index.astype(inner)
+            codes[missing] = -1
+            dtype = pd.CategoricalDtype(cat_index, ordered=ordered)
+            return pd.Categorical.from_codes(codes, dtype=dtype)
+        if _is_numeric_str(spec.dtype):
+            vals = np.asarray(cats, dtype=np.float64)[codes]
+            vals[missing] = np.nan
+            return _cast_numeric(vals, spec.dtype)
+        cat_arr = np.empty(k, dtype=object)
+        cat_arr[:] = cats
+        return _cast_labels(cat_arr[codes], missing, spec.dtype)
+
+    def inverse_transform(self, Z: Any) -> pd.DataFrame:
+        """Decode a float matrix back to a DataFrame with the fitted columns and dtypes."""
+        schema = self._require_schema()
+        if _is_tensor(Z):
+            Z = Z.detach().cpu().numpy()
+        Z = np.asarray(Z, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] != schema.d:
+            raise ValueError(f"expected an array of shape (n, {schema.d}), got {Z.shape}")
+        data = {
+            j: pd.Series(self._decode(Z[:, j], spec), copy=False)
+            for j, spec in enumerate(schema.columns)
+        }
+        out = pd.DataFrame(data, index=pd.RangeIndex(Z.shape[0]))
+        out.columns = pd.Index(np.array(schema.names + [None], dtype=object)[:-1]).infer_objects()
+        return out

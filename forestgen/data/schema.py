@@ -1,0 +1,199 @@
+"""Column schema describing how a mixed-type table is encoded as a float matrix."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+ColumnKind = Literal["continuous", "integer", "categorical", "bool", "binary"]
+KINDS: tuple[str, ...] = ("continuous", "integer", "categorical", "bool", "binary")
+InputType = Literal["dataframe", "ndarray", "tensor"]
+
+
+def to_python_scalar(value: Any) -> Any:
+    """Convert numpy scalars to the equivalent built-in Python scalar."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _tag_value(value: Any) -> list:
+    """Encode a scalar as ``[type_tag, json_value]`` so its Python type survives JSON."""
+    value = to_python_scalar(value)
+    if isinstance(value, bool):
+        return ["bool", value]
+    if isinstance(value, int):
+        return ["int", value]
+    if isinstance(value, float):
+        return ["float", repr(value)]
+    if isinstance(value, str):
+        return ["str", value]
+    if value is None:
+        return ["none", None]
+    raise TypeError(f"cannot serialise value {value!r} of type {type(value).__name__}")
+
+
+def _untag_value(tagged: list) -> Any:
+    tag, value = tagged
+    if tag == "bool":
+        return bool(value)
+    if tag == "int":
+        return int(value)
+    if tag == "float":
+        return float(value)
+    if tag == "str":
+        return str(value)
+    if tag == "none":
+        return None
+    raise ValueError(f"unknown value tag {tag!r}")
+
+
+def _float_to_json(x: float) -> float | str:
+    x = float(x)
+    return repr(x) if not math.isfinite(x) else x
+
+
+@dataclass
+class ColumnSpec:
+    """Encoding metadata of one column.
+
+    ``categories`` holds the original level values in code order for discrete columns
+    (categorical, bool, binary and ordinal integers). ``lower``/``upper`` are the observed
+    range in encoded units (``0`` and ``n_levels - 1`` for discrete columns).
+    """
+
+    name: Any
+    kind: ColumnKind
+    dtype: str
+    categories: list | None = None
+    ordinal: bool = False
+    lower: float = math.nan
+    upper: float = math.nan
+    decimals: int | None = None
+    has_missing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"column {self.name!r}: unknown kind {self.kind!r}")
+
+    @property
+    def n_levels(self) -> int:
+        """Number of levels (0 for numeric columns)."""
+        return len(self.categories) if self.categories is not None else 0
+
+    @property
+    def is_discrete(self) -> bool:
+        """True if the column is modelled as a pmf over integer codes."""
+        if self.kind in ("categorical", "bool", "binary"):
+            return True
+        return self.kind == "integer" and self.ordinal
+
+    @property
+    def is_nominal(self) -> bool:
+        """True for unordered categorical columns with more than two levels."""
+        return self.kind == "categorical" and self.n_levels > 2
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable representation (label types are preserved)."""
+        return {
+            "name": _tag_value(self.name),
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "categories": None
+            if self.categories is None
+            else [_tag_value(c) for c in self.categories],
+            "ordinal": bool(self.ordinal),
+            "lower": _float_to_json(self.lower),
+            "upper": _float_to_json(self.upper),
+            "decimals": None if self.decimals is None else int(self.decimals),
+            "has_missing": bool(self.has_missing),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ColumnSpec:
+        """Inverse of :meth:`to_dict`."""
+        cats = d.get("categories")
+        return cls(
+            name=_untag_value(d["name"]),
+            kind=d["kind"],
+            dtype=d["dtype"],
+            categories=None if cats is None else [_untag_value(c) for c in cats],
+            ordinal=bool(d.get("ordinal", False)),
+            lower=float(d.get("lower", math.nan)),
+            upper=float(d.get("upper", math.nan)),
+            decimals=d.get("decimals"),
+            has_missing=bool(d.get("has_missing", False)),
+        )
+
+
+@dataclass
+class Schema:
+    """Ordered collection of :class:`ColumnSpec` plus the type of the fitted input."""
+
+    columns: list[ColumnSpec] = field(default_factory=list)
+    input_type: InputType = "dataframe"
+
+    @property
+    def names(self) -> list:
+        """Column labels in order."""
+        return [c.name for c in self.columns]
+
+    @property
+    def d(self) -> int:
+        """Number of columns."""
+        return len(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __iter__(self):
+        return iter(self.columns)
+
+    def index(self, name: Any) -> int:
+        """Position of the column labelled ``name``."""
+        for i, c in enumerate(self.columns):
+            if type(c.name) is type(to_python_scalar(name)) and c.name == name:
+                return i
+        for i, c in enumerate(self.columns):
+            if c.name == name:
+                return i
+        raise KeyError(f"no column named {name!r}")
+
+    def __getitem__(self, key: Any) -> ColumnSpec:
+        """Look up by column label first, then by integer position."""
+        try:
+            return self.columns[self.index(key)]
+        except KeyError:
+            if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+                return self.columns[int(key)]
+            raise
+
+    @property
+    def discrete_mask(self) -> np.ndarray:
+        """Boolean mask (d,) of discrete columns."""
+        return np.array([c.is_discrete for c in self.columns], dtype=bool)
+
+    @property
+    def nominal_mask(self) -> np.ndarray:
+        """Boolean mask (d,) of nominal (unordered, > 2 levels) columns."""
+        return np.array([c.is_nominal for c in self.columns], dtype=bool)
+
+    @property
+    def n_levels(self) -> np.ndarray:
+        """Number of levels per column (0 for numeric columns)."""
+        return np.array([c.n_levels for c in self.columns], dtype=np.int64)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable representation."""
+        return {"input_type": self.input_type, "columns": [c.to_dict() for c in self.columns]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Schema:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            columns=[ColumnSpec.from_dict(c) for c in d["columns"]],
+            input_type=d.get("input_type", "dataframe"),
+        )

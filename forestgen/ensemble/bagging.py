@@ -1,0 +1,37 @@
+"""Per-tree row weights: bootstrap, subsample or all rows, optionally stratified by class."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def draw_weights(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    mode: str = "bootstrap",
+    fraction: float = 1.0,
+    strata: np.ndarray | None = None,
+) -> np.ndarray:
+    """Row weights (float64 [n]) for one tree; weight 0 means out of bag.
+
+    ``bootstrap`` draws ``round(fraction * n)`` rows with replacement (weights are counts),
+    ``subsample`` without replacement, ``none`` keeps every row once. With ``strata``, each
+    stratum is resampled separately so class proportions are preserved exactly.
+    """
+    if mode not in ("bootstrap", "subsample", "none"):
+        raise ValueError(f"sampling must be 'bootstrap', 'subsample' or 'none', got {mode!r}")
+    if not 0.0 < fraction <= (10.0 if mode == "bootstrap" else 1.0):
+        raise ValueError(f"sample fraction {fraction} out of range")
+    if mode == "none":
+        return np.ones(n)
+    groups = [np.arange(n)] if strata is None else [np.nonzero(strata == s)[0]
+                                                      for s in np.unique(strata)]
+    w = np.zeros(n)
+    for g in groups:
+        m = max(1, int(round(fraction * len(g))))
+        if mode == "bootstrap":
+            w[g] = np.bincount(rng.integers(0, len(g), m), minlength=len(g)) if len(g) else 0
+        else:
+            w[rng.choice(g, size=min(m, len(g)), replace=False)] = 1.0
+    return w

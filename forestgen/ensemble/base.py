@@ -1,0 +1,21 @@
+"""Ensembler contract: how the trees' outputs combine into one distribution."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Ensembler:
+    """Base class. ``log_prob_pairs`` turns per-(row, leaf) log scores into per-row log densities.
+
+    ``normalised`` says whether the combination is a normalised density (a mixture) or an
+    unnormalised energy whose normaliser must be estimated (NRGBoost).
+    """
+
+    normalised: bool = True
+
+    def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def get_params(self) -> dict:
+        return dict(vars(self))

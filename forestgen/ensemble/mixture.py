@@ -1,0 +1,62 @@
+"""Mixture ensembler: ``q(x) = sum_b (1/B) sum_l cvg_bl prod_j f_blj(x_j)`` (ARF Eq. 1).
+
+Leaf log-weights are ``log cvg - log B`` over all leaves of all trees, so one logsumexp over
+the leaves a row reaches gives the log density — for a complete row one leaf per tree, for a row
+with NaN entries every leaf consistent with its observed entries (exact marginalisation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forestgen.ensemble.base import Ensembler
+from forestgen.registry import register
+
+
+@register("ensembler", "mixture")
+class MixtureEnsembler(Ensembler):
+    normalised = True
+
+    def leaf_log_weights(self, leaves: np.ndarray, n_leaves: int, leaf_tree: np.ndarray,
+                         n_trees: int, mask: np.ndarray | None = None,
+                         sample_weight: np.ndarray | None = None) -> np.ndarray:
+        """``log(coverage / B)`` per leaf from the leaves ``[n, B]`` that training rows fall in.
+
+        ``mask [n, B]`` restricts the count per tree (e.g. out-of-bag rows); each tree's
+        coverage is normalised by its own count, so it sums to exactly 1.
+        """
+        n, B = leaves.shape
+        w = np.ones((n, B)) if sample_weight is None else np.broadcast_to(
+            np.asarray(sample_weight, float)[:, None], (n, B)).copy()
+        if mask is not None:
+            w = w * mask
+        cnt = np.bincount(leaves.ravel(), weights=w.ravel(), minlength=n_leaves)
+        per_tree = np.bincount(leaf_tree, weights=cnt, minlength=n_trees)
+        if np.any(per_tree <= 0):
+            bad = int(np.nonzero(per_tree <= 0)[0][0])
+            raise ValueError(f"tree {bad} has no rows to compute leaf coverage from")
+        cvg = cnt / per_tree[leaf_tree]
+        with np.errstate(divide="ignore"):
+            return np.log(cvg) - np.log(n_trees)
+
+    def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
+        """Per-row logsumexp over CSR segments ``pair_scores[ptr[i]:ptr[i+1]]``."""
+        return segment_logsumexp(ptr, pair_scores)
+
+
+def segment_logsumexp(ptr: np.ndarray, v: np.ndarray) -> np.ndarray:
+    n = len(ptr) - 1
+    out = np.full(n, -np.inf)
+    nonempty = ptr[1:] > ptr[:-1]
+    if not nonempty.any():
+        return out
+    starts = ptr[:-1][nonempty]
+    mx = np.maximum.reduceat(v, starts)
+    lens = (ptr[1:] - ptr[:-1])[nonempty]
+    fin = np.isfinite(mx)
+    shift = np.repeat(np.where(fin, mx, 0.0), lens)
+    s = np.add.reduceat(np.exp(v - shift), starts)
+    with np.errstate(divide="ignore"):
+        res = np.where(fin, mx + np.log(s), mx)
+    out[nonempty] = res
+    return out

@@ -1,0 +1,9 @@
+"""Leaf models: the distribution of each column inside a leaf. See :mod:`.base`."""
+
+from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
+from forestgen.leaves.categorical import CategoricalLeaf
+from forestgen.leaves.truncnorm import TruncNormalLeaf
+from forestgen.leaves.uniform import UniformLeaf
+
+__all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf", "TruncNormalLeaf",
+           "UniformLeaf"]

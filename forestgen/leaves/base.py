@@ -1,0 +1,114 @@
+"""LeafModel contract: the distribution of one column inside every leaf of a forest.
+
+A leaf model is fitted *after* the trees are grown, from (leaf, value) pairs, so any forest
+(adversarial, supervised, imported from scikit-learn) can carry any leaf model. All methods are
+vectorised over a vector of global leaf ids; parameters are arrays with leading dimension
+``n_leaves`` (DESIGN.md §3 "LeafParams").
+
+Every leaf model must normalise over its leaf cell: for a numeric column the density is zero
+outside ``(lower, upper]``; for a discrete column the pmf is zero on levels the cell excludes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+@dataclass
+class ColumnCell:
+    """What a leaf model needs to know about one column's cells and global data range."""
+
+    lower: np.ndarray  # float64 [L]; -inf if unbounded
+    upper: np.ndarray  # float64 [L]; +inf if unbounded
+    allowed: np.ndarray | None  # bool [L, k] for discrete columns
+    data_min: float
+    data_max: float
+    n_levels: int = 0
+
+
+class LeafModel:
+    """Base class. Subclasses set ``discrete`` and implement the methods below.
+
+    ``fit(x, leaf, cell, weight)``: ``x`` and ``leaf`` are paired 1-D arrays (one entry per
+    (row, tree) the row falls into); NaN values are ignored.
+    """
+
+    discrete: ClassVar[bool] = False
+    registry_name: ClassVar[str] = ""
+
+    def fit(self, x: np.ndarray, leaf: np.ndarray, cell: ColumnCell,
+            weight: np.ndarray | None = None) -> LeafModel:
+        raise NotImplementedError
+
+    def log_prob(self, leaf: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Log density (numeric) or log mass (discrete) of ``x`` in ``leaf``; NaN x -> 0."""
+        raise NotImplementedError
+
+    def log_prob_interval(self, leaf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Log P(lo < X <= hi | leaf) (numeric columns)."""
+        raise NotImplementedError(f"{type(self).__name__} has no interval probabilities")
+
+    def log_prob_levels(self, leaf: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        """Log P(X in levels | leaf); ``levels`` is a bool mask ``[k]`` or ``[m, k]``."""
+        raise NotImplementedError(f"{type(self).__name__} has no level probabilities")
+
+    def sample(self, leaf: np.ndarray, rng: np.random.Generator, lo=None, hi=None,
+               levels=None) -> np.ndarray:
+        """One draw per entry of ``leaf``, optionally restricted to an interval / level set."""
+        raise NotImplementedError
+
+    def mean(self, leaf: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def probs(self, leaf: np.ndarray) -> np.ndarray:
+        """Per-leaf pmf ``[m, k]`` (discrete columns)."""
+        raise NotImplementedError(f"{type(self).__name__} is not discrete")
+
+    # ---------------------------------------------------------------- persistence
+    def param_arrays(self) -> dict[str, np.ndarray]:
+        """Fitted parameter arrays (saved to ``.npz``)."""
+        return {k: v for k, v in vars(self).items()
+                if k.endswith("_") and isinstance(v, np.ndarray)}
+
+    def set_param_arrays(self, arrays: dict[str, np.ndarray]) -> LeafModel:
+        for k, v in arrays.items():
+            setattr(self, k, np.asarray(v))
+        return self
+
+    def get_params(self) -> dict:
+        return {k: v for k, v in vars(self).items() if not k.endswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def leaf_stats(x: np.ndarray, leaf: np.ndarray, n_leaves: int, weight: np.ndarray | None = None):
+    """Weighted count, mean and unbiased variance per leaf (NaN values skipped)."""
+    ok = ~np.isnan(x)
+    x, leaf = x[ok], leaf[ok]
+    w = np.ones(len(x)) if weight is None else np.asarray(weight, float)[ok]
+    cnt = np.bincount(leaf, weights=w, minlength=n_leaves)
+    s1 = np.bincount(leaf, weights=w * x, minlength=n_leaves)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = s1 / cnt
+        dev = x - mean[leaf]
+        ss = np.bincount(leaf, weights=w * dev * dev, minlength=n_leaves)
+        var = ss / (cnt - 1.0)
+    return cnt, mean, var
+
+
+def leaf_minmax(x: np.ndarray, leaf: np.ndarray, n_leaves: int):
+    """Per-leaf min and max of non-NaN values (NaN where a leaf has none)."""
+    ok = ~np.isnan(x)
+    x, leaf = x[ok], leaf[ok]
+    lo = np.full(n_leaves, np.inf)
+    hi = np.full(n_leaves, -np.inf)
+    np.minimum.at(lo, leaf, x)
+    np.maximum.at(hi, leaf, x)
+    lo[np.isinf(lo)] = np.nan
+    hi[np.isinf(hi)] = np.nan
+    return lo, hi

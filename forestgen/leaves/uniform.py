@@ -1,0 +1,56 @@
+"""Uniform-in-cell leaves: ARF's ``family="unif"`` (piecewise-constant baseline), RFDE, DEF."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forestgen.leaves.base import LeafModel, leaf_stats
+from forestgen.leaves.truncnorm import finite_cell
+from forestgen.registry import register
+
+
+@register("leaf", "uniform")
+class UniformLeaf(LeafModel):
+    """Uniform density on the leaf cell; unbounded sides take the global range widened by
+    ``epsilon / 2`` of it on each side (ARF spec §2.3). Points outside get density 0."""
+
+    discrete = False
+
+    def __init__(self, *, epsilon: float = 0.0):
+        self.epsilon = epsilon
+
+    def fit(self, x, leaf, cell, weight=None):
+        if self.epsilon < 0:
+            raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
+        cnt, _, _ = leaf_stats(x, leaf, len(cell.lower), weight)
+        lo, hi = finite_cell(cell, x, leaf, "global", self.epsilon)
+        width = hi - lo
+        floor = 1e-9 * max(1.0, abs(cell.data_max - cell.data_min))
+        bad = ~(width > floor)
+        hi = np.where(bad, lo + floor, hi)
+        self.lo_ = lo
+        self.hi_ = hi
+        self.count_ = cnt
+        return self
+
+    def log_prob(self, leaf, x):
+        lo, hi = self.lo_[leaf], self.hi_[leaf]
+        out = np.where((x > lo) & (x <= hi), -np.log(hi - lo), -np.inf)
+        return np.where(np.isnan(x), 0.0, out)
+
+    def log_prob_interval(self, leaf, lo, hi):
+        a = np.maximum(np.asarray(lo, float), self.lo_[leaf])
+        b = np.minimum(np.asarray(hi, float), self.hi_[leaf])
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(b - a, 0.0)) - np.log(self.hi_[leaf] - self.lo_[leaf])
+
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        a, b = self.lo_[leaf], self.hi_[leaf]
+        if lo is not None:
+            a = np.maximum(a, lo)
+        if hi is not None:
+            b = np.minimum(b, hi)
+        return a + (np.maximum(b, a) - a) * rng.random(len(leaf))
+
+    def mean(self, leaf):
+        return 0.5 * (self.lo_[leaf] + self.hi_[leaf])

@@ -1,0 +1,77 @@
+"""``forestgen evaluate REAL.csv SYNTH.csv [--target col] [--holdout H.csv] [--out report]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["add_evaluate_parser", "main", "read_table", "run_evaluate"]
+
+NA_VALUES = ["?", ""]
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV treating ``?`` and empty fields as missing."""
+    return pd.read_csv(path, na_values=NA_VALUES, keep_default_na=True, skipinitialspace=True)
+
+
+def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the ``evaluate`` sub-command on an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "evaluate", help="score synthetic data against real data",
+        description="Compare a synthetic CSV with the real CSV it imitates (fidelity, coverage, "
+                    "utility with --target, privacy with --holdout) and print a summary.")
+    p.add_argument("real", help="real (training) data CSV")
+    p.add_argument("synthetic", help="synthetic data CSV")
+    p.add_argument("--target", default=None, help="target column for TSTR/TRTR utility")
+    p.add_argument("--holdout", default=None, help="real holdout CSV (TSTR test set, DCR baseline)")
+    p.add_argument("--out", default=None, help="write the report (.html/.htm or .md/.markdown)")
+    p.add_argument("--metrics", default=None,
+                   help="comma-separated subset of metrics (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.set_defaults(func=run_evaluate)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Run ``evaluate``; returns a process exit code (0 ok, 2 bad input)."""
+    from forestgen.metrics.report import report
+
+    out = Path(args.out) if getattr(args, "out", None) else None
+    if out is not None and out.suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
+        print(f"error: --out must end in .html, .htm, .md or .markdown, got {out}",
+              file=sys.stderr)
+        return 2
+    try:
+        real = read_table(args.real)
+        synthetic = read_table(args.synthetic)
+        holdout = read_table(args.holdout) if getattr(args, "holdout", None) else None
+        metrics = getattr(args, "metrics", None)
+        rep = report(real, synthetic, holdout=holdout, target=getattr(args, "target", None),
+                     metrics=metrics.split(",") if metrics else None,
+                     random_state=getattr(args, "seed", 0))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(rep.summary())
+    if out is not None:
+        if out.suffix.lower() in (".html", ".htm"):
+            rep.to_html(out)
+        else:
+            rep.to_markdown(out)
+        print(f"report written to {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry: ``python -m forestgen.metrics.cli evaluate ...``."""
+    parser = argparse.ArgumentParser(prog="forestgen")
+    add_evaluate_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,438 @@
+"""One-call quality report: :func:`report` -> :class:`QualityReport` (table, plots, exports)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forestgen.metrics._prep import (
+    MAX_CATEGORIES,
+    category_strings,
+    infer_schema,
+    numeric_values,
+    prepare,
+    subsample,
+)
+from forestgen.metrics.coverage import (
+    AlphaPrecisionResult,
+    alpha_precision_beta_recall,
+    nn_precision_recall,
+)
+from forestgen.metrics.fidelity import (
+    AssociationGap,
+    C2STResult,
+    association_gap,
+    c2st,
+    energy_distance,
+    marginal_distances,
+    mmd,
+    sliced_wasserstein,
+)
+from forestgen.metrics.privacy import DCRResult, dcr
+from forestgen.metrics.utility import TSTRResult, tstr
+
+__all__ = ["ALL_METRICS", "QualityReport", "report"]
+
+ALL_METRICS = ("marginals", "association", "c2st", "mmd", "energy", "sliced_wasserstein",
+               "alpha_precision", "nn_precision_recall", "tstr", "dcr")
+
+_IDEAL = {
+    "ks": 0.0, "tv": 0.0, "ks_mean": 0.0, "tv_mean": 0.0, "association_gap_mean": 0.0,
+    "association_gap_max": 0.0, "c2st_auc": 0.5, "c2st_auc_ci_low": 0.5,
+    "c2st_auc_ci_high": 0.5, "c2st_accuracy": 0.5, "mmd2": 0.0, "energy_distance": 0.0,
+    "sliced_wasserstein": 0.0, "alpha_precision_delta": 1.0, "beta_recall_delta": 1.0,
+    "authenticity": np.nan, "nn_precision": np.nan, "nn_recall": np.nan,
+    "dcr_share_closer_to_train": 0.5, "dcr_share_below_holdout_p5": 0.05, "copying_flag": 0.0,
+}
+
+
+@dataclass
+class QualityReport:
+    """Synthetic-data quality report.
+
+    ``table``: tidy DataFrame (``group, metric, column, value, ideal``); ``columns``: per-column
+    marginal distances; ``association``: :class:`AssociationGap` (``.matrix`` is the gap matrix);
+    the remaining attributes hold the individual metric results (``None`` when skipped).
+    """
+
+    table: pd.DataFrame
+    columns: pd.DataFrame | None
+    association: AssociationGap | None
+    c2st: C2STResult | None = None
+    alpha_precision: AlphaPrecisionResult | None = None
+    utility: TSTRResult | None = None
+    privacy: DCRResult | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
+    _real_sample: pd.DataFrame | None = field(default=None, repr=False)
+    _synthetic_sample: pd.DataFrame | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------------ access
+    def value(self, metric: str, column: str | None = None) -> float:
+        """Value of one metric (optionally for one column) from :attr:`table`."""
+        t = self.table[self.table["metric"] == metric]
+        t = t[t["column"] == column] if column is not None else t[t["column"].isna()]
+        if t.empty:
+            raise KeyError(f"no metric {metric!r}" + (f" for column {column!r}" if column else ""))
+        return float(t["value"].iloc[0])
+
+    def _get(self, metric: str) -> float:
+        try:
+            return self.value(metric)
+        except KeyError:
+            return float("nan")
+
+    def summary(self) -> str:
+        """A few lines for the terminal."""
+        i = self.info
+        g = self._get
+        lines = [f"forestgen quality report: {i.get('n_real')} real vs {i.get('n_synthetic')} "
+                 f"synthetic rows, {i.get('n_columns')} columns ({i.get('n_numeric')} numeric, "
+                 f"{i.get('n_categorical')} categorical)"]
+        fid = [f"mean KS {g('ks_mean'):.3f}", f"mean TV {g('tv_mean'):.3f}",
+               f"assoc gap {g('association_gap_mean'):.3f}"]
+        if self.c2st is not None:
+            lo, hi = self.c2st.auc_ci
+            fid.append(f"C2ST AUC {self.c2st.auc:.3f} [{lo:.3f}, {hi:.3f}]")
+        fid += [f"MMD^2 {g('mmd2'):.4f}", f"energy {g('energy_distance'):.4f}",
+                f"SW {g('sliced_wasserstein'):.4f}"]
+        lines.append("  fidelity : " + " | ".join(s for s in fid if "nan" not in s))
+        cov = [f"alpha-precision {g('alpha_precision_delta'):.3f}",
+               f"beta-recall {g('beta_recall_delta'):.3f}",
+               f"authenticity {g('authenticity'):.3f}",
+               f"NN precision {g('nn_precision'):.3f}", f"NN recall {g('nn_recall'):.3f}"]
+        lines.append("  coverage : " + " | ".join(s for s in cov if "nan" not in s))
+        if self.utility is not None:
+            u = self.utility
+            parts = [f"{k} TSTR {u.tstr[k]:.3f} / TRTR {u.trtr[k]:.3f}" for k in u.trtr]
+            lines.append(f"  utility  : ({u.task}, target {u.target!r}) " + " | ".join(parts))
+        if self.privacy is not None:
+            p = self.privacy
+            lines.append(
+                f"  privacy  : DCR p5 synthetic {p.dcr_synthetic_p5:.3f} vs holdout "
+                f"{p.dcr_holdout_p5:.3f} | closer-to-train share {p.share_closer_to_train:.3f}"
+                f" | exact matches {p.exact_match_synthetic:.3%}"
+                + (" | COPYING SUSPECTED" if p.copying else ""))
+        if self.timings:
+            lines.append(f"  time     : {sum(self.timings.values()):.1f} s")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    # ------------------------------------------------------------------ plots
+    def figures(self) -> dict[str, object]:
+        """matplotlib Figures (no pyplot/global backend): marginals, association gap, curves."""
+        figs: dict[str, object] = {}
+        if self._real_sample is not None and self._synthetic_sample is not None:
+            figs["marginals"] = _plot_marginals(self._real_sample, self._synthetic_sample,
+                                                int(self.info.get("max_categories",
+                                                                  MAX_CATEGORIES)))
+        if self.association is not None and len(self.association.matrix) > 1:
+            figs["association_gap"] = _plot_heatmap(self.association.matrix)
+        if self.alpha_precision is not None:
+            figs["alpha_precision"] = _plot_curves(self.alpha_precision)
+        return figs
+
+    # ------------------------------------------------------------------ exports
+    def _sections(self) -> list[tuple[str, str | None, pd.DataFrame | None, str | None]]:
+        """(title, text, table, figure-name) in display order."""
+        overall = self.table[self.table["column"].isna()].drop(columns="column")
+        overall = overall.reset_index(drop=True)
+        secs: list[tuple[str, str | None, pd.DataFrame | None, str | None]] = [
+            ("Summary", self.summary(), None, None),
+            ("Metrics", None, overall, None),
+        ]
+        if self.columns is not None:
+            secs.append(("Per-column marginals", "KS for numeric, total variation for "
+                         "categorical columns (0 = identical).", self.columns,
+                         "marginals"))
+        if self.association is not None:
+            secs.append(("Pairwise associations", f"Mean |gap| {self.association.gap:.4f}, "
+                         f"max {self.association.max_gap:.4f} (Pearson / Cramér's V / "
+                         "correlation ratio).", self.association.matrix.round(3),
+                         "association_gap"))
+        if self.alpha_precision is not None:
+            a = self.alpha_precision
+            curve = pd.DataFrame({"alpha": a.alphas, "alpha_precision": a.alpha_precision,
+                                  "beta_recall": a.beta_recall})
+            secs.append(("Coverage", "alpha-precision / beta-recall (Alaa et al., 2022); "
+                         "ideal curves are the diagonal.", curve, "alpha_precision"))
+        if self.utility is not None:
+            secs.append(("Utility", f"TSTR vs TRTR, {self.utility.task} of "
+                         f"{self.utility.target!r} on {self.utility.n_test} real test rows.",
+                         self.utility.table, None))
+        if self.privacy is not None:
+            p = pd.DataFrame([{"metric": k, "value": v}
+                              for k, v in vars(self.privacy).items()])
+            secs.append(("Privacy", "Distance to closest record vs a real holdout baseline.",
+                         p, None))
+        if self.timings:
+            t = pd.DataFrame({"metric": list(self.timings), "seconds": list(self.timings.values())})
+            secs.append(("Timings", None, t, None))
+        return secs
+
+    def to_markdown(self, path: str | Path) -> Path:
+        """Write a Markdown report; figures go to ``<stem>_figures/`` next to it."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig_dir = path.parent / f"{path.stem}_figures"
+        figs = self.figures()
+        names: dict[str, str] = {}
+        if figs:
+            fig_dir.mkdir(exist_ok=True)
+            for name, fig in figs.items():
+                (fig_dir / f"{name}.png").write_bytes(_png(fig))
+                names[name] = f"{fig_dir.name}/{name}.png"
+        out = ["# Synthetic data quality report", ""]
+        for title, text, table, fig in self._sections():
+            out += [f"## {title}", ""]
+            if title == "Summary" and text:
+                out += ["```", text, "```", ""]
+            elif text:
+                out += [text, ""]
+            if table is not None:
+                out += [_md_table(table), ""]
+            if fig in names:
+                out += [f"![{fig}]({names[fig]})", ""]
+        path.write_text("\n".join(out), encoding="utf-8")
+        return path
+
+    def to_html(self, path: str | Path) -> Path:
+        """Write a self-contained HTML report (figures embedded as base64 PNG)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figs = {k: base64.b64encode(_png(f)).decode("ascii") for k, f in self.figures().items()}
+        body = ["<h1>Synthetic data quality report</h1>"]
+        for title, text, table, fig in self._sections():
+            body.append(f"<h2>{html.escape(title)}</h2>")
+            if title == "Summary" and text:
+                body.append(f"<pre>{html.escape(text)}</pre>")
+            elif text:
+                body.append(f"<p>{html.escape(text)}</p>")
+            if table is not None:
+                body.append(table.to_html(index=title == "Pairwise associations",
+                                          float_format=lambda v: f"{v:.4g}", na_rep="",
+                                          border=0, classes="tbl"))
+            if fig in figs:
+                body.append(f'<img alt="{fig}" src="data:image/png;base64,{figs[fig]}">')
+        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+                 ".tbl{border-collapse:collapse}.tbl td,.tbl th{padding:2px 8px;"
+                 "border-bottom:1px solid #ddd;text-align:right}img{max-width:100%}")
+        doc = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+               f"<title>forestgen quality report</title><style>{style}</style></head><body>"
+               + "\n".join(body) + "</body></html>")
+        path.write_text(doc, encoding="utf-8")
+        return path
+
+
+# ---------------------------------------------------------------------- helpers
+def _md_table(df: pd.DataFrame) -> str:
+    def fmt(v: object) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "" if np.isnan(v) else f"{v:.4g}"
+        return str(v).replace("|", "\\|")
+
+    index = df.index.name is not None or not isinstance(df.index, pd.RangeIndex)
+    cols = ([""] if index else []) + [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for idx, row in zip(df.index, df.itertuples(index=False)):
+        cells = ([str(idx)] if index else []) + [fmt(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _png(fig: object) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)  # attaches an Agg canvas, independent of the pyplot backend
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _plot_marginals(real: pd.DataFrame, syn: pd.DataFrame, max_categories: int) -> object:
+    from matplotlib.figure import Figure
+
+    schema = infer_schema(real, max_categories)
+    cols = list(schema.columns)
+    ncol = min(4, max(1, len(cols)))
+    nrow = int(np.ceil(len(cols) / ncol))
+    fig = Figure(figsize=(4 * ncol, 2.8 * nrow))
+    for i, col in enumerate(cols):
+        ax = fig.add_subplot(nrow, ncol, i + 1)
+        if col in schema.numeric:
+            a, b = numeric_values(real[col]), numeric_values(syn[col])
+            a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+            both = np.concatenate([a, b])
+            if len(both):
+                lo, hi = np.quantile(both, [0.005, 0.995])
+                bins = np.linspace(lo, hi if hi > lo else lo + 1, 31)
+                ax.hist(a, bins=bins, density=True, alpha=0.5, label="real")
+                ax.hist(b, bins=bins, density=True, alpha=0.5, label="synthetic")
+        else:
+            pa = pd.Series(category_strings(real[col])).value_counts(normalize=True)
+            pb = pd.Series(category_strings(syn[col])).value_counts(normalize=True)
+            levels = list(pa.index[:12])
+            x = np.arange(len(levels))
+            ax.bar(x - 0.2, pa.reindex(levels, fill_value=0).to_numpy(), 0.4, label="real")
+            ax.bar(x + 0.2, pb.reindex(levels, fill_value=0).to_numpy(), 0.4, label="synthetic")
+            ax.set_xticks(x)
+            ax.set_xticklabels([str(v)[:12] for v in levels], rotation=60, ha="right",
+                               fontsize=7)
+        ax.set_title(col, fontsize=9)
+        ax.tick_params(labelsize=7)
+        if i == 0:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_heatmap(matrix: pd.DataFrame) -> object:
+    from matplotlib.figure import Figure
+
+    n = len(matrix)
+    fig = Figure(figsize=(1.0 + 0.45 * n, 0.6 + 0.45 * n))
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(matrix.to_numpy(), cmap="Reds", vmin=0.0,
+                   vmax=max(0.1, float(np.nanmax(matrix.to_numpy()))))
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels([str(c) for c in matrix.columns], rotation=60, ha="right", fontsize=8)
+    ax.set_yticklabels([str(c) for c in matrix.index], fontsize=8)
+    ax.set_title("|association(real) - association(synthetic)|", fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_curves(res: AlphaPrecisionResult) -> object:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4.5, 4))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
+    ax.plot(res.alphas, res.alpha_precision, "o-", ms=3,
+            label=f"alpha-precision ({res.delta_precision:.3f})")
+    ax.plot(res.alphas, res.beta_recall, "s-", ms=3, label=f"beta-recall ({res.delta_recall:.3f})")
+    ax.set_xlabel("alpha / beta")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------- entry point
+def report(real: object, synthetic: object, holdout: object | None = None,
+           target: str | None = None, *, metrics: Sequence[str] | None = None,
+           max_rows: int = 2000, c2st_rows: int = 5000, coverage_rows: int = 3000,
+           random_state: int | None = 0, max_categories: int = MAX_CATEGORIES) -> QualityReport:
+    """Compute a synthetic-data quality report.
+
+    ``real`` is the data the generator was trained on; ``holdout`` (optional) is real data it
+    never saw, used as the test set for TSTR and the baseline for DCR. ``target`` enables TSTR.
+    ``metrics`` selects from :data:`ALL_METRICS` (default: all). O(n²) metrics subsample:
+    ``max_rows`` rows per side for MMD/energy, ``coverage_rows`` for coverage/privacy and
+    ``c2st_rows`` for C2ST.
+    """
+    chosen = list(ALL_METRICS) if metrics is None else list(metrics)
+    unknown = sorted(set(chosen) - set(ALL_METRICS))
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; choose from {list(ALL_METRICS)}")
+    real, synthetic, holdout = prepare(real, synthetic, holdout, names=["synthetic", "holdout"])
+    if target is not None and str(target) not in real.columns:
+        raise ValueError(f"target column {target!r} not in the data")
+    schema = infer_schema(real, max_categories)
+    rows: list[dict[str, object]] = []
+    timings: dict[str, float] = {}
+    seed = random_state
+
+    def add(group: str, metric: str, value: float, column: str | None = None) -> None:
+        rows.append({"group": group, "metric": metric, "column": column, "value": float(value),
+                     "ideal": _IDEAL.get(metric, np.nan)})
+
+    def timed(name: str, fn: Callable[[], object]) -> object:
+        t0 = time.perf_counter()
+        out = fn()
+        timings[name] = time.perf_counter() - t0
+        return out
+
+    columns = assoc = c2 = ap = util = priv = None
+    if "marginals" in chosen:
+        columns = timed("marginals", lambda: marginal_distances(
+            real, synthetic, max_categories=max_categories))
+        for r in columns.itertuples(index=False):
+            add("fidelity", r.metric, r.statistic, r.column)
+        ks = columns.loc[columns["metric"] == "ks", "statistic"]
+        tv = columns.loc[columns["metric"] == "tv", "statistic"]
+        add("fidelity", "ks_mean", ks.mean() if len(ks) else np.nan)
+        add("fidelity", "tv_mean", tv.mean() if len(tv) else np.nan)
+    if "association" in chosen:
+        assoc = timed("association", lambda: association_gap(
+            real, synthetic, max_rows=20000, random_state=seed, max_categories=max_categories))
+        add("fidelity", "association_gap_mean", assoc.gap)
+        add("fidelity", "association_gap_max", assoc.max_gap)
+    if "c2st" in chosen:
+        c2 = timed("c2st", lambda: c2st(real, synthetic, max_rows=c2st_rows,
+                                        random_state=seed, max_categories=max_categories))
+        add("fidelity", "c2st_auc", c2.auc)
+        add("fidelity", "c2st_auc_ci_low", c2.auc_ci[0])
+        add("fidelity", "c2st_auc_ci_high", c2.auc_ci[1])
+        add("fidelity", "c2st_accuracy", c2.accuracy)
+    if "mmd" in chosen:
+        add("fidelity", "mmd2", timed("mmd", lambda: mmd(real, synthetic, max_rows=max_rows,
+                                                         random_state=seed)))
+    if "energy" in chosen:
+        add("fidelity", "energy_distance", timed("energy", lambda: energy_distance(
+            real, synthetic, max_rows=max_rows, random_state=seed)))
+    if "sliced_wasserstein" in chosen:
+        add("fidelity", "sliced_wasserstein", timed("sliced_wasserstein", lambda: (
+            sliced_wasserstein(real, synthetic, random_state=seed))))
+    if "alpha_precision" in chosen:
+        ap = timed("alpha_precision", lambda: alpha_precision_beta_recall(
+            real, synthetic, max_rows=coverage_rows, random_state=seed))
+        add("coverage", "alpha_precision_delta", ap.delta_precision)
+        add("coverage", "beta_recall_delta", ap.delta_recall)
+        add("coverage", "authenticity", ap.authenticity)
+    if "nn_precision_recall" in chosen:
+        nn = timed("nn_precision_recall", lambda: nn_precision_recall(
+            real, synthetic, max_rows=coverage_rows, random_state=seed))
+        add("coverage", "nn_precision", nn.precision)
+        add("coverage", "nn_recall", nn.recall)
+    if "tstr" in chosen and target is not None:
+        util = timed("tstr", lambda: tstr(real, synthetic, target, test=holdout,
+                                          random_state=seed, max_categories=max_categories))
+        for name in util.trtr:
+            add("utility", f"trtr_{name}", util.trtr[name], util.target)
+            add("utility", f"tstr_{name}", util.tstr[name], util.target)
+    if "dcr" in chosen:
+        priv = timed("dcr", lambda: dcr(real, synthetic, holdout, max_rows=coverage_rows,
+                                        random_state=seed))
+        add("privacy", "dcr_share_closer_to_train", priv.share_closer_to_train)
+        add("privacy", "dcr_share_below_holdout_p5", priv.share_below_holdout_p5)
+        add("privacy", "dcr_synthetic_p5", priv.dcr_synthetic_p5)
+        add("privacy", "dcr_holdout_p5", priv.dcr_holdout_p5)
+        add("privacy", "nndr_synthetic_median", priv.nndr_synthetic_median)
+        add("privacy", "nndr_holdout_median", priv.nndr_holdout_median)
+        add("privacy", "exact_match_synthetic", priv.exact_match_synthetic)
+        add("privacy", "exact_match_holdout", priv.exact_match_holdout)
+        add("privacy", "copying_flag", float(priv.copying))
+    table = pd.DataFrame(rows, columns=["group", "metric", "column", "value", "ideal"])
+    table["column"] = table["column"].astype(object).where(table["column"].notna(), None)
+    rng = np.random.default_rng(random_state)
+    info = {"n_real": len(real), "n_synthetic": len(synthetic),
+            "n_holdout": None if holdout is None else len(holdout),
+            "n_columns": len(schema.columns), "n_numeric": len(schema.numeric),
+            "n_categorical": len(schema.categorical), "target": target,
+            "max_categories": max_categories}
+    return QualityReport(table=table, columns=columns, association=assoc, c2st=c2,
+                         alpha_precision=ap, utility=util, privacy=priv, timings=timings,
+                         info=info, _real_sample=subsample(real, 5000, rng),
+                         _synthetic_sample=subsample(synthetic, 5000, rng))

@@ -1,0 +1,64 @@
+"""Name -> class registry for components and learners, so configs can name them by string."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_REGISTRY: dict[str, dict[str, type]] = {}
+
+KINDS = ("splitter", "leaf", "ensembler", "sampler", "learner")
+
+
+def register(kind: str, name: str):
+    """Class decorator: ``@register("leaf", "truncnorm")``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown component kind {kind!r}; expected one of {KINDS}")
+
+    def deco(cls: type) -> type:
+        table = _REGISTRY.setdefault(kind, {})
+        if name in table and table[name] is not cls:
+            raise ValueError(f"{kind} {name!r} is already registered to {table[name].__name__}")
+        table[name] = cls
+        cls.registry_name = name
+        return cls
+
+    return deco
+
+
+def get(kind: str, name: str) -> type:
+    _ensure_builtins()
+    table = _REGISTRY.get(kind, {})
+    if name not in table:
+        raise KeyError(f"no {kind} named {name!r}; available: {sorted(table)}")
+    return table[name]
+
+
+def available(kind: str | None = None) -> dict[str, list[str]] | list[str]:
+    _ensure_builtins()
+    if kind is not None:
+        return sorted(_REGISTRY.get(kind, {}))
+    return {k: sorted(v) for k, v in _REGISTRY.items()}
+
+
+def resolve(kind: str, spec: Any, base: type | None = None, **kwargs: Any) -> Any:
+    """A component from a registry name, a class, or an instance (returned as is)."""
+    if isinstance(spec, str):
+        return get(kind, spec)(**kwargs)
+    if isinstance(spec, type):
+        return spec(**kwargs)
+    if base is not None and not isinstance(spec, base):
+        raise TypeError(
+            f"{kind} must be a name, a {base.__name__} subclass or instance; got {spec!r}"
+        )
+    if kwargs:
+        raise TypeError(f"{kind}_kwargs given together with a {kind} instance")
+    return spec
+
+
+def _ensure_builtins() -> None:
+    # importing the subpackages runs their @register decorators
+    import forestgen.ensemble  # noqa: F401
+    import forestgen.learners  # noqa: F401
+    import forestgen.leaves  # noqa: F401
+    import forestgen.sampling  # noqa: F401
+    import forestgen.splitters  # noqa: F401

@@ -1,0 +1,29 @@
+"""Ancestral sampling from a leaf mixture (FORGE, Watson et al. 2023 Alg. 3): pick a leaf of
+the whole forest with probability ``cvg / B`` (tree uniform, then leaf by coverage, in one
+draw), then every column independently from its leaf model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forestgen.registry import register
+from forestgen.sampling.base import Sampler
+
+
+def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` leaf ids with probabilities ``exp(log_w)`` (normalised here), by inverse CDF."""
+    w = np.exp(log_w - np.max(log_w))
+    cdf = np.cumsum(w)
+    cdf /= cdf[-1]
+    idx = np.searchsorted(cdf, rng.random(n), side="right")
+    return np.minimum(idx, len(cdf) - 1).astype(np.int64)
+
+
+@register("sampler", "ancestral")
+class AncestralSampler(Sampler):
+    def sample(self, model, n, rng):
+        leaf = draw_leaves(model.leaf_log_weight_, n, rng)
+        out = np.empty((n, len(model.leaf_models_)))
+        for j, lm in enumerate(model.leaf_models_):
+            out[:, j] = lm.sample(leaf, rng)
+        return out

@@ -1,0 +1,179 @@
+"""``ForestArrays``: every tree of a fitted forest as one struct of flat arrays (DESIGN.md §3).
+
+Nodes of all trees are concatenated with global ids; ``left``/``right`` hold global child ids
+(-1 at leaves), ``node_leaf`` the global leaf id of a leaf node (-1 for internal nodes). Leaves
+of tree ``b`` are ``leaf_offsets[b]:leaf_offsets[b+1]``. Nominal splits keep their left level set
+as bytes in ``cat_left[cat_off[node] : cat_off[node] + n_levels[feature]]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from forestgen.tree.kernels import apply_kernel, boxes_kernel, reach_kernel
+
+
+@dataclass
+class LeafBoxes:
+    """Axis-aligned leaf cells: numeric interval ``(lower, upper]`` and nominal level masks."""
+
+    lower: np.ndarray  # float64 [L, d]
+    upper: np.ndarray  # float64 [L, d]
+    mask: np.ndarray  # bool [L, n_nominal_levels]
+    nom_off: np.ndarray  # int64 [d], -1 where the column is not nominal
+
+    def levels(self, j: int, k: int) -> np.ndarray:
+        """Allowed-level mask ``[L, k]`` of discrete column ``j`` (nominal mask or codes)."""
+        if self.nom_off[j] >= 0:
+            o = self.nom_off[j]
+            return self.mask[:, o : o + k]
+        codes = np.arange(k)
+        lo, hi = self.lower[:, j, None], self.upper[:, j, None]
+        return (codes[None, :] > lo) & (codes[None, :] <= hi)
+
+
+@dataclass
+class ForestArrays:
+    feature: np.ndarray  # int32 [N], -1 at leaves
+    threshold: np.ndarray  # float64 [N]
+    nan_left: np.ndarray  # uint8 [N]
+    left: np.ndarray  # int32 [N] global
+    right: np.ndarray  # int32 [N] global
+    cat_off: np.ndarray  # int64 [N], -1 unless a nominal split
+    cat_left: np.ndarray  # uint8 [M]
+    node_leaf: np.ndarray  # int32 [N]
+    node_offsets: np.ndarray  # int64 [B+1]
+    leaf_offsets: np.ndarray  # int64 [B+1]
+    n_levels: np.ndarray  # int32 [d]; >0 for nominal columns (levels of their splits)
+    node_value: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # [N, C] class weights
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_trees(cls, trees: list[dict], n_levels: np.ndarray) -> ForestArrays:
+        """Concatenate per-tree dicts with tree-local ids (keys as the fields, minus offsets)."""
+        node_off = [0]
+        leaf_off = [0]
+        cat_off_acc = 0
+        parts: dict[str, list] = {k: [] for k in
+                                  ("feature", "threshold", "nan_left", "left", "right", "cat_off",
+                                   "cat_left", "node_leaf", "node_value")}
+        for t in trees:
+            n = len(t["feature"])
+            base = node_off[-1]
+            is_leaf = t["feature"] < 0
+            n_leaf = int(is_leaf.sum())
+            node_leaf = np.full(n, -1, np.int32)
+            node_leaf[is_leaf] = leaf_off[-1] + np.arange(n_leaf, dtype=np.int32)
+            parts["feature"].append(t["feature"].astype(np.int32))
+            parts["threshold"].append(t["threshold"].astype(np.float64))
+            parts["nan_left"].append(t["nan_left"].astype(np.uint8))
+            parts["left"].append(np.where(t["left"] >= 0, t["left"] + base, -1).astype(np.int32))
+            parts["right"].append(np.where(t["right"] >= 0, t["right"] + base, -1).astype(np.int32))
+            parts["cat_off"].append(np.where(t["cat_off"] >= 0, t["cat_off"] + cat_off_acc, -1))
+            parts["cat_left"].append(t["cat_left"].astype(np.uint8))
+            parts["node_leaf"].append(node_leaf)
+            if "node_value" in t:
+                parts["node_value"].append(np.asarray(t["node_value"], np.float64))
+            cat_off_acc += len(t["cat_left"])
+            node_off.append(base + n)
+            leaf_off.append(leaf_off[-1] + n_leaf)
+        nv = parts.pop("node_value")
+        out = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
+        return cls(
+            feature=out["feature"].astype(np.int32),
+            threshold=out["threshold"].astype(np.float64),
+            nan_left=out["nan_left"].astype(np.uint8),
+            left=out["left"].astype(np.int32),
+            right=out["right"].astype(np.int32),
+            cat_off=out["cat_off"].astype(np.int64),
+            cat_left=out["cat_left"].astype(np.uint8),
+            node_leaf=out["node_leaf"].astype(np.int32),
+            node_offsets=np.asarray(node_off, np.int64),
+            leaf_offsets=np.asarray(leaf_off, np.int64),
+            n_levels=np.asarray(n_levels, np.int32),
+            node_value=np.concatenate(nv) if len(nv) == len(trees) and nv else np.zeros((0, 0)),
+        )
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_trees(self) -> int:
+        return len(self.node_offsets) - 1
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.leaf_offsets[-1])
+
+    @property
+    def roots(self) -> np.ndarray:
+        return self.node_offsets[:-1].astype(np.int64)
+
+    @property
+    def leaf_tree(self) -> np.ndarray:
+        """Tree index of every global leaf, int32 [L]."""
+        return np.repeat(np.arange(self.n_trees, dtype=np.int32), np.diff(self.leaf_offsets))
+
+    @property
+    def leaf_node(self) -> np.ndarray:
+        """Global node id of every leaf, int64 [L]."""
+        nodes = np.nonzero(self.node_leaf >= 0)[0]
+        return nodes[np.argsort(self.node_leaf[nodes], kind="stable")]
+
+    @property
+    def leaf_value(self) -> np.ndarray:
+        """Per-leaf class weights seen while growing (``[L, C]``; empty if not recorded)."""
+        if self.node_value.size == 0:
+            return self.node_value
+        return self.node_value[self.leaf_node]
+
+    # ------------------------------------------------------------------ queries
+    def _args(self):
+        return (self.feature, self.threshold, self.nan_left, self.left, self.right, self.cat_off,
+                self.cat_left, self.n_levels)
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Global leaf id per row and tree, ``[n, n_trees]`` int32 (NaN follows nan_left)."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        return apply_kernel(X, *self._args(), self.roots, self.node_leaf)
+
+    def reach(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR ``(ptr, leaves)`` of all leaves consistent with each row, NaN = unknown."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        max_nodes = int(np.diff(self.node_offsets).max()) if self.n_trees else 1
+        return reach_kernel(X, *self._args(), self.roots, self.node_leaf, max_nodes)
+
+    def boxes(self, d: int, nominal_levels: np.ndarray) -> LeafBoxes:
+        """Leaf cells for ``d`` columns; ``nominal_levels[j]`` > 0 marks nominal column j."""
+        nominal_levels = np.asarray(nominal_levels, np.int64)
+        nom_off = np.full(d, -1, np.int64)
+        acc = 0
+        for j in range(d):
+            if nominal_levels[j] > 0:
+                nom_off[j] = acc
+                acc += int(nominal_levels[j])
+        lower, upper, mask = boxes_kernel(
+            self.feature, self.threshold, self.left, self.right, self.cat_off, self.cat_left,
+            self.n_levels, self.node_leaf, self.n_leaves, d, nom_off, acc,
+        )
+        return LeafBoxes(lower, upper, mask, nom_off)
+
+    def depth(self) -> np.ndarray:
+        """Depth of each tree."""
+        out = np.zeros(self.n_trees, np.int64)
+        depth = np.zeros(len(self.feature), np.int64)
+        for b in range(self.n_trees):
+            for node in range(self.node_offsets[b], self.node_offsets[b + 1]):
+                if self.feature[node] >= 0:
+                    depth[self.left[node]] = depth[node] + 1
+                    depth[self.right[node]] = depth[node] + 1
+            out[b] = depth[self.node_offsets[b] : self.node_offsets[b + 1]].max()
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def to_arrays(self, prefix: str = "forest.") -> dict[str, np.ndarray]:
+        return {prefix + f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str = "forest.") -> ForestArrays:
+        return cls(**{f.name: np.asarray(arrays[prefix + f.name]) for f in fields(cls)})
