@@ -152,9 +152,16 @@ class GenerativeForest:
             i = j
         return res
 
-    def log_prob(self, X) -> np.ndarray:
+    def log_prob(self, X, conditions=None) -> np.ndarray:
         """Log density (nats) of each row: a density for numeric columns times a pmf for discrete
-        ones. Entries given as missing (NaN/None) are marginalised, not imputed."""
+        ones. Entries given as missing (NaN/None) are marginalised, not imputed.
+
+        With ``conditions`` (see :mod:`forestgen.inference`), returns ``log p(x_free | evidence)``.
+        """
+        if conditions is not None:
+            from forestgen.inference.api import conditional_log_prob
+
+            return conditional_log_prob(self, X, conditions)
         return self.log_prob_encoded(self._encode(X))
 
     def score_samples(self, X) -> np.ndarray:
@@ -174,9 +181,62 @@ class GenerativeForest:
             return np.empty((0, self.schema_.d))
         return AncestralSampler().sample(self, int(n), rng)
 
-    def sample(self, n: int, random_state=None) -> pd.DataFrame:
-        """``n`` synthetic rows as a DataFrame with the training columns, dtypes and levels."""
+    def sample(self, n: int | None = None, random_state=None, conditions=None,
+               on_empty: str = "raise") -> pd.DataFrame:
+        """``n`` synthetic rows as a DataFrame with the training columns, dtypes and levels.
+
+        ``conditions``: evidence to condition on (a dict for one condition set, or a DataFrame of
+        per-row evidence with NaN = free; see :mod:`forestgen.inference`). ``on_empty``:
+        ``"raise"`` (default) or ``"unconditional"`` when the evidence has zero probability.
+        """
+        if conditions is not None:
+            from forestgen.inference.api import conditional_sample
+
+            return conditional_sample(self, n, conditions, random_state, on_empty=on_empty)
+        if n is None:
+            raise ValueError("n is required when no conditions are given")
         return self.encoder_.inverse_transform(self.sample_encoded(n, random_state))
+
+    # ----------------------------------------------------------------- inference
+    def expect(self, columns=None, conditions=None):
+        """Conditional mean of numeric columns / most probable level of categorical ones."""
+        from forestgen.inference.api import expect
+
+        return expect(self, columns, conditions)
+
+    def predict_proba(self, X, target):
+        """P(target level | the other observed entries of each row), as a DataFrame."""
+        from forestgen.inference.api import predict_proba
+
+        return predict_proba(self, X, target)
+
+    def predict(self, X, target):
+        """Prediction of any column from the other observed entries of each row."""
+        from forestgen.inference.api import predict
+
+        return predict(self, X, target)
+
+    def impute(self, X, method: str = "expectation", n_imputations: int = 1, random_state=None):
+        """Fill missing entries from the conditional distribution given each row's observed ones."""
+        from forestgen.inference.api import impute
+
+        return impute(self, X, method=method, n_imputations=n_imputations,
+                      random_state=random_state)
+
+    # ----------------------------------------------------------------- torch (forestgen.torch)
+    def to_torch(self):
+        """This model as a :class:`torch.distributions.Distribution` over encoded rows."""
+        from forestgen.torch.distribution import ForestDistribution
+
+        return ForestDistribution(self)
+
+    def as_dataset(self, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,
+                   **kwargs):
+        """Synthetic rows as a torch ``IterableDataset`` of batches."""
+        from forestgen.torch.datasets import SyntheticDataset
+
+        return SyntheticDataset(self, batch_size=batch_size, n_batches=n_batches, seed=seed,
+                                **kwargs)
 
     def warmup(self) -> GenerativeForest:
         """Run every query kernel once (Numba compilation), e.g. before DataLoader workers fork."""

@@ -45,6 +45,10 @@ class ARF(GenerativeForest):
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
     coverage : ``"all"`` real rows / n (exactly 1 per tree) or ``"oob"`` rows only.
     max_depth : None. max_bins : 255 quantile bins per numeric column.
+    max_ordinal_levels : 32 — integer columns with at most this many distinct values get a
+        pmf over their observed values (R arf treats every integer column so); wider ones get
+        truncated-normal leaves plus rounding. Raise it for spiky integer columns (e.g. adult's
+        ``capital-gain``, 92% zeros), whose spikes a continuous leaf smears.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
 
     Returns the *generator* of the last accepted round, f(0), not the final discriminator.
@@ -57,7 +61,7 @@ class ARF(GenerativeForest):
                  family: str = "truncnorm", alpha: float = 0.0, finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
-                 max_bins: int = 255, random_state: Any = None, n_jobs: int | None = -1,
+                 max_bins: int = 255, max_ordinal_levels: int = 32, random_state: Any = None, n_jobs: int | None = -1,
                  progress: bool = False):
         self.n_trees = n_trees
         self.min_node_size = min_node_size
@@ -75,6 +79,7 @@ class ARF(GenerativeForest):
         self.coverage = coverage
         self.max_depth = max_depth
         self.max_bins = max_bins
+        self.max_ordinal_levels = max_ordinal_levels
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
@@ -107,7 +112,8 @@ class ARF(GenerativeForest):
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self._validate()
-        self.encoder_ = TableEncoder(kinds=kinds).fit(X)
+        self.encoder_ = TableEncoder(kinds=kinds,
+                                     max_ordinal_levels=self.max_ordinal_levels).fit(X)
         Z = self.encoder_.transform(X)
         n, d = Z.shape
         if n < 2:

@@ -40,7 +40,8 @@ def finite_cell(cell: ColumnCell, x, leaf, finite_bounds: str, epsilon: float):
     new_hi = np.where(np.isinf(hi), gh, np.minimum(hi, gh) if finite_bounds == "local" else hi)
     width = np.maximum(new_hi - new_lo, 0.0)
     slack = 0.5 * epsilon * np.where(width > 0, width, max(abs(cell.data_max - cell.data_min), 1.0))
-    new_lo = np.where(new_lo != lo, new_lo - slack, lo)
+    # cells are (lower, upper]: a replaced lower bound must sit just below the smallest value
+    new_lo = np.where(new_lo != lo, np.nextafter(new_lo - slack, -np.inf), lo)
     new_hi = np.where(new_hi != hi, new_hi + slack, hi)
     return new_lo, new_hi
 
