@@ -45,10 +45,12 @@ class ARF(GenerativeForest):
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
     coverage : ``"all"`` real rows / n (exactly 1 per tree) or ``"oob"`` rows only.
     max_depth : None. max_bins : 255 quantile bins per numeric column.
-    max_ordinal_levels : 32 — integer columns with at most this many distinct values get a
+    max_ordinal_levels : 128 — integer columns with at most this many distinct values get a
         pmf over their observed values (R arf treats every integer column so); wider ones get
-        truncated-normal leaves plus rounding. Raise it for spiky integer columns (e.g. adult's
-        ``capital-gain``, 92% zeros), whose spikes a continuous leaf smears.
+        truncated-normal leaves plus rounding. Differs from the spec's suggested 32: a continuous
+        leaf smears spiky integers (adult's ``capital-gain`` is 92% zeros), and on adult 128
+        lowers the C2ST AUC of FORGE samples from 0.9996 to 0.67. Cost: a dense pmf table of
+        ``n_leaves x levels`` per such column.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
 
     Returns the *generator* of the last accepted round, f(0), not the final discriminator.
@@ -61,7 +63,7 @@ class ARF(GenerativeForest):
                  family: str = "truncnorm", alpha: float = 0.0, finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
-                 max_bins: int = 255, max_ordinal_levels: int = 32, random_state: Any = None, n_jobs: int | None = -1,
+                 max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None, n_jobs: int | None = -1,
                  progress: bool = False):
         self.n_trees = n_trees
         self.min_node_size = min_node_size

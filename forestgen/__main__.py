@@ -1,0 +1,5 @@
+import sys
+
+from forestgen.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""YAML presets: a learner named by registry name plus its parameters.
+
+```yaml
+learner: arf            # registry name (forestgen.registry.available("learner"))
+params:                 # keyword arguments of the learner
+  n_trees: 10
+fit:                    # keyword arguments of fit(), e.g. column kind overrides
+  kinds: {}
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forestgen import registry
+
+ALLOWED_KEYS = {"learner", "params", "fit", "description"}
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    with open(path) as fh:
+        cfg = yaml.safe_load(fh) or {}
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: a config must be a mapping, got {type(cfg).__name__}")
+    unknown = set(cfg) - ALLOWED_KEYS
+    if unknown:
+        raise ValueError(f"{path}: unknown config keys {sorted(unknown)}; allowed {sorted(ALLOWED_KEYS)}")
+    if "learner" not in cfg:
+        raise ValueError(f"{path}: missing 'learner' (one of {registry.available('learner')})")
+    cfg.setdefault("params", {})
+    cfg.setdefault("fit", {})
+    return cfg
+
+
+def build_learner(cfg: dict[str, Any]):
+    """Instantiate the learner a config names, with its parameters."""
+    cls = registry.get("learner", cfg["learner"])
+    try:
+        return cls(**(cfg.get("params") or {}))
+    except TypeError as e:
+        raise ValueError(f"bad parameters for learner {cfg['learner']!r}: {e}") from None

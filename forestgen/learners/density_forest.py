@@ -1,0 +1,232 @@
+"""Density estimation forests (DEF; Bravo, "NRGBoost", ICLR 2025, App. B and D.3.4; density
+estimation trees of Ram & Gray, KDD 2011). Spec: ``shared/papers/nrgboost_def.md`` §2.2-2.3, §4.
+
+Each tree is a density estimation tree grown best-first on a bootstrap resample with the ISE or
+the KL (likelihood) gain; a leaf carries density ``P̂(X_j) / V(X_j)`` (uniform on its cell with
+respect to the reference measure) and the forest is the uniform mixture of the trees —
+normalised and exactly sampleable (spec §5.1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from forestgen.base import GenerativeForest
+from forestgen.data.binning import Binner
+from forestgen.data.encoder import TableEncoder
+from forestgen.learners.rfde import (
+    apply_floor,
+    column_layout,
+    drop_missing_rows,
+    fit_cell_leaves,
+    root_box,
+)
+from forestgen.registry import register
+from forestgen.splitters.density import ISE, KL, grow_density_tree
+from forestgen.splitters.midpoint import KIND_NOMINAL
+from forestgen.tree.arrays import ForestArrays
+from forestgen.tree.forest import default_n_jobs, tree_generators
+
+
+@register("learner", "def")
+class DEF(GenerativeForest):
+    """Density estimation forest: a uniform mixture of bagged best-first density trees.
+
+    Parameters
+    ----------
+    n_trees : ``T`` (default 100; the paper uses 1000).
+    criterion : ``"kl"`` (likelihood gain ``P log(P/V)``, default) or ``"ise"``
+        (``P^2 / V``; Ram & Gray's integrated squared error).
+    max_leaves : leaves per tree (default 256; the paper tunes ``2^8..2^14``).
+    min_samples_leaf : minimum bootstrap-weighted rows in each child (default 1; the paper
+        tunes ``[0, 1, 3, 10, 30]``; 0 allows empty, zero-density leaves).
+    max_features : fraction of columns drawn per node (``max(1, round(frac·d))``; default 1.0;
+        the paper tunes ``d^-1/2, d^-1/4, 1``), or an int count.
+    bootstrap : resample ``n`` rows with replacement per tree (default True, spec §4.4).
+    reference : reference measure ``V`` of numeric columns in the split gain: ``"width"``
+        (Lebesgue length, default; consistent with the uniform-in-cell leaf density) or
+        ``"counting"`` (one unit per quantile bin, the spec's rank-space option). Discrete
+        columns always use the counting measure.
+    max_bins : quantile bins per numeric column (default 255, spec §1.1).
+    density_floor : as in :class:`~forestgen.learners.rfde.RFDE` (default ``None``: honest
+        ``-inf`` where the density is 0).
+    random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
+
+    Leaves: numeric columns uniform on the leaf cell (the root box is the training min/max;
+    integer-valued numeric columns get ±0.5), discrete columns uniform over the allowed levels.
+    Rows with missing values are dropped at fit; missing values at query time are marginalised.
+    """
+
+    method_name = "DEF"
+
+    def __init__(self, *, n_trees: int = 100, criterion: str = "kl", max_leaves: int = 256,
+                 min_samples_leaf: float = 1.0, max_features: Any = 1.0, bootstrap: bool = True,
+                 reference: str = "width", max_bins: int = 255,
+                 density_floor: float | None = None, random_state: Any = None,
+                 n_jobs: int | None = -1):
+        self.n_trees = n_trees
+        self.criterion = criterion
+        self.max_leaves = max_leaves
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.bootstrap = bootstrap
+        self.reference = reference
+        self.max_bins = max_bins
+        self.density_floor = density_floor
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _validate(self) -> None:
+        if not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
+            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
+        if self.criterion not in ("kl", "ise"):
+            raise ValueError(f"criterion must be 'kl' or 'ise', got {self.criterion!r}")
+        if not isinstance(self.max_leaves, (int, np.integer)) or self.max_leaves < 1:
+            raise ValueError(f"max_leaves must be a positive integer, got {self.max_leaves!r}")
+        if not (isinstance(self.min_samples_leaf, (int, float)) and self.min_samples_leaf >= 0):
+            raise ValueError(f"min_samples_leaf must be >= 0, got {self.min_samples_leaf!r}")
+        if self.reference not in ("width", "counting"):
+            raise ValueError(f"reference must be 'width' or 'counting', got {self.reference!r}")
+        if not isinstance(self.max_bins, (int, np.integer)) or self.max_bins < 2:
+            raise ValueError(f"max_bins must be an integer >= 2, got {self.max_bins!r}")
+        f = self.density_floor
+        if f is not None and not (isinstance(f, (int, float)) and f > 0):
+            raise ValueError(f"density_floor must be > 0 or None, got {f!r}")
+
+    def _mtry(self, d: int) -> int:
+        mf = self.max_features
+        if isinstance(mf, (int, np.integer)) and not isinstance(mf, bool):
+            if not 1 <= mf:
+                raise ValueError(f"max_features must be >= 1, got {mf}")
+            return min(int(mf), d)
+        if isinstance(mf, float) and 0.0 < mf <= 1.0:
+            return max(1, int(round(mf * d)))
+        raise ValueError(f"max_features must be a fraction in (0, 1] or an int >= 1, got {mf!r}")
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, *, kinds: dict | None = None) -> DEF:
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+        self._validate()
+        self.encoder_ = TableEncoder(kinds=kinds).fit(X)
+        Z = drop_missing_rows(self.encoder_.transform(X), "DEF")
+        schema = self.encoder_.schema
+        n, d = Z.shape
+        mtry = self._mtry(d)
+        kind, nlev, nom_off, n_nom = column_layout(schema)
+        nominal = kind == KIND_NOMINAL
+        self.box_lo_, self.box_hi_ = root_box(Z, schema)
+        binner = Binner.fit(Z, nominal, nlev, int(self.max_bins))
+        Xb = binner.transform(Z)
+        vref = self._reference(binner, schema, nominal, nlev)
+        crit = ISE if self.criterion == "ise" else KL
+        rngs = tree_generators(np.random.SeedSequence(_entropy(self.random_state)),
+                               int(self.n_trees))
+        W = np.empty((len(rngs), n))
+        for b, r in enumerate(rngs):
+            W[b] = (np.bincount(r.integers(0, n, size=n), minlength=n).astype(float)
+                    if self.bootstrap else np.ones(n))
+        bins = binner.n_bins.astype(np.int64)
+
+        def one(b: int):
+            return grow_density_tree(Xb, W[b], bins, nominal, nom_off, n_nom, vref, crit,
+                                     int(self.max_leaves), mtry, float(self.min_samples_leaf),
+                                     rngs[b])
+
+        jobs = min(default_n_jobs(self.n_jobs), len(rngs))
+        if jobs <= 1:
+            outs = [one(b) for b in range(len(rngs))]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(jobs) as ex:
+                outs = list(ex.map(one, range(len(rngs))))
+        trees, masses = [], []
+        for feat, tb, left, right, cat_rows, mass, _vol in outs:
+            trees.append(_tree_dict(feat, tb, left, right, cat_rows, nominal, nlev, binner))
+            masses.append(mass[feat < 0])
+        n_levels = np.where(nominal, nlev, 0)
+        self.forest_ = ForestArrays.from_trees(trees, n_levels)
+        mass = np.concatenate(masses)
+        T = len(trees)
+        with np.errstate(divide="ignore"):
+            self.leaf_log_weight_ = np.log(mass) - math.log(T)
+        boxes = self.forest_.boxes(d, n_levels)
+        lo = np.where(np.isneginf(boxes.lower), self.box_lo_, boxes.lower)
+        hi = np.where(np.isposinf(boxes.upper), self.box_hi_, boxes.upper)
+        lo = np.maximum(lo, self.box_lo_)
+        hi = np.minimum(hi, self.box_hi_)
+        mask = boxes.mask.astype(np.uint8)
+        self.leaf_models_ = fit_cell_leaves(schema, lo, hi, mask, boxes.nom_off,
+                                            mass * n)
+        self.n_train_ = n
+        return self
+
+    def _reference(self, binner: Binner, schema, nominal, nlev) -> np.ndarray:
+        """Per-bin reference mass ``[d, max_bins]``, normalised to 1 per column."""
+        d = schema.d
+        B = int(binner.n_bins.max())
+        v = np.zeros((d, B))
+        for j, spec in enumerate(schema.columns):
+            nb = int(binner.n_bins[j])
+            if nominal[j]:
+                v[j, :nb] = 1.0
+            elif spec.is_discrete:
+                edges = np.r_[-0.5, binner.thresholds[j], nlev[j] - 0.5]
+                v[j, :nb] = np.diff(np.floor(edges))
+            elif self.reference == "counting":
+                v[j, :nb] = 1.0
+            else:
+                edges = np.r_[self.box_lo_[j], binner.thresholds[j], self.box_hi_[j]]
+                v[j, :nb] = np.diff(edges)
+            if not np.all(v[j, :nb] > 0):
+                raise ValueError(f"column {spec.name!r}: a bin has zero reference mass")
+            v[j, :nb] /= v[j, :nb].sum()
+        return v
+
+    # ------------------------------------------------------------------ queries
+    def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
+        """Log density per row (exact; ``-inf`` in empty leaves / outside the box unless a
+        ``floor`` — or the constructor's ``density_floor`` — is set)."""
+        out = super().log_prob(X, conditions)
+        return apply_floor(out, self.density_floor if floor == "default" else floor)
+
+    def _extra_arrays(self):
+        return {"box_lo": self.box_lo_, "box_hi": self.box_hi_}
+
+    def _extra_meta(self):
+        return {"n_train": int(self.n_train_)}
+
+    def _restore_extra(self, arrays, meta):
+        self.box_lo_ = arrays["box_lo"]
+        self.box_hi_ = arrays["box_hi"]
+        self.n_train_ = int(meta["n_train"])
+
+
+def _entropy(random_state) -> int | None:
+    if random_state is None:
+        return None
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    return int(random_state)
+
+
+def _tree_dict(feat, tb, left, right, cat_rows, nominal, nlev, binner: Binner) -> dict:
+    n_nodes = len(feat)
+    thr = np.zeros(n_nodes)
+    cat_off = np.full(n_nodes, -1, np.int64)
+    parts = []
+    acc = 0
+    for node in np.nonzero(feat >= 0)[0]:
+        j = feat[node]
+        if nominal[j]:
+            cat_off[node] = acc
+            parts.append(cat_rows[node, :nlev[j]])
+            acc += int(nlev[j])
+        else:
+            thr[node] = binner.thresholds[j][tb[node]]
+    return {"feature": feat, "threshold": thr, "nan_left": np.ones(n_nodes, np.uint8),
+            "left": left, "right": right, "cat_off": cat_off,
+            "cat_left": np.concatenate(parts) if parts else np.zeros(0, np.uint8)}
