@@ -29,7 +29,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: a config must be a mapping, got {type(cfg).__name__}")
     unknown = set(cfg) - ALLOWED_KEYS
     if unknown:
-        raise ValueError(f"{path}: unknown config keys {sorted(unknown)}; allowed {sorted(ALLOWED_KEYS)}")
+        raise ValueError(
+            f"{path}: unknown config keys {sorted(unknown)}; allowed {sorted(ALLOWED_KEYS)}"
+        )
     if "learner" not in cfg:
         raise ValueError(f"{path}: missing 'learner' (one of {registry.available('learner')})")
     cfg.setdefault("params", {})

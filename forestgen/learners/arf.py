@@ -63,7 +63,8 @@ class ARF(GenerativeForest):
                  family: str = "truncnorm", alpha: float = 0.0, finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
-                 max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None, n_jobs: int | None = -1,
+                 max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
+                 n_jobs: int | None = -1,
                  progress: bool = False):
         self.n_trees = n_trees
         self.min_node_size = min_node_size

@@ -47,7 +47,9 @@ class CategoricalLeaf(LeafModel):
         counts = counts * allowed
         num = counts + self.alpha * allowed
         tot = num.sum(1, keepdims=True)
-        uni = allowed / np.maximum(allowed.sum(1, keepdims=True), 1)
+        n_allowed = allowed.sum(1, keepdims=True)
+        # a cell that admits no seen level (reachable only by unseen/missing codes): uniform
+        uni = np.where(n_allowed > 0, allowed / np.maximum(n_allowed, 1), 1.0 / k)
         with np.errstate(invalid="ignore", divide="ignore"):
             pmf = np.where(tot > 0, num / tot, uni)
         self.pmf_ = pmf

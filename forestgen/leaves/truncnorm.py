@@ -133,7 +133,9 @@ class TruncNormalLeaf(LeafModel):
         return mu + sd * sample_std_truncnorm(a, np.maximum(a, b), u)
 
     def mean(self, leaf):
-        from scipy.stats import truncnorm
-
-        a, b = self.a_[leaf], self.b_[leaf]
-        return self.mu_[leaf] + self.sigma_[leaf] * truncnorm.mean(a, b)
+        """Truncated-normal mean ``mu + sigma (phi(a) - phi(b)) / Z``, in log space."""
+        a, b, logz = self.a_[leaf], self.b_[leaf], self.logz_[leaf]
+        with np.errstate(over="ignore", invalid="ignore"):
+            pa = np.exp(-0.5 * a * a - LOG_SQRT_2PI - logz)
+            pb = np.exp(-0.5 * b * b - LOG_SQRT_2PI - logz)
+        return self.mu_[leaf] + self.sigma_[leaf] * (np.nan_to_num(pa) - np.nan_to_num(pb))

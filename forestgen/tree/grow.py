@@ -12,11 +12,10 @@ class ``c``, weighted count ``>= min_class_leaf[c]`` (ARF's minimum number of *r
 leaf). Rows are partitioned in place in one index buffer (``start, end`` ranges), as in
 scikit-learn's tree builder.
 
-Sibling subtraction: when ``max_features == d`` every node needs every feature's histogram, so
-the grower builds the smaller child's histograms directly and derives the larger child's by
-subtracting from its parent's (the LightGBM trick). With random-forest ``mtry < d`` each node
-samples new features and the parent's histograms for them do not exist, so direct construction
-is used (it costs ``O(n_node * mtry)``, less than ``O(n_small * d)``).
+Histograms are built directly for the node's candidate features, ``O(n_node * mtry)``. Sibling
+subtraction (LightGBM) is not used: with random-forest ``mtry < d`` each node draws new features,
+so the parent's histograms for them do not exist; subtraction would need all ``d`` histograms per
+node, ``O(n_small * d)``, which is more work for ``mtry = sqrt(d)``.
 """
 
 from __future__ import annotations

@@ -34,7 +34,10 @@ def _python_route(f, x):
             elif f.cat_off[node] >= 0:
                 k = f.n_levels[j]
                 c = int(v)
-                go = (f.nan_left[node] == 1) if not 0 <= c < k else f.cat_left[f.cat_off[node] + c] == 1
+                if 0 <= c < k:
+                    go = f.cat_left[f.cat_off[node] + c] == 1
+                else:
+                    go = f.nan_left[node] == 1
             else:
                 go = v <= f.threshold[node]
             node = f.left[node] if go else f.right[node]
@@ -46,7 +49,8 @@ def _python_route(f, x):
 def mixed():
     rng = np.random.default_rng(1)
     n = 1500
-    Z = np.column_stack([rng.normal(size=n), rng.normal(size=n), rng.integers(0, 6, n)]).astype(float)
+    Z = np.column_stack([rng.normal(size=n), rng.normal(size=n), rng.integers(0, 6, n)])
+    Z = Z.astype(float)
     Z[rng.random(n) < 0.1, 0] = np.nan
     y = ((Z[:, 1] > 0.3) ^ np.isin(Z[:, 2], [1, 4])).astype(np.int64)
     return Z, y, np.array([False, False, True]), np.array([0, 0, 6])
@@ -79,7 +83,8 @@ def test_apply_matches_python_traversal(mixed):
     for i in range(0, len(Z), 97):
         assert list(leaves[i]) == _python_route(f, Z[i])
     # every leaf id belongs to the tree it was returned for
-    np.testing.assert_array_equal(f.leaf_tree[leaves], np.broadcast_to(np.arange(f.n_trees), leaves.shape))
+    trees = np.broadcast_to(np.arange(f.n_trees), leaves.shape)
+    np.testing.assert_array_equal(f.leaf_tree[leaves], trees)
 
 
 def test_gini_learns_the_rule(mixed):

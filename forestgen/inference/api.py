@@ -1,0 +1,513 @@
+"""Exact conditional queries on leaf-mixture forests (ARF spec §3), shared by every learner.
+
+Everything works from ``model.leaf_log_weight_``, ``model.forest_``, ``model.leaf_models_``
+and ``model.encoder_``; :class:`~forestgen.base.GenerativeForest` delegates here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from forestgen.inference import posterior
+from forestgen.inference.conditions import (
+    Evidence,
+    ZeroProbabilityError,
+    _column_index,
+    evidence_from_frame,
+    parse_conditions,
+)
+from forestgen.inference.posterior import (
+    Chunk,
+    iter_posterior,
+    segment_gumbel_argmax,
+)
+from forestgen.leaves.normal_math import LOG_SQRT_2PI, log_ndtr_diff
+from forestgen.sampling.ancestral import draw_leaves
+
+__all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
+           "predict_proba", "predict", "impute", "leaf_posterior"]
+
+
+def _rng(random_state) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    return np.random.default_rng(random_state)
+
+
+# --------------------------------------------------------------------------- zero probability
+
+
+def _lognorm(model, ev: Evidence, skip: int | None = None) -> np.ndarray:
+    out = np.empty(ev.m)
+    for ch in iter_posterior(model, ev, skip=skip):
+        out[ch.rows] = ch.lognorm
+    return out
+
+
+def _empty_error(model, ev: Evidence, row: int, label: Any = None,
+                 skip: int | None = None) -> ZeroProbabilityError:
+    names = model.encoder_.schema.names
+    cols = [j for j in np.flatnonzero(ev.active()[row]) if j != skip]
+    bad = [names[j] for j in cols if not np.isfinite(_lognorm(model, ev.only(row, j))[0])]
+    where = "" if label is None else f" (row {label!r})"
+    if bad:
+        msg = f"evidence on column(s) {bad}{where} has zero probability under the model"
+    else:
+        msg = (f"the evidence on columns {[names[j] for j in cols]}{where} is jointly "
+               f"impossible under the model (zero probability)")
+    return ZeroProbabilityError(msg)
+
+
+def _check_rows(model, ev: Evidence, lognorm: np.ndarray, index=None,
+                skip: int | None = None) -> None:
+    bad = np.flatnonzero(~np.isfinite(lognorm))
+    if len(bad):
+        r = int(bad[0])
+        raise _empty_error(model, ev, r, None if index is None else index[r], skip=skip)
+
+
+# --------------------------------------------------------------------------- leaf posterior
+
+
+def leaf_posterior(model, conditions=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(leaf ids, normalised weights)`` of the pooled leaf posterior for one condition set."""
+    model._check_fitted()
+    ev, per_row = parse_conditions(model, conditions)
+    if per_row:
+        raise ValueError("leaf_posterior takes one condition set (a dict)")
+    ch = next(iter_posterior(model, ev))
+    _check_rows(model, ev, ch.lognorm)
+    return ch.leaf, ch.weights()
+
+
+def evidence_log_prob(model, conditions) -> np.ndarray | float:
+    """``log p(evidence)``: density for equalities times probability of intervals / sets."""
+    model._check_fitted()
+    ev, per_row = parse_conditions(model, conditions)
+    out = _lognorm(model, ev)
+    return out if per_row else float(out[0])
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def _sample_columns(model, leaf: np.ndarray, ev: Evidence, erow: np.ndarray, use: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Draw every column from the chosen leaves; evidence columns keep / respect the evidence."""
+    n = len(leaf)
+    Z = np.empty((n, len(model.leaf_models_)))
+    for j, lm in enumerate(model.leaf_models_):
+        Z[:, j] = lm.sample(leaf, rng)
+        pt = ev.point[erow, j]
+        a = ~np.isnan(pt) & use
+        Z[a, j] = pt[a]
+        ia = ~np.isnan(ev.lo[erow, j]) & use
+        if ia.any():
+            Z[ia, j] = lm.sample(leaf[ia], rng, lo=ev.lo[erow[ia], j], hi=ev.hi[erow[ia], j])
+        if j in ev.sets:
+            act, mk = ev.sets[j]
+            sa = act[erow] & use
+            if sa.any():
+                levels = mk[0] if ev.m == 1 else mk[erow[sa]]
+                Z[sa, j] = lm.sample(leaf[sa], rng, levels=levels)
+    return Z
+
+
+def _draw_rows(model, ev: Evidence, rows: np.ndarray, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """One leaf per evidence row in ``rows`` (Gumbel-max per CSR segment) and whether its
+    evidence had positive probability."""
+    leaf = np.zeros(ev.m, np.int64)
+    ok = np.ones(ev.m, bool)
+    for ch in iter_posterior(model, ev, rows=rows):
+        fin = np.isfinite(ch.lognorm)
+        pick = segment_gumbel_argmax(ch.ptr, ch.logw, rng)
+        leaf[ch.rows] = ch.leaf[pick]
+        ok[ch.rows] = fin
+    return leaf, ok
+
+
+def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, index=None):
+    if per_row:
+        leaf, ok = _draw_rows(model, ev, np.arange(ev.m), rng)
+        erow = np.arange(ev.m)
+    else:
+        ch = next(iter_posterior(model, ev))
+        erow = np.zeros(n, np.int64)
+        if np.isfinite(ch.lognorm[0]):
+            leaf = ch.leaf[draw_leaves(ch.logw, n, rng)] if n else np.zeros(0, np.int64)
+            ok = np.ones(n, bool)
+        else:
+            leaf = np.zeros(n, np.int64)
+            ok = np.zeros(n, bool)
+    bad = ~ok
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        err = _empty_error(model, ev, int(erow[first]),
+                           None if index is None else index[int(erow[first])])
+        if on_empty == "raise":
+            raise ZeroProbabilityError(f"{err}; pass on_empty='unconditional' to fall back to "
+                                       f"unconditional sampling for such rows")
+        warnings.warn(f"{err}; {int(bad.sum())} row(s) drawn unconditionally "
+                      f"(on_empty='unconditional')", RuntimeWarning, stacklevel=3)
+        leaf[bad] = draw_leaves(model.leaf_log_weight_, int(bad.sum()), rng)
+    return _sample_columns(model, leaf, ev, erow, ok, rng)
+
+
+def conditional_sample(model, n: int | None, conditions, random_state=None,
+                       on_empty: str = "raise") -> pd.DataFrame:
+    """Exact conditional draws (ARF spec §3): leaf ~ pooled posterior, then the free columns
+    from the leaf; evidence columns take the given value or are drawn within the interval /
+    level set. A DataFrame of per-row evidence gives one draw per row (``n`` = its length)."""
+    model._check_fitted()
+    if on_empty not in ("raise", "unconditional"):
+        raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
+    rng = _rng(random_state)
+    ev, per_row = parse_conditions(model, conditions)
+    index = None
+    if per_row:
+        index = conditions.index
+        if n is not None and n != ev.m:
+            raise ValueError(f"with per-row evidence n must be None or len(conditions) = {ev.m},"
+                             f" got {n!r}")
+        n = ev.m
+    elif n is None:
+        raise ValueError("n is required with a dict of conditions")
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    Z = _encoded_sample(model, int(n), ev, per_row, rng, on_empty, index)
+    out = model.encoder_.inverse_transform(Z)
+    if index is not None:
+        out.index = index
+    return out
+
+
+# --------------------------------------------------------------------------- log-density
+
+
+def conditional_log_prob(model, X, conditions) -> np.ndarray:
+    """``log p(x_U | e)`` per row of ``X``: ``U`` = observed columns of the row that carry no
+    evidence (``X``'s entries in evidence columns are ignored; NaN entries are marginalised)."""
+    model._check_fitted()
+    Zx = model._encode(X)
+    nx = len(Zx)
+    ev, per_row = parse_conditions(model, conditions)
+    if per_row:
+        if ev.m != nx:
+            raise ValueError(f"per-row conditions have {ev.m} rows but X has {nx}")
+        log_e = _lognorm(model, ev)
+        _check_rows(model, ev, log_e, conditions.index)
+        full = ev
+    else:
+        log_e1 = _lognorm(model, ev)
+        _check_rows(model, ev, log_e1)
+        log_e = np.full(nx, log_e1[0])
+        full = ev.broadcast(nx)
+    joint = full.copy()
+    free = ~full.active() & ~np.isnan(Zx)
+    joint.point[free] = Zx[free]
+    return _lognorm(model, joint) - log_e
+
+
+# --------------------------------------------------------------------------- moments
+
+
+def _std_truncnorm_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Mean of N(0,1) truncated to (a, b]: (phi(a) - phi(b)) / (Phi(b) - Phi(a)), log space."""
+    logz = log_ndtr_diff(a, b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        la = np.where(np.isfinite(a), -0.5 * a * a - LOG_SQRT_2PI, -np.inf)
+        lb = np.where(np.isfinite(b), -0.5 * b * b - LOG_SQRT_2PI, -np.inf)
+        m = np.exp(la - logz) - np.exp(lb - logz)
+        return np.clip(np.where(np.isfinite(logz), m, 0.5 * (a + b)), a, b)
+
+
+def _interval_mean(lm, leaf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """E[X | leaf, lo < X <= hi] for the built-in numeric leaf models."""
+    from forestgen.leaves.truncnorm import TruncNormalLeaf
+    from forestgen.leaves.uniform import UniformLeaf
+
+    if isinstance(lm, TruncNormalLeaf):
+        mu, sd = lm.mu_[leaf], lm.sigma_[leaf]
+        a = np.maximum(lm.a_[leaf], (lo - mu) / sd)
+        b = np.minimum(lm.b_[leaf], (hi - mu) / sd)
+        return mu + sd * _std_truncnorm_mean(a, np.maximum(a, b))
+    if isinstance(lm, UniformLeaf):
+        a = np.maximum(lm.lo_[leaf], lo)
+        b = np.minimum(lm.hi_[leaf], hi)
+        return 0.5 * (a + np.maximum(a, b))
+    raise NotImplementedError(f"{type(lm).__name__} has no interval mean; expectations of a "
+                              f"column under interval evidence need it")
+
+
+def _leaf_means(lm, leaf: np.ndarray) -> np.ndarray:
+    """Per-leaf means; closed form for truncated normals (scipy's is a scalar loop)."""
+    from forestgen.leaves.truncnorm import TruncNormalLeaf
+
+    if isinstance(lm, TruncNormalLeaf):
+        return lm.mu_[leaf] + lm.sigma_[leaf] * _std_truncnorm_mean(lm.a_[leaf], lm.b_[leaf])
+    return lm.mean(leaf)
+
+
+def _mix(values_fn, ch: Chunk, w: np.ndarray, sel: np.ndarray | None, width: int) -> np.ndarray:
+    """``sum_pairs w * values_fn(leaf)`` per chunk row; ``values_fn`` returns ``[p]`` or
+    ``[p, width]``. Processed in sub-chunks of pairs to bound memory."""
+    c = len(ch.rows)
+    out = np.zeros((c, width))
+    idx = np.arange(len(ch.leaf)) if sel is None else sel
+    step = max(1, posterior.PAIR_BUDGET // max(width, 1))
+    for s in range(0, len(idx), step):
+        part = idx[s : s + step]
+        vals = values_fn(part)
+        vals = vals.reshape(len(part), -1)
+        M = sparse.csr_matrix((w[part], (ch.prow[part], np.arange(len(part)))),
+                              shape=(c, len(part)))
+        out += M @ vals
+    return out
+
+
+def _column_moments(model, ev: Evidence, cols: list[int], index=None,
+                    rows: np.ndarray | None = None, skip: int | None = None
+                    ) -> dict[int, np.ndarray]:
+    """Posterior mean (numeric: ``[m]``) or pmf (discrete: ``[m, k]``) of each column in
+    ``cols`` given the evidence, for evidence rows ``rows`` (others left at 0)."""
+    schema = model.encoder_.schema
+    out: dict[int, np.ndarray] = {}
+    means: dict[int, np.ndarray] = {}
+    L = model.forest_.n_leaves
+    for j in cols:
+        spec = schema.columns[j]
+        out[j] = np.zeros((ev.m, spec.n_levels)) if spec.is_discrete else np.zeros(ev.m)
+        if not spec.is_discrete:
+            means[j] = _leaf_means(model.leaf_models_[j], np.arange(L))
+    for ch in iter_posterior(model, ev, rows=rows, skip=skip):
+        _check_rows(model, ev.take(ch.rows), ch.lognorm,
+                    None if index is None else index[ch.rows], skip=skip)
+        w = ch.weights()
+        erow = ch.rows[ch.prow]
+        for j in cols:
+            lm = model.leaf_models_[j]
+            spec = schema.columns[j]
+            if spec.is_discrete:
+                setact = ev.sets[j][0][erow] if j in ev.sets else np.zeros(len(erow), bool)
+                plain = np.flatnonzero(~setact)
+                res = _mix(lambda p, lm=lm, ch=ch: lm.probs(ch.leaf[p]), ch, w, plain,
+                           spec.n_levels)
+                if setact.any():
+                    sel = np.flatnonzero(setact)
+                    mk = ev.sets[j][1]
+                    f = np.exp(-lm.log_prob_levels(ch.leaf[sel], mk[erow[sel]]))
+                    w2 = np.zeros_like(w)
+                    w2[sel] = w[sel] * f
+                    res += _mix(lambda p, lm=lm, mk=mk, ch=ch, erow=erow:
+                                lm.probs(ch.leaf[p]) * mk[erow[p]], ch, w2, sel, spec.n_levels)
+                pt = ev.point[ch.rows, j]
+                has = ~np.isnan(pt)
+                if has.any():
+                    res[has] = 0.0
+                    res[np.flatnonzero(has), pt[has].astype(np.int64)] = 1.0
+                out[j][ch.rows] = res
+            else:
+                ia = ~np.isnan(ev.lo[erow, j])
+                res = _mix(lambda p, j=j, ch=ch: means[j][ch.leaf[p]], ch, w,
+                           np.flatnonzero(~ia), 1)
+                if ia.any():
+                    sel = np.flatnonzero(ia)
+                    res += _mix(lambda p, lm=lm, j=j, ch=ch, erow=erow: _interval_mean(
+                        lm, ch.leaf[p], ev.lo[erow[p], j], ev.hi[erow[p], j]), ch, w, sel, 1)
+                res = res[:, 0]
+                pt = ev.point[ch.rows, j]
+                res = np.where(np.isnan(pt), res, pt)
+                out[j][ch.rows] = res
+    return out
+
+
+def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``(values, is_code)``: a numeric mean, the mean level value of an ordinal integer
+    column, or the most probable level code of a categorical one."""
+    spec = model.encoder_.schema.columns[j]
+    if not spec.is_discrete:
+        return mom, False
+    if spec.kind == "integer":
+        vals = np.asarray(spec.categories, float)
+        return mom @ vals / np.maximum(mom.sum(1), 1e-300), False
+    return np.argmax(mom, axis=1).astype(float), True
+
+
+def _decode_codes(model, j: int, codes: np.ndarray) -> pd.Series:
+    Z = np.full((len(codes), model.encoder_.schema.d), np.nan)
+    Z[:, j] = codes
+    return model.encoder_.inverse_transform(Z).iloc[:, j]
+
+
+def _columns_arg(model, columns) -> tuple[list[int], bool]:
+    schema = model.encoder_.schema
+    if columns is None:
+        return list(range(schema.d)), False
+    single = not isinstance(columns, (list, tuple, pd.Index, np.ndarray))
+    cols = [columns] if single else list(columns)
+    return [_column_index(schema, c) for c in cols], single
+
+
+def expect(model, columns=None, conditions=None) -> pd.DataFrame | pd.Series:
+    """Conditional mean (numeric and ordinal-integer columns: ``sum_k w_k mean_k``) or most
+    probable level (categorical, bool, binary: argmax of the posterior mixture of pmfs).
+
+    A dict / ``None`` condition gives a Series indexed by column; per-row evidence gives a
+    DataFrame (one row per evidence row), or a Series when ``columns`` is a single label.
+    """
+    model._check_fitted()
+    cols, single = _columns_arg(model, columns)
+    ev, per_row = parse_conditions(model, conditions)
+    index = conditions.index if per_row else None
+    mom = _column_moments(model, ev, cols, index)
+    names = model.encoder_.schema.names
+    res: dict[Any, Any] = {}
+    for j in cols:
+        vals, is_code = _point_values(model, j, mom[j])
+        res[names[j]] = _decode_codes(model, j, vals).to_numpy() if is_code else vals
+    if not per_row:
+        return pd.Series({k: v[0] for k, v in res.items()}, dtype=object)
+    out = pd.DataFrame(res, index=index)
+    return out.iloc[:, 0] if single else out
+
+
+# --------------------------------------------------------------------------- prediction
+
+
+def _frame(model, X) -> pd.DataFrame:
+    if isinstance(X, pd.DataFrame):
+        return X
+    if isinstance(X, pd.Series):
+        return X.to_frame().T
+    if isinstance(X, dict):
+        return pd.DataFrame([X])
+    arr = np.asarray(X)
+    if arr.ndim != 2 or arr.shape[1] != model.encoder_.schema.d:
+        raise ValueError(f"expected a DataFrame or an array of shape (n, "
+                         f"{model.encoder_.schema.d}), got {type(X).__name__}")
+    return pd.DataFrame(arr, columns=pd.Index(model.encoder_.schema.names, dtype=object))
+
+
+def _target(model, target) -> int:
+    try:
+        return _column_index(model.encoder_.schema, target)
+    except KeyError:
+        raise KeyError(f"unknown target column {target!r}; the model's columns are "
+                       f"{model.encoder_.schema.names}") from None
+
+
+def predict_proba(model, X, target) -> pd.DataFrame:
+    """``P(target = level | the row's other observed entries)`` for a discrete ``target``
+    (the row's own target entry is ignored; NaN entries are marginalised)."""
+    model._check_fitted()
+    j = _target(model, target)
+    spec = model.encoder_.schema.columns[j]
+    if not spec.is_discrete:
+        raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
+                         f"{spec.kind} (use predict / expect)")
+    df = _frame(model, X)
+    ev = evidence_from_frame(model, df, skip={j})
+    p = _column_moments(model, ev, [j], df.index, skip=j)[j]
+    return pd.DataFrame(p, index=df.index,
+                        columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
+
+
+def predict(model, X, target) -> pd.Series:
+    """Predict ``target`` from each row's other observed entries: the most probable level of a
+    categorical column, the conditional mean of a numeric or ordinal-integer one."""
+    model._check_fitted()
+    j = _target(model, target)
+    df = _frame(model, X)
+    ev = evidence_from_frame(model, df, skip={j})
+    mom = _column_moments(model, ev, [j], df.index, skip=j)[j]
+    vals, is_code = _point_values(model, j, mom)
+    name = model.encoder_.schema.names[j]
+    if is_code:
+        return pd.Series(_decode_codes(model, j, vals).array, index=df.index, name=name)
+    return pd.Series(vals, index=df.index, name=name)
+
+
+# --------------------------------------------------------------------------- imputation
+
+
+def impute(model, X, method: str = "expectation", n_imputations: int = 1, random_state=None):
+    """Fill the missing cells of ``X`` from the model's conditional distribution given each
+    row's observed cells: its mean / most probable level (``"expectation"``) or one exact
+    conditional draw per imputation (``"sample"``). Observed cells and dtypes are kept; returns
+    one frame, or a list of ``n_imputations`` frames."""
+    model._check_fitted()
+    if method not in ("expectation", "sample"):
+        raise ValueError(f"method must be 'expectation' or 'sample', got {method!r}")
+    if (not isinstance(n_imputations, (int, np.integer)) or isinstance(n_imputations, bool)
+            or n_imputations < 1):
+        raise ValueError(f"n_imputations must be a positive integer, got {n_imputations!r}")
+    if method == "expectation" and n_imputations > 1:
+        raise ValueError("n_imputations > 1 needs method='sample' (expectations are "
+                         "deterministic)")
+    is_array = isinstance(X, np.ndarray)
+    df = _frame(model, X)
+    schema = model.encoder_.schema
+    ev = evidence_from_frame(model, df)
+    present = [j for j in range(schema.d) if _has_column(df, schema.names[j])]
+    miss = np.zeros((ev.m, schema.d), bool)
+    miss[:, present] = ~ev.active()[:, present]
+    rows = np.flatnonzero(miss.any(1))
+    rng = _rng(random_state)
+    outs = []
+    for _ in range(n_imputations):
+        Z = ev.point.copy()
+        if len(rows):
+            if method == "expectation":
+                cols = [j for j in present if miss[:, j].any()]
+                mom = _column_moments(model, ev, cols, df.index, rows=rows)
+                for j in cols:
+                    vals, is_code = _point_values(model, j, mom[j])
+                    spec = schema.columns[j]
+                    if spec.is_discrete and not is_code:  # ordinal: nearest level value
+                        cats = np.asarray(spec.categories, float)
+                        vals = np.argmin(np.abs(vals[:, None] - cats[None, :]), axis=1)
+                    Z[miss[:, j], j] = vals[miss[:, j]]
+            else:
+                leaf, ok = _draw_rows(model, ev, rows, rng)
+                if not ok[rows].all():
+                    r = int(rows[~ok[rows]][0])
+                    raise _empty_error(model, ev, r, df.index[r])
+                S = _sample_columns(model, leaf[rows], ev, rows, np.ones(len(rows), bool), rng)
+                sub = miss[rows]
+                Zr = Z[rows]
+                Zr[sub] = S[sub]
+                Z[rows] = Zr
+        outs.append(_fill(model, df, Z, miss, is_array, X))
+    return outs[0] if n_imputations == 1 else outs
+
+
+def _has_column(df: pd.DataFrame, name) -> bool:
+    return any(c == name for c in df.columns)
+
+
+def _fill(model, df: pd.DataFrame, Z: np.ndarray, miss: np.ndarray, is_array: bool, X):
+    dec = model.encoder_.inverse_transform(Z)
+    out = df.copy()
+    names = model.encoder_.schema.names
+    for j, name in enumerate(names):
+        mj = miss[:, j]
+        if not mj.any():
+            continue
+        pos = next(i for i, c in enumerate(out.columns) if c == name)
+        col = out.iloc[:, pos].astype(object).to_numpy().copy()
+        col[mj] = dec.iloc[:, j].astype(object).to_numpy()[mj]
+        dtype = df.iloc[:, pos].dtype
+        try:
+            new = pd.Series(col, index=out.index).astype(dtype)
+        except (TypeError, ValueError):
+            new = pd.Series(col, index=out.index).infer_objects()
+        out.isetitem(pos, new)
+    if is_array:
+        return out.to_numpy(dtype=X.dtype) if X.dtype != object else out.to_numpy()
+    return out

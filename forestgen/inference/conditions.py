@@ -1,0 +1,324 @@
+"""The evidence language: parse user conditions into encoded per-row evidence.
+
+See the module docstring of :mod:`forestgen.inference` for the user-facing reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
+
+__all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame"]
+
+
+class ZeroProbabilityError(ValueError):
+    """The evidence has probability (or density) zero under the model."""
+
+
+class Not:
+    """Negation of a level set of a discrete column: ``{"sex": Not({"Male"})}``.
+
+    ``Not(level)`` and ``Not({level, ...})`` both work; the complement is taken over the levels
+    seen at fit time. Only discrete (categorical, bool, binary, ordinal-integer) columns.
+    """
+
+    __slots__ = ("levels",)
+
+    def __init__(self, levels: Any):
+        if isinstance(levels, Not):
+            raise TypeError("Not(Not(...)) is not supported; pass the level set itself")
+        if isinstance(levels, tuple):
+            raise TypeError("Not(...) negates level sets, not intervals")
+        if isinstance(levels, (set, frozenset, list)):
+            self.levels = frozenset(to_python_scalar(v) for v in levels)
+        else:
+            self.levels = frozenset([to_python_scalar(levels)])
+
+    def __repr__(self) -> str:
+        return f"Not({set(self.levels)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Not) and other.levels == self.levels
+
+    def __hash__(self) -> int:
+        return hash(("Not", self.levels))
+
+
+_COMPLEX = (tuple, set, frozenset, list, Not)
+
+
+@dataclass
+class Evidence:
+    """Encoded evidence for ``m`` rows over the ``d`` model columns.
+
+    ``point[i, j]``: an encoded value (numeric value or level code), NaN = none; it routes rows
+    through the trees and contributes ``leaf_model.log_prob``. ``lo``/``hi``: interval evidence on
+    numeric columns (NaN = none, +-inf = open end). ``sets[j] = (active [m], mask [m, k])``:
+    level-set evidence on discrete columns.
+    """
+
+    point: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    sets: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, m: int, d: int) -> Evidence:
+        nan = np.full((m, d), np.nan)
+        return cls(nan.copy(), nan.copy(), nan.copy(), {})
+
+    @property
+    def m(self) -> int:
+        return self.point.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.point.shape[1]
+
+    def interval_active(self) -> np.ndarray:
+        return ~np.isnan(self.lo)
+
+    def active(self) -> np.ndarray:
+        """bool ``[m, d]``: which columns carry evidence in each row."""
+        act = ~np.isnan(self.point) | self.interval_active()
+        for j, (a, _) in self.sets.items():
+            act[:, j] |= a
+        return act
+
+    def take(self, idx: np.ndarray) -> Evidence:
+        return Evidence(self.point[idx], self.lo[idx], self.hi[idx],
+                        {j: (a[idx], mk[idx]) for j, (a, mk) in self.sets.items()})
+
+    def only(self, row: int, j: int) -> Evidence:
+        """Row ``row`` restricted to column ``j``'s evidence."""
+        ev = Evidence.empty(1, self.d)
+        ev.point[0, j] = self.point[row, j]
+        ev.lo[0, j] = self.lo[row, j]
+        ev.hi[0, j] = self.hi[row, j]
+        if j in self.sets:
+            a, mk = self.sets[j]
+            ev.sets[j] = (a[row : row + 1].copy(), mk[row : row + 1].copy())
+        return ev
+
+    def broadcast(self, n: int) -> Evidence:
+        """Repeat a one-row evidence ``n`` times (views, no copies of level masks)."""
+        if self.m != 1:
+            raise ValueError("only one-row evidence can be broadcast")
+        rep = np.zeros(n, np.int64)
+        return self.take(rep)
+
+    def copy(self) -> Evidence:
+        return Evidence(self.point.copy(), self.lo.copy(), self.hi.copy(),
+                        {j: (a.copy(), mk.copy()) for j, (a, mk) in self.sets.items()})
+
+    def drop_column(self, j: int) -> Evidence:
+        ev = self.copy()
+        ev.point[:, j] = np.nan
+        ev.lo[:, j] = np.nan
+        ev.hi[:, j] = np.nan
+        ev.sets.pop(j, None)
+        return ev
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _column_index(schema: Schema, name: Any) -> int:
+    name = to_python_scalar(name)
+    for j, spec in enumerate(schema.columns):
+        if spec.name == name and type(spec.name) is type(name):
+            return j
+    for j, spec in enumerate(schema.columns):
+        if spec.name == name:
+            return j
+    raise KeyError(f"unknown column {name!r} in conditions; the model's columns are "
+                   f"{schema.names}")
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None or v is pd.NA or v is pd.NaT:
+        return True
+    try:
+        return isinstance(v, (float, np.floating)) and math.isnan(v)
+    except TypeError:
+        return False
+
+
+def _level_code(spec: ColumnSpec, value: Any) -> int:
+    value = to_python_scalar(value)
+    if _is_missing(value):
+        raise ValueError(f"column {spec.name!r}: missing value (NaN/None) is not a level; "
+                         f"leave the column out to keep it free")
+    cats = spec.categories or []
+    for c, cat in enumerate(cats):
+        if cat == value and type(cat) is type(value):
+            return c
+    for c, cat in enumerate(cats):
+        try:
+            if cat == value and not (isinstance(cat, str) ^ isinstance(value, str)):
+                return c
+        except Exception:  # noqa: BLE001 - exotic comparisons
+            continue
+    raise ValueError(f"column {spec.name!r}: level {value!r} was not seen at fit time "
+                     f"(known levels: {cats})")
+
+
+def _level_mask(spec: ColumnSpec, levels: Iterable) -> np.ndarray:
+    mask = np.zeros(spec.n_levels, bool)
+    for v in levels:
+        mask[_level_code(spec, v)] = True
+    return mask
+
+
+def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
+    value = to_python_scalar(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool)):
+        raise ValueError(f"column {spec.name!r} is numeric ({spec.kind}); {what} {value!r} "
+                         f"is not a number")
+    x = float(value)
+    if math.isnan(x):
+        raise ValueError(f"column {spec.name!r}: {what} is NaN; leave the column out to keep "
+                         f"it free")
+    if math.isinf(x):
+        raise ValueError(f"column {spec.name!r}: {what} {x} is not finite")
+    return x
+
+
+def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
+    if len(value) != 2:
+        raise ValueError(f"column {spec.name!r}: an interval is a pair (low, high), got {value!r}")
+    low = -np.inf if value[0] is None else _as_number(spec, value[0], "interval bound")
+    high = np.inf if value[1] is None else _as_number(spec, value[1], "interval bound")
+    if not low < high:
+        raise ValueError(f"column {spec.name!r}: empty interval ({low}, {high}); need low < high "
+                         f"(use a plain value for equality)")
+    return low, high
+
+
+def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> None:
+    """Write one condition ``value`` for column ``j`` of evidence row ``i``."""
+    k = spec.n_levels
+    if isinstance(value, Not):
+        if not spec.is_discrete:
+            raise ValueError(f"column {spec.name!r} is {spec.kind}; Not(...) needs a discrete "
+                             f"column")
+        mask = ~_level_mask(spec, value.levels)
+        if not mask.any():
+            raise ValueError(f"column {spec.name!r}: Not({set(value.levels)!r}) excludes every "
+                             f"level")
+        _put_set(ev, i, j, k, mask)
+    elif isinstance(value, tuple):
+        if spec.is_discrete and not spec.ordinal:
+            raise ValueError(f"column {spec.name!r} is {spec.kind}; intervals need a numeric or "
+                             f"ordinal-integer column (use a level set instead)")
+        low, high = _bounds(spec, value)
+        if spec.is_discrete:  # ordinal integer: closed [low, high] over the level values
+            cats = np.asarray(spec.categories, float)
+            mask = (cats >= low) & (cats <= high)
+            if not mask.any():
+                raise ValueError(f"column {spec.name!r}: no level lies in [{low}, {high}]")
+            _put_set(ev, i, j, k, mask)
+        else:
+            ev.lo[i, j], ev.hi[i, j] = low, high
+    elif isinstance(value, (set, frozenset, list)):
+        if not spec.is_discrete:
+            raise ValueError(f"column {spec.name!r} is {spec.kind}; level sets need a discrete "
+                             f"column (use an interval (low, high) instead)")
+        if len(value) == 0:
+            raise ValueError(f"column {spec.name!r}: empty level set")
+        _put_set(ev, i, j, k, _level_mask(spec, value))
+    elif spec.is_discrete:
+        ev.point[i, j] = _level_code(spec, value)
+    else:
+        ev.point[i, j] = _as_number(spec, value, "value")
+
+
+def _put_set(ev: Evidence, i: int, j: int, k: int, mask: np.ndarray) -> None:
+    if j not in ev.sets:
+        ev.sets[j] = (np.zeros(ev.m, bool), np.ones((ev.m, k), bool))
+    a, mk = ev.sets[j]
+    a[i] = True
+    mk[i] = mask
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def parse_conditions(model, conditions: Any) -> tuple[Evidence, bool]:
+    """``(evidence, per_row)``: a dict (or None) gives one row, a DataFrame one row per row."""
+    schema = model.encoder_.schema
+    if conditions is None:
+        return Evidence.empty(1, schema.d), False
+    if isinstance(conditions, pd.Series):
+        conditions = conditions.to_frame().T if conditions.name is not None else dict(conditions)
+    if isinstance(conditions, pd.DataFrame):
+        return evidence_from_frame(model, conditions, strict=True), True
+    if not isinstance(conditions, dict):
+        raise TypeError(f"conditions must be a dict or a DataFrame, got "
+                        f"{type(conditions).__name__}")
+    ev = Evidence.empty(1, schema.d)
+    for name, value in conditions.items():
+        j = _column_index(schema, name)
+        _set_cell(ev, 0, j, schema.columns[j], value)
+    return ev, False
+
+
+def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
+                        skip: Iterable[int] = ()) -> Evidence:
+    """Per-row evidence from a DataFrame (NaN cells are free).
+
+    Plain columns are encoded in one vectorised pass; object columns holding intervals, level
+    sets or :class:`Not` are parsed cell by cell. Columns in ``skip`` (indices) are left free.
+    ``strict``: unknown column names raise (otherwise they are ignored).
+    """
+    schema = model.encoder_.schema
+    skip = set(skip)
+    cols: dict[int, Any] = {}
+    for c in df.columns:
+        try:
+            j = _column_index(schema, c)
+        except KeyError:
+            if strict:
+                raise
+            continue
+        if j in cols:
+            raise ValueError(f"duplicate column {c!r} in conditions")
+        cols[j] = c
+    m = len(df)
+    ev = Evidence.empty(m, schema.d)
+    plain: dict[int, pd.Series] = {}
+    for j, c in cols.items():
+        if j in skip:
+            continue
+        s = df[c]
+        if s.dtype == object and s.map(lambda v: isinstance(v, _COMPLEX)).any():
+            spec = schema.columns[j]
+            for i, v in enumerate(s.to_numpy()):
+                if isinstance(v, _COMPLEX) or not _is_missing(v):
+                    _set_cell(ev, i, j, spec, v)
+        else:
+            plain[j] = s
+    if plain:
+        full = pd.DataFrame({spec.name: (plain[j].to_numpy() if j in plain
+                                         else np.full(m, np.nan))
+                             for j, spec in enumerate(schema.columns)})
+        full.columns = pd.Index(np.array(schema.names + [None], dtype=object)[:-1])
+        Z = model.encoder_.transform(full)
+        for j in plain:
+            spec = schema.columns[j]
+            z = Z[:, j]
+            if spec.is_discrete:
+                bad = z == spec.n_levels
+                if bad.any():
+                    example = plain[j].to_numpy()[np.argmax(bad)]
+                    raise ValueError(f"column {spec.name!r}: level {example!r} was not seen at "
+                                     f"fit time (known levels: {spec.categories})")
+            ev.point[:, j] = z
+    return ev
