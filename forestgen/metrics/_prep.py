@@ -11,7 +11,8 @@ Light column typing, column alignment, subsampling and the encodings the metrics
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -281,3 +282,20 @@ def nearest(a: np.ndarray, b: np.ndarray, k: int = 1, exclude_self: bool = False
         if kk < k:
             out[s:s + chunk, kk:] = np.inf
     return out
+
+
+@contextmanager
+def limit_threads(n_threads: int | None) -> Iterator[None]:
+    """Cap OpenMP/BLAS threads (via threadpoolctl) while fitting; no-op for ``None``.
+
+    On small or shared machines OpenMP spin-waiting can make small HistGradientBoosting fits
+    an order of magnitude slower; ``n_threads=1`` avoids that.
+    """
+    if n_threads is None:
+        yield
+        return
+    import sklearn.ensemble  # noqa: F401  (load sklearn's OpenMP runtime before limiting it)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=int(n_threads)):
+        yield

@@ -75,7 +75,8 @@ def alpha_precision_beta_recall(real: object, synthetic: object, *, n_alphas: in
     precision = np.array([np.mean(d_syn_to_real_c <= r) for r in r_real])
 
     # k-NN radius of each real row among the other real rows
-    knn_real = nearest(x, x, k=k, exclude_self=True)[:, -1]
+    knn = nearest(x, x, k=k, exclude_self=True)
+    knn_real, nn1_real = knn[:, -1], knn[:, 0]
     nn_idx, nn_dist = _nearest_index(x, y)
     closest_syn_d = d_syn[nn_idx]
     close_enough = nn_dist <= knn_real
@@ -84,7 +85,6 @@ def alpha_precision_beta_recall(real: object, synthetic: object, *, n_alphas: in
     # authenticity: for each synthetic row, is it closer to its nearest real row than that
     # real row's own nearest real neighbour? (then it is "not authentic")
     r_idx, r_dist = _nearest_index(y, x)
-    nn1_real = nearest(x, x, k=1, exclude_self=True)[:, 0]
     authenticity = float(np.mean(r_dist > nn1_real[r_idx]))
 
     dp = float(1.0 - 2.0 * np.mean(np.abs(precision - alphas)))

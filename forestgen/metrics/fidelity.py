@@ -14,6 +14,7 @@ from forestgen.metrics._prep import (
     category_strings,
     embed,
     infer_schema,
+    limit_threads,
     numeric_values,
     prepare,
     sq_dists,
@@ -211,13 +212,15 @@ def _hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
 
 def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | None = 5000,
          classifier: object | None = None, confidence: float = 0.95,
-         random_state: int | None = 0, max_categories: int = MAX_CATEGORIES) -> C2STResult:
+         random_state: int | None = 0, max_categories: int = MAX_CATEGORIES,
+         n_threads: int | None = None) -> C2STResult:
     """Classifier two-sample test (Lopez-Paz & Oquab, 2017) with a non-linear classifier.
 
     Both sides are subsampled to ``min(len(real), len(synthetic), max_rows)`` rows (balanced
     classes), a classifier (default: ``HistGradientBoostingClassifier`` with native categorical
     support; any sklearn classifier with ``predict_proba`` works on the ordinal encoding) is
     fitted in stratified K-fold, and the AUC of held-out predictions is reported.
+    ``n_threads`` caps OpenMP/BLAS threads during fitting (default: library defaults).
     """
     from sklearn.base import clone
     from sklearn.ensemble import HistGradientBoostingClassifier
@@ -242,11 +245,13 @@ def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | N
             early_stopping=False, random_state=seed)
     oof = np.empty(len(y))
     fold_aucs = []
-    for tr, te in StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(X, y):
-        model = clone(classifier).fit(X[tr], y[tr])
-        p = model.predict_proba(X[te])[:, list(model.classes_).index(1)]
-        oof[te] = p
-        fold_aucs.append(float(roc_auc_score(y[te], p)))
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(X, y)
+    with limit_threads(n_threads):
+        for tr, te in folds:
+            model = clone(classifier).fit(X[tr], y[tr])
+            p = model.predict_proba(X[te])[:, list(model.classes_).index(1)]
+            oof[te] = p
+            fold_aucs.append(float(roc_auc_score(y[te], p)))
     auc = float(roc_auc_score(y, oof))
     z = float(stats.norm.ppf(0.5 + confidence / 2.0))
     se = _hanley_mcneil_se(auc, int(y.sum()), int(len(y) - y.sum()))
@@ -278,11 +283,19 @@ def _matrices(real: object, synthetic: object, preprocess: bool, max_rows: int |
     return x, y
 
 
-def _block_sum(a: np.ndarray, b: np.ndarray, fn, chunk: int = 2048) -> float:
-    """Sum of ``fn(squared distances)`` over all pairs, computed in row blocks."""
+def _block_sum(a: np.ndarray, b: np.ndarray, fn, same: bool = False,
+               chunk: int = 2048) -> float:
+    """Sum of ``fn(squared distances)`` over all pairs, computed in row blocks.
+
+    ``same``: ``a is b``; the diagonal distances are set to exactly 0.
+    """
     total = 0.0
     for s in range(0, len(a), chunk):
-        total += float(fn(sq_dists(a[s:s + chunk], b)).sum())
+        d2 = sq_dists(a[s:s + chunk], b)
+        if same:
+            rows = np.arange(len(d2))
+            d2[rows, s + rows] = 0.0
+        total += float(fn(d2).sum())
     return total
 
 
@@ -319,8 +332,8 @@ def mmd(real: object, synthetic: object, *, bandwidth: float | None = None,
         return np.exp(-gamma * d2)
 
     n, m = len(x), len(y)
-    kxx = (_block_sum(x, x, k) - n) / (n * (n - 1))
-    kyy = (_block_sum(y, y, k) - m) / (m * (m - 1))
+    kxx = (_block_sum(x, x, k, same=True) - n) / (n * (n - 1))
+    kyy = (_block_sum(y, y, k, same=True) - m) / (m * (m - 1))
     kxy = _block_sum(x, y, k) / (n * m)
     return float(kxx + kyy - 2.0 * kxy)
 
@@ -335,8 +348,8 @@ def energy_distance(real: object, synthetic: object, *, max_rows: int | None = 2
     rng = np.random.default_rng(random_state)
     x, y = _matrices(real, synthetic, preprocess, max_rows, rng)
     n, m = len(x), len(y)
-    exx = _block_sum(x, x, np.sqrt) / (n * (n - 1))
-    eyy = _block_sum(y, y, np.sqrt) / (m * (m - 1))
+    exx = _block_sum(x, x, np.sqrt, same=True) / (n * (n - 1))
+    eyy = _block_sum(y, y, np.sqrt, same=True) / (m * (m - 1))
     exy = _block_sum(x, y, np.sqrt) / (n * m)
     return float(2.0 * exy - exx - eyy)
 

@@ -48,7 +48,7 @@ def _dcr_nndr(points: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def dcr(train: object, synthetic: object, holdout: object | None = None, *,
         max_rows: int | None = 5000, max_train_rows: int | None = 20000,
-        tolerance: float = 1e-8, random_state: int | None = 0) -> DCRResult:
+        tolerance: float = 1e-6, random_state: int | None = 0) -> DCRResult:
     """Distance to closest record and NNDR in the standardised one-hot space.
 
     Synthetic rows (and holdout rows, the baseline of what an independent sample from the

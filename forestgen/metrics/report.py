@@ -74,6 +74,7 @@ class QualityReport:
     info: dict[str, object] = field(default_factory=dict)
     _real_sample: pd.DataFrame | None = field(default=None, repr=False)
     _synthetic_sample: pd.DataFrame | None = field(default=None, repr=False)
+    _png_cache: dict[str, bytes] | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ access
     def value(self, metric: str, column: str | None = None) -> float:
@@ -142,6 +143,11 @@ class QualityReport:
             figs["alpha_precision"] = _plot_curves(self.alpha_precision)
         return figs
 
+    def _pngs(self) -> dict[str, bytes]:
+        if self._png_cache is None:
+            self._png_cache = {k: _png(f) for k, f in self.figures().items()}
+        return self._png_cache
+
     # ------------------------------------------------------------------ exports
     def _sections(self) -> list[tuple[str, str | None, pd.DataFrame | None, str | None]]:
         """(title, text, table, figure-name) in display order."""
@@ -185,12 +191,12 @@ class QualityReport:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig_dir = path.parent / f"{path.stem}_figures"
-        figs = self.figures()
+        figs = self._pngs()
         names: dict[str, str] = {}
         if figs:
             fig_dir.mkdir(exist_ok=True)
-            for name, fig in figs.items():
-                (fig_dir / f"{name}.png").write_bytes(_png(fig))
+            for name, png in figs.items():
+                (fig_dir / f"{name}.png").write_bytes(png)
                 names[name] = f"{fig_dir.name}/{name}.png"
         out = ["# Synthetic data quality report", ""]
         for title, text, table, fig in self._sections():
@@ -210,7 +216,7 @@ class QualityReport:
         """Write a self-contained HTML report (figures embedded as base64 PNG)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        figs = {k: base64.b64encode(_png(f)).decode("ascii") for k, f in self.figures().items()}
+        figs = {k: base64.b64encode(v).decode("ascii") for k, v in self._pngs().items()}
         body = ["<h1>Synthetic data quality report</h1>"]
         for title, text, table, fig in self._sections():
             body.append(f"<h2>{html.escape(title)}</h2>")
@@ -333,14 +339,17 @@ def _plot_curves(res: AlphaPrecisionResult) -> object:
 def report(real: object, synthetic: object, holdout: object | None = None,
            target: str | None = None, *, metrics: Sequence[str] | None = None,
            max_rows: int = 2000, c2st_rows: int = 5000, coverage_rows: int = 3000,
-           random_state: int | None = 0, max_categories: int = MAX_CATEGORIES) -> QualityReport:
+           random_state: int | None = 0, max_categories: int = MAX_CATEGORIES,
+           n_threads: int | None = 1) -> QualityReport:
     """Compute a synthetic-data quality report.
 
     ``real`` is the data the generator was trained on; ``holdout`` (optional) is real data it
     never saw, used as the test set for TSTR and the baseline for DCR. ``target`` enables TSTR.
     ``metrics`` selects from :data:`ALL_METRICS` (default: all). O(n²) metrics subsample:
     ``max_rows`` rows per side for MMD/energy, ``coverage_rows`` for coverage/privacy and
-    ``c2st_rows`` for C2ST.
+    ``c2st_rows`` for C2ST. ``n_threads`` caps OpenMP/BLAS threads for the model fits; the
+    default 1 keeps timings predictable (OpenMP spin-waiting on busy small machines made the
+    fits 10x slower in our benchmark); ``None`` uses the library defaults.
     """
     chosen = list(ALL_METRICS) if metrics is None else list(metrics)
     unknown = sorted(set(chosen) - set(ALL_METRICS))
@@ -381,7 +390,8 @@ def report(real: object, synthetic: object, holdout: object | None = None,
         add("fidelity", "association_gap_max", assoc.max_gap)
     if "c2st" in chosen:
         c2 = timed("c2st", lambda: c2st(real, synthetic, max_rows=c2st_rows,
-                                        random_state=seed, max_categories=max_categories))
+                                        random_state=seed, max_categories=max_categories,
+                                        n_threads=n_threads))
         add("fidelity", "c2st_auc", c2.auc)
         add("fidelity", "c2st_auc_ci_low", c2.auc_ci[0])
         add("fidelity", "c2st_auc_ci_high", c2.auc_ci[1])
@@ -408,7 +418,8 @@ def report(real: object, synthetic: object, holdout: object | None = None,
         add("coverage", "nn_recall", nn.recall)
     if "tstr" in chosen and target is not None:
         util = timed("tstr", lambda: tstr(real, synthetic, target, test=holdout,
-                                          random_state=seed, max_categories=max_categories))
+                                          random_state=seed, max_categories=max_categories,
+                                          n_threads=n_threads))
         for name in util.trtr:
             add("utility", f"trtr_{name}", util.trtr[name], util.target)
             add("utility", f"tstr_{name}", util.tstr[name], util.target)

@@ -1,0 +1,167 @@
+"""torchmetrics wrappers: batched == one-shot, merge_state, reset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchmetrics")
+
+import forestgen.metrics as fm  # noqa: E402
+from forestgen.metrics.torchmetrics import (  # noqa: E402
+    C2ST,
+    MMD,
+    EnergyDistance,
+    ForestLogLikelihood,
+    MarginalDistance,
+)
+
+
+class _Gauss:
+    """Stand-in forest: standard normal log density, accepts arrays or DataFrames."""
+
+    def __init__(self) -> None:
+        self.seen: list[type] = []
+
+    def log_prob(self, X):
+        self.seen.append(type(X))
+        X = np.asarray(X, dtype=float)
+        return -0.5 * (X**2).sum(1) - 0.5 * X.shape[1] * np.log(2 * np.pi)
+
+
+@pytest.fixture()
+def data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(240, 3)), rng.normal(0.3, 1.2, size=(180, 3))
+
+
+def _batches(a: np.ndarray, n: int):
+    return [torch.tensor(b) for b in np.array_split(a, n)]
+
+
+def test_forest_log_likelihood_batches_equal_one_shot(data):
+    x, _ = data
+    model = _Gauss()
+    m = ForestLogLikelihood(model)
+    for b in _batches(x, 4):
+        m.update(b)
+    ref = fm.log_likelihood(model, x)
+    assert m.compute().item() == pytest.approx(ref.mean, rel=1e-12)
+    per_dim = ForestLogLikelihood(model, columns=["a", "b", "c"], per_dimension=True)
+    per_dim.update(torch.tensor(x[:100]))
+    per_dim.update(pd.DataFrame(x[100:], columns=["a", "b", "c"]))
+    assert per_dim.compute().item() == pytest.approx(ref.per_dim, rel=1e-12)
+    assert model.seen[-1] is pd.DataFrame and model.seen[-2] is pd.DataFrame
+
+
+def test_forest_log_likelihood_merge_reset_and_errors(data):
+    x, _ = data
+    model = _Gauss()
+    m1, m2 = ForestLogLikelihood(model), ForestLogLikelihood(model)
+    m1.update(torch.tensor(x[:100]))
+    m2.update(torch.tensor(x[100:]))
+    m1.merge_state(m2)
+    assert m1.compute().item() == pytest.approx(fm.log_likelihood(model, x).mean, rel=1e-12)
+    assert int(m1.n_rows) == len(x)
+    m1.reset()
+    assert int(m1.n_rows) == 0
+    m1.update(torch.tensor(x[:10]))
+    assert m1.compute().item() == pytest.approx(fm.log_likelihood(model, x[:10]).mean)
+
+    class Bad:
+        def log_prob(self, X):
+            out = np.zeros(len(X))
+            out[0], out[1] = np.nan, -np.inf
+            return out
+
+    with pytest.raises(ValueError, match="NaN"):
+        ForestLogLikelihood(Bad()).update(torch.tensor(x[:5]))
+
+    class NegInf:
+        def log_prob(self, X):
+            out = np.zeros(len(X))
+            out[:3] = -np.inf
+            return out
+
+    m = ForestLogLikelihood(NegInf())
+    m.update(torch.tensor(x[:5]))
+    m.update(torch.tensor(x[5:9]))
+    assert int(m.n_neginf) == 6 and m.compute().item() == -np.inf
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+@pytest.mark.parametrize("cls, fn", [(MMD, fm.mmd), (EnergyDistance, fm.energy_distance)])
+def test_kernel_metrics_batches_merge_reset(data, cls, fn):
+    x, y = data
+    m = cls(max_rows=None)
+    for bx, by in zip(_batches(x, 3), _batches(y, 3)):
+        m.update(bx, by)
+    one_shot = fn(x, y, max_rows=None, preprocess=False)
+    assert m.compute().item() == pytest.approx(one_shot, rel=1e-10)
+    # merge: incoming states first, then local (torchmetrics order); value is order-free here
+    a, b = cls(max_rows=None), cls(max_rows=None)
+    a.update(torch.tensor(x[:100]), torch.tensor(y[:50]))
+    b.update(torch.tensor(x[100:]), torch.tensor(y[50:]))
+    a.merge_state(b)
+    assert a.compute().item() == pytest.approx(one_shot, rel=1e-10)
+    a.reset()
+    with pytest.raises(RuntimeError):
+        a.compute()
+    a.update(real=torch.tensor(x))
+    a.update(synthetic=torch.tensor(y))
+    assert a.compute().item() == pytest.approx(one_shot, rel=1e-10)
+
+
+def test_marginal_distance_histograms(data):
+    x, y = data
+    x = x.copy()
+    x[:, 2] = np.round(x[:, 2])  # a discrete column -> one bin per value
+    y = y.copy()
+    y[:, 2] = np.clip(np.round(y[:, 2]), x[:, 2].min(), x[:, 2].max())
+    y[:7, 0] = np.nan
+    m = MarginalDistance(x, n_bins=10)
+    for b in _batches(y, 5):
+        m.update(b)
+    batched = m.compute()
+    single = MarginalDistance(x, n_bins=10)
+    single.update(torch.tensor(y))
+    one = single.compute()
+    for k in ("tv", "ks"):
+        assert torch.allclose(batched[k], one[k])
+    # numpy reference for the discrete column: exact TV between value frequencies
+    p = pd.Series(x[:, 2]).value_counts(normalize=True)
+    q = pd.Series(y[:, 2]).value_counts(normalize=True)
+    p, q = p.align(q, fill_value=0)
+    assert batched["tv"][2].item() == pytest.approx(0.5 * (p - q).abs().sum())
+    # numpy reference for a continuous column with the same edges
+    edges = m.edges[1][torch.isfinite(m.edges[1])].numpy()
+    hp = np.bincount(np.searchsorted(edges, x[:, 1], side="left"), minlength=len(edges) + 1)
+    hq = np.bincount(np.searchsorted(edges, y[:, 1], side="left"), minlength=len(edges) + 1)
+    tv = 0.5 * np.abs(hp / hp.sum() - hq / hq.sum()).sum()
+    assert batched["tv"][1].item() == pytest.approx(tv)
+    # missing values count in their own bin
+    assert batched["tv"][0].item() >= 7 / len(y) / 2
+    # explicit real batches and merge_state / reset
+    a, b = MarginalDistance(x, n_bins=10), MarginalDistance(x, n_bins=10)
+    a.update(torch.tensor(y[:90]), real=torch.tensor(x[:120]))
+    b.update(torch.tensor(y[90:]), real=torch.tensor(x[120:]))
+    a.merge_state(b)
+    assert torch.allclose(a.compute()["tv"], one["tv"])
+    a.reset()
+    assert float(a.synthetic_counts.sum()) == 0.0
+    a.update(torch.tensor(x))
+    assert torch.allclose(a.compute()["tv"], torch.zeros(3, dtype=torch.float64))
+
+
+def test_c2st_metric_equals_numpy(data):
+    x, y = data
+    m = C2ST(n_folds=3)
+    for bx, by in zip(_batches(x, 2), _batches(y, 2)):
+        m.update(bx, by)
+    out = m.compute()
+    ref = fm.c2st(x, y, n_folds=3)
+    assert out["auc"].item() == pytest.approx(ref.auc)
+    assert out["auc_ci_low"].item() == pytest.approx(ref.auc_ci[0])
+    assert m.result == ref
