@@ -172,22 +172,27 @@ class GenerativeForest:
         """Mean log-likelihood per row (nats)."""
         return float(np.mean(self.log_prob(X)))
 
-    def sample_encoded(self, n: int, random_state=None) -> np.ndarray:
+    def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
+        """``n`` encoded rows (complete unless ``missing=True``)."""
         self._check_fitted()
         if not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
-        return AncestralSampler().sample(self, int(n), rng)
+        return AncestralSampler().sample(self, int(n), rng, missing=missing)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
-               on_empty: str = "raise") -> pd.DataFrame:
+               on_empty: str = "raise", missing: bool = True) -> pd.DataFrame:
         """``n`` synthetic rows as a DataFrame with the training columns, dtypes and levels.
 
         ``conditions``: evidence to condition on (a dict for one condition set, or a DataFrame of
         per-row evidence with NaN = free; see :mod:`forestgen.inference`). ``on_empty``:
         ``"raise"`` (default) or ``"unconditional"`` when the evidence has zero probability.
+        ``missing``: reproduce the training data's missing values, blanking each entry with the
+        missing rate of its column among the training rows of the sampled leaf (missing at random
+        given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them
+        and does not score the missingness itself. Conditional samples are always complete.
         """
         if conditions is not None:
             from forestgen.inference.api import conditional_sample
@@ -195,7 +200,23 @@ class GenerativeForest:
             return conditional_sample(self, n, conditions, random_state, on_empty=on_empty)
         if n is None:
             raise ValueError("n is required when no conditions are given")
-        return self.encoder_.inverse_transform(self.sample_encoded(n, random_state))
+        return self.encoder_.inverse_transform(self.sample_encoded(n, random_state, missing))
+
+    def _fit_missing(self, Z: np.ndarray, leaves: np.ndarray,
+                     pair_weight: np.ndarray | None = None) -> None:
+        """Per-leaf missing rate of every column that had missing training values."""
+        cols = np.nonzero(np.isnan(Z).any(axis=0))[0]
+        L = self.forest_.n_leaves
+        flat = leaves.ravel()
+        B = leaves.shape[1]
+        w = np.ones(flat.size) if pair_weight is None else np.asarray(pair_weight, float)
+        tot = np.bincount(flat, weights=w, minlength=L)
+        rate = np.zeros((L, len(cols)))
+        for k, j in enumerate(cols):
+            miss = np.repeat(np.isnan(Z[:, j]), B)
+            rate[:, k] = np.bincount(flat, weights=w * miss, minlength=L) / np.maximum(tot, 1e-300)
+        self.missing_cols_ = cols.astype(np.int64)
+        self.missing_rate_ = rate
 
     # ----------------------------------------------------------------- inference
     def expect(self, columns=None, conditions=None):
@@ -266,6 +287,9 @@ class GenerativeForest:
         path = Path(path)
         arrays = self.forest_.to_arrays()
         arrays["leaf_log_weight"] = self.leaf_log_weight_
+        if getattr(self, "missing_cols_", None) is not None:
+            arrays["missing_cols"] = self.missing_cols_
+            arrays["missing_rate"] = self.missing_rate_
         leaves_meta = []
         for j, lm in enumerate(self.leaf_models_):
             for k, v in lm.param_arrays().items():
@@ -305,6 +329,9 @@ class GenerativeForest:
         model.encoder_ = TableEncoder.from_schema(Schema.from_dict(meta["schema"]))
         model.forest_ = ForestArrays.from_arrays(arrays)
         model.leaf_log_weight_ = arrays["leaf_log_weight"]
+        if "missing_cols" in arrays:
+            model.missing_cols_ = arrays["missing_cols"]
+            model.missing_rate_ = arrays["missing_rate"]
         model.leaf_models_ = []
         for j, lmeta in enumerate(meta["leaves"]):
             lm = registry.get("leaf", lmeta["name"])(**lmeta["params"])

@@ -181,6 +181,7 @@ class ARF(GenerativeForest):
         discrete = CategoricalLeaf(alpha=self.alpha)
         pair_w = mask.ravel().astype(float) if mask is not None else None
         self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w)
+        self._fit_missing(Z, leaves, pair_w)
 
     def _extra_meta(self):
         return {"fit_diagnostics": self.fit_diagnostics_}

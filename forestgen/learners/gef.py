@@ -358,6 +358,7 @@ class GeF(GenerativeForest):
             lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_w)
             models.append(lm)
         self.leaf_models_ = models
+        self._fit_missing(Z, leaves, pair_w)
 
     # ------------------------------------------------------------------ scikit-learn import
     @classmethod

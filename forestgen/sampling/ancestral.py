@@ -21,9 +21,26 @@ def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarr
 
 @register("sampler", "ancestral")
 class AncestralSampler(Sampler):
-    def sample(self, model, n, rng):
+    """``missing=True`` also blanks entries with the per-leaf missing rates the model learned
+    (``missing_rate_``); the values are drawn first, so the same seed gives the same values
+    with and without missingness."""
+
+    def sample(self, model, n, rng, missing: bool = False):
         leaf = draw_leaves(model.leaf_log_weight_, n, rng)
         out = np.empty((n, len(model.leaf_models_)))
         for j, lm in enumerate(model.leaf_models_):
             out[:, j] = lm.sample(leaf, rng)
+        if missing:
+            apply_missing(model, leaf, out, rng)
         return out
+
+
+def apply_missing(model, leaf: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
+    """Set ``out[i, j]`` to NaN with probability ``missing_rate_[leaf[i], k]`` (in place)."""
+    cols = getattr(model, "missing_cols_", None)
+    if cols is None or len(cols) == 0:
+        return
+    u = rng.random((len(leaf), len(cols)))
+    hit = u < model.missing_rate_[leaf]
+    for k, j in enumerate(cols):
+        out[hit[:, k], j] = np.nan

@@ -75,13 +75,11 @@ def test_mvn_anchor_between_entropy_and_independent_fit():
 def test_samples_match_marginals(adult_small):
     m = ARF(n_trees=10, random_state=0).fit(adult_small)
     s = m.sample(3000, random_state=1)
-    assert not s.isna().any().any()
     assert list(s.columns) == list(adult_small.columns)
     assert (s.dtypes == adult_small.dtypes).all()
     for col in ("age", "fnlwgt", "education-num"):
         assert stats.ks_2samp(s[col], adult_small[col]).statistic < 0.08, col
     for col in ("workclass", "sex", "income", "relationship"):
-        # FORGE draws complete rows: missingness is marginalised at fit time, not generated
         p = adult_small[col].value_counts(normalize=True)
         q = s[col].value_counts(normalize=True).reindex(p.index, fill_value=0)
         assert 0.5 * np.abs(p - q).sum() < 0.05, col
@@ -204,6 +202,24 @@ def test_robust_to_constant_single_level_and_unseen():
     assert np.all(lp[:5] < lp[5:].max())
     s = m.sample(50, random_state=0)
     assert (s["const"] == 3.0).all() and (s["one"] == "only").all()
+
+
+def test_sample_reproduces_missingness(adult_small, tmp_path):
+    m = ARF(n_trees=10, random_state=0).fit(adult_small)
+    s = m.sample(6000, random_state=2)
+    for col in ("workclass", "occupation", "native-country"):
+        real, syn = adult_small[col].isna().mean(), s[col].isna().mean()
+        assert real > 0.01 and abs(syn - real) < 0.015, col
+    assert not s[["age", "sex", "income"]].isna().any().any()
+    # workclass and occupation are missing together in adult; the leaf rates keep that
+    both = (s.workclass.isna() & s.occupation.isna()).mean()
+    assert both > 0.5 * s.workclass.isna().mean()
+    complete = m.sample(6000, random_state=2, missing=False)
+    assert not complete.isna().any().any()
+    keep = s.notna()
+    pd.testing.assert_frame_equal(s[keep.all(axis=1)], complete[keep.all(axis=1)])
+    loaded = ARF.load(m.save(tmp_path / "m.forestgen"))
+    pd.testing.assert_frame_equal(loaded.sample(500, random_state=3), m.sample(500, random_state=3))
 
 
 def test_missing_values_in_training(adult_small):
