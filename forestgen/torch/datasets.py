@@ -1,0 +1,367 @@
+"""Synthetic rows from a fitted forest as PyTorch datasets (DESIGN.md §7).
+
+* :class:`SyntheticDataset` — an ``IterableDataset`` of whole batches (use
+  ``DataLoader(ds, batch_size=None)``), finite or infinite, optionally class-conditional.
+* :class:`AugmentedDataset` — a map-style dataset of real rows plus synthetic ones at a given
+  ratio, with a fixed synthetic pool or a fresh one per epoch (:meth:`~AugmentedDataset.set_epoch`).
+* :class:`EpochDataLoader` — a ``DataLoader`` that calls ``dataset.set_epoch(k)`` on its k-th pass.
+
+Seeding. Batch ``i`` of epoch ``e`` on rank ``r`` is drawn from its own generator,
+``SeedSequence(seed, spawn_key=(e, r, i))``. DataLoader worker ``w`` of ``W`` produces the rank's
+batches ``w, w + W, w + 2W, ...``; since the DataLoader returns worker outputs round-robin, the
+stream a rank sees is *the same for any number of workers*, no two workers or ranks draw the same
+batch, and resuming at batch ``k`` (:meth:`SyntheticDataset.load_state_dict`) continues the
+stream exactly. Rank and world size come from ``torch.distributed`` when it is initialised,
+unless given explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+from forestgen.torch.encoding import TensorEncoder
+
+
+def _dist_info(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    r, w = 0, 1
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        r, w = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    r = r if rank is None else int(rank)
+    w = w if world_size is None else int(world_size)
+    if w < 1 or not 0 <= r < w:
+        raise ValueError(f"rank must be in [0, world_size); got rank={r}, world_size={w}")
+    return r, w
+
+
+# ---------------------------------------------------------------------------- drawing rows
+class _RowDrawer:
+    """Draws encoded rows, unconditionally or with labels from ``class_probs`` (exact for leaf
+    mixtures: leaf posterior ∝ w_leaf * pmf_leaf(label), then the other columns in that leaf)."""
+
+    def __init__(self, model, target: Any = None, class_probs: Any = None):
+        model._check_fitted()
+        self.model = model
+        schema = model.schema_
+        self.target_index = None if target is None else _column_index(schema, target)
+        self.probs = None
+        if class_probs is None or (isinstance(class_probs, str) and class_probs == "model"):
+            return
+        if self.target_index is None:
+            raise ValueError("class_probs needs a target column (target=...)")
+        spec = schema.columns[self.target_index]
+        if not spec.is_discrete:
+            raise ValueError(f"class_probs needs a discrete target; column {spec.name!r} is "
+                             f"{spec.kind}")
+        if not hasattr(model, "leaf_models_") or not hasattr(model, "leaf_log_weight_"):
+            raise NotImplementedError(
+                f"{type(model).__name__}: class-conditional generation needs a leaf mixture")
+        k = spec.n_levels
+        lm = model.leaf_models_[self.target_index]
+        pmf = np.asarray(lm.probs(np.arange(model.forest_.n_leaves)), np.float64)  # [L, k]
+        w = np.exp(model.leaf_log_weight_ - np.max(model.leaf_log_weight_))
+        joint = w[:, None] * pmf  # [L, k]
+        mass = joint.sum(0)
+        probs = _parse_class_probs(class_probs, spec, mass)
+        self.probs = probs
+        cdf = np.cumsum(joint, axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.cdf = (cdf / np.where(mass > 0, mass, 1.0)).T.copy()  # [k, L]
+        self.k = k
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.probs is None:
+            return self.model.sample_encoded(n, random_state=rng)
+        y = rng.choice(self.k, size=n, p=self.probs)
+        leaf = np.empty(n, np.int64)
+        u = rng.random(n)
+        L = self.cdf.shape[1]
+        for c in np.unique(y):
+            sel = y == c
+            leaf[sel] = np.minimum(np.searchsorted(self.cdf[c], u[sel], side="right"), L - 1)
+        Z = np.empty((n, len(self.model.leaf_models_)))
+        for j, lm in enumerate(self.model.leaf_models_):
+            Z[:, j] = y if j == self.target_index else lm.sample(leaf, rng)
+        return Z
+
+
+def _column_index(schema, name) -> int:
+    try:
+        return schema.index(name)
+    except KeyError:
+        raise ValueError(f"target column {name!r} is not one of the model's columns "
+                         f"{schema.names}") from None
+
+
+def _parse_class_probs(class_probs, spec, mass: np.ndarray) -> np.ndarray:
+    k = spec.n_levels
+    if isinstance(class_probs, str):
+        if class_probs != "balanced":
+            raise ValueError(f"class_probs must be 'balanced', 'model', a dict or an array, got "
+                             f"{class_probs!r}")
+        p = (mass > 0).astype(np.float64)
+    elif isinstance(class_probs, dict):
+        p = np.zeros(k)
+        cats = list(spec.categories)
+        for label, v in class_probs.items():
+            if label not in cats:
+                raise ValueError(f"class_probs: {label!r} is not a level of column "
+                                 f"{spec.name!r} (levels {cats})")
+            p[cats.index(label)] = float(v)
+    else:
+        p = np.asarray(class_probs, np.float64).ravel()
+        if p.shape != (k,):
+            raise ValueError(f"class_probs for column {spec.name!r} needs {k} entries, got "
+                             f"{p.shape[0]}")
+    if not np.all(np.isfinite(p)) or (p < 0).any() or p.sum() <= 0:
+        raise ValueError(f"class_probs must be non-negative with a positive sum, got {p}")
+    dead = (p > 0) & (mass <= 0)
+    if dead.any():
+        lv = [spec.categories[i] for i in np.nonzero(dead)[0]]
+        raise ValueError(f"class_probs asks for levels {lv} of column {spec.name!r}, which "
+                         "have zero probability under the model")
+    return p / p.sum()
+
+
+# ---------------------------------------------------------------------------- encoded -> batch
+class _RawEncoding:
+    """Model-encoded floats as features (target column dropped) and the target as codes."""
+
+    def __init__(self, model, target_index: int | None, dtype: torch.dtype):
+        self.schema = model.schema_
+        self.target_index = target_index
+        self.cols = np.array([j for j in range(self.schema.d) if j != target_index], np.int64)
+        self.dtype = dtype
+
+    def transform_encoded(self, Z):
+        return torch.as_tensor(np.ascontiguousarray(Z[:, self.cols]), dtype=self.dtype)
+
+    def target_encoded(self, Z):
+        y = Z[:, self.target_index]
+        spec = self.schema.columns[self.target_index]
+        if not spec.is_discrete:
+            return torch.as_tensor(y, dtype=self.dtype)
+        bad = np.isnan(y) | (y < 0) | (y >= spec.n_levels)
+        if bad.any():
+            raise ValueError(f"target column {spec.name!r} has {int(bad.sum())} missing or "
+                             "unseen labels; drop those rows first")
+        return torch.as_tensor(y.astype(np.int64))
+
+
+def _make_encoding(model, target_index, encoding, dtype):
+    if encoding is None or (isinstance(encoding, str) and encoding == "encoded"):
+        return _RawEncoding(model, target_index, dtype)
+    if isinstance(encoding, str):
+        name = None if target_index is None else model.schema_.names[target_index]
+        return TensorEncoder.from_model(model, categorical=encoding, target=name, dtype=dtype)
+    if isinstance(encoding, TensorEncoder):
+        if not hasattr(encoding, "mean_"):
+            raise ValueError("encoding: the TensorEncoder must be fitted")
+        te = encoding.table_encoder_
+        if te is not model.encoder_ and te.schema.to_dict() != model.schema_.to_dict():
+            raise ValueError("encoding: the TensorEncoder must be built on the model's encoder "
+                             "(TensorEncoder(table_encoder=model.encoder_))")
+        if encoding.target_index_ != target_index:
+            name = None if target_index is None else model.schema_.names[target_index]
+            raise ValueError(f"encoding: the TensorEncoder's target differs from target={name!r}")
+        return encoding
+    raise ValueError(f"encoding must be None, 'onehot', 'codes' or a TensorEncoder, got "
+                     f"{encoding!r}")
+
+
+def _check_output(output, target):
+    if output is None:
+        return "dict" if target is not None else "tensor"
+    if output not in ("tensor", "dict"):
+        raise ValueError(f"output must be 'tensor' or 'dict', got {output!r}")
+    return output
+
+
+def _pack(enc, Z, target_index, output):
+    x = enc.transform_encoded(Z)
+    if target_index is None:
+        return {"x": x} if output == "dict" else x
+    y = enc.target_encoded(Z)
+    return {"x": x, "y": y} if output == "dict" else (x, y)
+
+
+# ---------------------------------------------------------------------------- iterable dataset
+class SyntheticDataset(IterableDataset):
+    """Batches of synthetic rows from a fitted forest (use ``DataLoader(ds, batch_size=None)``).
+
+    Parameters
+    ----------
+    model : fitted forest. Call ``model.warmup()`` before forking DataLoader workers.
+    batch_size : rows per batch.
+    n_batches : batches per epoch over all ranks (each of ``world_size`` ranks yields
+        ``ceil(n_batches / world_size)``, so ranks get equal counts); ``None`` = infinite.
+    seed : user seed; see the module docstring for how batch streams are derived.
+    target : a column served separately as ``y`` (discrete: ``long`` codes).
+    class_probs : label distribution for class-conditional generation, e.g. ``"balanced"``, a
+        dict ``{label: p}`` or an array over the target's levels; ``None``/``"model"`` samples
+        from the model's own joint.
+    output : ``"tensor"`` (``x``, or ``(x, y)`` with a target) or ``"dict"`` (``{"x", "y"}``;
+        the default when a target is named).
+    encoding : ``None`` -> the model's encoded floats (codes for categorical columns);
+        ``"onehot"`` / ``"codes"`` or a fitted :class:`TensorEncoder` -> model-ready tensors.
+    rank, world_size : override ``torch.distributed``.
+    """
+
+    def __init__(self, model, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,
+                 target: Any = None, class_probs: Any = None, output: str | None = None,
+                 encoding: Any = None, rank: int | None = None, world_size: int | None = None,
+                 dtype: torch.dtype = torch.float32):
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if n_batches is not None and (not isinstance(n_batches, (int, np.integer))
+                                      or n_batches < 0):
+            raise ValueError(f"n_batches must be None or a non-negative integer, got {n_batches!r}")
+        self.model = model
+        self.batch_size = int(batch_size)
+        self.n_batches = None if n_batches is None else int(n_batches)
+        self.seed = int(seed)
+        self.target = target
+        self.output = _check_output(output, target)
+        self.rank = rank
+        self.world_size = world_size
+        self._drawer = _RowDrawer(model, target, class_probs)
+        self._enc = _make_encoding(model, self._drawer.target_index, encoding, dtype)
+        self.epoch = 0
+        self._start = 0
+        self._index = 0
+
+    # ------------------------------------------------------------------ bookkeeping
+    def batches_per_rank(self) -> int | None:
+        if self.n_batches is None:
+            return None
+        _, w = _dist_info(self.rank, self.world_size)
+        return math.ceil(self.n_batches / w)
+
+    def __len__(self) -> int:
+        n = self.batches_per_rank()
+        if n is None:
+            raise TypeError("an infinite SyntheticDataset (n_batches=None) has no length")
+        return n
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select epoch ``epoch``'s streams (a new epoch starts from its first batch)."""
+        if int(epoch) != self.epoch:
+            self._start = 0
+            self._index = 0
+        self.epoch = int(epoch)
+
+    def state_dict(self) -> dict:
+        """Where the stream stands: epoch and the next batch index of this rank. Tracked when
+        iterating in the main process; with workers, set ``index`` to the number of batches
+        consumed (the stream does not depend on the number of workers)."""
+        return {"seed": self.seed, "epoch": self.epoch, "index": self._index}
+
+    def load_state_dict(self, state: dict) -> None:
+        if int(state.get("seed", self.seed)) != self.seed:
+            raise ValueError(f"state_dict is for seed {state['seed']}, this dataset has seed "
+                             f"{self.seed}")
+        self.epoch = int(state["epoch"])
+        self._start = self._index = int(state["index"])
+
+    # ------------------------------------------------------------------ data
+    def batch(self, index: int, epoch: int | None = None, rank: int | None = None):
+        """Batch ``index`` of this rank's stream (what iteration yields at that position)."""
+        r = _dist_info(self.rank, self.world_size)[0] if rank is None else rank
+        e = self.epoch if epoch is None else epoch
+        ss = np.random.SeedSequence(self.seed, spawn_key=(e, r, int(index)))
+        Z = self._drawer.draw(self.batch_size, np.random.default_rng(ss))
+        return _pack(self._enc, Z, self._drawer.target_index, self.output)
+
+    def __iter__(self):
+        rank, _ = _dist_info(self.rank, self.world_size)
+        total = self.batches_per_rank()
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        epoch = self.epoch
+        i = self._start + wid
+        while total is None or i < total:
+            out = self.batch(i, epoch, rank)
+            if info is None:
+                self._index = i + 1
+            yield out
+            i += nw
+        if info is None:
+            self._start = self._index = 0
+
+
+# ---------------------------------------------------------------------------- map dataset
+class AugmentedDataset(Dataset):
+    """Real rows plus ``round(ratio * n_real)`` synthetic rows, as one map-style dataset.
+
+    Items are ``x`` / ``(x, y)`` / ``{"x", "y"}`` like :class:`SyntheticDataset`; indices
+    ``< n_real`` are real rows (see :attr:`is_synthetic`). ``fresh_per_epoch=True`` redraws the
+    synthetic pool in :meth:`set_epoch` (seeded by ``(seed, epoch)``); otherwise it is drawn once.
+    ``class_probs`` draws class-conditional synthetic rows (e.g. ``"balanced"`` to augment
+    minority classes).
+    """
+
+    def __init__(self, real, model, ratio: float = 1.0, *, fresh_per_epoch: bool = False,
+                 seed: int = 0, target: Any = None, class_probs: Any = None,
+                 encoding: Any = None, output: str | None = None,
+                 dtype: torch.dtype = torch.float32):
+        if not (isinstance(ratio, (int, float)) and ratio >= 0 and math.isfinite(ratio)):
+            raise ValueError(f"ratio must be a finite number >= 0, got {ratio!r}")
+        self.model = model
+        self.ratio = float(ratio)
+        self.fresh_per_epoch = fresh_per_epoch
+        self.seed = int(seed)
+        self.output = _check_output(output, target)
+        self._drawer = _RowDrawer(model, target, class_probs)
+        self._tidx = self._drawer.target_index
+        Zr = real if isinstance(real, np.ndarray) else model.encoder_.transform(real)
+        self._enc = _make_encoding(model, self._tidx, encoding, dtype)
+        self._xr = self._enc.transform_encoded(Zr)
+        self._yr = None if self._tidx is None else self._enc.target_encoded(Zr)
+        self.n_real = len(Zr)
+        self.n_synthetic = int(round(self.ratio * self.n_real))
+        self.epoch = -1
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw this epoch's synthetic pool (only changes it when ``fresh_per_epoch``)."""
+        key = int(epoch) if self.fresh_per_epoch else 0
+        if self.epoch >= 0 and (not self.fresh_per_epoch or key == self.epoch):
+            return
+        self.epoch = key
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(key,)))
+        Z = self._drawer.draw(self.n_synthetic, rng)
+        self._xs = self._enc.transform_encoded(Z)
+        self._ys = None if self._tidx is None else self._enc.target_encoded(Z)
+        self._x = torch.cat([self._xr, self._xs])
+        self._y = None if self._tidx is None else torch.cat([self._yr, self._ys])
+
+    @property
+    def is_synthetic(self) -> torch.Tensor:
+        out = torch.zeros(len(self), dtype=torch.bool)
+        out[self.n_real:] = True
+        return out
+
+    def __len__(self) -> int:
+        return self.n_real + self.n_synthetic
+
+    def __getitem__(self, i):
+        x = self._x[i]
+        if self._y is None:
+            return {"x": x} if self.output == "dict" else x
+        return {"x": x, "y": self._y[i]} if self.output == "dict" else (x, self._y[i])
+
+
+class EpochDataLoader(DataLoader):
+    """A ``DataLoader`` that calls ``dataset.set_epoch(k)`` when its k-th pass starts, so
+    synthetic streams / pools change between epochs (Lightning only informs samplers)."""
+
+    def __iter__(self):
+        k = getattr(self, "_passes", 0)
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(k)
+        self._passes = k + 1
+        return super().__iter__()

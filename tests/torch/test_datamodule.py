@@ -1,0 +1,76 @@
+"""ForestDataModule end to end with a Lightning Trainer on the CPU."""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import nn
+
+from forestgen import ARF, load_adult
+from forestgen.torch import ForestDataModule
+
+
+class TinyClassifier(pl.LightningModule):
+    def __init__(self, d: int, k: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d, 16), nn.ReLU(), nn.Linear(16, k))
+        self.seen = 0
+
+    def training_step(self, batch, _):
+        x, y = batch
+        self.seen += len(y)
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch, _):
+        x, y = batch
+        self.log("val_acc", (self.net(x).argmax(1) == y).float().mean())
+
+    def test_step(self, batch, _):
+        x, y = batch
+        self.log("test_acc", (self.net(x).argmax(1) == y).float().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def _trainer():
+    return pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+
+
+@pytest.mark.parametrize("mode", ["mixed", "synthetic"])
+def test_trainer_runs_end_to_end(mode, tmp_path):
+    df = load_adult(n=800)
+    dm = ForestDataModule(df, target="income", learner_kwargs={"n_trees": 3},
+                          test_data=load_adult("test", n=300), train_mode=mode, ratio=1.0,
+                          n_synthetic_batches=4, class_probs="balanced", batch_size=128, seed=0)
+    dm.setup("fit")
+    assert dm.model_.forest_.n_trees == 3 and dm.n_classes == 2
+    net = TinyClassifier(dm.n_features, dm.n_classes)
+    trainer = _trainer()
+    trainer.fit(net, datamodule=dm)
+    n_train = len(dm.train_df)
+    assert net.seen == (2 * n_train if mode == "mixed" else 4 * 128)
+    res = trainer.test(net, datamodule=dm, verbose=False)
+    assert 0.0 <= res[0]["test_acc"] <= 1.0
+
+
+def test_setup_is_deterministic_and_loads_saved(tmp_path):
+    df = load_adult(n=500)
+    a = ForestDataModule(df, target="income", learner_kwargs={"n_trees": 2}, seed=3)
+    b = ForestDataModule(df, target="income", learner_kwargs={"n_trees": 2}, seed=3)
+    a.setup("fit")
+    b.setup("fit")  # what another rank does: the same split, the same forest
+    assert a.train_df.equals(b.train_df)
+    Z = a.model_.encoder_.transform(a.val_df)
+    assert (a.model_.log_prob_encoded(Z) == b.model_.log_prob_encoded(Z)).all()
+    path = a.model_.save(tmp_path / "m.forestgen")
+    c = ForestDataModule(df, target="income", model=str(path), seed=3)
+    c.setup("fit")
+    assert (c.model_.log_prob_encoded(Z) == a.model_.log_prob_encoded(Z)).all()
+    d = ForestDataModule(df, target="income", model=ARF(n_trees=2, random_state=3), seed=3)
+    d.setup("fit")
+    assert (d.model_.log_prob_encoded(Z) == a.model_.log_prob_encoded(Z)).all()
+    with pytest.raises(ValueError, match="'nope'"):
+        ForestDataModule(df, target="nope").setup("fit")

@@ -1,0 +1,149 @@
+"""SyntheticDataset / AugmentedDataset / TensorEncoder: seeding, resume, conditioning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from forestgen.torch import AugmentedDataset, EpochDataLoader, SyntheticDataset, TensorEncoder
+
+
+def _key(b):
+    return b.numpy().tobytes()
+
+
+def test_workers_no_duplicates_and_reproducible(adult_model):
+    adult_model.warmup()  # compile before the workers fork
+    ds = adult_model.as_dataset(batch_size=32, n_batches=6, seed=11)
+    a = list(DataLoader(ds, batch_size=None, num_workers=2))
+    b = list(DataLoader(ds, batch_size=None, num_workers=2))
+    assert len(a) == 6 and a[0].shape == (32, 15)
+    assert len({_key(x) for x in a}) == 6  # no two batches alike
+    assert all(torch.equal(x, y) for x, y in zip(a, b))  # same seed -> same stream
+    c = list(DataLoader(ds, batch_size=None, num_workers=0))
+    assert all(torch.equal(x, y) for x, y in zip(a, c))  # independent of the worker count
+    other = list(adult_model.as_dataset(batch_size=32, n_batches=6, seed=12))
+    assert not any(torch.equal(x, y) for x, y in zip(a, other))
+
+
+def test_ranks_disjoint_equal_counts(mixed_model):
+    streams = [list(SyntheticDataset(mixed_model, batch_size=16, n_batches=5, seed=0, rank=r,
+                                     world_size=2)) for r in (0, 1)]
+    assert [len(s) for s in streams] == [3, 3]
+    keys = [{_key(b) for b in s} for s in streams]
+    assert len(keys[0]) == 3 and len(keys[1]) == 3 and not keys[0] & keys[1]
+    with pytest.raises(ValueError, match="rank"):
+        SyntheticDataset(mixed_model, n_batches=2, rank=2, world_size=2).batches_per_rank()
+
+
+def test_state_dict_resume(mixed_model):
+    ds = SyntheticDataset(mixed_model, batch_size=8, n_batches=7, seed=5)
+    full = list(ds)
+    ds2 = SyntheticDataset(mixed_model, batch_size=8, n_batches=7, seed=5)
+    it = iter(ds2)
+    first = [next(it) for _ in range(3)]
+    state = ds2.state_dict()
+    assert state["index"] == 3
+    ds3 = SyntheticDataset(mixed_model, batch_size=8, n_batches=7, seed=5)
+    ds3.load_state_dict(state)
+    rest = list(ds3)
+    assert len(rest) == 4
+    assert all(torch.equal(x, y) for x, y in zip(first + rest, full))
+    assert len(list(ds3)) == 7  # the next pass starts over
+    with pytest.raises(ValueError, match="seed"):
+        SyntheticDataset(mixed_model, seed=6).load_state_dict(state)
+
+
+def test_epochs_differ_and_infinite(mixed_model):
+    ds = SyntheticDataset(mixed_model, batch_size=8, n_batches=2, seed=0)
+    loader = EpochDataLoader(ds, batch_size=None)
+    e0, e1 = list(loader), list(loader)
+    assert ds.epoch == 1 and not torch.equal(e0[0], e1[0])
+    inf = SyntheticDataset(mixed_model, batch_size=4, seed=0)
+    it = iter(inf)
+    assert len([next(it) for _ in range(20)]) == 20
+    with pytest.raises(TypeError, match="infinite"):
+        len(inf)
+
+
+def _exact_conditional(model, target_j, col_j, label):
+    """P(col | target = label) of the leaf mixture, computed from its parameters."""
+    L = model.forest_.n_leaves
+    w = np.exp(model.leaf_log_weight_)
+    pt = model.leaf_models_[target_j].probs(np.arange(L))[:, label]
+    pc = model.leaf_models_[col_j].probs(np.arange(L))
+    post = w * pt
+    return post @ pc / post.sum()
+
+
+def test_class_conditional_is_exact(adult_model):
+    schema = adult_model.schema_
+    t, c = schema.index("income"), schema.index("relationship")
+    ds = SyntheticDataset(adult_model, batch_size=20000, n_batches=1, target="income",
+                          class_probs={">50K": 1.0})
+    b = next(iter(ds))
+    assert set(b) == {"x", "y"} and b["y"].dtype == torch.long
+    assert (b["y"] == 1).all()
+    rel = b["x"][:, c if c < t else c - 1].long().numpy()
+    freq = np.bincount(rel, minlength=schema[c].n_levels) / len(rel)
+    exact = _exact_conditional(adult_model, t, c, 1)
+    np.testing.assert_allclose(freq, exact, atol=0.015)
+    uncond = _exact_conditional(adult_model, t, c, 0)
+    assert np.abs(exact - uncond).max() > 0.1  # the conditioning does something
+
+    bal = next(iter(SyntheticDataset(adult_model, batch_size=4000, n_batches=1,
+                                     target="income", class_probs="balanced")))
+    assert abs(bal["y"].float().mean().item() - 0.5) < 0.04
+
+
+def test_bad_arguments_name_the_problem(adult_model):
+    with pytest.raises(ValueError, match="'nope'"):
+        SyntheticDataset(adult_model, target="nope")
+    with pytest.raises(ValueError, match="'fnlwgt'"):
+        SyntheticDataset(adult_model, target="fnlwgt", class_probs="balanced")
+    with pytest.raises(ValueError, match="'maybe' is not a level"):
+        SyntheticDataset(adult_model, target="income", class_probs={"maybe": 1})
+    with pytest.raises(ValueError, match="batch_size"):
+        SyntheticDataset(adult_model, batch_size=0)
+
+
+def test_tensor_encoder_roundtrip(mixed_model, mixed_df):
+    for mode in ("onehot", "codes"):
+        enc = TensorEncoder(categorical=mode, target="flag",
+                            table_encoder=mixed_model.encoder_).fit(mixed_df)
+        x = enc.transform(mixed_df)
+        y = enc.transform_target(mixed_df)
+        assert x.dtype == torch.float32 and y.dtype == torch.long
+        assert x.shape[1] == enc.n_features_out_ == (2 + 4 + 5 if mode == "onehot" else 4)
+        assert torch.isfinite(x).all()  # missing numerics -> 0, missing levels -> zeros/code k
+        ok = mixed_df["x2"].notna()
+        assert abs(x[torch.tensor(ok.to_numpy()), 1].mean().item()) < 1e-5
+        back = enc.inverse_transform(x, y)
+        assert (back["cat"].fillna("NA") == mixed_df["cat"].fillna("NA")).all()
+        assert (back["flag"] == mixed_df["flag"]).all()
+        np.testing.assert_allclose(back["x1"], mixed_df["x1"], atol=1e-5)
+        if mode == "codes":
+            num, cat = enc.split(x)
+            assert cat.dtype == torch.long and cat.max().item() < max(enc.cardinalities_)
+
+
+def test_augmented_dataset(mixed_model, mixed_df):
+    real = mixed_df.dropna(subset=["cat"]).reset_index(drop=True)
+    ds = AugmentedDataset(real, mixed_model, ratio=0.5, target="cat", seed=1,
+                          fresh_per_epoch=True, output="tensor", encoding="onehot")
+    n = len(real)
+    assert len(ds) == n + round(0.5 * n) and ds.is_synthetic.sum() == round(0.5 * n)
+    x0, y0 = ds[0]
+    assert torch.equal(y0, torch.tensor(int(mixed_model.encoder_.transform(real)[0, 2])))
+    pool0 = ds._xs.clone()
+    ds.set_epoch(1)
+    assert not torch.equal(pool0, ds._xs)
+    assert torch.equal(ds[0][0], x0)  # real rows untouched
+    fixed = AugmentedDataset(real, mixed_model, ratio=0.5, target="cat", seed=1)
+    p = fixed._xs.clone()
+    fixed.set_epoch(3)
+    assert torch.equal(p, fixed._xs)
+    batch = next(iter(DataLoader(ds, batch_size=16, shuffle=True)))
+    assert batch[0].shape[0] == 16
