@@ -7,6 +7,7 @@ leaf with no rows and ``alpha = 0`` falls back to uniform over its allowed level
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from forestgen.leaves.base import LeafModel
 from forestgen.registry import register
@@ -40,30 +41,26 @@ class CategoricalLeaf(LeafModel):
         codes = x[ok].astype(np.int64)
         lv = leaf[ok].astype(np.int64)
         keep = (codes >= 0) & (codes < k)
-        w = np.ones(len(codes)) if weight is None else np.asarray(weight, float)[ok]
-        counts = np.bincount(lv[keep] * k + codes[keep], weights=w[keep],
-                             minlength=L * k).reshape(L, k)
-        allowed = np.ones((L, k), bool) if cell.allowed is None else cell.allowed
-        counts = counts * allowed
-        num = counts + self.alpha * allowed
-        tot = num.sum(1, keepdims=True)
-        n_allowed = allowed.sum(1, keepdims=True)
-        # a cell that admits no seen level (reachable only by unseen/missing codes): uniform
-        uni = np.where(n_allowed > 0, allowed / np.maximum(n_allowed, 1), 1.0 / k)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            pmf = np.where(tot > 0, num / tot, uni)
+        w = None if weight is None else np.asarray(weight, float)[ok][keep]
+        # one [L, k] table, updated in place: counts -> smoothed counts -> pmf
+        pmf = np.bincount(lv[keep] * k + codes[keep], weights=w, minlength=L * k)
+        pmf = pmf.astype(np.float64, copy=False).reshape(L, k)
+        if cell.allowed is not None:
+            pmf *= cell.allowed
+        self.count_ = pmf.sum(1)
+        if self.alpha > 0:
+            pmf += self.alpha * (cell.allowed if cell.allowed is not None else 1.0)
+        tot = pmf.sum(1)
+        empty = tot <= 0
+        if empty.any():
+            # no rows and no smoothing: uniform over the allowed levels (over all if none is)
+            allowed = (np.ones((int(empty.sum()), k), bool) if cell.allowed is None
+                       else cell.allowed[empty])
+            n_allowed = allowed.sum(1, keepdims=True)
+            pmf[empty] = np.where(n_allowed > 0, allowed / np.maximum(n_allowed, 1), 1.0 / k)
+            tot[empty] = 1.0
+        pmf /= tot[:, None]
         self.pmf_ = pmf
-        self.count_ = counts.sum(1)
-        self._finish()
-        return self
-
-    def _finish(self):
-        cdf = np.cumsum(self.pmf_, axis=1)
-        self.cdf_ = cdf / cdf[:, -1:]  # trailing zero-mass levels get exactly 1.0: never drawn
-
-    def set_param_arrays(self, arrays):
-        super().set_param_arrays(arrays)
-        self._finish()
         return self
 
     def param_arrays(self):
@@ -74,15 +71,8 @@ class CategoricalLeaf(LeafModel):
         return self.pmf_.shape[1]
 
     def log_prob(self, leaf, x):
-        k = self.n_levels
-        nan = np.isnan(x)
-        code = np.where(nan, 0, x)
-        valid = (code >= 0) & (code < k) & (code == np.round(code))
-        c = np.where(valid, code, 0).astype(np.int64)
-        p = np.where(valid, self.pmf_[leaf, c], 0.0)
-        with np.errstate(divide="ignore"):
-            out = np.log(np.maximum(p, self.floor)) if self.floor > 0 else np.log(p)
-        return np.where(nan, 0.0, out)
+        return _categorical_log_prob(self.pmf_, np.asarray(leaf, np.int64),
+                                     np.asarray(x, np.float64), float(self.floor))
 
     def log_prob_levels(self, leaf, levels):
         levels = np.asarray(levels, bool)
@@ -98,18 +88,34 @@ class CategoricalLeaf(LeafModel):
         u = rng.random(m)
         out = np.empty(m)
         k = self.n_levels
-        step = max(1, 4_000_000 // k)
+        lv = None if levels is None else np.asarray(levels, bool)
+        step = max(1, 2_000_000 // k)
         for s in range(0, m, step):
             sl = slice(s, s + step)
-            if levels is None:
-                cdf = self.cdf_[leaf[sl]]
-            else:
-                lv = np.asarray(levels, bool)
-                p = self.pmf_[leaf[sl]] * (lv[sl] if lv.ndim == 2 else lv)
-                cdf = np.cumsum(p, axis=1)
-                cdf /= cdf[:, -1:]
-            out[sl] = np.minimum((cdf < u[sl, None]).sum(1), k - 1)
+            p = self.pmf_[leaf[sl]]
+            if lv is not None:
+                p = p * (lv[sl] if lv.ndim == 2 else lv)
+            cdf = np.cumsum(p, axis=1)
+            # trailing zero-mass levels get exactly cdf[-1]: never drawn
+            out[sl] = np.minimum((cdf < u[sl, None] * cdf[:, -1:]).sum(1), k - 1)
         return out
 
     def mean(self, leaf):
         return self.pmf_[leaf] @ np.arange(self.n_levels, dtype=float)
+
+
+@njit(cache=True, nogil=True)
+def _categorical_log_prob(pmf, leaf, x, floor):
+    """log pmf[leaf, x]; NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
+    k = pmf.shape[1]
+    out = np.empty(x.shape[0])
+    log_floor = np.log(floor) if floor > 0 else -np.inf
+    for i in range(x.shape[0]):
+        v = x[i]
+        if np.isnan(v):
+            out[i] = 0.0
+            continue
+        c = int(v)
+        p = pmf[leaf[i], c] if (c == v and 0 <= c < k) else 0.0
+        out[i] = np.log(p) if p > floor else log_floor
+    return out

@@ -39,5 +39,4 @@ class UniformLevelsLeaf(CategoricalLeaf):
         ok = ~np.isnan(x)
         w = np.ones(int(ok.sum())) if weight is None else np.asarray(weight, float)[ok]
         self.count_ = np.bincount(np.asarray(leaf)[ok].astype(np.int64), weights=w, minlength=L)
-        self._finish()
         return self

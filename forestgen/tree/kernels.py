@@ -25,23 +25,34 @@ def _go_left(x, node, feature, threshold, nan_left, cat_off, cat_left, n_levels)
     return x <= threshold[node]
 
 
+APPLY_BLOCK = 512
+
+
 @njit(cache=True, parallel=True)
 def apply_kernel(X, feature, threshold, nan_left, left, right, cat_off, cat_left, n_levels,
                  roots, node_leaf):
-    """Global leaf id per (row, tree): ``[n, n_trees]`` int32. Parallel over rows."""
+    """Global leaf id per (row, tree): ``[n, n_trees]`` int32.
+
+    Parallel over blocks of rows; inside a block the loop is tree-major, so one tree's nodes stay
+    in cache while the block's rows walk it (row-major order thrashes the cache on deep forests).
+    """
     n = X.shape[0]
     B = roots.shape[0]
     out = np.empty((n, B), np.int32)
-    for i in prange(n):
+    n_blocks = (n + APPLY_BLOCK - 1) // APPLY_BLOCK
+    for blk in prange(n_blocks):
+        lo = blk * APPLY_BLOCK
+        hi = min(n, lo + APPLY_BLOCK)
         for b in range(B):
-            node = roots[b]
-            while feature[node] >= 0:
-                if _go_left(X[i, feature[node]], node, feature, threshold, nan_left, cat_off,
-                            cat_left, n_levels):
-                    node = left[node]
-                else:
-                    node = right[node]
-            out[i, b] = node_leaf[node]
+            for i in range(lo, hi):
+                node = roots[b]
+                while feature[node] >= 0:
+                    if _go_left(X[i, feature[node]], node, feature, threshold, nan_left, cat_off,
+                                cat_left, n_levels):
+                        node = left[node]
+                    else:
+                        node = right[node]
+                out[i, b] = node_leaf[node]
     return out
 
 
