@@ -131,15 +131,28 @@ class GenerativeForest:
             inc = incomplete[sl]
             res = np.empty(len(Zb))
             if (~inc).any():
-                Zc = Zb[~inc]
-                leaves = self.forest_.apply(Zc)
-                ptr = np.arange(0, leaves.size + 1, B, dtype=np.int64)
-                res[~inc] = ens.combine(ptr, self._pair_scores(Zc, ptr, leaves.ravel()))
+                res[~inc] = self._log_prob_complete(Zb[~inc])
             if inc.any():
                 Zi = Zb[inc]
                 res[inc] = self._log_prob_reach(Zi, ens)
             out[sl] = res
         return out
+
+    def _log_prob_complete(self, Zc: np.ndarray) -> np.ndarray:
+        """Complete rows: one leaf per tree. Pairs are scored tree-major, so consecutive lookups
+        hit one tree's (contiguous) slice of the leaf parameter tables."""
+        m = len(Zc)
+        B = self.forest_.n_trees
+        leaf = np.ascontiguousarray(self.forest_.apply(Zc).T).ravel()
+        s = self.leaf_log_weight_[leaf]
+        for j, lm in enumerate(self.leaf_models_):
+            s += lm.log_prob(leaf, np.tile(Zc[:, j], B))
+        s = s.reshape(B, m)
+        mx = s.max(axis=0)
+        fin = np.isfinite(mx)
+        shift = np.where(fin, mx, 0.0)
+        with np.errstate(divide="ignore"):
+            return np.where(fin, shift + np.log(np.exp(s - shift).sum(axis=0)), mx)
 
     def _log_prob_reach(self, Zi: np.ndarray, ens: MixtureEnsembler) -> np.ndarray:
         res = np.empty(len(Zi))

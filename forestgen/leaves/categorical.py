@@ -7,7 +7,7 @@ leaf with no rows and ``alpha = 0`` falls back to uniform over its allowed level
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from forestgen.leaves.base import LeafModel
 from forestgen.registry import register
@@ -104,18 +104,18 @@ class CategoricalLeaf(LeafModel):
         return self.pmf_[leaf] @ np.arange(self.n_levels, dtype=float)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, parallel=True)
 def _categorical_log_prob(pmf, leaf, x, floor):
     """log pmf[leaf, x]; NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
     k = pmf.shape[1]
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         if np.isnan(v):
             out[i] = 0.0
-            continue
-        c = int(v)
-        p = pmf[leaf[i], c] if (c == v and 0 <= c < k) else 0.0
-        out[i] = np.log(p) if p > floor else log_floor
+        else:
+            c = int(v)
+            p = pmf[leaf[i], c] if (c == v and 0 <= c < k) else 0.0
+            out[i] = np.log(p) if p > floor else log_floor
     return out
