@@ -38,7 +38,9 @@ class ARF(GenerativeForest):
     max_features : ``"sqrt"`` → ⌊√d⌋ (ranger's mtry).
     delta, max_iters, early_stop : 0, 10, True — stop when OOB accuracy ≤ ½ + δ, after
         ``max_iters`` adversarial rounds (round 0 excluded), or when accuracy stops falling.
-    family : ``"truncnorm"`` (default) or ``"unif"`` leaves for numeric columns.
+    family : ``"truncnorm"`` (default), ``"unif"``, or ``"normal"`` — the untruncated leaf normal
+        of the paper's Table 2 pipeline (``generative_ranger``; spec pitfall 13), kept for parity:
+        its density does not integrate to one, since leaf normals spill outside their cells.
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
@@ -97,8 +99,8 @@ class ARF(GenerativeForest):
             raise ValueError(f"delta must be in [0, 0.5], got {self.delta}")
         if self.max_iters < 0:
             raise ValueError(f"max_iters must be >= 0, got {self.max_iters}")
-        if self.family not in ("truncnorm", "unif"):
-            raise ValueError(f"family must be 'truncnorm' or 'unif', got {self.family!r}")
+        if self.family not in ("truncnorm", "unif", "normal"):
+            raise ValueError(f"family must be 'truncnorm', 'unif' or 'normal', got {self.family!r}")
         if self.oob_mode not in ("hard", "soft"):
             raise ValueError(f"oob_mode must be 'hard' or 'soft', got {self.oob_mode!r}")
         if self.coverage not in ("all", "oob"):
@@ -176,8 +178,11 @@ class ARF(GenerativeForest):
         self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
         boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
-        numeric = (TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon)
-                   if self.family == "truncnorm" else UniformLeaf(epsilon=self.epsilon))
+        if self.family == "unif":
+            numeric = UniformLeaf(epsilon=self.epsilon)
+        else:
+            numeric = TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon,
+                                      truncate=self.family == "truncnorm")
         discrete = CategoricalLeaf(alpha=self.alpha)
         pair_w = mask.ravel().astype(float) if mask is not None else None
         self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w)

@@ -265,6 +265,23 @@ def test_unif_epsilon_widens_outer_cells(mixed_2d):
     assert np.isneginf(m0.log_prob(far)[0]) and np.isfinite(m1.log_prob(far)[0])
 
 
+def test_normal_family_is_untruncated_table2_parity(mixed_2d):
+    from forestgen.sampling import draw_leaves
+
+    def outside_share(model):
+        cells = model.forest_.boxes(3, [0, 0, 3])
+        rng = np.random.default_rng(0)
+        leaf = draw_leaves(model.leaf_log_weight_, 20000, rng)
+        x = model.leaf_models_[0].sample(leaf, rng)
+        return np.mean((x <= cells.lower[leaf, 0]) | (x > cells.upper[leaf, 0]))
+
+    normal = ARF(n_trees=3, family="normal", max_iters=0, random_state=0).fit(mixed_2d)
+    trunc = ARF(n_trees=3, max_iters=0, random_state=0).fit(mixed_2d)
+    assert np.isinf(normal.leaf_models_[0].lo_).all()
+    assert outside_share(trunc) == 0.0
+    assert outside_share(normal) > 0.05  # leaf normals spill outside their cells
+
+
 def test_alpha_smooths(mixed_2d):
     m0 = ARF(n_trees=3, random_state=0).fit(mixed_2d)
     m1 = ARF(n_trees=3, alpha=1.0, random_state=0).fit(mixed_2d)
