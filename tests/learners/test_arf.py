@@ -279,7 +279,7 @@ def test_normal_family_is_untruncated_table2_parity(mixed_2d):
     trunc = ARF(n_trees=3, max_iters=0, random_state=0).fit(mixed_2d)
     assert np.isinf(normal.leaf_models_[0].lo_).all()
     assert outside_share(trunc) == 0.0
-    assert outside_share(normal) > 0.05  # leaf normals spill outside their cells
+    assert outside_share(normal) > 0.01  # leaf normals spill outside their cells
 
 
 def test_alpha_smooths(mixed_2d):
