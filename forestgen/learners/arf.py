@@ -109,10 +109,6 @@ class ARF(GenerativeForest):
             raise ValueError(f"finite_bounds must be 'no', 'global' or 'local', got "
                              f"{self.finite_bounds!r}")
 
-    def _log(self, msg: str) -> None:
-        if self.progress:
-            print(msg, file=sys.stderr, flush=True)
-
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
@@ -146,12 +142,14 @@ class ARF(GenerativeForest):
             rngs = tree_generators(root.spawn(1)[0], self.n_trees)
             W = np.stack([draw_weights(2 * n, r, mode=self.sampling,
                                        fraction=self.sample_fraction) for r in rngs])
+            bar = _ProgressBar(f"ARF round {it}", self.n_trees, self.progress)
             forest = grow_forest(splitter, data, y_st, W, rngs, n_classes=2,
-                                 min_class_leaf=min_class, n_jobs=self.n_jobs)
+                                 min_class_leaf=min_class, n_jobs=self.n_jobs,
+                                 on_tree_done=bar.step)
             acc = _oob_accuracy(forest, stacked, y_st, W, self.oob_mode, rng)
             history.append({"round": it, "oob_accuracy": acc, "n_leaves": forest.n_leaves,
                             "seconds": time.perf_counter() - t0})
-            self._log(f"ARF round {it}: OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
+            bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
             if accepted is None:
                 accepted = (forest, W)  # round 0's forest is the first generator
             else:
@@ -194,6 +192,31 @@ class ARF(GenerativeForest):
     def _restore_extra(self, arrays, meta):
         self.fit_diagnostics_ = meta.get("fit_diagnostics", [])
         self.n_rounds_ = len(self.fit_diagnostics_)
+
+
+class _ProgressBar:
+    """A one-line text bar on stderr: ``ARF round 1 [######    ] 6/10 trees``."""
+
+    def __init__(self, label: str, total: int, enabled: bool, width: int = 30):
+        self.label, self.total, self.enabled, self.width = label, total, enabled, width
+        self.done = 0
+        self.t0 = time.perf_counter()
+        self._draw()
+
+    def _draw(self, end: str = "") -> None:
+        if not self.enabled:
+            return
+        fill = int(self.width * self.done / max(self.total, 1))
+        bar = "#" * fill + " " * (self.width - fill)
+        print(f"\r{self.label} [{bar}] {self.done}/{self.total} trees "
+              f"{time.perf_counter() - self.t0:.1f}s{end}", end="", file=sys.stderr, flush=True)
+
+    def step(self) -> None:
+        self.done += 1
+        self._draw()
+
+    def close(self, msg: str) -> None:
+        self._draw(f" | {msg}\n")
 
 
 def _entropy(random_state) -> int | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -33,16 +35,22 @@ def grow_forest(
     n_classes: int,
     min_class_leaf: np.ndarray | None = None,
     n_jobs: int | None = -1,
+    on_tree_done: Callable[[], None] | None = None,
 ) -> ForestArrays:
     """Grow ``len(weights)`` trees; tree ``b`` uses row weights ``weights[b]`` and ``rngs[b]``.
 
     Trees are independent units, so the result is identical for any ``n_jobs``.
+    ``on_tree_done`` is called (under a lock) after each tree, e.g. to advance a progress bar.
     """
     n_trees = len(weights)
+    lock = threading.Lock()
 
     def one(b: int) -> dict:
         t = splitter.grow(data, y, weights[b], rngs[b], n_classes=n_classes,
                           min_class_leaf=min_class_leaf)
+        if on_tree_done is not None:
+            with lock:
+                on_tree_done()
         return _to_thresholds(t, data)
 
     jobs = min(default_n_jobs(n_jobs), n_trees)

@@ -290,7 +290,10 @@ def test_alpha_smooths(mixed_2d):
 
 def test_progress_prints(capsys, mixed_2d):
     ARF(n_trees=2, progress=True, random_state=0).fit(mixed_2d)
-    assert "OOB accuracy" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "OOB accuracy" in err and "2/2 trees" in err
+    ARF(n_trees=2, random_state=0).fit(mixed_2d)
+    assert capsys.readouterr().err == ""  # off by default
 
 
 def test_tensor_and_ndarray_input(mixed_2d):
