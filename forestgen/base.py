@@ -82,8 +82,12 @@ class GenerativeForest:
 
     def _fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes,
                     numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
-                    ) -> list[LeafModel]:
-        """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows."""
+                    overrides: dict[int, Any] | None = None) -> list[LeafModel]:
+        """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows.
+
+        ``numeric_leaf``/``discrete_leaf`` (registry name, class or prototype instance) serve
+        every column of that kind; ``overrides`` maps a column index to its own leaf model.
+        """
         schema = self.encoder_.schema
         flat_leaf = leaves.ravel()
         B = leaves.shape[1]
@@ -95,9 +99,10 @@ class GenerativeForest:
                 allowed=boxes.levels(j, k) if spec.is_discrete else None,
                 data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
             )
-            lm = registry.resolve("leaf", discrete_leaf if spec.is_discrete else numeric_leaf,
-                                  LeafModel)
-            lm = _fresh(lm)
+            proto = (overrides or {}).get(j)
+            if proto is None:
+                proto = discrete_leaf if spec.is_discrete else numeric_leaf
+            lm = _fresh(registry.resolve("leaf", proto, LeafModel))
             lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
             models.append(lm)
         return models

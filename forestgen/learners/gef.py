@@ -340,24 +340,9 @@ class GeF(GenerativeForest):
         boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         num, dis = self._leaf_prototypes()
         pair_w = np.ascontiguousarray(W.T).ravel()
-        flat_leaf = leaves.ravel()
-        B = leaves.shape[1]
-        models: list[LeafModel] = []
-        for j, spec in enumerate(schema.columns):
-            k = spec.n_levels if spec.is_discrete else 0
-            cell = ColumnCell(
-                lower=boxes.lower[:, j], upper=boxes.upper[:, j],
-                allowed=boxes.levels(j, k) if spec.is_discrete else None,
-                data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
-            )
-            if j == self.target_index_:
-                lm: LeafModel = CategoricalLeaf(alpha=self.class_alpha, floor=0.0)
-            else:
-                proto = dis if spec.is_discrete else num
-                lm = type(proto)(**proto.get_params())
-            lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_w)
-            models.append(lm)
-        self.leaf_models_ = models
+        target_leaf = CategoricalLeaf(alpha=self.class_alpha, floor=0.0)
+        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, num, dis, pair_w,
+                                             overrides={self.target_index_: target_leaf})
         self._fit_missing(Z, leaves, pair_w)
 
     # ------------------------------------------------------------------ scikit-learn import
