@@ -9,6 +9,7 @@ the global data range, and ``sigma = sqrt(2 / N) * sigma0`` — most of its mass
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_minmax, leaf_stats
 from forestgen.leaves.normal_math import LOG_SQRT_2PI, log_ndtr_diff, sample_std_truncnorm
@@ -99,6 +100,7 @@ class TruncNormalLeaf(LeafModel):
         self.a_ = (self.lo_ - self.mu_) / self.sigma_
         self.b_ = (self.hi_ - self.mu_) / self.sigma_
         self.logz_ = log_ndtr_diff(self.a_, self.b_)
+        self.lognorm_ = np.log(self.sigma_) + LOG_SQRT_2PI + self.logz_
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)
@@ -109,12 +111,10 @@ class TruncNormalLeaf(LeafModel):
         return {k: getattr(self, k) for k in ("mu_", "sigma_", "lo_", "hi_", "count_")}
 
     def log_prob(self, leaf, x):
-        mu, sd = self.mu_[leaf], self.sigma_[leaf]
-        z = (x - mu) / sd
-        out = -0.5 * z * z - np.log(sd) - LOG_SQRT_2PI - self.logz_[leaf]
-        inside = (x > self.lo_[leaf]) & (x <= self.hi_[leaf])
-        out = np.where(inside, out, -np.inf)
-        return np.where(np.isnan(x), 0.0, out)
+        if not hasattr(self, "lognorm_"):
+            self.lognorm_ = np.log(self.sigma_) + LOG_SQRT_2PI + self.logz_
+        return _truncnorm_log_prob(self.mu_, self.sigma_, self.lognorm_, self.lo_, self.hi_,
+                                   np.asarray(leaf, np.int64), np.asarray(x, np.float64))
 
     def log_prob_interval(self, leaf, lo, hi):
         mu, sd = self.mu_[leaf], self.sigma_[leaf]
@@ -139,3 +139,21 @@ class TruncNormalLeaf(LeafModel):
             pa = np.exp(-0.5 * a * a - LOG_SQRT_2PI - logz)
             pb = np.exp(-0.5 * b * b - LOG_SQRT_2PI - logz)
         return self.mu_[leaf] + self.sigma_[leaf] * (np.nan_to_num(pa) - np.nan_to_num(pb))
+
+
+@njit(cache=True, parallel=True)
+def _truncnorm_log_prob(mu, sigma, lognorm, lo, hi, leaf, x):
+    """Log density of N(mu, sigma) truncated to (lo, hi]; NaN x -> 0 (marginalised)."""
+    out = np.empty(x.shape[0])
+    for i in prange(x.shape[0]):
+        v = x[i]
+        if np.isnan(v):
+            out[i] = 0.0
+        else:
+            k = leaf[i]
+            if v > lo[k] and v <= hi[k]:
+                z = (v - mu[k]) / sigma[k]
+                out[i] = -0.5 * z * z - lognorm[k]
+            else:
+                out[i] = -np.inf
+    return out
