@@ -169,8 +169,8 @@ def infer_kind(series: pd.Series) -> ColumnKind:
     if _is_numeric_dtype(dtype):
         v = series.to_numpy(dtype=np.float64, na_value=np.nan)
         uniq = np.unique(v[~np.isnan(v)])
-        if uniq.size == 2 and uniq[0] == 0 and uniq[1] == 1:
-            return "binary"
+        if uniq.size in (1, 2) and set(uniq.tolist()) <= {0.0, 1.0}:
+            return "binary"  # also a 0/1 column constant in training (levels stay {0, 1})
         return "integer" if pdt.is_integer_dtype(dtype) else "continuous"
     if pdt.is_object_dtype(dtype):
         uniq = pd.unique(series.dropna().to_numpy())

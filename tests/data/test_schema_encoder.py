@@ -95,8 +95,12 @@ def test_infer_kind_rules() -> None:
     assert infer_kind(pd.Series([True, None, False], dtype=object)) == "bool"
     assert infer_kind(pd.Series([1.0, 2.0, np.nan])) == "continuous"
     assert infer_kind(pd.Series([1, 0, 1])) == "binary"
+    assert infer_kind(pd.Series([0, 0, 0])) == "binary"  # constant 0/1 column: still binary
+    enc = TableEncoder().fit(pd.DataFrame({"z": np.zeros(5, np.int8)}))
+    assert enc.schema["z"].categories == [0, 1]
+    assert enc.transform(pd.DataFrame({"z": np.ones(2, np.int8)}))[:, 0].tolist() == [1.0, 1.0]
     assert infer_kind(pd.Series([1.0, 0.0, np.nan])) == "binary"
-    assert infer_kind(pd.Series([1, 1])) == "integer"
+    assert infer_kind(pd.Series([2, 2])) == "integer"
     assert infer_kind(pd.Series([1, None, 3], dtype="Int64")) == "integer"
     assert infer_kind(pd.Series(["a", "b"])) == "categorical"
     assert infer_kind(pd.Series([1, 2], dtype=object)) == "categorical"
