@@ -123,6 +123,9 @@ def main() -> None:
     run(f"forestgen ARF({args.trees}) expectation (incl. fit)", fit_exp)
     run(f"forestgen ARF({args.trees}) one draw (no fit)",
         lambda: model["m"].impute(Xm, method="sample", random_state=0))
+    run(f"forestgen ARF({args.trees}, min_node_size=30) expectation (incl. fit)",
+        lambda: ARF(n_trees=args.trees, min_node_size=30, random_state=0).fit(Xm)
+        .impute(Xm, method="expectation"))
     run("sklearn KNNImputer(k=5)", lambda: sklearn_impute(Xm, cat_cols, num_cols,
                                                           KNNImputer(n_neighbors=5)))
     run("sklearn IterativeImputer(max_iter=10)",

@@ -256,7 +256,16 @@ class GenerativeForest:
         return predict(self, X, target)
 
     def impute(self, X, method: str = "expectation", n_imputations: int = 1, random_state=None):
-        """Fill missing entries from the conditional distribution given each row's observed ones."""
+        """Fill missing entries from the conditional distribution given each row's observed ones.
+
+        ``method="expectation"``: conditional mean (numeric) / most probable level; ``"sample"``:
+        one conditional draw per cell (``n_imputations`` draws give that many frames). The
+        conditional is exact for the fitted mixture; with the tiny leaves of generation presets
+        (``min_node_size=2``) the posterior concentrates on a few leaves and numeric estimates are
+        noisy — for imputation fit with larger leaves (on adult, ``ARF(min_node_size=30)`` brings
+        numeric NRMSE from 1.30 to 0.97, below mean imputation's 1.00, and categorical accuracy
+        from 0.64 to 0.69; ``benchmarks/bench_imputation.py``).
+        """
         from forestgen.inference.api import impute
 
         return impute(self, X, method=method, n_imputations=n_imputations,
