@@ -28,6 +28,8 @@ def _demo(args: argparse.Namespace) -> int:
     test = load_adult("test")
     print(f"forestgen demo: ARF on the bundled UCI adult data ({len(train)} training rows, "
           f"{train.shape[1]} mixed-type columns)")
+    print("(the first run on a machine also compiles the Numba tree kernels, about 30-60 s; "
+          "they are cached for later runs)", flush=True)
     t0 = time.perf_counter()
     model = ARF(n_trees=args.n_trees, random_state=args.seed).fit(train)
     t_fit = time.perf_counter() - t0

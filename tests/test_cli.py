@@ -53,4 +53,43 @@ def test_demo_small(tmp_path, capsys):
     assert "held-out log-likelihood" in out
     synth = pd.read_csv(tmp_path / "adult_synthetic.csv")
     assert len(synth) == 1500 and "income" in synth.columns
-    assert (tmp_path / "report.md").exists()
+    report = (tmp_path / "report.md").read_text()
+    assert "![marginals](report_figures/marginals.png)" in report
+    assert (tmp_path / "report_figures" / "marginals.png").stat().st_size > 1000
+    assert "compiles the Numba tree kernels" in out
+
+
+def test_evaluate_without_matplotlib(tmp_path, mixed_2d, monkeypatch, capsys):
+    """A fresh install without matplotlib still writes the report (no figures, and says so)."""
+    import sys
+
+    real, synth = tmp_path / "real.csv", tmp_path / "synth.csv"
+    mixed_2d.iloc[:300].to_csv(real, index=False)
+    mixed_2d.iloc[300:].to_csv(synth, index=False)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    for name in ("report.md", "report.html"):
+        assert main(["evaluate", str(real), str(synth), "--metrics", "marginals,association",
+                     "--out", str(tmp_path / name)]) == 0
+        text = (tmp_path / name).read_text()
+        assert "matplotlib is not installed" in text and "KS" in text
+    assert not (tmp_path / "report_figures").exists()
+
+
+def test_ci_runs_the_readme_commands_verbatim():
+    """.ci/run executes exactly the README's numbered commands (extracted, so they cannot drift)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("rc", root / ".ci" / "readme_commands.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    readme = (root / "README.md").read_text()
+    cmds = mod.readme_commands(readme)
+    assert len(cmds) == 2 and cmds[0].endswith("forestgen demo")
+    assert cmds[1].endswith("python -m pytest")
+    for c in cmds:
+        assert c in readme  # verbatim lines
+    ci = (root / ".ci" / "run").read_text()
+    assert "readme_commands.py" in ci and "pip install" not in ci
+    with pytest.raises(ValueError, match="not followed by a command"):
+        mod.readme_commands("```bash\n# 1. demo\n# 2. x\ny\n```")

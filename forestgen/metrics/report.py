@@ -144,8 +144,10 @@ class QualityReport:
         return figs
 
     def _pngs(self) -> dict[str, bytes]:
+        """Rendered figures; empty when matplotlib is not installed (the report says so)."""
         if self._png_cache is None:
-            self._png_cache = {k: _png(f) for k, f in self.figures().items()}
+            self._png_cache = ({k: _png(f) for k, f in self.figures().items()}
+                               if _have_matplotlib() else {})
         return self._png_cache
 
     # ------------------------------------------------------------------ exports
@@ -199,6 +201,8 @@ class QualityReport:
                 (fig_dir / f"{name}.png").write_bytes(png)
                 names[name] = f"{fig_dir.name}/{name}.png"
         out = ["# Synthetic data quality report", ""]
+        if not _have_matplotlib():
+            out += [_NO_PLOTS, ""]
         for title, text, table, fig in self._sections():
             out += [f"## {title}", ""]
             if title == "Summary" and text:
@@ -218,6 +222,8 @@ class QualityReport:
         path.parent.mkdir(parents=True, exist_ok=True)
         figs = {k: base64.b64encode(v).decode("ascii") for k, v in self._pngs().items()}
         body = ["<h1>Synthetic data quality report</h1>"]
+        if not _have_matplotlib():
+            body.append(f"<p>{html.escape(_NO_PLOTS)}</p>")
         for title, text, table, fig in self._sections():
             body.append(f"<h2>{html.escape(title)}</h2>")
             if title == "Summary" and text:
@@ -241,6 +247,17 @@ class QualityReport:
 
 
 # ---------------------------------------------------------------------- helpers
+_NO_PLOTS = "(figures omitted: matplotlib is not installed; `pip install matplotlib` adds them)"
+
+
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _md_table(df: pd.DataFrame) -> str:
     def fmt(v: object) -> str:
         if isinstance(v, (float, np.floating)):

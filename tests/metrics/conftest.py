@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-DATA = Path(__file__).parents[2].parent / "shared" / "data"
-ADULT = DATA / "adult" / "adult.train.csv"
 ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss",
                  "hours-per-week"]
 
@@ -26,9 +22,10 @@ def _single_openmp_thread():
 
 @pytest.fixture(scope="session")
 def adult() -> pd.DataFrame:
-    if not ADULT.exists():
-        pytest.skip(f"adult data not found at {ADULT}")
-    return pd.read_csv(ADULT, na_values=["?"], skipinitialspace=True)
+    """The bundled UCI adult training split (the same rows as ``shared/data/adult``)."""
+    from forestgen.data import load_adult
+
+    return load_adult()
 
 
 @pytest.fixture(scope="session")
