@@ -7,9 +7,6 @@ log-weights and one :class:`~forestgen.leaves.base.LeafModel` per column. Learne
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +18,18 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.schema import Schema
 from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves.base import ColumnCell, LeafModel
+from forestgen.modelfile import (
+    FORMAT_VERSION,
+    ModelFileError,
+    check_forest,
+    from_json,
+    read_model_file,
+    to_json,
+    write_model_file,
+)
 from forestgen.sampling.ancestral import AncestralSampler
 from forestgen.tree.arrays import ForestArrays, LeafBoxes
 
-FORMAT_VERSION = 1
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
 
 
@@ -306,12 +311,14 @@ class GenerativeForest:
         pass
 
     def save(self, path: str | Path) -> Path:
-        """Write the model as one ``.npz`` archive of arrays plus a JSON metadata entry.
+        """Write the model as one zip of an ``.npz`` of arrays plus a JSON metadata entry.
 
-        No pickle is involved, so loading a model file cannot execute code.
+        No pickle is involved, so loading a model file cannot execute code. The save is atomic
+        (:func:`forestgen.modelfile.write_model_file`): the model is checked and encoded
+        first, then written to a temporary file that replaces ``path`` only once complete, so
+        an error or a killed process leaves any previous file at ``path`` intact.
         """
         self._check_fitted()
-        path = Path(path)
         arrays = self.forest_.to_arrays()
         arrays["leaf_log_weight"] = self.leaf_log_weight_
         if getattr(self, "missing_cols_", None) is not None:
@@ -322,70 +329,121 @@ class GenerativeForest:
             for k, v in lm.param_arrays().items():
                 arrays[f"leaf{j}.{k}"] = v
             leaves_meta.append({"name": lm.registry_name, "class": type(lm).__name__,
-                                "params": lm.get_params()})
+                                "params": to_json(lm.get_params(), f"leaf model {j}")})
         for k, v in self._extra_arrays().items():
             arrays[f"extra.{k}"] = v
         meta = {
             "format_version": FORMAT_VERSION,
             "learner": type(self).registry_name,
-            "params": _jsonable(self.get_params()),
+            "params": {k: to_json(v, k) for k, v in self.get_params().items()},
             "schema": self.schema_.to_dict(),
             "leaves": leaves_meta,
-            "extra": self._extra_meta(),
+            "extra": to_json(self._extra_meta(), "extra"),
         }
-        buf = io.BytesIO()
-        np.savez_compressed(buf, **arrays)
-        with zipfile.ZipFile(path, "w") as zf:
-            zf.writestr("arrays.npz", buf.getvalue())
-            zf.writestr("meta.json", json.dumps(meta))
-        return path
+        _check_model(self, arrays)
+        return write_model_file(path, arrays, meta)
 
     @classmethod
-    def load(cls, path: str | Path) -> GenerativeForest:
-        """Load a model written by :meth:`save` (any learner; ``cls`` may be the base class)."""
-        with zipfile.ZipFile(Path(path)) as zf:
-            meta = json.loads(zf.read("meta.json"))
-            with np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"unsupported model file version {meta.get('format_version')}")
-        learner_cls = registry.get("learner", meta["learner"])
+    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> GenerativeForest:
+        """Load a model written by :meth:`save` (any learner; ``cls`` may be the base class).
+
+        The file is validated before any kernel sees it (:mod:`forestgen.modelfile`): sizes
+        are bounded before decompression (``max_bytes`` raises the cap for trusted large
+        files), array shapes and dtypes must match the metadata, and every tree must be a
+        well-formed tree. Anything else raises :class:`~forestgen.modelfile.ModelFileError`.
+        """
+        arrays, meta = read_model_file(path, max_bytes)
+        try:
+            learner_cls = registry.get("learner", meta["learner"])
+        except (KeyError, TypeError) as e:
+            raise ModelFileError(f"{path}: unknown learner ({e})") from None
         if not issubclass(learner_cls, cls):
             raise TypeError(f"{path} holds a {learner_cls.__name__}, not a {cls.__name__}")
-        model = learner_cls(**meta["params"])
-        model.encoder_ = TableEncoder.from_schema(Schema.from_dict(meta["schema"]))
+        try:
+            return learner_cls._from_file(arrays, meta)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+            raise ModelFileError(f"{path}: {msg}") from None
+
+    @classmethod
+    def _from_file(cls, arrays: dict[str, np.ndarray], meta: dict) -> GenerativeForest:
+        model = cls(**from_json(meta["params"]))
+        schema = Schema.from_dict(meta["schema"])
+        _check_schema(schema)
+        model.encoder_ = TableEncoder.from_schema(schema)
         model.forest_ = ForestArrays.from_arrays(arrays)
         model.leaf_log_weight_ = arrays["leaf_log_weight"]
         if "missing_cols" in arrays:
             model.missing_cols_ = arrays["missing_cols"]
             model.missing_rate_ = arrays["missing_rate"]
-        model.leaf_models_ = []
-        for j, lmeta in enumerate(meta["leaves"]):
-            lm = registry.get("leaf", lmeta["name"])(**lmeta["params"])
+        leaves_meta = meta["leaves"]
+        if not isinstance(leaves_meta, list) or len(leaves_meta) != schema.d:
+            raise ValueError(f"the metadata lists {len(leaves_meta)} leaf models for "
+                             f"{schema.d} columns")
+        model.leaf_models_ = [registry.get("leaf", lmeta["name"])(**from_json(lmeta["params"]))
+                              for lmeta in leaves_meta]
+        _check_model(model, arrays)
+        for j, lm in enumerate(model.leaf_models_):
             pre = f"leaf{j}."
             lm.set_param_arrays({k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
-            model.leaf_models_.append(lm)
         extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra.")}
-        model._restore_extra(extra, meta["extra"])
+        model._restore_extra(extra, from_json(meta["extra"]))
         return model
+
+
+def _check_schema(schema: Schema) -> None:
+    names = schema.names
+    if len({(type(n), n) for n in names}) != len(names):
+        raise ValueError("duplicate column names in the schema")
+    for spec in schema.columns:
+        cats = spec.categories
+        if spec.is_discrete and not cats:
+            raise ValueError(f"column {spec.name!r}: a discrete column needs its categories")
+        if cats is not None and len({(type(c), c) for c in cats}) != len(cats):
+            raise ValueError(f"column {spec.name!r}: duplicate categories")
+
+
+def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None:
+    """Cross-check the arrays against the schema (used on save and, before any query, on load).
+
+    Leaf parameters are checked *before* they are attached (via ``arrays``), so a leaf model
+    never computes from a malformed array.
+    """
+    schema = model.schema_
+    d = schema.d
+    check_forest(model.forest_, d)
+    L = model.forest_.n_leaves
+    llw = arrays["leaf_log_weight"]
+    if llw.dtype != np.float64 or llw.shape != (L,) or np.isnan(llw).any() or (
+            llw == np.inf).any():
+        raise ValueError(f"leaf_log_weight must be {L} float64 log-weights (no NaN or +inf), "
+                         f"got {llw.dtype} {llw.shape}")
+    if "missing_cols" in arrays:
+        cols, rate = arrays["missing_cols"], arrays.get("missing_rate")
+        if (cols.dtype.kind != "i" or cols.ndim != 1 or np.any(cols < 0) or np.any(cols >= d)
+                or rate is None or rate.shape != (L, len(cols))
+                or not ((rate >= 0) & (rate <= 1)).all()):
+            raise ValueError("missing_cols / missing_rate do not match the columns and leaves")
+    if len(model.leaf_models_) != d:
+        raise ValueError(f"{len(model.leaf_models_)} leaf models for {d} columns")
+    known = {"leaf_log_weight", "missing_cols", "missing_rate"}
+    known |= {f"forest.{f}" for f in model.forest_.to_arrays(prefix="")}
+    for j, (spec, lm) in enumerate(zip(schema.columns, model.leaf_models_)):
+        if lm.discrete != spec.is_discrete:
+            raise ValueError(f"column {spec.name!r}: leaf model {type(lm).__name__} is "
+                             f"{'discrete' if lm.discrete else 'numeric'}, the column is not")
+        pre = f"leaf{j}."
+        own = {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
+        try:
+            lm.check_param_arrays(own, L, spec.n_levels if spec.is_discrete else 0)
+        except ValueError as e:
+            raise ValueError(f"column {spec.name!r}: {e}") from None
+        known |= {pre + k for k in own}
+    stray = [k for k in arrays if k not in known and not k.startswith("extra.")]
+    if stray:
+        raise ValueError(f"unexpected arrays {sorted(stray)[:5]}")
 
 
 def _fresh(lm: LeafModel) -> LeafModel:
     """A new unfitted copy (the same instance must not be shared between columns)."""
     return type(lm)(**lm.get_params())
-
-
-def _jsonable(params: dict) -> dict:
-    out = {}
-    for k, v in params.items():
-        if isinstance(v, (str, int, float, bool, type(None), list, dict)):
-            out[k] = v
-        elif isinstance(v, np.random.Generator):
-            out[k] = None
-        elif isinstance(v, np.generic):
-            out[k] = v.item()
-        elif isinstance(v, (LeafModel,)) or hasattr(v, "registry_name"):
-            out[k] = v.registry_name
-        else:
-            raise TypeError(f"parameter {k}={v!r} cannot be saved; pass a registry name instead")
-    return out

@@ -142,8 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        print(f"forestgen {args.command}: error: {e}", file=sys.stderr)
+    except (ValueError, OSError, KeyError) as e:
+        # bad input (malformed YAML, corrupt model file, unknown column, missing file): one
+        # line naming the problem, exit status 2 as for bad arguments
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"forestgen {args.command}: error: {' '.join(str(msg).split())}", file=sys.stderr)
         return 2
 
 

@@ -24,7 +24,10 @@ ALLOWED_KEYS = {"learner", "params", "fit", "description"}
 def load_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     with open(path) as fh:
-        cfg = yaml.safe_load(fh) or {}
+        try:
+            cfg = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: malformed YAML ({' '.join(str(e).split())})") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{path}: a config must be a mapping, got {type(cfg).__name__}")
     unknown = set(cfg) - ALLOWED_KEYS

@@ -38,6 +38,8 @@ class LeafModel:
 
     discrete: ClassVar[bool] = False
     registry_name: ClassVar[str] = ""
+    #: names of the fitted arrays :meth:`param_arrays` returns (empty: not declared)
+    fitted_arrays: ClassVar[tuple[str, ...]] = ()
 
     def fit(self, x: np.ndarray, leaf: np.ndarray, cell: ColumnCell,
             weight: np.ndarray | None = None) -> LeafModel:
@@ -77,6 +79,24 @@ class LeafModel:
         for k, v in arrays.items():
             setattr(self, k, np.asarray(v))
         return self
+
+    def check_param_arrays(self, arrays: dict[str, np.ndarray], n_leaves: int,
+                           n_levels: int) -> None:
+        """Raise ``ValueError`` unless ``arrays`` (read from a model file) are fitted parameters
+        for ``n_leaves`` leaves of a column with ``n_levels`` levels (0: numeric). Subclasses
+        add checks on values (e.g. positive scales) after calling this."""
+        names = set(arrays)
+        if self.fitted_arrays and names != set(self.fitted_arrays):
+            raise ValueError(f"{type(self).__name__} needs arrays {sorted(self.fitted_arrays)}, "
+                             f"got {sorted(names)}")
+        for k, v in arrays.items():
+            if not (k.isidentifier() and k.endswith("_") and not k.startswith("_")):
+                raise ValueError(f"{k!r} is not a fitted-array name")
+            if not isinstance(v, np.ndarray) or v.ndim < 1 or v.shape[0] != n_leaves:
+                raise ValueError(f"{type(self).__name__}.{k} must have {n_leaves} rows (one per "
+                                 f"leaf), got shape {getattr(v, 'shape', None)}")
+            if v.dtype.kind == "f" and np.isnan(v).any():
+                raise ValueError(f"{type(self).__name__}.{k} holds NaN")
 
     def get_params(self) -> dict:
         return {k: v for k, v in vars(self).items() if not k.endswith("_")}

@@ -26,6 +26,7 @@ class CategoricalLeaf(LeafModel):
     """
 
     discrete = True
+    fitted_arrays = ("pmf_", "count_")
 
     def __init__(self, *, alpha: float = 0.0, floor: float = 1e-20):
         self.alpha = alpha
@@ -65,6 +66,16 @@ class CategoricalLeaf(LeafModel):
 
     def param_arrays(self):
         return {"pmf_": self.pmf_, "count_": self.count_}
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        super().check_param_arrays(arrays, n_leaves, n_levels)
+        pmf = arrays["pmf_"]
+        k = max(int(n_levels), 1)
+        if pmf.ndim != 2 or pmf.shape[1] != k or pmf.dtype.kind != "f":
+            raise ValueError(f"{type(self).__name__}.pmf_ must be a float [{n_leaves}, {k}] "
+                             f"table for a column with {k} levels, got {pmf.dtype} {pmf.shape}")
+        if not (np.isfinite(pmf).all() and (pmf >= 0).all()):
+            raise ValueError(f"{type(self).__name__}.pmf_ must be finite and >= 0")
 
     @property
     def n_levels(self) -> int:

@@ -61,6 +61,7 @@ class TruncNormalLeaf(LeafModel):
     """
 
     discrete = False
+    fitted_arrays = ("mu_", "sigma_", "lo_", "hi_", "count_")
 
     def __init__(self, *, finite_bounds: str = "no", epsilon: float = 0.0, truncate: bool = True):
         self.finite_bounds = finite_bounds
@@ -108,7 +109,15 @@ class TruncNormalLeaf(LeafModel):
         return self
 
     def param_arrays(self):
-        return {k: getattr(self, k) for k in ("mu_", "sigma_", "lo_", "hi_", "count_")}
+        return {k: getattr(self, k) for k in self.fitted_arrays}
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        super().check_param_arrays(arrays, n_leaves, n_levels)
+        if not (np.isfinite(arrays["mu_"]).all() and np.isfinite(arrays["sigma_"]).all()
+                and (arrays["sigma_"] > 0).all()):
+            raise ValueError(f"{type(self).__name__}: mu_ must be finite and sigma_ finite > 0")
+        if (arrays["lo_"] > arrays["hi_"]).any():
+            raise ValueError(f"{type(self).__name__}: every cell needs lo_ <= hi_")
 
     def log_prob(self, leaf, x):
         if not hasattr(self, "lognorm_"):

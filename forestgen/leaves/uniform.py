@@ -15,6 +15,7 @@ class UniformLeaf(LeafModel):
     ``epsilon / 2`` of it on each side (ARF spec §2.3). Points outside get density 0."""
 
     discrete = False
+    fitted_arrays = ("lo_", "hi_", "count_")
 
     def __init__(self, *, epsilon: float = 0.0):
         self.epsilon = epsilon
@@ -32,6 +33,12 @@ class UniformLeaf(LeafModel):
         self.hi_ = hi
         self.count_ = cnt
         return self
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        super().check_param_arrays(arrays, n_leaves, n_levels)
+        lo, hi = arrays["lo_"], arrays["hi_"]
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
+            raise ValueError(f"{type(self).__name__}: cells need finite lo_ < hi_")
 
     def log_prob(self, leaf, x):
         lo, hi = self.lo_[leaf], self.hi_[leaf]

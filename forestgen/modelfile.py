@@ -1,0 +1,325 @@
+"""The model file: one zip holding ``arrays.npz`` (plain numeric arrays) and ``meta.json``.
+
+Reading is defensive, because a model file may come from someone else:
+
+* no pickle: arrays must have a bool, integer or float dtype in native byte order;
+* sizes are bounded *before* anything is decompressed: the uncompressed sizes the zip
+  directories declare (which also cap what decompression can produce) must add up to at most
+  ``max(MIN_BUDGET, MAX_INFLATION x file size)`` bytes, or the caller's ``max_bytes``;
+* every ``.npy`` header must agree with its entry's declared size;
+* the forest structure is checked by :func:`check_forest` (ids in range, every tree a tree)
+  before any Numba kernel sees it, so a crafted file cannot crash or hang a kernel.
+
+Writing is atomic (:func:`write_model_file`): the file is written to a temporary file in the
+destination's directory, flushed to disk, and renamed over the destination, so a failed or
+killed save leaves the previous file as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_VERSION = 1
+MAX_INFLATION = 200  # uncompressed bytes allowed per byte of file (legit models: ~40)
+MIN_BUDGET = 256 * 2**20  # a file may always inflate to this much
+ARRAY_KINDS = "biuf"  # bool, signed / unsigned integer, float
+ENTRIES = ("arrays.npz", "meta.json")
+
+
+class ModelFileError(ValueError):
+    """A file that is not a well-formed forestgen model (the message says what is wrong)."""
+
+
+# ---------------------------------------------------------------------------- writing
+def to_json(value: Any, where: str) -> Any:
+    """``value`` as plain JSON types (numpy scalars and small arrays become Python values).
+
+    Random generators become ``None`` (a fitted model does not need its seed); components
+    are stored by registry name. Anything else raises ``TypeError`` naming ``where``.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return to_json(value.item(), where)
+    if isinstance(value, (list, tuple)):
+        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray) and value.dtype.kind in ARRAY_KINDS and value.ndim <= 1:
+        return to_json(value.tolist(), where)
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: to_json(v, f"{where}[{k!r}]") for k, v in value.items()}
+        # non-string keys (e.g. integer column labels) keep their type as [key, value] pairs
+        return {"__items__": [[to_json(k, f"{where} key"), to_json(v, f"{where}[{k!r}]")]
+                              for k, v in value.items()]}
+    if isinstance(value, (np.random.Generator, np.random.RandomState, np.random.SeedSequence)):
+        return None
+    if hasattr(value, "registry_name"):
+        return value.registry_name
+    raise TypeError(f"parameter {where}={value!r} cannot be saved (type "
+                    f"{type(value).__name__}); pass a number, string, list or registry name")
+
+
+def from_json(value: Any) -> Any:
+    """Inverse of the dict encoding of :func:`to_json`."""
+    if isinstance(value, dict):
+        if set(value) == {"__items__"}:
+            return {_hashable(from_json(k)): from_json(v) for k, v in value["__items__"]}
+        return {k: from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value
+
+
+def _hashable(k: Any) -> Any:
+    return tuple(_hashable(v) for v in k) if isinstance(k, list) else k
+
+
+def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
+    """Write ``arrays`` and ``meta`` atomically to ``path``.
+
+    Everything is validated and encoded in memory first; then the bytes go to a temporary
+    file in the same directory, which is fsync'ed and renamed over ``path``. On any error the
+    temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    for k, v in arrays.items():
+        if not isinstance(v, np.ndarray) or v.dtype.kind not in ARRAY_KINDS:
+            raise TypeError(f"model array {k!r} must be a numeric numpy array, got "
+                            f"{getattr(v, 'dtype', type(v).__name__)}")
+    meta_bytes = json.dumps(meta).encode()
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    payload = buf.getvalue()
+    del buf
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory")
+    directory = path.parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            with zipfile.ZipFile(fh, "w") as zf:
+                zf.writestr("arrays.npz", payload)
+                zf.writestr("meta.json", meta_bytes)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(directory)
+    return path
+
+
+def _file_mode(path: Path) -> int:
+    """Keep an existing file's permissions; a new file gets ``0o666`` minus the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    umask = 0o022
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    umask = int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o666 & ~umask
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------- reading
+def read_model_file(path: str | Path,
+                    max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """``(arrays, meta)`` of a model file, with sizes bounded before decompression.
+
+    ``max_bytes``: cap on the total uncompressed size (default: ``max(MIN_BUDGET,
+    MAX_INFLATION x file size)``); raise it only for files you trust.
+    Raises :class:`ModelFileError` for anything that is not a well-formed model file.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    budget = max(MIN_BUDGET, MAX_INFLATION * size) if max_bytes is None else int(max_bytes)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = {i.filename: i for i in zf.infolist()}
+            if sorted(infos) != sorted(ENTRIES) or len(zf.infolist()) != len(ENTRIES):
+                raise ModelFileError(f"{path}: not a forestgen model file (entries "
+                                     f"{sorted(infos)[:5]}, expected {list(ENTRIES)})")
+            _check_budget(path, sum(i.file_size for i in infos.values()), budget)
+            meta_raw = zf.read("meta.json")
+            raw = zf.read("arrays.npz")
+        meta = json.loads(meta_raw)
+        arrays = _read_npz(path, raw, budget - len(meta_raw))
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, RecursionError,
+            ValueError, NotImplementedError) as e:
+        raise ModelFileError(f"{path}: corrupt or not a forestgen model file ({e})") from None
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{path}: meta.json must hold an object")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ModelFileError(f"{path}: unsupported model file version "
+                             f"{meta.get('format_version')!r} (this forestgen reads "
+                             f"{FORMAT_VERSION})")
+    return arrays, meta
+
+
+def _check_budget(path: Path, total: int, budget: int) -> None:
+    if total > budget:
+        raise ModelFileError(
+            f"{path}: declares {total / 2**20:.0f} MiB of uncompressed data, more than the "
+            f"{budget / 2**20:.0f} MiB allowed for a file of this size (a decompression bomb?); "
+            f"pass max_bytes= to load a large model from a trusted source")
+
+
+def _read_npz(path: Path, raw: bytes, budget: int) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+        infos = inner.infolist()
+        _check_budget(path, sum(i.file_size for i in infos), budget)
+        for info in infos:
+            name = info.filename
+            key = name[:-4]
+            if not name.endswith(".npy") or key in out:
+                raise ModelFileError(f"{path}: unexpected or duplicate array entry {name!r}")
+            with inner.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+                else:
+                    raise ModelFileError(f"{path}: array {key!r} has npy version {version}")
+                header = fh.tell()
+            if dtype.kind not in ARRAY_KINDS or dtype.hasobject or dtype.fields is not None \
+                    or not (dtype.isnative or dtype.itemsize == 1):
+                raise ModelFileError(f"{path}: array {key!r} has dtype {dtype.str}; model "
+                                     f"arrays are native bool, integer or float")
+            nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
+            if header + nbytes != info.file_size:
+                raise ModelFileError(f"{path}: array {key!r} declares shape {shape} "
+                                     f"({nbytes} bytes) but its entry holds "
+                                     f"{info.file_size - header} bytes")
+            with inner.open(info) as fh:
+                out[key] = np.lib.format.read_array(fh, allow_pickle=False)
+    return out
+
+
+# ---------------------------------------------------------------------------- structure
+_FOREST_DTYPES = {
+    "feature": np.int32, "threshold": np.float64, "nan_left": np.uint8, "left": np.int32,
+    "right": np.int32, "cat_off": np.int64, "cat_left": np.uint8, "node_leaf": np.int32,
+    "node_offsets": np.int64, "leaf_offsets": np.int64, "n_levels": np.int32,
+    "node_value": np.float64,
+}
+
+
+def check_forest(forest: Any, n_columns: int) -> None:
+    """Raise ``ValueError`` unless ``forest`` (a ``ForestArrays``) is a well-formed forest.
+
+    Checks dtypes and shapes, tree and leaf offsets, that feature ids and child ids are in
+    range, that nodes are in topological order (children after their parent, inside their
+    tree) with exactly one parent each — so every tree is a tree: acyclic and connected —,
+    that leaf ids are a permutation consistent with ``leaf_offsets``, and that nominal split
+    level sets lie inside ``cat_left``. Cost: a few vectorised passes over the node arrays.
+    """
+    for name, dt in _FOREST_DTYPES.items():
+        a = getattr(forest, name)
+        want_ndim = 2 if name == "node_value" else 1
+        if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != want_ndim:
+            raise ValueError(f"forest.{name} must be a {want_ndim}-D {np.dtype(dt).name} array, "
+                             f"got {getattr(a, 'dtype', type(a).__name__)} with shape "
+                             f"{getattr(a, 'shape', None)}")
+    feature, left, right = forest.feature, forest.left, forest.right
+    N = len(feature)
+    for name in ("threshold", "nan_left", "left", "right", "cat_off", "node_leaf"):
+        if len(getattr(forest, name)) != N:
+            raise ValueError(f"forest.{name} has {len(getattr(forest, name))} entries, "
+                             f"forest.feature {N}")
+    if len(forest.n_levels) != n_columns:
+        raise ValueError(f"forest.n_levels has {len(forest.n_levels)} entries for "
+                         f"{n_columns} columns")
+    no, lo = forest.node_offsets, forest.leaf_offsets
+    if len(no) < 2 or len(lo) != len(no):
+        raise ValueError("forest.node_offsets / leaf_offsets must have n_trees + 1 >= 2 entries")
+    if no[0] != 0 or no[-1] != N or np.any(np.diff(no) < 1):
+        raise ValueError("forest.node_offsets must rise from 0 to the node count, >= 1 node "
+                         "per tree")
+    is_leaf = feature < 0
+    L = int(is_leaf.sum())
+    if lo[0] != 0 or lo[-1] != L or np.any(np.diff(lo) < 1):
+        raise ValueError("forest.leaf_offsets must rise from 0 to the leaf count, >= 1 leaf "
+                         "per tree")
+    if np.any(feature < -1) or np.any(feature >= n_columns):
+        raise ValueError(f"forest.feature holds ids outside -1..{n_columns - 1}")
+    if np.any(forest.nan_left > 1) or np.any(forest.cat_left > 1):
+        raise ValueError("forest.nan_left / cat_left must hold 0 or 1")
+    tree = np.repeat(np.arange(len(no) - 1), np.diff(no))
+    end = no[1:][tree]
+    node = np.arange(N)
+    inner = ~is_leaf
+    for name, child in (("left", left), ("right", right)):
+        if np.any(child[is_leaf] != -1):
+            raise ValueError(f"forest.{name} must be -1 at leaves")
+        c = child[inner]
+        if np.any(c <= node[inner]) or np.any(c >= end[inner]):
+            raise ValueError(f"forest.{name} holds a child id outside its tree or not after "
+                             f"its parent (a cycle or a dangling id)")
+    n_parents = np.bincount(np.concatenate([left[inner], right[inner]]), minlength=N)
+    want = np.ones(N, np.int64)
+    want[no[:-1]] = 0
+    if not np.array_equal(n_parents, want):
+        raise ValueError("every node but a tree's root must have exactly one parent")
+    nl = forest.node_leaf
+    if np.any(nl[inner] != -1):
+        raise ValueError("forest.node_leaf must be -1 at internal nodes")
+    leaf_ids = nl[is_leaf].astype(np.int64)
+    lt = np.repeat(np.arange(len(lo) - 1), np.diff(lo))
+    if (np.any(leaf_ids < 0) or np.any(leaf_ids >= L)
+            or not np.array_equal(np.bincount(leaf_ids, minlength=L), np.ones(L, np.int64))
+            or not np.array_equal(lt[leaf_ids], tree[is_leaf])):
+        raise ValueError("forest.node_leaf must number each tree's leaves inside its "
+                         "leaf_offsets range, each id once")
+    if np.any(forest.n_levels < 0):
+        raise ValueError("forest.n_levels must be >= 0")
+    off = forest.cat_off
+    nom = inner & (off >= 0)
+    if np.any(off < -1):
+        raise ValueError("forest.cat_off must be -1 or a non-negative offset")
+    if nom.any():
+        k = forest.n_levels[feature[nom]].astype(np.int64)
+        if np.any(k <= 0) or np.any(off[nom] + k > len(forest.cat_left)):
+            raise ValueError("forest.cat_off / n_levels point outside forest.cat_left")
+    nv = forest.node_value
+    if nv.size and nv.shape[0] != N:
+        raise ValueError(f"forest.node_value has {nv.shape[0]} rows for {N} nodes")
