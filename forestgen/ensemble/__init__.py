@@ -1,7 +1,9 @@
 """Ensemblers: how trees are grown together and how their outputs combine."""
 
+from forestgen.ensemble.additive_energy import AdditiveEnergy, EnergyTrees
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.base import Ensembler
 from forestgen.ensemble.mixture import MixtureEnsembler, segment_logsumexp
 
-__all__ = ["Ensembler", "MixtureEnsembler", "draw_weights", "segment_logsumexp"]
+__all__ = ["AdditiveEnergy", "EnergyTrees", "Ensembler", "MixtureEnsembler", "draw_weights",
+           "segment_logsumexp"]

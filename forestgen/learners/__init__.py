@@ -3,6 +3,7 @@
 from forestgen.learners.arf import ARF
 from forestgen.learners.density_forest import DEF
 from forestgen.learners.gef import GeF
+from forestgen.learners.nrgboost import NRGBoost
 from forestgen.learners.rfde import RFDE
 
-__all__ = ["ARF", "DEF", "GeF", "RFDE"]
+__all__ = ["ARF", "DEF", "GeF", "NRGBoost", "RFDE"]

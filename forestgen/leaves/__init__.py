@@ -2,8 +2,10 @@
 
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
+from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
-__all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf", "TruncNormalLeaf",
+__all__ = ["ConstantEnergyLeaf", "ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
+           "TruncNormalLeaf",
            "UniformLeaf"]

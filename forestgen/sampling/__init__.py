@@ -2,5 +2,6 @@
 
 from forestgen.sampling.ancestral import AncestralSampler, draw_leaves
 from forestgen.sampling.base import Sampler
+from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
 
-__all__ = ["Sampler", "AncestralSampler", "draw_leaves"]
+__all__ = ["GibbsSampler", "RejectionPool", "Sampler", "AncestralSampler", "draw_leaves"]

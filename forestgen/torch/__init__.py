@@ -12,6 +12,7 @@ import importlib
 
 _WHERE = {
     "ForestDistribution": "distribution",
+    "EnergyDistribution": "energy",
     "EncodedRows": "distribution",
     "SyntheticDataset": "datasets",
     "AugmentedDataset": "datasets",

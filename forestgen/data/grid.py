@@ -1,0 +1,149 @@
+"""A finite grid over an encoded table: every column becomes integer codes ``0..n_codes-1``.
+
+Spec ``shared/papers/nrgboost_def.md`` §1. Numeric columns get the quantile bins of
+:class:`~forestgen.data.binning.Binner` (at most ``max_bins``; one bin per distinct value when
+there are few); discrete columns keep their level codes, with no cap on the number of levels.
+A column that had missing values at fit time gets one more code, ``n_values[j]``, for the
+*missing* state, so missingness is modelled like any other value. ``ordered[j]`` is False only
+for nominal columns (unordered categorical with more than two levels).
+
+Back to original units (§1.2): a numeric bin ``(a, b]`` decodes to a uniform draw inside it,
+its point value is its midpoint, and its width enters densities as ``-log(b - a)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from forestgen.data.binning import Binner
+from forestgen.data.schema import Schema
+
+UNKNOWN = -1  # code of an entry that is not observed (to be marginalised or sampled)
+
+
+@dataclass
+class Grid:
+    """Per column: ``edges`` (numeric bin edges ``[lower, thresholds..., upper]``, empty for
+    discrete columns), ``n_values``, ``has_missing`` (an extra missing code), ``ordered``."""
+
+    edges: list[np.ndarray]
+    n_values: np.ndarray  # int64 [d]
+    has_missing: np.ndarray  # bool [d]
+    ordered: np.ndarray  # bool [d]
+    discrete: np.ndarray  # bool [d]
+
+    @classmethod
+    def fit(cls, Z: np.ndarray, schema: Schema, max_bins: int = 255) -> Grid:
+        discrete = schema.discrete_mask
+        nominal = schema.nominal_mask
+        binner = Binner.fit(Z, discrete, schema.n_levels, max_bins)
+        edges, n_values = [], np.zeros(schema.d, np.int64)
+        for j, spec in enumerate(schema.columns):
+            if discrete[j]:
+                edges.append(np.empty(0))
+                n_values[j] = max(spec.n_levels, 1)
+            else:
+                thr = binner.thresholds[j]
+                edges.append(np.r_[spec.lower, thr, spec.upper].astype(np.float64))
+                n_values[j] = len(thr) + 1
+        has_missing = np.isnan(Z).any(axis=0)
+        return cls(edges, n_values, has_missing, ~nominal, discrete.copy())
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def d(self) -> int:
+        return len(self.n_values)
+
+    @property
+    def n_codes(self) -> np.ndarray:
+        """Codes per column, the missing state included."""
+        return self.n_values + self.has_missing
+
+    @property
+    def code_offsets(self) -> np.ndarray:
+        """Offsets of each column's codes in a flat ``[sum(n_codes)]`` layout (int64 [d+1])."""
+        return np.r_[0, np.cumsum(self.n_codes)].astype(np.int64)
+
+    def widths(self, j: int) -> np.ndarray:
+        """Bin widths of numeric column ``j`` (zero for a constant column)."""
+        return np.diff(self.edges[j])
+
+    def midpoints(self, j: int) -> np.ndarray:
+        e = self.edges[j]
+        return (e[:-1] + e[1:]) / 2.0
+
+    # ------------------------------------------------------------------ encode / decode
+    def codes(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(codes int32 [n, d], outside bool [n, d])``.
+
+        NaN becomes the missing code where the column has one, else :data:`UNKNOWN`. Numeric
+        values outside the training range go to the end bins and unseen levels become
+        :data:`UNKNOWN`; ``outside`` flags both (their density is zero).
+        """
+        n, d = Z.shape
+        C = np.empty((n, d), np.int32)
+        outside = np.zeros((n, d), bool)
+        for j in range(d):
+            col = Z[:, j]
+            miss = np.isnan(col)
+            v = np.where(miss, 0.0, col)
+            if self.discrete[j]:
+                bad = (v < 0) | (v >= self.n_values[j]) | (v != np.round(v))
+                c = np.where(bad, UNKNOWN, v).astype(np.int32)
+                outside[:, j] = bad & ~miss
+            else:
+                e = self.edges[j]
+                c = np.searchsorted(e[1:-1], v, side="left").astype(np.int32)
+                outside[:, j] = ~miss & ((v < e[0]) | (v > e[-1]))
+            c[miss] = self.n_values[j] if self.has_missing[j] else UNKNOWN
+            C[:, j] = c
+        return C, outside
+
+    def decode(self, C: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Encoded float rows from codes: a uniform draw inside numeric bins, NaN for missing."""
+        n, d = C.shape
+        Z = np.empty((n, d))
+        u = rng.random((n, d))
+        for j in range(d):
+            c = C[:, j].astype(np.int64)
+            miss = c >= self.n_values[j]
+            cc = np.where(miss, 0, c)
+            if self.discrete[j]:
+                z = cc.astype(np.float64)
+            else:
+                e = self.edges[j]
+                z = e[cc] + u[:, j] * (e[cc + 1] - e[cc])
+            z[miss] = np.nan
+            Z[:, j] = z
+        return Z
+
+    def log_width(self, C: np.ndarray) -> np.ndarray:
+        """``sum_j log width_j(code)`` over numeric columns with positive-width bins [n]."""
+        out = np.zeros(len(C))
+        for j in range(self.d):
+            if self.discrete[j]:
+                continue
+            w = self.widths(j)
+            if not np.all(w > 0):
+                continue  # a constant column is a point mass
+            c = C[:, j]
+            val = (c >= 0) & (c < self.n_values[j])
+            out[val] += np.log(w[c[val]])
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        out = {"n_values": self.n_values, "has_missing": self.has_missing,
+               "ordered": self.ordered, "discrete": self.discrete}
+        for j, e in enumerate(self.edges):
+            out[f"edges{j}"] = e
+        return out
+
+    @classmethod
+    def from_arrays(cls, a: dict[str, np.ndarray]) -> Grid:
+        d = len(a["n_values"])
+        return cls([np.asarray(a[f"edges{j}"], np.float64) for j in range(d)],
+                   np.asarray(a["n_values"], np.int64), np.asarray(a["has_missing"], bool),
+                   np.asarray(a["ordered"], bool), np.asarray(a["discrete"], bool))

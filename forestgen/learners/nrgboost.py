@@ -1,0 +1,721 @@
+"""NRGBoost: energy-based generative boosted trees (Bravo, ICLR 2025). Spec:
+``shared/papers/nrgboost_def.md`` §2.1 (model), §3 (training), §5.2 (sampling), §6 (inference).
+
+The model is ``q(x) ∝ exp(f(x))`` on a finite grid (:class:`~forestgen.data.grid.Grid`), with
+``f = log q0 + sum_t s_t dF_t`` (:class:`~forestgen.ensemble.additive_energy.AdditiveEnergy`).
+Each round grows a tree with the :class:`~forestgen.splitters.energy.EnergySplitter` (gain
+``P^2/Q``, max ratio ``R``) against the current model's mass ``Q`` — exact for round one, then
+the :class:`~forestgen.sampling.gibbs.RejectionPool` — sets leaf energies with the
+:class:`~forestgen.leaves.constant_energy.ConstantEnergyLeaf` (``P/Q - 1``), and adds it with
+the step ``s_t = learning_rate · alpha_t`` from a grid line search (Eq. 43).
+
+Differences from the paper, and why: missing values are an extra grid state of their column
+(the paper has none); categorical columns keep every level (no 255 cap); the paper's tuning of
+``max_leaves``/``learning_rate`` and best-round selection on a validation set are left to the
+user (defaults are the official code's). The normaliser ``Z`` is intractable: ``log_prob``
+subtracts an importance-sampling estimate from ``q0`` (``log_z_``, standard error ``log_z_se_``)
+— normalised log-likelihoods are **estimates**; conditionals of one column are exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forestgen.base import GenerativeForest, NotFittedError, as_generator
+from forestgen.data.encoder import TableEncoder
+from forestgen.data.grid import UNKNOWN, Grid
+from forestgen.ensemble.additive_energy import (
+    AdditiveEnergy,
+    EnergyTrees,
+    line_search,
+    log_z_step,
+)
+from forestgen.inference.conditions import ZeroProbabilityError, _column_index, parse_conditions
+from forestgen.learners.arf import _ProgressBar
+from forestgen.leaves.constant_energy import ConstantEnergyLeaf
+from forestgen.registry import register
+from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
+from forestgen.splitters.energy import EnergySplitter
+
+MAX_ENUMERATION = 4096  # joint grid cells enumerated to marginalise unobserved columns
+
+
+@register("learner", "nrgboost")
+class NRGBoost(GenerativeForest):
+    """Energy-based generative boosting (see the module docstring).
+
+    Parameters (defaults = the paper's official code, spec §3.9)
+    ----------
+    n_trees : boosting rounds (200).
+    max_leaves : leaves per tree (256; the paper tunes 2^6..2^12).
+    learning_rate : shrinkage ``gamma`` (0.15; the paper tunes it in [0.01, 0.5]).
+    max_ratio : ``R``, the largest ``P/Q`` of a leaf (2).
+    line_search : pick ``alpha`` on ``logspace(-3, 1, 101)`` (True) or use ``alpha = 1``.
+    uniform_mix : weight of the uniform part of ``q0`` per column (0.1).
+    pool_size : model samples ``M`` estimating ``Q`` (80,000; keep ``M ≳`` training rows).
+    p_refresh : fraction of the pool dropped per round (0.1).
+    gibbs_chains, gibbs_burn_in : training-pool Gibbs chains, started at training rows (16, 100).
+    feature_fraction : columns drawn per node (1.0).
+    max_bins : quantile bins per numeric column (255).
+    sample_chains, sample_burn_in, sample_thin : default :meth:`sample` protocol — rows are
+        read every ``thin`` sweeps from ``sample_chains`` parallel chains started at ``q0``
+        draws, after ``burn_in`` sweeps (64, 100, 10; the paper's ML-efficiency protocol).
+        Rows of one chain are correlated; ``sample(n, chains=n)`` gives independent chains.
+    n_normaliser_samples : ``q0`` draws of the importance-sampling ``log Z`` estimate (200,000).
+    random_state : seed; the same seed gives the same model and samples at any thread count.
+    progress : print a progress bar over rounds on stderr.
+    """
+
+    method_name = "NRGBoost"
+
+    def __init__(self, *, n_trees: int = 200, max_leaves: int = 256,
+                 learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
+                 uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
+                 gibbs_chains: int = 16, gibbs_burn_in: int = 100,
+                 feature_fraction: float = 1.0, max_bins: int = 255, sample_chains: int = 64,
+                 sample_burn_in: int = 100, sample_thin: int = 10,
+                 n_normaliser_samples: int = 200_000, random_state: Any = None,
+                 progress: bool = False):
+        self.n_trees = n_trees
+        self.max_leaves = max_leaves
+        self.learning_rate = learning_rate
+        self.max_ratio = max_ratio
+        self.line_search = line_search
+        self.uniform_mix = uniform_mix
+        self.pool_size = pool_size
+        self.p_refresh = p_refresh
+        self.gibbs_chains = gibbs_chains
+        self.gibbs_burn_in = gibbs_burn_in
+        self.feature_fraction = feature_fraction
+        self.max_bins = max_bins
+        self.sample_chains = sample_chains
+        self.sample_burn_in = sample_burn_in
+        self.sample_thin = sample_thin
+        self.n_normaliser_samples = n_normaliser_samples
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        def pos_int(name, lo=1):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+        for name in ("n_trees", "pool_size", "gibbs_chains", "sample_chains", "sample_thin",
+                     "n_normaliser_samples"):
+            pos_int(name)
+        pos_int("max_leaves", 2)
+        pos_int("max_bins", 2)
+        pos_int("gibbs_burn_in", 0)
+        pos_int("sample_burn_in", 0)
+        if not (isinstance(self.learning_rate, (int, float)) and 0 < self.learning_rate <= 1):
+            raise ValueError(f"learning_rate must be in (0, 1], got {self.learning_rate!r}")
+        if not (isinstance(self.uniform_mix, (int, float)) and 0 < self.uniform_mix <= 1):
+            raise ValueError(f"uniform_mix must be in (0, 1], got {self.uniform_mix!r}")
+        if not (isinstance(self.p_refresh, (int, float)) and 0 <= self.p_refresh <= 1):
+            raise ValueError(f"p_refresh must be in [0, 1], got {self.p_refresh!r}")
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "energy_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, *, kinds: dict | None = None) -> NRGBoost:
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+        self._validate()
+        self.encoder_ = TableEncoder(kinds=kinds).fit(X)
+        Z = self.encoder_.transform(X)
+        self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins))
+        C, _ = self.grid_.codes(Z)
+        energy = AdditiveEnergy(self.grid_, AdditiveEnergy.blend_marginals(
+            C, self.grid_, float(self.uniform_mix)))
+        self.energy_ = energy
+        self._boost(C, int(self.n_trees))
+        rng = np.random.default_rng(np.random.SeedSequence(_entropy(self.random_state))
+                                    .spawn(2)[1])
+        self.log_z_, self.log_z_se_ = energy.log_z_importance(int(self.n_normaliser_samples),
+                                                              rng)
+        return self
+
+    def _boost(self, C: np.ndarray, n_rounds: int) -> None:
+        """The training loop (spec §3.7)."""
+        energy = self.energy_
+        N = len(C)
+        Xd = np.ascontiguousarray(C.T)
+        wd = np.full(N, 1.0 / N)
+        q0 = np.exp(energy.log_q0)
+        splitter = EnergySplitter(criterion="chi2", max_leaves=int(self.max_leaves),
+                                  max_ratio=float(self.max_ratio),
+                                  feature_fraction=float(self.feature_fraction))
+        leaf = ConstantEnergyLeaf()
+        pool = RejectionPool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
+                             n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in))
+        seeds = np.random.SeedSequence(_entropy(self.random_state)).spawn(2)[0].spawn(n_rounds)
+        bar = _ProgressBar("NRGBoost", n_rounds, bool(self.progress))
+        self.rounds_ = []
+        log_z = 0.0
+        t0 = time.perf_counter()
+        for t in range(n_rounds):
+            rng = np.random.Generator(np.random.PCG64(seeds[t]))
+            if t == 0:
+                tree = splitter.grow(self.grid_, Xd, wd, None, None, q0, rng)
+            else:
+                if t == 1:
+                    pool.start(energy, rng)
+                else:
+                    pool.update(energy, C, rng)
+                M = len(pool.codes)
+                tree = splitter.grow(self.grid_, Xd, wd, np.ascontiguousarray(pool.codes.T),
+                                     np.full(M, 1.0 / M), None, rng)
+            is_leaf = tree.is_leaf
+            if is_leaf.sum() < 2:
+                break  # no valid split: the model cannot improve on these masses
+            P, Q = tree.P[is_leaf], tree.Q[is_leaf]
+            w = leaf.values(P, Q)
+            alpha, gain = line_search(P, Q, w) if self.line_search else (1.0, float("nan"))
+            s = float(self.learning_rate) * alpha
+            node_value = np.zeros(len(tree.feature))
+            node_value[is_leaf] = s * w
+            energy.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, node_value,
+                                self.grid_.n_codes)
+            log_z += log_z_step(Q, s * w)
+            stats = pool.history[-1] if t > 0 else (0, 0, 0)
+            self.rounds_.append({"alpha": alpha, "gain": gain, "log_z": log_z,
+                                 "leaves": int(is_leaf.sum()), "dropped": stats[0],
+                                 "rejected": stats[1], "refilled": stats[2],
+                                 "seconds": time.perf_counter() - t0})
+            bar.step()
+        bar.close(f"{energy.trees.n_trees} trees")
+        self.log_z_tracker_ = log_z
+        self.pool_ = pool
+
+    # ------------------------------------------------------------------ encoding helpers
+    @property
+    def n_trees_(self) -> int:
+        self._check_fitted()
+        return self.energy_.trees.n_trees
+
+    def _codes(self, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        Z = self._encode(X)
+        C, outside = self.grid_.codes(Z)
+        return Z, C, outside
+
+    def _log_marginal(self, C: np.ndarray) -> np.ndarray:
+        """``log sum_{x_U} exp f(x_obs, x_U)`` per row, ``U`` = its :data:`UNKNOWN` columns
+        (exact enumeration, at most :data:`MAX_ENUMERATION` cells per row)."""
+        out = np.empty(len(C))
+        unk = C == UNKNOWN
+        patterns, inv = np.unique(unk, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        e = self.energy_
+        nc = self.grid_.n_codes
+        for p, pat in enumerate(patterns):
+            rows = np.nonzero(inv == p)[0]
+            Cp = C[rows].copy()
+            U = np.nonzero(pat)[0]
+            if len(U) == 0:
+                out[rows] = e.energy(Cp)
+                continue
+            if len(U) == len(pat):
+                out[rows] = self._log_z_parts()
+                continue
+            last, rest = U[-1], U[:-1]
+            cells = int(np.prod(nc[rest])) if len(rest) else 1
+            if cells * nc[last] > MAX_ENUMERATION and len(rest):
+                names = [self.schema_.names[j] for j in U]
+                raise NotImplementedError(
+                    f"NRGBoost cannot marginalise {len(U)} unobserved columns {names} exactly "
+                    f"(> {MAX_ENUMERATION} grid cells); give at most one unobserved column per "
+                    f"row, or use sample(conditions=...)")
+            acc = np.full(len(rows), -np.inf)
+            for combo in itertools.product(*[range(int(nc[j])) for j in rest]):
+                Cp[:, rest] = combo
+                acc = np.logaddexp(acc, _lse(e.energy_slice(Cp, int(last), full=True)))
+            out[rows] = acc
+        return out
+
+    def _log_z_parts(self) -> float:
+        return float(self.log_z_)
+
+    # ------------------------------------------------------------------ density
+    def log_prob(self, X, conditions=None) -> np.ndarray:
+        """Log density (nats) per row: numeric columns as densities (per unit of the column),
+        discrete columns and the missing state as probabilities.
+
+        **An estimate**: ``f(x) - log Ẑ`` with ``log Ẑ`` = ``log_z_`` (importance sampling from
+        ``q0``; standard error ``log_z_se_``). NaN in a column that had missing values at fit
+        is the *missing* state; in other columns it is marginalised exactly (enumeration, at
+        most one such column per row). Values outside the training range and unseen levels
+        have density 0 (``-inf``).
+
+        ``conditions`` (a dict of evidence values, which override ``X``'s, or a list of column
+        names whose ``X`` values are the evidence): ``log q(x_free | evidence)``, exact (no
+        normaliser involved) — the free columns are the other observed columns of ``X``.
+        """
+        if conditions is not None:
+            return self._conditional_log_prob(X, conditions)
+        Z, C, outside = self._codes(X)
+        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
+        lp[outside.any(axis=1)] = -np.inf
+        return lp
+
+    def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
+        """:meth:`log_prob` of already encoded rows."""
+        self._check_fitted()
+        C, outside = self.grid_.codes(np.asarray(Z, np.float64))
+        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
+        lp[outside.any(axis=1)] = -np.inf
+        return lp
+
+    def unnormalised_log_prob(self, X) -> np.ndarray:
+        """``f(x)`` minus bin log-widths: :meth:`log_prob` without the estimated ``log Z``."""
+        return self.log_prob(X) + self.log_z_
+
+    def _conditional_log_prob(self, X, conditions) -> np.ndarray:
+        schema = self.schema_
+        df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
+            self._encode(X))
+        df = df.copy()
+        if isinstance(conditions, dict):
+            ev_cols = [_column_index(schema, c) for c in conditions]
+            for c, v in conditions.items():
+                df[schema.names[_column_index(schema, c)]] = [v] * len(df)
+        elif isinstance(conditions, (list, tuple)):
+            ev_cols = [_column_index(schema, c) for c in conditions]
+        else:
+            raise TypeError("conditions must be a dict of values or a list of column names")
+        Z, C, outside = self._codes(df)
+        free = [j for j in range(schema.d) if j not in ev_cols]
+        if not free:
+            raise ValueError("conditions cover every column; nothing is free")
+        Cm = C.copy()
+        Cm[:, free] = UNKNOWN
+        joint = self._log_marginal(C)
+        marg = self._log_marginal(Cm)
+        Cw = np.full_like(C, UNKNOWN)
+        Cw[:, free] = C[:, free]
+        lp = joint - marg - self.grid_.log_width(Cw)
+        lp[outside[:, free].any(axis=1)] = -np.inf
+        return lp
+
+    def score(self, X, y=None) -> float:
+        """Mean estimated log-likelihood per row (nats; see :meth:`log_prob`)."""
+        return float(np.mean(self.log_prob(X)))
+
+    # ------------------------------------------------------------------ single-column conditionals
+    def _column_posterior(self, X, target) -> tuple[int, np.ndarray, pd.Index]:
+        """``(j, probs [n, n_values_j], index)``: ``q(x_j = k | the row's other entries)``
+        over the values of ``j`` (its missing state excluded). Exact."""
+        self._check_fitted()
+        schema = self.schema_
+        j = _column_index(schema, target)
+        df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
+            self._encode(X))
+        if isinstance(X, pd.DataFrame) and schema.names[j] not in X.columns:
+            df = X.copy()
+            df[schema.names[j]] = np.nan
+        Z, C, outside = self._codes(df)
+        nv = int(self.grid_.n_values[j])
+        logit = np.empty((len(C), nv))
+        C[:, j] = 0
+        unk = (C == UNKNOWN).any(axis=1)
+        e = self.energy_
+        if (~unk).any():
+            logit[~unk] = e.energy_slice(C[~unk], j, full=False)[:, :nv]
+        if unk.any():
+            for k in range(nv):
+                Ck = C[unk].copy()
+                Ck[:, j] = k
+                logit[unk, k] = self._log_marginal(Ck)
+        logit -= logit.max(axis=1, keepdims=True)
+        p = np.exp(logit)
+        p /= p.sum(axis=1, keepdims=True)
+        return j, p, df.index
+
+    def predict_proba(self, X, target) -> pd.DataFrame:
+        """Exact ``q(target = level | the row's other entries)`` of a discrete column (the
+        row's own target entry is ignored; NaN entries as in :meth:`log_prob`)."""
+        self._check_fitted()
+        spec = self.schema_[_column_index(self.schema_, target)]
+        if not spec.is_discrete:
+            raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
+                             f"{spec.kind} (use predict)")
+        j, p, index = self._column_posterior(X, target)
+        return pd.DataFrame(p, index=index,
+                            columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
+
+    def predict(self, X, target) -> pd.Series:
+        """Any column from the row's other entries: the conditional mean over bin midpoints of
+        a numeric column (spec §6.2), the mean level value of an ordinal integer column, the
+        most probable level of a categorical one. Exact."""
+        j, p, index = self._column_posterior(X, target)
+        spec = self.schema_.columns[j]
+        name = spec.name
+        if not spec.is_discrete:
+            return pd.Series(p @ self.grid_.midpoints(j), index=index, name=name)
+        if spec.kind == "integer":
+            return pd.Series(p @ np.asarray(spec.categories, float), index=index, name=name)
+        Zc = np.full((len(p), self.schema_.d), np.nan)
+        Zc[:, j] = np.argmax(p, axis=1)
+        vals = self.encoder_.inverse_transform(Zc).iloc[:, j]
+        return pd.Series(vals.array, index=index, name=name)
+
+    def expect(self, columns=None, conditions=None):
+        raise NotImplementedError(
+            "NRGBoost cannot compute expectations under arbitrary evidence exactly; use "
+            "predict (one column given the rest) or average sample(conditions=...)")
+
+    # ------------------------------------------------------------------ sampling
+    def _allowed(self, ev, missing: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per evidence row: allowed-code mask ``[m, sum(n_codes)]``, numeric interval bounds
+        (``lo, hi [m, d]``, NaN = none) used when decoding."""
+        g = self.grid_
+        off = g.code_offsets
+        m = ev.m
+        allowed = np.ones((m, int(off[-1])), np.uint8)
+        if not missing:
+            for j in np.nonzero(g.has_missing)[0]:
+                allowed[:, off[j] + g.n_values[j]] = 0
+        names = self.schema_.names
+        for j in range(g.d):
+            sl = slice(off[j], off[j + 1])
+            pt = ev.point[:, j]
+            has = ~np.isnan(pt)
+            if has.any():
+                C, outside = g.codes(np.where(has, pt, np.nan)[:, None].repeat(g.d, 1))
+                code = C[:, j]
+                if (outside[has, j]).any():
+                    raise ZeroProbabilityError(
+                        f"evidence on column {names[j]!r} lies outside the training range")
+                blk = np.zeros((m, off[j + 1] - off[j]), np.uint8)
+                blk[np.nonzero(has)[0], code[has]] = 1
+                allowed[has, sl] = blk[has]
+            iv = ~np.isnan(ev.lo[:, j])
+            if iv.any():
+                e = g.edges[j]
+                lo_e, hi_e = e[:-1], e[1:]
+                ok = (hi_e[None, :] >= ev.lo[iv, j][:, None]) & \
+                    (lo_e[None, :] <= ev.hi[iv, j][:, None])
+                blk = np.zeros((int(iv.sum()), off[j + 1] - off[j]), np.uint8)
+                blk[:, : g.n_values[j]] = ok
+                allowed[iv, sl] = blk
+            if j in ev.sets:
+                act, mk = ev.sets[j]
+                mk = np.broadcast_to(mk, (m, mk.shape[-1]))
+                blk = np.zeros((int(act.sum()), off[j + 1] - off[j]), np.uint8)
+                blk[:, : mk.shape[1]] = mk[act]
+                allowed[act, sl] = blk
+        empty = [names[j] for j in range(g.d) if (allowed[:, off[j]:off[j + 1]].sum(1) == 0).any()]
+        if empty:
+            raise ZeroProbabilityError(f"evidence on column(s) {empty} has zero probability "
+                                       f"under the model")
+        return allowed
+
+    def _init_chains(self, n: int, allowed: np.ndarray, arow: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+        """``q0`` draws restricted to each chain's allowed codes."""
+        g = self.grid_
+        off = g.code_offsets
+        out = np.empty((n, g.d), np.int32)
+        u = rng.random((n, g.d))
+        q0 = np.exp(self.energy_.log_q0)
+        for j in range(g.d):
+            w = q0[None, off[j]:off[j + 1]] * allowed[arow, off[j]:off[j + 1]]
+            cdf = np.cumsum(w, axis=1)
+            cdf /= cdf[:, -1:]
+            out[:, j] = np.minimum((cdf < u[:, j:j + 1]).sum(axis=1), cdf.shape[1] - 1)
+        return out
+
+    def _gibbs(self, n: int, rng: np.random.Generator, allowed: np.ndarray,
+               arow: np.ndarray, chains: int, burn_in: int, thin: int,
+               free_cols: np.ndarray | None = None) -> np.ndarray:
+        per = -(-n // chains)
+        X0 = self._init_chains(chains, allowed, arow, rng)
+        rec = GibbsSampler().run(self.energy_, X0, n_sweeps=burn_in + (per - 1) * thin + 1,
+                                 record_from=burn_in, thin=thin, n_records=per, rng=rng,
+                                 free_cols=free_cols, allowed=allowed, allowed_row=arow)
+        # interleave chains so that any prefix mixes all chains
+        return rec.transpose(1, 0, 2).reshape(-1, rec.shape[2])[:n]
+
+    def sample_encoded(self, n: int, random_state=None, missing: bool = True, *,
+                       chains: int | None = None, burn_in: int | None = None,
+                       thin: int | None = None) -> np.ndarray:
+        """``n`` encoded rows by Gibbs sampling (protocol: see the class docstring)."""
+        self._check_fitted()
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        rng = as_generator(random_state)
+        if n == 0:
+            return np.empty((0, self.schema_.d))
+        ev, _ = parse_conditions(self, None)
+        allowed = self._allowed(ev, missing)
+        ch, b, th = self._protocol(n, chains, burn_in, thin)
+        C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th)
+        return self.grid_.decode(C, rng)
+
+    def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
+        ch = int(self.sample_chains if chains is None else chains)
+        b = int(self.sample_burn_in if burn_in is None else burn_in)
+        th = int(self.sample_thin if thin is None else thin)
+        if ch < 1 or b < 0 or th < 1:
+            raise ValueError(f"need chains >= 1, burn_in >= 0, thin >= 1; got {ch}, {b}, {th}")
+        return min(ch, int(n)), b, th
+
+    def sample(self, n: int | None = None, random_state=None, conditions=None,
+               on_empty: str = "raise", missing: bool = True, *, chains: int | None = None,
+               burn_in: int | None = None, thin: int | None = None) -> pd.DataFrame:
+        """``n`` synthetic rows by Gibbs sampling (an MCMC approximation of the model).
+
+        ``conditions``: a dict (one evidence set: values clamp their column, intervals and
+        level sets restrict it) or a DataFrame of per-row evidence (one chain per row, the
+        state after ``burn_in`` sweeps is kept). ``missing``: allow the missing state of
+        columns that had missing values at fit. ``chains``/``burn_in``/``thin`` override the
+        default protocol. ``on_empty`` is accepted for API compatibility ("raise" only).
+        """
+        self._check_fitted()
+        rng = as_generator(random_state)
+        if conditions is None:
+            if n is None:
+                raise ValueError("n is required when no conditions are given")
+            return self.encoder_.inverse_transform(
+                self.sample_encoded(n, rng, missing, chains=chains, burn_in=burn_in,
+                                    thin=thin))
+        if on_empty != "raise":
+            raise NotImplementedError("NRGBoost conditional sampling supports on_empty='raise'")
+        ev, per_row = parse_conditions(self, conditions)
+        allowed = self._allowed(ev, missing)
+        if per_row:
+            if n is not None and n != ev.m:
+                raise ValueError(f"n={n} does not match the {ev.m} rows of conditions")
+            n = ev.m
+            b = int(self.sample_burn_in if burn_in is None else burn_in)
+            C = self._gibbs(n, rng, allowed, np.arange(n), n, max(b, 1), 1)
+            erow = np.arange(n)
+        else:
+            if n is None:
+                raise ValueError("n is required with a dict of conditions")
+            ch, b, th = self._protocol(n, chains, burn_in, thin)
+            point = ~np.isnan(ev.point[0])
+            free = np.nonzero(~point)[0]
+            C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
+            erow = np.zeros(int(n), np.int64)
+        Z = self.grid_.decode(C, rng)
+        Z = _respect_evidence(Z, C, ev, erow, self.grid_, rng)
+        out = self.encoder_.inverse_transform(Z)
+        if per_row and isinstance(conditions, pd.DataFrame):
+            out.index = conditions.index
+        return out
+
+    # ------------------------------------------------------------------ imputation
+    def impute(self, X, method: str = "expectation", n_imputations: int = 1,
+               random_state=None):
+        """Fill NaN cells from the model given each row's observed cells.
+
+        A row with one NaN cell uses the exact conditional (``"expectation"``: mean over bin
+        midpoints / ordinal mean / most probable level; ``"sample"``: one exact draw per
+        imputation). Rows with more NaN cells run a Gibbs chain over them with the observed
+        cells clamped (``sample_burn_in`` sweeps); ``"expectation"`` then averages 50 states
+        (an MCMC estimate). Imputed cells never take the missing state.
+        """
+        self._check_fitted()
+        if method not in ("expectation", "sample"):
+            raise ValueError(f"method must be 'expectation' or 'sample', got {method!r}")
+        if (not isinstance(n_imputations, (int, np.integer)) or isinstance(n_imputations, bool)
+                or n_imputations < 1):
+            raise ValueError(f"n_imputations must be a positive integer, got {n_imputations!r}")
+        if method == "expectation" and n_imputations > 1:
+            raise ValueError("n_imputations > 1 needs method='sample'")
+        rng = as_generator(random_state)
+        df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
+            self._encode(X))
+        Z = self._encode(df)
+        miss = np.isnan(Z)
+        outs = []
+        for _ in range(n_imputations):
+            Zi = self._impute_once(Z, miss, method, rng)
+            res = self.encoder_.inverse_transform(Zi)
+            res.index = df.index
+            outs.append(res)
+        return outs[0] if method == "expectation" else (outs if n_imputations > 1 else outs[0])
+
+    def _impute_once(self, Z, miss, method, rng) -> np.ndarray:
+        g = self.grid_
+        Zi = Z.copy()
+        n_miss = miss.sum(axis=1)
+        C, outside = g.codes(np.where(miss, 0.0, Z))
+        for j in range(g.d):
+            rows = np.nonzero((n_miss == 1) & miss[:, j])[0]
+            if len(rows) == 0:
+                continue
+            Cr = C[rows].copy()
+            Cr[:, j] = 0
+            logit = self.energy_.energy_slice(Cr, j, full=False)[:, : g.n_values[j]]
+            p = np.exp(logit - logit.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            if method == "sample":
+                cdf = np.cumsum(p, axis=1)
+                code = np.minimum((cdf < rng.random(len(rows))[:, None]).sum(1),
+                                  p.shape[1] - 1)
+                Ck = C[rows].copy()
+                Ck[:, j] = code
+                Zi[rows, j] = g.decode(Ck, rng)[:, j]
+            else:
+                Zi[rows, j] = self._point_value(j, p)
+        multi = np.nonzero(n_miss > 1)[0]
+        if len(multi):
+            off = g.code_offsets
+            allowed = np.ones((len(multi), int(off[-1])), np.uint8)
+            for j in range(g.d):
+                obs = ~miss[multi, j]
+                blk = np.zeros((len(multi), off[j + 1] - off[j]), np.uint8)
+                blk[np.arange(len(multi)), np.where(obs, C[multi, j], 0)] = 1
+                if not g.discrete[j] or True:
+                    blk[~obs, :] = 1
+                    if g.has_missing[j]:
+                        blk[~obs, g.n_values[j]] = 0
+                allowed[:, off[j]:off[j + 1]] = blk
+            b = max(int(self.sample_burn_in), 1)
+            n_rec = 1 if method == "sample" else 50
+            X0 = self._init_chains(len(multi), allowed, np.arange(len(multi)), rng)
+            rec = GibbsSampler().run(self.energy_, X0, n_sweeps=b + n_rec, record_from=b,
+                                     thin=1, n_records=n_rec, rng=rng, allowed=allowed,
+                                     allowed_row=np.arange(len(multi)))
+            for j in range(g.d):
+                rows = np.nonzero(miss[multi, j])[0]
+                if len(rows) == 0:
+                    continue
+                if method == "sample":
+                    Zi[multi[rows], j] = g.decode(rec[rows, 0], rng)[:, j]
+                else:
+                    codes = rec[rows, :, j]
+                    p = np.stack([(codes == k).mean(1) for k in range(g.n_values[j])], 1)
+                    Zi[multi[rows], j] = self._point_value(j, p)
+        return Zi
+
+    def _point_value(self, j: int, p: np.ndarray) -> np.ndarray:
+        spec = self.schema_.columns[j]
+        if not spec.is_discrete:
+            return p @ self.grid_.midpoints(j)
+        if spec.kind == "integer":
+            vals = p @ np.asarray(spec.categories, float)
+            return np.argmin(np.abs(np.asarray(spec.categories, float)[None, :]
+                                    - vals[:, None]), axis=1).astype(float)
+        return np.argmax(p, axis=1).astype(float)
+
+    # ------------------------------------------------------------------ torch / warmup
+    def to_torch(self):
+        """This model as a :class:`torch.distributions.Distribution` over encoded rows
+        (``log_prob`` is piecewise constant: gradients are zero)."""
+        from forestgen.torch.energy import EnergyDistribution
+
+        return EnergyDistribution(self)
+
+    def warmup(self) -> NRGBoost:
+        self._check_fitted()
+        Z = self.sample_encoded(2, random_state=0, chains=2, burn_in=1, thin=1)
+        self.log_prob_encoded(Z)
+        return self
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path):
+        """Write the model file (:mod:`forestgen.modelfile`: arrays + JSON, no pickle, atomic)."""
+        from forestgen.modelfile import FORMAT_VERSION, to_json, write_model_file
+
+        self._check_fitted()
+        arrays = self.energy_.trees.to_arrays()
+        arrays["log_q0"] = self.energy_.log_q0
+        arrays.update({f"grid.{k}": v for k, v in self.grid_.to_arrays().items()})
+        meta = {"format_version": FORMAT_VERSION, "learner": type(self).registry_name,
+                "params": {k: to_json(v, k) for k, v in self.get_params().items()},
+                "schema": self.schema_.to_dict(),
+                "extra": {"log_z": float(self.log_z_), "log_z_se": float(self.log_z_se_),
+                          "log_z_tracker": float(self.log_z_tracker_)}}
+        return write_model_file(path, arrays, meta)
+
+    @classmethod
+    def _from_file(cls, arrays: dict, meta: dict) -> NRGBoost:
+        """Rebuild from a model file; the trees are checked before any kernel sees them."""
+        from forestgen.data.schema import Schema
+        from forestgen.modelfile import from_json
+
+        model = cls(**from_json(meta["params"]))
+        schema = Schema.from_dict(meta["schema"])
+        model.encoder_ = TableEncoder.from_schema(schema)
+        grid = Grid.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("grid.")})
+        if grid.d != schema.d:
+            raise ValueError(f"the grid has {grid.d} columns, the schema {schema.d}")
+        trees = EnergyTrees.from_arrays(arrays)
+        _check_trees(trees, grid)
+        log_q0 = np.asarray(arrays["log_q0"], np.float64)
+        if log_q0.shape != (int(grid.code_offsets[-1]),):
+            raise ValueError("log_q0 does not match the grid")
+        model.grid_ = grid
+        model.energy_ = AdditiveEnergy(grid, log_q0, trees)
+        ex = meta["extra"]
+        model.log_z_, model.log_z_se_ = float(ex["log_z"]), float(ex["log_z_se"])
+        model.log_z_tracker_ = float(ex["log_z_tracker"])
+        return model
+
+
+def _check_trees(tr: EnergyTrees, grid: Grid) -> None:
+    """Every node id, feature and routing byte in range; children after their parent."""
+    n = len(tr.feature)
+    off = np.asarray(tr.node_offsets, np.int64)
+    if off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 1):
+        raise ValueError("bad tree offsets")
+    for arr in (tr.left, tr.right, tr.cat_off, tr.value):
+        if len(arr) != n:
+            raise ValueError("tree arrays of different lengths")
+    if tr.uses.shape != (len(off) - 1, grid.d) or len(tr.depth) != len(off) - 1:
+        raise ValueError("bad per-tree arrays")
+    tree_of = np.repeat(np.arange(len(off) - 1), np.diff(off))
+    internal = np.nonzero(tr.feature >= 0)[0]
+    f = tr.feature[internal]
+    if np.any(f >= grid.d) or np.any(tr.feature < -1):
+        raise ValueError("a split names a column out of range")
+    for ch in (tr.left[internal], tr.right[internal]):
+        if np.any(ch <= internal) or np.any(ch >= n) or np.any(tree_of[ch] != tree_of[internal]):
+            raise ValueError("a child id is out of range")
+    co = tr.cat_off[internal]
+    if np.any(co < 0) or np.any(co + grid.n_codes[f] > len(tr.cat_left)):
+        raise ValueError("a routing table is out of range")
+    if not np.all(np.isfinite(tr.value)):
+        raise ValueError("non-finite leaf energy")
+
+
+def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
+    """Point evidence keeps its exact value; numeric intervals are drawn inside bin ∩ interval."""
+    for j in range(grid.d):
+        pt = ev.point[erow, j]
+        has = ~np.isnan(pt)
+        Z[has, j] = pt[has]
+        iv = ~np.isnan(ev.lo[erow, j])
+        if iv.any() and not grid.discrete[j]:
+            e = grid.edges[j]
+            c = C[iv, j]
+            a = np.maximum(e[c], ev.lo[erow[iv], j])
+            b = np.minimum(e[c + 1], ev.hi[erow[iv], j])
+            Z[iv, j] = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
+    return Z
+
+
+def _lse(a: np.ndarray) -> np.ndarray:
+    mx = a.max(axis=1)
+    return mx + np.log(np.exp(a - mx[:, None]).sum(axis=1))
+
+
+def _entropy(random_state) -> int | None:
+    if random_state is None:
+        return None
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    return int(random_state)
+
+
+

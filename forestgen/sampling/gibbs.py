@@ -1,0 +1,204 @@
+"""Gibbs sampling from an additive energy, and NRGBoost's rejection/refresh training pool.
+
+Systematic-scan Gibbs (spec ``nrgboost_def.md`` §5.2): a sweep updates the free columns in
+order; column ``j`` is drawn from ``softmax_k (log q0_j(k) + sum_t value_t(x with x_j := k))``,
+computed with one slice traversal per tree that splits on ``j``
+(:func:`~forestgen.ensemble.additive_energy.slice_row`). Chains run in parallel, each with its
+own splitmix64 stream seeded from a ``SeedSequence`` spawn, so results do not depend on the
+number of threads. Conditioning = clamping: clamped columns are not updated, and an ``allowed``
+mask per chain restricts the codes a free column may take (interval / level-set evidence).
+
+Pool (spec §3.5, Alg. 1): round 2 draws ``M`` exact samples of ``q_1`` by rejection from
+``q0``; later rounds drop each sample with probability ``p_refresh``, keep the rest with
+probability ``exp(v_{t-1}(x) - max v_{t-1})`` (``v`` = the last tree's scaled values, so only
+that one tree is evaluated), and refill to ``M`` with Gibbs chains started at training rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from forestgen.ensemble.additive_energy import AdditiveEnergy, slice_row
+from forestgen.registry import register
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _uniform(st):
+    """splitmix64 step on ``st[0]``; a double in [0, 1)."""
+    z = st[0] + np.uint64(0x9E3779B97F4A7C15)
+    st[0] = z
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, parallel=True)
+def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, arow, log_q0, off,
+                 n_codes, roots, uses, feature, left, right, cat_off, cat_left, value, depth,
+                 inv_temp, seeds):
+    """Run one chain per row of ``X0 [c, d]``; record the state after sweeps
+    ``record_from, record_from + thin, ...`` (``n_rec`` of them) into ``[c, n_rec, d]``."""
+    c, d = X0.shape
+    cmax = 1
+    for j in range(d):
+        cmax = max(cmax, n_codes[j])
+    out = np.empty((c, n_rec, d), np.int32)
+    for ch in prange(c):
+        x = X0[ch].copy()
+        st = np.empty(1, np.uint64)
+        st[0] = seeds[ch]
+        stack = np.empty(depth + 2, np.int64)
+        smask = np.empty((depth + 2, cmax), np.uint8)
+        lg = np.empty(cmax)
+        a = arow[ch]
+        r = 0
+        for sweep in range(n_sweeps):
+            for jj in range(free_cols.shape[0]):
+                j = free_cols[jj]
+                nc = n_codes[j]
+                o = off[j]
+                for k in range(nc):
+                    lg[k] = 0.0
+                slice_row(x, j, nc, roots, uses, feature, left, right, cat_off, cat_left,
+                          value, False, stack, smask, lg)
+                mx = -np.inf
+                for k in range(nc):
+                    if allowed[a, o + k]:
+                        lg[k] = (lg[k] + log_q0[o + k]) * inv_temp
+                        if lg[k] > mx:
+                            mx = lg[k]
+                    else:
+                        lg[k] = -np.inf
+                tot = 0.0
+                for k in range(nc):
+                    p = math.exp(lg[k] - mx) if lg[k] > -np.inf else 0.0
+                    lg[k] = p
+                    tot += p
+                u = _uniform(st) * tot
+                acc = 0.0
+                pick = -1
+                for k in range(nc):
+                    if lg[k] > 0.0:
+                        pick = k
+                        acc += lg[k]
+                        if acc > u:
+                            break
+                x[j] = pick
+            if sweep >= record_from and (sweep - record_from) % thin == 0 and r < n_rec:
+                for j in range(d):
+                    out[ch, r, j] = x[j]
+                r += 1
+    return out
+
+
+def chain_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
+    """One independent 64-bit stream seed per chain (``SeedSequence`` spawned from ``rng``)."""
+    ss = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
+    return np.array([s.generate_state(1, np.uint64)[0] for s in ss.spawn(n)], np.uint64)
+
+
+@register("sampler", "gibbs")
+class GibbsSampler:
+    """Systematic-scan Gibbs chains on an :class:`AdditiveEnergy` (see the module docstring).
+
+    ``temperature`` divides the logits (1 = the model).
+    """
+
+    def __init__(self, *, temperature: float = 1.0):
+        self.temperature = temperature
+
+    def get_params(self) -> dict:
+        return dict(vars(self))
+
+    def run(self, energy: AdditiveEnergy, X0: np.ndarray, *, n_sweeps: int, record_from: int,
+            thin: int, n_records: int, rng: np.random.Generator,
+            free_cols: np.ndarray | None = None, allowed: np.ndarray | None = None,
+            allowed_row: np.ndarray | None = None) -> np.ndarray:
+        """Run ``len(X0)`` chains from codes ``X0``; returns ``[chains, n_records, d]`` codes.
+
+        ``allowed [m, sum(n_codes)]`` (uint8) with ``allowed_row [chains]`` picks each chain's
+        mask; default: every code allowed. ``free_cols``: the columns updated (default all).
+        """
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
+        grid = energy.grid
+        c, d = X0.shape
+        if free_cols is None:
+            free_cols = np.arange(d)
+        if allowed is None:
+            allowed = np.ones((1, int(grid.code_offsets[-1])), np.uint8)
+            allowed_row = np.zeros(c, np.int64)
+        tr = energy.trees
+        return gibbs_kernel(
+            np.ascontiguousarray(X0, np.int32), int(n_sweeps), int(record_from), int(thin),
+            int(n_records), np.asarray(free_cols, np.int64), np.ascontiguousarray(allowed),
+            np.asarray(allowed_row, np.int64), energy.log_q0, grid.code_offsets,
+            grid.n_codes.astype(np.int64), tr.roots, tr.uses, *tr.args(),
+            int(tr.depth.max(initial=0)), 1.0 / float(self.temperature),
+            chain_seeds(rng, c))
+
+
+class RejectionPool:
+    """NRGBoost's amortised model sample (see the module docstring). ``codes`` is ``[M, d]``.
+
+    ``history`` records per round ``(dropped, rejected, refilled)`` counts.
+    """
+
+    def __init__(self, *, size: int = 80_000, p_refresh: float = 0.1, n_chains: int = 16,
+                 burn_in: int = 100, sampler: GibbsSampler | None = None):
+        self.size = int(size)
+        self.p_refresh = float(p_refresh)
+        self.n_chains = int(n_chains)
+        self.burn_in = int(burn_in)
+        self.sampler = sampler or GibbsSampler()
+        self.codes = np.zeros((0, 0), np.int32)
+        self.history: list[tuple[int, int, int]] = []
+
+    def start(self, energy: AdditiveEnergy, rng: np.random.Generator) -> None:
+        """``size`` exact draws of a one-tree model by rejection from ``q0`` (round 2)."""
+        t = energy.trees.n_trees - 1
+        vmax = _tree_max(energy, t)
+        kept: list[np.ndarray] = []
+        n = 0
+        rejected = 0
+        while n < self.size:
+            C = energy.sample_q0(max(1024, 2 * (self.size - n)), rng)
+            acc = rng.random(len(C)) < np.exp(energy.tree_energy(C, t, t + 1) - vmax)
+            rejected += int((~acc).sum())
+            kept.append(C[acc])
+            n += int(acc.sum())
+        self.codes = np.concatenate(kept)[: self.size]
+        self.history.append((0, rejected, self.size))
+
+    def update(self, energy: AdditiveEnergy, data_codes: np.ndarray,
+               rng: np.random.Generator) -> None:
+        """Refresh, reject by the newest tree, refill by Gibbs from training rows (round >= 3)."""
+        t = energy.trees.n_trees - 1
+        M = len(self.codes)
+        drop = rng.random(M) < self.p_refresh
+        surv = self.codes[~drop]
+        v = energy.tree_energy(surv, t, t + 1)
+        keep = rng.random(len(surv)) < np.exp(v - _tree_max(energy, t))
+        surv = surv[keep]
+        need = self.size - len(surv)
+        if need > 0:
+            ch = self.n_chains
+            per = -(-need // ch)
+            start = data_codes[rng.integers(0, len(data_codes), ch)]
+            rec = self.sampler.run(energy, start, n_sweeps=self.burn_in + per,
+                                   record_from=self.burn_in, thin=1, n_records=per, rng=rng)
+            fresh = rec.reshape(-1, rec.shape[2])[:need]
+            surv = np.concatenate([surv, fresh])
+        self.codes = surv
+        self.history.append((int(drop.sum()), int((~keep).sum()), int(max(need, 0))))
+
+
+def _tree_max(energy: AdditiveEnergy, t: int) -> float:
+    tr = energy.trees
+    s, e = int(tr.node_offsets[t]), int(tr.node_offsets[t + 1])
+    leaf = tr.feature[s:e] < 0
+    return float(tr.value[s:e][leaf].max())
