@@ -1,0 +1,221 @@
+"""NRGBoost learner: spec nrgboost_def.md §10 T13, T14, T16, T17, plus mixed types, bad input,
+persistence and torch."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forestgen import NRGBoost
+
+FAST = dict(pool_size=4000, gibbs_chains=8, gibbs_burn_in=20, n_normaliser_samples=20_000,
+            sample_burn_in=30, sample_thin=3)
+
+
+def _eight_gaussians(n, rng):
+    ang = 2 * np.pi * rng.integers(0, 8, n) / 8
+    return np.c_[8 * np.cos(ang), 8 * np.sin(ang)] + rng.normal(size=(n, 2))
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """Fig. 2 toy on 30 equal bins per axis: integer codes as two ordinal columns."""
+    rng = np.random.default_rng(0)
+    edges = np.linspace(-11, 11, 31)
+    X = np.clip(_eight_gaussians(4000, rng), -10.999, 10.999)
+    codes = np.searchsorted(edges[1:-1], X, side="right")
+    df = pd.DataFrame({"a": codes[:, 0], "b": codes[:, 1]})
+    kw = dict(FAST, pool_size=20_000, gibbs_chains=16, gibbs_burn_in=50)
+    model = NRGBoost(n_trees=40, max_leaves=16, uniform_mix=1.0, learning_rate=0.3,
+                     random_state=0, **kw).fit(df, kinds={"a": "integer", "b": "integer"})
+    return df, codes, model
+
+
+def _exact(model, cells_df):
+    f = model.unnormalised_log_prob(cells_df)
+    return f, np.logaddexp.reduce(f)
+
+
+def test_t13_t17_toy_kl_drops_samples_match_and_log_z_is_tracked(toy):
+    df, codes, model = toy
+    spec_a = model.schema_["a"]
+    assert spec_a.is_discrete and spec_a.n_levels == 30
+    cells = pd.DataFrame(list(itertools.product(spec_a.categories, model.schema_["b"].categories)),
+                         columns=["a", "b"])
+    f, log_z = _exact(model, cells)
+    q = np.exp(f - log_z)
+    key = {(a, b): i for i, (a, b) in enumerate(zip(cells.a, cells.b))}
+    p = np.bincount([key[(a, b)] for a, b in zip(df.a, df.b)], minlength=len(cells)) / len(df)
+    u = np.full(len(cells), 1 / len(cells))
+    kl = np.sum(p[p > 0] * np.log(p[p > 0] / q[p > 0]))
+    kl0 = np.sum(p[p > 0] * np.log(p[p > 0] / u[p > 0]))
+    assert kl < 0.25 * kl0
+    # T17: the running log Z estimate and the importance-sampling one match the exact value
+    assert abs(model.log_z_tracker_ - log_z) < 0.05
+    assert abs(model.log_z_ - log_z) < max(4 * model.log_z_se_, 0.02)
+    # normalised log_prob sums to one over the grid (up to the log Z estimate's error)
+    assert np.exp(model.log_prob(cells)).sum() == pytest.approx(1.0, abs=5 * model.log_z_se_ + 0.02)
+    s = model.sample(4000, random_state=1)
+    for c in ("a", "b"):
+        ps = np.bincount(s[c], minlength=30) / len(s)
+        pd_ = np.bincount(df[c], minlength=30) / len(df)
+        assert 0.5 * np.abs(ps - pd_).sum() < 0.05
+    ang = np.arctan2(s.b.to_numpy() - 14.5, s.a.to_numpy() - 14.5)
+    modes = np.round(ang / (2 * np.pi / 8)).astype(int) % 8
+    assert len(np.unique(modes)) == 8
+
+
+def test_t14_single_column_conditionals():
+    rng = np.random.default_rng(1)
+    n = 1500
+    X = rng.normal(size=(n, 2))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    flip = rng.random(n) < 0.05
+    y[flip] = 1 - y[flip]
+    df = pd.DataFrame({"x1": X[:, 0], "x2": X[:, 1], "y": np.where(y == 1, "yes", "no")})
+    m = NRGBoost(n_trees=40, max_leaves=32, max_bins=32, random_state=0, **FAST).fit(df[:1000])
+    proba = m.predict_proba(df[1000:], "y")
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    acc = np.mean(m.predict(df[1000:], "y").to_numpy() == df.y[1000:].to_numpy())
+    assert acc >= 0.9
+    # log_prob with one free column equals the log of predict_proba
+    lp = m.log_prob(df[1000:1010], conditions=["x1", "x2"])
+    pick = proba.to_numpy()[np.arange(10), (df.y[1000:1010] == "yes").to_numpy().astype(int)]
+    np.testing.assert_allclose(lp, np.log(pick), atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    rng = np.random.default_rng(2)
+    n = 1200
+    x = rng.normal(size=n)
+    df = pd.DataFrame({
+        "num": x,
+        "age": rng.integers(18, 90, n),
+        "cat": pd.Series(np.where(x > 0, "hi", rng.choice(["a", "b", "c"], n))).where(
+            rng.random(n) > 0.15, np.nan),
+        "many": [f"L{v}" for v in rng.integers(0, 300, n)],
+        "flag": rng.random(n) < 0.4,
+        "obj": pd.Series(rng.choice(["u", "v"], n), dtype=object),
+    })
+    m = NRGBoost(n_trees=15, max_leaves=16, random_state=3, **FAST).fit(df)
+    return df, m
+
+
+def test_mixed_types_missing_state_and_many_levels(mixed):
+    df, m = mixed
+    assert m.grid_.n_codes[2] == 5  # hi, a, b, c + missing state
+    assert m.grid_.n_values[3] == len(df.many.unique()) > 255
+    s = m.sample(3000, random_state=0)
+    assert list(s.columns) == list(df.columns)
+    assert s.flag.dtype == bool and set(s.many.unique()) <= set(df.many)
+    assert abs(s.cat.isna().mean() - df.cat.isna().mean()) < 0.05
+    assert s.num.between(df.num.min(), df.num.max()).all()
+    assert s.age.between(18, 89).all() and (s.age == s.age.round()).all()
+    lp = m.log_prob(df)
+    assert np.isfinite(lp).all()
+    assert m.sample(100, random_state=0, missing=False).cat.notna().all()
+
+
+def test_nan_and_out_of_range_inputs_at_query_time(mixed):
+    df, m = mixed
+    q = df.head(6).copy()
+    q.loc[0, "num"] = np.nan  # no missing state for num: marginalised exactly
+    q.loc[1, "num"] = 1e6  # outside the training range: density 0
+    q.loc[2, "many"] = "never-seen"  # unseen level: probability 0
+    lp = m.log_prob(q)
+    assert lp[1] == -np.inf and lp[2] == -np.inf and np.isfinite(lp[[0, 3, 4, 5]]).all()
+    # the marginal of a NaN column equals the sum over its bins
+    g = m.grid_
+    rows = pd.concat([q.iloc[[0]]] * int(g.n_values[0]), ignore_index=True)
+    rows["num"] = g.midpoints(0)
+    full = m.log_prob(rows) + np.log(g.widths(0))
+    assert lp[0] == pytest.approx(np.logaddexp.reduce(full), abs=1e-9)
+    # predictions handle them too (out-of-range numerics use the edge bin)
+    pr = m.predict_proba(q, "flag")
+    assert np.isfinite(pr.to_numpy()).all()
+    np.testing.assert_allclose(pr.sum(axis=1), 1.0)
+    with pytest.raises(NotImplementedError, match="NRGBoost"):
+        q2 = q.copy()
+        q2.loc[3, ["num", "age", "many"]] = np.nan
+        m.log_prob(q2)
+    with pytest.raises(NotImplementedError, match="NRGBoost"):
+        m.expect(["num"])
+    with pytest.raises(ValueError, match="'cat'"):
+        m.sample(5, conditions={"cat": "zzz"})
+
+
+def test_conditional_sampling_clamps_evidence(mixed):
+    df, m = mixed
+    s = m.sample(200, random_state=0, conditions={"flag": True, "num": (0.5, 1.5)})
+    assert s.flag.all() and s.num.between(0.5, 1.5).all()
+    per_row = pd.DataFrame({"cat": ["hi", "a", np.nan]})
+    s2 = m.sample(conditions=per_row, random_state=0)
+    assert list(s2.cat[:2]) == ["hi", "a"]
+
+
+def test_impute_fills_only_missing_cells(mixed):
+    df, m = mixed
+    q = df.head(20).copy()
+    q.loc[:4, "num"] = np.nan
+    q.loc[5:9, ["num", "age"]] = np.nan
+    out = m.impute(q, random_state=0)
+    assert out.num.notna().all() and out.age.notna().all()
+    pd.testing.assert_series_equal(out.many, q.many)
+    s = m.impute(q, method="sample", random_state=0)
+    assert s.num.notna().all()
+    assert s.num[10:].equals(q.num[10:])
+
+
+def test_t16_same_seed_same_model_and_samples_any_thread_count(tmp_path):
+    import numba
+
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"x": rng.normal(size=400), "c": rng.choice(list("pqr"), 400)})
+    kw = dict(n_trees=6, max_leaves=8, random_state=11, **FAST)
+    a = NRGBoost(**kw).fit(df)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        b = NRGBoost(**kw).fit(df)
+        sb = b.sample(50, random_state=2)
+    finally:
+        numba.set_num_threads(old)
+    for k, v in a.energy_.trees.to_arrays().items():
+        np.testing.assert_array_equal(v, b.energy_.trees.to_arrays()[k])
+    pd.testing.assert_frame_equal(a.sample(50, random_state=2), sb)
+    assert a.log_z_ == b.log_z_
+
+
+def test_save_load_round_trip_and_torch(mixed, tmp_path):
+    import torch
+
+    from forestgen.base import GenerativeForest
+
+    df, m = mixed
+    path = m.save(tmp_path / "m.forestgen")
+    m2 = GenerativeForest.load(path)
+    assert isinstance(m2, NRGBoost)
+    np.testing.assert_array_equal(m.log_prob(df.head(50)), m2.log_prob(df.head(50)))
+    pd.testing.assert_frame_equal(m.sample(20, random_state=4), m2.sample(20, random_state=4))
+    dist = m.to_torch()
+    x = dist.encode(df.head(8)).requires_grad_(True)
+    lp = dist.log_prob(x)
+    np.testing.assert_allclose(lp.detach().numpy(), m.log_prob(df.head(8)), rtol=1e-6)
+    lp.sum().backward()
+    assert torch.all(x.grad == 0)
+    torch.manual_seed(0)
+    assert dist.sample((5,)).shape == (5, df.shape[1])
+    batch = next(iter(m.as_dataset(batch_size=16, n_batches=1)))
+    assert batch.shape[0] == 16
+
+
+def test_bad_parameters_name_the_parameter():
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="learning_rate"):
+        NRGBoost(learning_rate=0).fit(df)
+    with pytest.raises(ValueError, match="max_leaves"):
+        NRGBoost(max_leaves=1).fit(df)

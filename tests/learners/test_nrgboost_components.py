@@ -1,0 +1,268 @@
+"""NRGBoost components on small enumerable grids: spec nrgboost_def.md §10 (T6, T7, T8, T9,
+T10, T11, T12, T15)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from forestgen.data.grid import Grid
+from forestgen.ensemble.additive_energy import AdditiveEnergy, line_search, log_z_step
+from forestgen.leaves.constant_energy import ConstantEnergyLeaf
+from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
+from forestgen.splitters.energy import EnergySplitter
+
+
+def make_grid(n_values, ordered, missing=None):
+    d = len(n_values)
+    return Grid([np.empty(0)] * d, np.asarray(n_values, np.int64),
+                np.zeros(d, bool) if missing is None else np.asarray(missing, bool),
+                np.asarray(ordered, bool), np.ones(d, bool))
+
+
+def all_cells(grid):
+    return np.array(list(itertools.product(*[range(int(c)) for c in grid.n_codes])), np.int32)
+
+
+def random_energy(grid, n_trees, rng, leaves=8, step=0.7):
+    """An energy whose trees separate random data masses from the exact model mass."""
+    cells = all_cells(grid)
+    e = AdditiveEnergy(grid, np.concatenate([np.log(np.full(c, 1.0 / c)) for c in grid.n_codes]))
+    for _ in range(n_trees):
+        P = rng.dirichlet(np.full(len(cells), 0.3))
+        q = exp_norm(e.energy(cells))
+        tree = EnergySplitter(max_leaves=leaves, max_ratio=4.0).grow(
+            grid, cells.T.copy(), P, cells.T.copy(), q, None, rng)
+        lf = tree.is_leaf
+        val = np.zeros(len(tree.feature))
+        val[lf] = step * ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
+        e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, val, grid.n_codes)
+    return e, cells
+
+
+def exp_norm(f):
+    p = np.exp(f - f.max())
+    return p / p.sum()
+
+
+GRID = make_grid([5, 7, 4, 3], [True, True, True, False])
+
+
+def test_t10_slice_traversal_matches_pointwise_energy():
+    rng = np.random.default_rng(0)
+    grid = make_grid([5, 7, 4, 3, 3], [True, True, True, False, True], [0, 0, 0, 0, 1])
+    e, cells = random_energy(grid, 6, rng, leaves=12)
+    X = cells[rng.choice(len(cells), 40, replace=False)]
+    for j in range(grid.d):
+        sl = e.energy_slice(X, j, full=True)
+        for k in range(int(grid.n_codes[j])):
+            Xk = X.copy()
+            Xk[:, j] = k
+            np.testing.assert_allclose(sl[:, k], e.energy(Xk), atol=1e-12)
+        # full=False differs from full=True by a constant per row
+        part = e.energy_slice(X, j, full=False)
+        diff = sl - part
+        np.testing.assert_allclose(diff, diff[:, :1].repeat(diff.shape[1], 1), atol=1e-12)
+
+
+def test_t6_t9_leaf_algebra_with_exact_masses():
+    rng = np.random.default_rng(1)
+    cells = all_cells(GRID)
+    P = rng.dirichlet(np.full(len(cells), 0.5))
+    Q = rng.dirichlet(np.full(len(cells), 5.0))
+    R = 3.0
+    trees = {}
+    for crit in ("chi2", "gradhess"):
+        trees[crit] = EnergySplitter(criterion=crit, max_leaves=16, max_ratio=R).grow(
+            GRID, cells.T.copy(), P, cells.T.copy(), Q, None, np.random.default_rng(5))
+    a, b = trees["chi2"], trees["gradhess"]
+    np.testing.assert_array_equal(a.feature, b.feature)
+    np.testing.assert_array_equal(a.cat_rows, b.cat_rows)
+    lf = a.is_leaf
+    w = ConstantEnergyLeaf().values(a.P[lf], a.Q[lf])
+    assert abs(np.sum(a.Q[lf] * w)) < 1e-12  # sum_j Q_j w_j = 0
+    assert w.min() >= -1 - 1e-12 and w.max() <= R - 1 + 1e-12  # T9 range
+    # the sum of split gains is sum_j P_j^2/Q_j - 1 (twice the quadratic model's gain)
+    internal = np.nonzero(~lf)[0]
+    gains = [a.P[a.left[n]] ** 2 / a.Q[a.left[n]] + a.P[a.right[n]] ** 2 / a.Q[a.right[n]]
+             - a.P[n] ** 2 / a.Q[n] for n in internal]
+    assert np.sum(gains) == pytest.approx(np.sum(a.P[lf] ** 2 / a.Q[lf]) - 1, abs=1e-12)
+    # T9 bound: ΔL(α) >= α(χ² − αR²/8) with exact masses
+    chi2 = np.sum(a.P[lf] ** 2 / a.Q[lf]) - 1
+    for alpha in np.logspace(-3, 1, 21):
+        dl = alpha * a.P[lf] @ w - np.log(a.Q[lf] @ np.exp(alpha * w))
+        assert dl >= alpha * (chi2 - alpha * R ** 2 / 8) - 1e-12
+
+
+def test_t7_line_search_objective_is_the_exact_likelihood_change():
+    rng = np.random.default_rng(2)
+    e, cells = random_energy(GRID, 3, rng)
+    f = e.energy(cells)
+    data = rng.dirichlet(np.full(len(cells), 0.5))
+    q = exp_norm(f)
+    tree = EnergySplitter(max_leaves=10).grow(GRID, cells.T.copy(), data, cells.T.copy(), q,
+                                              None, rng)
+    lf = tree.is_leaf
+    w = ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
+    e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows,
+                   np.where(lf, 0.0, 0.0), GRID.n_codes)
+    leaf_node = e.tree_leaves(cells, e.trees.n_trees - 1) - e.trees.node_offsets[-2]
+    wmap = np.zeros(len(tree.feature))
+    wmap[lf] = w
+    dF = wmap[leaf_node]
+
+    def L(g):
+        return data @ g - np.logaddexp.reduce(g)
+
+    for alpha in (0.01, 0.3, 1.0, 4.0):
+        brute = L(f + alpha * dF) - L(f)
+        eq43 = alpha * tree.P[lf] @ w - np.log(tree.Q[lf] @ np.exp(alpha * w))
+        assert eq43 == pytest.approx(brute, abs=1e-10)
+    alpha, gain = line_search(tree.P[lf], tree.Q[lf], w)
+    assert gain == pytest.approx(L(f + alpha * dF) - L(f), abs=1e-10)
+
+
+def _eight_gaussians(n, rng):
+    ang = 2 * np.pi * rng.integers(0, 8, n) / 8
+    return np.c_[8 * np.cos(ang), 8 * np.sin(ang)] + rng.normal(size=(n, 2))
+
+
+def _toy_codes(n_bins, n, rng):
+    edges = np.linspace(-11, 11, n_bins + 1)
+    X = np.clip(_eight_gaussians(n, rng), -10.999, 10.999)
+    return np.searchsorted(edges[1:-1], X, side="right").astype(np.int32)
+
+
+def test_t8_exact_masses_never_decrease_training_likelihood():
+    rng = np.random.default_rng(3)
+    grid = make_grid([20, 20], [True, True])
+    C = _toy_codes(20, 3000, rng)
+    cells = all_cells(grid)
+    p = np.bincount(C[:, 0] * 20 + C[:, 1], minlength=400) / len(C)
+    for gamma in (0.1, 0.5, 1.0):
+        e = AdditiveEnergy(grid, np.log(np.full(40, 1 / 20)))
+        prev = -np.inf
+        for _ in range(50):
+            f = e.energy(cells)
+            q = exp_norm(f)
+            ll = p @ f - np.logaddexp.reduce(f)
+            assert ll >= prev - 1e-12
+            prev = ll
+            tree = EnergySplitter(max_leaves=16).grow(grid, cells.T.copy(), p, cells.T.copy(),
+                                                      q, None, rng)
+            lf = tree.is_leaf
+            if lf.sum() < 2:
+                break
+            w = ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
+            alpha, _ = line_search(tree.P[lf], tree.Q[lf], w)
+            val = np.zeros(len(tree.feature))
+            val[lf] = gamma * alpha * w
+            e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, val, grid.n_codes)
+        assert prev > p @ np.log(np.full(400, 1 / 400)) + 0.5  # it learned something
+
+
+def test_t11_gibbs_is_stationary_for_the_enumerated_model_and_respects_clamps():
+    rng = np.random.default_rng(4)
+    grid = make_grid([4, 5, 3], [True, True, False])
+    e, cells = random_energy(grid, 5, rng, leaves=6, step=1.0)
+    q = exp_norm(e.energy(cells))
+    X0 = e.sample_q0(128, rng)
+    rec = GibbsSampler().run(e, X0, n_sweeps=2200, record_from=200, thin=1, n_records=2000,
+                             rng=rng)
+    flat = rec.reshape(-1, 3)
+    emp = np.bincount((flat[:, 0] * 5 + flat[:, 1]) * 3 + flat[:, 2], minlength=60) / len(flat)
+    assert 0.5 * np.abs(emp - q).sum() < 0.02
+    # clamp column 1 to code 2: chains follow q(x0, x2 | x1 = 2)
+    X0[:, 1] = 2
+    rec = GibbsSampler().run(e, X0, n_sweeps=1200, record_from=200, thin=1, n_records=1000,
+                             rng=rng, free_cols=np.array([0, 2]))
+    flat = rec.reshape(-1, 3)
+    assert np.all(flat[:, 1] == 2)
+    sel = cells[:, 1] == 2
+    qc = q[sel] / q[sel].sum()
+    emp = np.bincount(flat[:, 0] * 3 + flat[:, 2], minlength=12) / len(flat)
+    assert 0.5 * np.abs(emp - qc).sum() < 0.02
+
+
+def test_gibbs_is_reproducible_and_independent_of_thread_count():
+    import numba
+
+    rng = np.random.default_rng(5)
+    e, _ = random_energy(GRID, 4, rng)
+    X0 = e.sample_q0(8, np.random.default_rng(0))
+    kw = dict(n_sweeps=30, record_from=5, thin=5, n_records=5)
+    a = GibbsSampler().run(e, X0, rng=np.random.default_rng(9), **kw)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        b = GibbsSampler().run(e, X0, rng=np.random.default_rng(9), **kw)
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_t12_rejection_from_q0_gives_exact_one_tree_samples():
+    rng = np.random.default_rng(6)
+    grid = make_grid([4, 5, 3], [True, True, False])
+    e, cells = random_energy(grid, 1, rng, leaves=6, step=0.8)
+    pool = RejectionPool(size=60_000)
+    pool.start(e, rng)
+    C = pool.codes
+    assert C.shape == (60_000, 3)
+    q = exp_norm(e.energy(cells))
+    cnt = np.bincount((C[:, 0] * 5 + C[:, 1]) * 3 + C[:, 2], minlength=60)
+    from scipy.stats import chisquare
+
+    assert chisquare(cnt, q * len(C)).pvalue > 0.001
+    _, rejected, _ = pool.history[0]
+    s_r = e.trees.value.max() - e.trees.value[e.trees.feature < 0].min()
+    assert 60_000 / (60_000 + rejected) >= np.exp(-s_r) - 0.01
+
+
+def test_t15_pool_bookkeeping():
+    rng = np.random.default_rng(7)
+    grid = make_grid([4, 5, 3], [True, True, False])
+    e, cells = random_energy(grid, 2, rng, leaves=6, step=0.3)
+    pool = RejectionPool(size=20_000, p_refresh=0.1, n_chains=8, burn_in=10)
+    pool.start(e, rng)
+    data = cells[rng.integers(0, len(cells), 100)]
+    for _ in range(3):
+        pool.update(e, data, rng)
+        dropped, rejected, refilled = pool.history[-1]
+        assert len(pool.codes) == 20_000
+        assert abs(dropped / 20_000 - 0.1) < 0.01
+        assert refilled == dropped + rejected
+
+
+def test_log_z_step_is_exact_with_exact_masses():
+    rng = np.random.default_rng(8)
+    e, cells = random_energy(GRID, 3, rng)
+    f = e.energy(cells)
+    q = exp_norm(f)
+    tree = EnergySplitter(max_leaves=8).grow(GRID, cells.T.copy(),
+                                             rng.dirichlet(np.ones(len(cells))),
+                                             cells.T.copy(), q, None, rng)
+    lf = tree.is_leaf
+    v = 0.4 * ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
+    val = np.zeros(len(tree.feature))
+    val[lf] = v
+    logz0 = np.logaddexp.reduce(f)
+    e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, val, GRID.n_codes)
+    logz1 = np.logaddexp.reduce(e.energy(cells))
+    assert logz0 + log_z_step(tree.Q[lf], v) == pytest.approx(logz1, abs=1e-10)
+
+
+def test_first_round_analytic_masses_equal_enumerated_product_masses():
+    rng = np.random.default_rng(9)
+    cells = all_cells(GRID)
+    logq0 = np.concatenate([np.log(rng.dirichlet(np.ones(c))) for c in GRID.n_codes])
+    e = AdditiveEnergy(GRID, logq0)
+    q = np.exp(e.energy(cells))
+    P = rng.dirichlet(np.full(len(cells), 0.5))
+    sp = EnergySplitter(max_leaves=12)
+    a = sp.grow(GRID, cells.T.copy(), P, None, None, np.exp(logq0), np.random.default_rng(1))
+    b = sp.grow(GRID, cells.T.copy(), P, cells.T.copy(), q, None, np.random.default_rng(1))
+    np.testing.assert_array_equal(a.feature, b.feature)
+    np.testing.assert_allclose(a.Q, b.Q, atol=1e-12)
