@@ -687,6 +687,11 @@ def _check_trees(tr: EnergyTrees, grid: Grid) -> None:
         raise ValueError("a routing table is out of range")
     if not np.all(np.isfinite(tr.value)):
         raise ValueError("non-finite leaf energy")
+    depth = np.zeros(n, np.int64)
+    for node in internal:  # children have larger ids, so one forward pass suffices
+        depth[tr.left[node]] = depth[tr.right[node]] = depth[node] + 1
+    if np.any(np.maximum.reduceat(depth, off[:-1]) > tr.depth):
+        raise ValueError("a tree is deeper than its recorded depth")
 
 
 def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
