@@ -29,14 +29,9 @@ from forestgen.modelfile import (
 )
 from forestgen.sampling.ancestral import AncestralSampler
 from forestgen.tree.arrays import ForestArrays, LeafBoxes
+from forestgen.validation import as_generator, check_int
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
-
-
-def as_generator(random_state) -> np.random.Generator:
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return np.random.default_rng(random_state)
 
 
 class NotFittedError(RuntimeError):
@@ -198,8 +193,7 @@ class GenerativeForest:
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
         """``n`` encoded rows (complete unless ``missing=True``)."""
         self._check_fitted()
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        check_int("n", n, 0)
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
@@ -368,6 +362,8 @@ class GenerativeForest:
     @classmethod
     def _from_file(cls, arrays: dict[str, np.ndarray], meta: dict) -> GenerativeForest:
         model = cls(**from_json(meta["params"]))
+        if hasattr(model, "_validate"):
+            model._validate()
         schema = Schema.from_dict(meta["schema"])
         _check_schema(schema)
         model.encoder_ = TableEncoder.from_schema(schema)

@@ -24,6 +24,16 @@ from forestgen.splitters.base import BinnedData
 from forestgen.splitters.gini import GiniSplitter
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
+from forestgen.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_max_features,
+    check_n_jobs,
+    check_random_state,
+    check_real,
+    seed_sequence,
+)
 
 
 @register("learner", "arf")
@@ -91,23 +101,27 @@ class ARF(GenerativeForest):
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
-        if not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
-            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
-        if self.min_node_size < 1:
-            raise ValueError(f"min_node_size must be >= 1, got {self.min_node_size}")
-        if not 0.0 <= self.delta <= 0.5:
-            raise ValueError(f"delta must be in [0, 0.5], got {self.delta}")
-        if self.max_iters < 0:
-            raise ValueError(f"max_iters must be >= 0, got {self.max_iters}")
-        if self.family not in ("truncnorm", "unif", "normal"):
-            raise ValueError(f"family must be 'truncnorm', 'unif' or 'normal', got {self.family!r}")
-        if self.oob_mode not in ("hard", "soft"):
-            raise ValueError(f"oob_mode must be 'hard' or 'soft', got {self.oob_mode!r}")
-        if self.coverage not in ("all", "oob"):
-            raise ValueError(f"coverage must be 'all' or 'oob', got {self.coverage!r}")
-        if self.finite_bounds not in ("no", "global", "local"):
-            raise ValueError(f"finite_bounds must be 'no', 'global' or 'local', got "
-                             f"{self.finite_bounds!r}")
+        check_int("n_trees", self.n_trees, 1)
+        check_int("min_node_size", self.min_node_size, 1)
+        check_max_features(self.max_features)
+        check_real("delta", self.delta, 0.0, 0.5)
+        check_int("max_iters", self.max_iters, 0)
+        check_bool("early_stop", self.early_stop)
+        check_choice("family", self.family, ("truncnorm", "unif", "normal"))
+        check_real("alpha", self.alpha, 0.0)
+        check_choice("finite_bounds", self.finite_bounds, ("no", "global", "local"))
+        check_real("epsilon", self.epsilon, 0.0)
+        check_choice("sampling", self.sampling, ("bootstrap", "subsample", "none"))
+        check_real("sample_fraction", self.sample_fraction, 0.0,
+                   10.0 if self.sampling == "bootstrap" else 1.0, low_open=True)
+        check_choice("oob_mode", self.oob_mode, ("hard", "soft"))
+        check_choice("coverage", self.coverage, ("all", "oob"))
+        check_int("max_depth", self.max_depth, 0, allow_none=True)
+        check_int("max_bins", self.max_bins, 2)
+        check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
+        check_random_state(self.random_state)
+        check_n_jobs(self.n_jobs)
+        check_bool("progress", self.progress)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
@@ -122,7 +136,7 @@ class ARF(GenerativeForest):
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
         binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins)
-        root = np.random.SeedSequence(_entropy(self.random_state))
+        root = seed_sequence(self.random_state)
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
         splitter = GiniSplitter(max_features=self.max_features, max_depth=self.max_depth,
                                 min_samples_leaf=1.0)
@@ -217,14 +231,6 @@ class _ProgressBar:
 
     def close(self, msg: str) -> None:
         self._draw(f" | {msg}\n")
-
-
-def _entropy(random_state) -> int | None:
-    if random_state is None:
-        return None
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    return int(random_state)
 
 
 def _oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,

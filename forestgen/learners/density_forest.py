@@ -29,6 +29,15 @@ from forestgen.splitters.density import ISE, KL, grow_density_tree
 from forestgen.splitters.midpoint import KIND_NOMINAL
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import default_n_jobs, tree_generators
+from forestgen.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_n_jobs,
+    check_random_state,
+    check_real,
+    seed_sequence,
+)
 
 
 @register("learner", "def")
@@ -80,21 +89,19 @@ class DEF(GenerativeForest):
         self.n_jobs = n_jobs
 
     def _validate(self) -> None:
-        if not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
-            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
-        if self.criterion not in ("kl", "ise"):
-            raise ValueError(f"criterion must be 'kl' or 'ise', got {self.criterion!r}")
-        if not isinstance(self.max_leaves, (int, np.integer)) or self.max_leaves < 1:
-            raise ValueError(f"max_leaves must be a positive integer, got {self.max_leaves!r}")
-        if not (isinstance(self.min_samples_leaf, (int, float)) and self.min_samples_leaf >= 0):
-            raise ValueError(f"min_samples_leaf must be >= 0, got {self.min_samples_leaf!r}")
-        if self.reference not in ("width", "counting"):
-            raise ValueError(f"reference must be 'width' or 'counting', got {self.reference!r}")
-        if not isinstance(self.max_bins, (int, np.integer)) or self.max_bins < 2:
-            raise ValueError(f"max_bins must be an integer >= 2, got {self.max_bins!r}")
-        f = self.density_floor
-        if f is not None and not (isinstance(f, (int, float)) and f > 0):
-            raise ValueError(f"density_floor must be > 0 or None, got {f!r}")
+        check_int("n_trees", self.n_trees, 1)
+        check_choice("criterion", self.criterion, ("kl", "ise"))
+        check_int("max_leaves", self.max_leaves, 1)
+        check_real("min_samples_leaf", self.min_samples_leaf, 0.0)
+        mf = self.max_features
+        if not (isinstance(mf, float) and 0.0 < mf <= 1.0):
+            check_int("max_features", mf, 1)
+        check_bool("bootstrap", self.bootstrap)
+        check_choice("reference", self.reference, ("width", "counting"))
+        check_int("max_bins", self.max_bins, 2)
+        check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
+        check_random_state(self.random_state)
+        check_n_jobs(self.n_jobs)
 
     def _mtry(self, d: int) -> int:
         mf = self.max_features
@@ -122,8 +129,7 @@ class DEF(GenerativeForest):
         Xb = binner.transform(Z)
         vref = self._reference(binner, schema, nominal, nlev)
         crit = ISE if self.criterion == "ise" else KL
-        rngs = tree_generators(np.random.SeedSequence(_entropy(self.random_state)),
-                               int(self.n_trees))
+        rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
         W = np.empty((len(rngs), n))
         for b, r in enumerate(rngs):
             W[b] = (np.bincount(r.integers(0, n, size=n), minlength=n).astype(float)
@@ -203,14 +209,6 @@ class DEF(GenerativeForest):
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
         self.n_train_ = int(meta["n_train"])
-
-
-def _entropy(random_state) -> int | None:
-    if random_state is None:
-        return None
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    return int(random_state)
 
 
 def _tree_dict(feat, tb, left, right, cat_rows, nominal, nlev, binner: Binner) -> dict:

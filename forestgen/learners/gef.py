@@ -31,6 +31,15 @@ from forestgen.splitters.base import BinnedData
 from forestgen.splitters.gini import GiniSplitter
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
+from forestgen.validation import (
+    check_choice,
+    check_int,
+    check_max_features,
+    check_n_jobs,
+    check_random_state,
+    check_real,
+    seed_sequence,
+)
 
 __all__ = ["GeF", "GeFGaussianLeaf"]
 
@@ -145,25 +154,23 @@ class GeF(GenerativeForest):
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
-        if not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
-            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
-        if not self.min_samples_leaf > 0:
-            raise ValueError(f"min_samples_leaf must be > 0, got {self.min_samples_leaf}")
-        if self.sampling not in ("stratified", "bootstrap", "none"):
-            raise ValueError("sampling must be 'stratified', 'bootstrap' or 'none', got "
-                             f"{self.sampling!r}")
+        check_int("n_trees", self.n_trees, 1)
+        check_max_features(self.max_features)
+        check_real("min_samples_leaf", self.min_samples_leaf, 0.0, low_open=True)
+        check_int("max_depth", self.max_depth, 0, allow_none=True)
+        check_choice("sampling", self.sampling, ("stratified", "bootstrap", "none"))
         if self.leaf != "factorised":
             if self.leaf in ("learnspn", "lspn"):
                 raise NotImplementedError("GeF(LSPN) leaves (LearnSPN inside leaves) are not "
                                           "implemented; use leaf='factorised'")
-            raise ValueError(f"leaf must be 'factorised', got {self.leaf!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.alpha < 0 or self.class_alpha < 0:
-            raise ValueError(f"alpha and class_alpha must be >= 0, got {self.alpha}, "
-                             f"{self.class_alpha}")
-        if not self.min_std > 0:
-            raise ValueError(f"min_std must be > 0, got {self.min_std}")
+            check_choice("leaf", self.leaf, ("factorised",))
+        check_real("min_std", self.min_std, 0.0, low_open=True)
+        check_real("alpha", self.alpha, 0.0)
+        check_real("class_alpha", self.class_alpha, 0.0)
+        check_choice("mode", self.mode, MODES)
+        check_int("max_bins", self.max_bins, 2)
+        check_random_state(self.random_state)
+        check_n_jobs(self.n_jobs)
 
     def _resolve_max_features(self, m: int) -> int:
         mf = self.max_features
@@ -312,7 +319,7 @@ class GeF(GenerativeForest):
         splitter = GiniSplitter(max_features=self._resolve_max_features(c),
                                 max_depth=self.max_depth,
                                 min_samples_leaf=float(self.min_samples_leaf))
-        root = np.random.SeedSequence(_entropy(self.random_state))
+        root = seed_sequence(self.random_state)
         rngs = tree_generators(root, self.n_trees)
         mode = "bootstrap" if self.sampling == "stratified" else self.sampling
         strata = y_codes if self.sampling == "stratified" else None
@@ -569,14 +576,6 @@ class GeF(GenerativeForest):
 
 
 # ---------------------------------------------------------------------- helpers
-def _entropy(random_state) -> int | None:
-    if random_state is None:
-        return None
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    return int(random_state)
-
-
 def _segment_lse(S: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per-segment, per-column logsumexp of ``S [P, K]``; segments start at ``starts``."""
     M = np.maximum.reduceat(S, starts, axis=0)

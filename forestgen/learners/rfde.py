@@ -28,6 +28,15 @@ from forestgen.splitters.midpoint import (
 )
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import default_n_jobs
+from forestgen.validation import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_n_jobs,
+    check_random_state,
+    check_real,
+    seed_sequence,
+)
 
 MAX_DEPTH = 60
 
@@ -126,11 +135,8 @@ def fit_cell_leaves(schema, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
 
 
 def tree_seeds(random_state, n: int) -> np.ndarray:
-    """One 63-bit seed per tree from ``random_state`` (int, None or Generator)."""
-    if isinstance(random_state, np.random.Generator):
-        rng = random_state
-    else:
-        rng = np.random.default_rng(random_state)
+    """One 63-bit seed per tree from ``random_state`` (see :func:`seed_sequence`)."""
+    rng = np.random.Generator(np.random.PCG64(seed_sequence(random_state)))
     return rng.integers(0, 2**63 - 1, size=n, dtype=np.int64)
 
 
@@ -192,28 +198,28 @@ class RFDE(GenerativeForest):
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
-        if not isinstance(self.n_trees, (int, np.integer)) or self.n_trees < 1:
-            raise ValueError(f"n_trees must be a positive integer, got {self.n_trees!r}")
-        dep = self.depth
-        if isinstance(dep, str):
-            if dep not in ("cv", "theory"):
-                raise ValueError(f"depth must be an int >= 0, 'cv' or 'theory', got {dep!r}")
-        elif not isinstance(dep, (int, np.integer)) or isinstance(dep, bool) or not (
-                0 <= dep <= MAX_DEPTH):
-            raise ValueError(f"depth must be an int in [0, {MAX_DEPTH}], 'cv' or 'theory', "
-                             f"got {dep!r}")
-        for g in self._grid():
-            if not 0 <= g <= MAX_DEPTH:
-                raise ValueError(f"depth_grid values must lie in [0, {MAX_DEPTH}], got {g}")
-        if not isinstance(self.cv_folds, (int, np.integer)) or self.cv_folds < 2:
-            raise ValueError(f"cv_folds must be an integer >= 2, got {self.cv_folds!r}")
-        if not isinstance(self.cv_trees, (int, np.integer)) or self.cv_trees < 1:
-            raise ValueError(f"cv_trees must be a positive integer, got {self.cv_trees!r}")
-        if not (isinstance(self.margin, (int, float)) and self.margin >= 0):
-            raise ValueError(f"margin must be a number >= 0, got {self.margin!r}")
-        f = self.density_floor
-        if f is not None and not (isinstance(f, (int, float)) and f > 0):
-            raise ValueError(f"density_floor must be > 0 or None, got {f!r}")
+        check_int("n_trees", self.n_trees, 1)
+        if isinstance(self.depth, str):
+            check_choice("depth", self.depth, ("cv", "theory"))
+        else:
+            check_int("depth", self.depth, 0, MAX_DEPTH)
+        if self.depth_grid is not None:
+            if isinstance(self.depth_grid, (str, bytes)) or not hasattr(self.depth_grid,
+                                                                        "__iter__"):
+                raise ParameterError(f"depth_grid must be a list of depths, got "
+                                     f"{self.depth_grid!r}")
+            for g in self.depth_grid:
+                check_int("depth_grid values", g, 0, MAX_DEPTH)
+        self._grid()
+        check_int("cv_folds", self.cv_folds, 2)
+        check_int("cv_trees", self.cv_trees, 1)
+        check_real("margin", self.margin, 0.0)
+        if self.box is not None and not isinstance(self.box, dict):
+            raise ParameterError(f"box must be None or a dict {{column: (lower, upper)}}, got "
+                                 f"{self.box!r}")
+        check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
+        check_random_state(self.random_state)
+        check_n_jobs(self.n_jobs)
 
     def _grid(self) -> list[int]:
         g = range(1, 21) if self.depth_grid is None else self.depth_grid

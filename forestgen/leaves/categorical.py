@@ -7,9 +7,10 @@ leaf with no rows and ``alpha = 0`` falls back to uniform over its allowed level
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from forestgen.leaves.base import LeafModel
+from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 
@@ -115,7 +116,7 @@ class CategoricalLeaf(LeafModel):
         return self.pmf_[leaf] @ np.arange(self.n_levels, dtype=float)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _categorical_log_prob(pmf, leaf, x, floor):
     """log pmf[leaf, x]; NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
     k = pmf.shape[1]

@@ -9,10 +9,11 @@ the global data range, and ``sigma = sqrt(2 / N) * sigma0`` — most of its mass
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_minmax, leaf_stats
 from forestgen.leaves.normal_math import LOG_SQRT_2PI, log_ndtr_diff, sample_std_truncnorm
+from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 Z975 = 1.959963984540054
@@ -150,7 +151,7 @@ class TruncNormalLeaf(LeafModel):
         return self.mu_[leaf] + self.sigma_[leaf] * (np.nan_to_num(pa) - np.nan_to_num(pb))
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _truncnorm_log_prob(mu, sigma, lognorm, lo, hi, leaf, x):
     """Log density of N(mu, sigma) truncated to (lo, hi]; NaN x -> 0 (marginalised)."""
     out = np.empty(x.shape[0])

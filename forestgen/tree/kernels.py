@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from forestgen.parallel import parallel_kernel
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _go_left(x, node, feature, threshold, nan_left, cat_off, cat_left, n_levels):
@@ -28,7 +30,7 @@ def _go_left(x, node, feature, threshold, nan_left, cat_off, cat_left, n_levels)
 APPLY_BLOCK = 512
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def apply_kernel(X, feature, threshold, nan_left, left, right, cat_off, cat_left, n_levels,
                  roots, node_leaf):
     """Global leaf id per (row, tree): ``[n, n_trees]`` int32.

@@ -1,0 +1,72 @@
+"""Parallel Numba kernels that are safe under ``fork`` and under concurrent threads.
+
+Numba's threading layers are not all safe for every pattern: GNU OpenMP (``omp``, the usual
+layer of the Numba wheels) hangs a ``fork``-ed child once the parent has run a parallel kernel,
+and ``workqueue`` aborts the process when two threads launch parallel kernels at once (only
+TBB is safe for both, and it is an optional install). :func:`parallel_kernel` therefore
+compiles each kernel twice — with ``parallel=True`` and as a plain serial loop (``prange`` is
+then ``range``) — and runs the parallel one only when that is safe under every layer:
+
+* never in a process created by ``fork`` (``os.register_at_fork``): forked children such as
+  ``multiprocessing`` fork-pool or DataLoader workers run the serial kernels;
+* by one thread at a time: a thread that finds another thread inside a parallel kernel runs
+  the serial kernel instead of waiting.
+
+Both versions compute every output element independently, so results are identical whichever
+runs. The serial version is compiled (or loaded from the cache) in the parent as soon as the
+parallel one is, so a forked child never has to compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import types
+from collections.abc import Callable
+
+from numba import njit
+
+_state = {"forked": False}
+_lock = threading.Lock()
+
+
+def _in_forked_child() -> None:
+    global _lock
+    _state["forked"] = True
+    _lock = threading.Lock()  # the parent's lock may have been held at fork time
+
+
+os.register_at_fork(after_in_child=_in_forked_child)
+
+
+def in_forked_child() -> bool:
+    """True in a process created by ``fork`` after forestgen was imported."""
+    return _state["forked"]
+
+
+def parallel_kernel(fn: Callable) -> Callable:
+    """Decorator: ``fn`` (a kernel written with ``prange``) as a fork- and thread-safe pair of
+    compiled kernels (see the module docstring). ``.parallel`` and ``.serial`` expose both."""
+    par = njit(cache=True, parallel=True)(fn)
+    twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
+                              fn.__defaults__, fn.__closure__)
+    twin.__qualname__ = fn.__qualname__ + "_serial"  # its own on-disk cache entry
+    ser = njit(cache=True, nogil=True)(twin)
+
+    @functools.wraps(fn)
+    def call(*args):
+        if not _state["forked"] and _lock.acquire(blocking=False):
+            try:
+                out = par(*args)
+            finally:
+                _lock.release()
+            if len(ser.signatures) < len(par.signatures):
+                for sig in par.signatures:
+                    ser.compile(sig)
+            return out
+        return ser(*args)
+
+    call.parallel = par
+    call.serial = ser
+    return call

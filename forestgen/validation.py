@@ -1,0 +1,140 @@
+"""Parameter checks shared by every learner, and the one seeding scheme.
+
+Every check raises :class:`ParameterError` — both a ``ValueError`` and a ``TypeError``, so
+callers may catch either — with a message naming the parameter, e.g.
+``n_trees must be an integer >= 1, got True (bool)``. ``bool`` is never accepted as a number.
+
+Seeds (:func:`seed_sequence`): ``random_state`` may be ``None`` (fresh OS entropy), an int
+``>= 0``, a :class:`numpy.random.SeedSequence` (used as given: the same object gives the same
+result every time), a :class:`numpy.random.Generator` or a legacy
+:class:`numpy.random.RandomState` (one 63-bit draw from either seeds the fit, so a shared
+generator advances). Every learner derives all of its randomness from this one
+``SeedSequence``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+
+class ParameterError(ValueError, TypeError):
+    """A parameter of the wrong type or out of range (the message names it)."""
+
+
+def _got(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (numbers.Real, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def _range_text(low, high, low_open=False, high_open=False) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high}")
+    return " and ".join(parts)
+
+
+def check_int(name: str, value: Any, low: int | None = None, high: int | None = None, *,
+              allow_none: bool = False) -> None:
+    """``value`` must be an integer (not a bool) in ``[low, high]`` (or ``None`` if allowed)."""
+    if value is None and allow_none:
+        return
+    ok = _is_int(value) and (low is None or value >= low) and (high is None or value <= high)
+    if not ok:
+        rng = _range_text(low, high)
+        raise ParameterError(f"{name} must be an integer{' ' + rng if rng else ''}"
+                             f"{' or None' if allow_none else ''}, got {_got(value)}")
+
+
+def check_real(name: str, value: Any, low: float | None = None, high: float | None = None, *,
+               low_open: bool = False, high_open: bool = False,
+               allow_none: bool = False) -> None:
+    """``value`` must be a real number (not a bool, not NaN) within the given bounds."""
+    if value is None and allow_none:
+        return
+    ok = _is_real(value) and not math.isnan(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        rng = _range_text(low, high, low_open, high_open)
+        raise ParameterError(f"{name} must be a number{' ' + rng if rng else ''}"
+                             f"{' or None' if allow_none else ''}, got {_got(value)}")
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be True or False, got {_got(value)}")
+
+
+def check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
+    choices = tuple(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ParameterError(f"{name} must be one of {choices}, got {_got(value)}")
+
+
+def check_max_features(value: Any, name: str = "max_features") -> None:
+    """``"sqrt"``, ``"log2"``, ``"all"``, ``None``, an int ``>= 1`` or a fraction in (0, 1]."""
+    if value is None or (isinstance(value, str) and value in ("sqrt", "log2", "all")):
+        return
+    if _is_int(value) and value >= 1:
+        return
+    if _is_real(value) and not _is_int(value) and 0.0 < value <= 1.0:
+        return
+    raise ParameterError(f"{name} must be 'sqrt', 'log2', 'all', None, an integer >= 1 or a "
+                         f"fraction in (0, 1], got {_got(value)}")
+
+
+def check_n_jobs(value: Any, name: str = "n_jobs") -> None:
+    """``None`` or an integer: negative counts from the number of cores (-1 = all), 0 and 1
+    run serially."""
+    check_int(name, value, allow_none=True)
+
+
+def check_random_state(value: Any, name: str = "random_state") -> None:
+    if value is None or isinstance(value, (np.random.Generator, np.random.RandomState,
+                                           np.random.SeedSequence)):
+        return
+    if _is_int(value) and value >= 0:
+        return
+    raise ParameterError(f"{name} must be None, an integer >= 0, a numpy SeedSequence, "
+                         f"Generator or RandomState, got {_got(value)}")
+
+
+def seed_sequence(random_state: Any, name: str = "random_state") -> np.random.SeedSequence:
+    """The root :class:`numpy.random.SeedSequence` of a fit (see the module docstring)."""
+    check_random_state(random_state, name)
+    if random_state is None:
+        return np.random.SeedSequence()
+    if isinstance(random_state, np.random.SeedSequence):
+        return np.random.SeedSequence(random_state.entropy, spawn_key=random_state.spawn_key,
+                                      pool_size=random_state.pool_size)
+    if isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(int(random_state.integers(0, 2**63 - 1)))
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.SeedSequence(int(random_state.randint(0, 2**63 - 1, dtype=np.int64)))
+    return np.random.SeedSequence(int(random_state))
+
+
+def as_generator(random_state: Any, name: str = "random_state") -> np.random.Generator:
+    """A Generator for a query (sampling): a Generator is used as is (and advances), any other
+    accepted seed gives ``Generator(PCG64(seed_sequence(random_state)))``."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    return np.random.Generator(np.random.PCG64(seed_sequence(random_state, name)))

@@ -1,0 +1,115 @@
+"""Fork pools and thread pools scoring with one model, at the same time, under each available
+Numba threading layer (old main: the fork pool hangs under ``omp``; concurrent threads abort the
+process under ``workqueue``). Each scenario runs in a subprocess with a timeout, so a hang or an
+abort fails the test instead of blocking or killing the test run."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forestgen.parallel import in_forked_child
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent("""
+    import multiprocessing as mp
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    import pandas as pd
+
+    from forestgen import ARF
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    df = pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n),
+                       "c": rng.choice(list("abcd"), n)})
+    df.loc[::7, "x"] = np.nan                       # incomplete rows take the reach() path
+    model = ARF(n_trees=5, random_state=0, n_jobs=1).fit(df)
+    want = model.log_prob(df)                       # the parent runs the parallel kernels
+    want_sample = model.sample(50, random_state=3)
+    chunks = [df.iloc[i:i + 100] for i in range(0, n, 100)]
+
+    def score(i):
+        return model.log_prob(chunks[i])
+
+    def draw(seed):
+        return model.sample(50, random_state=seed)
+
+    stop = threading.Event()
+    thread_results = []
+
+    def hammer():
+        with ThreadPoolExecutor(4) as ex:
+            while not stop.is_set():
+                thread_results.append(np.concatenate(list(ex.map(score, range(len(chunks))))))
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    try:
+        with mp.get_context("fork").Pool(2) as pool:
+            forked = pool.map_async(score, range(len(chunks))).get(timeout=120)
+            samples = pool.map_async(draw, [3, 3]).get(timeout=120)
+    finally:
+        stop.set()
+        t.join(timeout=120)
+    assert not t.is_alive(), "thread pool did not finish"
+    assert np.array_equal(np.concatenate(forked), want), "fork pool scores differ"
+    assert all(s.equals(want_sample) for s in samples), "fork pool samples differ"
+    assert thread_results and all(np.array_equal(r, want) for r in thread_results)
+    print("OK", len(thread_results))
+""")
+
+
+def _layers() -> list[str]:
+    out = ["default", "omp", "workqueue"]
+    if importlib.util.find_spec("tbb") is not None or os.path.exists("/usr/lib/libtbb.so.12"):
+        out.append("tbb")
+    return out
+
+
+@pytest.mark.parametrize("layer", _layers())
+def test_fork_pool_and_thread_pool_concurrently(layer):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if layer == "default":
+        env.pop("NUMBA_THREADING_LAYER", None)
+    else:
+        env["NUMBA_THREADING_LAYER"] = layer
+    try:
+        r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                           env=env, timeout=240)
+    except subprocess.TimeoutExpired:  # pragma: no cover - the failure being tested
+        pytest.fail(f"fork pool + thread pool hung under the {layer} threading layer")
+    if r.returncode != 0 and "No threading layer could be loaded" in r.stderr:
+        pytest.skip(f"Numba threading layer {layer} is not installed here")
+    assert r.returncode == 0 and r.stdout.startswith("OK"), (r.returncode, r.stderr[-2000:])
+
+
+def test_threads_get_identical_results(arf_small, mixed_small):
+    """Eight threads scoring at once: every result equals the single-threaded one."""
+    want = arf_small.log_prob(mixed_small)
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(lambda _: arf_small.log_prob(mixed_small), range(32)))
+    for g in got:
+        np.testing.assert_array_equal(g, want)
+
+
+def test_serial_and_parallel_kernels_agree(arf_small, mixed_small):
+    from forestgen.tree.kernels import apply_kernel
+
+    f = arf_small.forest_
+    Z = arf_small.encoder_.transform(mixed_small)
+    args = (Z, f.feature, f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left,
+            f.n_levels, f.roots, f.node_leaf)
+    np.testing.assert_array_equal(apply_kernel.parallel(*args), apply_kernel.serial(*args))
+    assert not in_forked_child()
