@@ -3,9 +3,10 @@
 from forestgen import registry
 from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data import TableEncoder, load_adult
-from forestgen.learners import ARF, DEF, RFDE, GeF, NRGBoost
+from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
 
 __version__ = "0.1.0"
 
-__all__ = ["ARF", "DEF", "RFDE", "GeF", "NRGBoost", "GenerativeForest", "NotFittedError",
+__all__ = ["ARF", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost", "GenerativeForest",
+           "NotFittedError",
            "TableEncoder", "load_adult", "registry", "__version__"]

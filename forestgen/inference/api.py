@@ -132,6 +132,44 @@ def _draw_rows(model, ev: Evidence, rows: np.ndarray, rng: np.random.Generator
     return leaf, ok
 
 
+def _max_density_rows(model, ev: Evidence, rows: np.ndarray, miss: np.ndarray,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Per evidence row in ``rows``, the reachable leaf where the conditional density of the
+    missing entries peaks: ``argmax_k w_k(e) · prod_{j missing} sup f_kj`` (ties at random).
+
+    Exact argmax of ``p(x_missing | x_observed)`` when the leaves partition the space (one tree,
+    leaf models with a constant density, e.g. generative forests); other models raise.
+    """
+    who = type(model).__name__
+    if model.forest_.n_trees != 1:
+        raise NotImplementedError(f"{who}: impute(method='max_density') needs a model whose "
+                                  f"leaves partition the space (one tree); use 'expectation' "
+                                  f"or 'sample'")
+    leaf = np.zeros(ev.m, np.int64)
+    ok = np.ones(ev.m, bool)
+    for ch in iter_posterior(model, ev, rows=rows):
+        score = ch.logw.copy()
+        for j, lm in enumerate(model.leaf_models_):
+            if not hasattr(lm, "log_max_density"):
+                raise NotImplementedError(f"{who}: impute(method='max_density') needs leaf "
+                                          f"models with log_max_density; "
+                                          f"{type(lm).__name__} has none")
+            sel = miss[ch.rows[ch.prow], j]
+            if sel.any():
+                score[sel] += lm.log_max_density(ch.leaf[sel])
+        pos = np.flatnonzero(np.diff(ch.ptr) > 0)
+        best = np.full(len(ch.rows), -np.inf)
+        best[pos] = np.maximum.reduceat(score, ch.ptr[:-1][pos])
+        tie = np.flatnonzero(score == best[ch.prow]) if len(score) else np.zeros(0, np.int64)
+        key = rng.random(len(tie))
+        order = np.lexsort((-key, ch.prow[tie]))
+        _, first = np.unique(ch.prow[tie][order], return_index=True)
+        pick = tie[order][first]
+        leaf[ch.rows[ch.prow[pick]]] = ch.leaf[pick]
+        ok[ch.rows] = np.isfinite(ch.lognorm)
+    return leaf, ok
+
+
 def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, index=None):
     if per_row:
         leaf, ok = _draw_rows(model, ev, np.arange(ev.m), rng)
@@ -440,10 +478,13 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     """Fill the missing cells of ``X`` from the model's conditional distribution given each
     row's observed cells: its mean / most probable level (``"expectation"``) or one exact
     conditional draw per imputation (``"sample"``). Observed cells and dtypes are kept; returns
-    one frame, or a list of ``n_imputations`` frames."""
+    one frame, or a list of ``n_imputations`` frames. ``"max_density"`` (generative forests,
+    Nock & Guillame-Bert §7.2): a uniform draw inside the compatible leaf where the conditional
+    density peaks (models whose leaves partition the space)."""
     model._check_fitted()
-    if method not in ("expectation", "sample"):
-        raise ValueError(f"method must be 'expectation' or 'sample', got {method!r}")
+    if method not in ("expectation", "sample", "max_density"):
+        raise ValueError(f"method must be 'expectation', 'sample' or 'max_density', "
+                         f"got {method!r}")
     if (not isinstance(n_imputations, (int, np.integer)) or isinstance(n_imputations, bool)
             or n_imputations < 1):
         raise ValueError(f"n_imputations must be a positive integer, got {n_imputations!r}")
@@ -474,7 +515,10 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
                         vals = np.argmin(np.abs(vals[:, None] - cats[None, :]), axis=1)
                     Z[miss[:, j], j] = vals[miss[:, j]]
             else:
-                leaf, ok = _draw_rows(model, ev, rows, rng)
+                if method == "sample":
+                    leaf, ok = _draw_rows(model, ev, rows, rng)
+                else:
+                    leaf, ok = _max_density_rows(model, ev, rows, miss, rng)
                 if not ok[rows].all():
                     r = int(rows[~ok[rows]][0])
                     raise _empty_error(model, ev, r, df.index[r])

@@ -59,5 +59,9 @@ class UniformLeaf(LeafModel):
             b = np.minimum(b, hi)
         return a + (np.maximum(b, a) - a) * rng.random(len(leaf))
 
+    def log_max_density(self, leaf):
+        """Log of the density's maximum on the cell (constant there)."""
+        return -np.log(self.hi_[leaf] - self.lo_[leaf])
+
     def mean(self, leaf):
         return 0.5 * (self.lo_[leaf] + self.hi_[leaf])

@@ -40,3 +40,8 @@ class UniformLevelsLeaf(CategoricalLeaf):
         w = np.ones(int(ok.sum())) if weight is None else np.asarray(weight, float)[ok]
         self.count_ = np.bincount(np.asarray(leaf)[ok].astype(np.int64), weights=w, minlength=L)
         return self
+
+    def log_max_density(self, leaf):
+        """Log of the largest level probability in each leaf (``-log #allowed levels``)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.pmf_[leaf].max(axis=1))

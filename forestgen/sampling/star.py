@@ -1,0 +1,223 @@
+"""Star-node sampler of generative forests (Nock & Guillame-Bert 2023, Alg. 1-3 and 6; spec
+``generative_forests.md`` §3.1, §3.4, §4.3).
+
+Every tree keeps a *star* node, initially its root; the current region ``C`` starts as the root
+box. Repeatedly pick an unfinished tree (``order="iterative"``: tree after tree, Alg. 3;
+``"random"``: Alg. 6), branch its star left with probability ``q`` and intersect ``C`` with the
+child's box; when every star is a leaf, draw uniformly in ``C``.
+
+``branch="exact"`` (GF): ``q = R(C ∩ left) / R(C)`` from the cell masses (Lemma 4.4: the cell law is
+``R(C)`` for any order). ``branch="approx"`` (EOGT, eq. (8)): ``q̂ ∝ π_v · |C_j ∩ v| / |v_j|``, the
+child's branching probability times the share of the child's extent on the split column that
+``C`` covers — only arc probabilities are needed; the law depends on the order. With the
+iterative order, :func:`approx_log_prob` gives the exact density of that law.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from forestgen.tree.arrays import ForestArrays
+
+
+class TreeGeometry:
+    """Per-node boxes and data weights of a forest's nodes (encoded units).
+
+    ``lo, hi [N, d]`` intervals ``(lo, hi]`` per ordered column and ``mask [N, n_levels_total]``
+    allowed levels of nominal columns (offsets ``nom_off``); ``weight [N]`` the training weight
+    stored in ``forest.node_value[:, 0]``.
+    """
+
+    def __init__(self, forest: ForestArrays, box_lo: np.ndarray, box_hi: np.ndarray,
+                 nom_off: np.ndarray, nlev: np.ndarray):
+        N = len(forest.feature)
+        d = len(box_lo)
+        n_nom = max(1, int(sum(nlev[j] for j in range(d) if nom_off[j] >= 0)))
+        self.forest = forest
+        self.nom_off = np.asarray(nom_off)
+        self.nlev = np.asarray(nlev)
+        self.lo = np.tile(np.asarray(box_lo, float), (N, 1))
+        self.hi = np.tile(np.asarray(box_hi, float), (N, 1))
+        self.mask = np.ones((N, n_nom), bool)
+        f = forest
+        for node in range(N):  # parents precede their children
+            j = f.feature[node]
+            if j < 0:
+                continue
+            a, b = f.left[node], f.right[node]
+            for c in (a, b):
+                self.lo[c], self.hi[c], self.mask[c] = self.lo[node], self.hi[node], \
+                    self.mask[node]
+            if f.cat_off[node] >= 0:
+                o = nom_off[j]
+                left = f.cat_left[f.cat_off[node]: f.cat_off[node] + nlev[j]].astype(bool)
+                self.mask[a, o: o + nlev[j]] &= left
+                self.mask[b, o: o + nlev[j]] &= ~left
+            else:
+                self.hi[a, j] = min(self.hi[a, j], f.threshold[node])
+                self.lo[b, j] = max(self.lo[b, j], f.threshold[node])
+        self.weight = np.asarray(forest.node_value[:, 0], float)
+
+    def left_share(self, node: int, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray) -> float:
+        """Share of the region's extent on the split column of ``node`` that goes left."""
+        f = self.forest
+        j = f.feature[node]
+        if f.cat_off[node] >= 0:
+            o = self.nom_off[j]
+            k = self.nlev[j]
+            allowed = mask[o: o + k]
+            left = f.cat_left[f.cat_off[node]: f.cat_off[node] + k].astype(bool)
+            tot = allowed.sum()
+            return float((allowed & left).sum() / tot) if tot else 0.0
+        a, b = lo[j], hi[j]
+        return float(min(1.0, max(0.0, (f.threshold[node] - a) / (b - a)))) if b > a else 0.0
+
+    def cut(self, node: int, go_left: bool, lo, hi, mask) -> None:
+        """Intersect the region with the chosen child of ``node`` (in place)."""
+        f = self.forest
+        j = f.feature[node]
+        if f.cat_off[node] >= 0:
+            o = self.nom_off[j]
+            k = self.nlev[j]
+            left = f.cat_left[f.cat_off[node]: f.cat_off[node] + k].astype(bool)
+            mask[o: o + k] &= left if go_left else ~left
+        elif go_left:
+            hi[j] = min(hi[j], f.threshold[node])
+        else:
+            lo[j] = max(lo[j], f.threshold[node])
+
+    def approx_left(self, node: int, lo, hi, mask) -> float:
+        """EOGT's ``q̂`` (eq. (8)) of branching left at ``node`` from the region."""
+        f = self.forest
+        a, b = f.left[node], f.right[node]
+        w = self.weight[node]
+        s_reg = self.left_share(node, lo, hi, mask)
+        s_node = self.left_share(node, self.lo[node], self.hi[node], self.mask[node])
+        al = (self.weight[a] / w) * s_reg / s_node if s_node > 0 else 0.0
+        ar = (self.weight[b] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
+        return al / (al + ar) if al + ar > 0 else 0.0
+
+
+def draw_uniform(lo, hi, mask, kind, nom_off, nlev, rng: np.random.Generator) -> np.ndarray:
+    """One uniform draw in a region: ``U(lo, hi]`` on numeric columns, a uniform code on
+    ordered discrete ones (codes in ``(lo, hi]``) and a uniform allowed level on nominal ones."""
+    d = len(lo)
+    x = np.empty(d)
+    for j in range(d):
+        if kind[j] == 2:
+            lv = np.flatnonzero(mask[nom_off[j]: nom_off[j] + nlev[j]])
+            x[j] = lv[rng.integers(len(lv))]
+        elif kind[j] == 1:
+            a, b = math.floor(lo[j]) + 1, math.floor(hi[j])
+            x[j] = rng.integers(a, b + 1)
+        else:
+            x[j] = lo[j] + (hi[j] - lo[j]) * rng.random()
+    return x
+
+
+class StarNodeSampler:
+    """Star-node sampler over a forest's trees (one row per call of :meth:`draw`).
+
+    ``cells``: ``(lo, hi, mask, R)`` boxes and masses of the joint partition, needed by
+    ``branch="exact"``.
+    """
+
+    def __init__(self, geometry: TreeGeometry, kind, branch: str = "exact",
+                 order: str = "iterative", cells: tuple | None = None):
+        if branch not in ("exact", "approx"):
+            raise ValueError(f"branch must be 'exact' or 'approx', got {branch!r}")
+        if order not in ("iterative", "random"):
+            raise ValueError(f"order must be 'iterative' or 'random', got {order!r}")
+        if branch == "exact" and cells is None:
+            raise ValueError("branch='exact' needs the cells of the partition")
+        self.g = geometry
+        self.kind = np.asarray(kind)
+        self.branch = branch
+        self.order = order
+        self.cells = cells
+
+    def _cell_left(self, node: int, idx: np.ndarray) -> np.ndarray:
+        f = self.g.forest
+        j = f.feature[node]
+        clo, chi, cmask, _ = self.cells
+        if f.cat_off[node] >= 0:
+            o = self.g.nom_off[j]
+            k = self.g.nlev[j]
+            left = f.cat_left[f.cat_off[node]: f.cat_off[node] + k].astype(bool)
+            first = np.argmax(cmask[idx, o: o + k], axis=1)
+            return left[first]
+        return chi[idx, j] <= f.threshold[node]
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        g = self.g
+        f = g.forest
+        roots = f.roots
+        T = len(roots)
+        out = np.empty((n, g.lo.shape[1]))
+        for i in range(n):
+            lo, hi, mask = g.lo[roots[0]].copy(), g.hi[roots[0]].copy(), g.mask[roots[0]].copy()
+            star = roots.copy()
+            idx = np.arange(len(self.cells[3])) if self.branch == "exact" else None
+            todo = [t for t in range(T) if f.feature[star[t]] >= 0]
+            while todo:
+                t = todo[0] if self.order == "iterative" else todo[rng.integers(len(todo))]
+                node = star[t]
+                if self.branch == "exact":
+                    side = self._cell_left(node, idx)
+                    R = self.cells[3][idx]
+                    q = R[side].sum() / R.sum()
+                else:
+                    q = g.approx_left(node, lo, hi, mask)
+                go_left = rng.random() < q
+                if self.branch == "exact":
+                    idx = idx[side == go_left]
+                g.cut(node, go_left, lo, hi, mask)
+                star[t] = f.left[node] if go_left else f.right[node]
+                if f.feature[star[t]] < 0:
+                    todo.remove(t)
+            out[i] = draw_uniform(lo, hi, mask, self.kind, g.nom_off, g.nlev, rng)
+        return out
+
+
+def approx_log_prob(g: TreeGeometry, Z: np.ndarray, box_lo, box_hi) -> np.ndarray:
+    """Log density of EOGT's iterative-order law (§4.3) at complete encoded rows:
+    ``log Π q̂ - log μ(C)`` along the path each row follows; ``-inf`` outside the box."""
+    f = g.forest
+    roots = f.roots
+    out = np.empty(len(Z))
+    for i, x in enumerate(Z):
+        if np.any(np.isnan(x)):
+            raise ValueError("approx_log_prob takes complete rows")
+        r0 = roots[0]
+        lo, hi, mask = g.lo[r0].copy(), g.hi[r0].copy(), g.mask[r0].copy()
+        nom = np.flatnonzero(g.nom_off >= 0)
+        ordered = np.flatnonzero(g.nom_off < 0)
+        if (np.any(x[ordered] <= box_lo[ordered]) or np.any(x[ordered] > box_hi[ordered])
+                or any(x[j] < 0 or x[j] >= g.nlev[j] or x[j] != int(x[j]) for j in nom)):
+            out[i] = -np.inf
+            continue
+        lp = 0.0
+        for root in roots:
+            node = root
+            while f.feature[node] >= 0:
+                j = f.feature[node]
+                if f.cat_off[node] >= 0:
+                    go_left = f.cat_left[f.cat_off[node] + int(x[j])] == 1
+                else:
+                    go_left = x[j] <= f.threshold[node]
+                q = g.approx_left(node, lo, hi, mask)
+                p = q if go_left else 1.0 - q
+                lp += math.log(p) if p > 0 else -math.inf
+                g.cut(node, go_left, lo, hi, mask)
+                node = f.left[node] if go_left else f.right[node]
+        vol = 0.0
+        for j in range(len(x)):
+            if g.nom_off[j] >= 0:
+                o = g.nom_off[j]
+                vol += math.log(mask[o: o + g.nlev[j]].sum())
+            else:
+                vol += math.log(hi[j] - lo[j])
+        out[i] = lp - vol
+    return out

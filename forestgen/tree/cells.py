@@ -1,0 +1,522 @@
+"""``CellTable``: the partition induced by *all* trees of a generative forest (Nock &
+Guillame-Bert 2023, eq. (3); spec ``generative_forests.md`` §1.3, §2.9).
+
+Only cells holding training mass are kept (``|P⁺| ≤`` number of row fragments). Per cell: its box
+(interval ``(lo, hi]`` per ordered column, allowed-level mask per nominal column), data mass
+``R(C)`` (fraction of the training weight), uniform mass ``U(C)`` (volume ratio to the root box),
+its leaf in every tree and its row fragments. A row with a missing value on a split column is
+split into two fragments weighted by the volume shares of the two children (spec §2.7, fractional
+variant), so masses stay exact and deterministic.
+
+Per tree node: box, data weight ``nR`` (row units) and the list of cells inside it (an inverted
+index), so splitting leaf ``λ`` costs ``O(rows in λ + cells in λ · T)``, independent of the rest of
+the table. All state is flat arrays; the kernels are Numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+KIND_NOMINAL = 2
+
+
+class CellTable:
+    """Joint partition of ``n_trees`` trees grown on encoded rows ``Z``.
+
+    ``kind`` per column: 0 numeric, 1 ordered discrete, 2 nominal (see
+    :func:`forestgen.learners.rfde.column_layout`); ``integer`` marks integer-coded ordered
+    columns (thresholds half-way between integers); ``lo, hi`` the root box.
+    """
+
+    def __init__(self, Z: np.ndarray, kind: np.ndarray, nlev: np.ndarray, nom_off: np.ndarray,
+                 n_nom: int, integer: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_trees: int,
+                 max_splits: int, approx: bool = False):
+        m, d = Z.shape
+        self.Z = np.ascontiguousarray(Z, np.float64)
+        self.kind = np.asarray(kind, np.int64)
+        self.nlev = np.asarray(nlev, np.int64)
+        self.nom_off = np.asarray(nom_off, np.int64)
+        self.integer = np.asarray(integer, np.bool_)
+        self.approx = approx
+        self.n_trees = int(n_trees)
+        self.m_total = float(m)
+        self.root_lo = np.asarray(lo, float)
+        self.root_hi = np.asarray(hi, float)
+        n_nom = max(int(n_nom), 1)
+        N = self.n_trees + 2 * int(max_splits)
+        self.nfeat = np.full(N, -1, np.int64)
+        self.nthr = np.zeros(N)
+        self.nleft = np.full(N, -1, np.int64)
+        self.nright = np.full(N, -1, np.int64)
+        self.ntree = np.zeros(N, np.int64)
+        self.nsplit = np.zeros((N, n_nom), np.uint8)  # left level set of nominal splits
+        self.nlo = np.zeros((N, d))
+        self.nhi = np.zeros((N, d))
+        self.nmask = np.zeros((N, n_nom), np.uint8)  # allowed levels of the node's box
+        self.nR = np.zeros(N)
+        self.n_nodes = self.n_trees
+        self.nlo[: self.n_trees] = lo
+        self.nhi[: self.n_trees] = hi
+        self.nmask[: self.n_trees] = 1
+        self.ntree[: self.n_trees] = np.arange(self.n_trees)
+        self.nR[: self.n_trees] = m
+        # cells: one, the root box, holding every row once
+        C = max(16, min(m, 1024))
+        self.clo = np.zeros((C, d))
+        self.chi = np.zeros((C, d))
+        self.cmask = np.zeros((C, n_nom), np.uint8)
+        self.cR = np.zeros(C)
+        self.cU = np.zeros(C)
+        self.cleaf = np.zeros((C, self.n_trees), np.int64)
+        self.cf_start = np.zeros(C, np.int64)
+        self.cf_count = np.zeros(C, np.int64)
+        self.n_cells = 1
+        self.clo[0], self.chi[0], self.cmask[0] = lo, hi, 1
+        self.cR[0], self.cU[0] = 1.0, 1.0
+        self.cleaf[0] = np.arange(self.n_trees)
+        self.cf_count[0] = m
+        self.f_row = np.arange(2 * m + 16, dtype=np.int64)
+        self.f_w = np.ones(2 * m + 16)
+        self.f_len = m
+        # leaf -> cells vectors
+        self.lc_start = np.zeros(N, np.int64)
+        self.lc_count = np.zeros(N, np.int64)
+        self.lc_cap = np.zeros(N, np.int64)
+        self.lc_pool = np.zeros(4 * self.n_trees + 64, np.int64)
+        self.lc_start[: self.n_trees] = np.arange(self.n_trees) * 4
+        self.lc_cap[: self.n_trees] = 4
+        self.lc_count[: self.n_trees] = 1
+        self.lc_len = 4 * self.n_trees
+
+    # ------------------------------------------------------------------ views
+    @property
+    def R(self) -> np.ndarray:
+        return self.cR[: self.n_cells]
+
+    @property
+    def U(self) -> np.ndarray:
+        return self.cU[: self.n_cells]
+
+    def cells_of(self, node: int) -> np.ndarray:
+        s = self.lc_start[node]
+        return self.lc_pool[s: s + self.lc_count[node]]
+
+    def is_leaf(self, node: int) -> bool:
+        return self.nfeat[node] < 0
+
+    def row_fragments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(row, cell, weight)`` of every live fragment."""
+        n = self.n_cells
+        cells = np.repeat(np.arange(n), self.cf_count[:n])
+        idx = _ranges(self.cf_start[:n], self.cf_count[:n])
+        return self.f_row[idx], cells, self.f_w[idx]
+
+    # ------------------------------------------------------------------ split
+    def split(self, node: int, j: int, thr: float, left_levels: np.ndarray) -> tuple[int, int]:
+        """Split leaf ``node`` on column ``j`` (``x <= thr`` or level in ``left_levels`` goes
+        left); returns the two new node ids."""
+        if self.nfeat[node] >= 0:
+            raise ValueError(f"node {node} is not a leaf")
+        if self.n_nodes + 2 > len(self.nfeat):
+            raise ValueError("node capacity exhausted (more splits than max_splits)")
+        cells = self.cells_of(node)
+        need = self.n_cells + len(cells)
+        if need > len(self.cR):
+            self._grow_cells(2 * need)
+        frags = int(self.cf_count[cells].sum())
+        live = int(self.cf_count[: self.n_cells].sum())
+        if self.f_len + frags > len(self.f_row):
+            self._compact_fragments(live + frags)
+        live_lc = int(self.lc_cap[: self.n_nodes].sum())
+        if self.lc_len + 2 * len(cells) * (self.n_trees + 2) > len(self.lc_pool) and (
+                self.lc_len > 2 * live_lc):
+            self._compact_leaf_cells()
+        mask = np.zeros(self.nsplit.shape[1], np.uint8)
+        if self.kind[j] == KIND_NOMINAL:
+            o = self.nom_off[j]
+            mask[o: o + len(left_levels)] = left_levels
+        out = _apply_split(
+            node, j, float(thr), mask, self.approx, self.Z, self.kind, self.nom_off, self.nlev,
+            self.m_total, self.n_nodes, self.n_cells,
+            self.nfeat, self.nthr, self.nleft, self.nright, self.ntree, self.nsplit, self.nlo,
+            self.nhi, self.nmask, self.nR, self.clo, self.chi, self.cmask, self.cR, self.cU,
+            self.cleaf, self.cf_start, self.cf_count, self.f_row, self.f_w, self.f_len,
+            self.lc_start, self.lc_count, self.lc_cap, self.lc_pool, self.lc_len)
+        self.n_cells, self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len = out
+        left, right = self.n_nodes, self.n_nodes + 1
+        self.n_nodes += 2
+        return left, right
+
+    def _grow_cells(self, cap: int) -> None:
+        for name in ("clo", "chi", "cmask", "cR", "cU", "cleaf", "cf_start", "cf_count"):
+            a = getattr(self, name)
+            b = np.zeros((cap,) + a.shape[1:], a.dtype)
+            b[: len(a)] = a
+            setattr(self, name, b)
+
+    def _compact_fragments(self, need: int) -> None:
+        n = self.n_cells
+        idx = _ranges(self.cf_start[:n], self.cf_count[:n])
+        cap = max(2 * need, 64)
+        row = np.zeros(cap, np.int64)
+        w = np.zeros(cap)
+        row[: len(idx)] = self.f_row[idx]
+        w[: len(idx)] = self.f_w[idx]
+        self.cf_start[:n] = np.r_[0, np.cumsum(self.cf_count[:n])[:-1]]
+        self.f_row, self.f_w, self.f_len = row, w, len(idx)
+
+    def _compact_leaf_cells(self) -> None:
+        N = self.n_nodes
+        cap = self.lc_cap[:N]
+        idx = _ranges(self.lc_start[:N], cap)
+        pool = np.zeros(max(2 * len(idx), 64), np.int64)
+        pool[: len(idx)] = self.lc_pool[idx]
+        self.lc_start[:N] = np.r_[0, np.cumsum(cap)[:-1]]
+        self.lc_pool, self.lc_len = pool, len(idx)
+
+
+def _ranges(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(start[i], start[i] + count[i])``."""
+    count = np.asarray(count, np.int64)
+    tot = int(count.sum())
+    if tot == 0:
+        return np.zeros(0, np.int64)
+    off = np.repeat(np.asarray(start, np.int64) - np.r_[0, np.cumsum(count)[:-1]], count)
+    return off + np.arange(tot)
+
+
+@njit(cache=True, nogil=True)
+def _push(pool, pool_len, start, count, cap, node, value):
+    """Append ``value`` to node's cell list (relocating it to the pool's end when full)."""
+    if count[node] == cap[node]:
+        new_cap = max(4, 2 * cap[node])
+        if pool_len + new_cap > pool.shape[0]:
+            bigger = np.zeros(2 * (pool_len + new_cap), np.int64)
+            bigger[:pool_len] = pool[:pool_len]
+            pool = bigger
+        pool[pool_len: pool_len + count[node]] = pool[start[node]: start[node] + count[node]]
+        start[node] = pool_len
+        cap[node] = new_cap
+        pool_len += new_cap
+    pool[start[node] + count[node]] = value
+    count[node] += 1
+    return pool, pool_len
+
+
+@njit(cache=True, nogil=True)
+def _side_fraction(j, thr, mask, is_nom, off, k, lo, hi, cm, c):
+    """Share of cell/node ``c``'s extent on column ``j`` that the split sends left."""
+    if is_nom:
+        a = 0.0
+        tot = 0.0
+        for v in range(k):
+            if cm[c, off + v]:
+                tot += 1.0
+                if mask[off + v]:
+                    a += 1.0
+        return a / tot if tot > 0 else 0.0
+    a = lo[c, j]
+    b = hi[c, j]
+    if b <= a:
+        return 0.0
+    return min(1.0, max(0.0, (thr - a) / (b - a)))
+
+
+@njit(cache=True, nogil=True)
+def _apply_split(node, j, thr, mask, approx, Z, kind, nom_off, nlev, m_total, n_nodes, n_cells,
+                 nfeat, nthr, nleft, nright, ntree, nsplit, nlo, nhi, nmask, nR,
+                 clo, chi, cmask, cR, cU, cleaf, cf_start, cf_count, f_row, f_w, f_len,
+                 lc_start, lc_count, lc_cap, lc_pool, lc_len):
+    T = cleaf.shape[1]
+    t = ntree[node]
+    is_nom = kind[j] == 2
+    off = nom_off[j]
+    k = nlev[j]
+    L = n_nodes
+    Rn = n_nodes + 1
+    # tree structure and child boxes
+    nfeat[node] = j
+    nthr[node] = thr
+    nleft[node] = L
+    nright[node] = Rn
+    for child in (L, Rn):
+        ntree[child] = t
+        nlo[child] = nlo[node]
+        nhi[child] = nhi[node]
+        nmask[child] = nmask[node]
+        nR[child] = 0.0
+    if is_nom:
+        for v in range(k):
+            nsplit[node, off + v] = mask[off + v]
+            if mask[off + v]:
+                nmask[Rn, off + v] = 0
+            else:
+                nmask[L, off + v] = 0
+    else:
+        nhi[L, j] = thr
+        nlo[Rn, j] = thr
+    fl_leaf = _side_fraction(j, thr, mask, is_nom, off, k, nlo, nhi, nmask, node)
+    cells = lc_pool[lc_start[node]: lc_start[node] + lc_count[node]].copy()
+    nc = cells.shape[0]
+    # EOGT: leaf-level data weight of each child (observed rows + missing shares)
+    leaf_l = 0.0
+    leaf_r = 0.0
+    if approx:
+        for q in range(nc):
+            c = cells[q]
+            for s in range(cf_start[c], cf_start[c] + cf_count[c]):
+                x = Z[f_row[s], j]
+                if np.isnan(x):
+                    leaf_l += f_w[s] * fl_leaf
+                    leaf_r += f_w[s] * (1.0 - fl_leaf)
+                elif (mask[off + int(x)] == 1) if is_nom else (x <= thr):
+                    leaf_l += f_w[s]
+                else:
+                    leaf_r += f_w[s]
+    lc_start[L] = lc_len
+    lc_cap[L] = max(nc, 1)
+    lc_count[L] = 0
+    lc_len += lc_cap[L]
+    lc_start[Rn] = lc_len
+    lc_cap[Rn] = max(nc, 1)
+    lc_count[Rn] = 0
+    lc_len += lc_cap[Rn]
+    if lc_len > lc_pool.shape[0]:
+        bigger = np.zeros(2 * lc_len, np.int64)
+        bigger[: lc_pool.shape[0]] = lc_pool
+        lc_pool = bigger
+    for q in range(nc):
+        c = cells[q]
+        f = _side_fraction(j, thr, mask, is_nom, off, k, clo, chi, cmask, c)
+        s0 = cf_start[c]
+        n0 = cf_count[c]
+        # partition fragments: left ones stay in place, right ones are buffered
+        rb_row = np.empty(n0, np.int64)
+        rb_w = np.empty(n0)
+        nr = 0
+        nl = 0
+        wl = 0.0
+        wr = 0.0
+        for s in range(s0, s0 + n0):
+            r = f_row[s]
+            w = f_w[s]
+            x = Z[r, j]
+            if np.isnan(x):
+                a = w * f
+                b = w - a
+            elif (mask[off + int(x)] == 1) if is_nom else (x <= thr):
+                a = w
+                b = 0.0
+            else:
+                a = 0.0
+                b = w
+            if a > 0.0:
+                f_row[s0 + nl] = r
+                f_w[s0 + nl] = a
+                nl += 1
+                wl += a
+            if b > 0.0:
+                rb_row[nr] = r
+                rb_w[nr] = b
+                nr += 1
+                wr += b
+        Rc = cR[c]
+        if approx:
+            wt = leaf_l * f / fl_leaf if fl_leaf > 0 else 0.0
+            wf = leaf_r * (1.0 - f) / (1.0 - fl_leaf) if fl_leaf < 1 else 0.0
+            rl = Rc * wt / (wt + wf) if wt + wf > 0 else 0.0
+            rr = Rc - rl
+        else:
+            rl = wl / m_total
+            rr = wr / m_total
+        nR[L] += wl
+        nR[Rn] += wr
+        Uc = cU[c]
+        if nr == 0 or nl == 0:
+            go_left = nl > 0
+            # the row-less side is dropped: the cell shrinks to the other side
+            if is_nom:
+                for v in range(k):
+                    if (mask[off + v] == 1) != go_left:
+                        cmask[c, off + v] = 0
+            elif go_left:
+                chi[c, j] = min(chi[c, j], thr)
+            else:
+                clo[c, j] = max(clo[c, j], thr)
+            cU[c] = Uc * (f if go_left else 1.0 - f)
+            cR[c] = rl if go_left else rr
+            cleaf[c, t] = L if go_left else Rn
+            cf_count[c] = nl if go_left else nr
+            if not go_left:
+                for s in range(nr):
+                    f_row[s0 + s] = rb_row[s]
+                    f_w[s0 + s] = rb_w[s]
+            dst = L if go_left else Rn
+            lc_pool, lc_len = _push(lc_pool, lc_len, lc_start, lc_count, lc_cap, dst, c)
+            continue
+        # both sides hold rows: c keeps the left part, a new cell takes the right part
+        nc_id = n_cells
+        n_cells += 1
+        clo[nc_id] = clo[c]
+        chi[nc_id] = chi[c]
+        cmask[nc_id] = cmask[c]
+        if is_nom:
+            for v in range(k):
+                if mask[off + v] == 1:
+                    cmask[nc_id, off + v] = 0
+                else:
+                    cmask[c, off + v] = 0
+        else:
+            chi[c, j] = thr
+            clo[nc_id, j] = thr
+        cU[c] = Uc * f
+        cU[nc_id] = Uc * (1.0 - f)
+        cR[c] = rl
+        cR[nc_id] = rr
+        for u in range(T):
+            cleaf[nc_id, u] = cleaf[c, u]
+        cleaf[c, t] = L
+        cleaf[nc_id, t] = Rn
+        cf_count[c] = nl
+        if f_len + nr > f_row.shape[0]:
+            cap = 2 * (f_len + nr)
+            r2 = np.zeros(cap, np.int64)
+            w2 = np.zeros(cap)
+            r2[:f_len] = f_row[:f_len]
+            w2[:f_len] = f_w[:f_len]
+            f_row = r2
+            f_w = w2
+        cf_start[nc_id] = f_len
+        cf_count[nc_id] = nr
+        for s in range(nr):
+            f_row[f_len + s] = rb_row[s]
+            f_w[f_len + s] = rb_w[s]
+        f_len += nr
+        lc_pool, lc_len = _push(lc_pool, lc_len, lc_start, lc_count, lc_cap, L, c)
+        lc_pool, lc_len = _push(lc_pool, lc_len, lc_start, lc_count, lc_cap, Rn, nc_id)
+        for u in range(T):
+            if u != t:
+                lc_pool, lc_len = _push(lc_pool, lc_len, lc_start, lc_count, lc_cap,
+                                        cleaf[nc_id, u], nc_id)
+    lc_count[node] = 0
+    return n_cells, f_row, f_w, f_len, lc_pool, lc_len
+
+
+# ---------------------------------------------------------------------- compile to one tree
+def partition_tree(table: CellTable) -> tuple[dict, np.ndarray]:
+    """One binary tree whose leaves are exactly the table's cells (the joint partition).
+
+    Walks the trees in order (tree 0 to the end, then tree 1, ...) and keeps a node only where
+    it separates cells, so the tree has ``n_cells`` leaves and ``n_cells - 1`` splits. Returns
+    the tree as a dict for :meth:`ForestArrays.from_trees` and the cell of each leaf (in the
+    order ``from_trees`` numbers leaves).
+    """
+    n = table.n_cells
+    roots = np.arange(table.n_trees, dtype=np.int64)
+    feat, thr, left, right, cat, leaf_cell = _partition_kernel(
+        n, roots, table.nfeat, table.nthr, table.nleft, table.nright, table.nsplit, table.kind,
+        table.nom_off, table.clo, table.chi, table.cmask)
+    kind, nom_off, nlev = table.kind, table.nom_off, table.nlev
+    cat_off = np.full(len(feat), -1, np.int64)
+    parts = []
+    acc = 0
+    for node in np.nonzero(feat >= 0)[0]:
+        j = feat[node]
+        if kind[j] == KIND_NOMINAL:
+            cat_off[node] = acc
+            parts.append(cat[node, nom_off[j]: nom_off[j] + nlev[j]])
+            acc += int(nlev[j])
+    tree = {"feature": feat, "threshold": thr, "nan_left": np.ones(len(feat), np.uint8),
+            "left": left, "right": right, "cat_off": cat_off,
+            "cat_left": np.concatenate(parts) if parts else np.zeros(0, np.uint8)}
+    leaves = np.nonzero(feat < 0)[0]
+    return tree, leaf_cell[leaves]
+
+
+@njit(cache=True, nogil=True)
+def _goes_left(c, node, nfeat, nthr, nsplit, kind, nom_off, clo, chi, cmask):
+    j = nfeat[node]
+    if kind[j] == 2:
+        off = nom_off[j]
+        for v in range(nsplit.shape[1] - off):
+            if cmask[c, off + v]:
+                return nsplit[node, off + v] == 1
+        return True
+    return chi[c, j] <= nthr[node]
+
+
+@njit(cache=True, nogil=True)
+def _partition_kernel(n, roots, nfeat, nthr, nleft, nright, nsplit, kind, nom_off, clo, chi,
+                      cmask):
+    N = max(2 * n - 1, 1)
+    feat = np.full(N, -1, np.int64)
+    thr = np.zeros(N)
+    left = np.full(N, -1, np.int64)
+    right = np.full(N, -1, np.int64)
+    cat = np.zeros((N, nsplit.shape[1]), np.uint8)
+    leaf_cell = np.full(N, -1, np.int64)
+    idx = np.arange(n)
+    side = np.zeros(n, np.bool_)
+    # stack frames: output node, segment [s, e), tree t, star node
+    st_out = np.empty(N, np.int64)
+    st_s = np.empty(N, np.int64)
+    st_e = np.empty(N, np.int64)
+    st_t = np.empty(N, np.int64)
+    st_star = np.empty(N, np.int64)
+    sp = 0
+    st_out[0], st_s[0], st_e[0], st_t[0], st_star[0] = 0, 0, n, 0, roots[0]
+    sp = 1
+    n_out = 1
+    while sp > 0:
+        sp -= 1
+        o, s, e, t, star = st_out[sp], st_s[sp], st_e[sp], st_t[sp], st_star[sp]
+        while True:
+            if e - s == 1:
+                leaf_cell[o] = idx[s]
+                break
+            if nfeat[star] < 0:
+                t += 1
+                star = roots[t]  # e - s > 1 means some tree still separates the cells
+                continue
+            nl = 0
+            for q in range(s, e):
+                side[q] = _goes_left(idx[q], star, nfeat, nthr, nsplit, kind, nom_off, clo,
+                                     chi, cmask)
+                if side[q]:
+                    nl += 1
+            if nl == e - s:
+                star = nleft[star]
+                continue
+            if nl == 0:
+                star = nright[star]
+                continue
+            # stable partition of the segment: left cells first
+            buf = idx[s:e].copy()
+            sb = side[s:e].copy()
+            a = s
+            for q in range(e - s):
+                if sb[q]:
+                    idx[a] = buf[q]
+                    a += 1
+            for q in range(e - s):
+                if not sb[q]:
+                    idx[a] = buf[q]
+                    a += 1
+            feat[o] = nfeat[star]
+            thr[o] = nthr[star]
+            cat[o] = nsplit[star]
+            lo_id = n_out
+            ro_id = n_out + 1
+            n_out += 2
+            left[o] = lo_id
+            right[o] = ro_id
+            st_out[sp], st_s[sp], st_e[sp], st_t[sp], st_star[sp] = ro_id, s + nl, e, t, \
+                nright[star]
+            sp += 1
+            st_out[sp], st_s[sp], st_e[sp], st_t[sp], st_star[sp] = lo_id, s, s + nl, t, \
+                nleft[star]
+            sp += 1
+            break
+    return feat[:n_out], thr[:n_out], left[:n_out], right[:n_out], cat[:n_out], \
+        leaf_cell[:n_out]
