@@ -35,10 +35,17 @@ from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
 from forestgen.learners.rfde import column_layout, fit_cell_leaves, root_box
 from forestgen.registry import register
-from forestgen.splitters.bayes_risk import BayesRiskSplitter
+from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.splitters.midpoint import KIND_NOMINAL, KIND_ORDERED
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.cells import CellTable, partition_tree
+from forestgen.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_random_state,
+    check_real,
+)
 
 
 @register("learner", "gfboost")
@@ -82,11 +89,15 @@ class GFBoost(GenerativeForest):
         self.random_state = random_state
 
     def _validate(self) -> None:
-        for name in ("n_trees", "n_iter"):
-            v = getattr(self, name)
-            low = 1 if name == "n_trees" else 0
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        check_int("n_trees", self.n_trees, 1)
+        check_int("n_iter", self.n_iter, 0)
+        check_choice("loss", self.loss, LOSSES)
+        check_real("prior", self.prior, 0.0, 1.0, low_open=True, high_open=True)
+        check_choice("candidates", self.candidates, CANDIDATES)
+        check_int("max_candidates", self.max_candidates, 2)
+        check_real("min_rows", self.min_rows, 0.0, low_open=True)
+        check_bool("progress", self.progress)
+        check_random_state(self.random_state)
 
     def _splitter(self) -> BayesRiskSplitter:
         return BayesRiskSplitter(loss=self.loss, prior=self.prior, candidates=self.candidates,
@@ -317,8 +328,8 @@ class EOGT(GFBoost):
         return self.log_prob_encoded(self._encode(X))
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
-        from forestgen.base import as_generator
         from forestgen.sampling.star import StarNodeSampler
+        from forestgen.validation import as_generator
 
         self._check_fitted()
         if not isinstance(n, (int, np.integer)) or n < 0:

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from forestgen.registry import register
+from forestgen.validation import check_choice, check_int, check_real
 
 LOSSES = {"matusita": 0, "log": 1, "square": 2}
 CANDIDATES = {"observed": 0, "grid100": 1}
@@ -69,16 +70,11 @@ class BayesRiskSplitter:
 
     def __init__(self, loss: str = "matusita", prior: float = 0.5, candidates: str = "observed",
                  max_candidates: int = 255, min_rows: float = 1.0, approx: bool = False):
-        if loss not in LOSSES:
-            raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
-        if not (isinstance(prior, (int, float)) and 0.0 < prior < 1.0):
-            raise ValueError(f"prior must be in (0, 1), got {prior!r}")
-        if candidates not in CANDIDATES:
-            raise ValueError(f"candidates must be one of {sorted(CANDIDATES)}, got {candidates!r}")
-        if not (isinstance(max_candidates, (int, np.integer)) and max_candidates >= 2):
-            raise ValueError(f"max_candidates must be an integer >= 2, got {max_candidates!r}")
-        if not (isinstance(min_rows, (int, float)) and min_rows > 0):
-            raise ValueError(f"min_rows must be > 0, got {min_rows!r}")
+        check_choice("loss", loss, LOSSES)
+        check_real("prior", prior, 0.0, 1.0, low_open=True, high_open=True)
+        check_choice("candidates", candidates, CANDIDATES)
+        check_int("max_candidates", max_candidates, 2)
+        check_real("min_rows", min_rows, 0.0, low_open=True)
         self.loss = loss
         self.prior = float(prior)
         self.candidates = candidates
