@@ -7,6 +7,7 @@ marks a level unseen at fit time.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,16 @@ def _check_duplicates(df: pd.DataFrame) -> None:
     dup = df.columns[df.columns.duplicated()]
     if len(dup):
         raise ValueError(f"duplicate column name {dup[0]!r}")
+    if isinstance(df.columns, pd.MultiIndex):
+        raise ValueError("MultiIndex column labels are not supported (they cannot be saved "
+                         "and found again); flatten them first, e.g. df.columns = "
+                         "['_'.join(map(str, c)) for c in df.columns]")
+    for label in df.columns:
+        v = to_python_scalar(label)
+        if not isinstance(v, (str, int, float)) or (isinstance(v, float) and math.isnan(v)):
+            raise ValueError(f"column label {label!r} ({type(label).__name__}) is not supported: "
+                             f"labels must be str, int, bool or a non-NaN float so the model "
+                             f"can be saved and queried by name; rename the column")
 
 
 # --------------------------------------------------------------------------- dtype helpers
@@ -126,6 +137,25 @@ def _to_float(series: pd.Series, name: Any) -> np.ndarray:
     return v
 
 
+MAX_MAGNITUDE = 2.0**1020  # numeric columns beyond this would overflow range arithmetic
+MAX_EXACT_INT = 2**53  # float64 represents every integer up to this exactly
+
+
+def _check_exact_integers(series: pd.Series, name: Any) -> None:
+    """Integer columns must survive the float64 encoding exactly (ids above 2**53 would merge)."""
+    if not pdt.is_integer_dtype(series.dtype):
+        return
+    v = series.dropna().to_numpy()
+    if v.size == 0:
+        return
+    big = v[(v > MAX_EXACT_INT) | (v < -MAX_EXACT_INT)]
+    if big.size:
+        raise ValueError(
+            f"column {name!r} holds integers beyond 2**53 (e.g. {int(big[0])}) that float64 "
+            f"cannot represent exactly, so distinct values would merge; pass it as strings or "
+            f"as kinds={{{name!r}: 'categorical'}} to keep every value exact")
+
+
 def _sort_levels(levels: list) -> list:
     try:
         return sorted(levels)
@@ -195,8 +225,14 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int) ->
     if kind in ("continuous", "integer"):
         if not numeric:
             raise ValueError(f"column {name!r} of dtype {series.dtype} cannot be encoded as {kind}")
+        _check_exact_integers(series, name)
         obs = _to_float(series, name)[~missing]
         lo, hi = float(obs.min()), float(obs.max())
+        if max(abs(lo), abs(hi)) > MAX_MAGNITUDE:
+            raise ValueError(
+                f"column {name!r} has values up to {max(abs(lo), abs(hi)):.4g}, too close to the "
+                f"float64 limit (1.8e308) for ranges and leaf statistics to be computed; rescale "
+                f"it (e.g. divide by 1e300)")
         if kind == "continuous":
             return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
                               decimals=_decimals(obs), has_missing=has_missing)
@@ -380,7 +416,9 @@ class TableEncoder:
         if not spec.is_discrete:
             return _to_float(series, spec.name)
         k = spec.n_levels
-        if _is_numeric_str(spec.dtype):
+        exact = pdt.is_integer_dtype(series.dtype) and any(
+            isinstance(c, int) and abs(c) > MAX_EXACT_INT for c in spec.categories)
+        if _is_numeric_str(spec.dtype) and not exact:
             v = _to_float(series, spec.name)
             cats = np.asarray(spec.categories, dtype=np.float64)
             order = np.argsort(cats, kind="stable")
@@ -429,6 +467,14 @@ class TableEncoder:
             codes[missing] = -1
             dtype = pd.CategoricalDtype(cat_index, ordered=ordered)
             return pd.Categorical.from_codes(codes, dtype=dtype)
+        dtype = _str_to_dtype(spec.dtype) if _is_numeric_str(spec.dtype) else None
+        if dtype is not None and dtype.kind in "iu" and any(
+                isinstance(c, int) and abs(c) > MAX_EXACT_INT for c in cats):
+            # integers beyond 2**53: index the exact levels, never through float64
+            exact = pd.array(cats, dtype=_nullable_int(np.dtype(dtype.name.lower())))[codes]
+            exact[missing] = pd.NA
+            return exact if missing.any() or not isinstance(dtype, np.dtype) else \
+                exact.to_numpy(dtype=dtype)
         if _is_numeric_str(spec.dtype):
             vals = np.asarray(cats, dtype=np.float64)[codes]
             vals[missing] = np.nan

@@ -63,7 +63,7 @@ class GeFGaussianLeaf(TruncNormalLeaf):
     def __init__(self, *, min_std: float = 1.0):
         self.min_std = min_std
 
-    def fit(self, x, leaf, cell: ColumnCell, weight=None):
+    def _fit_scaled(self, x, leaf, cell: ColumnCell, weight=None) -> None:
         if not self.min_std > 0:
             raise ValueError(f"min_std must be > 0, got {self.min_std}")
         L = len(cell.lower)
@@ -82,8 +82,6 @@ class GeFGaussianLeaf(TruncNormalLeaf):
         self.lo_ = np.asarray(cell.lower, np.float64).copy()
         self.hi_ = np.asarray(cell.upper, np.float64).copy()
         self.count_ = cnt
-        self._finish()
-        return self
 
 
 @register("learner", "gef")

@@ -11,7 +11,14 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from forestgen.leaves.base import ColumnCell, LeafModel, leaf_minmax, leaf_stats
+from forestgen.leaves.base import (
+    ColumnCell,
+    LeafModel,
+    column_scale,
+    leaf_minmax,
+    leaf_stats,
+    scaled_cell,
+)
 from forestgen.leaves.normal_math import LOG_SQRT_2PI, log_ndtr_diff, sample_std_truncnorm
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
@@ -70,6 +77,16 @@ class TruncNormalLeaf(LeafModel):
         self.truncate = truncate
 
     def fit(self, x, leaf, cell, weight=None):
+        """Fit in units of :func:`column_scale` (exact rescaling), then convert back."""
+        s = column_scale(cell.data_min, cell.data_max)
+        self._fit_scaled(np.asarray(x, np.float64) / s, leaf, scaled_cell(cell, s), weight)
+        for k in ("mu_", "sigma_", "lo_", "hi_"):
+            setattr(self, k, getattr(self, k) * s)
+        self._finish()
+        return self
+
+    def _fit_scaled(self, x, leaf, cell, weight=None) -> None:
+        """Set ``mu_, sigma_, lo_, hi_, count_`` from data in units of the column's spread."""
         if self.epsilon < 0:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
         L = len(cell.lower)
@@ -87,7 +104,8 @@ class TruncNormalLeaf(LeafModel):
         half = 0.5 * (np.minimum(chi, ghi) - np.maximum(clo, glo))
         sigma0 = np.maximum(half, 0.0) / Z975
         prior = np.sqrt(2.0 / np.maximum(cnt, 1.0)) * sigma0
-        floor = 1e-9 * max(1.0, abs(ghi - glo), abs(glo), abs(ghi))
+        # SD floor: relative to the spread, and resolvable at the magnitude of the values
+        floor = max(1e-9 * max(abs(ghi - glo), 1.0), 4.0 * np.spacing(max(abs(glo), abs(ghi))))
         sd = np.where((cnt >= 2) & (sd > 0), sd, prior)
         sd = np.maximum(sd, floor)
         self.mu_ = mu.astype(np.float64)
@@ -95,8 +113,6 @@ class TruncNormalLeaf(LeafModel):
         self.lo_ = lo.astype(np.float64)
         self.hi_ = hi.astype(np.float64)
         self.count_ = cnt
-        self._finish()
-        return self
 
     def _finish(self):
         self.a_ = (self.lo_ - self.mu_) / self.sigma_

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from forestgen.leaves.base import LeafModel, leaf_stats
+from forestgen.leaves.base import LeafModel, column_scale, leaf_stats
 from forestgen.leaves.truncnorm import finite_cell
 from forestgen.registry import register
 
@@ -26,7 +26,7 @@ class UniformLeaf(LeafModel):
         cnt, _, _ = leaf_stats(x, leaf, len(cell.lower), weight)
         lo, hi = finite_cell(cell, x, leaf, "global", self.epsilon)
         width = hi - lo
-        floor = 1e-9 * max(1.0, abs(cell.data_max - cell.data_min))
+        floor = 1e-9 * column_scale(cell.data_min, cell.data_max)  # relative to the spread
         bad = ~(width > floor)
         hi = np.where(bad, lo + floor, hi)
         self.lo_ = lo
