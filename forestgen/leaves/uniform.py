@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from forestgen.leaves.base import LeafModel, column_scale, leaf_stats
+from forestgen.leaves.base import LeafModel, column_scale
 from forestgen.leaves.truncnorm import finite_cell
 from forestgen.registry import register
 
@@ -23,7 +23,9 @@ class UniformLeaf(LeafModel):
     def fit(self, x, leaf, cell, weight=None):
         if self.epsilon < 0:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
-        cnt, _, _ = leaf_stats(x, leaf, len(cell.lower), weight)
+        ok = ~np.isnan(x)
+        w = None if weight is None else np.asarray(weight, float)[ok]
+        cnt = np.bincount(np.asarray(leaf)[ok], weights=w, minlength=len(cell.lower)).astype(float)
         lo, hi = finite_cell(cell, x, leaf, "global", self.epsilon)
         width = hi - lo
         floor = 1e-9 * column_scale(cell.data_min, cell.data_max)  # relative to the spread
