@@ -37,8 +37,8 @@ from _common import load_adult_csv, md_table, median_time, timed, write_result  
 from forestgen.data.binning import Binner  # noqa: E402
 from forestgen.ensemble.bagging import draw_weights  # noqa: E402
 from forestgen.learners.arf import ARF  # noqa: E402
-from forestgen.splitters.base import BinnedData  # noqa: E402
-from forestgen.splitters.gini import GiniSplitter  # noqa: E402
+from forestgen.splitters.base import BinnedData, GrowLimits  # noqa: E402
+from forestgen.splitters.impurity import GiniSplitter  # noqa: E402
 from forestgen.tree.forest import grow_forest, tree_generators  # noqa: E402
 
 ARFPY_FAILURES: list[tuple[int, int]] = []
@@ -179,8 +179,9 @@ def _grow_ours(X, y, schema, n_jobs: int, n_trees: int = 10, min_class_leaf=None
     root = np.random.SeedSequence(0)
     rngs = tree_generators(root, n_trees)
     W = np.stack([draw_weights(len(X), r, mode="bootstrap") for r in rngs])
-    return grow_forest(GiniSplitter(max_features="sqrt", min_samples_leaf=1.0), data, y, W, rngs,
-                       n_classes=2, min_class_leaf=min_class_leaf, n_jobs=n_jobs)
+    limits = GrowLimits(max_features="sqrt", min_samples_leaf=1.0, n_classes=2,
+                        min_class_leaf=min_class_leaf)
+    return grow_forest(GiniSplitter(), data, y, W, rngs, limits, n_jobs=n_jobs)
 
 
 def section_b(args, full) -> tuple[str, list[str]]:
@@ -198,8 +199,9 @@ def section_b(args, full) -> tuple[str, list[str]]:
     def ours(min_class_leaf=None):
         rngs = tree_generators(rngs_seed, 10)
         W = np.stack([draw_weights(len(X), r, mode="bootstrap") for r in rngs])
-        return grow_forest(GiniSplitter(max_features="sqrt", min_samples_leaf=1.0), data, y, W,
-                           rngs, n_classes=2, min_class_leaf=min_class_leaf, n_jobs=-1)
+        limits = GrowLimits(max_features="sqrt", min_samples_leaf=1.0, n_classes=2,
+                            min_class_leaf=min_class_leaf)
+        return grow_forest(GiniSplitter(), data, y, W, rngs, limits, n_jobs=-1)
 
     out = {}
     t_ours, _ = median_time(lambda: out.__setitem__("f", ours()), args.repeats)

@@ -6,11 +6,12 @@ from typing import Any
 
 _REGISTRY: dict[str, dict[str, type]] = {}
 
-KINDS = ("splitter", "leaf", "ensembler", "sampler", "learner")
+KINDS = ("splitter", "criterion", "leaf", "ensembler", "sampler", "learner")
 
 
 def register(kind: str, name: str):
-    """Class decorator: ``@register("leaf", "truncnorm")``."""
+    """Decorator: ``@register("leaf", "truncnorm")`` on a class, or
+    ``@register("criterion", "hellinger")`` on an ``@numba.njit`` gain function."""
     if kind not in KINDS:
         raise ValueError(f"unknown component kind {kind!r}; expected one of {KINDS}")
 
@@ -19,7 +20,8 @@ def register(kind: str, name: str):
         if name in table and table[name] is not cls:
             raise ValueError(f"{kind} {name!r} is already registered to {table[name].__name__}")
         table[name] = cls
-        cls.registry_name = name
+        if isinstance(cls, type):
+            cls.registry_name = name
         return cls
 
     return deco
@@ -31,6 +33,21 @@ def get(kind: str, name: str) -> type:
     if name not in table:
         raise KeyError(f"no {kind} named {name!r}; available: {sorted(table)}")
     return table[name]
+
+
+def name_of(kind: str, component: Any) -> str:
+    """Registry name of a component (class, instance or criterion function).
+
+    Raises ``ValueError`` if it is not registered — what save() checks before writing, since an
+    unregistered component could not be rebuilt at load time."""
+    _ensure_builtins()
+    obj = component if isinstance(component, type) or kind == "criterion" else type(component)
+    for name, entry in _REGISTRY.get(kind, {}).items():
+        if entry is obj:
+            return name
+    what = getattr(obj, "__name__", repr(obj))
+    raise ValueError(f"{kind} {what} is not registered, so a saved model could not rebuild it; "
+                     f"decorate it with @forestgen.registry.register({kind!r}, 'some_name')")
 
 
 def available(kind: str | None = None) -> dict[str, list[str]] | list[str]:

@@ -20,8 +20,8 @@ from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves import CategoricalLeaf, TruncNormalLeaf, UniformLeaf
 from forestgen.registry import register
-from forestgen.splitters.base import BinnedData
-from forestgen.splitters.gini import GiniSplitter
+from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.impurity import ImpuritySplitter
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.validation import (
@@ -51,6 +51,10 @@ class ARF(GenerativeForest):
     family : ``"truncnorm"`` (default), ``"unif"``, or ``"normal"`` — the untruncated leaf normal
         of the paper's Table 2 pipeline (``generative_ranger``; spec pitfall 13), kept for parity:
         its density does not integrate to one, since leaf normals spill outside their cells.
+    numeric_leaf, discrete_leaf : leaf models (registry name, class or instance) for numeric /
+        discrete columns; ``None`` (default) takes them from ``family`` / ``alpha``.
+    splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
+        instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
@@ -76,8 +80,8 @@ class ARF(GenerativeForest):
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
-                 n_jobs: int | None = -1,
-                 progress: bool = False):
+                 n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
+                 discrete_leaf: Any = None, splitter: Any = "gini"):
         self.n_trees = n_trees
         self.min_node_size = min_node_size
         self.max_features = max_features
@@ -98,6 +102,9 @@ class ARF(GenerativeForest):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
+        self.numeric_leaf = numeric_leaf
+        self.discrete_leaf = discrete_leaf
+        self.splitter = splitter
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -138,9 +145,10 @@ class ARF(GenerativeForest):
         binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins)
         root = seed_sequence(self.random_state)
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
-        splitter = GiniSplitter(max_features=self.max_features, max_depth=self.max_depth,
-                                min_samples_leaf=1.0)
-        min_class = np.array([0.0, float(self.min_node_size)])  # class 1 = real rows
+        splitter = make_splitter(self.splitter, "ARF", True, ImpuritySplitter)
+        limits = GrowLimits(max_features=self.max_features, max_depth=self.max_depth,
+                            min_samples_leaf=1.0, n_classes=2,
+                            min_class_leaf=np.array([0.0, float(self.min_node_size)]))
         y_st = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
 
         # round 0: each column resampled independently (product of marginals)
@@ -151,14 +159,13 @@ class ARF(GenerativeForest):
         for it in range(self.max_iters + 1):
             t0 = time.perf_counter()
             stacked = np.vstack([Z, synth])
-            data = BinnedData(binner.transform(stacked), binner.n_bins, binner.nominal,
-                              binner.thresholds)
+            data = TreeData(binner.transform(stacked), binner.n_bins, binner.nominal,
+                            binner.thresholds)
             rngs = tree_generators(root.spawn(1)[0], self.n_trees)
             W = np.stack([draw_weights(2 * n, r, mode=self.sampling,
                                        fraction=self.sample_fraction) for r in rngs])
             bar = _ProgressBar(f"ARF round {it}", self.n_trees, self.progress)
-            forest = grow_forest(splitter, data, y_st, W, rngs, n_classes=2,
-                                 min_class_leaf=min_class, n_jobs=self.n_jobs,
+            forest = grow_forest(splitter, data, y_st, W, rngs, limits, n_jobs=self.n_jobs,
                                  on_tree_done=bar.step)
             acc = _oob_accuracy(forest, stacked, y_st, W, self.oob_mode, rng)
             history.append({"round": it, "oob_accuracy": acc, "n_leaves": forest.n_leaves,
@@ -190,12 +197,13 @@ class ARF(GenerativeForest):
         self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
         boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
-        if self.family == "unif":
-            numeric = UniformLeaf(epsilon=self.epsilon)
-        else:
-            numeric = TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon,
-                                      truncate=self.family == "truncnorm")
-        discrete = CategoricalLeaf(alpha=self.alpha)
+        numeric, discrete = self.numeric_leaf, self.discrete_leaf
+        if numeric is None:
+            numeric = UniformLeaf(epsilon=self.epsilon) if self.family == "unif" else \
+                TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon,
+                                truncate=self.family == "truncnorm")
+        if discrete is None:
+            discrete = CategoricalLeaf(alpha=self.alpha)
         pair_w = mask.ravel().astype(float) if mask is not None else None
         self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w)
         self._fit_missing(Z, leaves, pair_w)
@@ -235,9 +243,17 @@ class _ProgressBar:
 
 def _oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
                   mode: str, rng: np.random.Generator) -> float:
-    """Out-of-bag accuracy of the real-vs-synthetic forest; rows never OOB are excluded."""
+    """Out-of-bag accuracy of the real-vs-synthetic forest; rows never OOB are excluded.
+
+    Uses the in-bag class weights the splitter recorded, or recounts them when a splitter does
+    not provide that optional output."""
     leaves = forest.apply(X)
-    val = forest.node_value[forest.leaf_node]  # [L, 2] in-bag class weights
+    if forest.node_value.size:
+        val = forest.leaf_value  # [L, 2] in-bag class weights
+    else:
+        inbag = W.T  # [N, B]
+        val = np.stack([np.bincount(leaves.ravel(), weights=(inbag * (y == c)[:, None]).ravel(),
+                                    minlength=forest.n_leaves) for c in (0, 1)], axis=1)
     tot = val.sum(1)
     p_real = np.where(tot > 0, val[:, 1] / np.maximum(tot, 1e-300), 0.5)
     oob = (W == 0).T  # [N, B]

@@ -19,16 +19,15 @@ from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.learners.rfde import (
     apply_floor,
-    column_layout,
+    discrete_levels,
     drop_missing_rows,
     fit_cell_leaves,
     root_box,
 )
 from forestgen.registry import register
-from forestgen.splitters.density import ISE, KL, grow_density_tree
-from forestgen.splitters.midpoint import KIND_NOMINAL
-from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.forest import default_n_jobs, tree_generators
+from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.density import DensitySplitter
+from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.validation import (
     check_bool,
     check_choice,
@@ -62,6 +61,10 @@ class DEF(GenerativeForest):
     max_bins : quantile bins per numeric column (default 255, spec §1.1).
     density_floor : as in :class:`~forestgen.learners.rfde.RFDE` (default ``None``: honest
         ``-inf`` where the density is 0).
+    splitter : ``"density"`` (default: :class:`DensitySplitter` with ``criterion``), another
+        unlabelled splitter (name, class, instance) or an ``@numba.njit`` gain of ``[P, V]``.
+    numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, the paper's leaf) or a
+        leaf model (name, class, instance) fitted on each tree's bootstrap rows in its cell.
     random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
 
     Leaves: numeric columns uniform on the leaf cell (the root box is the training min/max;
@@ -75,7 +78,8 @@ class DEF(GenerativeForest):
                  min_samples_leaf: float = 1.0, max_features: Any = 1.0, bootstrap: bool = True,
                  reference: str = "width", max_bins: int = 255,
                  density_floor: float | None = None, random_state: Any = None,
-                 n_jobs: int | None = -1):
+                 n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
+                 discrete_leaf: Any = None):
         self.n_trees = n_trees
         self.criterion = criterion
         self.max_leaves = max_leaves
@@ -87,6 +91,9 @@ class DEF(GenerativeForest):
         self.density_floor = density_floor
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.splitter = splitter
+        self.numeric_leaf = numeric_leaf
+        self.discrete_leaf = discrete_leaf
 
     def _validate(self) -> None:
         check_int("n_trees", self.n_trees, 1)
@@ -122,51 +129,39 @@ class DEF(GenerativeForest):
         schema = self.encoder_.schema
         n, d = Z.shape
         mtry = self._mtry(d)
-        kind, nlev, nom_off, n_nom = column_layout(schema)
-        nominal = kind == KIND_NOMINAL
+        nominal, nlev = discrete_levels(schema)
         self.box_lo_, self.box_hi_ = root_box(Z, schema)
         binner = Binner.fit(Z, nominal, nlev, int(self.max_bins))
-        Xb = binner.transform(Z)
-        vref = self._reference(binner, schema, nominal, nlev)
-        crit = ISE if self.criterion == "ise" else KL
+        data = TreeData(binner.transform(Z), binner.n_bins, binner.nominal, binner.thresholds,
+                        Z=Z, n_levels=nlev, box_lo=self.box_lo_, box_hi=self.box_hi_,
+                        vref=self._reference(binner, schema, nominal, nlev))
         rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
         W = np.empty((len(rngs), n))
         for b, r in enumerate(rngs):
             W[b] = (np.bincount(r.integers(0, n, size=n), minlength=n).astype(float)
                     if self.bootstrap else np.ones(n))
-        bins = binner.n_bins.astype(np.int64)
-
-        def one(b: int):
-            return grow_density_tree(Xb, W[b], bins, nominal, nom_off, n_nom, vref, crit,
-                                     int(self.max_leaves), mtry, float(self.min_samples_leaf),
-                                     rngs[b])
-
-        jobs = min(default_n_jobs(self.n_jobs), len(rngs))
-        if jobs <= 1:
-            outs = [one(b) for b in range(len(rngs))]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(jobs) as ex:
-                outs = list(ex.map(one, range(len(rngs))))
-        trees, masses = [], []
-        for feat, tb, left, right, cat_rows, mass, _vol in outs:
-            trees.append(_tree_dict(feat, tb, left, right, cat_rows, nominal, nlev, binner))
-            masses.append(mass[feat < 0])
+        splitter = make_splitter(self.splitter, "DEF", False, DensitySplitter,
+                                 criterion=self.criterion)
+        limits = GrowLimits(max_features=mtry, max_leaves=int(self.max_leaves),
+                            min_samples_leaf=float(self.min_samples_leaf))
         n_levels = np.where(nominal, nlev, 0)
-        self.forest_ = ForestArrays.from_trees(trees, n_levels)
-        mass = np.concatenate(masses)
-        T = len(trees)
+        self.forest_ = grow_forest(splitter, data, None, W, rngs, limits, n_levels=n_levels,
+                                   n_jobs=self.n_jobs)
+        mass = self.forest_.leaf_mass
+        if mass.shape != (self.forest_.n_leaves,):
+            raise ValueError(f"DEF needs each leaf's mass; splitter {splitter!r} does not "
+                             "record TreeRecord.leaf_mass")
         with np.errstate(divide="ignore"):
-            self.leaf_log_weight_ = np.log(mass) - math.log(T)
+            self.leaf_log_weight_ = np.log(mass) - math.log(len(rngs))
         boxes = self.forest_.boxes(d, n_levels)
-        lo = np.where(np.isneginf(boxes.lower), self.box_lo_, boxes.lower)
-        hi = np.where(np.isposinf(boxes.upper), self.box_hi_, boxes.upper)
-        lo = np.maximum(lo, self.box_lo_)
-        hi = np.minimum(hi, self.box_hi_)
-        mask = boxes.mask.astype(np.uint8)
-        self.leaf_models_ = fit_cell_leaves(schema, lo, hi, mask, boxes.nom_off,
-                                            mass * n)
+        if self.numeric_leaf is None and self.discrete_leaf is None:
+            self.leaf_models_ = fit_cell_leaves(schema, boxes.lower, boxes.upper,
+                                                boxes.mask.astype(np.uint8), boxes.nom_off,
+                                                mass * n)
+        else:
+            self.leaf_models_ = self._fit_leaves(
+                Z, self.forest_.apply(Z), boxes, self.numeric_leaf or "cell_uniform",
+                self.discrete_leaf or "uniform_levels", np.ascontiguousarray(W.T).ravel())
         self.n_train_ = n
         return self
 
@@ -209,22 +204,3 @@ class DEF(GenerativeForest):
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
         self.n_train_ = int(meta["n_train"])
-
-
-def _tree_dict(feat, tb, left, right, cat_rows, nominal, nlev, binner: Binner) -> dict:
-    n_nodes = len(feat)
-    thr = np.zeros(n_nodes)
-    cat_off = np.full(n_nodes, -1, np.int64)
-    parts = []
-    acc = 0
-    for node in np.nonzero(feat >= 0)[0]:
-        j = feat[node]
-        if nominal[j]:
-            cat_off[node] = acc
-            parts.append(cat_rows[node, :nlev[j]])
-            acc += int(nlev[j])
-        else:
-            thr[node] = binner.thresholds[j][tb[node]]
-    return {"feature": feat, "threshold": thr, "nan_left": np.ones(n_nodes, np.uint8),
-            "left": left, "right": right, "cat_off": cat_off,
-            "cat_left": np.concatenate(parts) if parts else np.zeros(0, np.uint8)}

@@ -27,10 +27,11 @@ from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.registry import register
-from forestgen.splitters.base import BinnedData
-from forestgen.splitters.gini import GiniSplitter
+from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.impurity import ImpuritySplitter
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
+from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
     check_choice,
     check_int,
@@ -117,6 +118,8 @@ class GeF(GenerativeForest):
         (posterior of the uniform tree mixture) or ``"friedman"`` (the baseline of spec §3.4:
         raw class counts of reachable leaves).
     max_bins : 255 quantile bins per numeric column for split search.
+    splitter : ``"gini"`` (default, the paper's random forest), another labelled splitter
+        (name, class or instance) or an ``@numba.njit`` gain function.
     random_state, n_jobs : seed and threads (results identical for any ``n_jobs``).
 
     Differences from the authors' code: numeric thresholds come from histogram bins, not the
@@ -133,7 +136,7 @@ class GeF(GenerativeForest):
                  numeric_leaf: Any = "gef_gaussian", discrete_leaf: Any = "categorical",
                  min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 0.0,
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
-                 n_jobs: int | None = -1):
+                 n_jobs: int | None = -1, splitter: Any = "gini"):
         self.n_trees = n_trees
         self.max_features = max_features
         self.min_samples_leaf = min_samples_leaf
@@ -149,6 +152,7 @@ class GeF(GenerativeForest):
         self.max_bins = max_bins
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.splitter = splitter
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -312,17 +316,16 @@ class GeF(GenerativeForest):
         feat_idx = np.arange(c)
         nominal = schema.nominal_mask[feat_idx]
         binner = Binner.fit(Z[:, feat_idx], nominal, schema.n_levels[feat_idx], self.max_bins)
-        data = BinnedData(binner.transform(Z[:, feat_idx]), binner.n_bins, binner.nominal,
-                          binner.thresholds)
-        splitter = GiniSplitter(max_features=self._resolve_max_features(c),
-                                max_depth=self.max_depth,
-                                min_samples_leaf=float(self.min_samples_leaf))
-        root = seed_sequence(self.random_state)
-        rngs = tree_generators(root, self.n_trees)
+        data = TreeData(binner.transform(Z[:, feat_idx]), binner.n_bins, binner.nominal,
+                        binner.thresholds)
+        splitter = make_splitter(self.splitter, "GeF", True, ImpuritySplitter)
+        limits = GrowLimits(max_features=self._resolve_max_features(c), max_depth=self.max_depth,
+                            min_samples_leaf=float(self.min_samples_leaf), n_classes=K)
+        rngs = tree_generators(seed_sequence(self.random_state), self.n_trees)
         mode = "bootstrap" if self.sampling == "stratified" else self.sampling
         strata = y_codes if self.sampling == "stratified" else None
         W = np.stack([draw_weights(n, r, mode=mode, strata=strata) for r in rngs])
-        forest = grow_forest(splitter, data, y_codes, W, rngs, n_classes=K, n_jobs=self.n_jobs)
+        forest = grow_forest(splitter, data, y_codes, W, rngs, limits, n_jobs=self.n_jobs)
         # feature ids of the grower index the feature sub-table; ForestArrays index all columns
         n_levels_full = np.zeros(d, np.int32)
         n_levels_full[feat_idx] = forest.n_levels
@@ -403,15 +406,14 @@ class GeF(GenerativeForest):
             nan_left = getattr(t, "missing_go_to_left", np.zeros(t.node_count, np.uint8))
             wn = t.weighted_n_node_samples.astype(np.float64)
             frac = t.value[:, 0, :].astype(np.float64)
-            trees.append({
-                "feature": np.where(is_leaf, -1, t.feature).astype(np.int32),
-                "threshold": thr, "nan_left": np.asarray(nan_left, np.uint8),
-                "left": np.where(is_leaf, -1, t.children_left),
-                "right": np.where(is_leaf, -1, t.children_right),
-                "cat_off": np.full(t.node_count, -1, np.int64),
-                "cat_left": np.zeros(0, np.uint8),
-                "node_value": frac / np.maximum(frac.sum(1, keepdims=True), 1e-300) * wn[:, None],
-            })
+            trees.append(TreeRecord(
+                feature=np.where(is_leaf, -1, t.feature).astype(np.int32),
+                threshold=thr, nan_left=np.asarray(nan_left, np.uint8),
+                left=np.where(is_leaf, -1, t.children_left).astype(np.int32),
+                right=np.where(is_leaf, -1, t.children_right).astype(np.int32),
+                cat_off=np.full(t.node_count, -1, np.int64), cat_left=np.zeros(0, np.uint8),
+                class_weight=frac / np.maximum(frac.sum(1, keepdims=True), 1e-300) * wn[:, None],
+            ))
             leaf_pmf.append(frac[is_leaf])
             leaf_cnt.append(wn[is_leaf])
             leaf_pos.append(np.nonzero(is_leaf)[0])

@@ -1,13 +1,14 @@
 """Random forest density estimation (Wen & Hang, ICML 2022). Spec: ``shared/papers/rfde.md``.
 
 Each tree is a complete depth-``p`` random midpoint partition of a box fitted to the data
-(Algorithm 1; :mod:`forestgen.splitters.midpoint`); a tree's density is
+(Algorithm 1; :mod:`forestgen.tree.grow_midpoint`); a tree's density is
 ``N(cell) / (n · vol(cell))`` (eq. 4) and the forest is the plain average of ``T`` trees on all
 ``n`` rows (eq. 5): a uniform mixture of uniform boxes, exactly normalised and exactly sampleable.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -19,15 +20,11 @@ from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.cell_uniform import CellUniformLeaf
 from forestgen.leaves.uniform_levels import UniformLevelsLeaf
 from forestgen.registry import register
-from forestgen.splitters.midpoint import (
-    KIND_NOMINAL,
-    KIND_NUMERIC,
-    KIND_ORDERED,
-    grow_midpoint_tree,
-    route_codes,
-)
-from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.forest import default_n_jobs
+from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.density import MidpointSplitter
+from forestgen.splitters.density import column_layout as _layout
+from forestgen.tree.forest import grow_forest, tree_generators
+from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED, route_codes
 from forestgen.validation import (
     ParameterError,
     check_choice,
@@ -42,25 +39,17 @@ MAX_DEPTH = 60
 
 
 # ---------------------------------------------------------------------------- shared helpers
+def discrete_levels(schema) -> tuple[np.ndarray, np.ndarray]:
+    """Nominal mask and level counts (at least 1 for discrete columns, 0 for numeric ones)."""
+    nominal = np.array([c.is_discrete and c.is_nominal for c in schema.columns], bool)
+    nlev = np.array([max(c.n_levels, 1) if c.is_discrete else 0 for c in schema.columns],
+                    np.int64)
+    return nominal, nlev
+
+
 def column_layout(schema) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``kind`` codes (numeric / ordered discrete / nominal), level counts, nominal offsets."""
-    d = schema.d
-    kind = np.zeros(d, np.int64)
-    nlev = np.zeros(d, np.int64)
-    nom_off = np.full(d, -1, np.int64)
-    acc = 0
-    for j, spec in enumerate(schema.columns):
-        if spec.is_discrete:
-            nlev[j] = max(spec.n_levels, 1)
-            if spec.is_nominal:
-                kind[j] = KIND_NOMINAL
-                nom_off[j] = acc
-                acc += int(nlev[j])
-            else:
-                kind[j] = KIND_ORDERED
-        else:
-            kind[j] = KIND_NUMERIC
-    return kind, nlev, nom_off, acc
+    return _layout(*discrete_levels(schema))
 
 
 def root_box(Z: np.ndarray, schema, margin: float = 0.0, fixed: dict | None = None):
@@ -134,12 +123,6 @@ def fit_cell_leaves(schema, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
     return models
 
 
-def tree_seeds(random_state, n: int) -> np.ndarray:
-    """One 63-bit seed per tree from ``random_state`` (see :func:`seed_sequence`)."""
-    rng = np.random.Generator(np.random.PCG64(seed_sequence(random_state)))
-    return rng.integers(0, 2**63 - 1, size=n, dtype=np.int64)
-
-
 def theory_depth(n: int, d: int) -> int:
     """Theorem 2's ``p_n = d ln n / (1 + d ln 2)`` rounded (spec §2.2 fallback), at least 1."""
     return max(1, int(round(d * math.log(max(n, 2)) / (1.0 + d * math.log(2.0)))))
@@ -171,7 +154,12 @@ class RFDE(GenerativeForest):
         :meth:`score_samples` and :meth:`score` (default ``1e-5``, the clip implied by the
         paper's Table 1; spec §3.2). ``None`` gives the honest ``-inf`` (also
         ``log_prob(X, floor=None)`` and always :meth:`log_prob_encoded`).
-    random_state, n_jobs : seeds (one hashed seed per tree; results identical for any n_jobs).
+    random_state, n_jobs : seeds (one hashed seed per tree, the first draw of the tree's
+        Generator; results identical for any n_jobs).
+    splitter : ``"midpoint"`` (default, Algorithm 1) or another unlabelled splitter that honours
+        ``GrowLimits.max_depth``; ``depth="cv"`` needs the midpoint partition.
+    numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, eq. 4) or a leaf
+        model (name, class, instance) fitted on the training rows of each cell.
 
     Mixed data: discrete columns are split by halving their remaining levels (ordered columns
     by level order, nominal columns by a random even level subset) and carry a uniform pmf over
@@ -184,7 +172,8 @@ class RFDE(GenerativeForest):
     def __init__(self, *, n_trees: int = 100, depth: Any = "cv", depth_grid: Any = None,
                  cv_folds: int = 3, cv_trees: int = 50, margin: float = 0.0,
                  box: dict | None = None, density_floor: float | None = 1e-5,
-                 random_state: Any = None, n_jobs: int | None = -1):
+                 random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
+                 numeric_leaf: Any = None, discrete_leaf: Any = None):
         self.n_trees = n_trees
         self.depth = depth
         self.depth_grid = depth_grid
@@ -195,6 +184,9 @@ class RFDE(GenerativeForest):
         self.density_floor = density_floor
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.splitter = splitter
+        self.numeric_leaf = numeric_leaf
+        self.discrete_leaf = discrete_leaf
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -237,9 +229,16 @@ class RFDE(GenerativeForest):
         schema = self.encoder_.schema
         self._layout = column_layout(schema)
         self.box_lo_, self.box_hi_ = root_box(Z, schema, float(self.margin), self.box)
-        self.seeds_ = tree_seeds(self.random_state, int(self.n_trees))
+        self._rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
+        # a tree's hashed seed is the first draw of its Generator (MidpointSplitter)
+        self.seeds_ = np.array([copy.deepcopy(r).integers(0, 2**63 - 1) for r in self._rngs],
+                               np.int64)
+        self._splitter = make_splitter(self.splitter, "RFDE", False, MidpointSplitter)
         n, d = Z.shape
         if self.depth == "cv":
+            if not isinstance(self._splitter, MidpointSplitter):
+                raise ValueError("RFDE(depth='cv') selects the depth of the midpoint partition; "
+                                 f"with splitter {self._splitter!r} pass an int depth")
             self.cv_scores_ = self._cv_scores(Z, self._grid())
             self.depth_ = int(min(self.cv_scores_, key=lambda p: (self.cv_scores_[p], p)))
         elif self.depth == "theory":
@@ -251,40 +250,48 @@ class RFDE(GenerativeForest):
         return self
 
     def _grow(self, Z: np.ndarray) -> None:
-        kind, nlev, nom_off, n_nom = self._layout
         schema = self.encoder_.schema
-        p = self.depth_
-
-        def one(t: int):
-            return grow_midpoint_tree(Z, kind, self.box_lo_, self.box_hi_, nlev, nom_off, n_nom,
-                                      np.int64(self.seeds_[t]), p)
-
-        jobs = min(default_n_jobs(self.n_jobs), len(self.seeds_))
-        if jobs <= 1:
-            outs = [one(t) for t in range(len(self.seeds_))]
+        nominal, nlev = discrete_levels(schema)
+        n, d = Z.shape
+        data = TreeData(None, None, nominal, None, Z=Z, n_levels=nlev, box_lo=self.box_lo_,
+                        box_hi=self.box_hi_)
+        n_levels = np.where(nominal, nlev, 0)
+        T = len(self._rngs)
+        self.forest_ = grow_forest(self._splitter, data, None, np.ones((T, n)), self._rngs,
+                                   GrowLimits(max_depth=self.depth_), n_levels=n_levels,
+                                   n_jobs=self.n_jobs)
+        del self._rngs
+        mass = self.forest_.leaf_mass
+        with np.errstate(divide="ignore"):
+            self.leaf_log_weight_ = np.log(mass) - math.log(T)
+        boxes = self.forest_.boxes(d, n_levels)
+        if self.numeric_leaf is None and self.discrete_leaf is None:
+            self.leaf_models_ = fit_cell_leaves(schema, boxes.lower, boxes.upper,
+                                                boxes.mask.astype(np.uint8), boxes.nom_off,
+                                                mass * n)
         else:
-            from concurrent.futures import ThreadPoolExecutor
+            self.leaf_models_ = self._fit_leaves(Z, self.forest_.apply(Z), boxes,
+                                                 self.numeric_leaf or "cell_uniform",
+                                                 self.discrete_leaf or "uniform_levels")
+        self.leaf_code_ = self._leaf_codes(boxes) if isinstance(self._splitter,
+                                                                MidpointSplitter) else None
 
-            with ThreadPoolExecutor(jobs) as ex:
-                outs = list(ex.map(one, range(len(self.seeds_))))
-        trees = []
-        lo, hi, mask, cnt, codes = [], [], [], [], []
-        nominal_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
-        for feat, thr, left, right, cat_rows, llo, lhi, lmask, lcnt, lcode in outs:
-            trees.append(_tree_dict(feat, thr, left, right, cat_rows, kind, nlev))
-            lo.append(llo)
-            hi.append(lhi)
-            mask.append(lmask)
-            cnt.append(lcnt)
-            codes.append(lcode)
-        self.forest_ = ForestArrays.from_trees(trees, nominal_levels)
-        count = np.concatenate(cnt).astype(float)
-        self.leaf_code_ = np.concatenate(codes)
-        T = len(trees)
-        n = len(Z)
-        self.leaf_log_weight_ = np.log(count) - math.log(n) - math.log(T)
-        self.leaf_models_ = fit_cell_leaves(schema, np.concatenate(lo), np.concatenate(hi),
-                                            np.concatenate(mask), nom_off, count)
+    def _leaf_codes(self, boxes) -> np.ndarray:
+        """Heap code of every leaf's depth-``p`` cell, by routing a point of the cell."""
+        kind, nlev, nom_off, n_nom = self._layout
+        f = self.forest_
+        pts = np.where(kind == KIND_ORDERED, np.floor(boxes.lower) + 1.0,
+                       0.5 * (boxes.lower + boxes.upper))
+        for j in np.nonzero(kind == KIND_NOMINAL)[0]:
+            o = boxes.nom_off[j]
+            pts[:, j] = np.argmax(boxes.mask[:, o:o + nlev[j]], axis=1)
+        out = np.empty(f.n_leaves, np.int64)
+        for t in range(f.n_trees):
+            a, b = f.leaf_offsets[t], f.leaf_offsets[t + 1]
+            codes, _ = route_codes(pts[a:b], kind, self.box_lo_, self.box_hi_, nlev, nom_off,
+                                   n_nom, np.int64(self.seeds_[t]), self.depth_)
+            out[a:b] = codes[:, -1]
+        return out
 
     # ------------------------------------------------------------------ depth selection
     def _cv_scores(self, Z: np.ndarray, grid: list[int]) -> dict[int, float]:
@@ -335,19 +342,21 @@ class RFDE(GenerativeForest):
         return self.log_prob(X)
 
     def leaf_cells(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(heap codes, lower, upper)`` of tree ``t``'s non-empty depth-``p`` cells."""
+        """``(heap codes, lower, upper)`` of tree ``t``'s non-empty depth-``p`` cells (interval
+        bounds per column; a discrete column's bounds are in level-code units)."""
         self._check_fitted()
         a, b = self.forest_.leaf_offsets[t], self.forest_.leaf_offsets[t + 1]
-        lo = np.stack([getattr(m, "lo_", np.full(self.forest_.n_leaves, np.nan))[a:b]
-                       for m in self.leaf_models_], axis=1)
-        hi = np.stack([getattr(m, "hi_", np.full(self.forest_.n_leaves, np.nan))[a:b]
-                       for m in self.leaf_models_], axis=1)
-        return self.leaf_code_[a:b], lo, hi
+        schema = self.encoder_.schema
+        nominal, nlev = discrete_levels(schema)
+        boxes = self.forest_.boxes(schema.d, np.where(nominal, nlev, 0))
+        return self.leaf_code_[a:b], boxes.lower[a:b], boxes.upper[a:b]
 
     # ------------------------------------------------------------------ persistence
     def _extra_arrays(self):
-        return {"seeds": self.seeds_, "box_lo": self.box_lo_, "box_hi": self.box_hi_,
-                "leaf_code": self.leaf_code_}
+        out = {"seeds": self.seeds_, "box_lo": self.box_lo_, "box_hi": self.box_hi_}
+        if self.leaf_code_ is not None:
+            out["leaf_code"] = self.leaf_code_
+        return out
 
     def _extra_meta(self):
         return {"depth": int(self.depth_), "n_train": int(self.n_train_)}
@@ -356,27 +365,10 @@ class RFDE(GenerativeForest):
         self.seeds_ = arrays["seeds"]
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
-        self.leaf_code_ = arrays["leaf_code"]
+        self.leaf_code_ = arrays.get("leaf_code")
         self.depth_ = int(meta["depth"])
         self.n_train_ = int(meta["n_train"])
         self._layout = column_layout(self.encoder_.schema)
-
-
-def _tree_dict(feat, thr, left, right, cat_rows, kind, nlev) -> dict:
-    n_nodes = len(feat)
-    cat_off = np.full(n_nodes, -1, np.int64)
-    parts = []
-    acc = 0
-    for node in np.nonzero(feat >= 0)[0]:
-        j = feat[node]
-        if kind[j] == KIND_NOMINAL:
-            cat_off[node] = acc
-            parts.append(cat_rows[node, :nlev[j]])
-            acc += int(nlev[j])
-    return {"feature": feat, "threshold": np.where(np.isnan(thr), 0.0, thr),
-            "nan_left": np.ones(n_nodes, np.uint8), "left": left, "right": right,
-            "cat_off": cat_off,
-            "cat_left": np.concatenate(parts) if parts else np.zeros(0, np.uint8)}
 
 
 def _logmeanexp(a: np.ndarray) -> np.ndarray:

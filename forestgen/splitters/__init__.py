@@ -1,7 +1,17 @@
 """Splitters: how a node is split. See :class:`forestgen.splitters.base.Splitter`."""
 
-from forestgen.splitters.base import BinnedData, Splitter, resolve_max_features
+from forestgen.splitters.base import (
+    BinnedData,
+    GrowLimits,
+    Splitter,
+    TreeData,
+    make_splitter,
+    resolve_max_features,
+)
+from forestgen.splitters.density import DensitySplitter, MidpointSplitter
 from forestgen.splitters.energy import EnergySplitter
-from forestgen.splitters.gini import GiniSplitter
+from forestgen.splitters.impurity import EntropySplitter, GiniSplitter, ImpuritySplitter
 
-__all__ = ["EnergySplitter", "BinnedData", "Splitter", "GiniSplitter", "resolve_max_features"]
+__all__ = ["BinnedData", "DensitySplitter", "EnergySplitter", "EntropySplitter", "GiniSplitter",
+           "GrowLimits", "ImpuritySplitter", "MidpointSplitter", "Splitter", "TreeData",
+           "make_splitter", "resolve_max_features"]

@@ -1,52 +1,87 @@
-"""Splitter contract: grows one tree on binned, class-labelled rows."""
+"""Splitter contract: grows one tree from the rows a learner hands it.
+
+A splitter decides *how a node is split* (its criterion and search); the learner decides the
+tree's *shape limits* (its paper's defaults) and passes them as :class:`GrowLimits`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
+from forestgen.tree.record import TreeRecord
+
 
 @dataclass
-class BinnedData:
-    """What a splitter sees: codes ``Xb [d, n]`` (uint16), bins per column, nominal flags."""
+class TreeData:
+    """What a splitter sees. Always: binned codes ``Xb [d, n]`` (uint16; code ``n_bins[j]`` is
+    missing), ``n_bins [d]``, ``nominal [d]`` and the bin ``thresholds`` (encoded units).
+    Filled by learners whose splitters need them: the encoded rows ``Z [n, d]``, discrete level
+    counts ``n_levels [d]`` (0 = numeric), a finite root box ``box_lo, box_hi [d]`` and the
+    per-bin reference mass ``vref [d, max_bins]`` (each column normalised to 1)."""
 
     Xb: np.ndarray
     n_bins: np.ndarray
     nominal: np.ndarray
     thresholds: list[np.ndarray]
+    Z: np.ndarray | None = None
+    n_levels: np.ndarray | None = None
+    box_lo: np.ndarray | None = None
+    box_hi: np.ndarray | None = None
+    vref: np.ndarray | None = None
 
     @property
     def d(self) -> int:
-        return self.Xb.shape[0]
+        return self.Xb.shape[0] if self.Xb is not None else self.Z.shape[1]
+
+    def require(self, splitter: Splitter, *names: str) -> None:
+        missing = [k for k in names if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"{type(splitter).__name__} needs TreeData.{', '.join(missing)}, "
+                             "which this learner does not provide")
+
+
+BinnedData = TreeData  # former name
+
+
+@dataclass(frozen=True)
+class GrowLimits:
+    """Tree-shape limits a learner imposes on any splitter. ``max_features``: candidate columns
+    per node (see :func:`resolve_max_features`); ``max_depth`` / ``max_leaves``: ``None`` =
+    unlimited; ``min_samples_leaf``: minimum weighted rows per child; ``min_class_leaf [C]``:
+    minimum weight of each class per child; ``n_classes``: labels are ``0..n_classes-1``."""
+
+    max_features: Any = "sqrt"
+    max_depth: int | None = None
+    max_leaves: int | None = None
+    min_samples_leaf: float = 1.0
+    min_class_leaf: np.ndarray | None = None
+    n_classes: int = 1
 
 
 class Splitter:
-    """Base class. A splitter turns (binned rows, labels, row weights) into one tree.
+    """Base class. :meth:`grow` turns (tree data, labels ``y [n]``, row weights ``w [n]``, the
+    tree's Generator, limits) into a :class:`~forestgen.tree.record.TreeRecord`.
 
-    Contract of :meth:`grow`: return a dict of tree-local node arrays ``feature`` (int32, -1 at
-    leaves), ``thr_bin`` (left iff code <= thr_bin), ``nan_left`` (uint8), ``left``/``right``
-    (int32, -1 at leaves), ``cat_off`` (int64, -1 unless nominal) with ``cat_left`` (uint8 level
-    sets), and optionally ``node_value`` ``[n_nodes, C]``. Rows with weight 0 are out of bag and
-    must not influence the tree. All randomness must come from ``rng`` (one Generator per tree),
-    so forests are identical for any thread count. Subclasses may be plain Python (slow but
-    fine for research); built-ins call a ``cache=True`` Numba kernel.
+    Rows with weight 0 are out of bag and must not influence the tree. All randomness must come
+    from ``rng`` (one Generator per tree), so forests are identical for any thread count.
+    ``labelled`` declares whether the splitter uses class labels (ARF, GeF) or grows on the rows
+    alone (DEF, RFDE); learners reject splitters of the wrong kind. Plain Python works (slow);
+    built-ins call Numba kernels in :mod:`forestgen.tree`. Parameters are keyword arguments
+    stored under their own names (so :meth:`get_params` round-trips through save/load).
     """
 
-    def grow(
-        self,
-        data: BinnedData,
-        y: np.ndarray,
-        w: np.ndarray,
-        rng: np.random.Generator,
-        *,
-        n_classes: int,
-        min_class_leaf: np.ndarray | None = None,
-    ) -> dict[str, np.ndarray]:
+    labelled: ClassVar[bool] = True
+    registry_name: ClassVar[str] = ""
+
+    def grow(self, data: TreeData, y: np.ndarray, w: np.ndarray, rng: np.random.Generator,
+             limits: GrowLimits) -> TreeRecord:
         raise NotImplementedError
 
     def get_params(self) -> dict:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -68,3 +103,32 @@ def resolve_max_features(max_features, d: int) -> int:
     if isinstance(max_features, float) and 0.0 < max_features <= 1.0:
         return max(1, int(round(max_features * d)))
     raise ValueError(f"invalid max_features {max_features!r}")
+
+
+def make_splitter(spec: Any, learner: str, labelled: bool, default_cls: type,
+                  **defaults: Any) -> Splitter:
+    """The splitter a learner grows with: a registry name, a :class:`Splitter` class or
+    instance, or a bare ``@numba.njit`` gain function (wrapped in ``default_cls``, the
+    learner's own splitter family). ``defaults`` are passed when a name or class is given."""
+    from forestgen import registry
+    from forestgen.tree.criteria import criterion_code
+
+    if not isinstance(spec, (str, type, Splitter)):
+        criterion_code(spec)  # raises a clear TypeError for anything else
+        out = default_cls(criterion=spec)
+    else:
+        cls = registry.get("splitter", spec) if isinstance(spec, str) else spec
+        if isinstance(cls, type):
+            if not issubclass(cls, Splitter):
+                raise TypeError(f"{learner}: splitter must be a Splitter subclass, got {cls!r}")
+            import inspect
+
+            accepted = inspect.signature(cls.__init__).parameters
+            out = cls(**{k: v for k, v in defaults.items() if k in accepted})
+        else:
+            out = cls
+    if out.labelled != labelled:
+        need = "class-labelled" if labelled else "unlabelled (density / partition)"
+        raise ValueError(f"{learner} grows {need} trees; splitter {out!r} is "
+                         f"{'labelled' if out.labelled else 'unlabelled'}")
+    return out

@@ -1,269 +1,114 @@
-"""Best-first density estimation trees (Ram & Gray 2011; DEF of Bravo, ICLR 2025, App. B, D.3.4).
-
-A tree contrasts the data mass ``P`` of a cell with its reference mass ``V`` (a product measure,
-normalised to 1 on the root box). Split scores per child (spec §4.1-4.2):
-
-* ISE: ``P^2 / V`` — ``gain = P_L^2/V_L + P_R^2/V_R - P_P^2/V_P`` (integrated squared error
-  decrease of the piecewise-constant estimate ``P/V``);
-* KL / likelihood: ``P log(P/V)`` (``0 log 0 = 0``) — the exact training log-likelihood
-  increase.
-
-The open leaf with the largest gain is split next (best-first) until ``max_leaves`` leaves or no
-split gains more than ``1e-12``. Candidate columns are drawn per node
-(``mtry = max(1, round(frac·d))``, without replacement, from the tree's Generator). Ordered
-columns scan bin prefixes; nominal columns sort their allowed levels by ``log(P_k / V_k)`` and
-scan prefixes (spec §4.3). Both children must keep ``min_samples_leaf`` (bootstrap-weighted) rows.
-"""
+"""Density-tree splitters (no labels): best-first density trees and random midpoint partitions."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numba import njit
 
-ISE = 0
-KL = 1
-MIN_GAIN = 1e-12
-
-
-@njit(cache=True, nogil=True)
-def _score(P, V, crit):
-    if crit == ISE:
-        return P * P / V
-    if P <= 0.0:
-        return 0.0
-    return P * np.log(P / V)
+from forestgen.registry import register
+from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
+from forestgen.tree.criteria import DENSITY, USER, criterion_code
+from forestgen.tree.grow_density import grow_density_tree, grow_density_tree_with
+from forestgen.tree.grow_midpoint import (
+    KIND_NOMINAL,
+    KIND_NUMERIC,
+    KIND_ORDERED,
+    grow_midpoint_tree,
+)
+from forestgen.tree.record import LeafCells, TreeRecord, path_cells
 
 
-@njit(cache=True, nogil=True)
-def gain(PL, VL, PR, VR, crit):
-    """Split gain from child masses (data ``P``, reference ``V``); parent = sum of children."""
-    return _score(PL, VL, crit) + _score(PR, VR, crit) - _score(PL + PR, VL + VR, crit)
+def column_layout(nominal: np.ndarray, n_levels: np.ndarray):
+    """``kind`` codes (numeric / ordered discrete / nominal), level counts, nominal offsets of
+    the leaf-mask layout, and the number of nominal levels."""
+    d = len(nominal)
+    kind = np.where(nominal, KIND_NOMINAL, np.where(n_levels > 0, KIND_ORDERED, KIND_NUMERIC))
+    nlev = np.where(n_levels > 0, np.maximum(n_levels, 1), 0).astype(np.int64)
+    nom_off = np.full(d, -1, np.int64)
+    acc = 0
+    for j in range(d):
+        if nominal[j]:
+            nom_off[j] = acc
+            acc += int(nlev[j])
+    return kind.astype(np.int64), nlev, nom_off, acc
 
 
-@njit(cache=True, nogil=True)
-def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, nom_off, vref,
-                feats, mtry, crit, min_leaf, rng, hist, order, keys, out_set):
-    """Best split of one node. Returns (gain, feature, threshold bin); nominal left levels are
-    written to ``out_set`` (1 = left)."""
-    d = Xb.shape[0]
-    for s in range(d):
-        feats[s] = s
-    best_g = -np.inf
-    best_f = -1
-    best_t = -1
-    Ptot = 0.0
-    for r in range(start, end):
-        Ptot += w[idx[r]]
-    for s in range(mtry):
-        t = s + rng.integers(0, d - s)
-        tmp = feats[s]
-        feats[s] = feats[t]
-        feats[t] = tmp
-        f = feats[s]
-        nb = n_bins[f]
-        for b in range(nb):
-            hist[b] = 0.0
-        for r in range(start, end):
-            i = idx[r]
-            hist[Xb[f, i]] += w[i]
-        if nominal[f]:
-            o = nom_off[f]
-            m = 0
-            vtot = 0.0
-            for b in range(nb):
-                if mask[o + b]:
-                    order[m] = b
-                    vtot += vref[f, b]
-                    keys[m] = np.log(hist[b] / vref[f, b]) if hist[b] > 0 else -np.inf
-                    m += 1
-            if m < 2:
-                continue
-            srt = np.argsort(keys[:m])
-            cP = 0.0
-            cV = 0.0
-            for q in range(m - 1):
-                b = order[srt[q]]
-                cP += hist[b]
-                cV += vref[f, b]
-                PR = Ptot - cP
-                if cP < min_leaf or PR < min_leaf:
-                    continue
-                g = gain(cP / W, V * cV / vtot, PR / W, V * (vtot - cV) / vtot, crit)
-                if g > best_g:
-                    best_g = g
-                    best_f = f
-                    best_t = q
-                    for k in range(nb):
-                        out_set[k] = 0
-                    for q2 in range(q + 1):
-                        out_set[order[srt[q2]]] = 1
-        else:
-            a = blo[f]
-            bb = bhi[f]
-            if bb <= a:
-                continue
-            vtot = 0.0
-            for b in range(a, bb + 1):
-                vtot += vref[f, b]
-            cP = 0.0
-            cV = 0.0
-            for b in range(a, bb):
-                cP += hist[b]
-                cV += vref[f, b]
-                PR = Ptot - cP
-                if cP < min_leaf or PR < min_leaf:
-                    continue
-                g = gain(cP / W, V * cV / vtot, PR / W, V * (vtot - cV) / vtot, crit)
-                if g > best_g:
-                    best_g = g
-                    best_f = f
-                    best_t = b
-    return best_g, best_f, best_t
+@register("splitter", "density")
+class DensitySplitter(Splitter):
+    """Best-first density estimation tree (Ram & Gray 2011; DEF, Bravo 2025 App. B): the open
+    leaf with the largest gain of ``[data mass P, reference mass V]`` is split until
+    ``limits.max_leaves`` (default 256) or no gain exceeds ``1e-12``.
 
+    criterion : ``"kl"`` (likelihood gain), ``"ise"``, ``"energy"``, a registered criterion
+        name, or an ``@numba.njit`` ``gain(left, right)`` of ``[P, V]`` child masses.
 
-@njit(cache=True, nogil=True)
-def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_leaves, mtry,
-                      min_leaf, rng):
-    """Grow one DET on binned codes ``Xb [d, n]`` with row weights ``w`` (bootstrap counts).
-
-    Returns tree-local ``feature, thr_bin, left, right, cat_rows [n_nodes, max_bins]`` (left level
-    sets of nominal splits) and per node ``mass`` (``P``, the weighted fraction of rows) and
-    ``vol`` (``V``, normalised reference mass).
+    Needs ``TreeData.vref``, ``n_levels``, ``box_lo``/``box_hi``. Leaf cells are the path boxes
+    clipped to the root box; ``leaf_mass`` is each leaf's weighted share of the rows.
     """
-    d, n = Xb.shape
-    bmax = 1
-    for j in range(d):
-        bmax = max(bmax, n_bins[j])
-    max_nodes = 2 * max_leaves - 1
-    feature = np.full(max_nodes, -1, np.int32)
-    thr_bin = np.full(max_nodes, -1, np.int64)
-    left = np.full(max_nodes, -1, np.int32)
-    right = np.full(max_nodes, -1, np.int32)
-    cat_rows = np.zeros((max_nodes, bmax), np.uint8)
-    mass = np.zeros(max_nodes)
-    vol = np.zeros(max_nodes)
-    # per node state
-    n_start = np.zeros(max_nodes, np.int64)
-    n_end = np.zeros(max_nodes, np.int64)
-    n_blo = np.zeros((max_nodes, d), np.int64)
-    n_bhi = np.zeros((max_nodes, d), np.int64)
-    n_mask = np.ones((max_nodes, n_nom), np.uint8)
-    g_best = np.full(max_nodes, -np.inf)
-    f_best = np.full(max_nodes, -1, np.int64)
-    t_best = np.full(max_nodes, -1, np.int64)
-    set_best = np.zeros((max_nodes, bmax), np.uint8)
-    is_open = np.zeros(max_nodes, np.bool_)
 
-    m = 0
-    for i in range(n):
-        if w[i] > 0:
-            m += 1
-    idx = np.empty(m, np.int64)
-    m = 0
-    W = 0.0
-    for i in range(n):
-        if w[i] > 0:
-            idx[m] = i
-            m += 1
-            W += w[i]
-    feats = np.empty(d, np.int64)
-    hist = np.zeros(bmax)
-    order = np.empty(bmax, np.int64)
-    keys = np.empty(bmax)
-    for j in range(d):
-        n_blo[0, j] = 0
-        n_bhi[0, j] = n_bins[j] - 1
-    n_start[0] = 0
-    n_end[0] = m
-    mass[0] = 1.0
-    vol[0] = 1.0
-    n_nodes = 1
-    g, f, t = _best_split(Xb, w, W, idx, 0, m, 1.0, n_blo[0], n_bhi[0], n_mask[0], nominal,
-                          n_bins, nom_off, vref, feats, mtry, crit, min_leaf, rng, hist, order,
-                          keys, set_best[0])
-    g_best[0], f_best[0], t_best[0] = g, f, t
-    is_open[0] = True
-    n_leaves = 1
-    while n_leaves < max_leaves:
-        node = -1
-        bg = MIN_GAIN
-        for c in range(n_nodes):
-            if is_open[c] and g_best[c] > bg:
-                bg = g_best[c]
-                node = c
-        if node < 0:
-            break
-        is_open[node] = False
-        f = f_best[node]
-        tb = t_best[node]
-        feature[node] = f
-        thr_bin[node] = tb
-        for k in range(bmax):
-            cat_rows[node, k] = set_best[node, k]
-        start = n_start[node]
-        end = n_end[node]
-        i = start
-        k = end - 1
-        while i <= k:
-            code = Xb[f, idx[i]]
-            gl = set_best[node, code] == 1 if nominal[f] else code <= tb
-            if gl:
-                i += 1
-            else:
-                tmp = idx[i]
-                idx[i] = idx[k]
-                idx[k] = tmp
-                k -= 1
-        mid = i
-        # reference mass fraction of the left part within the node's range of column f
-        vtot = 0.0
-        vl = 0.0
-        if nominal[f]:
-            o = nom_off[f]
-            for b in range(n_bins[f]):
-                if n_mask[node, o + b]:
-                    vtot += vref[f, b]
-                    if set_best[node, b] == 1:
-                        vl += vref[f, b]
-        else:
-            for b in range(n_blo[node, f], n_bhi[node, f] + 1):
-                vtot += vref[f, b]
-                if b <= tb:
-                    vl += vref[f, b]
-        for side in range(2):
-            c = n_nodes
-            n_nodes += 1
-            if side == 0:
-                left[node] = c
-                n_start[c] = start
-                n_end[c] = mid
-                vol[c] = vol[node] * vl / vtot
-            else:
-                right[node] = c
-                n_start[c] = mid
-                n_end[c] = end
-                vol[c] = vol[node] * (vtot - vl) / vtot
-            n_blo[c, :] = n_blo[node]
-            n_bhi[c, :] = n_bhi[node]
-            n_mask[c, :] = n_mask[node]
-            if nominal[f]:
-                o = nom_off[f]
-                for b in range(n_bins[f]):
-                    if (set_best[node, b] == 1) != (side == 0):
-                        n_mask[c, o + b] = 0
-            elif side == 0:
-                n_bhi[c, f] = tb
-            else:
-                n_blo[c, f] = tb + 1
-            s = 0.0
-            for r in range(n_start[c], n_end[c]):
-                s += w[idx[r]]
-            mass[c] = s / W
-            g, f2, t2 = _best_split(Xb, w, W, idx, n_start[c], n_end[c], vol[c], n_blo[c],
-                                    n_bhi[c], n_mask[c], nominal, n_bins, nom_off, vref, feats,
-                                    mtry, crit, min_leaf, rng, hist, order, keys, set_best[c])
-            g_best[c], f_best[c], t_best[c] = g, f2, t2
-            is_open[c] = True
-        n_leaves += 1
-    return (feature[:n_nodes], thr_bin[:n_nodes], left[:n_nodes], right[:n_nodes],
-            cat_rows[:n_nodes], mass[:n_nodes], vol[:n_nodes])
+    labelled = False
+
+    def __init__(self, *, criterion: Any = "kl"):
+        self.criterion = criterion
+
+    def grow(self, data: TreeData, y, w, rng, limits: GrowLimits) -> TreeRecord:
+        from forestgen import registry
+
+        data.require(self, "vref", "n_levels", "box_lo", "box_hi")
+        crit = self.criterion
+        if isinstance(crit, str) and crit not in DENSITY:
+            crit = registry.get("criterion", crit)
+        code = criterion_code(crit)
+        kernel = grow_density_tree_with(crit) if code == USER else grow_density_tree
+        kind, nlev, nom_off, n_nom = column_layout(data.nominal, data.n_levels)
+        max_leaves = 256 if limits.max_leaves is None else int(limits.max_leaves)
+        if max_leaves < 1:
+            raise ValueError(f"max_leaves must be >= 1, got {max_leaves}")
+        feat, tb, left, right, cat_rows, mass, _vol = kernel(
+            data.Xb, np.asarray(w, np.float64), data.n_bins.astype(np.int64),
+            data.nominal.astype(np.bool_), nom_off, n_nom, data.vref, max(code, 0), max_leaves,
+            resolve_max_features(limits.max_features, data.d), float(limits.min_samples_leaf),
+            rng)
+        thr = np.zeros(len(feat))
+        for node in np.nonzero(feat >= 0)[0]:
+            j = feat[node]
+            if not data.nominal[j]:
+                thr[node] = data.thresholds[j][tb[node]]
+        rec = TreeRecord.from_nominal_rows(feat, thr, left, right, cat_rows, nlev, data.nominal,
+                                           leaf_mass=mass[feat < 0])
+        lo, hi, mask = path_cells(rec, data.d, np.where(data.nominal, nlev, 0))
+        rec.cells = LeafCells(np.clip(lo, data.box_lo, data.box_hi),
+                              np.clip(hi, data.box_lo, data.box_hi), mask)
+        return rec.check()
+
+
+@register("splitter", "midpoint")
+class MidpointSplitter(Splitter):
+    """Random midpoint partition of RFDE (Wen & Hang 2022, Alg. 1;
+    :mod:`forestgen.tree.grow_midpoint`): every cell is halved at the midpoint of a random
+    splittable column, to depth ``limits.max_depth``, ignoring the data except to skip empty
+    cells (path compression). The tree's hashed seed is the first draw of its Generator.
+
+    Needs ``TreeData.Z``, ``n_levels``, ``box_lo``/``box_hi``. Returns the exact depth-``p``
+    cells (which path compression makes smaller than the path boxes) and ``leaf_mass``, the
+    share of the in-bag rows in each cell.
+    """
+
+    labelled = False
+
+    def grow(self, data: TreeData, y, w, rng, limits: GrowLimits) -> TreeRecord:
+        data.require(self, "Z", "n_levels", "box_lo", "box_hi")
+        if limits.max_depth is None or limits.max_depth < 0:
+            raise ValueError("MidpointSplitter needs a depth: GrowLimits.max_depth >= 0")
+        seed = np.int64(rng.integers(0, 2**63 - 1))
+        kind, nlev, nom_off, n_nom = column_layout(data.nominal, data.n_levels)
+        Z = np.ascontiguousarray(data.Z[np.asarray(w) > 0])
+        feat, thr, left, right, cat_rows, llo, lhi, lmask, lcnt, _code = grow_midpoint_tree(
+            Z, kind, data.box_lo, data.box_hi, nlev, nom_off, n_nom, seed,
+            int(limits.max_depth))
+        rec = TreeRecord.from_nominal_rows(
+            feat, thr, left, right, cat_rows, nlev, data.nominal,
+            cells=LeafCells(llo, lhi, lmask.astype(bool)),
+            leaf_mass=lcnt / max(len(Z), 1))
+        return rec.check()

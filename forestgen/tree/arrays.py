@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from forestgen.tree.kernels import apply_kernel, boxes_kernel, reach_kernel
+from forestgen.tree.record import TreeRecord
 
 
 @dataclass
@@ -48,53 +49,60 @@ class ForestArrays:
     leaf_offsets: np.ndarray  # int64 [B+1]
     n_levels: np.ndarray  # int32 [d]; >0 for nominal columns (levels of their splits)
     node_value: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # [N, C] class weights
+    # exact leaf cells where they differ from the path boxes (empty otherwise): [L, d], [L, M]
+    cell_lower: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    cell_upper: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    cell_mask: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
+    leaf_mass: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [L] (density trees)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_trees(cls, trees: list[dict], n_levels: np.ndarray) -> ForestArrays:
-        """Concatenate per-tree dicts with tree-local ids (keys as the fields, minus offsets)."""
-        node_off = [0]
-        leaf_off = [0]
-        cat_off_acc = 0
-        parts: dict[str, list] = {k: [] for k in
-                                  ("feature", "threshold", "nan_left", "left", "right", "cat_off",
-                                   "cat_left", "node_leaf", "node_value")}
-        for t in trees:
-            n = len(t["feature"])
-            base = node_off[-1]
-            is_leaf = t["feature"] < 0
-            n_leaf = int(is_leaf.sum())
-            node_leaf = np.full(n, -1, np.int32)
-            node_leaf[is_leaf] = leaf_off[-1] + np.arange(n_leaf, dtype=np.int32)
-            parts["feature"].append(t["feature"].astype(np.int32))
-            parts["threshold"].append(t["threshold"].astype(np.float64))
-            parts["nan_left"].append(t["nan_left"].astype(np.uint8))
-            parts["left"].append(np.where(t["left"] >= 0, t["left"] + base, -1).astype(np.int32))
-            parts["right"].append(np.where(t["right"] >= 0, t["right"] + base, -1).astype(np.int32))
-            parts["cat_off"].append(np.where(t["cat_off"] >= 0, t["cat_off"] + cat_off_acc, -1))
-            parts["cat_left"].append(t["cat_left"].astype(np.uint8))
-            parts["node_leaf"].append(node_leaf)
-            if "node_value" in t:
-                parts["node_value"].append(np.asarray(t["node_value"], np.float64))
-            cat_off_acc += len(t["cat_left"])
-            node_off.append(base + n)
-            leaf_off.append(leaf_off[-1] + n_leaf)
-        nv = parts.pop("node_value")
-        out = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
-        return cls(
-            feature=out["feature"].astype(np.int32),
-            threshold=out["threshold"].astype(np.float64),
-            nan_left=out["nan_left"].astype(np.uint8),
-            left=out["left"].astype(np.int32),
-            right=out["right"].astype(np.int32),
-            cat_off=out["cat_off"].astype(np.int64),
-            cat_left=out["cat_left"].astype(np.uint8),
-            node_leaf=out["node_leaf"].astype(np.int32),
-            node_offsets=np.asarray(node_off, np.int64),
-            leaf_offsets=np.asarray(leaf_off, np.int64),
+    def from_trees(cls, trees: list[TreeRecord], n_levels: np.ndarray) -> ForestArrays:
+        """Concatenate per-tree records (tree-local ids). Optional outputs are kept when every
+        record has them: class weights, exact leaf cells, leaf masses."""
+        node_off = np.zeros(len(trees) + 1, np.int64)
+        leaf_off = np.zeros(len(trees) + 1, np.int64)
+        cat_sizes = np.zeros(len(trees) + 1, np.int64)
+        for b, t in enumerate(trees):
+            node_off[b + 1] = node_off[b] + t.n_nodes
+            leaf_off[b + 1] = leaf_off[b] + t.n_leaves
+            cat_sizes[b + 1] = cat_sizes[b] + len(t.cat_left)
+
+        def cat(parts, dtype, empty):
+            return np.concatenate(parts).astype(dtype) if parts else empty
+
+        node_leaf, left, right, cat_off = [], [], [], []
+        for b, t in enumerate(trees):
+            is_leaf = t.feature < 0
+            nl = np.full(t.n_nodes, -1, np.int32)
+            nl[is_leaf] = leaf_off[b] + np.arange(int(is_leaf.sum()), dtype=np.int32)
+            node_leaf.append(nl)
+            left.append(np.where(t.left >= 0, t.left + node_off[b], -1))
+            right.append(np.where(t.right >= 0, t.right + node_off[b], -1))
+            cat_off.append(np.where(t.cat_off >= 0, t.cat_off + cat_sizes[b], -1))
+        every = len(trees) > 0
+        out = cls(
+            feature=cat([t.feature for t in trees], np.int32, np.zeros(0, np.int32)),
+            threshold=cat([t.threshold for t in trees], np.float64, np.zeros(0)),
+            nan_left=cat([t.nan_left for t in trees], np.uint8, np.zeros(0, np.uint8)),
+            left=cat(left, np.int32, np.zeros(0, np.int32)),
+            right=cat(right, np.int32, np.zeros(0, np.int32)),
+            cat_off=cat(cat_off, np.int64, np.zeros(0, np.int64)),
+            cat_left=cat([t.cat_left for t in trees], np.uint8, np.zeros(0, np.uint8)),
+            node_leaf=cat(node_leaf, np.int32, np.zeros(0, np.int32)),
+            node_offsets=node_off, leaf_offsets=leaf_off,
             n_levels=np.asarray(n_levels, np.int32),
-            node_value=np.concatenate(nv) if len(nv) == len(trees) and nv else np.zeros((0, 0)),
         )
+        if every and all(t.class_weight is not None for t in trees):
+            out.node_value = np.concatenate([np.asarray(t.class_weight, np.float64)
+                                             for t in trees])
+        if every and all(t.cells is not None for t in trees):
+            out.cell_lower = np.concatenate([t.cells.lower for t in trees]).astype(np.float64)
+            out.cell_upper = np.concatenate([t.cells.upper for t in trees]).astype(np.float64)
+            out.cell_mask = np.concatenate([t.cells.mask for t in trees]).astype(bool)
+        if every and all(t.leaf_mass is not None for t in trees):
+            out.leaf_mass = np.concatenate([t.leaf_mass for t in trees]).astype(np.float64)
+        return out
 
     # ------------------------------------------------------------------ properties
     @property
@@ -144,7 +152,8 @@ class ForestArrays:
         return reach_kernel(X, *self._args(), self.roots, self.node_leaf, max_nodes)
 
     def boxes(self, d: int, nominal_levels: np.ndarray) -> LeafBoxes:
-        """Leaf cells for ``d`` columns; ``nominal_levels[j]`` > 0 marks nominal column j."""
+        """Exact leaf cells for ``d`` columns (``nominal_levels[j] > 0`` marks nominal column
+        j): the stored cells where the splitter recorded them, else the root-path boxes."""
         nominal_levels = np.asarray(nominal_levels, np.int64)
         nom_off = np.full(d, -1, np.int64)
         acc = 0
@@ -152,6 +161,8 @@ class ForestArrays:
             if nominal_levels[j] > 0:
                 nom_off[j] = acc
                 acc += int(nominal_levels[j])
+        if self.n_leaves and self.cell_lower.shape == (self.n_leaves, d):
+            return LeafBoxes(self.cell_lower, self.cell_upper, self.cell_mask, nom_off)
         lower, upper, mask = boxes_kernel(
             self.feature, self.threshold, self.left, self.right, self.cat_off, self.cat_left,
             self.n_levels, self.node_leaf, self.n_leaves, d, nom_off, acc,
@@ -176,4 +187,6 @@ class ForestArrays:
 
     @classmethod
     def from_arrays(cls, arrays, prefix: str = "forest.") -> ForestArrays:
-        return cls(**{f.name: np.asarray(arrays[prefix + f.name]) for f in fields(cls)})
+        """Inverse of :meth:`to_arrays`; fields absent from older files keep their defaults."""
+        return cls(**{f.name: np.asarray(arrays[prefix + f.name]) for f in fields(cls)
+                      if prefix + f.name in arrays})

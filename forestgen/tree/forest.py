@@ -1,4 +1,9 @@
-"""Grow a forest: one splitter call per tree, in a thread pool, with per-tree generators."""
+"""Grow a forest: one splitter call per tree in one thread pool, one Generator per tree.
+
+This is the only place trees are grown. Seeding: a learner turns its ``random_state`` into a
+:class:`numpy.random.SeedSequence` (:func:`forestgen.validation.seed_sequence`) and spawns one
+Generator per tree (:func:`tree_generators`), so results are identical for any ``n_jobs``.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,13 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
-from forestgen.splitters.base import BinnedData, Splitter
+from forestgen.splitters.base import GrowLimits, Splitter, TreeData
 from forestgen.tree.arrays import ForestArrays
+from forestgen.tree.record import TreeRecord
 
 
 def default_n_jobs(n_jobs: int | None) -> int:
@@ -25,49 +32,48 @@ def tree_generators(seed_seq: np.random.SeedSequence, n_trees: int) -> list[np.r
     return [np.random.Generator(np.random.PCG64(s)) for s in seed_seq.spawn(n_trees)]
 
 
+def map_trees(fn: Callable[[int], Any], n_trees: int, n_jobs: int | None) -> list:
+    """``[fn(b) for b in range(n_trees)]`` on the shared thread pool (kernels release the GIL)."""
+    jobs = min(default_n_jobs(n_jobs), n_trees)
+    if jobs <= 1:
+        return [fn(b) for b in range(n_trees)]
+    with ThreadPoolExecutor(jobs) as ex:
+        return list(ex.map(fn, range(n_trees)))
+
+
 def grow_forest(
     splitter: Splitter,
-    data: BinnedData,
-    y: np.ndarray,
+    data: TreeData,
+    y: np.ndarray | None,
     weights: np.ndarray,
     rngs: list[np.random.Generator],
+    limits: GrowLimits,
     *,
-    n_classes: int,
-    min_class_leaf: np.ndarray | None = None,
+    n_levels: np.ndarray | None = None,
     n_jobs: int | None = -1,
     on_tree_done: Callable[[], None] | None = None,
 ) -> ForestArrays:
     """Grow ``len(weights)`` trees; tree ``b`` uses row weights ``weights[b]`` and ``rngs[b]``.
 
-    Trees are independent units, so the result is identical for any ``n_jobs``.
+    ``n_levels``: level count of each nominal column in the forest (default: from ``data``).
     ``on_tree_done`` is called (under a lock) after each tree, e.g. to advance a progress bar.
     """
-    n_trees = len(weights)
     lock = threading.Lock()
+    if y is None:
+        y = np.zeros(np.shape(weights)[1], np.int64)
 
-    def one(b: int) -> dict:
-        t = splitter.grow(data, y, weights[b], rngs[b], n_classes=n_classes,
-                          min_class_leaf=min_class_leaf)
+    def one(b: int) -> TreeRecord:
+        t = splitter.grow(data, y, weights[b], rngs[b], limits)
+        if not isinstance(t, TreeRecord):
+            raise TypeError(f"{type(splitter).__name__}.grow must return a TreeRecord, got "
+                            f"{type(t).__name__}")
+        t.check()
         if on_tree_done is not None:
             with lock:
                 on_tree_done()
-        return _to_thresholds(t, data)
+        return t
 
-    jobs = min(default_n_jobs(n_jobs), n_trees)
-    if jobs <= 1:
-        trees = [one(b) for b in range(n_trees)]
-    else:
-        with ThreadPoolExecutor(jobs) as ex:
-            trees = list(ex.map(one, range(n_trees)))
-    n_levels = np.where(data.nominal, data.n_bins, 0)
+    trees = map_trees(one, len(weights), n_jobs)
+    if n_levels is None:
+        n_levels = np.where(data.nominal, data.n_bins, 0)
     return ForestArrays.from_trees(trees, n_levels)
-
-
-def _to_thresholds(t: dict, data: BinnedData) -> dict:
-    feature = t["feature"]
-    thr = np.full(len(feature), np.nan)
-    for node in np.nonzero((feature >= 0) & (t["cat_off"] < 0))[0]:
-        thr[node] = data.thresholds[feature[node]][t["thr_bin"][node]]
-    out = dict(t)
-    out["threshold"] = thr
-    return out

@@ -7,7 +7,7 @@ import pytest
 
 from forestgen.data.binning import Binner
 from forestgen.ensemble.bagging import draw_weights
-from forestgen.splitters import BinnedData, GiniSplitter, resolve_max_features
+from forestgen.splitters import BinnedData, GiniSplitter, GrowLimits, resolve_max_features
 from forestgen.tree.forest import grow_forest, tree_generators
 
 
@@ -17,8 +17,9 @@ def _grow(Z, y, nominal, n_levels, *, n_trees=4, seed=0, n_jobs=1, min_class=(0.
     data = BinnedData(b.transform(Z), b.n_bins, b.nominal, b.thresholds)
     rngs = tree_generators(np.random.SeedSequence(seed), n_trees)
     W = np.stack([draw_weights(len(Z), r) for r in rngs])
-    f = grow_forest(GiniSplitter(**kw), data, y, W, rngs, n_classes=int(y.max()) + 1,
-                    min_class_leaf=np.asarray(min_class), n_jobs=n_jobs)
+    split = {"min_gain": kw.pop("min_impurity_decrease")} if "min_impurity_decrease" in kw else {}
+    limits = GrowLimits(n_classes=int(y.max()) + 1, min_class_leaf=np.asarray(min_class), **kw)
+    f = grow_forest(GiniSplitter(**split), data, y, W, rngs, limits, n_jobs=n_jobs)
     return f, W
 
 

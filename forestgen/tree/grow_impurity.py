@@ -1,4 +1,7 @@
-"""Numba histogram tree grower for impurity (Gini) splits on class-labelled rows.
+"""Numba histogram tree grower for class-labelled rows under any split criterion.
+
+The criterion is a gain of the children's per-class masses (:mod:`forestgen.tree.criteria`):
+built-ins are dispatched by code; :func:`grow_tree_with` compiles this grower for a user gain.
 
 One call grows one tree depth-first on binned codes (``Xb[d, n]`` from
 :class:`forestgen.data.binning.Binner`). Per node it draws ``max_features`` candidate features
@@ -23,18 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True, nogil=True)
-def _gini_w(v):
-    """Weighted Gini impurity times weight: W - sum(v^2)/W."""
-    W = 0.0
-    s = 0.0
-    for c in range(v.shape[0]):
-        W += v[c]
-        s += v[c] * v[c]
-    if W <= 0.0:
-        return 0.0
-    return W - s / W
+from forestgen.tree.criteria import criterion_gain, specialise
+from forestgen.tree.node_ops import draw_candidates, mark_binned, partition
 
 
 @njit(cache=True, nogil=True)
@@ -48,8 +41,9 @@ def _fill_hist(hist, Xb, f, idx, start, end, y, w, nb):
 
 
 @njit(cache=True, nogil=True)
-def _scan_feature(hist, nb, is_nominal, parent, parent_imp, min_leaf, min_class, order_buf):
-    """Best split of one feature's histogram.
+def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order_buf, lbuf,
+                  rbuf):
+    """Best split of one feature's histogram under criterion ``crit``.
 
     Returns (gain, pos, nan_left, n_order); ``order_buf[:n_order]`` holds the bin order scanned;
     bins ``order_buf[:pos+1]`` go left.
@@ -88,7 +82,6 @@ def _scan_feature(hist, nb, is_nominal, parent, parent_imp, min_leaf, min_class,
     best_pos = -1
     best_nan_left = False
     left = np.zeros(C)
-    right = np.empty(C)
     for pos in range(m - 1):
         b = order_buf[pos]
         tot = 0.0
@@ -107,20 +100,15 @@ def _scan_feature(hist, nb, is_nominal, parent, parent_imp, min_leaf, min_class,
             for c in range(C):
                 lc = left[c] + (miss[c] if nan_left else 0.0)
                 rc = parent[c] - lc
-                right[c] = rc
+                lbuf[c] = lc
+                rbuf[c] = rc
                 WL += lc
                 WR += rc
                 if lc < min_class[c] or rc < min_class[c]:
                     ok = False
             if not ok or WL < min_leaf or WR < min_leaf or WL <= 0.0 or WR <= 0.0:
                 continue
-            sL = 0.0
-            sR = 0.0
-            for c in range(C):
-                lc = left[c] + (miss[c] if nan_left else 0.0)
-                sL += lc * lc
-                sR += right[c] * right[c]
-            gain = parent_imp - (WL - sL / WL) - (WR - sR / WR)
+            gain = criterion_gain(crit, lbuf, rbuf)
             if gain > best_gain:
                 best_gain = gain
                 best_pos = pos
@@ -134,10 +122,12 @@ def _scan_feature(hist, nb, is_nominal, parent, parent_imp, min_leaf, min_class,
 @njit(cache=True, nogil=True)
 def grow_tree(
     Xb, n_bins, nominal, y, w, n_classes, max_depth, min_samples_leaf, min_class_leaf,
-    max_features, min_impurity_decrease, rng,
+    max_features, min_gain, crit, rng,
 ):
-    """Grow one tree; see the module docstring. Returns flat node arrays (tree-local ids)."""
+    """Grow one tree; see the module docstring. Returns flat node arrays (tree-local ids):
+    ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``."""
     d = Xb.shape[0]
+    n = Xb.shape[1]
     idx = np.nonzero(w > 0.0)[0]
     n_in = idx.shape[0]
     cap = 2 * max(n_in, 1) + 1
@@ -158,6 +148,9 @@ def grow_tree(
     hist = np.zeros((max_nb + 1, n_classes))
     order_buf = np.zeros(max_nb, np.int64)
     best_order = np.zeros(max_nb, np.int64)
+    lbuf = np.zeros(n_classes)
+    rbuf = np.zeros(n_classes)
+    go = np.zeros(n, np.bool_)
     feats = np.arange(d)
     mtry = min(max(max_features, 1), d)
 
@@ -165,7 +158,6 @@ def grow_tree(
     st_start = np.empty(cap, np.int64)
     st_end = np.empty(cap, np.int64)
     st_depth = np.empty(cap, np.int64)
-    sp = 0
     st_node[0] = 0
     st_start[0] = 0
     st_end[0] = n_in
@@ -196,14 +188,8 @@ def grow_tree(
             can = False
         if not can:
             continue
-        parent_imp = _gini_w(parent)
-        # partial Fisher-Yates: the first mtry entries of feats are this node's candidates
-        for t in range(mtry):
-            s = t + rng.integers(0, d - t)
-            tmpf = feats[t]
-            feats[t] = feats[s]
-            feats[s] = tmpf
-        best_gain = min_impurity_decrease
+        draw_candidates(feats, mtry, rng)
+        best_gain = min_gain
         best_f = -1
         best_pos = -1
         best_nl = False
@@ -213,8 +199,8 @@ def grow_tree(
             nb = n_bins[f]
             _fill_hist(hist, Xb, f, idx, start, end, y, w, nb)
             g, pos, nl, m = _scan_feature(
-                hist, nb, nominal[f], parent, parent_imp, min_samples_leaf, min_class_leaf,
-                order_buf,
+                hist, nb, nominal[f], parent, crit, min_samples_leaf, min_class_leaf,
+                order_buf, lbuf, rbuf,
             )
             if pos >= 0 and g > best_gain:
                 best_gain = g
@@ -230,6 +216,7 @@ def grow_tree(
         nb = n_bins[f]
         feature[node] = f
         nan_left[node] = 1 if best_nl else 0
+        off = 0
         if nominal[f]:
             if cat_used + nb > cat_cap:
                 new_cap = max(2 * cat_cap, cat_used + nb)
@@ -238,6 +225,7 @@ def grow_tree(
                 cat_buf = nbuf
                 cat_cap = new_cap
             cat_off[node] = cat_used
+            off = cat_used
             # levels unseen in this node follow the missing direction
             for q in range(nb):
                 cat_buf[cat_used + q] = 1 if best_nl else 0
@@ -246,25 +234,9 @@ def grow_tree(
             cat_used += nb
         else:
             thr_bin[node] = best_order[best_pos]
-        # partition idx[start:end]
-        i0 = start
-        j0 = end - 1
-        while i0 <= j0:
-            row = idx[i0]
-            code = Xb[f, row]
-            if code == nb:
-                go = best_nl
-            elif nominal[f]:
-                go = cat_buf[cat_off[node] + code] == 1
-            else:
-                go = code <= thr_bin[node]
-            if go:
-                i0 += 1
-            else:
-                idx[i0] = idx[j0]
-                idx[j0] = row
-                j0 -= 1
-        mid = i0
+        mark_binned(go, idx, start, end, Xb[f], nb, nominal[f], cat_buf[off:off + nb],
+                    thr_bin[node], best_nl)
+        mid = partition(idx, start, end, go)
         lnode = n_nodes
         rnode = n_nodes + 1
         n_nodes += 2
@@ -291,3 +263,8 @@ def grow_tree(
         left[:n_nodes].copy(), right[:n_nodes].copy(), cat_off[:n_nodes].copy(),
         cat_buf[:cat_used].copy(), value[:n_nodes].copy(),
     )
+
+
+def grow_tree_with(gain):
+    """:func:`grow_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
+    return specialise(grow_tree, (_scan_feature,), gain)

@@ -1,0 +1,248 @@
+"""Best-first density estimation trees (Ram & Gray 2011; DEF of Bravo, ICLR 2025, App. B, D.3.4).
+
+A tree contrasts the data mass ``P`` of a cell with its reference mass ``V`` (a product measure,
+normalised to 1 on the root box). A split is scored by a criterion of ``[P, V]`` of the two
+children (:mod:`forestgen.tree.criteria`: ISE ``P^2/V``, KL ``P log(P/V)``, NRGBoost's energy
+gain, or a user ``@njit`` gain through :func:`grow_density_tree_with`).
+
+The open leaf with the largest gain is split next (best-first) until ``max_leaves`` leaves or no
+split gains more than ``1e-12``. Candidate columns are drawn per node
+(``mtry = max(1, round(frac·d))``, without replacement, from the tree's Generator). Ordered
+columns scan bin prefixes; nominal columns sort their allowed levels by ``log(P_k / V_k)`` and
+scan prefixes (spec §4.3). Both children must keep ``min_samples_leaf`` (bootstrap-weighted) rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from forestgen.tree.criteria import criterion_gain, specialise
+from forestgen.tree.node_ops import draw_candidates, mark_binned, partition
+
+MIN_GAIN = 1e-12
+
+
+@njit(cache=True, nogil=True)
+def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, nom_off, vref,
+                feats, mtry, crit, min_leaf, rng, hist, order, keys, out_set, lbuf, rbuf):
+    """Best split of one node. Returns (gain, feature, threshold bin); nominal left levels are
+    written to ``out_set`` (1 = left)."""
+    best_g = -np.inf
+    best_f = -1
+    best_t = -1
+    Ptot = 0.0
+    for r in range(start, end):
+        Ptot += w[idx[r]]
+    draw_candidates(feats, mtry, rng)
+    for s in range(mtry):
+        f = feats[s]
+        nb = n_bins[f]
+        for b in range(nb):
+            hist[b] = 0.0
+        for r in range(start, end):
+            i = idx[r]
+            hist[Xb[f, i]] += w[i]
+        if nominal[f]:
+            o = nom_off[f]
+            m = 0
+            vtot = 0.0
+            for b in range(nb):
+                if mask[o + b]:
+                    order[m] = b
+                    vtot += vref[f, b]
+                    keys[m] = np.log(hist[b] / vref[f, b]) if hist[b] > 0 else -np.inf
+                    m += 1
+            if m < 2:
+                continue
+            srt = np.argsort(keys[:m])
+            cP = 0.0
+            cV = 0.0
+            for q in range(m - 1):
+                b = order[srt[q]]
+                cP += hist[b]
+                cV += vref[f, b]
+                PR = Ptot - cP
+                if cP < min_leaf or PR < min_leaf:
+                    continue
+                lbuf[0], lbuf[1] = cP / W, V * cV / vtot
+                rbuf[0], rbuf[1] = PR / W, V * (vtot - cV) / vtot
+                g = criterion_gain(crit, lbuf, rbuf)
+                if g > best_g:
+                    best_g = g
+                    best_f = f
+                    best_t = q
+                    for k in range(nb):
+                        out_set[k] = 0
+                    for q2 in range(q + 1):
+                        out_set[order[srt[q2]]] = 1
+        else:
+            a = blo[f]
+            bb = bhi[f]
+            if bb <= a:
+                continue
+            vtot = 0.0
+            for b in range(a, bb + 1):
+                vtot += vref[f, b]
+            cP = 0.0
+            cV = 0.0
+            for b in range(a, bb):
+                cP += hist[b]
+                cV += vref[f, b]
+                PR = Ptot - cP
+                if cP < min_leaf or PR < min_leaf:
+                    continue
+                lbuf[0], lbuf[1] = cP / W, V * cV / vtot
+                rbuf[0], rbuf[1] = PR / W, V * (vtot - cV) / vtot
+                g = criterion_gain(crit, lbuf, rbuf)
+                if g > best_g:
+                    best_g = g
+                    best_f = f
+                    best_t = b
+    return best_g, best_f, best_t
+
+
+@njit(cache=True, nogil=True)
+def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_leaves, mtry,
+                      min_leaf, rng):
+    """Grow one DET on binned codes ``Xb [d, n]`` with row weights ``w`` (bootstrap counts).
+
+    Returns tree-local ``feature, thr_bin, left, right, cat_rows [n_nodes, max_bins]`` (left level
+    sets of nominal splits) and per node ``mass`` (``P``, the weighted fraction of rows) and
+    ``vol`` (``V``, normalised reference mass).
+    """
+    d, n = Xb.shape
+    bmax = 1
+    for j in range(d):
+        bmax = max(bmax, n_bins[j])
+    max_nodes = 2 * max_leaves - 1
+    feature = np.full(max_nodes, -1, np.int32)
+    thr_bin = np.full(max_nodes, -1, np.int64)
+    left = np.full(max_nodes, -1, np.int32)
+    right = np.full(max_nodes, -1, np.int32)
+    cat_rows = np.zeros((max_nodes, bmax), np.uint8)
+    mass = np.zeros(max_nodes)
+    vol = np.zeros(max_nodes)
+    # per node state
+    n_start = np.zeros(max_nodes, np.int64)
+    n_end = np.zeros(max_nodes, np.int64)
+    n_blo = np.zeros((max_nodes, d), np.int64)
+    n_bhi = np.zeros((max_nodes, d), np.int64)
+    n_mask = np.ones((max_nodes, n_nom), np.uint8)
+    g_best = np.full(max_nodes, -np.inf)
+    f_best = np.full(max_nodes, -1, np.int64)
+    t_best = np.full(max_nodes, -1, np.int64)
+    set_best = np.zeros((max_nodes, bmax), np.uint8)
+    is_open = np.zeros(max_nodes, np.bool_)
+
+    m = 0
+    for i in range(n):
+        if w[i] > 0:
+            m += 1
+    idx = np.empty(m, np.int64)
+    m = 0
+    W = 0.0
+    for i in range(n):
+        if w[i] > 0:
+            idx[m] = i
+            m += 1
+            W += w[i]
+    feats = np.arange(d)
+    lbuf = np.zeros(2)
+    rbuf = np.zeros(2)
+    go = np.zeros(n, np.bool_)
+    hist = np.zeros(bmax)
+    order = np.empty(bmax, np.int64)
+    keys = np.empty(bmax)
+    for j in range(d):
+        n_blo[0, j] = 0
+        n_bhi[0, j] = n_bins[j] - 1
+    n_start[0] = 0
+    n_end[0] = m
+    mass[0] = 1.0
+    vol[0] = 1.0
+    n_nodes = 1
+    g, f, t = _best_split(Xb, w, W, idx, 0, m, 1.0, n_blo[0], n_bhi[0], n_mask[0], nominal,
+                          n_bins, nom_off, vref, feats, mtry, crit, min_leaf, rng, hist, order,
+                          keys, set_best[0], lbuf, rbuf)
+    g_best[0], f_best[0], t_best[0] = g, f, t
+    is_open[0] = True
+    n_leaves = 1
+    while n_leaves < max_leaves:
+        node = -1
+        bg = MIN_GAIN
+        for c in range(n_nodes):
+            if is_open[c] and g_best[c] > bg:
+                bg = g_best[c]
+                node = c
+        if node < 0:
+            break
+        is_open[node] = False
+        f = f_best[node]
+        tb = t_best[node]
+        feature[node] = f
+        thr_bin[node] = tb
+        for k in range(bmax):
+            cat_rows[node, k] = set_best[node, k]
+        start = n_start[node]
+        end = n_end[node]
+        mark_binned(go, idx, start, end, Xb[f], n_bins[f], nominal[f], set_best[node], tb, True)
+        mid = partition(idx, start, end, go)
+        # reference mass fraction of the left part within the node's range of column f
+        vtot = 0.0
+        vl = 0.0
+        if nominal[f]:
+            o = nom_off[f]
+            for b in range(n_bins[f]):
+                if n_mask[node, o + b]:
+                    vtot += vref[f, b]
+                    if set_best[node, b] == 1:
+                        vl += vref[f, b]
+        else:
+            for b in range(n_blo[node, f], n_bhi[node, f] + 1):
+                vtot += vref[f, b]
+                if b <= tb:
+                    vl += vref[f, b]
+        for side in range(2):
+            c = n_nodes
+            n_nodes += 1
+            if side == 0:
+                left[node] = c
+                n_start[c] = start
+                n_end[c] = mid
+                vol[c] = vol[node] * vl / vtot
+            else:
+                right[node] = c
+                n_start[c] = mid
+                n_end[c] = end
+                vol[c] = vol[node] * (vtot - vl) / vtot
+            n_blo[c, :] = n_blo[node]
+            n_bhi[c, :] = n_bhi[node]
+            n_mask[c, :] = n_mask[node]
+            if nominal[f]:
+                o = nom_off[f]
+                for b in range(n_bins[f]):
+                    if (set_best[node, b] == 1) != (side == 0):
+                        n_mask[c, o + b] = 0
+            elif side == 0:
+                n_bhi[c, f] = tb
+            else:
+                n_blo[c, f] = tb + 1
+            s = 0.0
+            for r in range(n_start[c], n_end[c]):
+                s += w[idx[r]]
+            mass[c] = s / W
+            g, f2, t2 = _best_split(Xb, w, W, idx, n_start[c], n_end[c], vol[c], n_blo[c],
+                                    n_bhi[c], n_mask[c], nominal, n_bins, nom_off, vref, feats,
+                                    mtry, crit, min_leaf, rng, hist, order, keys, set_best[c],
+                                    lbuf, rbuf)
+            g_best[c], f_best[c], t_best[c] = g, f2, t2
+            is_open[c] = True
+        n_leaves += 1
+    return (feature[:n_nodes], thr_bin[:n_nodes], left[:n_nodes], right[:n_nodes],
+            cat_rows[:n_nodes], mass[:n_nodes], vol[:n_nodes])
+
+
+def grow_density_tree_with(gain):
+    """:func:`grow_density_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
+    return specialise(grow_density_tree, (_best_split,), gain)

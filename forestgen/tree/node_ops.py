@@ -1,0 +1,52 @@
+"""Numba helpers shared by every tree grower: candidate features and in-place row partition."""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def draw_candidates(feats, mtry, rng):
+    """Partial Fisher-Yates: afterwards ``feats[:mtry]`` are this node's candidate features.
+
+    ``feats`` is a permutation of ``0..d-1`` kept across nodes (no reset needed: a partial
+    shuffle of any permutation gives a uniform draw without replacement)."""
+    d = feats.shape[0]
+    for t in range(min(mtry, d)):
+        s = t + rng.integers(0, d - t)
+        tmp = feats[t]
+        feats[t] = feats[s]
+        feats[s] = tmp
+
+
+@njit(cache=True, nogil=True)
+def partition(idx, start, end, go_left):
+    """Reorder ``idx[start:end]`` so rows with ``go_left[row]`` come first; returns the split
+    point. ``go_left`` is indexed by row id (only the node's rows are read)."""
+    i = start
+    j = end - 1
+    while i <= j:
+        row = idx[i]
+        if go_left[row]:
+            i += 1
+        else:
+            idx[i] = idx[j]
+            idx[j] = row
+            j -= 1
+    return i
+
+
+@njit(cache=True, nogil=True)
+def mark_binned(go_left, idx, start, end, codes, nb, is_nominal, level_set, thr_bin, nan_left):
+    """``go_left[row]`` for the node's rows under a split on binned ``codes`` (one column):
+    code ``nb`` is missing (follows ``nan_left``); nominal levels go left where
+    ``level_set[code] == 1``; ordered codes go left iff ``code <= thr_bin``."""
+    for r in range(start, end):
+        row = idx[r]
+        code = codes[row]
+        if code == nb:
+            go_left[row] = nan_left
+        elif is_nominal:
+            go_left[row] = level_set[code] == 1
+        else:
+            go_left[row] = code <= thr_bin
