@@ -26,7 +26,6 @@ from forestgen.inference.posterior import (
     iter_posterior,
     segment_gumbel_argmax,
 )
-from forestgen.leaves.normal_math import LOG_SQRT_2PI, log_ndtr_diff
 from forestgen.sampling.ancestral import draw_leaves
 
 __all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
@@ -255,43 +254,6 @@ def conditional_log_prob(model, X, conditions) -> np.ndarray:
 # --------------------------------------------------------------------------- moments
 
 
-def _std_truncnorm_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Mean of N(0,1) truncated to (a, b]: (phi(a) - phi(b)) / (Phi(b) - Phi(a)), log space."""
-    logz = log_ndtr_diff(a, b)
-    with np.errstate(over="ignore", invalid="ignore"):
-        la = np.where(np.isfinite(a), -0.5 * a * a - LOG_SQRT_2PI, -np.inf)
-        lb = np.where(np.isfinite(b), -0.5 * b * b - LOG_SQRT_2PI, -np.inf)
-        m = np.exp(la - logz) - np.exp(lb - logz)
-        return np.clip(np.where(np.isfinite(logz), m, 0.5 * (a + b)), a, b)
-
-
-def _interval_mean(lm, leaf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """E[X | leaf, lo < X <= hi] for the built-in numeric leaf models."""
-    from forestgen.leaves.truncnorm import TruncNormalLeaf
-    from forestgen.leaves.uniform import UniformLeaf
-
-    if isinstance(lm, TruncNormalLeaf):
-        mu, sd = lm.mu_[leaf], lm.sigma_[leaf]
-        a = np.maximum(lm.a_[leaf], (lo - mu) / sd)
-        b = np.minimum(lm.b_[leaf], (hi - mu) / sd)
-        return mu + sd * _std_truncnorm_mean(a, np.maximum(a, b))
-    if isinstance(lm, UniformLeaf):
-        a = np.maximum(lm.lo_[leaf], lo)
-        b = np.minimum(lm.hi_[leaf], hi)
-        return 0.5 * (a + np.maximum(a, b))
-    raise NotImplementedError(f"{type(lm).__name__} has no interval mean; expectations of a "
-                              f"column under interval evidence need it")
-
-
-def _leaf_means(lm, leaf: np.ndarray) -> np.ndarray:
-    """Per-leaf means; closed form for truncated normals (scipy's is a scalar loop)."""
-    from forestgen.leaves.truncnorm import TruncNormalLeaf
-
-    if isinstance(lm, TruncNormalLeaf):
-        return lm.mu_[leaf] + lm.sigma_[leaf] * _std_truncnorm_mean(lm.a_[leaf], lm.b_[leaf])
-    return lm.mean(leaf)
-
-
 def _mix(values_fn, ch: Chunk, w: np.ndarray, sel: np.ndarray | None, width: int) -> np.ndarray:
     """``sum_pairs w * values_fn(leaf)`` per chunk row; ``values_fn`` returns ``[p]`` or
     ``[p, width]``. Processed in sub-chunks of pairs to bound memory."""
@@ -322,7 +284,7 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
         spec = schema.columns[j]
         out[j] = np.zeros((ev.m, spec.n_levels)) if spec.is_discrete else np.zeros(ev.m)
         if not spec.is_discrete:
-            means[j] = _leaf_means(model.leaf_models_[j], np.arange(L))
+            means[j] = model.leaf_models_[j].mean(np.arange(L))
     for ch in iter_posterior(model, ev, rows=rows, skip=skip):
         _check_rows(model, ev.take(ch.rows), ch.lognorm,
                     None if index is None else index[ch.rows], skip=skip)
@@ -356,8 +318,8 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
                            np.flatnonzero(~ia), 1)
                 if ia.any():
                     sel = np.flatnonzero(ia)
-                    res += _mix(lambda p, lm=lm, j=j, ch=ch, erow=erow: _interval_mean(
-                        lm, ch.leaf[p], ev.lo[erow[p], j], ev.hi[erow[p], j]), ch, w, sel, 1)
+                    res += _mix(lambda p, lm=lm, j=j, ch=ch, erow=erow: lm.mean_interval(
+                        ch.leaf[p], ev.lo[erow[p], j], ev.hi[erow[p], j]), ch, w, sel, 1)
                 res = res[:, 0]
                 pt = ev.point[ch.rows, j]
                 res = np.where(np.isnan(pt), res, pt)

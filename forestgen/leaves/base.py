@@ -30,10 +30,29 @@ class ColumnCell:
 
 
 class LeafModel:
-    """Base class. Subclasses set ``discrete`` and implement the methods below.
+    """Base class: the distribution of one column inside each leaf. Shapes: ``L`` leaves of
+    the forest, ``m`` queried (leaf, value) pairs, ``k`` levels of a discrete column.
 
-    ``fit(x, leaf, cell, weight)``: ``x`` and ``leaf`` are paired 1-D arrays (one entry per
-    (row, tree) the row falls into); NaN values are ignored.
+    Subclasses set ``discrete`` and implement:
+
+    * ``fit(x [p], leaf [p], cell: ColumnCell, weight [p] | None)`` — from paired values and
+      global leaf ids (one entry per (row, tree)); NaN values are ignored;
+    * ``log_prob(leaf [m], x [m]) -> [m]`` — log density / mass; 0 for NaN ``x``, ``-inf``
+      outside the leaf's cell;
+    * ``sample(leaf [m], rng, lo [m] | None, hi [m] | None, levels [k] | [m, k] | None) -> [m]``
+      — one draw per entry, optionally restricted to ``(lo, hi]`` or a level set;
+    * ``mean(leaf [m]) -> [m]``;
+    * numeric columns: ``log_prob_interval(leaf, lo, hi) -> [m]`` (log P(lo < X <= hi)) and
+      ``mean_interval(leaf, lo, hi) -> [m]`` (E[X | lo < X <= hi]);
+    * discrete columns: ``probs(leaf [m]) -> [m, k]`` (level probabilities) and
+      ``log_prob_levels(leaf [m], levels [k] | [m, k]) -> [m]``;
+    * optionally the torch hook — ``torch_params(dtype, device) -> dict`` of tensors with
+      leading dimension ``L`` and ``torch_log_prob(params, leaf, x)`` for a long tensor ``leaf``
+      and float tensor ``x`` of one shape ``S`` (no NaN: the caller masks them) returning the
+      log density of shape ``S``, differentiable in ``x`` (zero gradient where the density is
+      piecewise constant). A leaf without it makes ``to_torch()`` fall back to numpy.
+
+    Inference and the torch layer use only these methods, never the concrete class.
     """
 
     discrete: ClassVar[bool] = False
@@ -53,6 +72,13 @@ class LeafModel:
         """Log P(lo < X <= hi | leaf) (numeric columns)."""
         raise NotImplementedError(f"{type(self).__name__} has no interval probabilities")
 
+    def mean_interval(self, leaf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """E[X | leaf, lo < X <= hi] (numeric columns); used by expectations under interval
+        evidence."""
+        raise NotImplementedError(f"{type(self).__name__} has no interval mean "
+                                  "(mean_interval), needed for expectations under interval "
+                                  "evidence")
+
     def log_prob_levels(self, leaf: np.ndarray, levels: np.ndarray) -> np.ndarray:
         """Log P(X in levels | leaf); ``levels`` is a bool mask ``[k]`` or ``[m, k]``."""
         raise NotImplementedError(f"{type(self).__name__} has no level probabilities")
@@ -68,6 +94,21 @@ class LeafModel:
     def probs(self, leaf: np.ndarray) -> np.ndarray:
         """Per-leaf pmf ``[m, k]`` (discrete columns)."""
         raise NotImplementedError(f"{type(self).__name__} is not discrete")
+
+    # ---------------------------------------------------------------- torch hook
+    def torch_params(self, dtype, device) -> dict:
+        """Parameter tensors (leading dimension ``L``) for :meth:`torch_log_prob`."""
+        raise NotImplementedError(f"{type(self).__name__} has no torch hook")
+
+    @staticmethod
+    def torch_log_prob(params: dict, leaf, x):
+        """Differentiable log density of ``x`` in ``leaf`` (same shape; ``x`` has no NaN)."""
+        raise NotImplementedError
+
+    @property
+    def has_torch(self) -> bool:
+        """Whether this leaf implements the torch hook (``to_torch()`` is differentiable)."""
+        return type(self).torch_params is not LeafModel.torch_params
 
     # ---------------------------------------------------------------- persistence
     def param_arrays(self) -> dict[str, np.ndarray]:
@@ -155,3 +196,26 @@ def leaf_minmax(x: np.ndarray, leaf: np.ndarray, n_leaves: int):
     lo[np.isinf(lo)] = np.nan
     hi[np.isinf(hi)] = np.nan
     return lo, hi
+
+
+def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
+    """Largest value of ``np_dtype`` <= ``a``: for ``x`` of that dtype, ``x <= a`` holds iff
+    ``x <= floor_to(a)``, so cell tests in float32 agree exactly with the float64 path."""
+    t = np.asarray(a, np.float64).astype(np_dtype)
+    with np.errstate(invalid="ignore"):
+        over = t.astype(np.float64) > a
+    return np.where(over, np.nextafter(t, np_dtype(-np.inf)), t).astype(np_dtype)
+
+
+def torch_tensor(a, dtype, device):
+    """``a`` as a contiguous tensor (``dtype`` may be a torch dtype or ``"long"``/``"bool"``)."""
+    import torch
+
+    dt = {"long": torch.long, "bool": torch.bool}.get(dtype, dtype)
+    return torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=device)
+
+
+def numpy_dtype(dtype):
+    import torch
+
+    return np.float32 if dtype == torch.float32 else np.float64

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from forestgen.leaves.base import LeafModel
+from forestgen.leaves.base import LeafModel, torch_tensor
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
@@ -114,6 +114,26 @@ class CategoricalLeaf(LeafModel):
 
     def mean(self, leaf):
         return self.pmf_[leaf] @ np.arange(self.n_levels, dtype=float)
+
+    def torch_params(self, dtype, device):
+        with np.errstate(divide="ignore"):
+            tab = np.log(np.maximum(self.pmf_, self.floor)) if self.floor > 0 \
+                else np.log(self.pmf_)
+        bad = np.log(self.floor) if self.floor > 0 else -np.inf
+        return {"table": torch_tensor(tab, dtype, device),
+                "bad": torch_tensor(np.asarray(bad), dtype, device)}
+
+    @staticmethod
+    def torch_log_prob(params, leaf, x):
+        import torch
+
+        tab = params["table"]
+        k = tab.shape[1]
+        x = x.detach()
+        valid = (x >= 0) & (x < k) & (x == torch.floor(x))
+        code = torch.where(valid, x, torch.zeros_like(x)).long()
+        t = tab[leaf, code]
+        return torch.where(valid, t, params["bad"].expand(t.shape))
 
 
 @parallel_kernel

@@ -41,3 +41,13 @@ def sample_std_truncnorm(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndar
     z = ndtri_exp(np.minimum(logp, 0.0))
     z = np.clip(z, lo, hi)
     return np.where(flip, -z, z)
+
+
+def std_truncnorm_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Mean of N(0,1) truncated to (a, b]: (phi(a) - phi(b)) / (Phi(b) - Phi(a)), log space."""
+    logz = log_ndtr_diff(a, b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        la = np.where(np.isfinite(a), -0.5 * a * a - LOG_SQRT_2PI, -np.inf)
+        lb = np.where(np.isfinite(b), -0.5 * b * b - LOG_SQRT_2PI, -np.inf)
+        m = np.exp(la - logz) - np.exp(lb - logz)
+        return np.clip(np.where(np.isfinite(logz), m, 0.5 * (a + b)), a, b)

@@ -8,6 +8,8 @@ the global data range, and ``sigma = sqrt(2 / N) * sigma0`` — most of its mass
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import prange
 
@@ -15,11 +17,19 @@ from forestgen.leaves.base import (
     ColumnCell,
     LeafModel,
     column_scale,
+    floor_to,
     leaf_minmax,
     leaf_stats,
+    numpy_dtype,
     scaled_cell,
+    torch_tensor,
 )
-from forestgen.leaves.normal_math import LOG_SQRT_2PI, log_ndtr_diff, sample_std_truncnorm
+from forestgen.leaves.normal_math import (
+    LOG_SQRT_2PI,
+    log_ndtr_diff,
+    sample_std_truncnorm,
+    std_truncnorm_mean,
+)
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
@@ -160,11 +170,42 @@ class TruncNormalLeaf(LeafModel):
 
     def mean(self, leaf):
         """Truncated-normal mean ``mu + sigma (phi(a) - phi(b)) / Z``, in log space."""
-        a, b, logz = self.a_[leaf], self.b_[leaf], self.logz_[leaf]
-        with np.errstate(over="ignore", invalid="ignore"):
-            pa = np.exp(-0.5 * a * a - LOG_SQRT_2PI - logz)
-            pb = np.exp(-0.5 * b * b - LOG_SQRT_2PI - logz)
-        return self.mu_[leaf] + self.sigma_[leaf] * (np.nan_to_num(pa) - np.nan_to_num(pb))
+        return self.mu_[leaf] + self.sigma_[leaf] * std_truncnorm_mean(self.a_[leaf],
+                                                                       self.b_[leaf])
+
+    def mean_interval(self, leaf, lo, hi):
+        mu, sd = self.mu_[leaf], self.sigma_[leaf]
+        a = np.maximum(self.a_[leaf], (np.asarray(lo, float) - mu) / sd)
+        b = np.minimum(self.b_[leaf], (np.asarray(hi, float) - mu) / sd)
+        return mu + sd * std_truncnorm_mean(a, np.maximum(a, b))
+
+    def torch_params(self, dtype, device):
+        npdt = numpy_dtype(dtype)
+        mu = self.mu_
+        # float32: mu as an unevaluated sum hi + lo, so x - mu keeps ~float64 accuracy for
+        # narrow leaves (x - hi is exact by Sterbenz's lemma when x is near mu)
+        mu_hi = mu.astype(npdt)
+        return {"mu": torch_tensor(mu_hi, dtype, device),
+                "mu_lo": torch_tensor(mu - mu_hi.astype(np.float64), dtype, device),
+                "sd": torch_tensor(self.sigma_, dtype, device),
+                "const": torch_tensor(-np.log(self.sigma_) - LOG_SQRT_2PI - self.logz_, dtype,
+                                      device),
+                "lo": torch_tensor(floor_to(self.lo_, npdt), dtype, device),
+                "hi": torch_tensor(floor_to(self.hi_, npdt), dtype, device)}
+
+    @staticmethod
+    def torch_log_prob(params, leaf, x):
+        import torch
+
+        mu = params["mu"][leaf]
+        # +-inf: density 0 in every cell (kept out of the arithmetic for finite gradients)
+        inside = (x > params["lo"][leaf]) & (x <= params["hi"][leaf]) & torch.isfinite(x)
+        # outside the cell evaluate at mu: keeps the unused branch's gradient finite
+        diff = torch.where(inside, x, mu) - mu
+        diff = diff - torch.where(inside, params["mu_lo"][leaf], torch.zeros_like(diff))
+        z = diff / params["sd"][leaf]
+        t = -0.5 * z * z + params["const"][leaf]
+        return torch.where(inside, t, torch.full_like(t, -math.inf))
 
 
 @parallel_kernel

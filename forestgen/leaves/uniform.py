@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from forestgen.leaves.base import LeafModel, column_scale
+from forestgen.leaves.base import (
+    LeafModel,
+    column_scale,
+    floor_to,
+    numpy_dtype,
+    torch_tensor,
+)
 from forestgen.leaves.truncnorm import finite_cell
 from forestgen.registry import register
 
@@ -67,3 +75,22 @@ class UniformLeaf(LeafModel):
 
     def mean(self, leaf):
         return 0.5 * (self.lo_[leaf] + self.hi_[leaf])
+
+    def mean_interval(self, leaf, lo, hi):
+        a = np.maximum(self.lo_[leaf], lo)
+        b = np.minimum(self.hi_[leaf], hi)
+        return 0.5 * (a + np.maximum(a, b))
+
+    def torch_params(self, dtype, device):
+        npdt = numpy_dtype(dtype)
+        return {"lo": torch_tensor(floor_to(self.lo_, npdt), dtype, device),
+                "hi": torch_tensor(floor_to(self.hi_, npdt), dtype, device),
+                "logd": torch_tensor(-np.log(self.hi_ - self.lo_), dtype, device)}
+
+    @staticmethod
+    def torch_log_prob(params, leaf, x):
+        import torch
+
+        logd = params["logd"][leaf]
+        inside = (x > params["lo"][leaf]) & (x <= params["hi"][leaf])
+        return torch.where(inside, logd, torch.full_like(logd, -math.inf))

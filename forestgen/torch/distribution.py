@@ -5,13 +5,14 @@ their own units and discrete columns as level codes ``0..k-1`` (see
 :class:`~forestgen.data.encoder.TableEncoder`); :meth:`ForestDistribution.encode` /
 :meth:`ForestDistribution.decode` convert DataFrames to and from it.
 
-For leaf mixtures whose leaves are the built-in truncated-normal / uniform / categorical models
-(ARF's FORDE, Watson et al. 2023, Alg. 2; GeF; RFDE; DEF) ``log_prob`` runs on torch ops:
+For leaf mixtures whose leaf models all implement the torch hook of
+:class:`~forestgen.leaves.base.LeafModel` (every built-in does: ARF's FORDE, Watson et al. 2023,
+Alg. 2; GeF; RFDE; DEF) ``log_prob`` runs on torch ops:
 
 1. trees are traversed by gathers over the :class:`~forestgen.tree.arrays.ForestArrays` node
    arrays, one step per depth level, all rows x trees at once;
-2. each reached leaf contributes ``log w_leaf + sum_j log p_j(x_j | leaf)`` with the leaf
-   parameters gathered per row;
+2. each reached leaf contributes ``log w_leaf + sum_j log p_j(x_j | leaf)``, each factor from
+   its leaf model's ``torch_log_prob`` with the parameters gathered per row;
 3. trees combine by a log-sum-exp (the mixture ``p(x) = sum_leaves w_leaf prod_j p_j``).
 
 It therefore runs on the input's device and is differentiable with respect to numeric inputs.
@@ -21,7 +22,8 @@ no gradient, so the density jumps across split thresholds. Uniform leaves have p
 densities: their gradient is exactly zero (returned as zeros, not as an error). Missing entries
 (NaN) are marginalised exactly, as in :meth:`GenerativeForest.log_prob_encoded`: the leaves a
 partial row can reach are enumerated on the CPU (routing needs no gradient) and scored with torch.
-Other models fall back to the numpy path (values exact, no gradient, a warning if one is wanted).
+Models with a leaf lacking the hook fall back to the numpy path (values exact, no gradient, a
+warning if one is wanted).
 """
 
 from __future__ import annotations
@@ -36,9 +38,7 @@ import torch
 from torch.distributions import Distribution, constraints
 
 from forestgen.base import GenerativeForest
-from forestgen.leaves.categorical import CategoricalLeaf
-from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.leaves.uniform import UniformLeaf
+from forestgen.leaves.base import floor_to, numpy_dtype, torch_tensor
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 ELEMENT_BUDGET = 4_000_000  # rows x trees x columns per chunk of the torch path
@@ -68,16 +68,6 @@ class EncodedRows(constraints.Constraint):
 
 
 # ---------------------------------------------------------------------------- tensors
-def _floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
-    """Largest value of ``np_dtype`` <= ``a``: for ``x`` of that dtype, ``x <= a`` holds iff
-    ``x <= _floor_to(a)`` and ``x > a`` iff ``x > _floor_to(a)``, so routing and cell tests in
-    float32 agree exactly with the float64 numpy path."""
-    t = np.asarray(a, np.float64).astype(np_dtype)
-    with np.errstate(invalid="ignore"):
-        over = t.astype(np.float64) > a
-    return np.where(over, np.nextafter(t, np_dtype(-np.inf)), t).astype(np_dtype)
-
-
 def _max_depth(feature: np.ndarray, left: np.ndarray, right: np.ndarray,
                roots: np.ndarray) -> int:
     depth = 0
@@ -92,7 +82,8 @@ def _max_depth(feature: np.ndarray, left: np.ndarray, right: np.ndarray,
 
 @dataclass
 class _TorchForest:
-    """The forest and its leaf parameters as tensors on one device / dtype."""
+    """The forest and each column's leaf parameters (from its leaf model's torch hook) as
+    tensors on one device / dtype."""
 
     feature: torch.Tensor
     threshold: torch.Tensor
@@ -106,81 +97,31 @@ class _TorchForest:
     roots: torch.Tensor
     depth: int
     leaf_lw: torch.Tensor
-    tn_cols: torch.Tensor
-    tn_mu: torch.Tensor
-    tn_mu_lo: torch.Tensor | None
-    tn_sd: torch.Tensor
-    tn_const: torch.Tensor
-    tn_lo: torch.Tensor
-    tn_hi: torch.Tensor
-    un_cols: torch.Tensor
-    un_lo: torch.Tensor
-    un_hi: torch.Tensor
-    un_logd: torch.Tensor
-    ca_cols: torch.Tensor
-    ca_k: torch.Tensor
-    ca_off: torch.Tensor
-    ca_table: torch.Tensor
-    ca_bad: torch.Tensor
+    columns: list  # (torch_log_prob, params) per column
 
 
 def _build(model: GenerativeForest, device: torch.device, dtype: torch.dtype) -> _TorchForest:
     f = model.forest_
-    npdt = np.float32 if dtype == torch.float32 else np.float64
+    npdt = numpy_dtype(dtype)
 
     def T(a, dt=dtype):
-        return torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=device)
-
-    def L(a):
-        return T(np.asarray(a, np.int64), torch.long)
+        return torch_tensor(a, dt, device)
 
     feature = np.asarray(f.feature, np.int64)
     n_lev = np.asarray(f.n_levels, np.int64)
     feat_levels = n_lev if n_lev.size else np.zeros(1, np.int64)
     cat_left = f.cat_left.astype(bool) if f.cat_left.size else np.zeros(1, bool)
-    tn, un, ca = [], [], []
-    for j, lm in enumerate(model.leaf_models_):
-        (tn if isinstance(lm, TruncNormalLeaf) else un if isinstance(lm, UniformLeaf)
-         else ca).append(j)
-    n_leaves = f.n_leaves
-
-    def stack(attr, cols, fn=lambda a: a):
-        if not cols:
-            return np.zeros((n_leaves, 0))
-        return np.stack([fn(np.asarray(getattr(model.leaf_models_[j], attr), np.float64))
-                         for j in cols], axis=1)
-
-    mu, sd = stack("mu_", tn), stack("sigma_", tn)
-    const = -np.log(sd) - LOG_SQRT_2PI - stack("logz_", tn)
-    # float32: mu as an unevaluated sum hi + lo, so x - mu keeps ~float64 accuracy for narrow
-    # leaves (x - hi is exact by Sterbenz's lemma when x is near mu)
-    mu_hi = mu.astype(npdt)
-    ulo, uhi = stack("lo_", un), stack("hi_", un)
-    ks = [model.leaf_models_[j].pmf_.shape[1] for j in ca]
-    offs = np.r_[0, np.cumsum([n_leaves * k for k in ks])].astype(np.int64)
-    tables, bad = [], []
-    for j in ca:
-        lm = model.leaf_models_[j]
-        with np.errstate(divide="ignore"):
-            tab = np.log(np.maximum(lm.pmf_, lm.floor)) if lm.floor > 0 else np.log(lm.pmf_)
-            bad.append(np.log(lm.floor) if lm.floor > 0 else -np.inf)
-        tables.append(tab.ravel())
     return _TorchForest(
-        feature=L(feature), threshold=T(_floor_to(f.threshold, npdt)),
-        nan_left=T(f.nan_left.astype(bool), torch.bool), left=L(f.left), right=L(f.right),
-        cat_off=L(f.cat_off), cat_left=T(cat_left, torch.bool), node_leaf=L(f.node_leaf),
-        feat_levels=T(feat_levels.astype(np.float64)), roots=L(f.roots),
+        feature=T(feature, "long"), threshold=T(floor_to(f.threshold, npdt)),
+        nan_left=T(f.nan_left.astype(bool), "bool"), left=T(np.asarray(f.left, np.int64), "long"),
+        right=T(np.asarray(f.right, np.int64), "long"),
+        cat_off=T(np.asarray(f.cat_off, np.int64), "long"), cat_left=T(cat_left, "bool"),
+        node_leaf=T(np.asarray(f.node_leaf, np.int64), "long"),
+        feat_levels=T(feat_levels.astype(np.float64)), roots=T(f.roots, "long"),
         depth=_max_depth(feature, f.left, f.right, f.roots),
         leaf_lw=T(model.leaf_log_weight_),
-        tn_cols=L(tn), tn_mu=T(mu_hi),
-        tn_mu_lo=T(mu - mu_hi.astype(np.float64)) if npdt is np.float32 else None,
-        tn_sd=T(sd), tn_const=T(const),
-        tn_lo=T(_floor_to(stack("lo_", tn), npdt)), tn_hi=T(_floor_to(stack("hi_", tn), npdt)),
-        un_cols=L(un), un_lo=T(_floor_to(ulo, npdt)), un_hi=T(_floor_to(uhi, npdt)),
-        un_logd=T(-np.log(uhi - ulo)),
-        ca_cols=L(ca), ca_k=T(np.asarray(ks, np.float64)), ca_off=L(offs[:-1]),
-        ca_table=T(np.concatenate(tables) if tables else np.zeros(1)),
-        ca_bad=T(np.asarray(bad, np.float64)),
+        columns=[(type(lm).torch_log_prob, lm.torch_params(dtype, device))
+                 for lm in model.leaf_models_],
     )
 
 
@@ -214,36 +155,12 @@ def _leaf_scores(tf: _TorchForest, x: torch.Tensor, leaf: torch.Tensor) -> torch
     """``log w_leaf + sum_j log p_j(x_j | leaf)`` for ``leaf`` of shape ``S`` and rows ``x``
     broadcastable to ``S + (d,)``; NaN entries contribute 0 (marginalised)."""
     s = tf.leaf_lw[leaf]
-    lf = leaf.unsqueeze(-1)
-    if tf.tn_cols.numel():
-        xv = x.index_select(-1, tf.tn_cols)
+    xb = x.expand(*leaf.shape, x.shape[-1])
+    for j, (log_prob, params) in enumerate(tf.columns):
+        xv = xb[..., j]
         nan = torch.isnan(xv)
-        mu = tf.tn_mu[leaf]
-        # +-inf: density 0 in every cell (kept out of the arithmetic for finite gradients)
-        inside = (xv > tf.tn_lo[leaf]) & (xv <= tf.tn_hi[leaf]) & torch.isfinite(xv)
-        # outside the cell (or NaN) evaluate at mu: keeps the unused branch's gradient finite
-        diff = torch.where(inside, xv, mu) - mu
-        if tf.tn_mu_lo is not None:
-            diff = diff - torch.where(inside, tf.tn_mu_lo[leaf], torch.zeros_like(diff))
-        z = diff / tf.tn_sd[leaf]
-        t = -0.5 * z * z + tf.tn_const[leaf]
-        t = torch.where(inside, t, torch.full_like(t, -math.inf))
-        s = s + torch.where(nan, torch.zeros_like(t), t).sum(-1)
-    if tf.un_cols.numel():
-        xv = x.index_select(-1, tf.un_cols)
-        nan = torch.isnan(xv)
-        inside = (xv > tf.un_lo[leaf]) & (xv <= tf.un_hi[leaf])
-        t = torch.where(inside, tf.un_logd[leaf], torch.full_like(tf.un_logd[leaf], -math.inf))
-        s = s + torch.where(nan, torch.zeros_like(t), t).sum(-1)
-    if tf.ca_cols.numel():
-        xv = x.index_select(-1, tf.ca_cols).detach()
-        nan = torch.isnan(xv)
-        xz = torch.where(nan, torch.zeros_like(xv), xv)
-        valid = (xz >= 0) & (xz < tf.ca_k) & (xz == torch.floor(xz))
-        code = torch.where(valid, xz, torch.zeros_like(xz)).long()
-        idx = tf.ca_off + lf * tf.ca_k.long() + code
-        t = torch.where(valid, tf.ca_table[idx], tf.ca_bad.expand(idx.shape))
-        s = s + torch.where(nan, torch.zeros_like(t), t).sum(-1)
+        t = log_prob(params, leaf, torch.where(nan, torch.zeros_like(xv), xv))
+        s = s + torch.where(nan, torch.zeros_like(t), t)
     return s
 
 
@@ -312,10 +229,7 @@ class ForestDistribution(Distribution):
         if getattr(type(m).log_prob_encoded, "__func__", type(m).log_prob_encoded) is not \
                 GenerativeForest.log_prob_encoded:
             return False
-        exact = {TruncNormalLeaf: TruncNormalLeaf.log_prob, UniformLeaf: UniformLeaf.log_prob,
-                 CategoricalLeaf: CategoricalLeaf.log_prob}
-        return all(type(lm) in exact and type(lm).log_prob is exact[type(lm)]
-                   for lm in m.leaf_models_)
+        return all(lm.has_torch for lm in m.leaf_models_)
 
     @property
     def support(self) -> constraints.Constraint:
