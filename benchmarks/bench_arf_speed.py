@@ -14,6 +14,10 @@ repeats, machine noted). Sections:
     encoded matrix (categoricals as level codes, exact splits), both ``n_jobs=-1``.
 (c) ``sample`` of 1M rows x 10 numeric columns (ARF() on a 10-D Gaussian, 10k rows; target < 2 s)
     and ``log_prob`` of the 16,281 adult test rows with ``ARF(n_trees=100)`` (target well < 1 s).
+(d) split criteria (issue 10): the forest of (b) grown by the pre-issue-10 Gini kernel (a frozen
+    copy, ``_gini_kernel_v1.py``), by the built-in ``"gini"`` criterion, by a user ``@njit`` Gini
+    (identical trees) and by a user ``@njit`` Hellinger gain; then ``ARF()`` fits on adult with
+    ``splitter="gini"`` vs ``splitter=hellinger`` (target: within 1.5x).
 
 Numba compilation is excluded (a small fit/sample/log_prob first).
 """
@@ -265,6 +269,101 @@ def section_c(args) -> tuple[str, list[str]]:
     return table, notes
 
 
+# --------------------------------------------------------------------------- (d)
+def _user_gains():
+    import math
+
+    from numba import njit
+
+    @njit(cache=True)
+    def user_gini(left, right):
+        WL = left.sum()
+        WR = right.sum()
+        p = left + right
+        W = WL + WR
+        return (W - (p * p).sum() / W) - (WL - (left * left).sum() / WL) - (
+            WR - (right * right).sum() / WR)
+
+    @njit(cache=True)
+    def hellinger(left, right):
+        g = 0.0
+        K = left.shape[0]
+        for a in range(K):
+            for b in range(a + 1, K):
+                g += (math.sqrt((left[a] + right[a]) * (left[b] + right[b]))
+                      - math.sqrt(left[a] * left[b]) - math.sqrt(right[a] * right[b]))
+        return g
+
+    return user_gini, hellinger
+
+
+def section_d(args, full) -> tuple[str, list[str]]:
+    from _gini_kernel_v1 import grow_tree as grow_v1
+
+    from forestgen.splitters.impurity import ImpuritySplitter
+    from forestgen.tree.record import TreeRecord
+
+    user_gini, hellinger = _user_gains()
+    df = full.sample(args.grow_rows, random_state=0).reset_index(drop=True) \
+        if args.grow_rows < len(full) else full
+    X, y, schema = _stacked(df, 0)
+    binner = Binner.fit(X[: len(X) // 2], schema.nominal_mask, schema.n_levels)
+    data = BinnedData(binner.transform(X), binner.n_bins, binner.nominal, binner.thresholds)
+    limits = GrowLimits(max_features="sqrt", min_samples_leaf=1.0, n_classes=2)
+
+    class V1Splitter(ImpuritySplitter):
+        """The pre-issue-10 kernel behind the current splitter interface."""
+
+        def grow(self, data, y, w, rng, limits):
+            out = grow_v1(data.Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
+                          np.asarray(y, np.int64), np.asarray(w, np.float64), 2, -1, 1.0,
+                          np.zeros(2), 3, 0.0, rng)
+            f, tb, nl, le, ri, co, cl, val = out
+            thr = np.full(len(f), np.nan)
+            for node in np.nonzero((f >= 0) & (co < 0))[0]:
+                thr[node] = data.thresholds[f[node]][tb[node]]
+            return TreeRecord(f, thr, nl, le, ri, co, cl, class_weight=val)
+
+    def grow(splitter):
+        rngs = tree_generators(np.random.SeedSequence(0), 10)
+        W = np.stack([draw_weights(len(X), r, mode="bootstrap") for r in rngs])
+        return grow_forest(splitter, data, y, W, rngs, limits, n_jobs=-1)
+
+    cands = [("pre-issue-10 Gini kernel (frozen copy)", V1Splitter()),
+             ('built-in criterion "gini"', GiniSplitter()),
+             ("user @njit Gini", ImpuritySplitter(criterion=user_gini)),
+             ("user @njit Hellinger", ImpuritySplitter(criterion=hellinger))]
+    for _, sp in cands:  # compile outside the timings
+        grow(sp)
+    times, nodes = [], []
+    for _, sp in cands:
+        out = {}
+        t, _ = median_time(lambda sp=sp, out=out: out.__setitem__("f", grow(sp)), args.repeats)
+        times.append(t)
+        nodes.append(len(out["f"].feature))
+    ref = times[1]
+    rows = [[name, t, n, t / ref] for (name, _), t, n in zip(cands, times, nodes)]
+    table1 = md_table(["grower (10 trees, sqrt, bootstrap, n_jobs=-1)", "seconds (median)",
+                       "total nodes", 'time / built-in "gini"'], rows)
+    n_fit = min(len(full), args.fit_rows)
+    sub = full.sample(n_fit, random_state=1).reset_index(drop=True)
+    ARF(n_trees=2, max_iters=0, splitter=hellinger, random_state=0).fit(sub.head(500))
+    fits = {}
+    for label, sp in (("gini", "gini"), ("hellinger", hellinger)):
+        t, _ = median_time(lambda sp=sp, label=label: fits.__setitem__(
+            label, ARF(splitter=sp, random_state=0).fit(sub)), args.repeats)
+        fits[label + "_t"] = t
+    rows2 = [[f"ARF(splitter={k!r})" if k == "gini" else "ARF(splitter=hellinger)",
+              fits[k + "_t"], fits[k].n_rounds_, fits[k].forest_.n_leaves,
+              fits[k + "_t"] / fits["gini_t"]] for k in ("gini", "hellinger")]
+    table2 = md_table([f"ARF() fit on {n_fit} adult rows", "seconds (median)", "rounds",
+                       "leaves", "time / gini"], rows2)
+    notes = ["The user Gini grows exactly the built-in trees (same node count); the Hellinger "
+             "gain grows different trees, so its forest sizes and ARF rounds differ. Per-node "
+             "cost is what the first table compares; the second is the end-to-end fit."]
+    return table1 + "\n\n" + table2, notes
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -278,7 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--grow-rows", type=int, default=32561,
                     help="real rows for (b); the stacked matrix has twice as many")
     ap.add_argument("--sample-rows", type=int, default=1_000_000)
-    ap.add_argument("--sections", default="abc", help="subset of 'abc' to run")
+    ap.add_argument("--fit-rows", type=int, default=32561, help="adult rows for (d)'s ARF fits")
+    ap.add_argument("--sections", default="abcd", help="subset of 'abcd' to run")
     ap.add_argument("--out", default="arf_speed")
     args = ap.parse_args(argv)
 
@@ -289,7 +389,9 @@ def main(argv: list[str] | None = None) -> None:
                 "see the load average above."]
     parts = {"a": ("(a) ARF() fit and sample vs rows; arfpy", lambda: section_a(args, full)),
              "b": ("(b) one forest: forestgen vs scikit-learn", lambda: section_b(args, full)),
-             "c": ("(c) sampling and log_prob", lambda: section_c(args))}
+             "c": ("(c) sampling and log_prob", lambda: section_c(args)),
+             "d": ("(d) split criteria: built-in vs user @njit gains", lambda: section_d(args,
+                                                                                        full))}
     for key in args.sections:
         title, fn = parts[key]
         table, notes = fn()

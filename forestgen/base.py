@@ -322,7 +322,7 @@ class GenerativeForest:
         for j, lm in enumerate(self.leaf_models_):
             for k, v in lm.param_arrays().items():
                 arrays[f"leaf{j}.{k}"] = v
-            leaves_meta.append({"name": lm.registry_name, "class": type(lm).__name__,
+            leaves_meta.append({"name": registry.name_of("leaf", lm), "class": type(lm).__name__,
                                 "params": to_json(lm.get_params(), f"leaf model {j}")})
         for k, v in self._extra_arrays().items():
             arrays[f"extra.{k}"] = v

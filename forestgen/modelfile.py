@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: before exact leaf cells and component parameters
 MAX_INFLATION = 200  # uncompressed bytes allowed per byte of file (legit models: ~40)
 MIN_BUDGET = 256 * 2**20  # a file may always inflate to this much
 ARRAY_KINDS = "biuf"  # bool, signed / unsigned integer, float
@@ -45,7 +46,10 @@ def to_json(value: Any, where: str) -> Any:
     """``value`` as plain JSON types (numpy scalars and small arrays become Python values).
 
     Random generators become ``None`` (a fitted model does not need its seed); components
-    are stored by registry name. Anything else raises ``TypeError`` naming ``where``.
+    (splitters, leaf models, ensemblers, samplers, criteria — classes or instances) become
+    ``{"__component__": kind, "name": registry name, "params": their parameters}``, so they
+    reload identically; an unregistered component raises ``ValueError`` (before anything is
+    written). Anything else raises ``TypeError`` naming ``where``.
     """
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -65,15 +69,46 @@ def to_json(value: Any, where: str) -> Any:
                               for k, v in value.items()]}
     if isinstance(value, (np.random.Generator, np.random.RandomState, np.random.SeedSequence)):
         return None
-    if hasattr(value, "registry_name"):
-        return value.registry_name
+    kind = component_kind(value)
+    if kind is not None:
+        from forestgen import registry
+
+        out = {"__component__": kind, "name": registry.name_of(kind, value)}
+        if not isinstance(value, type) and kind != "criterion":
+            out["params"] = to_json(value.get_params(), f"{where}.params")
+        return out
     raise TypeError(f"parameter {where}={value!r} cannot be saved (type "
                     f"{type(value).__name__}); pass a number, string, list or registry name")
+
+
+def component_kind(value: Any) -> str | None:
+    """Registry kind of a component class / instance / criterion function, else ``None``."""
+    from numba.core.registry import CPUDispatcher
+
+    from forestgen.ensemble.base import Ensembler
+    from forestgen.leaves.base import LeafModel
+    from forestgen.sampling.base import Sampler
+    from forestgen.splitters.base import Splitter
+
+    if isinstance(value, CPUDispatcher):
+        return "criterion"
+    for kind, base in (("splitter", Splitter), ("leaf", LeafModel), ("ensembler", Ensembler),
+                       ("sampler", Sampler)):
+        if isinstance(value, base) or (isinstance(value, type) and issubclass(value, base)):
+            return kind
+    return None
 
 
 def from_json(value: Any) -> Any:
     """Inverse of the dict encoding of :func:`to_json`."""
     if isinstance(value, dict):
+        if "__component__" in value:
+            from forestgen import registry
+
+            obj = registry.get(value["__component__"], value["name"])
+            if "params" in value:
+                return obj(**from_json(value["params"]))
+            return obj
         if set(value) == {"__items__"}:
             return {_hashable(from_json(k)): from_json(v) for k, v in value["__items__"]}
         return {k: from_json(v) for k, v in value.items()}
@@ -187,7 +222,7 @@ def read_model_file(path: str | Path,
         raise ModelFileError(f"{path}: corrupt or not a forestgen model file ({e})") from None
     if not isinstance(meta, dict):
         raise ModelFileError(f"{path}: meta.json must hold an object")
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") not in READABLE_VERSIONS:
         raise ModelFileError(f"{path}: unsupported model file version "
                              f"{meta.get('format_version')!r} (this forestgen reads "
                              f"{FORMAT_VERSION})")
@@ -323,3 +358,15 @@ def check_forest(forest: Any, n_columns: int) -> None:
     nv = forest.node_value
     if nv.size and nv.shape[0] != N:
         raise ValueError(f"forest.node_value has {nv.shape[0]} rows for {N} nodes")
+    lo_c, hi_c, mask_c = forest.cell_lower, forest.cell_upper, forest.cell_mask
+    if lo_c.size or hi_c.size:
+        if (lo_c.dtype != np.float64 or hi_c.dtype != np.float64 or lo_c.shape != (L, n_columns)
+                or hi_c.shape != lo_c.shape or np.isnan(lo_c).any() or np.isnan(hi_c).any()
+                or np.any(hi_c < lo_c)):
+            raise ValueError(f"forest.cell_lower / cell_upper must be float64 [{L}, {n_columns}] "
+                             "with lower <= upper")
+        if mask_c.dtype != np.bool_ or mask_c.ndim != 2 or mask_c.shape[0] != L:
+            raise ValueError(f"forest.cell_mask must be a bool [{L}, levels] array")
+    lm = forest.leaf_mass
+    if lm.size and (lm.dtype != np.float64 or lm.shape != (L,) or not np.all(lm >= 0)):
+        raise ValueError(f"forest.leaf_mass must be {L} non-negative float64 masses")

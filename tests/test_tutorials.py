@@ -10,7 +10,7 @@ import pytest
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 
-@pytest.mark.parametrize("name", ["01_quickstart.ipynb"])
+@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "04_custom_components.ipynb"])
 def test_notebook_runs(name, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

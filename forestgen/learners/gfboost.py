@@ -36,9 +36,10 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.learners.rfde import column_layout, fit_cell_leaves, root_box
 from forestgen.registry import register
 from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
-from forestgen.splitters.midpoint import KIND_NOMINAL, KIND_ORDERED
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.cells import CellTable, partition_tree
+from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED
+from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
     check_bool,
     check_choice,
@@ -234,8 +235,8 @@ class GFBoost(GenerativeForest):
                 setattr(self, k + "_", arrays[k])
 
 
-def _tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[dict]:
-    """The table's trees as tree-local dicts for :meth:`ForestArrays.from_trees`."""
+def _tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[TreeRecord]:
+    """The table's trees as tree-local records for :meth:`ForestArrays.from_trees`."""
     out = []
     for t in range(table.n_trees):
         order = [t]
@@ -258,11 +259,12 @@ def _tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[dict]:
                 cat_off[i] = acc
                 parts.append(table.nsplit[g, nom_off[j]: nom_off[j] + nlev[j]])
                 acc += int(nlev[j])
-        out.append({"feature": feat, "threshold": table.nthr[order].copy(),
-                    "nan_left": np.ones(len(order), np.uint8), "left": left, "right": right,
-                    "cat_off": cat_off,
-                    "cat_left": np.concatenate(parts) if parts else np.zeros(0, np.uint8),
-                    "node_value": table.nR[order][:, None].copy()})
+        out.append(TreeRecord(
+            feature=np.asarray(feat, np.int32), threshold=table.nthr[order].astype(np.float64),
+            nan_left=np.ones(len(order), np.uint8), left=left.astype(np.int32),
+            right=right.astype(np.int32), cat_off=cat_off,
+            cat_left=np.concatenate(parts).astype(np.uint8) if parts else np.zeros(0, np.uint8),
+            class_weight=table.nR[order][:, None].astype(np.float64)))
     return out
 
 

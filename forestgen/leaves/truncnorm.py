@@ -156,7 +156,10 @@ class TruncNormalLeaf(LeafModel):
         mu, sd = self.mu_[leaf], self.sigma_[leaf]
         a = np.maximum((np.asarray(lo, float) - mu) / sd, self.a_[leaf])
         b = np.minimum((np.asarray(hi, float) - mu) / sd, self.b_[leaf])
-        return log_ndtr_diff(a, np.maximum(a, b)) - self.logz_[leaf]
+        logz = self.logz_[leaf]
+        out = log_ndtr_diff(a, np.maximum(a, b)) - np.where(np.isfinite(logz), logz, 0.0)
+        # a zero-width cell (only missing values of this column reached the leaf) has no mass
+        return np.where(np.isfinite(logz), out, -np.inf)
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
         a, b = self.a_[leaf], self.b_[leaf]

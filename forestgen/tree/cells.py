@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from forestgen.tree.record import TreeRecord
+
 KIND_NOMINAL = 2
 
 
@@ -409,7 +411,7 @@ def partition_tree(table: CellTable) -> tuple[dict, np.ndarray]:
 
     Walks the trees in order (tree 0 to the end, then tree 1, ...) and keeps a node only where
     it separates cells, so the tree has ``n_cells`` leaves and ``n_cells - 1`` splits. Returns
-    the tree as a dict for :meth:`ForestArrays.from_trees` and the cell of each leaf (in the
+    the tree as a :class:`~forestgen.tree.record.TreeRecord` and the cell of each leaf (in the
     order ``from_trees`` numbers leaves).
     """
     n = table.n_cells
@@ -427,9 +429,11 @@ def partition_tree(table: CellTable) -> tuple[dict, np.ndarray]:
             cat_off[node] = acc
             parts.append(cat[node, nom_off[j]: nom_off[j] + nlev[j]])
             acc += int(nlev[j])
-    tree = {"feature": feat, "threshold": thr, "nan_left": np.ones(len(feat), np.uint8),
-            "left": left, "right": right, "cat_off": cat_off,
-            "cat_left": np.concatenate(parts) if parts else np.zeros(0, np.uint8)}
+    tree = TreeRecord(feature=np.asarray(feat, np.int32), threshold=np.asarray(thr, np.float64),
+                      nan_left=np.ones(len(feat), np.uint8), left=np.asarray(left, np.int32),
+                      right=np.asarray(right, np.int32), cat_off=np.asarray(cat_off, np.int64),
+                      cat_left=np.concatenate(parts).astype(np.uint8) if parts
+                      else np.zeros(0, np.uint8))
     leaves = np.nonzero(feat < 0)[0]
     return tree, leaf_cell[leaves]
 

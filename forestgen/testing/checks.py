@@ -1,0 +1,465 @@
+"""The conformance checks behind :mod:`forestgen.testing`."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forestgen.leaves.base import ColumnCell, LeafModel
+
+# ----------------------------------------------------------------------------- data
+
+
+def small_tables(random_state: int = 0, n: int = 240) -> dict[str, tuple[pd.DataFrame,
+                                                                          pd.DataFrame]]:
+    """``{name: (train, query)}`` small tables shaped like real ones.
+
+    ``mixed``: a skewed continuous column with 10% NaN, a wide integer count, a point-mass
+    column (60% exact zeros, else continuous), a 3-level categorical with NaN and a binary
+    target ``c``. ``numeric``: two correlated continuous columns. Query rows include values
+    far outside the training range and a level never seen in training.
+    """
+    rng = np.random.default_rng(random_state)
+    z = rng.normal(size=n)
+    mixed = pd.DataFrame({
+        "amount": np.exp(z + 0.3 * rng.normal(size=n)),
+        "count": rng.poisson(40 + 10 * z).astype(np.int64),
+        "spike": np.where(rng.random(n) < 0.6, 0.0, np.abs(rng.normal(5, 2, n))),
+        "colour": rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]).astype(object),
+        "c": np.where(z + rng.normal(size=n) > 0, "yes", "no"),
+    })
+    mixed.loc[rng.random(n) < 0.1, "amount"] = np.nan
+    mixed.loc[rng.random(n) < 0.05, "colour"] = None
+    q = mixed.sample(12, random_state=random_state).reset_index(drop=True)
+    q.loc[0, "amount"] = 1e6          # far above the training range
+    q.loc[1, "count"] = -500           # far below
+    q.loc[2, "colour"] = "purple"      # a level never seen in training
+    q.loc[3, "spike"] = np.nan
+    x = rng.normal(size=n)
+    numeric = pd.DataFrame({"u": x, "v": 0.8 * x + 0.6 * rng.normal(size=n)})
+    qn = numeric.sample(6, random_state=random_state).reset_index(drop=True)
+    qn.loc[0, "u"] = -1e3
+    return {"mixed": (mixed, q), "numeric": (numeric, qn)}
+
+
+def _fail(what: str, detail: str) -> None:
+    raise AssertionError(f"{what}: {detail}")
+
+
+def _check(cond: bool, what: str, detail: str) -> None:
+    if not cond:
+        _fail(what, detail)
+
+
+# ----------------------------------------------------------------------------- leaf models
+
+
+def _cells(discrete: bool, rng: np.random.Generator, L: int = 5, k: int = 4):
+    """Cells of ``L`` leaves and paired (value, leaf) data inside them."""
+    if discrete:
+        allowed = np.ones((L, k), bool)
+        allowed[1, 0] = False
+        allowed[2, 1:3] = False
+        allowed[3, :] = [False, False, True, False]  # a one-level cell
+        leaf = np.repeat(np.arange(L), 40)
+        x = np.array([rng.choice(np.nonzero(allowed[lf])[0]) for lf in leaf], float)
+        x[4 * 40:] = np.nan  # leaf 4 never observes the column
+        cell = ColumnCell(lower=np.full(L, -0.5), upper=np.full(L, k - 0.5), allowed=allowed,
+                          data_min=0.0, data_max=k - 1.0, n_levels=k)
+        return x, leaf, cell
+    lower = np.array([-2.0, -1.0, 0.0, 0.5, -3.0])[:L]
+    upper = np.array([-1.0, 0.0, 0.5, 3.0, 3.0])[:L]
+    leaf = np.repeat(np.arange(L), 40)
+    x = rng.uniform(lower[leaf], upper[leaf])
+    x[leaf == 2] = 0.25  # all values equal: degenerate spread
+    x[4 * 40:] = np.nan
+    x[leaf == 4] = np.nan  # leaf 4 never observes the column
+    cell = ColumnCell(lower=lower, upper=upper, allowed=None, data_min=-3.0, data_max=3.0)
+    return x, leaf, cell
+
+
+def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
+    """Fit ``leaf`` (an unfitted instance) on paired data in 5 finite cells and check: NaN ->
+    log 0; zero density outside the cell; a density that integrates to one over each cell
+    (numeric) or a pmf summing to one over the allowed levels (discrete); interval / level
+    probabilities and ``mean_interval`` consistent with the density; samples inside the cell
+    (and inside a requested interval / level set) whose mean matches ``mean``; identical
+    answers after a save/load round trip of ``param_arrays`` and ``get_params``; the torch
+    hook, when present, equal to ``log_prob``."""
+    if not isinstance(leaf, LeafModel):
+        raise TypeError(f"check_leaf_model needs a LeafModel instance, got {leaf!r}")
+    rng = np.random.default_rng(random_state)
+    name = type(leaf).__name__
+    x, lv, cell = _cells(leaf.discrete, rng)
+    L = len(cell.lower)
+    fitted = type(leaf)(**leaf.get_params())
+    fitted.fit(x, lv, cell, None)
+    leaves = np.arange(L)
+    lp_nan = fitted.log_prob(leaves, np.full(L, np.nan))
+    _check(np.array_equal(lp_nan, np.zeros(L)), f"{name}.log_prob", "NaN must give 0")
+    if leaf.discrete:
+        _check_discrete(fitted, cell, rng, name)
+    else:
+        _check_numeric(fitted, cell, rng, name)
+    # persistence: parameters + arrays rebuild an identical model
+    again = type(leaf)(**fitted.get_params())
+    again.set_param_arrays({k: np.array(v) for k, v in fitted.param_arrays().items()})
+    probe = _probe(fitted, cell, rng)
+    _check(np.array_equal(again.log_prob(*probe), fitted.log_prob(*probe)),
+           f"{name} persistence", "param_arrays()/get_params() do not rebuild the same model")
+    if fitted.has_torch:
+        import torch
+
+        params = fitted.torch_params(torch.float64, torch.device("cpu"))
+        lf, xv = probe
+        t = type(fitted).torch_log_prob(params, torch.as_tensor(lf),
+                                        torch.as_tensor(np.nan_to_num(xv)))
+        _check(np.allclose(t.numpy(), fitted.log_prob(lf, np.nan_to_num(xv)), rtol=1e-10,
+                           atol=1e-12, equal_nan=True),
+               f"{name}.torch_log_prob", "differs from log_prob")
+
+
+def _probe(lm, cell, rng, m: int = 400):
+    L = len(cell.lower)
+    leaf = rng.integers(0, L, m)
+    if lm.discrete:
+        x = rng.integers(-1, cell.n_levels + 1, m).astype(float)
+    else:
+        span = cell.upper - cell.lower
+        x = rng.uniform(cell.lower[leaf] - 0.2 * span[leaf], cell.upper[leaf] + 0.2 * span[leaf])
+    return leaf, x
+
+
+def _check_numeric(lm, cell, rng, name):
+    for j in range(len(cell.lower)):
+        a, b = cell.lower[j], cell.upper[j]
+        # midpoint rule on a fine grid inside (a, b]
+        g = a + (np.arange(20000) + 0.5) * (b - a) / 20000
+        dens = np.exp(lm.log_prob(np.full(g.size, j), g))
+        total = float(dens.sum() * (b - a) / g.size)
+        _check(abs(total - 1.0) < 2e-3, f"{name} normalisation",
+               f"density integrates to {total:.5f} over cell {j} ({a}, {b}]")
+        out = np.array([a - 0.1 * (b - a), b + 0.1 * (b - a)])
+        _check(np.all(np.isneginf(lm.log_prob(np.full(2, j), out))), f"{name}.log_prob",
+               f"density outside cell {j} must be 0 (log -inf)")
+        c = a + 0.3 * (b - a)
+        mass = float(dens[g <= c].sum() * (b - a) / g.size)
+        lpi = lm.log_prob_interval(np.array([j]), np.array([a]), np.array([c]))[0]
+        _check(abs(np.exp(lpi) - mass) < 3e-3, f"{name}.log_prob_interval",
+               f"P({a} < X <= {c}) = {np.exp(lpi):.5f}, the density integrates to {mass:.5f}")
+        whole = lm.log_prob_interval(np.array([j]), np.array([a - 1.0]), np.array([b + 1.0]))[0]
+        _check(abs(whole) < 1e-6, f"{name}.log_prob_interval", "the whole cell must have mass 1")
+        m_full = float((g * dens).sum() * (b - a) / g.size)
+        _check(abs(lm.mean(np.array([j]))[0] - m_full) < 2e-3 * max(1.0, b - a),
+               f"{name}.mean", f"cell {j}: mean {lm.mean(np.array([j]))[0]:.5f}, "
+               f"density gives {m_full:.5f}")
+        sel = g <= c
+        m_int = float((g[sel] * dens[sel]).sum() / max(dens[sel].sum(), 1e-300))
+        mi = lm.mean_interval(np.array([j]), np.array([a]), np.array([c]))[0]
+        _check(abs(mi - m_int) < 2e-3 * max(1.0, b - a), f"{name}.mean_interval",
+               f"E[X | {a} < X <= {c}] = {mi:.5f}, the density gives {m_int:.5f}")
+        s = lm.sample(np.full(4000, j), rng)
+        _check(np.all((s > a) & (s <= b)), f"{name}.sample", f"draws outside cell {j}")
+        sd = float(np.sqrt(max((g - m_full) ** 2 @ dens * (b - a) / g.size, 1e-300)))
+        _check(abs(s.mean() - m_full) < 5 * sd / np.sqrt(s.size) + 1e-9, f"{name}.sample",
+               f"cell {j}: sample mean {s.mean():.4f} vs density mean {m_full:.4f}")
+        s2 = lm.sample(np.full(500, j), rng, lo=np.full(500, a), hi=np.full(500, c))
+        _check(np.all((s2 > a - 1e-12) & (s2 <= c + 1e-12)), f"{name}.sample",
+               "draws outside the requested interval")
+
+
+def _check_discrete(lm, cell, rng, name):
+    L, k = cell.allowed.shape
+    leaves = np.arange(L)
+    p = lm.probs(leaves)
+    _check(p.shape == (L, k), f"{name}.probs", f"shape {p.shape}, expected {(L, k)}")
+    _check(np.allclose(p.sum(1), 1.0), f"{name}.probs", "rows must sum to 1")
+    _check(np.all(p[~cell.allowed] == 0), f"{name}.probs", "mass on a level the cell excludes")
+    for code in range(k):
+        lp = lm.log_prob(leaves, np.full(L, float(code)))
+        ok = p[:, code] > 0
+        _check(np.allclose(np.exp(lp[ok]), p[ok, code], rtol=1e-9), f"{name}.log_prob",
+               f"level {code} disagrees with probs")
+    lpl = lm.log_prob_levels(leaves, cell.allowed)
+    _check(np.allclose(lpl, 0.0, atol=1e-9), f"{name}.log_prob_levels",
+           "the allowed levels must have mass 1")
+    for j in range(L):
+        s = lm.sample(np.full(3000, j), rng)
+        _check(np.all(cell.allowed[j, s.astype(int)]), f"{name}.sample",
+               f"a draw outside the levels of cell {j}")
+        freq = np.bincount(s.astype(int), minlength=k) / s.size
+        _check(np.all(np.abs(freq - p[j]) < 5 * np.sqrt(p[j] * (1 - p[j]) / s.size) + 1e-9),
+               f"{name}.sample", f"cell {j}: frequencies {freq} vs probs {p[j]}")
+        mean = float(p[j] @ np.arange(k))
+        _check(abs(lm.mean(np.array([j]))[0] - mean) < 1e-9, f"{name}.mean",
+               "mean of the level codes")
+
+
+# ----------------------------------------------------------------------------- splitters
+
+
+def _tree_data(random_state: int):
+    from forestgen.data.binning import Binner
+    from forestgen.data.encoder import TableEncoder
+    from forestgen.learners.rfde import discrete_levels, root_box
+    from forestgen.splitters.base import TreeData
+
+    df = small_tables(random_state)["mixed"][0].dropna().reset_index(drop=True)
+    enc = TableEncoder().fit(df)
+    Z = enc.transform(df)
+    schema = enc.schema
+    nominal, nlev = discrete_levels(schema)
+    lo, hi = root_box(Z, schema)
+    b = Binner.fit(Z, nominal, nlev)
+    vref = np.zeros((schema.d, int(b.n_bins.max())))
+    for j in range(schema.d):
+        vref[j, : b.n_bins[j]] = 1.0 / b.n_bins[j]
+    y = (Z[:, -1] > 0).astype(np.int64)
+    return TreeData(b.transform(Z), b.n_bins, b.nominal, b.thresholds, Z=Z, n_levels=nlev,
+                    box_lo=lo, box_hi=hi, vref=vref), y, nominal, nlev
+
+
+def check_splitter(splitter, *, random_state: int = 0) -> None:
+    """Grow trees with ``splitter`` on a small mixed table and check: a valid
+    :class:`~forestgen.tree.record.TreeRecord`; the same Generator seed gives the same tree;
+    rows of weight 0 do not influence the tree; recorded leaf cells contain the in-bag rows
+    routed to them; a forest of such trees routes every row to one leaf per tree."""
+    from forestgen.splitters.base import GrowLimits, Splitter
+    from forestgen.tree.forest import grow_forest, tree_generators
+    from forestgen.tree.record import TreeRecord
+
+    if not isinstance(splitter, Splitter):
+        raise TypeError(f"check_splitter needs a Splitter instance, got {splitter!r}")
+    name = type(splitter).__name__
+    data, y, nominal, nlev = _tree_data(random_state)
+    n = data.Xb.shape[1]
+    rng = np.random.default_rng(random_state)
+    w = rng.poisson(1.0, n).astype(float)
+    limits = GrowLimits(max_features="sqrt", max_depth=6, max_leaves=32, n_classes=2,
+                        min_class_leaf=np.zeros(2))
+
+    def grow(d, yy, ww):
+        gen = np.random.default_rng(random_state + 1)
+        return splitter.grow(d, yy, ww, gen, limits)
+
+    t = grow(data, y, w)
+    _check(isinstance(t, TreeRecord), f"{name}.grow", f"returned {type(t).__name__}")
+    try:
+        t.check()
+    except ValueError as e:
+        _fail(f"{name}.grow", str(e))
+    _check(t.n_leaves >= 2, f"{name}.grow", "grew no split on an easy table")
+    t2 = grow(data, y, w)
+    _check(all(np.array_equal(getattr(t, f), getattr(t2, f), equal_nan=True)
+               for f in ("feature", "threshold", "left", "right", "cat_left")),
+           f"{name}.grow", "the same Generator seed gave a different tree")
+    # out-of-bag rows must not matter: scramble their labels and values
+    oob = w == 0
+    y3 = np.where(oob, 1 - y, y)
+    Xb3 = data.Xb.copy()
+    Xb3[:, oob] = Xb3[:, oob][:, ::-1]
+    Z3 = data.Z.copy()
+    Z3[oob] = Z3[oob][::-1]
+    import dataclasses
+
+    t3 = grow(dataclasses.replace(data, Xb=Xb3, Z=Z3), y3, w)
+    _check(all(np.array_equal(getattr(t, f), getattr(t3, f), equal_nan=True)
+               for f in ("feature", "threshold", "left", "right", "cat_left")),
+           f"{name}.grow", "rows of weight 0 changed the tree")
+    rngs = tree_generators(np.random.SeedSequence(random_state), 3)
+    W = np.stack([w, np.ones(n), w[::-1].copy()])
+    forest = grow_forest(splitter, data, y, W, rngs, limits,
+                         n_levels=np.where(nominal, nlev, 0), n_jobs=1)
+    leaves = forest.apply(data.Z)
+    _check(leaves.shape == (n, 3) and (leaves >= 0).all(), f"{name} forest",
+           "apply() must give one leaf per row and tree")
+    boxes = forest.boxes(data.d, np.where(nominal, nlev, 0))
+    for b in range(3):
+        lf = leaves[:, b]
+        inbag = W[b] > 0
+        for j in range(data.d):
+            if nominal[j]:
+                o = boxes.nom_off[j]
+                ok = boxes.mask[lf, o + data.Z[:, j].astype(int)]
+            else:
+                ok = (data.Z[:, j] > boxes.lower[lf, j]) & (data.Z[:, j] <= boxes.upper[lf, j])
+            _check(bool(ok[inbag].all()), f"{name} leaf cells",
+                   f"tree {b}: an in-bag row lies outside its leaf's cell in column {j}")
+
+
+# ----------------------------------------------------------------------------- learners
+
+
+def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | None = None,
+                  random_state: int = 0) -> None:
+    """Fit a fresh copy of ``model`` on each small table and check the queries every learner
+    answers: samples with the training columns and levels; ``log_prob`` per row (one bad row
+    does not fail the batch, out-of-range rows give a number or -inf, never NaN); NaN entries
+    marginalised (a column's marginal integrates / sums to one); conditional samples honour
+    their evidence; interval expectations; imputation fills exactly the missing entries;
+    identical answers after save/load; the torch distribution equals ``log_prob``."""
+    fit_kwargs = dict(fit_kwargs or {})
+    name = type(model).__name__
+    for tname, (train, query) in small_tables(random_state).items():
+        if tables is not None and tname not in tables:
+            continue
+        if "target" in fit_kwargs and fit_kwargs["target"] not in train.columns:
+            continue
+        m = type(model)(**model.get_params())
+        m.fit(train, **fit_kwargs)
+        where = f"{name} on {tname!r}"
+        _check_sample(m, train, where, random_state)
+        _check_log_prob(m, train, query, where)
+        _check_marginals(m, train, where)
+        _check_conditions(m, train, where, random_state)
+        _check_impute(m, train, where, random_state)
+        _check_reload(m, query, where)
+        _check_torch(m, train, where)
+
+
+def _numeric_cols(m, train):
+    return [c.name for c in m.schema_.columns if not c.is_discrete and c.name in train]
+
+
+def _discrete_cols(m, train):
+    return [c.name for c in m.schema_.columns if c.is_discrete and c.name in train]
+
+
+def _check_sample(m, train, where, seed):
+    s = m.sample(300, random_state=seed)
+    _check(list(s.columns) == list(train.columns), f"{where}: sample", "columns differ")
+    for c in _discrete_cols(m, train):
+        seen = set(train[c].dropna().unique())
+        drawn = set(s[c].dropna().unique())
+        _check(drawn <= seen, f"{where}: sample", f"column {c!r} drew unknown levels "
+               f"{sorted(map(str, drawn - seen))}")
+    for c in _numeric_cols(m, train):
+        v = s[c].dropna().to_numpy(float)
+        _check(np.isfinite(v).all(), f"{where}: sample", f"column {c!r} has non-finite draws")
+        if pd.api.types.is_integer_dtype(train[c]):
+            _check(np.all(v == np.round(v)), f"{where}: sample", f"integer column {c!r}")
+    again = m.sample(300, random_state=seed)
+    pd.testing.assert_frame_equal(s, again, obj=f"{where}: same seed, same sample")
+
+
+def _check_log_prob(m, train, query, where):
+    lp = m.log_prob(query)
+    _check(lp.shape == (len(query),) and not np.isnan(lp).any(), f"{where}: log_prob",
+           "out-of-range / unseen-level query rows must give a number or -inf, not NaN")
+    one = np.array([m.log_prob(query.iloc[[i]])[0] for i in range(len(query))])
+    _check(np.allclose(one, lp, rtol=1e-9, atol=1e-9, equal_nan=True)
+           and np.array_equal(np.isneginf(one), np.isneginf(lp)), f"{where}: log_prob",
+           "rows are not scored independently of the batch")
+    lt = m.log_prob(train)
+    _check(np.isfinite(lt).mean() > 0.95, f"{where}: log_prob",
+           "training rows should have positive density")
+
+
+def _check_marginals(m, train, where):
+    cols = list(train.columns)
+    disc = _discrete_cols(m, train)
+    for c in _numeric_cols(m, train):
+        v = train[c].dropna().to_numpy(float)
+        if np.unique(v, return_counts=True)[1].max() > 0.05 * len(v):
+            continue  # a point mass: no density to integrate on a grid
+        lo, hi = v.min(), v.max()
+        pad = max(hi - lo, 1.0)
+        g = np.linspace(lo - 3 * pad, hi + 3 * pad, 60001)
+        frame = pd.DataFrame({k: np.full(len(g), np.nan) for k in cols})
+        frame[c] = g
+        total = float(np.trapezoid(np.exp(m.log_prob(frame)), g))
+        _check(abs(total - 1.0) < 0.02, f"{where}: NaN marginal",
+               f"the marginal density of {c!r} integrates to {total:.4f}")
+    for c in disc:
+        levels = list(pd.Series(train[c].dropna().unique()))
+        frame = pd.DataFrame({k: [np.nan] * len(levels) for k in cols})
+        frame[c] = levels
+        tot = float(np.exp(m.log_prob(frame)).sum())
+        _check(abs(tot - 1.0) < 1e-6, f"{where}: NaN marginal",
+               f"the marginal pmf of {c!r} sums to {tot:.6f}")
+    if disc:
+        # marginalising a discrete column = summing over its levels (row by row)
+        c = disc[0]
+        levels = list(pd.Series(train[c].dropna().unique()))
+        rows = train.dropna().head(10).reset_index(drop=True)
+        blank = rows.copy()
+        blank[c] = None
+        parts = []
+        for lv in levels:
+            r = rows.copy()
+            r[c] = lv
+            parts.append(m.log_prob_encoded(m.encoder_.transform(r)))
+        with np.errstate(divide="ignore"):
+            summed = np.log(np.exp(np.stack(parts)).sum(0))
+        _check(np.allclose(m.log_prob_encoded(m.encoder_.transform(blank)), summed, rtol=1e-8,
+                           atol=1e-8),
+               f"{where}: NaN marginal", f"a missing {c!r} is not the sum over its levels")
+
+
+def _check_conditions(m, train, where, seed):
+    disc = [c for c in _discrete_cols(m, train)]
+    if disc:
+        c = disc[0]
+        level = train[c].dropna().iloc[0]
+        s = m.sample(50, conditions={c: level}, random_state=seed)
+        _check(bool((s[c] == level).all()), f"{where}: conditions",
+               f"samples given {c}={level!r} do not all have it")
+    num = _numeric_cols(m, train)
+    if num:
+        c = num[0]
+        v = train[c].dropna()
+        a, b = float(v.quantile(0.25)), float(v.quantile(0.75))
+        s = m.sample(50, conditions={c: (a, b)}, random_state=seed)
+        _check(bool(((s[c] >= a) & (s[c] <= b)).all()), f"{where}: conditions",
+               f"samples given {c} in ({a}, {b}) fall outside")
+        if len(num) > 1:
+            e = m.expect(num[1], conditions={c: (a, b)})
+            _check(np.isfinite(np.asarray(e, float)).all(), f"{where}: expect",
+                   "interval evidence gave a non-finite expectation")
+
+
+def _check_impute(m, train, where, seed):
+    X = train.head(40).copy()
+    rng = np.random.default_rng(seed)
+    for c in X.columns:
+        X.loc[rng.random(len(X)) < 0.2, c] = None
+    out = m.impute(X, random_state=seed)
+    _check(not out.isna().any().any(), f"{where}: impute", "missing entries remain")
+    obs = X.notna()
+    for c in X.columns:
+        a, b = X.loc[obs[c], c], out.loc[obs[c], c]
+        if pd.api.types.is_numeric_dtype(train[c]):
+            same = np.isclose(a.astype(float), b.astype(float))
+        else:
+            same = a.astype(str).to_numpy() == b.astype(str).to_numpy()
+        _check(bool(np.all(same)), f"{where}: impute", f"observed entries of {c!r} changed")
+
+
+def _check_reload(m, query, where):
+    from forestgen.base import GenerativeForest
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.fgm"
+        m.save(path)
+        again = GenerativeForest.load(path)
+    _check(np.array_equal(m.log_prob(query), again.log_prob(query), equal_nan=True),
+           f"{where}: save/load", "log_prob differs after reloading")
+    _check(repr(again) == repr(m), f"{where}: save/load",
+           f"parameters differ after reloading: {again!r}")
+
+
+def _check_torch(m, train, where):
+    import torch
+
+    dist = m.to_torch()
+    Z = m.encoder_.transform(train.head(50))
+    x = torch.tensor(Z, dtype=torch.float64, requires_grad=dist.torch_path)
+    lp = dist.log_prob(x)
+    _check(np.allclose(lp.detach().numpy(), m.log_prob_encoded(Z), rtol=1e-9, atol=1e-9,
+                       equal_nan=True), f"{where}: torch", "to_torch().log_prob differs")
+    if dist.torch_path:
+        lp[torch.isfinite(lp)].sum().backward()
+        _check(bool(torch.isfinite(x.grad).all()), f"{where}: torch", "non-finite gradient")

@@ -1,0 +1,76 @@
+"""forestgen.testing run over everything in the registry (and the checks catch bad components)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from forestgen import registry
+from forestgen.leaves.base import LeafModel
+from forestgen.leaves.truncnorm import TruncNormalLeaf
+from forestgen.splitters.base import Splitter
+from forestgen.splitters.impurity import ImpuritySplitter
+from forestgen.testing import check_leaf_model, check_learner, check_splitter
+
+LEAVES = [n for n in registry.available("leaf")
+          if issubclass(registry.get("leaf", n), LeafModel)]
+SPLITTERS = [n for n in registry.available("splitter")
+             if issubclass(registry.get("splitter", n), Splitter)]
+# small settings per learner (the checks fit each on two small tables)
+LEARNERS = {
+    "arf": (dict(n_trees=5, random_state=0, n_jobs=1), {}),
+    "gef": (dict(n_trees=5, random_state=0, n_jobs=1), {"target": "c"}),
+    "rfde": (dict(n_trees=5, depth=5, random_state=0, n_jobs=1), {}),
+    "def": (dict(n_trees=5, max_leaves=16, random_state=0, n_jobs=1), {}),
+}
+
+
+@pytest.mark.parametrize("name", LEAVES)
+def test_registered_leaf_models_conform(name):
+    check_leaf_model(registry.get("leaf", name)())
+
+
+@pytest.mark.parametrize("name", SPLITTERS)
+def test_registered_splitters_conform(name):
+    check_splitter(registry.get("splitter", name)())
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_registered_learners_conform(name):
+    params, fit_kwargs = LEARNERS[name]
+    check_learner(registry.get("learner", name)(**params), fit_kwargs=fit_kwargs)
+
+
+# Learners of the energy (NRGBoost) and intersection (GF.Boost, EOGT) families: check_learner
+# does not pass on them yet — NRGBoost and EOGT raise NotImplementedError for NaN marginals of
+# several columns, GF.Boost's marginal of a mixed table integrates to 0.977 on the check's grid —
+# so they are covered by their own tests in tests/learners/ until their families declare
+# capabilities that check_learner can honour.
+OWN_TESTS = {"nrgboost", "gfboost", "eogt"}
+
+
+def test_every_registered_learner_is_covered():
+    assert set(registry.available("learner")) <= set(LEARNERS) | OWN_TESTS
+
+
+class _LeakyLeaf(TruncNormalLeaf):
+    """Puts mass outside the cell: its density no longer integrates to one."""
+
+    def log_prob(self, leaf, x):
+        return super().log_prob(leaf, x) - 0.1
+
+
+class _PeekingSplitter(ImpuritySplitter):
+    """Lets out-of-bag rows choose the tree."""
+
+    def grow(self, data, y, w, rng, limits):
+        return super().grow(data, y, np.where(w > 0, w, 1.0), rng, limits)
+
+
+def test_checks_catch_broken_components():
+    with pytest.raises(AssertionError, match="normalisation"):
+        check_leaf_model(_LeakyLeaf())
+    with pytest.raises(AssertionError, match="weight 0"):
+        check_splitter(_PeekingSplitter())
+    with pytest.raises(TypeError, match="LeafModel"):
+        check_leaf_model(object())
