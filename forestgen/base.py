@@ -8,7 +8,7 @@ log-weights and one :class:`~forestgen.leaves.base.LeafModel` per column. Learne
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -16,7 +16,7 @@ import pandas as pd
 from forestgen import registry
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.schema import Schema
-from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.modelfile import (
     FORMAT_VERSION,
@@ -27,7 +27,6 @@ from forestgen.modelfile import (
     to_json,
     write_model_file,
 )
-from forestgen.sampling.ancestral import AncestralSampler
 from forestgen.tree.arrays import ForestArrays, LeafBoxes
 from forestgen.validation import as_generator, check_int
 
@@ -46,6 +45,26 @@ class GenerativeForest:
     """
 
     method_name = "forest"
+    model_family: ClassVar[Family] = LEAF_MIXTURE
+
+    @property
+    def capabilities(self) -> frozenset:
+        """Queries this model answers (see :mod:`forestgen.families`)."""
+        return self.model_family.capabilities
+
+    def require(self, query: str) -> None:
+        """Raise ``NotImplementedError`` naming the learner and ``query`` unless declared."""
+        if query not in self.capabilities:
+            raise NotImplementedError(
+                f"{type(self).__name__} ({self.model_family.name} family) does not answer "
+                f"{query!r} queries; it answers {sorted(self.capabilities)}")
+
+    def _component(self, slot: str):
+        """The component filling ``slot`` of this model's family (one instance per model)."""
+        cache = self.__dict__.setdefault("_components", {})
+        if slot not in cache:
+            cache[slot] = registry.get(slot, self.model_family.slots[slot])()
+        return cache[slot]
 
     # ----------------------------------------------------------------- sklearn-style params
     def get_params(self, deep: bool = False) -> dict[str, Any]:
@@ -129,21 +148,21 @@ class GenerativeForest:
         B = self.forest_.n_trees
         step = max(1, PAIR_BUDGET // max(B, 1))
         incomplete = np.isnan(Z).any(axis=1)
-        ens = MixtureEnsembler()
+        ens = self._component("ensembler")
         for s in range(0, n, step):
             sl = slice(s, min(n, s + step))
             Zb = Z[sl]
             inc = incomplete[sl]
             res = np.empty(len(Zb))
             if (~inc).any():
-                res[~inc] = self._log_prob_complete(Zb[~inc])
+                res[~inc] = self._log_prob_complete(Zb[~inc], ens)
             if inc.any():
                 Zi = Zb[inc]
                 res[inc] = self._log_prob_reach(Zi, ens)
             out[sl] = res
         return out
 
-    def _log_prob_complete(self, Zc: np.ndarray) -> np.ndarray:
+    def _log_prob_complete(self, Zc: np.ndarray, ens) -> np.ndarray:
         """Complete rows: one leaf per tree. Pairs are scored tree-major, so consecutive lookups
         hit one tree's (contiguous) slice of the leaf parameter tables."""
         m = len(Zc)
@@ -152,14 +171,9 @@ class GenerativeForest:
         s = self.leaf_log_weight_[leaf]
         for j, lm in enumerate(self.leaf_models_):
             s += lm.log_prob(leaf, np.tile(Zc[:, j], B))
-        s = s.reshape(B, m)
-        mx = s.max(axis=0)
-        fin = np.isfinite(mx)
-        shift = np.where(fin, mx, 0.0)
-        with np.errstate(divide="ignore"):
-            return np.where(fin, shift + np.log(np.exp(s - shift).sum(axis=0)), mx)
+        return ens.combine_dense(s.reshape(B, m))
 
-    def _log_prob_reach(self, Zi: np.ndarray, ens: MixtureEnsembler) -> np.ndarray:
+    def _log_prob_reach(self, Zi: np.ndarray, ens) -> np.ndarray:
         res = np.empty(len(Zi))
         i = 0
         while i < len(Zi):
@@ -179,6 +193,7 @@ class GenerativeForest:
         if conditions is not None:
             from forestgen.inference.api import conditional_log_prob
 
+            self.require("conditional_log_prob")
             return conditional_log_prob(self, X, conditions)
         return self.log_prob_encoded(self._encode(X))
 
@@ -197,7 +212,7 @@ class GenerativeForest:
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
-        return AncestralSampler().sample(self, int(n), rng, missing=missing)
+        return self._component("sampler").sample(self, int(n), rng, missing=missing)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
                on_empty: str = "raise", missing: bool = True) -> pd.DataFrame:
@@ -214,6 +229,7 @@ class GenerativeForest:
         if conditions is not None:
             from forestgen.inference.api import conditional_sample
 
+            self.require("conditional_sample")
             return conditional_sample(self, n, conditions, random_state, on_empty=on_empty)
         if n is None:
             raise ValueError("n is required when no conditions are given")
@@ -240,18 +256,21 @@ class GenerativeForest:
         """Conditional mean of numeric columns / most probable level of categorical ones."""
         from forestgen.inference.api import expect
 
+        self.require("expect")
         return expect(self, columns, conditions)
 
     def predict_proba(self, X, target):
         """P(target level | the other observed entries of each row), as a DataFrame."""
         from forestgen.inference.api import predict_proba
 
+        self.require("predict")
         return predict_proba(self, X, target)
 
     def predict(self, X, target):
         """Prediction of any column from the other observed entries of each row."""
         from forestgen.inference.api import predict
 
+        self.require("predict")
         return predict(self, X, target)
 
     def impute(self, X, method: str = "expectation", n_imputations: int = 1, random_state=None):
@@ -267,6 +286,7 @@ class GenerativeForest:
         """
         from forestgen.inference.api import impute
 
+        self.require("impute")
         return impute(self, X, method=method, n_imputations=n_imputations,
                       random_state=random_state)
 
@@ -275,6 +295,7 @@ class GenerativeForest:
         """This model as a :class:`torch.distributions.Distribution` over encoded rows."""
         from forestgen.torch.distribution import ForestDistribution
 
+        self.require("torch")
         return ForestDistribution(self)
 
     def as_dataset(self, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,

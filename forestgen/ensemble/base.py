@@ -15,7 +15,14 @@ class Ensembler:
     normalised: bool = True
 
     def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
+        """Per-row combination of CSR segments ``pair_scores[ptr[i]:ptr[i+1]]`` (all leaves a
+        row reaches) into a log density."""
         raise NotImplementedError
+
+    def combine_dense(self, scores: np.ndarray) -> np.ndarray:
+        """Per-row combination of ``scores [B, m]`` (one leaf per tree, complete rows)."""
+        m = scores.shape[1]
+        return self.combine(np.arange(m + 1) * scores.shape[0], scores.T.ravel())
 
     def get_params(self) -> dict:
         return dict(vars(self))

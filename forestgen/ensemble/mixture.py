@@ -43,6 +43,14 @@ class MixtureEnsembler(Ensembler):
         """Per-row logsumexp over CSR segments ``pair_scores[ptr[i]:ptr[i+1]]``."""
         return segment_logsumexp(ptr, pair_scores)
 
+    def combine_dense(self, scores: np.ndarray) -> np.ndarray:
+        """Per-row logsumexp of ``scores [B, m]`` (complete rows: one leaf per tree)."""
+        mx = scores.max(axis=0)
+        fin = np.isfinite(mx)
+        shift = np.where(fin, mx, 0.0)
+        with np.errstate(divide="ignore"):
+            return np.where(fin, shift + np.log(np.exp(scores - shift).sum(axis=0)), mx)
+
 
 def segment_logsumexp(ptr: np.ndarray, v: np.ndarray) -> np.ndarray:
     n = len(ptr) - 1

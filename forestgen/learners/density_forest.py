@@ -19,9 +19,9 @@ from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.learners.rfde import (
     apply_floor,
+    box_leaves,
     discrete_levels,
     drop_missing_rows,
-    fit_cell_leaves,
     root_box,
 )
 from forestgen.registry import register
@@ -153,15 +153,8 @@ class DEF(GenerativeForest):
                              "record TreeRecord.leaf_mass")
         with np.errstate(divide="ignore"):
             self.leaf_log_weight_ = np.log(mass) - math.log(len(rngs))
-        boxes = self.forest_.boxes(d, n_levels)
-        if self.numeric_leaf is None and self.discrete_leaf is None:
-            self.leaf_models_ = fit_cell_leaves(schema, boxes.lower, boxes.upper,
-                                                boxes.mask.astype(np.uint8), boxes.nom_off,
-                                                mass * n)
-        else:
-            self.leaf_models_ = self._fit_leaves(
-                Z, self.forest_.apply(Z), boxes, self.numeric_leaf or "cell_uniform",
-                self.discrete_leaf or "uniform_levels", np.ascontiguousarray(W.T).ravel())
+        self.leaf_models_ = box_leaves(self, Z, self.forest_.boxes(d, n_levels), mass * n,
+                                       np.ascontiguousarray(W.T).ravel())
         self.n_train_ = n
         return self
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
+from forestgen.families import INTERSECTION
 from forestgen.learners.rfde import column_layout, fit_cell_leaves, root_box
 from forestgen.registry import register
 from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
@@ -72,6 +73,8 @@ class GFBoost(GenerativeForest):
     fragments weighted by the volume shares of the children (spec §2.7, deterministic variant).
     Training is single-threaded and deterministic, so results do not depend on thread count.
     """
+
+    model_family = INTERSECTION
 
     method_name = "GF"
     _approx = False
@@ -284,6 +287,8 @@ class EOGT(GFBoost):
     with each leaf's reach probability and a uniform leaf (so each tree alone is a generative
     tree, and ``save``/``load`` work); it is not the EOGT's law for ``T > 1``.
     """
+
+    model_family = INTERSECTION
 
     method_name = "EOGT"
     _approx = True

@@ -35,6 +35,7 @@ from forestgen.ensemble.additive_energy import (
     line_search,
     log_z_step,
 )
+from forestgen.families import ENERGY
 from forestgen.inference.conditions import ZeroProbabilityError, _column_index, parse_conditions
 from forestgen.learners.arf import _ProgressBar
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
@@ -70,6 +71,8 @@ class NRGBoost(GenerativeForest):
     random_state : seed; the same seed gives the same model and samples at any thread count.
     progress : print a progress bar over rounds on stderr.
     """
+
+    model_family = ENERGY
 
     method_name = "NRGBoost"
 

@@ -123,6 +123,20 @@ def fit_cell_leaves(schema, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
     return models
 
 
+def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
+               pair_weight: np.ndarray | None = None) -> list:
+    """Leaf models on the finite leaf cells ``boxes`` of ``model.forest_`` (RFDE, DEF): the
+    paper's uniform-in-cell leaves from the leaf counts unless the model was given
+    ``numeric_leaf`` / ``discrete_leaf``, which are fitted on the rows ``Z`` in their cells
+    (``pair_weight``: per (row, tree) weights, e.g. bootstrap counts)."""
+    if model.numeric_leaf is None and model.discrete_leaf is None:
+        return fit_cell_leaves(model.encoder_.schema, boxes.lower, boxes.upper,
+                               boxes.mask.astype(np.uint8), boxes.nom_off, count)
+    return model._fit_leaves(Z, model.forest_.apply(Z), boxes,
+                             model.numeric_leaf or "cell_uniform",
+                             model.discrete_leaf or "uniform_levels", pair_weight)
+
+
 def theory_depth(n: int, d: int) -> int:
     """Theorem 2's ``p_n = d ln n / (1 + d ln 2)`` rounded (spec §2.2 fallback), at least 1."""
     return max(1, int(round(d * math.log(max(n, 2)) / (1.0 + d * math.log(2.0)))))
@@ -265,14 +279,7 @@ class RFDE(GenerativeForest):
         with np.errstate(divide="ignore"):
             self.leaf_log_weight_ = np.log(mass) - math.log(T)
         boxes = self.forest_.boxes(d, n_levels)
-        if self.numeric_leaf is None and self.discrete_leaf is None:
-            self.leaf_models_ = fit_cell_leaves(schema, boxes.lower, boxes.upper,
-                                                boxes.mask.astype(np.uint8), boxes.nom_off,
-                                                mass * n)
-        else:
-            self.leaf_models_ = self._fit_leaves(Z, self.forest_.apply(Z), boxes,
-                                                 self.numeric_leaf or "cell_uniform",
-                                                 self.discrete_leaf or "uniform_levels")
+        self.leaf_models_ = box_leaves(self, Z, boxes, mass * n)
         self.leaf_code_ = self._leaf_codes(boxes) if isinstance(self._splitter,
                                                                 MidpointSplitter) else None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -63,23 +63,27 @@ class ImpuritySplitter(Splitter):
                           right=right, cat_off=cat_off, cat_left=cat_left, class_weight=value)
 
 
-@register("splitter", "gini")
-class GiniSplitter(ImpuritySplitter):
-    """:class:`ImpuritySplitter` with the Gini criterion (ARF, GeF)."""
+class _FixedCriterion(ImpuritySplitter):
+    """An :class:`ImpuritySplitter` whose criterion is fixed by the subclass."""
+
+    fixed: ClassVar[str] = "gini"
 
     def __init__(self, *, min_gain: float = 0.0):
-        super().__init__(criterion="gini", min_gain=min_gain)
+        super().__init__(criterion=self.fixed, min_gain=min_gain)
 
     def get_params(self) -> dict:
         return {"min_gain": self.min_gain}
+
+
+@register("splitter", "gini")
+class GiniSplitter(_FixedCriterion):
+    """:class:`ImpuritySplitter` with the Gini criterion (ARF, GeF)."""
+
+    fixed = "gini"
 
 
 @register("splitter", "entropy")
-class EntropySplitter(ImpuritySplitter):
+class EntropySplitter(_FixedCriterion):
     """:class:`ImpuritySplitter` with the entropy (information gain) criterion."""
 
-    def __init__(self, *, min_gain: float = 0.0):
-        super().__init__(criterion="entropy", min_gain=min_gain)
-
-    def get_params(self) -> dict:
-        return {"min_gain": self.min_gain}
+    fixed = "entropy"

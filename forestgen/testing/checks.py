@@ -300,10 +300,11 @@ def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | 
     does not fail the batch, out-of-range rows give a number or -inf, never NaN); NaN entries
     marginalised (a column's marginal integrates / sums to one); conditional samples honour
     their evidence; interval expectations; imputation fills exactly the missing entries;
-    identical answers after save/load; the torch distribution equals ``log_prob``."""
+    identical answers after save/load; the torch distribution equals ``log_prob``. Queries
+    outside the model's declared ``capabilities`` (:mod:`forestgen.families`) are skipped."""
     fit_kwargs = dict(fit_kwargs or {})
     name = type(model).__name__
-    for tname, (train, query) in small_tables(random_state).items():
+    for tname, (train, query_rows) in small_tables(random_state).items():
         if tables is not None and tname not in tables:
             continue
         if "target" in fit_kwargs and fit_kwargs["target"] not in train.columns:
@@ -311,13 +312,22 @@ def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | 
         m = type(model)(**model.get_params())
         m.fit(train, **fit_kwargs)
         where = f"{name} on {tname!r}"
-        _check_sample(m, train, where, random_state)
-        _check_log_prob(m, train, query, where)
-        _check_marginals(m, train, where)
-        _check_conditions(m, train, where, random_state)
-        _check_impute(m, train, where, random_state)
-        _check_reload(m, query, where)
-        _check_torch(m, train, where)
+        _check_queries(m, train, query_rows, where, random_state)
+
+
+def _check_queries(m, train, query_rows, where, seed) -> None:
+    """Each query the model declares (``capabilities``; all when it declares none)."""
+    caps = getattr(m, "capabilities", None)
+    checks = (("sample", lambda: _check_sample(m, train, where, seed)),
+              ("log_prob", lambda: _check_log_prob(m, train, query_rows, where)),
+              ("marginal", lambda: _check_marginals(m, train, where)),
+              ("conditional_sample", lambda: _check_conditions(m, train, where, seed)),
+              ("impute", lambda: _check_impute(m, train, where, seed)),
+              ("save", lambda: _check_reload(m, query_rows, where)),
+              ("torch", lambda: _check_torch(m, train, where)))
+    for query, check in checks:
+        if caps is None or query == "save" or query in caps:
+            check()
 
 
 def _numeric_cols(m, train):

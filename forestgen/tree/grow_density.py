@@ -24,6 +24,18 @@ MIN_GAIN = 1e-12
 
 
 @njit(cache=True, nogil=True)
+def _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf):
+    """Gain of sending data mass ``cP`` (of ``Ptot``) and reference mass ``cV`` (of ``vtot``)
+    left in a node of reference mass ``V``; ``-inf`` if a child keeps fewer than ``min_leaf``."""
+    PR = Ptot - cP
+    if cP < min_leaf or PR < min_leaf:
+        return -np.inf
+    lbuf[0], lbuf[1] = cP / W, V * cV / vtot
+    rbuf[0], rbuf[1] = PR / W, V * (vtot - cV) / vtot
+    return criterion_gain(crit, lbuf, rbuf)
+
+
+@njit(cache=True, nogil=True)
 def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, nom_off, vref,
                 feats, mtry, crit, min_leaf, rng, hist, order, keys, out_set, lbuf, rbuf):
     """Best split of one node. Returns (gain, feature, threshold bin); nominal left levels are
@@ -62,12 +74,7 @@ def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, n
                 b = order[srt[q]]
                 cP += hist[b]
                 cV += vref[f, b]
-                PR = Ptot - cP
-                if cP < min_leaf or PR < min_leaf:
-                    continue
-                lbuf[0], lbuf[1] = cP / W, V * cV / vtot
-                rbuf[0], rbuf[1] = PR / W, V * (vtot - cV) / vtot
-                g = criterion_gain(crit, lbuf, rbuf)
+                g = _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf)
                 if g > best_g:
                     best_g = g
                     best_f = f
@@ -89,12 +96,7 @@ def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, n
             for b in range(a, bb):
                 cP += hist[b]
                 cV += vref[f, b]
-                PR = Ptot - cP
-                if cP < min_leaf or PR < min_leaf:
-                    continue
-                lbuf[0], lbuf[1] = cP / W, V * cV / vtot
-                rbuf[0], rbuf[1] = PR / W, V * (vtot - cV) / vtot
-                g = criterion_gain(crit, lbuf, rbuf)
+                g = _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf)
                 if g > best_g:
                     best_g = g
                     best_f = f
@@ -245,4 +247,4 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
 
 def grow_density_tree_with(gain):
     """:func:`grow_density_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
-    return specialise(grow_density_tree, (_best_split,), gain)
+    return specialise(grow_density_tree, (_split_gain, _best_split), gain)

@@ -1,0 +1,75 @@
+"""Model families: declared capabilities, and queries that go through the family's slots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forestgen import registry
+from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.families import ENERGY, INTERSECTION, LEAF_MIXTURE, QUERIES, Family
+from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
+from forestgen.sampling.ancestral import AncestralSampler
+
+
+@registry.register("sampler", "test_counting")
+class _CountingSampler(AncestralSampler):
+    calls = 0
+
+    def sample(self, model, n, rng, missing=False):
+        type(self).calls += 1
+        return super().sample(model, n, rng, missing=missing)
+
+
+@registry.register("ensembler", "test_counting")
+class _CountingEnsembler(MixtureEnsembler):
+    calls = 0
+
+    def combine_dense(self, scores):
+        type(self).calls += 1
+        return super().combine_dense(scores)
+
+
+class _Counted(ARF):
+    model_family = Family("counted mixture", {"ensembler": "test_counting",
+                                               "sampler": "test_counting", "leaves": "leaf"})
+
+
+class _NoTorch(ARF):
+    model_family = Family("partial", LEAF_MIXTURE.slots,
+                          LEAF_MIXTURE.capabilities - {"torch", "impute"})
+
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    return pd.DataFrame({"x": x, "y": x + rng.normal(size=200)})
+
+
+def test_families_declare_their_learners():
+    for cls in (ARF, GeF, RFDE, DEF):
+        assert cls.model_family is LEAF_MIXTURE
+    assert NRGBoost.model_family is ENERGY
+    assert GFBoost.model_family is INTERSECTION and EOGT.model_family is INTERSECTION
+    assert LEAF_MIXTURE.capabilities == frozenset(QUERIES)
+    assert "marginal" not in ENERGY.capabilities
+
+
+def test_queries_go_through_the_family_slots(table):
+    m = _Counted(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
+    ref = ARF(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
+    np.testing.assert_array_equal(m.log_prob(table), ref.log_prob(table))
+    assert _CountingEnsembler.calls > 0
+    pd.testing.assert_frame_equal(m.sample(20, random_state=1), ref.sample(20, random_state=1))
+    assert _CountingSampler.calls == 1
+
+
+def test_undeclared_query_names_learner_and_query(table):
+    m = _NoTorch(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
+    with pytest.raises(NotImplementedError, match="_NoTorch .*does not answer 'torch'"):
+        m.to_torch()
+    with pytest.raises(NotImplementedError, match="_NoTorch .*'impute'"):
+        m.impute(table.head(3).assign(x=np.nan))
+    assert np.isfinite(m.log_prob(table)).all()  # declared queries still work
