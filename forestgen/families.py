@@ -8,7 +8,9 @@ queries it can answer (declared, not assumed).
   ensembler of constant-energy leaves), ``sampler`` (Gibbs) and ``normaliser`` (an estimate of
   ``log Z``). Marginals are exact only while the unobserved grid is small enough to enumerate.
 * :data:`INTERSECTION` — the partition induced by all trees with one mass per cell (GF.Boost /
-  EOGT): slots ``partition`` (the cell table) and ``sampler`` (the cell / star-node sampler).
+  EOGT): slots ``partition`` (the cell table, :mod:`forestgen.tree.cells`), ``ensembler`` and
+  ``sampler`` (GF.Boost's cells form a one-tree mixture, so the mixture ensembler and ancestral
+  sampler apply; EOGT samples with its own star-node sampler).
 
 A learner sets ``model_family``; :meth:`~forestgen.base.GenerativeForest.require` raises
 ``NotImplementedError`` naming the learner and the query for anything outside
@@ -39,5 +41,5 @@ ENERGY = Family("energy", {"energy": "additive_energy", "sampler": "gibbs",
                            "normaliser": "importance-sampling estimate of log Z"},
                 frozenset(QUERIES) - {"marginal"})
 INTERSECTION = Family("intersection", {"partition": "cell table of all trees",
-                                       "sampler": "star-node cell sampler"},
+                                       "ensembler": "mixture", "sampler": "ancestral"},
                       frozenset(QUERIES) - {"marginal"})
