@@ -42,6 +42,13 @@ from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.registry import register
 from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
 from forestgen.splitters.energy import EnergySplitter
+from forestgen.validation import (
+    check_bool,
+    check_int,
+    check_random_state,
+    check_real,
+    seed_sequence,
+)
 
 MAX_ENUMERATION = 4096  # joint grid cells enumerated to marginalise unobserved columns
 
@@ -105,24 +112,21 @@ class NRGBoost(GenerativeForest):
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
-        def pos_int(name, lo=1):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
         for name in ("n_trees", "pool_size", "gibbs_chains", "sample_chains", "sample_thin",
                      "n_normaliser_samples"):
-            pos_int(name)
-        pos_int("max_leaves", 2)
-        pos_int("max_bins", 2)
-        pos_int("gibbs_burn_in", 0)
-        pos_int("sample_burn_in", 0)
-        if not (isinstance(self.learning_rate, (int, float)) and 0 < self.learning_rate <= 1):
-            raise ValueError(f"learning_rate must be in (0, 1], got {self.learning_rate!r}")
-        if not (isinstance(self.uniform_mix, (int, float)) and 0 < self.uniform_mix <= 1):
-            raise ValueError(f"uniform_mix must be in (0, 1], got {self.uniform_mix!r}")
-        if not (isinstance(self.p_refresh, (int, float)) and 0 <= self.p_refresh <= 1):
-            raise ValueError(f"p_refresh must be in [0, 1], got {self.p_refresh!r}")
+            check_int(name, getattr(self, name), 1)
+        check_int("max_leaves", self.max_leaves, 2)
+        check_int("max_bins", self.max_bins, 2)
+        check_int("gibbs_burn_in", self.gibbs_burn_in, 0)
+        check_int("sample_burn_in", self.sample_burn_in, 0)
+        check_real("learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
+        check_real("max_ratio", self.max_ratio, 0.0, low_open=True)
+        check_bool("line_search", self.line_search)
+        check_real("uniform_mix", self.uniform_mix, 0.0, 1.0, low_open=True)
+        check_real("p_refresh", self.p_refresh, 0.0, 1.0)
+        check_real("feature_fraction", self.feature_fraction, 0.0, 1.0, low_open=True)
+        check_random_state(self.random_state)
+        check_bool("progress", self.progress)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "energy_"):
@@ -139,14 +143,14 @@ class NRGBoost(GenerativeForest):
         energy = AdditiveEnergy(self.grid_, AdditiveEnergy.blend_marginals(
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
-        self._boost(C, int(self.n_trees))
-        rng = np.random.default_rng(np.random.SeedSequence(_entropy(self.random_state))
-                                    .spawn(2)[1])
+        boost_seed, log_z_seed = seed_sequence(self.random_state).spawn(2)
+        self._boost(C, int(self.n_trees), boost_seed)
+        rng = np.random.default_rng(log_z_seed)
         self.log_z_, self.log_z_se_ = energy.log_z_importance(int(self.n_normaliser_samples),
                                                               rng)
         return self
 
-    def _boost(self, C: np.ndarray, n_rounds: int) -> None:
+    def _boost(self, C: np.ndarray, n_rounds: int, seed: np.random.SeedSequence) -> None:
         """The training loop (spec §3.7)."""
         energy = self.energy_
         N = len(C)
@@ -159,7 +163,7 @@ class NRGBoost(GenerativeForest):
         leaf = ConstantEnergyLeaf()
         pool = RejectionPool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
                              n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in))
-        seeds = np.random.SeedSequence(_entropy(self.random_state)).spawn(2)[0].spawn(n_rounds)
+        seeds = seed.spawn(n_rounds)
         bar = _ProgressBar("NRGBoost", n_rounds, bool(self.progress))
         self.rounds_ = []
         log_z = 0.0
@@ -716,14 +720,6 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
 def _lse(a: np.ndarray) -> np.ndarray:
     mx = a.max(axis=1)
     return mx + np.log(np.exp(a - mx[:, None]).sum(axis=1))
-
-
-def _entropy(random_state) -> int | None:
-    if random_state is None:
-        return None
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    return int(random_state)
 
 
 

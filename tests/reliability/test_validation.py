@@ -11,6 +11,8 @@ import pytest
 from forestgen import ARF, DEF, RFDE, GeF
 from forestgen.base import GenerativeForest
 from forestgen.cli import main
+from forestgen.learners.gfboost import EOGT, GFBoost
+from forestgen.learners.nrgboost import NRGBoost
 from forestgen.modelfile import ModelFileError
 from forestgen.validation import ParameterError
 
@@ -19,6 +21,10 @@ FAST = {
     GeF: dict(n_trees=2, n_jobs=1),
     RFDE: dict(n_trees=2, depth=2, n_jobs=1),
     DEF: dict(n_trees=2, max_leaves=4, n_jobs=1),
+    NRGBoost: dict(n_trees=2, max_leaves=4, pool_size=300, gibbs_chains=2, gibbs_burn_in=2,
+                   n_normaliser_samples=500),
+    GFBoost: dict(n_trees=2, n_iter=4),
+    EOGT: dict(n_trees=2, n_iter=4),
 }
 
 
@@ -51,6 +57,9 @@ BAD = {
     DEF: [("n_trees", True), ("max_leaves", 2.0), ("criterion", "gini"),
           ("min_samples_leaf", -1), ("max_features", True), ("bootstrap", "no"),
           ("density_floor", -1.0)],
+    NRGBoost: [("n_trees", True), ("pool_size", 300.0), ("learning_rate", 0.0),
+               ("line_search", "yes"), ("p_refresh", 2.0), ("max_leaves", 1)],
+    GFBoost: [("n_trees", True), ("n_iter", 2.5), ("loss", "gini"), ("prior", 1.0)],
 }
 
 
