@@ -16,6 +16,7 @@ new/old ratio. The validation alone (``check_forest`` and every leaf model's
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import statistics
@@ -24,6 +25,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import zipfile
 from io import BytesIO
 from pathlib import Path
 
@@ -77,6 +79,8 @@ def main() -> None:
     args = ap.parse_args()
 
     sys.path.insert(0, str(REPO))
+    import numpy as np
+
     import forestgen as fg
 
     work = Path(tempfile.mkdtemp(prefix="fg_bench_mf_"))
@@ -90,9 +94,6 @@ def main() -> None:
     model = fg.ARF(n_trees=args.trees, random_state=0).fit(fg.load_adult())
     path = model.save(work / "adult.forestgen")
     size = path.stat().st_size
-    import io
-    import zipfile
-
     with zipfile.ZipFile(path) as zf, zipfile.ZipFile(io.BytesIO(zf.read("arrays.npz"))) as inner:
         raw = sum(i.file_size for i in inner.infolist())
     print(f"model: {model.forest_.n_leaves} leaves, file {size / 2**20:.1f} MiB, "
@@ -140,6 +141,25 @@ def main() -> None:
         validate()
         val.append(time.process_time() - c0)
     t_val = statistics.median(val)
+
+    # reading alone, in one process, alternating: the unchecked read of 08de4da (zipfile +
+    # np.load) against read_model_file (sizes bounded, headers checked before reading)
+    from forestgen.modelfile import read_model_file
+
+    def read_old():
+        with zipfile.ZipFile(path) as zf:
+            json.loads(zf.read("meta.json"))
+            with np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False) as npz:
+                return {k: npz[k] for k in npz.files}
+
+    reads: dict[str, list[float]] = {"old": [], "new": []}
+    for _ in range(max(3, args.repeats)):
+        for name, fn in (("old", read_old), ("new", lambda: read_model_file(path))):
+            c0 = time.process_time()
+            out = fn()
+            reads[name].append(time.process_time() - c0)
+            del out
+    r_old, r_new = (statistics.median(v) for v in reads.values())
     sections = [
         f"ARF(n_trees={args.trees}) on the bundled adult data (32,561 rows): "
         f"{model.forest_.n_leaves} leaves; model file {size / 2**20:.1f} MiB holding "
@@ -151,6 +171,9 @@ def main() -> None:
         f"Validation alone (structure of the forest and every leaf table, in-process): "
         f"{t_val:.3f} CPU s (median of {len(val)}), "
         f"{100 * t_val / med_load_new:.1f}% of the new load's median CPU time.",
+        f"Reading the arrays alone, in one process, alternating ({len(reads['old'])} each): "
+        f"unchecked read of 08de4da {r_old:.3f} CPU s, bounded read_model_file {r_new:.3f} "
+        f"CPU s (median; ratio {r_new / r_old:.3f}).",
         "The machine is shared (2 cores, several jobs): the seconds range shows the noise.",
     ]
     write_result("model_file", "Model file: validated load and atomic save vs the unvalidated "
