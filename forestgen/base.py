@@ -291,12 +291,13 @@ class GenerativeForest:
                       random_state=random_state)
 
     # ----------------------------------------------------------------- torch (forestgen.torch)
-    def to_torch(self):
-        """This model as a :class:`torch.distributions.Distribution` over encoded rows."""
+    def to_torch(self, *, dtype=None, device=None):
+        """This model as a :class:`torch.distributions.Distribution` over encoded rows; ``dtype``
+        and ``device`` are those of its samples (see :class:`ForestDistribution`)."""
         from forestgen.torch.distribution import ForestDistribution
 
         self.require("torch")
-        return ForestDistribution(self)
+        return ForestDistribution(self, dtype=dtype, device=device)
 
     def as_dataset(self, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,
                    **kwargs):

@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from forestgen.torch.encoding import TensorEncoder
+from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, generator_for
 
 
 def _dist_info(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -46,6 +47,7 @@ class _RowDrawer:
     def __init__(self, model, target: Any = None, class_probs: Any = None):
         model._check_fitted()
         self.model = model
+        self._samplers: dict = {}
         schema = model.schema_
         self.target_index = None if target is None else _column_index(schema, target)
         self.probs = None
@@ -72,6 +74,28 @@ class _RowDrawer:
         with np.errstate(invalid="ignore", divide="ignore"):
             self.cdf = (cdf / np.where(mass > 0, mass, 1.0)).T.copy()  # [k, L]
         self.k = k
+
+    def draw_torch(self, n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+        """``draw`` with torch ops on ``device`` (float64 rows ``[n, d]``)."""
+        key = str(device)
+        if key not in self._samplers:
+            sampler = DeviceSampler(self.model, device)
+            cdf = None if self.probs is None else sampler.T(self.cdf)
+            probs = None if self.probs is None else sampler.T(self.probs)
+            self._samplers[key] = (sampler, cdf, probs)
+        sampler, cdf, probs = self._samplers[key]
+        if probs is None:
+            return sampler.sample(n, generator, torch.float64)
+        y = torch.multinomial(probs, n, replacement=True, generator=generator)
+        u = sampler.uniform(n, generator)
+        leaf = torch.empty(n, dtype=torch.long, device=device)
+        for c in range(self.k):  # leaf | class by inverse CDF over that class's leaf weights
+            sel = y == c
+            idx = torch.searchsorted(cdf[c], u[sel], right=True)
+            leaf[sel] = idx.clamp(max=cdf.shape[1] - 1)
+        Z = sampler.columns_at(leaf, generator, torch.float64)
+        Z[:, self.target_index] = y.to(torch.float64)
+        return Z
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.probs is None:
@@ -138,9 +162,15 @@ class _RawEncoding:
         self.dtype = dtype
 
     def transform_encoded(self, Z):
+        if isinstance(Z, torch.Tensor):
+            return Z[:, torch.as_tensor(self.cols, device=Z.device)].to(self.dtype)
         return torch.as_tensor(np.ascontiguousarray(Z[:, self.cols]), dtype=self.dtype)
 
     def target_encoded(self, Z):
+        if isinstance(Z, torch.Tensor):  # device draws: always complete, valid codes
+            y = Z[:, self.target_index]
+            spec = self.schema.columns[self.target_index]
+            return y.long() if spec.is_discrete else y.to(self.dtype)
         y = Z[:, self.target_index]
         spec = self.schema.columns[self.target_index]
         if not spec.is_discrete:
@@ -209,12 +239,17 @@ class SyntheticDataset(IterableDataset):
     encoding : ``None`` -> the model's encoded floats (codes for categorical columns);
         ``"onehot"`` / ``"codes"`` or a fitted :class:`TensorEncoder` -> model-ready tensors.
     rank, world_size : override ``torch.distributed``.
+    device : draw batches with torch ops on this device (:mod:`forestgen.torch.sampling`;
+        needs a leaf mixture with a device sampler and ``encoding=None``). Batch ``i`` uses a
+        ``torch.Generator`` seeded from the same ``SeedSequence`` as the numpy stream, so the
+        rank / worker / resume guarantees above hold; the values differ from the CPU stream.
+        With a CUDA device iterate in the main process (``num_workers=0``).
     """
 
     def __init__(self, model, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,
                  target: Any = None, class_probs: Any = None, output: str | None = None,
                  encoding: Any = None, rank: int | None = None, world_size: int | None = None,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, device: Any = None):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if n_batches is not None and (not isinstance(n_batches, (int, np.integer))
@@ -230,6 +265,15 @@ class SyntheticDataset(IterableDataset):
         self.world_size = world_size
         self._drawer = _RowDrawer(model, target, class_probs)
         self._enc = _make_encoding(model, self._drawer.target_index, encoding, dtype)
+        self.device = None if device is None else torch.device(device)
+        if self.device is not None:
+            if not isinstance(self._enc, _RawEncoding):
+                raise NotImplementedError(f"SyntheticDataset(device={device!r}) serves the model's "
+                                          "encoded floats only (encoding=None); got "
+                                          f"encoding={encoding!r}")
+            if not device_sampler_supported(model):
+                raise NotImplementedError(f"{type(model).__name__}: no on-device sampler for its "
+                                          "leaf models; leave device=None")
         self.epoch = 0
         self._start = 0
         self._index = 0
@@ -273,7 +317,11 @@ class SyntheticDataset(IterableDataset):
         r = _dist_info(self.rank, self.world_size)[0] if rank is None else rank
         e = self.epoch if epoch is None else epoch
         ss = np.random.SeedSequence(self.seed, spawn_key=(e, r, int(index)))
-        Z = self._drawer.draw(self.batch_size, np.random.default_rng(ss))
+        if self.device is not None:
+            Z = self._drawer.draw_torch(self.batch_size, generator_for(ss, self.device),
+                                        self.device)
+        else:
+            Z = self._drawer.draw(self.batch_size, np.random.default_rng(ss))
         return _pack(self._enc, Z, self._drawer.target_index, self.output)
 
     def __iter__(self):
@@ -281,6 +329,9 @@ class SyntheticDataset(IterableDataset):
         total = self.batches_per_rank()
         info = get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        if info is not None and self.device is not None and self.device.type != "cpu":
+            raise RuntimeError(f"SyntheticDataset(device={str(self.device)!r}) draws on the "
+                               "device: iterate it with num_workers=0")
         epoch = self.epoch
         i = self._start + wid
         while total is None or i < total:

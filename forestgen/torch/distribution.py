@@ -5,15 +5,19 @@ their own units and discrete columns as level codes ``0..k-1`` (see
 :class:`~forestgen.data.encoder.TableEncoder`); :meth:`ForestDistribution.encode` /
 :meth:`ForestDistribution.decode` convert DataFrames to and from it.
 
-For leaf mixtures whose leaf models all implement the torch hook of
+For leaf mixtures whose numeric leaf models implement the torch hook of
 :class:`~forestgen.leaves.base.LeafModel` (every built-in does: ARF's FORDE, Watson et al. 2023,
-Alg. 2; GeF; RFDE; DEF) ``log_prob`` runs on torch ops:
+Alg. 2; GeF; RFDE; DEF), with any discrete leaf models, ``log_prob`` runs on torch ops:
 
-1. trees are traversed by gathers over the :class:`~forestgen.tree.arrays.ForestArrays` node
-   arrays, one step per depth level, all rows x trees at once;
-2. each reached leaf contributes ``log w_leaf + sum_j log p_j(x_j | leaf)``, each factor from
-   its leaf model's ``torch_log_prob`` with the parameters gathered per row;
+1. complete rows are routed to one leaf per tree (:mod:`forestgen.torch.routing`: the compiled
+   kernel for CPU tensors, a packed node layout with one gather per level elsewhere);
+2. each reached leaf contributes ``log w_leaf + sum_j log p_j(x_j | leaf)``, scored tree-major:
+   the weight and every discrete column come from one gather into a leaf-major table of log
+   masses (built from the leaf models' own ``log_prob``), each numeric column from its leaf
+   model's ``torch_log_prob`` on parameters gathered per (row, tree);
 3. trees combine by a log-sum-exp (the mixture ``p(x) = sum_leaves w_leaf prod_j p_j``).
+
+Rows are processed in chunks sized by a memory budget per device (:data:`MEMORY_BUDGET`).
 
 It therefore runs on the input's device and is differentiable with respect to numeric inputs.
 The gradient is *piecewise*: inside a leaf cell a truncated-normal factor has gradient
@@ -22,8 +26,8 @@ no gradient, so the density jumps across split thresholds. Uniform leaves have p
 densities: their gradient is exactly zero (returned as zeros, not as an error). Missing entries
 (NaN) are marginalised exactly, as in :meth:`GenerativeForest.log_prob_encoded`: the leaves a
 partial row can reach are enumerated on the CPU (routing needs no gradient) and scored with torch.
-Models with a leaf lacking the hook fall back to the numpy path (values exact, no gradient, a
-warning if one is wanted).
+Models with a numeric leaf lacking the hook fall back to the numpy path (values exact, no
+gradient, a warning if one is wanted).
 """
 
 from __future__ import annotations
@@ -38,10 +42,13 @@ import torch
 from torch.distributions import Distribution, constraints
 
 from forestgen.base import GenerativeForest
-from forestgen.leaves.base import floor_to, numpy_dtype, torch_tensor
+from forestgen.leaves.base import torch_tensor
+from forestgen.torch.routing import PackedTrees, route
+from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
 
-LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-ELEMENT_BUDGET = 4_000_000  # rows x trees x columns per chunk of the torch path
+# bytes of per-chunk temporaries (about 12 words per (row, tree, column)); small on the CPU so
+# one tree's slice of the leaf tables stays in cache across a chunk
+MEMORY_BUDGET = {"cpu": 32 * 2**20, "default": 512 * 2**20}
 
 
 # ---------------------------------------------------------------------------- support
@@ -68,99 +75,74 @@ class EncodedRows(constraints.Constraint):
 
 
 # ---------------------------------------------------------------------------- tensors
-def _max_depth(feature: np.ndarray, left: np.ndarray, right: np.ndarray,
-               roots: np.ndarray) -> int:
-    depth = 0
-    frontier = roots.astype(np.int64)
-    while True:
-        frontier = frontier[feature[frontier] >= 0]
-        if frontier.size == 0:
-            return depth
-        frontier = np.concatenate([left[frontier], right[frontier]]).astype(np.int64)
-        depth += 1
-
-
 @dataclass
 class _TorchForest:
-    """The forest and each column's leaf parameters (from its leaf model's torch hook) as
-    tensors on one device / dtype."""
+    """The forest and its leaf parameters as tensors on one device / dtype."""
 
-    feature: torch.Tensor
-    threshold: torch.Tensor
-    nan_left: torch.Tensor
-    left: torch.Tensor
-    right: torch.Tensor
-    cat_off: torch.Tensor
-    cat_left: torch.Tensor
-    node_leaf: torch.Tensor
-    feat_levels: torch.Tensor
-    roots: torch.Tensor
-    depth: int
-    leaf_lw: torch.Tensor
-    columns: list  # (torch_log_prob, params) per column
+    numeric: list  # (column, torch_log_prob, params) per numeric column (the leaf hook)
+    disc_cols: torch.Tensor  # discrete columns
+    disc_k: torch.Tensor  # their level counts
+    disc_off: torch.Tensor  # their first slot in a table row
+    table: torch.Tensor  # [L * K]: log w_leaf, then per discrete column k + 2 slots
+    width: int  # K
 
 
-def _build(model: GenerativeForest, device: torch.device, dtype: torch.dtype) -> _TorchForest:
-    f = model.forest_
-    npdt = numpy_dtype(dtype)
-
+def _build(model: GenerativeForest, device: torch.device, dtype: torch.dtype,
+           leaf_log_weight: np.ndarray) -> _TorchForest:
     def T(a, dt=dtype):
         return torch_tensor(a, dt, device)
 
-    feature = np.asarray(f.feature, np.int64)
-    n_lev = np.asarray(f.n_levels, np.int64)
-    feat_levels = n_lev if n_lev.size else np.zeros(1, np.int64)
-    cat_left = f.cat_left.astype(bool) if f.cat_left.size else np.zeros(1, bool)
+    def L(a):
+        return T(np.asarray(a, np.int64), "long")
+
+    ca = [j for j, lm in enumerate(model.leaf_models_) if lm.discrete]
+    table, off = _discrete_table(model, ca, leaf_log_weight)
     return _TorchForest(
-        feature=T(feature, "long"), threshold=T(floor_to(f.threshold, npdt)),
-        nan_left=T(f.nan_left.astype(bool), "bool"), left=T(np.asarray(f.left, np.int64), "long"),
-        right=T(np.asarray(f.right, np.int64), "long"),
-        cat_off=T(np.asarray(f.cat_off, np.int64), "long"), cat_left=T(cat_left, "bool"),
-        node_leaf=T(np.asarray(f.node_leaf, np.int64), "long"),
-        feat_levels=T(feat_levels.astype(np.float64)), roots=T(f.roots, "long"),
-        depth=_max_depth(feature, f.left, f.right, f.roots),
-        leaf_lw=T(model.leaf_log_weight_),
-        columns=[(type(lm).torch_log_prob, lm.torch_params(dtype, device))
-                 for lm in model.leaf_models_],
+        numeric=[(j, type(lm).torch_log_prob, lm.torch_params(dtype, device))
+                 for j, lm in enumerate(model.leaf_models_) if not lm.discrete],
+        disc_cols=L(ca), disc_off=L(off),
+        disc_k=T(np.asarray(model.schema_.n_levels, np.float64)[ca]),
+        table=T(table.ravel()), width=table.shape[1],
     )
 
 
-def _route(tf: _TorchForest, x: torch.Tensor) -> torch.Tensor:
-    """Global leaf ids ``[n, B]`` of complete rows ``x [n, d]`` (no gradient needed)."""
-    n = x.shape[0]
-    B = tf.roots.shape[0]
-    node = tf.roots.unsqueeze(0).expand(n, B).contiguous()
-    ncat = tf.cat_left.shape[0]
-    for _ in range(tf.depth):
-        f = tf.feature[node]
-        internal = f >= 0
-        fc = f.clamp(min=0)
-        xv = torch.gather(x, 1, fc)
-        nan = torch.isnan(xv)
-        nl = tf.nan_left[node]
-        off = tf.cat_off[node]
-        xz = torch.where(nan, torch.zeros_like(xv), xv)
-        k = tf.feat_levels[fc]
-        valid = (xz >= 0) & (xz < k) & (xz == torch.floor(xz))
-        code = torch.where(valid, xz, torch.zeros_like(xz)).long()
-        cgo = tf.cat_left[(off.clamp(min=0) + code).clamp(max=ncat - 1)]
-        go = torch.where(off >= 0, torch.where(valid, cgo, nl), xv <= tf.threshold[node])
-        go = torch.where(nan, nl, go)
-        nxt = torch.where(go, tf.left[node], tf.right[node])
-        node = torch.where(internal, nxt, node)
-    return tf.node_leaf[node]
+def _discrete_table(model: GenerativeForest, cols: list[int],
+                    leaf_log_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One row per leaf: ``log w_leaf``, then for each discrete column its leaf model's log mass
+    of codes ``0..k-1``, of an invalid code (-1) and 0 for a missing entry (marginalised). Built
+    from the models' own ``log_prob``, so any discrete leaf model is scored exactly by one
+    lookup per (row, leaf)."""
+    L = model.forest_.n_leaves
+    ks = np.asarray(model.schema_.n_levels, np.int64)[cols]
+    off = 1 + np.r_[0, np.cumsum(ks + 2)[:-1]].astype(np.int64)
+    table = np.zeros((L, 1 + int((ks + 2).sum())))
+    table[:, 0] = leaf_log_weight
+    leaves = np.arange(L)
+    for j, o, k in zip(cols, off, ks):
+        lm = model.leaf_models_[j]
+        for c in range(-1, int(k)):
+            table[:, o + (c if c >= 0 else k)] = lm.log_prob(leaves, np.full(L, float(c)))
+    return table, off
 
 
 def _leaf_scores(tf: _TorchForest, x: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
     """``log w_leaf + sum_j log p_j(x_j | leaf)`` for ``leaf`` of shape ``S`` and rows ``x``
-    broadcastable to ``S + (d,)``; NaN entries contribute 0 (marginalised)."""
-    s = tf.leaf_lw[leaf]
-    xb = x.expand(*leaf.shape, x.shape[-1])
-    for j, (log_prob, params) in enumerate(tf.columns):
-        xv = xb[..., j]
+    broadcastable to ``S + (d,)``; NaN entries contribute 0 (marginalised).
+
+    Discrete columns and the leaf weight come from one gather into the leaf-major table (for a
+    tree-major ``leaf [B, n]`` consecutive lookups stay inside one tree's rows)."""
+    xd = x.detach().index_select(-1, tf.disc_cols)
+    k = tf.disc_k
+    valid = (xd >= 0) & (xd < k) & (xd == torch.floor(xd))
+    slot = torch.where(valid, xd, torch.where(torch.isnan(xd), k + 1, k)).long() + tf.disc_off
+    slot = torch.nn.functional.pad(slot, (1, 0))  # slot 0: log w_leaf
+    idx = (leaf * tf.width).unsqueeze(-1) + slot
+    s = tf.table.index_select(0, idx.reshape(-1)).reshape(idx.shape).sum(-1)
+    for j, log_prob, params in tf.numeric:  # each numeric leaf model's torch hook
+        xv = x[..., j]
         nan = torch.isnan(xv)
-        t = log_prob(params, leaf, torch.where(nan, torch.zeros_like(xv), xv))
-        s = s + torch.where(nan, torch.zeros_like(t), t)
+        t = log_prob(params, leaf, torch.where(nan, 0.0, xv))
+        s = s + torch.where(nan, 0.0, t)
     return s
 
 
@@ -184,6 +166,28 @@ def _segment_lse(s: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
     return torch.where(ok, val, torch.full_like(val, -math.inf))
 
 
+# ---------------------------------------------------------------------------- conditionals
+@dataclass
+class _Conditional:
+    """Evidence of a conditional: free columns, point evidence used for routing (NaN where a
+    column has no point evidence) and the leaf posterior weights."""
+
+    free: np.ndarray
+    route_fill: np.ndarray  # [d]
+    leaf_log_weight: np.ndarray  # [L], -inf outside the posterior
+
+    def rows(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Free-column rows ``x [n, f]`` -> (scored rows: evidence columns NaN, so they add 0
+        (their factors are in the leaf weights); routed rows: point evidence filled in)."""
+        n, d = x.shape[0], len(self.route_fill)
+        fill = torch.as_tensor(self.route_fill, dtype=x.dtype, device=x.device)
+        free = torch.as_tensor(self.free, device=x.device)
+        scored = torch.full((n, d), math.nan, dtype=x.dtype, device=x.device)
+        scored = scored.index_copy(1, free, x)
+        routed = fill.expand(n, d).index_copy(1, free, x.detach())
+        return scored, routed
+
+
 # ---------------------------------------------------------------------------- distribution
 class ForestDistribution(Distribution):
     """A fitted forest (any learner with ``log_prob_encoded`` / ``sample_encoded``) as a torch
@@ -197,27 +201,32 @@ class ForestDistribution(Distribution):
     validate_args : check inputs against :attr:`support` (off by default: NaN entries, which
         are marginalised, would fail the check).
 
-    ``sample`` draws a seed from torch's global RNG (or ``generator``) and passes it to the
-    model's numpy sampler, so ``torch.manual_seed`` makes samples reproducible.
-    ``log_prob`` runs on torch ops for built-in leaf mixtures (see the module docstring for the
-    gradient: piecewise, zero for uniform leaves); otherwise it falls back to numpy.
+    ``sample`` draws on :attr:`sample_device` with torch ops when every leaf model has a device
+    sampler (:mod:`forestgen.torch.sampling`), from torch's default generator of that device or
+    ``generator`` (so ``torch.manual_seed`` makes samples reproducible); other models draw a seed
+    the same way and use their numpy sampler.
+    ``log_prob`` runs on torch ops for leaf mixtures (see the module docstring for the gradient:
+    piecewise, zero for uniform leaves); otherwise it falls back to numpy.
+    :meth:`condition` gives the distribution of the other columns given evidence.
     """
 
     arg_constraints: dict = {}
     has_rsample = False
 
     def __init__(self, model: GenerativeForest, *, dtype: torch.dtype | None = None,
-                 device: Any = None, validate_args: bool = False):
+                 device: Any = None, validate_args: bool = False,
+                 _conditional: _Conditional | None = None):
         model._check_fitted()
         self.model = model
         self._out_dtype = dtype or torch.get_default_dtype()
         self._out_device = torch.device(device) if device is not None else torch.device("cpu")
-        self._cache: dict[tuple, _TorchForest] = {}
+        self._cache: dict[tuple, Any] = {}
         self._warned = False
         d = model.schema_.d
-        super().__init__(batch_shape=torch.Size(), event_shape=torch.Size([d]),
+        self._cond = _conditional
+        self._free = np.arange(d) if _conditional is None else _conditional.free
+        super().__init__(batch_shape=torch.Size(), event_shape=torch.Size([len(self._free)]),
                          validate_args=validate_args)
-
     # ------------------------------------------------------------------ properties
     @property
     def torch_path(self) -> bool:
@@ -229,16 +238,16 @@ class ForestDistribution(Distribution):
         if getattr(type(m).log_prob_encoded, "__func__", type(m).log_prob_encoded) is not \
                 GenerativeForest.log_prob_encoded:
             return False
-        return all(lm.has_torch for lm in m.leaf_models_)
+        return all(lm.discrete or lm.has_torch for lm in m.leaf_models_)
 
     @property
     def support(self) -> constraints.Constraint:
-        return EncodedRows(self.model.schema_.n_levels)
+        return EncodedRows(np.asarray(self.model.schema_.n_levels)[self._free])
 
     @property
     def columns(self) -> list:
         """Column names, in the order of the event axis."""
-        return list(self.model.schema_.names)
+        return [self.model.schema_.names[j] for j in self._free]
 
     @property
     def mean(self) -> torch.Tensor:
@@ -246,10 +255,11 @@ class ForestDistribution(Distribution):
         m = self.model
         if not hasattr(m, "leaf_models_"):
             raise NotImplementedError(f"{type(m).__name__} has no leaf mixture to average")
-        w = np.exp(m.leaf_log_weight_ - np.max(m.leaf_log_weight_))
+        lw = self._leaf_log_weight()
+        w = np.exp(lw - np.max(lw))
         w /= w.sum()
-        leaves = np.arange(m.forest_.n_leaves)
-        mu = np.array([w @ lm.mean(leaves) for lm in m.leaf_models_])
+        leaves = np.flatnonzero(w > 0)
+        mu = np.array([w[leaves] @ m.leaf_models_[j].mean(leaves) for j in self._free])
         return torch.as_tensor(mu, dtype=self._out_dtype, device=self._out_device)
 
     def expand(self, batch_shape, _instance=None):
@@ -271,25 +281,97 @@ class ForestDistribution(Distribution):
         return torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
 
     def decode(self, value: torch.Tensor):
-        """Encoded tensor ``[n, d]`` -> DataFrame with the training columns, dtypes and levels."""
+        """Encoded tensor ``[n, d]`` -> DataFrame with the training columns, dtypes and levels
+        (a conditional's evidence columns hold their point evidence, else missing)."""
         Z = torch.as_tensor(value).detach().to("cpu", torch.float64).numpy()
-        return self.model.encoder_.inverse_transform(Z.reshape(-1, self.event_shape[0]))
+        Z = Z.reshape(-1, self.event_shape[0])
+        if self._cond is not None:
+            full = np.tile(self._cond.route_fill, (len(Z), 1))
+            full[:, self._free] = Z
+            Z = full
+        return self.model.encoder_.inverse_transform(Z)
 
     # ------------------------------------------------------------------ sampling
+    @property
+    def sample_device(self) -> torch.device:
+        """Where :meth:`sample` draws: the distribution's ``device`` for leaf mixtures with a
+        device sampler, else the CPU (numpy) with a copy to ``device``."""
+        return self._out_device if device_sampler_supported(self.model) else torch.device("cpu")
+
+    def device_sampler(self, device: Any = None) -> DeviceSampler:
+        """The (cached) :class:`~forestgen.torch.sampling.DeviceSampler` of this distribution's
+        leaf weights and columns on ``device`` (default: the distribution's device)."""
+        device = self._out_device if device is None else torch.device(device)
+        key = ("sampler", str(device))
+        if key not in self._cache:
+            self._cache[key] = DeviceSampler(self.model, device, self._leaf_log_weight(),
+                                             columns=list(self._free))
+        return self._cache[key]
+
     def sample(self, sample_shape=torch.Size(), generator: torch.Generator | None = None
                ) -> torch.Tensor:
-        """Encoded rows of shape ``sample_shape + (d,)``, seeded from torch's RNG."""
+        """Encoded rows of shape ``sample_shape + (d,)`` (complete: no missing entries)."""
         shape = torch.Size(sample_shape)
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
-        Z = self.model.sample_encoded(int(shape.numel()), random_state=seed)
-        out = torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
+        n = int(shape.numel())
+        if device_sampler_supported(self.model):
+            out = self.device_sampler().sample(n, generator, self._out_dtype)
+        elif self._cond is not None:
+            raise NotImplementedError(f"{type(self.model).__name__}: conditional sampling in "
+                                      "torch needs a leaf mixture with a device sampler")
+        else:
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+            Z = self.model.sample_encoded(n, random_state=seed)
+            out = torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
         return out.reshape(shape + self.event_shape)
+
+    # ------------------------------------------------------------------ conditioning
+    def condition(self, evidence: dict) -> ForestDistribution:
+        """The distribution of the columns without evidence given ``evidence``, a dict of
+        column -> value in the forms :mod:`forestgen.inference` accepts (a value or level; an
+        interval or level set). Exact: the leaf weights become the leaf posterior
+        ``w_l prod_e p_e(evidence | l) / Z`` (:func:`forestgen.inference.leaf_posterior`); rows
+        with point evidence route on the device, interval / set evidence routes on the CPU.
+        ``log_prob`` and ``sample`` of the result take and return the free columns only
+        (:attr:`columns`). Raises :class:`~forestgen.inference.ZeroProbabilityError` for
+        evidence of probability zero."""
+        from forestgen.inference.api import leaf_posterior
+        from forestgen.inference.conditions import parse_conditions
+
+        if self._cond is not None:
+            raise NotImplementedError("condition() of a conditional distribution: pass all the "
+                                      "evidence to one condition() call")
+        if not isinstance(evidence, dict):
+            raise TypeError(f"evidence must be a dict of column -> value, got "
+                            f"{type(evidence).__name__}")
+        if not self.torch_path:
+            raise NotImplementedError(f"{type(self.model).__name__}: condition() needs a leaf "
+                                      "mixture on the torch path")
+        ev, _ = parse_conditions(self.model, evidence)
+        leaf, w = leaf_posterior(self.model, evidence)
+        lw = np.full(self.model.forest_.n_leaves, -np.inf)
+        with np.errstate(divide="ignore"):
+            lw[leaf] = np.log(w)
+        active = ev.active()[0]
+        cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
+                            leaf_log_weight=lw)
+        return ForestDistribution(self.model, dtype=self._out_dtype, device=self._out_device,
+                                  validate_args=self._validate_args, _conditional=cond)
+
+    def _leaf_log_weight(self) -> np.ndarray:
+        return self.model.leaf_log_weight_ if self._cond is None else self._cond.leaf_log_weight
 
     # ------------------------------------------------------------------ density
     def _tensors(self, device: torch.device, dtype: torch.dtype) -> _TorchForest:
         key = (str(device), dtype)
         if key not in self._cache:
-            self._cache[key] = _build(self.model, device, dtype)
+            self._cache[key] = _build(self.model, device, dtype, self._leaf_log_weight())
+        return self._cache[key]
+
+    def _packed(self, device: torch.device, dtype: torch.dtype) -> PackedTrees:
+        key = ("packed", str(device), dtype)
+        if key not in self._cache:
+            self._cache[key] = PackedTrees.build(self.model.forest_, self.event_shape[0],
+                                                 device, dtype)
         return self._cache[key]
 
     def log_prob(self, value) -> torch.Tensor:
@@ -308,8 +390,10 @@ class ForestDistribution(Distribution):
         work = value if out_dtype in (torch.float32, torch.float64) else value.float()
         batch = value.shape[:-1]
         x = work.reshape(-1, d)
-        if self.torch_path:
-            res = self._log_prob_torch(x)
+        if self._cond is not None:
+            res = self._log_prob_torch(*self._cond.rows(x))
+        elif self.torch_path:
+            res = self._log_prob_torch(x, x)
         else:
             if x.requires_grad and not self._warned:
                 warnings.warn(f"{type(self.model).__name__}: log_prob uses the numpy path for "
@@ -320,25 +404,30 @@ class ForestDistribution(Distribution):
                                   dtype=x.dtype)
         return res.to(out_dtype).reshape(batch)
 
-    def _log_prob_torch(self, x: torch.Tensor) -> torch.Tensor:
+    def _log_prob_torch(self, x: torch.Tensor, xr: torch.Tensor) -> torch.Tensor:
+        """Rows ``x [n, d]`` scored (NaN marginalised) in the leaves that ``xr`` (same rows,
+        with point evidence filled in) routes to."""
         tf = self._tensors(x.device, x.dtype)
         n, d = x.shape
-        B = int(tf.roots.shape[0])
+        B = int(self.model.forest_.n_trees)
         out = torch.empty(n, dtype=x.dtype, device=x.device)
         if n == 0:
             return out + (x * 0).sum(-1)
-        nan_row = torch.isnan(x).any(-1)
+        nan_row = torch.isnan(xr).any(-1)
         parts: list[tuple[torch.Tensor, torch.Tensor]] = []
         full = torch.nonzero(~nan_row).squeeze(-1)
-        step = max(1, ELEMENT_BUDGET // max(B * max(d, 1), 1))
+        budget = MEMORY_BUDGET.get(x.device.type, MEMORY_BUDGET["default"])
+        step = max(1, budget // (12 * x.element_size() * B * (d + 1)))
         for s in range(0, full.numel(), step):
             idx = full[s : s + step]
             xs = x[idx]
-            leaf = _route(tf, xs.detach())
-            parts.append((idx, _safe_lse(_leaf_scores(tf, xs.unsqueeze(1), leaf))))
+            leaf = route(self.model.forest_, lambda: self._packed(x.device, x.dtype), xr[idx])
+            # tree-major [B, m]: lookups of one tree stay within its rows of the leaf tables
+            s_bm = _leaf_scores(tf, xs.unsqueeze(0), leaf.T.contiguous())
+            parts.append((idx, _safe_lse(s_bm.T)))
         part = torch.nonzero(nan_row).squeeze(-1)
         if part.numel():
-            parts.append((part, self._log_prob_partial(tf, x[part])))
+            parts.append((part, self._log_prob_partial(tf, x[part], xr[part])))
         res = torch.zeros(n, dtype=x.dtype, device=x.device)
         for idx, val in parts:
             res = res.index_put((idx,), val)
@@ -348,9 +437,10 @@ class ForestDistribution(Distribution):
         xf = torch.where(torch.isfinite(x), x, torch.zeros_like(x))
         return res + (xf * 0).sum(-1)
 
-    def _log_prob_partial(self, tf: _TorchForest, x: torch.Tensor) -> torch.Tensor:
+    def _log_prob_partial(self, tf: _TorchForest, x: torch.Tensor,
+                          xr: torch.Tensor) -> torch.Tensor:
         """Rows with NaN: all leaves each row can reach (CPU routing), scored with torch."""
-        Z = x.detach().to("cpu", torch.float64).numpy()
+        Z = xr.detach().to("cpu", torch.float64).numpy()
         ptr, leaf = self.model.forest_.reach(Z)
         rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
         rows_t = torch.as_tensor(rows, device=x.device)
