@@ -64,12 +64,17 @@ def leaf_kernel(C, root, feature, left, right, cat_off, cat_left):
 
 
 @njit(cache=True, nogil=True)
-def slice_row(x, j, nc, roots, uses, feature, left, right, cat_off, cat_left, value, full,
-              stack, smask, out):
+def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
+              cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff, out):
     """Add ``sum_t value_t(leaf_t(x with x_j := k))`` to ``out[:nc]`` (see module docstring).
 
-    ``stack [depth+2]`` and ``smask [depth+2, nc]`` are scratch buffers.
+    Ordered ``j`` (``nv`` value codes, then the missing code if ``nc > nv``) carries an interval
+    and a missing flag and writes leaves through a difference array; nominal ``j`` carries a
+    code mask. ``st_*`` ``[depth+2]``, ``smask [depth+2, nc]`` and ``diff [nv+1]`` are scratch.
     """
+    if ordered:
+        for k in range(nv + 1):
+            diff[k] = 0.0
     for t in range(roots.shape[0]):
         if uses[t, j] == 0:
             if full:
@@ -77,21 +82,54 @@ def slice_row(x, j, nc, roots, uses, feature, left, right, cat_off, cat_left, va
                 for k in range(nc):
                     out[k] += v
             continue
-        sp = 0
-        stack[0] = roots[t]
-        for k in range(nc):
-            smask[0, k] = 1
+        st_node[0] = roots[t]
+        if ordered:
+            st_lo[0] = 0
+            st_hi[0] = nv - 1
+            st_mi[0] = 1 if nc > nv else 0
+        else:
+            for k in range(nc):
+                smask[0, k] = 1
         sp = 1
         while sp > 0:
             sp -= 1
-            node = stack[sp]
+            node = st_node[sp]
             f = feature[node]
-            while f >= 0 and f != j:  # follow x on other columns without touching the set
+            while f >= 0 and f != j:  # follow x on other columns
                 if cat_left[cat_off[node] + x[f]] == 1:
                     node = left[node]
                 else:
                     node = right[node]
                 f = feature[node]
+            if ordered:
+                lo = st_lo[sp]
+                hi = st_hi[sp]
+                mi = st_mi[sp]
+                if f < 0:
+                    v = value[node]
+                    if lo <= hi:
+                        diff[lo] += v
+                        diff[hi + 1] -= v
+                    if mi == 1:
+                        out[nv] += v
+                    continue
+                th = threshold[node]
+                nl = nan_left[node]
+                llo, lhi, lmi = lo, min(hi, th), mi if nl == 1 else 0
+                rlo, rhi, rmi = max(lo, th + 1), hi, mi if nl == 0 else 0
+                if llo <= lhi or lmi == 1:
+                    st_node[sp] = left[node]
+                    st_lo[sp] = llo
+                    st_hi[sp] = lhi
+                    st_mi[sp] = lmi
+                    sp += 1
+                if rlo <= rhi or rmi == 1:
+                    st_node[sp] = right[node]
+                    st_lo[sp] = rlo
+                    st_hi[sp] = rhi
+                    st_mi[sp] = rmi
+                    sp += 1
+                continue
             if f < 0:
                 v = value[node]
                 for k in range(nc):
@@ -113,31 +151,41 @@ def slice_row(x, j, nc, roots, uses, feature, left, right, cat_off, cat_left, va
                 else:
                     smask[sp + 1, k] = 0
             if nl > 0 and nr > 0:
-                stack[sp] = left[node]
-                stack[sp + 1] = right[node]
+                st_node[sp] = left[node]
+                st_node[sp + 1] = right[node]
                 sp += 2
             elif nl > 0:
-                stack[sp] = left[node]
+                st_node[sp] = left[node]
                 sp += 1
             else:
                 for k in range(nc):
                     smask[sp, k] = smask[sp + 1, k]
-                stack[sp] = right[node]
+                st_node[sp] = right[node]
                 sp += 1
+    if ordered:
+        acc = 0.0
+        for k in range(nv):
+            acc += diff[k]
+            out[k] += acc
 
 
 @njit(cache=True, parallel=True)
-def slice_kernel(C, j, nc, roots, uses, feature, left, right, cat_off, cat_left, value, full,
-                 depth):
+def slice_kernel(C, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
+                 cat_off, cat_left, value, full, depth):
     """``[n, nc]`` tree part of ``f(x with x_j := k)`` for each row (see :func:`slice_row`)."""
     n = C.shape[0]
     out = np.zeros((n, nc))
     for i in prange(n):
-        stack = np.empty(depth + 2, np.int64)
+        st_node = np.empty(depth + 2, np.int64)
+        st_lo = np.empty(depth + 2, np.int64)
+        st_hi = np.empty(depth + 2, np.int64)
+        st_mi = np.empty(depth + 2, np.int64)
         smask = np.empty((depth + 2, nc), np.uint8)
+        diff = np.empty(nv + 1)
         x = C[i].copy()
-        slice_row(x, j, nc, roots, uses, feature, left, right, cat_off, cat_left, value, full,
-                  stack, smask, out[i])
+        slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
+                  cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff,
+                  out[i])
     return out
 
 
@@ -146,6 +194,8 @@ class EnergyTrees:
     """All trees of an additive energy, concatenated (global node ids; see module docstring)."""
 
     feature: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    threshold: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    nan_left: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     left: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     right: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     cat_off: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -164,20 +214,30 @@ class EnergyTrees:
         return self.node_offsets[:-1].astype(np.int64)
 
     def args(self):
+        """Arrays of the routing kernels."""
         return (self.feature, self.left, self.right, self.cat_off, self.cat_left, self.value)
+
+    def slice_args(self):
+        """Arrays of :func:`slice_row`."""
+        return (self.feature, self.threshold, self.nan_left, self.left, self.right,
+                self.cat_off, self.cat_left, self.value)
 
     def truncate(self, n_trees: int) -> EnergyTrees:
         """The first ``n_trees`` trees."""
         end = int(self.node_offsets[n_trees])
         later = self.cat_off[end:][self.feature[end:] >= 0]
         cend = int(later.min()) if later.size else len(self.cat_left)
-        return EnergyTrees(self.feature[:end], self.left[:end], self.right[:end],
+        return EnergyTrees(self.feature[:end], self.threshold[:end], self.nan_left[:end],
+                           self.left[:end], self.right[:end],
                            self.cat_off[:end], self.cat_left[:cend], self.value[:end],
                            self.node_offsets[: n_trees + 1], self.uses[:n_trees],
                            self.depth[:n_trees])
 
-    def append(self, feature, left, right, cat_rows, leaf_value, n_codes) -> None:
-        """Add one tree (tree-local ids, ``cat_rows[node, code]``, per-node leaf value)."""
+    def append(self, tree, node_value: np.ndarray, n_codes: np.ndarray) -> None:
+        """Add one :class:`~forestgen.splitters.energy.EnergyTree` with per-node leaf values
+        (already scaled by the step; ignored at internal nodes)."""
+        feature, left, right, cat_rows = tree.feature, tree.left, tree.right, tree.cat_rows
+        leaf_value = node_value
         base = int(self.node_offsets[-1])
         internal = np.nonzero(feature >= 0)[0]
         cat_off = np.full(len(feature), -1, np.int64)
@@ -196,6 +256,8 @@ class EnergyTrees:
             if feature[node] >= 0:
                 depth[left[node]] = depth[right[node]] = depth[node] + 1
         self.feature = np.r_[self.feature, feature].astype(np.int32)
+        self.threshold = np.r_[self.threshold, tree.thr].astype(np.int32)
+        self.nan_left = np.r_[self.nan_left, tree.nan_left].astype(np.uint8)
         self.left = np.r_[self.left, np.where(left >= 0, left + base, -1)].astype(np.int32)
         self.right = np.r_[self.right, np.where(right >= 0, right + base, -1)].astype(np.int32)
         self.cat_off = np.r_[self.cat_off, cat_off].astype(np.int64)
@@ -273,12 +335,14 @@ class AdditiveEnergy:
     def energy_slice(self, C: np.ndarray, j: int, full: bool = True) -> np.ndarray:
         """``[n, n_codes_j]``: ``f(x with x_j := k)`` for every code ``k`` (``full=False``
         drops the terms that do not depend on ``k``)."""
-        nc = int(self.grid.n_codes[j])
+        g = self.grid
+        nc, nv = int(g.n_codes[j]), int(g.n_values[j])
         tr = self.trees
         C = np.ascontiguousarray(C, np.int32).copy()
         C[:, j] = 0
         depth = int(tr.depth.max(initial=0))
-        out = slice_kernel(C, int(j), nc, tr.roots, tr.uses, *tr.args(), bool(full), depth)
+        out = slice_kernel(C, int(j), nc, nv, bool(g.ordered[j]), tr.roots, tr.uses,
+                           *tr.slice_args(), bool(full), depth)
         off = self.grid.code_offsets
         out += self.log_q0[off[j]:off[j + 1]][None, :]
         if full:

@@ -189,8 +189,7 @@ class NRGBoost(GenerativeForest):
             s = float(self.learning_rate) * alpha
             node_value = np.zeros(len(tree.feature))
             node_value[is_leaf] = s * w
-            energy.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, node_value,
-                                self.grid_.n_codes)
+            energy.trees.append(tree, node_value, self.grid_.n_codes)
             log_z += log_z_step(Q, s * w)
             stats = pool.history[-1] if t > 0 else (0, 0, 0)
             self.rounds_.append({"alpha": alpha, "gain": gain, "log_z": log_z,
@@ -201,6 +200,25 @@ class NRGBoost(GenerativeForest):
         bar.close(f"{energy.trees.n_trees} trees")
         self.log_z_tracker_ = log_z
         self.pool_ = pool
+
+    def truncated(self, n_trees: int) -> NRGBoost:
+        """A copy using only the first ``n_trees`` trees (e.g. the best validation round,
+        spec §8.9). Its ``log_z_`` is re-estimated with the same number of ``q0`` draws."""
+        self._check_fitted()
+        if not 0 <= n_trees <= self.n_trees_:
+            raise ValueError(f"n_trees must be in [0, {self.n_trees_}], got {n_trees!r}")
+        out = type(self)(**self.get_params())
+        out.encoder_, out.grid_ = self.encoder_, self.grid_
+        out.energy_ = AdditiveEnergy(self.grid_, self.energy_.log_q0,
+                                     self.energy_.trees.truncate(int(n_trees)))
+        rng = np.random.default_rng(np.random.SeedSequence(_entropy(self.random_state))
+                                    .spawn(2)[1])
+        out.log_z_, out.log_z_se_ = out.energy_.log_z_importance(
+            int(self.n_normaliser_samples), rng)
+        rounds = getattr(self, "rounds_", [])[:n_trees]
+        out.log_z_tracker_ = rounds[-1]["log_z"] if rounds else 0.0
+        out.rounds_ = rounds
+        return out
 
     # ------------------------------------------------------------------ encoding helpers
     @property
@@ -676,7 +694,7 @@ def _check_trees(tr: EnergyTrees, grid: Grid) -> None:
     off = np.asarray(tr.node_offsets, np.int64)
     if off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 1):
         raise ValueError("bad tree offsets")
-    for arr in (tr.left, tr.right, tr.cat_off, tr.value):
+    for arr in (tr.threshold, tr.nan_left, tr.left, tr.right, tr.cat_off, tr.value):
         if len(arr) != n:
             raise ValueError("tree arrays of different lengths")
     if tr.uses.shape != (len(off) - 1, grid.d) or len(tr.depth) != len(off) - 1:

@@ -38,8 +38,8 @@ def _uniform(st):
 
 @njit(cache=True, parallel=True)
 def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, arow, log_q0, off,
-                 n_codes, roots, uses, feature, left, right, cat_off, cat_left, value, depth,
-                 inv_temp, seeds):
+                 n_codes, n_values, ordered, roots, uses, feature, threshold, nan_left, left,
+                 right, cat_off, cat_left, value, depth, inv_temp, seeds):
     """Run one chain per row of ``X0 [c, d]``; record the state after sweeps
     ``record_from, record_from + thin, ...`` (``n_rec`` of them) into ``[c, n_rec, d]``."""
     c, d = X0.shape
@@ -51,8 +51,12 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
         x = X0[ch].copy()
         st = np.empty(1, np.uint64)
         st[0] = seeds[ch]
-        stack = np.empty(depth + 2, np.int64)
+        st_node = np.empty(depth + 2, np.int64)
+        st_lo = np.empty(depth + 2, np.int64)
+        st_hi = np.empty(depth + 2, np.int64)
+        st_mi = np.empty(depth + 2, np.int64)
         smask = np.empty((depth + 2, cmax), np.uint8)
+        diff = np.empty(cmax + 1)
         lg = np.empty(cmax)
         a = arow[ch]
         r = 0
@@ -63,8 +67,9 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
                 o = off[j]
                 for k in range(nc):
                     lg[k] = 0.0
-                slice_row(x, j, nc, roots, uses, feature, left, right, cat_off, cat_left,
-                          value, False, stack, smask, lg)
+                slice_row(x, j, nc, n_values[j], ordered[j], roots, uses, feature, threshold,
+                          nan_left, left, right, cat_off, cat_left, value, False, st_node,
+                          st_lo, st_hi, st_mi, smask, diff, lg)
                 mx = -np.inf
                 for k in range(nc):
                     if allowed[a, o + k]:
@@ -137,7 +142,8 @@ class GibbsSampler:
             np.ascontiguousarray(X0, np.int32), int(n_sweeps), int(record_from), int(thin),
             int(n_records), np.asarray(free_cols, np.int64), np.ascontiguousarray(allowed),
             np.asarray(allowed_row, np.int64), energy.log_q0, grid.code_offsets,
-            grid.n_codes.astype(np.int64), tr.roots, tr.uses, *tr.args(),
+            grid.n_codes.astype(np.int64), grid.n_values.astype(np.int64), grid.ordered,
+            tr.roots, tr.uses, *tr.slice_args(),
             int(tr.depth.max(initial=0)), 1.0 / float(self.temperature),
             chain_seeds(rng, c))
 

@@ -321,9 +321,12 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
 @dataclass
 class EnergyTree:
     """One grown tree (tree-local ids): node arrays, ``cat_rows[node, code]`` = 1 if that code
-    goes left (every split, ordered or not), and the node masses ``P``, ``Q`` that grew it."""
+    goes left (every split, ordered or not; ordered splits also keep ``thr``/``nan_left``), and
+    the node masses ``P``, ``Q`` that grew it."""
 
     feature: np.ndarray
+    thr: np.ndarray
+    nan_left: np.ndarray
     left: np.ndarray
     right: np.ndarray
     cat_rows: np.ndarray
@@ -393,5 +396,5 @@ class EnergySplitter:
             analytic, q0_flat, grid.code_offsets, grid.n_codes.astype(np.int64),
             grid.n_values.astype(np.int64), grid.has_missing, grid.ordered,
             CRITERIA[self.criterion], R, int(self.max_leaves), mtry, rng)
-        feature, _thr, _nl, left, right, cat_rows, P, Q = out
-        return EnergyTree(feature, left, right, cat_rows, P, Q)
+        feature, thr, nan_left, left, right, cat_rows, P, Q = out
+        return EnergyTree(feature, thr, nan_left, left, right, cat_rows, P, Q)

@@ -38,7 +38,7 @@ def random_energy(grid, n_trees, rng, leaves=8, step=0.7):
         lf = tree.is_leaf
         val = np.zeros(len(tree.feature))
         val[lf] = step * ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
-        e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, val, grid.n_codes)
+        e.trees.append(tree, val, grid.n_codes)
     return e, cells
 
 
@@ -106,8 +106,7 @@ def test_t7_line_search_objective_is_the_exact_likelihood_change():
                                               None, rng)
     lf = tree.is_leaf
     w = ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
-    e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows,
-                   np.where(lf, 0.0, 0.0), GRID.n_codes)
+    e.trees.append(tree, np.where(lf, 0.0, 0.0), GRID.n_codes)
     leaf_node = e.tree_leaves(cells, e.trees.n_trees - 1) - e.trees.node_offsets[-2]
     wmap = np.zeros(len(tree.feature))
     wmap[lf] = w
@@ -159,7 +158,7 @@ def test_t8_exact_masses_never_decrease_training_likelihood():
             alpha, _ = line_search(tree.P[lf], tree.Q[lf], w)
             val = np.zeros(len(tree.feature))
             val[lf] = gamma * alpha * w
-            e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, val, grid.n_codes)
+            e.trees.append(tree, val, grid.n_codes)
         assert prev > p @ np.log(np.full(400, 1 / 400)) + 0.5  # it learned something
 
 
@@ -249,7 +248,7 @@ def test_log_z_step_is_exact_with_exact_masses():
     val = np.zeros(len(tree.feature))
     val[lf] = v
     logz0 = np.logaddexp.reduce(f)
-    e.trees.append(tree.feature, tree.left, tree.right, tree.cat_rows, val, GRID.n_codes)
+    e.trees.append(tree, val, GRID.n_codes)
     logz1 = np.logaddexp.reduce(e.energy(cells))
     assert logz0 + log_z_step(tree.Q[lf], v) == pytest.approx(logz1, abs=1e-10)
 

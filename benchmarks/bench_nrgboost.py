@@ -1,0 +1,186 @@
+"""forestgen NRGBoost vs the reference package (PyPI ``nrgboost`` 0.0.3), side by side in one run.
+
+Same training rows, same hyperparameters (the package defaults: 256 leaves, shrinkage 0.15,
+max ratio 2, 10% uniform q0, M = 80,000 pool, p_refresh 0.1, 16 chains / 100 burn-in) except
+the number of trees. Per dataset and number of trees: fit time, sampling time per 1,000 rows,
+C2ST AUC of 1,000 samples against held-out real rows (forestgen's ``c2st``), and held-out
+log-likelihood by the same estimator for both (importance sampling from each model's own q0;
+rows outside the training range or with unseen levels are excluded for both, and counted).
+
+Sampling protocols: the reference draws each row from its own chain of 100 Gibbs sweeps
+started at q0 (its default); forestgen is timed with that same protocol (``chains=n``,
+``burn_in=100``) and with its default (64 chains, 100 burn-in, a row every 10 sweeps).
+
+The reference runs in its own venv (``--peer-python``), through ``_peer_nrgboost.py``.
+Its NaN categoricals are given as a "?" level and bools as 0/1 (it corrupts / rejects those).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import md_table, write_result  # noqa: E402
+from forestgen import NRGBoost, load_adult  # noqa: E402
+from forestgen.metrics import c2st  # noqa: E402
+
+PEER = Path(__file__).with_name("_peer_nrgboost.py")
+
+
+def synthetic(n: int, seed: int = 0) -> pd.DataFrame:
+    """A mixed table: correlated numerics, integers, a dependent categorical (with missing
+    values), a 40-level categorical, and a bool."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=n)
+    x1 = z + 0.5 * rng.normal(size=n)
+    x2 = np.exp(0.5 * z + 0.3 * rng.normal(size=n))
+    k = rng.poisson(np.exp(1 + 0.5 * z))
+    grp = np.where(z > 0.5, "high", np.where(z < -0.5, "low", rng.choice(["mid", "other"], n)))
+    grp = pd.Series(grp, dtype=object).where(rng.random(n) > 0.05, np.nan)
+    city = np.array([f"c{i}" for i in range(40)])[np.clip((z * 8 + 20 + rng.normal(size=n) * 4)
+                                                          .astype(int), 0, 39)]
+    flag = (x1 + rng.normal(size=n)) > 0
+    return pd.DataFrame({"x1": x1, "x2": x2, "count": k, "group": grp, "city": city,
+                         "flag": flag, "score": np.round(2 * x1 + k + rng.normal(size=n), 2)})
+
+
+def for_peer(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == bool:
+            out[c] = out[c].astype(np.int64)
+        elif not pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = pd.Categorical(out[c].astype(object).where(out[c].notna(), "?").astype(str))
+    return out
+
+
+def from_peer(df: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    for c in like.columns:
+        if like[c].dtype == bool:
+            out[c] = out[c].astype(float).round().astype(bool)
+        elif not pd.api.types.is_numeric_dtype(like[c]):
+            out[c] = out[c].astype(object).where(out[c].astype(str) != "?", np.nan)
+    return out[list(like.columns)]
+
+
+def in_support(df: pd.DataFrame, train: pd.DataFrame) -> np.ndarray:
+    ok = np.ones(len(df), bool)
+    for c in df.columns:
+        if pd.api.types.is_numeric_dtype(train[c]) and train[c].dtype != bool:
+            v = df[c].to_numpy(float)
+            ok &= np.isnan(v) | ((v >= train[c].min()) & (v <= train[c].max()))
+        else:
+            seen = set(train[c].dropna().astype(str))
+            ok &= df[c].isna().to_numpy() | df[c].astype(str).isin(seen).to_numpy()
+    return ok
+
+
+def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
+    tr, te = tmp / "train.pkl", tmp / "test.pkl"
+    for_peer(train).to_pickle(tr)
+    for_peer(test).to_pickle(te)
+    job = {"train": str(tr), "test": str(te), "params": {"num_trees": n_trees},
+           "seed": 0, "n_samples": args.n_samples, "num_steps": 100,
+           "samples_out": str(tmp / "samples.pkl"), "result_out": str(tmp / "result.json"),
+           "n_is": args.n_is}
+    jp = tmp / "job.json"
+    jp.write_text(json.dumps(job))
+    t0 = time.perf_counter()
+    subprocess.run([args.peer_python, str(PEER), str(jp)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    res = json.loads((tmp / "result.json").read_text())
+    res["wall_s"] = time.perf_counter() - t0
+    res["samples"] = from_peer(pd.read_pickle(tmp / "samples.pkl"), train)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", default="adult,synthetic")
+    ap.add_argument("--trees", default="30,100,200")
+    ap.add_argument("--peer-trees", default="30,100",
+                    help="tree counts also run for the reference (it is slow)")
+    ap.add_argument("--n-train", type=int, default=10_000)
+    ap.add_argument("--n-test", type=int, default=5_000)
+    ap.add_argument("--n-samples", type=int, default=1000)
+    ap.add_argument("--n-is", type=int, default=200_000)
+    ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
+    ap.add_argument("--out", default="nrgboost")
+    args = ap.parse_args()
+    trees = [int(t) for t in args.trees.split(",")]
+    peer_trees = {int(t) for t in args.peer_trees.split(",") if t}
+    sections = []
+    rows_all = []
+    for name in args.datasets.split(","):
+        if name == "adult":
+            train = load_adult("train", n=args.n_train, random_state=0)
+            test = load_adult("test", n=args.n_test, random_state=0)
+        else:
+            full = synthetic(args.n_train + args.n_test)
+            train, test = full.iloc[: args.n_train], full.iloc[args.n_train:]
+        ok = in_support(test, train)
+        test_in = test[ok].reset_index(drop=True)
+        rows = []
+        per_round = {}
+        for T in trees:
+            t0 = time.perf_counter()
+            m = NRGBoost(n_trees=T, n_normaliser_samples=args.n_is, random_state=0).fit(train)
+            fit_s = time.perf_counter() - t0
+            secs = np.diff([0.0] + [r["seconds"] for r in m.rounds_])
+            per_round[T] = secs
+            t0 = time.perf_counter()
+            s_def = m.sample(args.n_samples, random_state=1)
+            samp_def = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            s_ind = m.sample(args.n_samples, random_state=1, chains=args.n_samples, burn_in=100,
+                             thin=1)
+            samp_ind = time.perf_counter() - t0
+            ll = m.log_prob(test_in)
+            auc_def = c2st(test_in, s_def).auc
+            auc_ind = c2st(test_in, s_ind).auc
+            row = [name, T, "forestgen", fit_s, float(np.mean(secs[-10:])),
+                   samp_ind * 1000 / args.n_samples, samp_def * 1000 / args.n_samples,
+                   auc_ind, auc_def, float(np.mean(ll)), m.log_z_se_]
+            rows.append(row)
+            print(row, flush=True)
+            if T in peer_trees:
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = run_peer(args, train, test_in, T, Path(tmp))
+                pll = np.asarray(r["test_ll"])
+                row = [name, T, "nrgboost 0.0.3", r["fit_s"], float("nan"),
+                       r["sample_s"] * 1000 / args.n_samples, float("nan"),
+                       c2st(test_in, r["samples"]).auc, float("nan"), float(np.mean(pll)),
+                       r["log_z_se"]]
+                rows.append(row)
+                print(row, flush=True)
+                rows.append([name, T, "ratio (ref / forestgen)", row[3] / rows[-2][3],
+                             float("nan"), row[5] / rows[-2][5], row[5] / rows[-2][6],
+                             float("nan"), float("nan"), float("nan"), float("nan")])
+        rows_all += rows
+        pr = [[name, T, float(np.mean(s[:10])), float(np.mean(s[len(s) // 2 - 5: len(s) // 2 + 5])),
+               float(np.mean(s[-10:]))] for T, s in per_round.items()]
+        sections.append(f"### {name}: {len(train)} train rows, {len(test_in)} of {len(test)} "
+                        f"test rows inside the training support\n\nforestgen seconds per round "
+                        f"(rounds 1-10 / middle 10 / last 10):\n\n"
+                        + md_table(["data", "trees", "first 10", "middle 10", "last 10"], pr))
+    headers = ["data", "trees", "implementation", "fit s", "s/round (last 10)",
+               "sample ms/1000 rows (100 sweeps/row)", "sample ms/1000 rows (default)",
+               "C2ST AUC (100 sweeps/row)", "C2ST AUC (default)", "held-out LL (IS)",
+               "log Z s.e."]
+    sections.insert(0, md_table(headers, rows_all))
+    write_result(args.out, "NRGBoost: forestgen vs nrgboost 0.0.3", sections)
+
+
+if __name__ == "__main__":
+    main()
