@@ -54,13 +54,17 @@ def synthetic(n: int, seed: int = 0) -> pd.DataFrame:
                          "flag": flag, "score": np.round(2 * x1 + k + rng.normal(size=n), 2)})
 
 
-def for_peer(df: pd.DataFrame) -> pd.DataFrame:
+def for_peer(df: pd.DataFrame, like: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Bools as 0/1, categoricals as pandas categories with NaN as a "?" level (the categories
+    of ``like``, the converted training frame, when given)."""
     out = df.copy()
     for c in out.columns:
         if out[c].dtype == bool:
             out[c] = out[c].astype(np.int64)
         elif not pd.api.types.is_numeric_dtype(out[c]):
-            out[c] = pd.Categorical(out[c].astype(object).where(out[c].notna(), "?").astype(str))
+            vals = out[c].astype(object).where(out[c].notna(), "?").astype(str)
+            cats = like[c].cat.categories if like is not None else None
+            out[c] = pd.Categorical(vals, categories=cats)
     return out
 
 
@@ -75,21 +79,22 @@ def from_peer(df: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
 
 
 def in_support(df: pd.DataFrame, train: pd.DataFrame) -> np.ndarray:
-    ok = np.ones(len(df), bool)
-    for c in df.columns:
-        if pd.api.types.is_numeric_dtype(train[c]) and train[c].dtype != bool:
-            v = df[c].to_numpy(float)
-            ok &= np.isnan(v) | ((v >= train[c].min()) & (v <= train[c].max()))
-        else:
-            seen = set(train[c].dropna().astype(str))
-            ok &= df[c].isna().to_numpy() | df[c].astype(str).isin(seen).to_numpy()
-    return ok
+    """Rows whose every value was seen in training (levels of discrete and ordinal-integer
+    columns) or lies inside the training range (numeric columns), as the training data's
+    schema defines them."""
+    from forestgen.data.encoder import TableEncoder
+    from forestgen.data.grid import Grid
+
+    enc = TableEncoder().fit(train)
+    grid = Grid.fit(enc.transform(train), enc.schema)
+    return ~grid.codes(enc.transform(df))[1].any(axis=1)
 
 
 def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
     tr, te = tmp / "train.pkl", tmp / "test.pkl"
-    for_peer(train).to_pickle(tr)
-    for_peer(test).to_pickle(te)
+    ptrain = for_peer(train)
+    ptrain.to_pickle(tr)
+    for_peer(test, ptrain).to_pickle(te)
     job = {"train": str(tr), "test": str(te), "params": {"num_trees": n_trees},
            "seed": 0, "n_samples": args.n_samples, "num_steps": 100,
            "samples_out": str(tmp / "samples.pkl"), "result_out": str(tmp / "result.json"),

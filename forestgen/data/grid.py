@@ -7,8 +7,11 @@ A column that had missing values at fit time gets one more code, ``n_values[j]``
 *missing* state, so missingness is modelled like any other value. ``ordered[j]`` is False only
 for nominal columns (unordered categorical with more than two levels).
 
-Back to original units (§1.2): a numeric bin ``(a, b]`` decodes to a uniform draw inside it,
-its point value is its midpoint, and its width enters densities as ``-log(b - a)``.
+Back to original units (§1.2): a numeric bin ``(a, b]`` spreads its mass uniformly over
+``(a, b]`` in densities (its width enters as ``-log(b - a)``) and its point value is its midpoint.
+Draws are uniform between the smallest and largest *training* value inside the bin, so a bin
+that holds a single training value (a point mass such as the zeros of a capital-gain column)
+decodes to exactly that value instead of smearing it over the gap to the next value.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class Grid:
     discrete columns), ``n_values``, ``has_missing`` (an extra missing code), ``ordered``."""
 
     edges: list[np.ndarray]
+    obs_lo: list[np.ndarray]  # per numeric bin: smallest / largest training value in it
+    obs_hi: list[np.ndarray]
     n_values: np.ndarray  # int64 [d]
     has_missing: np.ndarray  # bool [d]
     ordered: np.ndarray  # bool [d]
@@ -39,17 +44,30 @@ class Grid:
         discrete = schema.discrete_mask
         nominal = schema.nominal_mask
         binner = Binner.fit(Z, discrete, schema.n_levels, max_bins)
-        edges, n_values = [], np.zeros(schema.d, np.int64)
+        edges, lo, hi, n_values = [], [], [], np.zeros(schema.d, np.int64)
         for j, spec in enumerate(schema.columns):
             if discrete[j]:
                 edges.append(np.empty(0))
+                lo.append(np.empty(0))
+                hi.append(np.empty(0))
                 n_values[j] = max(spec.n_levels, 1)
             else:
                 thr = binner.thresholds[j]
-                edges.append(np.r_[spec.lower, thr, spec.upper].astype(np.float64))
+                e = np.r_[spec.lower, thr, spec.upper].astype(np.float64)
+                edges.append(e)
                 n_values[j] = len(thr) + 1
+                col = Z[:, j][~np.isnan(Z[:, j])]
+                b = np.searchsorted(thr, col, side="left")
+                mn = np.full(len(e) - 1, np.inf)
+                mx = np.full(len(e) - 1, -np.inf)
+                np.minimum.at(mn, b, col)
+                np.maximum.at(mx, b, col)
+                empty = mn > mx
+                mn[empty], mx[empty] = e[:-1][empty], e[1:][empty]
+                lo.append(mn)
+                hi.append(mx)
         has_missing = np.isnan(Z).any(axis=0)
-        return cls(edges, n_values, has_missing, ~nominal, discrete.copy())
+        return cls(edges, lo, hi, n_values, has_missing, ~nominal, discrete.copy())
 
     # ------------------------------------------------------------------ layout
     @property
@@ -113,8 +131,8 @@ class Grid:
             if self.discrete[j]:
                 z = cc.astype(np.float64)
             else:
-                e = self.edges[j]
-                z = e[cc] + u[:, j] * (e[cc + 1] - e[cc])
+                a, b = self.obs_lo[j][cc], self.obs_hi[j][cc]
+                z = a + u[:, j] * (b - a)
             z[miss] = np.nan
             Z[:, j] = z
         return Z
@@ -139,11 +157,15 @@ class Grid:
                "ordered": self.ordered, "discrete": self.discrete}
         for j, e in enumerate(self.edges):
             out[f"edges{j}"] = e
+            out[f"obs_lo{j}"] = self.obs_lo[j]
+            out[f"obs_hi{j}"] = self.obs_hi[j]
         return out
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> Grid:
         d = len(a["n_values"])
-        return cls([np.asarray(a[f"edges{j}"], np.float64) for j in range(d)],
-                   np.asarray(a["n_values"], np.int64), np.asarray(a["has_missing"], bool),
-                   np.asarray(a["ordered"], bool), np.asarray(a["discrete"], bool))
+        f = [[np.asarray(a[f"{k}{j}"], np.float64) for j in range(d)]
+             for k in ("edges", "obs_lo", "obs_hi")]
+        return cls(f[0], f[1], f[2], np.asarray(a["n_values"], np.int64),
+                   np.asarray(a["has_missing"], bool), np.asarray(a["ordered"], bool),
+                   np.asarray(a["discrete"], bool))

@@ -170,6 +170,7 @@ class NRGBoost(GenerativeForest):
         t0 = time.perf_counter()
         for t in range(n_rounds):
             rng = np.random.Generator(np.random.PCG64(seeds[t]))
+            ts = time.perf_counter()
             if t == 0:
                 tree = splitter.grow(self.grid_, Xd, wd, None, None, q0, rng)
             else:
@@ -178,8 +179,10 @@ class NRGBoost(GenerativeForest):
                 else:
                     pool.update(energy, C, rng)
                 M = len(pool.codes)
+                ts = time.perf_counter()
                 tree = splitter.grow(self.grid_, Xd, wd, np.ascontiguousarray(pool.codes.T),
                                      np.full(M, 1.0 / M), None, rng)
+            grow_s = time.perf_counter() - ts
             is_leaf = tree.is_leaf
             if is_leaf.sum() < 2:
                 break  # no valid split: the model cannot improve on these masses
@@ -195,7 +198,7 @@ class NRGBoost(GenerativeForest):
             self.rounds_.append({"alpha": alpha, "gain": gain, "log_z": log_z,
                                  "leaves": int(is_leaf.sum()), "dropped": stats[0],
                                  "rejected": stats[1], "refilled": stats[2],
-                                 "seconds": time.perf_counter() - t0})
+                                 "grow_seconds": grow_s, "seconds": time.perf_counter() - t0})
             bar.step()
         bar.close(f"{energy.trees.n_trees} trees")
         self.log_z_tracker_ = log_z
