@@ -17,7 +17,8 @@ from forestgen.splitters.energy import EnergySplitter
 
 def make_grid(n_values, ordered, missing=None):
     d = len(n_values)
-    return Grid([np.empty(0)] * d, [np.empty(0)] * d, [np.empty(0)] * d, np.asarray(n_values, np.int64),
+    empty = [np.empty(0)] * d
+    return Grid(empty, empty, empty, np.asarray(n_values, np.int64),
                 np.zeros(d, bool) if missing is None else np.asarray(missing, bool),
                 np.asarray(ordered, bool), np.ones(d, bool))
 
