@@ -28,6 +28,7 @@ KL = 1
 GRADHESS = 2
 CRITERIA = {"chi2": CHI2, "kl": KL, "gradhess": GRADHESS}
 MIN_GAIN = 1e-12
+MIN_MASS = 1e-12  # smallest model mass of a child (masses are normalised to 1)
 
 
 @njit(cache=True, nogil=True)
@@ -43,7 +44,8 @@ def child_score(P, Q, crit):
 
 @njit(cache=True, nogil=True)
 def _valid(P, Q, max_ratio):
-    return Q > 0.0 and P <= max_ratio * Q
+    # Q is often a difference of sums: a tiny positive rounding residue means an empty child
+    return Q > MIN_MASS and P <= max_ratio * Q
 
 
 @njit(cache=True, nogil=True)
@@ -82,6 +84,8 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
     bf = -1
     bt = -1
     bnl = 0
+    if Qn <= MIN_MASS:
+        return best, bf, bt, bnl
     parent = child_score(Pn, Qn, crit)
     for s in range(mtry):
         t = s + rng.integers(0, d - s)
