@@ -1,4 +1,4 @@
-"""Execute the quickstart notebook on a small subsample (FORESTGEN_FAST=1)."""
+"""Execute the quickstart and NRGBoost notebooks on small subsamples (FORESTGEN_FAST=1)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 
-@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "04_custom_components.ipynb"])
+@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "04_custom_components.ipynb",
+                                  "05_nrgboost.ipynb"])
 def test_notebook_runs(name, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
