@@ -95,7 +95,8 @@ def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
     ptrain = for_peer(train)
     ptrain.to_pickle(tr)
     for_peer(test, ptrain).to_pickle(te)
-    job = {"train": str(tr), "test": str(te), "params": {"num_trees": n_trees},
+    job = {"train": str(tr), "test": str(te),
+           "params": {"num_trees": n_trees, "num_model_samples": args.pool_size},
            "seed": 0, "n_samples": args.n_samples, "num_steps": 100,
            "samples_out": str(tmp / "samples.pkl"), "result_out": str(tmp / "result.json"),
            "n_is": args.n_is}
@@ -120,6 +121,8 @@ def main() -> None:
     ap.add_argument("--n-test", type=int, default=5_000)
     ap.add_argument("--n-samples", type=int, default=1000)
     ap.add_argument("--n-is", type=int, default=200_000)
+    ap.add_argument("--pool-size", type=int, default=80_000,
+                    help="model-sample pool M of both implementations (default: theirs)")
     ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
     ap.add_argument("--out", default="nrgboost")
     args = ap.parse_args()
@@ -140,7 +143,8 @@ def main() -> None:
         per_round = {}
         for T in trees:
             t0 = time.perf_counter()
-            m = NRGBoost(n_trees=T, n_normaliser_samples=args.n_is, random_state=0).fit(train)
+            m = NRGBoost(n_trees=T, pool_size=args.pool_size, n_normaliser_samples=args.n_is,
+                         random_state=0).fit(train)
             fit_s = time.perf_counter() - t0
             secs = np.diff([0.0] + [r["seconds"] for r in m.rounds_])
             per_round[T] = secs

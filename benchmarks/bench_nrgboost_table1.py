@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--max-folds", type=int, default=None, help="run only the first folds")
     ap.add_argument("--n-trees", type=int, default=200)
     ap.add_argument("--checkpoint", type=int, default=20)
+    ap.add_argument("--pool-size", type=int, default=80_000)
     ap.add_argument("--xgb-trials", type=int, default=100)
     ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
     ap.add_argument("--out", default="nrgboost_table1")
@@ -79,7 +80,7 @@ def main() -> None:
             va, tr = df.iloc[rest[:n_va]], df.iloc[rest[n_va:]]
             te = df.iloc[te_idx]
             t0 = time.perf_counter()
-            m = NRGBoost(n_trees=args.n_trees, random_state=k,
+            m = NRGBoost(n_trees=args.n_trees, random_state=k, pool_size=args.pool_size,
                          n_normaliser_samples=1000).fit(tr)
             fit_s = time.perf_counter() - t0
             best = (-np.inf, m.n_trees_)
