@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from numba import njit, prange
 
+from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 ALPHA_GRID = np.logspace(-3.0, 1.0, 101)  # line-search steps, spec §3.4
@@ -40,7 +41,7 @@ def _leaf_of(x, node, feature, left, right, cat_off, cat_left):
     return node
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def energy_kernel(C, roots, feature, left, right, cat_off, cat_left, value):
     """``sum_t value[leaf_t(x)]`` per row of codes ``C [n, d]`` (trees in ``roots``)."""
     n = C.shape[0]
@@ -53,7 +54,7 @@ def energy_kernel(C, roots, feature, left, right, cat_off, cat_left, value):
     return out
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def leaf_kernel(C, root, feature, left, right, cat_off, cat_left):
     """Leaf node id of each row in the tree rooted at ``root``."""
     n = C.shape[0]
@@ -169,7 +170,7 @@ def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, 
             out[k] += acc
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def slice_kernel(C, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
                  cat_off, cat_left, value, full, depth):
     """``[n, nc]`` tree part of ``f(x with x_j := k)`` for each row (see :func:`slice_row`)."""

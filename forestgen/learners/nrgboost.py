@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forestgen.base import GenerativeForest, NotFittedError, as_generator
+from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.grid import UNKNOWN, Grid
 from forestgen.ensemble.additive_energy import (
@@ -43,6 +43,7 @@ from forestgen.registry import register
 from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
 from forestgen.splitters.energy import EnergySplitter
 from forestgen.validation import (
+    as_generator,
     check_bool,
     check_int,
     check_random_state,
@@ -119,14 +120,14 @@ class NRGBoost(GenerativeForest):
         check_int("max_bins", self.max_bins, 2)
         check_int("gibbs_burn_in", self.gibbs_burn_in, 0)
         check_int("sample_burn_in", self.sample_burn_in, 0)
-        check_real("learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
-        check_real("max_ratio", self.max_ratio, 0.0, low_open=True)
+        check_real("learning_rate", self.learning_rate, 0, 1, low_open=True)
+        check_real("max_ratio", self.max_ratio, 1, low_open=True)
+        check_real("uniform_mix", self.uniform_mix, 0, 1, low_open=True)
+        check_real("p_refresh", self.p_refresh, 0, 1)
+        check_real("feature_fraction", self.feature_fraction, 0, 1, low_open=True)
         check_bool("line_search", self.line_search)
-        check_real("uniform_mix", self.uniform_mix, 0.0, 1.0, low_open=True)
-        check_real("p_refresh", self.p_refresh, 0.0, 1.0)
-        check_real("feature_fraction", self.feature_fraction, 0.0, 1.0, low_open=True)
-        check_random_state(self.random_state)
         check_bool("progress", self.progress)
+        check_random_state(self.random_state)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "energy_"):
@@ -143,11 +144,10 @@ class NRGBoost(GenerativeForest):
         energy = AdditiveEnergy(self.grid_, AdditiveEnergy.blend_marginals(
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
-        boost_seed, log_z_seed = seed_sequence(self.random_state).spawn(2)
+        boost_seed, self.normaliser_seed_ = seed_sequence(self.random_state).spawn(2)
         self._boost(C, int(self.n_trees), boost_seed)
-        rng = np.random.default_rng(log_z_seed)
-        self.log_z_, self.log_z_se_ = energy.log_z_importance(int(self.n_normaliser_samples),
-                                                              rng)
+        self.log_z_, self.log_z_se_ = energy.log_z_importance(
+            int(self.n_normaliser_samples), np.random.default_rng(self.normaliser_seed_))
         return self
 
     def _boost(self, C: np.ndarray, n_rounds: int, seed: np.random.SeedSequence) -> None:
@@ -214,10 +214,10 @@ class NRGBoost(GenerativeForest):
         out.encoder_, out.grid_ = self.encoder_, self.grid_
         out.energy_ = AdditiveEnergy(self.grid_, self.energy_.log_q0,
                                      self.energy_.trees.truncate(int(n_trees)))
-        rng = np.random.default_rng(np.random.SeedSequence(_entropy(self.random_state))
-                                    .spawn(2)[1])
+        seed = getattr(self, "normaliser_seed_", None) or seed_sequence(self.random_state)
+        out.normaliser_seed_ = seed
         out.log_z_, out.log_z_se_ = out.energy_.log_z_importance(
-            int(self.n_normaliser_samples), rng)
+            int(self.n_normaliser_samples), np.random.default_rng(seed))
         rounds = getattr(self, "rounds_", [])[:n_trees]
         out.log_z_tracker_ = rounds[-1]["log_z"] if rounds else 0.0
         out.rounds_ = rounds
@@ -741,6 +741,7 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
 def _lse(a: np.ndarray) -> np.ndarray:
     mx = a.max(axis=1)
     return mx + np.log(np.exp(a - mx[:, None]).sum(axis=1))
+
 
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from forestgen.ensemble.additive_energy import AdditiveEnergy, slice_row
+from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 
@@ -36,7 +37,7 @@ def _uniform(st):
     return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, arow, log_q0, off,
                  n_codes, n_values, ordered, roots, uses, feature, threshold, nan_left, left,
                  right, cat_off, cat_left, value, depth, inv_temp, seeds):
