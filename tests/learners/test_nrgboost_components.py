@@ -266,3 +266,25 @@ def test_first_round_analytic_masses_equal_enumerated_product_masses():
     b = sp.grow(GRID, cells.T.copy(), P, cells.T.copy(), q, None, np.random.default_rng(1))
     np.testing.assert_array_equal(a.feature, b.feature)
     np.testing.assert_allclose(a.Q, b.Q, atol=1e-12)
+
+
+def test_greedy_multiplicative_boosting_round_is_exactly_normalised():
+    """App. C: KL gain with leaf energy log(P/Q) multiplies q by P_j/Q_j per leaf, so log Z
+    stays 0 and the training log-likelihood rises by exactly sum_j P_j log(P_j/Q_j)."""
+    rng = np.random.default_rng(10)
+    cells = all_cells(GRID)
+    e = AdditiveEnergy(GRID, np.concatenate([np.log(np.full(c, 1.0 / c))
+                                             for c in GRID.n_codes]))
+    p = rng.dirichlet(np.full(len(cells), 2.0))
+    q = exp_norm(e.energy(cells))
+    tree = EnergySplitter(criterion="kl", max_leaves=12, max_ratio=None).grow(
+        GRID, cells.T.copy(), p, cells.T.copy(), q, None, rng)
+    lf = tree.is_leaf
+    val = np.zeros(len(tree.feature))
+    val[lf] = ConstantEnergyLeaf(form="log").values(tree.P[lf], tree.Q[lf])
+    before = p @ e.energy(cells)
+    e.trees.append(tree, val, GRID.n_codes)
+    f = e.energy(cells)
+    assert np.logaddexp.reduce(f) == pytest.approx(0.0, abs=1e-12)
+    kl_gain = np.sum(tree.P[lf] * np.log(tree.P[lf] / tree.Q[lf]))
+    assert p @ f - before == pytest.approx(kl_gain, abs=1e-12)
