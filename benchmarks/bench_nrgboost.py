@@ -184,7 +184,7 @@ def main() -> None:
                         f"(rounds 1-10 / middle 10 / last 10):\n\n"
                         + md_table(["data", "trees", "first 10", "middle 10", "last 10"], pr))
     headers = ["data", "trees", "implementation", "fit s", "s/round (last 10)",
-               "sample ms/1000 rows (100 sweeps/row)", "sample ms/1000 rows (default)",
+               "sample ms per row (100 sweeps/row)", "sample ms per row (default)",
                "C2ST AUC (100 sweeps/row)", "C2ST AUC (default)", "held-out LL (IS)",
                "log Z s.e."]
     sections.insert(0, md_table(headers, rows_all))
