@@ -99,12 +99,16 @@ def test_fork_pool_and_thread_pool_concurrently(layer):
 
 
 def test_threads_get_identical_results(arf_small, mixed_small):
-    """Eight threads scoring at once: every result equals the single-threaded one."""
+    """Eight threads scoring and sampling at once: every result equals the single-threaded one."""
     want = arf_small.log_prob(mixed_small)
+    want_sample = arf_small.sample(200, random_state=3)
     with ThreadPoolExecutor(8) as ex:
         got = list(ex.map(lambda _: arf_small.log_prob(mixed_small), range(32)))
+        drawn = list(ex.map(lambda _: arf_small.sample(200, random_state=3), range(16)))
     for g in got:
         np.testing.assert_array_equal(g, want)
+    for d in drawn:
+        assert d.equals(want_sample)
 
 
 def test_serial_and_parallel_kernels_agree(arf_small, mixed_small):
