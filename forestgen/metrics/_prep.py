@@ -1,6 +1,7 @@
 """Shared input handling for :mod:`forestgen.metrics`.
 
-Light column typing, column alignment, subsampling and the encodings the metrics use:
+Column typing (from dtypes or a declared schema), column alignment, subsampling and the
+encodings the metrics use:
 
 * a *standardised one-hot* embedding (numeric columns median-imputed and z-scored with the
   reference statistics plus a missing indicator, categorical columns one-hot with missing as
@@ -11,7 +12,7 @@ Light column typing, column alignment, subsampling and the encodings the metrics
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -20,7 +21,6 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 MISSING = "<missing>"
-MAX_CATEGORIES = 10
 #: Largest integer code handed to HistGradientBoosting (its ``max_bins`` - 1 is 254).
 _MAX_CODE = 250
 
@@ -103,20 +103,54 @@ class Schema:
         return "numeric" if col in self.numeric else "categorical"
 
 
-def infer_schema(df: pd.DataFrame, max_categories: int = MAX_CATEGORIES) -> Schema:
-    """Numeric dtype with more than ``max_categories`` distinct values -> numeric, else categorical.
+#: What a column kind of :mod:`forestgen.data.schema` (or a plain label) means to the metrics.
+_KIND_MAP = {"numeric": "numeric", "continuous": "numeric", "integer": "numeric",
+             "categorical": "categorical", "bool": "categorical", "binary": "categorical"}
 
-    bool / object / str / category columns are always categorical.
+
+def _declared_kinds(kinds: object) -> dict[str, str]:
+    """``{column: "numeric" | "categorical"}`` from a mapping, a forestgen schema or model."""
+    if kinds is None:
+        return {}
+    if hasattr(kinds, "schema_"):  # a fitted forestgen learner
+        kinds = kinds.schema_
+    if hasattr(kinds, "columns") and all(hasattr(c, "kind") for c in kinds.columns):
+        kinds = {c.name: c.kind for c in kinds.columns}
+    if not isinstance(kinds, Mapping):
+        raise TypeError("kinds must be a mapping {column: kind}, a forestgen Schema or a "
+                        f"fitted forestgen model; got {type(kinds).__name__}")
+    out = {}
+    for col, kind in kinds.items():
+        if kind not in _KIND_MAP:
+            raise ValueError(f"column {col!r}: unknown kind {kind!r}; expected one of "
+                             f"{sorted(_KIND_MAP)}")
+        out[str(col)] = _KIND_MAP[kind]
+    return out
+
+
+def infer_schema(df: pd.DataFrame, kinds: object = None) -> Schema:
+    """Column kinds from ``kinds`` where declared, else from the dtype.
+
+    ``kinds`` is a mapping ``{column: "numeric" | "categorical"}`` (forestgen's kind names
+    ``continuous``, ``integer``, ``bool`` and ``binary`` are accepted too), a
+    :class:`forestgen.data.schema.Schema` or a fitted forestgen model (its ``schema_``).
+    Undeclared columns: bool, object, string and category dtypes are categorical, every other
+    numeric dtype is numeric. The number of distinct values is never used: on a small sample a
+    float column has few of them, and treating it as categorical makes every new value an
+    unseen level.
     """
+    declared = _declared_kinds(kinds)
+    unknown = sorted(set(declared) - {str(c) for c in df.columns})
+    if unknown:
+        raise ValueError(f"kinds names column(s) {unknown} that are not in the data")
     num, cat = [], []
     for col in df.columns:
-        s = df[col]
-        if ptypes.is_bool_dtype(s.dtype) or not ptypes.is_numeric_dtype(s.dtype):
-            cat.append(col)
-        elif s.nunique(dropna=True) > max_categories:
-            num.append(col)
-        else:
-            cat.append(col)
+        kind = declared.get(str(col))
+        if kind is None:
+            s = df[col]
+            numeric = ptypes.is_numeric_dtype(s.dtype) and not ptypes.is_bool_dtype(s.dtype)
+            kind = "numeric" if numeric else "categorical"
+        (num if kind == "numeric" else cat).append(col)
     return Schema(tuple(df.columns), tuple(num), tuple(cat))
 
 
@@ -231,10 +265,9 @@ class Encoder:
         return X, mask
 
 
-def embed(real: pd.DataFrame, *others: pd.DataFrame,
-          max_categories: int = MAX_CATEGORIES) -> list[np.ndarray]:
+def embed(real: pd.DataFrame, *others: pd.DataFrame, kinds: object = None) -> list[np.ndarray]:
     """Standardised one-hot embedding of ``real`` and ``others`` (statistics from ``real``)."""
-    schema = infer_schema(real, max_categories)
+    schema = infer_schema(real, kinds)
     enc = Encoder(schema, real, others)
     return [enc.onehot(real)] + [enc.onehot(o) for o in others]
 

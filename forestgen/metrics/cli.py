@@ -31,6 +31,9 @@ def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="write the report (.html/.htm or .md/.markdown)")
     p.add_argument("--metrics", default=None,
                    help="comma-separated subset of metrics (default: all)")
+    p.add_argument("--categorical", default=None,
+                   help="comma-separated columns to score as categorical even if numeric-coded "
+                        "(other kinds come from the CSV dtypes)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, default=1,
                    help="OpenMP/BLAS threads for model fits (default 1; 0 = library default)")
@@ -51,9 +54,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         synthetic = read_table(args.synthetic)
         holdout = read_table(args.holdout) if getattr(args, "holdout", None) else None
         metrics = getattr(args, "metrics", None)
+        cats = getattr(args, "categorical", None)
+        kinds = {c.strip(): "categorical" for c in cats.split(",")} if cats else None
         rep = report(real, synthetic, holdout=holdout, target=getattr(args, "target", None),
                      metrics=metrics.split(",") if metrics else None,
-                     random_state=getattr(args, "seed", 0),
+                     random_state=getattr(args, "seed", 0), kinds=kinds,
                      n_threads=getattr(args, "threads", 1) or None)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,7 +10,6 @@ import pandas as pd
 from scipy import stats
 
 from forestgen.metrics._prep import (
-    MAX_CATEGORIES,
     Encoder,
     category_strings,
     embed,
@@ -56,16 +56,16 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(0.5 * np.abs(p.to_numpy() - q.to_numpy()).sum())
 
 
-def marginal_distances(real: object, synthetic: object, *,
-                       max_categories: int = MAX_CATEGORIES) -> pd.DataFrame:
+def marginal_distances(real: object, synthetic: object, *, kinds: object = None) -> pd.DataFrame:
     """Per-column marginal distance: KS for numeric, total variation for categorical columns.
 
     Missing values are dropped for KS (their rate gap is reported in ``missing_gap``) and are
     their own level for TV. Returns one row per column with ``column, type, metric,
-    statistic, score (= 1 - statistic), missing_gap``.
+    statistic, score (= 1 - statistic), missing_gap``. Column kinds come from the dtypes or
+    ``kinds`` (see :func:`forestgen.metrics._prep.infer_schema`).
     """
     real, synthetic = prepare(real, synthetic, names=["synthetic"])
-    schema = infer_schema(real, max_categories)
+    schema = infer_schema(real, kinds)
     rows = []
     for col in schema.columns:
         if col in schema.numeric:
@@ -163,8 +163,7 @@ class AssociationGap:
 
 
 def association_gap(real: object, synthetic: object, *, max_rows: int | None = None,
-                    random_state: int | None = 0,
-                    max_categories: int = MAX_CATEGORIES) -> AssociationGap:
+                    random_state: int | None = 0, kinds: object = None) -> AssociationGap:
     """Gap between real and synthetic pairwise association matrices.
 
     Pearson correlation for numeric pairs, bias-corrected Cramér's V for categorical pairs and
@@ -173,7 +172,7 @@ def association_gap(real: object, synthetic: object, *, max_rows: int | None = N
     real, synthetic = prepare(real, synthetic, names=["synthetic"])
     rng = np.random.default_rng(random_state)
     real, synthetic = subsample(real, max_rows, rng), subsample(synthetic, max_rows, rng)
-    enc = Encoder(infer_schema(real, max_categories), real, [synthetic])
+    enc = Encoder(infer_schema(real, kinds), real, [synthetic])
     a, b = association_matrix(real, enc), association_matrix(synthetic, enc)
     gap = (a - b).abs()
     iu = np.triu_indices(len(gap), k=1)
@@ -184,13 +183,24 @@ def association_gap(real: object, synthetic: object, *, max_rows: int | None = N
 
 
 # --------------------------------------------------------------------------- C2ST
+#: Below this many rows per side the C2ST and TSTR default model is a random forest.
+SMALL_N = 500
+
+
+class SmallSampleWarning(UserWarning):
+    """A metric was computed on so few rows that its value alone is not conclusive."""
+
+
 @dataclass(frozen=True)
 class C2STResult:
     """Classifier two-sample test result (Lopez-Paz & Oquab, 2017).
 
     ``auc``: ROC AUC of pooled out-of-fold predictions (0.5 = indistinguishable, 1 = separable);
-    ``auc_ci``: Hanley-McNeil normal interval; ``accuracy``: out-of-fold accuracy at threshold
-    0.5 with its binomial ``p_value`` against chance (H0: accuracy = 0.5).
+    ``auc_ci``: normal interval from the Hanley-McNeil standard error, widened for the
+    dependence between cross-validation folds (Nadeau & Bengio, 2003); ``accuracy``:
+    out-of-fold accuracy at threshold 0.5 with its binomial ``p_value`` against chance;
+    ``classifier``: the model used; ``warning``: why the value alone is not conclusive
+    (``None`` when the interval is narrow).
     """
 
     auc: float
@@ -200,6 +210,8 @@ class C2STResult:
     fold_aucs: tuple[float, ...]
     n_real: int
     n_synthetic: int
+    classifier: str = ""
+    warning: str | None = None
 
 
 def _hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
@@ -210,22 +222,75 @@ def _hanley_mcneil_se(auc: float, n_pos: int, n_neg: int) -> float:
     return float(np.sqrt(max(var, 0.0)))
 
 
+def cv_inflation(n_folds: int) -> float:
+    """Standard-error factor ``sqrt(1 + K / (K - 1))`` for K-fold out-of-fold scores.
+
+    Out-of-fold predictions share training rows, so their errors are correlated; the
+    corrected resampled variance of Nadeau & Bengio (2003) with test/train ratio
+    ``1 / (K - 1)`` over ``K`` splits multiplies the naive variance by ``1 + K / (K - 1)``.
+    """
+    return float(np.sqrt(1.0 + n_folds / (n_folds - 1.0)))
+
+
+def balanced_folds(labels: np.ndarray, n_folds: int, rng: np.random.Generator) -> np.ndarray:
+    """Fold id per row, dealing each class's rows round-robin after a shuffle.
+
+    Every fold holds the same number of rows of each class (to within one), so a model that
+    learns nothing predicts the training class ratio, the same in every fold, and the pooled
+    AUC is exactly 0.5 instead of the below-chance artefact of unequal folds.
+    """
+    fold = np.empty(len(labels), dtype=np.int64)
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        fold[idx[rng.permutation(len(idx))]] = np.arange(len(idx)) % n_folds
+    return fold
+
+
+def default_model(task: str, n_train: int, categorical: np.ndarray, seed: int) -> object:
+    """The metrics' default supervised model, its capacity scaled with the training size.
+
+    From ``SMALL_N`` training rows on: ``HistGradientBoosting`` with native categorical
+    support. Below that its minimum leaf size of 20 leaves it unable to split (it then
+    predicts a constant), so a random forest with leaves of ``n_train // 100`` rows (at least
+    1) is used; both take NaN natively.
+    """
+    from sklearn.ensemble import (
+        HistGradientBoostingClassifier,
+        HistGradientBoostingRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
+
+    if n_train < SMALL_N:
+        cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+        return cls(n_estimators=100, min_samples_leaf=max(1, n_train // 100),
+                   random_state=seed, n_jobs=1)
+    cat = categorical if categorical.any() else None
+    if task == "classification":
+        return HistGradientBoostingClassifier(max_iter=100, categorical_features=cat,
+                                              early_stopping=False, random_state=seed)
+    return HistGradientBoostingRegressor(max_iter=100, categorical_features=cat,
+                                         early_stopping=False, random_state=seed)
+
+
 def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | None = 5000,
          classifier: object | None = None, confidence: float = 0.95,
-         random_state: int | None = 0, max_categories: int = MAX_CATEGORIES,
-         n_threads: int | None = None) -> C2STResult:
+         random_state: int | None = 0, kinds: object = None,
+         n_threads: int | None = None, max_ci_halfwidth: float = 0.1) -> C2STResult:
     """Classifier two-sample test (Lopez-Paz & Oquab, 2017) with a non-linear classifier.
 
-    Both sides are subsampled to ``min(len(real), len(synthetic), max_rows)`` rows (balanced
-    classes), a classifier (default: ``HistGradientBoostingClassifier`` with native categorical
-    support; any sklearn classifier with ``predict_proba`` works on the ordinal encoding) is
-    fitted in stratified K-fold, and the AUC of held-out predictions is reported.
-    ``n_threads`` caps OpenMP/BLAS threads during fitting (default: library defaults).
+    Both sides are subsampled to ``n = min(len(real), len(synthetic), max_rows)`` rows
+    (balanced classes), a classifier is fitted in ``n_folds`` class-balanced folds and the AUC
+    of the pooled out-of-fold predictions is reported with its interval. The default
+    classifier is :func:`default_model` (a random forest below ``SMALL_N`` training rows,
+    HistGradientBoosting above); any sklearn classifier with ``predict_proba`` works on the
+    ordinal encoding. When the interval's half-width exceeds ``max_ci_halfwidth`` (at the
+    default 0.1 and an AUC near 0.5: fewer than about 145 rows per side) a
+    :class:`SmallSampleWarning` is issued and recorded in ``warning``.
+    ``n_threads`` caps OpenMP/BLAS threads during fitting.
     """
     from sklearn.base import clone
-    from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import roc_auc_score
-    from sklearn.model_selection import StratifiedKFold
 
     real, synthetic = prepare(real, synthetic, names=["synthetic"])
     rng = np.random.default_rng(random_state)
@@ -233,33 +298,40 @@ def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | N
     if n < n_folds:
         raise ValueError(f"c2st needs at least n_folds={n_folds} rows per side, got {n}")
     real, synthetic = subsample(real, n, rng), subsample(synthetic, n, rng)
-    enc = Encoder(infer_schema(real, max_categories), real, [synthetic])
+    enc = Encoder(infer_schema(real, kinds), real, [synthetic])
     xr, mask = enc.ordinal(real)
     xs, _ = enc.ordinal(synthetic)
     X = np.vstack([xr, xs])
     y = np.r_[np.zeros(len(xr)), np.ones(len(xs))].astype(int)
     seed = int(rng.integers(2**31 - 1))
     if classifier is None:
-        classifier = HistGradientBoostingClassifier(
-            max_iter=100, categorical_features=mask if mask.any() else None,
-            early_stopping=False, random_state=seed)
+        classifier = default_model("classification", len(y) * (n_folds - 1) // n_folds, mask,
+                                   seed)
     oof = np.empty(len(y))
     fold_aucs = []
-    folds = StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(X, y)
+    fold = balanced_folds(y, n_folds, np.random.default_rng(seed))
     with limit_threads(n_threads):
-        for tr, te in folds:
+        for k in range(n_folds):
+            tr, te = fold != k, fold == k
             model = clone(classifier).fit(X[tr], y[tr])
             p = model.predict_proba(X[te])[:, list(model.classes_).index(1)]
             oof[te] = p
             fold_aucs.append(float(roc_auc_score(y[te], p)))
     auc = float(roc_auc_score(y, oof))
     z = float(stats.norm.ppf(0.5 + confidence / 2.0))
-    se = _hanley_mcneil_se(auc, int(y.sum()), int(len(y) - y.sum()))
+    se = _hanley_mcneil_se(auc, int(y.sum()), int(len(y) - y.sum())) * cv_inflation(n_folds)
+    half = z * se
     acc = float(np.mean((oof > 0.5) == y))
     p_value = float(stats.norm.sf((acc - 0.5) / np.sqrt(0.25 / len(y))))
-    return C2STResult(auc=auc, auc_ci=(max(0.0, auc - z * se), min(1.0, auc + z * se)),
+    warning = None
+    if half > max_ci_halfwidth:
+        warning = (f"C2ST on {n} rows per side: the {confidence:.0%} interval of the AUC is "
+                   f"+-{half:.2f}; the AUC alone is not conclusive, read its interval")
+        warnings.warn(warning, SmallSampleWarning, stacklevel=2)
+    return C2STResult(auc=auc, auc_ci=(max(0.0, auc - half), min(1.0, auc + half)),
                       accuracy=acc, p_value=p_value, fold_aucs=tuple(fold_aucs),
-                      n_real=len(xr), n_synthetic=len(xs))
+                      n_real=len(xr), n_synthetic=len(xs),
+                      classifier=type(classifier).__name__, warning=warning)
 
 
 # --------------------------------------------------------------------------- kernels

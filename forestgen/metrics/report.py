@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from forestgen.metrics._prep import (
-    MAX_CATEGORIES,
     category_strings,
     infer_schema,
     numeric_values,
@@ -135,8 +134,7 @@ class QualityReport:
         figs: dict[str, object] = {}
         if self._real_sample is not None and self._synthetic_sample is not None:
             figs["marginals"] = _plot_marginals(self._real_sample, self._synthetic_sample,
-                                                int(self.info.get("max_categories",
-                                                                  MAX_CATEGORIES)))
+                                                self.info.get("kinds"))
         if self.association is not None and len(self.association.matrix) > 1:
             figs["association_gap"] = _plot_heatmap(self.association.matrix)
         if self.alpha_precision is not None:
@@ -282,10 +280,10 @@ def _png(fig: object) -> bytes:
     return buf.getvalue()
 
 
-def _plot_marginals(real: pd.DataFrame, syn: pd.DataFrame, max_categories: int) -> object:
+def _plot_marginals(real: pd.DataFrame, syn: pd.DataFrame, kinds: object) -> object:
     from matplotlib.figure import Figure
 
-    schema = infer_schema(real, max_categories)
+    schema = infer_schema(real, kinds)
     cols = list(schema.columns)
     ncol = min(4, max(1, len(cols)))
     nrow = int(np.ceil(len(cols) / ncol))
@@ -356,7 +354,7 @@ def _plot_curves(res: AlphaPrecisionResult) -> object:
 def report(real: object, synthetic: object, holdout: object | None = None,
            target: str | None = None, *, metrics: Sequence[str] | None = None,
            max_rows: int = 2000, c2st_rows: int = 5000, coverage_rows: int = 3000,
-           random_state: int | None = 0, max_categories: int = MAX_CATEGORIES,
+           random_state: int | None = 0, kinds: object = None,
            n_threads: int | None = 1) -> QualityReport:
     """Compute a synthetic-data quality report.
 
@@ -366,7 +364,9 @@ def report(real: object, synthetic: object, holdout: object | None = None,
     ``max_rows`` rows per side for MMD/energy, ``coverage_rows`` for coverage/privacy and
     ``c2st_rows`` for C2ST. ``n_threads`` caps OpenMP/BLAS threads for the model fits; the
     default 1 keeps timings predictable (OpenMP spin-waiting on busy small machines made the
-    fits 10x slower in our benchmark); ``None`` uses the library defaults.
+    fits 10x slower in our benchmark); ``None`` uses the library defaults. Column kinds come
+    from the dtypes unless ``kinds`` declares them (a mapping, a forestgen ``Schema`` or a
+    fitted forestgen model; see :func:`forestgen.metrics._prep.infer_schema`).
     """
     chosen = list(ALL_METRICS) if metrics is None else list(metrics)
     unknown = sorted(set(chosen) - set(ALL_METRICS))
@@ -375,7 +375,8 @@ def report(real: object, synthetic: object, holdout: object | None = None,
     real, synthetic, holdout = prepare(real, synthetic, holdout, names=["synthetic", "holdout"])
     if target is not None and str(target) not in real.columns:
         raise ValueError(f"target column {target!r} not in the data")
-    schema = infer_schema(real, max_categories)
+    schema = infer_schema(real, kinds)
+    kinds = {c: schema.kind(c) for c in schema.columns}
     rows: list[dict[str, object]] = []
     timings: dict[str, float] = {}
     seed = random_state
@@ -393,7 +394,7 @@ def report(real: object, synthetic: object, holdout: object | None = None,
     columns = assoc = c2 = ap = util = priv = None
     if "marginals" in chosen:
         columns = timed("marginals", lambda: marginal_distances(
-            real, synthetic, max_categories=max_categories))
+            real, synthetic, kinds=kinds))
         for r in columns.itertuples(index=False):
             add("fidelity", r.metric, r.statistic, r.column)
         ks = columns.loc[columns["metric"] == "ks", "statistic"]
@@ -402,12 +403,12 @@ def report(real: object, synthetic: object, holdout: object | None = None,
         add("fidelity", "tv_mean", tv.mean() if len(tv) else np.nan)
     if "association" in chosen:
         assoc = timed("association", lambda: association_gap(
-            real, synthetic, max_rows=20000, random_state=seed, max_categories=max_categories))
+            real, synthetic, max_rows=20000, random_state=seed, kinds=kinds))
         add("fidelity", "association_gap_mean", assoc.gap)
         add("fidelity", "association_gap_max", assoc.max_gap)
     if "c2st" in chosen:
         c2 = timed("c2st", lambda: c2st(real, synthetic, max_rows=c2st_rows,
-                                        random_state=seed, max_categories=max_categories,
+                                        random_state=seed, kinds=kinds,
                                         n_threads=n_threads))
         add("fidelity", "c2st_auc", c2.auc)
         add("fidelity", "c2st_auc_ci_low", c2.auc_ci[0])
@@ -435,7 +436,7 @@ def report(real: object, synthetic: object, holdout: object | None = None,
         add("coverage", "nn_recall", nn.recall)
     if "tstr" in chosen and target is not None:
         util = timed("tstr", lambda: tstr(real, synthetic, target, test=holdout,
-                                          random_state=seed, max_categories=max_categories,
+                                          random_state=seed, kinds=kinds,
                                           n_threads=n_threads))
         for name in util.trtr:
             add("utility", f"trtr_{name}", util.trtr[name], util.target)
@@ -459,7 +460,7 @@ def report(real: object, synthetic: object, holdout: object | None = None,
             "n_holdout": None if holdout is None else len(holdout),
             "n_columns": len(schema.columns), "n_numeric": len(schema.numeric),
             "n_categorical": len(schema.categorical), "target": target,
-            "max_categories": max_categories}
+            "kinds": kinds}
     return QualityReport(table=table, columns=columns, association=assoc, c2st=c2,
                          alpha_precision=ap, utility=util, privacy=priv, timings=timings,
                          info=info, _real_sample=subsample(real, 5000, rng),

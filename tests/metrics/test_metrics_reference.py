@@ -173,8 +173,14 @@ def test_tstr_multiclass_and_missing_class():
 def test_column_checks_and_typing():
     real = pd.DataFrame({"a": np.arange(20.0), "b": ["x", "y"] * 10, "c": [1, 2] * 10,
                          "d": [True, False] * 10})
-    schema = infer_schema(real)
-    assert schema.numeric == ("a",) and schema.categorical == ("b", "c", "d")
+    schema = infer_schema(real)  # kinds from dtypes, never from the number of distinct values
+    assert schema.numeric == ("a", "c") and schema.categorical == ("b", "d")
+    declared = infer_schema(real, {"c": "categorical", "a": "continuous"})
+    assert declared.numeric == ("a",) and declared.categorical == ("b", "c", "d")
+    with pytest.raises(ValueError, match=r"column 'c': unknown kind 'nominal'"):
+        infer_schema(real, {"c": "nominal"})
+    with pytest.raises(ValueError, match=r"\['z'\] that are not in the data"):
+        infer_schema(real, {"z": "numeric"})
     with pytest.raises(ValueError, match=r"missing column\(s\) \['d'\]"):
         fm.mmd(real, real.drop(columns="d"))
     with pytest.raises(ValueError, match=r"extra column\(s\) \['e'\]"):
@@ -182,6 +188,7 @@ def test_column_checks_and_typing():
     # column order does not matter; float-coded categorical matches int-coded
     syn = real[["d", "c", "b", "a"]].assign(c=lambda f: f.c.astype(float))
     assert fm.marginal_distances(real, syn)["statistic"].max() == 0.0
+    assert fm.marginal_distances(real, syn, kinds={"c": "categorical"})["statistic"].max() == 0.0
 
 
 def test_missing_values_are_handled():

@@ -128,3 +128,14 @@ def test_cli_run_evaluate(tmp_path, capsys):
     assert run_evaluate(bad) == 2
     assert "missing column" in capsys.readouterr().err
     assert run_evaluate(_parse(["evaluate", "a.csv", "b.csv", "--out", "x.pdf"])) == 2
+    # an integer-coded column is numeric by its dtype unless declared categorical
+    for name, df in (("real_k", real), ("syn_k", syn)):
+        df.assign(k=rng.integers(0, 3, n)).to_csv(tmp_path / f"{name}.csv", index=False)
+    kmd = tmp_path / "k.md"
+    base = ["evaluate", str(tmp_path / "real_k.csv"), str(tmp_path / "syn_k.csv"),
+            "--metrics", "marginals", "--out", str(kmd)]
+    assert run_evaluate(_parse(base)) == 0 and "| k | numeric | ks |" in kmd.read_text()
+    assert run_evaluate(_parse([*base, "--categorical", "k"])) == 0
+    assert "| k | categorical | tv |" in kmd.read_text()
+    assert run_evaluate(_parse([*base, "--categorical", "kk"])) == 2
+    assert "['kk'] that are not in the data" in capsys.readouterr().err

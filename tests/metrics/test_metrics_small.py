@@ -1,0 +1,144 @@
+"""Metrics that hold on small tables: C2ST, column kinds and TSTR at 12 and 20 rows per side.
+
+A disjoint sample of the same table must score C2ST ~ 0.5 with an interval covering 0.5; a
+broken generator (columns shuffled independently, numeric means shifted by 2 sd) must be
+detected (interval above 0.5). Uses the bundled adult table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen.metrics as fm
+from forestgen.data import load_adult
+from forestgen.metrics._prep import infer_schema
+from forestgen.metrics.fidelity import SmallSampleWarning
+
+COLUMNS = ["age", "fnlwgt", "education-num", "hours-per-week", "sex", "race", "income"]
+NUMERIC = ["age", "fnlwgt", "education-num", "hours-per-week"]
+SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return load_adult(n=3000, random_state=0)[COLUMNS].reset_index(drop=True)
+
+
+def disjoint(table: pd.DataFrame, n: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    idx = np.random.default_rng(seed).permutation(len(table))
+    return table.iloc[idx[:n]].reset_index(drop=True), table.iloc[idx[n:2 * n]]
+
+
+def broken(table: pd.DataFrame, sample: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """Every column permuted on its own, numeric means shifted by 2 table sd."""
+    rng = np.random.default_rng(seed)
+    out = sample.reset_index(drop=True).copy()
+    for c in out.columns:
+        out[c] = out[c].to_numpy()[rng.permutation(len(out))]
+    for c in NUMERIC:
+        out[c] = out[c] + 2.0 * table[c].std()
+    return out
+
+
+@pytest.mark.parametrize("n", [12, 20])
+def test_c2st_disjoint_sample_scores_half(table, n):
+    aucs = []
+    for seed in SEEDS:
+        a, b = disjoint(table, n, seed)
+        with pytest.warns(SmallSampleWarning, match=f"C2ST on {n} rows per side"):
+            res = fm.c2st(a, b, random_state=seed)
+        lo, hi = res.auc_ci
+        assert lo < 0.5 < hi, (seed, res)
+        assert res.classifier == "RandomForestClassifier" and res.warning
+        aucs.append(res.auc)
+    assert abs(np.mean(aucs) - 0.5) < 0.15, aucs
+
+
+@pytest.mark.filterwarnings("ignore::forestgen.metrics.fidelity.SmallSampleWarning")
+@pytest.mark.parametrize("n", [12, 20])
+def test_c2st_detects_broken_generator(table, n):
+    for seed in SEEDS:
+        a, b = disjoint(table, n, seed)
+        res = fm.c2st(a, broken(table, b, seed), random_state=seed)
+        assert res.auc > 0.8 and res.auc_ci[0] > 0.5, (seed, res)
+
+
+def test_c2st_chance_classifier_scores_exactly_half(table):
+    """A classifier that learns nothing gives AUC 0.5, not the below-chance artefact of
+    unequal folds (old main: 0.40 on 12 rows per side)."""
+    from sklearn.dummy import DummyClassifier
+
+    a, b = disjoint(table, 12, 0)
+    with pytest.warns(SmallSampleWarning):
+        res = fm.c2st(a, broken(table, b, 0), classifier=DummyClassifier(strategy="prior"))
+    assert res.auc == 0.5 and res.auc_ci[0] < 0.5 < res.auc_ci[1]
+
+
+def test_c2st_interval_narrows_and_warning_stops_with_more_rows(table):
+    a, b = disjoint(table, 400, 0)
+    res = fm.c2st(a, b)
+    assert res.warning is None and res.classifier == "HistGradientBoostingClassifier"
+    assert res.auc_ci[0] < 0.5 < res.auc_ci[1] and res.auc_ci[1] - res.auc_ci[0] < 0.2
+
+
+def test_column_kinds_come_from_dtype_not_sample_cardinality(table):
+    a, b = disjoint(table, 12, 0)
+    schema = infer_schema(a)
+    assert set(schema.numeric) == set(NUMERIC)
+    marg = fm.marginal_distances(a, b).set_index("column")
+    assert set(marg.loc[NUMERIC, "metric"]) == {"ks"}
+    # disjoint samples share few exact values: read as categories they would differ wholesale
+    assert marg.loc[NUMERIC, "statistic"].max() < 0.7
+    from sklearn.ensemble import RandomForestClassifier
+
+    aucs = []
+    for seed in SEEDS:
+        a, b = disjoint(table, 20, seed)
+        with pytest.warns(SmallSampleWarning):
+            rf = RandomForestClassifier(n_estimators=50, random_state=0)
+            aucs.append(fm.c2st(a, b, classifier=rf, random_state=seed).auc)
+    assert np.mean(aucs) < 0.65, aucs
+
+
+def test_column_kinds_from_a_fitted_model():
+    from forestgen import ARF
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.normal(size=60), "flag": rng.integers(0, 2, 60)})
+    model = ARF(n_trees=3, random_state=0).fit(df)
+    assert infer_schema(df).numeric == ("x", "flag")
+    kinds = infer_schema(df, model)
+    assert kinds.numeric == ("x",) and kinds.categorical == ("flag",)
+    assert fm.marginal_distances(df, df, kinds=model).set_index("column").loc[
+        "flag", "metric"] == "tv"
+
+
+def _labelled(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return pd.DataFrame({"x": x, "z": rng.normal(size=n),
+                         "y": np.where(x > 0, "pos", "neg"), "v": 3.0 * x})
+
+
+def test_tstr_on_twenty_rows_detects_broken_labels():
+    real, good = _labelled(20, 0), _labelled(20, 1)
+    cls_real, cls_good = real.drop(columns="v"), good.drop(columns="v")
+    cls_bad = cls_good.assign(y=cls_good["y"].to_numpy()[::-1])  # labels cut from x
+    with pytest.warns(SmallSampleWarning, match="TSTR scored on 20 real rows"):
+        ok = fm.tstr(cls_real, cls_good, "y")
+    assert ok.n_test == 20 and ok.trtr["accuracy"] > 0.8
+    assert abs(ok.tstr["accuracy"] - ok.trtr["accuracy"]) <= 0.15
+    row = ok.table.set_index("metric").loc["accuracy"]
+    assert row.gap_ci_low <= 0.0 <= row.gap_ci_high
+    with pytest.warns(SmallSampleWarning):
+        worse = fm.tstr(cls_real, cls_bad, "y")
+    row = worse.table.set_index("metric").loc["accuracy"]
+    assert row.gap > 0.3 and row.gap_ci_low > 0.0
+    with pytest.warns(SmallSampleWarning):
+        reg_real, reg_good = real.drop(columns="y"), good.drop(columns="y")
+        reg_ok = fm.tstr(reg_real, reg_good, "v")
+        reg_bad = fm.tstr(reg_real, reg_good.assign(v=reg_good["v"].to_numpy()[::-1]), "v")
+    assert reg_ok.task == "regression" and reg_ok.trtr["r2"] > 0.7 and reg_ok.tstr["r2"] > 0.7
+    assert reg_bad.table.set_index("metric").loc["r2", "gap_ci_low"] > 0.3
