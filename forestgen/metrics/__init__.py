@@ -19,6 +19,7 @@ from forestgen.metrics.density import LogLikelihoodResult, log_likelihood
 from forestgen.metrics.fidelity import (
     AssociationGap,
     C2STResult,
+    SmallSampleWarning,
     association_gap,
     c2st,
     energy_distance,
@@ -39,6 +40,7 @@ __all__ = [
     "LogLikelihoodResult",
     "NNPrecisionRecall",
     "QualityReport",
+    "SmallSampleWarning",
     "TSTRResult",
     "alpha_precision_beta_recall",
     "association_gap",

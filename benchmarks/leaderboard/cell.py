@@ -1,0 +1,249 @@
+"""Fit one generator on one table and sample from it: ``python cell.py JOB.json``.
+
+Runs inside the generator's own environment (forestgen's, or a peer's venv), so it imports only
+numpy, pandas and the generator's package. Reads the job (generator, params, train/test CSV,
+column kinds, seed), writes ``synth.csv`` and ``result.json`` (fit/sample seconds, peak memory,
+held-out log-likelihood where the model has one, the output dtypes and every adapter step the
+generator needed). Adapters are tried only after the untouched table failed, and each one is
+recorded with the error that made it necessary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def typed(path: str, meta: dict) -> pd.DataFrame:
+    """The CSV with the dtypes its meta declares (datetimes arrive as float days)."""
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    for c, spec in meta["columns"].items():
+        k = spec["kind"]
+        if k == "categorical":
+            df[c] = df[c].astype("string").astype(object).where(df[c].notna(), np.nan)
+            df[c] = df[c].astype("category")
+        elif k == "ordered":
+            df[c] = pd.Categorical(df[c].astype("string").astype(object)
+                                   .where(df[c].notna(), np.nan), categories=spec["levels"],
+                                   ordered=True)
+        elif k == "nullable_integer":
+            df[c] = df[c].astype("Int64")
+        elif k == "integer":
+            df[c] = df[c].astype("int64")
+        elif k == "bool":
+            df[c] = df[c].astype("boolean") if df[c].isna().any() else df[c].astype(bool)
+        else:
+            df[c] = df[c].astype(float)
+    return df
+
+
+# ----------------------------------------------------------------------------- adapters
+def no_nan_rows(df):
+    out = df.dropna().reset_index(drop=True)
+    return out, f"dropped {len(df) - len(out)} of {len(df)} training rows with NaN"
+
+
+def plain_dtypes(df):
+    out = df.copy()
+    for c in out.columns:
+        if isinstance(out[c].dtype, pd.CategoricalDtype) or str(out[c].dtype) == "boolean":
+            out[c] = out[c].astype(object).where(out[c].notna(), np.nan)
+        elif str(out[c].dtype) == "Int64":
+            out[c] = out[c].astype(float)
+    return out, "categoricals/booleans cast to object, nullable integers to float"
+
+
+ADAPTERS = [plain_dtypes, no_nan_rows]
+
+
+# ----------------------------------------------------------------------------- generators
+def run_forestgen(name, params, train, test, n, seed, target):
+    import inspect
+
+    from forestgen import registry
+
+    model = registry.get("learner", name)(**params, random_state=seed)
+    kw = {"target": target} if "target" in inspect.signature(model.fit).parameters else {}
+    t0 = time.perf_counter()
+    model.fit(train, **kw)  # a supervised learner (GeF) is given the table's TSTR target
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.sample(n, random_state=seed)
+    sample_s = time.perf_counter() - t0
+    extra = {}
+    try:
+        ll = np.asarray(model.log_prob(test), dtype=float)
+        extra["test_ll"] = float(np.mean(ll))
+        extra["test_ll_n_neg_inf"] = int(np.sum(~np.isfinite(ll)))
+    except NotImplementedError as exc:
+        extra["test_ll_note"] = str(exc)
+    return synth, fit_s, sample_s, extra
+
+
+def run_arfpy(params, train, test, n, seed):
+    from arfpy import arf
+
+    np.random.seed(seed)
+    t0 = time.perf_counter()
+    model = arf.arf(x=train, **params)
+    model.forde()
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.forge(n=n)
+    return synth, fit_s, time.perf_counter() - t0, {}
+
+
+def run_nrgboost(params, train, test, n, seed):
+    from nrgboost import Dataset, NRGBooster
+
+    p = dict(params)
+    steps = p.pop("num_steps", 10)
+    t0 = time.perf_counter()
+    model = NRGBooster.fit(Dataset(train), p, seed=seed)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.sample(n, num_steps=steps, seed=seed)
+    return synth, fit_s, time.perf_counter() - t0, {}
+
+
+def run_sdv(kind, params, train, test, n, seed):
+    import torch
+    from sdv.metadata import Metadata
+    from sdv.single_table import (
+        CTGANSynthesizer,
+        GaussianCopulaSynthesizer,
+        TVAESynthesizer,
+    )
+
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    cls = {"gaussiancopula": GaussianCopulaSynthesizer, "ctgan": CTGANSynthesizer,
+           "tvae": TVAESynthesizer}[kind]
+    meta = Metadata.detect_from_dataframe(data=train, table_name="table")
+    t0 = time.perf_counter()
+    model = cls(meta, **params)
+    model.fit(train)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.sample(num_rows=n)
+    return synth, fit_s, time.perf_counter() - t0, {}
+
+
+def run_forestflow(params, train, test, n, seed, meta):
+    from ForestDiffusion import ForestDiffusionModel
+
+    cols = list(train.columns)
+    cats = {c: list(train[c].astype("category").cat.categories)
+            for c in cols if meta["columns"][c]["kind"] in ("categorical", "ordered", "bool")}
+    X = np.empty((len(train), len(cols)))
+    for j, c in enumerate(cols):
+        if c in cats:
+            codes = pd.Categorical(train[c], categories=cats[c]).codes.astype(float)
+            X[:, j] = np.where(codes < 0, np.nan, codes)
+        else:
+            X[:, j] = pd.to_numeric(train[c]).astype(float)
+    cat_idx = [j for j, c in enumerate(cols) if c in cats and len(cats[c]) > 2]
+    bin_idx = [j for j, c in enumerate(cols) if c in cats and len(cats[c]) <= 2]
+    int_idx = [j for j, c in enumerate(cols)
+               if meta["columns"][c]["kind"] in ("integer", "nullable_integer")]
+    t0 = time.perf_counter()
+    model = ForestDiffusionModel(X, cat_indexes=cat_idx, bin_indexes=bin_idx,
+                                 int_indexes=int_idx, diffusion_type="flow", n_jobs=1,
+                                 seed=seed, **params)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    Y = model.generate(batch_size=n)
+    sample_s = time.perf_counter() - t0
+    synth = pd.DataFrame(Y, columns=cols)
+    for c, lv in cats.items():
+        code = synth[c].round()
+        synth[c] = [lv[int(v)] if np.isfinite(v) and 0 <= v < len(lv) else np.nan for v in code]
+    return synth, fit_s, sample_s, {"adapter_fixed": "categoricals passed as integer codes "
+                                                     "with cat/bin/int indexes, decoded back"}
+
+
+def run_rarf(params, job, n, seed):
+    out = Path(job["out"]) / "rarf"
+    script = Path(job["repo"]).parent / "shared" / "peers" / "rarf" / "arf_run.R"
+    cmd = ["Rscript", str(script), job["train_text"], job["test_text"], str(out),
+           str(params.get("num_trees", "default")), str(params.get("min_node_size", "default")),
+           str(seed), str(n), str(params.get("alpha", 0))]
+    subprocess.run(cmd, check=True, capture_output=True, text=True,
+                   env={**os.environ, "R_LIBS": job["rlib"]})
+    res = json.loads((out / "result.json").read_text())
+    synth = pd.read_csv(out / "synth.csv", keep_default_na=False, na_values=["", "NA"])
+    extra = {"test_ll": res["test_ll_normalised"], "test_ll_official": res["test_ll_official"],
+             "test_ll_n_neg_inf": res["n_neg_inf_normalised"], "peer": res["peer"]}
+    return synth, res["t_fit"] + res["t_forde"], res["t_forge"], extra
+
+
+def fit_sample(job, train, test):
+    gen, params, n, seed = job["generator"], job["params"], job["n_synth"], job["seed"]
+    if gen.startswith("forestgen:"):
+        return run_forestgen(gen.split(":", 1)[1], params, train, test, n, seed,
+                             job["meta"]["target"])
+    if gen == "arfpy":
+        return run_arfpy(params, train, test, n, seed)
+    if gen == "nrgboost":
+        return run_nrgboost(params, train, test, n, seed)
+    if gen.startswith("sdv:"):
+        return run_sdv(gen.split(":", 1)[1], params, train, test, n, seed)
+    if gen == "forestflow":
+        return run_forestflow(params, train, test, n, seed, job["meta"])
+    if gen == "rarf":
+        return run_rarf(params, job, n, seed)
+    raise ValueError(f"unknown generator {gen!r}")
+
+
+def main(job_path: str) -> None:
+    job = json.loads(Path(job_path).read_text())
+    out = Path(job["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    train, test = typed(job["train"], job["meta"]), typed(job["test"], job["meta"])
+    in_dtypes = {c: str(t) for c, t in train.dtypes.items()}
+    steps, data = [], train
+    adapters = [] if job["generator"] in ("rarf", "forestflow") or job["generator"].startswith(
+        "forestgen:") else list(ADAPTERS)
+    while True:
+        try:
+            synth, fit_s, sample_s, extra = fit_sample(job, data, test)
+            break
+        except Exception as exc:  # a failing generator gets the next adapter, then gives up
+            if not adapters:
+                raise
+            err = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            data, step = adapters.pop(0)(data)
+            steps.append(f"{step} (after {err})")
+    if "adapter_fixed" in extra:
+        steps.insert(0, extra.pop("adapter_fixed"))
+    synth = pd.DataFrame(synth)
+    synth.columns = [str(c) for c in synth.columns]
+    out_dtypes = {c: str(synth[c].dtype) for c in synth.columns}
+    match = [c for c in in_dtypes if out_dtypes.get(c) == in_dtypes[c]]
+    synth.to_csv(out / "synth.csv", index=False)
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = {"fit_s": float(fit_s), "sample_s": float(sample_s),
+              "peak_rss_mb": max(usage, child) / 1024.0, "adapter_steps": steps,
+              "dtypes_in": in_dtypes, "dtypes_out": out_dtypes,
+              "dtype_match": len(match) / max(1, len(in_dtypes)), "n_train_used": len(data),
+              "python": sys.version.split()[0], **extra}
+    (out / "result.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1])
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

@@ -1,0 +1,232 @@
+"""Write the leaderboard page (Markdown tables + PNG figures) from the JSONL records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def _fmt(v, nd=3):
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return ""
+    return f"{v:.{nd}f}" if isinstance(v, (float, np.floating)) else str(v)
+
+
+def _md(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join([df.index.name or ""] + cols) + " |",
+             "|" + "---|" * (len(cols) + 1)]
+    for idx, row in df.iterrows():
+        lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row]) + " |")
+    return "\n".join(lines)
+
+
+def _cell_table(ok: pd.DataFrame, rec: pd.DataFrame, value: str, best: str | None,
+                nd: int = 3) -> pd.DataFrame:
+    """Tables x generators; failures shown by status; the best value per table in bold."""
+    gens = list(dict.fromkeys(rec["generator"]))
+    tables = list(dict.fromkeys(rec["table"]))
+    mean = ok.groupby(["table", "generator"])[value].mean() if len(ok) else pd.Series(dtype=float)
+    sd = ok.groupby(["table", "generator"])[value].std() if len(ok) else pd.Series(dtype=float)
+    out = pd.DataFrame(index=pd.Index(tables, name="table"), columns=gens, dtype=object)
+    for t in tables:
+        vals = {g: mean.get((t, g)) for g in gens}
+        fin = {g: v for g, v in vals.items() if v is not None and np.isfinite(v)}
+        star = None
+        if fin and best == "half":
+            star = min(fin, key=lambda g: abs(fin[g] - 0.5))
+        elif fin and best == "min":
+            star = min(fin, key=fin.get)
+        elif fin and best == "max":
+            star = max(fin, key=fin.get)
+        for g in gens:
+            v = vals[g]
+            if v is None or not np.isfinite(v):
+                st = rec[(rec.table == t) & (rec.generator == g)]["status"]
+                out.loc[t, g] = st.iloc[0] if len(st) and st.iloc[0] != "ok" else ""
+                continue
+            s = _fmt(float(v), nd)
+            e = sd.get((t, g))
+            if e is not None and np.isfinite(e):
+                s += f" ± {e:.{nd}f}"
+            out.loc[t, g] = f"**{s}**" if g == star else s
+    out.columns = [g.replace("forestgen:", "fg:") for g in gens]
+    return out
+
+
+def _c2st_heatmap(ok: pd.DataFrame, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    m = ok.groupby(["table", "generator"])["c2st_auc"].mean().unstack()
+    fig = Figure(figsize=(1.0 + 0.7 * m.shape[1], 1.0 + 0.4 * m.shape[0]))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(m.to_numpy(dtype=float), cmap="RdYlGn_r", vmin=0.5, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(m.shape[1]))
+    ax.set_xticklabels([c.replace("forestgen:", "fg:") for c in m.columns], rotation=60,
+                       ha="right", fontsize=8)
+    ax.set_yticks(range(m.shape[0]))
+    ax.set_yticklabels(m.index, fontsize=8)
+    for i in range(m.shape[0]):
+        for j in range(m.shape[1]):
+            v = m.iat[i, j]
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
+    ax.set_title("C2ST AUC (0.5 = indistinguishable from the training table)", fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def _time_scatter(ok: pd.DataFrame, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    g = ok.assign(t=ok.fit_s + ok.sample_s).groupby("generator")[["t", "c2st_auc"]].median()
+    fig = Figure(figsize=(6, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.scatter(g.t, g.c2st_auc)
+    for name, r in g.iterrows():
+        ax.annotate(name.replace("forestgen:", "fg:"), (r.t, r.c2st_auc), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("median fit + sample seconds (log)")
+    ax.set_ylabel("median C2ST AUC over tables")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def write_page(records: list[dict], out: Path, info: dict) -> Path:
+    rec = pd.DataFrame(records)
+    ok = rec[rec.status == "ok"].copy()
+    figs = out / "leaderboard_figures"
+    figs.mkdir(parents=True, exist_ok=True)
+    L = ["# Leaderboard: forestgen learners vs reference generators", ""]
+    L += [f"Command: `{info['command']}` — {info['seeds']} seed(s), training rows capped at "
+          f"{info['max_train']} (test rows: the 30% split, capped at half that), "
+          f"{info['limit_s']:.0f} s per cell. The machine had 2 cores shared with other jobs "
+          "(load average far above 2 during the run), so times are indicative; every cell ran "
+          "single-threaded (OMP/Numba/BLAS threads = 1, torch threads = 1). "
+          "`--full` runs 3 seeds, 20,000 rows, long limits and the peers' longer settings.", ""]
+    L += ["Peer environments: " + "; ".join(f"{k}: {v}" for k, v in info["setup"].items()), ""]
+    L += ["Every forestgen learner in the registry runs with its defaults (`fg:` = forestgen). "
+          "Peers: R arf 0.2.4 and arfpy 0.1.1 with 30 trees / min_node_size 5; nrgboost 0.0.3 "
+          "with 30 trees, 10 Gibbs steps per sample; SDV 2.0.0 GaussianCopula (defaults), CTGAN "
+          "and TVAE (30 epochs, CPU); ForestDiffusion 1.0.6 ForestFlow with n_t=10, "
+          "duplicate_K=10, 50 XGBoost trees (its defaults did not finish small tables in the "
+          "limit). Datetimes are given to every generator as float days since 1970.", ""]
+    tabs = rec.drop_duplicates("table")[["table", "table_meta"]]
+    tl = pd.DataFrame([{"table": r.table, "rows (full)": r.table_meta["rows"],
+                        "target": f"{r.table_meta['target']} ({r.table_meta['task']})",
+                        "source": r.table_meta["source"], "what it tests": r.table_meta["tests"],
+                        "NaN rate": _fmt(r.table_meta["nan_rate"], 3)}
+                       for r in tabs.itertuples()]).set_index("table")
+    L += ["## Tables", "", _md(tl), ""]
+    if len(ok):
+        _c2st_heatmap(ok, figs / "c2st.png")
+        _time_scatter(ok, figs / "time_vs_c2st.png")
+    L += ["## C2ST AUC (closest to 0.5 in bold)", "",
+          "Random forest (below 500 training rows) or gradient boosting, 5 class-balanced "
+          "folds over all training rows vs an equal number of synthetic rows; mean ± sd over "
+          "seeds when more than one. Cells read `timeout` / `error` where the generator failed "
+          "(see Failures).", "", _md(_cell_table(ok, rec, "c2st_auc", "half")), "",
+          "![C2ST heatmap](leaderboard_figures/c2st.png)", ""]
+    # summary: wins
+    if len(ok):
+        m = ok.groupby(["table", "generator"])["c2st_auc"].mean().unstack()
+        dist = (m - 0.5).abs()
+        fg = [c for c in m.columns if c.startswith("forestgen:")]
+        pe = [c for c in m.columns if not c.startswith("forestgen:")]
+        rows = []
+        for t in m.index:
+            bf = dist.loc[t, fg].dropna()
+            bp = dist.loc[t, pe].dropna()
+            if bf.empty or bp.empty:
+                continue
+            rows.append({"table": t, "best forestgen": bf.idxmin().replace("forestgen:", "fg:"),
+                         "its C2ST": _fmt(m.loc[t, bf.idxmin()]),
+                         "best peer": bp.idxmin(), "peer C2ST": _fmt(m.loc[t, bp.idxmin()]),
+                         "margin (|fg-0.5| - |peer-0.5|)": _fmt(bf.min() - bp.min()),
+                         "result": "win" if bf.min() <= bp.min() else
+                         ("within 0.02" if bf.min() - bp.min() <= 0.02 else "LOSS")})
+        if rows:
+            w = pd.DataFrame(rows).set_index("table")
+            n_win = int((w.result == "win").sum())
+            n_close = int((w.result == "within 0.02").sum())
+            L += ["## forestgen's best learner vs the best peer, per table", "",
+                  f"forestgen's best learner is at least as close to 0.5 as every peer on "
+                  f"{n_win} of {len(w)} tables, within 0.02 on {n_close} more, and loses by "
+                  f"more than 0.02 on {len(w) - n_win - n_close}.", "", _md(w), ""]
+        wins = dist.idxmin(axis=1).value_counts()
+        L += ["Tables won (C2ST closest to 0.5) per generator: "
+              + ", ".join(f"{g.replace('forestgen:', 'fg:')} {n}" for g, n in wins.items()), ""]
+    L += ["## TSTR next to TRTR", "",
+          "Gradient boosting / random forest trained on the synthetic (TSTR) or the real "
+          "training rows (TRTR), scored on the real test split: ROC AUC for classification "
+          "targets, R² for regression.", "",
+          _md(_cell_table(ok, rec, "tstr", "max")), ""]
+    if len(ok):
+        trtr = ok.groupby("table")["trtr"].mean()
+        L += ["TRTR per table: " + ", ".join(f"{t} {v:.3f}" for t, v in trtr.items()), ""]
+    ll = ok[ok.get("test_ll").notna()] if "test_ll" in ok else ok.iloc[:0]
+    if len(ll):
+        L += ["## Held-out log-likelihood (normalised, nats per test row; higher is better)", "",
+              "forestgen's `log_prob` and R arf's *normalised* likelihood (arf 0.2.4's `lik()` "
+              "with the leaf-factor filter removed; see shared/peers/rarf/README.md). R arf's "
+              "*official* `lik()` figure is listed beside it, labelled: on mixed tables it is not "
+              "a normalised density and reads too high. Rows with a -inf score are counted in "
+              "the mean as -inf and flagged.", "",
+              _md(_cell_table(ll, rec[rec.generator.isin(ll.generator.unique())], "test_ll",
+                              "max", 2))]
+        if "test_ll_official" in ok:
+            off = ok[ok.test_ll_official.notna()]
+            if len(off):
+                L += ["", "R arf official `lik()` (not normalised on mixed tables): "
+                      + ", ".join(f"{r.table} {float(r.test_ll_official):.2f} (normalised "
+                                  f"{float(r.test_ll):.2f})" for r in off.itertuples())]
+        L += [""]
+    if len(ok):
+        agg = ok.assign(total_s=ok.fit_s + ok.sample_s).groupby("generator").agg(
+            tables=("table", "nunique"), c2st_median=("c2st_auc", "median"),
+            ks_mean=("ks_mean", "mean"), tv_mean=("tv_mean", "mean"),
+            corr_gap=("corr_gap", "mean"), contingency_gap=("contingency_gap", "mean"),
+            out_of_range_rows=("out_of_range_rows", "mean"),
+            tables_out_of_range=("out_of_range_rows", lambda s: int((s > 0).sum())),
+            unseen_level_rate=("unseen_level_rate", "mean"),
+            nan_rate_gap=("nan_rate_gap", "mean"), dtype_match=("dtype_match", "mean"),
+            fit_sample_s_median=("total_s", "median"), peak_rss_mb_max=("peak_rss_mb", "max"))
+        agg.index = [g.replace("forestgen:", "fg:") for g in agg.index]
+        agg.index.name = "generator"
+        L += ["## Fidelity details, averaged over the tables each generator finished", "",
+              "KS (numeric) / TV (categorical) per column, mean |Δ| of Pearson correlations "
+              "(numeric pairs) and of Cramér's V (categorical pairs), share of synthetic rows "
+              "with a numeric value outside the training range, share of categorical values "
+              "never seen in training, mean |Δ NaN rate|, share of columns whose output dtype "
+              "equals the training dtype, median fit + sample seconds, largest peak RSS.", "",
+              _md(agg.map(lambda v: _fmt(v, 3) if isinstance(v, float) else v)), "",
+              "![time vs C2ST](leaderboard_figures/time_vs_c2st.png)", ""]
+        L += ["## Fit + sample seconds per table", "",
+              _md(_cell_table(ok.assign(total_s=ok.fit_s + ok.sample_s), rec, "total_s",
+                              "min", 2)), ""]
+    steps = [(r.generator, r.table, s) for r in ok.itertuples()
+             for s in (getattr(r, "adapter_steps", None) or [])]
+    L += ["## Adapter steps peers needed", ""]
+    if steps:
+        L += [f"- {g} on {t}: {s}" for g, t, s in steps]
+    else:
+        L += ["None."]
+    bad = rec[rec.status != "ok"]
+    L += ["", "## Failures (recorded cells)", ""]
+    L += [f"- {r.generator} on {r.table} (seed {r.seed}): {r.status} — {r.error}"
+          for r in bad.itertuples()] or ["None."]
+    warn = sorted({w for r in ok.itertuples() for w in (getattr(r, "warnings", None) or [])})
+    if warn:
+        L += ["", "## Small-sample warnings raised while scoring", ""] + [f"- {w}" for w in warn]
+    path = out / "leaderboard.md"
+    path.write_text("\n".join(L) + "\n")
+    (out / "leaderboard_summary.json").write_text(json.dumps(info, indent=1, default=str))
+    return path

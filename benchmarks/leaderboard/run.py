@@ -1,0 +1,198 @@
+"""One-command leaderboard: forestgen's learners against R arf, arfpy, nrgboost, SDV and ForestFlow.
+
+    python benchmarks/leaderboard/run.py                  # set up peers, run, score, write the page
+    python benchmarks/leaderboard/run.py --full           # 3 seeds, uncapped rows, longer limits
+    python benchmarks/leaderboard/run.py --peers DIR      # where peer environments live
+                                                          # (default $FORESTGEN_PEERS or
+                                                          #  ~/.cache/forestgen-peers)
+
+Every (generator, table, seed) cell runs in its own subprocess, with the generator's own
+interpreter, under a time limit; a failure or timeout is a recorded cell, never a crashed run.
+All samples are scored by the same :mod:`forestgen.metrics` code in this process. Results go to
+``benchmarks/results/leaderboard.jsonl`` (one line per cell) and the page
+``benchmarks/results/leaderboard.md`` with figures in ``benchmarks/results/leaderboard_figures/``.
+Every learner in forestgen's registry is run with its defaults; peers with the settings below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import peers  # noqa: E402
+from page import write_page  # noqa: E402
+from score import score_cell  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+
+# (generator, environment, params in quick mode, params in full mode)
+PEER_GENERATORS = [
+    ("rarf", "rarf", {"num_trees": 30, "min_node_size": 5}, {"num_trees": 30, "min_node_size": 5}),
+    ("arfpy", "arfpy", {"num_trees": 30, "min_node_size": 5},
+     {"num_trees": 30, "min_node_size": 5}),
+    ("nrgboost", "nrgboost", {"num_trees": 30, "num_steps": 10},
+     {"num_trees": 200, "num_steps": 100}),
+    ("sdv:gaussiancopula", "sdv", {}, {}),
+    ("sdv:ctgan", "sdv", {"epochs": 30}, {"epochs": 300}),
+    ("sdv:tvae", "sdv", {"epochs": 30}, {"epochs": 300}),
+    ("forestflow", "forestdiffusion", {"n_t": 10, "duplicate_K": 10, "n_estimators": 50},
+     {}),
+]
+
+
+def forestgen_generators() -> list[tuple[str, str, dict, dict]]:
+    """Every learner in forestgen's registry, with its defaults."""
+    from forestgen import registry
+
+    return [(f"forestgen:{n}", "forestgen", {}, {}) for n in registry.available("learner")]
+
+
+def kinds_for_metrics(meta: dict) -> dict:
+    cat = ("categorical", "ordered", "bool")
+    return {c: "categorical" if s["kind"] in cat else "numeric"
+            for c, s in meta["columns"].items()}
+
+
+def split(table_dir: Path, seed: int, max_train: int | None, work: Path) -> dict:
+    """Train/test CSVs for one seed (70/30, train capped); datetimes become float days."""
+    meta = json.loads((table_dir / "meta.json").read_text())
+    df = pd.read_csv(table_dir / "full.csv", keep_default_na=False, na_values=[""])
+    for c, s in meta["columns"].items():
+        if s["kind"] == "datetime":
+            df[c] = (pd.to_datetime(df[c]) - pd.Timestamp("1970-01-01")).dt.days.astype(float)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(df))
+    n_test = int(round(0.3 * len(df)))
+    test, train = df.iloc[np.sort(perm[:n_test])], df.iloc[np.sort(perm[n_test:])]
+    if max_train is not None and len(train) > max_train:
+        train = train.iloc[np.sort(rng.choice(len(train), max_train, replace=False))]
+        test = test.iloc[:max(max_train // 2, 1)]
+    d = work / f"{meta['name']}_s{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    train.to_csv(d / "train.csv", index=False)
+    test.to_csv(d / "test.csv", index=False)
+    return {"meta": meta, "train": str(d / "train.csv"), "test": str(d / "test.csv"),
+            "n_train": len(train), "n_test": len(test)}
+
+
+def run_cell(gen: str, env: str, params: dict, data: dict, seed: int, root: Path, work: Path,
+             limit: float) -> dict:
+    out = work / f"{data['meta']['name']}_s{seed}" / gen.replace(":", "_")
+    out.mkdir(parents=True, exist_ok=True)
+    job = {"generator": gen, "params": params, "train": data["train"], "test": data["test"],
+           "train_text": data["train"], "test_text": data["test"], "meta": data["meta"],
+           "out": str(out), "seed": seed, "n_synth": data["n_train"], "repo": str(REPO),
+           "rlib": str(peers.rlib(root))}
+    (out / "job.json").write_text(json.dumps(job))
+    py = sys.executable if env in ("forestgen", "rarf") else str(peers.python_of(root, env))
+    envvars = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+               "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    rec = {"generator": gen, "table": data["meta"]["name"], "seed": seed, "params": params,
+           "n_train": data["n_train"], "n_test": data["n_test"], "time_limit_s": limit}
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([py, str(HERE / "cell.py"), str(out / "job.json")], env=envvars,
+                           capture_output=True, text=True, timeout=limit)
+        rec["wall_s"] = time.perf_counter() - t0
+        if r.returncode != 0:
+            lines = [x for x in (r.stderr or "").strip().splitlines() if x.strip()]
+            rec.update(status="error", error=" | ".join(lines[-2:])[-400:])
+            return rec
+    except subprocess.TimeoutExpired:
+        rec.update(status="timeout", wall_s=limit,
+                   error=f"no result within the {limit:.0f} s limit")
+        return rec
+    rec.update(json.loads((out / "result.json").read_text()))
+    rec["status"] = "ok"
+    rec["synth"] = str(out / "synth.csv")
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--peers", type=Path, default=peers.default_root())
+    ap.add_argument("--full", action="store_true", help="3 seeds, 20k-row cap, long limits")
+    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--max-train", type=int, default=None, help="cap on training rows")
+    ap.add_argument("--tables", default=None, help="comma-separated subset")
+    ap.add_argument("--generators", default=None, help="comma-separated subset")
+    ap.add_argument("--limit", type=float, default=None, help="seconds per cell")
+    ap.add_argument("--skip-setup", action="store_true")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    a = ap.parse_args(argv)
+    seeds = a.seeds or (3 if a.full else 1)
+    max_train = a.max_train if a.max_train is not None else (20000 if a.full else 1000)
+    limit = a.limit or (1800.0 if a.full else 120.0)
+    root = a.peers
+    root.mkdir(parents=True, exist_ok=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    setup = {}
+    for name in ("datasets", "rarf", "arfpy", "nrgboost", "sdv", "forestdiffusion"):
+        if a.skip_setup:
+            setup[name] = (peers.is_ready(root, name), "setup skipped")
+        else:
+            setup[name] = peers.setup(root, name, root / f"{name}_setup.log")
+        print(f"peer {name}: {setup[name][1]}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="forestgen-leaderboard-"))
+    tables_dir = work / "tables"
+    ds_py = peers.python_of(root, "datasets") if setup["datasets"][0] else Path(sys.executable)
+    subprocess.run([str(ds_py), str(HERE / "tables.py"), str(tables_dir)], check=True)
+    tables = sorted(p.name for p in tables_dir.iterdir())
+    if a.tables:
+        tables = [t for t in tables if t in a.tables.split(",")]
+    gens = forestgen_generators() + PEER_GENERATORS
+    if a.generators:
+        gens = [g for g in gens if g[0] in a.generators.split(",")]
+    jsonl = a.out / "leaderboard.jsonl"
+    records = []
+    with open(jsonl, "w") as fh:
+        for seed in range(seeds):
+            for t in tables:
+                data = split(tables_dir / t, seed, max_train, work)
+                for gen, env, quick, full in gens:
+                    params = full if a.full else quick
+                    if env != "forestgen" and not setup[env][0]:
+                        rec = {"generator": gen, "table": t, "seed": seed, "status": "error",
+                               "error": f"peer environment {env!r}: {setup[env][1]}"}
+                    else:
+                        rec = run_cell(gen, env, params, data, seed, root, work, limit)
+                    if rec["status"] == "ok":
+                        try:
+                            rec.update(score_cell(data, rec["synth"], kinds_for_metrics(
+                                data["meta"]), seed))
+                        except Exception as exc:  # scoring failure is recorded too
+                            rec.update(status="score_error", error=f"{type(exc).__name__}: "
+                                       f"{exc}"[:400])
+                    rec.pop("synth", None)
+                    rec["table_meta"] = {k: data["meta"][k] for k in
+                                         ("rows", "target", "task", "source", "tests",
+                                          "nan_rate")}
+                    records.append(rec)
+                    fh.write(json.dumps(rec, default=str) + "\n")
+                    fh.flush()
+                    print(f"{t:14s} s{seed} {gen:22s} {rec['status']:8s} "
+                          f"c2st={rec.get('c2st_auc', float('nan')):.3f} "
+                          f"{rec.get('error', '')[:80]}", flush=True)
+    write_page(records, a.out, {"seeds": seeds, "max_train": max_train, "limit_s": limit,
+                                "full": a.full, "setup": {k: v[1] for k, v in setup.items()},
+                                "command": " ".join(["python", "benchmarks/leaderboard/run.py",
+                                                     *(argv if argv is not None
+                                                       else sys.argv[1:])])})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

