@@ -62,7 +62,9 @@ def plain_dtypes(df):
     return out, "categoricals/booleans cast to object, nullable integers to float"
 
 
-ADAPTERS = [plain_dtypes, no_nan_rows]
+#: Adapters tried in turn (cumulatively) when a peer fails on the untouched table.
+ADAPTERS = {"arfpy": [plain_dtypes, no_nan_rows], "nrgboost": [no_nan_rows],
+            "sdv": [no_nan_rows, plain_dtypes]}
 
 
 # ----------------------------------------------------------------------------- generators
@@ -129,7 +131,7 @@ def run_sdv(kind, params, train, test, n, seed):
     torch.set_num_threads(1)
     cls = {"gaussiancopula": GaussianCopulaSynthesizer, "ctgan": CTGANSynthesizer,
            "tvae": TVAESynthesizer}[kind]
-    meta = Metadata.detect_from_dataframe(data=train, table_name="table")
+    meta = Metadata.detect_from_dataframes(data={"table": train})
     t0 = time.perf_counter()
     model = cls(meta, **params)
     model.fit(train)
@@ -190,7 +192,7 @@ def run_rarf(params, job, n, seed):
 def fit_sample(job, train, test):
     gen, params, n, seed = job["generator"], job["params"], job["n_synth"], job["seed"]
     if gen.startswith("forestgen:"):
-        return run_forestgen(gen.split(":", 1)[1], params, train, test, n, seed,
+        return run_forestgen(gen.split(":", 1)[1].split("@")[0], params, train, test, n, seed,
                              job["meta"]["target"])
     if gen == "arfpy":
         return run_arfpy(params, train, test, n, seed)
@@ -212,16 +214,16 @@ def main(job_path: str) -> None:
     train, test = typed(job["train"], job["meta"]), typed(job["test"], job["meta"])
     in_dtypes = {c: str(t) for c, t in train.dtypes.items()}
     steps, data = [], train
-    adapters = [] if job["generator"] in ("rarf", "forestflow") or job["generator"].startswith(
-        "forestgen:") else list(ADAPTERS)
+    adapters = list(ADAPTERS.get(job["generator"].split(":")[0], []))
     while True:
         try:
             synth, fit_s, sample_s, extra = fit_sample(job, data, test)
             break
         except Exception as exc:  # a failing generator gets the next adapter, then gives up
-            if not adapters:
-                raise
             err = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            if not adapters:
+                tried = f"; adapters tried before: {steps}" if steps else ""
+                raise RuntimeError(f"{err}{tried}") from exc
             data, step = adapters.pop(0)(data)
             steps.append(f"{step} (after {err})")
     if "adapter_fixed" in extra:

@@ -3,7 +3,7 @@
 Every peer is pinned and installed into its own directory under the peers root (``--peers DIR``;
 default ``$FORESTGEN_PEERS`` or ``~/.cache/forestgen-peers``), never into forestgen's environment:
 
-* ``arfpy``   arfpy 0.1.1 in a venv with ``numpy<2`` (arfpy 0.1.1 breaks on numpy 2);
+* ``arfpy``   arfpy 0.1.1 in a venv with ``numpy<2`` and ``pandas<2.2`` (it breaks on newer);
 * ``nrgboost`` nrgboost 0.0.3;
 * ``sdv``     SDV 2.0.0 (GaussianCopula, CTGAN, TVAE); the venv reuses the CPU torch of the
   interpreter running the leaderboard through a ``.pth`` line appended after its own packages,
@@ -36,9 +36,10 @@ class Peer:
 
 
 PEERS = {
-    "arfpy": Peer("arfpy", ("arfpy==0.1.1", "numpy<2"),
-                  "import arfpy, numpy; from importlib.metadata import version as v; "
-                  "assert v('arfpy') == '0.1.1' and numpy.__version__ < '2'"),
+    "arfpy": Peer("arfpy", ("arfpy==0.1.1", "numpy<2", "pandas<2.2"),
+                  "import arfpy, numpy, pandas; from importlib.metadata import version as v; "
+                  "assert v('arfpy') == '0.1.1' and numpy.__version__ < '2' "
+                  "and pandas.__version__ < '2.2'"),
     "nrgboost": Peer("nrgboost", ("nrgboost==0.0.3",),
                      "from importlib.metadata import version as v; import nrgboost; "
                      "assert v('nrgboost') == '0.0.3'"),

@@ -54,10 +54,16 @@ PEER_GENERATORS = [
 
 
 def forestgen_generators() -> list[tuple[str, str, dict, dict]]:
-    """Every learner in forestgen's registry, with its defaults."""
+    """Every learner in forestgen's registry with its defaults, then each of its presets."""
     from forestgen import registry
 
-    return [(f"forestgen:{n}", "forestgen", {}, {}) for n in registry.available("learner")]
+    out = []
+    for name in registry.available("learner"):
+        out.append((f"forestgen:{name}", "forestgen", {}, {}))
+        for preset, params in getattr(registry.get("learner", name), "PRESETS", {}).items():
+            out.append((f"forestgen:{name}@{preset.replace(' ', '_')}", "forestgen", params,
+                        params))
+    return out
 
 
 def kinds_for_metrics(meta: dict) -> dict:
