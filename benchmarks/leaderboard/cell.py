@@ -52,19 +52,26 @@ def no_nan_rows(df):
     return out, f"dropped {len(df) - len(out)} of {len(df)} training rows with NaN"
 
 
-def plain_dtypes(df):
+def float_nullable_ints(df):
+    out = df.copy()
+    cols = [c for c in out.columns if str(out[c].dtype) == "Int64"]
+    for c in cols:
+        out[c] = out[c].astype(float)
+    return out, f"nullable integer column(s) {cols} cast to float"
+
+
+def object_categoricals(df):
     out = df.copy()
     for c in out.columns:
         if isinstance(out[c].dtype, pd.CategoricalDtype) or str(out[c].dtype) == "boolean":
             out[c] = out[c].astype(object).where(out[c].notna(), np.nan)
-        elif str(out[c].dtype) == "Int64":
-            out[c] = out[c].astype(float)
-    return out, "categoricals/booleans cast to object, nullable integers to float"
+    return out, "categorical/boolean columns cast to object"
 
 
 #: Adapters tried in turn (cumulatively) when a peer fails on the untouched table.
-ADAPTERS = {"arfpy": [plain_dtypes, no_nan_rows], "nrgboost": [no_nan_rows],
-            "sdv": [no_nan_rows, plain_dtypes]}
+ADAPTERS = {"arfpy": [float_nullable_ints, object_categoricals, no_nan_rows],
+            "nrgboost": [float_nullable_ints, no_nan_rows],
+            "sdv": [float_nullable_ints, object_categoricals, no_nan_rows]}
 
 
 # ----------------------------------------------------------------------------- generators
@@ -134,10 +141,11 @@ def run_sdv(kind, params, train, test, n, seed):
     meta = Metadata.detect_from_dataframes(data={"table": train})
     t0 = time.perf_counter()
     model = cls(meta, **params)
-    model.fit(train)
+    model.fit({"table": train})  # SDV 2 takes single tables as {name: frame}
     fit_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     synth = model.sample(num_rows=n)
+    synth = synth["table"] if isinstance(synth, dict) else synth
     return synth, fit_s, time.perf_counter() - t0, {}
 
 
@@ -184,6 +192,7 @@ def run_rarf(params, job, n, seed):
                    env={**os.environ, "R_LIBS": job["rlib"]})
     res = json.loads((out / "result.json").read_text())
     synth = pd.read_csv(out / "synth.csv", keep_default_na=False, na_values=["", "NA"])
+    synth.columns = list(pd.read_csv(job["train"], nrows=0).columns)  # R mangles names
     extra = {"test_ll": res["test_ll_normalised"], "test_ll_official": res["test_ll_official"],
              "test_ll_n_neg_inf": res["n_neg_inf_normalised"], "peer": res["peer"]}
     return synth, res["t_fit"] + res["t_forde"], res["t_forge"], extra

@@ -212,6 +212,24 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
         L += ["## Fit + sample seconds per table", "",
               _md(_cell_table(ok.assign(total_s=ok.fit_s + ok.sample_s), rec, "total_s",
                               "min", 2)), ""]
+    arf = ok[ok.generator.str.startswith("forestgen:arf")]
+    if len(arf):
+        g = arf.assign(total_s=arf.fit_s + arf.sample_s).groupby("generator").agg(
+            tables=("table", "nunique"),
+            c2st_mean_abs_dev=("c2st_auc", lambda s: float((s - 0.5).abs().mean())),
+            tstr_minus_trtr=("tstr", "mean"), trtr=("trtr", "mean"),
+            tables_out_of_range=("out_of_range_rows", lambda s: int((s > 0).sum())),
+            out_of_range_rows=("out_of_range_rows", "mean"),
+            test_ll=("test_ll", "mean"), fit_sample_s_median=("total_s", "median"))
+        g["tstr_minus_trtr"] = g["tstr_minus_trtr"] - g.pop("trtr")
+        g.index = [i.replace("forestgen:", "fg:") for i in g.index]
+        g.index.name = "ARF variant"
+        L += ["## ARF defaults vs presets (before/after evidence)", "",
+              "Mean |C2ST - 0.5|, mean TSTR - TRTR, tables with any out-of-range value, mean "
+              "share of out-of-range rows, mean held-out LL over the tables each variant "
+              "finished (different variants may have finished different tables; compare "
+              "per table in the sections above).", "",
+              _md(g.map(lambda v: _fmt(v, 3) if isinstance(v, float) else v)), ""]
     steps = [(r.generator, r.table, s) for r in ok.itertuples()
              for s in (getattr(r, "adapter_steps", None) or [])]
     L += ["## Adapter steps peers needed", ""]

