@@ -2,8 +2,9 @@
 
 Fidelity (marginals, associations, C2ST, MMD, energy, sliced Wasserstein), coverage
 (alpha-precision / beta-recall, k-NN precision / recall), utility (TSTR), privacy (DCR / NNDR),
-density (test log-likelihood) and a one-call :func:`report`. Inputs are pandas DataFrames
-(mixed numeric / categorical / bool / missing) or numpy arrays.
+density (test log-likelihood), optimal transport (exact EMD / Sinkhorn) and a one-call
+:func:`report`. Inputs are pandas DataFrames (mixed numeric / categorical / bool / missing) or
+numpy arrays.
 
 torchmetrics wrappers live in :mod:`forestgen.metrics.torchmetrics` (imported lazily, so
 ``import forestgen.metrics`` does not import torch).
@@ -30,6 +31,7 @@ from forestgen.metrics.fidelity import (
 )
 from forestgen.metrics.privacy import DCRResult, dcr
 from forestgen.metrics.report import QualityReport, report
+from forestgen.metrics.transport import ground_cost, ot_cost
 from forestgen.metrics.utility import TSTRResult, tstr
 
 __all__ = [
@@ -47,11 +49,13 @@ __all__ = [
     "c2st",
     "dcr",
     "energy_distance",
+    "ground_cost",
     "ks_statistic",
     "log_likelihood",
     "marginal_distances",
     "mmd",
     "nn_precision_recall",
+    "ot_cost",
     "report",
     "sliced_wasserstein",
     "tstr",
