@@ -229,23 +229,28 @@ def marginal(masked: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return out
 
 
+def imputers(masked: pd.DataFrame, rep: int, rng: np.random.Generator) -> dict:
+    """The imputation methods compared, each a no-argument callable returning a frame."""
+    cands = {}
+    for T, J in [(20, 20), (50, 100), (200, 500)]:
+        cands[f"GF T={T} J={J} (max density)"] = lambda T=T, J=J: GFBoost(
+            n_trees=T, n_iter=J).fit(masked).impute(masked, random_state=rep)
+    cands["GF T=50 J=100 (conditional sample)"] = lambda: GFBoost(
+        n_trees=50, n_iter=100).fit(masked).impute(masked, method="sample", random_state=rep)
+    cands["ARF min_node_size=30 (expectation)"] = lambda: ARF(
+        min_node_size=30, random_state=rep, n_jobs=1).fit(masked).impute(masked)
+    cands["IterativeImputer RF(100) x 5"] = lambda: iterative_rf(masked, rep)
+    cands["marginal"] = lambda: marginal(masked, rng)
+    return cands
+
+
 def impute_part(args) -> str:
     full = abalone()
     rows = []
-    configs = [(20, 20), (50, 100), (200, 500)]
     for rep in range(args.repeats):
         rng = np.random.default_rng(args.seed + rep)
         masked = mcar(full, args.rate, rng)
-        cands = {f"GF T={T} J={J} (max density)": lambda T=T, J=J: GFBoost(
-            n_trees=T, n_iter=J).fit(masked).impute(masked, random_state=rep)
-            for T, J in configs}
-        cands["GF T=50 J=100 (conditional sample)"] = lambda: GFBoost(
-            n_trees=50, n_iter=100).fit(masked).impute(masked, method="sample",
-                                                       random_state=rep)
-        cands["ARF min_node_size=30 (expectation)"] = lambda: ARF(
-            min_node_size=30, random_state=rep, n_jobs=1).fit(masked).impute(masked)
-        cands["IterativeImputer RF(100) x 5"] = lambda: iterative_rf(masked, rep)
-        cands["marginal"] = lambda: marginal(masked, rng)
+        cands = imputers(masked, rep, rng)
         for name, fn in cands.items():
             t0 = time.perf_counter()
             imp = fn()

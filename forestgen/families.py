@@ -8,9 +8,10 @@ queries it can answer (declared, not assumed).
   ensembler of constant-energy leaves), ``sampler`` (Gibbs) and ``normaliser`` (an estimate of
   ``log Z``). Marginals are exact only while the unobserved grid is small enough to enumerate.
 * :data:`INTERSECTION` — the partition induced by all trees with one mass per cell (GF.Boost /
-  EOGT): slots ``partition`` (the cell table, :mod:`forestgen.tree.cells`), ``ensembler`` and
-  ``sampler`` (GF.Boost's cells form a one-tree mixture, so the mixture ensembler and ancestral
-  sampler apply; EOGT samples with its own star-node sampler).
+  EOGT): slots ``partition`` (the cell table, :mod:`forestgen.tree.cells`), ``ensembler``
+  (``"intersection"``: compiles the cells into one tree with masses ``R(C)``, after which every
+  query is exact) and ``sampler`` (``"ancestral"`` on the compiled cells). EOGT keeps only arc
+  probabilities and answers ``log_prob`` and ``sample`` through its star-node sampler.
 
 A learner sets ``model_family``; :meth:`~forestgen.base.GenerativeForest.require` raises
 ``NotImplementedError`` naming the learner and the query for anything outside
@@ -41,5 +42,4 @@ ENERGY = Family("energy", {"energy": "additive_energy", "sampler": "gibbs",
                            "normaliser": "importance-sampling estimate of log Z"},
                 frozenset(QUERIES) - {"marginal"})
 INTERSECTION = Family("intersection", {"partition": "cell table of all trees",
-                                       "ensembler": "mixture", "sampler": "ancestral"},
-                      frozenset(QUERIES) - {"marginal"})
+                                       "ensembler": "intersection", "sampler": "ancestral"})

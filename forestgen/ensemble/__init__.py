@@ -3,7 +3,8 @@
 from forestgen.ensemble.additive_energy import AdditiveEnergy, EnergyTrees
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.base import Ensembler
+from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.ensemble.mixture import MixtureEnsembler, segment_logsumexp
 
-__all__ = ["AdditiveEnergy", "EnergyTrees", "Ensembler", "MixtureEnsembler", "draw_weights",
-           "segment_logsumexp"]
+__all__ = ["AdditiveEnergy", "EnergyTrees", "Ensembler", "IntersectionEnsembler",
+           "MixtureEnsembler", "draw_weights", "segment_logsumexp"]

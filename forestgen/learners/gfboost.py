@@ -9,12 +9,12 @@ lowers the Bayes risk of telling the data from the uniform measure, summed over 
 that leaf (spec §2.3-2.5; :class:`~forestgen.splitters.bayes_risk.BayesRiskSplitter`).
 
 The fitted partition is compiled into one tree whose leaves are the cells
-(:func:`~forestgen.tree.cells.partition_tree`), with leaf weight ``R(C)`` and uniform leaves on the
-cell, so ``forest_``/``leaf_log_weight_``/``leaf_models_`` describe the model *exactly* and every
-shared query is exact: ``log_prob`` (NaN entries marginalised), ``sample`` (cell ∝ ``R(C)``, then
-uniform: the fast form of the paper's star-node sampler, spec §3.2), conditional sampling,
-``predict_proba``, ``impute``, ``to_torch``, ``save``/``load``. The individual trees are kept in
-``trees_``.
+(:class:`~forestgen.ensemble.intersection.IntersectionEnsembler`), with leaf weight ``R(C)`` and
+uniform leaves on the cell (``cell_uniform`` / ``uniform_levels``), so ``forest_``,
+``leaf_log_weight_`` and ``leaf_models_`` describe the model *exactly* and every shared query is
+exact: ``log_prob`` (NaN entries marginalised), ``sample`` (cell ∝ ``R(C)``, then uniform: the
+fast form of the paper's star-node sampler, spec §3.2), conditional sampling, ``predict_proba``,
+``impute``, ``to_torch``, ``save``/``load``. The individual trees are kept in ``trees_``.
 
 Measure convention of ``log_prob``: Lebesgue on continuous columns, counting on discrete ones
 (categorical, bool, ordinal integers); wide integer columns are numeric with each integer owning
@@ -33,12 +33,13 @@ import numpy as np
 
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
+from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.families import INTERSECTION
 from forestgen.learners.rfde import column_layout, fit_cell_leaves, root_box
 from forestgen.registry import register
 from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.cells import CellTable, partition_tree
+from forestgen.tree.cells import CellTable
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED
 from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
@@ -47,6 +48,7 @@ from forestgen.validation import (
     check_int,
     check_random_state,
     check_real,
+    seed_sequence,
 )
 
 
@@ -65,13 +67,16 @@ class GFBoost(GenerativeForest):
         ``"grid100"`` (100 evenly spaced thresholds, the reference code).
     max_candidates : cap on observed thresholds per column and leaf (default 255).
     min_rows : training weight each child of a split must receive (default 1).
-    progress : print a progress bar on stderr.
-    random_state : unused by training, which is deterministic (ties go to the lowest tree,
-        node and column); kept for the shared query defaults and presets.
+    missing : how a training row missing a split column is routed (spec §2.7):
+        ``"fractional"`` (default) splits it into two fragments weighted by the children's volume
+        shares, down to fragments of 1/8 of a row, which then go to one side at random with
+        that probability; ``"random_hard"`` (the reference code) always sends the whole row to
+        one side at random. See :class:`~forestgen.tree.cells.CellTable`.
+    progress : print a progress line on stderr.
+    random_state : seeds the random side of missing-value fragments; without missing values
+        training is deterministic (ties go to the lowest tree, node and column).
 
-    Missing values in training: a row missing a split column is split into two fractional
-    fragments weighted by the volume shares of the children (spec §2.7, deterministic variant).
-    Training is single-threaded and deterministic, so results do not depend on thread count.
+    Training is single-threaded, so results do not depend on the thread count.
     """
 
     model_family = INTERSECTION
@@ -81,7 +86,8 @@ class GFBoost(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 50, n_iter: int = 200, loss: str = "matusita",
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
-                 min_rows: float = 1.0, progress: bool = False, random_state: Any = None):
+                 min_rows: float = 1.0, missing: str = "fractional", progress: bool = False,
+                 random_state: Any = None):
         self.n_trees = n_trees
         self.n_iter = n_iter
         self.loss = loss
@@ -89,6 +95,7 @@ class GFBoost(GenerativeForest):
         self.candidates = candidates
         self.max_candidates = max_candidates
         self.min_rows = min_rows
+        self.missing = missing
         self.progress = progress
         self.random_state = random_state
 
@@ -100,6 +107,7 @@ class GFBoost(GenerativeForest):
         check_choice("candidates", self.candidates, CANDIDATES)
         check_int("max_candidates", self.max_candidates, 2)
         check_real("min_rows", self.min_rows, 0.0, low_open=True)
+        check_choice("missing", self.missing, ("fractional", "random_hard"))
         check_bool("progress", self.progress)
         check_random_state(self.random_state)
 
@@ -124,8 +132,11 @@ class GFBoost(GenerativeForest):
             [s.kind == "integer" and not s.is_discrete for s in schema.columns], bool)
         lo, hi = root_box(Z, schema)
         self.box_lo_, self.box_hi_ = lo, hi
+        seed = int(seed_sequence(self.random_state).generate_state(1, np.uint64)[0] >> 1)
         table = CellTable(Z, kind, nlev, nom_off, n_nom, integer, lo, hi, int(self.n_trees),
-                          int(self.n_iter), approx=self._approx)
+                          int(self.n_iter), approx=self._approx,
+                          min_fragment=1.0 / 8 if self.missing == "fractional" else np.inf,
+                          seed=seed)
         self.risk_path_ = self._boost(table, splitter)
         self.n_splits_ = len(self.risk_path_) - 1
         self._finish(table, schema, kind, nlev, nom_off)
@@ -144,10 +155,13 @@ class GFBoost(GenerativeForest):
             gain, j, thr, mask = splitter.best_split(table, node)
             if j < 0:
                 continue  # no admissible split: the leaf stays a leaf
+            cells = table.cells_of(node).copy()
+            before = splitter.risk(table.cR[cells], table.cU[cells])
             left, right = table.split(node, j, thr, mask)
             for child in (left, right):
                 heapq.heappush(heap, (-table.nR[child], t, child))
-            risk -= gain
+            cells = np.r_[table.cells_of(left), table.cells_of(right)]
+            risk += splitter.risk(table.cR[cells], table.cU[cells]) - before
             path.append(risk)
             if self.progress and (len(path) % 50 == 0 or len(path) > J):
                 print(f"\r{type(self).__name__} {len(path) - 1}/{J} splits, "
@@ -159,11 +173,9 @@ class GFBoost(GenerativeForest):
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
-        tree, leaf_cell = partition_tree(table)
-        self.forest_ = ForestArrays.from_trees([tree], n_levels)
-        R = table.R[leaf_cell]
-        with np.errstate(divide="ignore"):
-            self.leaf_log_weight_ = np.log(R / R.sum())
+        self.forest_, self.leaf_log_weight_, leaf_cell = IntersectionEnsembler().compile(
+            table, n_levels)
+        R = np.exp(self.leaf_log_weight_)
         self.leaf_models_ = fit_cell_leaves(schema, table.clo[leaf_cell], table.chi[leaf_cell],
                                             table.cmask[leaf_cell], nom_off, R * table.m_total)
         self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
@@ -289,6 +301,11 @@ class EOGT(GFBoost):
     """
 
     model_family = INTERSECTION
+
+    @property
+    def capabilities(self) -> frozenset:
+        """EOGT answers complete-row ``log_prob`` and ``sample`` only (no cell masses)."""
+        return frozenset({"log_prob", "sample"})
 
     method_name = "EOGT"
     _approx = True

@@ -6,7 +6,10 @@ Only cells holding training mass are kept (``|P⁺| ≤`` number of row fragment
 ``R(C)`` (fraction of the training weight), uniform mass ``U(C)`` (volume ratio to the root box),
 its leaf in every tree and its row fragments. A row with a missing value on a split column is
 split into two fragments weighted by the volume shares of the two children (spec §2.7, fractional
-variant), so masses stay exact and deterministic.
+variant); a fragment lighter than ``min_fragment`` (default 1/8 of a row) instead goes to one
+child, left with probability equal to that share, drawn from a hash of ``(seed, row, node)`` —
+so a row has at most ``2 / min_fragment`` fragments, masses are exact in expectation, and the
+result is deterministic. ``min_fragment=inf`` is the reference code's hard random assignment.
 
 Per tree node: box, data weight ``nR`` (row units) and the list of cells inside it (an inverted
 index), so splitting leaf ``λ`` costs ``O(rows in λ + cells in λ · T)``, independent of the rest of
@@ -33,8 +36,11 @@ class CellTable:
 
     def __init__(self, Z: np.ndarray, kind: np.ndarray, nlev: np.ndarray, nom_off: np.ndarray,
                  n_nom: int, integer: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_trees: int,
-                 max_splits: int, approx: bool = False):
+                 max_splits: int, approx: bool = False, min_fragment: float = 1.0 / 8,
+                 seed: int = 0):
         m, d = Z.shape
+        self.min_fragment = float(min_fragment)
+        self.seed = int(seed) % 2**63
         self.Z = np.ascontiguousarray(Z, np.float64)
         self.kind = np.asarray(kind, np.int64)
         self.nlev = np.asarray(nlev, np.int64)
@@ -139,8 +145,8 @@ class CellTable:
             o = self.nom_off[j]
             mask[o: o + len(left_levels)] = left_levels
         out = _apply_split(
-            node, j, float(thr), mask, self.approx, self.Z, self.kind, self.nom_off, self.nlev,
-            self.m_total, self.n_nodes, self.n_cells,
+            node, j, float(thr), mask, self.approx, self.min_fragment, self.seed, self.Z,
+            self.kind, self.nom_off, self.nlev, self.m_total, self.n_nodes, self.n_cells,
             self.nfeat, self.nthr, self.nleft, self.nright, self.ntree, self.nsplit, self.nlo,
             self.nhi, self.nmask, self.nR, self.clo, self.chi, self.cmask, self.cR, self.cU,
             self.cleaf, self.cf_start, self.cf_count, self.f_row, self.f_w, self.f_len,
@@ -189,6 +195,17 @@ def _ranges(start: np.ndarray, count: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
+def unit_hash(seed, a, b):
+    """A uniform number in [0, 1) determined by ``(seed, a, b)`` (splitmix64 finaliser)."""
+    z = np.uint64(seed) ^ (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)) ^ (
+        np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
 def _push(pool, pool_len, start, count, cap, node, value):
     """Append ``value`` to node's cell list (relocating it to the pool's end when full)."""
     if count[node] == cap[node]:
@@ -226,7 +243,8 @@ def _side_fraction(j, thr, mask, is_nom, off, k, lo, hi, cm, c):
 
 
 @njit(cache=True, nogil=True)
-def _apply_split(node, j, thr, mask, approx, Z, kind, nom_off, nlev, m_total, n_nodes, n_cells,
+def _apply_split(node, j, thr, mask, approx, min_frag, seed, Z, kind, nom_off, nlev, m_total,
+                 n_nodes, n_cells,
                  nfeat, nthr, nleft, nright, ntree, nsplit, nlo, nhi, nmask, nR,
                  clo, chi, cmask, cR, cU, cleaf, cf_start, cf_count, f_row, f_w, f_len,
                  lc_start, lc_count, lc_cap, lc_pool, lc_len):
@@ -305,8 +323,15 @@ def _apply_split(node, j, thr, mask, approx, Z, kind, nom_off, nlev, m_total, n_
             w = f_w[s]
             x = Z[r, j]
             if np.isnan(x):
-                a = w * f
-                b = w - a
+                if w >= min_frag:  # fractional: both children, by volume share
+                    a = w * f
+                    b = w - a
+                elif unit_hash(seed, r, node) < f:  # light fragment: one side at random
+                    a = w
+                    b = 0.0
+                else:
+                    a = 0.0
+                    b = w
             elif (mask[off + int(x)] == 1) if is_nom else (x <= thr):
                 a = w
                 b = 0.0

@@ -56,12 +56,13 @@ def exact_integral(m: GFBoost) -> float:
 @pytest.mark.parametrize("missing", [False, True])
 def test_density_integrates_to_one_on_mixed_domain(missing):
     df = mixed(missing=missing)
-    m = GFBoost(n_trees=4, n_iter=24).fit(df)
+    m = GFBoost(n_trees=4, n_iter=24, random_state=0).fit(df)
     assert m.schema_["n"].kind == "integer" and not m.schema_["n"].is_discrete
     assert exact_integral(m) == pytest.approx(1.0, abs=1e-9)
     assert np.exp(m.leaf_log_weight_).sum() == pytest.approx(1.0, abs=1e-12)
     assert m.n_cells_ <= len(df) * (2 if missing else 1)
-    assert np.isfinite(m.log_prob(mixed())).all()
+    if not missing:  # every training row lies in a cell holding mass
+        assert np.isfinite(m.log_prob(df)).all()
 
 
 def test_no_split_is_uniform_on_the_box():
@@ -225,3 +226,42 @@ def test_eogt_unsupported_queries_raise():
                  m.to_torch, lambda: m.sample(2, conditions={"b": True})):
         with pytest.raises(NotImplementedError, match="EOGT"):
             call()
+
+
+def test_grid100_candidates_and_thread_count():
+    import numba
+
+    df = mixed()
+    m = GFBoost(n_trees=3, n_iter=15, candidates="grid100").fit(df)
+    assert np.all(np.diff(m.risk_path_) <= 1e-12)
+    f = m.trees_
+    a = f.threshold[f.feature == 0]
+    lo, hi = m.box_lo_[0], m.box_hi_[0]
+    root_thr = f.threshold[f.roots[f.feature[f.roots] == 0]]
+    # a root split on the continuous column sits on the 100-point grid of the box
+    k = (root_thr - lo) / (hi - lo) * 101
+    assert np.allclose(k, np.round(k)) and len(a) > 0
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        lp1, s1 = m.log_prob(df), m.sample(50, random_state=3)
+        numba.set_num_threads(max(2, before))
+        lp2, s2 = m.log_prob(df), m.sample(50, random_state=3)
+    finally:
+        numba.set_num_threads(before)
+    assert np.array_equal(lp1, lp2)
+    pd.testing.assert_frame_equal(s1, s2)
+
+
+@pytest.mark.parametrize("missing", ["fractional", "random_hard"])
+def test_missing_values_in_training_keep_mass_and_monotone_risk(missing):
+    df = mixed(missing=True)
+    m = GFBoost(n_trees=4, n_iter=24, missing=missing, random_state=0).fit(df)
+    assert exact_integral(m) == pytest.approx(1.0, abs=1e-9)
+    path = np.asarray(m.risk_path_)
+    assert np.all(np.diff(path) <= 1e-12)
+    assert m.cell_risk() == pytest.approx(path[-1], abs=1e-10)
+    if missing == "random_hard":
+        assert m.n_cells_ <= len(df)  # one fragment per row
+    again = GFBoost(n_trees=4, n_iter=24, missing=missing, random_state=0).fit(df)
+    assert np.array_equal(again.log_prob(df), m.log_prob(df))
