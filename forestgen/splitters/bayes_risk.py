@@ -15,6 +15,9 @@ rows (half-way to the next integer on integer-coded columns) and the bounds of t
 on that column, strictly inside the leaf's interval; the score is concave between such
 breakpoints (spec §2.6), and more than ``max_candidates`` are thinned evenly by rank;
 ``"grid100"`` — 100 evenly spaced thresholds inside the leaf's interval (the reference code).
+On continuous columns no threshold comes closer than ``1e-6`` of the root range to the leaf's
+bounds, so a point mass (many equal values) gets a narrow cell of finite density rather than
+one of zero width.
 Nominal columns: every subset of the leaf's levels when it has at most 10, otherwise the
 singletons and the prefixes of the levels ordered by their empirical density in the leaf.
 """
@@ -95,7 +98,7 @@ class BayesRiskSplitter:
         ``(gain, column, threshold, left_levels)`` with ``column = -1`` if none exists."""
         t = table
         return _best_split(
-            node, t.Z, t.kind, t.nom_off, t.nlev, t.integer, t.m_total,
+            node, t.Z, t.kind, t.nom_off, t.nlev, t.integer, t.min_width, t.m_total,
             t.nlo, t.nhi, t.nmask, t.nR,
             t.lc_start, t.lc_count, t.lc_pool,
             t.clo, t.chi, t.cmask, t.cR, t.cU, t.cf_start, t.cf_count, t.f_row, t.f_w,
@@ -120,8 +123,10 @@ def _frac_ordered(theta, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _candidates(vals, cells, clo, chi, j, lo, hi, integer, mode, max_cand):
-    """Sorted unique thresholds strictly inside ``(lo, hi)``."""
+def _candidates(vals, cells, clo, chi, j, lo, hi, integer, mode, max_cand, min_width):
+    """Sorted unique thresholds at least ``min_width`` inside ``(lo, hi)``."""
+    lo = lo + min_width
+    hi = hi - min_width
     if mode == 1:
         if integer:
             a = math.floor(lo + 0.5) + 0.5
@@ -159,7 +164,7 @@ def _candidates(vals, cells, clo, chi, j, lo, hi, integer, mode, max_cand):
 
 
 @njit(cache=True, nogil=True)
-def _best_split(node, Z, kind, nom_off, nlev, integer, m_total, nlo, nhi, nmask, nR,
+def _best_split(node, Z, kind, nom_off, nlev, integer, min_width, m_total, nlo, nhi, nmask, nR,
                 lc_start, lc_count, lc_pool, clo, chi, cmask, cR, cU, cf_start, cf_count,
                 f_row, f_w, prior, loss, mode, max_cand, min_rows, approx, max_exh):
     d = Z.shape[1]
@@ -219,7 +224,8 @@ def _best_split(node, Z, kind, nom_off, nlev, integer, m_total, nlo, nhi, nmask,
         ov = ov[order]
         ow = ow[order]
         oc = oc[order]
-        theta = _candidates(ov, cells, clo, chi, j, lo, hi, integer[j], mode, max_cand)
+        theta = _candidates(ov, cells, clo, chi, j, lo, hi, integer[j], mode, max_cand,
+                            min_width[j])
         K = theta.shape[0]
         if K == 0:
             continue

@@ -46,6 +46,9 @@ class CellTable:
         self.nlev = np.asarray(nlev, np.int64)
         self.nom_off = np.asarray(nom_off, np.int64)
         self.integer = np.asarray(integer, np.bool_)
+        # narrowest side a continuous split may leave (point masses stay finite densities)
+        self.min_width = np.where(self.integer | (self.kind == KIND_NOMINAL), 0.0,
+                                  1e-6 * (np.asarray(hi, float) - np.asarray(lo, float)))
         self.approx = approx
         self.n_trees = int(n_trees)
         self.m_total = float(m)
