@@ -1,0 +1,270 @@
+"""``ForestImputer``: a scikit-learn transformer that fills missing cells from a forest's
+conditional distribution (MissARF, Golchian et al. 2025; ARF spec §3 for the queries).
+
+The imputer fits any forestgen learner that can condition (ARF by default, with leaves large
+enough for stable conditional means) on the incomplete training table itself, then fills each
+missing cell given the row's observed cells:
+
+* ``sample_posterior=False``: the conditional mean (numeric) / most probable level (discrete);
+* ``sample_posterior=True``: one exact draw from the conditional distribution;
+* :meth:`ForestImputer.multiple_imputation`: ``m`` completed tables of independent draws, for
+  analyses pooled with Rubin's rules (:func:`rubin_pool`). With ``bootstrap=True`` each table
+  comes from a model refitted on a bootstrap resample, which adds the model's own estimation
+  uncertainty to the between-imputation variance ("proper" imputation in Rubin's sense).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from forestgen.base import GenerativeForest
+
+__all__ = ["ForestImputer", "RubinResult", "rubin_pool"]
+
+INDICATOR_PREFIX = "missingindicator_"
+
+
+def default_learner() -> GenerativeForest:
+    """ARF(n_trees=20, min_node_size=30): leaves large enough for stable conditional moments
+    (``benchmarks/results/imputation.md``)."""
+    from forestgen.learners.arf import ARF
+
+    return ARF(n_trees=20, min_node_size=30)
+
+
+class ForestImputer(TransformerMixin, BaseEstimator):
+    """Impute missing values from a generative forest fitted on the incomplete data.
+
+    Parameters
+    ----------
+    learner : a forestgen learner (unfitted; it is cloned) whose ``impute`` conditions on the
+        observed cells; ``None``: ``ARF(n_trees=20, min_node_size=30)``.
+    sample_posterior : draw each missing cell from its conditional distribution instead of taking
+        the conditional mean / mode.
+    add_indicator : append one boolean column per feature that had missing values in ``fit``
+        (scikit-learn's ``MissingIndicator``, ``features="missing-only"``).
+    bootstrap : in :meth:`multiple_imputation`, refit the learner on a bootstrap resample of the
+        training rows for each completed table.
+    random_state : seeds the learner's fit and the posterior draws; the same seed gives the same
+        tables on every call.
+
+    Input may be a numeric array or a DataFrame of mixed columns (numeric, categorical, bool);
+    ``transform`` returns the same container (a DataFrame keeps its dtypes). ``NaN``/``None``
+    mark missing cells.
+    """
+
+    def __init__(self, learner: GenerativeForest | None = None, *, sample_posterior: bool = False,
+                 add_indicator: bool = False, bootstrap: bool = False, random_state: Any = None):
+        self.learner = learner
+        self.sample_posterior = sample_posterior
+        self.add_indicator = add_indicator
+        self.bootstrap = bootstrap
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ input handling
+    def _validate(self, X, reset: bool) -> tuple[pd.DataFrame | np.ndarray, bool]:
+        if isinstance(X, pd.DataFrame):
+            validate_data(self, X, reset=reset, skip_check_array=True)
+            return X, True
+        X = validate_data(self, X, reset=reset, dtype=None, ensure_all_finite="allow-nan",
+                          accept_sparse=False)
+        if X.dtype.kind in "biuf":
+            X = X.astype(np.float64)
+        return X, False
+
+    def _table(self, X: pd.DataFrame | np.ndarray, is_frame: bool) -> pd.DataFrame:
+        """The learner's view: a DataFrame with the fitted column labels."""
+        if is_frame:
+            return X
+        return pd.DataFrame(X, columns=range(X.shape[1]))
+
+    def _make_learner(self, seed: int) -> GenerativeForest:
+        base = default_learner() if self.learner is None else self.learner
+        if not hasattr(base, "impute") or not hasattr(base, "fit"):
+            raise TypeError(f"learner must be a forestgen learner with fit() and impute(), got "
+                            f"{type(base).__name__}")
+        model = clone(base)
+        if "random_state" in model.get_params():
+            model.set_params(random_state=seed)
+        return model
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None) -> ForestImputer:
+        """Fit the learner on ``X`` (missing cells allowed; they are marginalised in training)."""
+        X, is_frame = self._validate(X, reset=True)
+        if X.shape[0] < 2:
+            raise ValueError(f"ForestImputer needs at least 2 samples; got n_samples = "
+                             f"{X.shape[0]}")
+        table = self._table(X, is_frame)
+        missing = table.isna().to_numpy()
+        empty = np.flatnonzero(missing.all(axis=0))
+        if empty.size:
+            raise ValueError(f"column {table.columns[empty[0]]!r} is entirely missing; drop it "
+                             "before imputing")
+        rng = np.random.default_rng(self.random_state)
+        self._seed = int(rng.integers(2**31 - 1))
+        self.learner_ = self._make_learner(self._seed).fit(table)
+        self._train = table
+        self.indicator_features_ = np.flatnonzero(missing.any(axis=0))
+        self._is_frame = is_frame
+        return self
+
+    # ------------------------------------------------------------------ transform
+    def _impute(self, model: GenerativeForest, table: pd.DataFrame, sample: bool,
+                m: int, rng: np.random.Generator) -> list[pd.DataFrame]:
+        if not table.isna().to_numpy().any():
+            return [table.copy() for _ in range(m)]
+        unseen = _unseen_levels(model, table)
+        any_unseen = bool(unseen.to_numpy().any())
+        cond = table.mask(unseen) if any_unseen else table
+        if sample:
+            out = model.impute(cond, method="sample", n_imputations=m, random_state=rng)
+            out = [out] if m == 1 else list(out)
+        else:
+            out = [model.impute(cond, method="expectation")]
+        return [_restore(f, table, unseen) for f in out] if any_unseen else out
+
+    def _finish(self, filled: pd.DataFrame, X, is_frame: bool, missing: np.ndarray):
+        if is_frame:
+            out = filled
+            if self.add_indicator:
+                names = self.feature_names_in_ if hasattr(self, "feature_names_in_") else \
+                    [str(c) for c in X.columns]
+                ind = pd.DataFrame({f"{INDICATOR_PREFIX}{names[j]}": missing[:, j]
+                                    for j in self.indicator_features_}, index=X.index)
+                out = pd.concat([out, ind], axis=1)
+            return out
+        arr = filled.to_numpy(dtype=X.dtype) if X.dtype != object else filled.to_numpy()
+        if self.add_indicator:
+            ind = missing[:, self.indicator_features_]
+            arr = np.hstack([arr, ind.astype(arr.dtype if arr.dtype != object else object)])
+        return arr
+
+    def transform(self, X):
+        """``X`` with every missing cell imputed (plus indicator columns if ``add_indicator``)."""
+        check_is_fitted(self, "learner_")
+        X, is_frame = self._validate(X, reset=False)
+        table = self._table(X, is_frame)
+        missing = table.isna().to_numpy()
+        rng = np.random.default_rng(self._seed)
+        filled = self._impute(self.learner_, table, self.sample_posterior, 1, rng)[0]
+        return self._finish(filled, X, is_frame, missing)
+
+    def multiple_imputation(self, X, m: int = 5) -> list:
+        """``m`` completed copies of ``X``, each with an independent conditional draw per missing
+        cell (from one model refitted on a bootstrap resample per copy if ``bootstrap``)."""
+        check_is_fitted(self, "learner_")
+        if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
+            raise ValueError(f"m must be a positive integer, got {m!r}")
+        X, is_frame = self._validate(X, reset=False)
+        table = self._table(X, is_frame)
+        missing = table.isna().to_numpy()
+        rng = np.random.default_rng(self._seed)
+        if not self.bootstrap:
+            filled = self._impute(self.learner_, table, True, int(m), rng)
+        else:
+            filled = []
+            n = len(self._train)
+            for _ in range(int(m)):
+                idx = rng.integers(n, size=n)
+                boot = self._train.iloc[idx].reset_index(drop=True)
+                model = self._make_learner(int(rng.integers(2**31 - 1))).fit(boot)
+                filled += self._impute(model, table, True, 1, rng)
+        return [self._finish(f, X, is_frame, missing) for f in filled]
+
+    # ------------------------------------------------------------------ sklearn API
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Input feature names, then ``missingindicator_<name>`` per indicator column."""
+        check_is_fitted(self, "learner_")
+        if input_features is None:
+            if hasattr(self, "feature_names_in_"):
+                names = list(self.feature_names_in_)
+            else:
+                names = [f"x{j}" for j in range(self.n_features_in_)]
+        else:
+            names = [str(c) for c in input_features]
+            if len(names) != self.n_features_in_:
+                raise ValueError(f"input_features should have length equal to number of "
+                                 f"features ({self.n_features_in_}), got {len(names)}")
+            if hasattr(self, "feature_names_in_") and names != list(self.feature_names_in_):
+                raise ValueError("input_features is not equal to feature_names_in_")
+        if self.add_indicator:
+            names += [f"{INDICATOR_PREFIX}{names[j]}" for j in self.indicator_features_]
+        return np.asarray(names, dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.non_deterministic = bool(self.sample_posterior)
+        return tags
+
+
+def _unseen_levels(model: GenerativeForest, table: pd.DataFrame) -> pd.DataFrame:
+    """Observed cells holding a level the model never saw: they cannot be conditioned on, so
+    they are marginalised for the imputation of the row's other cells and kept as they are."""
+    schema = model.schema_
+    Z = model.encoder_.transform(table)
+    k = np.where(schema.discrete_mask, schema.n_levels, -1)
+    return pd.DataFrame(Z == k[None, :], index=table.index, columns=table.columns)
+
+
+def _restore(filled: pd.DataFrame, table: pd.DataFrame, unseen: pd.DataFrame) -> pd.DataFrame:
+    out = filled.copy()
+    for j in np.flatnonzero(unseen.to_numpy().any(axis=0)):
+        col = out.iloc[:, j].astype(object).to_numpy().copy()
+        rows = unseen.iloc[:, j].to_numpy()
+        col[rows] = table.iloc[:, j].astype(object).to_numpy()[rows]
+        try:
+            out.isetitem(j, pd.Series(col, index=out.index).astype(table.iloc[:, j].dtype))
+        except (TypeError, ValueError):
+            out.isetitem(j, pd.Series(col, index=out.index).infer_objects())
+    return out
+
+
+# ---------------------------------------------------------------------- Rubin's rules
+
+
+class RubinResult(dict):
+    """Pooled estimates: keys ``estimate``, ``se``, ``df``, ``ci_low``, ``ci_high``,
+    ``within``, ``between`` (arrays, one entry per parameter) and ``m``."""
+
+
+def rubin_pool(estimates, variances, df_complete: float | None = None,
+               level: float = 0.95) -> RubinResult:
+    """Pool ``m`` point estimates ``[m, p]`` and their squared standard errors ``[m, p]`` with
+    Rubin's rules (Rubin 1987): total variance ``T = W + (1 + 1/m) B``; Student-t intervals with
+    the Barnard-Rubin (1999) small-sample degrees of freedom when ``df_complete`` is given,
+    otherwise Rubin's large-sample ``(m - 1) / lambda^2``."""
+    from scipy import stats
+
+    Q = np.atleast_2d(np.asarray(estimates, dtype=float))
+    U = np.atleast_2d(np.asarray(variances, dtype=float))
+    if Q.shape != U.shape:
+        raise ValueError(f"estimates {Q.shape} and variances {U.shape} must have the same shape")
+    m = Q.shape[0]
+    if m < 2:
+        raise ValueError(f"Rubin's rules need at least 2 imputations, got m = {m}")
+    qbar = Q.mean(axis=0)
+    W = U.mean(axis=0)
+    B = Q.var(axis=0, ddof=1)
+    T = W + (1 + 1 / m) * B
+    lam = np.where(T > 0, (1 + 1 / m) * B / np.where(T > 0, T, 1), 0.0)
+    with np.errstate(divide="ignore"):
+        df_old = np.where(lam > 0, (m - 1) / np.maximum(lam, 1e-300) ** 2, np.inf)
+    if df_complete is None:
+        df = df_old
+    else:
+        df_obs = (df_complete + 1) / (df_complete + 3) * df_complete * (1 - lam)
+        df = np.where(np.isfinite(df_old), 1 / (1 / df_old + 1 / np.maximum(df_obs, 1e-300)),
+                      df_obs)
+    se = np.sqrt(T)
+    t = stats.t.ppf(0.5 + level / 2, df)
+    return RubinResult(estimate=qbar, se=se, df=df, ci_low=qbar - t * se, ci_high=qbar + t * se,
+                       within=W, between=B, m=m)
