@@ -31,6 +31,12 @@ from forestgen.metrics.fidelity import (
 )
 from forestgen.metrics.privacy import DCRResult, dcr
 from forestgen.metrics.report import QualityReport, report
+from forestgen.metrics.sdmetrics_scores import (
+    SDMetricsScores,
+    column_pair_trends,
+    column_shapes,
+    sdmetrics_quality,
+)
 from forestgen.metrics.transport import ground_cost, ot_cost
 from forestgen.metrics.utility import TSTRResult, tstr
 
@@ -42,11 +48,14 @@ __all__ = [
     "LogLikelihoodResult",
     "NNPrecisionRecall",
     "QualityReport",
+    "SDMetricsScores",
     "SmallSampleWarning",
     "TSTRResult",
     "alpha_precision_beta_recall",
     "association_gap",
     "c2st",
+    "column_pair_trends",
+    "column_shapes",
     "dcr",
     "energy_distance",
     "ground_cost",
@@ -57,6 +66,7 @@ __all__ = [
     "nn_precision_recall",
     "ot_cost",
     "report",
+    "sdmetrics_quality",
     "sliced_wasserstein",
     "tstr",
 ]

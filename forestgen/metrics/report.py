@@ -36,12 +36,13 @@ from forestgen.metrics.fidelity import (
     sliced_wasserstein,
 )
 from forestgen.metrics.privacy import DCRResult, dcr
+from forestgen.metrics.sdmetrics_scores import sdmetrics_quality
 from forestgen.metrics.utility import TSTRResult, tstr
 
 __all__ = ["ALL_METRICS", "QualityReport", "report"]
 
-ALL_METRICS = ("marginals", "association", "c2st", "mmd", "energy", "sliced_wasserstein",
-               "alpha_precision", "nn_precision_recall", "tstr", "dcr")
+ALL_METRICS = ("marginals", "association", "sdmetrics", "c2st", "mmd", "energy",
+               "sliced_wasserstein", "alpha_precision", "nn_precision_recall", "tstr", "dcr")
 
 _IDEAL = {
     "ks": 0.0, "tv": 0.0, "ks_mean": 0.0, "tv_mean": 0.0, "association_gap_mean": 0.0,
@@ -49,7 +50,9 @@ _IDEAL = {
     "c2st_auc_ci_high": 0.5, "c2st_accuracy": 0.5, "mmd2": 0.0, "energy_distance": 0.0,
     "sliced_wasserstein": 0.0, "alpha_precision_delta": 1.0, "beta_recall_delta": 1.0,
     "authenticity": np.nan, "nn_precision": np.nan, "nn_recall": np.nan,
-    "dcr_share_closer_to_train": 0.5, "dcr_share_below_holdout_p5": 0.05, "copying_flag": 0.0,
+    "sdmetrics_column_shapes": 1.0, "sdmetrics_column_pair_trends": 1.0,
+    "sdmetrics_overall": 1.0, "dcr_share_closer_to_train": 0.5,
+    "dcr_share_below_holdout_p5": 0.05, "copying_flag": 0.0,
 }
 
 
@@ -105,6 +108,11 @@ class QualityReport:
         fid += [f"MMD^2 {g('mmd2'):.4f}", f"energy {g('energy_distance'):.4f}",
                 f"SW {g('sliced_wasserstein'):.4f}"]
         lines.append("  fidelity : " + " | ".join(s for s in fid if "nan" not in s))
+        sdm = [f"overall {g('sdmetrics_overall'):.3f}",
+               f"Column Shapes {g('sdmetrics_column_shapes'):.3f}",
+               f"Column Pair Trends {g('sdmetrics_column_pair_trends'):.3f}"]
+        if any("nan" not in s for s in sdm):
+            lines.append("  SDMetrics: " + " | ".join(s for s in sdm if "nan" not in s))
         cov = [f"alpha-precision {g('alpha_precision_delta'):.3f}",
                f"beta-recall {g('beta_recall_delta'):.3f}",
                f"authenticity {g('authenticity'):.3f}",
@@ -406,6 +414,11 @@ def report(real: object, synthetic: object, holdout: object | None = None,
             real, synthetic, max_rows=20000, random_state=seed, kinds=kinds))
         add("fidelity", "association_gap_mean", assoc.gap)
         add("fidelity", "association_gap_max", assoc.max_gap)
+    if "sdmetrics" in chosen:
+        sdm = timed("sdmetrics", lambda: sdmetrics_quality(real, synthetic))
+        add("fidelity", "sdmetrics_column_shapes", sdm.column_shapes)
+        add("fidelity", "sdmetrics_column_pair_trends", sdm.column_pair_trends)
+        add("fidelity", "sdmetrics_overall", sdm.overall)
     if "c2st" in chosen:
         c2 = timed("c2st", lambda: c2st(real, synthetic, max_rows=c2st_rows,
                                         random_state=seed, kinds=kinds,
