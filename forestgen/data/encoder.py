@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as pdt
 
+from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
 from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_python_scalar
 
 __all__ = ["TableEncoder", "infer_kind"]
@@ -326,13 +327,15 @@ class TableEncoder:
     Parameters
     ----------
     kinds:
-        Optional per-column kind overrides, keyed by column label.
+        Optional per-column kind overrides keyed by column label, or SDV-style metadata
+        (a ``{"columns": {...}}`` dict, or column → column-dict entries; see
+        :mod:`forestgen.data.metadata`) whose declarations the encoder checks and enforces.
     max_ordinal_levels:
         Integer columns with at most this many distinct values are encoded as ordered levels.
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:
-        self.kinds = dict(kinds) if kinds else {}
+        self.kinds, self.metadata = split_kinds(kinds)
         self.max_ordinal_levels = int(max_ordinal_levels)
         self.schema: Schema | None = None
         self._level_index: list[pd.Index | None] = []
@@ -368,6 +371,9 @@ class TableEncoder:
             raise ValueError(f"cannot fit on an empty table of shape {df.shape}")
         _check_duplicates(df)
         names = [to_python_scalar(c) for c in df.columns]
+        for key in self.metadata:
+            if key not in names:
+                raise ValueError(f"metadata for unknown column {key!r}")
         for key, kind in self.kinds.items():
             if key not in names:
                 raise ValueError(f"kinds override for unknown column {key!r}")
@@ -375,22 +381,32 @@ class TableEncoder:
                 raise ValueError(
                     f"invalid kind {kind!r} for column {key!r}; expected one of {KINDS}"
                 )
-        specs = [
-            _fit_column(df.iloc[:, j], self._override(names[j]), self.max_ordinal_levels)
-            for j in range(df.shape[1])
-        ]
+        specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
         self._prepare()
         return self
 
-    def _override(self, name: Any) -> str | None:
-        for key, kind in self.kinds.items():
+    def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
+        entry = self._lookup(self.metadata, name)
+        if entry is None:
+            return _fit_column(series, self._override(name), self.max_ordinal_levels)
+        kind = kind_for(series, entry, infer_kind(series))
+        spec = _fit_column(series, kind, self.max_ordinal_levels)
+        return apply_column_metadata(spec, series, entry)
+
+    @staticmethod
+    def _lookup(table: dict, name: Any) -> Any:
+        """Entry of ``table`` for column ``name`` (same label type first, then any equal)."""
+        for key, value in table.items():
             if key == name and type(to_python_scalar(key)) is type(name):
-                return kind
-        for key, kind in self.kinds.items():
+                return value
+        for key, value in table.items():
             if key == name:
-                return kind
+                return value
         return None
+
+    def _override(self, name: Any) -> str | None:
+        return self._lookup(self.kinds, name)
 
     # ------------------------------------------------------------------ transform
     def _columns_of(self, X: Any) -> list[pd.Series]:
@@ -488,9 +504,10 @@ class TableEncoder:
         schema = self._require_schema()
         if _is_tensor(Z):
             Z = Z.detach().cpu().numpy()
-        Z = np.asarray(Z, dtype=np.float64)
+        Z = np.array(Z, dtype=np.float64)
         if Z.ndim != 2 or Z.shape[1] != schema.d:
             raise ValueError(f"expected an array of shape (n, {schema.d}), got {Z.shape}")
+        constrain(Z, schema)
         data = {
             j: pd.Series(self._decode(Z[:, j], spec), copy=False)
             for j, spec in enumerate(schema.columns)

@@ -62,7 +62,10 @@ class ColumnSpec:
 
     ``categories`` holds the original level values in code order for discrete columns
     (categorical, bool, binary and ordinal integers). ``lower``/``upper`` are the observed
-    range in encoded units (``0`` and ``n_levels - 1`` for discrete columns).
+    range in encoded units (``0`` and ``n_levels - 1`` for discrete columns). ``ordinal`` marks
+    ordered levels (integers coded as levels, or a categorical declared ordinal: its codes
+    follow the declared order). ``range_min``/``range_max`` and ``nullable`` are declared
+    constraints (:mod:`forestgen.data.metadata`) that decoded values always satisfy.
     """
 
     name: Any
@@ -74,6 +77,9 @@ class ColumnSpec:
     upper: float = math.nan
     decimals: int | None = None
     has_missing: bool = False
+    range_min: float = -math.inf
+    range_max: float = math.inf
+    nullable: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -94,7 +100,7 @@ class ColumnSpec:
     @property
     def is_nominal(self) -> bool:
         """True for unordered categorical columns with more than two levels."""
-        return self.kind == "categorical" and self.n_levels > 2
+        return self.kind == "categorical" and self.n_levels > 2 and not self.ordinal
 
     def to_dict(self) -> dict:
         """JSON-serialisable representation (label types are preserved)."""
@@ -110,6 +116,9 @@ class ColumnSpec:
             "upper": _float_to_json(self.upper),
             "decimals": None if self.decimals is None else int(self.decimals),
             "has_missing": bool(self.has_missing),
+            "range_min": _float_to_json(self.range_min),
+            "range_max": _float_to_json(self.range_max),
+            "nullable": bool(self.nullable),
         }
 
     @classmethod
@@ -126,6 +135,9 @@ class ColumnSpec:
             upper=float(d.get("upper", math.nan)),
             decimals=d.get("decimals"),
             has_missing=bool(d.get("has_missing", False)),
+            range_min=float(d.get("range_min", -math.inf)),
+            range_max=float(d.get("range_max", math.inf)),
+            nullable=bool(d.get("nullable", True)),
         )
 
 

@@ -215,7 +215,7 @@ def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> Non
                              f"level")
         _put_set(ev, i, j, k, mask)
     elif isinstance(value, tuple):
-        if spec.is_discrete and not spec.ordinal:
+        if spec.is_discrete and not (spec.ordinal and spec.kind == "integer"):
             raise ValueError(f"column {spec.name!r} is {spec.kind}; intervals need a numeric or "
                              f"ordinal-integer column (use a level set instead)")
         low, high = _bounds(spec, value)

@@ -1,0 +1,222 @@
+"""SDV-style table metadata as a plain dict (no SDV import): declare column types and
+constraints, and export a fitted schema in the same form.
+
+Accepted form (SDV's single-table layout plus constraint keys)::
+
+    {"columns": {
+        "age":    {"sdtype": "numerical", "range_min": 17, "range_max": 90,
+                   "decimal_places": 0, "nullable": False},
+        "income": {"sdtype": "numerical", "range_min": 0.0, "decimal_places": 2},
+        "sex":    {"sdtype": "categorical", "values": ["F", "M"]},
+        "grade":  {"sdtype": "ordinal", "values": ["low", "mid", "high"]},  # in order
+        "member": {"sdtype": "boolean"},
+     },
+     "METADATA_SPEC_VERSION": "SINGLE_TABLE_V1"}
+
+Pass it wherever a learner takes ``kinds`` (``ARF().fit(df, kinds=metadata)``) or to
+:class:`~forestgen.data.TableEncoder`. Columns the dict does not name are inferred as usual.
+Training data that break a declaration raise a ``ValueError`` naming the column. The fitted
+model then keeps every decoded value inside ``[range_min, range_max]`` (values are clipped,
+then rounded to ``decimal_places`` on the grid inside the range), draws only declared levels
+(declared but unseen levels have probability zero) and never emits a missing value in a column
+declared ``nullable: False``.
+
+``datetime`` columns are not supported yet (the data layer has no datetime kind) and raise
+``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as pdt
+
+from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
+
+__all__ = ["SDTYPES", "apply_column_metadata", "constrain", "kind_for", "split_kinds",
+           "to_metadata"]
+
+SDTYPES = ("numerical", "categorical", "boolean", "datetime", "ordinal")
+_TABLE_KEYS = {"METADATA_SPEC_VERSION", "primary_key", "alternate_keys", "sequence_key",
+               "sequence_index", "column_relationships", "relationships", "tables"}
+_COLUMN_KEYS = {"sdtype", "range_min", "range_max", "values", "nullable", "decimal_places",
+                "computer_representation", "datetime_format", "pii", "order_by"}
+
+
+def split_kinds(kinds: dict | None) -> tuple[dict, dict]:
+    """Split a ``kinds`` argument into plain kind overrides and per-column metadata entries.
+
+    ``kinds`` may map column → kind name, column → SDV column dict, or be a whole SDV metadata
+    dict (``{"columns": {...}, ...}``), possibly with extra column → kind entries beside it.
+    """
+    if not kinds:
+        return {}, {}
+    entries = dict(kinds)
+    if isinstance(entries.get("columns"), dict):
+        cols = entries.pop("columns")
+        entries = {k: v for k, v in entries.items() if k not in _TABLE_KEYS}
+        entries = {**cols, **entries}
+    plain, meta = {}, {}
+    for name, v in entries.items():
+        if isinstance(v, dict):
+            meta[name] = _validate_entry(name, v)
+        else:
+            plain[name] = v
+    return plain, meta
+
+
+def _validate_entry(name: Any, entry: dict) -> dict:
+    sdtype = entry.get("sdtype")
+    if sdtype not in SDTYPES:
+        raise ValueError(f"column {name!r}: sdtype must be one of {SDTYPES}, got {sdtype!r}")
+    unknown = sorted(set(entry) - _COLUMN_KEYS)
+    if unknown:
+        raise ValueError(f"column {name!r}: unknown metadata key(s) {unknown}")
+    if sdtype == "datetime":
+        raise NotImplementedError(f"column {name!r}: sdtype 'datetime' is not supported by the "
+                                  "data layer yet")
+    if sdtype == "ordinal" and not entry.get("values"):
+        raise ValueError(f"column {name!r}: an ordinal column needs its ordered 'values'")
+    numeric_keys = [k for k in ("range_min", "range_max", "decimal_places") if k in entry]
+    if numeric_keys and sdtype != "numerical":
+        raise ValueError(f"column {name!r}: {numeric_keys[0]!r} applies to numerical columns, "
+                         f"not {sdtype!r}")
+    if "values" in entry and sdtype == "numerical":
+        raise ValueError(f"column {name!r}: 'values' applies to categorical/ordinal/boolean "
+                         "columns")
+    lo, hi = entry.get("range_min"), entry.get("range_max")
+    for key, v in (("range_min", lo), ("range_max", hi)):
+        if v is not None and not (isinstance(v, (int, float, np.integer, np.floating))
+                                  and math.isfinite(float(v))):
+            raise ValueError(f"column {name!r}: {key} must be a finite number, got {v!r}")
+    if lo is not None and hi is not None and float(lo) > float(hi):
+        raise ValueError(f"column {name!r}: range_min {lo} > range_max {hi}")
+    dp = entry.get("decimal_places")
+    if dp is not None and (not isinstance(dp, (int, np.integer)) or isinstance(dp, bool)
+                           or not 0 <= dp <= 15):
+        raise ValueError(f"column {name!r}: decimal_places must be an integer in [0, 15], "
+                         f"got {dp!r}")
+    values = entry.get("values")
+    if values is not None and len(set(map(_key, values))) != len(values):
+        raise ValueError(f"column {name!r}: 'values' has duplicates")
+    return entry
+
+
+def _key(v: Any) -> Any:
+    v = to_python_scalar(v)
+    return (type(v).__name__, v) if isinstance(v, bool) else v
+
+
+def kind_for(series: pd.Series, entry: dict, inferred: str) -> str:
+    """The encoder kind that implements an sdtype for this column (``inferred``: the kind the
+    encoder would infer)."""
+    sdtype = entry["sdtype"]
+    if sdtype == "numerical":
+        if not (pdt.is_numeric_dtype(series.dtype) and not pdt.is_bool_dtype(series.dtype)):
+            raise ValueError(f"column {series.name!r} of dtype {series.dtype} cannot be "
+                             "sdtype 'numerical'")
+        return "integer" if pdt.is_integer_dtype(series.dtype) else "continuous"
+    if sdtype == "boolean":
+        return "bool"
+    if sdtype == "categorical" and inferred in ("binary", "bool"):
+        return inferred
+    return "categorical"
+
+
+def apply_column_metadata(spec: ColumnSpec, series: pd.Series, entry: dict) -> ColumnSpec:
+    """Check the training column against its declaration and record the declaration in the
+    column's spec (declared levels, order, range, decimals, nullability)."""
+    name = spec.name
+    missing = series.isna().to_numpy()
+    if entry.get("nullable") is False and missing.any():
+        raise ValueError(f"column {name!r} is declared nullable=False but has "
+                         f"{int(missing.sum())} missing value(s)")
+    if entry["sdtype"] == "numerical":
+        v = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        obs = v[~missing]
+        lo, hi = entry.get("range_min"), entry.get("range_max")
+        if lo is not None and (obs < float(lo)).any():
+            raise ValueError(f"column {name!r}: value {float(obs[obs < float(lo)][0])!r} is below "
+                             f"range_min {lo}")
+        if hi is not None and (obs > float(hi)).any():
+            raise ValueError(f"column {name!r}: value {float(obs[obs > float(hi)][0])!r} is above "
+                             f"range_max {hi}")
+        dp = entry.get("decimal_places")
+        if dp is not None:
+            bad = np.abs(np.round(obs, dp) - obs) > 4 * np.spacing(np.abs(obs))
+            if bad.any():
+                raise ValueError(f"column {name!r}: value {float(obs[bad][0])!r} has more than "
+                                 f"{dp} decimal places")
+            spec.decimals = int(dp)
+        spec.range_min = -math.inf if lo is None else float(lo)
+        spec.range_max = math.inf if hi is None else float(hi)
+    else:
+        values = entry.get("values")
+        if entry["sdtype"] == "boolean":
+            values = [False, True] if values is None else values
+        if values is not None:
+            declared = [to_python_scalar(x) for x in values]
+            keys = {_key(x) for x in declared}
+            seen = pd.unique(series.dropna().astype(object).to_numpy())
+            extra = [x for x in seen if _key(x) not in keys]
+            if extra:
+                raise ValueError(f"column {name!r}: value {to_python_scalar(extra[0])!r} is not "
+                                 f"among the declared values {declared}")
+            if spec.kind != "bool":
+                spec.categories = declared
+            spec.upper = float(len(spec.categories) - 1)
+        spec.ordinal = entry["sdtype"] == "ordinal"
+    spec.nullable = entry.get("nullable", True) is not False
+    return spec
+
+
+def constrain(Z: np.ndarray, schema: Schema) -> np.ndarray:
+    """Clip encoded numeric columns into their declared ranges, on the grid of their declared
+    decimals (in place; returns ``Z``). Missing entries stay missing."""
+    for j, spec in enumerate(schema.columns):
+        if spec.is_discrete:
+            continue
+        lo, hi = spec.range_min, spec.range_max
+        if spec.decimals is not None:
+            scale = 10.0 ** spec.decimals
+            if math.isfinite(lo):
+                lo = math.ceil(round(lo * scale, 6)) / scale
+            if math.isfinite(hi):
+                hi = math.floor(round(hi * scale, 6)) / scale
+        if math.isfinite(lo) or math.isfinite(hi):
+            np.clip(Z[:, j], lo, hi, out=Z[:, j])
+    return Z
+
+
+def to_metadata(schema_or_model: Any) -> dict:
+    """The schema of a fitted model (or a :class:`Schema`) as SDV-style metadata: sdtype,
+    levels, range (declared, else observed), decimal places and nullability (``False`` when
+    the training column had no missing value) per column. Fitting on the same data with this
+    dict reproduces the schema's kinds, levels, ranges and decimals."""
+    schema = schema_or_model if isinstance(schema_or_model, Schema) else schema_or_model.schema_
+    cols: dict = {}
+    for spec in schema.columns:
+        if spec.kind == "bool":
+            entry: dict = {"sdtype": "boolean"}
+        elif spec.kind in ("categorical", "binary"):
+            entry = {"sdtype": "ordinal" if spec.ordinal else "categorical",
+                     "values": list(spec.categories or [])}
+        else:
+            if spec.is_discrete:  # integer coded as its observed levels
+                lo, hi = min(spec.categories), max(spec.categories)
+            else:
+                lo, hi = spec.lower, spec.upper
+            entry = {"sdtype": "numerical",
+                     "range_min": to_python_scalar(spec.range_min if math.isfinite(spec.range_min)
+                                                   else lo),
+                     "range_max": to_python_scalar(spec.range_max if math.isfinite(spec.range_max)
+                                                   else hi),
+                     "computer_representation": "Int64" if spec.kind == "integer" else "Float"}
+            if spec.decimals is not None:
+                entry["decimal_places"] = int(spec.decimals)
+        entry["nullable"] = bool(spec.has_missing)
+        cols[spec.name] = entry
+    return {"columns": cols, "METADATA_SPEC_VERSION": "SINGLE_TABLE_V1"}

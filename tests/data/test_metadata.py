@@ -1,0 +1,180 @@
+"""SDV-style metadata: declarations are checked on the training data, enforced on every
+learner's samples, and the inferred schema exports in the same form."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forestgen import registry
+from forestgen.base import GenerativeForest
+from forestgen.data import TableEncoder
+from forestgen.data.metadata import to_metadata
+
+N_SAMPLES = 100_000
+
+#: small, fast settings per learner; a learner missing here is built with its defaults
+FAST = {
+    "arf": {"n_trees": 5},
+    "def": {"n_trees": 5, "max_leaves": 32},
+    "rfde": {"n_trees": 5, "depth": 4},
+    "gef": {"n_trees": 5},
+}
+
+META = {
+    "columns": {
+        # non-negative and bounded, with mass at both bounds: unbounded leaves spill over them
+        "amount": {"sdtype": "numerical", "range_min": 0.0, "range_max": 50.0,
+                   "decimal_places": 2, "nullable": False},
+        "score": {"sdtype": "numerical", "range_min": -3.5, "range_max": 3.5,
+                  "decimal_places": 1},
+        "count": {"sdtype": "numerical", "range_min": 0, "range_max": 400},
+        "colour": {"sdtype": "categorical", "values": ["red", "green", "blue", "violet"]},
+        "grade": {"sdtype": "ordinal", "values": ["low", "mid", "high"]},
+        "member": {"sdtype": "boolean"},
+        "label": {"sdtype": "categorical"},
+    },
+    "METADATA_SPEC_VERSION": "SINGLE_TABLE_V1",
+}
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    n = 800
+    z = rng.normal(size=n)
+    df = pd.DataFrame({
+        "amount": np.clip(np.round(np.exp(1 + z), 2), 0.0, 50.0),
+        "score": np.round(np.clip(z + 0.3 * rng.normal(size=n), -3.5, 3.5), 1),
+        "count": rng.integers(0, 400, n),
+        "colour": rng.choice(["red", "green", "blue"], n),
+        "grade": rng.choice(["low", "mid", "high"], n),
+        "member": rng.random(n) < 0.4,
+        "label": np.where(z > 0, "pos", "neg"),
+    })
+    df.loc[rng.random(n) < 0.05, "score"] = np.nan
+    df.loc[:30, "amount"] = 0.0
+    return df
+
+
+def _fit(name: str, table: pd.DataFrame, kinds) -> GenerativeForest:
+    cls = registry.get("learner", name)
+    model = cls(**FAST.get(name, {}), random_state=0)
+    if name == "gef":
+        return model.fit(table, target="label", kinds=kinds)
+    return model.fit(table, kinds=kinds)
+
+
+@pytest.mark.parametrize("name", registry.available("learner"))
+def test_declared_ranges_levels_and_decimals_hold_for_100k_samples(name, table):
+    model = _fit(name, table, META)
+    s = model.sample(N_SAMPLES, random_state=1)
+    assert len(s) == N_SAMPLES
+    for col, entry in META["columns"].items():
+        v = s[col]
+        if entry["sdtype"] == "numerical":
+            x = v.to_numpy(dtype=float, na_value=np.nan)
+            x = x[~np.isnan(x)]
+            assert x.min() >= entry["range_min"] and x.max() <= entry["range_max"], col
+            if "decimal_places" in entry:
+                assert (np.round(x, entry["decimal_places"]) == x).all(), col
+        elif "values" in entry:
+            assert set(v.dropna()) <= set(entry["values"]), col
+    assert not s["amount"].isna().any()  # nullable=False
+    assert set(s["member"].dropna()) <= {False, True}
+
+
+def test_without_metadata_arf_samples_leave_the_range(table):
+    """The enforcement is what keeps the samples inside: unconstrained leaves spill over."""
+    model = _fit("arf", table, None)
+    x = model.sample(N_SAMPLES, random_state=1)["amount"].to_numpy(float)
+    assert x.min() < 0.0
+
+
+def test_ordinal_order_and_unseen_declared_level(table):
+    enc = TableEncoder(kinds=META).fit(table)
+    grade, colour = enc.schema["grade"], enc.schema["colour"]
+    assert grade.categories == ["low", "mid", "high"] and grade.ordinal
+    assert not grade.is_nominal and colour.is_nominal
+    assert colour.categories == ["red", "green", "blue", "violet"]
+    np.testing.assert_array_equal(enc.transform(table)[:5, 4],
+                                  table["grade"].map({"low": 0, "mid": 1, "high": 2})[:5])
+
+
+def test_conditional_samples_and_imputations_respect_the_range(table):
+    model = _fit("arf", table, META)
+    cond = model.sample(5000, conditions={"label": "pos"}, random_state=2)
+    assert cond["amount"].min() >= 0.0 and cond["amount"].max() <= 50.0
+    holes = table.copy()
+    holes.loc[:200, "score"] = np.nan
+    out = model.impute(holes, method="sample", random_state=3)
+    assert out["score"].between(-3.5, 3.5).all()
+
+
+def test_export_roundtrip_reproduces_the_schema(table):
+    enc = TableEncoder().fit(table)
+    meta = to_metadata(enc.schema)
+    json.dumps(meta)  # plain JSON
+    assert meta["columns"]["member"] == {"sdtype": "boolean", "nullable": False}
+    assert meta["columns"]["score"]["nullable"] is True
+    assert meta["columns"]["amount"]["range_min"] == 0.0
+    assert meta["columns"]["amount"]["decimal_places"] == 2
+    again = TableEncoder(kinds=meta).fit(table).schema
+    for a, b in zip(enc.schema.columns, again.columns):
+        assert (a.kind, a.categories, a.decimals, a.lower, a.upper, a.is_discrete) == \
+            (b.kind, b.categories, b.decimals, b.lower, b.upper, b.is_discrete), a.name
+
+
+def test_model_exports_metadata_and_persists_constraints(table, tmp_path):
+    model = _fit("arf", table, META)
+    meta = to_metadata(model)
+    assert meta["columns"]["grade"] == {"sdtype": "ordinal", "values": ["low", "mid", "high"],
+                                        "nullable": False}
+    assert meta["columns"]["count"]["range_max"] == 400
+    loaded = GenerativeForest.load(model.save(tmp_path / "m.forestgen"))
+    x = loaded.sample(20_000, random_state=0)["amount"].to_numpy(float)
+    assert x.min() >= 0.0 and (np.round(x, 2) == x).all()
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"sdtype": "numerical", "range_min": 1.0}, "value 0.0 is below range_min 1.0"),
+    ({"sdtype": "numerical", "range_max": 10.0}, "above range_max 10.0"),
+    ({"sdtype": "numerical", "decimal_places": 1}, "more than 1 decimal places"),
+    ({"sdtype": "numerical", "nullable": False, "range_min": 0}, None),
+    ({"sdtype": "categorical", "values": [1.0]}, "not among the declared values"),
+    ({"sdtype": "ordinal"}, "needs its ordered 'values'"),
+    ({"sdtype": "text"}, "sdtype must be one of"),
+    ({"sdtype": "numerical", "values": [1]}, "'values' applies to"),
+    ({"sdtype": "categorical", "range_min": 0}, "applies to numerical columns"),
+    ({"sdtype": "numerical", "range_min": 5, "range_max": 1}, "range_min 5 > range_max 1"),
+    ({"sdtype": "numerical", "colour": 1}, "unknown metadata key"),
+])
+def test_bad_declarations_name_the_column(table, entry, message):
+    meta = {"columns": {"amount": entry}}
+    if message is None:
+        TableEncoder(kinds=meta).fit(table)
+        return
+    with pytest.raises(ValueError, match="column 'amount'") as err:
+        TableEncoder(kinds=meta).fit(table)
+    assert message in str(err.value)
+
+
+def test_nullable_false_rejects_missing_training_values(table):
+    with pytest.raises(ValueError, match="'score' is declared nullable=False but has"):
+        TableEncoder(kinds={"columns": {"score": {"sdtype": "numerical",
+                                                  "nullable": False}}}).fit(table)
+    with pytest.raises(ValueError, match="metadata for unknown column 'nope'"):
+        TableEncoder(kinds={"columns": {"nope": {"sdtype": "numerical"}}}).fit(table)
+    with pytest.raises(NotImplementedError, match="column 'when'"):
+        TableEncoder(kinds={"columns": {"when": {"sdtype": "datetime"}}})
+
+
+def test_interval_condition_on_declared_ordinal_names_the_column(table):
+    model = _fit("arf", table, META)
+    with pytest.raises(ValueError, match="column 'grade' is categorical; intervals need"):
+        model.sample(10, conditions={"grade": ("low", "mid")})
+    s = model.sample(200, conditions={"grade": {"mid", "high"}}, random_state=0)
+    assert set(s["grade"]) <= {"mid", "high"}
