@@ -53,9 +53,12 @@ class ForestImputer(TransformerMixin, BaseEstimator):
     random_state : seeds the learner's fit and the posterior draws; the same seed gives the same
         tables on every call.
 
+    Notes
+    -----
     Input may be a numeric array or a DataFrame of mixed columns (numeric, categorical, bool);
     ``transform`` returns the same container (a DataFrame keeps its dtypes). ``NaN``/``None``
-    mark missing cells.
+    mark missing cells. An observed cell holding a level the learner never saw is kept and
+    marginalised when imputing the row's other cells.
     """
 
     def __init__(self, learner: GenerativeForest | None = None, *, sample_posterior: bool = False,

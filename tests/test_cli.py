@@ -85,8 +85,9 @@ def test_ci_runs_the_readme_commands_verbatim():
     spec.loader.exec_module(mod)
     readme = (root / "README.md").read_text()
     cmds = mod.readme_commands(readme)
-    assert len(cmds) == 2 and cmds[0].endswith("forestgen demo")
+    assert len(cmds) == 3 and cmds[0].endswith("forestgen demo")
     assert cmds[1].endswith("python -m pytest")
+    assert cmds[2].endswith("mkdocs build --strict")  # the documentation site
     for c in cmds:
         assert c in readme  # verbatim lines
     ci = (root / ".ci" / "run").read_text()

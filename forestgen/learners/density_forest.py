@@ -67,6 +67,8 @@ class DEF(GenerativeForest):
         leaf model (name, class, instance) fitted on each tree's bootstrap rows in its cell.
     random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
 
+    Notes
+    -----
     Leaves: numeric columns uniform on the leaf cell (the root box is the training min/max;
     integer-valued numeric columns get ±0.5), discrete columns uniform over the allowed levels.
     Rows with missing values are dropped at fit; missing values at query time are marginalised.

@@ -175,6 +175,8 @@ class RFDE(GenerativeForest):
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, eq. 4) or a leaf
         model (name, class, instance) fitted on the training rows of each cell.
 
+    Notes
+    -----
     Mixed data: discrete columns are split by halving their remaining levels (ordered columns
     by level order, nominal columns by a random even level subset) and carry a uniform pmf over
     the leaf's levels; ordinal integer columns (≤ 32 values) are discrete, wider integer columns

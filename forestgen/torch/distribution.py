@@ -201,6 +201,8 @@ class ForestDistribution(Distribution):
     validate_args : check inputs against :attr:`support` (off by default: NaN entries, which
         are marginalised, would fail the check).
 
+    Notes
+    -----
     ``sample`` draws on :attr:`sample_device` with torch ops when every leaf model has a device
     sampler (:mod:`forestgen.torch.sampling`), from torch's default generator of that device or
     ``generator`` (so ``torch.manual_seed`` makes samples reproducible); other models draw a seed

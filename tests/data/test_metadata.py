@@ -22,6 +22,9 @@ FAST = {
     "def": {"n_trees": 5, "max_leaves": 32},
     "rfde": {"n_trees": 5, "depth": 4},
     "gef": {"n_trees": 5},
+    "nrgboost": {"n_trees": 10, "max_leaves": 16, "pool_size": 4000, "gibbs_chains": 8,
+                 "gibbs_burn_in": 20, "n_normaliser_samples": 20_000, "sample_chains": 500,
+                 "sample_burn_in": 20, "sample_thin": 1},
 }
 
 META = {
