@@ -22,6 +22,8 @@ FAST = {
     "def": {"n_trees": 5, "max_leaves": 32},
     "rfde": {"n_trees": 5, "depth": 4},
     "gef": {"n_trees": 5},
+    "gfboost": {"n_trees": 4, "n_iter": 40},
+    "eogt": {"n_trees": 2, "n_iter": 12},  # its star-node sampler dominates the cost
     "nrgboost": {"n_trees": 10, "max_leaves": 16, "pool_size": 4000, "gibbs_chains": 8,
                  "gibbs_burn_in": 20, "n_normaliser_samples": 20_000, "sample_chains": 500,
                  "sample_burn_in": 20, "sample_thin": 1},
