@@ -76,6 +76,8 @@ class GFBoost(GenerativeForest):
     random_state : seeds the random side of missing-value fragments; without missing values
         training is deterministic (ties go to the lowest tree, node and column).
 
+    Notes
+    -----
     Training is single-threaded, so results do not depend on the thread count.
     """
 
