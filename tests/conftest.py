@@ -33,3 +33,26 @@ def mixed_2d() -> pd.DataFrame:
     x1 = rng.normal(size=n) + shift
     x2 = 0.8 * x1 + 0.6 * rng.normal(size=n)
     return pd.DataFrame({"x1": x1, "x2": x2, "c": c})
+
+
+def natural_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    """A small real-shaped table in natural units (diamonds / fair / census-like columns):
+    positive skewed floats with 2 decimals, a wide-range integer price, a 1..5 rating, an
+    ordered categorical, a zero-inflated float (68% zeros) and a float with 10% NaN."""
+    rng = np.random.default_rng(seed)
+    carat = np.round(rng.gamma(2.0, 0.35, n) + 0.2, 2)
+    levels = ["Fair", "Good", "Very Good", "Premium", "Ideal"]
+    cut = pd.Categorical(rng.choice(levels, n, p=[.05, .1, .25, .25, .35]), categories=levels,
+                         ordered=True)
+    price = np.round(np.exp(8.0 + 1.6 * np.log(carat) + rng.normal(0, 0.3, n))).astype(np.int64)
+    rating = np.clip(np.round(3.5 + rng.normal(0, 1, n)), 1, 5).astype(np.int64)
+    affairs = np.where(rng.uniform(size=n) < 0.68, 0.0, rng.choice([0.5, 1.0, 3.0, 7.0, 12.0], n))
+    weight = rng.lognormal(11, 0.5, n).round(1)
+    weight[rng.uniform(size=n) < 0.1] = np.nan
+    return pd.DataFrame({"carat": carat, "cut": cut, "price": price, "rating": rating,
+                         "affairs": affairs, "weight": weight})
+
+
+@pytest.fixture(scope="session")
+def natural() -> pd.DataFrame:
+    return natural_table()

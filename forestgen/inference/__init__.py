@@ -21,10 +21,12 @@ One language for ``model.sample(..., conditions=)``, ``model.log_prob(X, conditi
 condition                      meaning
 =============================  ==========================================================
 ``1.5`` (numeric column)       equality: a *density* condition, ``g = f_kj(1.5)``
-``(low, high)``                interval ``low < x <= high``; ``None`` for an open end:
-                               ``(30, None)``. A *probability* condition (truncated CDF
-                               difference). On an ordinal-integer column it selects the
-                               levels with ``low <= value <= high``.
+``(low, high)``                closed interval ``low <= x <= high`` for every column kind;
+                               ``None`` for an open end: ``(30, None)``. A *probability*
+                               condition (truncated CDF difference; on an ordinal-integer
+                               column the levels with ``low <= value <= high``). Sampled
+                               values satisfy it after decoding (rounding to the training
+                               decimals snaps inside the interval).
 ``"Female"`` (discrete col.)   equality on a level (its pmf value)
 ``{"a", "b"}`` (set or list)   level set: ``g = P_k(x_j in {a, b})``
 ``Not({"a"})`` / ``Not("a")``  every level except those given (:class:`Not`)

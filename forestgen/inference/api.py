@@ -27,6 +27,7 @@ from forestgen.inference.posterior import (
     segment_gumbel_argmax,
 )
 from forestgen.sampling.ancestral import draw_leaves
+from forestgen.sampling.support import draw_column
 
 __all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
            "predict_proba", "predict", "impute", "leaf_posterior"]
@@ -100,20 +101,21 @@ def _sample_columns(model, leaf: np.ndarray, ev: Evidence, erow: np.ndarray, use
     """Draw every column from the chosen leaves; evidence columns keep / respect the evidence."""
     n = len(leaf)
     Z = np.empty((n, len(model.leaf_models_)))
-    for j, lm in enumerate(model.leaf_models_):
-        Z[:, j] = lm.sample(leaf, rng)
+    for j in range(len(model.leaf_models_)):
+        Z[:, j] = draw_column(model, j, leaf, rng)
         pt = ev.point[erow, j]
         a = ~np.isnan(pt) & use
         Z[a, j] = pt[a]
         ia = ~np.isnan(ev.lo[erow, j]) & use
         if ia.any():
-            Z[ia, j] = lm.sample(leaf[ia], rng, lo=ev.lo[erow[ia], j], hi=ev.hi[erow[ia], j])
+            Z[ia, j] = draw_column(model, j, leaf[ia], rng, lo=ev.lo[erow[ia], j],
+                                   hi=ev.hi[erow[ia], j])
         if j in ev.sets:
             act, mk = ev.sets[j]
             sa = act[erow] & use
             if sa.any():
                 levels = mk[0] if ev.m == 1 else mk[erow[sa]]
-                Z[sa, j] = lm.sample(leaf[sa], rng, levels=levels)
+                Z[sa, j] = draw_column(model, j, leaf[sa], rng, levels=levels)
     return Z
 
 

@@ -20,6 +20,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.learners.rfde import (
     apply_floor,
     box_leaves,
+    box_log_volume,
     discrete_levels,
     drop_missing_rows,
     root_box,
@@ -187,7 +188,8 @@ class DEF(GenerativeForest):
         """Log density per row (exact; ``-inf`` in empty leaves / outside the box unless a
         ``floor`` — or the constructor's ``density_floor`` — is set)."""
         out = super().log_prob(X, conditions)
-        return apply_floor(out, self.density_floor if floor == "default" else floor)
+        return apply_floor(out, self.density_floor if floor == "default" else floor,
+                           box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
 
     def _extra_arrays(self):
         return {"box_lo": self.box_lo_, "box_hi": self.box_hi_}

@@ -142,10 +142,24 @@ def theory_depth(n: int, d: int) -> int:
     return max(1, int(round(d * math.log(max(n, 2)) / (1.0 + d * math.log(2.0)))))
 
 
-def apply_floor(logp: np.ndarray, floor: float | None) -> np.ndarray:
+def box_log_volume(schema, lo: np.ndarray, hi: np.ndarray) -> float:
+    """Log measure of the root box: Lebesgue volume of the numeric sides times the number of
+    levels of each discrete column (``-log`` of the uniform density on the box)."""
+    out = 0.0
+    for j, spec in enumerate(schema.columns):
+        out += math.log(max(spec.n_levels, 1)) if spec.is_discrete else math.log(hi[j] - lo[j])
+    return out
+
+
+def apply_floor(logp: np.ndarray, floor: float | None, log_volume: float) -> np.ndarray:
+    """Floor log densities at ``floor`` times the uniform density on the root box.
+
+    Relative to the box, the floor is unit-free: on the unit cube it is the absolute ``floor``
+    of the paper's Table 1, and on natural-scale data (prices in dollars, weights in grams) it
+    does not swamp every density below an absolute ``1e-5``."""
     if floor is None:
         return logp
-    return np.maximum(logp, math.log(floor))
+    return np.maximum(logp, math.log(floor) - log_volume)
 
 
 # ---------------------------------------------------------------------------- learner
@@ -164,10 +178,12 @@ class RFDE(GenerativeForest):
     margin : widen the min/max box by ``margin`` × range per side (default 0, spec §1.1 [Q]).
     box : ``None`` (min/max box) or ``{column: (lower, upper)}`` fixed bounds for numeric
         columns (the paper's known-support setting).
-    density_floor : densities below this are reported as this by :meth:`log_prob`,
-        :meth:`score_samples` and :meth:`score` (default ``1e-5``, the clip implied by the
-        paper's Table 1; spec §3.2). ``None`` gives the honest ``-inf`` (also
-        ``log_prob(X, floor=None)`` and always :meth:`log_prob_encoded`).
+    density_floor : densities below ``density_floor`` times the uniform density on the root
+        box are reported as that by :meth:`log_prob`, :meth:`score_samples`, :meth:`score` and
+        the depth CV (default ``1e-5``: on the unit cube the paper's Table-1 clip, spec §3.2;
+        relative to the box so that it means the same on data in natural units). ``None``
+        gives the honest ``-inf`` (also ``log_prob(X, floor=None)`` and always
+        :meth:`log_prob_encoded`).
     random_state, n_jobs : seeds (one hashed seed per tree, the first draw of the tree's
         Generator; results identical for any n_jobs).
     splitter : ``"midpoint"`` (default, Algorithm 1) or another unlabelled splitter that honours
@@ -304,7 +320,8 @@ class RFDE(GenerativeForest):
 
     # ------------------------------------------------------------------ depth selection
     def _cv_scores(self, Z: np.ndarray, grid: list[int]) -> dict[int, float]:
-        """Held-out ANLL (with ``density_floor``, default 1e-5) per depth, K-fold (spec §2.2)."""
+        """Held-out ANLL per depth, K-fold (spec §2.2), floored as in :meth:`log_prob`
+        (``density_floor``, or ``1e-5`` when it is ``None``, relative to the root box)."""
         kind, nlev, nom_off, n_nom = self._layout
         n = len(Z)
         K = min(int(self.cv_folds), n)
@@ -315,6 +332,8 @@ class RFDE(GenerativeForest):
         fold = rng.permutation(n) % K
         T = min(int(self.cv_trees), len(self.seeds_))
         floor = self.density_floor if self.density_floor is not None else 1e-5
+        log_floor = math.log(floor) - box_log_volume(self.encoder_.schema, self.box_lo_,
+                                                     self.box_hi_)
         # acc[k][p] collects per-tree log densities of the validation rows of fold k
         acc = {k: {p: [] for p in grid} for k in range(K)}
         for t in range(T):
@@ -335,16 +354,18 @@ class RFDE(GenerativeForest):
             tot = 0.0
             for k in range(K):
                 lp = _logmeanexp(np.stack(acc[k][p]))
-                tot += float(-np.sum(np.maximum(lp, math.log(floor))))
+                tot += float(-np.sum(np.maximum(lp, log_floor)))
             scores[p] = tot / n
         return scores
 
     # ------------------------------------------------------------------ queries
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
-        """Log density per row; zero densities are floored at ``density_floor`` (default
-        ``1e-5``) unless ``floor=None`` (honest ``-inf``) or another ``floor`` is given."""
+        """Log density per row; densities below ``density_floor`` (default ``1e-5``) times the
+        uniform density on the root box are floored there, unless ``floor=None`` (honest
+        ``-inf``) or another ``floor`` (same relative units) is given."""
         out = super().log_prob(X, conditions)
-        return apply_floor(out, self.density_floor if floor == "default" else floor)
+        return apply_floor(out, self.density_floor if floor == "default" else floor,
+                           box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
 
     def score_samples(self, X) -> np.ndarray:
         """Anomaly score basis (Algorithm 2): floored log density; low = anomalous."""

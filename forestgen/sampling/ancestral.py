@@ -1,6 +1,7 @@
 """Ancestral sampling from a leaf mixture (FORGE, Watson et al. 2023 Alg. 3): pick a leaf of
 the whole forest with probability ``cvg / B`` (tree uniform, then leaf by coverage, in one
-draw), then every column independently from its leaf model."""
+draw), then every column independently from its leaf model, inside the observed support
+(:mod:`forestgen.sampling.support`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 
 from forestgen.registry import register
 from forestgen.sampling.base import Sampler
+from forestgen.sampling.support import draw_column
 
 
 def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -28,8 +30,8 @@ class AncestralSampler(Sampler):
     def sample(self, model, n, rng, missing: bool = False):
         leaf = draw_leaves(model.leaf_log_weight_, n, rng)
         out = np.empty((n, len(model.leaf_models_)))
-        for j, lm in enumerate(model.leaf_models_):
-            out[:, j] = lm.sample(leaf, rng)
+        for j in range(len(model.leaf_models_)):
+            out[:, j] = draw_column(model, j, leaf, rng)
         if missing:
             apply_missing(model, leaf, out, rng)
         return out

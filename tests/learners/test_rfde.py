@@ -157,7 +157,8 @@ def test_floor_and_honest_minus_inf():
     m = RFDE(n_trees=3, depth=5, random_state=0).fit(X)
     out = np.array([[2.0, 0.5], [0.5, 0.5]])
     lp = m.log_prob(out)
-    assert lp[0] == pytest.approx(math.log(1e-5))
+    # the floor is 1e-5 times the uniform density on the root box
+    assert lp[0] == pytest.approx(math.log(1e-5) - np.log(m.box_hi_ - m.box_lo_).sum())
     assert np.isneginf(m.log_prob(out, floor=None)[0])
     assert m.log_prob(out, floor=None)[1] == pytest.approx(lp[1])
     m_honest = RFDE(n_trees=3, depth=5, density_floor=None, random_state=0).fit(X)
@@ -208,3 +209,19 @@ def test_fixed_box_must_contain_data():
     df = pd.DataFrame({"a": [0.1, 0.5, 2.0], "b": [0.0, 1.0, 0.5]})
     with pytest.raises(ValueError, match="'a'"):
         RFDE(depth=2, box={"a": (0.0, 1.0)}).fit(df)
+
+
+def test_floor_is_relative_to_the_box_so_units_do_not_matter():
+    """Natural units (issue 11): rescaling the data shifts log densities by -d log(scale) and
+    leaves the CV depth unchanged; an absolute floor would flatten the model to depth 1."""
+    rng = np.random.default_rng(7)
+    X = rng.multivariate_normal([0, 0], [[1, 0.8], [0.8, 1]], size=400)
+    scale = np.array([2500.0, 40000.0])  # dollars, grams
+    kw = dict(n_trees=20, depth="cv", depth_grid=range(1, 13), cv_trees=10, random_state=0)
+    unit = RFDE(**kw).fit(X)
+    big = RFDE(**kw).fit(X * scale + 1e5)
+    assert big.depth_ == unit.depth_ > 2
+    q = X[:50]
+    np.testing.assert_allclose(big.log_prob(q * scale + 1e5),
+                               unit.log_prob(q) - np.log(scale).sum(), atol=1e-6)
+    assert big.score(X * scale + 1e5) > unit.score(X) - np.log(scale).sum() - 1e-6
