@@ -202,8 +202,22 @@ class GenerativeForest:
         return self.log_prob(X)
 
     def score(self, X, y=None) -> float:
-        """Mean log-likelihood per row (nats)."""
-        return float(np.mean(self.log_prob(X)))
+        """Mean log-likelihood per row (nats). Rows of zero density (outside the model's
+        support) make it ``-inf``; a ``RuntimeWarning`` then says how many and gives the mean
+        over the other rows."""
+        lp = self.log_prob(X)
+        out = float(np.mean(lp))
+        zero = np.isneginf(lp)
+        if zero.any():
+            import warnings
+
+            rest = f"{np.mean(lp[~zero]):.4f}" if (~zero).any() else "undefined"
+            warnings.warn(f"{int(zero.sum())} of {len(lp)} rows have zero density under this "
+                          f"{type(self).__name__} (outside its support), so the mean "
+                          f"log-likelihood is -inf; the mean over the other rows is {rest} "
+                          f"(a density_floor, where the learner has one, bounds such rows)",
+                          RuntimeWarning, stacklevel=2)
+        return out
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
         """``n`` encoded rows (complete unless ``missing=True``)."""

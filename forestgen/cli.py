@@ -66,9 +66,17 @@ def _fit(args: argparse.Namespace) -> int:
     if args.seed is not None:
         cfg["params"]["random_state"] = args.seed
     model = build_learner(cfg)
+    fit_kw = dict(cfg["fit"])
+    if args.target is not None:
+        import inspect
+
+        if "target" not in inspect.signature(model.fit).parameters:
+            raise ValueError(f"--target: {type(model).__name__} is unsupervised and takes no "
+                             f"target column")
+        fit_kw["target"] = args.target
     data = read_csv(args.data)
     t0 = time.perf_counter()
-    model.fit(data, **cfg["fit"])
+    model.fit(data, **fit_kw)
     path = model.save(args.out)
     print(f"fitted {type(model).__name__} on {len(data)} rows in {time.perf_counter() - t0:.1f} s "
           f"-> {path}")
@@ -94,8 +102,14 @@ def _score(args: argparse.Namespace) -> int:
     data = read_csv(args.data)
     lp = model.log_prob(data)
     d = data.shape[1]
-    print(f"mean log-likelihood: {np.mean(lp):.4f} nats/row ({np.mean(lp) / d:.4f} per column) "
-          f"over {len(lp)} rows; -inf rows: {int(np.isneginf(lp).sum())}")
+    zero = np.isneginf(lp)
+    fin = lp[~zero]
+    if zero.any():
+        print(f"{int(zero.sum())} of {len(lp)} rows have zero density under the model (outside "
+              f"its support: log-likelihood -inf); they are left out of the mean below")
+    if len(fin):
+        print(f"mean log-likelihood: {np.mean(fin):.4f} nats/row ({np.mean(fin) / d:.4f} per "
+              f"column) over {len(fin)} rows")
     if args.out:
         pd.DataFrame({"log_prob": lp}).to_csv(args.out, index=False)
     return 0
@@ -116,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("data")
     f.add_argument("--config", required=True)
     f.add_argument("--out", default="model.forestgen")
+    f.add_argument("--target", default=None,
+                   help="class column for supervised learners (GeF: configs/gef.yaml)")
     f.add_argument("--seed", type=int, default=None)
     f.set_defaults(func=_fit)
 

@@ -94,3 +94,17 @@ def test_ci_runs_the_readme_commands_verbatim():
     assert "readme_commands.py" in ci and "pip install" not in ci
     with pytest.raises(ValueError, match="not followed by a command"):
         mod.readme_commands("```bash\n# 1. demo\n# 2. x\ny\n```")
+
+
+def test_fit_gef_preset_with_target(tmp_path, natural, capsys):
+    """configs/gef.yaml runs from the CLI with --target; unsupervised learners reject it."""
+    data = tmp_path / "t.csv"
+    natural.dropna().to_csv(data, index=False)
+    model = tmp_path / "g.forestgen"
+    assert main(["fit", str(data), "--config", str(CONFIGS / "gef.yaml"), "--out", str(model),
+                 "--target", "cut"]) == 0
+    assert main(["sample", str(model), "-n", "20", "--out", str(tmp_path / "s.csv")]) == 0
+    assert list(pd.read_csv(tmp_path / "s.csv").columns) == list(natural.columns)
+    assert main(["fit", str(data), "--config", str(CONFIGS / "arf.yaml"), "--target", "cut",
+                 "--out", str(tmp_path / "a.forestgen")]) == 2
+    assert "unsupervised" in capsys.readouterr().err

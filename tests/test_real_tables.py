@@ -8,7 +8,10 @@ ordered categorical, a zero-inflated float and a float with NaN.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 
 import forestgen as fg
@@ -60,3 +63,83 @@ def test_interval_conditions_are_closed_and_hold_after_decoding(fitted):
     assert (s["carat"] == 0.5).any() or (s["carat"] == 1.0).any(), name
     r = model.sample(500, conditions={"rating": (2, 4)}, random_state=4)
     assert set(r["rating"]) <= {2, 3, 4} and len(set(r["rating"])) >= 2, name
+
+
+def test_interval_evidence_on_a_numeric_column_with_nan(fitted, natural):
+    """NaN in a numeric training column (ARF/GeF grow leaves reached only by the NaN rows,
+    whose cell on that column is empty) must not turn interval evidence into NaN."""
+    name, model = fitted
+    cond = {"weight": (50000.0, 70000.0)}
+    s = model.sample(800, conditions=cond, random_state=5)
+    assert s["weight"].between(50000, 70000).all(), name
+    e = float(model.expect(["weight"], conditions=cond)["weight"])
+    assert 50000 <= e <= 70000 and abs(e - s["weight"].mean()) < 0.03 * e, (name, e)
+    lp = model.log_prob(natural.head(20), conditions=cond)
+    assert np.isfinite(lp).all(), name
+
+
+def test_one_bad_row_never_fails_the_batch(fitted, natural):
+    """An out-of-support value or an unseen level in one row: that row gets NaN (or keeps its
+    unseen value as non-evidence), with a warning; every other row is answered as alone."""
+    name, model = fitted
+    rows = natural.dropna().head(6).reset_index(drop=True)
+    bad = rows.copy()
+    bad.loc[1, "carat"] = 50.0  # far outside the support of every learner
+    bad.loc[2, "rating"] = 9  # unseen level of a 1..5 column
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = model.predict_proba(bad, target="cut")
+    if name != "gef":  # GeF's class path scores an unseen level with the leaf floor
+        assert any("was not seen at fit time" in str(w.message) for w in caught), name
+    # NaN exactly when the row's evidence has zero density (ARF's and GeF's normal tails
+    # reach carat = 50; the box learners' support does not)
+    Z = model.encoder_.transform(bad.loc[[1]].assign(cut=np.nan))
+    impossible = bool(np.isneginf(model.log_prob_encoded(Z))[0])
+    assert p.loc[1].isna().all() == impossible and (impossible or name not in ("rfde", "def"))
+    if not impossible:
+        assert p.loc[1].sum() == pytest.approx(1.0)
+    ok = [0, 3, 4, 5]
+    np.testing.assert_allclose(p.loc[ok].to_numpy(),
+                               model.predict_proba(rows.loc[ok], target="cut").to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    assert np.allclose(p.loc[ok + [2]].sum(axis=1), 1.0), name
+    holes = bad.copy()
+    holes.loc[[0, 1, 3], "price"] = np.nan
+    holes.loc[[0, 1], "cut"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        imp = model.impute(holes)
+        draws = model.impute(holes, method="sample", random_state=0)
+    assert pd.isna(imp.loc[1, "price"]) == impossible, name
+    assert pd.isna(imp.loc[1, "cut"]) == impossible and pd.notna(imp.loc[0, "cut"]), name
+    assert imp.loc[[0, 3], "price"].notna().all(), name
+    assert imp.loc[2, "rating"] == 9  # observed cells are kept
+    assert draws.loc[[0, 3], "price"].notna().all(), name
+
+
+def test_score_explains_minus_inf(natural):
+    model = fg.DEF(n_trees=5, random_state=0).fit(natural)
+    far = natural.head(5).copy()
+    far.loc[0, "carat"] = 50.0
+    with pytest.warns(RuntimeWarning, match="1 of 5 rows have zero density"):
+        assert model.score(far) == -np.inf
+
+
+def test_gef_keeps_column_order_and_aligns_labels_on_any_index(natural):
+    """GeF fits the package: the class column stays in place in samples and imputations, a
+    permuted / filtered index keeps rows and labels paired, predict_proba is a DataFrame."""
+    df = natural.dropna().copy()
+    df.index = np.random.default_rng(0).permutation(len(df)) * 3 + 7  # non-default index
+    df = df.iloc[::-1]
+    model = fg.GeF(n_trees=20, max_features=None, random_state=0).fit(df, target="cut")
+    assert list(model.sample(5, random_state=0).columns) == list(df.columns)
+    holes = df.head(10).copy()
+    holes.loc[holes.index[:3], "price"] = np.nan
+    assert list(model.impute(holes).columns) == list(df.columns)
+    p = model.predict_proba(df)
+    assert list(p.index) == list(df.index) and list(p.columns) == list(model.classes_)
+    acc = (model.predict(df) == df["cut"].astype(str).to_numpy()).mean()
+    ref = fg.GeF(n_trees=20, max_features=None, random_state=0).fit(
+        df.reset_index(drop=True), target="cut")
+    assert acc == pytest.approx((ref.predict(df) == df["cut"].astype(str).to_numpy()).mean())
+    assert acc > 0.9  # unpruned forest on its own training rows

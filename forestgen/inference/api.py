@@ -274,11 +274,16 @@ def _mix(values_fn, ch: Chunk, w: np.ndarray, sel: np.ndarray | None, width: int
 
 
 def _column_moments(model, ev: Evidence, cols: list[int], index=None,
-                    rows: np.ndarray | None = None, skip: int | None = None
-                    ) -> dict[int, np.ndarray]:
+                    rows: np.ndarray | None = None, skip: int | None = None,
+                    per_row: bool = False) -> dict[int, np.ndarray]:
     """Posterior mean (numeric: ``[m]``) or pmf (discrete: ``[m, k]``) of each column in
-    ``cols`` given the evidence, for evidence rows ``rows`` (others left at 0)."""
+    ``cols`` given the evidence, for evidence rows ``rows`` (others left at 0).
+
+    A row whose evidence has zero probability raises :class:`ZeroProbabilityError`, or with
+    ``per_row`` gets NaN results and one ``RuntimeWarning`` naming it (the rest of the batch is
+    unaffected)."""
     schema = model.encoder_.schema
+    empty: list[np.ndarray] = []
     out: dict[int, np.ndarray] = {}
     means: dict[int, np.ndarray] = {}
     L = model.forest_.n_leaves
@@ -288,8 +293,11 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
         if not spec.is_discrete:
             means[j] = model.leaf_models_[j].mean(np.arange(L))
     for ch in iter_posterior(model, ev, rows=rows, skip=skip):
-        _check_rows(model, ev.take(ch.rows), ch.lognorm,
-                    None if index is None else index[ch.rows], skip=skip)
+        if per_row:
+            empty.append(ch.rows[~np.isfinite(ch.lognorm)])
+        else:
+            _check_rows(model, ev.take(ch.rows), ch.lognorm,
+                        None if index is None else index[ch.rows], skip=skip)
         w = ch.weights()
         erow = ch.rows[ch.prow]
         for j in cols:
@@ -326,7 +334,21 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
                 pt = ev.point[ch.rows, j]
                 res = np.where(np.isnan(pt), res, pt)
                 out[j][ch.rows] = res
+    bad = np.concatenate(empty) if empty else np.zeros(0, np.int64)
+    if len(bad):
+        for j in cols:
+            out[j][bad] = np.nan
+        _warn_empty(model, ev, bad, index, skip)
     return out
+
+
+def _warn_empty(model, ev: Evidence, bad: np.ndarray, index=None, skip: int | None = None,
+                what: str = "result") -> None:
+    """One warning for the rows whose evidence has zero probability (their result is NaN)."""
+    r = int(bad[0])
+    err = _empty_error(model, ev, r, None if index is None else index[r], skip=skip)
+    warnings.warn(f"{len(bad)} row(s) have zero-probability evidence, e.g. {err}; their "
+                  f"{what} is NaN, the other rows are unaffected", RuntimeWarning, stacklevel=4)
 
 
 def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -338,7 +360,9 @@ def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
     if spec.kind == "integer":
         vals = np.asarray(spec.categories, float)
         return mom @ vals / np.maximum(mom.sum(1), 1e-300), False
-    return np.argmax(mom, axis=1).astype(float), True
+    codes = np.argmax(np.nan_to_num(mom, nan=-1.0), axis=1).astype(float)
+    codes[np.isnan(mom).any(1)] = np.nan  # rows with zero-probability evidence stay NaN
+    return codes, True
 
 
 def _decode_codes(model, j: int, codes: np.ndarray) -> pd.Series:
@@ -414,8 +438,8 @@ def predict_proba(model, X, target) -> pd.DataFrame:
         raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
                          f"{spec.kind} (use predict / expect)")
     df = _frame(model, X)
-    ev = evidence_from_frame(model, df, skip={j})
-    p = _column_moments(model, ev, [j], df.index, skip=j)[j]
+    ev = evidence_from_frame(model, df, skip={j}, unseen="free")
+    p = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     return pd.DataFrame(p, index=df.index,
                         columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
 
@@ -426,8 +450,8 @@ def predict(model, X, target) -> pd.Series:
     model._check_fitted()
     j = _target(model, target)
     df = _frame(model, X)
-    ev = evidence_from_frame(model, df, skip={j})
-    mom = _column_moments(model, ev, [j], df.index, skip=j)[j]
+    ev = evidence_from_frame(model, df, skip={j}, unseen="free")
+    mom = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     vals, is_code = _point_values(model, j, mom)
     name = model.encoder_.schema.names[j]
     if is_code:
@@ -458,10 +482,12 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     is_array = isinstance(X, np.ndarray)
     df = _frame(model, X)
     schema = model.encoder_.schema
-    ev = evidence_from_frame(model, df)
+    ev = evidence_from_frame(model, df, unseen="free")
     present = [j for j in range(schema.d) if _has_column(df, schema.names[j])]
     miss = np.zeros((ev.m, schema.d), bool)
     miss[:, present] = ~ev.active()[:, present]
+    if ev.unseen is not None:
+        miss &= ~ev.unseen  # an unseen level is observed: kept, only left out as evidence
     rows = np.flatnonzero(miss.any(1))
     rng = _rng(random_state)
     outs = []
@@ -470,23 +496,25 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
         if len(rows):
             if method == "expectation":
                 cols = [j for j in present if miss[:, j].any()]
-                mom = _column_moments(model, ev, cols, df.index, rows=rows)
+                mom = _column_moments(model, ev, cols, df.index, rows=rows, per_row=True)
                 for j in cols:
                     vals, is_code = _point_values(model, j, mom[j])
                     spec = schema.columns[j]
                     if spec.is_discrete and not is_code:  # ordinal: nearest level value
                         cats = np.asarray(spec.categories, float)
-                        vals = np.argmin(np.abs(vals[:, None] - cats[None, :]), axis=1)
+                        near = np.argmin(np.abs(np.nan_to_num(vals)[:, None] - cats[None, :]),
+                                         axis=1).astype(float)
+                        vals = np.where(np.isnan(vals), np.nan, near)
                     Z[miss[:, j], j] = vals[miss[:, j]]
             else:
                 if method == "sample":
                     leaf, ok = _draw_rows(model, ev, rows, rng)
                 else:
                     leaf, ok = _max_density_rows(model, ev, rows, miss, rng)
+                S = _sample_columns(model, leaf[rows], ev, rows, ok[rows], rng)
                 if not ok[rows].all():
-                    r = int(rows[~ok[rows]][0])
-                    raise _empty_error(model, ev, r, df.index[r])
-                S = _sample_columns(model, leaf[rows], ev, rows, np.ones(len(rows), bool), rng)
+                    S[~ok[rows]] = np.nan
+                    _warn_empty(model, ev, rows[~ok[rows]], df.index, what="imputation")
                 sub = miss[rows]
                 Zr = Z[rows]
                 Zr[sub] = S[sub]

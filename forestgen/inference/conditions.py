@@ -6,6 +6,7 @@ See the module docstring of :mod:`forestgen.inference` for the user-facing refer
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,7 @@ class Evidence:
     lo: np.ndarray
     hi: np.ndarray
     sets: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    unseen: np.ndarray | None = None  # bool [m, d]: levels unseen at fit, left free
 
     @classmethod
     def empty(cls, m: int, d: int) -> Evidence:
@@ -271,12 +273,14 @@ def parse_conditions(model, conditions: Any) -> tuple[Evidence, bool]:
 
 
 def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
-                        skip: Iterable[int] = ()) -> Evidence:
+                        skip: Iterable[int] = (), unseen: str = "raise") -> Evidence:
     """Per-row evidence from a DataFrame (NaN cells are free).
 
     Plain columns are encoded in one vectorised pass; object columns holding intervals, level
     sets or :class:`Not` are parsed cell by cell. Columns in ``skip`` (indices) are left free.
-    ``strict``: unknown column names raise (otherwise they are ignored).
+    ``strict``: unknown column names raise (otherwise they are ignored). ``unseen``: a level
+    not seen at fit time raises (``"raise"``) or leaves that cell free with one
+    ``RuntimeWarning`` (``"free"``, used by the per-row queries; recorded in ``ev.unseen``).
     """
     schema = model.encoder_.schema
     skip = set(skip)
@@ -318,7 +322,15 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                 bad = z == spec.n_levels
                 if bad.any():
                     example = plain[j].to_numpy()[np.argmax(bad)]
-                    raise ValueError(f"column {spec.name!r}: level {example!r} was not seen at "
-                                     f"fit time (known levels: {spec.categories})")
+                    msg = (f"column {spec.name!r}: level {example!r} was not seen at fit time "
+                           f"(known levels: {spec.categories})")
+                    if unseen == "raise":
+                        raise ValueError(msg)
+                    warnings.warn(f"{msg}; {int(bad.sum())} such cell(s) left out of the "
+                                  f"evidence of their rows", RuntimeWarning, stacklevel=4)
+                    if ev.unseen is None:
+                        ev.unseen = np.zeros((m, schema.d), bool)
+                    ev.unseen[:, j] = bad
+                    z = np.where(bad, np.nan, z)
             ev.point[:, j] = z
     return ev

@@ -12,6 +12,7 @@ is what :meth:`ForestArrays.reach` computes. Spec: ``shared/papers/gef.md``.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import numpy as np
@@ -90,9 +91,10 @@ class GeF(GenerativeForest):
     """Generative forest (GeF / GeF+) built from a supervised random forest.
 
     Fit like a scikit-learn classifier: ``GeF().fit(X, y)`` or ``GeF().fit(df, target="col")``.
-    Internally the class is one more (discrete, last) column of the encoded table, so the
-    inherited ``log_prob``/``sample``/conditional queries work on the joint p(x, y); the
-    splitter never splits on it.
+    Internally the class is one more discrete column of the encoded table (in its own place for
+    ``fit(df, target=...)``, so samples and imputations keep the table's column order; last for
+    ``fit(X, y)``), so the inherited ``log_prob``/``sample``/conditional queries work on the
+    joint p(x, y); the splitter never splits on it.
 
     Parameters (defaults follow the spec's [ours] column, §2.2)
     ----------
@@ -210,7 +212,9 @@ class GeF(GenerativeForest):
             if target not in X.columns:
                 raise ValueError(f"target column {target!r} is not in X (columns: "
                                  f"{list(X.columns)[:10]})")
-            return X.drop(columns=[target]), X[target].reset_index(drop=True), target
+            # positional from here on: any index (permuted, filtered) keeps rows and labels paired
+            return (X.drop(columns=[target]).reset_index(drop=True),
+                    X[target].reset_index(drop=True), target)
         if y is None:
             raise ValueError("GeF is supervised: pass y, or target=<column> of a DataFrame X")
         if isinstance(X, pd.DataFrame):
@@ -302,24 +306,26 @@ class GeF(GenerativeForest):
             raise ValueError("X has no feature columns")
         frame = feats.copy()
         frame[name] = ys.to_numpy() if not isinstance(ys.dtype, pd.CategoricalDtype) else ys
+        if target is not None:  # keep the table's own column order (class column in place)
+            frame = frame[list(X.columns)]
         kinds = dict(kinds or {})
         if not isinstance(ys.dtype, pd.CategoricalDtype):
             kinds[name] = "categorical"
         self.encoder_ = TableEncoder(kinds=kinds).fit(frame)
         Z = self.encoder_.transform(frame)
         n, d = Z.shape
-        c = d - 1
+        c = int(list(frame.columns).index(name))
         self.target_index_ = c
         schema = self.encoder_.schema
         y_codes = Z[:, c].astype(np.int64)
         K = int(schema.n_levels[c])
-        feat_idx = np.arange(c)
+        feat_idx = np.delete(np.arange(d), c)
         nominal = schema.nominal_mask[feat_idx]
         binner = Binner.fit(Z[:, feat_idx], nominal, schema.n_levels[feat_idx], self.max_bins)
         data = TreeData(binner.transform(Z[:, feat_idx]), binner.n_bins, binner.nominal,
                         binner.thresholds)
         splitter = make_splitter(self.splitter, "GeF", True, ImpuritySplitter)
-        limits = GrowLimits(max_features=self._resolve_max_features(c), max_depth=self.max_depth,
+        limits = GrowLimits(max_features=self._resolve_max_features(d - 1), max_depth=self.max_depth,
                             min_samples_leaf=float(self.min_samples_leaf), n_classes=K)
         rngs = tree_generators(seed_sequence(self.random_state), self.n_trees)
         mode = "bootstrap" if self.sampling == "stratified" else self.sampling
@@ -522,6 +528,9 @@ class GeF(GenerativeForest):
         for mode in modes:
             bad = ~np.isfinite(out[mode]).all(1)
             if bad.any():  # no tree gives the observed features positive density: the prior
+                warnings.warn(f"GeF: {int(bad.sum())} row(s) have features of zero density "
+                              f"under every tree; their class probabilities are the prior",
+                              RuntimeWarning, stacklevel=3)
                 empty = np.full((1, self.schema_.d), np.nan)
                 ptr, leaf = self.forest_.reach(empty)
                 S = self._pair_class_scores(empty, ptr, leaf, mode)
@@ -530,7 +539,8 @@ class GeF(GenerativeForest):
 
     def predict_proba(self, X, target=None, mode: str | None = None):
         """Class probabilities given each row's observed features; NaN features are
-        marginalised exactly (spec §3.2–3.3). Returns ``[n, K]`` in :attr:`classes_` order.
+        marginalised exactly (spec §3.2–3.3). Returns a DataFrame (the rows' index, one column
+        per class in :attr:`classes_` order), like the generic any-column path.
 
         ``mode``: ``"gef"`` (average of per-tree posteriors), ``"gef+"`` (mixture posterior)
         or ``"friedman"``; default: the model's ``mode``. A class column in ``X`` is ignored.
@@ -542,7 +552,9 @@ class GeF(GenerativeForest):
         mode = self.mode if mode is None else mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        return self.class_proba_encoded(self._encode(X), (mode,))[mode]
+        P = self.class_proba_encoded(self._encode(X), (mode,))[mode]
+        index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(P))
+        return pd.DataFrame(P, index=index, columns=pd.Index(list(self.classes_), dtype=object))
 
     def predict_proba_modes(self, X, modes=MODES) -> dict[str, np.ndarray]:
         """``{mode: predict_proba(X, mode=mode)}`` for several modes in one pass."""
@@ -555,7 +567,7 @@ class GeF(GenerativeForest):
         if target is not None and target != self.target_:
             return super().predict(X, target)
         proba = self.predict_proba(X, mode=mode)
-        return self.classes_[np.argmax(proba, axis=1)]
+        return self.classes_[np.argmax(proba.to_numpy(), axis=1)]
 
     # ------------------------------------------------------------------ densities
     def score_samples_features(self, X) -> np.ndarray:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,8 @@ class ForestDataModule(pl.LightningDataModule):
                 else self.learner
             kw = {"random_state": self.seed, **self.learner_kwargs}
             m = cls(**kw)
+        if self.target is not None and "target" in inspect.signature(m.fit).parameters:
+            return m.fit(train, target=self.target)  # supervised learners (GeF)
         return m.fit(train)
 
     def setup(self, stage: str | None = None) -> None:

@@ -259,8 +259,12 @@ def test_condition_errors(model, cond, exc, match):
 def test_frame_and_target_errors(model, data):
     with pytest.raises(KeyError, match="bogus"):
         model.sample(conditions=pd.DataFrame({"bogus": [1.0]}))
+    # an unseen level is left out of that row's evidence, with a warning (per-row queries)
+    with pytest.warns(RuntimeWarning, match="'c'.*zzz"):
+        p = model.predict_proba(data.iloc[:3].assign(c="zzz"), target="k")
+    np.testing.assert_allclose(p, model.predict_proba(data.iloc[:3].assign(c=None), target="k"))
     with pytest.raises(ValueError, match="'c'.*zzz"):
-        model.predict_proba(data.iloc[:3].assign(c="zzz"), target="k")
+        model.sample(conditions=data.iloc[:3].assign(c="zzz"))
     with pytest.raises(ValueError, match="discrete target.*'x1'"):
         model.predict_proba(data.iloc[:3], target="x1")
     with pytest.raises(KeyError, match="nothere"):
@@ -284,8 +288,13 @@ def test_zero_probability_evidence(data):
         m.log_prob(data.iloc[:2], conditions={"x1": (far, None)})
     with pytest.raises(ZeroProbabilityError, match="'x1'"):
         m.expect(["x2"], conditions={"x1": far})
-    with pytest.raises(ZeroProbabilityError, match="'x1'"):
-        m.predict_proba(data.iloc[:2].assign(x1=far), target="c")
+    # per-row queries: the impossible row gets NaN and a warning, the others their answer
+    q = data.iloc[:3].copy()
+    q.loc[q.index[1], "x1"] = far
+    with pytest.warns(RuntimeWarning, match="1 row.*'x1'"):
+        p = m.predict_proba(q, target="c")
+    assert p.iloc[1].isna().all() and np.allclose(p.iloc[[0, 2]].sum(1), 1.0)
+    np.testing.assert_allclose(p.iloc[[0, 2]], m.predict_proba(q.iloc[[0, 2]], target="c"))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         s = m.sample(50, conditions={"x1": far}, random_state=0, on_empty="unconditional")

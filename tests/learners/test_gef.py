@@ -86,7 +86,8 @@ def test_all_missing_returns_class_prior(mixed, model):
     prior = mixed["y"].value_counts(normalize=True).reindex(model.classes_).to_numpy()
     empty = pd.DataFrame({"x1": [np.nan], "x2": [np.nan], "c": [None]})
     for mode in ("gef", "gef+"):
-        np.testing.assert_allclose(model.predict_proba(empty, mode=mode)[0], prior, atol=1e-12)
+        np.testing.assert_allclose(model.predict_proba(empty, mode=mode).iloc[0], prior,
+                                   atol=1e-12)
     # an all-missing row has log p = 0 (with or without a class column)
     assert abs(model.log_prob(empty)[0]) < 1e-9
 

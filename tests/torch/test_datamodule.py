@@ -74,3 +74,13 @@ def test_setup_is_deterministic_and_loads_saved(tmp_path):
     assert (d.model_.log_prob_encoded(Z) == a.model_.log_prob_encoded(Z)).all()
     with pytest.raises(ValueError, match="'nope'"):
         ForestDataModule(df, target="nope").setup("fit")
+
+
+def test_gef_learner_gets_the_target(natural):
+    """ForestDataModule(learner="gef") fits GeF with the module's target as its class."""
+    dm = ForestDataModule(natural.dropna(), target="cut", learner="gef",
+                          learner_kwargs={"n_trees": 3}, batch_size=64, seed=0)
+    dm.setup("fit")
+    assert dm.model_.target_ == "cut" and dm.n_classes == 5
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape[1] == dm.n_features and y.dtype == torch.long
