@@ -7,11 +7,15 @@ log-weights and one :class:`~forestgen.leaves.base.LeafModel` per column. Learne
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 from forestgen import registry
 from forestgen.data.encoder import TableEncoder
@@ -33,12 +37,17 @@ from forestgen.validation import as_generator, check_int
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
 
 
-class NotFittedError(RuntimeError):
-    pass
+class NotFittedError(_SklearnNotFittedError):
+    """A query on an unfitted model; scikit-learn's ``NotFittedError`` (a ``ValueError`` and
+    ``AttributeError``), so ``except sklearn.exceptions.NotFittedError`` catches it."""
 
 
-class GenerativeForest:
+class GenerativeForest(BaseEstimator):
     """Base class of forest density models with factorised leaves.
+
+    A scikit-learn ``BaseEstimator`` (density estimator): ``get_params``/``set_params``/
+    ``clone``, ``check_is_fitted``, ``GridSearchCV`` and ``cross_val_score`` (scoring by the
+    mean log-likelihood :meth:`score`) work on every learner.
 
     Fitted attributes: ``encoder_`` (:class:`TableEncoder`), ``forest_`` (:class:`ForestArrays`),
     ``leaf_log_weight_`` (``log(coverage / B)`` per leaf), ``leaf_models_`` (one per column).
@@ -66,24 +75,49 @@ class GenerativeForest:
             cache[slot] = registry.get(slot, self.model_family.slots[slot])()
         return cache[slot]
 
-    # ----------------------------------------------------------------- sklearn-style params
-    def get_params(self, deep: bool = False) -> dict[str, Any]:
-        import inspect
+    _estimator_type = "density_estimator"
+    #: scikit-learn parameter names accepted (in ``__init__`` and ``set_params``) and readable
+    #: as attributes, for learners whose own (paper) name is the value
+    PARAM_ALIASES = {"n_estimators": "n_trees", "min_samples_leaf": "min_node_size"}
 
-        sig = inspect.signature(type(self).__init__)
-        return {k: getattr(self, k) for k in sig.parameters if k != "self"}
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_accepts_aliases", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):
+            init(self, *args, **_resolve_aliases(type(self), kw))
+
+        __init__._accepts_aliases = True
+        cls.__init__ = __init__
+
+    def __getattr__(self, name: str):
+        target = GenerativeForest.PARAM_ALIASES.get(name)
+        if target is not None and target in _init_params(type(self)):
+            return getattr(self, target)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "forest_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.target_tags.required = False
+        return tags
 
     def set_params(self, **params) -> GenerativeForest:
+        params = _resolve_aliases(type(self), params)
         valid = self.get_params()
-        for k, v in params.items():
+        for k in params:
             if k not in valid:
-                raise ValueError(f"{type(self).__name__} has no parameter {k!r}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
+                raise ValueError(f"{type(self).__name__} has no parameter {k!r}; valid: "
+                                 f"{sorted(valid)}")
+        return super().set_params(**params)
 
     # ----------------------------------------------------------------- shared fitting helpers
     def _check_fitted(self) -> None:
@@ -240,6 +274,7 @@ class GenerativeForest:
         given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them
         and does not score the missingness itself. Conditional samples are always complete.
         """
+        self._check_fitted()
         if conditions is not None:
             from forestgen.inference.api import conditional_sample
 
@@ -273,19 +308,30 @@ class GenerativeForest:
         self.require("expect")
         return expect(self, columns, conditions)
 
-    def predict_proba(self, X, target):
+    def predict_proba(self, X, target=None):
         """P(target level | the other observed entries of each row), as a DataFrame."""
         from forestgen.inference.api import predict_proba
 
         self.require("predict")
         return predict_proba(self, X, target)
 
-    def predict(self, X, target):
+        return predict_proba(self, X, self._require_target(target, "predict_proba"))
+
+    def predict(self, X, target=None):
         """Prediction of any column from the other observed entries of each row."""
         from forestgen.inference.api import predict
 
         self.require("predict")
         return predict(self, X, target)
+
+        return predict(self, X, self._require_target(target, "predict"))
+
+    def _require_target(self, target, query: str):
+        self._check_fitted()
+        if target is None:
+            raise ValueError(f"{type(self).__name__}.{query} needs target=<column>: any column "
+                             f"can be predicted from the others")
+        return target
 
     def impute(self, X, method: str = "expectation", n_imputations: int = 1, random_state=None):
         """Fill missing entries from the conditional distribution given each row's observed ones.
@@ -474,6 +520,23 @@ def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None
     stray = [k for k in arrays if k not in known and not k.startswith("extra.")]
     if stray:
         raise ValueError(f"unexpected arrays {sorted(stray)[:5]}")
+
+
+def _init_params(cls) -> set[str]:
+    return set(inspect.signature(cls.__init__).parameters) - {"self"}
+
+
+def _resolve_aliases(cls, params: dict) -> dict:
+    """Map scikit-learn names (``n_estimators``) to the learner's own (``n_trees``)."""
+    own = _init_params(cls)
+    out = dict(params)
+    for alias, name in GenerativeForest.PARAM_ALIASES.items():
+        if alias in out and alias not in own and name in own:
+            if name in out:
+                raise ValueError(f"{cls.__name__}: pass {name!r} or its scikit-learn alias "
+                                 f"{alias!r}, not both")
+            out[name] = out.pop(alias)
+    return out
 
 
 def _fresh(lm: LeafModel) -> LeafModel:

@@ -118,7 +118,7 @@ def test_one_bad_row_never_fails_the_batch(fitted, natural):
 
 
 def test_score_explains_minus_inf(natural):
-    model = fg.DEF(n_trees=5, random_state=0).fit(natural)
+    model = fg.DEF(n_trees=5, density_floor=None, random_state=0).fit(natural)
     far = natural.head(5).copy()
     far.loc[0, "carat"] = 50.0
     with pytest.warns(RuntimeWarning, match="1 of 5 rows have zero density"):
@@ -143,3 +143,24 @@ def test_gef_keeps_column_order_and_aligns_labels_on_any_index(natural):
         df.reset_index(drop=True), target="cut")
     assert acc == pytest.approx((ref.predict(df) == df["cut"].astype(str).to_numpy()).mean())
     assert acc > 0.9  # unpruned forest on its own training rows
+
+
+def test_unseen_in_range_integers_get_the_density_of_their_neighbours():
+    """airquality-like integer readings (sparse, no point mass) are numeric; a dense 1..9 scale
+    has a level for every integer of its range. An in-range value unseen in training scores
+    like its neighbours (it scored ~-47 nats as a closed level set), per row."""
+    rng = np.random.default_rng(3)
+    n = 150
+    ozone = (rng.gamma(2.0, 20.0, n).round() + 1).astype(np.int64)
+    score = np.where(rng.uniform(size=n) < 0.5, 3, 7) + rng.integers(-1, 2, n)  # 2..8, no 5
+    df = pd.DataFrame({"ozone": ozone, "temp": rng.normal(77, 9, n).round(), "score": score})
+    model = fg.ARF(n_trees=30, random_state=0).fit(df)
+    assert not model.encoder_.schema["ozone"].is_discrete
+    spec = model.encoder_.schema["score"]
+    assert spec.categories == list(range(2, 9))
+    gap = next(v for v in range(ozone.min() + 5, ozone.max()) if v not in set(ozone))
+    rows = pd.DataFrame({"ozone": [gap - 1, gap, gap + 1], "temp": [77.0] * 3, "score": [3] * 3})
+    lp = model.log_prob(rows)
+    assert lp[1] > min(lp[0], lp[2]) - 2.0, lp
+    p = model.predict_proba(rows.assign(ozone=[gap] * 3), target="score")
+    np.testing.assert_allclose(p.sum(1), 1.0)

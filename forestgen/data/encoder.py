@@ -20,6 +20,8 @@ from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_pyth
 __all__ = ["TableEncoder", "infer_kind"]
 
 _MAX_DECIMALS = 8
+#: a value holding at least this share of a sparse integer column's rows is a point mass
+POINT_MASS_SHARE = 0.1
 
 
 # --------------------------------------------------------------------------- input handling
@@ -239,11 +241,23 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int) ->
                               decimals=_decimals(obs), has_missing=has_missing)
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
-        uniq = np.unique(obs)
-        if uniq.size <= max_ordinal_levels:
+        uniq, counts = np.unique(obs, return_counts=True)
+        span = int(uniq[-1] - uniq[0]) + 1
+        if uniq.size <= max_ordinal_levels and span <= min(max_ordinal_levels, 2 * uniq.size):
+            # a dense integer scale (ratings, ages, small counts): one level per integer of the
+            # observed range, so an in-range value unseen in training is still a level
+            levels = list(range(int(uniq[0]), int(uniq[-1]) + 1))
+            return ColumnSpec(name, "integer", dtype_str, categories=levels, ordinal=True,
+                              lower=0.0, upper=float(span - 1), decimals=0,
+                              has_missing=has_missing)
+        if uniq.size <= max_ordinal_levels and counts.max() >= POINT_MASS_SHARE * obs.size:
+            # sparse but spiky (adult's capital-gain: 92% zeros): a pmf over the observed values
+            # keeps the point masses a continuous leaf would smear
             return ColumnSpec(name, "integer", dtype_str, categories=[int(u) for u in uniq],
                               ordinal=True, lower=0.0, upper=float(uniq.size - 1), decimals=0,
                               has_missing=has_missing)
+        # a sparse integer column without point masses (air-quality readings, prices): numeric,
+        # so an unseen in-range value gets the density of its neighbourhood
         return ColumnSpec(name, "integer", dtype_str, lower=lo, upper=hi, decimals=0,
                           has_missing=has_missing)
 
@@ -331,7 +345,11 @@ class TableEncoder:
         (a ``{"columns": {...}}`` dict, or column → column-dict entries; see
         :mod:`forestgen.data.metadata`) whose declarations the encoder checks and enforces.
     max_ordinal_levels:
-        Integer columns with at most this many distinct values are encoded as ordered levels.
+        Integer columns with at most this many distinct values are encoded as ordered levels:
+        one level per integer of the observed range when that range is dense (at most
+        ``max_ordinal_levels`` integers and at most twice the distinct values), the observed
+        values when one of them holds >= 10% of the rows (a point mass); other integer columns
+        are numeric (rounded on decoding).
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:

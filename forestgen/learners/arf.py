@@ -62,8 +62,10 @@ class ARF(GenerativeForest):
     coverage : ``"all"`` real rows / n (exactly 1 per tree) or ``"oob"`` rows only.
     max_depth : None. max_bins : 255 quantile bins per numeric column.
     max_ordinal_levels : 128 — integer columns with at most this many distinct values get a
-        pmf over their observed values (R arf treats every integer column so); wider ones get
-        truncated-normal leaves plus rounding. Differs from the spec's suggested 32: a continuous
+        pmf (R arf treats every integer column so) over every integer of their range when it is
+        dense, over the observed values when one holds >= 10% of rows (see
+        :class:`~forestgen.data.TableEncoder`); wider or sparse ones get truncated-normal leaves
+        plus rounding. Differs from the spec's suggested 32: a continuous
         leaf smears spiky integers (adult's ``capital-gain`` is 92% zeros), and on adult 128
         lowers the C2ST AUC of FORGE samples from 0.9996 to 0.67. Cost: a dense pmf table of
         ``n_leaves x levels`` per such column.

@@ -60,8 +60,9 @@ class DEF(GenerativeForest):
         ``"counting"`` (one unit per quantile bin, the spec's rank-space option). Discrete
         columns always use the counting measure.
     max_bins : quantile bins per numeric column (default 255, spec §1.1).
-    density_floor : as in :class:`~forestgen.learners.rfde.RFDE` (default ``None``: honest
-        ``-inf`` where the density is 0).
+    density_floor : as in :class:`~forestgen.learners.rfde.RFDE` (default ``1e-5`` times the
+        uniform density on the root box, so held-out rows in empty leaves keep a finite score;
+        ``None`` gives the honest ``-inf`` where the density is 0).
     splitter : ``"density"`` (default: :class:`DensitySplitter` with ``criterion``), another
         unlabelled splitter (name, class, instance) or an ``@numba.njit`` gain of ``[P, V]``.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, the paper's leaf) or a
@@ -80,7 +81,7 @@ class DEF(GenerativeForest):
     def __init__(self, *, n_trees: int = 100, criterion: str = "kl", max_leaves: int = 256,
                  min_samples_leaf: float = 1.0, max_features: Any = 1.0, bootstrap: bool = True,
                  reference: str = "width", max_bins: int = 255,
-                 density_floor: float | None = None, random_state: Any = None,
+                 density_floor: float | None = 1e-5, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
                  discrete_leaf: Any = None):
         self.n_trees = n_trees
@@ -185,8 +186,9 @@ class DEF(GenerativeForest):
 
     # ------------------------------------------------------------------ queries
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
-        """Log density per row (exact; ``-inf`` in empty leaves / outside the box unless a
-        ``floor`` — or the constructor's ``density_floor`` — is set)."""
+        """Log density per row, floored at ``density_floor`` (relative to the root box) unless
+        ``floor=None`` (exact, ``-inf`` in empty leaves / outside the box) or another
+        ``floor`` is given."""
         out = super().log_prob(X, conditions)
         return apply_floor(out, self.density_floor if floor == "default" else floor,
                            box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
