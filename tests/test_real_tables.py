@@ -164,3 +164,16 @@ def test_unseen_in_range_integers_get_the_density_of_their_neighbours():
     assert lp[1] > min(lp[0], lp[2]) - 2.0, lp
     p = model.predict_proba(rows.assign(ozone=[gap] * 3), target="score")
     np.testing.assert_allclose(p.sum(1), 1.0)
+
+
+def test_point_masses_and_discrete_valued_floats_are_kept(fitted, natural):
+    """fair-like zero inflation: affairs == 0 in ~68% of rows must stay ~68% (it was 0%)."""
+    name, model = fitted
+    s = model.sample(3000, random_state=6, missing=False)
+    real = float((natural["affairs"] == 0).mean())
+    share = float((s["affairs"] == 0).mean())
+    if name.startswith("rfde"):  # uniform over the levels of a dyadic cell: diluted, not lost
+        assert share > 0.45, (name, share)
+    else:
+        assert abs(share - real) < 0.06, (name, share)
+    assert set(s["affairs"].unique()) <= set(natural["affairs"].unique()), name

@@ -1,8 +1,8 @@
 """Encode mixed-type tables (DataFrame / ndarray / tensor) as float64 matrices and back.
 
-Numeric columns are stored as their values, discrete columns (categorical, bool, binary and
-ordinal integers) as integer codes ``0..k-1``; ``NaN`` marks a missing value and code ``k``
-marks a level unseen at fit time.
+Numeric columns are stored as their values, discrete columns (categorical, bool, binary,
+ordinal integers and floats) as integer codes ``0..k-1``; ``NaN`` marks a missing value and code
+``k`` marks a level unseen at fit time.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ __all__ = ["TableEncoder", "infer_kind"]
 _MAX_DECIMALS = 8
 #: a value holding at least this share of a sparse integer column's rows is a point mass
 POINT_MASS_SHARE = 0.1
+#: float columns are tested for discrete values with a point mass only from this many values on
+MIN_ROWS_DISCRETE_FLOAT = 50
 
 
 # --------------------------------------------------------------------------- input handling
@@ -215,13 +217,15 @@ def infer_kind(series: pd.Series) -> ColumnKind:
     raise ValueError(f"column {series.name!r} has unsupported dtype {dtype}")
 
 
-def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int) -> ColumnSpec:
+def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
+                discrete_floats: bool = True) -> ColumnSpec:
     name = to_python_scalar(series.name)
     dtype_str = _dtype_to_str(series.dtype)
     missing = series.isna().to_numpy()
     if missing.all():
         raise ValueError(f"column {name!r} is entirely missing")
     has_missing = bool(missing.any())
+    inferred = kind is None
     kind = kind or infer_kind(series)
     numeric = _is_numeric_dtype(series.dtype)
 
@@ -237,6 +241,16 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int) ->
                 f"float64 limit (1.8e308) for ranges and leaf statistics to be computed; rescale "
                 f"it (e.g. divide by 1e300)")
         if kind == "continuous":
+            uniq, counts = np.unique(obs, return_counts=True)
+            if (inferred and discrete_floats and obs.size >= MIN_ROWS_DISCRETE_FLOAT
+                    and uniq.size <= max_ordinal_levels
+                    and counts.max() >= POINT_MASS_SHARE * obs.size):
+                # discrete-valued floats with a point mass (fair's affairs: 68% zeros among 77
+                # values): an ordered pmf over the observed values keeps both
+                return ColumnSpec(name, "continuous", dtype_str,
+                                  categories=[float(u) for u in uniq], ordinal=True, lower=0.0,
+                                  upper=float(uniq.size - 1), decimals=_decimals(obs),
+                                  has_missing=has_missing)
             return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
                               decimals=_decimals(obs), has_missing=has_missing)
         if not np.all(obs == np.round(obs)):
@@ -349,7 +363,9 @@ class TableEncoder:
         one level per integer of the observed range when that range is dense (at most
         ``max_ordinal_levels`` integers and at most twice the distinct values), the observed
         values when one of them holds >= 10% of the rows (a point mass); other integer columns
-        are numeric (rounded on decoding).
+        are numeric (rounded on decoding). Inferred float columns of a DataFrame (>= 50 values)
+        with at most this many distinct values, one of which holds >= 10% of the rows, are
+        ordered levels too (point masses and discrete values kept).
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:
@@ -399,6 +415,7 @@ class TableEncoder:
                 raise ValueError(
                     f"invalid kind {kind!r} for column {key!r}; expected one of {KINDS}"
                 )
+        self._discrete_floats = input_type == "dataframe"
         specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
         self._prepare()
@@ -407,9 +424,11 @@ class TableEncoder:
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
         entry = self._lookup(self.metadata, name)
         if entry is None:
-            return _fit_column(series, self._override(name), self.max_ordinal_levels)
+            return _fit_column(series, self._override(name), self.max_ordinal_levels,
+                               discrete_floats=getattr(self, "_discrete_floats", True))
         kind = kind_for(series, entry, infer_kind(series))
-        spec = _fit_column(series, kind, self.max_ordinal_levels)
+        spec = _fit_column(series, kind, self.max_ordinal_levels,
+                           discrete_floats=getattr(self, "_discrete_floats", True))
         return apply_column_metadata(spec, series, entry)
 
     @staticmethod

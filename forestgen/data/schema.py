@@ -61,7 +61,7 @@ class ColumnSpec:
     """Encoding metadata of one column.
 
     ``categories`` holds the original level values in code order for discrete columns
-    (categorical, bool, binary and ordinal integers). ``lower``/``upper`` are the observed
+    (categorical, bool, binary, ordinal integers and floats). ``lower``/``upper`` are the observed
     range in encoded units (``0`` and ``n_levels - 1`` for discrete columns). ``ordinal`` marks
     ordered levels (integers coded as levels, or a categorical declared ordinal: its codes
     follow the declared order). ``range_min``/``range_max`` and ``nullable`` are declared
@@ -95,7 +95,7 @@ class ColumnSpec:
         """True if the column is modelled as a pmf over integer codes."""
         if self.kind in ("categorical", "bool", "binary"):
             return True
-        return self.kind == "integer" and self.ordinal
+        return self.kind in ("integer", "continuous") and self.ordinal
 
     @property
     def is_nominal(self) -> bool:
