@@ -161,9 +161,9 @@ class GenerativeForest(BaseEstimator):
         return models
 
     # ----------------------------------------------------------------- queries
-    def _encode(self, X) -> np.ndarray:
+    def _encode(self, X, missing_columns: str = "raise") -> np.ndarray:
         self._check_fitted()
-        return self.encoder_.transform(X)
+        return self.encoder_.transform(X, missing_columns)
 
     def _pair_scores(self, Z: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
         rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
@@ -220,7 +220,9 @@ class GenerativeForest(BaseEstimator):
 
     def log_prob(self, X, conditions=None) -> np.ndarray:
         """Log density (nats) of each row: a density for numeric columns times a pmf for discrete
-        ones. Entries given as missing (NaN/None) are marginalised, not imputed.
+        ones. Entries given as missing (NaN/None) are marginalised, not imputed, and so are
+        columns absent from a DataFrame (a marginal density, as R arf's ``lik``); a column the
+        model does not know raises.
 
         With ``conditions`` (see :mod:`forestgen.inference`), returns ``log p(x_free | evidence)``.
         """
@@ -229,7 +231,7 @@ class GenerativeForest(BaseEstimator):
 
             self.require("conditional_log_prob")
             return conditional_log_prob(self, X, conditions)
-        return self.log_prob_encoded(self._encode(X))
+        return self.log_prob_encoded(self._encode(X, missing_columns="nan"))
 
     def score_samples(self, X) -> np.ndarray:
         """Alias of :meth:`log_prob` (scikit-learn naming)."""

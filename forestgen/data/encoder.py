@@ -43,13 +43,28 @@ def _array_to_frame(arr: np.ndarray) -> pd.DataFrame:
 
 
 def _as_frame(X: Any) -> tuple[pd.DataFrame, str]:
+    """A pandas DataFrame view of the input: a DataFrame; a polars / pyarrow table (through its
+    ``to_pandas``); a Series or a dict of scalars (one row); a dict of columns; an ndarray or a
+    torch tensor (columns numbered 0..d-1)."""
     if isinstance(X, pd.DataFrame):
         return X, "dataframe"
     if _is_tensor(X):
         return _array_to_frame(X.detach().cpu().numpy()), "tensor"
     if isinstance(X, np.ndarray):
         return _array_to_frame(X), "ndarray"
-    raise TypeError(f"expected a DataFrame, ndarray or torch.Tensor, got {type(X).__name__}")
+    if isinstance(X, pd.Series):
+        return X.to_frame().T.infer_objects(), "dataframe"
+    if isinstance(X, dict):
+        if all(np.ndim(v) == 0 for v in X.values()):
+            return pd.DataFrame([X]), "dataframe"
+        return pd.DataFrame(X), "dataframe"
+    if type(X).__module__.split(".")[0] == "polars" and hasattr(X, "get_column"):
+        # column by column through NumPy: no pyarrow needed
+        return pd.DataFrame({c: X.get_column(c).to_numpy() for c in X.columns}), "dataframe"
+    if type(X).__module__.split(".")[0] == "pyarrow" and hasattr(X, "to_pandas"):
+        return X.to_pandas(), "dataframe"
+    raise TypeError(f"expected a pandas/polars DataFrame, a Series or dict (one row), an "
+                    f"ndarray or a torch.Tensor, got {type(X).__module__}.{type(X).__name__}")
 
 
 def _check_duplicates(df: pd.DataFrame) -> None:
@@ -123,9 +138,39 @@ def _nullable_int(dtype: np.dtype) -> str:
 # --------------------------------------------------------------------------- value helpers
 
 
+def _is_time_dtype(dtype: Any) -> bool:
+    return pdt.is_datetime64_any_dtype(dtype) or pdt.is_timedelta64_dtype(dtype)
+
+
+def _time_to_seconds(series: pd.Series) -> np.ndarray:
+    """Datetimes as seconds since 1970-01-01 UTC, timedeltas as seconds (NaN for NaT)."""
+    s = series
+    if isinstance(s.dtype, pd.DatetimeTZDtype):
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    unit = "datetime64[ns]" if pdt.is_datetime64_any_dtype(s.dtype) else "timedelta64[ns]"
+    ns = s.astype(unit).to_numpy().astype(np.int64).astype(np.float64)
+    ns[s.isna().to_numpy()] = np.nan
+    return ns / 1e9
+
+
+def _seconds_to_time(vals: np.ndarray, dtype: Any) -> Any:
+    """Inverse of :func:`_time_to_seconds` into ``dtype`` (unit and time zone restored)."""
+    ns = pd.array(np.where(np.isnan(vals), np.nan, np.rint(vals * 1e9)), dtype="Float64")
+    ns = ns.astype("Int64")
+    if pdt.is_timedelta64_dtype(dtype):
+        return pd.Series(pd.to_timedelta(ns, unit="ns")).astype(dtype).array
+    out = pd.Series(pd.to_datetime(ns, unit="ns"))
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        out = out.dt.tz_localize("UTC").dt.tz_convert(dtype.tz)
+    return out.astype(dtype).array
+
+
 def _to_float(series: pd.Series, name: Any) -> np.ndarray:
-    """Numeric values of ``series`` as float64 with NaN for missing; validates content."""
+    """Numeric values of ``series`` as float64 with NaN for missing; validates content.
+    Datetimes / timedeltas are seconds (since the epoch, UTC)."""
     dtype = series.dtype
+    if _is_time_dtype(dtype):
+        return _time_to_seconds(series)
     if pdt.is_bool_dtype(dtype) or _is_numeric_dtype(dtype):
         v = series.to_numpy(dtype=np.float64, na_value=np.nan)
     else:
@@ -185,6 +230,9 @@ def _decimals(values: np.ndarray) -> int | None:
     return None
 
 
+_BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
+
+
 def _is_boolish(v: Any) -> bool:
     if isinstance(v, (bool, np.bool_)):
         return True
@@ -201,6 +249,8 @@ def infer_kind(series: pd.Series) -> ColumnKind:
         return "bool"
     if isinstance(dtype, pd.CategoricalDtype):
         return "categorical"
+    if _is_time_dtype(dtype):
+        return "continuous"  # modelled as seconds; decoded to the same dtype and time zone
     if _is_numeric_dtype(dtype):
         v = series.to_numpy(dtype=np.float64, na_value=np.nan)
         uniq = np.unique(v[~np.isnan(v)])
@@ -227,7 +277,7 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
     has_missing = bool(missing.any())
     inferred = kind is None
     kind = kind or infer_kind(series)
-    numeric = _is_numeric_dtype(series.dtype)
+    numeric = _is_numeric_dtype(series.dtype) or _is_time_dtype(series.dtype)
 
     if kind in ("continuous", "integer"):
         if not numeric:
@@ -242,7 +292,8 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                 f"it (e.g. divide by 1e300)")
         if kind == "continuous":
             uniq, counts = np.unique(obs, return_counts=True)
-            if (inferred and discrete_floats and obs.size >= MIN_ROWS_DISCRETE_FLOAT
+            if (inferred and discrete_floats and not _is_time_dtype(series.dtype)
+                    and obs.size >= MIN_ROWS_DISCRETE_FLOAT
                     and uniq.size <= max_ordinal_levels
                     and counts.max() >= POINT_MASS_SHARE * obs.size):
                 # discrete-valued floats with a point mass (fair's affairs: 68% zeros among 77
@@ -293,6 +344,10 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
     elif kind == "categorical":
         if isinstance(series.dtype, pd.CategoricalDtype):
             cats = [to_python_scalar(c) for c in series.dtype.categories]
+            if series.dtype.ordered:  # ordinal: ordered splits, intervals of levels
+                return ColumnSpec(name, kind, dtype_str, categories=cats, ordinal=True,
+                                  lower=0.0, upper=float(len(cats) - 1),
+                                  has_missing=has_missing)
         else:
             cats = levels
     else:  # pragma: no cover - validated earlier
@@ -307,6 +362,8 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
 def _cast_numeric(vals: np.ndarray, dtype_str: str) -> Any:
     """Cast float values (NaN = missing) to ``dtype_str``, switching to nullable if needed."""
     dtype = _str_to_dtype(dtype_str)
+    if _is_time_dtype(dtype):
+        return _seconds_to_time(vals, dtype)
     miss = np.isnan(vals)
     if dtype.kind in "iu":
         np_dtype = dtype if isinstance(dtype, np.dtype) else dtype.numpy_dtype
@@ -446,7 +503,9 @@ class TableEncoder:
         return self._lookup(self.kinds, name)
 
     # ------------------------------------------------------------------ transform
-    def _columns_of(self, X: Any) -> list[pd.Series]:
+    def _columns_of(self, X: Any, missing_columns: str = "raise") -> list[pd.Series]:
+        """The input's columns in schema order. A column the model does not know raises; an
+        absent one raises, or with ``missing_columns="nan"`` is all-missing (marginalised)."""
         schema = self._require_schema()
         df, input_type = _as_frame(X)
         if input_type != "dataframe":
@@ -457,11 +516,19 @@ class TableEncoder:
         pos: dict = {}
         for j, c in enumerate(df.columns):
             pos.setdefault((type(to_python_scalar(c)), c), j)
+        known = {(type(spec.name), spec.name) for spec in schema.columns}
+        extra = [c for (t, c) in pos if (t, c) not in known]
+        if extra:
+            raise ValueError(f"input has column(s) {extra} the model was not fitted on; its "
+                             f"columns are {schema.names}")
         out = []
         for spec in schema.columns:
             j = pos.get((type(spec.name), spec.name))
             if j is None:
-                raise ValueError(f"input is missing column {spec.name!r}")
+                if missing_columns != "nan":
+                    raise ValueError(f"input is missing column {spec.name!r}")
+                out.append(pd.Series(np.full(len(df), np.nan), index=df.index, name=spec.name))
+                continue
             out.append(df.iloc[:, j])
         return out
 
@@ -483,15 +550,22 @@ class TableEncoder:
             return codes
         assert index is not None
         missing = series.isna().to_numpy()
-        idx = index.get_indexer(series.astype(object).to_numpy())
+        values = series.astype(object).to_numpy()
+        if spec.kind == "bool" and (pdt.is_object_dtype(series.dtype)
+                                    or pdt.is_string_dtype(series.dtype)):
+            # text read from CSV / forms: 'True' / 'false' / '1' / '0' are the booleans
+            values = np.array([_BOOL_TEXT.get(v.strip().lower(), v) if isinstance(v, str)
+                               else v for v in values], dtype=object)
+        idx = index.get_indexer(values)
         codes = np.where(idx < 0, k, idx).astype(np.float64)
         codes[missing] = np.nan
         return codes
 
-    def transform(self, X: Any) -> np.ndarray:
-        """Encode ``X`` as a float64 matrix ``[n, d]`` (NaN = missing, code k = unseen level)."""
+    def transform(self, X: Any, missing_columns: str = "raise") -> np.ndarray:
+        """Encode ``X`` as a float64 matrix ``[n, d]`` (NaN = missing, code k = unseen level).
+        ``missing_columns="nan"`` encodes columns absent from a DataFrame as missing."""
         schema = self._require_schema()
-        cols = self._columns_of(X)
+        cols = self._columns_of(X, missing_columns)
         n = len(cols[0]) if cols else 0
         Z = np.empty((n, schema.d), dtype=np.float64)
         for j, (series, spec) in enumerate(zip(cols, schema.columns)):

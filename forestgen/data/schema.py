@@ -102,6 +102,11 @@ class ColumnSpec:
         """True for unordered categorical columns with more than two levels."""
         return self.kind == "categorical" and self.n_levels > 2 and not self.ordinal
 
+    @property
+    def numeric_levels(self) -> bool:
+        """True for discrete columns whose levels are numbers (ordinal integers and floats)."""
+        return self.is_discrete and self.kind in ("integer", "continuous")
+
     def to_dict(self) -> dict:
         """JSON-serialisable representation (label types are preserved)."""
         return {

@@ -357,7 +357,7 @@ def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
     spec = model.encoder_.schema.columns[j]
     if not spec.is_discrete:
         return mom, False
-    if spec.ordinal:
+    if spec.numeric_levels:
         vals = np.asarray(spec.categories, float)
         return mom @ vals / np.maximum(mom.sum(1), 1e-300), False
     codes = np.argmax(np.nan_to_num(mom, nan=-1.0), axis=1).astype(float)

@@ -217,11 +217,19 @@ def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> Non
                              f"level")
         _put_set(ev, i, j, k, mask)
     elif isinstance(value, tuple):
-        if spec.is_discrete and not (spec.ordinal and spec.kind == "integer"):
-            raise ValueError(f"column {spec.name!r} is {spec.kind}; intervals need a numeric or "
-                             f"ordinal-integer column (use a level set instead)")
+        if spec.is_discrete and not spec.ordinal:
+            raise ValueError(f"column {spec.name!r} is {spec.kind}; intervals need a numeric, "
+                             f"ordinal or ordered-categorical column (use a level set instead)")
+        if spec.is_discrete and spec.kind == "categorical":  # ordered categorical: levels
+            lo_c = 0 if value[0] is None else _level_code(spec, value[0])
+            hi_c = spec.n_levels - 1 if value[1] is None else _level_code(spec, value[1])
+            if len(value) != 2 or lo_c > hi_c:
+                raise ValueError(f"column {spec.name!r}: an interval of ordered levels is "
+                                 f"(low, high) with low before high, got {value!r}")
+            _put_set(ev, i, j, k, (np.arange(k) >= lo_c) & (np.arange(k) <= hi_c))
+            return
         low, high = _bounds(spec, value)
-        if spec.is_discrete:  # ordinal integer: closed [low, high] over the level values
+        if spec.is_discrete:  # ordinal numbers: closed [low, high] over the level values
             cats = np.asarray(spec.categories, float)
             mask = (cats >= low) & (cats <= high)
             if not mask.any():

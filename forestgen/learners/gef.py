@@ -282,9 +282,9 @@ class GeF(GenerativeForest):
             df[target] = np.nan
         return df
 
-    def _encode(self, X) -> np.ndarray:
+    def _encode(self, X, missing_columns: str = "raise") -> np.ndarray:
         self._check_fitted()
-        return self.encoder_.transform(self._frame(X))
+        return self.encoder_.transform(self._frame(X), missing_columns)
 
     def _encode_features(self, X) -> np.ndarray:
         """Encoded rows with the class entry set to missing (class marginalised / queried)."""

@@ -387,7 +387,7 @@ class NRGBoost(GenerativeForest):
         name = spec.name
         if not spec.is_discrete:
             return pd.Series(p @ self.grid_.midpoints(j), index=index, name=name)
-        if spec.ordinal:
+        if spec.numeric_levels:
             return pd.Series(p @ np.asarray(spec.categories, float), index=index, name=name)
         Zc = np.full((len(p), self.schema_.d), np.nan)
         Zc[:, j] = np.argmax(p, axis=1)
@@ -630,7 +630,7 @@ class NRGBoost(GenerativeForest):
         spec = self.schema_.columns[j]
         if not spec.is_discrete:
             return p @ self.grid_.midpoints(j)
-        if spec.ordinal:
+        if spec.numeric_levels:
             vals = p @ np.asarray(spec.categories, float)
             return np.argmin(np.abs(np.asarray(spec.categories, float)[None, :]
                                     - vals[:, None]), axis=1).astype(float)

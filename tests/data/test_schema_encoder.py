@@ -104,8 +104,10 @@ def test_infer_kind_rules() -> None:
     assert infer_kind(pd.Series([1, None, 3], dtype="Int64")) == "integer"
     assert infer_kind(pd.Series(["a", "b"])) == "categorical"
     assert infer_kind(pd.Series([1, 2], dtype=object)) == "categorical"
+    # datetimes and timedeltas are modelled as numbers (seconds); see test_input_handling.py
+    assert infer_kind(pd.Series(pd.to_datetime(["2020-01-01"]), name="when")) == "continuous"
     with pytest.raises(ValueError, match="when"):
-        infer_kind(pd.Series(pd.to_datetime(["2020-01-01"]), name="when"))
+        infer_kind(pd.Series([1 + 2j], name="when"))
 
 
 def test_integer_with_missing_decodes_to_int64() -> None:

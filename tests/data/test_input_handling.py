@@ -1,0 +1,83 @@
+"""Input a data scientist passes (issue 11): subsets of columns, one-row Series / dicts,
+unknown columns, polars frames, text booleans and integers, datetimes, ordered categoricals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen as fg
+from forestgen.data import TableEncoder
+
+
+@pytest.fixture(scope="module")
+def arf(natural):
+    return fg.ARF(n_trees=20, random_state=0).fit(natural)
+
+
+def test_log_prob_on_a_subset_of_columns_is_the_marginal(arf, natural):
+    rows = natural.dropna().head(8)
+    sub = arf.log_prob(rows[["carat", "cut"]])
+    blanked = rows.assign(price=np.nan, rating=np.nan, affairs=np.nan, weight=np.nan)
+    np.testing.assert_allclose(sub, arf.log_prob(blanked), rtol=1e-12)
+    assert (sub > arf.log_prob(rows)).all()  # a marginal of fewer columns has more mass
+
+
+def test_one_row_as_series_or_dict(arf, natural):
+    row = natural.dropna().iloc[3]
+    want = arf.log_prob(natural.dropna().iloc[[3]])
+    np.testing.assert_allclose(arf.log_prob(row), want, rtol=1e-12)
+    np.testing.assert_allclose(arf.log_prob(row.to_dict()), want, rtol=1e-12)
+
+
+def test_unknown_column_is_an_error_naming_it(arf, natural):
+    with pytest.raises(ValueError, match="'colour'.*not fitted on"):
+        arf.log_prob(natural.head(3).assign(colour="red"))
+
+
+def test_polars_frame():
+    pl = pytest.importorskip("polars")
+    cols = {"x": list(np.arange(60.0) % 7 + 0.5), "c": list("abc") * 20}
+    df = pd.DataFrame(cols)
+    model = fg.ARF(n_trees=5, random_state=0).fit(pl.DataFrame(cols))
+    assert model.encoder_.schema["c"].kind == "categorical"
+    np.testing.assert_allclose(model.log_prob(pl.DataFrame(cols).head(5)),
+                               model.log_prob(df.head(5)))
+
+
+def test_text_booleans_and_integers_are_values_not_unseen_levels():
+    df = pd.DataFrame({"flag": [True, False] * 30, "n": np.arange(60) % 5})
+    enc = TableEncoder().fit(df)
+    text = pd.DataFrame({"flag": ["True", "false", "1"], "n": ["3", "0", "4"]})
+    np.testing.assert_array_equal(enc.transform(text),
+                                  enc.transform(pd.DataFrame({"flag": [True, False, True],
+                                                              "n": [3, 0, 4]})))
+
+
+def test_datetime_and_timedelta_columns_round_trip_with_time_zone():
+    rng = np.random.default_rng(0)
+    when = pd.Series(pd.to_datetime("2024-03-01", utc=True)
+                     + pd.to_timedelta(rng.uniform(0, 30 * 86400, 200).round(), unit="s"))
+    df = pd.DataFrame({"when": when.dt.tz_convert("Europe/Berlin"),
+                       "took": pd.to_timedelta(rng.gamma(2, 300, 200).round(), unit="s"),
+                       "x": rng.normal(size=200)})
+    df.loc[5, "when"] = pd.NaT
+    enc = TableEncoder().fit(df)
+    back = enc.inverse_transform(enc.transform(df))
+    assert back.dtypes.tolist() == df.dtypes.tolist()
+    pd.testing.assert_series_equal(back["when"], df["when"])
+    pd.testing.assert_series_equal(back["took"], df["took"])
+    model = fg.ARF(n_trees=10, random_state=0).fit(df)
+    s = model.sample(300, random_state=1, missing=False)
+    assert str(s["when"].dt.tz) == "Europe/Berlin"
+    assert s["when"].min() >= df["when"].min() and s["took"].max() <= df["took"].max()
+
+
+def test_ordered_categoricals_are_ordinal(natural):
+    model = fg.ARF(n_trees=20, random_state=0).fit(natural)
+    spec = model.encoder_.schema["cut"]
+    assert spec.ordinal and not spec.is_nominal
+    s = model.sample(400, conditions={"cut": ("Very Good", "Premium")}, random_state=0)
+    assert set(s["cut"].astype(str)) == {"Very Good", "Premium"}
+    assert s["cut"].dtype == natural["cut"].dtype
