@@ -466,9 +466,10 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     """Fill the missing cells of ``X`` from the model's conditional distribution given each
     row's observed cells: its mean / most probable level (``"expectation"``) or one exact
     conditional draw per imputation (``"sample"``). Observed cells and dtypes are kept; returns
-    one frame, or a list of ``n_imputations`` frames. ``"max_density"`` (generative forests,
-    Nock & Guillame-Bert §7.2): a uniform draw inside the compatible leaf where the conditional
-    density peaks (models whose leaves partition the space)."""
+    one frame (an ndarray / tensor for ndarray / tensor input), or a list of ``n_imputations``.
+    ``"max_density"`` (generative forests, Nock & Guillame-Bert §7.2): a uniform draw inside the
+    compatible leaf where the conditional density peaks (models whose leaves partition the
+    space)."""
     model._check_fitted()
     if method not in ("expectation", "sample", "max_density"):
         raise ValueError(f"method must be 'expectation', 'sample' or 'max_density', "
@@ -479,6 +480,9 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     if method == "expectation" and n_imputations > 1:
         raise ValueError("n_imputations > 1 needs method='sample' (expectations are "
                          "deterministic)")
+    tensor = X if type(X).__module__.split(".")[0] == "torch" else None
+    if tensor is not None:  # a tensor in, a tensor out (same dtype and device)
+        X = tensor.detach().cpu().numpy()
     is_array = isinstance(X, np.ndarray)
     df = _frame(model, X)
     schema = model.encoder_.schema
@@ -520,6 +524,10 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
                 Zr[sub] = S[sub]
                 Z[rows] = Zr
         outs.append(_fill(model, df, Z, miss, is_array, X))
+    if tensor is not None:
+        import torch
+
+        outs = [torch.as_tensor(o, dtype=tensor.dtype, device=tensor.device) for o in outs]
     return outs[0] if n_imputations == 1 else outs
 
 
