@@ -65,16 +65,3 @@ def test_scikit_learn_parameter_aliases():
     with pytest.raises(ValueError, match="no parameter 'n_tres'"):
         fg.ARF().set_params(n_tres=3)
 
-
-@pytest.mark.parametrize("cls", [fg.ARF, fg.RFDE, fg.DEF, fg.GeF])
-def test_progress_on_every_learner(cls, capsys):
-    X = np.random.default_rng(0).normal(size=(200, 2))
-    kw = {"depth": 3} if cls is fg.RFDE else {}
-    model = cls(n_trees=3, progress=True, random_state=0, **kw)
-    if cls is fg.GeF:
-        model.fit(X, (X[:, 0] > 0).astype(int))
-    else:
-        model.fit(X)
-    err = capsys.readouterr().err
-    assert "3/3 trees" in err
-    assert cls(n_trees=3, random_state=0, **kw).get_params()["progress"] is False

@@ -325,7 +325,8 @@ class GeF(GenerativeForest):
         data = TreeData(binner.transform(Z[:, feat_idx]), binner.n_bins, binner.nominal,
                         binner.thresholds)
         splitter = make_splitter(self.splitter, "GeF", True, ImpuritySplitter)
-        limits = GrowLimits(max_features=self._resolve_max_features(d - 1), max_depth=self.max_depth,
+        limits = GrowLimits(max_features=self._resolve_max_features(d - 1),
+                            max_depth=self.max_depth,
                             min_samples_leaf=float(self.min_samples_leaf), n_classes=K)
         rngs = tree_generators(seed_sequence(self.random_state), self.n_trees)
         mode = "bootstrap" if self.sampling == "stratified" else self.sampling
