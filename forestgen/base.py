@@ -110,6 +110,12 @@ class GenerativeForest(BaseEstimator):
         tags.target_tags.required = False
         return tags
 
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters. Components (splitters, leaf models) are values, not
+        nested estimators: ``deep`` adds no ``component__param`` keys, so parameters always
+        round-trip through ``type(self)(**params)`` and model files."""
+        return super().get_params(deep=False)
+
     def set_params(self, **params) -> GenerativeForest:
         params = _resolve_aliases(type(self), params)
         valid = self.get_params()
