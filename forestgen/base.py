@@ -261,14 +261,20 @@ class GenerativeForest(BaseEstimator):
                           RuntimeWarning, stacklevel=2)
         return out
 
-    def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
-        """``n`` encoded rows (complete unless ``missing=True``)."""
+    def sample_encoded(self, n: int, random_state=None, missing: bool = False,
+                       within_support: bool = False) -> np.ndarray:
+        """``n`` encoded rows (complete unless ``missing=True``): exact draws from the model
+        (as the torch samplers), or with ``within_support`` kept inside each column's observed
+        range and training decimals (what :meth:`sample` returns)."""
         self._check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
-        return self._component("sampler").sample(self, int(n), rng, missing=missing)
+        sampler = self._component("sampler")
+        if within_support:
+            return sampler.sample(self, int(n), rng, missing=missing, within_support=True)
+        return sampler.sample(self, int(n), rng, missing=missing)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
                on_empty: str = "raise", missing: bool = True) -> pd.DataFrame:
@@ -290,7 +296,8 @@ class GenerativeForest(BaseEstimator):
             return conditional_sample(self, n, conditions, random_state, on_empty=on_empty)
         if n is None:
             raise ValueError("n is required when no conditions are given")
-        return self.encoder_.inverse_transform(self.sample_encoded(n, random_state, missing))
+        return self.encoder_.inverse_transform(
+            self.sample_encoded(n, random_state, missing, within_support=True))
 
     def _fit_missing(self, Z: np.ndarray, leaves: np.ndarray,
                      pair_weight: np.ndarray | None = None) -> None:

@@ -27,11 +27,12 @@ class AncestralSampler(Sampler):
     (``missing_rate_``); the values are drawn first, so the same seed gives the same values
     with and without missingness."""
 
-    def sample(self, model, n, rng, missing: bool = False):
+    def sample(self, model, n, rng, missing: bool = False, within_support: bool = False):
         leaf = draw_leaves(model.leaf_log_weight_, n, rng)
         out = np.empty((n, len(model.leaf_models_)))
-        for j in range(len(model.leaf_models_)):
-            out[:, j] = draw_column(model, j, leaf, rng)
+        for j, lm in enumerate(model.leaf_models_):
+            out[:, j] = (draw_column(model, j, leaf, rng) if within_support
+                         else lm.sample(leaf, rng))
         if missing:
             apply_missing(model, leaf, out, rng)
         return out
