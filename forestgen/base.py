@@ -296,8 +296,11 @@ class GenerativeForest(BaseEstimator):
             return conditional_sample(self, n, conditions, random_state, on_empty=on_empty)
         if n is None:
             raise ValueError("n is required when no conditions are given")
+        # learners with their own sampler (GF.Boost/EOGT) keep their exact draws
+        kw = ({"within_support": True}
+              if "within_support" in inspect.signature(self.sample_encoded).parameters else {})
         return self.encoder_.inverse_transform(
-            self.sample_encoded(n, random_state, missing, within_support=True))
+            self.sample_encoded(n, random_state, missing, **kw))
 
     def _fit_missing(self, Z: np.ndarray, leaves: np.ndarray,
                      pair_weight: np.ndarray | None = None) -> None:
