@@ -181,7 +181,10 @@ def test_nullable_false_rejects_missing_training_values(table):
 
 def test_interval_condition_on_declared_ordinal_names_the_column(table):
     model = _fit("arf", table, META)
-    with pytest.raises(ValueError, match="column 'grade' is categorical; intervals need"):
-        model.sample(10, conditions={"grade": ("low", "mid")})
+    # issue 11: an interval of ordered levels selects the levels between them (closed)
+    r = model.sample(200, conditions={"grade": ("low", "mid")}, random_state=0)
+    assert set(r["grade"]) <= {"low", "mid"}
+    with pytest.raises(ValueError, match="'grade'.*not seen"):
+        model.sample(10, conditions={"grade": ("low", "top")})
     s = model.sample(200, conditions={"grade": {"mid", "high"}}, random_state=0)
     assert set(s["grade"]) <= {"mid", "high"}
