@@ -272,7 +272,7 @@ class GenerativeForest(BaseEstimator):
         if n == 0:
             return np.empty((0, self.schema_.d))
         sampler = self._component("sampler")
-        if within_support:
+        if within_support and "within_support" in inspect.signature(sampler.sample).parameters:
             return sampler.sample(self, int(n), rng, missing=missing, within_support=True)
         return sampler.sample(self, int(n), rng, missing=missing)
 

@@ -17,9 +17,9 @@ from forestgen.sampling.ancestral import AncestralSampler
 class _CountingSampler(AncestralSampler):
     calls = 0
 
-    def sample(self, model, n, rng, missing=False):
+    def sample(self, model, n, rng, missing=False, within_support=False):
         type(self).calls += 1
-        return super().sample(model, n, rng, missing=missing)
+        return super().sample(model, n, rng, missing=missing, within_support=within_support)
 
 
 @registry.register("ensembler", "test_counting")
@@ -73,3 +73,24 @@ def test_undeclared_query_names_learner_and_query(table):
     with pytest.raises(NotImplementedError, match="_NoTorch .*'impute'"):
         m.impute(table.head(3).assign(x=np.nan))
     assert np.isfinite(m.log_prob(table)).all()  # declared queries still work
+
+
+@registry.register("sampler", "test_old_contract")
+class _OldContractSampler(AncestralSampler):
+    """A third-party sampler written before ``within_support`` existed."""
+
+    def sample(self, model, n, rng, missing=False):
+        return super().sample(model, n, rng, missing=missing)
+
+
+class _OldSampler(ARF):
+    model_family = Family("old sampler", {**LEAF_MIXTURE.slots, "sampler": "test_old_contract"},
+                          LEAF_MIXTURE.capabilities)
+
+
+def test_sampler_without_within_support_gives_exact_draws(table):
+    m = _OldSampler(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
+    ref = ARF(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
+    exact = ref.sample_encoded(50, random_state=2)
+    np.testing.assert_array_equal(m.sample_encoded(50, random_state=2, within_support=True), exact)
+    assert not np.array_equal(ref.sample_encoded(50, random_state=2, within_support=True), exact)

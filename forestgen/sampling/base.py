@@ -6,7 +6,11 @@ import numpy as np
 
 
 class Sampler:
-    """Base class: ``sample(model, n, rng) -> float64 [n, d]`` encoded rows."""
+    """Base class: ``sample(model, n, rng) -> float64 [n, d]`` encoded rows.
+
+    A sampler may also accept ``missing=`` (blank entries at the leaf's missing rates) and
+    ``within_support=`` (keep draws inside each column's observed range); a sampler that does
+    not accept ``within_support`` is called without it and its exact draws are used."""
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
