@@ -11,7 +11,8 @@ queries it can answer (declared, not assumed).
   EOGT): slots ``partition`` (the cell table, :mod:`forestgen.tree.cells`), ``ensembler``
   (``"intersection"``: compiles the cells into one tree with masses ``R(C)``, after which every
   query is exact) and ``sampler`` (``"ancestral"`` on the compiled cells). EOGT keeps only arc
-  probabilities and answers ``log_prob`` and ``sample`` through its star-node sampler.
+  probabilities: ``log_prob`` (NaN marginals), ``sample``, ``impute`` and ``predict`` through
+  the regions of its star-node walk.
 
 A learner sets ``model_family``; :meth:`~forestgen.base.GenerativeForest.require` raises
 ``NotImplementedError`` naming the learner and the query for anything outside

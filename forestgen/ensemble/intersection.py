@@ -4,11 +4,14 @@
 Unlike a mixture, the trees of a generative forest do not each carry a density: their leaves
 intersect into the cells of one partition, and the density is ``R(C) / μ(C)`` on cell ``C``
 (the data mass of the cell spread uniformly). :meth:`IntersectionEnsembler.compile` turns a
-:class:`~forestgen.tree.cells.CellTable` into one tree whose leaves are the cells, with leaf
-log-weights ``log R(C)``; with uniform leaves on the cells (``cell_uniform`` /
-``uniform_levels``) the shared leaf-mixture queries are then exact for the forest: a complete row
-reaches one cell, a row with NaN entries reaches every compatible cell and their masses add
-(:meth:`combine`).
+:class:`~forestgen.tree.cells.CellTable` into one tree whose leaves tile the root box: the cells
+holding training mass plus the *empty regions* between them (:func:`~forestgen.tree.cells.
+cover_box`). With ``smoothing = ε`` every leaf ``L`` gets the mass ``(1 - ε) R(L) + ε U(L)``
+(``U`` the share of the box's measure), i.e. the density ``(1 - ε) q_G + ε / μ(X)`` of spec
+§4.1, positive on the whole box; ``ε = 0`` is the paper's exact ``q_G`` (zero in empty
+regions). With uniform leaves on the leaves' boxes (``cell_uniform`` / ``uniform_levels``) the
+shared leaf-mixture queries are then exact for the forest: a complete row reaches one leaf, a
+row with NaN entries reaches every compatible leaf and their masses add (:meth:`combine`).
 """
 
 from __future__ import annotations
@@ -19,22 +22,42 @@ from forestgen.ensemble.base import Ensembler
 from forestgen.ensemble.mixture import segment_logsumexp
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.cells import CellTable, partition_tree
+from forestgen.tree.cells import KIND_NOMINAL, CellTable, cover_box, partition_tree
 
 
 @register("ensembler", "intersection")
 class IntersectionEnsembler(Ensembler):
     normalised = True
 
-    def compile(self, table: CellTable, n_levels: np.ndarray
-                ) -> tuple[ForestArrays, np.ndarray, np.ndarray]:
-        """``(partition tree, leaf log-weights log R(C), cell id of each leaf)``."""
+    def compile(self, table: CellTable, n_levels: np.ndarray, smoothing: float = 0.0
+                ) -> tuple[ForestArrays, np.ndarray, np.ndarray, tuple]:
+        """``(partition tree, leaf log-weights, cell id of each leaf (-1: empty region),
+        leaf boxes (lo, hi, mask))``."""
         tree, leaf_cell = partition_tree(table)
+        tree, leaf_cell, boxes = cover_box(tree, leaf_cell, table)
         forest = ForestArrays.from_trees([tree], n_levels)
-        R = table.R[leaf_cell]
+        R = np.where(leaf_cell >= 0, table.R[np.maximum(leaf_cell, 0)], 0.0)
+        R = R / R.sum()
+        w = (1.0 - smoothing) * R
+        if smoothing > 0:
+            w = w + smoothing * volume_share(table, *boxes)
         with np.errstate(divide="ignore"):
-            return forest, np.log(R / R.sum()), leaf_cell
+            return forest, np.log(w), leaf_cell, boxes
 
     def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
         """Per-row log of the summed masses of the reached cells."""
         return segment_logsumexp(ptr, pair_scores)
+
+
+def volume_share(table: CellTable, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray
+                 ) -> np.ndarray:
+    """``U(L)``: each box's share of the root box measure (Lebesgue on numeric columns,
+    counting on discrete ones; integer codes own unit intervals)."""
+    logu = np.zeros(len(lo))
+    for j in range(len(table.kind)):
+        if table.kind[j] == KIND_NOMINAL:
+            o, k = table.nom_off[j], table.nlev[j]
+            logu += np.log(mask[:, o: o + k].sum(1) / k)
+        else:
+            logu += np.log((hi[:, j] - lo[:, j]) / (table.root_hi[j] - table.root_lo[j]))
+    return np.exp(logu)

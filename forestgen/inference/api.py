@@ -469,7 +469,8 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     one frame (an ndarray / tensor for ndarray / tensor input), or a list of ``n_imputations``.
     ``"max_density"`` (generative forests, Nock & Guillame-Bert §7.2): a uniform draw inside the
     compatible leaf where the conditional density peaks (models whose leaves partition the
-    space)."""
+    space). A model with an ``impute_encoded(Z, missing, method, rng)`` method (EOGT) fills
+    the encoded rows itself; the input handling and decoding here are shared."""
     model._check_fitted()
     if method not in ("expectation", "sample", "max_density"):
         raise ValueError(f"method must be 'expectation', 'sample' or 'max_density', "
@@ -497,7 +498,10 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     outs = []
     for _ in range(n_imputations):
         Z = ev.point.copy()
-        if len(rows):
+        filler = getattr(model, "impute_encoded", None)
+        if len(rows) and filler is not None:  # models whose law is not a leaf mixture (EOGT)
+            Z = filler(Z, miss, method, rng)
+        elif len(rows):
             if method == "expectation":
                 cols = [j for j in present if miss[:, j].any()]
                 mom = _column_moments(model, ev, cols, df.index, rows=rows, per_row=True)

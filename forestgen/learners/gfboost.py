@@ -18,24 +18,41 @@ fast form of the paper's star-node sampler, spec §3.2), conditional sampling, `
 
 Measure convention of ``log_prob``: Lebesgue on continuous columns, counting on discrete ones
 (categorical, bool, ordinal integers); wide integer columns are numeric with each integer owning
-a unit interval, so their density equals the pmf under the counting measure. The support is the
-training bounding box: points outside it or in a row-less cell get ``-inf`` (spec §4.1).
+a unit interval, so their density equals the pmf under the counting measure.
+
+Support (spec §4.1, §6.6). The paper's ``q_G`` is zero in every cell without training rows; with
+many trees nearly every held-out row falls in such a cell. ``smoothing = ε`` (default ``1e-3``)
+mixes in the uniform density on the training box, ``(1 - ε) q_G + ε / μ(X)``, exactly: the
+compiled tree also holds the empty regions between the cells, so the smoothed model is still one
+partition with one mass per leaf, and density, marginals, sampling, conditionals, imputation and
+``to_torch`` all answer for it. ``smoothing=0`` is the paper's model. Rows outside the training
+box have density zero; :meth:`log_prob` floors them at ``density_floor`` times the uniform
+density on the box, as :class:`~forestgen.learners.rfde.RFDE` and DEF do.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import sys
 import time
+import warnings
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.families import INTERSECTION
-from forestgen.learners.rfde import column_layout, fit_cell_leaves, root_box
+from forestgen.learners.rfde import (
+    apply_floor,
+    box_log_volume,
+    column_layout,
+    fit_cell_leaves,
+    root_box,
+)
 from forestgen.registry import register
 from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.tree.arrays import ForestArrays
@@ -72,6 +89,15 @@ class GFBoost(GenerativeForest):
         shares, down to fragments of 1/8 of a row, which then go to one side at random with
         that probability; ``"random_hard"`` (the reference code) always sends the whole row to
         one side at random. See :class:`~forestgen.tree.cells.CellTable`.
+    smoothing : ``ε`` in ``[0, 1)``, weight of the uniform density on the training box in the
+        model (default ``1e-3``; ``0``: the paper's exact ``q_G``, zero in empty cells), or
+        ``"auto"``: the Good-Turing estimate of the chance that a new row falls in an empty
+        cell (training mass in cells holding at most one row), which maximises held-out
+        likelihood better but, when most cells hold one row, makes samples nearly uniform.
+        The value used is ``smoothing_``.
+    density_floor : densities below ``density_floor`` times the uniform density on the box
+        (rows outside the training box) are reported as that by :meth:`log_prob` (default
+        ``1e-5``, as RFDE/DEF; ``None``: the honest ``-inf``; ``log_prob_encoded`` never floors).
     progress : print a progress line on stderr.
     random_state : seeds the random side of missing-value fragments; without missing values
         training is deterministic (ties go to the lowest tree, node and column).
@@ -88,7 +114,8 @@ class GFBoost(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 50, n_iter: int = 200, loss: str = "matusita",
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
-                 min_rows: float = 1.0, missing: str = "fractional", progress: bool = False,
+                 min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
+                 density_floor: float | None = 1e-5, progress: bool = False,
                  random_state: Any = None):
         self.n_trees = n_trees
         self.n_iter = n_iter
@@ -98,6 +125,8 @@ class GFBoost(GenerativeForest):
         self.max_candidates = max_candidates
         self.min_rows = min_rows
         self.missing = missing
+        self.smoothing = smoothing
+        self.density_floor = density_floor
         self.progress = progress
         self.random_state = random_state
 
@@ -110,6 +139,9 @@ class GFBoost(GenerativeForest):
         check_int("max_candidates", self.max_candidates, 2)
         check_real("min_rows", self.min_rows, 0.0, low_open=True)
         check_choice("missing", self.missing, ("fractional", "random_hard"))
+        if self.smoothing != "auto":
+            check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
+        check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
         check_bool("progress", self.progress)
         check_random_state(self.random_state)
 
@@ -175,46 +207,59 @@ class GFBoost(GenerativeForest):
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
-        self.forest_, self.leaf_log_weight_, leaf_cell = IntersectionEnsembler().compile(
-            table, n_levels)
-        R = np.exp(self.leaf_log_weight_)
-        self.leaf_models_ = fit_cell_leaves(schema, table.clo[leaf_cell], table.chi[leaf_cell],
-                                            table.cmask[leaf_cell], nom_off, R * table.m_total)
+        self.smoothing_ = float(self.smoothing) if self.smoothing != "auto" else min(
+            0.99, float(table.R[table.R * table.m_total <= 1 + 1e-9].sum()))
+        self.forest_, self.leaf_log_weight_, leaf_cell, (lo, hi, mask) = (
+            IntersectionEnsembler().compile(table, n_levels, self.smoothing_))
+        R = np.where(leaf_cell >= 0, table.R[np.maximum(leaf_cell, 0)], 0.0)
+        self.cell_mass_ = R / R.sum()
+        self.leaf_models_ = fit_cell_leaves(schema, lo, hi, mask, nom_off,
+                                            self.cell_mass_ * table.m_total)
         self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
-        self.cell_lo_ = table.clo[leaf_cell].copy()
-        self.cell_hi_ = table.chi[leaf_cell].copy()
-        self.cell_mask_ = table.cmask[leaf_cell].astype(bool)
+        self.cell_lo_, self.cell_hi_, self.cell_mask_ = lo, hi, mask.astype(bool)
         self.n_train_ = int(table.m_total)
 
     def cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Boxes and masses of the partition's cells, in leaf order of ``forest_``:
-        ``(lo, hi)`` intervals ``(lo, hi]`` per ordered column (encoded units), allowed-level
-        mask per nominal column (offsets of :func:`~forestgen.learners.rfde.column_layout`),
-        and ``R(C)``."""
+        """Boxes and training masses ``R`` of the leaves of ``forest_`` (in leaf order): the
+        cells of the joint partition (``R > 0``) and the empty regions between them
+        (``R = 0``). ``(lo, hi)`` intervals ``(lo, hi]`` per ordered column (encoded units),
+        allowed-level mask per nominal column (offsets of
+        :func:`~forestgen.learners.rfde.column_layout`)."""
         self._check_fitted()
-        return self.cell_lo_, self.cell_hi_, self.cell_mask_, np.exp(self.leaf_log_weight_)
+        return self.cell_lo_, self.cell_hi_, self.cell_mask_, self.cell_mass_
 
     @property
     def n_cells_(self) -> int:
         """Number of cells of the joint partition holding training mass."""
         self._check_fitted()
-        return self.forest_.n_leaves
+        return int((self.cell_mass_ > 0).sum())
 
     def cell_risk(self) -> float:
         """Bayes risk ``Σ_C J_π(R(C), U(C))`` of the fitted partition (spec §2.2)."""
         self._check_fitted()
-        R = np.exp(self.leaf_log_weight_)
-        return self._splitter().risk(R, self._cell_volume_share())
+        held = self.cell_mass_ > 0
+        return self._splitter().risk(self.cell_mass_[held], self._cell_volume_share()[held])
 
     def _cell_volume_share(self) -> np.ndarray:
-        """``U(C)``: each cell's share of the root box volume."""
-        logu = np.zeros(self.n_cells_)
+        """``U(L)``: each leaf's share of the root box measure."""
+        logu = np.zeros(self.forest_.n_leaves)
         for j, lm in enumerate(self.leaf_models_):
             if lm.discrete:
                 logu += np.log((lm.pmf_ > 0).sum(1) / lm.pmf_.shape[1])
             else:
                 logu += np.log((lm.hi_ - lm.lo_) / (self.box_hi_[j] - self.box_lo_[j]))
         return np.exp(logu)
+
+    def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
+        """Log density per row (see the module notes on the measure). Densities below
+        ``density_floor`` times the uniform density on the box (rows outside the training box;
+        empty cells when ``smoothing`` is below the floor) are reported as that unless
+        ``floor=None`` (honest ``-inf``) or another ``floor`` is given."""
+        out = super().log_prob(X, conditions)
+        if conditions is not None:
+            return out
+        return apply_floor(out, self.density_floor if floor == "default" else floor,
+                           box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
 
     # ------------------------------------------------------------------ imputation
     def impute(self, X, method: str = "max_density", n_imputations: int = 1,
@@ -231,14 +276,14 @@ class GFBoost(GenerativeForest):
     def _extra_arrays(self):
         out = {"box_lo": self.box_lo_, "box_hi": self.box_hi_,
                "risk_path": np.asarray(self.risk_path_)}
-        for k in ("cell_lo_", "cell_hi_", "cell_mask_"):
+        for k in ("cell_lo_", "cell_hi_", "cell_mask_", "cell_mass_"):
             if hasattr(self, k):
                 out[k[:-1]] = getattr(self, k)
         out.update(self.trees_.to_arrays("trees."))
         return out
 
     def _extra_meta(self):
-        return {"n_train": int(self.n_train_)}
+        return {"n_train": int(self.n_train_), "smoothing": getattr(self, "smoothing_", 0.0)}
 
     def _restore_extra(self, arrays, meta):
         self.box_lo_ = arrays["box_lo"]
@@ -247,9 +292,12 @@ class GFBoost(GenerativeForest):
         self.n_splits_ = len(self.risk_path_) - 1
         self.trees_ = ForestArrays.from_arrays(arrays, "trees.")
         self.n_train_ = int(meta["n_train"])
-        for k in ("cell_lo", "cell_hi", "cell_mask"):
+        self.smoothing_ = float(meta.get("smoothing", 0.0))
+        for k in ("cell_lo", "cell_hi", "cell_mask", "cell_mass"):
             if k in arrays:
                 setattr(self, k + "_", arrays[k])
+        if "cell_mass" not in arrays:  # files before smoothing: leaf weights are the masses
+            self.cell_mass_ = np.exp(self.leaf_log_weight_)
 
 
 def _tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[TreeRecord]:
@@ -294,26 +342,31 @@ class EOGT(GFBoost):
     trees and their arc probabilities ``π_{ν→v} = R(v)/R(ν)`` are kept (``trees_.node_value``).
 
     Its law is defined by the star-node sampler with approximate branching (eq. (8)) in the
-    iterative tree order: :meth:`sample` draws from it exactly and :meth:`log_prob` is its exact
-    density at complete rows (same measure convention as :class:`GFBoost`). Queries that need
-    the cells' masses — rows with missing entries, conditions, ``predict_proba``, ``impute``,
-    ``expect``, ``to_torch`` — raise ``NotImplementedError``. ``forest_`` holds the same trees
+    iterative tree order, mixed like :class:`GFBoost`'s with ``smoothing`` times the uniform
+    density on the box. :meth:`sample` draws from it exactly; :meth:`log_prob` is its exact
+    density, with missing entries marginalised by walking both branches of every node on a
+    missing column (:func:`~forestgen.sampling.star.approx_regions`; a row needing more than
+    ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
+    :meth:`predict_proba` and :meth:`predict` use the same compatible regions. Conditions,
+    ``expect`` and ``to_torch`` raise ``NotImplementedError``. ``forest_`` holds the same trees
     with each leaf's reach probability and a uniform leaf (so each tree alone is a generative
     tree, and ``save``/``load`` work); it is not the EOGT's law for ``T > 1``.
     """
 
     model_family = INTERSECTION
+    method_name = "EOGT"
+    _approx = True
+    #: per-row cap on the regions enumerated to marginalise missing entries
+    max_regions = 100_000
 
     @property
     def capabilities(self) -> frozenset:
-        """EOGT answers complete-row ``log_prob`` and ``sample`` only (no cell masses)."""
-        return frozenset({"log_prob", "sample"})
-
-    method_name = "EOGT"
-    _approx = True
+        """``log_prob`` (with NaN marginals), ``sample``, ``impute`` and ``predict``."""
+        return frozenset({"log_prob", "marginal", "sample", "impute", "predict"})
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
+        self.smoothing_ = 0.0 if self.smoothing == "auto" else float(self.smoothing)
         self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.forest_ = self.trees_
         self.n_train_ = int(table.m_total)
@@ -328,6 +381,12 @@ class EOGT(GFBoost):
                                             geo.mask[leaf_node].astype(np.uint8), nom_off,
                                             geo.weight[leaf_node])
 
+    def _validate(self) -> None:
+        super()._validate()
+        if self.smoothing == "auto":
+            raise ValueError("EOGT keeps no cell masses: smoothing='auto' needs GFBoost; "
+                             "give a number")
+
     def _geometry(self):
         from forestgen.sampling.star import TreeGeometry
 
@@ -337,55 +396,291 @@ class EOGT(GFBoost):
             self._geo = TreeGeometry(self.trees_, self.box_lo_, self.box_hi_, nom_off, nlev)
         return self._geo
 
-    def _unsupported(self, query: str):
-        raise NotImplementedError(f"EOGT does not support {query}: its cell masses are not "
-                                  f"stored (use GFBoost)")
+    def _regions(self, x: np.ndarray):
+        """Compatible regions of one encoded row with their log weight on the observed
+        entries, ``log Q̂(C) - log μ_o(C_o)``; ``None`` past ``max_regions``."""
+        from forestgen.sampling.star import approx_regions, region_log_measure
+
+        g = self._geometry()
+        reg = approx_regions(g, x, self.box_lo_, self.box_hi_, int(self.max_regions))
+        if reg is None:
+            return None
+        lq, lo, hi, mask = reg
+        obs = np.flatnonzero(~np.isnan(x))
+        lw = np.array([lq[i] - region_log_measure(g, lo[i], hi[i], mask[i], obs)
+                       for i in range(len(lq))])
+        return lw, lo, hi, mask
+
+    def _uniform_log_weight(self, x: np.ndarray) -> float:
+        """``log ε - log μ_o(X_o)``: the smoothing component's weight on the observed entries."""
+        from forestgen.sampling.star import region_log_measure
+
+        if self.smoothing_ <= 0:
+            return -np.inf
+        g = self._geometry()
+        r0 = self.trees_.roots[0]
+        return math.log(self.smoothing_) - region_log_measure(
+            g, g.lo[r0], g.hi[r0], g.mask[r0], np.flatnonzero(~np.isnan(x)))
+
+    def _too_many(self, rows: list[int], query: str) -> None:
+        if rows:
+            warnings.warn(f"EOGT {query}: {len(rows)} row(s) (first: {rows[0]}) need more than "
+                          f"max_regions={self.max_regions} compatible regions to marginalise "
+                          f"their missing entries; they get NaN", RuntimeWarning, stacklevel=3)
+
+    def _row_keys(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Representative rows and the inverse map: the walk sees a row only through which
+        side of every threshold (and box face) each entry lies, so rows agreeing on that are
+        answered once (e.g. the grid of a marginal's quadrature)."""
+        self._geometry()
+        f = self.trees_
+        nominal = self._layout[2] >= 0
+        keys = np.empty(Z.shape)
+        for j in range(Z.shape[1]):
+            col = Z[:, j]
+            if nominal[j]:
+                keys[:, j] = np.where(np.isnan(col), -2.0, col)
+                continue
+            faces = np.unique(np.r_[f.threshold[f.feature == j], self.box_lo_[j],
+                                    self.box_hi_[j]])
+            keys[:, j] = np.where(np.isnan(col), -2.0, np.searchsorted(faces, col, "left"))
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
-        from forestgen.sampling.star import approx_log_prob
+        """Exact log density of EOGT's law; NaN entries are marginalised."""
+        self._check_fitted()
+        Z = np.asarray(Z, float)
+        if len(Z) == 0:
+            return np.zeros(0)
+        first, inverse = self._row_keys(Z)
+        return self._log_prob_rows(Z[first])[inverse]
 
-        if np.isnan(Z).any():
-            self._unsupported("log_prob with missing entries")
-        return approx_log_prob(self._geometry(), Z, self.box_lo_, self.box_hi_)
+    def _log_prob_rows(self, Z: np.ndarray) -> np.ndarray:
+        out = np.empty(len(Z))
+        big = []
+        a = math.log1p(-self.smoothing_)
+        for i, x in enumerate(Z):
+            reg = self._regions(x)
+            if reg is None:
+                out[i] = np.nan
+                big.append(i)
+                continue
+            lw = reg[0]
+            tree_part = a + np.logaddexp.reduce(lw) if len(lw) else -np.inf
+            inside = len(lw) or self._inside(x)
+            out[i] = np.logaddexp(tree_part, self._uniform_log_weight(x)) if inside else -np.inf
+        self._too_many(big, "log_prob")
+        return out
 
-    def log_prob(self, X, conditions=None) -> np.ndarray:
-        if conditions is not None:
-            self._unsupported("conditional log_prob")
-        return self.log_prob_encoded(self._encode(X))
+    def _inside(self, x: np.ndarray) -> bool:
+        obs = ~np.isnan(x)
+        nom = self._layout[2] >= 0
+        o = obs & ~nom
+        if np.any(x[o] <= self.box_lo_[o]) or np.any(x[o] > self.box_hi_[o]):
+            return False
+        k = obs & nom
+        return bool(np.all((x[k] >= 0) & (x[k] < self._layout[1][k]) & (x[k] == np.round(x[k]))))
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
-        from forestgen.sampling.star import StarNodeSampler
+        from forestgen.sampling.star import StarNodeSampler, draw_uniform
         from forestgen.validation import as_generator
 
         self._check_fitted()
-        if not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
-        kind = self._layout[0] if hasattr(self, "_layout") else None
+        check_int("n", n, 0)
+        rng = as_generator(random_state)
         geo = self._geometry()
-        kind = self._layout[0] if kind is None else kind
+        kind, nlev, nom_off = self._layout
+        uni = rng.random(int(n)) < self.smoothing_
+        out = np.empty((int(n), len(self.box_lo_)))
         sampler = StarNodeSampler(geo, kind, branch="approx", order="iterative")
-        return sampler.draw(int(n), as_generator(random_state))
+        out[~uni] = sampler.draw(int((~uni).sum()), rng)
+        r0 = self.trees_.roots[0]
+        for i in np.flatnonzero(uni):
+            out[i] = draw_uniform(geo.lo[r0], geo.hi[r0], geo.mask[r0], kind, nom_off, nlev,
+                                  rng)
+        return out
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
                missing=True):
         if conditions is not None:
-            self._unsupported("conditional sampling")
+            self.require("conditional_sample")
         return super().sample(n, random_state)
 
-    def predict_proba(self, X, target):
-        self._unsupported("predict_proba")
+    # ------------------------------------------------------------------ region queries
+    def _choose(self, x: np.ndarray, reg, method: str, rng) -> tuple | None:
+        """One region for ``x``'s missing entries: where the conditional density peaks
+        (``"max_density"``, ties at random) or drawn from the conditional (``"sample"``,
+        the smoothing component being the whole box); ``None`` if ``x`` has probability 0."""
+        from forestgen.sampling.star import region_log_measure
 
-    def predict(self, X, target):
-        self._unsupported("predict")
+        g = self._geometry()
+        lw, lo, hi, mask = reg
+        r0 = self.trees_.roots[0]
+        box = (g.lo[r0], g.hi[r0], g.mask[r0])
+        if method == "max_density":
+            if not len(lw):
+                return box if np.isfinite(self._uniform_log_weight(x)) and self._inside(x) \
+                    else None
+            miss = np.flatnonzero(np.isnan(x))
+            score = np.array([lw[i] - region_log_measure(g, lo[i], hi[i], mask[i], miss)
+                              for i in range(len(lw))])
+            best = np.flatnonzero(score == score.max())
+            k = best[rng.integers(len(best))]
+            return lo[k], hi[k], mask[k]
+        w = np.r_[math.log1p(-self.smoothing_) + lw,
+                  self._uniform_log_weight(x) if self._inside(x) else -np.inf]
+        if not np.isfinite(w).any():
+            return None
+        p = np.exp(w - w.max())
+        k = int(np.searchsorted(np.cumsum(p) / p.sum(), rng.random(), side="right"))
+        k = min(k, len(p) - 1)
+        return box if k == len(lw) else (lo[k], hi[k], mask[k])
+
+    def _level_probs(self, x: np.ndarray, j: int, reg) -> np.ndarray:
+        """P(level of column ``j`` | observed entries of ``x``) from the regions."""
+        lw, lo, hi, mask = reg
+        kind, nlev, nom_off = self._layout
+        k = int(nlev[j])
+        codes = np.arange(k)
+
+        def spread(lo_j, hi_j, mask_j):
+            allowed = mask_j[nom_off[j]: nom_off[j] + k].astype(float) if kind[j] == 2 else (
+                (codes > lo_j) & (codes <= hi_j)).astype(float)
+            return allowed / allowed.sum()
+
+        p = np.zeros(k)
+        w = np.exp(math.log1p(-self.smoothing_) + lw - (lw.max() if len(lw) else 0.0))
+        for i in range(len(lw)):
+            p += w[i] * spread(lo[i, j], hi[i, j], mask[i])
+        u = self._uniform_log_weight(x)
+        if np.isfinite(u) and self._inside(x):
+            p += np.exp(u - (lw.max() if len(lw) else 0.0)) / k
+        return p / p.sum() if p.sum() > 0 else np.full(k, np.nan)
+
+    def _mean(self, x: np.ndarray, j: int, reg) -> float:
+        """Conditional mean of ordered column ``j`` (encoded units) from the regions."""
+        lw, lo, hi, _ = reg
+        g = self._geometry()
+        r0 = self.trees_.roots[0]
+        integer = self._layout[0][j] == 1
+
+        def centre(a, b):
+            return 0.5 * (math.floor(a) + 1 + math.floor(b)) if integer else 0.5 * (a + b)
+
+        w = list(math.log1p(-self.smoothing_) + lw)
+        c = [centre(lo[i, j], hi[i, j]) for i in range(len(lw))]
+        u = self._uniform_log_weight(x)
+        if np.isfinite(u) and self._inside(x):
+            w.append(u)
+            c.append(centre(g.lo[r0, j], g.hi[r0, j]))
+        if not w:
+            return np.nan
+        w = np.exp(np.asarray(w) - max(w))
+        return float(np.dot(w, c) / w.sum())
+
+    def impute_encoded(self, Z: np.ndarray, miss: np.ndarray, method: str,
+                       rng: np.random.Generator) -> np.ndarray:
+        """Fill ``Z[miss]`` (encoded rows) from EOGT's conditional: ``"max_density"``
+        (uniform in the compatible region of highest density, paper §7.2 with approximation
+        (8)), ``"sample"`` (exact conditional draw) or ``"expectation"`` (mean / mode).
+        Rows of zero probability stay NaN (a warning names them)."""
+        from forestgen.sampling.star import draw_uniform
+
+        self._geometry()
+        kind, nlev, nom_off = self._layout
+        out = Z.copy()
+        big, empty = [], []
+        for i in np.flatnonzero(miss.any(1)):
+            x = np.where(miss[i], np.nan, Z[i])
+            reg = self._regions(x)
+            if reg is None:
+                big.append(int(i))
+                continue
+            cols = np.flatnonzero(miss[i])
+            if method == "expectation":
+                if not len(reg[0]) and not (self.smoothing_ > 0 and self._inside(x)):
+                    empty.append(int(i))
+                    continue
+                for j in cols:
+                    if kind[j] == 2:
+                        out[i, j] = float(np.argmax(self._level_probs(x, j, reg)))
+                    else:
+                        v = self._mean(x, j, reg)
+                        out[i, j] = round(v) if kind[j] == 1 else v
+                continue
+            pick = self._choose(x, reg, method, rng)
+            if pick is None:
+                empty.append(int(i))
+                continue
+            draw = draw_uniform(*pick, kind, nom_off, nlev, rng)
+            out[i, cols] = draw[cols]
+        self._too_many(big, "impute")
+        if empty:
+            warnings.warn(f"EOGT impute: {len(empty)} row(s) (first: {empty[0]}) have "
+                          f"observed entries of probability zero; left missing",
+                          RuntimeWarning, stacklevel=2)
+        return out
 
     def impute(self, X, method="max_density", n_imputations=1, random_state=None):
-        self._unsupported("impute")
+        """Fill missing entries from EOGT's conditional (see :meth:`impute_encoded`)."""
+        from forestgen.inference.api import impute
 
-    def expect(self, columns=None, conditions=None):
-        self._unsupported("expect")
+        return impute(self, X, method=method, n_imputations=n_imputations,
+                      random_state=random_state)
 
-    def to_torch(self):
-        self._unsupported("to_torch")
+    def predict_proba(self, X, target=None):
+        """P(level of a discrete ``target`` | each row's other observed entries)."""
+        self._check_fitted()
+        j, Z = self._target_rows(X, target, "predict_proba")
+        spec = self.schema_.columns[j]
+        if not spec.is_discrete:
+            raise ValueError(f"EOGT.predict_proba: column {spec.name!r} is numeric; use "
+                             f"predict")
+        P = np.full((len(Z), spec.n_levels), np.nan)
+        big = []
+        for i, x in enumerate(Z):
+            reg = self._regions(x)
+            if reg is None:
+                big.append(i)
+                continue
+            P[i] = self._level_probs(x, j, reg)
+        self._too_many(big, "predict_proba")
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        return pd.DataFrame(P, index=index, columns=pd.Index(list(spec.categories), dtype=object))
+
+    def predict(self, X, target=None):
+        """Most probable level of a discrete ``target``; conditional mean of a numeric one."""
+        self._check_fitted()
+        j, Z = self._target_rows(X, target, "predict")
+        spec = self.schema_.columns[j]
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        if spec.is_discrete:
+            P = self.predict_proba(X, target).to_numpy()
+            code = np.where(np.isnan(P).any(1), np.nan, np.argmax(np.nan_to_num(P), 1))
+            Zc = np.full((len(Z), self.schema_.d), np.nan)
+            Zc[:, j] = code
+            return self.encoder_.inverse_transform(Zc).iloc[:, j].set_axis(index) \
+                if index is not None else self.encoder_.inverse_transform(Zc).iloc[:, j]
+        vals = np.full(len(Z), np.nan)
+        for i, x in enumerate(Z):
+            reg = self._regions(x)
+            if reg is not None:
+                vals[i] = self._mean(x, j, reg)
+        Zc = np.full((len(Z), self.schema_.d), np.nan)
+        Zc[:, j] = vals
+        return pd.Series(self.encoder_.inverse_transform(Zc).iloc[:, j].to_numpy(),
+                         index=index, name=spec.name)
+
+    def _target_rows(self, X, target, query: str):
+        target = self._require_target(target, query)
+        names = self.schema_.names
+        if target not in names:
+            raise ValueError(f"EOGT.{query}: unknown column {target!r}; columns: {names}")
+        j = names.index(target)
+        Z = self._encode(X, missing_columns="nan")
+        Z[:, j] = np.nan
+        return j, Z
 
     def _restore_extra(self, arrays, meta):
         super()._restore_extra(arrays, meta)

@@ -221,3 +221,86 @@ def approx_log_prob(g: TreeGeometry, Z: np.ndarray, box_lo, box_hi) -> np.ndarra
                 vol += math.log(hi[j] - lo[j])
         out[i] = lp - vol
     return out
+
+
+def region_log_measure(g: TreeGeometry, lo, hi, mask, cols) -> float:
+    """Log measure of a region on the columns ``cols`` (Lebesgue / counting, as the density)."""
+    out = 0.0
+    for j in cols:
+        if g.nom_off[j] >= 0:
+            o = g.nom_off[j]
+            out += math.log(mask[o: o + g.nlev[j]].sum())
+        else:
+            out += math.log(hi[j] - lo[j])
+    return out
+
+
+def approx_regions(g: TreeGeometry, x: np.ndarray, box_lo, box_hi, budget: int = 100_000):
+    """The regions of EOGT's iterative-order law (§4.3) compatible with the observed entries
+    of ``x`` (NaN = missing): walk the trees in order; a node on an observed column follows
+    ``x``, a node on a missing column branches both ways with ``q̂`` and ``1 - q̂``. Returns
+    ``(log Q̂, lo, hi, mask)`` per region (empty when ``x`` lies outside the box), or ``None``
+    when more than ``budget`` regions would be needed."""
+    f = g.forest
+    roots = f.roots
+    T = len(roots)
+    obs = ~np.isnan(x)
+    nom = np.flatnonzero((g.nom_off >= 0) & obs)
+    ordered = np.flatnonzero((g.nom_off < 0) & obs)
+    d = len(x)
+    empty = (np.zeros(0), np.zeros((0, d)), np.zeros((0, d)), np.zeros((0, g.mask.shape[1]),
+                                                                        bool))
+    if (np.any(x[ordered] <= box_lo[ordered]) or np.any(x[ordered] > box_hi[ordered])
+            or any(x[j] < 0 or x[j] >= g.nlev[j] or x[j] != int(x[j]) for j in nom)):
+        return empty
+    r0 = roots[0]
+    stack = [(0, int(roots[0]), 0.0, g.lo[r0].copy(), g.hi[r0].copy(), g.mask[r0].copy())]
+    out_lp, out_lo, out_hi, out_mask = [], [], [], []
+    n_live = 1
+    while stack:
+        t, node, lp, lo, hi, mask = stack.pop()
+        while True:
+            if f.feature[node] < 0:
+                t += 1
+                if t == T:
+                    break
+                node = int(roots[t])
+                continue
+            j = f.feature[node]
+            q = g.approx_left(node, lo, hi, mask)
+            if obs[j]:
+                if f.cat_off[node] >= 0:
+                    go_left = f.cat_left[f.cat_off[node] + int(x[j])] == 1
+                else:
+                    go_left = x[j] <= f.threshold[node]
+                p = q if go_left else 1.0 - q
+                if p <= 0:
+                    lp = -math.inf
+                    break
+                lp += math.log(p)
+                g.cut(node, go_left, lo, hi, mask)
+                node = int(f.left[node] if go_left else f.right[node])
+                continue
+            if q < 1:  # the right branch continues on a copy of the region
+                n_live += 1
+                if n_live > budget:
+                    return None
+                rlo, rhi, rmask = lo.copy(), hi.copy(), mask.copy()
+                g.cut(node, False, rlo, rhi, rmask)
+                stack.append((t, int(f.right[node]), lp + math.log(1.0 - q), rlo, rhi, rmask))
+            if q <= 0:
+                lp = -math.inf
+                break
+            lp += math.log(q)
+            g.cut(node, True, lo, hi, mask)
+            node = int(f.left[node])
+        if lp > -math.inf:
+            out_lp.append(lp)
+            out_lo.append(lo)
+            out_hi.append(hi)
+            out_mask.append(mask)
+        else:
+            n_live -= 1
+    if not out_lp:
+        return empty
+    return np.array(out_lp), np.array(out_lo), np.array(out_hi), np.array(out_mask)

@@ -18,6 +18,8 @@ the table. All state is flat arrays; the kernels are Numba.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -552,3 +554,118 @@ def _partition_kernel(n, roots, nfeat, nthr, nleft, nright, nsplit, kind, nom_of
             break
     return feat[:n_out], thr[:n_out], left[:n_out], right[:n_out], cat[:n_out], \
         leaf_cell[:n_out]
+
+
+def cover_box(tree: TreeRecord, leaf_cell: np.ndarray, table: CellTable
+              ) -> tuple[TreeRecord, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Complete the partition tree so that its leaves tile the whole root box.
+
+    A leaf of :func:`partition_tree` holds one cell, but its region (the box its path defines)
+    is larger: the parts of the forest's partition without training data were skipped. Each
+    such leaf becomes a chain of splits at the cell's bounds (``x <= lower``, ``x <= upper``
+    per ordered column, the cell's level set per nominal one) whose off-cell sides are *empty
+    regions*, so every point of the root box reaches exactly one leaf: a cell (``cell >= 0``)
+    or an empty region (``cell = -1``). Slabs of zero measure (no integer code in them) are
+    not cut. Returns the tree, the cell of each leaf (in leaf order) and each leaf's box
+    ``(lo, hi, mask)``.
+    """
+    kind, nom_off, nlev = table.kind, table.nom_off, table.nlev
+    clo, chi, cmask = table.clo, table.chi, table.cmask
+    d = len(kind)
+    old_leaf_cell = np.full(tree.n_nodes, -1, np.int64)
+    old_leaf_cell[np.nonzero(tree.feature < 0)[0]] = leaf_cell
+    feat, thr, left, right, cat = [], [], [], [], []
+    box_lo, box_hi, box_mask, cell_of = [], [], [], []
+
+    def new_node() -> int:
+        feat.append(-1)
+        thr.append(0.0)
+        left.append(-1)
+        right.append(-1)
+        cat.append(None)
+        box_lo.append(None)
+        box_hi.append(None)
+        box_mask.append(None)
+        cell_of.append(-1)
+        return len(feat) - 1
+
+    def leaf(o: int, lo, hi, mask, c: int) -> None:
+        box_lo[o], box_hi[o], box_mask[o], cell_of[o] = lo, hi, mask, c
+
+    def ordered_measure(j: int, a: float, b: float) -> float:
+        return math.floor(b) - math.floor(a) if table.integer[j] else b - a
+
+    stack = [(0, new_node(), table.root_lo.copy(), table.root_hi.copy(),
+              np.ones(cmask.shape[1], np.uint8))]
+    while stack:
+        old, o, lo, hi, mask = stack.pop()
+        j = int(tree.feature[old])
+        if j >= 0:
+            a, b = new_node(), new_node()
+            feat[o], thr[o], left[o], right[o] = j, float(tree.threshold[old]), a, b
+            llo, lhi, lmask = lo.copy(), hi.copy(), mask.copy()
+            rlo, rhi, rmask = lo.copy(), hi.copy(), mask.copy()
+            if kind[j] == KIND_NOMINAL:
+                off, k = nom_off[j], nlev[j]
+                sel = tree.cat_left[tree.cat_off[old]: tree.cat_off[old] + k]
+                cat[o] = sel
+                lmask[off: off + k] &= sel
+                rmask[off: off + k] &= 1 - sel
+            else:
+                lhi[j] = min(hi[j], thr[o])
+                rlo[j] = max(lo[j], thr[o])
+            stack.append((int(tree.right[old]), b, rlo, rhi, rmask))
+            stack.append((int(tree.left[old]), a, llo, lhi, lmask))
+            continue
+        c = int(old_leaf_cell[old])
+        for j in range(d):  # peel the empty slabs off the region, column by column
+            if kind[j] == KIND_NOMINAL:
+                off, k = nom_off[j], nlev[j]
+                own = cmask[c, off: off + k]
+                rest = mask[off: off + k] & (1 - own)
+                if rest.any():
+                    a, b = new_node(), new_node()
+                    feat[o], left[o], right[o], cat[o] = j, a, b, own.copy()
+                    emask = mask.copy()
+                    emask[off: off + k] = rest
+                    leaf(b, lo.copy(), hi.copy(), emask, -1)
+                    mask = mask.copy()
+                    mask[off: off + k] = own & mask[off: off + k]
+                    o = a
+                continue
+            if ordered_measure(j, lo[j], clo[c, j]) > 0:
+                a, b = new_node(), new_node()
+                feat[o], thr[o], left[o], right[o] = j, float(clo[c, j]), a, b
+                ehi = hi.copy()
+                ehi[j] = clo[c, j]
+                leaf(a, lo.copy(), ehi, mask.copy(), -1)
+                lo = lo.copy()
+                lo[j] = clo[c, j]
+                o = b
+            if ordered_measure(j, chi[c, j], hi[j]) > 0:
+                a, b = new_node(), new_node()
+                feat[o], thr[o], left[o], right[o] = j, float(chi[c, j]), a, b
+                elo = lo.copy()
+                elo[j] = chi[c, j]
+                leaf(b, elo, hi.copy(), mask.copy(), -1)
+                hi = hi.copy()
+                hi[j] = chi[c, j]
+                o = a
+        leaf(o, clo[c].copy(), chi[c].copy(), cmask[c].copy(), c)
+    feat_a = np.asarray(feat, np.int64)
+    cat_off = np.full(len(feat), -1, np.int64)
+    parts, acc = [], 0
+    for node in np.nonzero(feat_a >= 0)[0]:
+        j = feat_a[node]
+        if kind[j] == KIND_NOMINAL:
+            cat_off[node] = acc
+            parts.append(np.asarray(cat[node], np.uint8))
+            acc += int(nlev[j])
+    out = TreeRecord(feature=feat_a.astype(np.int32), threshold=np.asarray(thr, np.float64),
+                     nan_left=np.ones(len(feat), np.uint8), left=np.asarray(left, np.int32),
+                     right=np.asarray(right, np.int32), cat_off=cat_off,
+                     cat_left=np.concatenate(parts) if parts else np.zeros(0, np.uint8))
+    leaves = np.nonzero(feat_a < 0)[0]
+    boxes = (np.array([box_lo[i] for i in leaves]), np.array([box_hi[i] for i in leaves]),
+             np.array([box_mask[i] for i in leaves], np.uint8))
+    return out, np.asarray(cell_of, np.int64)[leaves], boxes

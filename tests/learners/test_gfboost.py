@@ -13,7 +13,7 @@ from scipy import stats
 
 from forestgen import GenerativeForest
 from forestgen.learners import EOGT, GFBoost
-from forestgen.learners.rfde import column_layout
+from forestgen.learners.rfde import box_log_volume, column_layout
 from forestgen.sampling.star import StarNodeSampler, TreeGeometry
 
 
@@ -50,7 +50,7 @@ def exact_integral(m: GFBoost) -> float:
         w.append(wx)
     X = pd.DataFrame(rows, columns=["a", "n", "c", "b"])
     X["c"] = pd.Categorical(X["c"], categories=spec["c"].categories)
-    return float(np.sum(np.exp(m.log_prob(X)) * np.asarray(w)))
+    return float(np.sum(np.exp(m.log_prob(X, floor=None)) * np.asarray(w)))
 
 
 @pytest.mark.parametrize("missing", [False, True])
@@ -73,7 +73,9 @@ def test_no_split_is_uniform_on_the_box():
     assert np.allclose(lp, -math.log(vol))
     out = df.head(1).copy()
     out["a"] = 100.0
-    assert m.log_prob(out)[0] == -np.inf
+    assert m.log_prob(out, floor=None)[0] == -np.inf
+    # outside the training box: the density floor, relative to the box (as RFDE / DEF)
+    assert m.log_prob(out)[0] == pytest.approx(math.log(1e-5) - math.log(vol))
 
 
 def test_sampler_matches_cell_masses():
@@ -82,7 +84,7 @@ def test_sampler_matches_cell_masses():
     Z = m.sample_encoded(n, random_state=1)
     leaf = m.forest_.apply(Z)[:, 0]
     assert np.isfinite(m.log_prob_encoded(Z)).all()
-    p = np.exp(m.leaf_log_weight_)
+    p = np.exp(m.leaf_log_weight_)  # cells and (smoothing) empty regions
     obs = np.bincount(leaf, minlength=len(p))
     assert stats.chisquare(obs, p * n).pvalue > 1e-3
 
@@ -99,7 +101,9 @@ def test_star_node_sampler_has_the_cell_law(order):
     n = 4000
     Z = s.draw(n, np.random.default_rng(0))
     obs = np.bincount(m.forest_.apply(Z)[:, 0], minlength=len(R))
-    assert stats.chisquare(obs, R * n).pvalue > 1e-3
+    held = R > 0
+    assert obs[~held].sum() == 0  # never an empty region
+    assert stats.chisquare(obs[held], R[held] * n).pvalue > 1e-3
 
 
 @pytest.mark.parametrize("loss", ["matusita", "log", "square"])
@@ -117,10 +121,12 @@ def test_bayes_risk_decreases_and_matches_recomputation(loss):
 
 def test_closed_forms_at_prior_one_half():
     m = GFBoost(n_trees=3, n_iter=15, loss="matusita").fit(mixed())
-    R, U = np.exp(m.leaf_log_weight_), m._cell_volume_share()
+    R, U = m.cells()[3], m._cell_volume_share()
+    R, U = R[R > 0], U[R > 0]
     assert m.cell_risk() == pytest.approx(np.sum(np.sqrt(R * U)), abs=1e-12)
     m = GFBoost(n_trees=3, n_iter=15, loss="log").fit(mixed())
-    R, U = np.exp(m.leaf_log_weight_), m._cell_volume_share()
+    R, U = m.cells()[3], m._cell_volume_share()
+    R, U = R[R > 0], U[R > 0]
     # U restricted to the cells holding data: the rest of U sits in zero-mass cells
     M = (R + U) / 2
     js = 0.5 * np.sum(R * np.log(R / M)) + 0.5 * np.sum(U * np.log(U / M)) + 0.5 * (
@@ -222,10 +228,82 @@ def test_eogt_single_tree_equals_gf():
 
 def test_eogt_unsupported_queries_raise():
     m = EOGT(n_trees=2, n_iter=4).fit(mixed())
-    for call in (lambda: m.predict_proba(mixed().head(2), "c"), lambda: m.impute(mixed()),
-                 m.to_torch, lambda: m.sample(2, conditions={"b": True})):
+    for call in (m.to_torch, lambda: m.sample(2, conditions={"b": True}),
+                 lambda: m.log_prob(mixed().head(2), conditions={"b": True}),
+                 lambda: m.expect("a")):
         with pytest.raises(NotImplementedError, match="EOGT"):
             call()
+
+
+def _eogt_grid(m, cols=(0, 1)):
+    """Midpoints and widths of the grid cut by every threshold of the trees (EOGT's density is
+    constant on each grid cell)."""
+    f = m.trees_
+    edges = [np.unique(np.r_[m.box_lo_[j], f.threshold[f.feature == j], m.box_hi_[j]])
+             for j in cols]
+    return [0.5 * (e[1:] + e[:-1]) for e in edges], [np.diff(e) for e in edges]
+
+
+def test_eogt_marginals_are_exact_integrals():
+    """NaN entries: the marginal equals the sum / integral of the joint density."""
+    rng = np.random.default_rng(1)
+    n = 300
+    a = rng.normal(size=n)
+    df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.5, n),
+                       "c": pd.Categorical(np.where(a > 0, "p", rng.choice(["q", "r"], n)))})
+    m = EOGT(n_trees=3, n_iter=12, smoothing=0.05).fit(df)
+    (ma, mb), (wa, wb) = _eogt_grid(m)
+    levels = m.schema_["c"].categories
+    # a missing categorical = the sum over its levels
+    rows = df.head(15)
+    parts = [m.log_prob(rows.assign(c=lv)) for lv in levels]
+    assert np.allclose(m.log_prob(rows.assign(c=None)), np.logaddexp.reduce(parts, axis=0))
+    # a missing numeric = the integral over it (the joint is constant between thresholds)
+    for i in range(5):
+        G = pd.DataFrame({"a": rows["a"].iloc[i], "b": mb, "c": rows["c"].iloc[i]})
+        G["c"] = pd.Categorical(G["c"], categories=levels)
+        integral = np.sum(np.exp(m.log_prob(G)) * wb)
+        got = m.log_prob(rows.iloc[[i]].assign(b=np.nan))[0]
+        assert got == pytest.approx(math.log(integral), abs=1e-9)
+    # everything missing: log 1; only c observed: its pmf sums to one
+    assert m.log_prob(pd.DataFrame({"a": [np.nan], "b": [np.nan], "c": [None]}))[0] == \
+        pytest.approx(0.0, abs=1e-12)
+    pc = np.exp(m.log_prob(pd.DataFrame({"a": np.nan, "b": np.nan, "c": list(levels)})))
+    assert pc.sum() == pytest.approx(1.0, abs=1e-9)
+    # predict_proba = normalised joint over the target's levels
+    pp = m.predict_proba(rows, "c").to_numpy()
+    joint = np.exp(np.stack(parts, 1))
+    assert np.allclose(pp, joint / joint.sum(1, keepdims=True))
+
+
+def test_eogt_imputation_modes():
+    rng = np.random.default_rng(2)
+    n = 300
+    a = rng.normal(size=n)
+    df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n)})
+    m = EOGT(n_trees=3, n_iter=15).fit(df)
+    X = df.head(12).copy()
+    X["b"] = np.nan
+    (ma, mb), (wa, wb) = _eogt_grid(m)
+    imp = m.impute(X, method="max_density", random_state=0)
+    for i in range(len(X)):  # max density = brute force over the grid of b
+        G = pd.DataFrame({"a": X["a"].iloc[i], "b": mb})
+        assert m.log_prob(imp.iloc[[i]])[0] == pytest.approx(m.log_prob(G).max(), abs=1e-9)
+    # the conditional mean: a grid integral of b p(a, b) / p(a)
+    mean = m.impute(X, method="expectation")["b"].to_numpy()
+    for i in range(len(X)):
+        G = pd.DataFrame({"a": X["a"].iloc[i], "b": mb})
+        w = np.exp(m.log_prob(G)) * wb
+        assert mean[i] == pytest.approx(np.sum(w * mb) / w.sum(), rel=1e-9, abs=1e-9)
+    # conditional draws: their mean is near the conditional mean
+    draws = np.stack([m.impute(X.iloc[[0] * 400], method="sample", random_state=s)["b"]
+                      .to_numpy() for s in range(3)]).ravel()
+    G = pd.DataFrame({"a": X["a"].iloc[0], "b": mb})
+    w = np.exp(m.log_prob(G)) * wb
+    sd = math.sqrt(np.sum(w * mb**2) / w.sum() - mean[0] ** 2)
+    assert abs(draws.mean() - mean[0]) < 4 * sd / math.sqrt(len(draws))
+    assert np.array_equal(m.impute(X, method="sample", random_state=5),
+                          m.impute(X, method="sample", random_state=5))
 
 
 def test_grid100_candidates_and_thread_count():
@@ -265,3 +343,67 @@ def test_missing_values_in_training_keep_mass_and_monotone_risk(missing):
         assert m.n_cells_ <= len(df)  # one fragment per row
     again = GFBoost(n_trees=4, n_iter=24, missing=missing, random_state=0).fit(df)
     assert np.array_equal(again.log_prob(df), m.log_prob(df))
+
+
+def _held_out(n=600, seed=0):
+    """A real-shaped table (skewed amount with NaN, count, point mass, categorical with NaN,
+    binary label; forestgen.testing.small_tables) split 80/20."""
+    from forestgen.testing import small_tables
+
+    df = small_tables(random_state=seed, n=n)["mixed"][0]
+    k = int(0.8 * len(df))
+    return df.iloc[:k], df.iloc[k:]
+
+
+def test_held_out_rows_have_finite_sensible_density():
+    """The paper's q_G is zero in every cell without training rows, where most held-out rows
+    fall; the smoothed model (default) scores every held-out row, above the uniform density on
+    the box and no worse than the model's own smoothing floor."""
+    train, test = _held_out()
+    exact = GFBoost(n_trees=20, n_iter=100, smoothing=0.0, random_state=0).fit(train)
+    lp0 = exact.log_prob(test, floor=None)
+    assert np.isneginf(lp0).mean() > 0.5  # the defect: most held-out rows get -inf
+    m = GFBoost(n_trees=20, n_iter=100, random_state=0).fit(train)
+    lp = m.log_prob(test)
+    assert np.isfinite(lp).all()
+
+    lv = box_log_volume(m.schema_, m.box_lo_, m.box_hi_)
+    inside = np.isfinite(m.log_prob(test, floor=None))
+    assert inside.mean() > 0.9
+    assert np.all(lp[inside] >= math.log(m.smoothing_) - lv - 1e-9)
+    # complete rows where q_G was positive: exactly (1 - ε) q_G + ε / μ(X)
+    both = np.isfinite(lp0) & test.notna().all(axis=1).to_numpy()
+    assert np.allclose(lp[both], np.logaddexp(math.log(1 - 1e-3) + lp0[both],
+                                              math.log(1e-3) - lv))
+    # "auto" (Good-Turing) puts more weight on the uniform and fits held-out rows better
+    auto = GFBoost(n_trees=20, n_iter=100, smoothing="auto", random_state=0).fit(train)
+    assert 1e-3 < auto.smoothing_ < 1
+    assert auto.score(test) > m.score(test) > -lv + math.log(1e-3)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+def test_smoothed_density_integrates_to_one(smoothing):
+    df = mixed(missing=True)
+    m = GFBoost(n_trees=4, n_iter=24, smoothing=smoothing, random_state=0).fit(df)
+    assert exact_integral(m) == pytest.approx(1.0, abs=1e-9)
+    lo, hi, mask, R = m.cells()
+    assert R.sum() == pytest.approx(1.0) and (R == 0).any()  # empty regions are leaves too
+    assert (np.isneginf(m.leaf_log_weight_) == (R == 0)).all() if smoothing == 0 else \
+        np.isfinite(m.leaf_log_weight_).all()
+    # the leaves tile the box: uniform points reach exactly the leaf whose box holds them
+    U = m.sample_encoded(2000, random_state=0) if smoothing else None
+    if U is not None:
+        leaf = m.forest_.apply(U)[:, 0]
+        num = [j for j, c in enumerate(m.schema_.columns) if not c.is_discrete]
+        assert np.all((U[:, num] > lo[leaf][:, num]) & (U[:, num] <= hi[leaf][:, num]))
+
+
+def test_missing_categorical_is_the_sum_over_its_levels():
+    df = mixed(missing=True)  # NaN in the categorical column during training too
+    m = GFBoost(n_trees=5, n_iter=30, random_state=0).fit(df)
+    rows = df.dropna().head(25).copy()
+    levels = m.schema_["c"].categories
+    parts = [m.log_prob(rows.assign(c=lv)) for lv in levels]
+    blank = rows.copy()
+    blank["c"] = None
+    assert np.allclose(m.log_prob(blank), np.logaddexp.reduce(parts, axis=0), atol=1e-10)
