@@ -462,15 +462,16 @@ def predict(model, X, target) -> pd.Series:
 # --------------------------------------------------------------------------- imputation
 
 
-def impute(model, X, method: str = "expectation", n_imputations: int = 1, random_state=None):
+def impute(model, X, method: str = "expectation", n_imputations: int = 1, random_state=None,
+           filler=None):
     """Fill the missing cells of ``X`` from the model's conditional distribution given each
     row's observed cells: its mean / most probable level (``"expectation"``) or one exact
     conditional draw per imputation (``"sample"``). Observed cells and dtypes are kept; returns
     one frame (an ndarray / tensor for ndarray / tensor input), or a list of ``n_imputations``.
     ``"max_density"`` (generative forests, Nock & Guillame-Bert §7.2): a uniform draw inside the
     compatible leaf where the conditional density peaks (models whose leaves partition the
-    space). A model with an ``impute_encoded(Z, missing, method, rng)`` method (EOGT) fills
-    the encoded rows itself; the input handling and decoding here are shared."""
+    space). ``filler(Z, missing, method, rng) -> Z`` fills the encoded rows instead, for models
+    whose law is not a leaf mixture (EOGT); the input handling and decoding stay shared."""
     model._check_fitted()
     if method not in ("expectation", "sample", "max_density"):
         raise ValueError(f"method must be 'expectation', 'sample' or 'max_density', "
@@ -498,8 +499,7 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     outs = []
     for _ in range(n_imputations):
         Z = ev.point.copy()
-        filler = getattr(model, "impute_encoded", None)
-        if len(rows) and filler is not None:  # models whose law is not a leaf mixture (EOGT)
+        if len(rows) and filler is not None:
             Z = filler(Z, miss, method, rng)
         elif len(rows):
             if method == "expectation":

@@ -627,7 +627,7 @@ class EOGT(GFBoost):
         from forestgen.inference.api import impute
 
         return impute(self, X, method=method, n_imputations=n_imputations,
-                      random_state=random_state)
+                      random_state=random_state, filler=self.impute_encoded)
 
     def predict_proba(self, X, target=None):
         """P(level of a discrete ``target`` | each row's other observed entries)."""
