@@ -17,6 +17,9 @@ from typing import ClassVar
 import numpy as np
 
 
+LEVEL_BUDGET = 2_000_000  # (entry, level) pairs per chunk of a discrete torch draw
+
+
 @dataclass
 class ColumnCell:
     """What a leaf model needs to know about one column's cells and global data range."""
@@ -50,7 +53,12 @@ class LeafModel:
       leading dimension ``L`` and ``torch_log_prob(params, leaf, x)`` for a long tensor ``leaf``
       and float tensor ``x`` of one shape ``S`` (no NaN: the caller masks them) returning the
       log density of shape ``S``, differentiable in ``x`` (zero gradient where the density is
-      piecewise constant). A leaf without it makes ``to_torch()`` fall back to numpy.
+      piecewise constant). A leaf without it makes ``to_torch()`` fall back to numpy;
+    * optionally the torch sampling hook — ``torch_sample_params(n_leaves, device) -> dict`` of
+      float64 tensors with leading dimension ``L`` and ``torch_sample(params, leaf [m], u [m])``
+      returning one float64 draw per entry by inverse CDF from float64 uniforms ``u`` in
+      ``[0, 1)``. Discrete leaves have it by default (a cumulative table from ``probs``, drawn
+      by lookup); a numeric leaf without it makes on-device sampling fall back to numpy.
 
     Inference and the torch layer use only these methods, never the concrete class.
     """
@@ -107,8 +115,42 @@ class LeafModel:
 
     @property
     def has_torch(self) -> bool:
-        """Whether this leaf implements the torch hook (``to_torch()`` is differentiable)."""
-        return type(self).torch_params is not LeafModel.torch_params
+        """Whether this leaf implements the torch hook (``to_torch()`` is differentiable): a
+        class defining ``torch_params`` that is (or subclasses) the one defining ``log_prob``,
+        so a subclass that changes the density does not inherit a stale torch density."""
+        return _hook_covers(type(self), "torch_params", "log_prob")
+
+    def torch_sample_params(self, n_leaves: int, device) -> dict:
+        """Float64 tensors (leading dimension ``L``) for :meth:`torch_sample`. Discrete leaves:
+        ``{"cdf": [L, k]}``, the cumulative level probabilities of :meth:`probs`."""
+        if not self.discrete:
+            raise NotImplementedError(f"{type(self).__name__} has no torch sampling hook")
+        cdf = np.cumsum(np.asarray(self.probs(np.arange(n_leaves)), np.float64), axis=1)
+        return {"cdf": torch_tensor(cdf, "float64", device)}
+
+    @staticmethod
+    def torch_sample(params: dict, leaf, u):
+        """One draw per entry of ``leaf [m]`` from uniforms ``u [m]`` (float64, inverse CDF).
+        Default: level lookup in the discrete ``"cdf"`` table, in chunks of bounded memory."""
+        import torch
+
+        cdf = params["cdf"]
+        k = cdf.shape[1]
+        out = torch.empty(leaf.numel(), dtype=torch.float64, device=cdf.device)
+        step = max(1, LEVEL_BUDGET // k)
+        for s in range(0, leaf.numel(), step):
+            rows = cdf[leaf[s : s + step]]
+            target = u[s : s + step, None] * rows[:, -1:]
+            # trailing zero-mass levels reach exactly the total: never drawn
+            out[s : s + step] = (rows < target).sum(1).clamp(max=k - 1).to(torch.float64)
+        return out
+
+    @property
+    def has_torch_sampler(self) -> bool:
+        """Whether this leaf draws on a torch device (:meth:`torch_sample`)."""
+        if self.discrete:
+            return True
+        return _hook_covers(type(self), "torch_sample_params", "sample")
 
     # ---------------------------------------------------------------- persistence
     def param_arrays(self) -> dict[str, np.ndarray]:
@@ -145,6 +187,16 @@ class LeafModel:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def _hook_covers(cls: type, hook: str, method: str) -> bool:
+    """Whether ``cls`` has its own ``hook`` (not the base's) defined in the class that defines
+    its ``method`` or in a subclass of it."""
+    def owner(name):
+        return next(c for c in cls.__mro__ if name in vars(c))
+
+    h = owner(hook)
+    return h is not LeafModel and issubclass(h, owner(method))
 
 
 def column_scale(data_min: float, data_max: float) -> float:
@@ -208,10 +260,11 @@ def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
 
 
 def torch_tensor(a, dtype, device):
-    """``a`` as a contiguous tensor (``dtype`` may be a torch dtype or ``"long"``/``"bool"``)."""
+    """``a`` as a contiguous tensor (``dtype``: a torch dtype or ``"long"``/``"bool"``/
+    ``"float64"``)."""
     import torch
 
-    dt = {"long": torch.long, "bool": torch.bool}.get(dtype, dtype)
+    dt = {"long": torch.long, "bool": torch.bool, "float64": torch.float64}.get(dtype, dtype)
     return torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=device)
 
 

@@ -1,6 +1,9 @@
-"""Numerically stable standard-normal helpers for truncated normals (log space throughout)."""
+"""Numerically stable standard-normal helpers for truncated normals (log space throughout), in
+numpy and (the ``torch_`` functions, for on-device sampling) in torch."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy.special import log_ndtr, ndtri_exp
@@ -41,6 +44,33 @@ def sample_std_truncnorm(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndar
     z = ndtri_exp(np.minimum(logp, 0.0))
     z = np.clip(z, lo, hi)
     return np.where(flip, -z, z)
+
+
+def _torch_ndtri_log(logp):
+    """``Phi^-1(exp(logp))`` for ``logp <= 0``; below ``exp(-700)`` (where ``exp`` underflows)
+    by two fixed-point steps of ``z^2 = -2 logp - log(z^2) - log(2 pi)`` (Mills ratio)."""
+    import torch
+
+    z = torch.special.ndtri(torch.exp(logp))
+    t = -2.0 * logp.clamp(max=-700.0)
+    for _ in range(2):
+        t = -2.0 * logp.clamp(max=-700.0) - torch.log(t) - math.log(2.0 * math.pi)
+    return torch.where(logp < -700.0, -torch.sqrt(t.clamp(min=0.0)), z)
+
+
+def torch_std_truncnorm(a, b, u):
+    """:func:`sample_std_truncnorm` on float64 tensors (any device)."""
+    import torch
+
+    flip = a > 0
+    lo = torch.where(flip, -b, a)
+    hi = torch.where(flip, -a, b)
+    llo = torch.special.log_ndtr(lo)
+    lhi = torch.special.log_ndtr(hi)
+    logp = torch.logaddexp(llo + torch.log1p(-u), lhi + torch.log(u))
+    z = _torch_ndtri_log(logp.clamp(max=0.0))
+    z = torch.minimum(torch.maximum(z, lo), hi)
+    return torch.where(flip, -z, z)
 
 
 def std_truncnorm_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:

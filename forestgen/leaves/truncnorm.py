@@ -29,6 +29,7 @@ from forestgen.leaves.normal_math import (
     log_ndtr_diff,
     sample_std_truncnorm,
     std_truncnorm_mean,
+    torch_std_truncnorm,
 )
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
@@ -209,6 +210,16 @@ class TruncNormalLeaf(LeafModel):
         z = diff / params["sd"][leaf]
         t = -0.5 * z * z + params["const"][leaf]
         return torch.where(inside, t, torch.full_like(t, -math.inf))
+
+    def torch_sample_params(self, n_leaves, device):
+        return {k: torch_tensor(getattr(self, k + "_"), "float64", device)
+                for k in ("mu", "sigma", "a", "b")}
+
+    @staticmethod
+    def torch_sample(params, leaf, u):
+        """Inverse CDF in log space (as :meth:`sample`): ``mu + sigma z``, ``z`` truncated."""
+        z = torch_std_truncnorm(params["a"][leaf], params["b"][leaf], u)
+        return params["mu"][leaf] + params["sigma"][leaf] * z
 
 
 @parallel_kernel

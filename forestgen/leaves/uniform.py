@@ -94,3 +94,12 @@ class UniformLeaf(LeafModel):
         logd = params["logd"][leaf]
         inside = (x > params["lo"][leaf]) & (x <= params["hi"][leaf])
         return torch.where(inside, logd, torch.full_like(logd, -math.inf))
+
+    def torch_sample_params(self, n_leaves, device):
+        return {"lo": torch_tensor(self.lo_, "float64", device),
+                "hi": torch_tensor(self.hi_, "float64", device)}
+
+    @staticmethod
+    def torch_sample(params, leaf, u):
+        lo = params["lo"][leaf]
+        return lo + (params["hi"][leaf] - lo) * u

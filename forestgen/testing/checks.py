@@ -88,7 +88,9 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     probabilities and ``mean_interval`` consistent with the density; samples inside the cell
     (and inside a requested interval / level set) whose mean matches ``mean``; identical
     answers after a save/load round trip of ``param_arrays`` and ``get_params``; the torch
-    hook, when present, equal to ``log_prob``."""
+    hook, when present, equal to ``log_prob``; the torch sampling hook, when present, drawing
+    inside each cell with the numpy sampler's distribution (two-sample KS / level
+    frequencies)."""
     if not isinstance(leaf, LeafModel):
         raise TypeError(f"check_leaf_model needs a LeafModel instance, got {leaf!r}")
     rng = np.random.default_rng(random_state)
@@ -120,6 +122,39 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
         _check(np.allclose(t.numpy(), fitted.log_prob(lf, np.nan_to_num(xv)), rtol=1e-10,
                            atol=1e-12, equal_nan=True),
                f"{name}.torch_log_prob", "differs from log_prob")
+    if fitted.has_torch_sampler:
+        _check_torch_sample(fitted, cell, rng, name)
+
+
+def _check_torch_sample(lm, cell, rng, name, m: int = 3000):
+    import torch
+    from scipy import stats
+
+    L = len(cell.lower)
+    params = lm.torch_sample_params(L, torch.device("cpu"))
+    g = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    for j in range(L):
+        u = torch.rand(m, generator=g, dtype=torch.float64)
+        t = type(lm).torch_sample(params, torch.full((m,), j), u)
+        _check(t.dtype == torch.float64 and t.shape == (m,), f"{name}.torch_sample",
+               f"must return float64 [m], got {t.dtype} {tuple(t.shape)}")
+        t = t.numpy()
+        s = lm.sample(np.full(m, j), rng)
+        if lm.discrete:
+            _check(np.all(cell.allowed[j, t.astype(int)]), f"{name}.torch_sample",
+                   f"a draw outside the levels of cell {j}")
+            k = cell.allowed.shape[1]
+            tv = 0.5 * np.abs(np.bincount(t.astype(int), minlength=k)
+                              - np.bincount(s.astype(int), minlength=k)).sum() / m
+            _check(tv < 0.06, f"{name}.torch_sample", f"cell {j}: level frequencies differ "
+                   f"from sample() by TV {tv:.3f}")
+        else:
+            a, b = cell.lower[j], cell.upper[j]
+            _check(np.all((t > a) & (t <= b)), f"{name}.torch_sample",
+                   f"draws outside cell {j}")
+            p = stats.ks_2samp(t, s).pvalue
+            _check(p > 1e-4, f"{name}.torch_sample",
+                   f"cell {j}: draws differ from sample() (KS p = {p:.2g})")
 
 
 def _probe(lm, cell, rng, m: int = 400):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from forestgen.torch.encoding import TensorEncoder
+from forestgen.torch.encoding import TensorEncoder, encoded_target
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, generator_for
 
 
@@ -162,24 +162,12 @@ class _RawEncoding:
         self.dtype = dtype
 
     def transform_encoded(self, Z):
-        if isinstance(Z, torch.Tensor):
-            return Z[:, torch.as_tensor(self.cols, device=Z.device)].to(self.dtype)
-        return torch.as_tensor(np.ascontiguousarray(Z[:, self.cols]), dtype=self.dtype)
+        Z = torch.as_tensor(Z)
+        return Z[:, torch.as_tensor(self.cols, device=Z.device)].to(self.dtype)
 
     def target_encoded(self, Z):
-        if isinstance(Z, torch.Tensor):  # device draws: always complete, valid codes
-            y = Z[:, self.target_index]
-            spec = self.schema.columns[self.target_index]
-            return y.long() if spec.is_discrete else y.to(self.dtype)
-        y = Z[:, self.target_index]
-        spec = self.schema.columns[self.target_index]
-        if not spec.is_discrete:
-            return torch.as_tensor(y, dtype=self.dtype)
-        bad = np.isnan(y) | (y < 0) | (y >= spec.n_levels)
-        if bad.any():
-            raise ValueError(f"target column {spec.name!r} has {int(bad.sum())} missing or "
-                             "unseen labels; drop those rows first")
-        return torch.as_tensor(y.astype(np.int64))
+        return encoded_target(torch.as_tensor(Z)[:, self.target_index],
+                              self.schema.columns[self.target_index], self.dtype)
 
 
 def _make_encoding(model, target_index, encoding, dtype):
@@ -240,7 +228,8 @@ class SyntheticDataset(IterableDataset):
         ``"onehot"`` / ``"codes"`` or a fitted :class:`TensorEncoder` -> model-ready tensors.
     rank, world_size : override ``torch.distributed``.
     device : draw batches with torch ops on this device (:mod:`forestgen.torch.sampling`;
-        needs a leaf mixture with a device sampler and ``encoding=None``). Batch ``i`` uses a
+        needs a leaf mixture with a device sampler); ``encoding`` features (one-hot, codes,
+        standardised numerics) are built there too. Batch ``i`` uses a
         ``torch.Generator`` seeded from the same ``SeedSequence`` as the numpy stream, so the
         rank / worker / resume guarantees above hold; the values differ from the CPU stream.
         With a CUDA device iterate in the main process (``num_workers=0``).
@@ -267,10 +256,6 @@ class SyntheticDataset(IterableDataset):
         self._enc = _make_encoding(model, self._drawer.target_index, encoding, dtype)
         self.device = None if device is None else torch.device(device)
         if self.device is not None:
-            if not isinstance(self._enc, _RawEncoding):
-                raise NotImplementedError(f"SyntheticDataset(device={device!r}) serves the model's "
-                                          "encoded floats only (encoding=None); got "
-                                          f"encoding={encoding!r}")
             if not device_sampler_supported(model):
                 raise NotImplementedError(f"{type(model).__name__}: no on-device sampler for its "
                                           "leaf models; leave device=None")

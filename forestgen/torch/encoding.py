@@ -118,26 +118,31 @@ class TensorEncoder:
         return self.transform_encoded(self.table_encoder_.transform(df))
 
     def transform_encoded(self, Z) -> torch.Tensor:
-        """Rows encoded by ``table_encoder_`` (numpy or tensor) -> features."""
+        """Rows encoded by ``table_encoder_`` (numpy array, or a tensor on any device) ->
+        features, with torch ops on the input's device (numpy input: the CPU)."""
         self._check()
-        Z = np.asarray(Z.detach().cpu().numpy() if torch.is_tensor(Z) else Z, np.float64)
-        n = len(Z)
-        num = (Z[:, self.num_cols_] - self.mean_) / self.scale_
-        num = np.where(np.isnan(num), 0.0, num)
-        codes = Z[:, self.cat_cols_]
-        k = self.levels_.astype(np.float64)
-        bad = np.isnan(codes) | (codes < 0) | (codes >= k) | (codes != np.round(codes))
-        ci = np.where(bad, k, codes).astype(np.int64)
+        Z = torch.as_tensor(Z).to(torch.float64)
+        dev = Z.device
+
+        def T(a, dt=torch.float64):
+            return torch.as_tensor(np.asarray(a), dtype=dt, device=dev)
+
+        num = (Z[:, T(self.num_cols_, torch.long)] - T(self.mean_)) / T(self.scale_)
+        num = torch.where(torch.isnan(num), torch.zeros_like(num), num)
+        codes = Z[:, T(self.cat_cols_, torch.long)]
+        k = T(self.levels_)
+        bad = torch.isnan(codes) | (codes < 0) | (codes >= k) | (codes != torch.round(codes))
+        ci = torch.where(bad, k, codes)
         if self.categorical == "codes":
-            out = np.concatenate([num, ci.astype(np.float64)], axis=1)
+            out = torch.cat([num, ci], dim=1)
         else:
             offs = np.r_[0, np.cumsum(self.levels_)].astype(np.int64)
-            oh = np.zeros((n, int(offs[-1])))
-            rows = np.repeat(np.arange(n), len(k)).reshape(n, len(k))
-            pos = offs[:-1][None, :] + np.minimum(ci, np.maximum(self.levels_ - 1, 0))
-            oh[rows[~bad], pos[~bad]] = 1.0
-            out = np.concatenate([num, oh], axis=1)
-        return torch.as_tensor(out, dtype=self.dtype)
+            oh = torch.zeros(len(Z), int(offs[-1]) + 1, dtype=torch.float64, device=dev)
+            # invalid codes land in a spare last slot, dropped below
+            pos = torch.where(bad, int(offs[-1]), T(offs[:-1], torch.long) + ci.long())
+            oh.scatter_(1, pos, 1.0)
+            out = torch.cat([num, oh[:, :-1]], dim=1)
+        return out.to(self.dtype)
 
     def split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``categorical="codes"`` output -> (numeric floats, long codes for embeddings)."""
@@ -150,19 +155,13 @@ class TensorEncoder:
         return self.target_encoded(self.table_encoder_.transform(df))
 
     def target_encoded(self, Z) -> torch.Tensor:
+        """The target column of encoded rows (numpy or a tensor; the result stays on its
+        device): long level codes for a discrete target, floats otherwise."""
         self._check()
         if self.target_index_ is None:
             raise ValueError("this TensorEncoder has no target column")
-        Z = np.asarray(Z.detach().cpu().numpy() if torch.is_tensor(Z) else Z, np.float64)
-        y = Z[:, self.target_index_]
-        spec = self.table_encoder_.schema.columns[self.target_index_]
-        if not spec.is_discrete:
-            return torch.as_tensor(y, dtype=self.dtype)
-        bad = np.isnan(y) | (y < 0) | (y >= spec.n_levels)
-        if bad.any():
-            raise ValueError(f"target column {spec.name!r} has {int(bad.sum())} missing or "
-                             "unseen labels; drop those rows first")
-        return torch.as_tensor(y.astype(np.int64))
+        return encoded_target(torch.as_tensor(Z)[:, self.target_index_],
+                              self.table_encoder_.schema.columns[self.target_index_], self.dtype)
 
     # ------------------------------------------------------------------ inverse
     def inverse_transform(self, x: torch.Tensor, y: torch.Tensor | None = None):
@@ -186,3 +185,16 @@ class TensorEncoder:
         if self.target_index_ is not None and y is not None:
             Z[:, self.target_index_] = torch.as_tensor(y).detach().cpu().double().numpy()
         return self.table_encoder_.inverse_transform(Z)
+
+
+def encoded_target(y: torch.Tensor, spec, dtype: torch.dtype) -> torch.Tensor:
+    """An encoded column ``y`` (described by ``spec``) as a target, on its device: long codes
+    if discrete (missing or unseen labels raise, naming the column), else ``dtype`` floats."""
+    if not spec.is_discrete:
+        return y.to(dtype)
+    y = y.to(torch.float64)
+    bad = torch.isnan(y) | (y < 0) | (y >= spec.n_levels)
+    if bool(bad.any()):
+        raise ValueError(f"target column {spec.name!r} has {int(bad.sum())} missing or "
+                         "unseen labels; drop those rows first")
+    return y.long()

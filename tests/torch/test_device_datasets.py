@@ -56,9 +56,40 @@ def test_device_class_conditional(mixed_model):
         assert abs(np.median(a) - np.median(b)) < 0.15
 
 
-def test_device_dataset_errors(mixed_model):
-    with pytest.raises(NotImplementedError, match="encoding"):
-        SyntheticDataset(mixed_model, encoding="onehot", device="cpu")
+@pytest.mark.parametrize("encoding", ["onehot", "codes"])
+def test_device_batches_with_tensor_encoding(mixed_model, encoding):
+    """One-hot / code features built on the device equal the encoder applied to the same
+    encoded draws on the numpy path; the class target comes back as long codes."""
+    ds = SyntheticDataset(mixed_model, batch_size=500, n_batches=1, seed=2, target="cat",
+                          encoding=encoding, device="cpu")
+    out = ds.batch(0)
+    raw = SyntheticDataset(mixed_model, batch_size=500, n_batches=1, seed=2, device="cpu",
+                           dtype=torch.float64).batch(0)
+    enc = ds._enc
+    np.testing.assert_allclose(out["x"].numpy(), enc.transform_encoded(raw.numpy()).numpy(),
+                               rtol=1e-6)
+    assert torch.equal(out["y"], raw[:, 2].long())
+    assert out["x"].shape == (500, enc.n_features_out_)
+    if encoding == "onehot":  # every discrete feature one-hot: one 1 per block
+        x = out["x"][:, len(enc.num_cols_):].numpy()
+        assert set(np.unique(x)) <= {0.0, 1.0}
+        assert (x.sum(1) == len(enc.cat_cols_)).all()
+
+
+def test_tensor_encoder_same_on_tensors_and_arrays(mixed_model, mixed_df):
+    from forestgen.torch import TensorEncoder
+
+    Z = mixed_model.encoder_.transform(mixed_df)
+    Z[0, 2] = 7.0  # an unseen code: all zeros in one-hot, the extra code k in codes
+    for cat in ("onehot", "codes"):
+        te = TensorEncoder(table_encoder=mixed_model.encoder_, categorical=cat,
+                           target="flag").fit(mixed_df)
+        a, b = te.transform_encoded(Z), te.transform_encoded(torch.as_tensor(Z))
+        assert torch.equal(a, b)
+        assert torch.isfinite(a).all()
+    with pytest.raises(ValueError, match="'flag'"):
+        Z[1, 3] = np.nan
+        te.target_encoded(torch.as_tensor(Z))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -4,13 +4,16 @@ exact conditional densities, seeds that reproduce."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy import stats
 from sklearn.ensemble import HistGradientBoostingClassifier
 
+from forestgen.learners import ARF, DEF, RFDE, GeF
+from forestgen.leaves.uniform import UniformLeaf
 from forestgen.metrics import c2st
-from forestgen.torch.sampling import std_truncnorm
+from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, std_truncnorm
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -148,3 +151,82 @@ def test_cuda_samples_and_conditionals(mixed_model, mixed_df):
     np.testing.assert_allclose(lp.cpu().numpy(),
                                mixed_model.log_prob(rows, conditions={"cat": "b"}),
                                rtol=1e-9, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------- every learner
+class RampLeaf(UniformLeaf):
+    """A user leaf: density ``2 (x - lo) / (hi - lo)^2`` on the cell (inverse CDF
+    ``lo + (hi - lo) sqrt(u)``), with the sampling hook but no torch density."""
+
+    def log_prob(self, leaf, x):
+        lo, hi = self.lo_[leaf], self.hi_[leaf]
+        with np.errstate(divide="ignore"):
+            out = np.log(2.0 * np.maximum(x - lo, 0.0)) - 2.0 * np.log(hi - lo)
+        return np.where(np.isnan(x), 0.0, np.where((x > lo) & (x <= hi), out, -np.inf))
+
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        a, b = self.lo_[leaf], self.hi_[leaf]
+        return a + (b - a) * np.sqrt(rng.random(len(leaf)))
+
+    def torch_sample_params(self, n_leaves, device):
+        return super().torch_sample_params(n_leaves, device)
+
+    @staticmethod
+    def torch_sample(params, leaf, u):
+        lo = params["lo"][leaf]
+        return lo + (params["hi"][leaf] - lo) * torch.sqrt(u)
+
+
+class _RampNoHook(RampLeaf):
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):  # a changed sampler...
+        return super().sample(leaf, rng, lo, hi, levels)  # ...without its own hook
+
+
+LEARNERS = {
+    "arf": lambda t: ARF(n_trees=4, random_state=0, n_jobs=1).fit(t),
+    "gef": lambda t: GeF(n_trees=4, random_state=0, n_jobs=1).fit(t, target="c"),
+    "rfde": lambda t: RFDE(n_trees=4, depth=5, random_state=0, n_jobs=1).fit(t),
+    "def": lambda t: DEF(n_trees=4, max_leaves=24, random_state=0, n_jobs=1).fit(t),
+    "user_leaf": lambda t: ARF(n_trees=4, random_state=0, n_jobs=1,
+                               numeric_leaf=RampLeaf()).fit(t),
+}
+
+
+@pytest.fixture(scope="module")
+def small_table():
+    rng = np.random.default_rng(0)
+    n = 400
+    x = rng.normal(size=n)
+    return pd.DataFrame({"x": x, "y": x + rng.normal(size=n), "k": rng.integers(0, 4, n),
+                         "c": np.where(x + rng.normal(size=n) > 0, "a", "b")})
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_every_leaf_mixture_samples_on_device(name, small_table):
+    m = LEARNERS[name](small_table)
+    assert device_sampler_supported(m)
+    dist = m.to_torch()
+    assert dist.sample_device.type == "cpu"
+    t = dist.sample((4000,), generator=torch.Generator().manual_seed(0)).double().numpy()
+    again = dist.sample((4000,), generator=torch.Generator().manual_seed(0)).double().numpy()
+    assert np.array_equal(t, again)  # seeds reproduce
+    z = m.sample_encoded(4000, random_state=1)
+    assert np.isfinite(m.log_prob_encoded(t)).all()  # every draw inside the model's support
+    _compare_columns(m, t, z)
+    res = c2st(m.encoder_.inverse_transform(z), dist.decode(torch.as_tensor(t)),
+               max_rows=2000, n_folds=3, n_threads=1,
+               classifier=HistGradientBoostingClassifier(max_iter=20, random_state=0))
+    assert abs(res.auc - 0.5) < 0.06
+
+
+def test_leaf_without_sampling_hook_falls_back(small_table):
+    m = ARF(n_trees=3, random_state=0, n_jobs=1, numeric_leaf=_RampNoHook()).fit(small_table)
+    assert not m.leaf_models_[0].has_torch_sampler  # the inherited hook would be stale
+    assert not device_sampler_supported(m)
+    assert not m.leaf_models_[0].has_torch  # nor is UniformLeaf's torch density inherited
+    with pytest.raises(NotImplementedError, match="_RampNoHook"):
+        DeviceSampler(m, "cpu")
+    dist = m.to_torch()
+    a = dist.sample((20,), generator=torch.Generator().manual_seed(2))
+    b = dist.sample((20,), generator=torch.Generator().manual_seed(2))
+    assert torch.equal(a, b)  # numpy fallback, seeded from the generator
