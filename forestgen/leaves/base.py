@@ -16,7 +16,6 @@ from typing import ClassVar
 
 import numpy as np
 
-
 LEVEL_BUDGET = 2_000_000  # (entry, level) pairs per chunk of a discrete torch draw
 
 
