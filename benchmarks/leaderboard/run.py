@@ -138,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=None, help="seconds per cell")
     ap.add_argument("--skip-setup", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the cells already in --out/leaderboard.jsonl and run only the "
+                         "missing ones (an interrupted run picks up where it stopped)")
     ap.add_argument("--merge", default=None,
                     help="comma-separated result dirs of shards run side by side: merge their "
                          "leaderboard.jsonl into --out and write the page, running nothing")
@@ -193,11 +196,16 @@ def main(argv: list[str] | None = None) -> int:
         gens = [g for g in gens if g[0] in a.generators.split(",")]
     jsonl = a.out / "leaderboard.jsonl"
     records = []
-    with open(jsonl, "w") as fh:
+    if a.resume and jsonl.exists():
+        records = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
+    done = {(r["generator"], r["table"], r["seed"]) for r in records}
+    with open(jsonl, "a" if a.resume else "w") as fh:
         for seed in range(seeds):
             for t in tables:
                 data = split(tables_dir / t, seed, max_train, work)
                 for gen, env, quick, full in gens:
+                    if (gen, t, seed) in done:
+                        continue
                     params = full if a.full else quick
                     if env != "forestgen" and not setup[env][0]:
                         rec = {"generator": gen, "table": t, "seed": seed, "status": "error",
