@@ -336,12 +336,15 @@ def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | N
 
 # --------------------------------------------------------------------------- kernels
 def _matrices(real: object, synthetic: object, preprocess: bool, max_rows: int | None,
-              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+              rng: np.random.Generator, kinds: object = None) -> tuple[np.ndarray, np.ndarray]:
     if preprocess:
         r, s = prepare(real, synthetic, names=["synthetic"])
         r, s = subsample(r, max_rows, rng), subsample(s, max_rows, rng)
-        x, y = embed(r, s)
+        x, y = embed(r, s, kinds=kinds)
     else:
+        if kinds is not None:
+            raise ValueError("kinds apply only with preprocess=True (the raw matrix has no "
+                             "column kinds)")
         x, y = to_matrix(real, "real"), to_matrix(synthetic, "synthetic")
         if x.shape[1] != y.shape[1]:
             raise ValueError(f"real has {x.shape[1]} columns, synthetic {y.shape[1]}")
@@ -388,15 +391,17 @@ def median_bandwidth(x: np.ndarray, y: np.ndarray, max_points: int = 1000,
 
 def mmd(real: object, synthetic: object, *, bandwidth: float | None = None,
         max_rows: int | None = 2000, preprocess: bool = True,
-        random_state: int | None = 0) -> float:
+        random_state: int | None = 0, kinds: object = None) -> float:
     """Unbiased squared maximum mean discrepancy with an RBF kernel (Gretton et al., 2012).
 
     ``k(x, y) = exp(-||x - y||^2 / (2 bandwidth^2))``; the bandwidth defaults to the median
     heuristic on the pooled sample. Data are standardised one-hot embedded (``preprocess``) and
     each side is subsampled to ``max_rows``. The unbiased estimate can be slightly negative.
+    Column kinds come from the dtypes or ``kinds`` (see
+    :func:`forestgen.metrics._prep.infer_schema`).
     """
     rng = np.random.default_rng(random_state)
-    x, y = _matrices(real, synthetic, preprocess, max_rows, rng)
+    x, y = _matrices(real, synthetic, preprocess, max_rows, rng, kinds)
     sigma = bandwidth if bandwidth is not None else median_bandwidth(x, y, rng=rng)
     gamma = 1.0 / (2.0 * sigma * sigma)
 
@@ -411,14 +416,15 @@ def mmd(real: object, synthetic: object, *, bandwidth: float | None = None,
 
 
 def energy_distance(real: object, synthetic: object, *, max_rows: int | None = 2000,
-                    preprocess: bool = True, random_state: int | None = 0) -> float:
+                    preprocess: bool = True, random_state: int | None = 0,
+                    kinds: object = None) -> float:
     """Energy distance ``2 E|X-Y| - E|X-X'| - E|Y-Y'|`` (Székely & Rizzo, 2013).
 
     Within-sample terms average over distinct pairs (U-statistics). Zero iff the distributions
-    are equal (in the population).
+    are equal (in the population). Column kinds as in :func:`mmd`.
     """
     rng = np.random.default_rng(random_state)
-    x, y = _matrices(real, synthetic, preprocess, max_rows, rng)
+    x, y = _matrices(real, synthetic, preprocess, max_rows, rng, kinds)
     n, m = len(x), len(y)
     exx = _block_sum(x, x, np.sqrt, same=True) / (n * (n - 1))
     eyy = _block_sum(y, y, np.sqrt, same=True) / (m * (m - 1))

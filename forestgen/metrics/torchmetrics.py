@@ -4,11 +4,17 @@ Import explicitly (``from forestgen.metrics.torchmetrics import MMD``); ``forest
 itself does not import torch. All states are sum- or cat-reduced (``full_state_update=False``),
 so the metrics work under DDP and with :meth:`~torchmetrics.Metric.merge_state`. Sample-based
 metrics (MMD, energy, C2ST) keep list states and compute on CPU with the numpy functions.
+
+Batches are numeric tensors, so they carry no column kinds: categorical columns arrive as
+integer codes. Declare them with ``kinds`` (a mapping ``{column: kind}`` with ``columns`` naming
+the batch columns in order, a :class:`forestgen.data.schema.Schema` or a fitted forestgen
+model, whose column names are used). Without ``kinds`` every column is numeric; the number of
+distinct values is never used to guess (on a small batch every float column has few).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +24,7 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
+from forestgen.metrics._prep import infer_schema
 from forestgen.metrics.density import check_log_prob
 from forestgen.metrics.fidelity import c2st, energy_distance, mmd
 
@@ -33,6 +40,27 @@ def _as_2d_tensor(x: Any, name: str) -> Tensor:
     if t.ndim != 2:
         raise ValueError(f"{name} batch must be 2-D, got shape {tuple(t.shape)}")
     return t.to(torch.float64)
+
+
+def _kind_columns(columns: Sequence[str] | None, kinds: object) -> list[str] | None:
+    """Batch column names: ``columns``, else those of a schema/model or mapping ``kinds``."""
+    if columns is not None:
+        return [str(c) for c in columns]
+    source = getattr(kinds, "schema_", kinds)
+    if isinstance(source, Mapping):
+        return [str(c) for c in source]
+    if source is not None and hasattr(source, "columns"):
+        return [str(c.name) for c in source.columns]
+    return None
+
+
+def _frame(x: np.ndarray, columns: list[str] | None, name: str) -> np.ndarray | pd.DataFrame:
+    if columns is None:
+        return x
+    if x.shape[1] != len(columns):
+        raise ValueError(f"{name} batches have {x.shape[1]} columns but {len(columns)} column "
+                         f"names/kinds were declared ({columns})")
+    return pd.DataFrame(x, columns=columns)
 
 
 class ForestLogLikelihood(Metric):
@@ -86,13 +114,19 @@ class ForestLogLikelihood(Metric):
 
 
 class _TwoSample(Metric):
-    """Base: keeps real and synthetic samples as ``cat``-reduced list states."""
+    """Base: keeps real and synthetic samples as ``cat``-reduced list states.
+
+    ``kinds`` / ``columns``: the column kinds of the batches (see the module docstring).
+    """
 
     full_state_update = False
     is_differentiable = False
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, kinds: object = None, columns: Sequence[str] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.kinds = kinds
+        self.columns = _kind_columns(columns, kinds)
         self.add_state("real", default=[], dist_reduce_fx="cat")
         self.add_state("synthetic", default=[], dist_reduce_fx="cat")
 
@@ -109,7 +143,7 @@ class _TwoSample(Metric):
             raise RuntimeError(f"{type(self).__name__}: update with real and synthetic data first")
         r = dim_zero_cat(self.real).cpu().numpy()
         s = dim_zero_cat(self.synthetic).cpu().numpy()
-        return r, s
+        return _frame(r, self.columns, "real"), _frame(s, self.columns, "synthetic")
 
 
 class MMD(_TwoSample):
@@ -123,15 +157,17 @@ class MMD(_TwoSample):
 
     def __init__(self, bandwidth: float | None = None, max_rows: int | None = 2000,
                  preprocess: bool = False, random_state: int | None = 0,
+                 kinds: object = None, columns: Sequence[str] | None = None,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(kinds=kinds, columns=columns, **kwargs)
         self.bandwidth, self.max_rows = bandwidth, max_rows
         self.preprocess, self.random_state = preprocess, random_state
 
     def compute(self) -> Tensor:
         r, s = self._arrays()
         return torch.tensor(mmd(r, s, bandwidth=self.bandwidth, max_rows=self.max_rows,
-                                preprocess=self.preprocess, random_state=self.random_state),
+                                preprocess=self.preprocess, random_state=self.random_state,
+                                kinds=self.kinds),
                             dtype=torch.float64)
 
 
@@ -141,15 +177,17 @@ class EnergyDistance(_TwoSample):
     higher_is_better = False
 
     def __init__(self, max_rows: int | None = 2000, preprocess: bool = False,
-                 random_state: int | None = 0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 random_state: int | None = 0, kinds: object = None,
+                 columns: Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(kinds=kinds, columns=columns, **kwargs)
         self.max_rows, self.preprocess, self.random_state = max_rows, preprocess, random_state
 
     def compute(self) -> Tensor:
         r, s = self._arrays()
         return torch.tensor(energy_distance(r, s, max_rows=self.max_rows,
                                             preprocess=self.preprocess,
-                                            random_state=self.random_state),
+                                            random_state=self.random_state,
+                                            kinds=self.kinds),
                             dtype=torch.float64)
 
 
@@ -158,20 +196,22 @@ class C2ST(_TwoSample):
 
     ``compute()`` returns a dict of tensors ``auc``, ``auc_ci_low``, ``auc_ci_high``,
     ``accuracy``; the full :class:`~forestgen.metrics.C2STResult` is kept in ``self.result``.
+    Categorical columns (declared in ``kinds``) are one level per code for the classifier.
     """
 
     higher_is_better = False
 
     def __init__(self, n_folds: int = 5, max_rows: int | None = 5000,
-                 random_state: int | None = 0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 random_state: int | None = 0, kinds: object = None,
+                 columns: Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(kinds=kinds, columns=columns, **kwargs)
         self.n_folds, self.max_rows, self.random_state = n_folds, max_rows, random_state
         self.result = None
 
     def compute(self) -> dict[str, Tensor]:
         r, s = self._arrays()
         res = c2st(r, s, n_folds=self.n_folds, max_rows=self.max_rows,
-                   random_state=self.random_state)
+                   random_state=self.random_state, kinds=self.kinds)
         self.result = res
         vals = {"auc": res.auc, "auc_ci_low": res.auc_ci[0], "auc_ci_high": res.auc_ci[1],
                 "accuracy": res.accuracy}
@@ -181,39 +221,47 @@ class C2ST(_TwoSample):
 class MarginalDistance(Metric):
     """Per-column binned marginal distances with fixed bins from a reference sample.
 
-    Columns of ``reference`` (numeric 2-D) with at most ``max_categories`` distinct values get
-    one bin per value; others get ``n_bins`` quantile bins. A last bin counts NaN. Histogram
-    states are sum-reduced. ``update(synthetic, real=None)``: when no real batches were given,
-    the reference histogram itself is the real side. ``compute()`` returns ``{"tv": (d,),
-    "ks": (d,)}``: total variation between binned marginals and the KS statistic evaluated at
-    the bin edges.
+    Categorical columns (declared in ``kinds``, see the module docstring) get one bin per level
+    of the reference plus one bin for levels the reference lacks; numeric columns get
+    ``n_bins`` quantile bins. A last bin counts NaN. Histogram states are sum-reduced.
+    ``update(synthetic, real=None)``: when no real batches were given, the reference histogram
+    itself is the real side. ``compute()`` returns ``{"tv": (d,), "ks": (d,)}``: total
+    variation between binned marginals and the KS statistic evaluated at the bin edges.
     """
 
     full_state_update = False
     is_differentiable = False
     higher_is_better = False
 
-    def __init__(self, reference: Any, n_bins: int = 20, max_categories: int = 10,
-                 **kwargs: Any) -> None:
+    def __init__(self, reference: Any, n_bins: int = 20, kinds: object = None,
+                 columns: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         ref = _as_2d_tensor(reference, "reference")
+        if isinstance(reference, pd.DataFrame) and columns is None:
+            columns = [str(c) for c in reference.columns]
+        names = _kind_columns(columns, kinds) or [f"x{j}" for j in range(ref.shape[1])]
+        if len(names) != ref.shape[1]:
+            raise ValueError(f"reference has {ref.shape[1]} columns but {len(names)} column "
+                             f"names/kinds were declared ({names})")
+        schema = infer_schema(pd.DataFrame(np.zeros((0, len(names))), columns=names), kinds)
+        categorical = [schema.kind(c) == "categorical" for c in names]
         edges = []
         for j in range(ref.shape[1]):
             col = ref[:, j]
             col = col[~torch.isnan(col)]
-            uniq = torch.unique(col)
-            if len(uniq) <= max_categories:
-                inner = (uniq[1:] + uniq[:-1]) / 2.0
+            if categorical[j]:
+                edges.append(torch.unique(col))  # the levels themselves
             else:
                 q = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)[1:-1]
-                inner = torch.unique(torch.quantile(col, q))
-            edges.append(inner)
+                edges.append(torch.unique(torch.quantile(col, q)))
         n_inner = max((len(e) for e in edges), default=0)
         padded = torch.full((ref.shape[1], n_inner), float("inf"), dtype=torch.float64)
         for j, e in enumerate(edges):
             padded[j, :len(e)] = e
         self.register_buffer("edges", padded)
-        self.n_bins_total = n_inner + 2  # value bins (n_inner + 1) + missing bin
+        self.register_buffer("categorical", torch.tensor(categorical, dtype=torch.bool))
+        # value bins (n_inner + 1), unseen-level bin, missing bin
+        self.n_bins_total = n_inner + 3
         self.register_buffer("reference_counts", self._counts(ref))
         shape = (ref.shape[1], self.n_bins_total)
         f64 = torch.float64
@@ -229,7 +277,11 @@ class MarginalDistance(Metric):
                              device=x.device)
         for j in range(x.shape[1]):
             col = x[:, j].contiguous()
-            idx = torch.bucketize(col, self.edges[j].contiguous(), right=False)
+            edges = self.edges[j].contiguous()
+            idx = torch.bucketize(col, edges, right=False)
+            if self.categorical[j]:  # a level is its own bin; any other value is unseen
+                hit = edges[idx.clamp(max=len(edges) - 1)] == col if len(edges) else col != col
+                idx = torch.where(hit, idx, self.n_bins_total - 2)
             idx = torch.where(torch.isnan(col), self.n_bins_total - 1, idx)
             counts[j] += torch.bincount(idx, minlength=self.n_bins_total).to(torch.float64)
         return counts

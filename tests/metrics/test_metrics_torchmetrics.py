@@ -121,11 +121,12 @@ def test_marginal_distance_histograms(data):
     y = y.copy()
     y[:, 2] = np.clip(np.round(y[:, 2]), x[:, 2].min(), x[:, 2].max())
     y[:7, 0] = np.nan
-    m = MarginalDistance(x, n_bins=10)
+    kinds = {"x0": "numeric", "x1": "numeric", "x2": "categorical"}
+    m = MarginalDistance(x, n_bins=10, kinds=kinds)
     for b in _batches(y, 5):
         m.update(b)
     batched = m.compute()
-    single = MarginalDistance(x, n_bins=10)
+    single = MarginalDistance(x, n_bins=10, kinds=kinds)
     single.update(torch.tensor(y))
     one = single.compute()
     for k in ("tv", "ks"):
@@ -144,7 +145,7 @@ def test_marginal_distance_histograms(data):
     # missing values count in their own bin
     assert batched["tv"][0].item() >= 7 / len(y) / 2
     # explicit real batches and merge_state / reset
-    a, b = MarginalDistance(x, n_bins=10), MarginalDistance(x, n_bins=10)
+    a, b = MarginalDistance(x, n_bins=10, kinds=kinds), MarginalDistance(x, n_bins=10, kinds=kinds)
     a.update(torch.tensor(y[:90]), real=torch.tensor(x[:120]))
     b.update(torch.tensor(y[90:]), real=torch.tensor(x[120:]))
     a.merge_state(b)
@@ -165,3 +166,53 @@ def test_c2st_metric_equals_numpy(data):
     assert out["auc"].item() == pytest.approx(ref.auc)
     assert out["auc_ci_low"].item() == pytest.approx(ref.auc_ci[0])
     assert m.result == ref
+
+
+def _schema():
+    from forestgen.data.schema import ColumnSpec, Schema
+
+    return Schema([ColumnSpec("a", "continuous", "float64"),
+                   ColumnSpec("c", "categorical", "object", categories=["u", "v", "w"])])
+
+
+def test_kinds_come_from_the_schema_never_from_cardinality():
+    rng = np.random.default_rng(1)
+    # 12 rows: the float column has 12 distinct values, the code column 3 levels
+    ref = np.c_[rng.normal(size=12), rng.integers(0, 3, 12)]
+    untyped = MarginalDistance(ref)
+    assert untyped.categorical.tolist() == [False, False]  # no guessing from few values
+    typed = MarginalDistance(ref, kinds=_schema())
+    assert typed.categorical.tolist() == [False, True]
+    # a level the reference never had is unseen: full TV, not merged into a neighbouring bin
+    syn = np.c_[rng.normal(size=30), np.full(30, 5.0)]
+    typed.update(torch.tensor(syn))
+    assert typed.compute()["tv"][1].item() == pytest.approx(1.0)
+    # a mapping declares the same kinds by column name
+    named = MarginalDistance(ref, kinds={"a": "numeric", "c": "categorical"})
+    assert named.categorical.tolist() == [False, True]
+
+
+def test_two_sample_wrappers_pass_declared_kinds(data):
+    x, y = data
+    x, y = x[:, :2].copy(), y[:, :2].copy()
+    x[:, 1], y[:, 1] = np.floor(np.abs(x[:, 1]) * 1.5) % 3, np.floor(np.abs(y[:, 1])) % 3
+    frames = [pd.DataFrame(v, columns=["a", "c"]) for v in (x, y)]
+    kinds = {"a": "numeric", "c": "categorical"}
+    m = C2ST(n_folds=3, kinds=_schema())
+    m.update(torch.tensor(x), torch.tensor(y))
+    ref = fm.c2st(*frames, n_folds=3, kinds=kinds)
+    assert m.compute()["auc"].item() == pytest.approx(ref.auc)
+    assert m.result == ref
+    mm = MMD(preprocess=True, max_rows=None, kinds=kinds, columns=["a", "c"])
+    mm.update(torch.tensor(x), torch.tensor(y))
+    one_hot = fm.mmd(*frames, max_rows=None, kinds=kinds)
+    assert mm.compute().item() == pytest.approx(one_hot, rel=1e-10)
+    assert one_hot != pytest.approx(fm.mmd(x, y, max_rows=None), rel=1e-6)  # kinds matter
+    with pytest.raises(ValueError, match="preprocess=True"):
+        e = EnergyDistance(kinds=kinds)
+        e.update(torch.tensor(x), torch.tensor(y))
+        e.compute()
+    bad = C2ST(kinds=kinds)
+    bad.update(torch.tensor(np.c_[x, x]), torch.tensor(np.c_[y, y]))
+    with pytest.raises(ValueError, match="4 columns but 2"):
+        bad.compute()
