@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -201,8 +202,8 @@ def run_rarf(params, job, n, seed):
 def fit_sample(job, train, test):
     gen, params, n, seed = job["generator"], job["params"], job["n_synth"], job["seed"]
     if gen.startswith("forestgen:"):
-        return run_forestgen(gen.split(":", 1)[1].split("@")[0], params, train, test, n, seed,
-                             job["meta"]["target"])
+        name = re.split(r"[@~]", gen.split(":", 1)[1])[0]
+        return run_forestgen(name, params, train, test, n, seed, job["meta"]["target"])
     if gen == "arfpy":
         return run_arfpy(params, train, test, n, seed)
     if gen == "nrgboost":

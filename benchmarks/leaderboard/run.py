@@ -53,8 +53,20 @@ PEER_GENERATORS = [
 ]
 
 
+#: One-parameter departures from a learner's defaults, run as ``forestgen:NAME~k=v``: the
+#: evidence for choosing its defaults (each is compared table by table with the defaults), and
+#: NRGBoost at the peer's model size. They are not counted as forestgen entries in the ranking.
+ABLATIONS = {
+    "arf": [{"n_trees": 30}, {"min_node_size": 5}, {"alpha": 0.1},
+            {"n_trees": 30, "min_node_size": 5},  # R arf's settings on this leaderboard
+            {"n_trees": 30, "min_node_size": 5, "alpha": 0.1}],
+    "nrgboost": [{"n_trees": 30}],
+}
+
+
 def forestgen_generators() -> list[tuple[str, str, dict, dict]]:
-    """Every learner in forestgen's registry with its defaults, then each of its presets."""
+    """Every learner in forestgen's registry with its defaults, each of its presets, then the
+    ablations of :data:`ABLATIONS`."""
     from forestgen import registry
 
     out = []
@@ -63,6 +75,10 @@ def forestgen_generators() -> list[tuple[str, str, dict, dict]]:
         for preset, params in getattr(registry.get("learner", name), "PRESETS", {}).items():
             out.append((f"forestgen:{name}@{preset.replace(' ', '_')}", "forestgen", params,
                         params))
+    for name, variants in ABLATIONS.items():
+        for params in variants:
+            tag = "+".join(f"{k}={v}" for k, v in params.items())
+            out.append((f"forestgen:{name}~{tag}", "forestgen", params, params))
     return out
 
 
