@@ -160,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", default=None,
                     help="comma-separated result dirs of shards run side by side: merge their "
                          "leaderboard.jsonl into --out and write the page, running nothing")
+    ap.add_argument("--merge-note", default=None,
+                    help="with --merge: the commands that produced the shards, for the page")
     a = ap.parse_args(argv)
     if a.merge:
         records, infos = [], []
@@ -185,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             "command": "(shards stopped at the time budget; see the cells listed)"}
         if infos:
             info["command"] = " ; ".join(i["command"] for i in infos)
+        if a.merge_note:
+            info["command"] = a.merge_note
         write_page(records, a.out, info)
         return 0
     seeds = a.seeds or (3 if a.full else 1)
