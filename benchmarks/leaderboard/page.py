@@ -272,12 +272,17 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
           "single-threaded (OMP/Numba/BLAS threads = 1, torch threads = 1). "
           "`--full` runs 3 seeds, 20,000 rows, long limits and the peers' longer settings.", ""]
     L += ["Peer environments: " + "; ".join(f"{k}: {v}" for k, v in info["setup"].items()), ""]
-    L += ["Every forestgen learner in the registry runs with its defaults (`fg:` = forestgen). "
-          "Peers: R arf 0.2.4 and arfpy 0.1.1 with 30 trees / min_node_size 5; nrgboost 0.0.3 "
-          "with 30 trees, 10 Gibbs steps per sample; SDV 2.0.0 GaussianCopula (defaults), CTGAN "
-          "and TVAE (30 epochs, CPU); ForestDiffusion 1.0.6 ForestFlow with n_t=10, "
-          "duplicate_K=10, 50 XGBoost trees (its defaults did not finish small tables in the "
-          "limit). Datetimes are given to every generator as float days since 1970.", ""]
+    L += ["Every forestgen learner in the registry runs with its defaults (`fg:` = forestgen), "
+          "ARF also with its documented presets (`@`); one-parameter departures from ARF's "
+          "defaults and NRGBoost at the peer's size (`~k=v`) appear only in the defaults "
+          "section. Peers: R arf 0.2.4 and arfpy 0.1.1 with 30 trees / min_node_size 5; "
+          "nrgboost 0.0.3 with 30 trees, 10 Gibbs steps per sample; SDV 2.0.0 GaussianCopula "
+          "(defaults), CTGAN and TVAE (10 epochs on CPU in the quick run, 300 with `--full`); "
+          "ForestDiffusion 1.0.6 ForestFlow with n_t=10, duplicate_K=10, 50 XGBoost trees (its "
+          "defaults did not finish small tables in the limit). Datetimes are given to every "
+          "generator as float days since 1970. A peer that timed out on a table is missing "
+          "from that table's ranking, so a forestgen win there is only a win over the peers "
+          "that finished (see Failures).", ""]
     tabs = rec.drop_duplicates("table")[["table", "table_meta"]]
     tl = pd.DataFrame([{"table": r.table, "rows (full)": r.table_meta["rows"],
                         "target": f"{r.table_meta['target']} ({r.table_meta['task']})",

@@ -46,8 +46,8 @@ PEER_GENERATORS = [
     ("nrgboost", "nrgboost", {"num_trees": 30, "num_steps": 10},
      {"num_trees": 200, "num_steps": 100}),
     ("sdv:gaussiancopula", "sdv", {}, {}),
-    ("sdv:ctgan", "sdv", {"epochs": 30}, {"epochs": 300}),
-    ("sdv:tvae", "sdv", {"epochs": 30}, {"epochs": 300}),
+    ("sdv:ctgan", "sdv", {"epochs": 10}, {"epochs": 300}),
+    ("sdv:tvae", "sdv", {"epochs": 10}, {"epochs": 300}),
     ("forestflow", "forestdiffusion", {"n_t": 10, "duplicate_K": 10, "n_estimators": 50},
      {}),
 ]
