@@ -217,6 +217,13 @@ def fit_sample(job, train, test):
     raise ValueError(f"unknown generator {gen!r}")
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (R runs as a child)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     out = Path(job["out"])
@@ -225,6 +232,7 @@ def main(job_path: str) -> None:
     in_dtypes = {c: str(t) for c, t in train.dtypes.items()}
     steps, data = [], train
     adapters = list(ADAPTERS.get(job["generator"].split(":")[0], []))
+    cpu0 = _cpu_seconds()
     while True:
         try:
             synth, fit_s, sample_s, extra = fit_sample(job, data, test)
@@ -238,6 +246,7 @@ def main(job_path: str) -> None:
             steps.append(f"{step} (after {err})")
     if "adapter_fixed" in extra:
         steps.insert(0, extra.pop("adapter_fixed"))
+    cpu_s = _cpu_seconds() - cpu0
     synth = pd.DataFrame(synth)
     synth.columns = [str(c) for c in synth.columns]
     out_dtypes = {c: str(synth[c].dtype) for c in synth.columns}
@@ -245,7 +254,7 @@ def main(job_path: str) -> None:
     synth.to_csv(out / "synth.csv", index=False)
     usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = {"fit_s": float(fit_s), "sample_s": float(sample_s),
+    result = {"fit_s": float(fit_s), "sample_s": float(sample_s), "cpu_s": cpu_s,
               "peak_rss_mb": max(usage, child) / 1024.0, "adapter_steps": steps,
               "dtypes_in": in_dtypes, "dtypes_out": out_dtypes,
               "dtype_match": len(match) / max(1, len(in_dtypes)), "n_train_used": len(data),

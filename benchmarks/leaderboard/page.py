@@ -176,8 +176,8 @@ def _goal(ok: pd.DataFrame) -> list[str]:
                  f"equal trees, 30 trees / min_node_size 5): "
                  f"{'MET' if len(diff) and (diff >= 0).all() else 'NOT MET'} on {len(diff)} "
                  f"tables — lower on: {worse}.")
-    tt = ok.assign(t=ok.fit_s + ok.sample_s).groupby(["table", "generator"])["t"].median()
-    tt = tt.unstack()
+    cpu = ok.cpu_s if "cpu_s" in ok else pd.Series(np.nan, index=ok.index)
+    tt = ok.assign(t=cpu).groupby(["table", "generator"])["t"].median().unstack()
     pairs = [("forestgen:arf~n_trees=30+min_node_size=5", "rarf"),
              ("forestgen:arf~n_trees=30+min_node_size=5", "arfpy"),
              ("forestgen:nrgboost~n_trees=30", "nrgboost")]
@@ -186,11 +186,12 @@ def _goal(ok: pd.DataFrame) -> list[str]:
         if a in tt and b in tt:
             r = (tt[b] / tt[a]).dropna()
             if len(r):
-                parts.append(f"{_short(a)} vs {b}: median speed-up {r.median():.1f}x, slower "
+                parts.append(f"{_short(a)} vs {b}: median CPU-time ratio {r.median():.1f}x, "
+                             f"slower "
                              f"on {int((r < 1).sum())} of {len(r)} tables")
     if parts:
-        L.append("- **Time** (fit + sample faster than every peer at equal model size; the "
-                 "machine was loaded, so ratios are indicative): " + "; ".join(parts) + ".")
+        L.append("- **Time** (fit + sample faster than every peer at equal model size; CPU "
+                 "seconds, peer time / forestgen time): " + "; ".join(parts) + ".")
     return L + [""]
 
 
@@ -267,8 +268,10 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
     L = ["# Leaderboard: forestgen learners vs reference generators", ""]
     L += [f"Command: `{info['command']}` — {info['seeds']} seed(s), training rows capped at "
           f"{info['max_train']} (test rows: the 30% split, capped at half that), "
-          f"{info['limit_s']:.0f} s per cell. The machine had 2 cores shared with other jobs "
-          "(load average far above 2 during the run), so times are indicative; every cell ran "
+          f"{info['limit_s']:.0f} CPU seconds per cell. The machine had 2 cores shared with "
+          "other jobs (load average far above 2 during the run), so wall times are indicative "
+          "and the time comparisons use CPU seconds (fit + sample, the cell's process and its "
+          "children: package imports, R start-up and JIT compilation included); every cell ran "
           "single-threaded (OMP/Numba/BLAS threads = 1, torch threads = 1). "
           "`--full` runs 3 seeds, 20,000 rows, long limits and the peers' longer settings.", ""]
     L += ["Peer environments: " + "; ".join(f"{k}: {v}" for k, v in info["setup"].items()), ""]
@@ -364,7 +367,8 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
                                   f"{float(r.test_ll):.2f})" for r in off.itertuples())]
         L += [""]
     if len(ok):
-        agg = ok.assign(total_s=ok.fit_s + ok.sample_s).groupby("generator").agg(
+        agg = ok.assign(total_s=ok.fit_s + ok.sample_s,
+                        cpu_s=ok.cpu_s if "cpu_s" in ok else np.nan).groupby("generator").agg(
             tables=("table", "nunique"), c2st_median=("c2st_auc", "median"),
             ks_mean=("ks_mean", "mean"), tv_mean=("tv_mean", "mean"),
             corr_gap=("corr_gap", "mean"), contingency_gap=("contingency_gap", "mean"),
@@ -372,7 +376,8 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
             tables_out_of_range=("out_of_range_rows", lambda s: int((s > 0).sum())),
             unseen_level_rate=("unseen_level_rate", "mean"),
             nan_rate_gap=("nan_rate_gap", "mean"), dtype_match=("dtype_match", "mean"),
-            fit_sample_s_median=("total_s", "median"), peak_rss_mb_max=("peak_rss_mb", "max"))
+            fit_sample_s_median=("total_s", "median"), cpu_s_median=("cpu_s", "median"),
+            peak_rss_mb_max=("peak_rss_mb", "max"))
         agg.index = [g.replace("forestgen:", "fg:") for g in agg.index]
         agg.index.name = "generator"
         L += ["## Fidelity details, averaged over the tables each generator finished", "",
@@ -380,7 +385,8 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
               "(numeric pairs) and of Cramér's V (categorical pairs), share of synthetic rows "
               "with a numeric value outside the training range, share of categorical values "
               "never seen in training, mean |Δ NaN rate|, share of columns whose output dtype "
-              "equals the training dtype, median fit + sample seconds, largest peak RSS.", "",
+              "equals the training dtype, median fit + sample wall seconds and CPU seconds, "
+              "largest peak RSS.", "",
               _md(agg.map(lambda v: _fmt(v, 3) if isinstance(v, float) else v)), "",
               "![time vs C2ST](leaderboard_figures/time_vs_c2st.png)", ""]
         L += ["## Fit + sample seconds per table", "",

@@ -7,7 +7,9 @@
                                                           #  ~/.cache/forestgen-peers)
 
 Every (generator, table, seed) cell runs in its own subprocess, with the generator's own
-interpreter, under a time limit; a failure or timeout is a recorded cell, never a crashed run.
+interpreter, under a limit on CPU seconds (so that a loaded machine does not turn slow cells
+into timeouts) with a wall-clock backstop of ``WALL_FACTOR`` times that; a failure or timeout
+is a recorded cell, never a crashed run.
 All samples are scored by the same :mod:`forestgen.metrics` code in this process. Results go to
 ``benchmarks/results/leaderboard.jsonl`` (one line per cell) and the page
 ``benchmarks/results/leaderboard.md`` with figures in ``benchmarks/results/leaderboard_figures/``.
@@ -19,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +41,8 @@ from page import write_page  # noqa: E402
 from score import score_cell  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
+#: Wall-clock backstop of a cell, as a multiple of its CPU-second limit.
+WALL_FACTOR = 8.0
 
 # (generator, environment, params in quick mode, params in full mode)
 PEER_GENERATORS = [
@@ -124,18 +130,27 @@ def run_cell(gen: str, env: str, params: dict, data: dict, seed: int, root: Path
                "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     rec = {"generator": gen, "table": data["meta"]["name"], "seed": seed, "params": params,
            "n_train": data["n_train"], "n_test": data["n_test"], "time_limit_s": limit}
+    cpu = int(np.ceil(limit))
+
+    def cap_cpu() -> None:  # every process of the cell (R included) gets the CPU budget
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+
     t0 = time.perf_counter()
     try:
         r = subprocess.run([py, str(HERE / "cell.py"), str(out / "job.json")], env=envvars,
-                           capture_output=True, text=True, timeout=limit)
+                           capture_output=True, text=True, timeout=WALL_FACTOR * limit,
+                           preexec_fn=cap_cpu)
         rec["wall_s"] = time.perf_counter() - t0
+        if r.returncode in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU):
+            rec.update(status="timeout", error=f"over the {cpu} CPU-second limit")
+            return rec
         if r.returncode != 0:
             lines = [x for x in (r.stderr or "").strip().splitlines() if x.strip()]
             rec.update(status="error", error=" | ".join(lines[-2:])[-400:])
             return rec
     except subprocess.TimeoutExpired:
-        rec.update(status="timeout", wall_s=limit,
-                   error=f"no result within the {limit:.0f} s limit")
+        rec.update(status="timeout", wall_s=WALL_FACTOR * limit,
+                   error=f"no result within the {WALL_FACTOR * limit:.0f} s wall-clock backstop")
         return rec
     rec.update(json.loads((out / "result.json").read_text()))
     rec["status"] = "ok"
@@ -151,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-train", type=int, default=None, help="cap on training rows")
     ap.add_argument("--tables", default=None, help="comma-separated subset")
     ap.add_argument("--generators", default=None, help="comma-separated subset")
-    ap.add_argument("--limit", type=float, default=None, help="seconds per cell")
+    ap.add_argument("--limit", type=float, default=None, help="CPU seconds per cell")
     ap.add_argument("--skip-setup", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--resume", action="store_true",
