@@ -2,6 +2,7 @@
 
 ```yaml
 learner: arf            # registry name (forestgen.registry.available("learner"))
+preset: best samples    # optional: one of the learner's PRESETS (ARF.preset), before params
 params:                 # keyword arguments of the learner
   n_trees: 10
 fit:                    # keyword arguments of fit(), e.g. column kind overrides
@@ -18,7 +19,7 @@ import yaml
 
 from forestgen import registry
 
-ALLOWED_KEYS = {"learner", "params", "fit", "description"}
+ALLOWED_KEYS = {"learner", "preset", "params", "fit", "description"}
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -43,9 +44,14 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def build_learner(cfg: dict[str, Any]):
-    """Instantiate the learner a config names, with its parameters."""
+    """Instantiate the learner a config names, with its preset (if any), then its parameters."""
     cls = registry.get("learner", cfg["learner"])
+    params = cfg.get("params") or {}
+    if cfg.get("preset") is not None:
+        if not getattr(cls, "PRESETS", None):
+            raise ValueError(f"learner {cfg['learner']!r} has no presets; remove 'preset'")
+        return cls.preset(cfg["preset"], **params)  # an unknown name raises naming the choices
     try:
-        return cls(**(cfg.get("params") or {}))
+        return cls(**params)
     except TypeError as e:
         raise ValueError(f"bad parameters for learner {cfg['learner']!r}: {e}") from None

@@ -274,6 +274,9 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
           "children: package imports, R start-up and JIT compilation included); every cell ran "
           "single-threaded (OMP/Numba/BLAS threads = 1, torch threads = 1). "
           "`--full` runs 3 seeds, 20,000 rows, long limits and the peers' longer settings.", ""]
+    if info.get("limits"):
+        L += ["Per-generator CPU-second limits: " + ", ".join(
+            f"{_short(g)} {v:.0f}" for g, v in info["limits"].items()) + ".", ""]
     L += ["Peer environments: " + "; ".join(f"{k}: {v}" for k, v in info["setup"].items()), ""]
     L += ["Every forestgen learner in the registry runs with its defaults (`fg:` = forestgen), "
           "ARF also with its documented presets (`@`); one-parameter departures from ARF's "

@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", default=None, help="comma-separated subset")
     ap.add_argument("--generators", default=None, help="comma-separated subset")
     ap.add_argument("--limit", type=float, default=None, help="CPU seconds per cell")
+    ap.add_argument("--limit-for", default=None,
+                    help="per-generator CPU-second limits, comma-separated GEN=SECONDS")
     ap.add_argument("--skip-setup", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--resume", action="store_true",
@@ -209,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = a.seeds or (3 if a.full else 1)
     max_train = a.max_train if a.max_train is not None else (20000 if a.full else 1000)
     limit = a.limit or (1800.0 if a.full else 120.0)
+    limits = {g: float(v) for g, v in (x.rsplit("=", 1) for x in
+                                       (a.limit_for.split(",") if a.limit_for else []))}
     root = a.peers
     root.mkdir(parents=True, exist_ok=True)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
                         rec = {"generator": gen, "table": t, "seed": seed, "status": "error",
                                "error": f"peer environment {env!r}: {setup[env][1]}"}
                     else:
-                        rec = run_cell(gen, env, params, data, seed, root, work, limit)
+                        rec = run_cell(gen, env, params, data, seed, root, work,
+                                       limits.get(gen, limit))
                     if rec["status"] == "ok":
                         try:
                             rec.update(score_cell(data, rec["synth"], kinds_for_metrics(
@@ -265,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"c2st={rec.get('c2st_auc', float('nan')):.3f} "
                           f"{rec.get('error', '')[:80]}", flush=True)
     write_page(records, a.out, {"seeds": seeds, "max_train": max_train, "limit_s": limit,
+                                "limits": limits,
                                 "full": a.full, "setup": {k: v[1] for k, v in setup.items()},
                                 "command": " ".join(["python", "benchmarks/leaderboard/run.py",
                                                      *(argv if argv is not None

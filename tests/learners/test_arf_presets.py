@@ -55,3 +55,21 @@ def test_fastest_skips_adversarial_rounds(table):
     assert fast.n_rounds_ == 1 and fast.n_trees == 10
     assert ARF.preset("fastest", random_state=0).fit(table).sample(
         50, random_state=0).equals(fast.sample(50, random_state=0))
+
+
+def test_yaml_configs_name_the_presets(tmp_path):
+    from pathlib import Path
+
+    from forestgen.config import build_learner, load_config
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    for preset in ARF.PRESETS:
+        cfg = load_config(configs / f"arf_{preset.replace(' ', '_')}.yaml")
+        assert build_learner(cfg).get_params() == ARF.preset(preset, random_state=0).get_params()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("learner: arf\npreset: best\n")
+    with pytest.raises(ValueError, match=r"unknown ARF preset 'best'"):
+        build_learner(load_config(bad))
+    bad.write_text("learner: gef\npreset: fastest\n")
+    with pytest.raises(ValueError, match=r"learner 'gef' has no presets"):
+        build_learner(load_config(bad))
