@@ -227,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     tables_dir = work / "tables"
     ds_py = peers.python_of(root, "datasets") if setup["datasets"][0] else Path(sys.executable)
     subprocess.run([str(ds_py), str(HERE / "tables.py"), str(tables_dir)], check=True)
-    tables = sorted(p.name for p in tables_dir.iterdir())
+    # smallest tables first, so that a run stopped at a time budget has covered the most tables
+    tables = sorted((p.name for p in tables_dir.iterdir()), key=lambda t: (json.loads(
+        (tables_dir / t / "meta.json").read_text())["rows"], t))
     if a.tables:
         tables = [t for t in tables if t in a.tables.split(",")]
     gens = forestgen_generators() + PEER_GENERATORS
