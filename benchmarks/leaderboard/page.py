@@ -174,8 +174,8 @@ def _goal(ok: pd.DataFrame) -> list[str]:
         worse = ", ".join(f"{t} ({v:+.2f})" for t, v in diff[diff < 0].items()) or "none"
         L.append(f"- **Likelihood** (ARF's normalised held-out LL >= R arf's normalised LL at "
                  f"equal trees, 30 trees / min_node_size 5): "
-                 f"{'MET' if len(diff) and (diff >= 0).all() else 'NOT MET'} on {len(diff)} "
-                 f"tables — lower on: {worse}.")
+                 f"{'MET' if len(diff) and (diff >= 0).all() else 'NOT MET'} — compared on "
+                 f"{len(diff)} table(s), lower on: {worse}.")
     cpu = ok.cpu_s if "cpu_s" in ok else pd.Series(np.nan, index=ok.index)
     tt = ok.assign(t=cpu).groupby(["table", "generator"])["t"].median().unstack()
     pairs = [("forestgen:arf~n_trees=30+min_node_size=5", "rarf"),
@@ -201,7 +201,8 @@ def _defaults_evidence(ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     Returns the per-variant summary and the per-table mean change of |C2ST - 0.5|.
     """
     arf = ok[ok.generator.str.startswith("forestgen:arf")].assign(
-        dev=lambda x: (x.c2st_auc - 0.5).abs(), total_s=lambda x: x.fit_s + x.sample_s)
+        dev=lambda x: (x.c2st_auc - 0.5).abs(),
+        total_s=lambda x: x.cpu_s if "cpu_s" in x else np.nan)
     base = arf[arf.generator == "forestgen:arf"].set_index(["table", "seed"])
     rows, per_table = [], {}
     for g, v in arf.groupby("generator", sort=False):
@@ -225,7 +226,7 @@ def _defaults_evidence(ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                      "LL better / worse (tables)":
                      f"{int((dll > 0.01).sum())} / {int((dll < -0.01).sum())}"
                      if dll.notna().any() else "",
-                     "time ratio (median)": _fmt(float(tr.median()), 2),
+                     "CPU-time ratio (median)": _fmt(float(tr.median()), 2),
                      "tables out of range": int((v.out_of_range_rows > 0).groupby(
                          level="table").any().sum())})
     summary = pd.DataFrame(rows).set_index("variant") if rows else pd.DataFrame()
