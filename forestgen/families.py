@@ -4,9 +4,11 @@ queries it can answer (declared, not assumed).
 * :data:`LEAF_MIXTURE` — ``p(x) = sum_leaves w_leaf prod_j p_j(x_j | leaf)`` (ARF, GeF, RFDE,
   DEF): slots ``ensembler`` (``"mixture"``: combines per-leaf scores), ``sampler``
   (``"ancestral"``) and one leaf model per column. Every query below is exact.
-* :data:`ENERGY` — ``p(x) ∝ exp(sum_t f_t(x))`` (NRGBoost): slots ``energy`` (an additive
-  ensembler of constant-energy leaves), ``sampler`` (Gibbs) and ``normaliser`` (an estimate of
-  ``log Z``). Marginals are exact only while the unobserved grid is small enough to enumerate.
+* :data:`ENERGY` — ``p(x) ∝ exp(sum_t f_t(x))`` (NRGBoost): slots ``ensembler``
+  (``"additive_energy"`` of constant-energy leaves over a base measure), ``sampler``
+  (``"gibbs"``) and ``normaliser`` (``"importance"``: an estimate of ``log Z``,
+  :mod:`forestgen.ensemble.normaliser`). Marginals are exact only while the unobserved grid is
+  small enough to enumerate (else estimated), so ``"marginal"`` is not declared.
 * :data:`INTERSECTION` — the partition induced by all trees with one mass per cell (GF.Boost /
   EOGT): slots ``partition`` (the cell table, :mod:`forestgen.tree.cells`), ``ensembler``
   (``"intersection"``: compiles the cells into one tree with masses ``R(C)``, after which every
@@ -39,8 +41,8 @@ class Family:
 
 LEAF_MIXTURE = Family("leaf mixture",
                       {"ensembler": "mixture", "sampler": "ancestral", "leaves": "leaf"})
-ENERGY = Family("energy", {"energy": "additive_energy", "sampler": "gibbs",
-                           "normaliser": "importance-sampling estimate of log Z"},
+ENERGY = Family("energy", {"ensembler": "additive_energy", "sampler": "gibbs",
+                           "normaliser": "importance"},
                 frozenset(QUERIES) - {"marginal"})
 INTERSECTION = Family("intersection", {"partition": "cell table of all trees",
                                        "ensembler": "intersection", "sampler": "ancestral"})

@@ -6,7 +6,7 @@ from typing import Any
 
 _REGISTRY: dict[str, dict[str, type]] = {}
 
-KINDS = ("splitter", "criterion", "leaf", "ensembler", "sampler", "learner")
+KINDS = ("splitter", "criterion", "leaf", "ensembler", "sampler", "normaliser", "learner")
 
 
 def register(kind: str, name: str):

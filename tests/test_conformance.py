@@ -24,6 +24,8 @@ LEARNERS = {
     "def": (dict(n_trees=5, max_leaves=16, random_state=0, n_jobs=1), {}),
     "gfboost": (dict(n_trees=5, n_iter=20, random_state=0), {}),
     "eogt": (dict(n_trees=5, n_iter=20, random_state=0), {}),
+    "nrgboost": (dict(n_trees=5, max_leaves=16, pool_size=2000, gibbs_burn_in=10,
+                      n_normaliser_samples=5000, sample_burn_in=10, random_state=0), {}),
 }
 
 
@@ -43,13 +45,8 @@ def test_registered_learners_conform(name):
     check_learner(registry.get("learner", name)(**params), fit_kwargs=fit_kwargs)
 
 
-# NRGBoost raises NotImplementedError for NaN marginals of several columns, so check_learner
-# does not pass on it; it is covered by its own tests in tests/learners/.
-OWN_TESTS = {"nrgboost"}
-
-
 def test_every_registered_learner_is_covered():
-    assert set(registry.available("learner")) <= set(LEARNERS) | OWN_TESTS
+    assert set(registry.available("learner")) <= set(LEARNERS)
 
 
 class _LeakyLeaf(TruncNormalLeaf):

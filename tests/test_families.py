@@ -8,9 +8,11 @@ import pytest
 
 from forestgen import registry
 from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.ensemble.normaliser import ImportanceNormaliser
 from forestgen.families import ENERGY, INTERSECTION, LEAF_MIXTURE, QUERIES, Family
 from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
 from forestgen.sampling.ancestral import AncestralSampler
+from forestgen.sampling.gibbs import GibbsSampler
 
 
 @registry.register("sampler", "test_counting")
@@ -64,6 +66,48 @@ def test_queries_go_through_the_family_slots(table):
     assert _CountingEnsembler.calls > 0
     pd.testing.assert_frame_equal(m.sample(20, random_state=1), ref.sample(20, random_state=1))
     assert _CountingSampler.calls == 1
+
+
+@registry.register("sampler", "test_counting_gibbs")
+class _CountingGibbs(GibbsSampler):
+    calls = 0
+
+    def run(self, *args, **kwargs):
+        type(self).calls += 1
+        return super().run(*args, **kwargs)
+
+
+@registry.register("normaliser", "test_counting")
+class _CountingNormaliser(ImportanceNormaliser):
+    calls = 0
+
+    def __init__(self):
+        super().__init__(n_samples=1000)
+
+    def estimate(self, energy, rng):
+        type(self).calls += 1
+        return super().estimate(energy, rng)
+
+
+class _CountedEnergy(NRGBoost):
+    model_family = Family("counted energy", {**ENERGY.slots, "sampler": "test_counting_gibbs",
+                                             "normaliser": "test_counting"},
+                          ENERGY.capabilities)
+
+
+def test_energy_queries_go_through_the_family_slots(table):
+    kw = dict(n_trees=3, max_leaves=4, pool_size=500, gibbs_chains=2, gibbs_burn_in=2,
+              sample_burn_in=2, random_state=0)
+    # a point mass in x, so that q0's uniform part leaves single-column splits with some gain
+    data = table.assign(x=np.where(table.x > 0.3, 0.0, table.x))
+    m = _CountedEnergy(**kw).fit(data)
+    assert m.n_trees_ == 3 and _CountingNormaliser.calls == 1
+    fit_calls = _CountingGibbs.calls
+    assert fit_calls > 0  # the training pool's refill
+    m.sample(10, random_state=0)
+    m.impute(data.head(3).assign(x=np.nan, y=np.nan), random_state=0)
+    assert _CountingGibbs.calls == fit_calls + 2
+    assert m.log_z_se_ > 0
 
 
 def test_undeclared_query_names_learner_and_query(table):

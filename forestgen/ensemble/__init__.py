@@ -5,6 +5,7 @@ from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.base import Ensembler
 from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.ensemble.mixture import MixtureEnsembler, segment_logsumexp
+from forestgen.ensemble.normaliser import AISNormaliser, ImportanceNormaliser
 
-__all__ = ["AdditiveEnergy", "EnergyTrees", "Ensembler", "IntersectionEnsembler",
-           "MixtureEnsembler", "draw_weights", "segment_logsumexp"]
+__all__ = ["AISNormaliser", "AdditiveEnergy", "EnergyTrees", "Ensembler", "ImportanceNormaliser",
+           "IntersectionEnsembler", "MixtureEnsembler", "draw_weights", "segment_logsumexp"]

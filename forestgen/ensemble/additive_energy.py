@@ -14,13 +14,12 @@ split; each leaf reached adds its value over its part of the set. Trees that nev
 
 Normaliser (spec §6.1): the running estimate ``log Z_t = log Z_{t-1} + log sum_j Q_j exp(s_t w_j)``
 (exact when ``Q`` is exact; with pool masses an MCMC estimate), and an importance-sampling
-estimate from ``q0`` with its standard error (:meth:`AdditiveEnergy.log_z_importance`).
+estimate from ``q0`` or by AIS, with a standard error (:mod:`forestgen.ensemble.normaliser`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 from numba import njit, prange
@@ -268,6 +267,10 @@ class EnergyTrees:
         self.uses = np.vstack([self.uses.reshape(-1, d), uses])
         self.depth = np.r_[self.depth, depth.max()].astype(np.int64)
 
+    def scaled(self, factor: float) -> EnergyTrees:
+        """The same trees with every value multiplied by ``factor`` (annealing paths)."""
+        return replace(self, value=self.value * factor)
+
     def to_arrays(self, prefix: str = "trees.") -> dict[str, np.ndarray]:
         return {prefix + f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -290,6 +293,8 @@ class AdditiveEnergy:
         self.grid = grid
         self.log_q0 = np.asarray(log_q0, np.float64)
         self.trees = trees if trees is not None else EnergyTrees()
+        if self.trees.n_trees == 0:  # no tree yet: per-tree arrays still have d columns
+            self.trees.uses = np.zeros((0, grid.d), np.uint8)
 
     # ------------------------------------------------------------------ base measure
     @staticmethod
@@ -350,18 +355,6 @@ class AdditiveEnergy:
             others = [i for i in range(self.grid.d) if i != j]
             out += self.log_q0[C[:, others] + off[others]].sum(axis=1)[:, None]
         return out
-
-    # ------------------------------------------------------------------ normaliser
-    def log_z_importance(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
-        """``(log Z, standard error)`` by importance sampling from ``q0``:
-        ``Z = E_q0[exp(sum_t value_t(x))]``; the error is the delta-method s.e. of the log."""
-        C = self.sample_q0(n, rng)
-        e = self.tree_energy(C)
-        mx = e.max()
-        r = np.exp(e - mx)
-        mean = r.mean()
-        se = r.std(ddof=1) / math.sqrt(n) / mean if n > 1 else math.inf
-        return float(mx + math.log(mean)), float(se)
 
 
 def line_search(P: np.ndarray, Q: np.ndarray, w: np.ndarray,

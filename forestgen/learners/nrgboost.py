@@ -5,27 +5,35 @@ The model is ``q(x) ∝ exp(f(x))`` on a finite grid (:class:`~forestgen.data.gr
 ``f = log q0 + sum_t s_t dF_t`` (:class:`~forestgen.ensemble.additive_energy.AdditiveEnergy`).
 Each round grows a tree with the :class:`~forestgen.splitters.energy.EnergySplitter` (gain
 ``P^2/Q``, max ratio ``R``) against the current model's mass ``Q`` — exact for round one, then
-the :class:`~forestgen.sampling.gibbs.RejectionPool` — sets leaf energies with the
+the importance-weighted :class:`~forestgen.sampling.gibbs.SamplePool` — sets leaf energies with the
 :class:`~forestgen.leaves.constant_energy.ConstantEnergyLeaf` (``P/Q - 1``), and adds it with
 the step ``s_t = learning_rate · alpha_t`` from a grid line search (Eq. 43).
 
-Differences from the paper, and why: missing values are an extra grid state of their column
+Differences from the paper, and why: the pool reweights its samples by each new tree instead
+of rejecting them (:mod:`forestgen.sampling.gibbs`: same masses in expectation, lower variance,
+half the Gibbs refill); missing values are an extra grid state of their column
 (the paper has none); categorical columns keep every level (no 255 cap); the paper's tuning of
 ``max_leaves``/``learning_rate`` and best-round selection on a validation set are left to the
 user (defaults are the official code's). The normaliser ``Z`` is intractable: ``log_prob``
-subtracts an importance-sampling estimate from ``q0`` (``log_z_``, standard error ``log_z_se_``)
-— normalised log-likelihoods are **estimates**; conditionals of one column are exact.
+subtracts an estimate (``log_z_``, standard error ``log_z_se_``; importance sampling from ``q0``
+or AIS, :mod:`forestgen.ensemble.normaliser`) — normalised log-likelihoods are **estimates**;
+conditionals of one column are exact.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
+import math
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.special import logsumexp
 
+from forestgen import registry
 from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.grid import UNKNOWN, Grid
@@ -40,7 +48,7 @@ from forestgen.inference.conditions import ZeroProbabilityError, _column_index, 
 from forestgen.learners.arf import _ProgressBar
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.registry import register
-from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
+from forestgen.sampling.gibbs import SamplePool
 from forestgen.splitters.energy import EnergySplitter
 from forestgen.validation import (
     as_generator,
@@ -52,6 +60,7 @@ from forestgen.validation import (
 )
 
 MAX_ENUMERATION = 4096  # joint grid cells enumerated to marginalise unobserved columns
+MARGINAL_DRAWS = 4096  # q0 draws estimating a marginal over a larger unobserved grid
 
 
 @register("learner", "nrgboost")
@@ -75,7 +84,14 @@ class NRGBoost(GenerativeForest):
         read every ``thin`` sweeps from ``sample_chains`` parallel chains started at ``q0``
         draws, after ``burn_in`` sweeps (64, 100, 10; the paper's ML-efficiency protocol).
         Rows of one chain are correlated; ``sample(n, chains=n)`` gives independent chains.
+    normaliser : how ``log Z`` is estimated, a registry name (:mod:`forestgen.ensemble.
+        normaliser`): ``None`` = the family's slot, ``"importance"`` (``n_normaliser_samples``
+        ``q0`` draws); ``"ais"`` = annealed importance sampling (lower variance, slower).
     n_normaliser_samples : ``q0`` draws of the importance-sampling ``log Z`` estimate (200,000).
+    density_floor : a value outside the training range (or an unseen level) scores as the
+        model's marginal of the row's other entries times ``density_floor`` times the uniform
+        density on that column's training range (levels) — RFDE/DEF's floor convention, 1e-5;
+        ``None`` gives the honest ``-inf`` (zero mass under the grid's base measure).
     random_state : seed; the same seed gives the same model and samples at any thread count.
     progress : print a progress bar over rounds on stderr.
     """
@@ -90,8 +106,9 @@ class NRGBoost(GenerativeForest):
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100,
                  feature_fraction: float = 1.0, max_bins: int = 255, sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 10,
-                 n_normaliser_samples: int = 200_000, random_state: Any = None,
-                 progress: bool = False):
+                 normaliser: str | None = None, n_normaliser_samples: int = 200_000,
+                 density_floor: float | None = 1e-5,
+                 random_state: Any = None, progress: bool = False):
         self.n_trees = n_trees
         self.max_leaves = max_leaves
         self.learning_rate = learning_rate
@@ -107,7 +124,9 @@ class NRGBoost(GenerativeForest):
         self.sample_chains = sample_chains
         self.sample_burn_in = sample_burn_in
         self.sample_thin = sample_thin
+        self.normaliser = normaliser
         self.n_normaliser_samples = n_normaliser_samples
+        self.density_floor = density_floor
         self.random_state = random_state
         self.progress = progress
 
@@ -125,8 +144,13 @@ class NRGBoost(GenerativeForest):
         check_real("uniform_mix", self.uniform_mix, 0, 1, low_open=True)
         check_real("p_refresh", self.p_refresh, 0, 1)
         check_real("feature_fraction", self.feature_fraction, 0, 1, low_open=True)
+        check_real("density_floor", self.density_floor, 0, low_open=True, allow_none=True)
         check_bool("line_search", self.line_search)
         check_bool("progress", self.progress)
+        if self.normaliser is not None and self.normaliser not in registry.available(
+                "normaliser"):
+            raise ValueError(f"normaliser must be one of {registry.available('normaliser')}, "
+                             f"got {self.normaliser!r}")
         check_random_state(self.random_state)
 
     def _check_fitted(self) -> None:
@@ -141,13 +165,13 @@ class NRGBoost(GenerativeForest):
         Z = self.encoder_.transform(X)
         self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins))
         C, _ = self.grid_.codes(Z)
-        energy = AdditiveEnergy(self.grid_, AdditiveEnergy.blend_marginals(
+        ensembler = registry.get("ensembler", self.model_family.slots["ensembler"])
+        energy = ensembler(self.grid_, ensembler.blend_marginals(
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
         boost_seed, self.normaliser_seed_ = seed_sequence(self.random_state).spawn(2)
         self._boost(C, int(self.n_trees), boost_seed)
-        self.log_z_, self.log_z_se_ = energy.log_z_importance(
-            int(self.n_normaliser_samples), np.random.default_rng(self.normaliser_seed_))
+        self.log_z_, self.log_z_se_ = self._estimate_log_z(self.normaliser_seed_)
         return self
 
     def _boost(self, C: np.ndarray, n_rounds: int, seed: np.random.SeedSequence) -> None:
@@ -161,8 +185,9 @@ class NRGBoost(GenerativeForest):
                                   max_ratio=float(self.max_ratio),
                                   feature_fraction=float(self.feature_fraction))
         leaf = ConstantEnergyLeaf()
-        pool = RejectionPool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
-                             n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in))
+        pool = SamplePool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
+                          n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
+                          sampler=self._component("sampler"))
         seeds = seed.spawn(n_rounds)
         bar = _ProgressBar("NRGBoost", n_rounds, bool(self.progress))
         self.rounds_ = []
@@ -178,10 +203,9 @@ class NRGBoost(GenerativeForest):
                     pool.start(energy, rng)
                 else:
                     pool.update(energy, C, rng)
-                M = len(pool.codes)
                 ts = time.perf_counter()
                 tree = splitter.grow(self.grid_, Xd, wd, np.ascontiguousarray(pool.codes.T),
-                                     np.full(M, 1.0 / M), None, rng)
+                                     pool.weights(), None, rng)
             grow_s = time.perf_counter() - ts
             is_leaf = tree.is_leaf
             if is_leaf.sum() < 2:
@@ -194,10 +218,10 @@ class NRGBoost(GenerativeForest):
             node_value[is_leaf] = s * w
             energy.trees.append(tree, node_value, self.grid_.n_codes)
             log_z += log_z_step(Q, s * w)
-            stats = pool.history[-1] if t > 0 else (0, 0, 0)
+            stats = pool.history[-1] if t > 0 else (0, float("nan"), 0)
             self.rounds_.append({"alpha": alpha, "gain": gain, "log_z": log_z,
                                  "leaves": int(is_leaf.sum()), "dropped": stats[0],
-                                 "rejected": stats[1], "refilled": stats[2],
+                                 "pool_ess": stats[1], "refilled": stats[2],
                                  "grow_seconds": grow_s, "seconds": time.perf_counter() - t0})
             bar.step()
         bar.close(f"{energy.trees.n_trees} trees")
@@ -216,12 +240,18 @@ class NRGBoost(GenerativeForest):
                                      self.energy_.trees.truncate(int(n_trees)))
         seed = getattr(self, "normaliser_seed_", None) or seed_sequence(self.random_state)
         out.normaliser_seed_ = seed
-        out.log_z_, out.log_z_se_ = out.energy_.log_z_importance(
-            int(self.n_normaliser_samples), np.random.default_rng(seed))
+        out.log_z_, out.log_z_se_ = out._estimate_log_z(seed)
         rounds = getattr(self, "rounds_", [])[:n_trees]
         out.log_z_tracker_ = rounds[-1]["log_z"] if rounds else 0.0
         out.rounds_ = rounds
         return out
+
+    def _estimate_log_z(self, seed) -> tuple[float, float]:
+        """``(log Z, standard error)`` from the ``normaliser`` component."""
+        name = self.normaliser or self.model_family.slots["normaliser"]
+        cls = registry.get("normaliser", name)
+        est = cls(n_samples=int(self.n_normaliser_samples)) if name == "importance" else cls()
+        return est.estimate(self.energy_, np.random.default_rng(seed))
 
     # ------------------------------------------------------------------ encoding helpers
     @property
@@ -236,7 +266,7 @@ class NRGBoost(GenerativeForest):
 
     def _log_marginal(self, C: np.ndarray) -> np.ndarray:
         """``log sum_{x_U} exp f(x_obs, x_U)`` per row, ``U`` = its :data:`UNKNOWN` columns
-        (exact enumeration, at most :data:`MAX_ENUMERATION` cells per row)."""
+        (exact enumeration up to :data:`MAX_ENUMERATION` cells, else an estimate)."""
         out = np.empty(len(C))
         unk = C == UNKNOWN
         patterns, inv = np.unique(unk, axis=0, return_inverse=True)
@@ -254,22 +284,56 @@ class NRGBoost(GenerativeForest):
                 out[rows] = self._log_z_parts()
                 continue
             last, rest = U[-1], U[:-1]
-            cells = int(np.prod(nc[rest])) if len(rest) else 1
-            if cells * nc[last] > MAX_ENUMERATION and len(rest):
-                names = [self.schema_.names[j] for j in U]
-                raise NotImplementedError(
-                    f"NRGBoost cannot marginalise {len(U)} unobserved columns {names} exactly "
-                    f"(> {MAX_ENUMERATION} grid cells); give at most one unobserved column per "
-                    f"row, or use sample(conditions=...)")
+            if math.prod(int(nc[j]) for j in U) > MAX_ENUMERATION and len(rest):
+                out[rows] = self._log_marginal_estimate(Cp, U)
+                continue
             acc = np.full(len(rows), -np.inf)
             for combo in itertools.product(*[range(int(nc[j])) for j in rest]):
                 Cp[:, rest] = combo
-                acc = np.logaddexp(acc, _lse(e.energy_slice(Cp, int(last), full=True)))
+                acc = np.logaddexp(acc, logsumexp(e.energy_slice(Cp, int(last), full=True), axis=1))
             out[rows] = acc
         return out
 
     def _log_z_parts(self) -> float:
         return float(self.log_z_)
+
+    def _log_marginal_estimate(self, C: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """Importance-sampling estimate of ``log sum_{x_U} exp f`` from :data:`MARGINAL_DRAWS`
+        ``q0`` draws of the columns ``U`` — the same draws for every row, so a row's value
+        does not depend on its batch."""
+        e = self.energy_
+        off = self.grid_.code_offsets
+        D = e.sample_q0(MARGINAL_DRAWS, np.random.default_rng(0))[:, U]
+        log_q0_u = e.log_q0[D + off[U]].sum(axis=1)
+        out = np.empty(len(C))
+        for i in range(len(C)):
+            X = np.repeat(C[i:i + 1], MARGINAL_DRAWS, axis=0)
+            X[:, U] = D
+            out[i] = logsumexp(e.energy(X) - log_q0_u) - math.log(MARGINAL_DRAWS)
+        return out
+
+    def _score_codes(self, C: np.ndarray, outside: np.ndarray) -> np.ndarray:
+        """Estimated log density of code rows (see :meth:`log_prob`)."""
+        C = np.where(outside, UNKNOWN, C).astype(np.int32)
+        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
+        bad = outside.any(axis=1)
+        if bad.any():
+            if self.density_floor is None:
+                lp[bad] = -np.inf
+            else:
+                lp += outside @ self._log_floor()
+        return lp
+
+    def _log_floor(self) -> np.ndarray:
+        """Per column: ``log(density_floor x uniform density on its training range)``."""
+        g = self.grid_
+        out = np.full(g.d, math.log(self.density_floor))
+        for j in range(g.d):
+            if g.discrete[j]:
+                out[j] -= math.log(g.n_values[j])
+            elif g.edges[j][-1] > g.edges[j][0]:
+                out[j] -= math.log(g.edges[j][-1] - g.edges[j][0])
+        return out
 
     # ------------------------------------------------------------------ density
     def log_prob(self, X, conditions=None) -> np.ndarray:
@@ -278,9 +342,11 @@ class NRGBoost(GenerativeForest):
 
         **An estimate**: ``f(x) - log Ẑ`` with ``log Ẑ`` = ``log_z_`` (importance sampling from
         ``q0``; standard error ``log_z_se_``). NaN in a column that had missing values at fit
-        is the *missing* state; in other columns it is marginalised exactly (enumeration, at
-        most one such column per row). Values outside the training range and unseen levels
-        have density 0 (``-inf``).
+        is the *missing* state; in other columns it is marginalised: exactly by enumeration
+        while the unobserved cells number at most 4,096, else by an importance-sampling
+        estimate (4,096 ``q0`` draws). A value outside the training range or an unseen level
+        is marginalised and scored with ``density_floor`` (see the class docstring; ``-inf``
+        with ``density_floor=None``).
 
         ``conditions`` (a dict of evidence values, which override ``X``'s, or a list of column
         names whose ``X`` values are the evidence): ``log q(x_free | evidence)``, exact (no
@@ -289,17 +355,13 @@ class NRGBoost(GenerativeForest):
         if conditions is not None:
             return self._conditional_log_prob(X, conditions)
         Z, C, outside = self._codes(X)
-        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
-        lp[outside.any(axis=1)] = -np.inf
-        return lp
+        return self._score_codes(C, outside)
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """:meth:`log_prob` of already encoded rows."""
         self._check_fitted()
         C, outside = self.grid_.codes(np.asarray(Z, np.float64))
-        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
-        lp[outside.any(axis=1)] = -np.inf
-        return lp
+        return self._score_codes(C, outside)
 
     def unnormalised_log_prob(self, X) -> np.ndarray:
         """``f(x)`` minus bin log-widths: :meth:`log_prob` without the estimated ``log Z``."""
@@ -394,22 +456,83 @@ class NRGBoost(GenerativeForest):
         vals = self.encoder_.inverse_transform(Zc).iloc[:, j]
         return pd.Series(vals.array, index=index, name=name)
 
-    def expect(self, columns=None, conditions=None):
-        raise NotImplementedError(
-            "NRGBoost cannot compute expectations under arbitrary evidence exactly; use "
-            "predict (one column given the rest) or average sample(conditions=...)")
+    def expect(self, columns=None, conditions=None, *, n_draws: int = 1000,
+               random_state=None):
+        """Conditional mean of numeric / ordinal-integer columns, most probable level of
+        categorical ones, given evidence — an **MCMC estimate** from Gibbs chains with the
+        evidence clamped (``n_draws`` states per evidence set: the default protocol for a
+        dict, one chain per row read every 2 sweeps after ``sample_burn_in`` for a DataFrame
+        of per-row evidence). Missing states are not drawn. For one column given all the
+        others, :meth:`predict` is exact. Returns a Series (dict / no evidence) or a
+        DataFrame (per-row evidence; a Series for a single column label)."""
+        self._check_fitted()
+        schema = self.schema_
+        single = columns is not None and not isinstance(columns, (list, tuple, pd.Index,
+                                                                  np.ndarray))
+        names = list(schema.names) if columns is None else [columns] if single else list(columns)
+        cols = [_column_index(schema, c) for c in names]
+        if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+        rng = as_generator(random_state)
+        ev, per_row = parse_conditions(self, conditions)
+        allowed, bad, msg = self._allowed(ev, missing=False)
+        if bad.any() and not per_row:
+            raise ZeroProbabilityError(msg)
+        if bad.any():
+            warnings.warn(f"{int(bad.sum())} row(s) have zero-probability evidence, e.g. {msg}; "
+                          f"their result is NaN, the other rows are unaffected", RuntimeWarning,
+                          stacklevel=2)
+            ev = _without_rows(ev, bad)
+        if per_row:
+            m = ev.m
+            b = max(int(self.sample_burn_in), 1)
+            C = self._gibbs(m * n_draws, rng, allowed, np.arange(m), m, b, 2)
+            erow = np.tile(np.arange(m), n_draws)
+        else:
+            m = 1
+            ch, b, th = self._protocol(n_draws, None, None, None)
+            free = np.nonzero(np.isnan(ev.point[0]))[0]
+            C = self._gibbs(int(n_draws), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
+            erow = np.zeros(int(n_draws), np.int64)
+        Z = _respect_evidence(self.grid_.decode(C, rng), C, ev, erow, self.grid_, rng)
+        order = np.argsort(erow, kind="stable")  # rows grouped by evidence row
+        Z, C = Z[order].reshape(m, -1, schema.d), C[order].reshape(m, -1, schema.d)
+        point = np.full((m, schema.d), np.nan)
+        level_mean = {}
+        for j in cols:
+            spec = schema.columns[j]
+            if spec.is_discrete:
+                nv = int(self.grid_.n_values[j])
+                p = np.stack([(C[:, :, j] == k).mean(axis=1) for k in range(nv)], axis=1)
+                if spec.numeric_levels:
+                    level_mean[j] = np.where(bad, np.nan, p @ np.asarray(spec.categories, float))
+                else:
+                    point[:, j] = np.argmax(p, axis=1)
+            else:
+                point[:, j] = Z[:, :, j].mean(axis=1)
+        point[bad] = np.nan
+        dec = self.encoder_.inverse_transform(point)
+        res = {schema.names[j]: level_mean[j] if j in level_mean else dec.iloc[:, j].to_numpy()
+               for j in cols}
+        if not per_row:
+            return pd.Series({k: v[0] for k, v in res.items()}, dtype=object)
+        out = pd.DataFrame(res, index=conditions.index)
+        return out.iloc[:, 0] if single else out
 
     # ------------------------------------------------------------------ sampling
-    def _allowed(self, ev, missing: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per evidence row: allowed-code mask ``[m, sum(n_codes)]``, numeric interval bounds
-        (``lo, hi [m, d]``, NaN = none) used when decoding."""
+    def _allowed(self, ev, missing: bool) -> tuple[np.ndarray, np.ndarray, str]:
+        """Per evidence row: the allowed-code mask ``[m, sum(n_codes)]``, a flag per row whose
+        evidence has zero probability (its mask allows everything) and a message naming the
+        first such row's column."""
         g = self.grid_
         off = g.code_offsets
         m = ev.m
-        allowed = np.ones((m, int(off[-1])), np.uint8)
+        free = np.ones(int(off[-1]), np.uint8)
         if not missing:
-            for j in np.nonzero(g.has_missing)[0]:
-                allowed[:, off[j] + g.n_values[j]] = 0
+            free[off[:-1][g.has_missing] + g.n_values[g.has_missing]] = 0
+        allowed = np.tile(free, (m, 1))
+        bad = np.zeros(m, bool)
+        msg = ""
         names = self.schema_.names
         for j in range(g.d):
             sl = slice(off[j], off[j + 1])
@@ -418,9 +541,13 @@ class NRGBoost(GenerativeForest):
             if has.any():
                 C, outside = g.codes(np.where(has, pt, np.nan)[:, None].repeat(g.d, 1))
                 code = C[:, j]
-                if (outside[has, j]).any():
-                    raise ZeroProbabilityError(
-                        f"evidence on column {names[j]!r} lies outside the training range")
+                out_j = has & (outside[:, j] | (code == UNKNOWN))
+                if out_j.any():
+                    msg = msg or (f"evidence on column {names[j]!r} (row "
+                                  f"{int(np.flatnonzero(out_j)[0])}) lies outside the "
+                                  f"training range / levels")
+                    bad |= out_j
+                    has = has & ~out_j
                 blk = np.zeros((m, off[j + 1] - off[j]), np.uint8)
                 blk[np.nonzero(has)[0], code[has]] = 1
                 allowed[has, sl] = blk[has]
@@ -439,11 +566,15 @@ class NRGBoost(GenerativeForest):
                 blk = np.zeros((int(act.sum()), off[j + 1] - off[j]), np.uint8)
                 blk[:, : mk.shape[1]] = mk[act]
                 allowed[act, sl] = blk
-        empty = [names[j] for j in range(g.d) if (allowed[:, off[j]:off[j + 1]].sum(1) == 0).any()]
-        if empty:
-            raise ZeroProbabilityError(f"evidence on column(s) {empty} has zero probability "
-                                       f"under the model")
-        return allowed
+        for j in range(g.d):
+            empty = allowed[:, off[j]:off[j + 1]].sum(1) == 0
+            if empty.any():
+                msg = msg or (f"evidence on column {names[j]!r} (row "
+                              f"{int(np.flatnonzero(empty)[0])}) has zero probability under "
+                              f"the model")
+                bad |= empty
+        allowed[bad] = free
+        return allowed, bad, msg
 
     def _init_chains(self, n: int, allowed: np.ndarray, arow: np.ndarray,
                      rng: np.random.Generator) -> np.ndarray:
@@ -465,9 +596,10 @@ class NRGBoost(GenerativeForest):
                free_cols: np.ndarray | None = None) -> np.ndarray:
         per = -(-n // chains)
         X0 = self._init_chains(chains, allowed, arow, rng)
-        rec = GibbsSampler().run(self.energy_, X0, n_sweeps=burn_in + (per - 1) * thin + 1,
-                                 record_from=burn_in, thin=thin, n_records=per, rng=rng,
-                                 free_cols=free_cols, allowed=allowed, allowed_row=arow)
+        rec = self._component("sampler").run(
+            self.energy_, X0, n_sweeps=burn_in + (per - 1) * thin + 1, record_from=burn_in,
+            thin=thin, n_records=per, rng=rng, free_cols=free_cols, allowed=allowed,
+            allowed_row=arow)
         # interleave chains so that any prefix mixes all chains
         return rec.transpose(1, 0, 2).reshape(-1, rec.shape[2])[:n]
 
@@ -482,7 +614,7 @@ class NRGBoost(GenerativeForest):
         if n == 0:
             return np.empty((0, self.schema_.d))
         ev, _ = parse_conditions(self, None)
-        allowed = self._allowed(ev, missing)
+        allowed, _, _ = self._allowed(ev, missing)
         ch, b, th = self._protocol(n, chains, burn_in, thin)
         C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th)
         return self.grid_.decode(C, rng)
@@ -504,7 +636,9 @@ class NRGBoost(GenerativeForest):
         level sets restrict it) or a DataFrame of per-row evidence (one chain per row, the
         state after ``burn_in`` sweeps is kept). ``missing``: allow the missing state of
         columns that had missing values at fit. ``chains``/``burn_in``/``thin`` override the
-        default protocol. ``on_empty`` is accepted for API compatibility ("raise" only).
+        default protocol. Evidence of zero probability (outside the training range, an unseen
+        level, an empty interval) raises ``ZeroProbabilityError`` naming the column, or with
+        ``on_empty="unconditional"`` those rows are drawn without their evidence (a warning).
         """
         self._check_fitted()
         rng = as_generator(random_state)
@@ -514,10 +648,17 @@ class NRGBoost(GenerativeForest):
             return self.encoder_.inverse_transform(
                 self.sample_encoded(n, rng, missing, chains=chains, burn_in=burn_in,
                                     thin=thin))
-        if on_empty != "raise":
-            raise NotImplementedError("NRGBoost conditional sampling supports on_empty='raise'")
+        if on_empty not in ("raise", "unconditional"):
+            raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
         ev, per_row = parse_conditions(self, conditions)
-        allowed = self._allowed(ev, missing)
+        allowed, bad, msg = self._allowed(ev, missing)
+        if bad.any():
+            if on_empty == "raise":
+                raise ZeroProbabilityError(f"{msg}; pass on_empty='unconditional' to draw such "
+                                           f"rows without their evidence")
+            warnings.warn(f"{msg}; {int(bad.sum())} evidence row(s) drawn unconditionally "
+                          f"(on_empty='unconditional')", RuntimeWarning, stacklevel=2)
+            ev = _without_rows(ev, bad)
         if per_row:
             if n is not None and n != ev.m:
                 raise ValueError(f"n={n} does not match the {ev.m} rows of conditions")
@@ -529,8 +670,7 @@ class NRGBoost(GenerativeForest):
             if n is None:
                 raise ValueError("n is required with a dict of conditions")
             ch, b, th = self._protocol(n, chains, burn_in, thin)
-            point = ~np.isnan(ev.point[0])
-            free = np.nonzero(~point)[0]
+            free = np.nonzero(np.isnan(ev.point[0]))[0]
             C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
             erow = np.zeros(int(n), np.int64)
         Z = self.grid_.decode(C, rng)
@@ -611,9 +751,9 @@ class NRGBoost(GenerativeForest):
             b = max(int(self.sample_burn_in), 1)
             n_rec = 1 if method == "sample" else 50
             X0 = self._init_chains(len(multi), allowed, np.arange(len(multi)), rng)
-            rec = GibbsSampler().run(self.energy_, X0, n_sweeps=b + n_rec, record_from=b,
-                                     thin=1, n_records=n_rec, rng=rng, allowed=allowed,
-                                     allowed_row=np.arange(len(multi)))
+            rec = self._component("sampler").run(
+                self.energy_, X0, n_sweeps=b + n_rec, record_from=b, thin=1, n_records=n_rec,
+                rng=rng, allowed=allowed, allowed_row=np.arange(len(multi)))
             for j in range(g.d):
                 rows = np.nonzero(miss[multi, j])[0]
                 if len(rows) == 0:
@@ -722,6 +862,19 @@ def _check_trees(tr: EnergyTrees, grid: Grid) -> None:
         raise ValueError("a tree is deeper than its recorded depth")
 
 
+def _without_rows(ev, rows: np.ndarray):
+    """The evidence with the flagged rows emptied (no point, interval or set evidence)."""
+    ev = copy.deepcopy(ev)
+    ev.point[rows] = np.nan
+    ev.lo[rows] = np.nan
+    ev.hi[rows] = np.nan
+    for j, (act, mk) in list(ev.sets.items()):
+        act = np.asarray(act, bool).copy()
+        act[rows] = False
+        ev.sets[j] = (act, mk)
+    return ev
+
+
 def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
     """Point evidence keeps its exact value; numeric intervals are drawn inside bin ∩ interval."""
     for j in range(grid.d):
@@ -736,12 +889,3 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
             b = np.minimum(e[c + 1], ev.hi[erow[iv], j])
             Z[iv, j] = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
     return Z
-
-
-def _lse(a: np.ndarray) -> np.ndarray:
-    mx = a.max(axis=1)
-    return mx + np.log(np.exp(a - mx[:, None]).sum(axis=1))
-
-
-
-

@@ -2,6 +2,6 @@
 
 from forestgen.sampling.ancestral import AncestralSampler, draw_leaves
 from forestgen.sampling.base import Sampler
-from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
+from forestgen.sampling.gibbs import GibbsSampler, SamplePool
 
-__all__ = ["GibbsSampler", "RejectionPool", "Sampler", "AncestralSampler", "draw_leaves"]
+__all__ = ["GibbsSampler", "SamplePool", "Sampler", "AncestralSampler", "draw_leaves"]

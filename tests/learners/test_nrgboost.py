@@ -124,28 +124,98 @@ def test_nan_and_out_of_range_inputs_at_query_time(mixed):
     df, m = mixed
     q = df.head(6).copy()
     q.loc[0, "num"] = np.nan  # no missing state for num: marginalised exactly
-    q.loc[1, "num"] = 1e6  # outside the training range: density 0
-    q.loc[2, "many"] = "never-seen"  # unseen level: probability 0
+    q.loc[1, "num"] = 1e6  # outside the training range
+    q.loc[2, "many"] = "never-seen"  # unseen level
     lp = m.log_prob(q)
-    assert lp[1] == -np.inf and lp[2] == -np.inf and np.isfinite(lp[[0, 3, 4, 5]]).all()
+    assert np.isfinite(lp).all()
     # the marginal of a NaN column equals the sum over its bins
     g = m.grid_
     rows = pd.concat([q.iloc[[0]]] * int(g.n_values[0]), ignore_index=True)
     rows["num"] = g.midpoints(0)
     full = m.log_prob(rows) + np.log(g.widths(0))
     assert lp[0] == pytest.approx(np.logaddexp.reduce(full), abs=1e-9)
+    # out of range = the marginal of the other entries x density_floor x uniform density
+    marg = m.log_prob(q.iloc[[1, 2]].assign(num=[np.nan, q.num[2]], many=[q.many[1], np.nan]))
+    rng_num = g.edges[0][-1] - g.edges[0][0]
+    np.testing.assert_allclose(
+        lp[[1, 2]], marg + np.log(1e-5) - np.log([rng_num, g.n_values[3]]), atol=1e-9)
+    assert lp[1] < m.log_prob(df).min() and lp[2] < m.log_prob(df).min()
+    strict = NRGBoost(**{**m.get_params(), "density_floor": None})
+    strict.__dict__.update({k: v for k, v in vars(m).items() if k.endswith("_")})
+    lps = strict.log_prob(q)
+    assert lps[1] == -np.inf and lps[2] == -np.inf
+    np.testing.assert_array_equal(lps[[0, 3, 4, 5]], lp[[0, 3, 4, 5]])
     # predictions handle them too (out-of-range numerics use the edge bin)
     pr = m.predict_proba(q, "flag")
     assert np.isfinite(pr.to_numpy()).all()
     np.testing.assert_allclose(pr.sum(axis=1), 1.0)
-    with pytest.raises(NotImplementedError, match="NRGBoost"):
-        q2 = q.copy()
-        q2.loc[3, ["num", "age", "many"]] = np.nan
-        m.log_prob(q2)
-    with pytest.raises(NotImplementedError, match="NRGBoost"):
-        m.expect(["num"])
+    # several unobserved columns: beyond 4,096 cells an importance-sampling estimate, per row
+    q2 = q.copy()
+    q2.loc[3, ["num", "age", "many"]] = np.nan
+    lp2 = m.log_prob(q2)
+    assert np.isfinite(lp2).all()
+    assert lp2[3] == m.log_prob(q2.iloc[[3]])[0]
+    np.testing.assert_array_equal(np.delete(lp2, 3), np.delete(lp, 3))
     with pytest.raises(ValueError, match="'cat'"):
         m.sample(5, conditions={"cat": "zzz"})
+
+
+def test_marginal_estimate_matches_enumeration():
+    """Two unobserved columns: the importance-sampling marginal agrees with exact enumeration
+    (forced by a small enumeration limit)."""
+    import forestgen.learners.nrgboost as mod
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=800)
+    df = pd.DataFrame({"a": x, "b": x + rng.normal(size=800), "c": rng.integers(0, 6, 800)})
+    m = NRGBoost(n_trees=8, max_leaves=8, max_bins=20, random_state=0, **FAST).fit(df)
+    q = df.head(5).assign(a=np.nan, b=np.nan)
+    exact = m.log_prob(q)
+    old = mod.MAX_ENUMERATION
+    try:
+        mod.MAX_ENUMERATION = 10
+        est = m.log_prob(q)
+    finally:
+        mod.MAX_ENUMERATION = old
+    np.testing.assert_allclose(est, exact, atol=0.05)
+
+
+def test_expect_under_evidence_is_an_mcmc_estimate(mixed):
+    df, m = mixed
+    e = m.expect(["num", "flag"], conditions={"cat": "hi"}, random_state=0)
+    s = m.sample(4000, conditions={"cat": "hi"}, random_state=1)
+    assert abs(e["num"] - s.num.mean()) < 0.1
+    assert e["num"] > df.num.mean()  # "hi" only occurs for positive num
+    # one column given all the others: close to the exact conditional (predict)
+    rows = df.head(4).copy()
+    exact = m.predict(rows, "num").to_numpy()
+    mc = m.expect("num", conditions=rows.drop(columns="num"), n_draws=2000,
+                  random_state=0).to_numpy()
+    np.testing.assert_allclose(mc, exact, atol=0.15)
+    # a per-row result: a row with impossible evidence is NaN (with a warning), not a failure
+    bad = rows.drop(columns="num").assign(age=[20, 1000, 30, 40])
+    with pytest.warns(RuntimeWarning, match="zero-probability"):
+        r = m.expect("num", conditions=bad, n_draws=50, random_state=0)
+    assert np.isnan(r.iloc[1]) and np.isfinite(r.drop(index=1)).all()
+    with pytest.raises(ValueError, match="'age'"):
+        m.sample(5, conditions={"age": 1000})
+    with pytest.warns(RuntimeWarning, match="unconditionally"):
+        s = m.sample(conditions=bad[["age"]], on_empty="unconditional", random_state=0)
+    assert s.age[0] == 20 and s.age.between(18, 89).all()
+
+
+def test_ais_and_importance_normalisers_match_the_exact_log_z(toy):
+    from forestgen.ensemble.normaliser import AISNormaliser, ImportanceNormaliser
+
+    df, codes, model = toy
+    cells = pd.DataFrame(list(itertools.product(model.schema_["a"].categories,
+                                                model.schema_["b"].categories)),
+                         columns=["a", "b"])
+    _, log_z = _exact(model, cells)
+    for est in (AISNormaliser(n_chains=128, n_steps=60), ImportanceNormaliser(n_samples=50_000)):
+        lz, se = est.estimate(model.energy_, np.random.default_rng(0))
+        assert 0 < se < 0.1
+        assert abs(lz - log_z) < max(4 * se, 0.01), (type(est).__name__, lz, log_z, se)
 
 
 def test_conditional_sampling_clamps_evidence(mixed):

@@ -11,7 +11,7 @@ import pytest
 from forestgen.data.grid import Grid
 from forestgen.ensemble.additive_energy import AdditiveEnergy, line_search, log_z_step
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
-from forestgen.sampling.gibbs import GibbsSampler, RejectionPool
+from forestgen.sampling.gibbs import GibbsSampler, SamplePool
 from forestgen.splitters.energy import EnergySplitter
 
 
@@ -207,7 +207,7 @@ def test_t12_rejection_from_q0_gives_exact_one_tree_samples():
     rng = np.random.default_rng(6)
     grid = make_grid([4, 5, 3], [True, True, False])
     e, cells = random_energy(grid, 1, rng, leaves=6, step=0.8)
-    pool = RejectionPool(size=60_000)
+    pool = SamplePool(size=60_000)
     pool.start(e, rng)
     C = pool.codes
     assert C.shape == (60_000, 3)
@@ -216,24 +216,61 @@ def test_t12_rejection_from_q0_gives_exact_one_tree_samples():
     from scipy.stats import chisquare
 
     assert chisquare(cnt, q * len(C)).pvalue > 0.001
-    _, rejected, _ = pool.history[0]
-    s_r = e.trees.value.max() - e.trees.value[e.trees.feature < 0].min()
-    assert 60_000 / (60_000 + rejected) >= np.exp(-s_r) - 0.01
+    np.testing.assert_allclose(pool.weights(), 1 / 60_000, rtol=1e-12)
 
 
 def test_t15_pool_bookkeeping():
     rng = np.random.default_rng(7)
     grid = make_grid([4, 5, 3], [True, True, False])
     e, cells = random_energy(grid, 2, rng, leaves=6, step=0.3)
-    pool = RejectionPool(size=20_000, p_refresh=0.1, n_chains=8, burn_in=10)
+    pool = SamplePool(size=20_000, p_refresh=0.1, n_chains=8, burn_in=10)
     pool.start(e, rng)
     data = cells[rng.integers(0, len(cells), 100)]
     for _ in range(3):
         pool.update(e, data, rng)
-        dropped, rejected, refilled = pool.history[-1]
-        assert len(pool.codes) == 20_000
+        dropped, ess, refilled = pool.history[-1]
+        assert len(pool.codes) == 20_000 and len(pool.log_weight) == 20_000
         assert abs(dropped / 20_000 - 0.1) < 0.01
-        assert refilled == dropped + rejected
+        assert refilled == dropped  # survivors are reweighted, not rejected
+        assert 0 < ess <= 20_000
+
+
+def _cell_id(C, grid):
+    return np.ravel_multi_index(tuple(C.T), tuple(int(c) for c in grid.n_codes))
+
+
+def test_pool_reweighting_tracks_the_new_model():
+    """Exact draws of q_1, reweighted by tree 2 (only its values are evaluated), estimate the
+    masses of q_2 — with and without a Gibbs refill of half the pool."""
+    rng = np.random.default_rng(11)
+    grid = make_grid([4, 5, 3], [True, True, False])
+    e2, cells = random_energy(grid, 2, rng, leaves=6, step=0.8)
+    e1 = AdditiveEnergy(grid, e2.log_q0, e2.trees.truncate(1))
+    q2 = exp_norm(e2.energy(cells))
+    for p_refresh in (0.0, 0.5):
+        pool = SamplePool(size=60_000, p_refresh=p_refresh, n_chains=16, burn_in=20,
+                          min_ess=0.0)
+        pool.start(e1, rng)
+        pool.update(e2, cells, rng)
+        est = np.bincount(_cell_id(pool.codes, grid), weights=pool.weights(),
+                          minlength=len(cells))
+        unweighted = np.bincount(_cell_id(pool.codes, grid), minlength=len(cells)) / 60_000
+        tv = 0.5 * np.abs(est - q2).sum()
+        assert tv < 0.02, (p_refresh, tv)
+        if p_refresh == 0.0:  # the weights are what moves the pool from q_1 to q_2
+            assert 0.5 * np.abs(unweighted - q2).sum() > 3 * tv
+
+
+def test_pool_resamples_when_the_weights_degenerate():
+    rng = np.random.default_rng(12)
+    grid = make_grid([4, 5, 3], [True, True, False])
+    e2, cells = random_energy(grid, 2, rng, leaves=6, step=3.0)
+    e1 = AdditiveEnergy(grid, e2.log_q0, e2.trees.truncate(1))
+    pool = SamplePool(size=5_000, p_refresh=0.0, min_ess=0.99)
+    pool.start(e1, rng)
+    pool.update(e2, cells, rng)
+    assert pool.history[-1][1] < 0.99 * 5_000
+    np.testing.assert_array_equal(pool.log_weight, np.zeros(5_000))
 
 
 def test_log_z_step_is_exact_with_exact_masses():
