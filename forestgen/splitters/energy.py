@@ -5,7 +5,11 @@ second-order gain scores ``P^2/Q`` (``"chi2"``), or equivalently ``G^2/H`` with 
 ``H = Q`` (``"gradhess"``: the linear terms cancel between parent and children, so both pick the
 same splits); ``"kl"`` scores ``P log(P/Q)`` (greedy multiplicative boosting, App. C).
 A split is rejected when a child has ``P/Q > max_ratio`` or ``Q = 0`` (spec §3.3), or when it
-gains no more than ``1e-12`` (§8.8). ``P`` comes from data rows, ``Q`` either from model-sample
+gains no more than ``1e-12`` (§8.8) — except at the root, which takes its most balanced valid
+split even at zero gain: with quantile bins the base measure ``q0`` already matches every
+single-column marginal, so no first split gains anything and only the splits below it can show
+a dependence between columns (without this, boosting stops at round one on such tables). Gains
+within ``1e-12`` of each other are ties, broken towards the more balanced split. ``P`` comes from data rows, ``Q`` either from model-sample
 rows or, in round one, analytically from a product measure ``q0`` (``Q(box) = prod_j q0_j(S_j)``).
 
 Trees grow on grid codes (:class:`~forestgen.data.grid.Grid`): ordered columns split at a
@@ -49,6 +53,13 @@ def _valid(P, Q, max_ratio):
 
 
 @njit(cache=True, nogil=True)
+def _better(g, bal, best, best_bal):
+    """A candidate beats the best so far by more than :data:`MIN_GAIN`, or ties it (within
+    ``MIN_GAIN``) and is more balanced (larger smaller-child data mass ``bal``)."""
+    return g > best + MIN_GAIN or (g >= best - MIN_GAIN and bal > best_bal)
+
+
+@njit(cache=True, nogil=True)
 def _node_hist(f, Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, n_codes,
                Qnode, hP, hQ):
     nc = n_codes[f]
@@ -81,6 +92,7 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
     for s in range(d):
         feats[s] = s
     best = -np.inf
+    best_bal = -1.0
     bf = -1
     bt = -1
     bnl = 0
@@ -115,8 +127,9 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
                     if not (_valid(cP, cQ, max_ratio) and _valid(PR, QR, max_ratio)):
                         continue
                     g = child_score(cP, cQ, crit) + child_score(PR, QR, crit) - parent
-                    if g > best:
+                    if _better(g, min(cP, PR), best, best_bal):
                         best = g
+                        best_bal = min(cP, PR)
                         bf = f
                         bt = k
                         bnl = nl
@@ -126,8 +139,9 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
                 QR = Qn - mQ
                 if _valid(mP, mQ, max_ratio) and _valid(PR, QR, max_ratio):
                     g = child_score(mP, mQ, crit) + child_score(PR, QR, crit) - parent
-                    if g > best:
+                    if _better(g, min(mP, PR), best, best_bal):
                         best = g
+                        best_bal = min(mP, PR)
                         bf = f
                         bt = -1
                         bnl = 1
@@ -155,8 +169,9 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
                 if not (_valid(cP, cQ, max_ratio) and _valid(PR, QR, max_ratio)):
                     continue
                 g = child_score(cP, cQ, crit) + child_score(PR, QR, crit) - parent
-                if g > best:
+                if _better(g, min(cP, PR), best, best_bal):
                     best = g
+                    best_bal = min(cP, PR)
                     bf = f
                     bt = q
                     for k2 in range(nc):
@@ -254,7 +269,9 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
     n_leaves = 1
     while n_leaves < max_leaves:
         node = -1
-        bg = MIN_GAIN
+        # the root splits even without gain (its most balanced valid split): when q0 already
+        # matches every single-column marginal, only splits below it can show an interaction
+        bg = -MIN_GAIN if n_nodes == 1 else MIN_GAIN
         for c in range(n_nodes):
             if is_open[c] and g_best[c] > bg:
                 bg = g_best[c]

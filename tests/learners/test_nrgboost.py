@@ -289,3 +289,17 @@ def test_bad_parameters_name_the_parameter():
         NRGBoost(learning_rate=0).fit(df)
     with pytest.raises(ValueError, match="max_leaves"):
         NRGBoost(max_leaves=1).fit(df)
+
+
+def test_boosting_starts_when_q0_matches_every_marginal():
+    """Continuous columns with one training value per quantile bin: q0 equals both marginals,
+    so no first split gains anything; the root still splits and the dependence is learnt."""
+    rng = np.random.default_rng(5)
+    u = rng.normal(size=240)
+    df = pd.DataFrame({"u": u, "v": 0.8 * u + 0.6 * rng.normal(size=240)})
+    m = NRGBoost(n_trees=12, max_leaves=16, random_state=0, **FAST).fit(df)
+    assert m.n_trees_ == 12
+    s = m.sample(2000, random_state=0)
+    assert np.corrcoef(s.u, s.v)[0, 1] > 0.5
+    q0_only = NRGBoost(n_trees=1, max_leaves=2, random_state=0, **FAST).fit(df)
+    assert m.score(df) > q0_only.score(df) + 0.3
