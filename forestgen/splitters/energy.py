@@ -9,7 +9,8 @@ gains no more than ``1e-12`` (§8.8) — except at the root, which takes its mos
 split even at zero gain: with quantile bins the base measure ``q0`` already matches every
 single-column marginal, so no first split gains anything and only the splits below it can show
 a dependence between columns (without this, boosting stops at round one on such tables). Gains
-within ``1e-12`` of each other are ties, broken towards the more balanced split. ``P`` comes from data rows, ``Q`` either from model-sample
+within ``1e-12`` of each other are ties, broken towards the more balanced split.
+``P`` comes from data rows, ``Q`` either from model-sample
 rows or, in round one, analytically from a product measure ``q0`` (``Q(box) = prod_j q0_j(S_j)``).
 
 Trees grow on grid codes (:class:`~forestgen.data.grid.Grid`): ordered columns split at a
