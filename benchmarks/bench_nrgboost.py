@@ -165,7 +165,7 @@ def main() -> None:
                          random_state=0).fit(train)
             fit_s = time.perf_counter() - t0
             secs = np.diff([0.0] + [r["seconds"] for r in m.rounds_])
-            per_round[T] = secs
+            per_round[T] = (secs, np.diff([0.0] + [r["cpu_seconds"] for r in m.rounds_]))
             t0 = time.perf_counter()
             s_def = m.sample(args.n_samples, random_state=1)
             samp_def = time.perf_counter() - t0
@@ -197,12 +197,15 @@ def main() -> None:
                              float("nan"), float("nan"), float("nan"), float("nan")])
                 save(rows)
         rows_all += rows
-        pr = [[name, T, float(np.mean(s[:10])), float(np.mean(s[len(s) // 2 - 5: len(s) // 2 + 5])),
-               float(np.mean(s[-10:]))] for T, s in per_round.items()]
+        pr = [[name, T, what] + [float(np.mean(v)) for v in
+                                 (s[:10], s[len(s) // 2 - 5: len(s) // 2 + 5], s[-10:])]
+              for T, both in per_round.items() for what, s in zip(("wall", "CPU"), both)]
         sections.append(f"### {name}: {len(train)} train rows, {len(test_in)} of {len(test)} "
                         f"test rows inside the training support\n\nforestgen seconds per round "
-                        f"(rounds 1-10 / middle 10 / last 10):\n\n"
-                        + md_table(["data", "trees", "first 10", "middle 10", "last 10"], pr))
+                        f"(rounds 1-10 / middle 10 / last 10; CPU = process time of all "
+                        f"threads, less sensitive to machine load):\n\n"
+                        + md_table(["data", "trees", "time", "first 10", "middle 10",
+                                    "last 10"], pr))
     save([], partial=False)
 
 
