@@ -70,9 +70,12 @@ def for_peer(df: pd.DataFrame, like: pd.DataFrame | None = None) -> pd.DataFrame
         if out[c].dtype == bool:
             out[c] = out[c].astype(np.int64)
         elif not pd.api.types.is_numeric_dtype(out[c]):
-            vals = out[c].astype(object).where(out[c].notna(), "?").astype(str)
-            cats = like[c].cat.categories if like is not None else None
-            out[c] = pd.Categorical(vals, categories=cats)
+            vals = [str(v) for v in out[c].astype(object).where(out[c].notna(), "?")]
+            cats = list(like[c].cat.categories) if like is not None else sorted(set(vals))
+            out[c] = pd.Categorical(np.array(vals, dtype=object),
+                                    categories=pd.Index(cats, dtype=object))
+    # plain object labels: the reference's venv has no pyarrow to unpickle pandas' str dtype
+    out.columns = pd.Index(list(out.columns), dtype=object)
     return out
 
 
