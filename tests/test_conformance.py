@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from forestgen import registry
@@ -71,3 +72,26 @@ def test_checks_catch_broken_components():
         check_splitter(_PeekingSplitter())
     with pytest.raises(TypeError, match="LeafModel"):
         check_leaf_model(object())
+
+
+PROGRESS_SETTINGS = {**{k: v[0] for k, v in LEARNERS.items()},
+                     "rfde": dict(n_trees=3, depth="cv", depth_grid=[1, 2], cv_trees=2,
+                                  random_state=0, n_jobs=1),
+                     "nrgboost": dict(n_trees=2, random_state=0),
+                     "eogt": dict(n_trees=2, n_iter=5, random_state=0)}
+
+
+@pytest.mark.parametrize("name", sorted(registry.available("learner")))
+def test_every_learner_reports_progress_under_one_name(name, capsys):
+    """``progress=`` on every learner (issue 11): silent by default, a bar on stderr when on."""
+    cls = registry.get("learner", name)
+    X = pd.DataFrame({"a": np.random.default_rng(0).normal(size=80),
+                      "c": np.tile(["x", "y"], 40)})
+    kw = {"target": "c"} if name == "gef" else {}
+    cls(**PROGRESS_SETTINGS[name]).fit(X, **kw)
+    assert capsys.readouterr().err == ""
+    model = cls(**PROGRESS_SETTINGS[name], progress=True).fit(X, **kw)
+    err = capsys.readouterr().err
+    assert model.method_name in err and "]" in err, (name, err)
+    with pytest.raises(ValueError, match="progress"):
+        cls(progress="yes").fit(X, **kw)

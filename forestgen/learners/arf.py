@@ -7,7 +7,6 @@ accepted forest; FORGE (Alg. 3) samples from them. Spec: ``shared/papers/arf.md`
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -19,6 +18,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves import CategoricalLeaf, TruncNormalLeaf, UniformLeaf
+from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
 from forestgen.splitters.impurity import ImpuritySplitter
@@ -195,7 +195,7 @@ class ARF(GenerativeForest):
             rngs = tree_generators(root.spawn(1)[0], self.n_trees)
             W = np.stack([draw_weights(2 * n, r, mode=self.sampling,
                                        fraction=self.sample_fraction) for r in rngs])
-            bar = _ProgressBar(f"ARF round {it}", self.n_trees, self.progress)
+            bar = ProgressBar(f"ARF round {it}", self.n_trees, self.progress)
             forest = grow_forest(splitter, data, y_st, W, rngs, limits, n_jobs=self.n_jobs,
                                  on_tree_done=bar.step)
             acc = _oob_accuracy(forest, stacked, y_st, W, self.oob_mode, rng)
@@ -245,31 +245,6 @@ class ARF(GenerativeForest):
     def _restore_extra(self, arrays, meta):
         self.fit_diagnostics_ = meta.get("fit_diagnostics", [])
         self.n_rounds_ = len(self.fit_diagnostics_)
-
-
-class _ProgressBar:
-    """A one-line text bar on stderr: ``ARF round 1 [######    ] 6/10 trees``."""
-
-    def __init__(self, label: str, total: int, enabled: bool, width: int = 30):
-        self.label, self.total, self.enabled, self.width = label, total, enabled, width
-        self.done = 0
-        self.t0 = time.perf_counter()
-        self._draw()
-
-    def _draw(self, end: str = "") -> None:
-        if not self.enabled:
-            return
-        fill = int(self.width * self.done / max(self.total, 1))
-        bar = "#" * fill + " " * (self.width - fill)
-        print(f"\r{self.label} [{bar}] {self.done}/{self.total} trees "
-              f"{time.perf_counter() - self.t0:.1f}s{end}", end="", file=sys.stderr, flush=True)
-
-    def step(self) -> None:
-        self.done += 1
-        self._draw()
-
-    def close(self, msg: str) -> None:
-        self._draw(f" | {msg}\n")
 
 
 def _oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,

@@ -25,6 +25,7 @@ from forestgen.learners.rfde import (
     drop_missing_rows,
     root_box,
 )
+from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
 from forestgen.splitters.density import DensitySplitter
@@ -68,6 +69,7 @@ class DEF(GenerativeForest):
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, the paper's leaf) or a
         leaf model (name, class, instance) fitted on each tree's bootstrap rows in its cell.
     random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
+    progress : print a progress bar over trees on stderr.
 
     Notes
     -----
@@ -83,7 +85,7 @@ class DEF(GenerativeForest):
                  reference: str = "width", max_bins: int = 255,
                  density_floor: float | None = 1e-5, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
-                 discrete_leaf: Any = None):
+                 discrete_leaf: Any = None, progress: bool = False):
         self.n_trees = n_trees
         self.criterion = criterion
         self.max_leaves = max_leaves
@@ -98,6 +100,7 @@ class DEF(GenerativeForest):
         self.splitter = splitter
         self.numeric_leaf = numeric_leaf
         self.discrete_leaf = discrete_leaf
+        self.progress = progress
 
     def _validate(self) -> None:
         check_int("n_trees", self.n_trees, 1)
@@ -113,6 +116,7 @@ class DEF(GenerativeForest):
         check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
         check_random_state(self.random_state)
         check_n_jobs(self.n_jobs)
+        check_bool("progress", self.progress)
 
     def _mtry(self, d: int) -> int:
         mf = self.max_features
@@ -149,8 +153,10 @@ class DEF(GenerativeForest):
         limits = GrowLimits(max_features=mtry, max_leaves=int(self.max_leaves),
                             min_samples_leaf=float(self.min_samples_leaf))
         n_levels = np.where(nominal, nlev, 0)
+        bar = ProgressBar("DEF", len(rngs), self.progress)
         self.forest_ = grow_forest(splitter, data, None, W, rngs, limits, n_levels=n_levels,
-                                   n_jobs=self.n_jobs)
+                                   n_jobs=self.n_jobs, on_tree_done=bar.step)
+        bar.close(f"{self.forest_.n_leaves} leaves")
         mass = self.forest_.leaf_mass
         if mass.shape != (self.forest_.n_leaves,):
             raise ValueError(f"DEF needs each leaf's mass; splitter {splitter!r} does not "

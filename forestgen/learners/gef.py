@@ -27,6 +27,7 @@ from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
+from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
 from forestgen.splitters.impurity import ImpuritySplitter
@@ -34,6 +35,7 @@ from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
+    check_bool,
     check_choice,
     check_int,
     check_max_features,
@@ -123,6 +125,7 @@ class GeF(GenerativeForest):
     splitter : ``"gini"`` (default, the paper's random forest), another labelled splitter
         (name, class or instance) or an ``@numba.njit`` gain function.
     random_state, n_jobs : seed and threads (results identical for any ``n_jobs``).
+    progress : print a progress bar over trees on stderr.
 
     Differences from the authors' code: numeric thresholds come from histogram bins, not the
     largest left value; no standardisation / clipping to ±6 SD (the Gaussian floor is relative
@@ -138,7 +141,7 @@ class GeF(GenerativeForest):
                  numeric_leaf: Any = "gef_gaussian", discrete_leaf: Any = "categorical",
                  min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 0.0,
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
-                 n_jobs: int | None = -1, splitter: Any = "gini"):
+                 n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False):
         self.n_trees = n_trees
         self.max_features = max_features
         self.min_samples_leaf = min_samples_leaf
@@ -155,6 +158,7 @@ class GeF(GenerativeForest):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.splitter = splitter
+        self.progress = progress
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -175,6 +179,7 @@ class GeF(GenerativeForest):
         check_int("max_bins", self.max_bins, 2)
         check_random_state(self.random_state)
         check_n_jobs(self.n_jobs)
+        check_bool("progress", self.progress)
 
     def _resolve_max_features(self, m: int) -> int:
         mf = self.max_features
@@ -332,7 +337,10 @@ class GeF(GenerativeForest):
         mode = "bootstrap" if self.sampling == "stratified" else self.sampling
         strata = y_codes if self.sampling == "stratified" else None
         W = np.stack([draw_weights(n, r, mode=mode, strata=strata) for r in rngs])
-        forest = grow_forest(splitter, data, y_codes, W, rngs, limits, n_jobs=self.n_jobs)
+        bar = ProgressBar("GeF", len(rngs), self.progress)
+        forest = grow_forest(splitter, data, y_codes, W, rngs, limits, n_jobs=self.n_jobs,
+                             on_tree_done=bar.step)
+        bar.close(f"{forest.n_leaves} leaves")
         # feature ids of the grower index the feature sub-table; ForestArrays index all columns
         n_levels_full = np.zeros(d, np.int32)
         n_levels_full[feat_idx] = forest.n_levels

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import sys
-import time
 import warnings
 from typing import Any
 
@@ -53,6 +51,7 @@ from forestgen.learners.rfde import (
     fit_cell_leaves,
     root_box,
 )
+from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.tree.arrays import ForestArrays
@@ -183,7 +182,7 @@ class GFBoost(GenerativeForest):
         risk = splitter.risk(table.R, table.U)
         path = [risk]
         J = int(self.n_iter)
-        t0 = time.perf_counter()
+        bar = ProgressBar(type(self).__name__, J, self.progress, unit="splits")
         while len(path) <= J and heap:
             w, t, node = heapq.heappop(heap)
             gain, j, thr, mask = splitter.best_split(table, node)
@@ -197,12 +196,8 @@ class GFBoost(GenerativeForest):
             cells = np.r_[table.cells_of(left), table.cells_of(right)]
             risk += splitter.risk(table.cR[cells], table.cU[cells]) - before
             path.append(risk)
-            if self.progress and (len(path) % 50 == 0 or len(path) > J):
-                print(f"\r{type(self).__name__} {len(path) - 1}/{J} splits, "
-                      f"{table.n_cells} cells, {time.perf_counter() - t0:.1f}s", end="",
-                      file=sys.stderr, flush=True)
-        if self.progress:
-            print(file=sys.stderr)
+            bar.step()
+        bar.close(f"{table.n_cells} cells")
         return path
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:

@@ -45,8 +45,8 @@ from forestgen.ensemble.additive_energy import (
 )
 from forestgen.families import ENERGY
 from forestgen.inference.conditions import ZeroProbabilityError, _column_index, parse_conditions
-from forestgen.learners.arf import _ProgressBar
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
+from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.sampling.gibbs import SamplePool
 from forestgen.splitters.energy import EnergySplitter
@@ -189,7 +189,7 @@ class NRGBoost(GenerativeForest):
                           n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
                           sampler=self._component("sampler"))
         seeds = seed.spawn(n_rounds)
-        bar = _ProgressBar("NRGBoost", n_rounds, bool(self.progress))
+        bar = ProgressBar("NRGBoost", n_rounds, bool(self.progress), unit="rounds")
         self.rounds_ = []
         log_z = 0.0
         t0, c0 = time.perf_counter(), time.process_time()

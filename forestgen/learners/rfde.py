@@ -19,6 +19,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.cell_uniform import CellUniformLeaf
 from forestgen.leaves.uniform_levels import UniformLevelsLeaf
+from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
 from forestgen.splitters.density import MidpointSplitter
@@ -27,6 +28,7 @@ from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED, route_codes
 from forestgen.validation import (
     ParameterError,
+    check_bool,
     check_choice,
     check_int,
     check_n_jobs,
@@ -190,6 +192,7 @@ class RFDE(GenerativeForest):
         ``GrowLimits.max_depth``; ``depth="cv"`` needs the midpoint partition.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, eq. 4) or a leaf
         model (name, class, instance) fitted on the training rows of each cell.
+    progress : print progress bars (depth CV, growth) on stderr.
 
     Notes
     -----
@@ -205,7 +208,7 @@ class RFDE(GenerativeForest):
                  cv_folds: int = 3, cv_trees: int = 50, margin: float = 0.0,
                  box: dict | None = None, density_floor: float | None = 1e-5,
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
-                 numeric_leaf: Any = None, discrete_leaf: Any = None):
+                 numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False):
         self.n_trees = n_trees
         self.depth = depth
         self.depth_grid = depth_grid
@@ -219,6 +222,7 @@ class RFDE(GenerativeForest):
         self.splitter = splitter
         self.numeric_leaf = numeric_leaf
         self.discrete_leaf = discrete_leaf
+        self.progress = progress
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -244,6 +248,7 @@ class RFDE(GenerativeForest):
         check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
         check_random_state(self.random_state)
         check_n_jobs(self.n_jobs)
+        check_bool("progress", self.progress)
 
     def _grid(self) -> list[int]:
         g = range(1, 21) if self.depth_grid is None else self.depth_grid
@@ -289,9 +294,11 @@ class RFDE(GenerativeForest):
                         box_hi=self.box_hi_)
         n_levels = np.where(nominal, nlev, 0)
         T = len(self._rngs)
+        bar = ProgressBar(f"RFDE depth {self.depth_}", T, self.progress)
         self.forest_ = grow_forest(self._splitter, data, None, np.ones((T, n)), self._rngs,
                                    GrowLimits(max_depth=self.depth_), n_levels=n_levels,
-                                   n_jobs=self.n_jobs)
+                                   n_jobs=self.n_jobs, on_tree_done=bar.step)
+        bar.close(f"{self.forest_.n_leaves} leaves")
         del self._rngs
         mass = self.forest_.leaf_mass
         with np.errstate(divide="ignore"):
@@ -336,6 +343,8 @@ class RFDE(GenerativeForest):
                                                      self.box_hi_)
         # acc[k][p] collects per-tree log densities of the validation rows of fold k
         acc = {k: {p: [] for p in grid} for k in range(K)}
+        bar = ProgressBar(f"RFDE depth CV ({K} folds, depths {min(grid)}..{P})", T,
+                          self.progress)
         for t in range(T):
             codes, logv = route_codes(Z, kind, self.box_lo_, self.box_hi_, nlev, nom_off, n_nom,
                                       np.int64(self.seeds_[t]), P)
@@ -349,6 +358,7 @@ class RFDE(GenerativeForest):
                            - np.searchsorted(c_tr, c_va, side="left"))
                     with np.errstate(divide="ignore"):
                         acc[k][p].append(np.log(cnt) - math.log(n_tr) - logv[~tr, p])
+            bar.step()
         scores = {}
         for p in grid:
             tot = 0.0
@@ -356,6 +366,7 @@ class RFDE(GenerativeForest):
                 lp = _logmeanexp(np.stack(acc[k][p]))
                 tot += float(-np.sum(np.maximum(lp, log_floor)))
             scores[p] = tot / n
+        bar.close(f"depth {min(scores, key=lambda p: (scores[p], p))}")
         return scores
 
     # ------------------------------------------------------------------ queries
