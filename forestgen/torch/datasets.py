@@ -1,7 +1,9 @@
 """Synthetic rows from a fitted forest as PyTorch datasets (DESIGN.md §7).
 
-* :class:`SyntheticDataset` — an ``IterableDataset`` of whole batches (use
-  ``DataLoader(ds, batch_size=None)``), finite or infinite, optionally class-conditional.
+* :class:`SyntheticDataset` — an ``IterableDataset`` of synthetic batches, finite or infinite,
+  optionally class-conditional. ``DataLoader(ds, batch_size=None)`` serves its batches as drawn;
+  a batching ``DataLoader`` (``DataLoader(ds, batch_size=64)``) gets its rows one at a time and
+  stacks them, so batches have the DataLoader's shape ``(64, d)``, never ``(1, 64, d)``.
 * :class:`AugmentedDataset` — a map-style dataset of real rows plus synthetic ones at a given
   ratio, with a fixed synthetic pool or a fresh one per epoch (:meth:`~AugmentedDataset.set_epoch`).
 * :class:`EpochDataLoader` — a ``DataLoader`` that calls ``dataset.set_epoch(k)`` on its k-th pass.
@@ -18,6 +20,7 @@ unless given explicitly.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -209,7 +212,10 @@ def _pack(enc, Z, target_index, output):
 
 # ---------------------------------------------------------------------------- iterable dataset
 class SyntheticDataset(IterableDataset):
-    """Batches of synthetic rows from a fitted forest (use ``DataLoader(ds, batch_size=None)``).
+    """Batches of synthetic rows from a fitted forest. ``DataLoader(ds, batch_size=None)``
+    yields the batches as drawn (shape ``(batch_size, d)``); a batching DataLoader
+    (``DataLoader(ds, batch_size=k)``) receives rows and yields ``(k, d)``, the same rows in
+    the same order when ``k == batch_size``.
 
     Parameters
     ----------
@@ -310,6 +316,10 @@ class SyntheticDataset(IterableDataset):
         return _pack(self._enc, Z, self._drawer.target_index, self.output)
 
     def __iter__(self):
+        batches = self._batches()
+        return _rows(batches) if _collated_by_caller() else batches
+
+    def _batches(self):
         rank, _ = _dist_info(self.rank, self.world_size)
         total = self.batches_per_rank()
         info = get_worker_info()
@@ -327,6 +337,26 @@ class SyntheticDataset(IterableDataset):
             i += nw
         if info is None:
             self._start = self._index = 0
+
+
+def _collated_by_caller() -> bool:
+    """Whether ``iter(dataset)`` was called by a DataLoader fetcher that batches items itself
+    (``DataLoader(ds, batch_size=k)``, the default ``k = 1``). Torch gives a dataset no other
+    way to know; if its internals change, this answers False (whole batches, as drawn)."""
+    caller = sys._getframe(2).f_locals.get("self")
+    return type(caller).__name__ == "_IterableDatasetFetcher" and \
+        getattr(caller, "auto_collation", False) is True
+
+
+def _rows(batches):
+    """The rows of each batch in order (``x``, ``(x, y)`` or ``{"x", "y"}`` per row)."""
+    for b in batches:
+        if isinstance(b, dict):
+            yield from ({k: v[i] for k, v in b.items()} for i in range(len(b["x"])))
+        elif isinstance(b, tuple):
+            yield from zip(*b)
+        else:
+            yield from b
 
 
 # ---------------------------------------------------------------------------- map dataset

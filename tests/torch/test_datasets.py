@@ -28,6 +28,21 @@ def test_workers_no_duplicates_and_reproducible(adult_model):
     assert not any(torch.equal(x, y) for x, y in zip(a, other))
 
 
+def test_a_batching_dataloader_gets_rows_not_stacked_batches(mixed_model):
+    """Issue 11: ``DataLoader(ds, batch_size=64)`` gave ``(1, 64, d)``-style stacks of batches;
+    it now gets rows, so batches have the DataLoader's shape and, at ``batch_size`` equal to
+    the dataset's, the very same rows as the batch stream."""
+    ds = mixed_model.as_dataset(batch_size=16, n_batches=3, seed=2)
+    whole = list(DataLoader(ds, batch_size=None))
+    rows = list(DataLoader(ds, batch_size=16))
+    assert [b.shape for b in rows] == [(16, 5)] * 3
+    assert all(torch.equal(a, b) for a, b in zip(whole, rows))
+    assert next(iter(DataLoader(ds))).shape == (1, 5)  # torch's default batch_size=1
+    pairs = mixed_model.as_dataset(batch_size=8, n_batches=2, target="cat")
+    b = next(iter(DataLoader(pairs, batch_size=8)))
+    assert b["x"].shape == (8, 4) and b["y"].shape == (8,) and b["y"].dtype == torch.long
+
+
 def test_ranks_disjoint_equal_counts(mixed_model):
     streams = [list(SyntheticDataset(mixed_model, batch_size=16, n_batches=5, seed=0, rank=r,
                                      world_size=2)) for r in (0, 1)]
