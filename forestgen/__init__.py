@@ -1,14 +1,33 @@
-"""forestgen: tree ensembles as generative models."""
+"""forestgen: tree ensembles as generative models.
 
-from forestgen import registry
-from forestgen.base import GenerativeForest, NotFittedError
-from forestgen.data import TableEncoder, load_adult
-from forestgen.impute import ForestImputer
-from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
+The public names below are imported on first use (:mod:`forestgen.lazy`), so importing the
+package (or running ``forestgen --help``) stays fast.
+"""
+
+from typing import TYPE_CHECKING
+
+from forestgen.lazy import lazy_attributes
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "ARF": "forestgen.learners", "DEF": "forestgen.learners", "EOGT": "forestgen.learners",
+    "RFDE": "forestgen.learners", "GeF": "forestgen.learners", "GFBoost": "forestgen.learners",
+    "NRGBoost": "forestgen.learners", "ForestImputer": "forestgen.impute",
+    "GenerativeForest": "forestgen.base", "NotFittedError": "forestgen.base",
+    "TableEncoder": "forestgen.data", "load_adult": "forestgen.data",
+}
 
 __all__ = ["ARF", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost", "ForestImputer",
            "GenerativeForest",
            "NotFittedError",
            "TableEncoder", "load_adult", "registry", "__version__"]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # static analysers and IDEs see the eager names
+    from forestgen import registry
+    from forestgen.base import GenerativeForest, NotFittedError
+    from forestgen.data import TableEncoder, load_adult
+    from forestgen.impute import ForestImputer
+    from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost

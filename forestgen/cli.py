@@ -6,9 +6,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
@@ -98,6 +99,9 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+
     model = _load(args.model)
     data = read_csv(args.data)
     lp = model.log_prob(data)

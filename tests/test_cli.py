@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +12,8 @@ import pytest
 
 from forestgen.cli import main
 from forestgen.config import build_learner, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -108,3 +113,14 @@ def test_fit_gef_preset_with_target(tmp_path, natural, capsys):
     assert main(["fit", str(data), "--config", str(CONFIGS / "arf.yaml"), "--target", "cut",
                  "--out", str(tmp_path / "a.forestgen")]) == 2
     assert "unsupervised" in capsys.readouterr().err
+
+
+def test_the_command_line_imports_heavy_modules_only_when_a_command_needs_them():
+    """Issue 11: every CLI call spent seconds importing metrics, scikit-learn and Numba."""
+    code = ("import sys, forestgen.cli as c; c.build_parser().parse_args(['sample', 'm', '-n', "
+            "'1']); heavy = [m for m in ('sklearn', 'numba', 'pandas', 'scipy', 'torch', "
+            "'forestgen.metrics.fidelity', 'forestgen.base') if m in sys.modules]; "
+            "print(heavy); import forestgen as fg; fg.ARF; print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["add_evaluate_parser", "main", "read_table", "run_evaluate"]
 
@@ -15,6 +17,8 @@ NA_VALUES = ["?", ""]
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV treating ``?`` and empty fields as missing."""
+    import pandas as pd
+
     return pd.read_csv(path, na_values=NA_VALUES, keep_default_na=True, skipinitialspace=True)
 
 
