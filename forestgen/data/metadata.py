@@ -21,8 +21,9 @@ then rounded to ``decimal_places`` on the grid inside the range), draws only dec
 (declared but unseen levels have probability zero) and never emits a missing value in a column
 declared ``nullable: False``.
 
-``datetime`` columns are not supported yet (the data layer has no datetime kind) and raise
-``NotImplementedError``.
+``datetime`` columns (a datetime64 dtype, naive or with a time zone) are modelled as seconds
+since the epoch like any inferred datetime column, and decoded to the same dtype and time zone;
+text dates must be parsed first (``pd.to_datetime(df[col], format=...)``).
 """
 
 from __future__ import annotations
@@ -75,9 +76,6 @@ def _validate_entry(name: Any, entry: dict) -> dict:
     unknown = sorted(set(entry) - _COLUMN_KEYS)
     if unknown:
         raise ValueError(f"column {name!r}: unknown metadata key(s) {unknown}")
-    if sdtype == "datetime":
-        raise NotImplementedError(f"column {name!r}: sdtype 'datetime' is not supported by the "
-                                  "data layer yet")
     if sdtype == "ordinal" and not entry.get("values"):
         raise ValueError(f"column {name!r}: an ordinal column needs its ordered 'values'")
     numeric_keys = [k for k in ("range_min", "range_max", "decimal_places") if k in entry]
@@ -119,6 +117,12 @@ def kind_for(series: pd.Series, entry: dict, inferred: str) -> str:
             raise ValueError(f"column {series.name!r} of dtype {series.dtype} cannot be "
                              "sdtype 'numerical'")
         return "integer" if pdt.is_integer_dtype(series.dtype) else "continuous"
+    if sdtype == "datetime":
+        if not pdt.is_datetime64_any_dtype(series.dtype):
+            raise ValueError(f"column {series.name!r} of dtype {series.dtype} cannot be sdtype "
+                             "'datetime'; parse it first, e.g. pd.to_datetime(df[col], "
+                             "format=...)")
+        return "continuous"  # seconds since the epoch; dtype and time zone restored
     if sdtype == "boolean":
         return "bool"
     if sdtype == "categorical" and inferred in ("binary", "bool"):
@@ -153,6 +157,8 @@ def apply_column_metadata(spec: ColumnSpec, series: pd.Series, entry: dict) -> C
             spec.decimals = int(dp)
         spec.range_min = -math.inf if lo is None else float(lo)
         spec.range_max = math.inf if hi is None else float(hi)
+    elif entry["sdtype"] == "datetime":
+        pass  # kept inside the observed range like every numeric column; nullability below
     else:
         values = entry.get("values")
         if entry["sdtype"] == "boolean":
@@ -199,8 +205,10 @@ def to_metadata(schema_or_model: Any) -> dict:
     schema = schema_or_model if isinstance(schema_or_model, Schema) else schema_or_model.schema_
     cols: dict = {}
     for spec in schema.columns:
-        if spec.kind == "bool":
-            entry: dict = {"sdtype": "boolean"}
+        if spec.dtype.startswith("datetime64"):
+            entry: dict = {"sdtype": "datetime"}
+        elif spec.kind == "bool":
+            entry = {"sdtype": "boolean"}
         elif spec.kind in ("categorical", "binary"):
             entry = {"sdtype": "ordinal" if spec.ordinal else "categorical",
                      "values": list(spec.categories or [])}

@@ -175,8 +175,6 @@ def test_nullable_false_rejects_missing_training_values(table):
                                                   "nullable": False}}}).fit(table)
     with pytest.raises(ValueError, match="metadata for unknown column 'nope'"):
         TableEncoder(kinds={"columns": {"nope": {"sdtype": "numerical"}}}).fit(table)
-    with pytest.raises(NotImplementedError, match="column 'when'"):
-        TableEncoder(kinds={"columns": {"when": {"sdtype": "datetime"}}})
 
 
 def test_interval_condition_on_declared_ordinal_names_the_column(table):
@@ -188,3 +186,27 @@ def test_interval_condition_on_declared_ordinal_names_the_column(table):
         model.sample(10, conditions={"grade": ("low", "top")})
     s = model.sample(200, conditions={"grade": {"mid", "high"}}, random_state=0)
     assert set(s["grade"]) <= {"mid", "high"}
+
+
+@pytest.mark.parametrize("name", ["arf", "rfde"])
+def test_sdtype_datetime_is_modelled_and_restored(name):
+    """Issue 17: sdtype 'datetime' raised NotImplementedError. It is modelled as seconds, keeps
+    its dtype and time zone, stays in the observed range and is exported again as datetime."""
+    rng = np.random.default_rng(0)
+    n = 300
+    when = (pd.Timestamp("2024-01-01", tz="UTC")
+            + pd.to_timedelta(rng.integers(0, 90 * 86400, n), unit="s")).tz_convert(
+        "Europe/Berlin")
+    df = pd.DataFrame({"when": when, "amount": rng.gamma(2.0, 10.0, n).round(2)})
+    meta = {"columns": {"when": {"sdtype": "datetime", "nullable": False},
+                        "amount": {"sdtype": "numerical", "range_min": 0.0}}}
+    model = _fit(name, df, meta)
+    s = model.sample(2000, random_state=1)
+    assert s["when"].dtype == df["when"].dtype and s["when"].notna().all()
+    assert s["when"].between(df["when"].min(), df["when"].max()).all()
+    exported = to_metadata(model)
+    assert exported["columns"]["when"] == {"sdtype": "datetime", "nullable": False}
+    again = TableEncoder(kinds=exported).fit(df).schema
+    assert again["when"].to_dict() == model.schema_["when"].to_dict()
+    with pytest.raises(ValueError, match="column 'when'.*parse it first"):
+        TableEncoder(kinds=meta).fit(df.assign(when=df["when"].astype(str)))
