@@ -19,6 +19,7 @@ from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 from forestgen import registry
 from forestgen.data.encoder import TableEncoder
+from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.leaves.base import ColumnCell, LeafModel
@@ -265,7 +266,8 @@ class GenerativeForest(BaseEstimator):
                        within_support: bool = False) -> np.ndarray:
         """``n`` encoded rows (complete unless ``missing=True``): exact draws from the model
         (as the torch samplers), or with ``within_support`` kept inside each column's observed
-        range and training decimals (what :meth:`sample` returns)."""
+        range and training decimals (what :meth:`sample` returns). Either way, numeric values
+        are clipped into the ranges declared in metadata (:mod:`forestgen.data.metadata`)."""
         self._check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
@@ -273,8 +275,10 @@ class GenerativeForest(BaseEstimator):
             return np.empty((0, self.schema_.d))
         sampler = self._component("sampler")
         if within_support and "within_support" in inspect.signature(sampler.sample).parameters:
-            return sampler.sample(self, int(n), rng, missing=missing, within_support=True)
-        return sampler.sample(self, int(n), rng, missing=missing)
+            Z = sampler.sample(self, int(n), rng, missing=missing, within_support=True)
+        else:
+            Z = sampler.sample(self, int(n), rng, missing=missing)
+        return constrain(Z, self.schema_)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
                on_empty: str = "raise", missing: bool = True) -> pd.DataFrame:

@@ -37,8 +37,8 @@ from pandas.api import types as pdt
 
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
-__all__ = ["SDTYPES", "apply_column_metadata", "constrain", "kind_for", "split_kinds",
-           "to_metadata"]
+__all__ = ["SDTYPES", "apply_column_metadata", "constrain", "declared_bounds", "kind_for",
+           "split_kinds", "to_metadata"]
 
 SDTYPES = ("numerical", "categorical", "boolean", "datetime", "ordinal")
 _TABLE_KEYS = {"METADATA_SPEC_VERSION", "primary_key", "alternate_keys", "sequence_key",
@@ -179,21 +179,32 @@ def apply_column_metadata(spec: ColumnSpec, series: pd.Series, entry: dict) -> C
     return spec
 
 
-def constrain(Z: np.ndarray, schema: Schema) -> np.ndarray:
-    """Clip encoded numeric columns into their declared ranges, on the grid of their declared
-    decimals (in place; returns ``Z``). Missing entries stay missing."""
+def declared_bounds(schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column declared bounds ``(lo [d], hi [d])`` in encoded units: a numeric column's
+    ``[range_min, range_max]`` narrowed to the grid of its declared decimals; ``-inf``/``inf``
+    where nothing is declared and for discrete columns (their codes are the declared levels)."""
+    lo = np.full(schema.d, -np.inf)
+    hi = np.full(schema.d, np.inf)
     for j, spec in enumerate(schema.columns):
         if spec.is_discrete:
             continue
-        lo, hi = spec.range_min, spec.range_max
+        a, b = spec.range_min, spec.range_max
         if spec.decimals is not None:
             scale = 10.0 ** spec.decimals
-            if math.isfinite(lo):
-                lo = math.ceil(round(lo * scale, 6)) / scale
-            if math.isfinite(hi):
-                hi = math.floor(round(hi * scale, 6)) / scale
-        if math.isfinite(lo) or math.isfinite(hi):
-            np.clip(Z[:, j], lo, hi, out=Z[:, j])
+            if math.isfinite(a):
+                a = math.ceil(round(a * scale, 6)) / scale
+            if math.isfinite(b):
+                b = math.floor(round(b * scale, 6)) / scale
+        lo[j], hi[j] = a, b
+    return lo, hi
+
+
+def constrain(Z: np.ndarray, schema: Schema) -> np.ndarray:
+    """Clip encoded numeric columns into their declared ranges, on the grid of their declared
+    decimals (in place; returns ``Z``). Missing entries stay missing."""
+    lo, hi = declared_bounds(schema)
+    for j in np.nonzero(np.isfinite(lo) | np.isfinite(hi))[0]:
+        np.clip(Z[:, j], lo[j], hi[j], out=Z[:, j])
     return Z
 
 

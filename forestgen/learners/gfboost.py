@@ -42,6 +42,7 @@ import pandas as pd
 
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
+from forestgen.data.metadata import constrain
 from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.families import INTERSECTION
 from forestgen.learners.rfde import (
@@ -494,7 +495,7 @@ class EOGT(GFBoost):
         for i in np.flatnonzero(uni):
             out[i] = draw_uniform(geo.lo[r0], geo.hi[r0], geo.mask[r0], kind, nom_off, nlev,
                                   rng)
-        return out
+        return constrain(out, self.schema_)
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
                missing=True):

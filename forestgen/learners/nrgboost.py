@@ -37,6 +37,7 @@ from forestgen import registry
 from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.grid import UNKNOWN, Grid
+from forestgen.data.metadata import constrain
 from forestgen.ensemble.additive_energy import (
     AdditiveEnergy,
     EnergyTrees,
@@ -618,7 +619,7 @@ class NRGBoost(GenerativeForest):
         allowed, _, _ = self._allowed(ev, missing)
         ch, b, th = self._protocol(n, chains, burn_in, thin)
         C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th)
-        return self.grid_.decode(C, rng)
+        return constrain(self.grid_.decode(C, rng), self.schema_)
 
     def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
         ch = int(self.sample_chains if chains is None else chains)

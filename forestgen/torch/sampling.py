@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from forestgen.data.metadata import declared_bounds
 from forestgen.leaves.normal_math import torch_std_truncnorm as std_truncnorm
 
 __all__ = ["DeviceSampler", "device_sampler_supported", "generator_for", "std_truncnorm"]
@@ -55,6 +56,10 @@ class DeviceSampler:
         L = model.forest_.n_leaves
         self._hooks = [(type(lm).torch_sample, lm.torch_sample_params(L, self.device))
                        for lm in (model.leaf_models_[j] for j in self.columns)]
+        lo, hi = declared_bounds(model.schema_)
+        # numeric columns with a declared range are clipped into it, as in sample_encoded
+        self._bounds = {c: (float(lo[j]), float(hi[j])) for c, j in enumerate(self.columns)
+                        if np.isfinite(lo[j]) or np.isfinite(hi[j])}
 
     def T(self, a, dtype=torch.float64) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=self.device)
@@ -83,6 +88,8 @@ class DeviceSampler:
         out = torch.empty(leaf.numel(), len(self.columns), dtype=dtype, device=self.device)
         for c, (draw, params) in enumerate(self._hooks):
             out[:, c] = draw(params, leaf, self.uniform(leaf.numel(), generator)).to(dtype)
+        for c, (lo, hi) in self._bounds.items():
+            out[:, c] = out[:, c].clamp(lo, hi)
         return out
 
     def sample(self, n: int, generator: torch.Generator | None,

@@ -210,3 +210,29 @@ def test_sdtype_datetime_is_modelled_and_restored(name):
     assert again["when"].to_dict() == model.schema_["when"].to_dict()
     with pytest.raises(ValueError, match="column 'when'.*parse it first"):
         TableEncoder(kinds=meta).fit(df.assign(when=df["when"].astype(str)))
+
+
+def test_encoded_and_torch_draws_respect_declared_ranges_and_levels(table):
+    """Issue 17: encoded outputs (sample_encoded, as_dataset, to_torch().sample(), the device
+    sampler) spilled over declared ranges; they are clipped like decoded samples."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    model = _fit("arf", table, META)
+    schema = model.schema_
+    draws = {
+        "sample_encoded": model.sample_encoded(20_000, random_state=1),
+        "as_dataset": torch.cat(list(DataLoader(model.as_dataset(batch_size=5000, n_batches=4),
+                                                batch_size=None))).double().numpy(),
+        "to_torch": model.to_torch().sample((20_000,)).double().numpy(),
+        "as_dataset(device)": torch.cat(list(model.as_dataset(
+            batch_size=5000, n_batches=4, device="cpu"))).double().numpy(),
+    }
+    for how, Z in draws.items():
+        for col, entry in META["columns"].items():
+            j, spec = schema.index(col), schema[col]
+            z = Z[:, j]
+            if "range_min" in entry:
+                assert z.min() >= entry["range_min"] and z.max() <= entry["range_max"], (how, col)
+            if spec.is_discrete:
+                assert set(np.unique(z)) <= set(range(spec.n_levels)), (how, col)
