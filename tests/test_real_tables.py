@@ -164,6 +164,12 @@ def test_unseen_in_range_integers_get_the_density_of_their_neighbours():
     assert lp[1] > min(lp[0], lp[2]) - 2.0, lp
     p = model.predict_proba(rows.assign(ozone=[gap] * 3), target="score")
     np.testing.assert_allclose(p.sum(1), 1.0)
+    # the level 5 of the dense 2..8 scale was never seen: it scored at the 1e-20 pmf floor
+    # (~-46 nats below its neighbours); leaves smooth integer levels over their cell
+    lv = model.log_prob(pd.DataFrame({"ozone": [40] * 3, "temp": [77.0] * 3,
+                                      "score": [4, 5, 6]}))
+    assert lv[1] > min(lv[0], lv[2]) - 3.0, lv
+    assert model.sample(3000, random_state=0)["score"].between(2, 8).all()
 
 
 def test_point_masses_and_discrete_valued_floats_are_kept(fitted, natural):

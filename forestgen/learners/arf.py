@@ -56,6 +56,9 @@ class ARF(GenerativeForest):
     splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
         instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
+    integer_alpha : 0.5 — the same smoothing for integer columns coded as levels (a level per
+        integer of a dense range): an in-range integer a leaf has not seen keeps a probability
+        comparable to its neighbours' instead of the 1e-20 floor (issue 11). 0 is the plain pmf.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
@@ -107,7 +110,8 @@ class ARF(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 10, min_node_size: int = 2, max_features: Any = "sqrt",
                  delta: float = 0.0, max_iters: int = 10, early_stop: bool = True,
-                 family: str = "truncnorm", alpha: float = 0.0, finite_bounds: str = "no",
+                 family: str = "truncnorm", alpha: float = 0.0, integer_alpha: float = 0.5,
+                 finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
@@ -121,6 +125,7 @@ class ARF(GenerativeForest):
         self.early_stop = early_stop
         self.family = family
         self.alpha = alpha
+        self.integer_alpha = integer_alpha
         self.finite_bounds = finite_bounds
         self.epsilon = epsilon
         self.sampling = sampling
@@ -147,6 +152,7 @@ class ARF(GenerativeForest):
         check_bool("early_stop", self.early_stop)
         check_choice("family", self.family, ("truncnorm", "unif", "normal"))
         check_real("alpha", self.alpha, 0.0)
+        check_real("integer_alpha", self.integer_alpha, 0.0)
         check_choice("finite_bounds", self.finite_bounds, ("no", "global", "local"))
         check_real("epsilon", self.epsilon, 0.0)
         check_choice("sampling", self.sampling, ("bootstrap", "subsample", "none"))
@@ -233,10 +239,15 @@ class ARF(GenerativeForest):
             numeric = UniformLeaf(epsilon=self.epsilon) if self.family == "unif" else \
                 TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon,
                                 truncate=self.family == "truncnorm")
+        overrides = {}
         if discrete is None:
             discrete = CategoricalLeaf(alpha=self.alpha)
+            overrides = {j: CategoricalLeaf(alpha=self.integer_alpha)
+                         for j, spec in enumerate(schema.columns)
+                         if spec.kind == "integer" and spec.is_discrete}
         pair_w = mask.ravel().astype(float) if mask is not None else None
-        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w)
+        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
+                                             overrides)
         self._fit_missing(Z, leaves, pair_w)
 
     def _extra_meta(self):
