@@ -17,7 +17,7 @@ from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.mixture import MixtureEnsembler
-from forestgen.leaves import CategoricalLeaf, TruncNormalLeaf, UniformLeaf
+from forestgen.leaves import CategoricalLeaf, OrdinalKernelLeaf, TruncNormalLeaf, UniformLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
@@ -56,9 +56,10 @@ class ARF(GenerativeForest):
     splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
         instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
-    integer_alpha : 0.5 — the same smoothing for integer columns coded as levels (a level per
-        integer of a dense range): an in-range integer a leaf has not seen keeps a probability
-        comparable to its neighbours' instead of the 1e-20 floor (issue 11). 0 is the plain pmf.
+    integer_bandwidth : 0.2 — integer columns coded as levels (a level per integer of a dense
+        range) get :class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf` pmfs with this
+        kernel bandwidth: an in-range integer a leaf has not seen keeps a probability close to
+        its neighbours' instead of the 1e-20 floor (issue 11). 0 is the plain pmf.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
@@ -110,7 +111,7 @@ class ARF(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 10, min_node_size: int = 2, max_features: Any = "sqrt",
                  delta: float = 0.0, max_iters: int = 10, early_stop: bool = True,
-                 family: str = "truncnorm", alpha: float = 0.0, integer_alpha: float = 0.5,
+                 family: str = "truncnorm", alpha: float = 0.0, integer_bandwidth: float = 0.2,
                  finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
@@ -125,7 +126,7 @@ class ARF(GenerativeForest):
         self.early_stop = early_stop
         self.family = family
         self.alpha = alpha
-        self.integer_alpha = integer_alpha
+        self.integer_bandwidth = integer_bandwidth
         self.finite_bounds = finite_bounds
         self.epsilon = epsilon
         self.sampling = sampling
@@ -152,7 +153,7 @@ class ARF(GenerativeForest):
         check_bool("early_stop", self.early_stop)
         check_choice("family", self.family, ("truncnorm", "unif", "normal"))
         check_real("alpha", self.alpha, 0.0)
-        check_real("integer_alpha", self.integer_alpha, 0.0)
+        check_real("integer_bandwidth", self.integer_bandwidth, 0.0, 1.0, high_open=True)
         check_choice("finite_bounds", self.finite_bounds, ("no", "global", "local"))
         check_real("epsilon", self.epsilon, 0.0)
         check_choice("sampling", self.sampling, ("bootstrap", "subsample", "none"))
@@ -242,7 +243,7 @@ class ARF(GenerativeForest):
         overrides = {}
         if discrete is None:
             discrete = CategoricalLeaf(alpha=self.alpha)
-            overrides = {j: CategoricalLeaf(alpha=self.integer_alpha)
+            overrides = {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha)
                          for j, spec in enumerate(schema.columns)
                          if spec.kind == "integer" and spec.is_discrete}
         pair_w = mask.ravel().astype(float) if mask is not None else None
