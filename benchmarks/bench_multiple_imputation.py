@@ -12,8 +12,9 @@ complete) and fits the analysis model after each method:
   ``log_occup``, calibrated to the same average ``rate``.
 
 Multiple imputations (``m`` tables, model fitted on each, Rubin's rules with Barnard-Rubin
-degrees of freedom and HC3 sandwich standard errors) come from ``ForestImputer`` (ARF default,
-posterior draws from one fitted model, and the bootstrap variant that refits per table) and
+degrees of freedom and HC3 sandwich standard errors) come from ``ForestImputer`` (its default:
+a bootstrap refit per table and predictive mean matching; the same refits with the forest's
+own posterior draws; posterior draws from one fitted model, the default before issue 17) and
 scikit-learn's ``IterativeImputer(sample_posterior=True)`` with ``m`` seeds. Single imputations
 (mean, ``KNNImputer``) and complete-case analysis use the complete-data interval. "complete
 data" is the analysis before deletion, the reference for what the intervals can achieve.
@@ -113,10 +114,10 @@ def sk_frame(arr: np.ndarray, like: pd.DataFrame) -> pd.DataFrame:
 
 
 def methods(m: int, trees: int):
-    def forest(bootstrap: bool):
+    def forest(**kw):
         def run(df, seed):
-            imp = ForestImputer(ARF(n_trees=trees, min_node_size=30), bootstrap=bootstrap,
-                                random_state=seed).fit(df)
+            imp = ForestImputer(ARF(n_trees=trees, min_node_size=30), random_state=seed,
+                                **kw).fit(df)
             return pooled(imp.multiple_imputation(df, m=m))
         return run
 
@@ -131,8 +132,11 @@ def methods(m: int, trees: int):
         return single(imp.fit_transform(df))
 
     return {
-        f"ForestImputer MI (posterior draws, m={m})": forest(False),
-        f"ForestImputer MI (bootstrap refits, m={m})": forest(True),
+        f"ForestImputer MI (default: bootstrap refits + PMM, m={m})": forest(),
+        f"ForestImputer MI (bootstrap refits + posterior draws, m={m})": forest(
+            draw="posterior"),
+        f"ForestImputer MI (one model, posterior draws, m={m})": forest(draw="posterior",
+                                                                       bootstrap=False),
         f"IterativeImputer(sample_posterior=True), m={m}": iterative,
         "ForestImputer single (conditional mean)": forest_single,
         "KNNImputer (k=5), single": lambda df, s: single(sk_frame(KNNImputer().fit_transform(df),

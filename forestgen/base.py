@@ -23,6 +23,7 @@ from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.leaves.base import ColumnCell, LeafModel
+from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.modelfile import (
     FORMAT_VERSION,
     ModelFileError,
@@ -146,7 +147,9 @@ class GenerativeForest(BaseEstimator):
         """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows.
 
         ``numeric_leaf``/``discrete_leaf`` (registry name, class or prototype instance) serve
-        every column of that kind; ``overrides`` maps a column index to its own leaf model.
+        every column of that kind; ``overrides`` maps a column index to its own leaf model. A
+        numeric column with point masses (``ColumnSpec.atoms``) gets its leaf model inside a
+        :class:`~forestgen.leaves.point_mass.PointMassLeaf`.
         """
         schema = self.encoder_.schema
         flat_leaf = leaves.ravel()
@@ -163,6 +166,8 @@ class GenerativeForest(BaseEstimator):
             if proto is None:
                 proto = discrete_leaf if spec.is_discrete else numeric_leaf
             lm = _fresh(registry.resolve("leaf", proto, LeafModel))
+            if spec.atoms and not spec.is_discrete and not isinstance(lm, PointMassLeaf):
+                lm = PointMassLeaf(base=lm, atoms=spec.atoms)
             lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
             models.append(lm)
         return models

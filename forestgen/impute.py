@@ -6,11 +6,21 @@ enough for stable conditional means) on the incomplete training table itself, th
 missing cell given the row's observed cells:
 
 * ``sample_posterior=False``: the conditional mean (numeric) / most probable level (discrete);
-* ``sample_posterior=True``: one exact draw from the conditional distribution;
+* ``sample_posterior=True``: a draw from the conditional distribution;
 * :meth:`ForestImputer.multiple_imputation`: ``m`` completed tables of independent draws, for
-  analyses pooled with Rubin's rules (:func:`rubin_pool`). With ``bootstrap=True`` each table
-  comes from a model refitted on a bootstrap resample, which adds the model's own estimation
-  uncertainty to the between-imputation variance ("proper" imputation in Rubin's sense).
+  analyses pooled with Rubin's rules (:func:`rubin_pool`). By default (``bootstrap=True``) each
+  table comes from a model refitted on a bootstrap resample, so the between-imputation variance
+  carries the model's own estimation uncertainty ("proper" imputation, Rubin 1987).
+
+Draws (``draw``). ``"pmm"`` (default): predictive mean matching (Little 1988; the
+multiple-imputation mode of missRanger): a missing numeric cell takes the observed value of one
+of the ``pmm_k`` training rows whose conditional mean of that column, given their other cells,
+is closest to the cell's own conditional mean; discrete cells are drawn from the conditional
+pmf. ``"posterior"``: every cell is an exact draw from the forest's conditional distribution.
+A forest's leaves are factorised, so its conditional of a numeric column is over-dispersed
+around the conditional mean; regression slopes fitted on such draws are attenuated
+(``benchmarks/results/multiple_imputation.md``), while matching on the mean keeps the relation
+to the other columns and draws real residuals.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from forestgen.base import GenerativeForest
+from forestgen.validation import check_choice, check_int
 
 __all__ = ["ForestImputer", "RubinResult", "rubin_pool"]
 
@@ -49,7 +60,11 @@ class ForestImputer(TransformerMixin, BaseEstimator):
     add_indicator : append one boolean column per feature that had missing values in ``fit``
         (scikit-learn's ``MissingIndicator``, ``features="missing-only"``).
     bootstrap : in :meth:`multiple_imputation`, refit the learner on a bootstrap resample of the
-        training rows for each completed table.
+        training rows for each completed table (default True: proper multiple imputation).
+    draw : ``"pmm"`` (default: predictive mean matching for numeric columns, conditional draws
+        for discrete ones) or ``"posterior"`` (conditional draws for every column); used by
+        ``sample_posterior=True`` and :meth:`multiple_imputation`.
+    pmm_k : donors per missing cell for ``draw="pmm"`` (default 5).
     random_state : seeds the learner's fit and the posterior draws; the same seed gives the same
         tables on every call.
 
@@ -62,11 +77,14 @@ class ForestImputer(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, learner: GenerativeForest | None = None, *, sample_posterior: bool = False,
-                 add_indicator: bool = False, bootstrap: bool = False, random_state: Any = None):
+                 add_indicator: bool = False, bootstrap: bool = True, draw: str = "pmm",
+                 pmm_k: int = 5, random_state: Any = None):
         self.learner = learner
         self.sample_posterior = sample_posterior
         self.add_indicator = add_indicator
         self.bootstrap = bootstrap
+        self.draw = draw
+        self.pmm_k = pmm_k
         self.random_state = random_state
 
     # ------------------------------------------------------------------ input handling
@@ -99,6 +117,8 @@ class ForestImputer(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None) -> ForestImputer:
         """Fit the learner on ``X`` (missing cells allowed; they are marginalised in training)."""
+        check_choice("draw", self.draw, ("pmm", "posterior"))
+        check_int("pmm_k", self.pmm_k, 1)
         X, is_frame = self._validate(X, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"ForestImputer needs at least 2 samples; got n_samples = "
@@ -118,18 +138,21 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ transform
-    def _impute(self, model: GenerativeForest, table: pd.DataFrame, sample: bool,
-                m: int, rng: np.random.Generator) -> list[pd.DataFrame]:
+    def _impute(self, model: GenerativeForest, train: pd.DataFrame, table: pd.DataFrame,
+                sample: bool, m: int, rng: np.random.Generator) -> list[pd.DataFrame]:
+        """``m`` completed copies of ``table`` from ``model`` (fitted on ``train``)."""
         if not table.isna().to_numpy().any():
             return [table.copy() for _ in range(m)]
         unseen = _unseen_levels(model, table)
         any_unseen = bool(unseen.to_numpy().any())
         cond = table.mask(unseen) if any_unseen else table
-        if sample:
+        if not sample:
+            out = [model.impute(cond, method="expectation")]
+        elif self.draw == "posterior":
             out = model.impute(cond, method="sample", n_imputations=m, random_state=rng)
             out = [out] if m == 1 else list(out)
         else:
-            out = [model.impute(cond, method="expectation")]
+            out = _pmm(model, train, cond, m, int(self.pmm_k), rng)
         return [_restore(f, table, unseen) for f in out] if any_unseen else out
 
     def _finish(self, filled: pd.DataFrame, X, is_frame: bool, missing: np.ndarray):
@@ -155,12 +178,14 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         table = self._table(X, is_frame)
         missing = table.isna().to_numpy()
         rng = np.random.default_rng(self._seed)
-        filled = self._impute(self.learner_, table, self.sample_posterior, 1, rng)[0]
+        filled = self._impute(self.learner_, self._train, table, self.sample_posterior, 1,
+                              rng)[0]
         return self._finish(filled, X, is_frame, missing)
 
     def multiple_imputation(self, X, m: int = 5) -> list:
-        """``m`` completed copies of ``X``, each with an independent conditional draw per missing
-        cell (from one model refitted on a bootstrap resample per copy if ``bootstrap``)."""
+        """``m`` completed copies of ``X``, each with an independent draw per missing cell
+        (``draw``), from a model refitted on a bootstrap resample per copy if ``bootstrap``
+        (default), else from the fitted model."""
         check_is_fitted(self, "learner_")
         if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
             raise ValueError(f"m must be a positive integer, got {m!r}")
@@ -169,7 +194,7 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         missing = table.isna().to_numpy()
         rng = np.random.default_rng(self._seed)
         if not self.bootstrap:
-            filled = self._impute(self.learner_, table, True, int(m), rng)
+            filled = self._impute(self.learner_, self._train, table, True, int(m), rng)
         else:
             filled = []
             n = len(self._train)
@@ -177,7 +202,7 @@ class ForestImputer(TransformerMixin, BaseEstimator):
                 idx = rng.integers(n, size=n)
                 boot = self._train.iloc[idx].reset_index(drop=True)
                 model = self._make_learner(int(rng.integers(2**31 - 1))).fit(boot)
-                filled += self._impute(model, table, True, 1, rng)
+                filled += self._impute(model, boot, table, True, 1, rng)
         return [self._finish(f, X, is_frame, missing) for f in filled]
 
     # ------------------------------------------------------------------ sklearn API
@@ -207,6 +232,56 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         tags.input_tags.string = True
         tags.non_deterministic = bool(self.sample_posterior)
         return tags
+
+
+def _pmm(model: GenerativeForest, train: pd.DataFrame, cond: pd.DataFrame, m: int, k: int,
+         rng: np.random.Generator) -> list[pd.DataFrame]:
+    """``m`` completions of ``cond`` by predictive mean matching (numeric columns) and
+    conditional draws (discrete columns). A recipient's conditional mean comes from its
+    observed cells; a donor's (a ``train`` row with the column observed) from its other cells,
+    so both are predictions of the column from the rest of the row."""
+    schema = model.schema_
+    missing = cond.isna().to_numpy()
+    discrete = [j for j in range(schema.d) if missing[:, j].any() and schema.columns[j].is_discrete]
+    numeric = [j for j in range(schema.d) if missing[:, j].any()
+               and not schema.columns[j].is_discrete]
+    if discrete:
+        draws = model.impute(cond, method="sample", n_imputations=m, random_state=rng)
+        out = [draws] if m == 1 else list(draws)
+    else:
+        out = [cond.copy() for _ in range(m)]
+    if not numeric:
+        return out
+    mean = model.impute(cond, method="expectation")
+    for j in numeric:
+        col = cond.columns[j]
+        has = train.iloc[:, j].notna().to_numpy()
+        donors = train.loc[has].copy()
+        values = donors.iloc[:, j].to_numpy()
+        donors[col] = np.nan
+        pred = model.impute(donors, method="expectation").iloc[:, j].to_numpy(float)
+        ok = np.isfinite(pred)
+        pred, values = pred[ok], values[ok]
+        order = np.argsort(pred, kind="stable")
+        pred, values = pred[order], values[order]
+        rows = np.flatnonzero(missing[:, j])
+        target = mean.iloc[rows, j].to_numpy(float)
+        fine = np.isfinite(target)  # zero-probability evidence: the row stays missing
+        kk = min(k, len(pred))
+        if kk == 0:
+            continue
+        # the kk donors nearest in predicted mean lie in a window of 2 kk around the insertion
+        pos = np.searchsorted(pred, target[fine])
+        start = np.clip(pos - kk, 0, max(len(pred) - 2 * kk, 0))
+        win = np.minimum(start[:, None] + np.arange(2 * kk), len(pred) - 1)
+        dist = np.abs(pred[win] - target[fine, None])
+        nearest = np.take_along_axis(win, np.argsort(dist, axis=1, kind="stable")[:, :kk], 1)
+        for f in out:
+            pick = nearest[np.arange(len(nearest)), rng.integers(kk, size=len(nearest))]
+            vals = f[col].to_numpy(copy=True)
+            vals[rows[fine]] = values[pick]
+            f[col] = pd.Series(vals, index=f.index).astype(cond[col].dtype)
+    return out
 
 
 def _unseen_levels(model: GenerativeForest, table: pd.DataFrame) -> pd.DataFrame:

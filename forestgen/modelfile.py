@@ -57,7 +57,7 @@ def to_json(value: Any, where: str) -> Any:
         return value
     if isinstance(value, np.generic):
         return to_json(value.item(), where)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, range)):  # a range (RFDE's depth_grid) saves as a list
         return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, np.ndarray) and value.dtype.kind in ARRAY_KINDS and value.ndim <= 1:
         return to_json(value.tolist(), where)

@@ -267,6 +267,15 @@ def infer_kind(series: pd.Series) -> ColumnKind:
     raise ValueError(f"column {series.name!r} has unsupported dtype {dtype}")
 
 
+def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any) -> list | None:
+    """Point masses of a numeric column: the values holding >= ``POINT_MASS_SHARE`` of its
+    (>= ``MIN_ROWS_DISCRETE_FLOAT``) observed rows, if it has other values too."""
+    if n < MIN_ROWS_DISCRETE_FLOAT or uniq.size < 2 or _is_time_dtype(dtype):
+        return None
+    spikes = uniq[counts >= POINT_MASS_SHARE * n]
+    return [float(v) for v in spikes] or None
+
+
 def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                 discrete_floats: bool = True) -> ColumnSpec:
     name = to_python_scalar(series.name)
@@ -303,7 +312,8 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                                   upper=float(uniq.size - 1), decimals=_decimals(obs),
                                   has_missing=has_missing)
             return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
-                              decimals=_decimals(obs), has_missing=has_missing)
+                              decimals=_decimals(obs), has_missing=has_missing,
+                              atoms=_atoms(uniq, counts, obs.size, series.dtype))
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)
@@ -324,7 +334,8 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
         # a sparse integer column without point masses (air-quality readings, prices): numeric,
         # so an unseen in-range value gets the density of its neighbourhood
         return ColumnSpec(name, "integer", dtype_str, lower=lo, upper=hi, decimals=0,
-                          has_missing=has_missing)
+                          has_missing=has_missing, atoms=_atoms(uniq, counts, obs.size,
+                                                                series.dtype))
 
     levels = _observed_levels(series)
     if kind == "bool":

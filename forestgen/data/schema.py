@@ -66,6 +66,8 @@ class ColumnSpec:
     ordered levels (integers coded as levels, or a categorical declared ordinal: its codes
     follow the declared order). ``range_min``/``range_max`` and ``nullable`` are declared
     constraints (:mod:`forestgen.data.metadata`) that decoded values always satisfy.
+    ``atoms`` are the point masses of a numeric column (values holding >= 10% of its rows,
+    e.g. zero inflation): leaves model them exactly (:mod:`forestgen.leaves.point_mass`).
     """
 
     name: Any
@@ -80,6 +82,7 @@ class ColumnSpec:
     range_min: float = -math.inf
     range_max: float = math.inf
     nullable: bool = True
+    atoms: list | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -124,6 +127,7 @@ class ColumnSpec:
             "range_min": _float_to_json(self.range_min),
             "range_max": _float_to_json(self.range_max),
             "nullable": bool(self.nullable),
+            "atoms": None if self.atoms is None else [repr(float(a)) for a in self.atoms],
         }
 
     @classmethod
@@ -143,6 +147,7 @@ class ColumnSpec:
             range_min=float(d.get("range_min", -math.inf)),
             range_max=float(d.get("range_max", math.inf)),
             nullable=bool(d.get("nullable", True)),
+            atoms=None if d.get("atoms") is None else [float(a) for a in d["atoms"]],
         )
 
 

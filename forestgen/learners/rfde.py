@@ -18,6 +18,7 @@ from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
 from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.cell_uniform import CellUniformLeaf
+from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.uniform_levels import UniformLevelsLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -130,10 +131,23 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
     """Leaf models on the finite leaf cells ``boxes`` of ``model.forest_`` (RFDE, DEF): the
     paper's uniform-in-cell leaves from the leaf counts unless the model was given
     ``numeric_leaf`` / ``discrete_leaf``, which are fitted on the rows ``Z`` in their cells
-    (``pair_weight``: per (row, tree) weights, e.g. bootstrap counts)."""
+    (``pair_weight``: per (row, tree) weights, e.g. bootstrap counts). A numeric column with
+    point masses (``ColumnSpec.atoms``) adds each leaf's share of rows at each atom
+    (:class:`~forestgen.leaves.point_mass.PointMassLeaf`)."""
     if model.numeric_leaf is None and model.discrete_leaf is None:
-        return fit_cell_leaves(model.encoder_.schema, boxes.lower, boxes.upper,
-                               boxes.mask.astype(np.uint8), boxes.nom_off, count)
+        schema = model.encoder_.schema
+        models = fit_cell_leaves(schema, boxes.lower, boxes.upper,
+                                 boxes.mask.astype(np.uint8), boxes.nom_off, count)
+        spiky = [j for j, spec in enumerate(schema.columns)
+                 if spec.atoms and not spec.is_discrete]
+        if spiky:
+            leaves = model.forest_.apply(Z)
+            flat = leaves.ravel()
+            for j in spiky:
+                pm = PointMassLeaf(base=models[j], atoms=schema.columns[j].atoms)
+                models[j] = pm.fit_masses(np.repeat(Z[:, j], leaves.shape[1]), flat,
+                                          model.forest_.n_leaves, pair_weight)
+        return models
     return model._fit_leaves(Z, model.forest_.apply(Z), boxes,
                              model.numeric_leaf or "cell_uniform",
                              model.discrete_leaf or "uniform_levels", pair_weight)

@@ -377,7 +377,8 @@ def _check_sample(m, train, where, seed):
     s = m.sample(300, random_state=seed)
     _check(list(s.columns) == list(train.columns), f"{where}: sample", "columns differ")
     for c in _discrete_cols(m, train):
-        seen = set(train[c].dropna().unique())
+        # the model's levels: the training values, or every integer of a dense integer range
+        seen = set(train[c].dropna().unique()) | set(m.schema_[c].categories or [])
         drawn = set(s[c].dropna().unique())
         _check(drawn <= seen, f"{where}: sample", f"column {c!r} drew unknown levels "
                f"{sorted(map(str, drawn - seen))}")

@@ -1,0 +1,211 @@
+"""Point masses inside a numeric leaf: zero inflation and other spikes of a continuous column.
+
+A numeric column whose training values put at least 10% of the rows on one value (the
+``atoms`` the encoder records in :class:`~forestgen.data.schema.ColumnSpec`; fair's
+``affairs == 0`` in 68% of rows) is a mixture in every leaf,
+
+    p(x | leaf) = sum_a pi_a [x = a] + (1 - sum_a pi_a) f(x | leaf),
+
+with ``pi_a`` the leaf's (weighted) share of rows at atom ``a`` and ``f`` any numeric leaf model
+fitted on the leaf's other rows (or given already fitted, as RFDE/DEF cell-uniform leaves are).
+The density is taken against counting measure on the atoms plus Lebesgue measure elsewhere:
+``log_prob`` of an atom is its log mass, of any other value the log of ``(1 - sum pi) f``.
+Samples hit the atoms exactly, so synthetic data keep the point masses that a continuous leaf
+alone would smear.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from forestgen import registry
+from forestgen.leaves.base import ColumnCell, LeafModel
+from forestgen.registry import register
+
+
+@register("leaf", "point_mass")
+class PointMassLeaf(LeafModel):
+    """``base`` numeric leaf plus per-leaf point masses at ``atoms``.
+
+    Parameters
+    ----------
+    base : numeric leaf model (name, class or instance) for the values off the atoms.
+    atoms : the point-mass values (encoded units); empty: ``base`` alone.
+    """
+
+    discrete = False
+
+    def __init__(self, *, base: Any = "truncnorm", atoms: Any = ()):
+        self.base = base
+        self.atoms = tuple(float(a) for a in atoms)
+
+    def get_params(self) -> dict:
+        return {"base": self.base, "atoms": list(self.atoms)}
+
+    def _base_model(self) -> LeafModel:
+        if not hasattr(self, "base_"):
+            self.base_ = registry.resolve("leaf", self.base, LeafModel)
+            if self.base_.discrete:
+                raise ValueError(f"PointMassLeaf needs a numeric base, got {self.base!r}")
+        return self.base_
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, x, leaf, cell: ColumnCell, weight=None) -> PointMassLeaf:
+        x = np.asarray(x, float)
+        on_atom = self._atom_index(x) >= 0
+        self._base_model().fit(np.where(on_atom, np.nan, x), leaf, cell, weight)
+        return self.fit_masses(x, leaf, len(cell.lower), weight)
+
+    def fit_masses(self, x, leaf, n_leaves: int, weight=None) -> PointMassLeaf:
+        """Only the per-leaf atom shares (``base`` is already fitted, e.g. on leaf cells)."""
+        x = np.asarray(x, float)
+        ok = ~np.isnan(x)
+        lv = np.asarray(leaf, np.int64)[ok]
+        w = np.ones(int(ok.sum())) if weight is None else np.asarray(weight, float)[ok]
+        idx = self._atom_index(x[ok])
+        tot = np.bincount(lv, weights=w, minlength=n_leaves)
+        A = len(self.atoms)
+        mass = np.zeros((n_leaves, A))
+        for a in range(A):
+            sel = idx == a
+            mass[:, a] = np.bincount(lv[sel], weights=w[sel], minlength=n_leaves)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.mass_ = np.where(tot[:, None] > 0, mass / np.where(tot > 0, tot, 1.0)[:, None],
+                                  0.0)
+        self.mass_ = np.minimum(self.mass_, 1.0)
+        return self
+
+    def _atom_index(self, x: np.ndarray) -> np.ndarray:
+        """Index of the atom equal to each ``x`` (-1 if none)."""
+        out = np.full(x.shape, -1, np.int64)
+        for a, v in enumerate(self.atoms):
+            out[x == v] = a
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def param_arrays(self) -> dict[str, np.ndarray]:
+        out = {"mass_": self.mass_}
+        out.update({f"base_{k}": v for k, v in self._base_model().param_arrays().items()})
+        return out
+
+    def set_param_arrays(self, arrays: dict[str, np.ndarray]) -> PointMassLeaf:
+        self.mass_ = np.asarray(arrays["mass_"], float)
+        self._base_model().set_param_arrays({k[len("base_"):]: v for k, v in arrays.items()
+                                             if k.startswith("base_")})
+        return self
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        mass = arrays.get("mass_")
+        if (not isinstance(mass, np.ndarray) or mass.shape != (n_leaves, len(self.atoms))
+                or not (np.isfinite(mass).all() and (mass >= 0).all()
+                        and (mass.sum(1) <= 1 + 1e-9).all())):
+            raise ValueError(f"PointMassLeaf.mass_ must be [{n_leaves}, {len(self.atoms)}] "
+                             "shares in [0, 1] summing to at most 1")
+        self._base_model().check_param_arrays(
+            {k[len("base_"):]: v for k, v in arrays.items() if k.startswith("base_")},
+            n_leaves, n_levels)
+
+    # ------------------------------------------------------------------ queries
+    def _rest(self, leaf) -> np.ndarray:
+        """``1 - sum_a pi_a`` per entry: the weight of the continuous part."""
+        return np.maximum(1.0 - self.mass_[leaf].sum(1), 0.0)
+
+    def log_prob(self, leaf, x):
+        leaf = np.asarray(leaf, np.int64)
+        x = np.asarray(x, float)
+        idx = self._atom_index(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cont = np.log(self._rest(leaf)) + self._base_model().log_prob(leaf, x)
+            atom = np.log(self.mass_[leaf, np.maximum(idx, 0)]) if len(self.atoms) else cont
+        out = np.where(idx >= 0, atom, cont)
+        out = np.where(np.isnan(out) & ~np.isnan(x), -np.inf, out)
+        return np.where(np.isnan(x), 0.0, out)
+
+    def _atoms_in(self, lo, hi, m: int) -> np.ndarray:
+        """``[m, A]``: atom ``a`` lies in ``(lo, hi]``."""
+        a = np.asarray(self.atoms, float)[None, :]
+        lo = np.broadcast_to(np.asarray(lo, float), (m,))[:, None]
+        hi = np.broadcast_to(np.asarray(hi, float), (m,))[:, None]
+        return (a > lo) & (a <= hi)
+
+    def _interval_parts(self, leaf, lo, hi):
+        leaf = np.asarray(leaf, np.int64)
+        inside = self._atoms_in(lo, hi, len(leaf))
+        p_atoms = (self.mass_[leaf] * inside).sum(1)
+        with np.errstate(under="ignore"):
+            p_cont = self._rest(leaf) * np.exp(self._base_model().log_prob_interval(leaf, lo,
+                                                                                    hi))
+        return leaf, inside, p_atoms, np.nan_to_num(p_cont)
+
+    def log_prob_interval(self, leaf, lo, hi):
+        _, _, pa, pc = self._interval_parts(leaf, lo, hi)
+        with np.errstate(divide="ignore"):
+            return np.log(pa + pc)
+
+    def mean(self, leaf):
+        leaf = np.asarray(leaf, np.int64)
+        base = np.nan_to_num(self._base_model().mean(leaf))
+        return self.mass_[leaf] @ np.asarray(self.atoms, float) + self._rest(leaf) * base
+
+    def mean_interval(self, leaf, lo, hi):
+        leaf, inside, pa, pc = self._interval_parts(leaf, lo, hi)
+        sa = (self.mass_[leaf] * inside) @ np.asarray(self.atoms, float)
+        mc = np.nan_to_num(self._base_model().mean_interval(leaf, lo, hi))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (sa + pc * mc) / (pa + pc)
+
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        leaf = np.asarray(leaf, np.int64)
+        m = len(leaf)
+        A = len(self.atoms)
+        if lo is None and hi is None:
+            w_atoms, w_cont = self.mass_[leaf], self._rest(leaf)
+        else:
+            lo_ = np.full(m, -np.inf) if lo is None else lo
+            hi_ = np.full(m, np.inf) if hi is None else hi
+            _, inside, _, w_cont = self._interval_parts(leaf, lo_, hi_)
+            w_atoms = self.mass_[leaf] * inside
+        w = np.column_stack([w_atoms, w_cont]) if A else w_cont[:, None]
+        tot = w.sum(1)
+        u = rng.random(m) * np.where(tot > 0, tot, 1.0)
+        pick = np.minimum((np.cumsum(w, axis=1) < u[:, None]).sum(1), A)
+        # no mass anywhere (evidence outside the leaf): the base model decides
+        pick = np.where(tot > 0, pick, A)
+        out = np.empty(m)
+        on = pick < A
+        out[on] = np.asarray(self.atoms, float)[pick[on]] if A else 0.0
+        rest = np.flatnonzero(~on)
+        if len(rest):
+            sub = {k: (None if v is None else np.broadcast_to(np.asarray(v, float), (m,))[rest])
+                   for k, v in (("lo", lo), ("hi", hi))}
+            out[rest] = self._base_model().sample(leaf[rest], rng, lo=sub["lo"], hi=sub["hi"])
+        return out
+
+    # ------------------------------------------------------------------ torch hook
+    @property
+    def has_torch(self) -> bool:
+        return self._base_model().has_torch
+
+    def torch_params(self, dtype, device) -> dict:
+        from forestgen.leaves.base import torch_tensor
+
+        base = self._base_model()
+        with np.errstate(divide="ignore"):
+            log_mass = np.log(self.mass_)
+            log_rest = np.log(np.maximum(1.0 - self.mass_.sum(1), 0.0))
+        return {"base": base.torch_params(dtype, device), "base_fn": type(base).torch_log_prob,
+                "atoms": torch_tensor(np.asarray(self.atoms, float), dtype, device),
+                "log_mass": torch_tensor(log_mass, dtype, device),
+                "log_rest": torch_tensor(log_rest, dtype, device)}
+
+    @staticmethod
+    def torch_log_prob(params, leaf, x):
+        import torch
+
+        out = params["log_rest"][leaf] + params["base_fn"](params["base"], leaf, x)
+        for a in range(params["atoms"].numel()):
+            hit = x.detach() == params["atoms"][a]
+            out = torch.where(hit, params["log_mass"][leaf, a], out)
+        return out
