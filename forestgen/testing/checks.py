@@ -421,6 +421,7 @@ def _check_marginals(m, train, where):
                f"the marginal density of {c!r} integrates to {total:.4f}")
     for c in disc:
         levels = list(pd.Series(train[c].dropna().unique()))
+        levels += [v for v in (m.schema_[c].categories or []) if v not in set(levels)]
         frame = pd.DataFrame({k: [np.nan] * len(levels) for k in cols})
         frame[c] = levels
         tot = float(np.exp(m.log_prob(frame)).sum())
@@ -430,6 +431,7 @@ def _check_marginals(m, train, where):
         # marginalising a discrete column = summing over its levels (row by row)
         c = disc[0]
         levels = list(pd.Series(train[c].dropna().unique()))
+        levels += [v for v in (m.schema_[c].categories or []) if v not in set(levels)]
         rows = train.dropna().head(10).reset_index(drop=True)
         blank = rows.copy()
         blank[c] = None
