@@ -4,10 +4,12 @@ from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
+from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
 __all__ = ["ConstantEnergyLeaf", "ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
            "OrdinalKernelLeaf",
+           "PointMassLeaf",
            "TruncNormalLeaf",
            "UniformLeaf"]
