@@ -56,10 +56,11 @@ class ARF(GenerativeForest):
     splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
         instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
-    integer_bandwidth : 0.2 — integer columns coded as levels (a level per integer of a dense
+    integer_bandwidth : 0.5 — integer columns coded as levels (a level per integer of a dense
         range) get :class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf` pmfs with this
-        kernel bandwidth: an in-range integer a leaf has not seen keeps a probability close to
-        its neighbours' instead of the 1e-20 floor (issue 11). 0 is the plain pmf.
+        kernel bandwidth: an in-range integer no training row holds gets a probability close
+        to its neighbours' instead of the 1e-20 floor (issue 11); seen integers keep their
+        empirical shares. 0 is the plain pmf.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
@@ -111,7 +112,7 @@ class ARF(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 10, min_node_size: int = 2, max_features: Any = "sqrt",
                  delta: float = 0.0, max_iters: int = 10, early_stop: bool = True,
-                 family: str = "truncnorm", alpha: float = 0.0, integer_bandwidth: float = 0.2,
+                 family: str = "truncnorm", alpha: float = 0.0, integer_bandwidth: float = 0.5,
                  finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,

@@ -1,11 +1,12 @@
-"""Kernel-smoothed pmf for ordered integer levels (Wang & van Ryzin 1981).
+"""Ordered integer levels with the gaps of the training data filled (Wang & van Ryzin 1981).
 
-A leaf's empirical pmf ``c_x / N`` over the levels its cell allows is smoothed with the ordered
-discrete kernel ``K(v, x) = 1 - lam`` for ``v = x`` and ``(1 - lam) / 2 * lam ** |v - x|``
-otherwise, then restricted to the allowed levels and renormalised. An integer the leaf has not
-seen thus keeps a probability close to its neighbours' (``lam / 2`` of a neighbour's weight at
-distance 1) instead of zero, while a pmf over wide ranges (ages 17..90) stays local: unlike
-additive smoothing, no mass is spread to distant levels.
+A dense integer column has a level for every integer of its range, including integers no
+training row holds (a rating scale where nobody answered 5). Their empirical probability is 0 in
+every leaf, so a new row holding one scored at the pmf floor (about -46 nats). This leaf gives
+each such *gap level* the mass the ordered discrete kernel ``K(v, x) = (1 - lam) / 2 *
+lam ** |v - x|`` carries to it from the leaf's rows, then restricts to the levels the cell
+allows and renormalises: a gap scores close to its neighbours, while the levels seen in training
+keep their empirical shares (spikes such as a 40-hour week are not smoothed away).
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ class OrdinalKernelLeaf(CategoricalLeaf):
 
     Parameters
     ----------
-    bandwidth : ``lam`` in ``[0, 1)`` (default 0.2): the weight an unseen level at distance 1
-        gets is ``lam / 2`` of its neighbour's; 0 is the plain empirical pmf.
+    bandwidth : ``lam`` in ``[0, 1)`` (default 0.5): a gap level at distance 1 from a level
+        gets ``(1 - lam) lam / 2`` of that level's weight; 0 is the plain empirical pmf.
     alpha, floor : as in :class:`~forestgen.leaves.categorical.CategoricalLeaf` (applied
         before the kernel).
     """
 
-    def __init__(self, *, bandwidth: float = 0.2, alpha: float = 0.0, floor: float = 1e-20):
+    def __init__(self, *, bandwidth: float = 0.5, alpha: float = 0.0, floor: float = 1e-20):
         super().__init__(alpha=alpha, floor=floor)
         self.bandwidth = bandwidth
 
@@ -52,7 +53,14 @@ class OrdinalKernelLeaf(CategoricalLeaf):
         if not 0 <= self.bandwidth < 1:
             raise ValueError(f"bandwidth must be in [0, 1), got {self.bandwidth}")
         super().fit(x, leaf, cell, weight)
-        pmf = ordinal_kernel_smooth(self.pmf_, float(self.bandwidth))
+        k = self.pmf_.shape[1]
+        codes = np.asarray(x, float)
+        codes = codes[~np.isnan(codes)].astype(np.int64)
+        gap = np.bincount(codes[(codes >= 0) & (codes < k)], minlength=k) == 0
+        if not gap.any():
+            return self
+        pmf = np.where(gap[None, :], ordinal_kernel_smooth(self.pmf_, float(self.bandwidth)),
+                       self.pmf_)
         if cell.allowed is not None:
             pmf *= cell.allowed
         tot = pmf.sum(1, keepdims=True)
