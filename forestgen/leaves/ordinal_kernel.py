@@ -4,9 +4,10 @@ A dense integer column has a level for every integer of its range, including int
 training row holds (a rating scale where nobody answered 5). Their empirical probability is 0 in
 every leaf, so a new row holding one scored at the pmf floor (about -46 nats). This leaf gives
 each such *gap level* the mass the ordered discrete kernel ``K(v, x) = (1 - lam) / 2 *
-lam ** |v - x|`` carries to it from the leaf's rows, then restricts to the levels the cell
-allows and renormalises: a gap scores close to its neighbours, while the levels seen in training
-keep their empirical shares (spikes such as a 40-hour week are not smoothed away).
+lam ** |v - x|`` carries to it from the leaf's rows (restricted to the levels the cell allows;
+all gaps together take at most 5% of the leaf), then renormalises: a gap scores within a few
+nats of its neighbours instead of at the floor, while the levels seen in training keep at least
+95% of their shares (spikes such as a 40-hour week are not smoothed away).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import numpy as np
 
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.registry import register
+
+#: the largest share of a leaf's mass the gap levels receive
+MAX_GAP_SHARE = 0.05
 
 
 def ordinal_kernel_smooth(pmf: np.ndarray, lam: float) -> np.ndarray:
@@ -59,8 +63,14 @@ class OrdinalKernelLeaf(CategoricalLeaf):
         gap = np.bincount(codes[(codes >= 0) & (codes < k)], minlength=k) == 0
         if not gap.any():
             return self
-        pmf = np.where(gap[None, :], ordinal_kernel_smooth(self.pmf_, float(self.bandwidth)),
-                       self.pmf_)
+        fill = np.where(gap[None, :], ordinal_kernel_smooth(self.pmf_, float(self.bandwidth)),
+                        0.0)
+        if cell.allowed is not None:
+            fill *= cell.allowed
+        # the gaps take at most MAX_GAP_SHARE of a leaf: seen levels keep >= 95% of their share
+        total = fill.sum(1, keepdims=True)
+        fill *= np.minimum(1.0, MAX_GAP_SHARE / np.maximum(total, 1e-300))
+        pmf = self.pmf_ + fill
         if cell.allowed is not None:
             pmf *= cell.allowed
         tot = pmf.sum(1, keepdims=True)
