@@ -247,3 +247,16 @@ def test_point_mass_torch_log_prob_matches_numpy():
     Z = model.encoder_.transform(df.head(40))
     np.testing.assert_allclose(dist.log_prob(torch.as_tensor(Z)).numpy(),
                                model.log_prob_encoded(Z), rtol=1e-9, atol=1e-9)
+
+
+def test_point_mass_device_sampler_keeps_the_atom():
+    import torch
+
+    df = _zero_inflated()[["x", "spend"]]
+    model = fg.ARF(n_trees=10, random_state=0).fit(df)
+    Z = model.to_torch(dtype=torch.float64).sample((4000,)).numpy()
+    j = model.schema_.index("spend")
+    real = float((df["spend"] == 0).mean())
+    assert abs(float((Z[:, j] == 0).mean()) - real) < 0.04
+    cond = model.to_torch(dtype=torch.float64).condition({"x": 0.5}).sample((500,))
+    assert torch.isfinite(cond).all()

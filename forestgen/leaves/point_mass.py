@@ -183,10 +183,40 @@ class PointMassLeaf(LeafModel):
             out[rest] = self._base_model().sample(leaf[rest], rng, lo=sub["lo"], hi=sub["hi"])
         return out
 
-    # ------------------------------------------------------------------ torch hook
+    # ------------------------------------------------------------------ torch hooks
     @property
     def has_torch(self) -> bool:
         return self._base_model().has_torch
+
+    @property
+    def has_torch_sampler(self) -> bool:
+        return self._base_model().has_torch_sampler
+
+    def torch_sample_params(self, n_leaves: int, device) -> dict:
+        from forestgen.leaves.base import torch_tensor
+
+        base = self._base_model()
+        return {"base": base.torch_sample_params(n_leaves, device),
+                "base_fn": type(base).torch_sample,
+                "atoms": torch_tensor(np.asarray(self.atoms, float), "float64", device),
+                "cum": torch_tensor(np.cumsum(self.mass_, axis=1), "float64", device)}
+
+    @staticmethod
+    def torch_sample(params, leaf, u):
+        """An atom if ``u`` falls below the leaf's cumulative atom masses, else the base leaf's
+        draw from ``u`` rescaled to ``[0, 1)`` over the continuous part."""
+        import torch
+
+        cum = params["cum"][leaf]  # [m, A]
+        A = cum.shape[1]
+        if A == 0:
+            return params["base_fn"](params["base"], leaf, u)
+        pick = (cum <= u[:, None]).sum(1)  # index of the first atom with u < cum, A if none
+        rest = (1.0 - cum[:, -1]).clamp(min=1e-300)
+        v = ((u - cum[:, -1]) / rest).clamp(0.0, 1.0 - 2.0**-53)
+        cont = params["base_fn"](params["base"], leaf, v)
+        atom = params["atoms"][pick.clamp(max=A - 1)]
+        return torch.where(pick < A, atom, cont)
 
     def torch_params(self, dtype, device) -> dict:
         from forestgen.leaves.base import torch_tensor
