@@ -85,12 +85,9 @@ class ARF(GenerativeForest):
     #: the leaderboard (``benchmarks/leaderboard``, results in ``benchmarks/results/``) runs
     #: each of them beside the defaults.
     PRESETS: dict[str, dict[str, Any]] = {
-        # leaves of at least 5 rows: on the leaderboard (benchmarks/results/
-        # leaderboard_defaults.md) C2ST closer to 0.5 and higher held-out LL than the defaults
-        # on most tables, where 30 trees or leaf-local bounds (the preset before) did not add
-        # to it and the bounds gave held-out rows zero density. Not the default: larger leaves
-        # blur joint missingness (adult's workclass/occupation, tests/learners/test_arf.py).
-        "best samples": {"min_node_size": 5},
+        # samples stay inside the range of each leaf's own rows (never outside the training
+        # range); more trees and slightly larger leaves for smoother joint structure
+        "best samples": {"n_trees": 30, "min_node_size": 5, "finite_bounds": "local"},
         # more trees and Laplace smoothing of the leaf pmfs: a level unseen in a leaf keeps a
         # small probability instead of the 1e-20 floor
         "best density": {"n_trees": 100, "min_node_size": 5, "alpha": 0.1},
@@ -102,7 +99,7 @@ class ARF(GenerativeForest):
     def preset(cls, name: str, **overrides: Any) -> ARF:
         """An ARF with the parameters of :attr:`PRESETS` ``[name]``, then ``overrides``.
 
-        ``"best samples"``: ``min_node_size=5``;
+        ``"best samples"``: 30 trees, ``min_node_size=5``, ``finite_bounds="local"``;
         ``"best density"``: 100 trees, ``min_node_size=5``, ``alpha=0.1``;
         ``"fastest"``: 10 trees, ``min_node_size=10``, ``max_iters=0``.
         """

@@ -19,7 +19,8 @@ def table() -> pd.DataFrame:
 
 
 def test_presets_construct_with_documented_parameters():
-    assert ARF.preset("best samples").get_params() == ARF(min_node_size=5).get_params()
+    assert ARF.preset("best samples").get_params() == ARF(
+        n_trees=30, min_node_size=5, finite_bounds="local").get_params()
     assert ARF.preset("best density").get_params() == ARF(
         n_trees=100, min_node_size=5, alpha=0.1).get_params()
     assert ARF.preset("fastest").get_params() == ARF(
