@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: before exact leaf cells and component parameters
+FORMAT_VERSION = 3
+# 1: before exact leaf cells and component parameters; 1-2: dense categorical pmf tables
+READABLE_VERSIONS = (1, 2, 3)
 MAX_INFLATION = 200  # uncompressed bytes allowed per byte of file (legit models: ~40)
 MIN_BUDGET = 256 * 2**20  # a file may always inflate to this much
 ARRAY_KINDS = "biuf"  # bool, signed / unsigned integer, float

@@ -443,13 +443,12 @@ class GeF(GenerativeForest):
         with np.errstate(divide="ignore"):
             model.leaf_log_weight_ = (np.log(cnt) - np.log(per_tree[forest.leaf_tree])
                                       - np.log(forest.n_trees))
-        cls_leaf = CategoricalLeaf(alpha=model.class_alpha, floor=0.0)
         if model.class_alpha > 0:
             counts = pmf / np.maximum(pmf.sum(1, keepdims=True), 1e-300) * cnt[:, None]
             p = (counts + model.class_alpha) / (cnt[:, None] + K * model.class_alpha)
         else:
             p = pmf / pmf.sum(1, keepdims=True)
-        cls_leaf.set_param_arrays({"pmf_": p, "count_": cnt})
+        cls_leaf = CategoricalLeaf.from_pmf(p, cnt, alpha=model.class_alpha, floor=0.0)
         model.leaf_models_[model.target_index_] = cls_leaf
         model.fit_info_ = {"source": "sklearn", "inbag": how}
         return model

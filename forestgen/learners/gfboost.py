@@ -241,7 +241,7 @@ class GFBoost(GenerativeForest):
         logu = np.zeros(self.forest_.n_leaves)
         for j, lm in enumerate(self.leaf_models_):
             if lm.discrete:
-                logu += np.log((lm.pmf_ > 0).sum(1) / lm.pmf_.shape[1])
+                logu += np.log(lm.support_size() / lm.n_levels)
             else:
                 logu += np.log((lm.hi_ - lm.lo_) / (self.box_hi_[j] - self.box_lo_[j]))
         return np.exp(logu)

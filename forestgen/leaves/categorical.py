@@ -2,21 +2,31 @@
 
 ``p(v) = (c_v + alpha) / (N + alpha * k_allowed)`` for allowed levels, 0 for excluded ones. A
 leaf with no rows and ``alpha = 0`` falls back to uniform over its allowed levels.
+
+Storage is proportional to what the leaves hold, not to leaves × levels: each leaf keeps the
+probabilities of the levels seen in it (a ragged CSR list ``offset_``/``code_``/``prob_``), one
+shared probability ``rest_`` for its other allowed levels (``alpha / (N + alpha k_allowed)``,
+0 without smoothing) and its allowed-level set as packed bits ``allowed_`` (``k/8`` bytes).
+A model with ``L`` leaves and ``P`` distinct (leaf, level) pairs in its fitting data takes
+``12 P + L (24 + ceil(k / 8))`` bytes per discrete column instead of ``8 L k``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from forestgen.leaves.base import LeafModel, torch_tensor
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
+#: arrays of the dense layout written by model-file formats 1 and 2 (still loaded)
+LEGACY_ARRAYS = ("count_", "pmf_")
+
 
 @register("leaf", "categorical")
 class CategoricalLeaf(LeafModel):
-    """Per-leaf pmf over level codes ``0..k-1``.
+    """Per-leaf pmf over level codes ``0..k-1`` (sparse: see the module docstring).
 
     Parameters
     ----------
@@ -27,7 +37,7 @@ class CategoricalLeaf(LeafModel):
     """
 
     discrete = True
-    fitted_arrays = ("pmf_", "count_")
+    fitted_arrays = ("shape_", "offset_", "code_", "prob_", "rest_", "allowed_", "count_")
 
     def __init__(self, *, alpha: float = 0.0, floor: float = 1e-20):
         self.alpha = alpha
@@ -44,81 +54,158 @@ class CategoricalLeaf(LeafModel):
         lv = leaf[ok].astype(np.int64)
         keep = (codes >= 0) & (codes < k)
         w = None if weight is None else np.asarray(weight, float)[ok][keep]
-        # one [L, k] table, updated in place: counts -> smoothed counts -> pmf
-        pmf = np.bincount(lv[keep] * k + codes[keep], weights=w, minlength=L * k)
-        pmf = pmf.astype(np.float64, copy=False).reshape(L, k)
-        if cell.allowed is not None:
-            pmf *= cell.allowed
-        self.count_ = pmf.sum(1)
-        if self.alpha > 0:
-            pmf += self.alpha * (cell.allowed if cell.allowed is not None else 1.0)
-        tot = pmf.sum(1)
+        codes, lv = codes[keep], lv[keep]
+        allowed = None if cell.allowed is None else np.asarray(cell.allowed, bool)
+        if allowed is not None:  # rows outside the leaf's allowed set carry no mass
+            inside = allowed[lv, codes]
+            codes, lv = codes[inside], lv[inside]
+            w = None if w is None else w[inside]
+        # distinct (leaf, level) pairs, sorted by leaf then level: the explicit entries
+        key, inv = np.unique(lv * k + codes, return_inverse=True)
+        cnt = np.bincount(inv, weights=w, minlength=len(key)).astype(np.float64)
+        e_leaf, e_code = key // k, key % k
+        if w is not None:  # zero-weight rows (out of bag) add no entry
+            nz = cnt > 0
+            cnt, e_leaf, e_code = cnt[nz], e_leaf[nz], e_code[nz]
+        count = np.bincount(e_leaf, weights=cnt, minlength=L).astype(np.float64)
+        n_allowed = (np.full(L, k) if allowed is None else allowed.sum(1)).astype(np.float64)
+        none_allowed = n_allowed == 0
+        tot = count + self.alpha * n_allowed
         empty = tot <= 0
-        if empty.any():
-            # no rows and no smoothing: uniform over the allowed levels (over all if none is)
-            allowed = (np.ones((int(empty.sum()), k), bool) if cell.allowed is None
-                       else cell.allowed[empty])
-            n_allowed = allowed.sum(1, keepdims=True)
-            pmf[empty] = np.where(n_allowed > 0, allowed / np.maximum(n_allowed, 1), 1.0 / k)
-            tot[empty] = 1.0
-        pmf /= tot[:, None]
-        self.pmf_ = pmf
+        # no rows and no smoothing: uniform over the allowed levels (over all if none is)
+        rest = np.where(empty, 1.0 / np.where(none_allowed, k, np.maximum(n_allowed, 1)),
+                        self.alpha / np.where(empty, 1.0, tot))
+        prob = (cnt + self.alpha) / np.where(empty, 1.0, tot)[e_leaf]
+        bits = np.ones((L, k), bool) if allowed is None else allowed.copy()
+        bits[none_allowed] = True
+        self.count_ = count
+        self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits)
         return self
 
+    def _set(self, offset, code, prob, rest, allowed_bool):
+        self.offset_ = np.asarray(offset, np.int64)
+        self.code_ = np.asarray(code, np.int32)
+        self.prob_ = np.asarray(prob, np.float64)
+        self.rest_ = np.asarray(rest, np.float64)
+        self.allowed_ = np.packbits(allowed_bool, axis=1, bitorder="little")
+        self.shape_ = np.asarray(allowed_bool.shape, np.int64)  # (leaves, levels)
+
+    @classmethod
+    def from_pmf(cls, pmf: np.ndarray, count: np.ndarray, **params) -> CategoricalLeaf:
+        """A fitted leaf holding the dense ``[L, k]`` table ``pmf`` (its positive entries)."""
+        lm = cls(**params)
+        pmf = np.asarray(pmf, np.float64)
+        e_leaf, e_code = np.nonzero(pmf)
+        lm.count_ = np.asarray(count, np.float64)
+        lm._set(np.searchsorted(e_leaf, np.arange(len(pmf) + 1)), e_code, pmf[e_leaf, e_code],
+                np.zeros(len(pmf)), pmf > 0)
+        return lm
+
     def param_arrays(self):
-        return {"pmf_": self.pmf_, "count_": self.count_}
+        return {k: getattr(self, k) for k in self.fitted_arrays}
+
+    def set_param_arrays(self, arrays):
+        if set(arrays) == set(LEGACY_ARRAYS):  # dense layout of format 1-2 files
+            src = type(self).from_pmf(arrays["pmf_"], arrays["count_"])
+            arrays = src.param_arrays()
+        for k, v in arrays.items():
+            setattr(self, k, np.asarray(v))
+        return self
 
     def check_param_arrays(self, arrays, n_leaves, n_levels):
-        super().check_param_arrays(arrays, n_leaves, n_levels)
-        pmf = arrays["pmf_"]
+        name = type(self).__name__
         k = max(int(n_levels), 1)
-        if pmf.ndim != 2 or pmf.shape[1] != k or pmf.dtype.kind != "f":
-            raise ValueError(f"{type(self).__name__}.pmf_ must be a float [{n_leaves}, {k}] "
-                             f"table for a column with {k} levels, got {pmf.dtype} {pmf.shape}")
-        if not (np.isfinite(pmf).all() and (pmf >= 0).all()):
-            raise ValueError(f"{type(self).__name__}.pmf_ must be finite and >= 0")
+        if set(arrays) == set(LEGACY_ARRAYS):
+            pmf, count = arrays["pmf_"], arrays["count_"]
+            if pmf.ndim != 2 or pmf.shape != (n_leaves, k) or pmf.dtype.kind != "f":
+                raise ValueError(f"{name}.pmf_ must be a float [{n_leaves}, {k}] table for a "
+                                 f"column with {k} levels, got {pmf.dtype} {pmf.shape}")
+            if not (np.isfinite(pmf).all() and (pmf >= 0).all()):
+                raise ValueError(f"{name}.pmf_ must be finite and >= 0")
+            _check_rows(name, "count_", count, n_leaves)
+            return
+        if set(arrays) != set(self.fitted_arrays):
+            raise ValueError(f"{name} needs arrays {sorted(self.fitted_arrays)} (or the legacy "
+                             f"{sorted(LEGACY_ARRAYS)}), got {sorted(arrays)}")
+        shape = arrays["shape_"]
+        if shape.dtype.kind != "i" or shape.tolist() != [n_leaves, k]:
+            raise ValueError(f"{name}.shape_ must be [{n_leaves}, {k}] (leaves, levels) for a "
+                             f"column with {k} levels, got {shape.tolist()}")
+        off, code, prob = arrays["offset_"], arrays["code_"], arrays["prob_"]
+        rest, bits = arrays["rest_"], arrays["allowed_"]
+        for nm, v in (("count_", arrays["count_"]), ("rest_", rest)):
+            _check_rows(name, nm, v, n_leaves)
+            if v.dtype.kind != "f" or not (np.isfinite(v).all() and (v >= 0).all()):
+                raise ValueError(f"{name}.{nm} must be finite floats >= 0")
+        if (off.dtype.kind != "i" or off.shape != (n_leaves + 1,) or (off.size and off[0] != 0)
+                or np.any(np.diff(off) < 0) or off[-1] != len(code)):
+            raise ValueError(f"{name}.offset_ must be {n_leaves + 1} non-decreasing offsets "
+                             f"from 0 to the number of entries")
+        if code.dtype.kind != "i" or code.ndim != 1 or np.any(code < 0) or np.any(code >= k):
+            raise ValueError(f"{name}.code_ must hold level codes in 0..{k - 1}")
+        starts = np.zeros(len(code), bool)
+        starts[off[:-1][np.diff(off) > 0]] = True
+        if np.any((np.diff(code) <= 0) & ~starts[1:]):
+            raise ValueError(f"{name}.code_ must be increasing within each leaf")
+        if (prob.dtype.kind != "f" or prob.shape != code.shape
+                or not (np.isfinite(prob).all() and (prob >= 0).all())):
+            raise ValueError(f"{name}.prob_ must be finite and >= 0, one per code_")
+        if bits.dtype != np.uint8 or bits.shape != (n_leaves, (k + 7) // 8):
+            raise ValueError(f"{name}.allowed_ must be uint8 [{n_leaves}, {(k + 7) // 8}] "
+                             f"packed level bits, got {bits.dtype} {bits.shape}")
 
     @property
     def n_levels(self) -> int:
-        return self.pmf_.shape[1]
+        return int(self.shape_[1])
+
+    def _tables(self):
+        return self.offset_, self.code_, self.prob_, self.rest_, self.allowed_
 
     def log_prob(self, leaf, x):
-        return _categorical_log_prob(self.pmf_, np.asarray(leaf, np.int64),
-                                     np.asarray(x, np.float64), float(self.floor))
+        return _categorical_log_prob(*self._tables(), np.asarray(leaf, np.int64),
+                                     np.asarray(x, np.float64), self.n_levels, float(self.floor))
 
     def log_prob_levels(self, leaf, levels):
         levels = np.asarray(levels, bool)
-        p = (self.pmf_[leaf] * levels).sum(1)
+        lv2 = levels[None, :] if levels.ndim == 1 else levels
+        p = _level_mass(*self._tables(), np.asarray(leaf, np.int64),
+                        np.ascontiguousarray(lv2), levels.ndim == 1)
         with np.errstate(divide="ignore"):
             return np.log(p)
 
     def probs(self, leaf):
-        return self.pmf_[leaf]
+        return _dense_rows(*self._tables(), np.asarray(leaf, np.int64), self.n_levels)
+
+    def support_size(self) -> np.ndarray:
+        """Number of levels with positive probability in each leaf, ``[L]``."""
+        allowed = np.unpackbits(self.allowed_, axis=1, count=self.n_levels, bitorder="little")
+        n_allowed = allowed.sum(1)
+        seg = np.repeat(np.arange(len(self.rest_)), np.diff(self.offset_))
+        pos = np.bincount(seg, weights=self.prob_ > 0, minlength=len(self.rest_))
+        listed = np.diff(self.offset_)
+        return (pos + np.where(self.rest_ > 0, n_allowed - listed, 0)).astype(np.int64)
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
         m = len(leaf)
         u = rng.random(m)
-        out = np.empty(m)
         k = self.n_levels
-        lv = None if levels is None else np.asarray(levels, bool)
-        step = max(1, 2_000_000 // k)
-        for s in range(0, m, step):
-            sl = slice(s, s + step)
-            p = self.pmf_[leaf[sl]]
-            if lv is not None:
-                p = p * (lv[sl] if lv.ndim == 2 else lv)
-            cdf = np.cumsum(p, axis=1)
-            # trailing zero-mass levels get exactly cdf[-1]: never drawn
-            out[sl] = np.minimum((cdf < u[sl, None] * cdf[:, -1:]).sum(1), k - 1)
-        return out
+        if levels is None:
+            lv, shared = np.ones((1, k), bool), True
+        else:
+            lv = np.asarray(levels, bool)
+            shared = lv.ndim == 1
+            lv = np.ascontiguousarray(lv[None, :] if shared else lv)
+        return _categorical_sample(*self._tables(), np.asarray(leaf, np.int64), u, lv, shared,
+                                   k)
 
     def mean(self, leaf):
-        return self.pmf_[leaf] @ np.arange(self.n_levels, dtype=float)
+        return _categorical_mean(*self._tables(), np.asarray(leaf, np.int64), self.n_levels)
 
     def torch_params(self, dtype, device):
+        # the torch hook gathers from a dense [L, k] log table (built here, once per call)
+        pmf = self.probs(np.arange(len(self.rest_)))
         with np.errstate(divide="ignore"):
-            tab = np.log(np.maximum(self.pmf_, self.floor)) if self.floor > 0 \
-                else np.log(self.pmf_)
+            tab = np.log(np.maximum(pmf, self.floor)) if self.floor > 0 else np.log(pmf)
         bad = np.log(self.floor) if self.floor > 0 else -np.inf
         return {"table": torch_tensor(tab, dtype, device),
                 "bad": torch_tensor(np.asarray(bad), dtype, device)}
@@ -136,10 +223,38 @@ class CategoricalLeaf(LeafModel):
         return torch.where(valid, t, params["bad"].expand(t.shape))
 
 
+def _check_rows(name: str, nm: str, v: np.ndarray, n_leaves: int) -> None:
+    if not isinstance(v, np.ndarray) or v.shape != (n_leaves,):
+        raise ValueError(f"{name}.{nm} must have {n_leaves} rows (one per leaf), got shape "
+                         f"{getattr(v, 'shape', None)}")
+    if v.dtype.kind == "f" and np.isnan(v).any():
+        raise ValueError(f"{name}.{nm} holds NaN")
+
+
+# ------------------------------------------------------------------------------- kernels
+@njit(cache=True, inline="always")
+def _allowed(bits, leaf, c):
+    return (bits[leaf, c >> 3] >> (c & 7)) & 1
+
+
+@njit(cache=True, inline="always")
+def _prob(offset, code, prob, rest, bits, leaf, c):
+    """p(level c | leaf) (binary search among the leaf's listed levels)."""
+    lo, hi = offset[leaf], offset[leaf + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if code[mid] < c:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < offset[leaf + 1] and code[lo] == c:
+        return prob[lo]
+    return rest[leaf] if _allowed(bits, leaf, c) else 0.0
+
+
 @parallel_kernel
-def _categorical_log_prob(pmf, leaf, x, floor):
-    """log pmf[leaf, x]; NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
-    k = pmf.shape[1]
+def _categorical_log_prob(offset, code, prob, rest, bits, leaf, x, k, floor):
+    """log p(x | leaf); NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
     for i in prange(x.shape[0]):
@@ -148,6 +263,84 @@ def _categorical_log_prob(pmf, leaf, x, floor):
             out[i] = 0.0
         else:
             c = int(v)
-            p = pmf[leaf[i], c] if (c == v and 0 <= c < k) else 0.0
+            p = _prob(offset, code, prob, rest, bits, leaf[i], c) if (c == v and 0 <= c < k) \
+                else 0.0
             out[i] = np.log(p) if p > floor else log_floor
+    return out
+
+
+@parallel_kernel
+def _level_mass(offset, code, prob, rest, bits, leaf, levels, shared):
+    """P(X in levels[i] | leaf[i]) (``levels`` is ``[1, k]`` when ``shared``)."""
+    m = leaf.shape[0]
+    k = levels.shape[1]
+    out = np.empty(m)
+    for i in prange(m):
+        r = np.int64(0) if shared else np.int64(i)
+        lf = leaf[i]
+        s = 0.0
+        if rest[lf] > 0:
+            for c in range(k):
+                if levels[r, c]:
+                    s += _prob(offset, code, prob, rest, bits, lf, c)
+        else:
+            for e in range(offset[lf], offset[lf + 1]):
+                if levels[r, code[e]]:
+                    s += prob[e]
+        out[i] = s
+    return out
+
+
+@parallel_kernel
+def _dense_rows(offset, code, prob, rest, bits, leaf, k):
+    """The pmf of each queried leaf as dense rows ``[m, k]``."""
+    m = leaf.shape[0]
+    out = np.zeros((m, k))
+    for i in prange(m):
+        lf = leaf[i]
+        if rest[lf] > 0:
+            for c in range(k):
+                if _allowed(bits, lf, c):
+                    out[i, c] = rest[lf]
+        for e in range(offset[lf], offset[lf + 1]):
+            out[i, code[e]] = prob[e]
+    return out
+
+
+@parallel_kernel
+def _categorical_mean(offset, code, prob, rest, bits, leaf, k):
+    m = leaf.shape[0]
+    out = np.empty(m)
+    for i in prange(m):
+        lf = leaf[i]
+        s = 0.0
+        for c in range(k):
+            s += c * _prob(offset, code, prob, rest, bits, lf, c)
+        out[i] = s
+    return out
+
+
+@parallel_kernel
+def _categorical_sample(offset, code, prob, rest, bits, leaf, u, levels, shared, k):
+    """Inverse-CDF draw over the levels in code order: the first level whose cumulative mass
+    (restricted to ``levels``) reaches ``u * total``."""
+    m = leaf.shape[0]
+    out = np.empty(m)
+    for i in prange(m):
+        r = np.int64(0) if shared else np.int64(i)
+        lf = leaf[i]
+        tot = 0.0
+        for c in range(k):
+            if levels[r, c]:
+                tot += _prob(offset, code, prob, rest, bits, lf, c)
+        target = u[i] * tot
+        cdf = 0.0
+        pick = k - 1
+        for c in range(k):
+            if levels[r, c]:
+                cdf += _prob(offset, code, prob, rest, bits, lf, c)
+            if cdf >= target:
+                pick = c
+                break
+        out[i] = pick
     return out

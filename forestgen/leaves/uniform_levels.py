@@ -34,14 +34,17 @@ class UniformLevelsLeaf(CategoricalLeaf):
             raise ValueError(f"floor must be in [0, 1), got {self.floor}")
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
         allowed = np.ones((L, k), bool) if cell.allowed is None else np.asarray(cell.allowed, bool)
-        cnt = allowed.sum(1, keepdims=True)
-        self.pmf_ = np.where(cnt > 0, allowed / np.maximum(cnt, 1), 0.0)
+        cnt = allowed.sum(1)
         ok = ~np.isnan(x)
         w = np.ones(int(ok.sum())) if weight is None else np.asarray(weight, float)[ok]
-        self.count_ = np.bincount(np.asarray(leaf)[ok].astype(np.int64), weights=w, minlength=L)
+        self.count_ = np.bincount(np.asarray(leaf)[ok].astype(np.int64), weights=w,
+                                  minlength=L).astype(np.float64)
+        # no listed levels: every allowed level has the leaf's shared probability rest_
+        self._set(np.zeros(L + 1, np.int64), np.zeros(0, np.int32), np.zeros(0),
+                  np.where(cnt > 0, 1.0 / np.maximum(cnt, 1), 0.0), allowed)
         return self
 
     def log_max_density(self, leaf):
         """Log of the largest level probability in each leaf (``-log #allowed levels``)."""
         with np.errstate(divide="ignore"):
-            return np.log(self.pmf_[leaf].max(axis=1))
+            return np.log(self.probs(leaf).max(axis=1))

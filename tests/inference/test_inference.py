@@ -312,7 +312,7 @@ def test_jointly_impossible_names_all_columns(model, data):
     for j in (2, 4):
         lm = m.leaf_models_[j]
         assert isinstance(lm, CategoricalLeaf)
-        lm.pmf_ = pure.copy()
+        m.leaf_models_[j] = CategoricalLeaf.from_pmf(pure, lm.count_)
     m.sample(3, conditions={"c": {"a"}}, random_state=0)
     m.sample(3, conditions={"d": {"b"}}, random_state=0)
     with pytest.raises(ZeroProbabilityError, match=r"\['c', 'd'\] is jointly impossible"):

@@ -81,7 +81,7 @@ def _nan_sigma(a, m):
 
 
 def _negative_pmf(a, m):
-    a["leaf2.pmf_"][0, 0] = -1.0
+    a["leaf2.prob_"][0] = -1.0
 
 
 def _missing_leaf_array(a, m):
@@ -149,7 +149,7 @@ CASES = {
     "dtype": (_wrong_dtype, "forest.left must be a 1-D int32"),
     "short leaf array": (_short_leaf_array, "'x'.*mu_"),
     "NaN scale": (_nan_sigma, "'y'.*sigma_"),
-    "negative pmf": (_negative_pmf, "'c'.*pmf_"),
+    "negative pmf": (_negative_pmf, "'c'.*prob_"),
     "missing leaf array": (_missing_leaf_array, "'y'.*needs arrays"),
     "dropped category": (_dropped_category, "'c'.*3 levels"),
     "dropped column": (_dropped_column, "3 leaf models for 2 columns"),

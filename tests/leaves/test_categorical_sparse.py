@@ -1,0 +1,127 @@
+"""The sparse categorical leaf answers exactly as the dense ``[leaves, levels]`` pmf table it
+replaces (the formula of ARF spec §2.3 written out densely here), in a fraction of the memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from forestgen.leaves.base import ColumnCell
+from forestgen.leaves.categorical import CategoricalLeaf
+from forestgen.leaves.uniform_levels import UniformLevelsLeaf
+
+
+def _dense_pmf(x, leaf, allowed, alpha, weight=None):
+    """The dense table: (c_v + alpha) / (N + alpha k_allowed) on allowed levels, uniform over
+    the allowed levels (all if none) for a leaf without rows and smoothing."""
+    L, k = allowed.shape
+    ok = ~np.isnan(x)
+    w = np.ones(ok.sum()) if weight is None else weight[ok]
+    c = np.zeros((L, k))
+    np.add.at(c, (leaf[ok], x[ok].astype(int)), w)
+    c *= allowed
+    p = c + alpha * allowed
+    tot = p.sum(1, keepdims=True)
+    na = allowed.sum(1, keepdims=True)
+    uni = np.where(na > 0, allowed / np.maximum(na, 1), 1.0 / k)
+    return np.where(tot > 0, p / np.where(tot > 0, tot, 1), uni), c.sum(1)
+
+
+def _dense_sample(pmf, leaf, u, levels=None):
+    p = pmf[leaf] if levels is None else pmf[leaf] * levels
+    cdf = np.cumsum(p, axis=1)
+    return np.minimum((cdf < u[:, None] * cdf[:, -1:]).sum(1), pmf.shape[1] - 1)
+
+
+@pytest.fixture(params=[(0.0, False), (0.5, False), (0.0, True)], ids=["plain", "alpha",
+                                                                       "weighted"])
+def case(request):
+    alpha, weighted = request.param
+    rng = np.random.default_rng(0)
+    L, k, p = 40, 7, 300
+    allowed = rng.random((L, k)) < 0.7
+    allowed[3] = False  # a leaf that allows no level
+    leaf = rng.integers(0, L - 5, p)  # the last 5 leaves get no rows
+    x = rng.integers(0, k, p).astype(float)
+    x[rng.random(p) < 0.1] = np.nan
+    w = rng.integers(0, 3, p).astype(float) if weighted else None
+    cell = ColumnCell(np.zeros(L), np.ones(L), allowed, 0.0, k - 1.0, n_levels=k)
+    lm = CategoricalLeaf(alpha=alpha, floor=1e-20).fit(x, leaf, cell, w)
+    pmf, count = _dense_pmf(x, leaf, allowed, alpha, w)
+    return lm, pmf, count
+
+
+def test_probabilities_equal_the_dense_table(case):
+    lm, pmf, count = case
+    L, k = pmf.shape
+    np.testing.assert_allclose(lm.probs(np.arange(L)), pmf, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(lm.count_, count)
+    np.testing.assert_allclose(lm.probs(np.arange(L)).sum(1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(lm.support_size(), (pmf > 0).sum(1))
+    leaf = np.repeat(np.arange(L), k + 2)
+    x = np.tile(np.r_[np.arange(k), -1, np.nan], L).astype(float)
+    with np.errstate(divide="ignore"):
+        ref = np.where(np.isnan(x), 0.0, np.log(np.maximum(
+            pmf[leaf, np.clip(np.nan_to_num(x), 0, k - 1).astype(int)] * (x >= 0), 1e-20)))
+    np.testing.assert_allclose(lm.log_prob(leaf, x), ref, rtol=1e-13)
+    np.testing.assert_allclose(lm.mean(np.arange(L)), pmf @ np.arange(k), rtol=1e-12)
+    rng = np.random.default_rng(1)
+    lv = rng.random((L, k)) < 0.5
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(lm.log_prob_levels(np.arange(L), lv),
+                                   np.log((pmf * lv).sum(1)), rtol=1e-13)
+        np.testing.assert_allclose(lm.log_prob_levels(np.arange(L), lv[0]),
+                                   np.log((pmf * lv[0]).sum(1)), rtol=1e-13)
+
+
+def test_draws_equal_the_dense_inverse_cdf(case):
+    lm, pmf, _ = case
+    L, k = pmf.shape
+    leaf = np.random.default_rng(2).integers(0, L, 5000)
+    u = np.random.default_rng(3).random(len(leaf))
+    got = lm.sample(leaf, np.random.default_rng(3))
+    np.testing.assert_array_equal(got, _dense_sample(pmf, leaf, u))
+    lv = np.random.default_rng(4).random((len(leaf), k)) < 0.6
+    got = lm.sample(leaf, np.random.default_rng(3), levels=lv)
+    np.testing.assert_array_equal(got, _dense_sample(pmf, leaf, u, lv))
+
+
+def test_legacy_dense_arrays_load_to_the_same_model(case):
+    lm, pmf, count = case
+    L, k = pmf.shape
+    lm.check_param_arrays({"pmf_": pmf, "count_": count}, L, k)
+    old = CategoricalLeaf(alpha=lm.alpha).set_param_arrays({"pmf_": pmf, "count_": count})
+    np.testing.assert_array_equal(old.probs(np.arange(L)), pmf)
+    new = CategoricalLeaf(alpha=lm.alpha)
+    lm.check_param_arrays(lm.param_arrays(), L, k)
+    new.set_param_arrays(lm.param_arrays())
+    np.testing.assert_array_equal(new.probs(np.arange(L)), lm.probs(np.arange(L)))
+
+
+def test_memory_follows_the_entries_not_leaves_times_levels():
+    rng = np.random.default_rng(0)
+    L, k, p = 2000, 400, 6000  # ~3 rows per leaf, many levels
+    leaf = rng.integers(0, L, p)
+    x = rng.integers(0, k, p).astype(float)
+    cell = ColumnCell(np.zeros(L), np.ones(L), np.ones((L, k), bool), 0.0, k - 1.0, n_levels=k)
+    lm = CategoricalLeaf().fit(x, leaf, cell)
+    nbytes = sum(v.nbytes for v in lm.param_arrays().values())
+    entries = len(lm.code_)
+    assert entries <= p
+    assert nbytes <= 12 * entries + L * (24 + k // 8 + 1) + 64
+    assert nbytes < 0.05 * 8 * L * k  # the dense table's size
+
+
+def test_uniform_levels_leaf_is_uniform_over_allowed_levels():
+    rng = np.random.default_rng(0)
+    L, k = 30, 5
+    allowed = rng.random((L, k)) < 0.6
+    allowed[0] = False
+    cell = ColumnCell(np.zeros(L), np.ones(L), allowed, 0.0, k - 1.0, n_levels=k)
+    lm = UniformLevelsLeaf().fit(np.zeros(3), np.zeros(3, np.int64), cell)
+    n = allowed.sum(1, keepdims=True)
+    np.testing.assert_allclose(lm.probs(np.arange(L)),
+                               np.where(n > 0, allowed / np.maximum(n, 1), 0.0))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(lm.log_max_density(np.arange(L)),
+                                   np.where(n[:, 0] > 0, -np.log(n[:, 0]), -np.inf))
