@@ -37,6 +37,7 @@ from forestgen.tree.arrays import ForestArrays, LeafBoxes
 from forestgen.validation import as_generator, check_int
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
+SAMPLE_BLOCK = 100_000  # rows drawn at a time by sample / sample_to: bounds their temporaries
 
 
 class NotFittedError(_SklearnNotFittedError):
@@ -172,6 +173,21 @@ class GenerativeForest(BaseEstimator):
             models.append(lm)
         return models
 
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes held by the fitted arrays: ``forest`` (nodes and cells), ``leaf_weights``,
+        ``missing`` (per-leaf missing rates) and one ``column:<name>`` entry per leaf model
+        (docs: "Scale and memory")."""
+        self._check_fitted()
+
+        def size(obj) -> int:
+            return sum(v.nbytes for v in vars(obj).values() if isinstance(v, np.ndarray))
+
+        out = {"forest": size(self.forest_), "leaf_weights": int(self.leaf_log_weight_.nbytes),
+               "missing": int(getattr(self, "missing_rate_", np.zeros(0)).nbytes)}
+        for name, lm in zip(self.schema_.names, self.leaf_models_):
+            out[f"column:{name}"] = size(lm)
+        return out
+
     # ----------------------------------------------------------------- queries
     def _encode(self, X, missing_columns: str = "raise") -> np.ndarray:
         self._check_fitted()
@@ -221,13 +237,8 @@ class GenerativeForest(BaseEstimator):
 
     def _log_prob_reach(self, Zi: np.ndarray, ens) -> np.ndarray:
         res = np.empty(len(Zi))
-        i = 0
-        while i < len(Zi):
-            # grow the batch while the number of reached leaves stays within budget
-            j = min(len(Zi), i + max(1, PAIR_BUDGET // max(self.forest_.n_leaves, 1)))
-            ptr, leaf = self.forest_.reach(Zi[i:j])
-            res[i:j] = ens.combine(ptr, self._pair_scores(Zi[i:j], ptr, leaf))
-            i = j
+        for idx, ptr, leaf in self.forest_.reach_chunks(Zi, PAIR_BUDGET):
+            res[idx] = ens.combine(ptr, self._pair_scores(Zi[idx], ptr, leaf))
         return res
 
     def log_prob(self, X, conditions=None) -> np.ndarray:
@@ -305,11 +316,73 @@ class GenerativeForest(BaseEstimator):
             return conditional_sample(self, n, conditions, random_state, on_empty=on_empty)
         if n is None:
             raise ValueError("n is required when no conditions are given")
+        check_int("n", n, 0)
+        blocks = list(self._sample_blocks(int(n), random_state, missing))
+        return blocks[0] if len(blocks) == 1 else pd.concat(blocks, ignore_index=True)
+
+    def _sample_blocks(self, n: int, random_state, missing: bool):
+        """The rows of :meth:`sample` as DataFrames of at most ``SAMPLE_BLOCK`` rows, drawn in
+        order from one Generator (so a streamed sample equals the in-memory one)."""
+        rng = as_generator(random_state)
         # learners with their own sampler (GF.Boost/EOGT) keep their exact draws
         kw = ({"within_support": True}
               if "within_support" in inspect.signature(self.sample_encoded).parameters else {})
-        return self.encoder_.inverse_transform(
-            self.sample_encoded(n, random_state, missing, **kw))
+        for s in range(0, max(n, 1), SAMPLE_BLOCK):
+            m = min(SAMPLE_BLOCK, n - s)
+            yield self.encoder_.inverse_transform(self.sample_encoded(m, rng, missing, **kw))
+
+    def sample_to(self, path: str | Path, n: int, random_state=None, missing: bool = True,
+                  progress: bool = False) -> Path:
+        """Write ``n`` synthetic rows to a Parquet (``.parquet``, needs ``pyarrow``) or CSV
+        (``.csv``, ``.csv.gz``) file, ``SAMPLE_BLOCK`` rows at a time, so ``n`` may exceed
+        memory. The rows equal ``sample(n, random_state, missing=missing)`` for the same seed
+        (both draw blocks in order from one Generator; NRGBoost's ``sample`` runs its Gibbs
+        chains over all ``n`` rows at once, so for it only the first block agrees).
+        ``progress`` draws a bar on stderr. The file appears at ``path`` only when complete.
+        """
+        self._check_fitted()
+        check_int("n", n, 0)
+        path = Path(path)
+        name = path.name.lower()
+        if name.endswith(".parquet"):
+            kind = "parquet"
+            try:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise ImportError("sample_to(.parquet) needs pyarrow: pip install pyarrow") \
+                    from None
+        elif name.endswith((".csv", ".csv.gz")):
+            kind = "csv"
+        else:
+            raise ValueError(f"path must end in .parquet, .csv or .csv.gz, got {path.name!r}")
+        from forestgen.progress import ProgressBar
+
+        bar = ProgressBar(f"sample_to {path.name}", int(n), progress, unit="rows")
+        tmp = path.with_name(f".{path.name}.partial")
+        writer = None
+        try:
+            with open(tmp, "wb") as fh:
+                for i, block in enumerate(self._sample_blocks(int(n), random_state, missing)):
+                    if kind == "csv":
+                        block.to_csv(fh, header=i == 0, index=False,
+                                     compression="gzip" if name.endswith(".gz") else None)
+                    else:
+                        table = pa.Table.from_pandas(block, preserve_index=False)
+                        if writer is None:
+                            writer = pq.ParquetWriter(fh, table.schema)
+                        elif not table.schema.equals(writer.schema):
+                            table = table.cast(writer.schema)
+                        writer.write_table(table)
+                    bar.step(len(block))
+                if writer is not None:
+                    writer.close()
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        bar.close(f"{int(n)} rows written to {path}")
+        return path
 
     def _fit_missing(self, Z: np.ndarray, leaves: np.ndarray,
                      pair_weight: np.ndarray | None = None) -> None:

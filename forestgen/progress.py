@@ -25,8 +25,8 @@ class ProgressBar:
         print(f"\r{self.label} [{bar}] {self.done}/{self.total} {self.unit} "
               f"{time.perf_counter() - self.t0:.1f}s{end}", end="", file=sys.stderr, flush=True)
 
-    def step(self) -> None:
-        self.done += 1
+    def step(self, k: int = 1) -> None:
+        self.done += k
         self._draw()
 
     def close(self, msg: str = "") -> None:

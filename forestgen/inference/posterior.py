@@ -90,31 +90,21 @@ def iter_posterior(model, ev: Evidence, rows: np.ndarray | None = None,
     evidence neither routes nor weighs (e.g. a prediction target).
     """
     budget = PAIR_BUDGET if budget is None else budget
-    forest = model.forest_
-    L, B = forest.n_leaves, forest.n_trees
     rows = np.arange(ev.m) if rows is None else np.asarray(rows, np.int64)
     if len(rows) == 0:
         return
     count = ev.active()[rows].sum(1)
     order = rows[np.argsort(-count, kind="stable")]
-    max_step = max(1, budget // max(B, 1))
-    step = max(1, budget // max(L, 1))
     route = ev.point
     if skip is not None:
         route = route.copy()
         route[:, skip] = np.nan
     lw = model.leaf_log_weight_
-    i = 0
-    while i < len(order):
-        idx = order[i : i + step]
-        ptr, leaf = forest.reach(route[idx])
+    for idx, ptr, leaf in model.forest_.reach_chunks(route, budget, order):
         leaf = leaf.astype(np.int64)
         prow = np.repeat(np.arange(len(idx)), np.diff(ptr))
         logw = lw[leaf] + evidence_log_factor(model, ev, prow, leaf, idx, skip=skip)
         yield Chunk(idx, ptr, leaf, prow, logw, segment_logsumexp(ptr, logw))
-        i += len(idx)
-        per_row = max(len(leaf) / len(idx), 1.0)
-        step = int(min(max_step, 2 * len(idx), max(1.0, budget / per_row)))
 
 
 def segment_gumbel_argmax(ptr: np.ndarray, logw: np.ndarray,

@@ -8,7 +8,7 @@ probabilities of the levels seen in it (a ragged CSR list ``offset_``/``code_``/
 shared probability ``rest_`` for its other allowed levels (``alpha / (N + alpha k_allowed)``,
 0 without smoothing) and its allowed-level set as packed bits ``allowed_`` (``k/8`` bytes).
 A model with ``L`` leaves and ``P`` distinct (leaf, level) pairs in its fitting data takes
-``12 P + L (24 + ceil(k / 8))`` bytes per discrete column instead of ``8 L k``.
+``12 P + L (24 + ceil(k / 8)) + 24`` bytes per discrete column instead of ``8 L k``.
 """
 
 from __future__ import annotations

@@ -151,6 +151,26 @@ class ForestArrays:
         max_nodes = int(np.diff(self.node_offsets).max()) if self.n_trees else 1
         return reach_kernel(X, *self._args(), self.roots, self.node_leaf, max_nodes)
 
+    def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None):
+        """:meth:`reach` over ``X[rows]`` (default all rows, in order) in consecutive chunks,
+        yielding ``(chunk_rows, ptr, leaves)`` with about ``budget`` (row, leaf) pairs each.
+
+        The first chunk is sized for the worst case (every row reaching every leaf); later ones
+        follow the pairs per row seen so far (at most doubling), so rows that reach a few
+        leaves per tree are batched by the thousand instead of one at a time.
+        """
+        rows = np.arange(len(X)) if rows is None else np.asarray(rows, np.int64)
+        max_step = max(1, budget // max(self.n_trees, 1))
+        step = max(1, budget // max(self.n_leaves, 1))
+        i = 0
+        while i < len(rows):
+            idx = rows[i : i + step]
+            ptr, leaf = self.reach(X[idx])
+            yield idx, ptr, leaf
+            i += len(idx)
+            per_row = max(len(leaf) / len(idx), 1.0)
+            step = int(min(max_step, 2 * len(idx), max(1.0, budget / per_row)))
+
     def boxes(self, d: int, nominal_levels: np.ndarray) -> LeafBoxes:
         """Exact leaf cells for ``d`` columns (``nominal_levels[j] > 0`` marks nominal column
         j): the stored cells where the splitter recorded them, else the root-path boxes."""
