@@ -85,6 +85,13 @@ if task in ("fit", "adult"):
     if args.get("save"):
         t = time.perf_counter(); model.save(args["save"]); out["save_s"] = time.perf_counter() - t
         out["file_mib"] = os.path.getsize(args["save"]) / 2**20
+        try:  # uncompressed arrays (after issue 15 only)
+            raw = args["save"] + ".raw"
+            t = time.perf_counter(); model.save(raw, compress=False)
+            out["save_raw_s"] = time.perf_counter() - t
+            out["file_raw_mib"] = os.path.getsize(raw) / 2**20
+        except TypeError:
+            pass
 elif task == "load":
     base = hwm_mib()
     t = time.perf_counter(); m = GenerativeForest.load(args["path"], max_bytes=2**40)
@@ -220,6 +227,8 @@ def main() -> None:
         ("  discrete leaf tables GB", "fit", "discrete_mib", gb, 1 / 1024),
         ("  save s", "fit", "save_s", "{:.1f}", 1),
         ("  file MB", "fit", "file_mib", "{:.0f}", 1),
+        ("  save(compress=False) s", "fit", "save_raw_s", "{:.1f}", 1),
+        ("  file MB (compress=False)", "fit", "file_raw_mib", "{:.0f}", 1),
         ("  load s", "load", "load_s", "{:.1f}", 1),
         ("fit with a 100-level integer column: peak RSS GB", "fit_wide", "peak_mib", gb,
          1 / 1024),

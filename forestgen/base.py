@@ -486,8 +486,12 @@ class GenerativeForest(BaseEstimator):
     def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         pass
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, compress: bool = True) -> Path:
         """Write the model as one zip of an ``.npz`` of arrays plus a JSON metadata entry.
+
+        The arrays stream into the file one by one, deflated (zlib level 1) unless
+        ``compress=False``, which writes them as they are: a larger file (4x on the mixed
+        table of ``benchmarks/bench_scale.py``) that saves several times faster.
 
         No pickle is involved, so loading a model file cannot execute code. The save is atomic
         (:func:`forestgen.modelfile.write_model_file`): the model is checked and encoded
@@ -517,7 +521,7 @@ class GenerativeForest(BaseEstimator):
             "extra": to_json(self._extra_meta(), "extra"),
         }
         _check_model(self, arrays)
-        return write_model_file(path, arrays, meta)
+        return write_model_file(path, arrays, meta, compress=compress)
 
     @classmethod
     def load(cls, path: str | Path, *, max_bytes: int | None = None) -> GenerativeForest:

