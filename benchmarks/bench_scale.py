@@ -101,20 +101,24 @@ elif task == "queries":
     m = GenerativeForest.load(args["path"], max_bytes=2**40)
     m.warmup()
     q = with_nan(make_table(max(args["nan_rows"], args["pred_rows"]), seed=1), 0.15, 2)
-    def rate(fn, rows):
+    def rate(fn, rows, warm=None):
+        if warm is not None:
+            warm()  # compile (or load from the cache) the kernels this query uses
         t = time.perf_counter(); res = fn(); return res, rows / (time.perf_counter() - t)
     lp, out["nan_logprob_rows_s"] = rate(lambda: m.log_prob(q.iloc[:args["nan_rows"]]),
-                                          args["nan_rows"])
+                                          args["nan_rows"], lambda: m.log_prob(q.iloc[:20]))
     np.save(args["dump"] + "_lp.npy", lp)
     ev = make_table(args["cond_rows"], seed=3)
     for name, cols in (("cond2", ["x0", "c0"]), ("cond8", ["x0", "x1", "x2", "i0", "i1",
                                                           "c0", "c1", "c2"])):
-        s, out[name + "_rows_s"] = rate(lambda: m.sample(conditions=ev[cols], random_state=0),
-                                        args["cond_rows"])
+        s, out[name + "_rows_s"] = rate(
+            lambda: m.sample(conditions=ev[cols], random_state=0), args["cond_rows"],
+            lambda: m.sample(conditions=ev[cols].iloc[:5], random_state=1))
         s.to_pickle(args["dump"] + f"_{name}.pkl")
     qp = q.iloc[:args["pred_rows"]]
-    _, out["predict_proba_s"] = rate(lambda: m.predict_proba(qp, target="c0"), 1)
-    _, out["impute_s"] = rate(lambda: m.impute(qp), 1)
+    _, out["predict_proba_s"] = rate(lambda: m.predict_proba(qp, target="c0"), 1,
+                                     lambda: m.predict_proba(qp.iloc[:20], target="c0"))
+    _, out["impute_s"] = rate(lambda: m.impute(qp), 1, lambda: m.impute(qp.iloc[:20]))
     out["predict_proba_s"] = 1 / out["predict_proba_s"]
     out["impute_s"] = 1 / out["impute_s"]
 print("RESULT " + json.dumps(out), flush=True)
