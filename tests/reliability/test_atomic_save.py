@@ -42,17 +42,18 @@ def test_injected_write_error_keeps_old_file(tmp_path, monkeypatch, arf_small, m
         raise OSError(28, "No space left on device")
 
     if where == "write":
-        # the disk fills up half-way through writing the archive
-        real = modelfile.zipfile.ZipFile.writestr
+        # the disk fills up half-way through writing the archive (arrays stream in one by one)
+        real = modelfile.zipfile.ZipFile.open
         calls = []
 
-        def writestr(self, *a, **k):
-            calls.append(1)
-            if len(calls) == 2:
-                boom()
-            return real(self, *a, **k)
+        def open_(self, name, mode="r", *a, **k):
+            if mode == "w":
+                calls.append(name)
+                if len(calls) == 6:
+                    boom()
+            return real(self, name, mode, *a, **k)
 
-        monkeypatch.setattr(modelfile.zipfile.ZipFile, "writestr", writestr)
+        monkeypatch.setattr(modelfile.zipfile.ZipFile, "open", open_)
     else:
         monkeypatch.setattr(modelfile.os, where, boom)
     with pytest.raises(OSError, match="No space"):
