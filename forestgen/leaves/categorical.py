@@ -94,12 +94,16 @@ class CategoricalLeaf(LeafModel):
     def from_pmf(cls, pmf: np.ndarray, count: np.ndarray, **params) -> CategoricalLeaf:
         """A fitted leaf holding the dense ``[L, k]`` table ``pmf`` (its positive entries)."""
         lm = cls(**params)
+        lm.count_ = np.asarray(count, np.float64)
+        lm._set_dense(pmf)
+        return lm
+
+    def _set_dense(self, pmf: np.ndarray) -> None:
+        """Hold the dense table ``pmf [L, k]`` (its positive entries, listed per leaf)."""
         pmf = np.asarray(pmf, np.float64)
         e_leaf, e_code = np.nonzero(pmf)
-        lm.count_ = np.asarray(count, np.float64)
-        lm._set(np.searchsorted(e_leaf, np.arange(len(pmf) + 1)), e_code, pmf[e_leaf, e_code],
-                np.zeros(len(pmf)), pmf > 0)
-        return lm
+        self._set(np.searchsorted(e_leaf, np.arange(len(pmf) + 1)), e_code,
+                  pmf[e_leaf, e_code], np.zeros(len(pmf)), pmf > 0)
 
     def param_arrays(self):
         return {k: getattr(self, k) for k in self.fitted_arrays}

@@ -57,22 +57,23 @@ class OrdinalKernelLeaf(CategoricalLeaf):
         if not 0 <= self.bandwidth < 1:
             raise ValueError(f"bandwidth must be in [0, 1), got {self.bandwidth}")
         super().fit(x, leaf, cell, weight)
-        k = self.pmf_.shape[1]
+        k = self.n_levels
         codes = np.asarray(x, float)
         codes = codes[~np.isnan(codes)].astype(np.int64)
         gap = np.bincount(codes[(codes >= 0) & (codes < k)], minlength=k) == 0
         if not gap.any():
             return self
-        fill = np.where(gap[None, :], ordinal_kernel_smooth(self.pmf_, float(self.bandwidth)),
+        base = self.probs(np.arange(len(self.rest_)))  # dense [L, k] while smoothing
+        fill = np.where(gap[None, :], ordinal_kernel_smooth(base, float(self.bandwidth)),
                         0.0)
         if cell.allowed is not None:
             fill *= cell.allowed
         # the gaps take at most MAX_GAP_SHARE of a leaf: seen levels keep >= 95% of their share
         total = fill.sum(1, keepdims=True)
         fill *= np.minimum(1.0, MAX_GAP_SHARE / np.maximum(total, 1e-300))
-        pmf = self.pmf_ + fill
+        pmf = base + fill
         if cell.allowed is not None:
             pmf *= cell.allowed
         tot = pmf.sum(1, keepdims=True)
-        self.pmf_ = np.where(tot > 0, pmf / np.where(tot > 0, tot, 1.0), self.pmf_)
+        self._set_dense(np.where(tot > 0, pmf / np.where(tot > 0, tot, 1.0), base))
         return self
