@@ -24,6 +24,7 @@ from forestgen.data.schema import Schema
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.leaves.point_mass import PointMassLeaf
+from forestgen.leaves.stats import ForestStats
 from forestgen.modelfile import (
     FORMAT_VERSION,
     ModelFileError,
@@ -152,23 +153,11 @@ class GenerativeForest(BaseEstimator):
         numeric column with point masses (``ColumnSpec.atoms``) gets its leaf model inside a
         :class:`~forestgen.leaves.point_mass.PointMassLeaf`.
         """
-        schema = self.encoder_.schema
         flat_leaf = leaves.ravel()
         B = leaves.shape[1]
         models: list[LeafModel] = []
-        for j, spec in enumerate(schema.columns):
-            k = spec.n_levels if spec.is_discrete else 0
-            cell = ColumnCell(
-                lower=boxes.lower[:, j], upper=boxes.upper[:, j],
-                allowed=boxes.levels(j, k) if spec.is_discrete else None,
-                data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
-            )
-            proto = (overrides or {}).get(j)
-            if proto is None:
-                proto = discrete_leaf if spec.is_discrete else numeric_leaf
-            lm = _fresh(registry.resolve("leaf", proto, LeafModel))
-            if spec.atoms and not spec.is_discrete and not isinstance(lm, PointMassLeaf):
-                lm = PointMassLeaf(base=lm, atoms=spec.atoms)
+        for j in range(self.encoder_.schema.d):
+            lm, cell = self._leaf_model_and_cell(j, boxes, numeric_leaf, discrete_leaf, overrides)
             lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
             models.append(lm)
         return models
@@ -187,6 +176,58 @@ class GenerativeForest(BaseEstimator):
         for name, lm in zip(self.schema_.names, self.leaf_models_):
             out[f"column:{name}"] = size(lm)
         return out
+
+    def _leaf_model_and_cell(self, j: int, boxes: LeafBoxes, numeric_leaf: Any,
+                             discrete_leaf: Any, overrides: dict[int, Any] | None = None,
+                             ) -> tuple[LeafModel, ColumnCell]:
+        """An unfitted leaf model for column ``j`` and the column's leaf cells."""
+        spec = self.encoder_.schema.columns[j]
+        k = spec.n_levels if spec.is_discrete else 0
+        cell = ColumnCell(
+            lower=boxes.lower[:, j], upper=boxes.upper[:, j],
+            allowed=boxes.levels(j, k) if spec.is_discrete else None,
+            data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
+        )
+        proto = (overrides or {}).get(j)
+        if proto is None:
+            proto = discrete_leaf if spec.is_discrete else numeric_leaf
+        lm = _fresh(registry.resolve("leaf", proto, LeafModel))
+        if spec.atoms and not spec.is_discrete and not isinstance(lm, PointMassLeaf):
+            lm = PointMassLeaf(base=lm, atoms=spec.atoms)
+        return lm, cell
+
+    def leaf_prototypes(self) -> tuple[Any, Any]:
+        """The (numeric, discrete) leaf models this learner fits on a grown forest."""
+        raise NotImplementedError(f"{type(self).__name__} does not fit its leaves from "
+                                  "sufficient statistics (leaf_prototypes)")
+
+    def leaf_overrides(self) -> dict[int, Any]:
+        """Columns (index -> leaf model) fitted with their own leaf model; none by default."""
+        return {}
+
+    def fit_leaves_from_stats(self, stats: ForestStats) -> GenerativeForest:
+        """Fit the leaf weights (coverage), leaf models and missing rates of the grown forest
+        ``forest_`` from :class:`~forestgen.leaves.stats.ForestStats` (e.g. merged over the
+        partitions of a Dask DataFrame, :mod:`forestgen.distributed`): the same fit as from
+        the rows the statistics summarise. Re-fitting on other rows is honest estimation."""
+        schema = self.encoder_.schema
+        forest = self.forest_
+        if len(stats.coverage) != forest.n_leaves or len(stats.columns) != schema.d:
+            raise ValueError(f"statistics for {len(stats.coverage)} leaves and "
+                             f"{len(stats.columns)} columns; the model has {forest.n_leaves} "
+                             f"leaves and {schema.d} columns")
+        numeric, discrete = self.leaf_prototypes()
+        self.leaf_log_weight_ = self._component("ensembler").leaf_log_weights_from_counts(
+            stats.coverage, forest.leaf_tree, forest.n_trees)
+        boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+        models: list[LeafModel] = []
+        for j, st in enumerate(stats.columns):
+            lm, cell = self._leaf_model_and_cell(j, boxes, numeric, discrete,
+                                                 self.leaf_overrides())
+            models.append(lm.fit_stats(st, cell))
+        self.leaf_models_ = models
+        self._set_missing_rates(stats.missing_cols, stats.coverage, stats.missing)
+        return self
 
     # ----------------------------------------------------------------- queries
     def _encode(self, X, missing_columns: str = "raise") -> np.ndarray:
@@ -393,12 +434,18 @@ class GenerativeForest(BaseEstimator):
         B = leaves.shape[1]
         w = np.ones(flat.size) if pair_weight is None else np.asarray(pair_weight, float)
         tot = np.bincount(flat, weights=w, minlength=L)
-        rate = np.zeros((L, len(cols)))
+        miss = np.zeros((L, len(cols)))
         for k, j in enumerate(cols):
-            miss = np.repeat(np.isnan(Z[:, j]), B)
-            rate[:, k] = np.bincount(flat, weights=w * miss, minlength=L) / np.maximum(tot, 1e-300)
-        self.missing_cols_ = cols.astype(np.int64)
-        self.missing_rate_ = rate
+            miss[:, k] = np.bincount(flat, weights=w * np.repeat(np.isnan(Z[:, j]), B),
+                                     minlength=L)
+        self._set_missing_rates(cols, tot, miss)
+
+    def _set_missing_rates(self, cols: np.ndarray, total: np.ndarray,
+                           missing: np.ndarray) -> None:
+        """Missing rate per leaf of columns ``cols`` from the (weighted) count of training
+        rows per leaf ``total [L]`` and of those missing each column, ``missing [L, len(cols)]``."""
+        self.missing_cols_ = np.asarray(cols, np.int64)
+        self.missing_rate_ = missing / np.maximum(total, 1e-300)[:, None]
 
     # ----------------------------------------------------------------- inference
     def expect(self, columns=None, conditions=None):

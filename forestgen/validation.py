@@ -138,3 +138,11 @@ def as_generator(random_state: Any, name: str = "random_state") -> np.random.Gen
     if isinstance(random_state, np.random.Generator):
         return random_state
     return np.random.Generator(np.random.PCG64(seed_sequence(random_state, name)))
+
+
+def seed_child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
+    """The child of ``root`` at spawn key ``key`` (counter-based: the seed of item ``key`` does
+    not depend on how many other items are drawn, or where). ``seed_child(root, i)`` is what
+    the ``i``-th ``root.spawn`` gives a fresh ``root``."""
+    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key),
+                                  pool_size=root.pool_size)

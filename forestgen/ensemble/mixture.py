@@ -31,6 +31,12 @@ class MixtureEnsembler(Ensembler):
         if mask is not None:
             w = w * mask
         cnt = np.bincount(leaves.ravel(), weights=w.ravel(), minlength=n_leaves)
+        return self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
+
+    def leaf_log_weights_from_counts(self, cnt: np.ndarray, leaf_tree: np.ndarray,
+                                     n_trees: int) -> np.ndarray:
+        """``log(coverage / B)`` per leaf from the (weighted) training-row count of each leaf,
+        e.g. merged over the partitions of a table."""
         per_tree = np.bincount(leaf_tree, weights=cnt, minlength=n_trees)
         if np.any(per_tree <= 0):
             bad = int(np.nonzero(per_tree <= 0)[0][0])

@@ -20,7 +20,7 @@ from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves import CategoricalLeaf, OrdinalKernelLeaf, TruncNormalLeaf, UniformLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
-from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.base import GrowLimits, Splitter, TreeData, make_splitter
 from forestgen.splitters.impurity import ImpuritySplitter
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
@@ -181,10 +181,7 @@ class ARF(GenerativeForest):
         binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins)
         root = seed_sequence(self.random_state)
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
-        splitter = make_splitter(self.splitter, "ARF", True, ImpuritySplitter)
-        limits = GrowLimits(max_features=self.max_features, max_depth=self.max_depth,
-                            min_samples_leaf=1.0, n_classes=2,
-                            min_class_leaf=np.array([0.0, float(self.min_node_size)]))
+        splitter, limits = self.discriminator_setup()
         y_st = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
 
         # round 0: each column resampled independently (product of marginals)
@@ -203,7 +200,7 @@ class ARF(GenerativeForest):
             bar = ProgressBar(f"ARF round {it}", self.n_trees, self.progress)
             forest = grow_forest(splitter, data, y_st, W, rngs, limits, n_jobs=self.n_jobs,
                                  on_tree_done=bar.step)
-            acc = _oob_accuracy(forest, stacked, y_st, W, self.oob_mode, rng)
+            acc = oob_accuracy(forest, stacked, y_st, W, self.oob_mode, rng)
             history.append({"round": it, "oob_accuracy": acc, "n_leaves": forest.n_leaves,
                             "seconds": time.perf_counter() - t0})
             bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
@@ -217,11 +214,20 @@ class ARF(GenerativeForest):
             if acc <= 0.5 + self.delta or it >= self.max_iters:
                 break
             prev_acc = acc
-            synth = _leafwise_resample(accepted[0], Z, rng)
+            synth = leafwise_resample(accepted[0], Z, rng)
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
         self._forde(Z, *accepted)
         return self
+
+    def discriminator_setup(self) -> tuple[Splitter, GrowLimits]:
+        """The splitter and limits the real-vs-synthetic trees grow with (label 1 = real:
+        every leaf keeps ``min_node_size`` in-bag real rows)."""
+        splitter = make_splitter(self.splitter, "ARF", True, ImpuritySplitter)
+        limits = GrowLimits(max_features=self.max_features, max_depth=self.max_depth,
+                            min_samples_leaf=1.0, n_classes=2,
+                            min_class_leaf=np.array([0.0, float(self.min_node_size)]))
+        return splitter, limits
 
     def _forde(self, Z: np.ndarray, forest: ForestArrays, W: np.ndarray) -> None:
         """FORDE (Alg. 2): coverage and leaf distributions from the real rows."""
@@ -233,21 +239,32 @@ class ARF(GenerativeForest):
         self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
         boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+        numeric, discrete = self.leaf_prototypes()
+        pair_w = mask.ravel().astype(float) if mask is not None else None
+        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
+                                             self.leaf_overrides())
+        self._fit_missing(Z, leaves, pair_w)
+
+    def leaf_prototypes(self) -> tuple[Any, Any]:
+        """The (numeric, discrete) leaf models FORDE fits: ``numeric_leaf``/``discrete_leaf``,
+        or those that ``family``, ``finite_bounds``, ``epsilon`` and ``alpha`` select."""
         numeric, discrete = self.numeric_leaf, self.discrete_leaf
         if numeric is None:
             numeric = UniformLeaf(epsilon=self.epsilon) if self.family == "unif" else \
                 TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon,
                                 truncate=self.family == "truncnorm")
-        overrides = {}
         if discrete is None:
             discrete = CategoricalLeaf(alpha=self.alpha)
-            overrides = {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha)
-                         for j, spec in enumerate(schema.columns)
-                         if spec.kind == "integer" and spec.is_discrete}
-        pair_w = mask.ravel().astype(float) if mask is not None else None
-        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
-                                             overrides)
-        self._fit_missing(Z, leaves, pair_w)
+        return numeric, discrete
+
+    def leaf_overrides(self) -> dict[int, Any]:
+        """Columns with their own leaf model: integer levels get an ordered-kernel leaf unless
+        ``discrete_leaf`` is given."""
+        if self.discrete_leaf is not None:
+            return {}
+        return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha)
+                for j, spec in enumerate(self.encoder_.schema.columns)
+                if spec.kind == "integer" and spec.is_discrete}
 
     def _extra_meta(self):
         return {"fit_diagnostics": self.fit_diagnostics_}
@@ -257,12 +274,13 @@ class ARF(GenerativeForest):
         self.n_rounds_ = len(self.fit_diagnostics_)
 
 
-def _oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
-                  mode: str, rng: np.random.Generator) -> float:
-    """Out-of-bag accuracy of the real-vs-synthetic forest; rows never OOB are excluded.
+def oob_votes(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
+              mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``X``: the out-of-bag trees' summed votes for "real" (``hard``: each tree's
+    majority, ½ for a tie; ``soft``: its leaf's share of real rows) and the number of such trees.
 
     Uses the in-bag class weights the splitter recorded, or recounts them when a splitter does
-    not provide that optional output."""
+    not provide that optional output. Votes of disjoint sets of trees add up."""
     leaves = forest.apply(X)
     if forest.node_value.size:
         val = forest.leaf_value  # [L, 2] in-bag class weights
@@ -273,23 +291,34 @@ def _oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndar
     tot = val.sum(1)
     p_real = np.where(tot > 0, val[:, 1] / np.maximum(tot, 1e-300), 0.5)
     oob = (W == 0).T  # [N, B]
-    n_oob = oob.sum(1)
-    use = n_oob > 0
     if mode == "hard":
-        leaf_vote = np.where(p_real > 0.5, 1.0, np.where(p_real < 0.5, 0.0, 0.5))
-        votes = (leaf_vote[leaves] * oob).sum(1)
-        frac = votes / np.maximum(n_oob, 1)
+        p_real = np.where(p_real > 0.5, 1.0, np.where(p_real < 0.5, 0.0, 0.5))
+    return (p_real[leaves] * oob).sum(1), oob.sum(1)
+
+
+def oob_correct(votes: np.ndarray, n_oob: np.ndarray, y: np.ndarray, mode: str,
+                rng: np.random.Generator) -> tuple[int, int]:
+    """(correctly classified, classified) rows from :func:`oob_votes`: a row is classified
+    "real" when its votes exceed half its out-of-bag trees (``hard`` ties broken at random);
+    rows never out of bag are not classified."""
+    frac = votes / np.maximum(n_oob, 1)
+    if mode == "hard":
         tie = np.isclose(frac, 0.5)
         pred = np.where(tie, rng.random(len(y)) < 0.5, frac > 0.5)
     else:
-        frac = (p_real[leaves] * oob).sum(1) / np.maximum(n_oob, 1)
         pred = frac > 0.5
-    if not use.any():
-        return float("nan")
-    return float(np.mean(pred[use] == (y[use] == 1)))
+    use = n_oob > 0
+    return int(np.sum(pred[use] == (y[use] == 1))), int(use.sum())
 
 
-def _leafwise_resample(forest: ForestArrays, Z: np.ndarray, rng: np.random.Generator):
+def oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
+                 mode: str, rng: np.random.Generator) -> float:
+    """Out-of-bag accuracy of the real-vs-synthetic forest; rows never OOB are excluded."""
+    correct, used = oob_correct(*oob_votes(forest, X, y, W, mode), y, mode, rng)
+    return correct / used if used else float("nan")
+
+
+def leafwise_resample(forest: ForestArrays, Z: np.ndarray, rng: np.random.Generator):
     """ARF's synthetic data for rounds >= 1 (R arf): draw n (real row, tree) pairs uniformly —
     i.e. a tree, then a leaf by coverage — and fill each column independently with the value of
     a uniformly drawn real row of that leaf (empirical, not parametric)."""

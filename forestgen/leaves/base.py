@@ -16,6 +16,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from forestgen.leaves.stats import LevelStats, MomentStats
+
 LEVEL_BUDGET = 2_000_000  # (entry, level) pairs per chunk of a discrete torch draw
 
 
@@ -70,6 +72,20 @@ class LeafModel:
     def fit(self, x: np.ndarray, leaf: np.ndarray, cell: ColumnCell,
             weight: np.ndarray | None = None) -> LeafModel:
         raise NotImplementedError
+
+    def fit_stats(self, stats: MomentStats | LevelStats, cell: ColumnCell) -> LeafModel:
+        """Fit from merged sufficient statistics (:mod:`forestgen.leaves.stats`): a
+        :class:`LevelStats` for a discrete column, for a numeric one a :class:`MomentStats` of
+        the values in units of :func:`column_scale` of the cell's data range, with minima and
+        maxima. Gives the same fit as :meth:`fit` on the pairs the statistics summarise (up to
+        rounding where they were merged). Optional: see :attr:`fits_from_stats`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be fitted from sufficient "
+                                  "statistics (no fit_stats)")
+
+    @property
+    def fits_from_stats(self) -> bool:
+        """Whether this leaf model implements :meth:`fit_stats`."""
+        return type(self).fit_stats is not LeafModel.fit_stats
 
     def log_prob(self, leaf: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Log density (numeric) or log mass (discrete) of ``x`` in ``leaf``; NaN x -> 0."""
@@ -223,30 +239,8 @@ def scaled_cell(cell: ColumnCell, s: float) -> ColumnCell:
 
 def leaf_stats(x: np.ndarray, leaf: np.ndarray, n_leaves: int, weight: np.ndarray | None = None):
     """Weighted count, mean and unbiased variance per leaf (NaN values skipped)."""
-    ok = ~np.isnan(x)
-    x, leaf = x[ok], leaf[ok]
-    w = np.ones(len(x)) if weight is None else np.asarray(weight, float)[ok]
-    cnt = np.bincount(leaf, weights=w, minlength=n_leaves)
-    s1 = np.bincount(leaf, weights=w * x, minlength=n_leaves)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = s1 / cnt
-        dev = x - mean[leaf]
-        ss = np.bincount(leaf, weights=w * dev * dev, minlength=n_leaves)
-        var = ss / (cnt - 1.0)
-    return cnt, mean, var
-
-
-def leaf_minmax(x: np.ndarray, leaf: np.ndarray, n_leaves: int):
-    """Per-leaf min and max of non-NaN values (NaN where a leaf has none)."""
-    ok = ~np.isnan(x)
-    x, leaf = x[ok], leaf[ok]
-    lo = np.full(n_leaves, np.inf)
-    hi = np.full(n_leaves, -np.inf)
-    np.minimum.at(lo, leaf, x)
-    np.maximum.at(hi, leaf, x)
-    lo[np.isinf(lo)] = np.nan
-    hi[np.isinf(hi)] = np.nan
-    return lo, hi
+    st = MomentStats.from_pairs(x, leaf, n_leaves, weight=weight)
+    return st.count, st.mean, st.var
 
 
 def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:

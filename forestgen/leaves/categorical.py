@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from forestgen.leaves.base import LeafModel, torch_tensor
+from forestgen.leaves.stats import LevelStats
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
@@ -104,6 +105,16 @@ class CategoricalLeaf(LeafModel):
         e_leaf, e_code = np.nonzero(pmf)
         self._set(np.searchsorted(e_leaf, np.arange(len(pmf) + 1)), e_code,
                   pmf[e_leaf, e_code], np.zeros(len(pmf)), pmf > 0)
+
+    def fit_stats(self, stats: LevelStats, cell) -> CategoricalLeaf:
+        """Fit from merged :class:`LevelStats` (see :meth:`LeafModel.fit_stats`): each
+        (leaf, level) count is one weighted pair, so the fit equals :meth:`fit` on the pairs."""
+        k = max(int(cell.n_levels), 1)
+        if stats.counts.shape != (len(cell.lower), k):
+            raise ValueError(f"LevelStats of shape {stats.counts.shape}, the cells need "
+                             f"{(len(cell.lower), k)}")
+        leaf, code = np.nonzero(stats.counts)
+        return self.fit(code.astype(np.float64), leaf, cell, stats.counts[leaf, code])
 
     def param_arrays(self):
         return {k: getattr(self, k) for k in self.fitted_arrays}

@@ -18,8 +18,6 @@ from forestgen.leaves.base import (
     LeafModel,
     column_scale,
     floor_to,
-    leaf_minmax,
-    leaf_stats,
     numpy_dtype,
     scaled_cell,
     torch_tensor,
@@ -31,18 +29,21 @@ from forestgen.leaves.normal_math import (
     std_truncnorm_mean,
     torch_std_truncnorm,
 )
+from forestgen.leaves.stats import MomentStats
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 Z975 = 1.959963984540054
 
 
-def finite_cell(cell: ColumnCell, x, leaf, finite_bounds: str, epsilon: float):
+def finite_cell(cell: ColumnCell, finite_bounds: str, epsilon: float,
+                local: tuple[np.ndarray, np.ndarray] | None = None):
     """Truncation bounds per leaf under R arf's ``finite_bounds`` rule.
 
     ``"no"``: the cell as is (unbounded sides stay infinite). ``"global"``: unbounded sides take
-    the global data range. ``"local"``: the range of the leaf's own rows. With ``epsilon`` > 0
-    a replaced bound is pushed out by ``epsilon / 2`` times the width it bounds.
+    the global data range. ``"local"``: the range of the leaf's own rows, ``local = (min, max)``
+    per leaf (NaN where a leaf has none). With ``epsilon`` > 0 a replaced bound is pushed out by
+    ``epsilon / 2`` times the width it bounds.
     """
     lo = cell.lower.copy()
     hi = cell.upper.copy()
@@ -51,7 +52,9 @@ def finite_cell(cell: ColumnCell, x, leaf, finite_bounds: str, epsilon: float):
     if finite_bounds == "global":
         gl, gh = np.full_like(lo, cell.data_min), np.full_like(hi, cell.data_max)
     elif finite_bounds == "local":
-        gl, gh = leaf_minmax(x, leaf, len(lo))
+        if local is None:
+            raise ValueError("finite_bounds='local' needs the per-leaf minima and maxima")
+        gl, gh = local
         gl = np.where(np.isnan(gl), cell.data_min, gl)
         gh = np.where(np.isnan(gh), cell.data_max, gh)
     else:
@@ -91,6 +94,24 @@ class TruncNormalLeaf(LeafModel):
         """Fit in units of :func:`column_scale` (exact rescaling), then convert back."""
         s = column_scale(cell.data_min, cell.data_max)
         self._fit_scaled(np.asarray(x, np.float64) / s, leaf, scaled_cell(cell, s), weight)
+        return self._unscale(s)
+
+    def fit_stats(self, stats: MomentStats, cell: ColumnCell) -> TruncNormalLeaf:
+        """Fit from merged :class:`MomentStats` (see :meth:`LeafModel.fit_stats`)."""
+        if not self.fits_from_stats:  # a subclass fitting from the raw values
+            return super().fit_stats(stats, cell)
+        s = column_scale(cell.data_min, cell.data_max)
+        if stats.scale != s:
+            raise ValueError(f"MomentStats in units of {stats.scale}, the cell's column scale "
+                             f"is {s}")
+        self._fit_moments(stats, scaled_cell(cell, s))
+        return self._unscale(s)
+
+    @property
+    def fits_from_stats(self) -> bool:
+        return type(self)._fit_scaled is TruncNormalLeaf._fit_scaled
+
+    def _unscale(self, s: float) -> TruncNormalLeaf:
         for k in ("mu_", "sigma_", "lo_", "hi_"):
             setattr(self, k, getattr(self, k) * s)
         self._finish()
@@ -98,11 +119,16 @@ class TruncNormalLeaf(LeafModel):
 
     def _fit_scaled(self, x, leaf, cell, weight=None) -> None:
         """Set ``mu_, sigma_, lo_, hi_, count_`` from data in units of the column's spread."""
+        self._fit_moments(MomentStats.from_pairs(x, leaf, len(cell.lower), weight=weight,
+                                                 minmax=self.finite_bounds == "local"), cell)
+
+    def _fit_moments(self, stats: MomentStats, cell: ColumnCell) -> None:
         if self.epsilon < 0:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
         L = len(cell.lower)
-        cnt, mu, var = leaf_stats(x, leaf, L, weight)
-        lo, hi = finite_cell(cell, x, leaf, self.finite_bounds, self.epsilon)
+        cnt, mu, var = stats.count, stats.mean, stats.var
+        local = None if stats.vmin is None else (stats.vmin, stats.vmax)
+        lo, hi = finite_cell(cell, self.finite_bounds, self.epsilon, local)
         if not self.truncate:
             lo, hi = np.full(L, -np.inf), np.full(L, np.inf)
         glo, ghi = cell.data_min, cell.data_max

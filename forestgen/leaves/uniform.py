@@ -34,7 +34,16 @@ class UniformLeaf(LeafModel):
         ok = ~np.isnan(x)
         w = None if weight is None else np.asarray(weight, float)[ok]
         cnt = np.bincount(np.asarray(leaf)[ok], weights=w, minlength=len(cell.lower)).astype(float)
-        lo, hi = finite_cell(cell, x, leaf, "global", self.epsilon)
+        return self._fit_counts(cnt, cell)
+
+    def fit_stats(self, stats, cell):
+        """Fit from merged :class:`MomentStats` (only the counts are used)."""
+        if self.epsilon < 0:
+            raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
+        return self._fit_counts(np.asarray(stats.count, float), cell)
+
+    def _fit_counts(self, cnt, cell):
+        lo, hi = finite_cell(cell, "global", self.epsilon)
         width = hi - lo
         floor = 1e-9 * column_scale(cell.data_min, cell.data_max)  # relative to the spread
         bad = ~(width > floor)

@@ -104,6 +104,46 @@ class ForestArrays:
             out.leaf_mass = np.concatenate([t.leaf_mass for t in trees]).astype(np.float64)
         return out
 
+    @classmethod
+    def concat(cls, parts: list[ForestArrays]) -> ForestArrays:
+        """The trees of ``parts`` in order, as one forest (global ids shifted). Optional
+        outputs are kept when every part has them; every part must share ``n_levels``."""
+        if not parts:
+            raise ValueError("concat needs at least one forest")
+        n_levels = parts[0].n_levels
+        if any(not np.array_equal(p.n_levels, n_levels) for p in parts):
+            raise ValueError("forests to concatenate must have the same n_levels")
+        node_shift = np.cumsum([0] + [len(p.feature) for p in parts])
+        leaf_shift = np.cumsum([0] + [p.n_leaves for p in parts])
+        cat_shift = np.cumsum([0] + [len(p.cat_left) for p in parts])
+
+        def shifted(name, shift, dtype):
+            return np.concatenate([np.where(getattr(p, name) >= 0, getattr(p, name) + s, -1)
+                                   for p, s in zip(parts, shift)]).astype(dtype)
+
+        def offsets(name, shift):
+            return np.concatenate([[0]] + [getattr(p, name)[1:] + s
+                                           for p, s in zip(parts, shift)]).astype(np.int64)
+
+        out = cls(
+            feature=np.concatenate([p.feature for p in parts]),
+            threshold=np.concatenate([p.threshold for p in parts]),
+            nan_left=np.concatenate([p.nan_left for p in parts]),
+            left=shifted("left", node_shift, np.int32),
+            right=shifted("right", node_shift, np.int32),
+            cat_off=shifted("cat_off", cat_shift, np.int64),
+            cat_left=np.concatenate([p.cat_left for p in parts]),
+            node_leaf=shifted("node_leaf", leaf_shift, np.int32),
+            node_offsets=offsets("node_offsets", node_shift),
+            leaf_offsets=offsets("leaf_offsets", leaf_shift),
+            n_levels=n_levels,
+        )
+        for name in ("node_value", "cell_lower", "cell_upper", "cell_mask", "leaf_mass"):
+            arrs = [getattr(p, name) for p in parts]
+            if all(a.size for a in arrs):
+                setattr(out, name, np.concatenate(arrs))
+        return out
+
     # ------------------------------------------------------------------ properties
     @property
     def n_trees(self) -> int:

@@ -1,0 +1,98 @@
+"""A table encoder for a Dask DataFrame, fitted without gathering the table.
+
+The column kinds and levels are inferred (:class:`~forestgen.data.TableEncoder`) on a sample
+taken from every partition; then one pass over all partitions reduces each column's minimum,
+maximum and missing flag, which replace the sample's, and checks that no partition holds a level
+the sample did not see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import dask
+import numpy as np
+import pandas as pd
+
+from forestgen.data.encoder import TableEncoder
+from forestgen.data.schema import Schema
+from forestgen.validation import check_int
+
+
+def _head(df: pd.DataFrame, k: int) -> pd.DataFrame:
+    return df.head(k)
+
+
+def sample_rows(ddf, n_rows: int) -> pd.DataFrame:
+    """The first ``ceil(n_rows / npartitions)`` rows of every partition (deterministic)."""
+    k = max(1, -(-int(n_rows) // ddf.npartitions))
+    parts = dask.compute(*[dask.delayed(_head)(p, k) for p in ddf.to_delayed()])
+    return pd.concat(parts, ignore_index=True)
+
+
+def summarise(Z: np.ndarray, schema: Schema) -> dict[str, np.ndarray]:
+    """Per column of the encoded rows ``Z``: min, max, whether any is missing, and how many
+    carry a level the schema does not know (code ``k``)."""
+    with warnings.catch_warnings():  # an all-missing column in one partition
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo = np.nanmin(Z, axis=0) if len(Z) else np.full(Z.shape[1], np.nan)
+        hi = np.nanmax(Z, axis=0) if len(Z) else np.full(Z.shape[1], np.nan)
+    unseen = np.array([int(np.sum(Z[:, j] == c.n_levels)) if c.is_discrete else 0
+                       for j, c in enumerate(schema.columns)])
+    return {"min": lo, "max": hi, "missing": np.isnan(Z).any(axis=0), "unseen": unseen,
+            "rows": np.array(len(Z))}
+
+
+def merge_summaries(a: dict, b: dict) -> dict:
+    return {"min": np.fmin(a["min"], b["min"]), "max": np.fmax(a["max"], b["max"]),
+            "missing": a["missing"] | b["missing"], "unseen": a["unseen"] + b["unseen"],
+            "rows": a["rows"] + b["rows"]}
+
+
+def widen(encoder: TableEncoder, summary: dict) -> TableEncoder:
+    """``encoder`` with each numeric column's range and every column's missing flag taken
+    from ``summary`` (of all rows); raises naming a column with levels the encoder lacks."""
+    schema = encoder.schema
+    cols = []
+    for j, c in enumerate(schema.columns):
+        if summary["unseen"][j]:
+            raise ValueError(f"column {c.name!r}: {int(summary['unseen'][j])} rows hold levels "
+                             f"that the encoder's sample of the table did not contain; pass a "
+                             f"larger encoder_rows, or declare the column's levels (a "
+                             f"pandas CategoricalDtype)")
+        upd: dict[str, Any] = {"has_missing": bool(summary["missing"][j])}
+        if not c.is_discrete and np.isfinite(summary["min"][j]):
+            upd["lower"] = float(summary["min"][j])
+            upd["upper"] = float(summary["max"][j])
+        cols.append(dataclasses.replace(c, **upd))
+    return TableEncoder.from_schema(dataclasses.replace(schema, columns=cols))
+
+
+def fit_encoder(ddf, *, kinds: dict | None = None, max_ordinal_levels: int = 128,
+                encoder_rows: int = 100_000) -> TableEncoder:
+    """A :class:`TableEncoder` for all rows of the Dask DataFrame ``ddf``: kinds and levels
+    from ``encoder_rows`` rows sampled across the partitions, numeric ranges and missing flags
+    from every row (one map-reduce pass)."""
+    check_int("encoder_rows", encoder_rows, 2)
+    enc = TableEncoder(kinds=kinds, max_ordinal_levels=max_ordinal_levels)
+    enc.fit(sample_rows(ddf, encoder_rows))
+    parts = [dask.delayed(_summarise_frame)(p, enc) for p in ddf.to_delayed()]
+    return widen(enc, tree_reduce(parts, merge_summaries).compute())
+
+
+def _summarise_frame(df: pd.DataFrame, encoder: TableEncoder) -> dict:
+    return summarise(encoder.transform(df), encoder.schema)
+
+
+def tree_reduce(items: list, merge) -> Any:
+    """Pairwise reduction of delayed ``items`` with ``merge``, in a fixed order (the result
+    depends only on the items, never on the workers)."""
+    if not items:
+        raise ValueError("nothing to reduce: the table has no partitions")
+    items = list(items)
+    while len(items) > 1:
+        items = [dask.delayed(merge)(items[i], items[i + 1]) if i + 1 < len(items) else items[i]
+                 for i in range(0, len(items), 2)]
+    return items[0]

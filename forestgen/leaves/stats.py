@@ -1,0 +1,158 @@
+"""Mergeable per-leaf sufficient statistics of one column.
+
+Leaf models that fit from these (:meth:`~forestgen.leaves.base.LeafModel.fit_stats`) can be
+fitted from statistics computed on parts of a table and merged, e.g. over the partitions of a
+Dask DataFrame (:mod:`forestgen.distributed`), without gathering the rows.
+
+* :class:`MomentStats` (numeric columns): weighted count, mean and sum of squared deviations
+  per leaf — merged with the pairwise update of Chan, Golub & LeVeque (1979) — plus the per-leaf
+  minimum and maximum when asked for.
+* :class:`LevelStats` (discrete columns): weighted level counts ``[L, k]``; merging adds them.
+
+Counts, level counts, minima and maxima merge exactly; means and squared deviations merge up to
+floating-point rounding (the order of the merges is fixed by the order of the parts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class MomentStats:
+    """Per-leaf ``count``, ``mean`` and ``m2`` (sum of squared deviations from the mean) of
+    ``x / scale``; ``vmin``/``vmax`` (same units, NaN where a leaf has no value) or ``None``."""
+
+    count: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    scale: float = 1.0
+    vmin: np.ndarray | None = None
+    vmax: np.ndarray | None = None
+
+    @classmethod
+    def from_pairs(cls, x: np.ndarray, leaf: np.ndarray, n_leaves: int, *, scale: float = 1.0,
+                   weight: np.ndarray | None = None, minmax: bool = False) -> MomentStats:
+        """Statistics of the (leaf, value) pairs; NaN values are skipped. Two passes (mean,
+        then squared deviations) as :func:`~forestgen.leaves.base.leaf_stats`."""
+        x = np.asarray(x, np.float64)
+        if scale != 1.0:
+            x = x / scale
+        ok = ~np.isnan(x)
+        x, leaf = x[ok], np.asarray(leaf)[ok]
+        w = np.ones(len(x)) if weight is None else np.asarray(weight, float)[ok]
+        cnt = np.bincount(leaf, weights=w, minlength=n_leaves)
+        s1 = np.bincount(leaf, weights=w * x, minlength=n_leaves)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = s1 / cnt
+            dev = x - mean[leaf]
+        m2 = np.bincount(leaf, weights=w * dev * dev, minlength=n_leaves)
+        lo = hi = None
+        if minmax:
+            lo = np.full(n_leaves, np.inf)
+            hi = np.full(n_leaves, -np.inf)
+            np.minimum.at(lo, leaf, x)
+            np.maximum.at(hi, leaf, x)
+            lo[np.isinf(lo)] = np.nan
+            hi[np.isinf(hi)] = np.nan
+        return cls(cnt, mean, m2, float(scale), lo, hi)
+
+    @property
+    def var(self) -> np.ndarray:
+        """Unbiased variance per leaf (NaN or inf where the count is below 2)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.m2 / (self.count - 1.0)
+
+    def merge(self, other: MomentStats) -> MomentStats:
+        """Statistics of the union of both parts' pairs."""
+        if self.scale != other.scale or len(self.count) != len(other.count):
+            raise ValueError("MomentStats to merge must share scale and number of leaves")
+        na, nb = self.count, other.count
+        n = na + nb
+        with np.errstate(invalid="ignore", divide="ignore"):
+            delta = other.mean - self.mean
+            mean = np.where(nb == 0, self.mean, np.where(na == 0, other.mean,
+                                                         self.mean + delta * (nb / n)))
+            m2 = np.where((na == 0) | (nb == 0), self.m2 + other.m2,
+                          self.m2 + other.m2 + delta * delta * (na * nb / n))
+        lo = hi = None
+        if self.vmin is not None and other.vmin is not None:
+            lo = np.fmin(self.vmin, other.vmin)
+            hi = np.fmax(self.vmax, other.vmax)
+        return MomentStats(n, mean, m2, self.scale, lo, hi)
+
+
+@dataclass
+class LevelStats:
+    """Per-leaf weighted counts of the level codes ``0..k-1``, ``counts [L, k]``."""
+
+    counts: np.ndarray
+
+    @classmethod
+    def from_pairs(cls, x: np.ndarray, leaf: np.ndarray, n_leaves: int, n_levels: int, *,
+                   weight: np.ndarray | None = None) -> LevelStats:
+        """Counts of the (leaf, code) pairs; NaN values and codes outside ``0..k-1`` are
+        skipped."""
+        k = max(int(n_levels), 1)
+        x = np.asarray(x, np.float64)
+        ok = ~np.isnan(x)
+        codes = x[ok].astype(np.int64)
+        lv = np.asarray(leaf)[ok].astype(np.int64)
+        keep = (codes >= 0) & (codes < k)
+        w = None if weight is None else np.asarray(weight, float)[ok][keep]
+        c = np.bincount(lv[keep] * k + codes[keep], weights=w, minlength=n_leaves * k)
+        return cls(c.astype(np.float64, copy=False).reshape(n_leaves, k))
+
+    def merge(self, other: LevelStats) -> LevelStats:
+        if self.counts.shape != other.counts.shape:
+            raise ValueError("LevelStats to merge must have the same shape")
+        return LevelStats(self.counts + other.counts)
+
+
+@dataclass
+class ForestStats:
+    """Everything a leaf mixture's leaves are fitted from, for one forest and a set of rows:
+    ``coverage [L]`` (rows per leaf; a row counts once in each tree), per-column
+    :class:`MomentStats` / :class:`LevelStats` (``columns``), and for the columns
+    ``missing_cols`` the rows per leaf missing each, ``missing [L, len(missing_cols)]``."""
+
+    coverage: np.ndarray
+    columns: list
+    missing_cols: np.ndarray
+    missing: np.ndarray
+
+    @staticmethod
+    def plan(schema) -> list[tuple[str, float]]:
+        """Per column of ``schema``: ``("levels", k)`` or ``("moments", column scale)``."""
+        from forestgen.leaves.base import column_scale
+
+        return [("levels", float(c.n_levels)) if c.is_discrete
+                else ("moments", column_scale(c.lower, c.upper)) for c in schema.columns]
+
+    @classmethod
+    def from_leaves(cls, Z: np.ndarray, leaves: np.ndarray, n_leaves: int,
+                    plan: list[tuple[str, float]], missing_cols: np.ndarray) -> ForestStats:
+        """Statistics of encoded rows ``Z [n, d]`` that fall in ``leaves [n, B]``."""
+        B = leaves.shape[1]
+        flat = leaves.ravel()
+        cover = np.bincount(flat, minlength=n_leaves).astype(np.float64)
+        cols: list = []
+        for j, (kind, arg) in enumerate(plan):
+            x = np.repeat(Z[:, j], B)
+            cols.append(LevelStats.from_pairs(x, flat, n_leaves, int(arg)) if kind == "levels"
+                        else MomentStats.from_pairs(x, flat, n_leaves, scale=arg, minmax=True))
+        miss = np.zeros((n_leaves, len(missing_cols)))
+        for k, j in enumerate(missing_cols):
+            miss[:, k] = np.bincount(flat, weights=np.repeat(np.isnan(Z[:, j]), B),
+                                     minlength=n_leaves)
+        return cls(cover, cols, np.asarray(missing_cols, np.int64), miss)
+
+    def merge(self, other: ForestStats) -> ForestStats:
+        """Statistics of both sets of rows."""
+        if not np.array_equal(self.missing_cols, other.missing_cols):
+            raise ValueError("ForestStats to merge must track the same missing columns")
+        return ForestStats(self.coverage + other.coverage,
+                           [a.merge(b) for a, b in zip(self.columns, other.columns)],
+                           self.missing_cols, self.missing + other.missing)
