@@ -27,13 +27,8 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.binning import Binner
-from forestgen.distributed.encoding import (
-    fit_encoder,
-    merge_summaries,
-    summarise,
-    tree_reduce,
-    widen,
-)
+from forestgen.distributed.encoding import fit_encoder, merge_summaries, summarise, widen
+from forestgen.distributed.graph import share, tree_reduce
 from forestgen.distributed.stats import encoded_stats, reduce_stats
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.learners.arf import ARF, leafwise_resample, oob_correct, oob_votes
@@ -112,8 +107,8 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
 
     ``learner``: an unfitted ARF whose parameters are used (or pass them as ``params``);
     ``coverage="oob"`` is not supported. ``n_blocks``: how many blocks of partitions trees
-    grow on (default ``min(npartitions, n_trees)``; at most ``n_trees``); each block must
-    fit in one worker's memory, twice over (real and synthetic rows). ``kinds``,
+    grow on (default ``min(npartitions, n_trees)``; at most ``n_trees``); a worker holding a
+    block needs about five times its encoded size (8 bytes per cell). ``kinds``,
     ``encoder_rows``: see :func:`~forestgen.distributed.fit_encoder`. ``n_jobs`` and
     ``progress`` are ignored (parallelism is Dask's).
     """
@@ -130,7 +125,7 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
                           encoder_rows=encoder_rows)
     parts = ddf.to_delayed()
     groups = np.array_split(np.arange(P), n_blocks)
-    enc_d = dask.delayed(encoder, pure=True)
+    enc_d = share(encoder)
     blocks = [dask.delayed(_encode_block)(enc_d, *[parts[i] for i in g]) for g in groups]
     blocks = list(dask.persist(*blocks))
     # the encoder saw a sample: ranges and missing flags of all rows, and no unseen level
@@ -143,7 +138,7 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
     binners = list(dask.persist(*[dask.delayed(_fit_binner)(Z, schema, learner.max_bins)
                                   for Z in blocks]))
     root = seed_sequence(learner.random_state)
-    lrn = dask.delayed(learner, pure=True)
+    lrn = share(learner)
     synth = [dask.delayed(_marginal_synth)(Z, seed_child(root, 0, _SYNTH, b))
              for b, Z in enumerate(blocks)]
     tree_block = [t % n_blocks for t in range(B)]
@@ -175,14 +170,14 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
         if acc <= 0.5 + learner.delta or it >= learner.max_iters:
             break
         prev_acc = acc
-        forest_d = dask.delayed(accepted, pure=True)
+        forest_d = share(accepted)
         synth = [dask.delayed(_leafwise_synth)(forest_d, Z, seed_child(root, it + 1, _SYNTH, b))
                  for b, Z in enumerate(blocks)]
     learner.encoder_ = encoder
     learner.forest_ = accepted
     learner.fit_diagnostics_ = history
     learner.n_rounds_ = len(history)
-    forest_d = dask.delayed(accepted, pure=True)
+    forest_d = share(accepted)
     learner.fit_leaves_from_stats(reduce_stats([dask.delayed(_stats)(Z, forest_d, schema)
                                                 for Z in blocks]))
     return learner

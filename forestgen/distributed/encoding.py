@@ -18,6 +18,7 @@ import pandas as pd
 
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.schema import Schema
+from forestgen.distributed.graph import tree_reduce
 from forestgen.validation import check_int
 
 
@@ -84,15 +85,3 @@ def fit_encoder(ddf, *, kinds: dict | None = None, max_ordinal_levels: int = 128
 
 def _summarise_frame(df: pd.DataFrame, encoder: TableEncoder) -> dict:
     return summarise(encoder.transform(df), encoder.schema)
-
-
-def tree_reduce(items: list, merge) -> Any:
-    """Pairwise reduction of delayed ``items`` with ``merge``, in a fixed order (the result
-    depends only on the items, never on the workers)."""
-    if not items:
-        raise ValueError("nothing to reduce: the table has no partitions")
-    items = list(items)
-    while len(items) > 1:
-        items = [dask.delayed(merge)(items[i], items[i + 1]) if i + 1 < len(items) else items[i]
-                 for i in range(0, len(items), 2)]
-    return items[0]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
+from forestgen.distributed.graph import share
 from forestgen.validation import check_int, seed_child, seed_sequence
 
 
@@ -28,7 +29,7 @@ def log_prob(model, ddf):
     Series (``.compute()``, ``.mean()``, ``.to_parquet()``...) aligned with ``ddf``'s
     partitions. Missing entries are marginalised, as :meth:`GenerativeForest.log_prob`."""
     check_is_fitted(model)
-    return ddf.map_partitions(_score, dask.delayed(model, pure=True),
+    return ddf.map_partitions(_score, share(model),
                               meta=pd.Series(dtype=np.float64, name="log_prob"))
 
 
@@ -52,7 +53,7 @@ def sample_to_parquet(model, n: int, path: str | Path, *, rows_per_part: int = 1
     root = seed_sequence(random_state)
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    m = dask.delayed(model, pure=True)
+    m = share(model)
     sizes = [min(rows_per_part, n - s) for s in range(0, n, rows_per_part)]
     tasks = [dask.delayed(_write_part)(m, k, seed_child(root, i),
                                        str(out / f"part-{i:05d}.parquet"), missing)

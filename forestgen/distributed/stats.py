@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
-from forestgen.distributed.encoding import tree_reduce
+from forestgen.distributed.graph import share, tree_reduce
 from forestgen.leaves.stats import ForestStats
 
 
@@ -45,7 +45,7 @@ def leaf_statistics(model, ddf) -> ForestStats:
     check_is_fitted(model)
     if isinstance(ddf, pd.DataFrame):
         return _frame_stats(ddf, model)
-    m = dask.delayed(model, pure=True)
+    m = share(model)
     return reduce_stats([dask.delayed(_frame_stats)(p, m) for p in ddf.to_delayed()])
 
 

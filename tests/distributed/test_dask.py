@@ -137,6 +137,10 @@ def test_sampling_to_parquet_is_bit_identical_for_1_and_2_workers(fits, clients,
                                            "part-00002.parquet"]
         digests[w] = [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
     assert digests[1] == digests[2]
+    # and without a cluster (Dask's local threads)
+    paths = fd.sample_to_parquet(model, 2500, tmp_path / "local", rows_per_part=1000,
+                                 random_state=7)
+    assert [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths] == digests[1]
     out = dd.read_parquet(tmp_path / "w2").compute()
     assert len(out) == 2500 and list(out.columns) == list(TRAIN.columns)
     assert len(set(digests[1])) == 3  # each part draws its own rows
