@@ -185,7 +185,8 @@ def write_markdown() -> None:
         "times are upper bounds. Re-run with `python benchmarks/bench_distributed.py --rows N`.",
         "",
         "| rows | partitions | workers | trees | min_node_size | rounds | leaves | generate s "
-        "| fit s | fit peak per worker MB | client peak MB (fit) | rows scored | score s | sample s "
+        "| fit s | fit peak per worker MB | client peak MB (fit) | rows scored | score s "
+        "| sample s "
         "| sample peak per worker MB | held-out loglik | single machine (rows, loglik, fit s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -194,7 +195,8 @@ def write_markdown() -> None:
             f"| {r['rows']:,} | {r['partitions']} | {r['workers']} | {r['trees']} | "
             f"{r['min_node_size']} | {r['rounds']} | {r['n_leaves']:,} | {r['generate_s']} | "
             f"{r['fit_s']} | {r['fit_peak_worker_MB']} | {r['fit_peak_client_MB']} | "
-            f"{r.get('scored_rows', r['rows']):,} | {r['score_s']} | {r['sample_s']} | {r['sample_peak_worker_MB']} | "
+            f"{r.get('scored_rows', r['rows']):,} | {r['score_s']} | {r['sample_s']} | "
+            f"{r['sample_peak_worker_MB']} | "
             f"{r['heldout_mean_loglik']} | {r['single_machine_rows']:,}, "
             f"{r['single_machine_heldout_mean_loglik']}, {r['single_machine_fit_s']} |")
     lines += ["", "OOB accuracy per round: " + "; ".join(
