@@ -168,8 +168,9 @@ def main() -> None:
 
 
 def write_markdown() -> None:
-    runs = [json.loads(line) for line in (RESULTS / "distributed.jsonl").read_text().splitlines()
-            if line.strip()]
+    records = [json.loads(line) for line in
+               (RESULTS / "distributed.jsonl").read_text().splitlines() if line.strip()]
+    runs = [r for r in records if "unfinished" not in r]
     lines = [
         "# forestgen.distributed on one machine (Dask LocalCluster)",
         "",
@@ -201,6 +202,11 @@ def write_markdown() -> None:
             f"{r['single_machine_heldout_mean_loglik']}, {r['single_machine_fit_s']} |")
     lines += ["", "OOB accuracy per round: " + "; ".join(
         f"{r['rows']:,} rows: {r['oob_accuracy']}" for r in runs), ""]
+    unfinished = [r for r in records if "unfinished" in r]
+    if unfinished:
+        lines += ["## Runs that did not finish", ""]
+        lines += [f"* {r['rows']:,} rows (`{r['command']}`): {r['unfinished']}" for r in unfinished]
+        lines.append("")
     (RESULTS / "distributed.md").write_text("\n".join(lines))
 
 
