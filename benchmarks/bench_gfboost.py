@@ -231,23 +231,26 @@ def marginal(masked: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
 
 
 def imputers(masked: pd.DataFrame, rep: int, rng: np.random.Generator) -> dict:
-    """The imputation methods compared, each a no-argument callable returning a frame."""
+    """The imputation methods compared, each a no-argument callable returning ``(frame, model
+    or None)``."""
+    def gf(T, J, method="max_density", **kw):
+        m = GFBoost(n_trees=T, n_iter=J, random_state=rep, **kw).fit(masked)
+        return m.impute(masked, method=method, random_state=rep), m
+
     cands = {}
-    for T, J in [(20, 20), (50, 100)]:
-        cands[f"GF T={T} J={J} (max density)"] = lambda T=T, J=J: GFBoost(
-            n_trees=T, n_iter=J, random_state=rep).fit(masked).impute(masked, random_state=rep)
-    cands["GF T=200 J=500 random_hard (max density)"] = lambda: GFBoost(
-        n_trees=200, n_iter=500, missing="random_hard", random_state=rep).fit(masked).impute(
-        masked, random_state=rep)
-    cands["GF T=20 J=20 (conditional sample)"] = lambda: GFBoost(
-        n_trees=20, n_iter=20, random_state=rep).fit(masked).impute(
-        masked, method="sample", random_state=rep)
-    cands["GF T=20 J=20 (conditional expectation)"] = lambda: GFBoost(
-        n_trees=20, n_iter=20, random_state=rep).fit(masked).impute(masked, method="expectation")
-    cands["ARF min_node_size=30 (expectation)"] = lambda: ARF(
-        min_node_size=30, random_state=rep, n_jobs=1).fit(masked).impute(masked)
-    cands["IterativeImputer RF(100) x 5"] = lambda: iterative_rf(masked, rep)
-    cands["marginal"] = lambda: marginal(masked, rng)
+    for T, J in [(20, 20), (50, 100), (200, 500)]:
+        cands[f"GF T={T} J={J} (max density)"] = lambda T=T, J=J: gf(T, J)
+    cands["GF T=200 J=500 random_hard (max density)"] = lambda: gf(200, 500,
+                                                                   missing="random_hard")
+    cands["GF T=20 J=20 (conditional sample)"] = lambda: gf(20, 20, "sample")
+    cands["GF T=20 J=20 (conditional expectation)"] = lambda: gf(20, 20, "expectation")
+    cands["EOGT T=20 J=20 (max density)"] = lambda: (EOGT(
+        n_trees=20, n_iter=20, random_state=rep).fit(masked).impute(masked, random_state=rep),
+        None)
+    cands["ARF min_node_size=30 (expectation)"] = lambda: (ARF(
+        min_node_size=30, random_state=rep, n_jobs=1).fit(masked).impute(masked), None)
+    cands["IterativeImputer RF(100) x 5"] = lambda: (iterative_rf(masked, rep), None)
+    cands["marginal"] = lambda: (marginal(masked, rng), None)
     return cands
 
 
@@ -260,17 +263,20 @@ def impute_part(args) -> str:
         cands = imputers(masked, rep, rng)
         for name, fn in cands.items():
             t0 = time.perf_counter()
-            imp = fn()
+            imp, model = fn()
             dt = time.perf_counter() - t0
             perr, rmse = impute_scores(full, masked, imp)
-            rows.append([rep, name, perr, rmse, dt])
+            # share of training rows alone in their cell: the partition has memorised them
+            alone = model.n_cells_ / model.n_train_ if model is not None else float("nan")
+            rows.append([rep, name, perr, rmse, alone, dt])
             print(f"rep {rep} {name}: perr {perr:.3f} rmse {rmse:.3f} {dt:.1f}s", flush=True)
-    df = pd.DataFrame(rows, columns=["rep", "model", "perr", "rmse", "s"])
+    df = pd.DataFrame(rows, columns=["rep", "model", "perr", "rmse", "cells", "s"])
     agg = df.groupby("model", sort=False).agg(perr=("perr", "mean"), perr_sd=("perr", "std"),
                                               rmse=("rmse", "mean"), rmse_sd=("rmse", "std"),
+                                              cells=("cells", "mean"),
                                               s=("s", "mean")).reset_index()
-    table = md_table(["model", "perr (Sex)", "sd", "RMSE (z-scored numeric)", "sd", "seconds"],
-                     agg.values.tolist())
+    table = md_table(["model", "perr (Sex)", "sd", "RMSE (z-scored numeric)", "sd",
+                      "cells / rows", "seconds"], agg.values.tolist())
     return "\n\n".join([f"## impute: abalone, {args.rate:.0%} MCAR, {args.repeats} masks "
                         "(lower is better)", table])
 
@@ -283,19 +289,30 @@ def timing_part(args) -> str:
     rows = []
     grid_ = [(1000, 200, 500), (2000, 200, 500), (len(full), 200, 500),
              (len(full), 200, 250), (len(full), 200, 1000), (len(full), 500, 2000)]
+    masked = mcar(full, 0.2, np.random.default_rng(0))
     for n, T, J in grid_:
         df = full.sample(n, random_state=0) if n < len(full) else full
         for cls in (GFBoost, EOGT):
-            t0 = time.perf_counter()
-            m = cls(n_trees=T, n_iter=J).fit(df)
-            t1 = time.perf_counter()
-            m.sample(1000, random_state=0)
-            t2 = time.perf_counter()
-            cells = m.n_cells_ if cls is GFBoost else float("nan")
-            rows.append([cls.__name__, n, T, J, t1 - t0, t2 - t1, cells])
-            print(rows[-1], flush=True)
+            if args.quick and J > 1000:
+                continue
+            rows.append(_time_one(cls, df, "complete", T, J))
+    for miss in ("fractional", "random_hard"):  # training rows with 20 % MCAR cells
+        rows.append(_time_one(GFBoost, masked, f"20% MCAR, {miss}", 200, 500, missing=miss))
     return "\n\n".join(["## timing: abalone, fit and 1000 samples", md_table(
-        ["model", "rows", "T", "J", "fit s", "sample 1000 s", "cells"], rows, digits=2)])
+        ["model", "rows", "table", "T", "J", "fit s", "sample 1000 s", "cells"], rows,
+        digits=2)])
+
+
+def _time_one(cls, df, what, T, J, **kw):
+    t0 = time.perf_counter()
+    m = cls(n_trees=T, n_iter=J, **kw).fit(df)
+    t1 = time.perf_counter()
+    m.sample(1000, random_state=0)
+    t2 = time.perf_counter()
+    cells = m.n_cells_ if cls is GFBoost else float("nan")
+    row = [cls.__name__, len(df), what, T, J, t1 - t0, t2 - t1, cells]
+    print(row, flush=True)
+    return row
 
 
 def main() -> None:
@@ -304,9 +321,11 @@ def main() -> None:
     ap.add_argument("--domains", default="", help="comma list (default: all)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="main GF at T=200, J=500")
+    ap.add_argument("--quick", action="store_true",
+                    help="main GF at T=200, J=500 (lifelike); no J > 1000 (timing)")
     ap.add_argument("--rate", type=float, default=0.2)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--tag", default="", help="suffix of the results file name")
     args = ap.parse_args()
     # warm-up: compile the kernels outside the timings
     warm = ring(np.random.default_rng(0), 200)
@@ -317,7 +336,8 @@ def main() -> None:
     section = part(args)
     note = ("Machine shared by ~7 concurrent jobs on 2 cores: timings are inflated and noisy; "
             "compare them only within this file.")
-    write_result(f"gfboost_{args.part}", f"Generative Forests — {args.part}", [note, section])
+    name = f"gfboost_{args.part}" + (f"_{args.tag}" if args.tag else "")
+    write_result(name, f"Generative Forests — {args.part}", [note, section])
 
 
 if __name__ == "__main__":

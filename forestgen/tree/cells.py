@@ -18,8 +18,6 @@ the table. All state is flat arrays; the kernels are Numba.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
@@ -570,102 +568,174 @@ def cover_box(tree: TreeRecord, leaf_cell: np.ndarray, table: CellTable
     ``(lo, hi, mask)``.
     """
     kind, nom_off, nlev = table.kind, table.nom_off, table.nlev
-    clo, chi, cmask = table.clo, table.chi, table.cmask
-    d = len(kind)
-    old_leaf_cell = np.full(tree.n_nodes, -1, np.int64)
+    n_old = tree.n_nodes
+    old_leaf_cell = np.full(n_old, -1, np.int64)
     old_leaf_cell[np.nonzero(tree.feature < 0)[0]] = leaf_cell
-    feat, thr, left, right, cat = [], [], [], [], []
-    box_lo, box_hi, box_mask, cell_of = [], [], [], []
-
-    def new_node() -> int:
-        feat.append(-1)
-        thr.append(0.0)
-        left.append(-1)
-        right.append(-1)
-        cat.append(None)
-        box_lo.append(None)
-        box_hi.append(None)
-        box_mask.append(None)
-        cell_of.append(-1)
-        return len(feat) - 1
-
-    def leaf(o: int, lo, hi, mask, c: int) -> None:
-        box_lo[o], box_hi[o], box_mask[o], cell_of[o] = lo, hi, mask, c
-
-    def ordered_measure(j: int, a: float, b: float) -> float:
-        return math.floor(b) - math.floor(a) if table.integer[j] else b - a
-
-    stack = [(0, new_node(), table.root_lo.copy(), table.root_hi.copy(),
-              np.ones(cmask.shape[1], np.uint8))]
-    while stack:
-        old, o, lo, hi, mask = stack.pop()
-        j = int(tree.feature[old])
-        if j >= 0:
-            a, b = new_node(), new_node()
-            feat[o], thr[o], left[o], right[o] = j, float(tree.threshold[old]), a, b
-            llo, lhi, lmask = lo.copy(), hi.copy(), mask.copy()
-            rlo, rhi, rmask = lo.copy(), hi.copy(), mask.copy()
-            if kind[j] == KIND_NOMINAL:
-                off, k = nom_off[j], nlev[j]
-                sel = tree.cat_left[tree.cat_off[old]: tree.cat_off[old] + k]
-                cat[o] = sel
-                lmask[off: off + k] &= sel
-                rmask[off: off + k] &= 1 - sel
-            else:
-                lhi[j] = min(hi[j], thr[o])
-                rlo[j] = max(lo[j], thr[o])
-            stack.append((int(tree.right[old]), b, rlo, rhi, rmask))
-            stack.append((int(tree.left[old]), a, llo, lhi, lmask))
-            continue
-        c = int(old_leaf_cell[old])
-        for j in range(d):  # peel the empty slabs off the region, column by column
-            if kind[j] == KIND_NOMINAL:
-                off, k = nom_off[j], nlev[j]
-                own = cmask[c, off: off + k]
-                rest = mask[off: off + k] & (1 - own)
-                if rest.any():
-                    a, b = new_node(), new_node()
-                    feat[o], left[o], right[o], cat[o] = j, a, b, own.copy()
-                    emask = mask.copy()
-                    emask[off: off + k] = rest
-                    leaf(b, lo.copy(), hi.copy(), emask, -1)
-                    mask = mask.copy()
-                    mask[off: off + k] = own & mask[off: off + k]
-                    o = a
-                continue
-            if ordered_measure(j, lo[j], clo[c, j]) > 0:
-                a, b = new_node(), new_node()
-                feat[o], thr[o], left[o], right[o] = j, float(clo[c, j]), a, b
-                ehi = hi.copy()
-                ehi[j] = clo[c, j]
-                leaf(a, lo.copy(), ehi, mask.copy(), -1)
-                lo = lo.copy()
-                lo[j] = clo[c, j]
-                o = b
-            if ordered_measure(j, chi[c, j], hi[j]) > 0:
-                a, b = new_node(), new_node()
-                feat[o], thr[o], left[o], right[o] = j, float(chi[c, j]), a, b
-                elo = lo.copy()
-                elo[j] = chi[c, j]
-                leaf(b, elo, hi.copy(), mask.copy(), -1)
-                hi = hi.copy()
-                hi[j] = chi[c, j]
-                o = a
-        leaf(o, clo[c].copy(), chi[c].copy(), cmask[c].copy(), c)
-    feat_a = np.asarray(feat, np.int64)
-    cat_off = np.full(len(feat), -1, np.int64)
+    n_nom = table.cmask.shape[1]
+    old_cat = np.zeros((n_old, n_nom), np.uint8)
+    for node in np.nonzero(tree.cat_off >= 0)[0]:
+        j = tree.feature[node]
+        o = nom_off[j]
+        old_cat[node, o: o + nlev[j]] = tree.cat_left[tree.cat_off[node]: tree.cat_off[node]
+                                                      + nlev[j]]
+    args = (tree.feature.astype(np.int64), tree.threshold.astype(np.float64),
+            tree.left.astype(np.int64), tree.right.astype(np.int64), old_cat, old_leaf_cell,
+            kind, nom_off, nlev, table.integer, table.clo, table.chi, table.cmask,
+            table.root_lo, table.root_hi)
+    n_nodes, n_leaves = _cover_kernel(*args, 0, 0, True)[:2]
+    (_, _, feat, thr, left, right, cat, lo, hi, mask, cell) = _cover_kernel(
+        *args, n_nodes, n_leaves, False)
+    cat_off = np.full(n_nodes, -1, np.int64)
     parts, acc = [], 0
-    for node in np.nonzero(feat_a >= 0)[0]:
-        j = feat_a[node]
+    for node in np.nonzero(feat >= 0)[0]:
+        j = feat[node]
         if kind[j] == KIND_NOMINAL:
             cat_off[node] = acc
-            parts.append(np.asarray(cat[node], np.uint8))
+            parts.append(cat[node, nom_off[j]: nom_off[j] + nlev[j]])
             acc += int(nlev[j])
-    out = TreeRecord(feature=feat_a.astype(np.int32), threshold=np.asarray(thr, np.float64),
-                     nan_left=np.ones(len(feat), np.uint8), left=np.asarray(left, np.int32),
-                     right=np.asarray(right, np.int32), cat_off=cat_off,
+    out = TreeRecord(feature=feat.astype(np.int32), threshold=thr,
+                     nan_left=np.ones(n_nodes, np.uint8), left=left.astype(np.int32),
+                     right=right.astype(np.int32), cat_off=cat_off,
                      cat_left=np.concatenate(parts) if parts else np.zeros(0, np.uint8))
-    leaves = np.nonzero(feat_a < 0)[0]
-    boxes = (np.array([box_lo[i] for i in leaves]), np.array([box_hi[i] for i in leaves]),
-             np.array([box_mask[i] for i in leaves], np.uint8))
-    return out, np.asarray(cell_of, np.int64)[leaves], boxes
+    return out, cell, (lo, hi, mask)
+
+
+@njit(cache=True, nogil=True)
+def _cover_kernel(ofeat, othr, oleft, oright, ocat, ocell, kind, nom_off, nlev, integer, clo,
+                  chi, cmask, root_lo, root_hi, n_nodes, n_leaves, count_only):
+    """Two passes of :func:`cover_box`: ``count_only`` returns the node and leaf counts, then
+    the arrays are filled (depth-first, left before right, so leaves come in node order)."""
+    d = len(kind)
+    n_nom = cmask.shape[1]
+    cap = max(n_nodes, 1)
+    feat = np.full(cap, -1, np.int64)
+    thr = np.zeros(cap)
+    left = np.full(cap, -1, np.int64)
+    right = np.full(cap, -1, np.int64)
+    cat = np.zeros((cap if not count_only else 1, n_nom), np.uint8)
+    capl = max(n_leaves, 1) if not count_only else 1
+    blo = np.zeros((capl, d))
+    bhi = np.zeros((capl, d))
+    bmask = np.zeros((capl, n_nom), np.uint8)
+    bcell = np.full(capl, -1, np.int64)
+    # the leaf id of a node is assigned when it is finished; leaves must be numbered in node
+    # order, so record (node, box) and sort at the end
+    leaf_node = np.full(capl, -1, np.int64)
+    depth_cap = len(ofeat) + 1
+    st_old = np.empty(depth_cap, np.int64)
+    st_out = np.empty(depth_cap, np.int64)
+    st_lo = np.empty((depth_cap, d))
+    st_hi = np.empty((depth_cap, d))
+    st_mask = np.empty((depth_cap, n_nom), np.uint8)
+    sp = 0
+    st_old[0], st_out[0] = 0, 0
+    st_lo[0] = root_lo
+    st_hi[0] = root_hi
+    st_mask[0] = 1
+    sp = 1
+    nn = 1  # nodes used
+    nl = 0  # leaves used
+    lo = np.empty(d)
+    hi = np.empty(d)
+    mask = np.empty(n_nom, np.uint8)
+    while sp > 0:
+        sp -= 1
+        old, o = st_old[sp], st_out[sp]
+        lo[:] = st_lo[sp]
+        hi[:] = st_hi[sp]
+        mask[:] = st_mask[sp]
+        j = ofeat[old]
+        if j >= 0:
+            a, b = nn, nn + 1
+            nn += 2
+            if not count_only:
+                feat[o], thr[o], left[o], right[o] = j, othr[old], a, b
+                cat[o] = ocat[old]
+            # push right then left (left popped first)
+            st_old[sp], st_out[sp] = oright[old], b
+            st_lo[sp] = lo
+            st_hi[sp] = hi
+            st_mask[sp] = mask
+            if kind[j] == 2:
+                for v in range(nlev[j]):
+                    st_mask[sp, nom_off[j] + v] &= 1 - ocat[old, nom_off[j] + v]
+            else:
+                st_lo[sp, j] = max(lo[j], othr[old])
+            sp += 1
+            st_old[sp], st_out[sp] = oleft[old], a
+            st_lo[sp] = lo
+            st_hi[sp] = hi
+            st_mask[sp] = mask
+            if kind[j] == 2:
+                for v in range(nlev[j]):
+                    st_mask[sp, nom_off[j] + v] &= ocat[old, nom_off[j] + v]
+            else:
+                st_hi[sp, j] = min(hi[j], othr[old])
+            sp += 1
+            continue
+        c = ocell[old]
+        for j in range(d):  # peel the empty slabs off the region, column by column
+            if kind[j] == 2:
+                off = nom_off[j]
+                rest = False
+                for v in range(nlev[j]):
+                    if mask[off + v] and not cmask[c, off + v]:
+                        rest = True
+                if rest:
+                    a, b = nn, nn + 1
+                    nn += 2
+                    if not count_only:
+                        feat[o], left[o], right[o] = j, a, b
+                        for v in range(nlev[j]):
+                            cat[o, off + v] = cmask[c, off + v]
+                        blo[nl] = lo
+                        bhi[nl] = hi
+                        bmask[nl] = mask
+                        for v in range(nlev[j]):
+                            bmask[nl, off + v] = mask[off + v] & (1 - cmask[c, off + v])
+                        leaf_node[nl] = b
+                    nl += 1
+                    for v in range(nlev[j]):
+                        mask[off + v] &= cmask[c, off + v]
+                    o = a
+                continue
+            meas = (np.floor(clo[c, j]) - np.floor(lo[j])) if integer[j] else clo[c, j] - lo[j]
+            if meas > 0:
+                a, b = nn, nn + 1
+                nn += 2
+                if not count_only:
+                    feat[o], thr[o], left[o], right[o] = j, clo[c, j], a, b
+                    blo[nl] = lo
+                    bhi[nl] = hi
+                    bhi[nl, j] = clo[c, j]
+                    bmask[nl] = mask
+                    leaf_node[nl] = a
+                nl += 1
+                lo[j] = clo[c, j]
+                o = b
+            meas = (np.floor(hi[j]) - np.floor(chi[c, j])) if integer[j] else hi[j] - chi[c, j]
+            if meas > 0:
+                a, b = nn, nn + 1
+                nn += 2
+                if not count_only:
+                    feat[o], thr[o], left[o], right[o] = j, chi[c, j], a, b
+                    blo[nl] = lo
+                    blo[nl, j] = chi[c, j]
+                    bhi[nl] = hi
+                    bmask[nl] = mask
+                    leaf_node[nl] = b
+                nl += 1
+                hi[j] = chi[c, j]
+                o = a
+        if not count_only:
+            blo[nl] = clo[c]
+            bhi[nl] = chi[c]
+            bmask[nl] = cmask[c]
+            bcell[nl] = c
+            leaf_node[nl] = o
+        nl += 1
+    if count_only:
+        return nn, nl, feat, thr, left, right, cat, blo, bhi, bmask, bcell
+    order = np.argsort(leaf_node)
+    return nn, nl, feat, thr, left, right, cat, blo[order], bhi[order], bmask[order], \
+        bcell[order]
