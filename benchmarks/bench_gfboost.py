@@ -153,7 +153,8 @@ def lifelike(args) -> str:
                                                 max_rows=None))
                 res[mname]["fit"].append(t1 - t0)
                 res[mname]["sample"].append(t2 - t1)
-                print(f"{name} fold {f} {mname}: emd {res[mname]['emd'][-1]:.3f} "
+                print(f"{name} fold {f} {mname}: emd {res[mname]['emd'][-1]:.4f} "
+                      f"sinkhorn {res[mname]['sk'][-1]:.4f} "
                       f"fit {t1 - t0:.1f}s sample {t2 - t1:.1f}s", flush=True)
         for mname in makers:
             e = np.asarray(res[mname]["emd"])
@@ -266,7 +267,8 @@ def impute_part(args) -> str:
             imp, model = fn()
             dt = time.perf_counter() - t0
             perr, rmse = impute_scores(full, masked, imp)
-            # share of training rows alone in their cell: the partition has memorised them
+            # cells holding mass per training row (fragments of incomplete rows count): near
+            # or above 1, the partition isolates rows
             alone = model.n_cells_ / model.n_train_ if model is not None else float("nan")
             rows.append([rep, name, perr, rmse, alone, dt])
             print(f"rep {rep} {name}: perr {perr:.3f} rmse {rmse:.3f} {dt:.1f}s", flush=True)
@@ -276,7 +278,7 @@ def impute_part(args) -> str:
                                               cells=("cells", "mean"),
                                               s=("s", "mean")).reset_index()
     table = md_table(["model", "perr (Sex)", "sd", "RMSE (z-scored numeric)", "sd",
-                      "cells / rows", "seconds"], agg.values.tolist())
+                      "cells / training rows", "seconds"], agg.values.tolist())
     return "\n\n".join([f"## impute: abalone, {args.rate:.0%} MCAR, {args.repeats} masks "
                         "(lower is better)", table])
 
