@@ -125,22 +125,30 @@ def _discrete_table(model: GenerativeForest, cols: list[int],
     return table, off
 
 
-def _leaf_scores(tf: _TorchForest, x: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
-    """``log w_leaf + sum_j log p_j(x_j | leaf)`` for ``leaf`` of shape ``S`` and rows ``x``
-    broadcastable to ``S + (d,)``; NaN entries contribute 0 (marginalised).
+def _leaf_scores(tf: _TorchForest, x: torch.Tensor, leaf: torch.Tensor,
+                 rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``log w_leaf + sum_j log p_j(x_j | leaf)`` for rows ``x [n, d]``; NaN entries contribute
+    0 (marginalised). ``leaf`` is ``[B, n]`` (complete rows: one leaf per tree, tree-major) or,
+    with ``rows``, ``[P]`` (pair ``p`` is row ``rows[p]`` in leaf ``leaf[p]``).
 
-    Discrete columns and the leaf weight come from one gather into the leaf-major table (for a
-    tree-major ``leaf [B, n]`` consecutive lookups stay inside one tree's rows)."""
+    Table slots are computed once per row; the weight and every discrete column then come from
+    one gather into the leaf-major table (for a tree-major ``leaf`` consecutive lookups stay
+    inside one tree's rows), each numeric column from its leaf model's torch hook."""
     xd = x.detach().index_select(-1, tf.disc_cols)
     k = tf.disc_k
     valid = (xd >= 0) & (xd < k) & (xd == torch.floor(xd))
     slot = torch.where(valid, xd, torch.where(torch.isnan(xd), k + 1, k)).long() + tf.disc_off
     slot = torch.nn.functional.pad(slot, (1, 0))  # slot 0: log w_leaf
+    slot = slot.unsqueeze(0) if rows is None else slot.index_select(0, rows)
     idx = (leaf * tf.width).unsqueeze(-1) + slot
     s = tf.table.index_select(0, idx.reshape(-1)).reshape(idx.shape).sum(-1)
     for j, log_prob, params in tf.numeric:  # each numeric leaf model's torch hook
-        xv = x[..., j]
+        xv = x[:, j]
         nan = torch.isnan(xv)
+        if rows is not None:
+            if bool(nan.all()):  # marginalised in every row: contributes 0
+                continue
+            xv, nan = xv.index_select(0, rows), nan.index_select(0, rows)
         t = log_prob(params, leaf, torch.where(nan, 0.0, xv))
         s = s + torch.where(nan, 0.0, t)
     return s
@@ -425,7 +433,7 @@ class ForestDistribution(Distribution):
             xs = x[idx]
             leaf = route(self.model.forest_, lambda: self._packed(x.device, x.dtype), xr[idx])
             # tree-major [B, m]: lookups of one tree stay within its rows of the leaf tables
-            s_bm = _leaf_scores(tf, xs.unsqueeze(0), leaf.T.contiguous())
+            s_bm = _leaf_scores(tf, xs, leaf.T.contiguous())
             parts.append((idx, _safe_lse(s_bm.T)))
         part = torch.nonzero(nan_row).squeeze(-1)
         if part.numel():
@@ -447,5 +455,5 @@ class ForestDistribution(Distribution):
         rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
         rows_t = torch.as_tensor(rows, device=x.device)
         leaf_t = torch.as_tensor(leaf.astype(np.int64), device=x.device)
-        s = _leaf_scores(tf, x[rows_t], leaf_t)
+        s = _leaf_scores(tf, x, leaf_t, rows_t)
         return _segment_lse(s, rows_t, len(Z))

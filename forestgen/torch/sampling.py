@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from forestgen.base import GenerativeForest
 from forestgen.data.metadata import declared_bounds
 from forestgen.leaves.normal_math import torch_std_truncnorm as std_truncnorm
 
@@ -22,8 +23,13 @@ __all__ = ["DeviceSampler", "device_sampler_supported", "generator_for", "std_tr
 
 
 def device_sampler_supported(model) -> bool:
-    """Whether every column of ``model``'s leaf mixture can be drawn on a device."""
+    """Whether ``model``'s exact draws are ancestral draws from its leaf mixture (the family's
+    ``"ancestral"`` sampler behind the shared ``sample_encoded``; not, e.g., EOGT's star-node or
+    NRGBoost's Gibbs sampler) and every leaf model has the torch sampling hook."""
     if not (hasattr(model, "leaf_models_") and hasattr(model, "leaf_log_weight_")):
+        return False
+    if model.model_family.slots.get("sampler") != "ancestral" or \
+            type(model).sample_encoded is not GenerativeForest.sample_encoded:
         return False
     return all(lm.has_torch_sampler for lm in model.leaf_models_)
 
@@ -43,10 +49,11 @@ class DeviceSampler:
     def __init__(self, model, device, leaf_log_weight: np.ndarray | None = None,
                  columns: list[int] | None = None):
         if not device_sampler_supported(model):
-            bad = sorted({type(lm).__name__ for lm in model.leaf_models_
+            bad = sorted({type(lm).__name__ for lm in getattr(model, "leaf_models_", [])
                           if not lm.has_torch_sampler})
-            raise NotImplementedError(f"{type(model).__name__}: no on-device sampler for leaf "
-                                      f"models {bad} (they lack the torch_sample hook)")
+            why = (f"leaf models {bad} lack the torch_sample hook" if bad else
+                   "its draws do not come from the leaf mixture's ancestral sampler")
+            raise NotImplementedError(f"{type(model).__name__}: no on-device sampler ({why})")
         self.model = model
         self.device = torch.device(device)
         lw = np.asarray(model.leaf_log_weight_ if leaf_log_weight is None else leaf_log_weight,

@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from forestgen.learners import ARF, DEF, RFDE, GeF
+from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost
 from forestgen.leaves.uniform import UniformLeaf
 from forestgen.metrics import c2st
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, std_truncnorm
@@ -187,6 +187,7 @@ LEARNERS = {
     "gef": lambda t: GeF(n_trees=4, random_state=0, n_jobs=1).fit(t, target="c"),
     "rfde": lambda t: RFDE(n_trees=4, depth=5, random_state=0, n_jobs=1).fit(t),
     "def": lambda t: DEF(n_trees=4, max_leaves=24, random_state=0, n_jobs=1).fit(t),
+    "gfboost": lambda t: GFBoost(n_trees=3, n_iter=24, random_state=0).fit(t),
     "user_leaf": lambda t: ARF(n_trees=4, random_state=0, n_jobs=1,
                                numeric_leaf=RampLeaf()).fit(t),
 }
@@ -230,3 +231,11 @@ def test_leaf_without_sampling_hook_falls_back(small_table):
     a = dist.sample((20,), generator=torch.Generator().manual_seed(2))
     b = dist.sample((20,), generator=torch.Generator().manual_seed(2))
     assert torch.equal(a, b)  # numpy fallback, seeded from the generator
+
+
+def test_models_with_their_own_sampler_draw_with_it(small_table):
+    """EOGT's law is its star-node sampler, not the compiled leaf mixture: no device sampler."""
+    m = EOGT(n_trees=2, n_iter=12, random_state=0).fit(small_table)
+    assert not device_sampler_supported(m)
+    with pytest.raises(NotImplementedError, match="EOGT.*ancestral"):
+        DeviceSampler(m, "cpu")
