@@ -13,6 +13,7 @@ both paths marginalise them). Reports rows/s (median of repeats after a warm-up)
 on the CPU and, when one is present, a CUDA device (float32).
 
     python benchmarks/bench_torch_logprob.py [--n-fit 3000] [--n-trees 100] [--repeats 3]
+        [--threads N]   # N threads for both paths (default: the machine's cores)
 
 Writes ``benchmarks/results/torch_logprob.md``.
 """
@@ -25,6 +26,7 @@ import platform
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 import torch
 
@@ -57,9 +59,14 @@ def main() -> None:
     ap.add_argument("--n-sample", type=int, default=16000, help="rows drawn per sampling call")
     ap.add_argument("--n-trees", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both numpy (Numba) and torch (0 = the machine's cores)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "torch_logprob.md"))
     args = ap.parse_args()
 
+    threads = args.threads or os.cpu_count()
+    torch.set_num_threads(threads)  # equal thread counts on both paths
+    numba.set_num_threads(threads)
     load0 = os.getloadavg()
     train = load_adult(n=args.n_fit or None)
     test = load_adult("test", n=args.n_score or None)
@@ -169,7 +176,8 @@ def main() -> None:
         "warm-up; the ratio column is against the numpy row of each table.",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch "
-        f"{torch.__version__}, {torch.get_num_threads()} torch threads, {gpu}. Load average "
+        f"{torch.__version__}, {torch.get_num_threads()} torch threads and "
+        f"{numba.get_num_threads()} Numba threads (equal thread counts), {gpu}. Load average "
         f"{load0[0]:.1f} at the start and {load1[0]:.1f} at the end (other jobs were running: "
         "absolute rows/s are noisy, the ratios within one run are the comparison).",
     ]
@@ -187,8 +195,9 @@ def main() -> None:
                 base[kind] = rps
             e = "" if err is None else f"{err:.1e}"
             lines.append(f"| {name} | {rps:,.0f} | {sec:.3f} | {rps / base[kind]:.2f}x | {e} |")
+    thr = f" --threads {args.threads}" if args.threads else ""
     lines += ["", f"Command: `python benchmarks/bench_torch_logprob.py --n-fit {args.n_fit} "
-              f"--n-trees {args.n_trees} --repeats {args.repeats}`", ""]
+              f"--n-trees {args.n_trees} --repeats {args.repeats}{thr}`", ""]
     assert np.isfinite(ref).all()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))

@@ -210,31 +210,29 @@ class TruncNormalLeaf(LeafModel):
         return mu + sd * std_truncnorm_mean(a, np.maximum(a, b))
 
     def torch_params(self, dtype, device):
+        """One leaf-major table ``[L, 6]`` (``mu``, ``mu_lo``, ``sigma``, log-normaliser
+        constant, cell bounds), so scoring gathers one row per (entry, leaf)."""
         npdt = numpy_dtype(dtype)
         mu = self.mu_
         # float32: mu as an unevaluated sum hi + lo, so x - mu keeps ~float64 accuracy for
         # narrow leaves (x - hi is exact by Sterbenz's lemma when x is near mu)
         mu_hi = mu.astype(npdt)
-        return {"mu": torch_tensor(mu_hi, dtype, device),
-                "mu_lo": torch_tensor(mu - mu_hi.astype(np.float64), dtype, device),
-                "sd": torch_tensor(self.sigma_, dtype, device),
-                "const": torch_tensor(-np.log(self.sigma_) - LOG_SQRT_2PI - self.logz_, dtype,
-                                      device),
-                "lo": torch_tensor(floor_to(self.lo_, npdt), dtype, device),
-                "hi": torch_tensor(floor_to(self.hi_, npdt), dtype, device)}
+        cols = [mu_hi, (mu - mu_hi.astype(np.float64)).astype(npdt), self.sigma_.astype(npdt),
+                (-np.log(self.sigma_) - LOG_SQRT_2PI - self.logz_).astype(npdt),
+                floor_to(self.lo_, npdt), floor_to(self.hi_, npdt)]
+        return {"table": torch_tensor(np.stack(cols, axis=1), dtype, device)}
 
     @staticmethod
     def torch_log_prob(params, leaf, x):
         import torch
 
-        mu = params["mu"][leaf]
-        # +-inf: density 0 in every cell (kept out of the arithmetic for finite gradients)
-        inside = (x > params["lo"][leaf]) & (x <= params["hi"][leaf]) & torch.isfinite(x)
-        # outside the cell evaluate at mu: keeps the unused branch's gradient finite
-        diff = torch.where(inside, x, mu) - mu
-        diff = diff - torch.where(inside, params["mu_lo"][leaf], torch.zeros_like(diff))
-        z = diff / params["sd"][leaf]
-        t = -0.5 * z * z + params["const"][leaf]
+        mu, mu_lo, sd, const, lo, hi = params["table"][leaf].unbind(-1)
+        # +-inf: density 0 in every cell; outside the cell the difference is 0, which keeps
+        # the unused branch's gradient finite
+        inside = (x > lo) & (x <= hi) & torch.isfinite(x)
+        diff = torch.where(inside, (x - mu) - mu_lo, torch.zeros_like(mu))
+        z = diff / sd
+        t = const - 0.5 * z * z
         return torch.where(inside, t, torch.full_like(t, -math.inf))
 
     def torch_sample_params(self, n_leaves, device):

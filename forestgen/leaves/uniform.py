@@ -91,18 +91,18 @@ class UniformLeaf(LeafModel):
         return 0.5 * (a + np.maximum(a, b))
 
     def torch_params(self, dtype, device):
+        """One leaf-major table ``[L, 3]``: cell bounds and log density."""
         npdt = numpy_dtype(dtype)
-        return {"lo": torch_tensor(floor_to(self.lo_, npdt), dtype, device),
-                "hi": torch_tensor(floor_to(self.hi_, npdt), dtype, device),
-                "logd": torch_tensor(-np.log(self.hi_ - self.lo_), dtype, device)}
+        cols = [floor_to(self.lo_, npdt), floor_to(self.hi_, npdt),
+                (-np.log(self.hi_ - self.lo_)).astype(npdt)]
+        return {"table": torch_tensor(np.stack(cols, axis=1), dtype, device)}
 
     @staticmethod
     def torch_log_prob(params, leaf, x):
         import torch
 
-        logd = params["logd"][leaf]
-        inside = (x > params["lo"][leaf]) & (x <= params["hi"][leaf])
-        return torch.where(inside, logd, torch.full_like(logd, -math.inf))
+        lo, hi, logd = params["table"][leaf].unbind(-1)
+        return torch.where((x > lo) & (x <= hi), logd, torch.full_like(logd, -math.inf))
 
     def torch_sample_params(self, n_leaves, device):
         return {"lo": torch_tensor(self.lo_, "float64", device),

@@ -46,9 +46,10 @@ from forestgen.leaves.base import torch_tensor
 from forestgen.torch.routing import PackedTrees, route
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
 
-# bytes of per-chunk temporaries (about 12 words per (row, tree, column)); small on the CPU so
-# one tree's slice of the leaf tables stays in cache across a chunk
-MEMORY_BUDGET = {"cpu": 32 * 2**20, "default": 512 * 2**20}
+# bytes of per-chunk temporaries (about 12 words per (row, tree, column)). On the CPU large
+# enough that each torch op is worth its intra-op parallel region (with few, larger chunks a
+# busy machine stalls fewer thread barriers), small enough to stay in memory comfortably
+MEMORY_BUDGET = {"cpu": 128 * 2**20, "default": 512 * 2**20}
 
 
 # ---------------------------------------------------------------------------- support
@@ -142,25 +143,30 @@ def _leaf_scores(tf: _TorchForest, x: torch.Tensor, leaf: torch.Tensor,
     slot = slot.unsqueeze(0) if rows is None else slot.index_select(0, rows)
     idx = (leaf * tf.width).unsqueeze(-1) + slot
     s = tf.table.index_select(0, idx.reshape(-1)).reshape(idx.shape).sum(-1)
-    for j, log_prob, params in tf.numeric:  # each numeric leaf model's torch hook
-        xv = x[:, j]
-        nan = torch.isnan(xv)
-        if rows is not None:
-            if bool(nan.all()):  # marginalised in every row: contributes 0
-                continue
-            xv, nan = xv.index_select(0, rows), nan.index_select(0, rows)
-        t = log_prob(params, leaf, torch.where(nan, 0.0, xv))
-        s = s + torch.where(nan, 0.0, t)
+    if not tf.numeric:
+        return s
+    cols = torch.as_tensor([j for j, _, _ in tf.numeric], device=x.device)
+    n_nan = torch.isnan(x.index_select(1, cols)).sum(0).tolist()  # one sync per call
+    for (j, log_prob, params), c in zip(tf.numeric, n_nan):  # each numeric leaf's torch hook
+        if c == len(x):  # marginalised in every row: contributes 0
+            continue
+        xv = x[:, j] if rows is None else x[:, j].index_select(0, rows)
+        if c == 0:
+            s = s + log_prob(params, leaf, xv)
+        else:
+            nan = torch.isnan(xv)
+            t = log_prob(params, leaf, torch.where(nan, 0.0, xv))
+            s = s + torch.where(nan, 0.0, t)
     return s
 
 
-def _safe_lse(s: torch.Tensor) -> torch.Tensor:
-    """Log-sum-exp over the last axis, ``-inf`` (with zero gradient) where all terms are."""
-    m = s.detach().amax(-1, keepdim=True)
+def _safe_lse(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Log-sum-exp over ``dim``, ``-inf`` (with zero gradient) where all terms are."""
+    m = s.detach().amax(dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    tot = torch.exp(s - m).sum(-1)
+    tot = torch.exp(s - m).sum(dim)
     ok = tot > 0
-    val = torch.log(torch.where(ok, tot, torch.ones_like(tot))) + m.squeeze(-1)
+    val = torch.log(torch.where(ok, tot, torch.ones_like(tot))) + m.squeeze(dim)
     return torch.where(ok, val, torch.full_like(val, -math.inf))
 
 
@@ -434,7 +440,7 @@ class ForestDistribution(Distribution):
             leaf = route(self.model.forest_, lambda: self._packed(x.device, x.dtype), xr[idx])
             # tree-major [B, m]: lookups of one tree stay within its rows of the leaf tables
             s_bm = _leaf_scores(tf, xs, leaf.T.contiguous())
-            parts.append((idx, _safe_lse(s_bm.T)))
+            parts.append((idx, _safe_lse(s_bm, 0)))
         part = torch.nonzero(nan_row).squeeze(-1)
         if part.numel():
             parts.append((part, self._log_prob_partial(tf, x[part], xr[part])))
