@@ -18,15 +18,20 @@ def log1mexp(x: np.ndarray) -> np.ndarray:
         return np.where(x > -np.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
 
+def _lower_tail(a: np.ndarray, b: np.ndarray):
+    """``(a, b]`` mirrored onto the lower tail where ``a > 0``: ``flip, lo, hi, log Phi(lo),
+    log Phi(hi)`` (so CDF differences keep their precision far in the upper tail)."""
+    flip = a > 0
+    lo = np.where(flip, -b, a)
+    hi = np.where(flip, -a, b)
+    return flip, lo, hi, log_ndtr(lo), log_ndtr(hi)
+
+
 def log_ndtr_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails (-inf when a == b)."""
     a = np.asarray(a, float)
     b = np.asarray(b, float)
-    flip = a > 0
-    lo = np.where(flip, -b, a)
-    hi = np.where(flip, -a, b)
-    lhi = log_ndtr(hi)
-    llo = log_ndtr(lo)
+    _, _, _, llo, lhi = _lower_tail(a, b)
     with np.errstate(invalid="ignore"):
         out = lhi + log1mexp(np.minimum(llo - lhi, 0.0))
     return np.where(b > a, out, -np.inf)
@@ -34,11 +39,7 @@ def log_ndtr_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def sample_std_truncnorm(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Inverse-CDF draw from N(0,1) truncated to (a, b] given uniforms ``u``; stable in tails."""
-    flip = a > 0
-    lo = np.where(flip, -b, a)
-    hi = np.where(flip, -a, b)
-    llo = log_ndtr(lo)
-    lhi = log_ndtr(hi)
+    flip, lo, hi, llo, lhi = _lower_tail(a, b)
     with np.errstate(divide="ignore"):
         logp = np.logaddexp(llo + np.log1p(-u), lhi + np.log(u))
     z = ndtri_exp(np.minimum(logp, 0.0))

@@ -411,14 +411,18 @@ class ForestDistribution(Distribution):
         elif self.torch_path:
             res = self._log_prob_torch(x, x)
         else:
-            if x.requires_grad and not self._warned:
-                warnings.warn(f"{type(self.model).__name__}: log_prob uses the numpy path for "
-                              "these leaf models; the result carries no gradient", stacklevel=2)
-                self._warned = True
-            Z = x.detach().to("cpu", torch.float64).numpy()
-            res = torch.as_tensor(self.model.log_prob_encoded(Z), device=x.device,
-                                  dtype=x.dtype)
+            res = self._log_prob_numpy(x)
         return res.to(out_dtype).reshape(batch)
+
+    def _log_prob_numpy(self, x: torch.Tensor) -> torch.Tensor:
+        """The model's own ``log_prob_encoded`` of rows ``x [n, d]`` (no gradient; warns once
+        when one is wanted)."""
+        if x.requires_grad and not self._warned:
+            warnings.warn(f"{type(self.model).__name__}: log_prob uses the numpy path for "
+                          "these leaf models; the result carries no gradient", stacklevel=3)
+            self._warned = True
+        Z = x.detach().to("cpu", torch.float64).numpy()
+        return torch.as_tensor(self.model.log_prob_encoded(Z), device=x.device, dtype=x.dtype)
 
     def _log_prob_torch(self, x: torch.Tensor, xr: torch.Tensor) -> torch.Tensor:
         """Rows ``x [n, d]`` scored (NaN marginalised) in the leaves that ``xr`` (same rows,
