@@ -72,7 +72,20 @@ class GenerativeForest(BaseEstimator):
                 f"{type(self).__name__} ({self.model_family.name} family) does not answer "
                 f"{query!r} queries; it answers {sorted(self.capabilities)}")
 
-    def _component(self, slot: str):
+    def require_normalised(self, query: str) -> None:
+        """Raise ``NotImplementedError`` naming the learner and ``query`` unless this model's
+        ensembler combines leaf scores into a normalised density (``Ensembler.normalised``):
+        the shared ``log_prob``, leaf posteriors and the torch scoring add leaf scores in a
+        log-sum-exp and would be silently wrong for an unnormalised energy."""
+        name = self.model_family.slots.get("ensembler")
+        if name is None or not self.component("ensembler").normalised:
+            what = "has no ensembler slot" if name is None else \
+                f"ensembler {type(self.component('ensembler')).__name__} is unnormalised"
+            raise NotImplementedError(
+                f"{type(self).__name__}: the shared {query!r} sums leaf mixtures, but its "
+                f"{what}; override it with the learner's own (e.g. with a normaliser estimate)")
+
+    def component(self, slot: str):
         """The component filling ``slot`` of this model's family (one instance per model)."""
         cache = self.__dict__.setdefault("_components", {})
         if slot not in cache:
@@ -251,7 +264,8 @@ class GenerativeForest(BaseEstimator):
         B = self.forest_.n_trees
         step = max(1, PAIR_BUDGET // max(B, 1))
         incomplete = np.isnan(Z).any(axis=1)
-        ens = self._component("ensembler")
+        self.require_normalised("log_prob")
+        ens = self.component("ensembler")
         for s in range(0, n, step):
             sl = slice(s, min(n, s + step))
             Zb = Z[sl]
@@ -330,7 +344,7 @@ class GenerativeForest(BaseEstimator):
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
-        sampler = self._component("sampler")
+        sampler = self.component("sampler")
         if within_support and "within_support" in inspect.signature(sampler.sample).parameters:
             Z = sampler.sample(self, int(n), rng, missing=missing, within_support=True)
         else:

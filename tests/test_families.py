@@ -138,3 +138,27 @@ def test_sampler_without_within_support_gives_exact_draws(table):
     exact = ref.sample_encoded(50, random_state=2)
     np.testing.assert_array_equal(m.sample_encoded(50, random_state=2, within_support=True), exact)
     assert not np.array_equal(ref.sample_encoded(50, random_state=2, within_support=True), exact)
+
+
+@registry.register("ensembler", "test_unnormalised")
+class _EnergyLikeEnsembler(MixtureEnsembler):
+    """Combines leaves like a mixture but declares an unnormalised energy."""
+
+    normalised = False
+
+
+class _Unnormalised(ARF):
+    model_family = Family("energy-like", {**LEAF_MIXTURE.slots,
+                                          "ensembler": "test_unnormalised"})
+
+
+def test_unnormalised_ensembler_is_refused_by_mixture_queries(table):
+    """``Ensembler.normalised`` is read: the shared mixture queries refuse an unnormalised
+    ensembler instead of returning a silently wrong density."""
+    m = _Unnormalised(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
+    with pytest.raises(NotImplementedError, match="_Unnormalised.*'log_prob'.*unnormalised"):
+        m.log_prob(table)
+    with pytest.raises(NotImplementedError, match="_Unnormalised.*'leaf posterior'"):
+        m.sample(5, conditions={"x": 0.1})
+    assert not m.to_torch().torch_path
+    assert m.sample(5, random_state=0).shape == (5, 2)  # sampling does not need a normaliser

@@ -9,7 +9,9 @@ class Ensembler:
     """Base class. ``log_prob_pairs`` turns per-(row, leaf) log scores into per-row log densities.
 
     ``normalised`` says whether the combination is a normalised density (a mixture) or an
-    unnormalised energy whose normaliser must be estimated (NRGBoost).
+    unnormalised energy whose normaliser must be estimated (NRGBoost). The shared queries that
+    sum leaf mixtures (``log_prob``, leaf posteriors, the torch scoring) check it through
+    :meth:`~forestgen.base.GenerativeForest.require_normalised` and refuse an unnormalised one.
     """
 
     normalised: bool = True

@@ -89,6 +89,7 @@ def iter_posterior(model, ev: Evidence, rows: np.ndarray | None = None,
     and the chunk size adapts to the observed number of pairs per row. ``skip``: a column whose
     evidence neither routes nor weighs (e.g. a prediction target).
     """
+    model.require_normalised("leaf posterior")
     budget = PAIR_BUDGET if budget is None else budget
     rows = np.arange(ev.m) if rows is None else np.asarray(rows, np.int64)
     if len(rows) == 0:

@@ -25,16 +25,25 @@ def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarr
 class AncestralSampler(Sampler):
     """``missing=True`` also blanks entries with the per-leaf missing rates the model learned
     (``missing_rate_``); the values are drawn first, so the same seed gives the same values
-    with and without missingness."""
+    with and without missingness. ``log_weight`` replaces the leaf weights by a leaf posterior
+    (``-inf`` outside it): conditional and class-conditional draws go through this sampler."""
 
-    def sample(self, model, n, rng, missing: bool = False, within_support: bool = False):
-        leaf = draw_leaves(model.leaf_log_weight_, n, rng)
-        out = np.empty((n, len(model.leaf_models_)))
+    def sample(self, model, n, rng, missing: bool = False, within_support: bool = False,
+               log_weight: np.ndarray | None = None):
+        lw = model.leaf_log_weight_ if log_weight is None else log_weight
+        leaf = draw_leaves(lw, n, rng)
+        out = self.draw(model, leaf, rng, within_support)
+        if missing:
+            apply_missing(model, leaf, out, rng)
+        return out
+
+    def draw(self, model, leaf: np.ndarray, rng: np.random.Generator,
+             within_support: bool = False) -> np.ndarray:
+        """Every column independently from its leaf model in ``leaf [n]``: ``[n, d]``."""
+        out = np.empty((len(leaf), len(model.leaf_models_)))
         for j, lm in enumerate(model.leaf_models_):
             out[:, j] = (draw_column(model, j, leaf, rng) if within_support
                          else lm.sample(leaf, rng))
-        if missing:
-            apply_missing(model, leaf, out, rng)
         return out
 
 

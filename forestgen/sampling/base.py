@@ -10,7 +10,9 @@ class Sampler:
 
     A sampler may also accept ``missing=`` (blank entries at the leaf's missing rates) and
     ``within_support=`` (keep draws inside each column's observed range); a sampler that does
-    not accept ``within_support`` is called without it and its exact draws are used."""
+    not accept ``within_support`` is called without it and its exact draws are used. A
+    leaf-mixture sampler also accepts ``log_weight=`` (leaf weights to draw from instead of the
+    model's: class-conditional draws pass a leaf posterior)."""
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError

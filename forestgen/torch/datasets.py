@@ -19,6 +19,7 @@ unless given explicitly.
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 from typing import Any
@@ -44,8 +45,10 @@ def _dist_info(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------- drawing rows
 class _RowDrawer:
-    """Draws encoded rows, unconditionally or with labels from ``class_probs`` (exact for leaf
-    mixtures: leaf posterior ∝ w_leaf * pmf_leaf(label), then the other columns in that leaf)."""
+    """Draws encoded rows, unconditionally or with labels from ``class_probs`` — exact for leaf
+    mixtures: a label, then a leaf from the leaf posterior given that label
+    (:func:`~forestgen.inference.posterior.iter_posterior`, as conditional sampling), then the
+    other columns in that leaf through the model's sampler (or the device sampler)."""
 
     def __init__(self, model, target: Any = None, class_probs: Any = None):
         model._check_fitted()
@@ -65,37 +68,26 @@ class _RowDrawer:
         if not hasattr(model, "leaf_models_") or not hasattr(model, "leaf_log_weight_"):
             raise NotImplementedError(
                 f"{type(model).__name__}: class-conditional generation needs a leaf mixture")
-        k = spec.n_levels
-        lm = model.leaf_models_[self.target_index]
-        pmf = np.asarray(lm.probs(np.arange(model.forest_.n_leaves)), np.float64)  # [L, k]
-        w = np.exp(model.leaf_log_weight_ - np.max(model.leaf_log_weight_))
-        joint = w[:, None] * pmf  # [L, k]
-        mass = joint.sum(0)
-        probs = _parse_class_probs(class_probs, spec, mass)
-        self.probs = probs
-        cdf = np.cumsum(joint, axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.cdf = (cdf / np.where(mass > 0, mass, 1.0)).T.copy()  # [k, L]
-        self.k = k
+        self.k = spec.n_levels
+        self.class_log_w, log_mass = _class_posteriors(model, self.target_index, self.k)
+        self.probs = _parse_class_probs(class_probs, spec, np.exp(log_mass))
 
     def draw_torch(self, n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
         """``draw`` with torch ops on ``device`` (float64 rows ``[n, d]``)."""
         key = str(device)
         if key not in self._samplers:
             sampler = DeviceSampler(self.model, device)
-            cdf = None if self.probs is None else sampler.T(self.cdf)
+            cdf = None if self.probs is None else sampler.cdf(self.class_log_w)
             probs = None if self.probs is None else sampler.T(self.probs)
             self._samplers[key] = (sampler, cdf, probs)
         sampler, cdf, probs = self._samplers[key]
         if probs is None:
             return sampler.sample(n, generator, torch.float64)
         y = torch.multinomial(probs, n, replacement=True, generator=generator)
-        u = sampler.uniform(n, generator)
         leaf = torch.empty(n, dtype=torch.long, device=device)
-        for c in range(self.k):  # leaf | class by inverse CDF over that class's leaf weights
+        for c in range(self.k):  # leaf | class by inverse CDF over that class's posterior
             sel = y == c
-            idx = torch.searchsorted(cdf[c], u[sel], right=True)
-            leaf[sel] = idx.clamp(max=cdf.shape[1] - 1)
+            leaf[sel] = sampler.leaves(int(sel.sum()), generator, cdf[c])
         Z = sampler.columns_at(leaf, generator, torch.float64)
         Z[:, self.target_index] = y.to(torch.float64)
         return Z
@@ -104,16 +96,34 @@ class _RowDrawer:
         if self.probs is None:
             return self.model.sample_encoded(n, random_state=rng)
         y = rng.choice(self.k, size=n, p=self.probs)
-        leaf = np.empty(n, np.int64)
-        u = rng.random(n)
-        L = self.cdf.shape[1]
+        Z = np.empty((n, self.model.schema_.d))
+        sampler = self.model.component("sampler")
+        if "log_weight" not in inspect.signature(sampler.sample).parameters:
+            raise NotImplementedError(f"{type(self.model).__name__}: class-conditional draws "
+                                      f"need a sampler taking log_weight= (a leaf posterior); "
+                                      f"{type(sampler).__name__} does not")
         for c in np.unique(y):
             sel = y == c
-            leaf[sel] = np.minimum(np.searchsorted(self.cdf[c], u[sel], side="right"), L - 1)
-        Z = np.empty((n, len(self.model.leaf_models_)))
-        for j, lm in enumerate(self.model.leaf_models_):
-            Z[:, j] = y if j == self.target_index else lm.sample(leaf, rng)
+            Z[sel] = sampler.sample(self.model, int(sel.sum()), rng,
+                                    log_weight=self.class_log_w[c])
+        Z[:, self.target_index] = y
         return Z
+
+
+def _class_posteriors(model, j: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per level ``c`` of discrete column ``j``: the leaf log-weights given ``x_j = c``
+    (unnormalised, ``-inf`` outside the posterior) ``[k, L]`` and ``log P(x_j = c)`` ``[k]``."""
+    from forestgen.inference.conditions import Evidence
+    from forestgen.inference.posterior import iter_posterior
+
+    ev = Evidence.empty(k, model.schema_.d)
+    ev.point[:, j] = np.arange(k)
+    lw = np.full((k, model.forest_.n_leaves), -np.inf)
+    log_mass = np.full(k, -np.inf)
+    for ch in iter_posterior(model, ev):
+        lw[ch.rows[ch.prow], ch.leaf] = ch.logw
+        log_mass[ch.rows] = ch.lognorm
+    return lw, log_mass
 
 
 def _column_index(schema, name) -> int:

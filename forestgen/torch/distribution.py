@@ -254,6 +254,10 @@ class ForestDistribution(Distribution):
         if getattr(type(m).log_prob_encoded, "__func__", type(m).log_prob_encoded) is not \
                 GenerativeForest.log_prob_encoded:
             return False
+        try:
+            m.require_normalised("torch log_prob")
+        except NotImplementedError:
+            return False
         return all(lm.discrete or lm.has_torch for lm in m.leaf_models_)
 
     @property

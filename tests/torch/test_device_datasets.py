@@ -99,3 +99,24 @@ def test_cuda_batches(mixed_model):
     assert a[0].device.type == "cuda" and all(torch.equal(x, y) for x, y in zip(a, b))
     with pytest.raises(RuntimeError, match="num_workers=0"):
         list(DataLoader(ds, batch_size=None, num_workers=1))
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_class_conditional_is_conditional_sampling(mixed_model, device):
+    """One label's batches follow ``sample(conditions={target: label})`` (same leaf posterior,
+    same sampler)."""
+    from scipy import stats
+
+    ds = SyntheticDataset(mixed_model, batch_size=3000, n_batches=1, seed=4, target="cat",
+                          class_probs={"b": 1.0}, device=device)
+    out = ds.batch(0)
+    assert (out["y"] == 1).all()
+    ref = mixed_model.encoder_.transform(
+        mixed_model.sample(3000, conditions={"cat": "b"}, random_state=4, missing=False))
+    x = out["x"].double().numpy()  # features: x1, x2, flag, level
+    for c, j in ((0, 0), (1, 1)):
+        assert stats.ks_2samp(x[:, c], ref[:, j]).pvalue > 1e-3
+    for c, j, k in ((2, 3, 2), (3, 4, 5)):
+        tv = 0.5 * np.abs(np.bincount(x[:, c].astype(int), minlength=k)
+                          - np.bincount(ref[:, j].astype(int), minlength=k)).sum() / 3000
+        assert tv < 0.05
