@@ -203,7 +203,9 @@ class RFDE(GenerativeForest):
     random_state, n_jobs : seeds (one hashed seed per tree, the first draw of the tree's
         Generator; results identical for any n_jobs).
     splitter : ``"midpoint"`` (default, Algorithm 1) or another unlabelled splitter that honours
-        ``GrowLimits.max_depth``; ``depth="cv"`` needs the midpoint partition.
+        ``GrowLimits.max_depth``. ``depth="cv"`` works with any: the midpoint partition gets
+        every depth from one routing per tree, another splitter grows ``cv_folds x
+        len(depth_grid)`` forests of ``cv_trees`` trees.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, eq. 4) or a leaf
         model (name, class, instance) fitted on the training rows of each cell.
     progress : print progress bars (depth CV, growth) on stderr.
@@ -287,10 +289,9 @@ class RFDE(GenerativeForest):
         self._splitter = make_splitter(self.splitter, "RFDE", False, MidpointSplitter)
         n, d = Z.shape
         if self.depth == "cv":
-            if not isinstance(self._splitter, MidpointSplitter):
-                raise ValueError("RFDE(depth='cv') selects the depth of the midpoint partition; "
-                                 f"with splitter {self._splitter!r} pass an int depth")
-            self.cv_scores_ = self._cv_scores(Z, self._grid())
+            cv = self._cv_scores if isinstance(self._splitter, MidpointSplitter) else \
+                self._cv_scores_grown
+            self.cv_scores_ = cv(Z, self._grid())
             self.depth_ = int(min(self.cv_scores_, key=lambda p: (self.cv_scores_[p], p)))
         elif self.depth == "theory":
             self.depth_ = theory_depth(n, d)
@@ -345,16 +346,8 @@ class RFDE(GenerativeForest):
         (``density_floor``, or ``1e-5`` when it is ``None``, relative to the root box)."""
         kind, nlev, nom_off, n_nom = self._layout
         n = len(Z)
-        K = min(int(self.cv_folds), n)
-        if K < 2:
-            raise ValueError(f"depth='cv' needs at least 2 rows, got {n}")
+        K, fold, T, log_floor = self._cv_setup(n)
         P = max(grid)
-        rng = np.random.default_rng(np.random.SeedSequence(int(self.seeds_[0])).spawn(1)[0])
-        fold = rng.permutation(n) % K
-        T = min(int(self.cv_trees), len(self.seeds_))
-        floor = self.density_floor if self.density_floor is not None else 1e-5
-        log_floor = math.log(floor) - box_log_volume(self.encoder_.schema, self.box_lo_,
-                                                     self.box_hi_)
         # acc[k][p] collects per-tree log densities of the validation rows of fold k
         acc = {k: {p: [] for p in grid} for k in range(K)}
         bar = ProgressBar(f"RFDE depth CV ({K} folds, depths {min(grid)}..{P})", T,
@@ -382,6 +375,38 @@ class RFDE(GenerativeForest):
             scores[p] = tot / n
         bar.close(f"depth {min(scores, key=lambda p: (scores[p], p))}")
         return scores
+
+    def _cv_setup(self, n: int) -> tuple[int, np.ndarray, int, float]:
+        """Folds ``K``, each row's fold, trees ``T`` per fit and the log density floor."""
+        K = min(int(self.cv_folds), n)
+        if K < 2:
+            raise ValueError(f"depth='cv' needs at least 2 rows, got {n}")
+        rng = np.random.default_rng(np.random.SeedSequence(int(self.seeds_[0])).spawn(1)[0])
+        fold = rng.permutation(n) % K
+        T = min(int(self.cv_trees), len(self.seeds_))
+        floor = self.density_floor if self.density_floor is not None else 1e-5
+        log_floor = math.log(floor) - box_log_volume(self.encoder_.schema, self.box_lo_,
+                                                     self.box_hi_)
+        return K, fold, T, log_floor
+
+    def _cv_scores_grown(self, Z: np.ndarray, grid: list[int]) -> dict[int, float]:
+        """The same held-out ANLL for any splitter honouring ``GrowLimits.max_depth``: per fold
+        and depth, ``cv_trees`` trees (the final fit's first tree generators, the same root
+        box) are grown on the training part and score the held-out part. For the midpoint
+        splitter this equals :meth:`_cv_scores`, which gets every depth from one routing."""
+        n = len(Z)
+        K, fold, T, log_floor = self._cv_setup(n)
+        sub = copy.copy(self)
+        tot = dict.fromkeys(grid, 0.0)
+        for k in range(K):
+            tr = fold != k
+            for p in grid:
+                sub.depth_ = p
+                sub._rngs = [copy.deepcopy(r) for r in self._rngs[:T]]
+                sub._grow(Z[tr])
+                lp = sub.log_prob_encoded(Z[~tr])
+                tot[p] += float(-np.sum(np.maximum(lp, log_floor)))
+        return {p: tot[p] / n for p in grid}
 
     # ------------------------------------------------------------------ queries
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
