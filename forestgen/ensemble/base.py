@@ -18,7 +18,8 @@ class Ensembler:
 
     def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
         """Per-row combination of CSR segments ``pair_scores[ptr[i]:ptr[i+1]]`` (all leaves a
-        row reaches) into a log density."""
+        row reaches) into a log density; ``pair_scores`` may be ``[P, K]`` (K score columns,
+        e.g. one per class, combined column by column into ``[n, K]``)."""
         raise NotImplementedError
 
     def combine_dense(self, scores: np.ndarray) -> np.ndarray:

@@ -46,7 +46,8 @@ class MixtureEnsembler(Ensembler):
             return np.log(cvg) - np.log(n_trees)
 
     def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
-        """Per-row logsumexp over CSR segments ``pair_scores[ptr[i]:ptr[i+1]]``."""
+        """Per-row logsumexp over CSR segments ``pair_scores[ptr[i]:ptr[i+1]]`` (``[P]``, or
+        ``[P, K]`` combined per column: GeF's class posteriors)."""
         return segment_logsumexp(ptr, pair_scores)
 
     def combine_dense(self, scores: np.ndarray) -> np.ndarray:
@@ -59,17 +60,19 @@ class MixtureEnsembler(Ensembler):
 
 
 def segment_logsumexp(ptr: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Logsumexp of ``v [P]`` or ``v [P, K]`` (per column) over CSR segments
+    ``v[ptr[i]:ptr[i+1]]``: ``[n]`` or ``[n, K]``, ``-inf`` for empty segments."""
     n = len(ptr) - 1
-    out = np.full(n, -np.inf)
+    out = np.full((n,) + v.shape[1:], -np.inf)
     nonempty = ptr[1:] > ptr[:-1]
     if not nonempty.any():
         return out
     starts = ptr[:-1][nonempty]
-    mx = np.maximum.reduceat(v, starts)
+    mx = np.maximum.reduceat(v, starts, axis=0)
     lens = (ptr[1:] - ptr[:-1])[nonempty]
     fin = np.isfinite(mx)
-    shift = np.repeat(np.where(fin, mx, 0.0), lens)
-    s = np.add.reduceat(np.exp(v - shift), starts)
+    shift = np.repeat(np.where(fin, mx, 0.0), lens, axis=0)
+    s = np.add.reduceat(np.exp(v - shift), starts, axis=0)
     with np.errstate(divide="ignore"):
         res = np.where(fin, mx + np.log(s), mx)
     out[nonempty] = res

@@ -513,6 +513,8 @@ class GeF(GenerativeForest):
         K = int(self.schema_.n_levels[self.target_index_])
         out = {m: np.empty((n, K)) for m in modes}
         leaf_tree = self.forest_.leaf_tree
+        self.require_normalised("class posterior")
+        ens = self.component("ensembler")
         for s in range(0, n, ROW_CHUNK):
             Zc = Z[s:s + ROW_CHUNK]
             ptr, leaf = self.forest_.reach(Zc)
@@ -531,7 +533,7 @@ class GeF(GenerativeForest):
                         if S is None:
                             S = self._pair_class_scores(Zc[i:j], sub_ptr, sub_leaf, mode)
                         Sm = S
-                    out[mode][s + i:s + j] = _combine(Sm, sub_ptr, tree, mode)
+                    out[mode][s + i:s + j] = _combine(ens, Sm, sub_ptr, tree, mode)
                 i = j
         for mode in modes:
             bad = ~np.isfinite(out[mode]).all(1)
@@ -542,7 +544,7 @@ class GeF(GenerativeForest):
                 empty = np.full((1, self.schema_.d), np.nan)
                 ptr, leaf = self.forest_.reach(empty)
                 S = self._pair_class_scores(empty, ptr, leaf, mode)
-                out[mode][bad] = _combine(S, ptr, leaf_tree[leaf], mode)[0]
+                out[mode][bad] = _combine(ens, S, ptr, leaf_tree[leaf], mode)[0]
         return out
 
     def predict_proba(self, X, target=None, mode: str | None = None):
@@ -596,16 +598,6 @@ class GeF(GenerativeForest):
 
 
 # ---------------------------------------------------------------------- helpers
-def _segment_lse(S: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Per-segment, per-column logsumexp of ``S [P, K]``; segments start at ``starts``."""
-    M = np.maximum.reduceat(S, starts, axis=0)
-    Ms = np.where(np.isfinite(M), M, 0.0)
-    lens = np.diff(np.r_[starts, len(S)])
-    E = np.add.reduceat(np.exp(S - np.repeat(Ms, lens, axis=0)), starts, axis=0)
-    with np.errstate(divide="ignore"):
-        return np.where(np.isfinite(M), Ms + np.log(E), M)
-
-
 def _normalise_log(L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row-normalised probabilities of log scores ``L [G, K]`` and a validity mask."""
     m = L.max(1, keepdims=True)
@@ -616,8 +608,9 @@ def _normalise_log(L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return P, ok
 
 
-def _combine(S: np.ndarray, ptr: np.ndarray, tree: np.ndarray, mode: str) -> np.ndarray:
-    """Class posteriors per row from pair scores (rows are CSR segments ``ptr``)."""
+def _combine(ens, S: np.ndarray, ptr: np.ndarray, tree: np.ndarray, mode: str) -> np.ndarray:
+    """Class posteriors per row from pair scores ``S [P, K]`` (rows are CSR segments ``ptr``),
+    combined over leaves by the model's ensembler ``ens``."""
     n = len(ptr) - 1
     K = S.shape[1]
     out = np.full((n, K), np.nan)
@@ -627,8 +620,7 @@ def _combine(S: np.ndarray, ptr: np.ndarray, tree: np.ndarray, mode: str) -> np.
         return out
     row = np.repeat(np.arange(n), lens)
     if mode == "gef+":
-        starts = ptr[:-1][has]
-        P, ok = _normalise_log(_segment_lse(S, starts))
+        P, ok = _normalise_log(ens.combine(ptr, S)[has])
         P[~ok] = np.nan
         out[has] = P
         return out
@@ -636,7 +628,7 @@ def _combine(S: np.ndarray, ptr: np.ndarray, tree: np.ndarray, mode: str) -> np.
     brk = np.ones(len(S), bool)
     brk[1:] = (row[1:] != row[:-1]) | (tree[1:] != tree[:-1])
     starts = np.nonzero(brk)[0]
-    P, ok = _normalise_log(_segment_lse(S, starts))
+    P, ok = _normalise_log(ens.combine(np.r_[starts, len(S)], S))
     g_row = row[starts]
     cnt = np.bincount(g_row, weights=ok.astype(float), minlength=n)
     tot = np.zeros((n, K))
