@@ -687,13 +687,6 @@ def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None
         raise ValueError(f"unexpected arrays {sorted(stray)[:5]}")
 
 
-def store_params(est: BaseEstimator, values: dict) -> None:
-    """Set each constructor parameter of ``est`` from ``values`` (its ``__init__``'s
-    ``locals()``) unchanged, as scikit-learn expects; validation happens in ``fit``."""
-    for name in _init_params(type(est)):
-        setattr(est, name, values[name])
-
-
 def _init_params(cls) -> set[str]:
     return set(inspect.signature(cls.__init__).parameters) - {"self"}
 
