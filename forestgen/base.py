@@ -230,7 +230,7 @@ class GenerativeForest(BaseEstimator):
                              f"{len(stats.columns)} columns; the model has {forest.n_leaves} "
                              f"leaves and {schema.d} columns")
         numeric, discrete = self.leaf_prototypes()
-        self.leaf_log_weight_ = self._component("ensembler").leaf_log_weights_from_counts(
+        self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights_from_counts(
             stats.coverage, forest.leaf_tree, forest.n_trees)
         boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         models: list[LeafModel] = []

@@ -188,7 +188,7 @@ class NRGBoost(GenerativeForest):
         leaf = ConstantEnergyLeaf()
         pool = SamplePool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
                           n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
-                          sampler=self._component("sampler"))
+                          sampler=self.component("sampler"))
         seeds = seed.spawn(n_rounds)
         bar = ProgressBar("NRGBoost", n_rounds, bool(self.progress), unit="rounds")
         self.rounds_ = []
@@ -598,7 +598,7 @@ class NRGBoost(GenerativeForest):
                free_cols: np.ndarray | None = None) -> np.ndarray:
         per = -(-n // chains)
         X0 = self._init_chains(chains, allowed, arow, rng)
-        rec = self._component("sampler").run(
+        rec = self.component("sampler").run(
             self.energy_, X0, n_sweeps=burn_in + (per - 1) * thin + 1, record_from=burn_in,
             thin=thin, n_records=per, rng=rng, free_cols=free_cols, allowed=allowed,
             allowed_row=arow)
@@ -753,7 +753,7 @@ class NRGBoost(GenerativeForest):
             b = max(int(self.sample_burn_in), 1)
             n_rec = 1 if method == "sample" else 50
             X0 = self._init_chains(len(multi), allowed, np.arange(len(multi)), rng)
-            rec = self._component("sampler").run(
+            rec = self.component("sampler").run(
                 self.energy_, X0, n_sweeps=b + n_rec, record_from=b, thin=1, n_records=n_rec,
                 rng=rng, allowed=allowed, allowed_row=np.arange(len(multi)))
             for j in range(g.d):
