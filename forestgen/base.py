@@ -127,6 +127,11 @@ class GenerativeForest(BaseEstimator):
         tags.target_tags.required = False
         return tags
 
+    def validate_params(self) -> None:
+        """Check the constructor's parameters, raising ``ValueError``/``TypeError`` naming the
+        bad one. Called by ``fit``, by ``load`` and by other fitters (e.g.
+        :mod:`forestgen.distributed`); learners override it."""
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's parameters. Components (splitters, leaf models) are values, not
         nested estimators: ``deep`` adds no ``component__param`` keys, so parameters always
@@ -609,8 +614,7 @@ class GenerativeForest(BaseEstimator):
     @classmethod
     def _from_file(cls, arrays: dict[str, np.ndarray], meta: dict) -> GenerativeForest:
         model = cls(**from_json(meta["params"]))
-        if hasattr(model, "_validate"):
-            model._validate()
+        model.validate_params()
         schema = Schema.from_dict(meta["schema"])
         _check_schema(schema)
         model.encoder_ = TableEncoder.from_schema(schema)

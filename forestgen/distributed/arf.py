@@ -113,7 +113,7 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
     ``progress`` are ignored (parallelism is Dask's).
     """
     learner = ARF(**params) if learner is None else learner.set_params(**params)
-    learner._validate()
+    learner.validate_params()
     if learner.coverage != "all":
         raise NotImplementedError("forestgen.distributed.fit_arf: coverage='oob' needs each "
                                   "tree's bootstrap weights of every row; use coverage='all'")

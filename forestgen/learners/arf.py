@@ -142,7 +142,7 @@ class ARF(GenerativeForest):
         self.splitter = splitter
 
     # ------------------------------------------------------------------ validation
-    def _validate(self) -> None:
+    def validate_params(self) -> None:
         check_int("n_trees", self.n_trees, 1)
         check_int("min_node_size", self.min_node_size, 1)
         check_max_features(self.max_features)
@@ -169,7 +169,7 @@ class ARF(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
-        self._validate()
+        self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds,
                                      max_ordinal_levels=self.max_ordinal_levels).fit(X)
         Z = self.encoder_.transform(X)

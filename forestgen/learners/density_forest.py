@@ -102,7 +102,7 @@ class DEF(GenerativeForest):
         self.discrete_leaf = discrete_leaf
         self.progress = progress
 
-    def _validate(self) -> None:
+    def validate_params(self) -> None:
         check_int("n_trees", self.n_trees, 1)
         check_choice("criterion", self.criterion, ("kl", "ise"))
         check_int("max_leaves", self.max_leaves, 1)
@@ -131,7 +131,7 @@ class DEF(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> DEF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
-        self._validate()
+        self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = drop_missing_rows(self.encoder_.transform(X), "DEF")
         schema = self.encoder_.schema

@@ -161,7 +161,7 @@ class GeF(GenerativeForest):
         self.progress = progress
 
     # ------------------------------------------------------------------ validation
-    def _validate(self) -> None:
+    def validate_params(self) -> None:
         check_int("n_trees", self.n_trees, 1)
         check_max_features(self.max_features)
         check_real("min_samples_leaf", self.min_samples_leaf, 0.0, low_open=True)
@@ -304,7 +304,7 @@ class GeF(GenerativeForest):
         ``X``: DataFrame / ndarray / tensor of features (NaN allowed). ``y``: class labels, or
         ``target``: the class column of a DataFrame ``X``. ``kinds`` overrides inferred kinds.
         """
-        self._validate()
+        self.validate_params()
         feats, ys, name = self._split_xy(X, y, target)
         self._check_labels(ys, name)
         if feats.shape[1] == 0:
@@ -388,7 +388,7 @@ class GeF(GenerativeForest):
         if getattr(rf, "n_outputs_", 1) != 1:
             raise ValueError("multi-output forests are not supported")
         model = cls(n_trees=len(rf.estimators_), **params)
-        model._validate()
+        model.validate_params()
         feats, ys, name = cls._split_xy(X, y, None)
         for col in feats.columns:
             dt = feats[col].dtype

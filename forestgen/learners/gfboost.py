@@ -130,7 +130,7 @@ class GFBoost(GenerativeForest):
         self.progress = progress
         self.random_state = random_state
 
-    def _validate(self) -> None:
+    def validate_params(self) -> None:
         check_int("n_trees", self.n_trees, 1)
         check_int("n_iter", self.n_iter, 0)
         check_choice("loss", self.loss, LOSSES)
@@ -153,7 +153,7 @@ class GFBoost(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None):
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
-        self._validate()
+        self.validate_params()
         splitter = self._splitter()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = self.encoder_.transform(X)
@@ -377,8 +377,8 @@ class EOGT(GFBoost):
                                             geo.mask[leaf_node].astype(np.uint8), nom_off,
                                             geo.weight[leaf_node])
 
-    def _validate(self) -> None:
-        super()._validate()
+    def validate_params(self) -> None:
+        super().validate_params()
         if self.smoothing == "auto":
             raise ValueError("EOGT keeps no cell masses: smoothing='auto' needs GFBoost; "
                              "give a number")

@@ -132,7 +132,7 @@ class NRGBoost(GenerativeForest):
         self.progress = progress
 
     # ------------------------------------------------------------------ validation
-    def _validate(self) -> None:
+    def validate_params(self) -> None:
         for name in ("n_trees", "pool_size", "gibbs_chains", "sample_chains", "sample_thin",
                      "n_normaliser_samples"):
             check_int(name, getattr(self, name), 1)
@@ -161,7 +161,7 @@ class NRGBoost(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> NRGBoost:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
-        self._validate()
+        self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = self.encoder_.transform(X)
         self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins))

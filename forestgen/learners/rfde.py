@@ -241,7 +241,7 @@ class RFDE(GenerativeForest):
         self.progress = progress
 
     # ------------------------------------------------------------------ validation
-    def _validate(self) -> None:
+    def validate_params(self) -> None:
         check_int("n_trees", self.n_trees, 1)
         if isinstance(self.depth, str):
             check_choice("depth", self.depth, ("cv", "theory"))
@@ -276,7 +276,7 @@ class RFDE(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> RFDE:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
-        self._validate()
+        self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = drop_missing_rows(self.encoder_.transform(X), "RFDE")
         schema = self.encoder_.schema
