@@ -22,6 +22,7 @@ import numpy as np
 
 from forestgen import registry
 from forestgen.leaves.base import ColumnCell, LeafModel
+from forestgen.leaves.stats import AtomStats
 from forestgen.registry import register
 
 
@@ -60,21 +61,28 @@ class PointMassLeaf(LeafModel):
 
     def fit_masses(self, x, leaf, n_leaves: int, weight=None) -> PointMassLeaf:
         """Only the per-leaf atom shares (``base`` is already fitted, e.g. on leaf cells)."""
-        x = np.asarray(x, float)
-        ok = ~np.isnan(x)
-        lv = np.asarray(leaf, np.int64)[ok]
-        w = np.ones(int(ok.sum())) if weight is None else np.asarray(weight, float)[ok]
-        idx = self._atom_index(x[ok])
-        tot = np.bincount(lv, weights=w, minlength=n_leaves)
-        A = len(self.atoms)
-        mass = np.zeros((n_leaves, A))
-        for a in range(A):
-            sel = idx == a
-            mass[:, a] = np.bincount(lv[sel], weights=w[sel], minlength=n_leaves)
+        return self._set_masses(AtomStats.from_pairs(x, leaf, n_leaves, self.atoms,
+                                                     weight=weight))
+
+    def fit_stats(self, stats: AtomStats, cell: ColumnCell) -> PointMassLeaf:
+        """Fit from merged :class:`~forestgen.leaves.stats.AtomStats` (see
+        :meth:`LeafModel.fit_stats`): ``base`` from the moments of the values off the atoms,
+        the shares from the atom counts."""
+        if not isinstance(stats, AtomStats) or stats.counts.shape[1] != len(self.atoms):
+            raise ValueError(f"PointMassLeaf needs AtomStats for its {len(self.atoms)} atoms")
+        self._base_model().fit_stats(stats.rest, cell)
+        return self._set_masses(stats)
+
+    @property
+    def fits_from_stats(self) -> bool:
+        return self._base_model().fits_from_stats
+
+    def _set_masses(self, stats: AtomStats) -> PointMassLeaf:
+        tot = stats.total
         with np.errstate(invalid="ignore", divide="ignore"):
-            self.mass_ = np.where(tot[:, None] > 0, mass / np.where(tot > 0, tot, 1.0)[:, None],
-                                  0.0)
-        self.mass_ = np.minimum(self.mass_, 1.0)
+            mass = np.where(tot[:, None] > 0,
+                            stats.counts / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
+        self.mass_ = np.minimum(mass, 1.0)
         return self
 
     def _atom_index(self, x: np.ndarray) -> np.ndarray:

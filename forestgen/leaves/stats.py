@@ -112,6 +112,44 @@ class LevelStats:
 
 
 @dataclass
+class AtomStats:
+    """A numeric column with point masses at ``atoms`` (encoded units): per-leaf weighted
+    counts at each atom, ``counts [L, A]``, and :class:`MomentStats` of the other values
+    (``rest``), as :class:`~forestgen.leaves.point_mass.PointMassLeaf` is fitted."""
+
+    counts: np.ndarray
+    rest: MomentStats
+
+    @classmethod
+    def from_pairs(cls, x: np.ndarray, leaf: np.ndarray, n_leaves: int, atoms, *,
+                   scale: float = 1.0, weight: np.ndarray | None = None,
+                   minmax: bool = False) -> AtomStats:
+        """Statistics of the (leaf, value) pairs; NaN values are skipped."""
+        x = np.asarray(x, np.float64)
+        leaf = np.asarray(leaf, np.int64)
+        w = np.ones(len(x)) if weight is None else np.asarray(weight, float)
+        counts = np.zeros((n_leaves, len(atoms)))
+        on_atom = np.zeros(len(x), bool)
+        for a, v in enumerate(atoms):
+            sel = x == v
+            on_atom |= sel
+            counts[:, a] = np.bincount(leaf[sel], weights=w[sel], minlength=n_leaves)
+        rest = MomentStats.from_pairs(np.where(on_atom, np.nan, x), leaf, n_leaves, scale=scale,
+                                      weight=weight, minmax=minmax)
+        return cls(counts, rest)
+
+    @property
+    def total(self) -> np.ndarray:
+        """Weighted count of non-missing values per leaf."""
+        return self.rest.count + self.counts.sum(axis=1)
+
+    def merge(self, other: AtomStats) -> AtomStats:
+        if self.counts.shape != other.counts.shape:
+            raise ValueError("AtomStats to merge must have the same shape")
+        return AtomStats(self.counts + other.counts, self.rest.merge(other.rest))
+
+
+@dataclass
 class ForestStats:
     """Everything a leaf mixture's leaves are fitted from, for one forest and a set of rows:
     ``coverage [L]`` (rows per leaf; a row counts once in each tree), per-column
@@ -124,25 +162,36 @@ class ForestStats:
     missing: np.ndarray
 
     @staticmethod
-    def plan(schema) -> list[tuple[str, float]]:
-        """Per column of ``schema``: ``("levels", k)`` or ``("moments", column scale)``."""
+    def plan(schema) -> list[tuple]:
+        """Per column of ``schema``: ``("levels", k)``, ``("moments", column scale)`` or, for a
+        numeric column with point masses, ``("atoms", column scale, atoms)``."""
         from forestgen.leaves.base import column_scale
 
-        return [("levels", float(c.n_levels)) if c.is_discrete
-                else ("moments", column_scale(c.lower, c.upper)) for c in schema.columns]
+        def one(c):
+            if c.is_discrete:
+                return ("levels", float(c.n_levels))
+            scale = column_scale(c.lower, c.upper)
+            return ("atoms", scale, tuple(c.atoms)) if c.atoms else ("moments", scale)
+
+        return [one(c) for c in schema.columns]
 
     @classmethod
     def from_leaves(cls, Z: np.ndarray, leaves: np.ndarray, n_leaves: int,
-                    plan: list[tuple[str, float]], missing_cols: np.ndarray) -> ForestStats:
+                    plan: list[tuple], missing_cols: np.ndarray) -> ForestStats:
         """Statistics of encoded rows ``Z [n, d]`` that fall in ``leaves [n, B]``."""
         B = leaves.shape[1]
         flat = leaves.ravel()
         cover = np.bincount(flat, minlength=n_leaves).astype(np.float64)
         cols: list = []
-        for j, (kind, arg) in enumerate(plan):
+        for j, (kind, arg, *atoms) in enumerate(plan):
             x = np.repeat(Z[:, j], B)
-            cols.append(LevelStats.from_pairs(x, flat, n_leaves, int(arg)) if kind == "levels"
-                        else MomentStats.from_pairs(x, flat, n_leaves, scale=arg, minmax=True))
+            if kind == "levels":
+                cols.append(LevelStats.from_pairs(x, flat, n_leaves, int(arg)))
+            elif kind == "atoms":
+                cols.append(AtomStats.from_pairs(x, flat, n_leaves, atoms[0], scale=arg,
+                                                 minmax=True))
+            else:
+                cols.append(MomentStats.from_pairs(x, flat, n_leaves, scale=arg, minmax=True))
         miss = np.zeros((n_leaves, len(missing_cols)))
         for k, j in enumerate(missing_cols):
             miss[:, k] = np.bincount(flat, weights=np.repeat(np.isnan(Z[:, j]), B),

@@ -219,3 +219,27 @@ def test_leaf_models_fit_from_stats_as_from_pairs():
     pa = a.probs(np.arange(L))
     np.testing.assert_array_equal(pa, b.probs(np.arange(L)))
     assert (pa[0, 3] == 0) and np.allclose(pa.sum(1), 1)
+
+
+def test_point_mass_column_refits_from_distributed_statistics(clients):
+    # a zero-inflated column (60% zeros) gets PointMassLeaf; its atom shares and the moments of
+    # the other values merge over partitions and give the single-machine leaves back
+    rng = np.random.default_rng(5)
+    n = 1500
+    df = pd.DataFrame({"x": rng.normal(size=n),
+                       "spend": np.where(rng.random(n) < 0.6, 0.0, rng.gamma(2.0, 50.0, n)),
+                       "g": rng.choice(list("abc"), n)})
+    model = ARF(n_trees=5, random_state=3).fit(df)
+    assert type(model.leaf_models_[1]).__name__ == "PointMassLeaf"
+    refit = ARF(n_trees=5, random_state=3).fit(df)
+    with clients[2].as_current():
+        fd.refit_leaves(refit, dd.from_pandas(df, npartitions=4))
+    for k, v in model.leaf_models_[1].param_arrays().items():
+        np.testing.assert_allclose(refit.leaf_models_[1].param_arrays()[k], v, rtol=1e-9,
+                                   atol=1e-12, err_msg=k)
+    np.testing.assert_allclose(refit.log_prob(df.head(200)), model.log_prob(df.head(200)),
+                               rtol=1e-9)
+    with clients[2].as_current():
+        fitted = fd.fit_arf(dd.from_pandas(df, npartitions=4), n_trees=4, random_state=0)
+    zero_share = float((fitted.sample(4000, random_state=1)["spend"] == 0).mean())
+    assert abs(zero_share - 0.6) < 0.05
