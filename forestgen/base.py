@@ -35,10 +35,28 @@ from forestgen.modelfile import (
     write_model_file,
 )
 from forestgen.tree.arrays import ForestArrays, LeafBoxes
-from forestgen.validation import as_generator, check_int
+from forestgen.validation import (
+    as_generator,
+    check_bool,
+    check_int,
+    check_n_jobs,
+    check_random_state,
+    check_real,
+)
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
 SAMPLE_BLOCK = 100_000  # rows drawn at a time by sample / sample_to: bounds their temporaries
+
+
+#: checks of the parameters several learners share, applied by the base ``validate_params``
+#: to those a learner declares
+COMMON_CHECKS = {
+    "n_trees": lambda name, v: check_int(name, v, 1),
+    "density_floor": lambda name, v: check_real(name, v, 0.0, low_open=True, allow_none=True),
+    "random_state": lambda name, v: check_random_state(v, name),
+    "n_jobs": lambda name, v: check_n_jobs(v, name),
+    "progress": check_bool,
+}
 
 
 class NotFittedError(_SklearnNotFittedError):
@@ -98,16 +116,29 @@ class GenerativeForest(BaseEstimator):
     PARAM_ALIASES = {"n_estimators": "n_trees", "min_samples_leaf": "min_node_size"}
 
     def __init_subclass__(cls, **kwargs):
+        """Each learner declares its parameters once, as the keyword-only signature of its
+        ``__init__`` (paper defaults, type hints); this wrapper stores every argument, after
+        applying the defaults and the scikit-learn aliases, as an attribute of the same name
+        before the learner's own body (usually empty) runs. ``inspect.signature`` still sees
+        the learner's signature, so ``get_params``/``clone`` work as in scikit-learn."""
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
-        if init is None or getattr(init, "_accepts_aliases", False):
+        if init is None or getattr(init, "_stores_params", False):
             return
+        signature = inspect.signature(init)
+        stored = [p.name for p in list(signature.parameters.values())[1:]
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
         @functools.wraps(init)
         def __init__(self, *args, **kw):
-            init(self, *args, **_resolve_aliases(type(self), kw))
+            kw = _resolve_aliases(type(self), kw)
+            bound = signature.bind(self, *args, **kw)
+            bound.apply_defaults()
+            for name in stored:
+                setattr(self, name, bound.arguments[name])
+            init(self, *args, **kw)
 
-        __init__._accepts_aliases = True
+        __init__._stores_params = True
         cls.__init__ = __init__
 
     def __getattr__(self, name: str):
@@ -130,7 +161,12 @@ class GenerativeForest(BaseEstimator):
     def validate_params(self) -> None:
         """Check the constructor's parameters, raising ``ValueError``/``TypeError`` naming the
         bad one. Called by ``fit``, by ``load`` and by other fitters (e.g.
-        :mod:`forestgen.distributed`); learners override it."""
+        :mod:`forestgen.distributed`). The base checks the conventional parameters a learner
+        declares (:data:`COMMON_CHECKS`); learners extend it with their own."""
+        declared = _init_params(type(self))
+        for name, check in COMMON_CHECKS.items():
+            if name in declared:
+                check(name, getattr(self, name))
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's parameters. Components (splitters, leaf models) are values, not

@@ -29,8 +29,6 @@ from forestgen.validation import (
     check_choice,
     check_int,
     check_max_features,
-    check_n_jobs,
-    check_random_state,
     check_real,
     seed_sequence,
 )
@@ -116,34 +114,11 @@ class ARF(GenerativeForest):
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
                  discrete_leaf: Any = None, splitter: Any = "gini"):
-        self.n_trees = n_trees
-        self.min_node_size = min_node_size
-        self.max_features = max_features
-        self.delta = delta
-        self.max_iters = max_iters
-        self.early_stop = early_stop
-        self.family = family
-        self.alpha = alpha
-        self.integer_bandwidth = integer_bandwidth
-        self.finite_bounds = finite_bounds
-        self.epsilon = epsilon
-        self.sampling = sampling
-        self.sample_fraction = sample_fraction
-        self.oob_mode = oob_mode
-        self.coverage = coverage
-        self.max_depth = max_depth
-        self.max_bins = max_bins
-        self.max_ordinal_levels = max_ordinal_levels
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.progress = progress
-        self.numeric_leaf = numeric_leaf
-        self.discrete_leaf = discrete_leaf
-        self.splitter = splitter
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
-        check_int("n_trees", self.n_trees, 1)
+        super().validate_params()
         check_int("min_node_size", self.min_node_size, 1)
         check_max_features(self.max_features)
         check_real("delta", self.delta, 0.0, 0.5)
@@ -162,9 +137,6 @@ class ARF(GenerativeForest):
         check_int("max_depth", self.max_depth, 0, allow_none=True)
         check_int("max_bins", self.max_bins, 2)
         check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
-        check_random_state(self.random_state)
-        check_n_jobs(self.n_jobs)
-        check_bool("progress", self.progress)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:

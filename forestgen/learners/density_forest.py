@@ -27,15 +27,13 @@ from forestgen.learners.rfde import (
 )
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
-from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.base import GrowLimits, TreeData, make_splitter, resolve_max_features
 from forestgen.splitters.density import DensitySplitter
 from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.validation import (
     check_bool,
     check_choice,
     check_int,
-    check_n_jobs,
-    check_random_state,
     check_real,
     seed_sequence,
 )
@@ -86,24 +84,10 @@ class DEF(GenerativeForest):
                  density_floor: float | None = 1e-5, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
                  discrete_leaf: Any = None, progress: bool = False):
-        self.n_trees = n_trees
-        self.criterion = criterion
-        self.max_leaves = max_leaves
-        self.min_samples_leaf = min_samples_leaf
-        self.max_features = max_features
-        self.bootstrap = bootstrap
-        self.reference = reference
-        self.max_bins = max_bins
-        self.density_floor = density_floor
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.splitter = splitter
-        self.numeric_leaf = numeric_leaf
-        self.discrete_leaf = discrete_leaf
-        self.progress = progress
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:
-        check_int("n_trees", self.n_trees, 1)
+        super().validate_params()
         check_choice("criterion", self.criterion, ("kl", "ise"))
         check_int("max_leaves", self.max_leaves, 1)
         check_real("min_samples_leaf", self.min_samples_leaf, 0.0)
@@ -113,20 +97,6 @@ class DEF(GenerativeForest):
         check_bool("bootstrap", self.bootstrap)
         check_choice("reference", self.reference, ("width", "counting"))
         check_int("max_bins", self.max_bins, 2)
-        check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
-        check_random_state(self.random_state)
-        check_n_jobs(self.n_jobs)
-        check_bool("progress", self.progress)
-
-    def _mtry(self, d: int) -> int:
-        mf = self.max_features
-        if isinstance(mf, (int, np.integer)) and not isinstance(mf, bool):
-            if not 1 <= mf:
-                raise ValueError(f"max_features must be >= 1, got {mf}")
-            return min(int(mf), d)
-        if isinstance(mf, float) and 0.0 < mf <= 1.0:
-            return max(1, int(round(mf * d)))
-        raise ValueError(f"max_features must be a fraction in (0, 1] or an int >= 1, got {mf!r}")
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> DEF:
@@ -136,7 +106,7 @@ class DEF(GenerativeForest):
         Z = drop_missing_rows(self.encoder_.transform(X), "DEF")
         schema = self.encoder_.schema
         n, d = Z.shape
-        mtry = self._mtry(d)
+        mtry = resolve_max_features(self.max_features, d)
         nominal, nlev = discrete_levels(schema)
         self.box_lo_, self.box_hi_ = root_box(Z, schema)
         binner = Binner.fit(Z, nominal, nlev, int(self.max_bins))

@@ -35,12 +35,9 @@ from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
-    check_bool,
     check_choice,
     check_int,
     check_max_features,
-    check_n_jobs,
-    check_random_state,
     check_real,
     seed_sequence,
 )
@@ -142,27 +139,11 @@ class GeF(GenerativeForest):
                  min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 0.0,
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False):
-        self.n_trees = n_trees
-        self.max_features = max_features
-        self.min_samples_leaf = min_samples_leaf
-        self.max_depth = max_depth
-        self.sampling = sampling
-        self.leaf = leaf
-        self.numeric_leaf = numeric_leaf
-        self.discrete_leaf = discrete_leaf
-        self.min_std = min_std
-        self.alpha = alpha
-        self.class_alpha = class_alpha
-        self.mode = mode
-        self.max_bins = max_bins
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.splitter = splitter
-        self.progress = progress
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
-        check_int("n_trees", self.n_trees, 1)
+        super().validate_params()
         check_max_features(self.max_features)
         check_real("min_samples_leaf", self.min_samples_leaf, 0.0, low_open=True)
         check_int("max_depth", self.max_depth, 0, allow_none=True)
@@ -177,9 +158,6 @@ class GeF(GenerativeForest):
         check_real("class_alpha", self.class_alpha, 0.0)
         check_choice("mode", self.mode, MODES)
         check_int("max_bins", self.max_bins, 2)
-        check_random_state(self.random_state)
-        check_n_jobs(self.n_jobs)
-        check_bool("progress", self.progress)
 
     def _resolve_max_features(self, m: int) -> int:
         mf = self.max_features

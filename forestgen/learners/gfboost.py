@@ -60,10 +60,8 @@ from forestgen.tree.cells import CellTable
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED
 from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
-    check_bool,
     check_choice,
     check_int,
-    check_random_state,
     check_real,
     seed_sequence,
 )
@@ -117,21 +115,10 @@ class GFBoost(GenerativeForest):
                  min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
                  density_floor: float | None = 1e-5, progress: bool = False,
                  random_state: Any = None):
-        self.n_trees = n_trees
-        self.n_iter = n_iter
-        self.loss = loss
-        self.prior = prior
-        self.candidates = candidates
-        self.max_candidates = max_candidates
-        self.min_rows = min_rows
-        self.missing = missing
-        self.smoothing = smoothing
-        self.density_floor = density_floor
-        self.progress = progress
-        self.random_state = random_state
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:
-        check_int("n_trees", self.n_trees, 1)
+        super().validate_params()
         check_int("n_iter", self.n_iter, 0)
         check_choice("loss", self.loss, LOSSES)
         check_real("prior", self.prior, 0.0, 1.0, low_open=True, high_open=True)
@@ -141,9 +128,6 @@ class GFBoost(GenerativeForest):
         check_choice("missing", self.missing, ("fractional", "random_hard"))
         if self.smoothing != "auto":
             check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
-        check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
-        check_bool("progress", self.progress)
-        check_random_state(self.random_state)
 
     def _splitter(self) -> BayesRiskSplitter:
         return BayesRiskSplitter(loss=self.loss, prior=self.prior, candidates=self.candidates,

@@ -55,7 +55,6 @@ from forestgen.validation import (
     as_generator,
     check_bool,
     check_int,
-    check_random_state,
     check_real,
     seed_sequence,
 )
@@ -110,30 +109,12 @@ class NRGBoost(GenerativeForest):
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
                  density_floor: float | None = 1e-5,
                  random_state: Any = None, progress: bool = False):
-        self.n_trees = n_trees
-        self.max_leaves = max_leaves
-        self.learning_rate = learning_rate
-        self.max_ratio = max_ratio
-        self.line_search = line_search
-        self.uniform_mix = uniform_mix
-        self.pool_size = pool_size
-        self.p_refresh = p_refresh
-        self.gibbs_chains = gibbs_chains
-        self.gibbs_burn_in = gibbs_burn_in
-        self.feature_fraction = feature_fraction
-        self.max_bins = max_bins
-        self.sample_chains = sample_chains
-        self.sample_burn_in = sample_burn_in
-        self.sample_thin = sample_thin
-        self.normaliser = normaliser
-        self.n_normaliser_samples = n_normaliser_samples
-        self.density_floor = density_floor
-        self.random_state = random_state
-        self.progress = progress
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
-        for name in ("n_trees", "pool_size", "gibbs_chains", "sample_chains", "sample_thin",
+        super().validate_params()
+        for name in ("pool_size", "gibbs_chains", "sample_chains", "sample_thin",
                      "n_normaliser_samples"):
             check_int(name, getattr(self, name), 1)
         check_int("max_leaves", self.max_leaves, 2)
@@ -145,14 +126,11 @@ class NRGBoost(GenerativeForest):
         check_real("uniform_mix", self.uniform_mix, 0, 1, low_open=True)
         check_real("p_refresh", self.p_refresh, 0, 1)
         check_real("feature_fraction", self.feature_fraction, 0, 1, low_open=True)
-        check_real("density_floor", self.density_floor, 0, low_open=True, allow_none=True)
         check_bool("line_search", self.line_search)
-        check_bool("progress", self.progress)
         if self.normaliser is not None and self.normaliser not in registry.available(
                 "normaliser"):
             raise ValueError(f"normaliser must be one of {registry.available('normaliser')}, "
                              f"got {self.normaliser!r}")
-        check_random_state(self.random_state)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "energy_"):

@@ -29,11 +29,8 @@ from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED, route_codes
 from forestgen.validation import (
     ParameterError,
-    check_bool,
     check_choice,
     check_int,
-    check_n_jobs,
-    check_random_state,
     check_real,
     seed_sequence,
 )
@@ -225,24 +222,11 @@ class RFDE(GenerativeForest):
                  box: dict | None = None, density_floor: float | None = 1e-5,
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
                  numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False):
-        self.n_trees = n_trees
-        self.depth = depth
-        self.depth_grid = depth_grid
-        self.cv_folds = cv_folds
-        self.cv_trees = cv_trees
-        self.margin = margin
-        self.box = box
-        self.density_floor = density_floor
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.splitter = splitter
-        self.numeric_leaf = numeric_leaf
-        self.discrete_leaf = discrete_leaf
-        self.progress = progress
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
-        check_int("n_trees", self.n_trees, 1)
+        super().validate_params()
         if isinstance(self.depth, str):
             check_choice("depth", self.depth, ("cv", "theory"))
         else:
@@ -261,10 +245,6 @@ class RFDE(GenerativeForest):
         if self.box is not None and not isinstance(self.box, dict):
             raise ParameterError(f"box must be None or a dict {{column: (lower, upper)}}, got "
                                  f"{self.box!r}")
-        check_real("density_floor", self.density_floor, 0.0, low_open=True, allow_none=True)
-        check_random_state(self.random_state)
-        check_n_jobs(self.n_jobs)
-        check_bool("progress", self.progress)
 
     def _grid(self) -> list[int]:
         g = range(1, 21) if self.depth_grid is None else self.depth_grid
