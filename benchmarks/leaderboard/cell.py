@@ -69,10 +69,21 @@ def object_categoricals(df):
     return out, "categorical/boolean columns cast to object"
 
 
+def float_integers(df):
+    out = df.copy()
+    cols = [c for c in out.columns if str(out[c].dtype) in ("int64", "Int64")]
+    for c in cols:
+        out[c] = out[c].astype(float)
+    return out, f"integer column(s) {cols} passed as doubles"
+
+
 #: Adapters tried in turn (cumulatively) when a peer fails on the untouched table.
 ADAPTERS = {"arfpy": [float_nullable_ints, object_categoricals, no_nan_rows],
             "nrgboost": [float_nullable_ints, no_nan_rows],
-            "sdv": [float_nullable_ints, object_categoricals, no_nan_rows]}
+            "sdv": [float_nullable_ints, object_categoricals, no_nan_rows],
+            # arf 0.2.4's lik() stops with "argument is of length zero" on R integer columns
+            # of some tables (adult); as doubles it runs (forge then returns doubles there)
+            "rarf": [float_integers]}
 
 
 # ----------------------------------------------------------------------------- generators
@@ -183,14 +194,24 @@ def run_forestflow(params, train, test, n, seed, meta):
                                                      "with cat/bin/int indexes, decoded back"}
 
 
-def run_rarf(params, job, n, seed):
+def run_rarf(params, job, train, test, n, seed):
     out = Path(job["out"]) / "rarf"
+    out.mkdir(parents=True, exist_ok=True)
+    test = test.copy()
+    for c in train.columns:  # an adapter's casts apply to the test rows too
+        if str(train[c].dtype) == "float64" and str(test[c].dtype) != "float64":
+            test[c] = test[c].astype(float)
+    train.to_csv(out / "train_in.csv", index=False)
+    test.to_csv(out / "test_in.csv", index=False)
     script = Path(job["repo"]).parent / "shared" / "peers" / "rarf" / "arf_run.R"
-    cmd = ["Rscript", str(script), job["train_text"], job["test_text"], str(out),
+    cmd = ["Rscript", str(script), str(out / "train_in.csv"), str(out / "test_in.csv"), str(out),
            str(params.get("num_trees", "default")), str(params.get("min_node_size", "default")),
            str(seed), str(n), str(params.get("alpha", 0))]
-    subprocess.run(cmd, check=True, capture_output=True, text=True,
-                   env={**os.environ, "R_LIBS": job["rlib"]})
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env={**os.environ, "R_LIBS": job["rlib"]})
+    if r.returncode != 0:
+        lines = [x for x in (r.stderr or "").splitlines() if x.strip()]
+        raise RuntimeError("R: " + " | ".join(lines[-3:])[-300:])
     res = json.loads((out / "result.json").read_text())
     synth = pd.read_csv(out / "synth.csv", keep_default_na=False, na_values=["", "NA"])
     synth.columns = list(pd.read_csv(job["train"], nrows=0).columns)  # R mangles names
@@ -213,7 +234,7 @@ def fit_sample(job, train, test):
     if gen == "forestflow":
         return run_forestflow(params, train, test, n, seed, job["meta"])
     if gen == "rarf":
-        return run_rarf(params, job, n, seed)
+        return run_rarf(params, job, train, test, n, seed)
     raise ValueError(f"unknown generator {gen!r}")
 
 

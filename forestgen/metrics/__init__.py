@@ -23,6 +23,7 @@ _EXPORTS = {
     "LogLikelihoodResult": "forestgen.metrics.density",
     "log_likelihood": "forestgen.metrics.density",
     "AssociationGap": "forestgen.metrics.fidelity",
+    "BelowChanceWarning": "forestgen.metrics.fidelity",
     "C2STResult": "forestgen.metrics.fidelity",
     "SmallSampleWarning": "forestgen.metrics.fidelity",
     "association_gap": "forestgen.metrics.fidelity",
@@ -49,6 +50,7 @@ _EXPORTS = {
 __all__ = [
     "AlphaPrecisionResult",
     "AssociationGap",
+    "BelowChanceWarning",
     "C2STResult",
     "DCRResult",
     "LogLikelihoodResult",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager names
     from forestgen.metrics.density import LogLikelihoodResult, log_likelihood
     from forestgen.metrics.fidelity import (
         AssociationGap,
+        BelowChanceWarning,
         C2STResult,
         SmallSampleWarning,
         association_gap,

@@ -191,6 +191,12 @@ class SmallSampleWarning(UserWarning):
     """A metric was computed on so few rows that its value alone is not conclusive."""
 
 
+class BelowChanceWarning(UserWarning):
+    """A C2ST AUC is significantly below 0.5: the synthetic rows sit closer to the real rows
+    given than independent draws would (near-copies of them), not a better-than-perfect
+    generator."""
+
+
 @dataclass(frozen=True)
 class C2STResult:
     """Classifier two-sample test result (Lopez-Paz & Oquab, 2017).
@@ -279,9 +285,14 @@ def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | N
          n_threads: int | None = None, max_ci_halfwidth: float = 0.1) -> C2STResult:
     """Classifier two-sample test (Lopez-Paz & Oquab, 2017) with a non-linear classifier.
 
-    Both sides are subsampled to ``n = min(len(real), len(synthetic), max_rows)`` rows
-    (balanced classes), a classifier is fitted in ``n_folds`` class-balanced folds and the AUC
-    of the pooled out-of-fold predictions is reported with its interval. The default
+    ``real`` should be real rows the generator never saw (a holdout). Against its own
+    training rows, a generator whose samples sit on them (near-copies, leaves of one or two
+    rows) reads *below* 0.5: the classifier learns "synthetic" from the copy of a real row it
+    is then tested on. An interval entirely below 0.5 issues a :class:`BelowChanceWarning`
+    (check :func:`forestgen.metrics.dcr`). Both sides are subsampled to
+    ``n = min(len(real), len(synthetic), max_rows)`` rows (balanced classes), a classifier is
+    fitted in ``n_folds`` class-balanced folds and the AUC of the pooled out-of-fold
+    predictions is reported with its interval. The default
     classifier is :func:`default_model` (a random forest below ``SMALL_N`` training rows,
     HistGradientBoosting above); any sklearn classifier with ``predict_proba`` works on the
     ordinal encoding. When the interval's half-width exceeds ``max_ci_halfwidth`` (at the
@@ -323,11 +334,18 @@ def c2st(real: object, synthetic: object, *, n_folds: int = 5, max_rows: int | N
     half = z * se
     acc = float(np.mean((oof > 0.5) == y))
     p_value = float(stats.norm.sf((acc - 0.5) / np.sqrt(0.25 / len(y))))
-    warning = None
+    notes = []
     if half > max_ci_halfwidth:
-        warning = (f"C2ST on {n} rows per side: the {confidence:.0%} interval of the AUC is "
-                   f"+-{half:.2f}; the AUC alone is not conclusive, read its interval")
-        warnings.warn(warning, SmallSampleWarning, stacklevel=2)
+        notes.append(f"C2ST on {n} rows per side: the {confidence:.0%} interval of the AUC is "
+                     f"+-{half:.2f}; the AUC alone is not conclusive, read its interval")
+        warnings.warn(notes[-1], SmallSampleWarning, stacklevel=2)
+    if auc + half < 0.5:
+        notes.append(f"C2ST AUC {auc:.3f} is below chance (interval up to {auc + half:.3f}): "
+                     "the synthetic rows sit closer to these real rows than independent draws "
+                     "would (near-copies); compare with real rows the generator never saw and "
+                     "check dcr()")
+        warnings.warn(notes[-1], BelowChanceWarning, stacklevel=2)
+    warning = "; ".join(notes) or None
     return C2STResult(auc=auc, auc_ci=(max(0.0, auc - half), min(1.0, auc + half)),
                       accuracy=acc, p_value=p_value, fold_aucs=tuple(fold_aucs),
                       n_real=len(xr), n_synthetic=len(xs),

@@ -104,7 +104,8 @@ class QualityReport:
                f"assoc gap {g('association_gap_mean'):.3f}"]
         if self.c2st is not None:
             lo, hi = self.c2st.auc_ci
-            fid.append(f"C2ST AUC {self.c2st.auc:.3f} [{lo:.3f}, {hi:.3f}]")
+            fid.append(f"C2ST AUC {self.c2st.auc:.3f} [{lo:.3f}, {hi:.3f}] vs "
+                       f"{i.get('c2st_reference', 'training')} rows")
         fid += [f"MMD^2 {g('mmd2'):.4f}", f"energy {g('energy_distance'):.4f}",
                 f"SW {g('sliced_wasserstein'):.4f}"]
         lines.append("  fidelity : " + " | ".join(s for s in fid if "nan" not in s))
@@ -367,7 +368,9 @@ def report(real: object, synthetic: object, holdout: object | None = None,
     """Compute a synthetic-data quality report.
 
     ``real`` is the data the generator was trained on; ``holdout`` (optional) is real data it
-    never saw, used as the test set for TSTR and the baseline for DCR. ``target`` enables TSTR.
+    never saw, used as the C2ST reference, the test set for TSTR and the baseline for DCR
+    (``info["c2st_reference"]`` says which real rows C2ST used: against the training rows,
+    samples that copy them read below 0.5, see :func:`c2st`). ``target`` enables TSTR.
     ``metrics`` selects from :data:`ALL_METRICS` (default: all). O(n²) metrics subsample:
     ``max_rows`` rows per side for MMD/energy, ``coverage_rows`` for coverage/privacy and
     ``c2st_rows`` for C2ST. ``n_threads`` caps OpenMP/BLAS threads for the model fits; the
@@ -419,8 +422,9 @@ def report(real: object, synthetic: object, holdout: object | None = None,
         add("fidelity", "sdmetrics_column_shapes", sdm.column_shapes)
         add("fidelity", "sdmetrics_column_pair_trends", sdm.column_pair_trends)
         add("fidelity", "sdmetrics_overall", sdm.overall)
+    c2st_real = holdout if holdout is not None and len(holdout) >= 5 else real
     if "c2st" in chosen:
-        c2 = timed("c2st", lambda: c2st(real, synthetic, max_rows=c2st_rows,
+        c2 = timed("c2st", lambda: c2st(c2st_real, synthetic, max_rows=c2st_rows,
                                         random_state=seed, kinds=kinds,
                                         n_threads=n_threads))
         add("fidelity", "c2st_auc", c2.auc)
@@ -471,6 +475,7 @@ def report(real: object, synthetic: object, holdout: object | None = None,
     rng = np.random.default_rng(random_state)
     info = {"n_real": len(real), "n_synthetic": len(synthetic),
             "n_holdout": None if holdout is None else len(holdout),
+            "c2st_reference": "holdout" if c2st_real is holdout else "training",
             "n_columns": len(schema.columns), "n_numeric": len(schema.numeric),
             "n_categorical": len(schema.categorical), "target": target,
             "kinds": kinds}

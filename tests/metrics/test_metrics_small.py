@@ -142,3 +142,37 @@ def test_tstr_on_twenty_rows_detects_broken_labels():
         reg_bad = fm.tstr(reg_real, reg_good.assign(v=reg_good["v"].to_numpy()[::-1]), "v")
     assert reg_ok.task == "regression" and reg_ok.trtr["r2"] > 0.7 and reg_ok.tstr["r2"] > 0.7
     assert reg_bad.table.set_index("metric").loc["r2", "gap_ci_low"] > 0.3
+
+
+def _copies(table: pd.DataFrame, n: int, seed: int):
+    """Training rows, a disjoint holdout, and a 'generator' that returns the training rows."""
+    train, holdout = disjoint(table, n, seed)
+    copies = train.iloc[np.random.default_rng(seed).permutation(n)].reset_index(drop=True)
+    return train, holdout.reset_index(drop=True), copies
+
+
+@pytest.mark.filterwarnings("ignore::forestgen.metrics.fidelity.SmallSampleWarning")
+@pytest.mark.parametrize("n", [12, 20])
+def test_c2st_against_training_rows_flags_copies_below_chance(table, n):
+    """Copies of the training rows read far below 0.5 against those rows (old main: no
+    warning, AUC ~0.01-0.05 reads as better than perfect); against unseen rows ~0.5."""
+    for seed in SEEDS:
+        train, holdout, copies = _copies(table, n, seed)
+        with pytest.warns(fm.BelowChanceWarning, match="below chance"):
+            own = fm.c2st(train, copies, random_state=seed)
+        assert own.auc_ci[1] < 0.5 and "near-copies" in own.warning
+        fair = fm.c2st(holdout, copies, random_state=seed)
+        assert fair.auc_ci[0] < 0.5 < fair.auc_ci[1], (seed, fair)
+
+
+@pytest.mark.filterwarnings("ignore::forestgen.metrics.fidelity.SmallSampleWarning")
+def test_report_runs_c2st_against_the_holdout(table):
+    train, holdout, copies = _copies(table, 20, 0)
+    rep = fm.report(train, copies, holdout=holdout, metrics=["c2st", "dcr"])
+    assert rep.info["c2st_reference"] == "holdout"
+    assert rep.c2st.auc_ci[0] < 0.5 < rep.c2st.auc_ci[1] and rep.c2st.n_real == 20
+    assert rep.value("copying_flag") == 1.0  # the memorisation shows in DCR instead
+    assert "vs holdout rows" in rep.summary()
+    with pytest.warns(fm.BelowChanceWarning):
+        alone = fm.report(train, copies, metrics=["c2st"])
+    assert alone.info["c2st_reference"] == "training" and alone.c2st.auc < 0.5
