@@ -50,7 +50,9 @@ PEER_GENERATORS = [
     ("rarf", "rarf", {"num_trees": 30, "min_node_size": 5}, {"num_trees": 30, "min_node_size": 5}),
     ("arfpy", "arfpy", {"num_trees": 30, "min_node_size": 5},
      {"num_trees": 30, "min_node_size": 5}),
-    ("nrgboost", "nrgboost", {"num_trees": 30, "num_steps": 10},
+    # quick: 10,000 model samples instead of the package's 80,000 (its fit cost is the Gibbs
+    # pool, whatever the table's size: 50-60 CPU s per 150-row table at 80,000)
+    ("nrgboost", "nrgboost", {"num_trees": 30, "num_steps": 10, "num_model_samples": 10000},
      {"num_trees": 200, "num_steps": 100}),
     ("sdv:gaussiancopula", "sdv", {}, {}),
     ("sdv:ctgan", "sdv", {"epochs": 10}, {"epochs": 300}),
@@ -70,8 +72,8 @@ ABLATIONS = {
 
 #: Reduced settings of a forestgen learner in the quick run (its defaults with ``--full``), each
 #: named on the page: NRGBoost's 200 default trees did not finish a 500-row table in the limit,
-#: so it runs at the nrgboost peer's 30 trees.
-QUICK = {"nrgboost": {"n_trees": 30}}
+#: so it runs at the nrgboost peer's quick size (30 trees, a 10,000-row model-sample pool).
+QUICK = {"nrgboost": {"n_trees": 30, "pool_size": 10000}}
 
 
 def forestgen_generators() -> list[tuple[str, str, dict, dict]]:
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "(shards stopped at the time budget; see the cells listed)"}
         if infos:
             info["command"] = " ; ".join(i["command"] for i in infos)
+            info["shards"] = infos
         if a.merge_note:
             info["command"] = a.merge_note
         write_page(records, a.out, info)
@@ -247,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                                        (a.limit_for.split(",") if a.limit_for else []))}
     root = a.peers
     root.mkdir(parents=True, exist_ok=True)
+    load0 = [round(x, 1) for x in os.getloadavg()]
+    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
     a.out.mkdir(parents=True, exist_ok=True)
     setup = {}
     for name in ("datasets", "rarf", "arfpy", "nrgboost", "sdv", "forestdiffusion"):
@@ -268,6 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     gens = forestgen_generators() + PEER_GENERATORS
     if a.generators:
         gens = [g for g in gens if g[0] in a.generators.split(",")]
+    info = {"seeds": seeds, "max_train": max_train, "limit_s": limit, "limits": limits,
+            "commit": commit, "load_start": load0, "load_end": "(stopped before the end)",
+            "full": a.full, "setup": {k: v[1] for k, v in setup.items()},
+            "command": " ".join(["python", "benchmarks/leaderboard/run.py",
+                                 *(argv if argv is not None else sys.argv[1:])])}
+    # written now too, so that a shard stopped at a time budget can still be merged
+    (a.out / "leaderboard_summary.json").write_text(json.dumps(info, indent=1, default=str))
     jsonl = a.out / "leaderboard.jsonl"
     records = []
     if a.resume and jsonl.exists():
@@ -290,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                     if rec["status"] == "ok":
                         score(rec, data, seed)
                     # kept so that --merge --rescore can score the sample again
-                    rec.update(train=data["train"], test=data["test"], meta_full=data["meta"])
+                    rec.update(train=data["train"], test=data["test"], meta_full=data["meta"],
+                               commit=commit)
                     rec["table_meta"] = {k: data["meta"][k] for k in
                                          ("rows", "target", "task", "source", "tests",
                                           "nan_rate")}
@@ -300,12 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{t:14s} s{seed} {gen:22s} {rec['status']:8s} "
                           f"c2st={rec.get('c2st_auc', float('nan')):.3f} "
                           f"{rec.get('error', '')[:80]}", flush=True)
-    write_page(records, a.out, {"seeds": seeds, "max_train": max_train, "limit_s": limit,
-                                "limits": limits,
-                                "full": a.full, "setup": {k: v[1] for k, v in setup.items()},
-                                "command": " ".join(["python", "benchmarks/leaderboard/run.py",
-                                                     *(argv if argv is not None
-                                                       else sys.argv[1:])])})
+    info["load_end"] = [round(x, 1) for x in os.getloadavg()]
+    write_page(records, a.out, info)
     return 0
 
 
