@@ -290,7 +290,7 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
         if col in rec:  # R writes non-finite figures as strings ("-Inf")
             rec[col] = pd.to_numeric(rec[col].replace({"-Inf": -np.inf, "Inf": np.inf}),
                                      errors="coerce")
-    for col in ("dcr_closer_to_train", "exact_copy_rate", "cpu_s"):
+    for col in ("dcr_closer_to_train", "exact_copy_rate", "cpu_s", "test_ll", "tstr", "trtr"):
         if col not in rec:  # cells scored before these figures existed
             rec[col] = np.nan
     all_ok = rec[rec.status == "ok"].copy()
@@ -459,6 +459,9 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
               _md(_cell_table(ok.assign(total_s=ok.fit_s + ok.sample_s), rec, "total_s",
                               "min", 2)), ""]
     defaults = _defaults_section(all_ok)
+    decision = [info["defaults_decision"], ""] if info.get("defaults_decision") else []
+    if defaults:
+        defaults[2:2] = decision
     L += defaults
     if defaults:
         (out / "leaderboard_defaults.md").write_text(

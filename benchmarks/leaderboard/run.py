@@ -209,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
                          "leaderboard.jsonl into --out and write the page, running nothing")
     ap.add_argument("--merge-note", default=None,
                     help="with --merge: the commands that produced the shards, for the page")
+    ap.add_argument("--defaults-decision", type=Path, default=None,
+                    help="with --merge: a Markdown file with the defaults chosen from this "
+                         "evidence (before/after table), put first in the defaults section")
     ap.add_argument("--rescore", action="store_true",
                     help="with --merge: score every cell again from its stored sample")
     ap.add_argument("--work", type=Path, default=None,
@@ -241,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             info["shards"] = infos
         if a.merge_note:
             info["command"] = a.merge_note
+        if a.defaults_decision:
+            info["defaults_decision"] = a.defaults_decision.read_text().strip()
         write_page(records, a.out, info)
         return 0
     seeds = a.seeds or (3 if a.full else 1)

@@ -1,0 +1,42 @@
+"""The leaderboard page's verdicts, computed from hand-made cells (benchmarks/leaderboard)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "leaderboard"))
+from page import write_page  # noqa: E402
+
+META = {"rows": 150, "target": "y", "task": "classification", "source": "test",
+        "tests": "-", "nan_rate": 0.0}
+
+
+def cell(gen: str, table: str, seed: int, c2st: float, **kw) -> dict:
+    return {"generator": gen, "table": table, "seed": seed, "status": "ok", "c2st_auc": c2st,
+            "tstr": 0.9, "trtr": 0.9, "fit_s": 1.0, "sample_s": 0.1, "cpu_s": 1.0,
+            "peak_rss_mb": 100.0, "ks_mean": 0.1, "tv_mean": 0.1, "corr_gap": 0.1,
+            "contingency_gap": None, "out_of_range_rows": 0.0, "unseen_level_rate": 0.0,
+            "nan_rate_gap": 0.0, "dtype_match": 1.0, "dcr_closer_to_train": 0.5,
+            "exact_copy_rate": 0.0, "table_meta": META, **kw}
+
+
+def test_goal_counts_wins_losses_and_failures(tmp_path):
+    recs = [cell("forestgen:arf", "a", 0, 0.55), cell("forestgen:arf", "a", 1, 0.57),
+            cell("rarf", "a", 0, 0.60),  # fg 0.06 from 0.5 vs 0.10: a win
+            cell("forestgen:arf", "b", 0, 0.70), cell("rarf", "b", 0, 0.52),  # a loss
+            cell("forestgen:arf", "c", 0, 0.61),
+            {"generator": "rarf", "table": "c", "seed": 0, "status": "timeout",
+             "error": "over the limit", "table_meta": META}]
+    info = {"command": "cmd", "seeds": 2, "max_train": 500, "limit_s": 60.0,
+            "setup": {"rarf": "ok"}}
+    text = write_page(recs, tmp_path, info).read_text()
+    goal = text[text.index("## The issue's goal"):text.index("## How it was run")]
+    assert "**C2ST**" in goal and "NOT MET — won 1 of 2" in goal and "b (+0.180)" in goal
+    assert "0.560 ± 0.014" in text  # two seeds: mean ± sd
+    cov = text[text.index("## Coverage"):text.index("## Tables")]
+    assert "| rarf | 2 | 2 | 1 | 1 | 0 |" in cov and "| fg:arf | 3 | 4 | 1-2 | 0 | 0 |" in cov
+    assert "timeout" in text[text.index("## C2ST AUC"):]
