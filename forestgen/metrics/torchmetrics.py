@@ -197,6 +197,8 @@ class C2ST(_TwoSample):
     ``compute()`` returns a dict of tensors ``auc``, ``auc_ci_low``, ``auc_ci_high``,
     ``accuracy``; the full :class:`~forestgen.metrics.C2STResult` is kept in ``self.result``.
     Categorical columns (declared in ``kinds``) are one level per code for the classifier.
+    Feed it real rows the generator never saw: against its training rows, samples that copy
+    them read below 0.5 (see :func:`c2st`).
     """
 
     higher_is_better = False
