@@ -219,6 +219,9 @@ def _coverage(rec: pd.DataFrame) -> pd.DataFrame:
                      "seeds per table": "-".join(str(x) for x in sorted(
                          {int(okv.groupby("table").seed.nunique().min()),
                           int(okv.groupby("table").seed.nunique().max())})) if len(okv) else "",
+                     "forestgen code": ", ".join(sorted({str(c) for c in v.get(
+                         "commit", pd.Series(dtype=object)).dropna()})) if g.startswith(
+                         "forestgen:") else "",
                      "timeout": int((v.status == "timeout").sum()),
                      "error": int(v.status.isin(["error", "score_error", "stalled"]).sum())})
     return pd.DataFrame(rows).set_index("generator")
@@ -231,11 +234,13 @@ def _defaults_evidence(ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     arf = ok[ok.generator.str.startswith("forestgen:arf")].assign(
         dev=lambda x: (x.c2st_auc - 0.5).abs(),
-        total_s=lambda x: x.cpu_s if "cpu_s" in x else np.nan)
-    base = arf[arf.generator == "forestgen:arf"].set_index(["table", "seed"])
+        total_s=lambda x: x.cpu_s if "cpu_s" in x else np.nan,
+        code=lambda x: x.commit.fillna("") if "commit" in x else "")
+    # pairs come from the same forestgen code (a rerun after a change pairs with itself)
+    base = arf[arf.generator == "forestgen:arf"].set_index(["table", "seed", "code"])
     rows, per_table = [], {}
     for g, v in arf.groupby("generator", sort=False):
-        v = v.set_index(["table", "seed"])
+        v = v.set_index(["table", "seed", "code"])
         idx = v.index.intersection(base.index)
         if g == "forestgen:arf" or not len(idx):
             continue

@@ -220,11 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.merge:
         records, infos = [], []
         for d in a.merge.split(","):
-            records += [json.loads(x) for x in (Path(d) / "leaderboard.jsonl").read_text()
-                        .splitlines() if x.strip()]
+            shard = [json.loads(x) for x in (Path(d) / "leaderboard.jsonl").read_text()
+                     .splitlines() if x.strip()]
             summary = Path(d) / "leaderboard_summary.json"
             if summary.exists():
                 infos.append(json.loads(summary.read_text()))
+                for r in shard:  # cells of a shard run outside a git checkout
+                    if r.get("commit", "unknown") == "unknown":
+                        r["commit"] = str(infos[-1].get("commit", "unknown")).split()[0]
+            records += shard
         seen, unique = set(), []
         for r in records:  # a cell run by two shards counts once (the first)
             key = (r["generator"], r["table"], r["seed"])

@@ -21,7 +21,8 @@ def cell(gen: str, table: str, seed: int, c2st: float, **kw) -> dict:
             "peak_rss_mb": 100.0, "ks_mean": 0.1, "tv_mean": 0.1, "corr_gap": 0.1,
             "contingency_gap": None, "out_of_range_rows": 0.0, "unseen_level_rate": 0.0,
             "nan_rate_gap": 0.0, "dtype_match": 1.0, "dcr_closer_to_train": 0.5,
-            "exact_copy_rate": 0.0, "table_meta": META, **kw}
+            "exact_copy_rate": 0.0, "table_meta": META,
+            "commit": "abc1234" if gen.startswith("forestgen:") else "", **kw}
 
 
 def test_goal_counts_wins_losses_and_failures(tmp_path):
@@ -38,5 +39,18 @@ def test_goal_counts_wins_losses_and_failures(tmp_path):
     assert "**C2ST**" in goal and "NOT MET — won 1 of 2" in goal and "b (+0.180)" in goal
     assert "0.560 ± 0.014" in text  # two seeds: mean ± sd
     cov = text[text.index("## Coverage"):text.index("## Tables")]
-    assert "| rarf | 2 | 2 | 1 | 1 | 0 |" in cov and "| fg:arf | 3 | 4 | 1-2 | 0 | 0 |" in cov
+    assert "| rarf | 2 | 2 | 1 |  | 1 | 0 |" in cov
+    assert "| fg:arf | 3 | 4 | 1-2 | abc1234 | 0 | 0 |" in cov
     assert "timeout" in text[text.index("## C2ST AUC"):]
+
+
+def test_defaults_evidence_pairs_cells_of_the_same_code(tmp_path):
+    """A variant is compared with the defaults run by the same forestgen code only."""
+    recs = [cell("forestgen:arf", "a", 0, 0.60), cell("forestgen:arf~n_trees=30", "a", 0, 0.55),
+            cell("forestgen:arf", "b", 0, 0.60, commit="new"),
+            cell("forestgen:arf~n_trees=30", "b", 0, 0.70), cell("rarf", "a", 0, 0.6)]
+    info = {"command": "cmd", "seeds": 1, "max_train": 500, "limit_s": 60.0, "setup": {}}
+    write_page(recs, tmp_path, info)
+    text = (tmp_path / "leaderboard_defaults.md").read_text()
+    row = next(x for x in text.splitlines() if x.startswith("| fg:arf~n_trees=30 |"))
+    assert row.startswith("| fg:arf~n_trees=30 | 1 | 1 | 1 / 0 | -0.050 |"), row
