@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import md_table, write_result  # noqa: E402
+from benchmarks._common import REPO, md_table, write_result  # noqa: E402
 from forestgen import NRGBoost, load_adult  # noqa: E402
 from forestgen.metrics import c2st  # noqa: E402
 
@@ -122,6 +123,40 @@ def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
     return res
 
 
+def before_after(args, train: pd.DataFrame, test: pd.DataFrame, name: str, T: int,
+                 tmp: Path) -> list:
+    """Fit the same NRGBoost with the checkout at ``--before`` and with this one, alternating
+    ``--repeats`` times, each in a fresh process (``_peer`` style, kernels compiled first);
+    returns a table row: best fit / grow seconds per side, their ratio, and whether the first
+    run of each side gave bitwise-equal trees, test log-likelihoods and samples."""
+    train.to_pickle(tmp / "train.pkl")
+    test.to_pickle(tmp / "test.pkl")
+    side = Path(__file__).with_name("_nrgboost_side.py")
+    res: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(args.repeats):
+        for label, src in (("before", args.before), ("after", str(REPO))):
+            job = tmp / "job.json"
+            out = tmp / f"{label}{r}"
+            job.write_text(json.dumps({
+                "train": str(tmp / "train.pkl"), "test": str(tmp / "test.pkl"),
+                "params": {"n_trees": T, "pool_size": args.pool_size,
+                           "n_normaliser_samples": args.n_is, "random_state": 0},
+                "n_samples": args.n_samples, "out": str(out)}))
+            env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
+            done = subprocess.run([sys.executable, str(side), str(job)], env=env, check=True,
+                                  capture_output=True, text=True)
+            res[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    a, b = np.load(tmp / "before0.npz"), np.load(tmp / "after0.npz")
+    same = all(np.array_equal(a[k], b[k], equal_nan=True) for k in a.files)
+    same_s = pd.read_pickle(tmp / "before0.pkl").equals(pd.read_pickle(tmp / "after0.pkl"))
+    best = {k: {m: min(x[m] for x in v) for m in ("fit_s", "grow_s", "cpu_s")}
+            for k, v in res.items()}
+    return [name, T, best["before"]["fit_s"], best["after"]["fit_s"],
+            best["after"]["fit_s"] / best["before"]["fit_s"], best["before"]["grow_s"],
+            best["after"]["grow_s"], best["after"]["grow_s"] / best["before"]["grow_s"],
+            best["after"]["cpu_s"] / best["before"]["cpu_s"], "yes" if same and same_s else "NO"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="adult,synthetic")
@@ -135,8 +170,15 @@ def main() -> None:
     ap.add_argument("--pool-size", type=int, default=80_000,
                     help="model-sample pool M of both implementations (default: theirs)")
     ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
-    ap.add_argument("--out", default="nrgboost")
+    ap.add_argument("--out", default=None,
+                    help="results name (default nrgboost, or nrgboost_before_after)")
+    ap.add_argument("--before", default=None,
+                    help="a forestgen checkout: compare its NRGBoost with this one's (fit "
+                         "time and bitwise outputs) instead of the reference package")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per side with --before")
     args = ap.parse_args()
+    if args.out is None:
+        args.out = "nrgboost_before_after" if args.before else "nrgboost"
     trees = [int(t) for t in args.trees.split(",")]
     peer_trees = {int(t) for t in args.peer_trees.split(",") if t}
     sections = []
@@ -160,6 +202,20 @@ def main() -> None:
             train, test = full.iloc[: args.n_train], full.iloc[args.n_train:]
         ok = in_support(test, train)
         test_in = test[ok].reset_index(drop=True)
+        if args.before:
+            for T in trees:
+                with tempfile.TemporaryDirectory() as tmp:
+                    rows_all.append(before_after(args, train, test_in, name, T, Path(tmp)))
+                print(rows_all[-1], flush=True)
+                write_result(args.out, "NRGBoost before / after (same run, fresh processes)", [
+                    md_table(["data", "trees", "fit s before", "fit s after", "fit after/before",
+                              "grow s before", "grow s after", "grow after/before",
+                              "CPU after/before", "bitwise-equal trees, log_prob, samples"],
+                             rows_all),
+                    f"`before`: the checkout at `{args.before}`; `after`: this one. Best of "
+                    f"{args.repeats} alternating runs per side; grow s = time in the tree "
+                    "splitter summed over rounds. Check the machine load above."])
+            continue
         rows = []
         per_round = {}
         for T in trees:
@@ -209,7 +265,8 @@ def main() -> None:
                         f"threads, less sensitive to machine load):\n\n"
                         + md_table(["data", "trees", "time", "first 10", "middle 10",
                                     "last 10"], pr))
-    save([], partial=False)
+    if not args.before:
+        save([], partial=False)
 
 
 if __name__ == "__main__":

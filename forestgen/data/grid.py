@@ -92,6 +92,13 @@ class Grid:
         e = self.edges[j]
         return (e[:-1] + e[1:]) / 2.0
 
+    def split_thresholds(self) -> list[np.ndarray]:
+        """Per column, the encoded value at the top of each value code (numeric: the inner bin
+        edges; discrete: the level code itself): a split ``code <= t`` is ``x <= thr[j][t]``,
+        and ``searchsorted(thr[j], x, "right") - 1`` is the last code at or below ``x``."""
+        return [self.edges[j][1:-1].copy() if not self.discrete[j]
+                else np.arange(int(self.n_values[j]), dtype=np.float64) for j in range(self.d)]
+
     # ------------------------------------------------------------------ encode / decode
     def codes(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(codes int32 [n, d], outside bool [n, d])``.

@@ -26,6 +26,7 @@ from numba import njit, prange
 
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
+from forestgen.tree.record import TreeRecord
 
 ALPHA_GRID = np.logspace(-3.0, 1.0, 101)  # line-search steps, spec §3.4
 
@@ -233,21 +234,34 @@ class EnergyTrees:
                            self.node_offsets[: n_trees + 1], self.uses[:n_trees],
                            self.depth[:n_trees])
 
-    def append(self, tree, node_value: np.ndarray, n_codes: np.ndarray) -> None:
-        """Add one :class:`~forestgen.splitters.energy.EnergyTree` with per-node leaf values
-        (already scaled by the step; ignored at internal nodes)."""
-        feature, left, right, cat_rows = tree.feature, tree.left, tree.right, tree.cat_rows
+    def append(self, tree: TreeRecord, node_value: np.ndarray, grid) -> None:
+        """Add one tree grown on ``grid`` (a :class:`~forestgen.tree.record.TreeRecord` of
+        :class:`~forestgen.splitters.energy.EnergySplitter`) with per-node leaf values (already
+        scaled by the step; ignored at internal nodes). Every split is stored as a row over all
+        codes of its column (1 = left), the missing code following ``nan_left``."""
+        feature, left, right = tree.feature, tree.left, tree.right
         leaf_value = node_value
+        n_codes = grid.n_codes
+        ths = grid.split_thresholds()
         base = int(self.node_offsets[-1])
         internal = np.nonzero(feature >= 0)[0]
         cat_off = np.full(len(feature), -1, np.int64)
+        thr = np.full(len(feature), -1, np.int64)
         parts = []
         acc = len(self.cat_left)
         for node in internal:
-            k = int(n_codes[feature[node]])
+            j = int(feature[node])
+            nv = int(grid.n_values[j])
+            row = np.full(int(n_codes[j]), tree.nan_left[node], np.uint8)
+            if grid.ordered[j]:
+                thr[node] = np.searchsorted(ths[j], tree.threshold[node], side="right") - 1
+                row[:nv] = np.arange(nv) <= thr[node]
+            else:
+                o = int(tree.cat_off[node])
+                row[:nv] = tree.cat_left[o:o + nv]
             cat_off[node] = acc
-            parts.append(cat_rows[node, :k].astype(np.uint8))
-            acc += k
+            parts.append(row)
+            acc += len(row)
         d = len(n_codes)
         uses = np.zeros((1, d), np.uint8)
         uses[0, np.unique(feature[internal])] = 1
@@ -256,7 +270,7 @@ class EnergyTrees:
             if feature[node] >= 0:
                 depth[left[node]] = depth[right[node]] = depth[node] + 1
         self.feature = np.r_[self.feature, feature].astype(np.int32)
-        self.threshold = np.r_[self.threshold, tree.thr].astype(np.int32)
+        self.threshold = np.r_[self.threshold, thr].astype(np.int32)
         self.nan_left = np.r_[self.nan_left, tree.nan_left].astype(np.uint8)
         self.left = np.r_[self.left, np.where(left >= 0, left + base, -1)].astype(np.int32)
         self.right = np.r_[self.right, np.where(right >= 0, right + base, -1)].astype(np.int32)

@@ -3,8 +3,9 @@
 
 The model is ``q(x) ∝ exp(f(x))`` on a finite grid (:class:`~forestgen.data.grid.Grid`), with
 ``f = log q0 + sum_t s_t dF_t`` (:class:`~forestgen.ensemble.additive_energy.AdditiveEnergy`).
-Each round grows a tree with the :class:`~forestgen.splitters.energy.EnergySplitter` (gain
-``P^2/Q``, max ratio ``R``) against the current model's mass ``Q`` — exact for round one, then
+Each round grows a tree through the shared splitter pipeline — by default the
+:class:`~forestgen.splitters.energy.EnergySplitter` (gain ``½ Σ P^2/Q``, max ratio ``R``) — against
+the current model's mass ``Q`` — exact for round one, then
 the importance-weighted :class:`~forestgen.sampling.gibbs.SamplePool` — sets leaf energies with the
 :class:`~forestgen.leaves.constant_energy.ConstantEnergyLeaf` (``P/Q - 1``), and adds it with
 the step ``s_t = learning_rate · alpha_t`` from a grid line search (Eq. 43).
@@ -50,7 +51,8 @@ from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.sampling.gibbs import SamplePool
-from forestgen.splitters.energy import EnergySplitter
+from forestgen.splitters.base import GrowLimits, make_splitter
+from forestgen.splitters.energy import EnergySplitter, grid_data
 from forestgen.validation import (
     as_generator,
     check_bool,
@@ -92,6 +94,9 @@ class NRGBoost(GenerativeForest):
         model's marginal of the row's other entries times ``density_floor`` times the uniform
         density on that column's training range (levels) — RFDE/DEF's floor convention, 1e-5;
         ``None`` gives the honest ``-inf`` (zero mass under the grid's base measure).
+    splitter : ``"energy"`` (default: :class:`EnergySplitter` with ``max_ratio``), another
+        registered splitter, class or instance returning ``TreeRecord.node_mass`` (``[P, Q]``
+        per node), or an ``@numba.njit`` gain of ``[P, Q]`` child masses (energy splitter).
     random_state : seed; the same seed gives the same model and samples at any thread count.
     progress : print a progress bar over rounds on stderr.
     """
@@ -107,7 +112,7 @@ class NRGBoost(GenerativeForest):
                  feature_fraction: float = 1.0, max_bins: int = 255, sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 10,
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
-                 density_floor: float | None = 1e-5,
+                 density_floor: float | None = 1e-5, splitter: Any = "energy",
                  random_state: Any = None, progress: bool = False):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
@@ -160,9 +165,10 @@ class NRGBoost(GenerativeForest):
         Xd = np.ascontiguousarray(C.T)
         wd = np.full(N, 1.0 / N)
         q0 = np.exp(energy.log_q0)
-        splitter = EnergySplitter(criterion="chi2", max_leaves=int(self.max_leaves),
-                                  max_ratio=float(self.max_ratio),
-                                  feature_fraction=float(self.feature_fraction))
+        splitter = make_splitter(self.splitter, "NRGBoost", False, EnergySplitter,
+                                 max_ratio=float(self.max_ratio))
+        limits = GrowLimits(max_features=float(self.feature_fraction),
+                            max_leaves=int(self.max_leaves))
         leaf = ConstantEnergyLeaf()
         pool = SamplePool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
                           n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
@@ -176,26 +182,29 @@ class NRGBoost(GenerativeForest):
             rng = np.random.Generator(np.random.PCG64(seeds[t]))
             ts = time.perf_counter()
             if t == 0:
-                tree = splitter.grow(self.grid_, Xd, wd, None, None, q0, rng)
+                data = grid_data(self.grid_, Xd, q0=q0)
             else:
                 if t == 1:
                     pool.start(energy, rng)
                 else:
                     pool.update(energy, C, rng)
                 ts = time.perf_counter()
-                tree = splitter.grow(self.grid_, Xd, wd, np.ascontiguousarray(pool.codes.T),
-                                     pool.weights(), None, rng)
+                data = grid_data(self.grid_, Xd, pool.codes.T, pool.weights())
+            tree = splitter.grow(data, None, wd, rng, limits)
             grow_s = time.perf_counter() - ts
-            is_leaf = tree.is_leaf
+            if tree.node_mass is None:
+                raise ValueError(f"NRGBoost needs a splitter whose TreeRecord has node_mass "
+                                 f"(data and model mass per node); {splitter!r} gives none")
+            is_leaf = tree.feature < 0
             if is_leaf.sum() < 2:
                 break  # no valid split: the model cannot improve on these masses
-            P, Q = tree.P[is_leaf], tree.Q[is_leaf]
+            P, Q = np.ascontiguousarray(tree.node_mass[is_leaf].T)
             w = leaf.values(P, Q)
             alpha, gain = line_search(P, Q, w) if self.line_search else (1.0, float("nan"))
             s = float(self.learning_rate) * alpha
             node_value = np.zeros(len(tree.feature))
             node_value[is_leaf] = s * w
-            energy.trees.append(tree, node_value, self.grid_.n_codes)
+            energy.trees.append(tree, node_value, self.grid_)
             log_z += log_z_step(Q, s * w)
             stats = pool.history[-1] if t > 0 else (0, float("nan"), 0)
             self.rounds_.append({"alpha": alpha, "gain": gain, "log_z": log_z,

@@ -20,7 +20,10 @@ class TreeData:
     missing), ``n_bins [d]``, ``nominal [d]`` and the bin ``thresholds`` (encoded units).
     Filled by learners whose splitters need them: the encoded rows ``Z [n, d]``, discrete level
     counts ``n_levels [d]`` (0 = numeric), a finite root box ``box_lo, box_hi [d]`` and the
-    per-bin reference mass ``vref [d, max_bins]`` (each column normalised to 1)."""
+    per-bin reference mass ``vref [d, max_bins]`` (each column normalised to 1). Grid data
+    (NRGBoost, :func:`~forestgen.splitters.energy.grid_data`) also has ``has_missing [d]``
+    (code ``n_bins[j]`` is a missing state) and the model's samples ``model_codes [d, M]`` with
+    weights ``model_weight [M]`` (or, without them, the product measure ``q0`` in ``vref``)."""
 
     Xb: np.ndarray
     n_bins: np.ndarray
@@ -31,6 +34,9 @@ class TreeData:
     box_lo: np.ndarray | None = None
     box_hi: np.ndarray | None = None
     vref: np.ndarray | None = None
+    has_missing: np.ndarray | None = None
+    model_codes: np.ndarray | None = None
+    model_weight: np.ndarray | None = None
 
     @property
     def d(self) -> int:

@@ -18,7 +18,14 @@ import numpy as np
 from numba import njit
 
 from forestgen.tree.criteria import criterion_gain, specialise
-from forestgen.tree.node_ops import draw_candidates, mark_binned, partition
+from forestgen.tree.node_ops import (
+    draw_candidates,
+    mark_binned,
+    new_frontier,
+    new_tree,
+    partition,
+    pop_best,
+)
 
 MIN_GAIN = 1e-12
 
@@ -76,9 +83,7 @@ def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, n
                 cV += vref[f, b]
                 g = _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf)
                 if g > best_g:
-                    best_g = g
-                    best_f = f
-                    best_t = q
+                    best_g, best_f, best_t = g, f, q
                     for k in range(nb):
                         out_set[k] = 0
                     for q2 in range(q + 1):
@@ -98,9 +103,7 @@ def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, n
                 cV += vref[f, b]
                 g = _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf)
                 if g > best_g:
-                    best_g = g
-                    best_f = f
-                    best_t = b
+                    best_g, best_f, best_t = g, f, b
     return best_g, best_f, best_t
 
 
@@ -118,11 +121,9 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
     for j in range(d):
         bmax = max(bmax, n_bins[j])
     max_nodes = 2 * max_leaves - 1
-    feature = np.full(max_nodes, -1, np.int32)
+    feature, left, right, cat_rows = new_tree(max_nodes, bmax)
+    g_best, f_best, t_best, set_best, is_open = new_frontier(max_nodes, bmax)
     thr_bin = np.full(max_nodes, -1, np.int64)
-    left = np.full(max_nodes, -1, np.int32)
-    right = np.full(max_nodes, -1, np.int32)
-    cat_rows = np.zeros((max_nodes, bmax), np.uint8)
     mass = np.zeros(max_nodes)
     vol = np.zeros(max_nodes)
     # per node state
@@ -131,11 +132,6 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
     n_blo = np.zeros((max_nodes, d), np.int64)
     n_bhi = np.zeros((max_nodes, d), np.int64)
     n_mask = np.ones((max_nodes, n_nom), np.uint8)
-    g_best = np.full(max_nodes, -np.inf)
-    f_best = np.full(max_nodes, -1, np.int64)
-    t_best = np.full(max_nodes, -1, np.int64)
-    set_best = np.zeros((max_nodes, bmax), np.uint8)
-    is_open = np.zeros(max_nodes, np.bool_)
 
     m = 0
     for i in range(n):
@@ -171,15 +167,9 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
     is_open[0] = True
     n_leaves = 1
     while n_leaves < max_leaves:
-        node = -1
-        bg = MIN_GAIN
-        for c in range(n_nodes):
-            if is_open[c] and g_best[c] > bg:
-                bg = g_best[c]
-                node = c
+        node = pop_best(is_open, g_best, n_nodes, MIN_GAIN)
         if node < 0:
             break
-        is_open[node] = False
         f = f_best[node]
         tb = t_best[node]
         feature[node] = f

@@ -1,7 +1,9 @@
-"""Numba helpers shared by every tree grower: candidate features and in-place row partition."""
+"""Numba helpers shared by the tree growers: candidate features, in-place row partition, node
+arrays and the best-first frontier."""
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 
@@ -50,3 +52,35 @@ def mark_binned(go_left, idx, start, end, codes, nb, is_nominal, level_set, thr_
             go_left[row] = level_set[code] == 1
         else:
             go_left[row] = code <= thr_bin
+
+
+@njit(cache=True, nogil=True)
+def new_tree(max_nodes, width):
+    """Node arrays of a tree under construction: ``feature`` (-1 = leaf), ``left``/``right``
+    (-1 = none) and a per-node row of ``width`` level flags (1 = goes left)."""
+    return (np.full(max_nodes, -1, np.int32), np.full(max_nodes, -1, np.int32),
+            np.full(max_nodes, -1, np.int32), np.zeros((max_nodes, width), np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def new_frontier(max_nodes, width):
+    """Best-first growers' per-node state: the best split's gain, feature, threshold and level
+    row, and whether the node is an open leaf."""
+    return (np.full(max_nodes, -np.inf), np.full(max_nodes, -1, np.int64),
+            np.full(max_nodes, -1, np.int64), np.zeros((max_nodes, width), np.uint8),
+            np.zeros(max_nodes, np.bool_))
+
+
+@njit(cache=True, nogil=True)
+def pop_best(is_open, g_best, n_nodes, min_gain):
+    """Close and return the open leaf whose best split gains most, above ``min_gain`` (the
+    first such leaf on ties); -1 if none."""
+    node = -1
+    bg = min_gain
+    for c in range(n_nodes):
+        if is_open[c] and g_best[c] > bg:
+            bg = g_best[c]
+            node = c
+    if node >= 0:
+        is_open[node] = False
+    return node

@@ -29,7 +29,9 @@ class TreeRecord:
     Optional outputs (``None`` when the splitter does not produce them):
     ``class_weight`` ``[n_nodes, C]`` — in-bag weight of each class per node (labelled trees);
     ``cells`` — exact leaf cells when they differ from the path boxes (path compression,
-    clipping to a root box); ``leaf_mass`` ``[n_leaves]`` — mass of each leaf (density trees).
+    clipping to a root box); ``leaf_mass`` ``[n_leaves]`` — mass of each leaf (density trees);
+    ``node_mass`` ``[n_nodes, 2]`` — data mass ``P`` and reference / model mass ``Q`` of every
+    node (energy trees: what NRGBoost's leaf values and line search need).
     """
 
     feature: np.ndarray
@@ -42,6 +44,7 @@ class TreeRecord:
     class_weight: np.ndarray | None = None
     cells: LeafCells | None = None
     leaf_mass: np.ndarray | None = None
+    node_mass: np.ndarray | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -64,8 +67,9 @@ class TreeRecord:
             if np.any(internal & ((a <= 0) | (a >= n))) or np.any(~internal & (a != -1)):
                 raise ValueError(f"TreeRecord.{name} must hold child ids in 1..{n - 1} at "
                                  "internal nodes and -1 at leaves")
-        if self.class_weight is not None and len(self.class_weight) != n:
-            raise ValueError("TreeRecord.class_weight must have one row per node")
+        for name in ("class_weight", "node_mass"):
+            if getattr(self, name) is not None and len(getattr(self, name)) != n:
+                raise ValueError(f"TreeRecord.{name} must have one row per node")
         nl = self.n_leaves
         if self.cells is not None and len(self.cells.lower) != nl:
             raise ValueError(f"TreeRecord.cells has {len(self.cells.lower)} rows for {nl} leaves")

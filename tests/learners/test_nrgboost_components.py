@@ -7,12 +7,14 @@ import itertools
 
 import numpy as np
 import pytest
+from numba import njit
 
 from forestgen.data.grid import Grid
 from forestgen.ensemble.additive_energy import AdditiveEnergy, line_search, log_z_step
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.sampling.gibbs import GibbsSampler, SamplePool
-from forestgen.splitters.energy import EnergySplitter
+from forestgen.splitters.base import GrowLimits
+from forestgen.splitters.energy import EnergySplitter, grid_data
 
 
 def make_grid(n_values, ordered, missing=None):
@@ -21,6 +23,31 @@ def make_grid(n_values, ordered, missing=None):
     return Grid(empty, empty, empty, np.asarray(n_values, np.int64),
                 np.zeros(d, bool) if missing is None else np.asarray(missing, bool),
                 np.asarray(ordered, bool), np.ones(d, bool))
+
+
+class Grown:
+    """An energy tree's record with its node masses unpacked (``P``, ``Q`` per node)."""
+
+    def __init__(self, record):
+        self.record = record
+        self.feature, self.left, self.right = record.feature, record.left, record.right
+        self.is_leaf = record.feature < 0
+        self.P, self.Q = record.node_mass.T
+
+
+def grow_tree(splitter, max_leaves, grid, data_codes, data_w, model_codes, model_w, q0, rng):
+    """One tree through the splitter contract on grid codes ``[d, n]``."""
+    data = grid_data(grid, data_codes, model_codes, model_w, q0)
+    return Grown(splitter.grow(data, None, data_w, rng,
+                               GrowLimits(max_features=1.0, max_leaves=max_leaves)))
+
+
+@njit
+def gradhess_gain(left, right):
+    """``G^2/H`` summed over the children minus the parent, ``G = P - Q``, ``H = Q``."""
+    G, H = left[0] + right[0] - left[1] - right[1], left[1] + right[1]
+    gl, gr = left[0] - left[1], right[0] - right[1]
+    return gl * gl / left[1] + gr * gr / right[1] - G * G / H
 
 
 def all_cells(grid):
@@ -34,12 +61,12 @@ def random_energy(grid, n_trees, rng, leaves=8, step=0.7):
     for _ in range(n_trees):
         P = rng.dirichlet(np.full(len(cells), 0.3))
         q = exp_norm(e.energy(cells))
-        tree = EnergySplitter(max_leaves=leaves, max_ratio=4.0).grow(
+        tree = grow_tree(EnergySplitter(max_ratio=4.0), leaves,
             grid, cells.T.copy(), P, cells.T.copy(), q, None, rng)
         lf = tree.is_leaf
         val = np.zeros(len(tree.feature))
         val[lf] = step * ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
-        e.trees.append(tree, val, grid.n_codes)
+        e.trees.append(tree.record, val, grid)
     return e, cells
 
 
@@ -75,12 +102,15 @@ def test_t6_t9_leaf_algebra_with_exact_masses():
     Q = rng.dirichlet(np.full(len(cells), 5.0))
     R = 3.0
     trees = {}
-    for crit in ("chi2", "gradhess"):
-        trees[crit] = EnergySplitter(criterion=crit, max_leaves=16, max_ratio=R).grow(
-            GRID, cells.T.copy(), P, cells.T.copy(), Q, None, np.random.default_rng(5))
-    a, b = trees["chi2"], trees["gradhess"]
-    np.testing.assert_array_equal(a.feature, b.feature)
-    np.testing.assert_array_equal(a.cat_rows, b.cat_rows)
+    # the built-in energy gain (a criterion of the shared kernels) and a user @njit
+    # gradient-Hessian gain (spec §3.2: the linear terms cancel) grow the same tree
+    for crit in ("energy", gradhess_gain):
+        trees[crit] = grow_tree(EnergySplitter(criterion=crit, max_ratio=R), 16, GRID,
+                                cells.T.copy(), P, cells.T.copy(), Q, None,
+                                np.random.default_rng(5))
+    a, b = trees["energy"], trees[gradhess_gain]
+    for name in ("feature", "threshold", "nan_left", "cat_left", "node_mass"):
+        np.testing.assert_array_equal(getattr(a.record, name), getattr(b.record, name))
     lf = a.is_leaf
     w = ConstantEnergyLeaf().values(a.P[lf], a.Q[lf])
     assert abs(np.sum(a.Q[lf] * w)) < 1e-12  # sum_j Q_j w_j = 0
@@ -103,11 +133,11 @@ def test_t7_line_search_objective_is_the_exact_likelihood_change():
     f = e.energy(cells)
     data = rng.dirichlet(np.full(len(cells), 0.5))
     q = exp_norm(f)
-    tree = EnergySplitter(max_leaves=10).grow(GRID, cells.T.copy(), data, cells.T.copy(), q,
+    tree = grow_tree(EnergySplitter(), 10, GRID, cells.T.copy(), data, cells.T.copy(), q,
                                               None, rng)
     lf = tree.is_leaf
     w = ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
-    e.trees.append(tree, np.where(lf, 0.0, 0.0), GRID.n_codes)
+    e.trees.append(tree.record, np.where(lf, 0.0, 0.0), GRID)
     leaf_node = e.tree_leaves(cells, e.trees.n_trees - 1) - e.trees.node_offsets[-2]
     wmap = np.zeros(len(tree.feature))
     wmap[lf] = w
@@ -150,7 +180,7 @@ def test_t8_exact_masses_never_decrease_training_likelihood():
             ll = p @ f - np.logaddexp.reduce(f)
             assert ll >= prev - 1e-12
             prev = ll
-            tree = EnergySplitter(max_leaves=16).grow(grid, cells.T.copy(), p, cells.T.copy(),
+            tree = grow_tree(EnergySplitter(), 16, grid, cells.T.copy(), p, cells.T.copy(),
                                                       q, None, rng)
             lf = tree.is_leaf
             if lf.sum() < 2:
@@ -159,7 +189,7 @@ def test_t8_exact_masses_never_decrease_training_likelihood():
             alpha, _ = line_search(tree.P[lf], tree.Q[lf], w)
             val = np.zeros(len(tree.feature))
             val[lf] = gamma * alpha * w
-            e.trees.append(tree, val, grid.n_codes)
+            e.trees.append(tree.record, val, grid)
         assert prev > p @ np.log(np.full(400, 1 / 400)) + 0.5  # it learned something
 
 
@@ -278,7 +308,7 @@ def test_log_z_step_is_exact_with_exact_masses():
     e, cells = random_energy(GRID, 3, rng)
     f = e.energy(cells)
     q = exp_norm(f)
-    tree = EnergySplitter(max_leaves=8).grow(GRID, cells.T.copy(),
+    tree = grow_tree(EnergySplitter(), 8, GRID, cells.T.copy(),
                                              rng.dirichlet(np.ones(len(cells))),
                                              cells.T.copy(), q, None, rng)
     lf = tree.is_leaf
@@ -286,7 +316,7 @@ def test_log_z_step_is_exact_with_exact_masses():
     val = np.zeros(len(tree.feature))
     val[lf] = v
     logz0 = np.logaddexp.reduce(f)
-    e.trees.append(tree, val, GRID.n_codes)
+    e.trees.append(tree.record, val, GRID)
     logz1 = np.logaddexp.reduce(e.energy(cells))
     assert logz0 + log_z_step(tree.Q[lf], v) == pytest.approx(logz1, abs=1e-10)
 
@@ -298,9 +328,11 @@ def test_first_round_analytic_masses_equal_enumerated_product_masses():
     e = AdditiveEnergy(GRID, logq0)
     q = np.exp(e.energy(cells))
     P = rng.dirichlet(np.full(len(cells), 0.5))
-    sp = EnergySplitter(max_leaves=12)
-    a = sp.grow(GRID, cells.T.copy(), P, None, None, np.exp(logq0), np.random.default_rng(1))
-    b = sp.grow(GRID, cells.T.copy(), P, cells.T.copy(), q, None, np.random.default_rng(1))
+    sp = EnergySplitter()
+    a = grow_tree(sp, 12, GRID, cells.T.copy(), P, None, None, np.exp(logq0),
+                  np.random.default_rng(1))
+    b = grow_tree(sp, 12, GRID, cells.T.copy(), P, cells.T.copy(), q, None,
+                  np.random.default_rng(1))
     np.testing.assert_array_equal(a.feature, b.feature)
     np.testing.assert_allclose(a.Q, b.Q, atol=1e-12)
 
@@ -314,14 +346,41 @@ def test_greedy_multiplicative_boosting_round_is_exactly_normalised():
                                              for c in GRID.n_codes]))
     p = rng.dirichlet(np.full(len(cells), 2.0))
     q = exp_norm(e.energy(cells))
-    tree = EnergySplitter(criterion="kl", max_leaves=12, max_ratio=None).grow(
+    tree = grow_tree(EnergySplitter(criterion="kl", max_ratio=None), 12,
         GRID, cells.T.copy(), p, cells.T.copy(), q, None, rng)
     lf = tree.is_leaf
     val = np.zeros(len(tree.feature))
     val[lf] = ConstantEnergyLeaf(form="log").values(tree.P[lf], tree.Q[lf])
     before = p @ e.energy(cells)
-    e.trees.append(tree, val, GRID.n_codes)
+    e.trees.append(tree.record, val, GRID)
     f = e.energy(cells)
     assert np.logaddexp.reduce(f) == pytest.approx(0.0, abs=1e-12)
     kl_gain = np.sum(tree.P[lf] * np.log(tree.P[lf] / tree.Q[lf]))
     assert p @ f - before == pytest.approx(kl_gain, abs=1e-12)
+
+
+def test_nrgboost_takes_splitter_like_every_learner(tmp_path):
+    """``splitter=`` on NRGBoost: an instance, or a user @njit gain run in the energy kernel,
+    gives the built-in's trees; a splitter without node masses is refused by name; the
+    splitter is saved as a component."""
+    import pandas as pd
+
+    from forestgen import NRGBoost
+    from forestgen.base import GenerativeForest
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=300)
+    df = pd.DataFrame({"x": x, "y": x + rng.normal(size=300), "c": rng.choice(list("pqr"), 300)})
+    kw = dict(n_trees=4, max_leaves=8, pool_size=2000, gibbs_chains=4, gibbs_burn_in=10,
+              n_normaliser_samples=2000, random_state=0)
+    base = NRGBoost(**kw).fit(df).energy_.trees.to_arrays()
+    for splitter in (EnergySplitter(max_ratio=2.0), gradhess_gain):
+        m = NRGBoost(splitter=splitter, **kw).fit(df)
+        for k, v in m.energy_.trees.to_arrays().items():
+            np.testing.assert_array_equal(v, base[k], err_msg=k)
+    m = NRGBoost(splitter=EnergySplitter(criterion="kl"), **kw).fit(df)
+    assert not np.array_equal(m.energy_.trees.value, base["trees.value"])
+    m2 = GenerativeForest.load(m.save(tmp_path / "m.forestgen"))
+    assert m2.splitter.get_params() == {"criterion": "kl", "max_ratio": 2.0}
+    with pytest.raises(ValueError, match="DensitySplitter"):
+        NRGBoost(splitter="density", **kw).fit(df)

@@ -1,0 +1,274 @@
+"""Best-first energy trees: a data mass ``P`` against a model mass ``Q`` on grid codes.
+
+NRGBoost (Bravo, ICLR 2025, Sec. 3 and App. A; spec ``nrgboost_def.md`` §3.2-3.6). A candidate
+split is scored by a criterion of the ``[P, Q]`` masses of its two children
+(:mod:`forestgen.tree.criteria`: NRGBoost's ``energy`` gain ``½ Σ P²/Q`` by default, ``kl`` for
+greedy multiplicative boosting (App. C), or a user ``@njit`` gain through
+:func:`grow_energy_tree_with`). A split is rejected when a child has ``P/Q > max_ratio`` or
+``Q = 0`` (spec §3.3), or when it gains no more than ``1e-12`` (§8.8) — except at the root, which
+takes its most balanced valid split even at zero gain: with quantile bins the base measure
+``q0`` already matches every single-column marginal, so no first split gains anything and only
+the splits below it can show a dependence between columns (without this, boosting stops at
+round one on such tables). Gains within ``1e-12`` of each other are ties, broken towards the
+more balanced split (the larger smaller-child data mass).
+
+``P`` comes from data rows, ``Q`` either from model-sample rows or, in round one, analytically
+from a product measure ``q0`` (``Q(box) = prod_j q0_j(S_j)``). Ordered columns split at a code
+threshold (``code <= thr`` left; a column's missing code goes to the side in ``nan_left``, or
+alone against every value, ``thr = -1``); nominal columns by a level subset found by sorting
+codes by ``P_k/Q_k`` and scanning prefixes (§3.6). Candidate columns per node: ``mtry`` drawn
+from the tree's Generator (:func:`~forestgen.tree.node_ops.draw_candidates` from the identity).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from forestgen.tree.criteria import criterion_gain, specialise
+from forestgen.tree.node_ops import draw_candidates, new_frontier, new_tree, partition, pop_best
+
+MIN_GAIN = 1e-12
+MIN_MASS = 1e-12  # smallest model mass of a child (masses are normalised to 1)
+
+
+@njit(cache=True, nogil=True)
+def _split_gain(cP, cQ, Pn, Qn, max_ratio, crit, lbuf, rbuf):
+    """Gain of sending masses ``cP, cQ`` left in a node of masses ``Pn, Qn``; ``-inf`` when a
+    child breaks the ratio constraint or has no model mass (``Q`` is often a difference of sums:
+    a tiny positive rounding residue means an empty child)."""
+    PR = Pn - cP
+    QR = Qn - cQ
+    if not (cQ > MIN_MASS and cP <= max_ratio * cQ and QR > MIN_MASS and PR <= max_ratio * QR):
+        return -np.inf
+    lbuf[0], lbuf[1] = cP, cQ
+    rbuf[0], rbuf[1] = PR, QR
+    return criterion_gain(crit, lbuf, rbuf)
+
+
+@njit(cache=True, nogil=True)
+def _better(g, bal, best, best_bal):
+    """A valid candidate beats the best so far by more than :data:`MIN_GAIN`, or ties it
+    (within ``MIN_GAIN``) and is more balanced."""
+    return g > -np.inf and (g > best + MIN_GAIN or (g >= best - MIN_GAIN and bal > best_bal))
+
+
+@njit(cache=True, nogil=True)
+def _node_hist(f, Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, nc,
+               Qnode, hP, hQ):
+    for k in range(nc):
+        hP[k] = 0.0
+        hQ[k] = 0.0
+    for r in range(ds, de):
+        i = di[r]
+        hP[Xd[f, i]] += wd[i]
+    if analytic:
+        tot = 0.0
+        for k in range(nc):
+            if mask[off[f] + k]:
+                tot += q0[off[f] + k]
+        for k in range(nc):
+            if mask[off[f] + k]:
+                hQ[k] = Qnode * q0[off[f] + k] / tot
+    else:
+        for r in range(qs, qe):
+            i = qi[r]
+            hQ[Xq[f, i]] += wq[i]
+
+
+@njit(cache=True, nogil=True)
+def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, n_codes,
+                n_values, has_miss, ordered, Pn, Qn, crit, max_ratio, mtry, rng, feats, hP, hQ,
+                order, keys, out_left, lbuf, rbuf):
+    """Best split of one node: (gain, feature, thr, nan_left); nominal left sets -> out_left."""
+    for s in range(feats.shape[0]):
+        feats[s] = s
+    best = -np.inf
+    best_bal = -1.0
+    bf = -1
+    bt = -1
+    bnl = 0
+    if Qn <= MIN_MASS:
+        return best, bf, bt, bnl
+    draw_candidates(feats, mtry, rng)
+    for s in range(mtry):
+        f = feats[s]
+        nc = n_codes[f]
+        if nc < 2:
+            continue
+        _node_hist(f, Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, nc, Qn,
+                   hP, hQ)
+        if ordered[f]:
+            nv = n_values[f]
+            mP = hP[nv] if has_miss[f] else 0.0
+            mQ = hQ[nv] if has_miss[f] else 0.0
+            # prefixes of the value codes with the missing code left (side 0) or right
+            # (side 1); side 2: the missing code alone against every value (thr = -1)
+            for side in range(3 if has_miss[f] else 1):
+                nl = 0 if side == 1 else 1
+                cP = mP if nl == 1 else 0.0
+                cQ = mQ if nl == 1 else 0.0
+                for k in range(1 if side == 2 else nv - 1):
+                    if side < 2:
+                        cP += hP[k]
+                        cQ += hQ[k]
+                    g = _split_gain(cP, cQ, Pn, Qn, max_ratio, crit, lbuf, rbuf)
+                    if _better(g, min(cP, Pn - cP), best, best_bal):
+                        best, best_bal, bf, bt, bnl = g, min(cP, Pn - cP), f, k, nl
+                        if side == 2:
+                            bt = -1
+        else:
+            m = 0
+            for k in range(nc):
+                if hP[k] > 0.0 or hQ[k] > 0.0:
+                    order[m] = k
+                    keys[m] = hP[k] / hQ[k] if hQ[k] > 0.0 else np.inf
+                    m += 1
+            if m < 2:
+                continue
+            srt = np.argsort(keys[:m], kind="mergesort")
+            cP = 0.0
+            cQ = 0.0
+            for q in range(m - 1):
+                k = order[srt[q]]
+                cP += hP[k]
+                cQ += hQ[k]
+                g = _split_gain(cP, cQ, Pn, Qn, max_ratio, crit, lbuf, rbuf)
+                if _better(g, min(cP, Pn - cP), best, best_bal):
+                    best, best_bal, bf, bt = g, min(cP, Pn - cP), f, q
+                    for k2 in range(nc):
+                        out_left[k2] = 0
+                    for q2 in range(q + 1):
+                        out_left[order[srt[q2]]] = 1
+    return best, bf, bt, bnl
+
+
+@njit(cache=True, nogil=True)
+def _mark(go, X, f, idx, s, e, cat_row):
+    for r in range(s, e):
+        i = idx[r]
+        go[i] = cat_row[X[f, i]] == 1
+
+
+@njit(cache=True, nogil=True)
+def _child_mass(w, idx, s, e):
+    out = 0.0
+    for r in range(s, e):
+        out += w[idx[r]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_miss, ordered,
+                     crit, max_ratio, max_leaves, mtry, rng):
+    """Grow one tree best-first. ``Xd [d, N]`` data codes with weights ``wd`` (summing to 1);
+    ``Xq [d, M]`` model-sample codes with weights ``wq`` (summing to 1), or ``analytic`` with the
+    flat product-measure marginals ``q0`` (offsets ``off``).
+
+    Returns tree-local ``feature, thr, nan_left, left, right, cat_rows [n_nodes, max codes]``
+    (``cat_rows[node, code] = 1``: that code goes left, for every split) and per node ``P, Q``.
+    """
+    d, N = Xd.shape
+    M = Xq.shape[1]
+    cmax = 1
+    for j in range(d):
+        cmax = max(cmax, n_codes[j])
+    total = off[d]
+    max_nodes = 2 * max_leaves - 1
+    feature, left, right, cat_rows = new_tree(max_nodes, cmax)
+    g_best, f_best, t_best, set_best, is_open = new_frontier(max_nodes, cmax)
+    thr = np.full(max_nodes, -1, np.int32)
+    nan_left = np.zeros(max_nodes, np.uint8)
+    nl_best = np.zeros(max_nodes, np.int64)
+    Pm = np.zeros(max_nodes)
+    Qm = np.zeros(max_nodes)
+    ds_ = np.zeros(max_nodes, np.int64)
+    de_ = np.zeros(max_nodes, np.int64)
+    qs_ = np.zeros(max_nodes, np.int64)
+    qe_ = np.zeros(max_nodes, np.int64)
+    nmask = np.ones((max_nodes if analytic else 1, total), np.uint8)
+    di = np.arange(N)
+    qi = np.arange(M)
+    go_d = np.zeros(N, np.bool_)
+    go_q = np.zeros(M, np.bool_)
+    feats = np.empty(d, np.int64)
+    hP = np.zeros(cmax)
+    hQ = np.zeros(cmax)
+    order = np.empty(cmax, np.int64)
+    keys = np.empty(cmax)
+    lbuf = np.zeros(2)
+    rbuf = np.zeros(2)
+    Pm[0] = _child_mass(wd, di, 0, N)
+    Qm[0] = 1.0 if analytic else _child_mass(wq, qi, 0, M)
+    de_[0] = N
+    qe_[0] = M
+    n_nodes = 1
+    n_leaves = 1
+    while True:
+        # best splits of the nodes created last (the root, then two children)
+        first = 0 if n_nodes == 1 else n_nodes - 2
+        for c in range(first, n_nodes):
+            mask = nmask[c] if analytic else nmask[0]
+            g, f, t, nl = _best_split(Xd, wd, di, ds_[c], de_[c], Xq, wq, qi, qs_[c], qe_[c],
+                                      analytic, mask, q0, off, n_codes,
+                                      n_values, has_miss, ordered, Pm[c], Qm[c], crit,
+                                      max_ratio, mtry, rng, feats, hP, hQ, order, keys,
+                                      set_best[c], lbuf, rbuf)
+            g_best[c], f_best[c], t_best[c], nl_best[c] = g, f, t, nl
+            is_open[c] = True
+        if n_leaves >= max_leaves:
+            break
+        # the root splits even without gain (its most balanced valid split)
+        node = pop_best(is_open, g_best, n_nodes, -MIN_GAIN if n_nodes == 1 else MIN_GAIN)
+        if node < 0:
+            break
+        f = f_best[node]
+        feature[node] = f
+        thr[node] = t_best[node]
+        nan_left[node] = nl_best[node]
+        for k in range(n_codes[f]):
+            if not ordered[f]:
+                cat_rows[node, k] = set_best[node, k]
+            elif k >= n_values[f]:
+                cat_rows[node, k] = nl_best[node]
+            else:
+                cat_rows[node, k] = 1 if k <= t_best[node] else 0
+        _mark(go_d, Xd, f, di, ds_[node], de_[node], cat_rows[node])
+        dm = partition(di, ds_[node], de_[node], go_d)
+        _mark(go_q, Xq, f, qi, qs_[node], qe_[node], cat_rows[node])
+        qm = partition(qi, qs_[node], qe_[node], go_q)
+        for side in range(2):
+            c = n_nodes
+            n_nodes += 1
+            if side == 0:
+                left[node] = c
+                ds_[c], de_[c], qs_[c], qe_[c] = ds_[node], dm, qs_[node], qm
+            else:
+                right[node] = c
+                ds_[c], de_[c], qs_[c], qe_[c] = dm, de_[node], qm, qe_[node]
+            Pm[c] = _child_mass(wd, di, ds_[c], de_[c])
+            if analytic:
+                for k in range(total):
+                    nmask[c, k] = nmask[node, k]
+                o = off[f]
+                tot = 0.0
+                kept = 0.0
+                for k in range(n_codes[f]):
+                    if nmask[node, o + k]:
+                        tot += q0[o + k]
+                        if (cat_rows[node, k] == 1) != (side == 1):
+                            kept += q0[o + k]
+                        else:
+                            nmask[c, o + k] = 0
+                Qm[c] = Qm[node] * kept / tot
+            else:
+                Qm[c] = _child_mass(wq, qi, qs_[c], qe_[c])
+        n_leaves += 1
+    return (feature[:n_nodes].copy(), thr[:n_nodes].copy(), nan_left[:n_nodes].copy(),
+            left[:n_nodes].copy(), right[:n_nodes].copy(), cat_rows[:n_nodes].copy(),
+            Pm[:n_nodes].copy(), Qm[:n_nodes].copy())
+
+
+def grow_energy_tree_with(gain):
+    """:func:`grow_energy_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
+    return specialise(grow_energy_tree, (_split_gain, _best_split), gain)
