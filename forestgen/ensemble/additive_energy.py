@@ -65,6 +65,24 @@ def leaf_kernel(C, root, feature, left, right, cat_off, cat_left):
 
 
 @njit(cache=True, nogil=True)
+def slice_scratch(depth, nc, nv):
+    """Buffers of :func:`slice_row` for trees of depth ``depth``, ``nc`` codes (``nv`` values)."""
+    return (np.empty(depth + 2, np.int64), np.empty(depth + 2, np.int64),
+            np.empty(depth + 2, np.int64), np.empty(depth + 2, np.int64),
+            np.empty((depth + 2, nc), np.uint8), np.empty(nv + 1))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _push(st_node, st_lo, st_hi, st_mi, sp, node, lo, hi, mi):
+    """Push a child reached by codes ``lo..hi`` (and the missing code if ``mi``) unless it is
+    reached by none; returns the new stack size."""
+    if lo <= hi or mi == 1:
+        st_node[sp], st_lo[sp], st_hi[sp], st_mi[sp] = node, lo, hi, mi
+        return sp + 1
+    return sp
+
+
+@njit(cache=True, nogil=True)
 def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
               cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff, out):
     """Add ``sum_t value_t(leaf_t(x with x_j := k))`` to ``out[:nc]`` (see module docstring).
@@ -118,18 +136,8 @@ def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, 
                 nl = nan_left[node]
                 llo, lhi, lmi = lo, min(hi, th), mi if nl == 1 else 0
                 rlo, rhi, rmi = max(lo, th + 1), hi, mi if nl == 0 else 0
-                if llo <= lhi or lmi == 1:
-                    st_node[sp] = left[node]
-                    st_lo[sp] = llo
-                    st_hi[sp] = lhi
-                    st_mi[sp] = lmi
-                    sp += 1
-                if rlo <= rhi or rmi == 1:
-                    st_node[sp] = right[node]
-                    st_lo[sp] = rlo
-                    st_hi[sp] = rhi
-                    st_mi[sp] = rmi
-                    sp += 1
+                sp = _push(st_node, st_lo, st_hi, st_mi, sp, left[node], llo, lhi, lmi)
+                sp = _push(st_node, st_lo, st_hi, st_mi, sp, right[node], rlo, rhi, rmi)
                 continue
             if f < 0:
                 v = value[node]
@@ -177,12 +185,7 @@ def slice_kernel(C, j, nc, nv, ordered, roots, uses, feature, threshold, nan_lef
     n = C.shape[0]
     out = np.zeros((n, nc))
     for i in prange(n):
-        st_node = np.empty(depth + 2, np.int64)
-        st_lo = np.empty(depth + 2, np.int64)
-        st_hi = np.empty(depth + 2, np.int64)
-        st_mi = np.empty(depth + 2, np.int64)
-        smask = np.empty((depth + 2, nc), np.uint8)
-        diff = np.empty(nv + 1)
+        st_node, st_lo, st_hi, st_mi, smask, diff = slice_scratch(depth, nc, nv)
         x = C[i].copy()
         slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
                   cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff,

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from forestgen.ensemble.additive_energy import AdditiveEnergy, slice_row
+from forestgen.ensemble.additive_energy import AdditiveEnergy, slice_row, slice_scratch
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
@@ -61,12 +61,7 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
         x = X0[ch].copy()
         st = np.empty(1, np.uint64)
         st[0] = seeds[ch]
-        st_node = np.empty(depth + 2, np.int64)
-        st_lo = np.empty(depth + 2, np.int64)
-        st_hi = np.empty(depth + 2, np.int64)
-        st_mi = np.empty(depth + 2, np.int64)
-        smask = np.empty((depth + 2, cmax), np.uint8)
-        diff = np.empty(cmax + 1)
+        st_node, st_lo, st_hi, st_mi, smask, diff = slice_scratch(depth, cmax, cmax)
         lg = np.empty(cmax)
         a = arow[ch]
         r = 0

@@ -52,10 +52,12 @@ class EnergySplitter(Splitter):
         ``@numba.njit`` ``gain(left, right)`` of ``[P, Q]`` child masses.
     max_ratio : ``R``, the largest ``P/Q`` of a child (default 2; ``None`` disables it).
 
-    Needs grid data (:func:`grid_data`): codes ``Xb``, ``has_missing`` and either
-    ``model_codes``/``model_weight`` or the product measure ``vref``. ``w``: data weights
-    summing to one. ``limits.max_leaves`` (default 256) and ``limits.max_features`` shape the
-    tree. The record's ``threshold`` is the top of the last left code in encoded units
+    Grows on grid data (:func:`grid_data`: codes, ``has_missing`` and either
+    ``model_codes``/``model_weight`` or the product measure ``q0`` in ``vref``) or on any
+    binned :class:`TreeData` with a reference mass ``vref`` (the analytic case; a missing code
+    gets no reference mass). ``w``: row weights, used as shares of their sum (the data mass).
+    ``limits.max_leaves`` (default 256) and ``limits.max_features`` shape the tree. The
+    record's ``threshold`` is the top of the last left code in encoded units
     (``-inf`` when only the missing code goes left); ``node_mass`` holds ``[P, Q]`` per node.
     """
 
@@ -74,7 +76,6 @@ class EnergySplitter(Splitter):
         from forestgen import registry
 
         self._check()
-        data.require(self, "has_missing")
         analytic = data.model_codes is None
         if analytic:
             data.require(self, "vref")
@@ -87,18 +88,26 @@ class EnergySplitter(Splitter):
         if max_leaves < 2:
             raise ValueError(f"max_leaves must be >= 2, got {max_leaves}")
         d = data.d
-        n_codes = data.n_bins + data.has_missing
+        Xb = np.ascontiguousarray(data.Xb, np.int32)
+        n_bins = np.asarray(data.n_bins, np.int64)
+        has_missing = data.has_missing if data.has_missing is not None \
+            else (Xb == n_bins[:, None]).any(axis=1)
+        n_codes = n_bins + has_missing
         off = np.r_[0, np.cumsum(n_codes)].astype(np.int64)
-        if analytic:
+        if analytic:  # per-code q0 (zero for a missing code the reference mass lacks)
             Xq, wq = np.zeros((d, 0), np.int32), np.zeros(0)
-            q0 = np.concatenate([data.vref[j, :n_codes[j]] for j in range(d)])
+            vref = np.zeros((d, max(int(n_codes.max()), data.vref.shape[1])))
+            vref[:, :data.vref.shape[1]] = data.vref
+            q0 = np.concatenate([vref[j, :n_codes[j]] for j in range(d)])
         else:
             Xq, wq, q0 = data.model_codes, data.model_weight, np.zeros(1)
+        w = np.asarray(w, np.float64)
+        if abs(w.sum() - 1.0) > 1e-9:  # masses are shares of the (in-bag) rows
+            w = w / w.sum()
         R = np.inf if self.max_ratio is None else float(self.max_ratio)
         feat, thr, nan_left, left, right, cat_rows, P, Q = kernel(
-            data.Xb, np.asarray(w, np.float64), Xq, wq, analytic, q0, off, n_codes,
-            data.n_bins, data.has_missing, ~data.nominal, max(code, 0), R, max_leaves,
-            resolve_max_features(limits.max_features, d), rng)
+            Xb, w, Xq, wq, analytic, q0, off, n_codes, n_bins, has_missing, ~data.nominal,
+            max(code, 0), R, max_leaves, resolve_max_features(limits.max_features, d), rng)
         n = len(feat)
         threshold = np.zeros(n)
         cat_off = np.full(n, -1, np.int64)
@@ -109,7 +118,7 @@ class EnergySplitter(Splitter):
                 cat_off[node] = acc
                 parts.append(cat_rows[node, :nv])
                 acc += int(nv)
-                nan_left[node] = cat_rows[node, nv] if data.has_missing[j] else 1
+                nan_left[node] = cat_rows[node, nv] if has_missing[j] else 1
             else:
                 threshold[node] = data.thresholds[j][thr[node]] if thr[node] >= 0 else -np.inf
         is_leaf = feat < 0

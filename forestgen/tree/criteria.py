@@ -88,16 +88,22 @@ def _score(P, V, code):
     return P * P / V
 
 
+@njit(cache=True, nogil=True, inline="always")
+def density_gain(code, PL, VL, PR, VR):
+    """Gain of a ``[P, V]`` criterion (``ise``, ``kl``, ``energy``) from the children's masses
+    as scalars: what density growers call for built-ins (no buffers to fill per candidate)."""
+    g = _score(PL, VL, code) + _score(PR, VR, code) - _score(PL + PR, VL + VR, code)
+    if code == ENERGY:
+        return 0.5 * g
+    return g
+
+
 @njit(cache=True, nogil=True)
 def criterion_gain(code, left, right):
     """Gain of a split under built-in criterion ``code`` (see the module docstring)."""
     if code == GINI or code == ENTROPY:
         return _impurity_decrease(left, right, code)
-    PL, VL, PR, VR = left[0], left[1], right[0], right[1]
-    g = _score(PL, VL, code) + _score(PR, VR, code) - _score(PL + PR, VL + VR, code)
-    if code == ENERGY:
-        return 0.5 * g
-    return g
+    return density_gain(code, left[0], left[1], right[0], right[1])
 
 
 def criterion_code(criterion) -> int:
@@ -121,8 +127,11 @@ def specialise(kernel, helpers: tuple, gain) -> object:
 
     ``helpers`` are the module-level jitted functions between ``kernel`` and the gain call;
     each is rebuilt from its Python source with globals in which ``criterion_gain`` is the
-    user's function. Compiled once per (kernel, gain) and process (not cached to disk: a user
-    function defined in a notebook has no stable file to key a cache on).
+    user's function. A ``(function, name)`` pair binds the rebuilt function under ``name``
+    (a grower whose built-in path calls :func:`density_gain` with scalars swaps in a helper
+    that fills ``[P, V]`` buffers for the user gain). Compiled once per (kernel, gain) and
+    process (not cached to disk: a user function defined in a notebook has no stable file to
+    key a cache on).
     """
     key = (kernel, gain)
     hit = _SPECIALISED.get(key)
@@ -135,10 +144,11 @@ def specialise(kernel, helpers: tuple, gain) -> object:
 
     g = dict(kernel.py_func.__globals__)
     g["criterion_gain"] = user_gain
-    for fn in (*helpers, kernel):
+    for item in (*helpers, kernel):
+        fn, name = item if isinstance(item, tuple) else (item, item.py_func.__name__)
         py = fn.py_func
         copy = types.FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
-        g[py.__name__] = njit(nogil=True)(copy)
+        g[name] = njit(nogil=True)(copy)
     out = g[kernel.py_func.__name__]
     _SPECIALISED[key] = out
     return out

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from forestgen.tree.criteria import criterion_gain, specialise
+from forestgen.tree.criteria import criterion_gain, density_gain, specialise
 from forestgen.tree.node_ops import (
     draw_candidates,
+    in_bag,
     mark_binned,
     new_frontier,
     new_tree,
@@ -34,6 +35,16 @@ MIN_GAIN = 1e-12
 def _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf):
     """Gain of sending data mass ``cP`` (of ``Ptot``) and reference mass ``cV`` (of ``vtot``)
     left in a node of reference mass ``V``; ``-inf`` if a child keeps fewer than ``min_leaf``."""
+    PR = Ptot - cP
+    if cP < min_leaf or PR < min_leaf:
+        return -np.inf
+    return density_gain(crit, cP / W, V * cV / vtot, PR / W, V * (vtot - cV) / vtot)
+
+
+@njit(cache=True, nogil=True)
+def _user_split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf):
+    """:func:`_split_gain` for a user gain, which reads ``[P, V]`` of each child from the
+    buffers ``lbuf``, ``rbuf`` (bound in its place by :func:`grow_density_tree_with`)."""
     PR = Ptot - cP
     if cP < min_leaf or PR < min_leaf:
         return -np.inf
@@ -133,25 +144,14 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
     n_bhi = np.zeros((max_nodes, d), np.int64)
     n_mask = np.ones((max_nodes, n_nom), np.uint8)
 
-    m = 0
-    for i in range(n):
-        if w[i] > 0:
-            m += 1
-    idx = np.empty(m, np.int64)
-    m = 0
+    idx = in_bag(w)
+    m = len(idx)
     W = 0.0
-    for i in range(n):
-        if w[i] > 0:
-            idx[m] = i
-            m += 1
-            W += w[i]
+    for r in range(m):
+        W += w[idx[r]]
     feats = np.arange(d)
-    lbuf = np.zeros(2)
-    rbuf = np.zeros(2)
-    go = np.zeros(n, np.bool_)
-    hist = np.zeros(bmax)
-    order = np.empty(bmax, np.int64)
-    keys = np.empty(bmax)
+    lbuf, rbuf, go = np.zeros(2), np.zeros(2), np.zeros(n, np.bool_)
+    hist, order, keys = np.zeros(bmax), np.empty(bmax, np.int64), np.empty(bmax)
     for j in range(d):
         n_blo[0, j] = 0
         n_bhi[0, j] = n_bins[j] - 1
@@ -237,4 +237,5 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
 
 def grow_density_tree_with(gain):
     """:func:`grow_density_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
-    return specialise(grow_density_tree, (_split_gain, _best_split), gain)
+    return specialise(grow_density_tree, ((_user_split_gain, "_split_gain"), _best_split),
+                      gain)

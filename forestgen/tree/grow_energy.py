@@ -25,24 +25,46 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from forestgen.tree.criteria import criterion_gain, specialise
-from forestgen.tree.node_ops import draw_candidates, new_frontier, new_tree, partition, pop_best
+from forestgen.tree.criteria import criterion_gain, density_gain, specialise
+from forestgen.tree.node_ops import (
+    draw_candidates,
+    in_bag,
+    new_frontier,
+    new_tree,
+    partition,
+    pop_best,
+)
 
 MIN_GAIN = 1e-12
 MIN_MASS = 1e-12  # smallest model mass of a child (masses are normalised to 1)
 
 
-@njit(cache=True, nogil=True)
-def _split_gain(cP, cQ, Pn, Qn, max_ratio, crit, lbuf, rbuf):
-    """Gain of sending masses ``cP, cQ`` left in a node of masses ``Pn, Qn``; ``-inf`` when a
-    child breaks the ratio constraint or has no model mass (``Q`` is often a difference of sums:
-    a tiny positive rounding residue means an empty child)."""
+@njit(cache=True, nogil=True, inline="always")
+def _valid(cP, cQ, Pn, Qn, max_ratio):
+    """Both children keep model mass and ``P <= max_ratio · Q`` (``Q`` is often a difference
+    of sums: a tiny positive rounding residue means an empty child)."""
     PR = Pn - cP
     QR = Qn - cQ
-    if not (cQ > MIN_MASS and cP <= max_ratio * cQ and QR > MIN_MASS and PR <= max_ratio * QR):
+    return cQ > MIN_MASS and cP <= max_ratio * cQ and QR > MIN_MASS and PR <= max_ratio * QR
+
+
+@njit(cache=True, nogil=True)
+def _split_gain(cP, cQ, Pn, Qn, max_ratio, crit, lbuf, rbuf):
+    """Gain of sending masses ``cP, cQ`` left in a node of masses ``Pn, Qn`` under built-in
+    criterion ``crit``; ``-inf`` for an invalid split."""
+    if not _valid(cP, cQ, Pn, Qn, max_ratio):
+        return -np.inf
+    return density_gain(crit, cP, cQ, Pn - cP, Qn - cQ)
+
+
+@njit(cache=True, nogil=True)
+def _user_split_gain(cP, cQ, Pn, Qn, max_ratio, crit, lbuf, rbuf):
+    """:func:`_split_gain` for a user gain, which reads ``[P, Q]`` of each child from the
+    buffers ``lbuf``, ``rbuf`` (bound in its place by :func:`grow_energy_tree_with`)."""
+    if not _valid(cP, cQ, Pn, Qn, max_ratio):
         return -np.inf
     lbuf[0], lbuf[1] = cP, cQ
-    rbuf[0], rbuf[1] = PR, QR
+    rbuf[0], rbuf[1] = Pn - cP, Qn - cQ
     return criterion_gain(crit, lbuf, rbuf)
 
 
@@ -161,7 +183,8 @@ def _child_mass(w, idx, s, e):
 @njit(cache=True, nogil=True)
 def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_miss, ordered,
                      crit, max_ratio, max_leaves, mtry, rng):
-    """Grow one tree best-first. ``Xd [d, N]`` data codes with weights ``wd`` (summing to 1);
+    """Grow one tree best-first. ``Xd [d, N]`` data codes with weights ``wd`` (summing to 1;
+    rows of weight 0 take no part);
     ``Xq [d, M]`` model-sample codes with weights ``wq`` (summing to 1), or ``analytic`` with the
     flat product-measure marginals ``q0`` (offsets ``off``).
 
@@ -187,20 +210,15 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
     qs_ = np.zeros(max_nodes, np.int64)
     qe_ = np.zeros(max_nodes, np.int64)
     nmask = np.ones((max_nodes if analytic else 1, total), np.uint8)
-    di = np.arange(N)
+    di = in_bag(wd)
+    n_in = len(di)
     qi = np.arange(M)
-    go_d = np.zeros(N, np.bool_)
-    go_q = np.zeros(M, np.bool_)
-    feats = np.empty(d, np.int64)
-    hP = np.zeros(cmax)
-    hQ = np.zeros(cmax)
-    order = np.empty(cmax, np.int64)
-    keys = np.empty(cmax)
-    lbuf = np.zeros(2)
-    rbuf = np.zeros(2)
-    Pm[0] = _child_mass(wd, di, 0, N)
+    go_d, go_q = np.zeros(N, np.bool_), np.zeros(M, np.bool_)
+    feats, lbuf, rbuf = np.empty(d, np.int64), np.zeros(2), np.zeros(2)
+    hP, hQ, order, keys = np.zeros(cmax), np.zeros(cmax), np.empty(cmax, np.int64), np.empty(cmax)
+    Pm[0] = _child_mass(wd, di, 0, n_in)
     Qm[0] = 1.0 if analytic else _child_mass(wq, qi, 0, M)
-    de_[0] = N
+    de_[0] = n_in
     qe_[0] = M
     n_nodes = 1
     n_leaves = 1
@@ -271,4 +289,4 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
 
 def grow_energy_tree_with(gain):
     """:func:`grow_energy_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
-    return specialise(grow_energy_tree, (_split_gain, _best_split), gain)
+    return specialise(grow_energy_tree, ((_user_split_gain, "_split_gain"), _best_split), gain)

@@ -114,6 +114,14 @@ def _narrow(left, j, kind, thr, left_set, lo, hi, mask, nom_off, nlev):
 
 
 @njit(cache=True, nogil=True)
+def _scratch(d, kmax, n_nom):
+    """Per-call buffers of the midpoint rule: candidate columns, a nominal left set with its
+    hash keys and levels, and the current cell (``lo``, ``hi``, nominal ``mask``)."""
+    return (np.empty(d, np.int64), np.zeros(kmax, np.uint8), np.empty(kmax, np.uint64),
+            np.empty(kmax, np.int64), np.empty(d), np.empty(d), np.ones(n_nom, np.uint8))
+
+
+@njit(cache=True, nogil=True)
 def grow_midpoint_tree(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, depth):
     """Grow one RFDE tree on the rows of ``Z`` [n, d] (no NaN; discrete columns as codes).
 
@@ -149,13 +157,7 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, dept
     st_hi = np.empty((S, d))
     st_mask = np.ones((S, n_nom), np.uint8)
     idx = np.arange(n)
-    cand = np.empty(d, np.int64)
-    left_set = np.zeros(kmax, np.uint8)
-    keys = np.empty(kmax, np.uint64)
-    lev = np.empty(kmax, np.int64)
-    lo = np.empty(d)
-    hi = np.empty(d)
-    mask = np.ones(n_nom, np.uint8)
+    cand, left_set, keys, lev, lo, hi, mask = _scratch(d, kmax, n_nom)
 
     top = 0
     st_start[0] = 0
@@ -256,13 +258,7 @@ def route_codes(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, depth):
         kmax = max(kmax, nlev[j])
     codes = np.empty((n, depth + 1), np.int64)
     logv = np.empty((n, depth + 1))
-    cand = np.empty(d, np.int64)
-    left_set = np.zeros(kmax, np.uint8)
-    keys = np.empty(kmax, np.uint64)
-    lev = np.empty(kmax, np.int64)
-    lo = np.empty(d)
-    hi = np.empty(d)
-    mask = np.ones(n_nom, np.uint8)
+    cand, left_set, keys, lev, lo, hi, mask = _scratch(d, kmax, n_nom)
     for i in range(n):
         lo[:] = box_lo
         hi[:] = box_hi

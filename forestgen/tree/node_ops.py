@@ -1,5 +1,5 @@
 """Numba helpers shared by the tree growers: candidate features, in-place row partition, node
-arrays and the best-first frontier."""
+arrays, in-bag rows and the best-first frontier."""
 
 from __future__ import annotations
 
@@ -19,6 +19,23 @@ def draw_candidates(feats, mtry, rng):
         tmp = feats[t]
         feats[t] = feats[s]
         feats[s] = tmp
+
+
+@njit(cache=True, nogil=True)
+def in_bag(w):
+    """Ids of the rows with positive weight, in order (rows of weight 0 take no part in a
+    tree, not even in the order in which its sums are taken)."""
+    m = 0
+    for i in range(w.shape[0]):
+        if w[i] > 0:
+            m += 1
+    idx = np.empty(m, np.int64)
+    m = 0
+    for i in range(w.shape[0]):
+        if w[i] > 0:
+            idx[m] = i
+            m += 1
+    return idx
 
 
 @njit(cache=True, nogil=True)
