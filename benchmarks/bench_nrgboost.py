@@ -123,6 +123,12 @@ def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
     return res
 
 
+def _rev(path: str) -> str:
+    done = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def before_after(args, train: pd.DataFrame, test: pd.DataFrame, name: str, T: int,
                  tmp: Path) -> list:
     """Fit the same NRGBoost with the checkout at ``--before`` and with this one, alternating
@@ -212,7 +218,9 @@ def main() -> None:
                               "grow s before", "grow s after", "grow after/before",
                               "CPU after/before", "bitwise-equal trees, log_prob, samples"],
                              rows_all),
-                    f"`before`: the checkout at `{args.before}`; `after`: this one. Best of "
+                    f"`before`: the checkout at `{args.before}` (commit {_rev(args.before)}; "
+                    "make one with `git worktree add --detach DIR REV`); `after`: this one "
+                    f"(commit {_rev(str(REPO))}, plus any uncommitted changes). Best of "
                     f"{args.repeats} alternating runs per side; grow s = time in the tree "
                     "splitter summed over rounds. Check the machine load above."])
             continue

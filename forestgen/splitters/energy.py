@@ -109,20 +109,20 @@ class EnergySplitter(Splitter):
             Xb, w, Xq, wq, analytic, q0, off, n_codes, n_bins, has_missing, ~data.nominal,
             max(code, 0), R, max_leaves, resolve_max_features(limits.max_features, d), rng)
         n = len(feat)
-        threshold = np.zeros(n)
+        internal = np.nonzero(feat >= 0)[0]
+        nominal = data.nominal[feat[internal]]
+        threshold = np.zeros(n)  # ordered splits: the top of the last left code (-1: -inf)
+        for j in np.unique(feat[internal[~nominal]]):
+            at = internal[~nominal][feat[internal[~nominal]] == j]
+            threshold[at] = np.r_[data.thresholds[j], -np.inf][thr[at]]
+        at = internal[nominal]  # nominal splits: their value codes' row; missing -> nan_left
+        nv = n_bins[feat[at]]
         cat_off = np.full(n, -1, np.int64)
-        parts, acc = [], 0
-        for node in np.nonzero(feat >= 0)[0]:
-            j, nv = feat[node], data.n_bins[feat[node]]
-            if data.nominal[j]:
-                cat_off[node] = acc
-                parts.append(cat_rows[node, :nv])
-                acc += int(nv)
-                nan_left[node] = cat_rows[node, nv] if has_missing[j] else 1
-            else:
-                threshold[node] = data.thresholds[j][thr[node]] if thr[node] >= 0 else -np.inf
+        cat_off[at] = np.cumsum(nv) - nv
+        cat_left = cat_rows[at][np.arange(cat_rows.shape[1]) < nv[:, None]]
+        nan_left[at] = np.where(has_missing[feat[at]],
+                                cat_rows[at, np.minimum(nv, cat_rows.shape[1] - 1)], 1)
         is_leaf = feat < 0
         return TreeRecord(feature=feat, threshold=threshold, nan_left=nan_left, left=left,
-                          right=right, cat_off=cat_off,
-                          cat_left=np.concatenate(parts) if parts else np.zeros(0, np.uint8),
+                          right=right, cat_off=cat_off, cat_left=cat_left,
                           leaf_mass=P[is_leaf], node_mass=np.stack([P, Q], axis=1)).check()

@@ -19,9 +19,9 @@ from numba import njit
 
 from forestgen.tree.criteria import criterion_gain, density_gain, specialise
 from forestgen.tree.node_ops import (
+    binned_sides,
     draw_candidates,
     in_bag,
-    mark_binned,
     new_frontier,
     new_tree,
     partition,
@@ -150,7 +150,7 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
     for r in range(m):
         W += w[idx[r]]
     feats = np.arange(d)
-    lbuf, rbuf, go = np.zeros(2), np.zeros(2), np.zeros(n, np.bool_)
+    lbuf, rbuf, go = np.zeros(2), np.zeros(2), np.zeros(bmax + 1, np.bool_)
     hist, order, keys = np.zeros(bmax), np.empty(bmax, np.int64), np.empty(bmax)
     for j in range(d):
         n_blo[0, j] = 0
@@ -178,8 +178,8 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
             cat_rows[node, k] = set_best[node, k]
         start = n_start[node]
         end = n_end[node]
-        mark_binned(go, idx, start, end, Xb[f], n_bins[f], nominal[f], set_best[node], tb, True)
-        mid = partition(idx, start, end, go)
+        binned_sides(go, n_bins[f], nominal[f], set_best[node], tb, True)
+        mid = partition(idx, start, end, Xb[f], go)
         # reference mass fraction of the left part within the node's range of column f
         vtot = 0.0
         vl = 0.0

@@ -166,13 +166,6 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
 
 
 @njit(cache=True, nogil=True)
-def _mark(go, X, f, idx, s, e, cat_row):
-    for r in range(s, e):
-        i = idx[r]
-        go[i] = cat_row[X[f, i]] == 1
-
-
-@njit(cache=True, nogil=True)
 def _child_mass(w, idx, s, e):
     out = 0.0
     for r in range(s, e):
@@ -191,7 +184,7 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
     Returns tree-local ``feature, thr, nan_left, left, right, cat_rows [n_nodes, max codes]``
     (``cat_rows[node, code] = 1``: that code goes left, for every split) and per node ``P, Q``.
     """
-    d, N = Xd.shape
+    d = Xd.shape[0]
     M = Xq.shape[1]
     cmax = 1
     for j in range(d):
@@ -213,7 +206,6 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
     di = in_bag(wd)
     n_in = len(di)
     qi = np.arange(M)
-    go_d, go_q = np.zeros(N, np.bool_), np.zeros(M, np.bool_)
     feats, lbuf, rbuf = np.empty(d, np.int64), np.zeros(2), np.zeros(2)
     hP, hQ, order, keys = np.zeros(cmax), np.zeros(cmax), np.empty(cmax, np.int64), np.empty(cmax)
     Pm[0] = _child_mass(wd, di, 0, n_in)
@@ -251,10 +243,8 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
                 cat_rows[node, k] = nl_best[node]
             else:
                 cat_rows[node, k] = 1 if k <= t_best[node] else 0
-        _mark(go_d, Xd, f, di, ds_[node], de_[node], cat_rows[node])
-        dm = partition(di, ds_[node], de_[node], go_d)
-        _mark(go_q, Xq, f, qi, qs_[node], qe_[node], cat_rows[node])
-        qm = partition(qi, qs_[node], qe_[node], go_q)
+        dm = partition(di, ds_[node], de_[node], Xd[f], cat_rows[node])
+        qm = partition(qi, qs_[node], qe_[node], Xq[f], cat_rows[node])
         for side in range(2):
             c = n_nodes
             n_nodes += 1

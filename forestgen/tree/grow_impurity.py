@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from forestgen.tree.criteria import criterion_gain, specialise
-from forestgen.tree.node_ops import draw_candidates, mark_binned, partition
+from forestgen.tree.node_ops import binned_sides, draw_candidates, partition
 
 
 @njit(cache=True, nogil=True)
@@ -127,7 +127,6 @@ def grow_tree(
     """Grow one tree; see the module docstring. Returns flat node arrays (tree-local ids):
     ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``."""
     d = Xb.shape[0]
-    n = Xb.shape[1]
     idx = np.nonzero(w > 0.0)[0]
     n_in = idx.shape[0]
     cap = 2 * max(n_in, 1) + 1
@@ -150,7 +149,7 @@ def grow_tree(
     best_order = np.zeros(max_nb, np.int64)
     lbuf = np.zeros(n_classes)
     rbuf = np.zeros(n_classes)
-    go = np.zeros(n, np.bool_)
+    go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
     mtry = min(max(max_features, 1), d)
 
@@ -234,9 +233,8 @@ def grow_tree(
             cat_used += nb
         else:
             thr_bin[node] = best_order[best_pos]
-        mark_binned(go, idx, start, end, Xb[f], nb, nominal[f], cat_buf[off:off + nb],
-                    thr_bin[node], best_nl)
-        mid = partition(idx, start, end, go)
+        binned_sides(go, nb, nominal[f], cat_buf[off:off + nb], thr_bin[node], best_nl)
+        mid = partition(idx, start, end, Xb[f], go)
         lnode = n_nodes
         rnode = n_nodes + 1
         n_nodes += 2

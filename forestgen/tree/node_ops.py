@@ -39,14 +39,14 @@ def in_bag(w):
 
 
 @njit(cache=True, nogil=True)
-def partition(idx, start, end, go_left):
-    """Reorder ``idx[start:end]`` so rows with ``go_left[row]`` come first; returns the split
-    point. ``go_left`` is indexed by row id (only the node's rows are read)."""
+def partition(idx, start, end, codes, go_left):
+    """Reorder ``idx[start:end]`` so rows whose code goes left (``go_left[codes[row]]``, a
+    table over the split column's codes) come first; returns the split point."""
     i = start
     j = end - 1
     while i <= j:
         row = idx[i]
-        if go_left[row]:
+        if go_left[codes[row]]:
             i += 1
         else:
             idx[i] = idx[j]
@@ -56,19 +56,13 @@ def partition(idx, start, end, go_left):
 
 
 @njit(cache=True, nogil=True)
-def mark_binned(go_left, idx, start, end, codes, nb, is_nominal, level_set, thr_bin, nan_left):
-    """``go_left[row]`` for the node's rows under a split on binned ``codes`` (one column):
-    code ``nb`` is missing (follows ``nan_left``); nominal levels go left where
-    ``level_set[code] == 1``; ordered codes go left iff ``code <= thr_bin``."""
-    for r in range(start, end):
-        row = idx[r]
-        code = codes[row]
-        if code == nb:
-            go_left[row] = nan_left
-        elif is_nominal:
-            go_left[row] = level_set[code] == 1
-        else:
-            go_left[row] = code <= thr_bin
+def binned_sides(go_left, nb, is_nominal, level_set, thr_bin, nan_left):
+    """``go_left[code]`` (codes ``0..nb``) of a split on a binned column: code ``nb`` is
+    missing (follows ``nan_left``); nominal levels go left where ``level_set[code] == 1``;
+    ordered codes go left iff ``code <= thr_bin``."""
+    for code in range(nb):
+        go_left[code] = level_set[code] == 1 if is_nominal else code <= thr_bin
+    go_left[nb] = nan_left
 
 
 @njit(cache=True, nogil=True)
