@@ -25,15 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from forestgen.tree import node_ops
 from forestgen.tree.criteria import criterion_gain, density_gain, specialise
-from forestgen.tree.node_ops import (
-    draw_candidates,
-    in_bag,
-    new_frontier,
-    new_tree,
-    partition,
-    pop_best,
-)
 
 MIN_GAIN = 1e-12
 MIN_MASS = 1e-12  # smallest model mass of a child (masses are normalised to 1)
@@ -112,7 +105,7 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
     bnl = 0
     if Qn <= MIN_MASS:
         return best, bf, bt, bnl
-    draw_candidates(feats, mtry, rng)
+    node_ops.draw_candidates(feats, mtry, rng)
     for s in range(mtry):
         f = feats[s]
         nc = n_codes[f]
@@ -191,8 +184,8 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
         cmax = max(cmax, n_codes[j])
     total = off[d]
     max_nodes = 2 * max_leaves - 1
-    feature, left, right, cat_rows = new_tree(max_nodes, cmax)
-    g_best, f_best, t_best, set_best, is_open = new_frontier(max_nodes, cmax)
+    feature, left, right, cat_rows = node_ops.new_tree(max_nodes, cmax)
+    g_best, f_best, t_best, set_best, is_open = node_ops.new_frontier(max_nodes, cmax)
     thr = np.full(max_nodes, -1, np.int32)
     nan_left = np.zeros(max_nodes, np.uint8)
     nl_best = np.zeros(max_nodes, np.int64)
@@ -203,7 +196,7 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
     qs_ = np.zeros(max_nodes, np.int64)
     qe_ = np.zeros(max_nodes, np.int64)
     nmask = np.ones((max_nodes if analytic else 1, total), np.uint8)
-    di = in_bag(wd)
+    di = node_ops.in_bag(wd)
     n_in = len(di)
     qi = np.arange(M)
     feats, lbuf, rbuf = np.empty(d, np.int64), np.zeros(2), np.zeros(2)
@@ -229,7 +222,7 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
         if n_leaves >= max_leaves:
             break
         # the root splits even without gain (its most balanced valid split)
-        node = pop_best(is_open, g_best, n_nodes, -MIN_GAIN if n_nodes == 1 else MIN_GAIN)
+        node = node_ops.pop_best(is_open, g_best, n_nodes, -MIN_GAIN if n_nodes == 1 else MIN_GAIN)
         if node < 0:
             break
         f = f_best[node]
@@ -243,8 +236,8 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
                 cat_rows[node, k] = nl_best[node]
             else:
                 cat_rows[node, k] = 1 if k <= t_best[node] else 0
-        dm = partition(di, ds_[node], de_[node], Xd[f], cat_rows[node])
-        qm = partition(qi, qs_[node], qe_[node], Xq[f], cat_rows[node])
+        dm = node_ops.partition(di, ds_[node], de_[node], Xd[f], cat_rows[node])
+        qm = node_ops.partition(qi, qs_[node], qe_[node], Xq[f], cat_rows[node])
         for side in range(2):
             c = n_nodes
             n_nodes += 1
