@@ -2,7 +2,7 @@
 
 For evidence ``e`` on columns ``E`` the posterior of leaf ``k`` is
 ``w_k(e) ∝ pi_k * prod_{j in E} g_{k,j}`` with ``g`` a density (numeric equality), a truncated
-CDF difference (interval) or a summed pmf (level set). Only leaves consistent with the point
+CDF difference (interval) or a summed pmf (level set). Only leaves whose cell meets the
 evidence can have ``w_k > 0``; :meth:`ForestArrays.reach` enumerates them, so each row's
 posterior is a CSR segment ``(ptr, leaf, logw)`` that is usually far smaller than the forest.
 Rows are processed in chunks so the number of (row, leaf) pairs stays within ``budget``.
@@ -96,12 +96,14 @@ def iter_posterior(model, ev: Evidence, rows: np.ndarray | None = None,
         return
     count = ev.active()[rows].sum(1)
     order = rows[np.argsort(-count, kind="stable")]
-    route = ev.point
+    route, lo = ev.point, ev.lo
+    sets = {j: s for j, s in ev.sets.items() if j != skip}
     if skip is not None:
-        route = route.copy()
+        route, lo = route.copy(), lo.copy()
         route[:, skip] = np.nan
+        lo[:, skip] = np.nan
     lw = model.leaf_log_weight_
-    for idx, ptr, leaf in model.forest_.reach_chunks(route, budget, order):
+    for idx, ptr, leaf in model.forest_.reach_chunks(route, budget, order, lo, ev.hi, sets):
         leaf = leaf.astype(np.int64)
         prow = np.repeat(np.arange(len(idx)), np.diff(ptr))
         logw = lw[leaf] + evidence_log_factor(model, ev, prow, leaf, idx, skip=skip)

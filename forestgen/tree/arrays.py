@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from forestgen.tree.kernels import apply_kernel, boxes_kernel, reach_kernel
+from forestgen.tree.kernels import apply_kernel, boxes_kernel, walk_kernel
 from forestgen.tree.record import TreeRecord
 
 
@@ -185,15 +185,45 @@ class ForestArrays:
         X = np.ascontiguousarray(X, dtype=np.float64)
         return apply_kernel(X, *self._args(), self.roots, self.node_leaf)
 
-    def reach(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR ``(ptr, leaves)`` of all leaves consistent with each row, NaN = unknown."""
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        max_nodes = int(np.diff(self.node_offsets).max()) if self.n_trees else 1
-        return reach_kernel(X, *self._args(), self.roots, self.node_leaf, max_nodes)
+    def reach(self, X: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None,
+              sets: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """CSR ``(ptr, leaves)`` of all leaves consistent with each row, NaN = unknown.
 
-    def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None):
+        Optional evidence prunes the walk where ``X`` is NaN: interval evidence ``(lo, hi]``
+        (``[n, d]``, NaN ``lo`` = none) and level sets ``sets[j] = (active [n], mask [n, k])``
+        skip every subtree whose cell they exclude, so only leaves with non-zero evidence mass
+        are listed (Numba, parallel over rows, same result at any thread count).
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n, d = X.shape
+        max_nodes = int(np.diff(self.node_offsets).max()) if self.n_trees else 1
+        none_f = np.zeros((0, d))
+        lo_a = none_f if lo is None else np.ascontiguousarray(lo, np.float64)
+        hi_a = none_f if hi is None else np.ascontiguousarray(hi, np.float64)
+        if lo_a.shape[0] != hi_a.shape[0]:
+            raise ValueError("reach: lo and hi must be given together")
+        sact = np.zeros((0, d), bool)
+        soff = np.zeros(d, np.int64)
+        sk = np.zeros(d, np.int64)
+        smask = np.zeros((n, 0), bool)
+        if sets:
+            sact = np.zeros((n, d), bool)
+            parts, acc = [], 0
+            for j, (a, mk) in sorted(sets.items()):
+                sact[:, j] = a
+                soff[j], sk[j] = acc, mk.shape[1]
+                acc += mk.shape[1]
+                parts.append(np.broadcast_to(mk, (n, mk.shape[1])))
+            smask = np.ascontiguousarray(np.concatenate(parts, axis=1), bool)
+        return walk_kernel(X, lo_a, hi_a, sact, smask, soff, sk, *self._args(), self.roots,
+                           self.node_leaf, max_nodes)
+
+    def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None,
+                     lo: np.ndarray | None = None, hi: np.ndarray | None = None,
+                     sets: dict | None = None):
         """:meth:`reach` over ``X[rows]`` (default all rows, in order) in consecutive chunks,
         yielding ``(chunk_rows, ptr, leaves)`` with about ``budget`` (row, leaf) pairs each.
+        ``lo``, ``hi``, ``sets``: evidence over the rows of ``X`` (see :meth:`reach`).
 
         The first chunk is sized for the worst case (every row reaching every leaf); later ones
         follow the pairs per row seen so far (at most doubling), so rows that reach a few
@@ -205,7 +235,10 @@ class ForestArrays:
         i = 0
         while i < len(rows):
             idx = rows[i : i + step]
-            ptr, leaf = self.reach(X[idx])
+            sub = None if not sets else {j: (a[idx], mk[idx] if len(mk) == len(X) else mk)
+                                          for j, (a, mk) in sets.items()}
+            ptr, leaf = self.reach(X[idx], None if lo is None else lo[idx],
+                                   None if hi is None else hi[idx], sub)
             yield idx, ptr, leaf
             i += len(idx)
             per_row = max(len(leaf) / len(idx), 1.0)

@@ -59,9 +59,38 @@ def apply_kernel(X, feature, threshold, nan_left, left, right, cat_off, cat_left
 
 
 @njit(cache=True, nogil=True)
-def _reach_row(x, b, roots, feature, threshold, nan_left, left, right, cat_off, cat_left,
-               n_levels, node_leaf, stack, out, pos, write):
-    sp = 0
+def _set_sides(i, node, f, smask, o, k, threshold, nan_left, cat_off, cat_left, n_levels):
+    """Children of ``node`` (``1`` left, ``2`` right, ``3`` both) that hold a level of row
+    ``i``'s level set ``smask[i, o : o + k]`` on column ``f``."""
+    off = cat_off[node]
+    kf = n_levels[f]
+    s = 0
+    for c in range(k):
+        if not smask[i, o + c]:
+            continue
+        if off >= 0:
+            if c >= kf:  # a level the split never saw follows nan_left
+                s |= 1 if nan_left[node] == 1 else 2
+            else:
+                s |= 1 if cat_left[off + c] == 1 else 2
+        else:
+            s |= 1 if c <= threshold[node] else 2
+        if s == 3:
+            break
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold, nan_left,
+              left, right, cat_off, cat_left, n_levels, node_leaf, stack, out, pos, write):
+    """Depth-first walk of tree ``b`` for row ``i``; counts (and with ``write`` stores from
+    ``pos``) the leaves reached, right subtrees first. Returns the next position.
+
+    At a split on column ``f``: a point value ``X[i, f]`` routes; without one, an interval
+    ``(lo, hi]`` or a level set goes to each child it intersects, and no evidence (NaN) goes
+    to both."""
+    has_iv = lo.shape[0] > 0
+    has_set = sact.shape[0] > 0
     stack[0] = roots[b]
     sp = 1
     while sp > 0:
@@ -73,44 +102,70 @@ def _reach_row(x, b, roots, feature, threshold, nan_left, left, right, cat_off, 
                 out[pos] = node_leaf[node]
             pos += 1
             continue
-        if np.isnan(x[f]):
-            stack[sp] = left[node]
-            stack[sp + 1] = right[node]
-            sp += 2
-        elif _go_left(x[f], node, feature, threshold, nan_left, cat_off, cat_left, n_levels):
+        x = X[i, f]
+        if not np.isnan(x):
+            s = 1 if _go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
+                              n_levels) else 2
+        elif has_iv and not np.isnan(lo[i, f]):
+            t = threshold[node]
+            s = (1 if lo[i, f] < t else 0) | (2 if hi[i, f] > t else 0)
+        elif has_set and sact[i, f]:
+            s = _set_sides(i, node, f, smask, soff[f], sk[f], threshold, nan_left, cat_off,
+                           cat_left, n_levels)
+        else:
+            s = 3
+        if s & 1:
             stack[sp] = left[node]
             sp += 1
-        else:
+        if s & 2:
             stack[sp] = right[node]
             sp += 1
     return pos
 
 
-@njit(cache=True, nogil=True)
-def reach_kernel(X, feature, threshold, nan_left, left, right, cat_off, cat_left, n_levels,
-                 roots, node_leaf, max_nodes):
-    """Every leaf consistent with each row when NaN entries are *marginalised* (both branches).
+WALK_BLOCK = 256
 
-    Returns CSR ``(ptr[n+1], leaves[nnz])`` of global leaf ids; a complete row reaches exactly
-    one leaf per tree.
+
+@parallel_kernel
+def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, left, right,
+                cat_off, cat_left, n_levels, roots, node_leaf, max_nodes):
+    """Every leaf each row can reach given its evidence: CSR ``(ptr[n+1], leaves[nnz])`` of
+    global leaf ids, per row tree by tree (within a tree, right subtrees first).
+
+    ``X [n, d]``: point values (NaN = marginalised); ``lo``/``hi [n, d]``: interval evidence
+    ``(lo, hi]`` where ``lo`` is not NaN (or ``[0, d]``: none); ``sact [n, d]`` marks level-set
+    evidence on column ``j`` held in ``smask[:, soff[j] : soff[j] + sk[j]]`` (or ``[0, d]``:
+    none). A subtree is skipped only when the evidence excludes its whole cell, so every leaf
+    with non-zero evidence mass is listed. Two parallel passes over row blocks (count, then
+    fill at prefix-sum offsets) give the same output at any thread count.
     """
     n = X.shape[0]
     B = roots.shape[0]
-    stack = np.empty(max_nodes + 2, np.int64)
     ptr = np.zeros(n + 1, np.int64)
+    n_blocks = (n + WALK_BLOCK - 1) // WALK_BLOCK
     dummy = np.empty(0, np.int32)
+    for blk in prange(n_blocks):
+        stack = np.empty(max_nodes + 2, np.int64)
+        r0 = blk * WALK_BLOCK
+        r1 = min(n, r0 + WALK_BLOCK)
+        for b in range(B):  # tree-major inside a block: one tree's nodes stay in cache
+            for i in range(r0, r1):
+                ptr[i + 1] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
+                                       threshold, nan_left, left, right, cat_off, cat_left,
+                                       n_levels, node_leaf, stack, dummy, ptr[i + 1], False)
     for i in range(n):
-        cnt = 0
-        for b in range(B):
-            cnt = _reach_row(X[i], b, roots, feature, threshold, nan_left, left, right, cat_off,
-                             cat_left, n_levels, node_leaf, stack, dummy, cnt, False)
-        ptr[i + 1] = ptr[i] + cnt
+        ptr[i + 1] += ptr[i]
     out = np.empty(ptr[n], np.int32)
-    for i in range(n):
-        pos = ptr[i]
+    for blk in prange(n_blocks):
+        stack = np.empty(max_nodes + 2, np.int64)
+        r0 = blk * WALK_BLOCK
+        r1 = min(n, r0 + WALK_BLOCK)
+        pos = ptr[r0:r1].copy()
         for b in range(B):
-            pos = _reach_row(X[i], b, roots, feature, threshold, nan_left, left, right, cat_off,
-                             cat_left, n_levels, node_leaf, stack, out, pos, True)
+            for i in range(r0, r1):
+                pos[i - r0] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
+                                        threshold, nan_left, left, right, cat_off, cat_left,
+                                        n_levels, node_leaf, stack, out, pos[i - r0], True)
     return ptr, out
 
 
