@@ -334,7 +334,7 @@ class GenerativeForest(BaseEstimator):
     def _log_prob_reach(self, Zi: np.ndarray, ens) -> np.ndarray:
         res = np.empty(len(Zi))
         for idx, ptr, leaf in self.forest_.reach_chunks(Zi, PAIR_BUDGET):
-            res[idx] = ens.combine(ptr, self._pair_scores(Zi[idx], ptr, leaf))
+            res[idx] = ens.combine(ptr, self._pair_scores(Zi[idx], ptr, leaf.astype(np.int64)))
         return res
 
     def log_prob(self, X, conditions=None) -> np.ndarray:

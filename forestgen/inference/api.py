@@ -303,9 +303,11 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
         for j in cols:
             lm = model.leaf_models_[j]
             spec = schema.columns[j]
+            free = np.isnan(ev.point[erow, j])  # pairs of rows whose entry j is not given
             if spec.is_discrete:
                 setact = ev.sets[j][0][erow] if j in ev.sets else np.zeros(len(erow), bool)
-                plain = np.flatnonzero(~setact)
+                setact &= free
+                plain = np.flatnonzero(~setact & free)
                 res = _mix(lambda p, lm=lm, ch=ch: lm.probs(ch.leaf[p]), ch, w, plain,
                            spec.n_levels)
                 if setact.any():
@@ -323,9 +325,9 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
                     res[np.flatnonzero(has), pt[has].astype(np.int64)] = 1.0
                 out[j][ch.rows] = res
             else:
-                ia = ~np.isnan(ev.lo[erow, j])
+                ia = ~np.isnan(ev.lo[erow, j]) & free
                 res = _mix(lambda p, j=j, ch=ch: means[j][ch.leaf[p]], ch, w,
-                           np.flatnonzero(~ia), 1)
+                           np.flatnonzero(~ia & free), 1)
                 if ia.any():
                     sel = np.flatnonzero(ia)
                     res += _mix(lambda p, lm=lm, j=j, ch=ch, erow=erow: lm.mean_interval(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from forestgen.leaves.base import LEVEL_BUDGET
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.registry import register
 
@@ -63,17 +64,39 @@ class OrdinalKernelLeaf(CategoricalLeaf):
         gap = np.bincount(codes[(codes >= 0) & (codes < k)], minlength=k) == 0
         if not gap.any():
             return self
-        base = self.probs(np.arange(len(self.rest_)))  # dense [L, k] while smoothing
+        # dense [rows, k] blocks of a fixed budget while smoothing (leaves are independent)
+        L = len(self.rest_)
+        step = max(1, LEVEL_BUDGET // k)
+        offset, codes_out, probs_out, bits = [np.zeros(1, np.int64)], [], [], []
+        for s in range(0, L, step):
+            pmf = self._smoothed(s, min(L, s + step), gap, cell.allowed)
+            e_leaf, e_code = np.nonzero(pmf)
+            offset.append(np.searchsorted(e_leaf, np.arange(1, len(pmf) + 1)) + offset[-1][-1])
+            codes_out.append(e_code)
+            probs_out.append(pmf[e_leaf, e_code])
+            bits.append(np.packbits(pmf > 0, axis=1, bitorder="little"))
+        self.offset_ = np.concatenate(offset).astype(np.int64)
+        self.code_ = np.concatenate(codes_out).astype(np.int32)
+        self.prob_ = np.concatenate(probs_out).astype(np.float64)
+        self.rest_ = np.zeros(L)
+        self.allowed_ = np.concatenate(bits)
+        self.shape_ = np.asarray((L, k), np.int64)
+        return self
+
+    def _smoothed(self, s: int, e: int, gap: np.ndarray, allowed: np.ndarray | None
+                  ) -> np.ndarray:
+        """The gap-filled, renormalised pmf of leaves ``s:e`` as a dense ``[e - s, k]``."""
+        base = self.probs(np.arange(s, e))
         fill = np.where(gap[None, :], ordinal_kernel_smooth(base, float(self.bandwidth)),
                         0.0)
-        if cell.allowed is not None:
-            fill *= cell.allowed
+        allowed = None if allowed is None else allowed[s:e]
+        if allowed is not None:
+            fill *= allowed
         # the gaps take at most MAX_GAP_SHARE of a leaf: seen levels keep >= 95% of their share
         total = fill.sum(1, keepdims=True)
         fill *= np.minimum(1.0, MAX_GAP_SHARE / np.maximum(total, 1e-300))
         pmf = base + fill
-        if cell.allowed is not None:
-            pmf *= cell.allowed
+        if allowed is not None:
+            pmf *= allowed
         tot = pmf.sum(1, keepdims=True)
-        self._set_dense(np.where(tot > 0, pmf / np.where(tot > 0, tot, 1.0), base))
-        return self
+        return np.where(tot > 0, pmf / np.where(tot > 0, tot, 1.0), base)
