@@ -626,15 +626,18 @@ class GenerativeForest(BaseEstimator):
         return write_model_file(path, arrays, meta, compress=compress)
 
     @classmethod
-    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> GenerativeForest:
+    def load(cls, path: str | Path, *, max_bytes: int | None = None,
+             mmap: bool = True) -> GenerativeForest:
         """Load a model written by :meth:`save` (any learner; ``cls`` may be the base class).
 
         The file is validated before any kernel sees it (:mod:`forestgen.modelfile`): sizes
         are bounded before decompression (``max_bytes`` raises the cap for trusted large
         files), array shapes and dtypes must match the metadata, and every tree must be a
         well-formed tree. Anything else raises :class:`~forestgen.modelfile.ModelFileError`.
+        A file saved with ``compress=False`` has its arrays memory-mapped (copy-on-write)
+        unless ``mmap=False``.
         """
-        arrays, meta = read_model_file(path, max_bytes)
+        arrays, meta = read_model_file(path, max_bytes, mmap=mmap)
         try:
             learner_cls = registry.get("learner", meta["learner"])
         except (KeyError, TypeError) as e:

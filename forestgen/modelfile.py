@@ -21,6 +21,7 @@ import io
 import json
 import math
 import os
+import struct
 import tempfile
 import zipfile
 import zlib
@@ -37,6 +38,7 @@ MIN_BUDGET = 256 * 2**20  # a file may always inflate to this much
 ARRAY_KINDS = "biuf"  # bool, signed / unsigned integer, float
 ENTRIES = ("arrays.npz", "meta.json")
 COMPRESS_LEVEL = 1  # zlib level of the arrays: 2.5x faster to write than 6, ~10% larger
+ALIGN = 64  # stored arrays start at multiples of this many bytes (memory mapping)
 
 
 class ModelFileError(ValueError):
@@ -146,12 +148,16 @@ def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict
         with os.fdopen(fd, "wb") as fh:
             with zipfile.ZipFile(fh, "w") as zf:
                 # the .npz streams array by array into its entry: no in-memory copy of the file
-                with zf.open("arrays.npz", "w", force_zip64=True) as npz, \
+                outer = _aligned_info("arrays.npz", 0)
+                with zf.open(outer, "w", force_zip64=True) as npz, \
                         zipfile.ZipFile(npz, "w", zipfile.ZIP_DEFLATED if compress
                                         else zipfile.ZIP_STORED,
                                         compresslevel=COMPRESS_LEVEL) as inner:
+                    base = _data_start(outer, 0)
                     for k, v in arrays.items():
-                        with inner.open(f"{k}.npy", "w", force_zip64=True) as out:
+                        info = (f"{k}.npy" if compress
+                                else _aligned_info(f"{k}.npy", base + inner.fp.tell()))
+                        with inner.open(info, "w", force_zip64=True) as out:
                             np.lib.format.write_array(out, np.ascontiguousarray(v),
                                                       allow_pickle=False)
                 zf.writestr("meta.json", meta_bytes)
@@ -167,6 +173,24 @@ def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict
         raise
     _fsync_dir(directory)
     return path
+
+
+def _data_start(info: zipfile.ZipInfo, header_offset: int) -> int:
+    """Where the data of an entry written with ``force_zip64`` starts in its zip (local header:
+    30 bytes, the name, ``info.extra`` and the 20-byte zip64 field)."""
+    return header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 20
+
+
+def _aligned_info(name: str, header_offset: int) -> zipfile.ZipInfo:
+    """A ZipInfo whose padding extra field puts its data at a multiple of ``ALIGN`` bytes in
+    the file, so a stored ``.npy`` (whose header pads its data to 64 bytes) can be
+    memory-mapped with every array aligned."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o600 << 16
+    info.extra = b"\x35\xd9\x00\x00"  # padding block: id 0xD935, then its length
+    pad = -_data_start(info, header_offset) % ALIGN
+    info.extra = struct.pack("<HH", 0xD935, pad) + b"\x00" * pad
+    return info
 
 
 def _file_mode(path: Path) -> int:
@@ -201,12 +225,15 @@ def _fsync_dir(directory: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- reading
-def read_model_file(path: str | Path,
-                    max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], dict]:
+def read_model_file(path: str | Path, max_bytes: int | None = None,
+                    mmap: bool = True) -> tuple[dict[str, np.ndarray], dict]:
     """``(arrays, meta)`` of a model file, with sizes bounded before decompression.
 
     ``max_bytes``: cap on the total uncompressed size (default: ``max(MIN_BUDGET,
-    MAX_INFLATION x file size)``); raise it only for files you trust.
+    MAX_INFLATION x file size)``); raise it only for files you trust. ``mmap``: arrays stored
+    uncompressed (``save(compress=False)``) are memory-mapped copy-on-write instead of read
+    (pages load on first use; writes stay private to the process; the file may be replaced
+    while mapped); arrays that are compressed, empty or not aligned are read.
     Raises :class:`ModelFileError` for anything that is not a well-formed model file.
     """
     path = Path(path)
@@ -220,9 +247,15 @@ def read_model_file(path: str | Path,
                                      f"{sorted(infos)[:5]}, expected {list(ENTRIES)})")
             _check_budget(path, sum(i.file_size for i in infos.values()), budget)
             meta_raw = zf.read("meta.json")
-            raw = zf.read("arrays.npz")
+            outer = infos["arrays.npz"]
+            if outer.compress_type == zipfile.ZIP_STORED:  # read in place, no copy
+                base = _local_data_start(path, outer.header_offset)
+                with open(path, "rb") as fh:
+                    arrays = _read_npz(path, _Window(fh, base, outer.file_size),
+                                       budget - len(meta_raw), base if mmap else None)
+            else:
+                arrays = _read_npz(path, io.BytesIO(zf.read(outer)), budget - len(meta_raw))
         meta = json.loads(meta_raw)
-        arrays = _read_npz(path, raw, budget - len(meta_raw))
     except ModelFileError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, RecursionError,
@@ -245,9 +278,51 @@ def _check_budget(path: Path, total: int, budget: int) -> None:
             f"pass max_bytes= to load a large model from a trusted source")
 
 
-def _read_npz(path: Path, raw: bytes, budget: int) -> dict[str, np.ndarray]:
+class _Window(io.RawIOBase):
+    """The bytes ``[start, start + size)`` of an open file, as a seekable read-only file."""
+
+    def __init__(self, fh, start: int, size: int):
+        self._fh, self._start, self._size, self._pos = fh, start, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        ref = (0, self._pos, self._size)[whence]
+        self._pos = min(max(0, ref + pos), self._size)
+        return self._pos
+
+    def readinto(self, buf) -> int:
+        n = min(len(buf), self._size - self._pos)
+        self._fh.seek(self._start + self._pos)
+        got = self._fh.readinto(memoryview(buf)[:n])
+        self._pos += got
+        return got
+
+
+def _local_data_start(path: Path, header_offset: int) -> int:
+    """File offset of the data of the zip entry whose local header is at ``header_offset``."""
+    with open(path, "rb") as fh:
+        fh.seek(header_offset)
+        head = fh.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise ModelFileError(f"{path}: bad local zip header at {header_offset}")
+    n, m = struct.unpack("<HH", head[26:30])
+    return header_offset + 30 + n + m
+
+
+def _read_npz(path: Path, npz, budget: int, base: int | None = None
+              ) -> dict[str, np.ndarray]:
+    """Arrays of the ``.npz`` stream ``npz``; ``base``: file offset of its first byte when it
+    is stored uncompressed in ``path`` (its stored arrays are then memory-mapped)."""
     out: dict[str, np.ndarray] = {}
-    with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+    with zipfile.ZipFile(npz) as inner:
         infos = inner.infolist()
         _check_budget(path, sum(i.file_size for i in infos), budget)
         for info in infos:
@@ -258,9 +333,9 @@ def _read_npz(path: Path, raw: bytes, budget: int) -> dict[str, np.ndarray]:
             with inner.open(info) as fh:
                 version = np.lib.format.read_magic(fh)
                 if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
                 elif version == (2, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
                 else:
                     raise ModelFileError(f"{path}: array {key!r} has npy version {version}")
                 header = fh.tell()
@@ -273,8 +348,15 @@ def _read_npz(path: Path, raw: bytes, budget: int) -> dict[str, np.ndarray]:
                 raise ModelFileError(f"{path}: array {key!r} declares shape {shape} "
                                      f"({nbytes} bytes) but its entry holds "
                                      f"{info.file_size - header} bytes")
-            with inner.open(info) as fh:
-                out[key] = np.lib.format.read_array(fh, allow_pickle=False)
+            start = (None if base is None or info.compress_type != zipfile.ZIP_STORED
+                     else _local_data_start(path, base + info.header_offset) + header)
+            if start is not None and nbytes > 0 and start % dtype.alignment == 0:
+                out[key] = np.memmap(path, dtype=dtype, mode="c", offset=start,
+                                     shape=tuple(shape), order="F" if fortran else "C"
+                                     ).view(np.ndarray)
+            else:
+                with inner.open(info) as fh:
+                    out[key] = np.lib.format.read_array(fh, allow_pickle=False)
     return out
 
 
