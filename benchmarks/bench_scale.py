@@ -165,6 +165,10 @@ def main() -> None:
                     help="rows for predict_proba / impute")
     ap.add_argument("--cap-gb", type=float, default=16.0, help="kill a process above this RSS")
     ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--reference", default=REFERENCE,
+                    help="git commit of the 'before' column (default: before issue 15)")
+    ap.add_argument("--no-wide", action="store_true",
+                    help="skip the fit with a 100-level integer column")
     args = ap.parse_args()
     cap = args.cap_gb * 1024
 
@@ -172,9 +176,9 @@ def main() -> None:
     codes = {"after": REPO}
     if not args.skip_reference:
         # kept between runs so the reference's Numba cache (its __pycache__) is reused
-        old = Path(tempfile.gettempdir()) / f"forestgen_ref_{REFERENCE}"
+        old = Path(tempfile.gettempdir()) / f"forestgen_ref_{args.reference}"
         if not (old / "forestgen").exists():
-            tar = subprocess.run(["git", "-C", str(REPO), "archive", REFERENCE, "forestgen"],
+            tar = subprocess.run(["git", "-C", str(REPO), "archive", args.reference, "forestgen"],
                                  capture_output=True, check=True).stdout
             with tarfile.open(fileobj=BytesIO(tar)) as tf:
                 tf.extractall(old, filter="data")
@@ -189,7 +193,8 @@ def main() -> None:
 
         path = str(work / f"{ver}_mixed.fgm")
         go("fit", "fit", {"rows": args.rows, "wide": False, "save": path})
-        go("fit_wide", "fit", {"rows": args.rows, "wide": True})
+        if not args.no_wide:
+            go("fit_wide", "fit", {"rows": args.rows, "wide": True})
         for b in args.adult_trees:
             if adult.exists():
                 go(f"adult{b}", "adult", {"trees": b, "csv": str(adult)})
@@ -260,7 +265,7 @@ def main() -> None:
             else:
                 row.append(cell(ver, key, field))
         table.append(row)
-    headers = ["work", *(f"{v} ({REFERENCE})" if v == "before" else v for v in codes)]
+    headers = ["work", *(f"{v} ({args.reference})" if v == "before" else v for v in codes)]
     sections = [
         "Machine: shared and loaded (other jobs ran at the same time); wall times are "
         "indicative, peak RSS is per process. Each cell is one run in a fresh process.",
