@@ -45,6 +45,11 @@ def test_stored_file_is_memory_mapped_and_answers_the_same(fitted, tmp_path):
     np.testing.assert_array_equal(loaded.log_prob(q), model.log_prob(q))
     pd.testing.assert_frame_equal(loaded.sample(30, random_state=1),
                                   model.sample(30, random_state=1))
+    # saving another model over the path (atomic rename) leaves the mapped model intact
+    other = ARF(n_trees=2, random_state=1, n_jobs=1).fit(df)
+    other.save(path, compress=False)
+    np.testing.assert_array_equal(loaded.log_prob(q), model.log_prob(q))
+    model.save(path, compress=False)
     # copy-on-write: writing to a loaded array leaves the file as it was
     loaded.leaf_log_weight_[:] = 0.0
     again = GenerativeForest.load(path, mmap=False)
