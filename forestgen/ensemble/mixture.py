@@ -8,8 +8,10 @@ with NaN entries every leaf consistent with its observed entries (exact marginal
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from forestgen.ensemble.base import Ensembler
+from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 
@@ -62,18 +64,29 @@ class MixtureEnsembler(Ensembler):
 def segment_logsumexp(ptr: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Logsumexp of ``v [P]`` or ``v [P, K]`` (per column) over CSR segments
     ``v[ptr[i]:ptr[i+1]]``: ``[n]`` or ``[n, K]``, ``-inf`` for empty segments."""
+    v2 = np.ascontiguousarray(v, np.float64).reshape(len(v), -1)
+    out = _segment_logsumexp(np.asarray(ptr, np.int64), v2)
+    return out.reshape((len(ptr) - 1,) + v.shape[1:])
+
+
+@parallel_kernel
+def _segment_logsumexp(ptr, v):
     n = len(ptr) - 1
-    out = np.full((n,) + v.shape[1:], -np.inf)
-    nonempty = ptr[1:] > ptr[:-1]
-    if not nonempty.any():
-        return out
-    starts = ptr[:-1][nonempty]
-    mx = np.maximum.reduceat(v, starts, axis=0)
-    lens = (ptr[1:] - ptr[:-1])[nonempty]
-    fin = np.isfinite(mx)
-    shift = np.repeat(np.where(fin, mx, 0.0), lens, axis=0)
-    s = np.add.reduceat(np.exp(v - shift), starts, axis=0)
-    with np.errstate(divide="ignore"):
-        res = np.where(fin, mx + np.log(s), mx)
-    out[nonempty] = res
+    K = v.shape[1]
+    out = np.empty((n, K))
+    for i in prange(n):
+        for c in range(K):
+            mx = -np.inf
+            for p in range(ptr[i], ptr[i + 1]):
+                if v[p, c] > mx or np.isnan(v[p, c]):
+                    mx = v[p, c]
+                    if np.isnan(mx):
+                        break
+            if not np.isfinite(mx):
+                out[i, c] = mx  # empty or all -inf: -inf; a +inf or NaN entry: itself
+                continue
+            s = 0.0
+            for p in range(ptr[i], ptr[i + 1]):
+                s += np.exp(v[p, c] - mx)
+            out[i, c] = mx + np.log(s)
     return out

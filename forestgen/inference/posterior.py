@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numba import prange
 
 from forestgen.ensemble.mixture import segment_logsumexp
 from forestgen.inference.conditions import Evidence
+from forestgen.parallel import parallel_kernel
 
 PAIR_BUDGET = 2_000_000  # (row, leaf) pairs per chunk
 
@@ -114,12 +116,22 @@ def segment_gumbel_argmax(ptr: np.ndarray, logw: np.ndarray,
                           rng: np.random.Generator) -> np.ndarray:
     """One draw per CSR segment with probabilities ∝ ``exp(logw)`` (Gumbel-max trick).
 
-    Returns the pair index chosen in each segment; every segment must be non-empty.
+    Returns the pair index chosen in each segment (the first of tied maxima); every segment
+    must be non-empty.
     """
-    m = len(ptr) - 1
     g = logw + rng.gumbel(size=len(logw))
-    mx = np.maximum.reduceat(g, ptr[:-1])
-    prow = np.repeat(np.arange(m), np.diff(ptr))
-    hit = np.flatnonzero(g == mx[prow])
-    _, first = np.unique(prow[hit], return_index=True)
-    return hit[first]
+    return _segment_argmax(np.asarray(ptr, np.int64), g)
+
+
+@parallel_kernel
+def _segment_argmax(ptr, v):
+    """Index of the first maximum of ``v`` in each CSR segment."""
+    m = len(ptr) - 1
+    out = np.empty(m, np.int64)
+    for i in prange(m):
+        best = ptr[i]
+        for p in range(ptr[i] + 1, ptr[i + 1]):
+            if v[p] > v[best]:
+                best = p
+        out[i] = best
+    return out

@@ -126,3 +126,17 @@ def test_conditional_draws_are_identical_at_any_thread_count(model):
     pd.testing.assert_frame_equal(a, b)
     obs = cond["x"].notna()
     np.testing.assert_allclose(a.loc[obs, "x"], cond.loc[obs, "x"])
+
+
+def test_segment_gumbel_argmax_draws_in_proportion():
+    from forestgen.inference.posterior import segment_gumbel_argmax
+
+    ptr = np.array([0, 3, 4, 6])
+    logw = np.log(np.array([0.2, 0.5, 0.3, 1.0, 0.9, 0.1]))
+    logw[2] = -np.inf  # never drawn
+    rng = np.random.default_rng(0)
+    picks = np.stack([segment_gumbel_argmax(ptr, logw, rng) for _ in range(4000)])
+    assert (picks[:, 0] < 3).all() and (picks[:, 1] == 3).all() and (picks[:, 2] >= 4).all()
+    np.testing.assert_allclose(np.bincount(picks[:, 0], minlength=3) / 4000,
+                               [0.2 / 0.7, 0.5 / 0.7, 0.0], atol=0.03)
+    np.testing.assert_allclose(np.mean(picks[:, 2] == 4), 0.9, atol=0.02)
