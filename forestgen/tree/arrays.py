@@ -15,6 +15,8 @@ import numpy as np
 from forestgen.tree.kernels import apply_kernel, boxes_kernel, walk_kernel
 from forestgen.tree.record import TreeRecord
 
+WALK_BLOCK = 256  # rows per block of the parallel tree walk (fewer when a call has few rows)
+
 
 @dataclass
 class LeafBoxes:
@@ -215,8 +217,9 @@ class ForestArrays:
                 acc += mk.shape[1]
                 parts.append(np.broadcast_to(mk, (n, mk.shape[1])))
             smask = np.ascontiguousarray(np.concatenate(parts, axis=1), bool)
+        block = max(1, min(WALK_BLOCK, -(-n // 16)))  # >= 16 blocks to share among threads
         return walk_kernel(X, lo_a, hi_a, sact, smask, soff, sk, *self._args(), self.roots,
-                           self.node_leaf, max_nodes)
+                           self.node_leaf, max_nodes, block)
 
     def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None,
                      lo: np.ndarray | None = None, hi: np.ndarray | None = None,

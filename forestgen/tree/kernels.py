@@ -123,12 +123,9 @@ def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold,
     return pos
 
 
-WALK_BLOCK = 256
-
-
 @parallel_kernel
 def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, left, right,
-                cat_off, cat_left, n_levels, roots, node_leaf, max_nodes):
+                cat_off, cat_left, n_levels, roots, node_leaf, max_nodes, block):
     """Every leaf each row can reach given its evidence: CSR ``(ptr[n+1], leaves[nnz])`` of
     global leaf ids, per row tree by tree (within a tree, right subtrees first).
 
@@ -137,17 +134,17 @@ def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, 
     evidence on column ``j`` held in ``smask[:, soff[j] : soff[j] + sk[j]]`` (or ``[0, d]``:
     none). A subtree is skipped only when the evidence excludes its whole cell, so every leaf
     with non-zero evidence mass is listed. Two parallel passes over row blocks (count, then
-    fill at prefix-sum offsets) give the same output at any thread count.
+    fill at prefix-sum offsets) give the same output at any thread count and ``block`` size.
     """
     n = X.shape[0]
     B = roots.shape[0]
     ptr = np.zeros(n + 1, np.int64)
-    n_blocks = (n + WALK_BLOCK - 1) // WALK_BLOCK
+    n_blocks = (n + block - 1) // block
     dummy = np.empty(0, np.int32)
     for blk in prange(n_blocks):
         stack = np.empty(max_nodes + 2, np.int64)
-        r0 = blk * WALK_BLOCK
-        r1 = min(n, r0 + WALK_BLOCK)
+        r0 = blk * block
+        r1 = min(n, r0 + block)
         for b in range(B):  # tree-major inside a block: one tree's nodes stay in cache
             for i in range(r0, r1):
                 ptr[i + 1] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
@@ -158,8 +155,8 @@ def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, 
     out = np.empty(ptr[n], np.int32)
     for blk in prange(n_blocks):
         stack = np.empty(max_nodes + 2, np.int64)
-        r0 = blk * WALK_BLOCK
-        r1 = min(n, r0 + WALK_BLOCK)
+        r0 = blk * block
+        r1 = min(n, r0 + block)
         pos = ptr[r0:r1].copy()
         for b in range(B):
             for i in range(r0, r1):
