@@ -240,7 +240,8 @@ def read_model_file(path: str | Path, max_bytes: int | None = None,
     size = path.stat().st_size
     budget = max(MIN_BUDGET, MAX_INFLATION * size) if max_bytes is None else int(max_bytes)
     try:
-        with zipfile.ZipFile(path) as zf:
+        # one handle for everything: a file renamed over ``path`` meanwhile is never mixed in
+        with open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
             infos = {i.filename: i for i in zf.infolist()}
             if sorted(infos) != sorted(ENTRIES) or len(zf.infolist()) != len(ENTRIES):
                 raise ModelFileError(f"{path}: not a forestgen model file (entries "
@@ -249,10 +250,9 @@ def read_model_file(path: str | Path, max_bytes: int | None = None,
             meta_raw = zf.read("meta.json")
             outer = infos["arrays.npz"]
             if outer.compress_type == zipfile.ZIP_STORED:  # read in place, no copy
-                base = _local_data_start(path, outer.header_offset)
-                with open(path, "rb") as fh:
-                    arrays = _read_npz(path, _Window(fh, base, outer.file_size),
-                                       budget - len(meta_raw), base if mmap else None)
+                base = _local_data_start(path, fh, outer.header_offset)
+                arrays = _read_npz(path, _Window(fh, base, outer.file_size),
+                                   budget - len(meta_raw), base if mmap else None, fh)
             else:
                 arrays = _read_npz(path, io.BytesIO(zf.read(outer)), budget - len(meta_raw))
         meta = json.loads(meta_raw)
@@ -306,21 +306,21 @@ class _Window(io.RawIOBase):
         return got
 
 
-def _local_data_start(path: Path, header_offset: int) -> int:
+def _local_data_start(path: Path, fh, header_offset: int) -> int:
     """File offset of the data of the zip entry whose local header is at ``header_offset``."""
-    with open(path, "rb") as fh:
-        fh.seek(header_offset)
-        head = fh.read(30)
+    fh.seek(header_offset)
+    head = fh.read(30)
     if len(head) != 30 or head[:4] != b"PK\x03\x04":
         raise ModelFileError(f"{path}: bad local zip header at {header_offset}")
     n, m = struct.unpack("<HH", head[26:30])
     return header_offset + 30 + n + m
 
 
-def _read_npz(path: Path, npz, budget: int, base: int | None = None
+def _read_npz(path: Path, npz, budget: int, base: int | None = None, fh=None
               ) -> dict[str, np.ndarray]:
     """Arrays of the ``.npz`` stream ``npz``; ``base``: file offset of its first byte when it
-    is stored uncompressed in ``path`` (its stored arrays are then memory-mapped)."""
+    is stored uncompressed in the open file ``fh`` (its stored arrays are then
+    memory-mapped)."""
     out: dict[str, np.ndarray] = {}
     with zipfile.ZipFile(npz) as inner:
         infos = inner.infolist()
@@ -330,15 +330,15 @@ def _read_npz(path: Path, npz, budget: int, base: int | None = None
             key = name[:-4]
             if not name.endswith(".npy") or key in out:
                 raise ModelFileError(f"{path}: unexpected or duplicate array entry {name!r}")
-            with inner.open(info) as fh:
-                version = np.lib.format.read_magic(fh)
+            with inner.open(info) as entry:
+                version = np.lib.format.read_magic(entry)
                 if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(entry)
                 elif version == (2, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(entry)
                 else:
                     raise ModelFileError(f"{path}: array {key!r} has npy version {version}")
-                header = fh.tell()
+                header = entry.tell()
             if dtype.kind not in ARRAY_KINDS or dtype.hasobject or dtype.fields is not None \
                     or not (dtype.isnative or dtype.itemsize == 1):
                 raise ModelFileError(f"{path}: array {key!r} has dtype {dtype.str}; model "
@@ -349,14 +349,14 @@ def _read_npz(path: Path, npz, budget: int, base: int | None = None
                                      f"({nbytes} bytes) but its entry holds "
                                      f"{info.file_size - header} bytes")
             start = (None if base is None or info.compress_type != zipfile.ZIP_STORED
-                     else _local_data_start(path, base + info.header_offset) + header)
+                     else _local_data_start(path, fh, base + info.header_offset) + header)
             if start is not None and nbytes > 0 and start % dtype.alignment == 0:
-                out[key] = np.memmap(path, dtype=dtype, mode="c", offset=start,
+                out[key] = np.memmap(fh, dtype=dtype, mode="c", offset=start,
                                      shape=tuple(shape), order="F" if fortran else "C"
                                      ).view(np.ndarray)
             else:
-                with inner.open(info) as fh:
-                    out[key] = np.lib.format.read_array(fh, allow_pickle=False)
+                with inner.open(info) as entry:
+                    out[key] = np.lib.format.read_array(entry, allow_pickle=False)
     return out
 
 

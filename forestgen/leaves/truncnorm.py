@@ -181,10 +181,16 @@ class TruncNormalLeaf(LeafModel):
 
     def log_prob_interval(self, leaf, lo, hi):
         mu, sd = self.mu_[leaf], self.sigma_[leaf]
-        a = np.maximum((np.asarray(lo, float) - mu) / sd, self.a_[leaf])
-        b = np.minimum((np.asarray(hi, float) - mu) / sd, self.b_[leaf])
+        za, zb = (np.asarray(lo, float) - mu) / sd, (np.asarray(hi, float) - mu) / sd
+        ca, cb = self.a_[leaf], self.b_[leaf]
         logz = self.logz_[leaf]
-        out = log_ndtr_diff(a, np.maximum(a, b)) - np.where(np.isfinite(logz), logz, 0.0)
+        # an interval covering the whole cell has probability 1: only the cut cells need CDFs
+        out = np.zeros(len(logz))
+        cut = np.flatnonzero((za > ca) | (zb < cb))
+        a = np.maximum(za[cut], ca[cut])
+        b = np.minimum(zb[cut], cb[cut])
+        lz = logz[cut]
+        out[cut] = log_ndtr_diff(a, np.maximum(a, b)) - np.where(np.isfinite(lz), lz, 0.0)
         # a zero-width cell (only missing values of this column reached the leaf) has no mass
         return np.where(np.isfinite(logz), out, -np.inf)
 
