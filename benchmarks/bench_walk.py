@@ -1,0 +1,130 @@
+"""Evidence queries before and after the evidence-pruned tree walk (issue 15), one model.
+
+One ARF is fitted on the generated mixed table of ``bench_scale.py`` (``--rows``) and saved;
+the reference commit (``--reference``, unpacked with ``git archive``) and this checkout each
+load the same file in a fresh process and time, with one Numba thread, per-row conditional
+sampling and ``log_prob(conditions=)`` under interval and level-set evidence, and NaN-marginal
+``log_prob``. Rates are rows per CPU-second of the process (``time.process_time``), which a
+loaded machine distorts less than wall time; the results of both versions are compared.
+
+    nice -n 10 python benchmarks/bench_walk.py --rows 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, md_table, write_result  # noqa: E402
+
+CHILD = r'''
+import json, sys, time
+import numpy as np, pandas as pd
+task, args = sys.argv[1], json.loads(sys.argv[2])
+
+def make_table(n, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, 3))
+    cat = rng.integers(0, 8, n)
+    return pd.DataFrame({
+        "x0": z[:, 0] + 0.3 * cat, "x1": np.exp(0.5 * z[:, 1]) + 0.5 * z[:, 0],
+        "x2": rng.gamma(2.0, 1.0, n), "x3": z[:, 2] * (1 + (cat % 2)),
+        "i0": rng.poisson(3 + cat, n), "i1": rng.integers(0, 5, n),
+        "c0": pd.Categorical(np.array(list("abcdefgh"))[cat]),
+        "c1": pd.Categorical(np.where(z[:, 0] > 0, "hi", "lo")),
+        "c2": pd.Categorical(np.array(list("uvwxy"))[rng.integers(0, 5, n)]),
+        "b0": rng.random(n) < 0.3 + 0.4 * (z[:, 1] > 0)})
+
+import forestgen.learners  # noqa
+from forestgen.base import GenerativeForest
+if task == "fit":
+    from forestgen.learners.arf import ARF
+    ARF(random_state=0).fit(make_table(args["rows"])).save(args["path"])
+    sys.exit(0)
+m = GenerativeForest.load(args["path"], max_bytes=2**40)
+ev = make_table(args["cond_rows"], seed=3)
+cond = pd.DataFrame({"x0": [(a - 0.25, a + 0.25) for a in ev.x0],
+                     "c0": [{c, "a"} for c in ev.c0.astype(str)],
+                     "x2": [(None, b) for b in ev.x2]}, dtype=object)
+q = make_table(args["nan_rows"], seed=1).astype({"i0": float, "i1": float})
+rng = np.random.default_rng(2)
+for c in q.columns[:-1]:
+    q.loc[rng.random(len(q)) < 0.15, c] = np.nan
+def rate(fn, rows):
+    fn()
+    t = time.process_time(); res = fn(); return res, rows / (time.process_time() - t)
+out, res = {}, {}
+res["cond"], out["cond_interval"] = rate(
+    lambda: m.sample(conditions=cond, random_state=0), len(cond))
+res["lpc"], out["logprob_conditions"] = rate(lambda: m.log_prob(ev, conditions=cond), len(ev))
+res["lp"], out["nan_logprob"] = rate(lambda: m.log_prob(q), len(q))
+np.save(args["dump"] + "_lpc.npy", res["lpc"])
+np.save(args["dump"] + "_lp.npy", res["lp"])
+print("RESULT " + json.dumps(out), flush=True)
+'''
+
+
+def child(code: Path, task: str, args: dict) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(code), NUMBA_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", CHILD, task, json.dumps(args)], env=env,
+                       capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip().splitlines()[-1])
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    return json.loads(lines[-1][7:]) if lines else {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--cond-rows", type=int, default=200)
+    ap.add_argument("--nan-rows", type=int, default=3000)
+    ap.add_argument("--reference", default="a519121", help="git commit of the 'before' code")
+    args = ap.parse_args()
+    import numpy as np
+
+    work = Path(tempfile.mkdtemp(prefix="fg_bench_walk_"))
+    old = Path(tempfile.gettempdir()) / f"forestgen_ref_{args.reference}"
+    if not (old / "forestgen").exists():
+        tar = subprocess.run(["git", "-C", str(REPO), "archive", args.reference, "forestgen"],
+                             capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=BytesIO(tar)) as tf:
+            tf.extractall(old, filter="data")
+    path = str(work / "model.fgm")
+    child(REPO, "fit", {"rows": args.rows, "path": path})
+    q = {"path": path, "cond_rows": args.cond_rows, "nan_rows": args.nan_rows}
+    res = {ver: child(code, "query", {**q, "dump": str(work / ver)})
+           for ver, code in (("before", old), ("after", REPO))}
+    same = {}
+    for k in ("lpc", "lp"):
+        a, b = (np.load(work / f"{v}_{k}.npy") for v in ("before", "after"))
+        fin = np.isfinite(a)
+        same[k] = (f"{np.max(np.abs(a[fin] - b[fin])):.1e}"
+                   if np.array_equal(fin, np.isfinite(b)) else "different support")
+    labels = {"cond_interval": "sample(conditions=) with intervals and level sets",
+              "logprob_conditions": "log_prob(conditions=) with intervals and level sets",
+              "nan_logprob": "log_prob, rows with NaN"}
+    table = [[labels[k], f"{res['before'][k]:,.1f}", f"{res['after'][k]:,.1f}",
+              f"{res['after'][k] / res['before'][k]:.1f}x"] for k in labels]
+    sections = [
+        "Rows per CPU-second of one process with one Numba thread (the parallel walk's "
+        "threads are not counted); the machine was shared and loaded. Both versions load the "
+        f"same {args.rows:,}-row ARF model file.",
+        md_table(["query", f"before ({args.reference})", "after", "after / before"], table),
+        "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob): "
+        + json.dumps(same),
+    ]
+    cmd = "nice -n 10 python benchmarks/bench_walk.py " + " ".join(sys.argv[1:])
+    print(write_result("walk", "Evidence-pruned tree walk (issue 15)", sections, command=cmd))
+
+
+if __name__ == "__main__":
+    main()
