@@ -24,6 +24,8 @@ _MAX_DECIMALS = 8
 POINT_MASS_SHARE = 0.1
 #: float columns are tested for discrete values with a point mass only from this many values on
 MIN_ROWS_DISCRETE_FLOAT = 50
+#: ... and are coded as levels only when the values seen once hold at most this share of rows
+MAX_UNSEEN_SHARE = 0.01
 
 
 # --------------------------------------------------------------------------- input handling
@@ -304,9 +306,13 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
             if (inferred and discrete_floats and not _is_time_dtype(series.dtype)
                     and obs.size >= MIN_ROWS_DISCRETE_FLOAT
                     and uniq.size <= max_ordinal_levels
-                    and counts.max() >= POINT_MASS_SHARE * obs.size):
-                # discrete-valued floats with a point mass (fair's affairs: 68% zeros among 77
-                # values): an ordered pmf over the observed values keeps both
+                    and counts.max() >= POINT_MASS_SHARE * obs.size
+                    and np.sum(counts == 1) <= MAX_UNSEEN_SHARE * obs.size):
+                # discrete-valued floats with a point mass whose values all recur (a 0-12
+                # scale with 68% zeros): an ordered pmf over the observed values keeps both.
+                # With more values seen once (Good-Turing: a new row holds an unseen value with
+                # about that probability, which a pmf over the observed values gives 0: iris'
+                # widths on a 0.1 grid) the column stays numeric; its point masses become atoms
                 return ColumnSpec(name, "continuous", dtype_str,
                                   categories=[float(u) for u in uniq], ordinal=True, lower=0.0,
                                   upper=float(uniq.size - 1), decimals=_decimals(obs),
@@ -433,7 +439,9 @@ class TableEncoder:
         values when one of them holds >= 10% of the rows (a point mass); other integer columns
         are numeric (rounded on decoding). Inferred float columns of a DataFrame (>= 50 values)
         with at most this many distinct values, one of which holds >= 10% of the rows, are
-        ordered levels too (point masses and discrete values kept).
+        ordered levels too (point masses and discrete values kept) when at most 1% of the rows
+        hold a value seen once (the Good-Turing estimate of the chance that a new row holds an
+        unseen value); otherwise they are numeric with those point masses as atoms.
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:

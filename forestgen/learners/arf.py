@@ -54,6 +54,12 @@ class ARF(GenerativeForest):
     splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
         instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
+    prior_strength : 1 — pseudo-count of a Dirichlet prior centred on each discrete column's
+        marginal pmf (:class:`~forestgen.leaves.categorical.CategoricalLeaf` ``prior``): a leaf
+        of ``N`` rows mixes its empirical pmf with the marginal (over the levels its cell
+        allows) with weight ``1 / (N + 1)``. ARF's 2-row leaves otherwise give every level seen
+        elsewhere the 1e-20 floor (on airquality this took the held-out log-likelihood from
+        about -21 to -53 nats/row; issue 11). 0 is R arf's plain pmf.
     integer_bandwidth : 0.5 — integer columns coded as levels (a level per integer of a dense
         range) get :class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf` pmfs with this
         kernel bandwidth: an in-range integer no training row holds gets a probability close
@@ -107,8 +113,8 @@ class ARF(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 10, min_node_size: int = 2, max_features: Any = "sqrt",
                  delta: float = 0.0, max_iters: int = 10, early_stop: bool = True,
-                 family: str = "truncnorm", alpha: float = 0.0, integer_bandwidth: float = 0.5,
-                 finite_bounds: str = "no",
+                 family: str = "truncnorm", alpha: float = 0.0, prior_strength: float = 1.0,
+                 integer_bandwidth: float = 0.5, finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
@@ -126,6 +132,7 @@ class ARF(GenerativeForest):
         check_bool("early_stop", self.early_stop)
         check_choice("family", self.family, ("truncnorm", "unif", "normal"))
         check_real("alpha", self.alpha, 0.0)
+        check_real("prior_strength", self.prior_strength, 0.0)
         check_real("integer_bandwidth", self.integer_bandwidth, 0.0, 1.0, high_open=True)
         check_choice("finite_bounds", self.finite_bounds, ("no", "global", "local"))
         check_real("epsilon", self.epsilon, 0.0)
@@ -219,14 +226,15 @@ class ARF(GenerativeForest):
 
     def leaf_prototypes(self) -> tuple[Any, Any]:
         """The (numeric, discrete) leaf models FORDE fits: ``numeric_leaf``/``discrete_leaf``,
-        or those that ``family``, ``finite_bounds``, ``epsilon`` and ``alpha`` select."""
+        or those that ``family``, ``finite_bounds``, ``epsilon``, ``alpha`` and
+        ``prior_strength`` select."""
         numeric, discrete = self.numeric_leaf, self.discrete_leaf
         if numeric is None:
             numeric = UniformLeaf(epsilon=self.epsilon) if self.family == "unif" else \
                 TruncNormalLeaf(finite_bounds=self.finite_bounds, epsilon=self.epsilon,
                                 truncate=self.family == "truncnorm")
         if discrete is None:
-            discrete = CategoricalLeaf(alpha=self.alpha)
+            discrete = CategoricalLeaf(alpha=self.alpha, prior=self.prior_strength)
         return numeric, discrete
 
     def leaf_overrides(self) -> dict[int, Any]:
@@ -234,7 +242,8 @@ class ARF(GenerativeForest):
         ``discrete_leaf`` is given."""
         if self.discrete_leaf is not None:
             return {}
-        return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha)
+        return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha,
+                                     prior=self.prior_strength)
                 for j, spec in enumerate(self.encoder_.schema.columns)
                 if spec.kind == "integer" and spec.is_discrete}
 

@@ -231,7 +231,17 @@ class GeF(GenerativeForest):
         return feats, ys.rename(name), name
 
     @staticmethod
-    def _check_labels(ys: pd.Series, name) -> None:
+    def _check_labels(ys: pd.Series, name, kind: Any = None) -> None:
+        """A class column needs no NaN, two classes and, unless ``kinds`` declares it
+        ``"categorical"``, no non-integer floats: GeF's class pmf has no mass on a value it did
+        not see, so a continuous target would score every new value -inf (issue 11)."""
+        if (kind != "categorical" and pd.api.types.is_float_dtype(ys.dtype)
+                and not np.all(np.mod(ys.dropna().to_numpy(float), 1.0) == 0)):
+            raise ValueError(
+                f"the class column {name!r} holds continuous values ({ys.nunique()} distinct "
+                f"non-integer floats): GeF models a class, and a value not seen in training "
+                f"would have probability 0; bin it first (e.g. pd.cut) or pass "
+                f"kinds={{{name!r}: 'categorical'}} to treat each value as a class")
         if ys.isna().any():
             raise ValueError(f"the class column {name!r} has {int(ys.isna().sum())} missing "
                              "values; drop those rows first")
@@ -281,10 +291,12 @@ class GeF(GenerativeForest):
 
         ``X``: DataFrame / ndarray / tensor of features (NaN allowed). ``y``: class labels, or
         ``target``: the class column of a DataFrame ``X``. ``kinds`` overrides inferred kinds.
+        A float class column with non-integer values (a continuous target) raises
+        ``ValueError`` naming it, unless ``kinds`` declares it ``"categorical"``.
         """
         self.validate_params()
         feats, ys, name = self._split_xy(X, y, target)
-        self._check_labels(ys, name)
+        self._check_labels(ys, name, (kinds or {}).get(name))
         if feats.shape[1] == 0:
             raise ValueError("X has no feature columns")
         frame = feats.copy()

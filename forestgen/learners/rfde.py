@@ -19,7 +19,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.cell_uniform import CellUniformLeaf
 from forestgen.leaves.point_mass import PointMassLeaf
-from forestgen.leaves.uniform_levels import UniformLevelsLeaf
+from forestgen.leaves.uniform_levels import UniformLevelsLeaf, spike_levels
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
@@ -130,20 +130,34 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
     ``numeric_leaf`` / ``discrete_leaf``, which are fitted on the rows ``Z`` in their cells
     (``pair_weight``: per (row, tree) weights, e.g. bootstrap counts). A numeric column with
     point masses (``ColumnSpec.atoms``) adds each leaf's share of rows at each atom
-    (:class:`~forestgen.leaves.point_mass.PointMassLeaf`)."""
+    (:class:`~forestgen.leaves.point_mass.PointMassLeaf`); an integer or discrete-float column
+    coded as levels does the same at its spike levels
+    (:func:`~forestgen.leaves.uniform_levels.spike_levels`, :class:`UniformLevelsLeaf`
+    ``atoms``)."""
     if model.numeric_leaf is None and model.discrete_leaf is None:
         schema = model.encoder_.schema
         models = fit_cell_leaves(schema, boxes.lower, boxes.upper,
                                  boxes.mask.astype(np.uint8), boxes.nom_off, count)
         spiky = [j for j, spec in enumerate(schema.columns)
                  if spec.atoms and not spec.is_discrete]
-        if spiky:
+        spiky_levels = {j: spike_levels(Z[:, j], spec.n_levels)
+                        for j, spec in enumerate(schema.columns)
+                        if spec.is_discrete and spec.kind in ("integer", "continuous")}
+        spiky_levels = {j: a for j, a in spiky_levels.items() if a}
+        if spiky or spiky_levels:
             leaves = model.forest_.apply(Z)
             flat = leaves.ravel()
             for j in spiky:
                 pm = PointMassLeaf(base=models[j], atoms=schema.columns[j].atoms)
                 models[j] = pm.fit_masses(np.repeat(Z[:, j], leaves.shape[1]), flat,
                                           model.forest_.n_leaves, pair_weight)
+            for j, atoms in spiky_levels.items():
+                k = schema.columns[j].n_levels
+                cell = ColumnCell(lower=boxes.lower[:, j], upper=boxes.upper[:, j],
+                                  allowed=boxes.levels(j, k), data_min=0.0, data_max=k - 1.0,
+                                  n_levels=k)
+                models[j] = UniformLevelsLeaf(atoms=atoms).fit(
+                    np.repeat(Z[:, j], leaves.shape[1]), flat, cell, pair_weight)
         return models
     return model._fit_leaves(Z, model.forest_.apply(Z), boxes,
                              model.numeric_leaf or "cell_uniform",

@@ -1,14 +1,22 @@
 """Smoothed categorical leaves over the levels a leaf's cell allows (ARF spec §2.3, pitfall 9).
 
-``p(v) = (c_v + alpha) / (N + alpha * k_allowed)`` for allowed levels, 0 for excluded ones. A
-leaf with no rows and ``alpha = 0`` falls back to uniform over its allowed levels.
+``p(v) = (c_v + m_v) / (N + sum of m_u over the allowed levels u)`` for allowed levels, 0 for
+excluded ones, with pseudo-counts ``m_v = alpha + prior * g_v``: ``alpha`` is additive (Laplace)
+smoothing and ``prior`` the strength of a Dirichlet prior centred on the column's marginal pmf
+``g`` (the level shares of all fitting pairs). The prior shrinks a leaf's pmf toward the
+marginal with weight ``prior / (N + prior)`` in a leaf of ``N`` rows (restricted to the levels
+the cell allows): a 2-row leaf of an ARF no longer gives a level seen elsewhere the floor
+probability, while large leaves keep their empirical shares (Cestnik's m-estimate; issue 11).
+A leaf with no rows and no pseudo-counts falls back to uniform over its allowed levels.
 
 Storage is proportional to what the leaves hold, not to leaves × levels: each leaf keeps the
-probabilities of the levels seen in it (a ragged CSR list ``offset_``/``code_``/``prob_``), one
-shared probability ``rest_`` for its other allowed levels (``alpha / (N + alpha k_allowed)``,
-0 without smoothing) and its allowed-level set as packed bits ``allowed_`` (``k/8`` bytes).
-A model with ``L`` leaves and ``P`` distinct (leaf, level) pairs in its fitting data takes
-``12 P + L (24 + ceil(k / 8)) + 24`` bytes per discrete column instead of ``8 L k``.
+probabilities of the levels seen in it (a ragged CSR list ``offset_``/``code_``/``prob_``), a
+shared scale ``rest_`` for its other allowed levels, which get ``rest_[leaf] * base_[v]``
+(``base_ = m / max m``, ``rest_ = max m / (N + sum m)``; ``base_ = 1`` and ``rest_ = 0``
+without smoothing),
+and its allowed-level set as packed bits ``allowed_`` (``k/8`` bytes). A model with ``L``
+leaves and ``P`` distinct (leaf, level) pairs in its fitting data takes
+``12 P + L (24 + ceil(k / 8)) + 8 k + 24`` bytes per discrete column instead of ``8 L k``.
 """
 
 from __future__ import annotations
@@ -32,21 +40,29 @@ class CategoricalLeaf(LeafModel):
     Parameters
     ----------
     alpha : additive (Laplace) smoothing over the allowed levels (R arf default 0).
+    prior : pseudo-count strength of the Dirichlet prior centred on the column's marginal pmf
+        (default 0: none); see the module docstring.
     floor : probability reported by :meth:`log_prob` for a level with zero mass (R arf's
         ``1e-20``, about -46 nats), so one unseen level does not make a test row -inf; set
         ``floor=0`` for the honest ``-inf``. Sampling and conditioning use the exact pmf.
     """
 
     discrete = True
-    fitted_arrays = ("shape_", "offset_", "code_", "prob_", "rest_", "allowed_", "count_")
+    fitted_arrays = ("shape_", "offset_", "code_", "prob_", "rest_", "allowed_", "count_",
+                     "base_")
+    #: fitted arrays that files written before they existed lack (defaults in set_param_arrays)
+    optional_arrays = ("base_",)
 
-    def __init__(self, *, alpha: float = 0.0, floor: float = 1e-20):
+    def __init__(self, *, alpha: float = 0.0, floor: float = 1e-20, prior: float = 0.0):
         self.alpha = alpha
         self.floor = floor
+        self.prior = prior
 
     def fit(self, x, leaf, cell, weight=None):
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if self.prior < 0:
+            raise ValueError(f"prior must be >= 0, got {self.prior}")
         if not 0 <= self.floor < 1:
             raise ValueError(f"floor must be in [0, 1), got {self.floor}")
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
@@ -69,21 +85,40 @@ class CategoricalLeaf(LeafModel):
             nz = cnt > 0
             cnt, e_leaf, e_code = cnt[nz], e_leaf[nz], e_code[nz]
         count = np.bincount(e_leaf, weights=cnt, minlength=L).astype(np.float64)
-        n_allowed = (np.full(L, k) if allowed is None else allowed.sum(1)).astype(np.float64)
-        none_allowed = n_allowed == 0
-        tot = count + self.alpha * n_allowed
-        empty = tot <= 0
-        # no rows and no smoothing: uniform over the allowed levels (over all if none is)
-        rest = np.where(empty, 1.0 / np.where(none_allowed, k, np.maximum(n_allowed, 1)),
-                        self.alpha / np.where(empty, 1.0, tot))
-        prob = (cnt + self.alpha) / np.where(empty, 1.0, tot)[e_leaf]
         bits = np.ones((L, k), bool) if allowed is None else allowed.copy()
-        bits[none_allowed] = True
+        bits[bits.sum(1) == 0] = True  # a cell allowing no level: all levels (as before)
         self.count_ = count
-        self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits)
+        if self.alpha == 0 and self.prior == 0:
+            empty = count <= 0  # no rows and no smoothing: uniform over the allowed levels
+            rest = np.where(empty, 1.0 / bits.sum(1), 0.0)
+            prob = cnt / np.where(empty, 1.0, count)[e_leaf]
+            self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits)
+            return self
+        # pseudo-counts m_v = alpha + prior * g_v (g: the marginal pmf of the fitting pairs)
+        marg = np.bincount(e_code, weights=cnt, minlength=k)
+        m = np.full(k, float(self.alpha))
+        if self.prior > 0 and marg.sum() > 0:
+            m += self.prior * marg / marg.sum()
+        tot = count + _allowed_sum(bits, m)
+        empty = tot <= 0
+        # unlisted levels get rest_ * base_ with base_ = m / max(m): with alpha alone base_ = 1
+        # and rest_ = alpha / tot, the layout of files written before the prior
+        top = m.max() if m.max() > 0 else 1.0
+        rest = top / np.where(empty, 1.0, tot)
+        prob = (cnt + m[e_code]) / np.where(empty, 1.0, tot)[e_leaf]
+        if empty.any():  # no rows and no pseudo-count on the allowed levels: uniform over them
+            el, ec = np.nonzero(bits & empty[:, None])
+            ep = 1.0 / bits.sum(1)[el]
+            rest = np.where(empty, 0.0, rest)
+            order = np.lexsort((np.r_[e_code, ec], np.r_[e_leaf, el]))
+            e_leaf, e_code, prob = (np.r_[e_leaf, el][order], np.r_[e_code, ec][order],
+                                    np.r_[prob, ep][order])
+        self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits, m / top)
         return self
 
-    def _set(self, offset, code, prob, rest, allowed_bool):
+    def _set(self, offset, code, prob, rest, allowed_bool, base=None):
+        self.base_ = (np.ones(allowed_bool.shape[1]) if base is None
+                      else np.asarray(base, np.float64))
         self.offset_ = np.asarray(offset, np.int64)
         self.code_ = np.asarray(code, np.int32)
         self.prob_ = np.asarray(prob, np.float64)
@@ -125,6 +160,8 @@ class CategoricalLeaf(LeafModel):
             arrays = src.param_arrays()
         for k, v in arrays.items():
             setattr(self, k, np.asarray(v))
+        if "base_" not in arrays:  # files written before the marginal prior: uniform rest
+            self.base_ = np.ones(int(self.shape_[1]))
         return self
 
     def check_param_arrays(self, arrays, n_leaves, n_levels):
@@ -139,9 +176,14 @@ class CategoricalLeaf(LeafModel):
                 raise ValueError(f"{name}.pmf_ must be finite and >= 0")
             _check_rows(name, "count_", count, n_leaves)
             return
-        if set(arrays) != set(self.fitted_arrays):
+        if not (set(self.fitted_arrays) - set(self.optional_arrays) <= set(arrays)
+                <= set(self.fitted_arrays)):
             raise ValueError(f"{name} needs arrays {sorted(self.fitted_arrays)} (or the legacy "
                              f"{sorted(LEGACY_ARRAYS)}), got {sorted(arrays)}")
+        base = arrays.get("base_")
+        if base is not None and (base.dtype.kind != "f" or base.shape != (k,) or not (
+                np.isfinite(base).all() and (base >= 0).all())):
+            raise ValueError(f"{name}.base_ must be {k} finite floats >= 0 (one per level)")
         shape = arrays["shape_"]
         if shape.dtype.kind != "i" or shape.tolist() != [n_leaves, k]:
             raise ValueError(f"{name}.shape_ must be [{n_leaves}, {k}] (leaves, levels) for a "
@@ -174,7 +216,7 @@ class CategoricalLeaf(LeafModel):
         return int(self.shape_[1])
 
     def _tables(self):
-        return self.offset_, self.code_, self.prob_, self.rest_, self.allowed_
+        return self.offset_, self.code_, self.prob_, self.rest_, self.allowed_, self.base_
 
     def log_prob(self, leaf, x):
         return _categorical_log_prob(*self._tables(), np.asarray(leaf, np.int64),
@@ -194,11 +236,12 @@ class CategoricalLeaf(LeafModel):
     def support_size(self) -> np.ndarray:
         """Number of levels with positive probability in each leaf, ``[L]``."""
         allowed = np.unpackbits(self.allowed_, axis=1, count=self.n_levels, bitorder="little")
-        n_allowed = allowed.sum(1)
         seg = np.repeat(np.arange(len(self.rest_)), np.diff(self.offset_))
         pos = np.bincount(seg, weights=self.prob_ > 0, minlength=len(self.rest_))
-        listed = np.diff(self.offset_)
-        return (pos + np.where(self.rest_ > 0, n_allowed - listed, 0)).astype(np.int64)
+        based = (allowed.astype(bool) & (self.base_ > 0)[None, :]).sum(1)
+        listed = np.bincount(seg, weights=self.base_[self.code_] > 0,
+                             minlength=len(self.rest_))
+        return (pos + np.where(self.rest_ > 0, based - listed, 0)).astype(np.int64)
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
         m = len(leaf)
@@ -238,6 +281,12 @@ class CategoricalLeaf(LeafModel):
         return torch.where(valid, t, params["bad"].expand(t.shape))
 
 
+def _allowed_sum(bits: np.ndarray, m: np.ndarray, chunk: int = 8192) -> np.ndarray:
+    """``bits @ m`` for a bool ``[L, k]`` mask, in row chunks (no float copy of the mask)."""
+    return np.concatenate([bits[i:i + chunk] @ m for i in range(0, len(bits), chunk)]
+                          or [np.zeros(0)])
+
+
 def _check_rows(name: str, nm: str, v: np.ndarray, n_leaves: int) -> None:
     if not isinstance(v, np.ndarray) or v.shape != (n_leaves,):
         raise ValueError(f"{name}.{nm} must have {n_leaves} rows (one per leaf), got shape "
@@ -253,7 +302,7 @@ def _allowed(bits, leaf, c):
 
 
 @njit(cache=True, inline="always")
-def _prob(offset, code, prob, rest, bits, leaf, c):
+def _prob(offset, code, prob, rest, bits, base, leaf, c):
     """p(level c | leaf) (binary search among the leaf's listed levels)."""
     lo, hi = offset[leaf], offset[leaf + 1]
     while lo < hi:
@@ -264,11 +313,11 @@ def _prob(offset, code, prob, rest, bits, leaf, c):
             hi = mid
     if lo < offset[leaf + 1] and code[lo] == c:
         return prob[lo]
-    return rest[leaf] if _allowed(bits, leaf, c) else 0.0
+    return rest[leaf] * base[c] if _allowed(bits, leaf, c) else 0.0
 
 
 @parallel_kernel
-def _categorical_log_prob(offset, code, prob, rest, bits, leaf, x, k, floor):
+def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floor):
     """log p(x | leaf); NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
@@ -278,14 +327,14 @@ def _categorical_log_prob(offset, code, prob, rest, bits, leaf, x, k, floor):
             out[i] = 0.0
         else:
             c = int(v)
-            p = _prob(offset, code, prob, rest, bits, leaf[i], c) if (c == v and 0 <= c < k) \
-                else 0.0
+            ok = c == v and 0 <= c < k
+            p = _prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
             out[i] = np.log(p) if p > floor else log_floor
     return out
 
 
 @parallel_kernel
-def _level_mass(offset, code, prob, rest, bits, leaf, levels, shared):
+def _level_mass(offset, code, prob, rest, bits, base, leaf, levels, shared):
     """P(X in levels[i] | leaf[i]) (``levels`` is ``[1, k]`` when ``shared``)."""
     m = leaf.shape[0]
     k = levels.shape[1]
@@ -297,7 +346,7 @@ def _level_mass(offset, code, prob, rest, bits, leaf, levels, shared):
         if rest[lf] > 0:
             for c in range(k):
                 if levels[r, c]:
-                    s += _prob(offset, code, prob, rest, bits, lf, c)
+                    s += _prob(offset, code, prob, rest, bits, base, lf, c)
         else:
             for e in range(offset[lf], offset[lf + 1]):
                 if levels[r, code[e]]:
@@ -307,7 +356,7 @@ def _level_mass(offset, code, prob, rest, bits, leaf, levels, shared):
 
 
 @parallel_kernel
-def _dense_rows(offset, code, prob, rest, bits, leaf, k):
+def _dense_rows(offset, code, prob, rest, bits, base, leaf, k):
     """The pmf of each queried leaf as dense rows ``[m, k]``."""
     m = leaf.shape[0]
     out = np.zeros((m, k))
@@ -316,27 +365,27 @@ def _dense_rows(offset, code, prob, rest, bits, leaf, k):
         if rest[lf] > 0:
             for c in range(k):
                 if _allowed(bits, lf, c):
-                    out[i, c] = rest[lf]
+                    out[i, c] = rest[lf] * base[c]
         for e in range(offset[lf], offset[lf + 1]):
             out[i, code[e]] = prob[e]
     return out
 
 
 @parallel_kernel
-def _categorical_mean(offset, code, prob, rest, bits, leaf, k):
+def _categorical_mean(offset, code, prob, rest, bits, base, leaf, k):
     m = leaf.shape[0]
     out = np.empty(m)
     for i in prange(m):
         lf = leaf[i]
         s = 0.0
         for c in range(k):
-            s += c * _prob(offset, code, prob, rest, bits, lf, c)
+            s += c * _prob(offset, code, prob, rest, bits, base, lf, c)
         out[i] = s
     return out
 
 
 @parallel_kernel
-def _categorical_sample(offset, code, prob, rest, bits, leaf, u, levels, shared, k):
+def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, shared, k):
     """Inverse-CDF draw over the levels in code order: the first level whose cumulative mass
     (restricted to ``levels``) reaches ``u * total``."""
     m = leaf.shape[0]
@@ -347,13 +396,13 @@ def _categorical_sample(offset, code, prob, rest, bits, leaf, u, levels, shared,
         tot = 0.0
         for c in range(k):
             if levels[r, c]:
-                tot += _prob(offset, code, prob, rest, bits, lf, c)
+                tot += _prob(offset, code, prob, rest, bits, base, lf, c)
         target = u[i] * tot
         cdf = 0.0
         pick = k - 1
         for c in range(k):
             if levels[r, c]:
-                cdf += _prob(offset, code, prob, rest, bits, lf, c)
+                cdf += _prob(offset, code, prob, rest, bits, base, lf, c)
             if cdf >= target:
                 pick = c
                 break

@@ -46,12 +46,13 @@ class OrdinalKernelLeaf(CategoricalLeaf):
     ----------
     bandwidth : ``lam`` in ``[0, 1)`` (default 0.5): a gap level at distance 1 from a level
         gets ``(1 - lam) lam / 2`` of that level's weight; 0 is the plain empirical pmf.
-    alpha, floor : as in :class:`~forestgen.leaves.categorical.CategoricalLeaf` (applied
-        before the kernel).
+    alpha, prior, floor : as in :class:`~forestgen.leaves.categorical.CategoricalLeaf`
+        (applied before the kernel).
     """
 
-    def __init__(self, *, bandwidth: float = 0.5, alpha: float = 0.0, floor: float = 1e-20):
-        super().__init__(alpha=alpha, floor=floor)
+    def __init__(self, *, bandwidth: float = 0.5, alpha: float = 0.0, floor: float = 1e-20,
+                 prior: float = 0.0):
+        super().__init__(alpha=alpha, floor=floor, prior=prior)
         self.bandwidth = bandwidth
 
     def fit(self, x, leaf, cell, weight=None):

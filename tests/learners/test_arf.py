@@ -286,8 +286,8 @@ def test_normal_family_is_untruncated_table2_parity(mixed_2d):
 
 
 def test_alpha_smooths(mixed_2d):
-    m0 = ARF(n_trees=3, random_state=0).fit(mixed_2d)
-    m1 = ARF(n_trees=3, alpha=1.0, random_state=0).fit(mixed_2d)
+    m0 = ARF(n_trees=3, prior_strength=0.0, random_state=0).fit(mixed_2d)
+    m1 = ARF(n_trees=3, alpha=1.0, prior_strength=0.0, random_state=0).fit(mixed_2d)
     L0, L1 = m0.forest_.n_leaves, m1.forest_.n_leaves
     zeros0 = (m0.leaf_models_[2].probs(np.arange(L0)) == 0).sum()
     assert zeros0 > (m1.leaf_models_[2].probs(np.arange(L1)) == 0).sum()

@@ -104,12 +104,13 @@ def test_memory_follows_the_entries_not_leaves_times_levels():
     leaf = rng.integers(0, L, p)
     x = rng.integers(0, k, p).astype(float)
     cell = ColumnCell(np.zeros(L), np.ones(L), np.ones((L, k), bool), 0.0, k - 1.0, n_levels=k)
-    lm = CategoricalLeaf().fit(x, leaf, cell)
-    nbytes = sum(v.nbytes for v in lm.param_arrays().values())
-    entries = len(lm.code_)
-    assert entries <= p
-    assert nbytes <= 12 * entries + L * (24 + k // 8 + 1) + 64
-    assert nbytes < 0.05 * 8 * L * k  # the dense table's size
+    for lm in (CategoricalLeaf().fit(x, leaf, cell),
+               CategoricalLeaf(prior=1.0).fit(x, leaf, cell)):  # the prior stays sparse
+        nbytes = sum(v.nbytes for v in lm.param_arrays().values())
+        entries = len(lm.code_)
+        assert entries <= p
+        assert nbytes <= 12 * entries + L * (24 + k // 8 + 1) + 8 * k + 64
+        assert nbytes < 0.05 * 8 * L * k  # the dense table's size
 
 
 def test_uniform_levels_leaf_is_uniform_over_allowed_levels():
@@ -125,3 +126,88 @@ def test_uniform_levels_leaf_is_uniform_over_allowed_levels():
     with np.errstate(divide="ignore"):
         np.testing.assert_allclose(lm.log_max_density(np.arange(L)),
                                    np.where(n[:, 0] > 0, -np.log(n[:, 0]), -np.inf))
+
+
+def test_marginal_prior_is_the_dirichlet_posterior_mean_over_the_allowed_levels():
+    """Issue 11: p(v | leaf) = (c_v + a g_v) / (N + a sum_allowed g) with g the marginal pmf of
+    the fitting pairs; an excluded level keeps 0, every leaf sums to 1."""
+    x = np.array([0, 0, 1, 2, 2, 2, 3, 0, 1, 3], float)
+    leaf = np.array([0, 0, 0, 1, 1, 1, 1, 2, 2, 2])
+    k, L, a = 5, 4, 2.0
+    allowed = np.ones((L, k), bool)
+    allowed[1, 0] = False  # leaf 1's cell excludes level 0
+    cell = ColumnCell(np.zeros(L), np.ones(L), allowed, 0.0, k - 1.0, n_levels=k)
+    lm = CategoricalLeaf(prior=a, alpha=0.5).fit(x, leaf, cell)
+    g = np.bincount(x.astype(int), minlength=k) / len(x)
+    m = 0.5 + a * g
+    for lf in range(L):
+        c = np.bincount(x[leaf == lf].astype(int), minlength=k)
+        want = np.where(allowed[lf], c + m, 0.0)
+        want /= want.sum()  # leaf 3 has no rows: the prior itself
+        np.testing.assert_allclose(lm.probs(np.array([lf]))[0], want, rtol=1e-12)
+        for v in range(k):
+            lp = lm.log_prob(np.array([lf]), np.array([float(v)]))[0]
+            assert np.isclose(np.exp(lp), want[v]) or (want[v] == 0 and lp == np.log(lm.floor))
+    np.testing.assert_allclose(lm.probs(np.arange(L)).sum(1), 1.0)
+    # level 4 is never seen: only the uniform alpha part reaches it
+    assert lm.probs(np.array([0]))[0, 4] < lm.probs(np.array([0]))[0, 3]
+    # a prior-free leaf gives levels seen elsewhere nothing; with the prior they get mass
+    plain = CategoricalLeaf().fit(x, leaf, cell)
+    assert plain.probs(np.array([0]))[0, 3] == 0
+    assert np.isclose(CategoricalLeaf(prior=1.0).fit(x, leaf, cell).probs(np.array([0]))[0, 3],
+                      0.2 / (3 + 1))  # g_3 = 0.2, N = 3
+
+
+def test_marginal_prior_queries_agree_with_the_dense_table():
+    rng = np.random.default_rng(3)
+    L, k, p = 40, 12, 300
+    leaf = rng.integers(0, L, p)
+    x = rng.choice(k, p, p=np.r_[0.5, np.full(k - 1, 0.5 / (k - 1))]).astype(float)
+    allowed = rng.random((L, k)) < 0.7
+    allowed[:, 0] = True
+    x[~allowed[leaf, x.astype(int)]] = 0.0  # rows lie inside their cells
+    cell = ColumnCell(np.zeros(L), np.ones(L), allowed, 0.0, k - 1.0, n_levels=k)
+    lm = CategoricalLeaf(prior=1.0).fit(x, leaf, cell)
+    dense = lm.probs(np.arange(L))
+    np.testing.assert_allclose(dense.sum(1), 1.0)
+    assert np.all(dense[~allowed] == 0)
+    levels = rng.random(k) < 0.5
+    np.testing.assert_allclose(np.exp(lm.log_prob_levels(np.arange(L), levels)),
+                               dense[:, levels].sum(1))
+    np.testing.assert_allclose(lm.mean(np.arange(L)), dense @ np.arange(k))
+    draws = lm.sample(np.zeros(20000, np.int64), np.random.default_rng(0))
+    freq = np.bincount(draws.astype(int), minlength=k) / len(draws)
+    np.testing.assert_allclose(freq, dense[0], atol=0.015)
+    assert np.all(lm.support_size() == (dense > 0).sum(1))
+    # a file written before base_ existed loads with the uniform rest (the old meaning)
+    old = {kk: v for kk, v in CategoricalLeaf(alpha=0.3).fit(x, leaf, cell).param_arrays().items()
+           if kk != "base_"}
+    CategoricalLeaf().check_param_arrays(old, L, k)
+    back = CategoricalLeaf().set_param_arrays(old)
+    np.testing.assert_allclose(back.probs(np.arange(L)),
+                               CategoricalLeaf(alpha=0.3).fit(x, leaf, cell).probs(np.arange(L)))
+
+
+def test_uniform_levels_with_atoms_keep_each_leafs_share_at_the_spike():
+    """Issue 11 (RFDE/DEF): a spike level keeps its rows' share in each leaf, the rest of the
+    leaf's mass is uniform over its other allowed levels; a leaf without rows stays uniform."""
+    from forestgen.leaves.uniform_levels import spike_levels
+
+    k, L = 8, 4
+    x = np.array([0, 0, 0, 5, 0, 6, 6, 0, 0, 0, 0, 1], float)
+    leaf = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2])
+    assert spike_levels(x, k) == [0]  # 7/12 >= max(0.1, 2/8); level 6 (2/12) is not
+    allowed = np.ones((L, k), bool)
+    allowed[1, 0] = False  # leaf 1's cell excludes the atom (its row at 0 is outside)
+    allowed[2, 4:] = False
+    cell = ColumnCell(np.zeros(L), np.ones(L), allowed, 0.0, k - 1.0, n_levels=k)
+    lm = UniformLevelsLeaf(atoms=[0]).fit(x, leaf, cell)
+    p = lm.probs(np.arange(L))
+    np.testing.assert_allclose(p.sum(1), 1.0)
+    np.testing.assert_allclose(p[0], np.r_[0.75, np.full(7, 0.25 / 7)])
+    np.testing.assert_allclose(p[1], np.r_[0.0, np.full(7, 1 / 7)])
+    np.testing.assert_allclose(p[2], np.r_[0.8, np.full(3, 0.2 / 3), np.zeros(4)])
+    np.testing.assert_allclose(p[3], np.full(8, 1 / 8))  # no rows: uniform
+    assert np.all(lm.support_size() == (p > 0).sum(1))
+    back = UniformLevelsLeaf(**lm.get_params()).set_param_arrays(lm.param_arrays())
+    np.testing.assert_allclose(back.probs(np.arange(L)), p)
