@@ -178,9 +178,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trees", type=int, default=200, help="trees (script config: 200)")
     ap.add_argument("--min-node-size", type=int, default=4, help="script config: 4")
     ap.add_argument("--alpha", type=float, default=0.05, help="categorical smoothing (0.05)")
-    ap.add_argument("--prior-strength", type=float, default=ARF().prior_strength,
-                    help="ARF prior_strength (default: ARF's; 0 = R arf's plain leaf pmfs, "
-                         "which the paper used)")
+    ap.add_argument("--prior-strength", type=lambda v: v if v == "auto" else float(v),
+                    default=ARF().prior_strength,
+                    help="ARF prior_strength: 'auto' (ARF's default) or a number; 0 = R arf's "
+                         "plain leaf pmfs, which the paper used")
     ap.add_argument("--text-config", action="store_true",
                     help="also run the paper text's config: 100 trees, min node size 2")
     ap.add_argument("--n-jobs", type=int, default=-1)

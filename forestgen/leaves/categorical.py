@@ -41,7 +41,9 @@ class CategoricalLeaf(LeafModel):
     ----------
     alpha : additive (Laplace) smoothing over the allowed levels (R arf default 0).
     prior : pseudo-count strength of the Dirichlet prior centred on the column's marginal pmf
-        (default 0: none); see the module docstring.
+        (default 0: none), or ``"auto"``: the value of :data:`PRIOR_GRID` with the largest
+        leave-one-out log-likelihood of the fitting pairs in their own leaves (empirical
+        Bayes; kept as ``prior_``, not saved); see the module docstring.
     floor : probability reported by :meth:`log_prob` for a level with zero mass (R arf's
         ``1e-20``, about -46 nats), so one unseen level does not make a test row -inf; set
         ``floor=0`` for the honest ``-inf``. Sampling and conditioning use the exact pmf.
@@ -61,8 +63,9 @@ class CategoricalLeaf(LeafModel):
     def fit(self, x, leaf, cell, weight=None):
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
-        if self.prior < 0:
-            raise ValueError(f"prior must be >= 0, got {self.prior}")
+        auto = isinstance(self.prior, str)
+        if (self.prior != "auto") if auto else not self.prior >= 0:
+            raise ValueError(f"prior must be >= 0 or 'auto', got {self.prior!r}")
         if not 0 <= self.floor < 1:
             raise ValueError(f"floor must be in [0, 1), got {self.floor}")
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
@@ -88,17 +91,18 @@ class CategoricalLeaf(LeafModel):
         bits = np.ones((L, k), bool) if allowed is None else allowed.copy()
         bits[bits.sum(1) == 0] = True  # a cell allowing no level: all levels (as before)
         self.count_ = count
-        if self.alpha == 0 and self.prior == 0:
+        marg = np.bincount(e_code, weights=cnt, minlength=k)
+        g = marg / marg.sum() if marg.sum() > 0 else marg
+        prior = (loo_prior(cnt, e_leaf, e_code, count, self.alpha, g, k_allowed=bits.sum(1),
+                           g_allowed=_allowed_sum(bits, g)) if auto else float(self.prior))
+        self.prior_ = prior
+        if self.alpha == 0 and prior == 0:
             empty = count <= 0  # no rows and no smoothing: uniform over the allowed levels
             rest = np.where(empty, 1.0 / bits.sum(1), 0.0)
             prob = cnt / np.where(empty, 1.0, count)[e_leaf]
             self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits)
             return self
-        # pseudo-counts m_v = alpha + prior * g_v (g: the marginal pmf of the fitting pairs)
-        marg = np.bincount(e_code, weights=cnt, minlength=k)
-        m = np.full(k, float(self.alpha))
-        if self.prior > 0 and marg.sum() > 0:
-            m += self.prior * marg / marg.sum()
+        m = float(self.alpha) + prior * g  # pseudo-counts (g: marginal pmf of the pairs)
         tot = count + _allowed_sum(bits, m)
         empty = tot <= 0
         # unlisted levels get rest_ * base_ with base_ = m / max(m): with alpha alone base_ = 1
@@ -279,6 +283,31 @@ class CategoricalLeaf(LeafModel):
         code = torch.where(valid, x, torch.zeros_like(x)).long()
         t = tab[leaf, code]
         return torch.where(valid, t, params["bad"].expand(t.shape))
+
+
+#: candidate strengths of ``prior="auto"`` (0 is not one: a level seen once in its leaf would
+#: score 0 out of its own leaf)
+PRIOR_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+
+def loo_prior(cnt: np.ndarray, e_leaf: np.ndarray, e_code: np.ndarray, count: np.ndarray,
+              alpha: float, g: np.ndarray, k_allowed: np.ndarray,
+              g_allowed: np.ndarray) -> float:
+    """The strength ``a`` in :data:`PRIOR_GRID` maximising the leave-one-out log-likelihood
+    ``sum c log((c - 1 + alpha + a g_v) / (N - 1 + alpha K + a G))`` over the (leaf, level)
+    entries ``c`` of leaves of ``N`` pairs, ``K`` allowed levels of marginal mass ``G``."""
+    if cnt.size == 0:
+        return PRIOR_GRID[0]
+    num0 = np.maximum(cnt - 1.0, 0.0) + alpha
+    den0 = np.maximum(count[e_leaf] - 1.0, 0.0) + alpha * k_allowed[e_leaf]
+    best, best_ll = PRIOR_GRID[0], -np.inf
+    for a in PRIOR_GRID:
+        with np.errstate(divide="ignore"):
+            ll = float(np.sum(cnt * (np.log(num0 + a * g[e_code])
+                                     - np.log(den0 + a * g_allowed[e_leaf]))))
+        if ll > best_ll:
+            best, best_ll = a, ll
+    return best
 
 
 def _allowed_sum(bits: np.ndarray, m: np.ndarray, chunk: int = 8192) -> np.ndarray:

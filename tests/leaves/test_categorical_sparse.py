@@ -211,3 +211,40 @@ def test_uniform_levels_with_atoms_keep_each_leafs_share_at_the_spike():
     assert np.all(lm.support_size() == (p > 0).sum(1))
     back = UniformLevelsLeaf(**lm.get_params()).set_param_arrays(lm.param_arrays())
     np.testing.assert_allclose(back.probs(np.arange(L)), p)
+
+
+def test_auto_prior_follows_the_leave_one_out_likelihood():
+    """``prior="auto"``: weak where leaves determine the level, strong where the column is
+    independent of the leaves; the choice maximises the leave-one-out likelihood."""
+    from forestgen.leaves.categorical import PRIOR_GRID
+
+    rng = np.random.default_rng(0)
+    L, k, n = 200, 10, 600
+    leaf = rng.integers(0, L, n)
+    cell = ColumnCell(np.zeros(L), np.ones(L), np.ones((L, k), bool), 0.0, k - 1.0, n_levels=k)
+    noise = rng.integers(0, k, n).astype(float)  # the leaves know nothing about it
+    pure = (leaf % k).astype(float)  # the leaf fixes the level
+    mostly = np.where(rng.random(n) < 0.9, pure, noise)
+    strong = CategoricalLeaf(prior="auto").fit(noise, leaf, cell).prior_
+    weak = CategoricalLeaf(prior="auto").fit(pure, leaf, cell).prior_
+    mid = CategoricalLeaf(prior="auto").fit(mostly, leaf, cell).prior_
+    assert weak == PRIOR_GRID[0] and strong >= 10 and weak < mid < strong
+
+    # the closed form matches the brute-force leave-one-out likelihood (refit without each
+    # row; g then also drops the row, so allow one grid step)
+    n2, L2 = 100, 30
+    x2, leaf2 = mostly[:n2], leaf[:n2] % L2
+    cell2 = ColumnCell(np.zeros(L2), np.ones(L2), np.ones((L2, k), bool), 0.0, k - 1.0,
+                       n_levels=k)
+
+    def loo(a):
+        total = 0.0
+        for i in range(n2):
+            keep = np.arange(n2) != i
+            lm = CategoricalLeaf(prior=a).fit(x2[keep], leaf2[keep], cell2)
+            total += lm.log_prob(leaf2[i:i + 1], x2[i:i + 1])[0]
+        return total
+
+    best = PRIOR_GRID.index(max(PRIOR_GRID, key=loo))
+    chosen = PRIOR_GRID.index(CategoricalLeaf(prior="auto").fit(x2, leaf2, cell2).prior_)
+    assert abs(best - chosen) <= 1, (PRIOR_GRID[best], PRIOR_GRID[chosen])
