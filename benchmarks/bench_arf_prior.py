@@ -51,7 +51,8 @@ def tables() -> dict[str, pd.DataFrame]:
             "wine": wine, "fair": fair, "diabetes": dia}
 
 
-def run(name: str, df: pd.DataFrame, prior: float | None, seed: int, rows: int) -> dict:
+def run(name: str, df: pd.DataFrame, prior: float | str | None, seed: int,
+        rows: int) -> dict:
     from bench_real_tables import split
 
     import forestgen as fg
@@ -74,7 +75,7 @@ def cells(settings: list[float | None], seeds: int, rows: int) -> list[dict]:
         for prior in settings:
             res = [run(name, df, prior, s, rows) for s in range(seeds)]
             out.append({"table": name, "setting": "default" if prior is None else
-                        f"prior_strength={prior:g}",
+                        f"prior_strength={prior!r}",
                         **{k: float(np.mean([r[k] for r in res])) for k in res[0]},
                         "c2st_sd": float(np.std([r["c2st"] for r in res]))})
             print(json.dumps(out[-1]), file=sys.stderr, flush=True)
@@ -87,10 +88,11 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--rows", type=int, default=600)
     ap.add_argument("--cells-only", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--settings", default="default,0", help=argparse.SUPPRESS)
+    ap.add_argument("--settings", default="default,auto,0", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "arf_prior.md"))
     args = ap.parse_args()
-    settings = [None if s == "default" else float(s) for s in args.settings.split(",")]
+    settings = [None if s == "default" else s if s == "auto" else float(s)
+                for s in args.settings.split(",")]
     if args.cells_only:
         print(json.dumps(cells(settings, args.seeds, args.rows)))
         return 0
@@ -116,9 +118,11 @@ def main() -> int:
         f"{os.cpu_count()} cores, load average {load0[0]:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end: the machine was shared with other jobs.", "",
         "`before: default`: ARF's defaults at the --before checkout (no leaf prior; floats with "
-        "a point mass coded as levels). `default`: this checkout's defaults (`prior_strength=1`, "
-        "floats with values seen once kept numeric with atoms). `prior_strength=0`: this "
-        "checkout without the leaf prior. Held-out log-likelihood in nats/row (mean and median "
+        "a point mass coded as levels). `default`: this checkout's defaults "
+        "(`prior_strength=0.3`; floats with values seen once kept numeric with atoms). "
+        "`prior_strength='auto'`: the strength chosen per column by leave-one-out likelihood. "
+        "`prior_strength=0.0`: this checkout without the leaf prior. Held-out log-likelihood "
+        "in nats/row (mean and median "
         "over test rows), C2ST AUC of `len(train)` samples against the training rows (mean ± SD "
         f"over seeds; 0.5 = indistinguishable). Each figure is a mean over {args.seeds} seeds "
         "(split, fit and sample).", "",

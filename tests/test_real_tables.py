@@ -276,15 +276,17 @@ def _airquality_like(n: int = 160, seed: int = 0) -> pd.DataFrame:
 def test_arf_small_leaves_give_levels_seen_elsewhere_their_marginal_share():
     """Issue 11: on airquality (122 rows) ARF's 2-row leaves gave a held-out Day / Temp level
     that other leaves hold the 1e-20 pmf floor: a median of -64 nats/row against -22 for RFDE.
-    Leaf pmfs now shrink toward the column's marginal (a Dirichlet prior whose strength is
-    chosen per column by leave-one-out likelihood)."""
+    Leaf pmfs now shrink toward the column's marginal (a Dirichlet prior of strength 0.3, or
+    chosen per column by leave-one-out likelihood with ``prior_strength="auto"``)."""
     df = _airquality_like()
     train, test = df.iloc[:120], df.iloc[120:]
     default = fg.ARF(random_state=0).fit(train)
     plain = fg.ARF(random_state=0, prior_strength=0.0).fit(train)
-    day = default.leaf_models_[default.schema_.index("Day")]
-    assert day.prior == "auto" and day.prior_ >= 1.0  # leaves say little about the day
+    assert default.leaf_models_[default.schema_.index("Day")].prior == 0.3
     lp, lp0 = default.log_prob(test), plain.log_prob(test)
+    auto = fg.ARF(random_state=0, prior_strength="auto").fit(train)
+    assert auto.leaf_models_[auto.schema_.index("Day")].prior_ >= 1.0  # leaves say little
+    assert np.median(auto.log_prob(test)) > np.median(lp) - 1.0
     # the product of the training marginals (an independence baseline, Laplace-smoothed)
     base = np.zeros(len(test))
     for col in ("Temp", "Month", "Day"):

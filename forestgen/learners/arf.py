@@ -55,15 +55,17 @@ class ARF(GenerativeForest):
     splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
         instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
-    prior_strength : ``"auto"`` — pseudo-count ``a`` of a Dirichlet prior centred on each
-        discrete column's marginal pmf (:class:`~forestgen.leaves.categorical.CategoricalLeaf`
+    prior_strength : 0.3 — pseudo-count ``a`` of a Dirichlet prior centred on each discrete
+        column's marginal pmf (:class:`~forestgen.leaves.categorical.CategoricalLeaf`
         ``prior``): a leaf of ``N`` rows mixes its empirical pmf with the marginal (over the
-        levels its cell allows) with weight ``a / (N + a)``. ``"auto"`` picks ``a`` per column
-        by the leave-one-out likelihood of the training rows in their leaves (empirical
-        Bayes): large where leaves say little about the column (airquality's day of the
-        month), small where they do. Without it ARF's 2-row leaves give every level seen
-        elsewhere the 1e-20 floor (airquality: held-out -49 nats/row against -22; issue 11).
-        A number fixes ``a``; 0 is R arf's plain pmf.
+        levels its cell allows) with weight ``a / (N + a)``. Without it ARF's 2-row leaves give
+        every level seen elsewhere the 1e-20 floor (airquality: held-out -49 nats/row against
+        -22 for RFDE; issue 11). 0 is R arf's plain pmf. ``"auto"`` picks ``a`` per column by
+        the leave-one-out likelihood of the training rows in their own leaves (empirical
+        Bayes): best with few trees on small tables (airquality -20.4 against -23.0 at 0.3),
+        but it judges each tree alone, so large ensembles get over-smoothed (DEBD dna with 200
+        trees: 96.7 nats against 90.6). 0.3 costs DEBD nothing beyond seed noise
+        (``benchmarks/results/arf_prior.md``).
     integer_bandwidth : 0.5 — integer columns coded as levels (a level per integer of a dense
         range) get :class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf` pmfs with this
         kernel bandwidth: an in-range integer no training row holds gets a probability close
@@ -117,7 +119,7 @@ class ARF(GenerativeForest):
 
     def __init__(self, *, n_trees: int = 10, min_node_size: int = 2, max_features: Any = "sqrt",
                  delta: float = 0.0, max_iters: int = 10, early_stop: bool = True,
-                 family: str = "truncnorm", alpha: float = 0.0, prior_strength: Any = "auto",
+                 family: str = "truncnorm", alpha: float = 0.0, prior_strength: Any = 0.3,
                  integer_bandwidth: float = 0.5, finite_bounds: str = "no",
                  epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
