@@ -563,7 +563,9 @@ class GenerativeForest(BaseEstimator):
 
     def as_dataset(self, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,
                    **kwargs):
-        """Synthetic rows as a torch ``IterableDataset`` of batches."""
+        """Synthetic rows as a torch dataset (:class:`~forestgen.torch.SyntheticDataset`):
+        ``DataLoader(ds, batch_size=k)`` yields ``(k, d)`` batches; ``ds.batches()`` is the
+        ``IterableDataset`` of whole drawn batches (finite or infinite)."""
         from forestgen.torch.datasets import SyntheticDataset
 
         return SyntheticDataset(self, batch_size=batch_size, n_batches=n_batches, seed=seed,

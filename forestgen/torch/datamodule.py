@@ -143,7 +143,7 @@ class ForestDataModule(pl.LightningDataModule):
                                   target=self.target, class_probs=self.class_probs,
                                   output="tensor", encoding=self.encoder_, rank=rank,
                                   world_size=world)
-            return EpochDataLoader(ds, batch_size=None, **kw)
+            return EpochDataLoader(ds.batches(), batch_size=None, **kw)
         if self.train_mode == "mixed":
             ds = AugmentedDataset(self.train_df, self.model_, ratio=self.ratio,
                                   fresh_per_epoch=self.fresh_per_epoch, seed=self.seed,

@@ -1,27 +1,32 @@
 """Synthetic rows from a fitted forest as PyTorch datasets (DESIGN.md §7).
 
-* :class:`SyntheticDataset` — an ``IterableDataset`` of synthetic batches, finite or infinite,
-  optionally class-conditional. ``DataLoader(ds, batch_size=None)`` serves its batches as drawn;
-  a batching ``DataLoader`` (``DataLoader(ds, batch_size=64)``) gets its rows one at a time and
-  stacks them, so batches have the DataLoader's shape ``(64, d)``, never ``(1, 64, d)``.
+* :class:`SyntheticDataset` — a map-style dataset of synthetic *rows*, optionally
+  class-conditional: ``DataLoader(ds, batch_size=64)`` yields ``(64, d)`` batches (torch's
+  fetcher asks for a batch's rows in one ``__getitems__`` call, drawn together), a bare
+  ``DataLoader(ds)`` yields one row per item (``(1, d)``). Row ``j`` is row ``j % batch_size``
+  of drawn batch ``j // batch_size``, so a row depends only on its index: any DataLoader batch
+  size, worker count or sampler sees the same rows.
+* :class:`SyntheticBatches` (``ds.batches()``) — the same stream as an ``IterableDataset`` of
+  whole drawn batches, finite or infinite: ``DataLoader(ds.batches(), batch_size=None)``.
 * :class:`AugmentedDataset` — a map-style dataset of real rows plus synthetic ones at a given
   ratio, with a fixed synthetic pool or a fresh one per epoch (:meth:`~AugmentedDataset.set_epoch`).
 * :class:`EpochDataLoader` — a ``DataLoader`` that calls ``dataset.set_epoch(k)`` on its k-th pass.
 
 Seeding. Batch ``i`` of epoch ``e`` on rank ``r`` is drawn from its own generator,
-``SeedSequence(seed, spawn_key=(e, r, i))``. DataLoader worker ``w`` of ``W`` produces the rank's
-batches ``w, w + W, w + 2W, ...``; since the DataLoader returns worker outputs round-robin, the
-stream a rank sees is *the same for any number of workers*, no two workers or ranks draw the same
-batch, and resuming at batch ``k`` (:meth:`SyntheticDataset.load_state_dict`) continues the
-stream exactly. Rank and world size come from ``torch.distributed`` when it is initialised,
-unless given explicitly.
+``SeedSequence(seed, spawn_key=(e, r, i))``. Row indexing is therefore reproducible by
+construction. In :class:`SyntheticBatches`, DataLoader worker ``w`` of ``W`` produces the
+rank's batches ``w, w + W, w + 2W, ...``; since the DataLoader returns worker outputs
+round-robin, the stream a rank sees is *the same for any number of workers*, no two workers or
+ranks draw the same batch, and resuming at batch ``k`` (:meth:`SyntheticDataset.load_state_dict`)
+continues the stream exactly. Rank and world size come from ``torch.distributed`` when it is
+initialised, unless given explicitly.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import sys
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -221,18 +226,22 @@ def _pack(enc, Z, target_index, output):
 
 
 # ---------------------------------------------------------------------------- iterable dataset
-class SyntheticDataset(IterableDataset):
-    """Batches of synthetic rows from a fitted forest. ``DataLoader(ds, batch_size=None)``
-    yields the batches as drawn (shape ``(batch_size, d)``); a batching DataLoader
-    (``DataLoader(ds, batch_size=k)``) receives rows and yields ``(k, d)``, the same rows in
-    the same order when ``k == batch_size``.
+class SyntheticDataset(Dataset):
+    """Synthetic rows from a fitted forest, as a map-style dataset of
+    ``n_batches * batch_size`` rows per rank (see the module docstring).
+
+    ``DataLoader(ds, batch_size=k)`` yields ``(k, d)`` batches; at ``k == batch_size`` (no
+    shuffling) each is one drawn batch, in stream order. Rows are i.i.d., so ``shuffle=True``
+    adds nothing and makes each DataLoader batch draw up to ``k`` stream batches. An infinite
+    stream (``n_batches=None``) has no length: iterate :meth:`batches` instead.
 
     Parameters
     ----------
     model : fitted forest. Call ``model.warmup()`` before forking DataLoader workers.
     batch_size : rows per batch.
     n_batches : batches per epoch over all ranks (each of ``world_size`` ranks yields
-        ``ceil(n_batches / world_size)``, so ranks get equal counts); ``None`` = infinite.
+        ``ceil(n_batches / world_size)``, so ranks get equal counts); ``None`` = infinite
+        (:meth:`batches` only).
     seed : user seed; see the module docstring for how batch streams are derived.
     target : a column served separately as ``y`` (discrete: ``long`` codes).
     class_probs : label distribution for class-conditional generation, e.g. ``"balanced"``, a
@@ -278,6 +287,7 @@ class SyntheticDataset(IterableDataset):
         self.epoch = 0
         self._start = 0
         self._index = 0
+        self._cache: OrderedDict = OrderedDict()  # recently drawn batches, for row lookups
 
     # ------------------------------------------------------------------ bookkeeping
     def batches_per_rank(self) -> int | None:
@@ -287,10 +297,19 @@ class SyntheticDataset(IterableDataset):
         return math.ceil(self.n_batches / w)
 
     def __len__(self) -> int:
+        """Rows per rank: ``batches_per_rank() * batch_size``."""
         n = self.batches_per_rank()
         if n is None:
-            raise TypeError("an infinite SyntheticDataset (n_batches=None) has no length")
-        return n
+            raise TypeError("an infinite SyntheticDataset (n_batches=None) has no length: give "
+                            "n_batches for DataLoader(ds, batch_size=k), or iterate whole "
+                            "batches with DataLoader(ds.batches(), batch_size=None)")
+        return n * self.batch_size
+
+    def batches(self) -> SyntheticBatches:
+        """The stream as an ``IterableDataset`` of whole drawn batches (finite or infinite),
+        for ``DataLoader(ds.batches(), batch_size=None)``; it shares this dataset's epoch and
+        :meth:`state_dict`."""
+        return SyntheticBatches(self)
 
     def set_epoch(self, epoch: int) -> None:
         """Select epoch ``epoch``'s streams (a new epoch starts from its first batch)."""
@@ -325,18 +344,46 @@ class SyntheticDataset(IterableDataset):
             Z = self._drawer.draw(self.batch_size, np.random.default_rng(ss))
         return _pack(self._enc, Z, self._drawer.target_index, self.output)
 
-    def __iter__(self):
-        batches = self._batches()
-        return _rows(batches) if _collated_by_caller() else batches
+    def __getitem__(self, index: int):
+        """Row ``index`` (``x``, ``(x, y)`` or ``{"x", "y"}``)."""
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices) -> list:
+        """Rows ``indices`` as a list of items (torch's default fetcher calls this once per
+        DataLoader batch and collates the list); each stream batch is drawn once."""
+        n = len(self)
+        idx = [int(i) + n if int(i) < 0 else int(i) for i in indices]
+        bad = [i for i in idx if not 0 <= i < n]
+        if bad:
+            raise IndexError(f"row {bad[0]} is out of range for {n} rows")
+        self._check_device_in_worker()
+        rank = _dist_info(self.rank, self.world_size)[0]
+        out = []
+        for i in idx:
+            b, r = divmod(i, self.batch_size)
+            out.append(_row(self._cached_batch(b, rank), r))
+        return out
+
+    def _cached_batch(self, b: int, rank: int):
+        key = (self.epoch, rank, b)
+        if key not in self._cache:
+            self._cache[key] = self.batch(b, self.epoch, rank)
+            while len(self._cache) > 4:
+                self._cache.popitem(last=False)
+        return self._cache[key]
+
+    def _check_device_in_worker(self) -> None:
+        if (get_worker_info() is not None and self.device is not None
+                and self.device.type != "cpu"):
+            raise RuntimeError(f"SyntheticDataset(device={str(self.device)!r}) draws on the "
+                               "device: iterate it with num_workers=0")
 
     def _batches(self):
         rank, _ = _dist_info(self.rank, self.world_size)
         total = self.batches_per_rank()
         info = get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        if info is not None and self.device is not None and self.device.type != "cpu":
-            raise RuntimeError(f"SyntheticDataset(device={str(self.device)!r}) draws on the "
-                               "device: iterate it with num_workers=0")
+        self._check_device_in_worker()
         epoch = self.epoch
         i = self._start + wid
         while total is None or i < total:
@@ -349,24 +396,40 @@ class SyntheticDataset(IterableDataset):
             self._start = self._index = 0
 
 
-def _collated_by_caller() -> bool:
-    """Whether ``iter(dataset)`` was called by a DataLoader fetcher that batches items itself
-    (``DataLoader(ds, batch_size=k)``, the default ``k = 1``). Torch gives a dataset no other
-    way to know; if its internals change, this answers False (whole batches, as drawn)."""
-    caller = sys._getframe(2).f_locals.get("self")
-    return type(caller).__name__ == "_IterableDatasetFetcher" and \
-        getattr(caller, "auto_collation", False) is True
+class SyntheticBatches(IterableDataset):
+    """The stream of a :class:`SyntheticDataset` as whole drawn batches (``ds.batches()``):
+    ``DataLoader(ds.batches(), batch_size=None)`` yields ``(batch_size, d)`` tensors, the same
+    for any number of workers (module docstring). Epoch and resume state are the dataset's."""
+
+    def __init__(self, dataset: SyntheticDataset):
+        self.dataset = dataset
+
+    def __iter__(self):
+        return self.dataset._batches()
+
+    def __len__(self) -> int:
+        n = self.dataset.batches_per_rank()
+        if n is None:
+            raise TypeError("an infinite SyntheticDataset (n_batches=None) has no length")
+        return n
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+
+    def state_dict(self) -> dict:
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dataset.load_state_dict(state)
 
 
-def _rows(batches):
-    """The rows of each batch in order (``x``, ``(x, y)`` or ``{"x", "y"}`` per row)."""
-    for b in batches:
-        if isinstance(b, dict):
-            yield from ({k: v[i] for k, v in b.items()} for i in range(len(b["x"])))
-        elif isinstance(b, tuple):
-            yield from zip(*b)
-        else:
-            yield from b
+def _row(batch, i: int):
+    """Row ``i`` of a packed batch (``x``, ``(x, y)`` or ``{"x", "y"}``)."""
+    if isinstance(batch, dict):
+        return {k: v[i] for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(v[i] for v in batch)
+    return batch[i]
 
 
 # ---------------------------------------------------------------------------- map dataset

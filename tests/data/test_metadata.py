@@ -223,10 +223,10 @@ def test_encoded_and_torch_draws_respect_declared_ranges_and_levels(table):
     draws = {
         "sample_encoded": model.sample_encoded(20_000, random_state=1),
         "as_dataset": torch.cat(list(DataLoader(model.as_dataset(batch_size=5000, n_batches=4),
-                                                batch_size=None))).double().numpy(),
+                                                batch_size=5000))).double().numpy(),
         "to_torch": model.to_torch().sample((20_000,)).double().numpy(),
         "as_dataset(device)": torch.cat(list(model.as_dataset(
-            batch_size=5000, n_batches=4, device="cpu"))).double().numpy(),
+            batch_size=5000, n_batches=4, device="cpu").batches())).double().numpy(),
     }
     for how, Z in draws.items():
         for col, entry in META["columns"].items():

@@ -279,7 +279,7 @@ def test_save_load_round_trip_and_torch(mixed, tmp_path):
     assert torch.all(x.grad == 0)
     torch.manual_seed(0)
     assert dist.sample((5,)).shape == (5, df.shape[1])
-    batch = next(iter(m.as_dataset(batch_size=16, n_batches=1)))
+    batch = m.as_dataset(batch_size=16, n_batches=1).batch(0)
     assert batch.shape[0] == 16
 
 

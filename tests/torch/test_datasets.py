@@ -17,35 +17,60 @@ def _key(b):
 def test_workers_no_duplicates_and_reproducible(adult_model):
     adult_model.warmup()  # compile before the workers fork
     ds = adult_model.as_dataset(batch_size=32, n_batches=6, seed=11)
-    a = list(DataLoader(ds, batch_size=None, num_workers=2))
-    b = list(DataLoader(ds, batch_size=None, num_workers=2))
+    a = list(DataLoader(ds.batches(), batch_size=None, num_workers=2))
+    b = list(DataLoader(ds.batches(), batch_size=None, num_workers=2))
     assert len(a) == 6 and a[0].shape == (32, 15)
     assert len({_key(x) for x in a}) == 6  # no two batches alike
     assert all(torch.equal(x, y) for x, y in zip(a, b))  # same seed -> same stream
-    c = list(DataLoader(ds, batch_size=None, num_workers=0))
+    c = list(DataLoader(ds.batches(), batch_size=None, num_workers=0))
     assert all(torch.equal(x, y) for x, y in zip(a, c))  # independent of the worker count
-    other = list(adult_model.as_dataset(batch_size=32, n_batches=6, seed=12))
+    other = list(adult_model.as_dataset(batch_size=32, n_batches=6, seed=12).batches())
     assert not any(torch.equal(x, y) for x, y in zip(a, other))
 
 
 def test_a_batching_dataloader_gets_rows_not_stacked_batches(mixed_model):
     """Issue 11: ``DataLoader(ds, batch_size=64)`` gave ``(1, 64, d)``-style stacks of batches;
-    it now gets rows, so batches have the DataLoader's shape and, at ``batch_size`` equal to
-    the dataset's, the very same rows as the batch stream."""
+    the dataset is now a map-style dataset of rows (no caller inspection): a batching
+    DataLoader's batches have its shape, and at ``batch_size`` equal to the dataset's they are
+    the very rows of the batch stream."""
     ds = mixed_model.as_dataset(batch_size=16, n_batches=3, seed=2)
-    whole = list(DataLoader(ds, batch_size=None))
+    assert len(ds) == 48 and not isinstance(ds, torch.utils.data.IterableDataset)
+    whole = list(DataLoader(ds.batches(), batch_size=None))
     rows = list(DataLoader(ds, batch_size=16))
     assert [b.shape for b in rows] == [(16, 5)] * 3
     assert all(torch.equal(a, b) for a, b in zip(whole, rows))
-    assert next(iter(DataLoader(ds))).shape == (1, 5)  # torch's default batch_size=1
+    single = list(DataLoader(ds))  # torch's default batch_size=1: one row per item
+    assert len(single) == 48 and single[0].shape == (1, 5)
+    assert torch.equal(torch.cat(single), torch.cat(whole))
+    assert torch.equal(ds[17], whole[1][1]) and torch.equal(ds[-1], whole[2][15])
+    with pytest.raises(IndexError):
+        ds[48]
     pairs = mixed_model.as_dataset(batch_size=8, n_batches=2, target="cat")
     b = next(iter(DataLoader(pairs, batch_size=8)))
     assert b["x"].shape == (8, 4) and b["y"].shape == (8,) and b["y"].dtype == torch.long
+    t = mixed_model.as_dataset(batch_size=8, n_batches=2, target="cat", output="tensor")
+    x, y = next(iter(DataLoader(t, batch_size=5)))
+    assert x.shape == (5, 4) and y.shape == (5,)
+
+
+def test_rows_are_the_same_for_any_loader_batch_size_workers_or_order(mixed_model):
+    """A row depends only on its index: DataLoader batch size, worker count and shuffling
+    change how rows are grouped, never which rows the stream holds."""
+    mixed_model.warmup()
+    ds = mixed_model.as_dataset(batch_size=16, n_batches=4, seed=7)
+    ref = torch.cat(list(DataLoader(ds.batches(), batch_size=None)))
+    for k, workers in ((16, 0), (10, 2), (7, 1), (64, 2)):
+        got = torch.cat(list(DataLoader(ds, batch_size=k, num_workers=workers)))
+        assert torch.equal(got, ref), (k, workers)
+    g = torch.Generator().manual_seed(0)
+    shuffled = list(DataLoader(ds, batch_size=10, shuffle=True, generator=g))
+    keys = sorted(_key(r) for b in shuffled for r in b)
+    assert keys == sorted(_key(r) for r in ref)
 
 
 def test_ranks_disjoint_equal_counts(mixed_model):
     streams = [list(SyntheticDataset(mixed_model, batch_size=16, n_batches=5, seed=0, rank=r,
-                                     world_size=2)) for r in (0, 1)]
+                                     world_size=2).batches()) for r in (0, 1)]
     assert [len(s) for s in streams] == [3, 3]
     keys = [{_key(b) for b in s} for s in streams]
     assert len(keys[0]) == 3 and len(keys[1]) == 3 and not keys[0] & keys[1]
@@ -55,32 +80,34 @@ def test_ranks_disjoint_equal_counts(mixed_model):
 
 def test_state_dict_resume(mixed_model):
     ds = SyntheticDataset(mixed_model, batch_size=8, n_batches=7, seed=5)
-    full = list(ds)
+    full = list(ds.batches())
     ds2 = SyntheticDataset(mixed_model, batch_size=8, n_batches=7, seed=5)
-    it = iter(ds2)
+    it = iter(ds2.batches())
     first = [next(it) for _ in range(3)]
     state = ds2.state_dict()
     assert state["index"] == 3
     ds3 = SyntheticDataset(mixed_model, batch_size=8, n_batches=7, seed=5)
     ds3.load_state_dict(state)
-    rest = list(ds3)
+    rest = list(ds3.batches())
     assert len(rest) == 4
     assert all(torch.equal(x, y) for x, y in zip(first + rest, full))
-    assert len(list(ds3)) == 7  # the next pass starts over
+    assert len(list(ds3.batches())) == 7  # the next pass starts over
     with pytest.raises(ValueError, match="seed"):
         SyntheticDataset(mixed_model, seed=6).load_state_dict(state)
 
 
 def test_epochs_differ_and_infinite(mixed_model):
     ds = SyntheticDataset(mixed_model, batch_size=8, n_batches=2, seed=0)
-    loader = EpochDataLoader(ds, batch_size=None)
+    loader = EpochDataLoader(ds.batches(), batch_size=None)
     e0, e1 = list(loader), list(loader)
     assert ds.epoch == 1 and not torch.equal(e0[0], e1[0])
     inf = SyntheticDataset(mixed_model, batch_size=4, seed=0)
-    it = iter(inf)
+    it = iter(inf.batches())
     assert len([next(it) for _ in range(20)]) == 20
     with pytest.raises(TypeError, match="infinite"):
         len(inf)
+    with pytest.raises(TypeError, match="batches"):  # a row DataLoader needs a length
+        next(iter(DataLoader(inf, batch_size=4)))
 
 
 def _exact_conditional(model, target_j, col_j, label):
@@ -98,7 +125,7 @@ def test_class_conditional_is_exact(adult_model):
     t, c = schema.index("income"), schema.index("relationship")
     ds = SyntheticDataset(adult_model, batch_size=20000, n_batches=1, target="income",
                           class_probs={">50K": 1.0})
-    b = next(iter(ds))
+    b = ds.batch(0)
     assert set(b) == {"x", "y"} and b["y"].dtype == torch.long
     assert (b["y"] == 1).all()
     rel = b["x"][:, c if c < t else c - 1].long().numpy()
@@ -108,8 +135,8 @@ def test_class_conditional_is_exact(adult_model):
     uncond = _exact_conditional(adult_model, t, c, 0)
     assert np.abs(exact - uncond).max() > 0.1  # the conditioning does something
 
-    bal = next(iter(SyntheticDataset(adult_model, batch_size=4000, n_batches=1,
-                                     target="income", class_probs="balanced")))
+    bal = SyntheticDataset(adult_model, batch_size=4000, n_batches=1, target="income",
+                           class_probs="balanced").batch(0)
     assert abs(bal["y"].float().mean().item() - 0.5) < 0.04
 
 

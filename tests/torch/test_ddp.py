@@ -44,5 +44,5 @@ def test_two_rank_ddp_draws_disjoint_reproducible_streams(tmp_path):
         expect = []
         for e in range(run.EPOCHS):
             ds.set_epoch(e)
-            expect += [run.digest(torch.as_tensor(b)) for b in ds]
+            expect += [run.digest(torch.as_tensor(b)) for b in ds.batches()]
         assert expect == list(rec["batches"])

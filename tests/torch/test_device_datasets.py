@@ -17,23 +17,26 @@ def _key(b):
 
 def test_device_stream_guarantees(mixed_model):
     ds = mixed_model.as_dataset(batch_size=16, n_batches=6, seed=3, device="cpu")
-    a = list(DataLoader(ds, batch_size=None, num_workers=2))
-    b = list(DataLoader(ds, batch_size=None, num_workers=0))
+    a = list(DataLoader(ds.batches(), batch_size=None, num_workers=2))
+    b = list(DataLoader(ds.batches(), batch_size=None, num_workers=0))
     assert len(a) == 6 and a[0].shape == (16, 5) and a[0].dtype == torch.float32
     assert len({_key(x) for x in a}) == 6
     assert all(torch.equal(x, y) for x, y in zip(a, b))  # any worker count, same stream
     ranks = [list(SyntheticDataset(mixed_model, batch_size=16, n_batches=6, seed=3, rank=r,
-                                   world_size=2, device="cpu")) for r in (0, 1)]
+                                   world_size=2, device="cpu").batches()) for r in (0, 1)]
     assert not {_key(x) for x in ranks[0]} & {_key(x) for x in ranks[1]}
     assert torch.equal(ranks[0][0], a[0])  # rank 0 of 2 starts like a single rank
     ds2 = mixed_model.as_dataset(batch_size=16, n_batches=6, seed=3, device="cpu")
     ds2.load_state_dict({"seed": 3, "epoch": 0, "index": 4})
-    assert all(torch.equal(x, y) for x, y in zip(list(ds2), a[4:]))  # resume mid-stream
+    assert all(torch.equal(x, y) for x, y in zip(list(ds2.batches()), a[4:]))  # resume
+    rows = torch.cat(list(DataLoader(ds, batch_size=10, num_workers=2)))  # rows, any grouping
+    assert torch.equal(rows, torch.cat(b))
 
 
 def test_device_batches_match_numpy_distribution(mixed_model):
-    dev = list(mixed_model.as_dataset(batch_size=2000, n_batches=2, seed=0, device="cpu"))
-    cpu = list(mixed_model.as_dataset(batch_size=2000, n_batches=2, seed=0))
+    dev = list(mixed_model.as_dataset(batch_size=2000, n_batches=2, seed=0,
+                                      device="cpu").batches())
+    cpu = list(mixed_model.as_dataset(batch_size=2000, n_batches=2, seed=0).batches())
     d, c = torch.cat(dev).numpy(), torch.cat(cpu).numpy()
     assert abs(d[:, 0].mean() - c[:, 0].mean()) < 0.1  # x1
     tv = 0.5 * np.abs(np.bincount(d[:, 2].astype(int), minlength=4)
@@ -44,13 +47,13 @@ def test_device_batches_match_numpy_distribution(mixed_model):
 def test_device_class_conditional(mixed_model):
     ds = SyntheticDataset(mixed_model, batch_size=4000, n_batches=1, seed=1, target="cat",
                           class_probs="balanced", device="cpu")
-    out = next(iter(ds))
+    out = ds.batch(0)
     y = out["y"]
     assert y.dtype == torch.long and out["x"].shape == (4000, 4)
     np.testing.assert_allclose(np.bincount(y.numpy(), minlength=4) / 4000, 0.25, atol=0.03)
     # x1 given the class follows the numpy class-conditional sampler
-    ref = next(iter(SyntheticDataset(mixed_model, batch_size=4000, n_batches=1, seed=1,
-                                     target="cat", class_probs="balanced")))
+    ref = SyntheticDataset(mixed_model, batch_size=4000, n_batches=1, seed=1, target="cat",
+                           class_probs="balanced").batch(0)
     for c in range(4):
         a, b = out["x"][y == c, 0].numpy(), ref["x"][ref["y"] == c, 0].numpy()
         assert abs(np.median(a) - np.median(b)) < 0.15
@@ -95,10 +98,13 @@ def test_tensor_encoder_same_on_tensors_and_arrays(mixed_model, mixed_df):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_batches(mixed_model):
     ds = mixed_model.as_dataset(batch_size=64, n_batches=3, seed=0, device="cuda")
-    a, b = list(ds), list(ds)
+    a, b = list(ds.batches()), list(ds.batches())
     assert a[0].device.type == "cuda" and all(torch.equal(x, y) for x, y in zip(a, b))
+    assert torch.equal(next(iter(DataLoader(ds, batch_size=64))), a[0])
     with pytest.raises(RuntimeError, match="num_workers=0"):
-        list(DataLoader(ds, batch_size=None, num_workers=1))
+        list(DataLoader(ds.batches(), batch_size=None, num_workers=1))
+    with pytest.raises(RuntimeError, match="num_workers=0"):
+        list(DataLoader(ds, batch_size=64, num_workers=1))
 
 
 @pytest.mark.parametrize("device", [None, "cpu"])
