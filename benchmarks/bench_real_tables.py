@@ -273,7 +273,7 @@ def main() -> int:
     raw = Path(__file__).resolve().parent / "results" / "real_tables.jsonl"
     raw.write_text("".join(json.dumps(c) + "\n" for c in cells))
     notes = ("Cells read `before → after`. `before`: the forestgen checkout given by --before "
-             "(main before issue 11); `after`: this checkout. C2ST AUC: 0.5 = indistinguishable. "
+             f"({args.before}); `after`: this checkout. C2ST AUC: 0.5 = indistinguishable. "
              "Held-out LL averages the rows of positive density; zero-density rows are counted "
              "in their own column. Out-of-support: share of synthetic rows with a numeric value "
              "outside the training range. Point-mass gap: see the module docstring. The machine "
