@@ -184,14 +184,14 @@ class CategoricalLeaf(LeafModel):
                 <= set(self.fitted_arrays)):
             raise ValueError(f"{name} needs arrays {sorted(self.fitted_arrays)} (or the legacy "
                              f"{sorted(LEGACY_ARRAYS)}), got {sorted(arrays)}")
-        base = arrays.get("base_")
-        if base is not None and (base.dtype.kind != "f" or base.shape != (k,) or not (
-                np.isfinite(base).all() and (base >= 0).all())):
-            raise ValueError(f"{name}.base_ must be {k} finite floats >= 0 (one per level)")
         shape = arrays["shape_"]
         if shape.dtype.kind != "i" or shape.tolist() != [n_leaves, k]:
             raise ValueError(f"{name}.shape_ must be [{n_leaves}, {k}] (leaves, levels) for a "
                              f"column with {k} levels, got {shape.tolist()}")
+        base = arrays.get("base_")
+        if base is not None and (base.dtype.kind != "f" or base.shape != (k,) or not (
+                np.isfinite(base).all() and (base >= 0).all())):
+            raise ValueError(f"{name}.base_ must be {k} finite floats >= 0 (one per level)")
         off, code, prob = arrays["offset_"], arrays["code_"], arrays["prob_"]
         rest, bits = arrays["rest_"], arrays["allowed_"]
         for nm, v in (("count_", arrays["count_"]), ("rest_", rest)):
