@@ -14,7 +14,11 @@ uniform leaves on the cell (``cell_uniform`` / ``uniform_levels``), so ``forest_
 ``leaf_log_weight_`` and ``leaf_models_`` describe the model *exactly* and every shared query is
 exact: ``log_prob`` (NaN entries marginalised), ``sample`` (cell ∝ ``R(C)``, then uniform: the
 fast form of the paper's star-node sampler, spec §3.2), conditional sampling, ``predict_proba``,
-``impute``, ``to_torch``, ``save``/``load``. The individual trees are kept in ``trees_``.
+``to_torch``, ``save``/``load``. The individual trees are kept in ``trees_``. :meth:`GFBoost.impute`
+follows the paper's walk over the trees, which backs off to a coarser region where the data run
+out (:mod:`~forestgen.learners.gf_backoff`; ``walk="exact"``: the exact conditional); for it
+the model keeps each training row's cell fragments and missing pattern (spec §1.6: a GF keeps
+its data).
 
 Measure convention of ``log_prob``: Lebesgue on continuous columns, counting on discrete ones
 (categorical, bool, ordinal integers); wide integer columns are numeric with each integer owning
@@ -198,6 +202,25 @@ class GFBoost(GenerativeForest):
         self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.cell_lo_, self.cell_hi_, self.cell_mask_ = lo, hi, mask.astype(bool)
         self.n_train_ = int(table.m_total)
+        self._keep_incomplete_rows(table, leaf_cell)
+
+    def _keep_incomplete_rows(self, table: CellTable, leaf_cell: np.ndarray) -> None:
+        """What the imputation walk needs of the training data (spec §1.6: a GF keeps its
+        data): every row fragment's leaf and weight (sorted by leaf), each row's missing
+        pattern, and the values of the rows with missing entries (to recognise a training row
+        being imputed and leave it out, spec §4.2)."""
+        rows, cells, w = table.row_fragments()
+        leaf_of_cell = np.full(table.n_cells, -1, np.int64)
+        held = np.flatnonzero(leaf_cell >= 0)
+        leaf_of_cell[leaf_cell[held]] = held
+        leaf = leaf_of_cell[cells]
+        order = np.lexsort((rows, leaf))
+        self.fragments_ = np.column_stack([rows[order], leaf[order]])
+        self.fragment_weight_ = w[order]
+        self.row_missing_ = np.isnan(table.Z)
+        incomplete = self.row_missing_.any(1)
+        self.incomplete_rows_ = table.Z[incomplete]
+        self.incomplete_ids_ = np.flatnonzero(incomplete)
 
     def cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Boxes and training masses ``R`` of the leaves of ``forest_`` (in leaf order): the
@@ -243,14 +266,128 @@ class GFBoost(GenerativeForest):
 
     # ------------------------------------------------------------------ imputation
     def impute(self, X, method: str = "max_density", n_imputations: int = 1,
-               random_state=None):
-        """Fill missing entries (paper §7.2): ``"max_density"`` (default) draws them uniformly
-        in the compatible cell of highest conditional density (ties at random); ``"sample"``
-        draws from the exact conditional; ``"expectation"``: conditional mean / mode."""
+               random_state=None, walk: str = "backoff", score: str = "exact",
+               within: str = "rows"):
+        """Fill missing entries (paper §7.2).
+
+        ``walk="backoff"`` (default): the paper's walk over the trees
+        (:mod:`~forestgen.learners.gf_backoff`): nodes on observed columns follow the row
+        and stop at a side without training mass (keeping the coarser region), nodes on missing
+        columns split the region; a training row being imputed is left out of the masses.
+        ``method="max_density"`` draws the missing entries uniformly in the region of highest
+        density (``score="exact"``: mass over the region's measure; ``"reference"``: over its
+        measure on the missing columns only, as the reference code; ties at random),
+        ``"sample"`` picks a region with probability proportional to its mass over its
+        measure on the observed columns (``"reference"``: to its mass), ``"expectation"`` the
+        mean / most probable level under those region probabilities.
+
+        ``walk="exact"``: the model's exact conditional (smoothing included):
+        ``"max_density"`` is a uniform draw in the compatible leaf of highest conditional
+        density, ``"sample"`` an exact conditional draw, ``"expectation"`` the conditional mean
+        / mode. Large forests put each training row in a cell of its own, where the exact
+        conditional of a masked training row is its own cell: the back-off walk avoids that.
+        """
         from forestgen.inference.api import impute
 
+        check_choice("walk", walk, ("backoff", "exact"))
+        check_choice("score", score, ("exact", "reference"))
+        check_choice("within", within, ("rows", "uniform"))
+        filler = None
+        if walk == "backoff":
+            def filler(Z, miss, meth, rng):
+                return self._backoff_fill(Z, miss, meth, rng, score, within)
         return impute(self, X, method=method, n_imputations=n_imputations,
-                      random_state=random_state)
+                      random_state=random_state, filler=filler)
+
+    def _backoff_fill(self, Z: np.ndarray, miss: np.ndarray, method: str,
+                      rng: np.random.Generator, score: str, within: str) -> np.ndarray:
+        from forestgen.learners.gf_backoff import (
+            backoff_regions,
+            log_measure,
+            piece_draw,
+            piece_mean,
+            region_pieces,
+        )
+
+        if not hasattr(self, "fragments_"):
+            raise ValueError("GFBoost.impute(walk='backoff') needs the training fragments, "
+                             "which this model (saved by an older version) lacks; refit it or "
+                             "use walk='exact'")
+        kind, nlev, nom_off = column_layout(self.encoder_.schema)[:3]
+        f = self.trees_
+        frow, fleaf = self.fragments_[:, 0], self.fragments_[:, 1]
+        fw = self.fragment_weight_
+        L = len(self.cell_mass_)
+        base = np.bincount(fleaf, weights=fw, minlength=L)
+        ptr = np.searchsorted(fleaf, np.arange(L + 1))
+        atoms = self._cell_atoms()
+        values = {j: v for j, (v, _) in atoms.items()}
+        same = self._incomplete_index()
+        cmask = np.ascontiguousarray(self.cell_mask_, np.uint8)
+        data = (frow, fleaf, fw, ptr, self.row_missing_, (self.cell_lo_, self.cell_hi_, cmask))
+        args = (f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
+                f.right.astype(np.int64), f.cat_off, f.cat_left, f.roots.astype(np.int64),
+                np.ascontiguousarray(self.cell_hi_), cmask)
+        box = (self.box_lo_, self.box_hi_)
+        out = Z.copy()
+        for i in np.flatnonzero(miss.any(1)):
+            x = Z[i].copy()
+            mass, own = base, same.get(_row_key(x), ())
+            if len(own):  # the imputed training row itself is left out
+                sel = np.isin(frow, own)
+                mass = base.copy()
+                np.subtract.at(mass, fleaf[sel], fw[sel])
+                mass[mass < 1e-9] = 0.0
+            R, lo, hi, mask, pool, start, count = backoff_regions(x, *args, mass, nom_off,
+                                                                  nlev, *box)
+            if not len(R):  # no training mass at all: the whole box
+                R, lo, hi = np.ones(1), self.box_lo_[None, :], self.box_hi_[None, :]
+                mask = np.ones((1, cmask.shape[1]), np.uint8)
+                pool, start, count = np.zeros(0, np.int64), np.zeros(1, np.int64), \
+                    np.zeros(1, np.int64)
+            cols = np.flatnonzero(miss[i])
+            lw = np.log(R)
+            if score == "exact":
+                lw -= log_measure(lo, hi, mask, np.flatnonzero(~np.isnan(x)), kind, nom_off,
+                                  nlev, *box)
+            p = np.exp(lw - lw.max())
+            dens = lw - log_measure(lo, hi, mask, cols, kind, nom_off, nlev, *box)
+            parts = [(j,) for j in cols] if method == "expectation" else [tuple(cols)]
+            for use in parts:  # pieces informed on these columns
+                preg, pin, plo, phi, pmask, share = region_pieces(
+                    R, lo, hi, mask, pool, start, count, data, own, use, atoms, within)
+                if method == "expectation":
+                    w = p[preg] * pin
+                    out[i, use[0]] = piece_mean(use[0], w / w.sum(), plo, phi, pmask, share,
+                                                values, kind, nom_off, nlev)
+                    continue
+                cand = np.unique(preg)
+                if method == "max_density":
+                    d = dens[cand]
+                    best = cand[d >= d.max() - 1e-12 * abs(d.max())]
+                    r = int(best[rng.integers(len(best))])
+                else:
+                    r = int(cand[_pick(p[cand], rng)])
+                ps = np.flatnonzero(preg == r)
+                k = int(ps[_pick(pin[ps], rng)])
+                drawn = piece_draw(plo[k], phi[k], pmask[k], cols, kind, nom_off, nlev,
+                                   {j: a[k] for j, a in share.items()}, values, rng)
+                for j, v in drawn.items():
+                    out[i, j] = v
+        return out
+
+    def _incomplete_index(self) -> dict:
+        """Encoded training rows with missing entries -> their row ids."""
+        out: dict = {}
+        for k, r in zip(self.incomplete_ids_, self.incomplete_rows_):
+            out.setdefault(_row_key(r), []).append(int(k))
+        return out
+
+    def _cell_atoms(self) -> dict:
+        """``{column: (atoms, shares [leaves, atoms])}`` of numeric columns with point
+        masses (their leaves are :class:`~forestgen.leaves.point_mass.PointMassLeaf`)."""
+        return {j: (np.asarray(lm.atoms, float), lm.mass_)
+                for j, lm in enumerate(self.leaf_models_) if hasattr(lm, "atoms")}
 
     # ------------------------------------------------------------------ persistence
     def _extra_arrays(self):
@@ -260,6 +397,9 @@ class GFBoost(GenerativeForest):
             if hasattr(self, k):
                 out[k[:-1]] = getattr(self, k)
         out.update(self.trees_.to_arrays("trees."))
+        for k in _DATA_ARRAYS:
+            if hasattr(self, k + "_"):
+                out[k] = getattr(self, k + "_")
         return out
 
     def _extra_meta(self):
@@ -276,8 +416,27 @@ class GFBoost(GenerativeForest):
         for k in ("cell_lo", "cell_hi", "cell_mask", "cell_mass"):
             if k in arrays:
                 setattr(self, k + "_", arrays[k])
+        for k in _DATA_ARRAYS:
+            if k in arrays:
+                setattr(self, k + "_", arrays[k])
         if "cell_mass" not in arrays:  # files before smoothing: leaf weights are the masses
             self.cell_mass_ = np.exp(self.leaf_log_weight_)
+
+
+def _row_key(x: np.ndarray) -> bytes:
+    """Hashable key of an encoded row (NaN entries compare equal)."""
+    nan = np.isnan(x)
+    return nan.tobytes() + np.where(nan, 0.0, x).tobytes()
+
+
+_DATA_ARRAYS = ("fragments", "fragment_weight", "row_missing", "incomplete_rows",
+                "incomplete_ids")
+
+
+def _pick(w: np.ndarray, rng: np.random.Generator) -> int:
+    """An index drawn with probability proportional to ``w``."""
+    c = np.cumsum(w)
+    return min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), len(w) - 1)
 
 
 def _tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[TreeRecord]:
