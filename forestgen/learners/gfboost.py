@@ -56,6 +56,7 @@ from forestgen.learners.rfde import (
     fit_cell_leaves,
     root_box,
 )
+from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
@@ -203,6 +204,37 @@ class GFBoost(GenerativeForest):
         self.cell_lo_, self.cell_hi_, self.cell_mask_ = lo, hi, mask.astype(bool)
         self.n_train_ = int(table.m_total)
         self._keep_incomplete_rows(table, leaf_cell)
+        self._point_masses(schema, table.Z)
+
+    def _point_masses(self, schema, Z: np.ndarray) -> None:
+        """Cells with point-mass components: a numeric column with atoms (values holding a
+        large share of the rows, ``ColumnSpec.atoms``, e.g. zero inflation) gets in every
+        cell the share of the cell's training weight at each atom
+        (:class:`~forestgen.leaves.point_mass.PointMassLeaf` over the uniform leaf), so
+        samples, densities (counting measure at the atoms) and imputations keep the spikes
+        that a uniform cell would smear. The share is of the leaf's whole weight: fragments
+        of rows missing the column (uniform over it, spec §2.7) count as its continuous
+        part; the smoothing component has the column's overall atom shares (so a held-out
+        row at an atom keeps a positive density in an empty region)."""
+        rows, leaf = self.fragments_[:, 0], self.fragments_[:, 1]
+        L = len(self.cell_mass_)
+        eps = self.smoothing_
+        fw = (1.0 - eps) * self.fragment_weight_ / self.fragment_weight_.sum()
+        uniform = np.maximum(np.exp(self.leaf_log_weight_) - (1.0 - eps) * self.cell_mass_, 0)
+        for j, spec in enumerate(schema.columns):
+            if not spec.atoms or spec.is_discrete:
+                continue
+            xj = Z[rows, j]
+            seen = ~np.isnan(xj)
+            share = [float(fw[seen & (xj == a)].sum() / fw[seen].sum()) for a in spec.atoms]
+            rest = 1.0 - sum(share)
+            # box_lo_ lies below every value: a stand-in for the continuous part
+            x = np.r_[np.where(seen, xj, self.box_lo_[j]), np.full(L, self.box_lo_[j]),
+                      np.repeat(spec.atoms, L)]
+            w = np.r_[fw, rest * uniform, np.concatenate([a * uniform for a in share])]
+            lv = np.r_[leaf, np.tile(np.arange(L), 1 + len(share))]
+            pm = PointMassLeaf(base=self.leaf_models_[j], atoms=spec.atoms)
+            self.leaf_models_[j] = pm.fit_masses(x, lv, L, w)
 
     def _keep_incomplete_rows(self, table: CellTable, leaf_cell: np.ndarray) -> None:
         """What the imputation walk needs of the training data (spec §1.6: a GF keeps its
@@ -250,6 +282,7 @@ class GFBoost(GenerativeForest):
             if lm.discrete:
                 logu += np.log(lm.support_size() / lm.n_levels)
             else:
+                lm = getattr(lm, "base_", lm)  # a point-mass column: its uniform part
                 logu += np.log((lm.hi_ - lm.lo_) / (self.box_hi_[j] - self.box_lo_[j]))
         return np.exp(logu)
 

@@ -478,11 +478,20 @@ def test_held_out_rows_have_finite_sensible_density():
     lv = box_log_volume(m.schema_, m.box_lo_, m.box_hi_)
     inside = np.isfinite(m.log_prob(test, floor=None))
     assert inside.mean() > 0.9
-    assert np.all(lp[inside] >= math.log(m.smoothing_) - lv - 1e-9)
-    # complete rows where q_G was positive: exactly (1 - ε) q_G + ε / μ(X)
-    both = np.isfinite(lp0) & test.notna().all(axis=1).to_numpy()
-    assert np.allclose(lp[both], np.logaddexp(math.log(1 - 1e-3) + lp0[both],
-                                              math.log(1e-3) - lv))
+    # the smoothing component: uniform on the box; the point-mass column "spike" (zeros)
+    # keeps the training share of zeros in each region's uniform part, so rows off the atom
+    # get ε (1 - share) / μ(X) from it, rows at the atom a positive probability
+    assert m.schema_["spike"].atoms == [0.0]
+    share = float((train["spike"].dropna() == 0).mean())
+    off = (test["spike"] != 0).to_numpy() & test["spike"].notna().to_numpy()
+    unif = math.log(m.smoothing_) - lv + math.log(1 - share)
+    assert np.all(lp[inside & off] >= unif - 1e-9)
+    assert np.isfinite(m.log_prob(test, floor=None)[~off & test["spike"].notna().to_numpy()]).all()
+    # complete training rows off the atom: exactly (1 - ε) q_G + ε (1 - share) / μ(X)
+    tr = train[train.notna().all(axis=1) & (train["spike"] != 0)]
+    assert len(tr) > 5
+    assert np.allclose(m.log_prob(tr), np.logaddexp(
+        math.log(1 - 1e-3) + exact.log_prob(tr, floor=None), unif))
     # "auto" (Good-Turing) puts more weight on the uniform and fits held-out rows better
     auto = GFBoost(n_trees=20, n_iter=100, smoothing="auto", random_state=0).fit(train)
     assert 1e-3 < auto.smoothing_ < 1
@@ -515,3 +524,31 @@ def test_missing_categorical_is_the_sum_over_its_levels():
     blank = rows.copy()
     blank["c"] = None
     assert np.allclose(m.log_prob(blank), np.logaddexp.reduce(parts, axis=0), atol=1e-10)
+
+
+def test_point_mass_zero_inflated_column():
+    """fair-like zero inflation: 60% of ``x`` is exactly 0; samples, the density (counting
+    measure at the atom) and imputations keep the spike."""
+    rng = np.random.default_rng(0)
+    n = 400
+    zero = rng.random(n) < 0.6
+    x = np.where(zero, 0.0, rng.exponential(2.0, n))
+    df = pd.DataFrame({"x": x, "y": x + rng.normal(0, 0.5, n),
+                       "c": np.where(zero, "a", rng.choice(["a", "b"], n))})
+    m = GFBoost(n_trees=8, n_iter=40, random_state=0).fit(df)
+    assert m.schema_["x"].atoms == [0.0]
+    share = zero.mean()
+    s = m.sample(20_000, random_state=1)
+    assert abs((s["x"] == 0).mean() - share) < 4 * math.sqrt(share * (1 - share) / 20_000)
+    # P(x = 0): the marginal at the atom is a probability (counting measure)
+    p0 = np.exp(m.log_prob(pd.DataFrame({"x": [0.0], "y": [np.nan], "c": [None]})))[0]
+    assert p0 == pytest.approx(share, abs=2e-3)
+    # in the rows with c = "b" (no zeros in the data) the model puts almost no zeros
+    sb = s[s["c"] == "b"]
+    assert (sb["x"] == 0).mean() < 0.05
+    # imputing x: the back-off walk draws the atom exactly
+    masked = df.copy()
+    masked.loc[::4, "x"] = np.nan
+    imp = m.impute(masked, random_state=0)
+    assert (imp["x"].to_numpy()[::4] == 0).mean() > 0.3
+    assert m.cell_risk() > 0
