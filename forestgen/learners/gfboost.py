@@ -655,7 +655,7 @@ class EOGT(GFBoost):
         return bool(np.all((x[k] >= 0) & (x[k] < self._layout[1][k]) & (x[k] == np.round(x[k]))))
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
-        from forestgen.sampling.star import StarNodeSampler, draw_uniform
+        from forestgen.sampling.star import approx_sample, draw_uniform
         from forestgen.validation import as_generator
 
         self._check_fitted()
@@ -665,8 +665,7 @@ class EOGT(GFBoost):
         kind, nlev, nom_off = self._layout
         uni = rng.random(int(n)) < self.smoothing_
         out = np.empty((int(n), len(self.box_lo_)))
-        sampler = StarNodeSampler(geo, kind, branch="approx", order="iterative")
-        out[~uni] = sampler.draw(int((~uni).sum()), rng)
+        out[~uni] = approx_sample(geo, kind, int((~uni).sum()), rng)
         r0 = self.trees_.roots[0]
         for i in np.flatnonzero(uni):
             out[i] = draw_uniform(geo.lo[r0], geo.hi[r0], geo.mask[r0], kind, nom_off, nlev,

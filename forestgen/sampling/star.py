@@ -18,8 +18,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit, prange
 
 from forestgen.tree.arrays import ForestArrays
+from forestgen.tree.cells import unit_hash
 
 
 class TreeGeometry:
@@ -304,3 +306,101 @@ def approx_regions(g: TreeGeometry, x: np.ndarray, box_lo, box_hi, budget: int =
     if not out_lp:
         return empty
     return np.array(out_lp), np.array(out_lo), np.array(out_hi), np.array(out_mask)
+
+
+def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws of EOGT's iterative-order law (the star-node walk with branching (8), then a
+    uniform draw in the final region), compiled: the same law as
+    ``StarNodeSampler(g, kind, branch="approx")``. Every uniform number comes from a
+    counter-based hash of one seed drawn from ``rng`` and the (row, draw) index, so results do
+    not depend on the thread count."""
+    f = g.forest
+    seed = int(rng.integers(0, 2**63 - 1))
+    return _approx_sample_kernel(
+        int(n), seed, f.feature.astype(np.int64), f.threshold.astype(np.float64),
+        f.left.astype(np.int64), f.right.astype(np.int64), f.cat_off.astype(np.int64),
+        f.cat_left.astype(np.uint8), f.roots.astype(np.int64), g.weight.astype(np.float64),
+        g.lo, g.hi, g.mask.astype(np.uint8), np.asarray(kind, np.int64),
+        g.nom_off.astype(np.int64), g.nlev.astype(np.int64))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat_left, roots,
+                          weight, nlo, nhi, nmask, kind, nom_off, nlev):
+    d = nlo.shape[1]
+    out = np.empty((n, d))
+    r0 = roots[0]
+    for i in prange(n):
+        lo = nlo[r0].copy()
+        hi = nhi[r0].copy()
+        mask = nmask[r0].copy()
+        k = 0
+        for t in range(roots.shape[0]):
+            node = roots[t]
+            while feature[node] >= 0:
+                j = feature[node]
+                a = left[node]
+                b = right[node]
+                s_reg = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
+                                    mask)
+                s_node = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev,
+                                     nlo[node], nhi[node], nmask[node])
+                w = weight[node]
+                al = (weight[a] / w) * s_reg / s_node if s_node > 0 else 0.0
+                ar = (weight[b] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
+                q = al / (al + ar) if al + ar > 0 else 0.0
+                go_left = unit_hash(seed, i, k) < q
+                k += 1
+                if cat_off[node] >= 0:
+                    o = nom_off[j]
+                    for v in range(nlev[j]):
+                        if (cat_left[cat_off[node] + v] == 1) != go_left:
+                            mask[o + v] = 0
+                elif go_left:
+                    hi[j] = min(hi[j], threshold[node])
+                else:
+                    lo[j] = max(lo[j], threshold[node])
+                node = a if go_left else b
+        for j in range(d):
+            u = unit_hash(seed, i, k)
+            k += 1
+            if kind[j] == 2:
+                o = nom_off[j]
+                cnt = 0
+                for v in range(nlev[j]):
+                    cnt += mask[o + v]
+                pick = min(int(u * cnt), cnt - 1)
+                for v in range(nlev[j]):
+                    if mask[o + v]:
+                        if pick == 0:
+                            out[i, j] = v
+                            break
+                        pick -= 1
+            elif kind[j] == 1:
+                a0 = math.floor(lo[j]) + 1
+                cnt = math.floor(hi[j]) - a0 + 1
+                out[i, j] = a0 + min(int(u * cnt), cnt - 1)
+            else:
+                out[i, j] = lo[j] + (hi[j] - lo[j]) * u
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask):
+    """Share of a region's extent on column ``j`` that ``node`` sends left (as
+    :meth:`TreeGeometry.left_share`)."""
+    if cat_off[node] >= 0:
+        o = nom_off[j]
+        tot = 0
+        a = 0
+        for v in range(nlev[j]):
+            if mask[o + v]:
+                tot += 1
+                if cat_left[cat_off[node] + v] == 1:
+                    a += 1
+        return a / tot if tot > 0 else 0.0
+    x0 = lo[j]
+    x1 = hi[j]
+    if x1 <= x0:
+        return 0.0
+    return min(1.0, max(0.0, (threshold[node] - x0) / (x1 - x0)))

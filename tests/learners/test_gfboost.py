@@ -325,6 +325,14 @@ def test_eogt_sampler_matches_its_density():
     keep = p > 0
     assert obs[~keep].sum() == 0
     assert stats.chisquare(obs[keep], p[keep] * N).pvalue > 1e-3
+    # the Python star-node walk (the reference oracle) draws the same law
+    kind, nlev, nom_off, _ = column_layout(m.schema_)
+    geo = TreeGeometry(m.trees_, m.box_lo_, m.box_hi_, nom_off, nlev)
+    P = StarNodeSampler(geo, kind, branch="approx").draw(3000, np.random.default_rng(5))
+    ix = np.searchsorted(edges[0], P[:, 0], side="left") - 1
+    iy = np.searchsorted(edges[1], P[:, 1], side="left") - 1
+    obs = np.bincount(ix * len(my) + iy, minlength=len(p))
+    assert stats.chisquare(obs[keep], p[keep] * 3000).pvalue > 1e-3
 
 
 def test_eogt_single_tree_equals_gf():
@@ -339,7 +347,8 @@ def test_eogt_unsupported_queries_raise():
     for call in (m.to_torch, lambda: m.sample(2, conditions={"b": True}),
                  lambda: m.log_prob(mixed().head(2), conditions={"b": True}),
                  lambda: m.expect("a")):
-        with pytest.raises(NotImplementedError, match="EOGT"):
+        with pytest.raises(NotImplementedError, match="EOGT.*'(torch|conditional_sample|"
+                           "conditional_log_prob|expect)' queries"):
             call()
 
 
@@ -427,16 +436,19 @@ def test_grid100_candidates_and_thread_count():
     # a root split on the continuous column sits on the 100-point grid of the box
     k = (root_thr - lo) / (hi - lo) * 101
     assert np.allclose(k, np.round(k)) and len(a) > 0
+    e = EOGT(n_trees=3, n_iter=15).fit(df)  # its compiled star-node sampler runs in parallel
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        lp1, s1 = m.log_prob(df), m.sample(50, random_state=3)
+        lp1, s1, e1 = m.log_prob(df), m.sample(50, random_state=3), e.sample(300, random_state=3)
         numba.set_num_threads(max(2, before))
-        lp2, s2 = m.log_prob(df), m.sample(50, random_state=3)
+        lp2, s2, e2 = m.log_prob(df), m.sample(50, random_state=3), e.sample(300, random_state=3)
     finally:
         numba.set_num_threads(before)
     assert np.array_equal(lp1, lp2)
     pd.testing.assert_frame_equal(s1, s2)
+    pd.testing.assert_frame_equal(e1, e2)
+    assert not e1.equals(e.sample(300, random_state=4))
 
 
 @pytest.mark.parametrize("missing", ["fractional", "random_hard"])
