@@ -303,6 +303,8 @@ def timing_part(args) -> str:
     rows = []
     grid_ = [(1000, 200, 500), (2000, 200, 500), (len(full), 200, 500),
              (len(full), 200, 250), (len(full), 200, 1000), (len(full), 500, 2000)]
+    if args.grid:
+        grid_ = [tuple(int(v) for v in cell.split(":")) for cell in args.grid.split(",")]
     masked = mcar(full, 0.2, np.random.default_rng(0))
     for n, T, J in grid_:
         df = full.sample(n, random_state=0) if n < len(full) else full
@@ -310,7 +312,7 @@ def timing_part(args) -> str:
             if args.quick and J > 1000:
                 continue
             rows.append(_time_one(cls, df, "complete", T, J))
-    for miss in ("fractional", "random_hard"):  # training rows with 20 % MCAR cells
+    for miss in ("fractional", "random_hard") if not args.grid else ():  # 20 % MCAR cells
         rows.append(_time_one(GFBoost, masked, f"20% MCAR, {miss}", 200, 500, missing=miss))
     return "\n\n".join(["## timing: abalone, fit and 1000 samples", md_table(
         ["model", "rows", "table", "T", "J", "fit s", "sample 1000 s", "cells"], rows,
@@ -340,6 +342,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.2)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--tag", default="", help="suffix of the results file name")
+    ap.add_argument("--grid", default="", help="timing cells rows:T:J,... (default: the full "
+                    "grid and the MCAR training rows; rows >= table size: all rows)")
     args = ap.parse_args()
     # warm-up: compile the kernels outside the timings
     warm = ring(np.random.default_rng(0), 200)
