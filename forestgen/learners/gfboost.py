@@ -519,10 +519,12 @@ class EOGT(GFBoost):
     density, with missing entries marginalised by walking both branches of every node on a
     missing column (:func:`~forestgen.sampling.star.approx_regions`; a row needing more than
     ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
-    :meth:`predict_proba` and :meth:`predict` use the same compatible regions. Conditions,
-    ``expect`` and ``to_torch`` raise ``NotImplementedError``. ``forest_`` holds the same trees
-    with each leaf's reach probability and a uniform leaf (so each tree alone is a generative
-    tree, and ``save``/``load`` work); it is not the EOGT's law for ``T > 1``.
+    :meth:`predict_proba`, :meth:`predict` and conditions given as values (conditional
+    :meth:`sample` and :meth:`log_prob`, exact) use the same compatible regions. Conditions
+    with ranges or level sets, ``expect`` and ``to_torch`` raise ``NotImplementedError``.
+    ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
+    each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
+    for ``T > 1``.
     """
 
     model_family = INTERSECTION
@@ -533,8 +535,10 @@ class EOGT(GFBoost):
 
     @property
     def capabilities(self) -> frozenset:
-        """``log_prob`` (with NaN marginals), ``sample``, ``impute`` and ``predict``."""
-        return frozenset({"log_prob", "marginal", "sample", "impute", "predict"})
+        """``log_prob`` (with NaN marginals), ``sample``, ``impute``, ``predict`` and
+        conditions given as values (``conditional_sample``, ``conditional_log_prob``)."""
+        return frozenset({"log_prob", "marginal", "sample", "impute", "predict",
+                          "conditional_sample", "conditional_log_prob"})
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
@@ -674,9 +678,80 @@ class EOGT(GFBoost):
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
                missing=True):
-        if conditions is not None:
-            self.require("conditional_sample")
-        return super().sample(n, random_state)
+        """``n`` rows of EOGT's law; with ``conditions`` (values, a dict or a DataFrame of
+        per-row values), exact draws from its conditional: a compatible region with
+        probability proportional to its weight on the evidence, then uniform in it (as
+        ``impute(method="sample")``). Ranges and level sets raise ``NotImplementedError``."""
+        if conditions is None:
+            return super().sample(n, random_state)
+        from forestgen.sampling.star import draw_uniform
+        from forestgen.validation import as_generator
+
+        self._check_fitted()
+        if on_empty not in ("raise", "unconditional"):
+            raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
+        E, per_row, index = self._point_evidence(conditions, "conditional_sample", n)
+        if not per_row:
+            check_int("n", n, 0)
+            E = np.repeat(E, int(n), axis=0)
+        rng = as_generator(random_state)
+        kind, nlev, nom_off = self._layout
+        out = np.empty_like(E)
+        first, inverse = self._row_keys(E)  # rows with the same regions are walked once
+        for u, i0 in enumerate(first):
+            x = E[i0]
+            rows = np.flatnonzero(inverse == u)
+            reg = self._regions(x)
+            if reg is None:
+                raise ValueError(f"EOGT conditional_sample: the evidence needs more than "
+                                 f"max_regions={self.max_regions} regions")
+            for i in rows:
+                pick = self._choose(x, reg, "sample", rng)
+                if pick is None:
+                    if on_empty == "raise":
+                        raise ValueError(f"EOGT conditional_sample: the evidence of row {i} "
+                                         f"has probability zero")
+                    out[i] = self.sample_encoded(1, rng)[0]
+                    continue
+                out[i] = np.where(np.isnan(E[i]), draw_uniform(*pick, kind, nom_off, nlev,
+                                                               rng), E[i])
+        df = self.encoder_.inverse_transform(constrain(out, self.schema_))
+        if index is not None:
+            df.index = index
+        return df
+
+    def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
+        """Log density of EOGT's law (module notes of :class:`GFBoost` on the measure); with
+        ``conditions`` (values), ``log p(x_free | evidence)`` exactly, as the ratio of two
+        marginals of the law (NaN entries marginalised)."""
+        if conditions is None:
+            return super().log_prob(X, floor=floor)
+        self._check_fitted()
+        Zx = self._encode(X, missing_columns="nan")
+        E, per_row, _ = self._point_evidence(conditions, "conditional_log_prob", None)
+        if not per_row:
+            E = np.repeat(E, len(Zx), axis=0)
+        elif len(E) != len(Zx):
+            raise ValueError(f"per-row conditions have {len(E)} rows but X has {len(Zx)}")
+        given = ~np.isnan(E)
+        log_e = self.log_prob_encoded(E)
+        if np.isneginf(log_e).any():
+            raise ValueError(f"EOGT conditional_log_prob: the evidence of row "
+                             f"{int(np.argmax(np.isneginf(log_e)))} has probability zero")
+        return self.log_prob_encoded(np.where(given, E, Zx)) - log_e
+
+    def _point_evidence(self, conditions, query: str, n):
+        """Encoded evidence values ``[rows, d]`` (NaN: free), whether they are per row, and
+        the index of a DataFrame of conditions."""
+        from forestgen.inference.conditions import parse_conditions
+
+        ev, per_row = parse_conditions(self, conditions)
+        if ev.interval_active().any() or any(a.any() for a, _ in ev.sets.values()):
+            raise NotImplementedError(f"EOGT {query}: conditions must be values; ranges and "
+                                      f"level sets are not supported by this learner")
+        if per_row and n is not None and n != ev.m:
+            raise ValueError(f"with per-row conditions n must be None or {ev.m}, got {n!r}")
+        return ev.point, per_row, conditions.index if per_row else None
 
     # ------------------------------------------------------------------ region queries
     def _choose(self, x: np.ndarray, reg, method: str, rng) -> tuple | None:

@@ -344,12 +344,40 @@ def test_eogt_single_tree_equals_gf():
 
 def test_eogt_unsupported_queries_raise():
     m = EOGT(n_trees=2, n_iter=4).fit(mixed())
-    for call in (m.to_torch, lambda: m.sample(2, conditions={"b": True}),
-                 lambda: m.log_prob(mixed().head(2), conditions={"b": True}),
-                 lambda: m.expect("a")):
-        with pytest.raises(NotImplementedError, match="EOGT.*'(torch|conditional_sample|"
-                           "conditional_log_prob|expect)' queries"):
+    for call in (m.to_torch, lambda: m.expect("a")):
+        with pytest.raises(NotImplementedError, match="EOGT.*'(torch|expect)' queries"):
             call()
+    for call, query in ((lambda: m.sample(2, conditions={"a": (0, 1)}), "conditional_sample"),
+                        (lambda: m.log_prob(mixed().head(2), conditions={"a": (0, 1)}),
+                         "conditional_log_prob")):
+        with pytest.raises(NotImplementedError, match=f"EOGT {query}: conditions must be"):
+            call()
+
+
+def test_eogt_conditions_on_values_are_exact():
+    rng = np.random.default_rng(2)
+    n = 300
+    a = rng.normal(size=n)
+    df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n)})
+    m = EOGT(n_trees=3, n_iter=15).fit(df)
+    (ma, mb), (wa, wb) = _eogt_grid(m)
+    v = float(df["a"].iloc[0])
+    G = pd.DataFrame({"a": 0.0, "b": mb})  # "a" in X is ignored: the evidence gives it
+    lp = m.log_prob(G, conditions={"a": v})
+    assert np.sum(np.exp(lp) * wb) == pytest.approx(1.0, abs=1e-9)  # a density in b
+    joint = m.log_prob(G.assign(a=v))
+    assert np.allclose(lp, joint - m.log_prob(pd.DataFrame({"a": [v], "b": [np.nan]}))[0])
+    # draws: "a" fixed, "b" distributed as the conditional density (chi-square on the grid)
+    s = m.sample(3000, conditions={"a": v}, random_state=1)
+    assert (s["a"] == v).all()
+    edges = np.r_[mb - wb / 2, mb[-1] + wb[-1] / 2]
+    obs = np.bincount(np.searchsorted(edges, s["b"], side="left") - 1, minlength=len(mb))
+    p = np.exp(lp) * wb
+    keep = p > 0
+    assert obs[~keep].sum() == 0
+    assert stats.chisquare(obs[keep], p[keep] * 3000).pvalue > 1e-3
+    per_row = m.sample(conditions=df[["a"]].head(5), random_state=0)
+    assert np.allclose(per_row["a"], df["a"].head(5)) and list(per_row.index) == list(range(5))
 
 
 def _eogt_grid(m, cols=(0, 1)):
