@@ -273,6 +273,9 @@ def impute_part(args) -> str:
         rng = np.random.default_rng(args.seed + rep)
         masked = mcar(full, args.rate, rng)
         cands = imputers(masked, rep, rng)
+        if args.only:
+            cands = {k: v for k, v in cands.items()
+                     if any(part in k for part in args.only.split(","))}
         for name, fn in cands.items():
             t0 = time.perf_counter()
             imp, model = fn()
@@ -342,6 +345,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.2)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--tag", default="", help="suffix of the results file name")
+    ap.add_argument("--only", default="", help="impute: comma list of substrings of the "
+                    "method names to run (default: all)")
     ap.add_argument("--grid", default="", help="timing cells rows:T:J,... (default: the full "
                     "grid and the MCAR training rows; rows >= table size: all rows)")
     args = ap.parse_args()
