@@ -535,10 +535,10 @@ class EOGT(GFBoost):
 
     @property
     def capabilities(self) -> frozenset:
-        """``log_prob`` (with NaN marginals), ``sample``, ``impute``, ``predict`` and
-        conditions given as values (``conditional_sample``, ``conditional_log_prob``)."""
-        return frozenset({"log_prob", "marginal", "sample", "impute", "predict",
-                          "conditional_sample", "conditional_log_prob"})
+        """``log_prob`` (with NaN marginals), ``sample``, ``impute`` and ``predict``.
+        Conditions given as values are answered too (:meth:`sample`, :meth:`log_prob`), but
+        the ``conditional_*`` capabilities are not declared: ranges and level sets are not."""
+        return frozenset({"log_prob", "marginal", "sample", "impute", "predict"})
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
