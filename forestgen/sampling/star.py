@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from forestgen.parallel import parallel_kernel
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.cells import unit_hash
 
@@ -313,7 +314,8 @@ def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np
     uniform draw in the final region), compiled: the same law as
     ``StarNodeSampler(g, kind, branch="approx")``. Every uniform number comes from a
     counter-based hash of one seed drawn from ``rng`` and the (row, draw) index, so results do
-    not depend on the thread count."""
+    not depend on the thread count (a fork- and thread-safe parallel kernel,
+    :func:`~forestgen.parallel.parallel_kernel`)."""
     f = g.forest
     seed = int(rng.integers(0, 2**63 - 1))
     return _approx_sample_kernel(
@@ -324,7 +326,7 @@ def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np
         g.nom_off.astype(np.int64), g.nlev.astype(np.int64))
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@parallel_kernel
 def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat_left, roots,
                           weight, nlo, nhi, nmask, kind, nom_off, nlev):
     d = nlo.shape[1]
