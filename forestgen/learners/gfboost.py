@@ -420,7 +420,7 @@ class GFBoost(GenerativeForest):
         """``{column: (atoms, shares [leaves, atoms])}`` of numeric columns with point
         masses (their leaves are :class:`~forestgen.leaves.point_mass.PointMassLeaf`)."""
         return {j: (np.asarray(lm.atoms, float), lm.mass_)
-                for j, lm in enumerate(self.leaf_models_) if hasattr(lm, "atoms")}
+                for j, lm in enumerate(self.leaf_models_) if isinstance(lm, PointMassLeaf)}
 
     # ------------------------------------------------------------------ persistence
     def _extra_arrays(self):
