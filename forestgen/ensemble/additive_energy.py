@@ -72,16 +72,6 @@ def slice_scratch(depth, nc, nv):
             np.empty((depth + 2, nc), np.uint8), np.empty(nv + 1))
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _push(st_node, st_lo, st_hi, st_mi, sp, node, lo, hi, mi):
-    """Push a child reached by codes ``lo..hi`` (and the missing code if ``mi``) unless it is
-    reached by none; returns the new stack size."""
-    if lo <= hi or mi == 1:
-        st_node[sp], st_lo[sp], st_hi[sp], st_mi[sp] = node, lo, hi, mi
-        return sp + 1
-    return sp
-
-
 @njit(cache=True, nogil=True)
 def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
               cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff, out):
@@ -136,8 +126,13 @@ def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, 
                 nl = nan_left[node]
                 llo, lhi, lmi = lo, min(hi, th), mi if nl == 1 else 0
                 rlo, rhi, rmi = max(lo, th + 1), hi, mi if nl == 0 else 0
-                sp = _push(st_node, st_lo, st_hi, st_mi, sp, left[node], llo, lhi, lmi)
-                sp = _push(st_node, st_lo, st_hi, st_mi, sp, right[node], rlo, rhi, rmi)
+                # pushed in place: a helper here (even inlined) made the Gibbs sweep 1.6x slower
+                if llo <= lhi or lmi == 1:
+                    st_node[sp], st_lo[sp], st_hi[sp], st_mi[sp] = left[node], llo, lhi, lmi
+                    sp += 1
+                if rlo <= rhi or rmi == 1:
+                    st_node[sp], st_lo[sp], st_hi[sp], st_mi[sp] = right[node], rlo, rhi, rmi
+                    sp += 1
                 continue
             if f < 0:
                 v = value[node]
