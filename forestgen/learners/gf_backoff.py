@@ -27,6 +27,8 @@ import math
 import numpy as np
 from numba import njit
 
+from forestgen.tree.node_ops import in_bag
+
 
 @njit(cache=True, nogil=True)
 def _cell_left(c, node, j, threshold, cat_off, cat_left, is_nom, nom_off, nlev, chi, cmask):
@@ -52,16 +54,8 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
     d = x.shape[0]
     n_nom = cmask.shape[1]
     T = roots.shape[0]
-    n = 0
-    for c in range(mass.shape[0]):
-        if mass[c] > 0:
-            n += 1
-    pool = np.empty(n, np.int64)
-    q = 0
-    for c in range(mass.shape[0]):
-        if mass[c] > 0:
-            pool[q] = c
-            q += 1
+    pool = in_bag(mass)  # the cells of positive training mass
+    n = pool.shape[0]
     cap = max(n, 1)
     st_start = np.empty(cap, np.int64)
     st_count = np.empty(cap, np.int64)
