@@ -17,7 +17,7 @@ from pandas.api import types as pdt
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
 from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_python_scalar
 
-__all__ = ["TableEncoder", "infer_kind"]
+__all__ = ["TableEncoder", "infer_kind", "time_scalar_to_seconds"]
 
 _MAX_DECIMALS = 8
 #: a value holding at least this share of a sparse integer column's rows is a point mass
@@ -167,6 +167,25 @@ def _seconds_to_time(vals: np.ndarray, dtype: Any) -> Any:
     return out.astype(dtype).array
 
 
+def time_scalar_to_seconds(value: Any, dtype_str: str) -> float | None:
+    """One datetime/timedelta value (a Timestamp, ``datetime``, ``np.datetime64``, ISO string or
+    ``Timedelta``) in the encoded units of a column of dtype ``dtype_str`` (seconds since the
+    epoch, UTC, or seconds); None when the column is not a time column. A naive value given
+    for a time-zone-aware column is read in the column's time zone."""
+    dtype = _str_to_dtype(dtype_str)
+    if not _is_time_dtype(dtype):
+        return None
+    if pdt.is_timedelta64_dtype(dtype):
+        return pd.Timedelta(value).total_seconds()
+    ts = pd.Timestamp(value)
+    tz = getattr(dtype, "tz", None)
+    if tz is not None:
+        ts = ts.tz_localize(tz) if ts.tzinfo is None else ts.tz_convert(tz)
+    elif ts.tzinfo is not None:
+        ts = ts.tz_convert("UTC").tz_localize(None)
+    return float(_time_to_seconds(pd.Series([ts]))[0])
+
+
 def _to_float(series: pd.Series, name: Any) -> np.ndarray:
     """Numeric values of ``series`` as float64 with NaN for missing; validates content.
     Datetimes / timedeltas are seconds (since the epoch, UTC)."""
@@ -229,6 +248,18 @@ def _decimals(values: np.ndarray) -> int | None:
         rest = rest[~ok]
         if rest.size == 0:
             return d
+    return None
+
+
+_TIME_STEPS = (86400.0, 3600.0, 60.0)  # a day, an hour, a minute, in seconds
+
+
+def _time_step(seconds: np.ndarray) -> float | None:
+    """The coarsest of a day, an hour or a minute that every value is a whole multiple of
+    (dates stay dates); None when values carry finer time."""
+    for step in _TIME_STEPS:
+        if np.all(np.mod(seconds, step) == 0):
+            return step
     return None
 
 
@@ -319,7 +350,8 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                                   has_missing=has_missing)
             return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
                               decimals=_decimals(obs), has_missing=has_missing,
-                              atoms=_atoms(uniq, counts, obs.size, series.dtype))
+                              atoms=_atoms(uniq, counts, obs.size, series.dtype),
+                              step=_time_step(obs) if _is_time_dtype(series.dtype) else None)
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)
@@ -600,7 +632,7 @@ class TableEncoder:
     def _decode(z: np.ndarray, spec: ColumnSpec) -> Any:
         missing = np.isnan(z)
         if not spec.is_discrete:
-            vals = z if spec.decimals is None else np.round(z, spec.decimals)
+            vals = spec.to_grid(z)
             return _cast_numeric(vals, spec.dtype)
         k = spec.n_levels
         codes = np.clip(np.rint(np.where(missing, 0.0, z)), 0, k - 1).astype(np.int64)

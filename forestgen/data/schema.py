@@ -68,6 +68,9 @@ class ColumnSpec:
     constraints (:mod:`forestgen.data.metadata`) that decoded values always satisfy.
     ``atoms`` are the point masses of a numeric column (values holding >= 10% of its rows,
     e.g. zero inflation): leaves model them exactly (:mod:`forestgen.leaves.point_mass`).
+    ``decimals`` and ``step`` put decoded values on a grid: multiples of ``10**-decimals`` for
+    numbers, multiples of ``step`` seconds for a datetime/timedelta column whose training values
+    all fall on whole days, hours or minutes (so dates stay dates).
     """
 
     name: Any
@@ -83,6 +86,7 @@ class ColumnSpec:
     range_max: float = math.inf
     nullable: bool = True
     atoms: list | None = None
+    step: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -110,6 +114,24 @@ class ColumnSpec:
         """True for discrete columns whose levels are numbers (ordinal integers and floats)."""
         return self.is_discrete and self.kind in ("integer", "continuous")
 
+    @property
+    def has_grid(self) -> bool:
+        """True when decoded values of this numeric column lie on a grid (``decimals``/``step``)."""
+        return not self.is_discrete and (self.step is not None or self.decimals is not None)
+
+    def to_grid(self, x: np.ndarray, how: str = "nearest") -> np.ndarray:
+        """``x`` (encoded units) moved to the column's grid: the ``nearest`` grid point, or the
+        one below (``floor``) or above (``ceil``). Columns without a grid return ``x``."""
+        op = {"nearest": np.round, "floor": np.floor, "ceil": np.ceil}[how]
+        if self.step is not None:
+            return op(x / self.step) * self.step
+        if self.decimals is None:
+            return x
+        if how == "nearest":
+            return np.round(x, self.decimals)
+        q = 10.0 ** self.decimals
+        return np.round(op(x * q) / q, self.decimals)
+
     def to_dict(self) -> dict:
         """JSON-serialisable representation (label types are preserved)."""
         return {
@@ -128,6 +150,7 @@ class ColumnSpec:
             "range_max": _float_to_json(self.range_max),
             "nullable": bool(self.nullable),
             "atoms": None if self.atoms is None else [repr(float(a)) for a in self.atoms],
+            "step": None if self.step is None else float(self.step),
         }
 
     @classmethod
@@ -148,6 +171,7 @@ class ColumnSpec:
             range_max=float(d.get("range_max", math.inf)),
             nullable=bool(d.get("nullable", True)),
             atoms=None if d.get("atoms") is None else [float(a) for a in d["atoms"]],
+            step=None if d.get("step") is None else float(d["step"]),
         )
 
 

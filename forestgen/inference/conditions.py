@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame"]
@@ -180,6 +181,14 @@ def _level_mask(spec: ColumnSpec, levels: Iterable) -> np.ndarray:
 
 
 def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
+    if not _is_missing(value) and not isinstance(value, (int, float, np.number)):
+        try:  # a datetime / timedelta column takes times (Timestamp, ISO string, Timedelta)
+            t = time_scalar_to_seconds(value, spec.dtype)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"column {spec.name!r} holds times; {what} {value!r} is not "
+                             f"a time ({err})") from None
+        if t is not None:
+            value = t
     value = to_python_scalar(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool)):
         raise ValueError(f"column {spec.name!r} is numeric ({spec.kind}); {what} {value!r} "

@@ -2,7 +2,8 @@
 
 Synthetic values are kept inside the observed range of each numeric column (so non-negative
 columns stay non-negative and a constant column stays constant), and a column whose training
-values have at most a few decimals is drawn on that grid: the value is snapped to a grid point
+values have at most a few decimals (or a datetime column holding whole days, hours or minutes) is
+drawn on that grid: the value is snapped to a grid point
 that the chosen leaf (and any interval condition) still contains, so decoding never moves a
 sample into a region of zero density or out of the requested interval. Intervals are closed,
 ``low <= x <= high``, for every column kind (see :mod:`forestgen.inference`).
@@ -34,9 +35,9 @@ def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
     a = np.where(outside, want_lo, a)
     b = np.where(outside, want_hi, b)
     x = lm.sample(leaf, rng, lo=np.nextafter(a, -np.inf), hi=b)
-    if spec.decimals is None:
+    if not spec.has_grid:
         return x
-    return snap_to_grid(x, int(spec.decimals), a, b, lambda v: _in_leaf(lm, leaf, v))
+    return snap_to_grid(x, spec, a, b, lambda v: _in_leaf(lm, leaf, v))
 
 
 def _in_leaf(lm, leaf: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -49,16 +50,15 @@ def _in_leaf(lm, leaf: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.isfinite(lm.log_prob(leaf, v))
 
 
-def snap_to_grid(x: np.ndarray, decimals: int, lo: np.ndarray, hi: np.ndarray,
+def snap_to_grid(x: np.ndarray, spec, lo: np.ndarray, hi: np.ndarray,
                  inside) -> np.ndarray:
-    """Move each ``x`` to a multiple of ``10**-decimals`` in ``[lo, hi]`` where ``inside``
-    (a vectorised predicate) holds: the nearest one, else the grid point below or above.
-    Entries with no such neighbour keep ``x`` (the leaf holds no grid point)."""
-    q = 10.0 ** decimals
+    """Move each ``x`` to a point of ``spec``'s grid (:meth:`ColumnSpec.to_grid`) in
+    ``[lo, hi]`` where ``inside`` (a vectorised predicate) holds: the nearest one, else the grid
+    point below or above. Entries with no such neighbour keep ``x`` (the leaf holds no grid
+    point)."""
     out = x.copy()
     todo = np.ones(len(x), bool)
-    for cand in (np.round(x, decimals), np.round(np.floor(x * q) / q, decimals),
-                 np.round(np.ceil(x * q) / q, decimals)):
+    for cand in (spec.to_grid(x), spec.to_grid(x, "floor"), spec.to_grid(x, "ceil")):
         ok = todo & (cand >= lo) & (cand <= hi)
         if ok.any():
             idx = np.flatnonzero(ok)

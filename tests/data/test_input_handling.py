@@ -74,6 +74,45 @@ def test_datetime_and_timedelta_columns_round_trip_with_time_zone():
     assert s["when"].min() >= df["when"].min() and s["took"].max() <= df["took"].max()
 
 
+@pytest.fixture(scope="module")
+def dated():
+    """Whole dates (one per row, a few per day, like a field log) and hourly readings."""
+    rng = np.random.default_rng(3)
+    day = pd.to_datetime("2007-11-09") + pd.to_timedelta(rng.integers(0, 700, 240), unit="D")
+    hour = pd.to_datetime("2020-01-01", utc=True) + pd.to_timedelta(rng.integers(0, 500, 240),
+                                                                     unit="h")
+    return pd.DataFrame({"day": day, "hour": hour.tz_convert("Europe/Berlin"),
+                         "x": rng.normal(size=240).round(2)})
+
+
+@pytest.mark.parametrize("learner", ["ARF", "DEF", "RFDE", "GFBoost"])
+def test_dates_stay_dates_and_take_time_conditions(dated, learner):
+    """A column of whole dates is sampled as whole dates (hours stay whole hours), and interval
+    conditions on it take Timestamps or ISO strings, honoured after decoding (issue 11)."""
+    model = getattr(fg, learner)(random_state=0).fit(dated)
+    assert model.encoder_.schema["day"].step == 86400.0
+    assert model.encoder_.schema["hour"].step == 3600.0
+    s = model.sample(300, random_state=1)
+    assert (s["day"].dt.normalize() == s["day"]).all()
+    assert (s["hour"].dt.floor("h") == s["hour"]).all() and str(s["hour"].dt.tz) == "Europe/Berlin"
+    lo, hi = pd.Timestamp("2008-03-01"), pd.Timestamp("2008-03-15")
+    c = model.sample(200, conditions={"day": (lo, hi)}, random_state=2)["day"]
+    assert c.between(lo, hi).all() and (c.dt.normalize() == c).all()
+    c = model.sample(50, conditions={"day": ("2008-03-01", None)}, random_state=2)["day"]
+    assert (c >= lo).all()
+    lp = model.log_prob(dated.head(5), conditions={"day": dated["day"].iloc[0]})
+    assert np.isfinite(lp).all()
+
+
+def test_a_bad_time_condition_names_the_column(dated):
+    model = fg.ARF(n_trees=5, random_state=0).fit(dated)
+    with pytest.raises(ValueError, match="'day' holds times.*'soon' is not a time"):
+        model.sample(5, conditions={"day": ("soon", None)})
+    assert model.encoder_.schema["x"].step is None  # numbers keep their decimals grid
+    spec = model.encoder_.schema["day"]
+    assert type(spec).from_dict(spec.to_dict()) == spec  # saved with the model
+
+
 def test_ordered_categoricals_are_ordinal(natural):
     model = fg.ARF(n_trees=20, random_state=0).fit(natural)
     spec = model.encoder_.schema["cut"]
