@@ -71,7 +71,8 @@ PEER_GENERATORS = [
 #: are not counted as forestgen entries in the ranking.
 ABLATIONS = {
     "arf": [{"n_trees": 30}, {"min_node_size": 5}, {"alpha": 0.1},
-            {"n_trees": 30, "min_node_size": 5}],  # R arf's settings on this leaderboard
+            {"n_trees": 30, "min_node_size": 5},  # R arf's settings on this leaderboard
+            {"prior_strength": 0.0}, {"prior_strength": 1.0}],  # the leaf prior (issue 11)
 }
 
 #: Reduced settings of a forestgen learner in the quick run (its defaults with ``--full``), each
