@@ -8,6 +8,11 @@ lam ** |v - x|`` carries to it from the leaf's rows (restricted to the levels th
 all gaps together take at most 5% of the leaf), then renormalises: a gap scores within a few
 nats of its neighbours instead of at the floor, while the levels seen in training keep at least
 95% of their shares (spikes such as a 40-hour week are not smoothed away).
+
+Storage stays that of :class:`~forestgen.leaves.categorical.CategoricalLeaf`: a leaf lists the
+levels seen in it and the gap levels that received mass; its other allowed levels keep the
+shared prior share ``rest_ * base_`` (renormalised), so a marginal prior, which gives every
+allowed level mass, costs no dense leaf x level table.
 """
 
 from __future__ import annotations
@@ -65,28 +70,35 @@ class OrdinalKernelLeaf(CategoricalLeaf):
         gap = np.bincount(codes[(codes >= 0) & (codes < k)], minlength=k) == 0
         if not gap.any():
             return self
-        # dense [rows, k] blocks of a fixed budget while smoothing (leaves are independent)
+        # dense [rows, k] blocks of a fixed budget while smoothing (leaves are independent);
+        # stored sparse again: the leaf's listed levels and its gap levels with mass are listed,
+        # its other allowed levels keep the shared prior share rest_ * base_ (renormalised)
         L = len(self.rest_)
         step = max(1, LEVEL_BUDGET // k)
-        offset, codes_out, probs_out, bits = [np.zeros(1, np.int64)], [], [], []
+        seg = np.repeat(np.arange(L), np.diff(self.offset_))
+        offset, codes_out, probs_out = [np.zeros(1, np.int64)], [], []
+        rest = self.rest_.copy()
         for s in range(0, L, step):
-            pmf = self._smoothed(s, min(L, s + step), gap, cell.allowed)
-            e_leaf, e_code = np.nonzero(pmf)
-            offset.append(np.searchsorted(e_leaf, np.arange(1, len(pmf) + 1)) + offset[-1][-1])
+            e = min(L, s + step)
+            pmf, tot = self._smoothed(s, e, gap, cell.allowed)
+            keep = gap[None, :] & (pmf > 0)
+            a, b = self.offset_[s], self.offset_[e]
+            keep[seg[a:b] - s, self.code_[a:b]] = True
+            e_leaf, e_code = np.nonzero(keep)
+            offset.append(np.searchsorted(e_leaf, np.arange(1, e - s + 1)) + offset[-1][-1])
             codes_out.append(e_code)
             probs_out.append(pmf[e_leaf, e_code])
-            bits.append(np.packbits(pmf > 0, axis=1, bitorder="little"))
+            rest[s:e] = np.where(tot > 0, rest[s:e] / np.where(tot > 0, tot, 1.0), rest[s:e])
         self.offset_ = np.concatenate(offset).astype(np.int64)
         self.code_ = np.concatenate(codes_out).astype(np.int32)
         self.prob_ = np.concatenate(probs_out).astype(np.float64)
-        self.rest_ = np.zeros(L)
-        self.allowed_ = np.concatenate(bits)
-        self.shape_ = np.asarray((L, k), np.int64)
+        self.rest_ = rest
         return self
 
     def _smoothed(self, s: int, e: int, gap: np.ndarray, allowed: np.ndarray | None
-                  ) -> np.ndarray:
-        """The gap-filled, renormalised pmf of leaves ``s:e`` as a dense ``[e - s, k]``."""
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The gap-filled, renormalised pmf of leaves ``s:e`` as a dense ``[e - s, k]`` and
+        each leaf's mass before renormalising ``[e - s]``."""
         base = self.probs(np.arange(s, e))
         fill = np.where(gap[None, :], ordinal_kernel_smooth(base, float(self.bandwidth)),
                         0.0)
@@ -100,4 +112,4 @@ class OrdinalKernelLeaf(CategoricalLeaf):
         if allowed is not None:
             pmf *= allowed
         tot = pmf.sum(1, keepdims=True)
-        return np.where(tot > 0, pmf / np.where(tot > 0, tot, 1.0), base)
+        return np.where(tot > 0, pmf / np.where(tot > 0, tot, 1.0), base), tot[:, 0]
