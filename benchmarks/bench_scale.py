@@ -172,6 +172,8 @@ def main() -> None:
                     help="git commit of the 'before' column (default: before issue 15)")
     ap.add_argument("--no-wide", action="store_true",
                     help="skip the fit with a 100-level integer column")
+    ap.add_argument("--adult-only", action="store_true",
+                    help="only the adult fits (memory); writes results/scale_adult.md")
     args = ap.parse_args()
     cap = args.cap_gb * 1024
 
@@ -195,13 +197,14 @@ def main() -> None:
             print(f"[{ver}] {key}: {r}", file=sys.stderr, flush=True)
 
         path = str(work / f"{ver}_mixed.fgm")
-        go("fit", "fit", {"rows": args.rows, "wide": False, "save": path})
-        if not args.no_wide:
+        if not args.adult_only:
+            go("fit", "fit", {"rows": args.rows, "wide": False, "save": path})
+        if not args.no_wide and not args.adult_only:
             go("fit_wide", "fit", {"rows": args.rows, "wide": True})
         for b in args.adult_trees:
             if adult.exists():
                 go(f"adult{b}", "adult", {"trees": b, "csv": str(adult)})
-        if "error" not in res[ver]["fit"] and "killed_at_mib" not in res[ver]["fit"]:
+        if not args.adult_only and not {"error", "killed_at_mib"} & set(res[ver]["fit"]):
             go("load", "load", {"path": path})
             go("queries", "queries", {"path": path, "nan_rows": args.nan_rows,
                                       "cond_rows": args.cond_rows,
@@ -232,7 +235,7 @@ def main() -> None:
         return "-" if v is None else fmt.format(v)
 
     gb = "{:.2f}"
-    rows_spec = [
+    rows_spec = [] if args.adult_only else [
         (f"fit {args.rows:,} rows: wall s", "fit", "fit_s", "{:.0f}", 1),
         ("  peak RSS GB", "fit", "peak_mib", gb, 1 / 1024),
         ("  leaves", "fit", "leaves", "{:,.0f}", 1),
@@ -251,7 +254,7 @@ def main() -> None:
         rows_spec += [(f"adult, {b} trees: peak RSS GB", f"adult{b}", "peak_mib", gb, 1 / 1024),
                       ("  discrete leaf tables GB", f"adult{b}", "discrete_mib", gb, 1 / 1024),
                       ("  fit wall s", f"adult{b}", "fit_s", "{:.0f}", 1)]
-    rows_spec += [
+    rows_spec += [] if args.adult_only else [
         ("log_prob, rows with NaN: rows/s", "queries", "nan_logprob_rows_s", "{:,.0f}", 1),
         ("sample(conditions=DataFrame), 2 columns given: rows/s", "queries", "cond2_rows_s",
          "{:,.1f}", 1),
@@ -278,7 +281,8 @@ def main() -> None:
         "Raw: " + json.dumps(res),
     ]
     cmd = "nice -n 10 python benchmarks/bench_scale.py " + " ".join(sys.argv[1:])
-    print(write_result("scale", "Scale on one machine (issue 15)", sections, command=cmd))
+    name = "scale_adult" if args.adult_only else "scale"
+    print(write_result(name, "Scale on one machine (issue 15)", sections, command=cmd))
 
 
 if __name__ == "__main__":

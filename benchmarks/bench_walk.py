@@ -66,6 +66,10 @@ res["cond"], out["cond_interval"] = rate(
     lambda: m.sample(conditions=cond, random_state=0), len(cond))
 res["lpc"], out["logprob_conditions"] = rate(lambda: m.log_prob(ev, conditions=cond), len(ev))
 res["lp"], out["nan_logprob"] = rate(lambda: m.log_prob(q), len(q))
+for name, cols in (("cond2", ["x0", "c0"]), ("cond8", ["x0", "x1", "x2", "i0", "i1", "c0",
+                                                       "c1", "c2"])):
+    res[name], out[name] = rate(lambda: m.sample(conditions=ev[cols], random_state=0), len(ev))
+    res[name].to_pickle(args["dump"] + f"_{name}.pkl")
 np.save(args["dump"] + "_lpc.npy", res["lpc"])
 np.save(args["dump"] + "_lp.npy", res["lp"])
 print("RESULT " + json.dumps(out), flush=True)
@@ -88,6 +92,7 @@ def main() -> None:
     ap.add_argument("--cond-rows", type=int, default=200)
     ap.add_argument("--nan-rows", type=int, default=3000)
     ap.add_argument("--reference", default="a519121", help="git commit of the 'before' code")
+    ap.add_argument("--name", default="walk", help="results/<name>.md")
     args = ap.parse_args()
     import numpy as np
 
@@ -109,9 +114,16 @@ def main() -> None:
         fin = np.isfinite(a)
         same[k] = (f"{np.max(np.abs(a[fin] - b[fin])):.1e}"
                    if np.array_equal(fin, np.isfinite(b)) else "different support")
+    import pandas as pd
+
+    for k in ("cond2", "cond8"):
+        a, b = (pd.read_pickle(work / f"{v}_{k}.pkl") for v in ("before", "after"))
+        same[f"{k} draws identical"] = str(a.equals(b))
     labels = {"cond_interval": "sample(conditions=) with intervals and level sets",
               "logprob_conditions": "log_prob(conditions=) with intervals and level sets",
-              "nan_logprob": "log_prob, rows with NaN"}
+              "nan_logprob": "log_prob, rows with NaN",
+              "cond2": "sample(conditions=DataFrame), 2 of 10 columns given (values)",
+              "cond8": "sample(conditions=DataFrame), 8 of 10 columns given (values)"}
     table = [[labels[k], f"{res['before'][k]:,.1f}", f"{res['after'][k]:,.1f}",
               f"{res['after'][k] / res['before'][k]:.1f}x"] for k in labels]
     sections = [
@@ -119,11 +131,12 @@ def main() -> None:
         "threads are not counted); the machine was shared and loaded. Both versions load the "
         f"same {args.rows:,}-row ARF model file.",
         md_table(["query", f"before ({args.reference})", "after", "after / before"], table),
-        "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob): "
+        "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
+        "whether the conditional draws are identical: "
         + json.dumps(same),
     ]
     cmd = "nice -n 10 python benchmarks/bench_walk.py " + " ".join(sys.argv[1:])
-    print(write_result("walk", "Evidence-pruned tree walk (issue 15)", sections, command=cmd))
+    print(write_result(args.name, "Evidence-pruned tree walk (issue 15)", sections, command=cmd))
 
 
 if __name__ == "__main__":

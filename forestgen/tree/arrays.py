@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from forestgen.tree.kernels import apply_kernel, boxes_kernel, walk_kernel
+from forestgen.tree.kernels import apply_kernel, boxes_kernel, walk_kernel, walk_once_kernel
 from forestgen.tree.record import TreeRecord
 
 WALK_BLOCK = 256  # rows per block of the parallel tree walk (fewer when a call has few rows)
@@ -188,13 +188,18 @@ class ForestArrays:
         return apply_kernel(X, *self._args(), self.roots, self.node_leaf)
 
     def reach(self, X: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None,
-              sets: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+              sets: dict | None = None, per_row: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """CSR ``(ptr, leaves)`` of all leaves consistent with each row, NaN = unknown.
 
         Optional evidence prunes the walk where ``X`` is NaN: interval evidence ``(lo, hi]``
         (``[n, d]``, NaN ``lo`` = none) and level sets ``sets[j] = (active [n], mask [n, k])``
         skip every subtree whose cell they exclude, so only leaves with non-zero evidence mass
         are listed (Numba, parallel over rows, same result at any thread count).
+
+        ``per_row``: an expected bound on the mean number of leaves a row reaches; the leaves
+        are then listed in one walk instead of two (counting, then filling), with the same
+        result (if a block of rows overflows the bound, the two-pass walk runs).
         """
         X = np.ascontiguousarray(X, dtype=np.float64)
         n, d = X.shape
@@ -218,8 +223,13 @@ class ForestArrays:
                 parts.append(np.broadcast_to(mk, (n, mk.shape[1])))
             smask = np.ascontiguousarray(np.concatenate(parts, axis=1), bool)
         block = max(1, min(WALK_BLOCK, -(-n // 16)))  # >= 16 blocks to share among threads
-        return walk_kernel(X, lo_a, hi_a, sact, smask, soff, sk, *self._args(), self.roots,
-                           self.node_leaf, max_nodes, block)
+        args = (X, lo_a, hi_a, sact, smask, soff, sk, *self._args(), self.roots,
+                self.node_leaf, max_nodes, block)
+        if per_row is not None:
+            ptr, leaf, ok = walk_once_kernel(*args, int(min(max(per_row, 1), self.n_leaves)))
+            if ok:
+                return ptr, leaf
+        return walk_kernel(*args)
 
     def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None,
                      lo: np.ndarray | None = None, hi: np.ndarray | None = None,
@@ -235,16 +245,20 @@ class ForestArrays:
         rows = np.arange(len(X)) if rows is None else np.asarray(rows, np.int64)
         max_step = max(1, budget // max(self.n_trees, 1))
         step = max(1, budget // max(self.n_leaves, 1))
+        bound = self.n_leaves  # first chunk: no row reaches more than every leaf
         i = 0
         while i < len(rows):
             idx = rows[i : i + step]
             sub = None if not sets else {j: (a[idx], mk[idx] if len(mk) == len(X) else mk)
                                           for j, (a, mk) in sets.items()}
             ptr, leaf = self.reach(X[idx], None if lo is None else lo[idx],
-                                   None if hi is None else hi[idx], sub)
+                                   None if hi is None else hi[idx], sub, per_row=bound)
             yield idx, ptr, leaf
             i += len(idx)
             per_row = max(len(leaf) / len(idx), 1.0)
+            # one walk while each block of rows stays within 4x the mean so far (else two);
+            # its buffer holds at most 4 * budget pairs
+            bound = int(np.ceil(4 * per_row))
             step = int(min(max_step, 2 * len(idx), max(1.0, budget / per_row)))
 
     def boxes(self, d: int, nominal_levels: np.ndarray) -> LeafBoxes:

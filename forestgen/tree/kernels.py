@@ -98,7 +98,7 @@ def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold,
         node = stack[sp]
         f = feature[node]
         if f < 0:
-            if write:
+            if write and pos < out.shape[0]:
                 out[pos] = node_leaf[node]
             pos += 1
             continue
@@ -164,6 +164,64 @@ def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, 
                                         threshold, nan_left, left, right, cat_off, cat_left,
                                         n_levels, node_leaf, stack, out, pos[i - r0], True)
     return ptr, out
+
+
+@parallel_kernel
+def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, left,
+                     right, cat_off, cat_left, n_levels, roots, node_leaf, max_nodes, block,
+                     cap):
+    """:func:`walk_kernel`'s output in one walk instead of two, given ``cap``, a bound on the
+    mean number of leaves per row within each block: every block walks tree-major into a
+    buffer of ``cap`` pairs per row, reorders it row by row (stable, so each row keeps the
+    tree and depth-first order), and the blocks are then copied to their CSR offsets. Returns
+    ``(ptr, leaves, ok)``; ``ok`` is False (and the result unusable) if a block overflowed.
+    """
+    n = X.shape[0]
+    B = roots.shape[0]
+    n_blocks = (n + block - 1) // block
+    counts = np.zeros(n, np.int64)
+    buf = np.empty(n * cap, np.int32)
+    fail = np.zeros(n_blocks, np.bool_)
+    for blk in prange(n_blocks):
+        stack = np.empty(max_nodes + 2, np.int64)
+        r0 = blk * block
+        r1 = min(n, r0 + block)
+        bcap = (r1 - r0) * cap
+        lleaf = np.empty(bcap, np.int32)
+        lrow = np.empty(bcap, np.int32)
+        nb = 0
+        for b in range(B):
+            for i in range(r0, r1):
+                end = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
+                                threshold, nan_left, left, right, cat_off, cat_left, n_levels,
+                                node_leaf, stack, lleaf, nb, True)
+                for q in range(nb, min(end, bcap)):
+                    lrow[q] = i - r0
+                counts[i] += end - nb
+                nb = end
+        if nb > bcap:
+            fail[blk] = True
+            continue
+        cur = np.empty(r1 - r0, np.int64)
+        acc = r0 * cap
+        for i in range(r0, r1):
+            cur[i - r0] = acc
+            acc += counts[i]
+        for q in range(nb):
+            buf[cur[lrow[q]]] = lleaf[q]
+            cur[lrow[q]] += 1
+    ptr = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        ptr[i + 1] = ptr[i] + counts[i]
+    if fail.any():
+        return ptr, np.empty(0, np.int32), False
+    out = np.empty(ptr[n], np.int32)
+    for blk in prange(n_blocks):
+        r0 = blk * block
+        r1 = min(n, r0 + block)
+        m = ptr[r1] - ptr[r0]
+        out[ptr[r0]: ptr[r0] + m] = buf[r0 * cap: r0 * cap + m]
+    return ptr, out, True
 
 
 @njit(cache=True, nogil=True)

@@ -140,3 +140,42 @@ def test_segment_gumbel_argmax_draws_in_proportion():
     np.testing.assert_allclose(np.bincount(picks[:, 0], minlength=3) / 4000,
                                [0.2 / 0.7, 0.5 / 0.7, 0.0], atol=0.03)
     np.testing.assert_allclose(np.mean(picks[:, 2] == 4), 0.9, atol=0.02)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_walk_listing_equals_two_walks(model, evidence, threads):
+    """With a per-row bound the leaves are listed in one walk (tree-major per block, then
+    reordered row by row): the same CSR as counting then filling, at 1 and 2 threads; a bound
+    that a block overflows falls back to the two walks."""
+    f = model.forest_
+    X = np.ascontiguousarray(np.repeat(evidence.point, 20, axis=0))
+    lo, hi = np.repeat(evidence.lo, 20, axis=0), np.repeat(evidence.hi, 20, axis=0)
+    sets = {j: (np.repeat(a, 20), np.repeat(mk, 20, axis=0))
+            for j, (a, mk) in evidence.sets.items()}
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        ptr, leaf = f.reach(X, lo, hi, sets)
+        mean = len(leaf) / len(X)
+        assert np.diff(ptr).max() > 2 * mean  # rows differ: a tight bound overflows
+        for bound in (f.n_leaves, int(4 * mean), 2):
+            p2, l2 = f.reach(X, lo, hi, sets, per_row=bound)
+            np.testing.assert_array_equal(p2, ptr)
+            np.testing.assert_array_equal(l2, leaf)
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_chunked_posterior_equals_one_chunk(model, evidence):
+    """Small budgets make many chunks whose later ones are listed in one walk; the posterior
+    per row is the one of a single chunk."""
+    whole = np.empty(evidence.m)
+    for ch in iter_posterior(model, evidence):
+        whole[ch.rows] = ch.lognorm
+    parts = np.empty(evidence.m)
+    n_chunks = 0
+    for ch in iter_posterior(model, evidence, budget=200):
+        parts[ch.rows] = ch.lognorm
+        n_chunks += 1
+    assert n_chunks > 3
+    np.testing.assert_array_equal(parts, whole)
