@@ -9,7 +9,8 @@ rows outside the training range or with unseen levels are excluded for both, and
 
 Sampling protocols: the reference draws each row from its own chain of 100 Gibbs sweeps
 started at q0 (its default); forestgen is timed with that same protocol (``chains=n``,
-``burn_in=100``) and with its default (64 chains, 100 burn-in, a row every 10 sweeps).
+``burn_in=100``, ``start="q0"``) and with its default (64 chains started at final training-pool
+states, 10 burn-in sweeps, then a row per sweep).
 
 The reference runs in its own venv (``--peer-python``), through ``_peer_nrgboost.py``.
 Its NaN categoricals are given as a "?" level and bools as 0/1 (it corrupts / rejects those).
@@ -37,13 +38,16 @@ from forestgen.metrics import c2st  # noqa: E402
 
 PEER = Path(__file__).with_name("_peer_nrgboost.py")
 LL_NOTE = (
-    "Held-out log-likelihoods are estimates (log Z by importance sampling from each model's own "
-    "q0, same estimator for both) on test rows inside the training support. They are not "
-    "strictly comparable: the two packages bin differently (forestgen: up to 255 quantile bins "
-    "per numeric column and one level per integer value where dense; nrgboost: its own "
-    "quantisation, integer columns on unit bins), so the base measures differ and the values "
-    "are densities with respect to different discretisations of the same units. C2ST AUC "
-    "(lower is better, 0.5 = indistinguishable) is the like-for-like quality comparison.")
+    "Held-out log-likelihood (nats per row, test rows inside the training support): the same "
+    "estimator for both — log Z by importance sampling from each model's own q0 — and the same "
+    "units: numeric columns as densities per unit of the original column (each grid "
+    "log-probability minus the log width of its bin, in original units), discrete columns "
+    "(integers, categories, bools, the missing state) as probabilities, so the two numbers are "
+    "log densities of the same rows with respect to the same measure. The reference's "
+    "initial_model.predict(log=True) sums to the number of training rows over its grid (its "
+    "marginals are counts), so its importance-sampling log Z is short by log N; the harness "
+    "adds that constant, computed exactly per run (`ref log q0 norm`). C2ST AUC: lower is "
+    "better, 0.5 = indistinguishable.")
 
 
 def synthetic(n: int, seed: int = 0) -> pd.DataFrame:
@@ -183,6 +187,7 @@ def main() -> None:
                     help="a forestgen checkout: compare its NRGBoost with this one's (fit "
                          "time and bitwise outputs) instead of the reference package")
     ap.add_argument("--repeats", type=int, default=3, help="runs per side with --before")
+    ap.add_argument("--note", default="", help="a line for the results file (e.g. the load)")
     args = ap.parse_args()
     if args.out is None:
         args.out = "nrgboost_before_after" if args.before else "nrgboost"
@@ -197,6 +202,7 @@ def main() -> None:
 
     def save(rows, partial=True):  # after every row, so that a cut-off run keeps its results
         note = ["**Partial: the run was still going when this was written.**"] if partial else []
+        note += [args.note] if args.note else []
         write_result(args.out, "NRGBoost: forestgen vs nrgboost 0.0.3",
                      note + [md_table(headers, rows_all + rows), LL_NOTE] + sections)
 
@@ -243,7 +249,7 @@ def main() -> None:
             samp_def = time.perf_counter() - t0
             t0 = time.perf_counter()
             s_ind = m.sample(args.n_samples, random_state=1, chains=args.n_samples, burn_in=100,
-                             thin=1)
+                             thin=1, start="q0")
             samp_ind = time.perf_counter() - t0
             ll = m.log_prob(test_in)
             auc_def = c2st(test_in, s_def).auc
@@ -257,6 +263,9 @@ def main() -> None:
             if T in peer_trees:
                 with tempfile.TemporaryDirectory() as tmp:
                     r = run_peer(args, train, test_in, T, Path(tmp))
+                sections.append(f"{name}, {T} trees: the reference's q0 log-normaliser added to "
+                                f"its log Z = {r['log_q0_norm']:.3f} (log N = "
+                                f"{np.log(len(train)):.3f})")
                 pll = np.asarray(r["test_ll"])
                 row = [name, T, "nrgboost 0.0.3", r["fit_s"], float("nan"),
                        r["sample_s"] * 1000 / args.n_samples, float("nan"),

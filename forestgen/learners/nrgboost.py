@@ -63,6 +63,7 @@ from forestgen.validation import (
 
 MAX_ENUMERATION = 4096  # joint grid cells enumerated to marginalise unobserved columns
 MARGINAL_DRAWS = 4096  # q0 draws estimating a marginal over a larger unobserved grid
+CHAIN_STARTS = 256  # final training-pool states kept as starts of sampling chains
 
 
 @register("learner", "nrgboost")
@@ -80,12 +81,20 @@ class NRGBoost(GenerativeForest):
     pool_size : model samples ``M`` estimating ``Q`` (80,000; keep ``M ≳`` training rows).
     p_refresh : fraction of the pool dropped per round (0.1).
     gibbs_chains, gibbs_burn_in : training-pool Gibbs chains, started at training rows (16, 100).
+    persistent_chains : keep the training chains running across rounds, so that the burn-in is
+        paid once (True); False restarts them from training rows every round (official code).
     feature_fraction : columns drawn per node (1.0).
     max_bins : quantile bins per numeric column (255).
-    sample_chains, sample_burn_in, sample_thin : default :meth:`sample` protocol — rows are
-        read every ``thin`` sweeps from ``sample_chains`` parallel chains started at ``q0``
-        draws, after ``burn_in`` sweeps (64, 100, 10; the paper's ML-efficiency protocol).
-        Rows of one chain are correlated; ``sample(n, chains=n)`` gives independent chains.
+    sample_chains, sample_thin : default :meth:`sample` protocol — after their burn-in,
+        ``sample_chains`` parallel chains emit a row every ``thin`` sweeps (64, 1: one row per
+        sweep, as the training pool is drawn). Rows of one chain are correlated;
+        ``sample(n, chains=n)`` gives independent chains.
+    sample_start : where unconditional chains start: ``"training"`` (default) = states drawn
+        from the final training pool by their importance weights (approximate draws of the
+        model already), then ``sample_warm_burn_in`` sweeps (10); ``"q0"`` = exact ``q0``
+        draws, then ``sample_burn_in`` sweeps (100, the paper's protocol). Conditional
+        sampling, :meth:`expect` and :meth:`impute` start at ``q0`` with ``sample_burn_in``;
+        a model without training states (``truncated``) starts at ``q0``.
     normaliser : how ``log Z`` is estimated, a registry name (:mod:`forestgen.ensemble.
         normaliser`): ``None`` = the family's slot, ``"importance"`` (``n_normaliser_samples``
         ``q0`` draws); ``"ais"`` = annealed importance sampling (lower variance, slower).
@@ -108,9 +117,10 @@ class NRGBoost(GenerativeForest):
     def __init__(self, *, n_trees: int = 200, max_leaves: int = 256,
                  learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
                  uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
-                 gibbs_chains: int = 16, gibbs_burn_in: int = 100,
+                 gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
                  feature_fraction: float = 1.0, max_bins: int = 255, sample_chains: int = 64,
-                 sample_burn_in: int = 100, sample_thin: int = 10,
+                 sample_burn_in: int = 100, sample_thin: int = 1,
+                 sample_start: str = "training", sample_warm_burn_in: int = 10,
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
                  density_floor: float | None = 1e-5, splitter: Any = "energy",
                  random_state: Any = None, progress: bool = False):
@@ -126,12 +136,17 @@ class NRGBoost(GenerativeForest):
         check_int("max_bins", self.max_bins, 2)
         check_int("gibbs_burn_in", self.gibbs_burn_in, 0)
         check_int("sample_burn_in", self.sample_burn_in, 0)
+        check_int("sample_warm_burn_in", self.sample_warm_burn_in, 0)
+        if self.sample_start not in ("training", "q0"):
+            raise ValueError(f"sample_start must be 'training' or 'q0', got "
+                             f"{self.sample_start!r}")
         check_real("learning_rate", self.learning_rate, 0, 1, low_open=True)
         check_real("max_ratio", self.max_ratio, 1, low_open=True)
         check_real("uniform_mix", self.uniform_mix, 0, 1, low_open=True)
         check_real("p_refresh", self.p_refresh, 0, 1)
         check_real("feature_fraction", self.feature_fraction, 0, 1, low_open=True)
         check_bool("line_search", self.line_search)
+        check_bool("persistent_chains", self.persistent_chains)
         if self.normaliser is not None and self.normaliser not in registry.available(
                 "normaliser"):
             raise ValueError(f"normaliser must be one of {registry.available('normaliser')}, "
@@ -172,6 +187,7 @@ class NRGBoost(GenerativeForest):
         leaf = ConstantEnergyLeaf()
         pool = SamplePool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
                           n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
+                          persistent=self.persistent_chains,
                           sampler=self.component("sampler"))
         seeds = seed.spawn(n_rounds)
         bar = ProgressBar("NRGBoost", n_rounds, bool(self.progress), unit="rounds")
@@ -216,6 +232,8 @@ class NRGBoost(GenerativeForest):
         bar.close(f"{energy.trees.n_trees} trees")
         self.log_z_tracker_ = log_z
         self.pool_ = pool
+        self.chain_start_ = (pool.states(energy, CHAIN_STARTS, np.random.default_rng(seed))
+                             if len(pool.codes) else None)
 
     def truncated(self, n_trees: int) -> NRGBoost:
         """A copy using only the first ``n_trees`` trees (e.g. the best validation round,
@@ -233,6 +251,7 @@ class NRGBoost(GenerativeForest):
         rounds = getattr(self, "rounds_", [])[:n_trees]
         out.log_z_tracker_ = rounds[-1]["log_z"] if rounds else 0.0
         out.rounds_ = rounds
+        out.chain_start_ = None  # the training states sample the full model: start at q0
         return out
 
     def _estimate_log_z(self, seed) -> tuple[float, float]:
@@ -582,9 +601,10 @@ class NRGBoost(GenerativeForest):
 
     def _gibbs(self, n: int, rng: np.random.Generator, allowed: np.ndarray,
                arow: np.ndarray, chains: int, burn_in: int, thin: int,
-               free_cols: np.ndarray | None = None) -> np.ndarray:
+               free_cols: np.ndarray | None = None, X0: np.ndarray | None = None) -> np.ndarray:
         per = -(-n // chains)
-        X0 = self._init_chains(chains, allowed, arow, rng)
+        if X0 is None:
+            X0 = self._init_chains(chains, allowed, arow, rng)
         rec = self.component("sampler").run(
             self.energy_, X0, n_sweeps=burn_in + (per - 1) * thin + 1, record_from=burn_in,
             thin=thin, n_records=per, rng=rng, free_cols=free_cols, allowed=allowed,
@@ -594,7 +614,7 @@ class NRGBoost(GenerativeForest):
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = True, *,
                        chains: int | None = None, burn_in: int | None = None,
-                       thin: int | None = None) -> np.ndarray:
+                       thin: int | None = None, start: str | None = None) -> np.ndarray:
         """``n`` encoded rows by Gibbs sampling (protocol: see the class docstring)."""
         self._check_fitted()
         if not isinstance(n, (int, np.integer)) or n < 0:
@@ -604,8 +624,20 @@ class NRGBoost(GenerativeForest):
             return np.empty((0, self.schema_.d))
         ev, _ = parse_conditions(self, None)
         allowed, _, _ = self._allowed(ev, missing)
-        ch, b, th = self._protocol(n, chains, burn_in, thin)
-        C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th)
+        start = self.sample_start if start is None else start
+        if start not in ("training", "q0"):
+            raise ValueError(f"start must be 'training' or 'q0', got {start!r}")
+        X0 = getattr(self, "chain_start_", None) if start == "training" else None
+        if X0 is not None and not missing:
+            X0 = X0[allowed[0, X0 + self.grid_.code_offsets[:-1]].all(axis=1)]
+        if X0 is not None and len(X0):
+            b = self.sample_warm_burn_in if burn_in is None else burn_in
+            ch, b, th = self._protocol(n, chains, b, thin)
+            X0 = X0[rng.choice(len(X0), ch, replace=ch > len(X0))]
+        else:
+            ch, b, th = self._protocol(n, chains, burn_in, thin)
+            X0 = None
+        C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, X0=X0)
         return constrain(self.grid_.decode(C, rng), self.schema_)
 
     def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
@@ -618,14 +650,16 @@ class NRGBoost(GenerativeForest):
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
                on_empty: str = "raise", missing: bool = True, *, chains: int | None = None,
-               burn_in: int | None = None, thin: int | None = None) -> pd.DataFrame:
+               burn_in: int | None = None, thin: int | None = None,
+               start: str | None = None) -> pd.DataFrame:
         """``n`` synthetic rows by Gibbs sampling (an MCMC approximation of the model).
 
         ``conditions``: a dict (one evidence set: values clamp their column, intervals and
         level sets restrict it) or a DataFrame of per-row evidence (one chain per row, the
         state after ``burn_in`` sweeps is kept). ``missing``: allow the missing state of
         columns that had missing values at fit. ``chains``/``burn_in``/``thin`` override the
-        default protocol. Evidence of zero probability (outside the training range, an unseen
+        default protocol; ``start`` (``"training"`` / ``"q0"``) overrides ``sample_start`` for
+        unconditional draws. Evidence of zero probability (outside the training range, an unseen
         level, an empty interval) raises ``ZeroProbabilityError`` naming the column, or with
         ``on_empty="unconditional"`` those rows are drawn without their evidence (a warning).
         """
@@ -636,7 +670,7 @@ class NRGBoost(GenerativeForest):
                 raise ValueError("n is required when no conditions are given")
             return self.encoder_.inverse_transform(
                 self.sample_encoded(n, rng, missing, chains=chains, burn_in=burn_in,
-                                    thin=thin))
+                                    thin=thin, start=start))
         if on_empty not in ("raise", "unconditional"):
             raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
         ev, per_row = parse_conditions(self, conditions)
@@ -787,6 +821,8 @@ class NRGBoost(GenerativeForest):
         self._check_fitted()
         arrays = self.energy_.trees.to_arrays()
         arrays["log_q0"] = self.energy_.log_q0
+        if getattr(self, "chain_start_", None) is not None:
+            arrays["chain_start"] = self.chain_start_
         arrays.update({f"grid.{k}": v for k, v in self.grid_.to_arrays().items()})
         meta = {"format_version": FORMAT_VERSION, "learner": type(self).registry_name,
                 "params": {k: to_json(v, k) for k, v in self.get_params().items()},
@@ -814,6 +850,13 @@ class NRGBoost(GenerativeForest):
             raise ValueError("log_q0 does not match the grid")
         model.grid_ = grid
         model.energy_ = AdditiveEnergy(grid, log_q0, trees)
+        model.chain_start_ = None
+        if "chain_start" in arrays:
+            cs = np.asarray(arrays["chain_start"])
+            if (cs.ndim != 2 or cs.shape[1] != grid.d or not np.issubdtype(cs.dtype, np.integer)
+                    or np.any(cs < 0) or np.any(cs >= grid.n_codes[None, :])):
+                raise ValueError("chain_start does not match the grid")
+            model.chain_start_ = cs.astype(np.int32)
         ex = meta["extra"]
         model.log_z_, model.log_z_se_ = float(ex["log_z"]), float(ex["log_z_se"])
         model.log_z_tracker_ = float(ex["log_z_tracker"])

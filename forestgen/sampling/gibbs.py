@@ -163,15 +163,19 @@ class SamplePool:
     """
 
     def __init__(self, *, size: int = 80_000, p_refresh: float = 0.1, n_chains: int = 16,
-                 burn_in: int = 100, min_ess: float = 0.5, sampler: GibbsSampler | None = None):
+                 burn_in: int = 100, min_ess: float = 0.5, persistent: bool = True,
+                 sampler: GibbsSampler | None = None):
         self.size = int(size)
         self.p_refresh = float(p_refresh)
         self.n_chains = int(n_chains)
         self.burn_in = int(burn_in)
         self.min_ess = float(min_ess)
+        self.persistent = bool(persistent)
         self.sampler = sampler or GibbsSampler()
         self.codes = np.zeros((0, 0), np.int32)
         self.log_weight = np.zeros(0)
+        self.chains: np.ndarray | None = None  # last states of the persistent chains
+        self.n_trees = 0  # trees of the model the weights refer to
         self.history: list[tuple[int, float, int]] = []
 
     def weights(self) -> np.ndarray:
@@ -196,13 +200,19 @@ class SamplePool:
             n += int(acc.sum())
         self.codes = np.concatenate(kept)[: self.size]
         self.log_weight = np.zeros(self.size)
+        self.n_trees = t + 1
         self.history.append((0, float(self.size), self.size))
 
     def update(self, energy: AdditiveEnergy, data_codes: np.ndarray,
                rng: np.random.Generator) -> None:
         """Reweight by the newest tree, drop ``p_refresh`` of the samples, refill them by Gibbs
-        from training rows (round >= 3); resample if the effective size falls below
-        ``min_ess · size``."""
+        (round >= 3); resample if the effective size falls below ``min_ess · size``.
+
+        The refill chains start at training rows with ``burn_in`` sweeps. ``persistent``
+        (default) keeps them running across rounds: the next refill continues from their last
+        states, which already sample the previous model — one small tree away — so no burn-in
+        is repeated (``persistent=False``: restart from training rows every round, as the
+        official code does)."""
         t = energy.trees.n_trees - 1
         v = energy.tree_energy(self.codes, t, t + 1)
         lw = self.log_weight + v
@@ -215,17 +225,32 @@ class SamplePool:
         if need > 0:
             ch = self.n_chains
             per = -(-need // ch)
-            start = data_codes[rng.integers(0, len(data_codes), ch)]
-            rec = self.sampler.run(energy, start, n_sweeps=self.burn_in + per,
-                                   record_from=self.burn_in, thin=1, n_records=per, rng=rng)
+            if self.chains is None:
+                start, burn = data_codes[rng.integers(0, len(data_codes), ch)], self.burn_in
+            else:  # persistent: the chains already sample the previous round's model
+                start, burn = self.chains, 0
+            rec = self.sampler.run(energy, start, n_sweeps=burn + per, record_from=burn,
+                                   thin=1, n_records=per, rng=rng)
+            if self.persistent:
+                self.chains = rec[:, -1].copy()
             surv = np.concatenate([surv, rec.reshape(-1, rec.shape[2])[:need]])
             lw = np.concatenate([lw, np.zeros(need)])
         self.codes, self.log_weight = surv, lw
+        self.n_trees = t + 1
         ess = self.ess()
         if ess < self.min_ess * len(surv):
             keep = _systematic(self.weights(), len(surv), rng)
             self.codes, self.log_weight = surv[keep], np.zeros(len(surv))
         self.history.append((int(drop.sum()), ess, int(max(need, 0))))
+
+
+    def states(self, energy: AdditiveEnergy, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` pool states resampled by their weights under ``energy`` (trees added since the
+        last round are added to the weights here): approximate draws of the final model, used
+        as starts of sampling chains."""
+        lw = self.log_weight + energy.tree_energy(self.codes, self.n_trees, energy.trees.n_trees)
+        w = np.exp(lw - logsumexp(lw))
+        return self.codes[_systematic(w, int(n), rng)].copy()
 
 
 def _systematic(w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -240,6 +240,31 @@ def test_impute_fills_only_missing_cells(mixed):
     assert s.num[10:].equals(q.num[10:])
 
 
+def test_default_sampling_starts_at_training_states_and_matches_the_model(toy, tmp_path):
+    """Unconditional chains start at resampled final-pool states (few burn-in sweeps, a row per
+    sweep); their rows follow the enumerated model as closely as chains started at q0."""
+    from forestgen.base import GenerativeForest
+
+    df, codes, model = toy
+    assert model.chain_start_.shape == (256, 2)
+    cats = model.schema_["a"].categories, model.schema_["b"].categories
+    cells = pd.DataFrame(list(itertools.product(*cats)), columns=["a", "b"])
+    f, log_z = _exact(model, cells)
+    q = np.exp(f - log_z).reshape(30, 30)
+    exact = {"a": q.sum(axis=1), "b": q.sum(axis=0)}
+    for start in ("training", "q0"):
+        s = model.sample(20_000, random_state=3, start=start)
+        for c in ("a", "b"):
+            ps = np.bincount(s[c], minlength=30) / len(s)
+            assert 0.5 * np.abs(ps - exact[c]).sum() < 0.04, (start, c)
+    m2 = GenerativeForest.load(model.save(tmp_path / "toy.forestgen"))
+    np.testing.assert_array_equal(m2.chain_start_, model.chain_start_)
+    pd.testing.assert_frame_equal(m2.sample(30, random_state=1), model.sample(30, random_state=1))
+    assert model.truncated(10).chain_start_ is None  # states of the full model: start at q0
+    with pytest.raises(ValueError, match="start"):
+        model.sample(5, start="data")
+
+
 def test_t16_same_seed_same_model_and_samples_any_thread_count(tmp_path):
     import numba
 
