@@ -12,8 +12,10 @@ the step ``s_t = learning_rate · alpha_t`` from a grid line search (Eq. 43).
 
 Differences from the paper, and why: the pool reweights its samples by each new tree instead
 of rejecting them (:mod:`forestgen.sampling.gibbs`: same masses in expectation, lower variance,
-half the Gibbs refill); missing values are an extra grid state of their column
-(the paper has none); categorical columns keep every level (no 255 cap); the paper's tuning of
+half the Gibbs refill), and its Gibbs chains persist across rounds (one burn-in instead of one
+per round); default sampling starts chains at final-pool states (``sample_start``); missing
+values are an extra grid state of their column (the paper has none); categorical columns keep
+every level (no 255 cap); the paper's tuning of
 ``max_leaves``/``learning_rate`` and best-round selection on a validation set are left to the
 user (defaults are the official code's). The normaliser ``Z`` is intractable: ``log_prob``
 subtracts an estimate (``log_z_``, standard error ``log_z_se_``; importance sampling from ``q0``

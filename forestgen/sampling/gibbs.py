@@ -13,8 +13,10 @@ rejection from ``q0``. Later rounds keep every sample but *reweight* it: each sa
 log importance weight ``log q_t(x) - log q_drawn(x)``, to which a round adds only the newest
 tree's value (minus the round's log Z step, estimated from the pool itself). Then each sample
 is dropped with probability ``p_refresh`` and the dropped ones are refilled with Gibbs chains
-started at training rows (weight 1), and the pool is resampled if its effective size falls
-below ``min_ess · M``. The paper instead *rejects* survivors with probability
+(weight 1), and the pool is resampled if its effective size falls below ``min_ess · M``. The
+refill chains start once at training rows with ``burn_in`` sweeps and then persist across rounds
+(the official code restarts them, burn-in included, every round). The paper instead *rejects*
+survivors with probability
 ``1 - exp(v - max v)`` and refills those too: in expectation the same masses, but the weights
 carry the information rejection throws away (lower variance), and the refill — the only part
 of a round whose cost grows with the number of trees, since a Gibbs sweep is linear in trees —
