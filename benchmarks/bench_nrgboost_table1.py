@@ -65,8 +65,24 @@ def main() -> None:
     ap.add_argument("--xgb-trials", type=int, default=100)
     ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
     ap.add_argument("--out", default="nrgboost_table1")
+    ap.add_argument("--note", default="", help="a line for the results file (e.g. the load)")
     args = ap.parse_args()
-    rows = []
+    rows, fold_rows = [], []
+    cmd = "python benchmarks/bench_nrgboost_table1.py " + " ".join(sys.argv[1:])
+
+    def save(partial: bool) -> None:  # after every fold: a cut-off run keeps its results
+        note = ["**Partial: the run was still going when this was written.**"] if partial else []
+        write_result(args.out, "NRGBoost single-column inference (Table 1 / Table 12 protocol)",
+                     note + ([args.note] if args.note else []) + [
+                         f"Command: `{cmd}`",
+                         md_table(["data", "test inputs", "folds", "NRGBoost R²", "XGBoost R²",
+                                   "NRGBoost best round (mean)"], rows),
+                         "Per fold:",
+                         md_table(["data", "fold", "NRGBoost R²", "XGBoost R²",
+                                   "NRGBoost R² (Longitude missing)",
+                                   "XGBoost R² (Longitude missing)", "best round",
+                                   "NRGBoost fit s"], fold_rows)])
+
     for name in args.datasets.split(","):
         df, target = load(name)
         rng = np.random.default_rng(0)
@@ -113,6 +129,11 @@ def main() -> None:
                 res["nrg_miss"].append(r2(y, mb.predict(tm, target).to_numpy(float)))
             print(name, k, {key: v[-1] for key, v in res.items() if v}, f"fit {fit_s:.0f}s",
                   flush=True)
+            fold_rows.append([name, k + 1, res["nrg"][-1], res["xgb"][-1],
+                              res["nrg_miss"][-1] if res["nrg_miss"] else float("nan"),
+                              res["xgb_miss"][-1] if res["xgb_miss"] else float("nan"),
+                              best[1], fit_s])
+            save(partial=True)
 
         def ms(v):
             v = np.asarray(v)
@@ -124,9 +145,7 @@ def main() -> None:
         if res["nrg_miss"]:
             rows.append([name, "Longitude missing", n, ms(res["nrg_miss"]), ms(res["xgb_miss"]),
                          ""])
-    write_result(args.out, "NRGBoost single-column inference (Table 1 / Table 12 protocol)",
-                 [md_table(["data", "test inputs", "folds", "NRGBoost R²", "XGBoost R²",
-                            "NRGBoost best round (mean)"], rows)])
+    save(partial=False)
 
 
 if __name__ == "__main__":
