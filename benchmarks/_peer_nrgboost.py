@@ -49,7 +49,7 @@ def log_q0_normaliser(initial_model, row: np.ndarray) -> float:
     row = np.asarray(row)[None, :]
     base = float(initial_model.predict(row, log=True)[0])
     total = base
-    for j, marg in enumerate(initial_model.encoded_marginals):
+    for j, marg in enumerate(initial_model.encoded_marginals()):
         n = len(np.asarray(marg))
         grid = np.repeat(row, n, axis=0)
         grid[:, j] = np.arange(n)
