@@ -68,7 +68,10 @@ def main() -> None:
     ap.add_argument("--note", default="", help="a line for the results file (e.g. the load)")
     args = ap.parse_args()
     rows, fold_rows = [], []
-    cmd = "python benchmarks/bench_nrgboost_table1.py " + " ".join(sys.argv[1:])
+    argv = sys.argv[1:]
+    if "--note" in argv:  # the note is printed on its own line
+        del argv[argv.index("--note"):argv.index("--note") + 2]
+    cmd = "python benchmarks/bench_nrgboost_table1.py " + " ".join(argv)
 
     def save(partial: bool) -> None:  # after every fold: a cut-off run keeps its results
         note = ["**Partial: the run was still going when this was written.**"] if partial else []
