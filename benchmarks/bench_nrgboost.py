@@ -2,7 +2,8 @@
 
 Same training rows, same hyperparameters (the package defaults: 256 leaves, shrinkage 0.15,
 max ratio 2, 10% uniform q0, M = 80,000 pool, p_refresh 0.1, 16 chains / 100 burn-in) except
-the number of trees. Per dataset and number of trees: fit time, sampling time per 1,000 rows,
+the number of trees. Per dataset and number of trees: fit time and sampling time per row, each
+as wall and CPU seconds (process time of all threads: the figure to compare on a loaded machine),
 C2ST AUC of 1,000 samples against held-out real rows (forestgen's ``c2st``), and held-out
 log-likelihood by the same estimator for both (importance sampling from each model's own q0;
 rows outside the training range or with unseen levels are excluded for both, and counted).
@@ -195,10 +196,10 @@ def main() -> None:
     peer_trees = {int(t) for t in args.peer_trees.split(",") if t}
     sections = []
     rows_all = []
-    headers = ["data", "trees", "implementation", "fit s", "s/round (last 10)",
-               "sample ms per row (100 sweeps/row)", "sample ms per row (default)",
-               "C2ST AUC (100 sweeps/row)", "C2ST AUC (default)", "held-out LL (IS)",
-               "log Z s.e."]
+    headers = ["data", "trees", "implementation", "fit s", "fit CPU s", "s/round (last 10)",
+               "sample ms per row (100 sweeps/row)", "CPU", "sample ms per row (default)",
+               "CPU", "C2ST AUC (100 sweeps/row)", "C2ST AUC (default)",
+               "held-out LL (IS)", "log Z s.e."]
 
     def save(rows, partial=True):  # after every row, so that a cut-off run keeps its results
         note = ["**Partial: the run was still going when this was written.**"] if partial else []
@@ -238,24 +239,25 @@ def main() -> None:
         rows = []
         per_round = {}
         for T in trees:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             m = NRGBoost(n_trees=T, pool_size=args.pool_size, n_normaliser_samples=args.n_is,
                          random_state=0).fit(train)
-            fit_s = time.perf_counter() - t0
+            fit_s, fit_c = time.perf_counter() - t0, time.process_time() - c0
             secs = np.diff([0.0] + [r["seconds"] for r in m.rounds_])
             per_round[T] = (secs, np.diff([0.0] + [r["cpu_seconds"] for r in m.rounds_]))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             s_def = m.sample(args.n_samples, random_state=1)
-            samp_def = time.perf_counter() - t0
-            t0 = time.perf_counter()
+            samp_def, samp_def_c = time.perf_counter() - t0, time.process_time() - c0
+            t0, c0 = time.perf_counter(), time.process_time()
             s_ind = m.sample(args.n_samples, random_state=1, chains=args.n_samples, burn_in=100,
                              thin=1, start="q0")
-            samp_ind = time.perf_counter() - t0
+            samp_ind, samp_ind_c = time.perf_counter() - t0, time.process_time() - c0
             ll = m.log_prob(test_in)
             auc_def = c2st(test_in, s_def).auc
             auc_ind = c2st(test_in, s_ind).auc
-            row = [name, T, "forestgen", fit_s, float(np.mean(secs[-10:])),
-                   samp_ind * 1000 / args.n_samples, samp_def * 1000 / args.n_samples,
+            k = 1000 / args.n_samples
+            row = [name, T, "forestgen", fit_s, fit_c, float(np.mean(secs[-10:])),
+                   samp_ind * k, samp_ind_c * k, samp_def * k, samp_def_c * k,
                    auc_ind, auc_def, float(np.mean(ll)), m.log_z_se_]
             rows.append(row)
             print(row, flush=True)
@@ -267,15 +269,17 @@ def main() -> None:
                                 f"its log Z = {r['log_q0_norm']:.3f} (log N = "
                                 f"{np.log(len(train)):.3f})")
                 pll = np.asarray(r["test_ll"])
-                row = [name, T, "nrgboost 0.0.3", r["fit_s"], float("nan"),
-                       r["sample_s"] * 1000 / args.n_samples, float("nan"),
-                       c2st(test_in, r["samples"]).auc, float("nan"), float(np.mean(pll)),
+                nan = float("nan")
+                row = [name, T, "nrgboost 0.0.3", r["fit_s"], r["fit_cpu_s"], nan,
+                       r["sample_s"] * k, r["sample_cpu_s"] * k, nan, nan,
+                       c2st(test_in, r["samples"]).auc, nan, float(np.mean(pll)),
                        r["log_z_se"]]
                 rows.append(row)
                 print(row, flush=True)
-                rows.append([name, T, "ratio (ref / forestgen)", row[3] / rows[-2][3],
-                             float("nan"), row[5] / rows[-2][5], row[5] / rows[-2][6],
-                             float("nan"), float("nan"), float("nan"), float("nan")])
+                f = rows[-2]
+                rows.append([name, T, "ratio (ref / forestgen)", row[3] / f[3], row[4] / f[4],
+                             nan, row[6] / f[6], row[7] / f[7], row[6] / f[8], row[7] / f[9],
+                             nan, nan, nan, nan])
                 save(rows)
         rows_all += rows
         pr = [[name, T, what] + [float(np.mean(v)) for v in
