@@ -24,6 +24,7 @@ from forestgen.learners.rfde import (
     discrete_levels,
     drop_missing_rows,
     root_box,
+    with_uniform_component,
 )
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -62,6 +63,13 @@ class DEF(GenerativeForest):
     density_floor : as in :class:`~forestgen.learners.rfde.RFDE` (default ``1e-5`` times the
         uniform density on the root box, so held-out rows in empty leaves keep a finite score;
         ``None`` gives the honest ``-inf`` where the density is 0).
+    smoothing, prior_strength : as in :class:`~forestgen.learners.rfde.RFDE` (defaults
+        ``1e-3`` and 1): the model is ``(1 - smoothing)`` times the forest plus ``smoothing``
+        times the uniform density on the root box (the spec's optional ``ε``-uniform component,
+        §6.7, on by default here so that held-out rows in empty regions of many-column tables
+        keep a positive density and impute), and each leaf's shares at point masses shrink
+        toward the column's overall shares. ``smoothing=0, prior_strength=0``: the paper's
+        model.
     splitter : ``"density"`` (default: :class:`DensitySplitter` with ``criterion``), another
         unlabelled splitter (name, class, instance) or an ``@numba.njit`` gain of ``[P, V]``.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, the paper's leaf) or a
@@ -81,7 +89,8 @@ class DEF(GenerativeForest):
     def __init__(self, *, n_trees: int = 100, criterion: str = "kl", max_leaves: int = 256,
                  min_samples_leaf: float = 1.0, max_features: Any = 1.0, bootstrap: bool = True,
                  reference: str = "width", max_bins: int = 255,
-                 density_floor: float | None = 1e-5, random_state: Any = None,
+                 density_floor: float | None = 1e-5, smoothing: float = 1e-3,
+                 prior_strength: float = 1.0, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
                  discrete_leaf: Any = None, progress: bool = False):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
@@ -97,6 +106,8 @@ class DEF(GenerativeForest):
         check_bool("bootstrap", self.bootstrap)
         check_choice("reference", self.reference, ("width", "counting"))
         check_int("max_bins", self.max_bins, 2)
+        check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
+        check_real("prior_strength", self.prior_strength, 0.0)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> DEF:
@@ -132,8 +143,13 @@ class DEF(GenerativeForest):
             raise ValueError(f"DEF needs each leaf's mass; splitter {splitter!r} does not "
                              "record TreeRecord.leaf_mass")
         with np.errstate(divide="ignore"):
-            self.leaf_log_weight_ = np.log(mass) - math.log(len(rngs))
-        self.leaf_models_ = box_leaves(self, Z, self.forest_.boxes(d, n_levels), mass * n,
+            log_w = np.log(mass) - math.log(len(rngs))
+        self.forest_, self.leaf_log_weight_ = with_uniform_component(
+            self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_)
+        # the uniform component's leaf holds every row once
+        W = np.vstack([W, np.ones((self.forest_.n_trees - len(W), n))])
+        self.leaf_models_ = box_leaves(self, Z, self.forest_.boxes(d, n_levels),
+                                       self.forest_.leaf_mass * n,
                                        np.ascontiguousarray(W.T).ravel())
         self.n_train_ = n
         return self

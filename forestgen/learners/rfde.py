@@ -25,8 +25,10 @@ from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
 from forestgen.splitters.density import MidpointSplitter
 from forestgen.splitters.density import column_layout as _layout
+from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest, tree_generators
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED, route_codes
+from forestgen.tree.record import LeafCells, TreeRecord
 from forestgen.validation import (
     ParameterError,
     check_choice,
@@ -133,8 +135,11 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
     (:class:`~forestgen.leaves.point_mass.PointMassLeaf`); an integer or discrete-float column
     coded as levels does the same at its spike levels
     (:func:`~forestgen.leaves.uniform_levels.spike_levels`, :class:`UniformLevelsLeaf`
-    ``atoms``)."""
+    ``atoms``). Those shares shrink toward the column's overall shares with the model's
+    ``prior_strength`` pseudo-rows (a leaf of one row would otherwise give an atom, or the
+    values off it, zero mass)."""
     if model.numeric_leaf is None and model.discrete_leaf is None:
+        prior = float(model.prior_strength)
         schema = model.encoder_.schema
         models = fit_cell_leaves(schema, boxes.lower, boxes.upper,
                                  boxes.mask.astype(np.uint8), boxes.nom_off, count)
@@ -148,20 +153,48 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
             leaves = model.forest_.apply(Z)
             flat = leaves.ravel()
             for j in spiky:
-                pm = PointMassLeaf(base=models[j], atoms=schema.columns[j].atoms)
+                pm = PointMassLeaf(base=models[j], atoms=schema.columns[j].atoms, prior=prior)
+                inside = pm.atoms_inside(boxes.lower[:, j], boxes.upper[:, j])
                 models[j] = pm.fit_masses(np.repeat(Z[:, j], leaves.shape[1]), flat,
-                                          model.forest_.n_leaves, pair_weight)
+                                          model.forest_.n_leaves, pair_weight, inside=inside)
             for j, atoms in spiky_levels.items():
                 k = schema.columns[j].n_levels
                 cell = ColumnCell(lower=boxes.lower[:, j], upper=boxes.upper[:, j],
                                   allowed=boxes.levels(j, k), data_min=0.0, data_max=k - 1.0,
                                   n_levels=k)
-                models[j] = UniformLevelsLeaf(atoms=atoms).fit(
+                models[j] = UniformLevelsLeaf(atoms=atoms, prior=prior).fit(
                     np.repeat(Z[:, j], leaves.shape[1]), flat, cell, pair_weight)
         return models
     return model._fit_leaves(Z, model.forest_.apply(Z), boxes,
                              model.numeric_leaf or "cell_uniform",
                              model.discrete_leaf or "uniform_levels", pair_weight)
+
+
+def with_uniform_component(forest: ForestArrays, log_weight: np.ndarray, smoothing: float,
+                           box_lo: np.ndarray, box_hi: np.ndarray,
+                           ) -> tuple[ForestArrays, np.ndarray]:
+    """The defensive mixture ``(1 - smoothing) · forest + smoothing · Unif(root box)`` (RFDE
+    spec §3.2 [D]; the ``ε``-uniform component of the DEF spec §6.7; GF.Boost's ``smoothing``)
+    as one more tree: a single leaf whose cell is the root box, of weight ``log smoothing``,
+    after the forest's leaves (weights scaled by ``1 - smoothing``). Its leaf models are
+    fitted like the others (:func:`box_leaves`): uniform on the box, with every row in it, so a
+    column's point masses keep their overall shares there. Density, sampling,
+    conditionals, imputation and ``to_torch`` then answer for the smoothed model, still
+    exactly normalised; held-out rows inside the box in cells no tree covers (or with a
+    value no leaf gives mass to) keep a positive density. ``smoothing=0``: unchanged."""
+    if smoothing <= 0:
+        return forest, log_weight
+    n_mask = forest.cell_mask.shape[1] if forest.cell_mask.ndim == 2 else 0
+    rec = TreeRecord(feature=np.array([-1], np.int32), threshold=np.zeros(1),
+                     nan_left=np.ones(1, np.uint8), left=np.array([-1], np.int32),
+                     right=np.array([-1], np.int32), cat_off=np.array([-1], np.int64),
+                     cat_left=np.zeros(0, np.uint8),
+                     cells=LeafCells(box_lo[None, :].copy(), box_hi[None, :].copy(),
+                                     np.ones((1, n_mask), bool)),
+                     leaf_mass=np.ones(1)).check()
+    root = ForestArrays.from_trees([rec], forest.n_levels)
+    return (ForestArrays.concat([forest, root]),
+            np.r_[math.log1p(-smoothing) + log_weight, math.log(smoothing)])
 
 
 def theory_depth(n: int, d: int) -> int:
@@ -211,6 +244,16 @@ class RFDE(GenerativeForest):
         relative to the box so that it means the same on data in natural units). ``None``
         gives the honest ``-inf`` (also ``log_prob(X, floor=None)`` and always
         :meth:`log_prob_encoded`).
+    smoothing : weight ``λ`` of the uniform density on the root box in the model,
+        ``(1 - λ) f_forest + λ / vol(box)`` (default ``1e-3``, GF.Boost's default; the spec's
+        "defensive mixture", §3.2 [D]): every point of the box keeps a positive density, so
+        held-out rows in cells no tree covers still score, condition and impute. It is part
+        of the model (sampling draws from the uniform part with probability ``λ``; the depth
+        CV scores the smoothed model). ``0`` is the paper's model.
+    prior_strength : pseudo-rows of the Dirichlet prior that shrinks each leaf's shares at the
+        point masses of a column (numeric atoms, spike levels) toward the column's overall
+        shares (default 1; ``0``: each leaf's own shares, which a cell of a few rows sets to 0
+        or 1), as ARF's ``prior_strength`` does for its leaf pmfs.
     random_state, n_jobs : seeds (one hashed seed per tree, the first draw of the tree's
         Generator; results identical for any n_jobs).
     splitter : ``"midpoint"`` (default, Algorithm 1) or another unlabelled splitter that honours
@@ -234,6 +277,7 @@ class RFDE(GenerativeForest):
     def __init__(self, *, n_trees: int = 100, depth: Any = "cv", depth_grid: Any = None,
                  cv_folds: int = 3, cv_trees: int = 50, margin: float = 0.0,
                  box: dict | None = None, density_floor: float | None = 1e-5,
+                 smoothing: float = 1e-3, prior_strength: float = 1.0,
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
                  numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
@@ -256,6 +300,8 @@ class RFDE(GenerativeForest):
         check_int("cv_folds", self.cv_folds, 2)
         check_int("cv_trees", self.cv_trees, 1)
         check_real("margin", self.margin, 0.0)
+        check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
+        check_real("prior_strength", self.prior_strength, 0.0)
         if self.box is not None and not isinstance(self.box, dict):
             raise ParameterError(f"box must be None or a dict {{column: (lower, upper)}}, got "
                                  f"{self.box!r}")
@@ -311,11 +357,16 @@ class RFDE(GenerativeForest):
         del self._rngs
         mass = self.forest_.leaf_mass
         with np.errstate(divide="ignore"):
-            self.leaf_log_weight_ = np.log(mass) - math.log(T)
+            log_w = np.log(mass) - math.log(T)
+        codes = (self._leaf_codes(self.forest_.boxes(d, n_levels))
+                 if isinstance(self._splitter, MidpointSplitter) else None)
+        self.forest_, self.leaf_log_weight_ = with_uniform_component(
+            self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_)
         boxes = self.forest_.boxes(d, n_levels)
-        self.leaf_models_ = box_leaves(self, Z, boxes, mass * n)
-        self.leaf_code_ = self._leaf_codes(boxes) if isinstance(self._splitter,
-                                                                MidpointSplitter) else None
+        self.leaf_models_ = box_leaves(self, Z, boxes, self.forest_.leaf_mass * n)
+        # the uniform component's leaf (the root box, heap code 1) follows the trees' leaves
+        self.leaf_code_ = None if codes is None else np.r_[
+            codes, np.ones(self.forest_.n_leaves - len(codes), np.int64)]
 
     def _leaf_codes(self, boxes) -> np.ndarray:
         """Heap code of every leaf's depth-``p`` cell, by routing a point of the cell."""
@@ -364,11 +415,19 @@ class RFDE(GenerativeForest):
         for p in grid:
             tot = 0.0
             for k in range(K):
-                lp = _logmeanexp(np.stack(acc[k][p]))
+                lp = self._smoothed(_logmeanexp(np.stack(acc[k][p])))
                 tot += float(-np.sum(np.maximum(lp, log_floor)))
             scores[p] = tot / n
         bar.close(f"depth {min(scores, key=lambda p: (scores[p], p))}")
         return scores
+
+    def _smoothed(self, lp: np.ndarray) -> np.ndarray:
+        """The forest's log densities ``lp`` mixed with the uniform component (``smoothing``)."""
+        lam = float(self.smoothing)
+        if lam <= 0:
+            return lp
+        log_u = math.log(lam) - box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_)
+        return np.logaddexp(math.log1p(-lam) + lp, log_u)
 
     def _cv_setup(self, n: int) -> tuple[int, np.ndarray, int, float]:
         """Folds ``K``, each row's fold, trees ``T`` per fit and the log density floor."""

@@ -12,6 +12,11 @@ The density is taken against counting measure on the atoms plus Lebesgue measure
 ``log_prob`` of an atom is its log mass, of any other value the log of ``(1 - sum pi) f``.
 Samples hit the atoms exactly, so synthetic data keep the point masses that a continuous leaf
 alone would smear.
+
+``prior`` (pseudo-rows, default 0) shrinks each leaf's shares toward the column's overall
+shares, ``pi_a = (n_a + prior g_a) / (N + prior)`` with ``g`` restricted to the atoms inside
+the leaf's cell (and the rest to the continuous part): a leaf of one row then still gives an
+atom, or the values off it, positive mass (issue 11: DEF leaves of one or two rows).
 """
 
 from __future__ import annotations
@@ -34,16 +39,19 @@ class PointMassLeaf(LeafModel):
     ----------
     base : numeric leaf model (name, class or instance) for the values off the atoms.
     atoms : the point-mass values (encoded units); empty: ``base`` alone.
+    prior : pseudo-count strength of the Dirichlet prior on the shares, centred on the
+        column's overall shares (module docstring; default 0: each leaf's own shares).
     """
 
     discrete = False
 
-    def __init__(self, *, base: Any = "truncnorm", atoms: Any = ()):
+    def __init__(self, *, base: Any = "truncnorm", atoms: Any = (), prior: float = 0.0):
         self.base = base
         self.atoms = tuple(float(a) for a in atoms)
+        self.prior = prior
 
     def get_params(self) -> dict:
-        return {"base": self.base, "atoms": list(self.atoms)}
+        return {"base": self.base, "atoms": list(self.atoms), "prior": self.prior}
 
     def _base_model(self) -> LeafModel:
         if not hasattr(self, "base_"):
@@ -57,12 +65,16 @@ class PointMassLeaf(LeafModel):
         x = np.asarray(x, float)
         on_atom = self._atom_index(x) >= 0
         self._base_model().fit(np.where(on_atom, np.nan, x), leaf, cell, weight)
-        return self.fit_masses(x, leaf, len(cell.lower), weight)
+        return self.fit_masses(x, leaf, len(cell.lower), weight,
+                               inside=self._atoms_in_cells(cell))
 
-    def fit_masses(self, x, leaf, n_leaves: int, weight=None) -> PointMassLeaf:
-        """Only the per-leaf atom shares (``base`` is already fitted, e.g. on leaf cells)."""
+    def fit_masses(self, x, leaf, n_leaves: int, weight=None,
+                   inside: np.ndarray | None = None) -> PointMassLeaf:
+        """Only the per-leaf atom shares (``base`` is already fitted, e.g. on leaf cells).
+        ``inside [n_leaves, A]``: which atoms each leaf's cell holds (where the prior may put
+        mass; default all)."""
         return self._set_masses(AtomStats.from_pairs(x, leaf, n_leaves, self.atoms,
-                                                     weight=weight))
+                                                     weight=weight), inside)
 
     def fit_stats(self, stats: AtomStats, cell: ColumnCell) -> PointMassLeaf:
         """Fit from merged :class:`~forestgen.leaves.stats.AtomStats` (see
@@ -71,17 +83,37 @@ class PointMassLeaf(LeafModel):
         if not isinstance(stats, AtomStats) or stats.counts.shape[1] != len(self.atoms):
             raise ValueError(f"PointMassLeaf needs AtomStats for its {len(self.atoms)} atoms")
         self._base_model().fit_stats(stats.rest, cell)
-        return self._set_masses(stats)
+        return self._set_masses(stats, self._atoms_in_cells(cell))
 
     @property
     def fits_from_stats(self) -> bool:
         return self._base_model().fits_from_stats
 
-    def _set_masses(self, stats: AtomStats) -> PointMassLeaf:
+    def atoms_inside(self, lower, upper) -> np.ndarray:
+        """``[L, A]``: atom ``a`` lies in leaf cell ``(lower, upper]``."""
+        return self._atoms_in(lower, upper, len(lower))
+
+    def _atoms_in_cells(self, cell: ColumnCell) -> np.ndarray | None:
+        if cell is None or cell.lower is None or cell.upper is None:
+            return None
+        return self.atoms_inside(cell.lower, cell.upper)
+
+    def _set_masses(self, stats: AtomStats, inside: np.ndarray | None = None) -> PointMassLeaf:
+        if not self.prior >= 0:
+            raise ValueError(f"PointMassLeaf prior must be >= 0, got {self.prior!r}")
         tot = stats.total
+        counts = stats.counts
+        if self.prior > 0 and len(self.atoms):
+            all_rows = float(tot.sum())
+            g = counts.sum(0) / (all_rows if all_rows > 0 else 1.0)
+            pa = g[None, :] * (np.ones(counts.shape, bool) if inside is None else inside)
+            z = pa.sum(1) + max(1.0 - float(g.sum()), 0.0)
+            pa = pa / np.where(z > 0, z, 1.0)[:, None]
+            counts = counts + self.prior * pa
+            tot = tot + self.prior
         with np.errstate(invalid="ignore", divide="ignore"):
             mass = np.where(tot[:, None] > 0,
-                            stats.counts / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
+                            counts / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
         self.mass_ = np.minimum(mass, 1.0)
         return self
 

@@ -11,6 +11,12 @@ uniformly over a cell of many levels it would be diluted (issue 11). With ``atom
 each leaf keeps its own rows' share at each atom it allows and spreads the rest uniformly over
 its other allowed levels, as :class:`~forestgen.leaves.point_mass.PointMassLeaf` does for
 numeric columns.
+
+Small leaves. A leaf of one or two rows has an atom share of 0 or 1, so a held-out row at (or
+off) the atom scores zero there. ``prior`` is the pseudo-count strength of a Dirichlet prior
+centred on the column's overall shares (restricted to the cell's levels), as ARF's
+``prior_strength`` does for its pmfs: a leaf of ``N`` rows keeps ``N / (N + prior)`` of its own
+shares.
 """
 
 from __future__ import annotations
@@ -43,21 +49,26 @@ class UniformLevelsLeaf(CategoricalLeaf):
 
     ``atoms`` (level codes, default none): each leaf gives each allowed atom its rows' share
     there and the rest of its mass uniformly to its other allowed levels (module docstring).
-    ``floor`` (default 0: an excluded level has log-probability ``-inf``) only affects
-    :meth:`log_prob`; the learners apply their own density floor. All query methods are those
-    of :class:`CategoricalLeaf` over the fixed pmf.
+    ``prior`` (default 0): pseudo-count strength of a Dirichlet prior on each leaf's shares at
+    the atoms and on its other levels, centred on the column's overall shares (module
+    docstring). ``floor`` (default 0: an excluded level has log-probability ``-inf``) only
+    affects :meth:`log_prob`; the learners apply their own density floor. All query methods are
+    those of :class:`CategoricalLeaf` over the fixed pmf.
     """
 
-    def __init__(self, *, floor: float = 0.0, atoms: tuple | list = ()):
+    def __init__(self, *, floor: float = 0.0, atoms: tuple | list = (), prior: float = 0.0):
         super().__init__(alpha=0.0, floor=floor)
         self.atoms = [int(a) for a in atoms]
+        self.prior = prior
 
     def get_params(self) -> dict:
-        return {"floor": self.floor, "atoms": list(self.atoms)}
+        return {"floor": self.floor, "atoms": list(self.atoms), "prior": self.prior}
 
     def fit(self, x, leaf, cell, weight=None):
         if not 0 <= self.floor < 1:
             raise ValueError(f"floor must be in [0, 1), got {self.floor}")
+        if not self.prior >= 0:
+            raise ValueError(f"prior must be >= 0, got {self.prior!r}")
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
         allowed = np.ones((L, k), bool) if cell.allowed is None else np.asarray(cell.allowed, bool)
         cnt = allowed.sum(1)
@@ -80,6 +91,15 @@ class UniformLevelsLeaf(CategoricalLeaf):
         at *= allowed[:, atoms]
         n = self.count_
         n_other = cnt - allowed[:, atoms].sum(1)  # allowed levels that are not atoms
+        if self.prior > 0:
+            share, rest = _smoothed_shares(at, n, allowed[:, atoms], n_other, cnt,
+                                           _overall_shares(code, w, atoms), float(self.prior))
+            base = np.ones(k)
+            base[atoms] = 0.0
+            e_leaf, e_i = np.nonzero(allowed[:, atoms])
+            self._set(np.searchsorted(e_leaf, np.arange(L + 1)), atoms[e_i], share[e_leaf, e_i],
+                      rest, allowed, base)
+            return self
         share = at / np.where(n > 0, n, 1.0)[:, None]
         other = 1.0 - share.sum(1)
         # a leaf of no rows stays uniform over its allowed levels; one whose cell allows no
@@ -103,3 +123,29 @@ class UniformLevelsLeaf(CategoricalLeaf):
         without atoms)."""
         with np.errstate(divide="ignore"):
             return np.log(self.probs(leaf).max(axis=1))
+
+
+def _overall_shares(code: np.ndarray, w: np.ndarray, atoms: np.ndarray) -> np.ndarray:
+    """Weighted share of all fitting pairs at each atom."""
+    tot = float(w.sum())
+    return np.array([w[code == a].sum() for a in atoms]) / (tot if tot > 0 else 1.0)
+
+
+def _smoothed_shares(at, n, allowed_atoms, n_other, cnt, g, prior):
+    """Posterior-mean shares ``(at + prior g_cell) / (n + prior)`` at each allowed atom and the
+    per-level probability ``rest`` of the other allowed levels, where ``g_cell`` is the overall
+    share vector (atoms, then the other levels together) restricted to the cell and
+    renormalised; a cell where it has no mass falls back to uniform over the allowed levels.
+    Each leaf's pmf sums to one."""
+    pa = allowed_atoms * g[None, :]
+    po = np.where(n_other > 0, max(1.0 - float(g.sum()), 0.0), 0.0)
+    z = pa.sum(1) + po
+    has = z > 0
+    zs = np.where(has, z, 1.0)
+    kk = np.maximum(cnt, 1)
+    pa = np.where(has[:, None], pa / zs[:, None], allowed_atoms / kk[:, None])
+    po = np.where(has, po / zs, n_other / kk)
+    share = (at + prior * pa) / (n + prior)[:, None]
+    other = (np.maximum(n - at.sum(1), 0.0) + prior * po) / (n + prior)
+    rest = np.where(n_other > 0, other / np.maximum(n_other, 1), 0.0)
+    return share, rest

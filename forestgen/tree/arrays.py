@@ -142,7 +142,7 @@ class ForestArrays:
         )
         for name in ("node_value", "cell_lower", "cell_upper", "cell_mask", "leaf_mass"):
             arrs = [getattr(p, name) for p in parts]
-            if all(a.size for a in arrs):
+            if all(len(a) for a in arrs):  # a [L, 0] mask (no nominal column) is present
                 setattr(out, name, np.concatenate(arrs))
         return out
 

@@ -86,7 +86,7 @@ def test_first_split_maximises_gain_and_gain_identities(criterion):
     # training log-likelihood (KL) / of the ISE objective int q^2 - 2 mean q(x_i) (ISE)
     x = np.array([0.0, 0.1, 0.15, 0.2, 0.22, 0.5, 0.9, 1.0])
     m = DEF(n_trees=1, max_leaves=2, bootstrap=False, criterion=criterion,
-            min_samples_leaf=1, random_state=0).fit(x[:, None])
+            min_samples_leaf=1, smoothing=0, random_state=0).fit(x[:, None])
     lo, hi = m.box_lo_[0], m.box_hi_[0]
     u = np.unique(x)
     best, best_t = -np.inf, None
@@ -119,7 +119,7 @@ def test_first_split_maximises_gain_and_gain_identities(criterion):
 
 def test_single_tree_without_bootstrap_fits_training_masses():
     X = np.random.default_rng(2).normal(size=(400, 2))
-    m = DEF(n_trees=1, max_leaves=20, bootstrap=False, random_state=0).fit(X)
+    m = DEF(n_trees=1, max_leaves=20, bootstrap=False, smoothing=0, random_state=0).fit(X)
     leaves = m.forest_.apply(X)[:, 0]
     frac = np.bincount(leaves, minlength=m.forest_.n_leaves) / len(X)
     np.testing.assert_allclose(np.exp(m.leaf_log_weight_), frac, atol=1e-12)
