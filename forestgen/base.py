@@ -46,6 +46,8 @@ from forestgen.validation import (
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
 SAMPLE_BLOCK = 100_000  # rows drawn at a time by sample / sample_to: bounds their temporaries
+#: pseudo-rows of the point-mass prior of a learner whose ``prior_strength`` is ``"auto"``
+ATOM_PRIOR = 0.3
 
 
 #: checks of the parameters several learners share, applied by the base ``validate_params``
@@ -247,8 +249,16 @@ class GenerativeForest(BaseEstimator):
             proto = discrete_leaf if spec.is_discrete else numeric_leaf
         lm = _fresh(registry.resolve("leaf", proto, LeafModel))
         if spec.atoms and not spec.is_discrete and not isinstance(lm, PointMassLeaf):
-            lm = PointMassLeaf(base=lm, atoms=spec.atoms)
+            lm = PointMassLeaf(base=lm, atoms=spec.atoms, prior=self.atom_prior())
         return lm, cell
+
+    def atom_prior(self) -> float:
+        """Pseudo-rows of the Dirichlet prior that shrinks each leaf's shares at a numeric
+        column's point masses toward the column's overall shares (``PointMassLeaf(prior=)``):
+        the learner's ``prior_strength`` where it has a number there, :data:`ATOM_PRIOR`
+        where it selects its prior itself (``"auto"``), 0 for learners without one."""
+        p = getattr(self, "prior_strength", 0.0)
+        return float(p) if isinstance(p, (int, float)) else ATOM_PRIOR
 
     def leaf_prototypes(self) -> tuple[Any, Any]:
         """The (numeric, discrete) leaf models this learner fits on a grown forest."""

@@ -283,6 +283,9 @@ def test_arf_small_leaves_give_levels_seen_elsewhere_their_marginal_share():
     default = fg.ARF(random_state=0).fit(train)
     plain = fg.ARF(random_state=0, prior_strength=0.0).fit(train)
     assert default.leaf_models_[default.schema_.index("Day")].prior == 0.3
+    # Wind's common values are point masses (a mass, not a density, at them): the comparison
+    # with the baseline's densities marginalises it out
+    test = test.drop(columns="Wind")
     lp, lp0 = default.log_prob(test), plain.log_prob(test)
     auto = fg.ARF(random_state=0, prior_strength="auto").fit(train)
     assert auto.leaf_models_[auto.schema_.index("Day")].prior_ >= 1.0  # leaves say little
@@ -292,10 +295,10 @@ def test_arf_small_leaves_give_levels_seen_elsewhere_their_marginal_share():
     for col in ("Temp", "Month", "Day"):
         share = (train[col].value_counts() + 1) / (len(train) + train[col].nunique() + 1)
         base += np.log(test[col].map(share).fillna(1 / (len(train) + 1)).to_numpy(float))
-    for col in ("Ozone", "Wind"):
+    for col in ("Ozone",):
         mu, sd = train[col].mean(), train[col].std()
         base += -0.5 * ((test[col] - mu) / sd) ** 2 - np.log(sd * np.sqrt(2 * np.pi))
-    assert np.median(lp0) < np.median(base) - 15  # the floor at work without the prior
+    assert np.mean(lp0) < np.mean(base) - 15  # the floor at work without the prior
     assert np.median(lp) > np.median(base) - 3, (np.median(lp), np.median(base))
     # the prior trades a little training fit for a much smaller generalisation gap
     gap = default.log_prob(train).mean() - lp.mean()
@@ -450,3 +453,27 @@ def test_many_columns_every_in_range_row_has_density_and_imputes(name):
     for c in train.columns:
         if pd.api.types.is_numeric_dtype(train[c]):
             assert imp[c].between(train[c].min(), train[c].max()).all(), c
+
+
+def test_discrete_valued_floats_keep_their_values_when_sampled():
+    """Issue 11: scikit-learn diabetes' ``s4`` (87-96% of rows on the integers 2..7, the rest
+    ratios recorded to 0.01) was numeric with atoms only at its >= 10% values, so ARF samples
+    fell between 2, 6 and 7 (C2ST 0.52 -> 0.59). Sparse on its decimal grid with its common
+    values holding most rows, each common value is a point mass; the ratios stay continuous."""
+    rng = np.random.default_rng(0)
+    n = 300
+    s4 = np.where(rng.random(n) < 0.87, rng.choice([2.0, 3, 4, 5, 6, 7], n,
+                                                     p=[.07, .3, .26, .18, .12, .07]),
+                  np.round(rng.uniform(2, 9, n), 2))
+    df = pd.DataFrame({"s4": s4, "x": np.round(rng.normal(size=n) + s4, 3)})
+    assert (df["s4"].value_counts() == 1).sum() > 0.01 * n  # values seen once: not a pmf
+    model = fg.ARF(n_trees=10, random_state=0).fit(df)
+    spec = model.schema_["s4"]
+    assert not spec.is_discrete and spec.atoms == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    s = model.sample(3000, random_state=0)["s4"]
+    for v in spec.atoms:
+        assert abs((s == v).mean() - (s4 == v).mean()) < 0.03, v
+    on_int = (s == s.round()).mean()
+    assert abs(on_int - (s4 == np.round(s4)).mean()) < 0.04
+    held_out = pd.DataFrame({"s4": [6.0, 3.37], "x": [6.0, 3.4]})
+    assert np.isfinite(model.log_prob(held_out)).all()  # off the atoms: the continuous part

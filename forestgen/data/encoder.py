@@ -26,6 +26,13 @@ POINT_MASS_SHARE = 0.1
 MIN_ROWS_DISCRETE_FLOAT = 50
 #: ... and are coded as levels only when the values seen once hold at most this share of rows
 MAX_UNSEEN_SHARE = 0.01
+#: a numeric column whose values use at most this share of the points of its decimal grid, and
+#: whose values holding >= ``RECURRING_SHARE`` of the rows each hold ``DISCRETE_VALUED_SHARE``
+#: of them together, is discrete-valued: each of those values is a point mass
+SPARSE_GRID = 0.25
+RECURRING_SHARE = 0.01
+DISCRETE_VALUED_SHARE = 0.75
+MAX_ATOMS = 32
 
 
 # --------------------------------------------------------------------------- input handling
@@ -300,12 +307,27 @@ def infer_kind(series: pd.Series) -> ColumnKind:
     raise ValueError(f"column {series.name!r} has unsupported dtype {dtype}")
 
 
-def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any) -> list | None:
+def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any,
+           decimals: int | None) -> list | None:
     """Point masses of a numeric column: the values holding >= ``POINT_MASS_SHARE`` of its
-    (>= ``MIN_ROWS_DISCRETE_FLOAT``) observed rows, if it has other values too."""
+    (>= ``MIN_ROWS_DISCRETE_FLOAT``) observed rows, if it has other values too.
+
+    A column with such a spike that is discrete-valued — its values use few points of its
+    decimal grid (``SPARSE_GRID``) and the values holding >= ``RECURRING_SHARE`` of the rows
+    hold ``DISCRETE_VALUED_SHARE`` of them together (scikit-learn diabetes' ``s4``: 96% of its
+    rows on the integers 2..7, recorded to 0.01) — has each of those values (at most
+    ``MAX_ATOMS``) as a point mass, so synthetic values keep them instead of falling between
+    them; its rarer values stay continuous."""
     if n < MIN_ROWS_DISCRETE_FLOAT or uniq.size < 2 or _is_time_dtype(dtype):
         return None
     spikes = uniq[counts >= POINT_MASS_SHARE * n]
+    if spikes.size:
+        grid = (np.inf if decimals is None
+                else (uniq[-1] - uniq[0]) * 10.0 ** decimals + 1.0)
+        common = counts >= RECURRING_SHARE * n
+        if (uniq.size <= SPARSE_GRID * grid and common.sum() <= MAX_ATOMS
+                and counts[common].sum() >= DISCRETE_VALUED_SHARE * n):
+            spikes = uniq[common]
     return [float(v) for v in spikes] or None
 
 
@@ -334,6 +356,7 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                 f"it (e.g. divide by 1e300)")
         if kind == "continuous":
             uniq, counts = np.unique(obs, return_counts=True)
+            decimals = _decimals(obs)
             if (inferred and discrete_floats and not _is_time_dtype(series.dtype)
                     and obs.size >= MIN_ROWS_DISCRETE_FLOAT
                     and uniq.size <= max_ordinal_levels
@@ -346,11 +369,11 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                 # widths on a 0.1 grid) the column stays numeric; its point masses become atoms
                 return ColumnSpec(name, "continuous", dtype_str,
                                   categories=[float(u) for u in uniq], ordinal=True, lower=0.0,
-                                  upper=float(uniq.size - 1), decimals=_decimals(obs),
+                                  upper=float(uniq.size - 1), decimals=decimals,
                                   has_missing=has_missing)
             return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
-                              decimals=_decimals(obs), has_missing=has_missing,
-                              atoms=_atoms(uniq, counts, obs.size, series.dtype),
+                              decimals=decimals, has_missing=has_missing,
+                              atoms=_atoms(uniq, counts, obs.size, series.dtype, decimals),
                               step=_time_step(obs) if _is_time_dtype(series.dtype) else None)
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
@@ -373,7 +396,7 @@ def _fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
         # so an unseen in-range value gets the density of its neighbourhood
         return ColumnSpec(name, "integer", dtype_str, lower=lo, upper=hi, decimals=0,
                           has_missing=has_missing, atoms=_atoms(uniq, counts, obs.size,
-                                                                series.dtype))
+                                                                series.dtype, 0))
 
     levels = _observed_levels(series)
     if kind == "bool":

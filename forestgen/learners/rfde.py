@@ -139,7 +139,7 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
     ``prior_strength`` pseudo-rows (a leaf of one row would otherwise give an atom, or the
     values off it, zero mass)."""
     if model.numeric_leaf is None and model.discrete_leaf is None:
-        prior = float(model.prior_strength)
+        prior = model.atom_prior()
         schema = model.encoder_.schema
         models = fit_cell_leaves(schema, boxes.lower, boxes.upper,
                                  boxes.mask.astype(np.uint8), boxes.nom_off, count)
