@@ -70,8 +70,10 @@ def main() -> None:
             continue
         tr, te = data
         models = {
-            "DEF-KL": DEF(n_trees=T, max_leaves=L, criterion="kl", random_state=0),
-            "DEF-ISE": DEF(n_trees=T, max_leaves=L, criterion="ise", random_state=0),
+            "DEF-KL": DEF(n_trees=T, max_leaves=L, criterion="kl", smoothing=0,
+                          random_state=0),
+            "DEF-ISE": DEF(n_trees=T, max_leaves=L, criterion="ise", smoothing=0,
+                           random_state=0),
             "ARF": ARF(n_trees=TA, random_state=0),
         }
         for label, model in models.items():

@@ -74,12 +74,12 @@ def table1(args) -> str:
             Xtr, Xte = draw(kind, 2000, d, rng), draw(kind, 10000, d, rng)
             tl = true_logpdf(kind, Xte)
             t0 = time.perf_counter()
-            m = RFDE(n_trees=args.trees, depth="cv", depth_grid=range(1, 26),
+            m = RFDE(n_trees=args.trees, depth="cv", smoothing=0, depth_grid=range(1, 26),
                      cv_trees=args.cv_trees, random_state=0).fit(Xtr)
             lp = m.log_prob(Xte, floor=None)
             secs = time.perf_counter() - t0
             r_anll, r_mae = anll_mae(lp, tl)
-            tree = RFDE(n_trees=1, depth=m.depth_, random_state=0).fit(Xtr)
+            tree = RFDE(n_trees=1, depth=m.depth_, smoothing=0, random_state=0).fit(Xtr)
             t_anll, _ = anll_mae(tree.log_prob(Xte, floor=None), tl)
             kde = stats.gaussian_kde(Xtr.T)
             k_anll, k_mae = anll_mae(kde.logpdf(Xte.T), tl)
@@ -105,8 +105,9 @@ def rate(args) -> str:
         box = {0: (0.0, 1.0), 1: (0.0, 1.0)}
         pf = round(d * math.log(n) / (1 + d * math.log(2)))
         pt = round(d * math.log(n) / (0.75 + d * math.log(2)))
-        forest = RFDE(n_trees=100, depth=pf, box=box, random_state=0).fit(X)
-        trees = [RFDE(n_trees=1, depth=pt, box=box, random_state=s).fit(X) for s in range(5)]
+        forest = RFDE(n_trees=100, depth=pf, box=box, smoothing=0, random_state=0).fit(X)
+        trees = [RFDE(n_trees=1, depth=pt, box=box, smoothing=0,
+                      random_state=s).fit(X) for s in range(5)]
         a = float(np.mean((np.exp(forest.log_prob(U, floor=None)) - f) ** 2))
         b = float(np.mean([np.mean((np.exp(t.log_prob(U, floor=None)) - f) ** 2)
                            for t in trees]))
