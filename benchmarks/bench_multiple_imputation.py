@@ -14,8 +14,9 @@ complete) and fits the analysis model after each method:
 
 Multiple imputations (``m`` tables, model fitted on each, Rubin's rules with Barnard-Rubin
 degrees of freedom and HC3 sandwich standard errors) come from ``ForestImputer`` with its
-defaults and scikit-learn's ``IterativeImputer(sample_posterior=True)`` with ``m`` seeds. Single
-imputations (mean, ``KNNImputer``) and complete-case analysis use the complete-data interval.
+defaults and with ``pmm_means="stacked"``, and scikit-learn's
+``IterativeImputer(sample_posterior=True)`` with ``m`` seeds. Single imputations (mean,
+``KNNImputer``) and complete-case analysis use the complete-data interval.
 "complete data" is the analysis before deletion, the reference for what the intervals can
 achieve. A last table shows how much of a partial association the forest's conditional mean
 keeps for several leaf sizes (why ``ForestImputer``'s default leaves are small).
@@ -129,6 +130,10 @@ def methods(m: int):
         imp = ForestImputer(random_state=seed).fit(df)
         return pooled(imp.multiple_imputation(df, m=m))
 
+    def stacked(df, seed):
+        imp = ForestImputer(pmm_means="stacked", random_state=seed).fit(df)
+        return pooled(imp.multiple_imputation(df, m=m))
+
     def iterative(df, seed):
         tables = [sk_frame(IterativeImputer(sample_posterior=True, max_iter=10,
                                             random_state=seed * 1000 + k).fit_transform(df), df)
@@ -137,6 +142,7 @@ def methods(m: int):
 
     return {
         f"ForestImputer MI (default), m={m}": forest,
+        f"ForestImputer MI (pmm_means='stacked'), m={m}": stacked,
         f"IterativeImputer(sample_posterior=True), m={m}": iterative,
         "KNNImputer (k=5), single": lambda df, s: single(sk_frame(KNNImputer().fit_transform(df),
                                                                   df)),

@@ -21,12 +21,29 @@ the missing cells": data augmentation (Tanner & Wong 1987) with proper, bootstra
 
 Draws (``draw``). ``"pmm"`` (default): predictive mean matching (Little 1988; the
 multiple-imputation mode of missRanger): a missing numeric cell takes the observed value of one
-of the ``pmm_k`` training rows whose conditional mean of that column, given their other cells,
-is closest to the cell's own conditional mean; discrete cells are drawn from the conditional
-pmf. ``"posterior"``: every cell is an exact draw from the forest's conditional distribution.
-A forest's leaves are factorised, so its conditional of a numeric column is over-dispersed
-around the conditional mean; regression slopes fitted on such draws are attenuated, while
-matching on the mean keeps the relation to the other columns and draws real residuals.
+of the ``pmm_k`` training rows whose predicted value of that column is closest to the cell's
+own; discrete cells are drawn from the conditional pmf. ``"posterior"``: every cell is an exact
+draw from the forest's conditional distribution. A forest's leaves are factorised, so its
+conditional of a numeric column is over-dispersed around the conditional mean; regression
+slopes fitted on such draws are attenuated, while matching on a mean keeps the relation to the
+other columns and draws real residuals.
+
+Matched means (``pmm_means``). Under MAR the missing cells concentrate where the columns that
+drive the missingness take extreme values, and there a forest's conditional mean is smoothed
+towards the centre; a chain that refits the forest on its own imputations keeps that bias (a
+fixed point of the attenuated model). ``"forest"`` (default) matches on the forest's conditional
+means. ``"stacked"`` updates the numeric columns one after the other, as chained equations do
+(van Buuren 2018): the matched mean of column ``j`` is the least-squares fit of ``j``, on the
+rows that observe it, on the row's other cells (the chain's current values) and the forest's
+conditional mean of ``j``. Fitted on observed cells only, it targets the conditional of ``j``
+given the rest, which MAR leaves intact when ``j``'s missingness depends on the other columns;
+the linear part carries the trend into the tails where the forest flattens. Donors are the
+rows out of the round's bootstrap resample (type-2 matching: a forest's mean of a row it was
+fitted on leans towards that row's own value, which exaggerated slopes), and ``burn_in`` shared
+rounds (default 7 with ``"stacked"``) move the chain away from its conditional-mean start
+before the ``m`` chains branch off. On the California-housing benchmark ``"stacked"`` cuts the
+MAR bias of the pooled coefficients but raises the MCAR bias (a linear fit of a non-linear
+relation), so it is not the default; figures in ``benchmarks/results/multiple_imputation.md``.
 
 Default learner: ``ARF(n_trees=50, min_node_size=5)``. Leaves of 30 rows capture about a third
 of a partial association that small leaves capture two thirds of (California housing, the
@@ -37,6 +54,7 @@ steady. Residual bias, coverage and their Monte-Carlo errors are in
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -78,11 +96,18 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         for discrete ones) or ``"posterior"`` (conditional draws for every column); used by
         ``sample_posterior=True`` and :meth:`multiple_imputation`.
     pmm_k : donors per missing cell for ``draw="pmm"`` (default 5).
+    pmm_means : what ``draw="pmm"`` matches on: ``"forest"`` (default: the forest's conditional
+        means) or ``"stacked"`` (per column, a least-squares fit, on the rows observing it, of
+        the other cells and the forest's conditional mean; columns updated in turn; donors out
+        of the bootstrap resample); see the module docstring.
     n_refits : rounds of refitting the learner on the training table completed by its own
         imputations (default 3; 0 keeps the learner fitted on the incomplete table). ``fit``
         completes with conditional means; each of :meth:`multiple_imputation`'s tables is the
         end of its own chain of ``n_refits`` rounds of (bootstrap) refit and draw -- data
         augmentation (Tanner & Wong 1987), the scheme of chained-equation imputers.
+    burn_in : rounds of (bootstrap) refit and redraw run once, in :meth:`multiple_imputation`,
+        before the ``m`` chains branch off; ``None`` (default): 7 with ``pmm_means="stacked"``,
+        0 with ``"forest"``.
     random_state : seeds the learner's fit and the posterior draws; the same seed gives the same
         tables on every call.
 
@@ -96,13 +121,16 @@ class ForestImputer(TransformerMixin, BaseEstimator):
 
     def __init__(self, learner: GenerativeForest | None = None, *, sample_posterior: bool = False,
                  add_indicator: bool = False, bootstrap: bool = True, draw: str = "pmm",
-                 pmm_k: int = 5, n_refits: int = 3, random_state: Any = None):
+                 pmm_k: int = 5, pmm_means: str = "forest", n_refits: int = 3,
+                 burn_in: int | None = None, random_state: Any = None):
         self.learner = learner
         self.sample_posterior = sample_posterior
         self.add_indicator = add_indicator
         self.bootstrap = bootstrap
         self.draw = draw
         self.pmm_k = pmm_k
+        self.pmm_means = pmm_means
+        self.burn_in = burn_in
         self.n_refits = n_refits
         self.random_state = random_state
 
@@ -138,7 +166,10 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         """Fit the learner on ``X`` (missing cells allowed; they are marginalised in training)."""
         check_choice("draw", self.draw, ("pmm", "posterior"))
         check_int("pmm_k", self.pmm_k, 1)
+        check_choice("pmm_means", self.pmm_means, ("forest", "stacked"))
         check_int("n_refits", self.n_refits, 0)
+        if self.burn_in is not None:
+            check_int("burn_in", self.burn_in, 0)
         X, is_frame = self._validate(X, reset=True)
         if X.shape[0] < 2:
             raise ValueError(f"ForestImputer needs at least 2 samples; got n_samples = "
@@ -165,7 +196,9 @@ class ForestImputer(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ transform
     def _impute(self, model: GenerativeForest, train: pd.DataFrame, table: pd.DataFrame,
-                sample: bool, m: int, rng: np.random.Generator) -> list[pd.DataFrame]:
+                sample: bool, m: int, rng: np.random.Generator,
+                completed: pd.DataFrame | None = None,
+                start: pd.DataFrame | None = None) -> list[pd.DataFrame]:
         """``m`` completed copies of ``table`` from ``model`` (fitted on ``train``)."""
         if not table.isna().to_numpy().any():
             return [table.copy() for _ in range(m)]
@@ -178,7 +211,9 @@ class ForestImputer(TransformerMixin, BaseEstimator):
             out = model.impute(cond, method="sample", n_imputations=m, random_state=rng)
             out = [out] if m == 1 else list(out)
         else:
-            out = _pmm(model, train, cond, m, int(self.pmm_k), rng)
+            stacked = self.pmm_means == "stacked"
+            out = _pmm(model, train, cond, m, int(self.pmm_k), rng,
+                       completed if stacked else None, start)
         return [_restore(f, table, unseen) for f in out] if any_unseen else out
 
     def _finish(self, filled: pd.DataFrame, X, is_frame: bool, missing: np.ndarray):
@@ -204,8 +239,9 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         table = self._table(X, is_frame)
         missing = table.isna().to_numpy()
         rng = np.random.default_rng(self._seed)
+        start = self._completed if table.equals(self._train) else None
         filled = self._impute(self.learner_, self._train, table, self.sample_posterior, 1,
-                              rng)[0]
+                              rng, self._completed, start)[0]
         return self._finish(filled, X, is_frame, missing)
 
     def multiple_imputation(self, X, m: int = 5) -> list:
@@ -213,8 +249,9 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         (``draw``). Each copy ends its own chain: starting from the training table completed in
         ``fit``, ``n_refits`` rounds of refitting the learner (on a bootstrap resample if
         ``bootstrap``) and redrawing the training table's missing cells; ``X`` is drawn from
-        the chain's last model. With ``n_refits=0`` the copies are drawn from one refit per
-        copy (``bootstrap``) or from the fitted model."""
+        the chain's last model. The chains start from ``burn_in`` shared rounds of refit and
+        redraw on the whole training table. With ``n_refits=0`` the copies are drawn from one
+        refit per copy (``bootstrap``) or from the fitted model."""
         check_is_fitted(self, "learner_")
         if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
             raise ValueError(f"m must be a positive integer, got {m!r}")
@@ -228,15 +265,35 @@ class ForestImputer(TransformerMixin, BaseEstimator):
             return [self._finish(f, X, is_frame, missing) for f in filled]
         filled = []
         n = len(self._train)
+        same = table.equals(self._train)
+        burned = self._completed
+        burn = self.burn_in if self.burn_in is not None else \
+            (7 if self.pmm_means == "stacked" else 0)
+        for _ in range(burn if rounds else 0):
+            idx = rng.integers(n, size=n)
+            oob = np.setdiff1d(np.arange(n), idx)
+            model = self._make_learner(int(rng.integers(2**31 - 1))).fit(
+                burned.iloc[idx].reset_index(drop=True))
+            burned = self._impute(model, self._train.iloc[oob].reset_index(drop=True),
+                                  self._train, True, 1, rng,
+                                  burned.iloc[oob].reset_index(drop=True), burned)[0]
         for _ in range(int(m)):
-            completed = self._completed
+            completed = burned
             for r in range(max(rounds, 1)):
                 idx = rng.integers(n, size=n) if self.bootstrap else np.arange(n)
                 fit_on = completed.iloc[idx].reset_index(drop=True)
                 model = self._make_learner(int(rng.integers(2**31 - 1))).fit(fit_on)
-                donors = self._train.iloc[idx].reset_index(drop=True)
-                target = table if r == max(rounds, 1) - 1 else self._train
-                completed = self._impute(model, donors, target, True, 1, rng)[0]
+                last = r == max(rounds, 1) - 1
+                target = table if last else self._train
+                start = completed if not last or same else None
+                if self.pmm_means != "forest" and self.bootstrap:
+                    oob = np.setdiff1d(np.arange(n), idx)
+                    donors = self._train.iloc[oob].reset_index(drop=True)
+                    dcomp = completed.iloc[oob].reset_index(drop=True)
+                else:
+                    donors = self._train.iloc[idx].reset_index(drop=True)
+                    dcomp = fit_on
+                completed = self._impute(model, donors, target, True, 1, rng, dcomp, start)[0]
             filled.append(completed)
         return [self._finish(f, X, is_frame, missing) for f in filled]
 
@@ -269,12 +326,35 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         return tags
 
 
+def _design(model: GenerativeForest, frame: pd.DataFrame, skip: int) -> np.ndarray:
+    """Least-squares design of ``frame`` without column ``skip``: an intercept, the numeric
+    columns in the learner's encoding, one indicator per level of the discrete ones."""
+    schema = model.schema_
+    Z = np.nan_to_num(model.encoder_.transform(frame), nan=0.0)
+    parts = [np.ones((len(frame), 1))]
+    for j in range(schema.d):
+        if j == skip:
+            continue
+        if schema.columns[j].is_discrete:
+            levels = np.arange(1, int(schema.n_levels[j]) + 1)  # level 0 is the baseline
+            parts.append((Z[:, j, None] == levels[None, :]).astype(float))
+        else:
+            parts.append(Z[:, j, None])
+    return np.hstack(parts)
+
+
 def _pmm(model: GenerativeForest, train: pd.DataFrame, cond: pd.DataFrame, m: int, k: int,
-         rng: np.random.Generator) -> list[pd.DataFrame]:
+         rng: np.random.Generator, completed: pd.DataFrame | None = None,
+         start: pd.DataFrame | None = None) -> list[pd.DataFrame]:
     """``m`` completions of ``cond`` by predictive mean matching (numeric columns) and
-    conditional draws (discrete columns). A recipient's conditional mean comes from its
-    observed cells; a donor's (a ``train`` row with the column observed) from its other cells,
-    so both are predictions of the column from the rest of the row."""
+    conditional draws (discrete columns). The forest's prediction of a column comes, for a
+    recipient, from its observed cells; for a donor (a ``train`` row with the column observed),
+    from its other cells. Without ``completed`` these predictions are matched as they are
+    (``pmm_means="forest"``). With ``completed`` (``train`` with every cell filled) the columns
+    are updated one after the other (``pmm_means="stacked"``): the matched mean is the
+    least-squares fit of the column, on the donors, on their other cells (from ``completed``)
+    and the forest's prediction; a recipient's other missing cells hold ``start`` (the chain's
+    current values; the forest's conditional means without it), then the draws made so far."""
     schema = model.schema_
     missing = cond.isna().to_numpy()
     discrete = [j for j in range(schema.d) if missing[:, j].any() and schema.columns[j].is_discrete]
@@ -288,35 +368,75 @@ def _pmm(model: GenerativeForest, train: pd.DataFrame, cond: pd.DataFrame, m: in
     if not numeric:
         return out
     mean = model.impute(cond, method="expectation")
+    chained = completed is not None
+    if chained:
+        base = start if start is not None else mean
+        for f in out:
+            for j in numeric:
+                col = cond.columns[j]
+                f[col] = f[col].where(~missing[:, j], base[col].to_numpy())
     for j in numeric:
         col = cond.columns[j]
         has = train.iloc[:, j].notna().to_numpy()
         donors = train.loc[has].copy()
         values = donors.iloc[:, j].to_numpy()
         donors[col] = np.nan
-        pred = model.impute(donors, method="expectation").iloc[:, j].to_numpy(float)
+        with warnings.catch_warnings():  # a donor's unseen level is marginalised
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pred = model.impute(donors, method="expectation").iloc[:, j].to_numpy(float)
         ok = np.isfinite(pred)
         pred, values = pred[ok], values[ok]
-        order = np.argsort(pred, kind="stable")
-        pred, values = pred[order], values[order]
         rows = np.flatnonzero(missing[:, j])
         target = mean.iloc[rows, j].to_numpy(float)
-        fine = np.isfinite(target)  # zero-probability evidence: the row stays missing
-        kk = min(k, len(pred))
-        if kk == 0:
+        if not chained:
+            nearest, fine = _nearest(pred, target, k)
+            for f in out:
+                _draw_into(f, col, rows, fine, nearest, values, cond[col].dtype, rng)
             continue
-        # the kk donors nearest in predicted mean lie in a window of 2 kk around the insertion
-        pos = np.searchsorted(pred, target[fine])
-        start = np.clip(pos - kk, 0, max(len(pred) - 2 * kk, 0))
-        win = np.minimum(start[:, None] + np.arange(2 * kk), len(pred) - 1)
-        dist = np.abs(pred[win] - target[fine, None])
-        nearest = np.take_along_axis(win, np.argsort(dist, axis=1, kind="stable")[:, :kk], 1)
+        dfull = completed.loc[has].iloc[ok]
         for f in out:
-            pick = nearest[np.arange(len(nearest)), rng.integers(kk, size=len(nearest))]
-            vals = f[col].to_numpy(copy=True)
-            vals[rows[fine]] = values[pick]
-            f[col] = pd.Series(vals, index=f.index).astype(cond[col].dtype)
+            both = pd.concat([dfull, f.iloc[rows]], ignore_index=True)
+            D = np.column_stack([_design(model, both, j), np.concatenate([pred, target])])
+            nd = len(dfull)
+            fin = np.isfinite(D[nd:]).all(axis=1)
+            D[nd:][~fin] = 0.0  # zero-probability evidence: the cell stays missing
+            beta = np.linalg.lstsq(D[:nd], values.astype(float), rcond=None)[0]
+            fitted = D @ beta
+            fitted[nd:][~fin] = np.nan
+            nearest, fine = _nearest(fitted[:nd], fitted[nd:], k)
+            _draw_into(f, col, rows, fine, nearest, values, cond[col].dtype, rng)
     return out
+
+
+def _nearest(pred: np.ndarray, target: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices into ``pred`` of the ``k`` donors nearest each finite ``target``, and the mask of
+    finite targets (zero-probability evidence leaves the cell missing)."""
+    fine = np.isfinite(target)
+    kk = min(k, len(pred))
+    if kk == 0:
+        return np.empty((0, 0), dtype=np.int64), np.zeros_like(fine)
+    order = np.argsort(pred, kind="stable")
+    spred = pred[order]
+    # the kk donors nearest in predicted mean lie in a window of 2 kk around the insertion
+    pos = np.searchsorted(spred, target[fine])
+    start = np.clip(pos - kk, 0, max(len(spred) - 2 * kk, 0))
+    win = np.minimum(start[:, None] + np.arange(2 * kk), len(spred) - 1)
+    dist = np.abs(spred[win] - target[fine, None])
+    nearest = np.take_along_axis(win, np.argsort(dist, axis=1, kind="stable")[:, :kk], 1)
+    return order[nearest], fine
+
+
+def _draw_into(f: pd.DataFrame, col, rows: np.ndarray, fine: np.ndarray, nearest: np.ndarray,
+               values: np.ndarray, dtype, rng: np.random.Generator) -> None:
+    """Fill ``f[col]`` at ``rows[fine]`` with the observed value of one of the nearest donors,
+    drawn uniformly."""
+    if nearest.size == 0:
+        return
+    kk = nearest.shape[1]
+    pick = nearest[np.arange(len(nearest)), rng.integers(kk, size=len(nearest))]
+    vals = f[col].to_numpy(copy=True)
+    vals[rows[fine]] = values[pick]
+    f[col] = pd.Series(vals, index=f.index).astype(dtype)
 
 
 def _unseen_levels(model: GenerativeForest, table: pd.DataFrame) -> pd.DataFrame:
