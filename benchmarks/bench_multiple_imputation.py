@@ -14,7 +14,7 @@ complete) and fits the analysis model after each method:
 
 Multiple imputations (``m`` tables, model fitted on each, Rubin's rules with Barnard-Rubin
 degrees of freedom and HC3 sandwich standard errors) come from ``ForestImputer`` with its
-defaults and with ``pmm_means="stacked"``, and scikit-learn's
+defaults (``pmm_means="stacked"``) and with ``pmm_means="forest"``, and scikit-learn's
 ``IterativeImputer(sample_posterior=True)`` with ``m`` seeds. Single imputations (mean,
 ``KNNImputer``) and complete-case analysis use the complete-data interval.
 "complete data" is the analysis before deletion, the reference for what the intervals can
@@ -127,11 +127,11 @@ def sk_frame(arr: np.ndarray, like: pd.DataFrame) -> pd.DataFrame:
 
 def methods(m: int):
     def forest(df, seed):
-        imp = ForestImputer(random_state=seed).fit(df)
+        imp = ForestImputer(pmm_means="forest", random_state=seed).fit(df)
         return pooled(imp.multiple_imputation(df, m=m))
 
     def stacked(df, seed):
-        imp = ForestImputer(pmm_means="stacked", random_state=seed).fit(df)
+        imp = ForestImputer(random_state=seed).fit(df)
         return pooled(imp.multiple_imputation(df, m=m))
 
     def iterative(df, seed):
@@ -141,8 +141,8 @@ def methods(m: int):
         return pooled(tables)
 
     return {
-        f"ForestImputer MI (default), m={m}": forest,
-        f"ForestImputer MI (pmm_means='stacked'), m={m}": stacked,
+        f"ForestImputer MI (pmm_means='forest'), m={m}": forest,
+        f"ForestImputer MI (default: pmm_means='stacked'), m={m}": stacked,
         f"IterativeImputer(sample_posterior=True), m={m}": iterative,
         "KNNImputer (k=5), single": lambda df, s: single(sk_frame(KNNImputer().fit_transform(df),
                                                                   df)),

@@ -31,19 +31,19 @@ other columns and draws real residuals.
 Matched means (``pmm_means``). Under MAR the missing cells concentrate where the columns that
 drive the missingness take extreme values, and there a forest's conditional mean is smoothed
 towards the centre; a chain that refits the forest on its own imputations keeps that bias (a
-fixed point of the attenuated model). ``"forest"`` (default) matches on the forest's conditional
-means. ``"stacked"`` updates the numeric columns one after the other, as chained equations do
-(van Buuren 2018): the matched mean of column ``j`` is the least-squares fit of ``j``, on the
-rows that observe it, on the row's other cells (the chain's current values) and the forest's
-conditional mean of ``j``. Fitted on observed cells only, it targets the conditional of ``j``
-given the rest, which MAR leaves intact when ``j``'s missingness depends on the other columns;
-the linear part carries the trend into the tails where the forest flattens. Donors are the
-rows out of the round's bootstrap resample (type-2 matching: a forest's mean of a row it was
-fitted on leans towards that row's own value, which exaggerated slopes), and ``burn_in`` shared
-rounds (default 7 with ``"stacked"``) move the chain away from its conditional-mean start
-before the ``m`` chains branch off. On the California-housing benchmark ``"stacked"`` cuts the
-MAR bias of the pooled coefficients but raises the MCAR bias (a linear fit of a non-linear
-relation), so it is not the default; figures in ``benchmarks/results/multiple_imputation.md``.
+fixed point of the attenuated model). ``"stacked"`` (default) updates the numeric columns one
+after the other, as chained equations do (van Buuren 2018): the matched mean of column ``j`` is
+the least-squares fit of ``j``, on the rows that observe it, on the row's other cells (the
+chain's current values) and the forest's conditional mean of ``j``. Fitted on observed cells
+only, it targets the conditional of ``j`` given the rest, which MAR leaves intact when ``j``'s
+missingness depends on the other columns; the linear part carries the trend into the tails
+where the forest flattens, the forest's mean the non-linear rest. Donors are the rows out of
+the round's bootstrap resample (type-2 matching: a forest's mean of a row it was fitted on
+leans towards that row's own value, which exaggerated slopes), and ``burn_in`` shared rounds
+(default 7 with ``"stacked"``) move the chain away from its conditional-mean start before the
+``m`` chains branch off. ``"forest"`` matches on the forest's conditional means alone (the
+previous default; attenuated under MAR). Bias and coverage of both on the California-housing
+benchmark under MCAR and MAR: ``benchmarks/results/multiple_imputation.md``.
 
 Default learner: ``ARF(n_trees=50, min_node_size=5)``. Leaves of 30 rows capture about a third
 of a partial association that small leaves capture two thirds of (California housing, the
@@ -96,18 +96,18 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         for discrete ones) or ``"posterior"`` (conditional draws for every column); used by
         ``sample_posterior=True`` and :meth:`multiple_imputation`.
     pmm_k : donors per missing cell for ``draw="pmm"`` (default 5).
-    pmm_means : what ``draw="pmm"`` matches on: ``"forest"`` (default: the forest's conditional
-        means) or ``"stacked"`` (per column, a least-squares fit, on the rows observing it, of
-        the other cells and the forest's conditional mean; columns updated in turn; donors out
-        of the bootstrap resample); see the module docstring.
+    pmm_means : what ``draw="pmm"`` matches on: ``"stacked"`` (default: per column, a
+        least-squares fit, on the rows observing it, of the other cells and the forest's
+        conditional mean; columns updated in turn; donors out of the bootstrap resample) or
+        ``"forest"`` (the forest's conditional means); see the module docstring.
     n_refits : rounds of refitting the learner on the training table completed by its own
         imputations (default 3; 0 keeps the learner fitted on the incomplete table). ``fit``
         completes with conditional means; each of :meth:`multiple_imputation`'s tables is the
         end of its own chain of ``n_refits`` rounds of (bootstrap) refit and draw -- data
         augmentation (Tanner & Wong 1987), the scheme of chained-equation imputers.
     burn_in : rounds of (bootstrap) refit and redraw run once, in :meth:`multiple_imputation`,
-        before the ``m`` chains branch off; ``None`` (default): 7 with ``pmm_means="stacked"``,
-        0 with ``"forest"``.
+        before the ``m`` chains branch off; ``None`` (default): 7 when ``draw="pmm"`` matches
+        ``pmm_means="stacked"`` means, else 0.
     random_state : seeds the learner's fit and the posterior draws; the same seed gives the same
         tables on every call.
 
@@ -121,7 +121,7 @@ class ForestImputer(TransformerMixin, BaseEstimator):
 
     def __init__(self, learner: GenerativeForest | None = None, *, sample_posterior: bool = False,
                  add_indicator: bool = False, bootstrap: bool = True, draw: str = "pmm",
-                 pmm_k: int = 5, pmm_means: str = "forest", n_refits: int = 3,
+                 pmm_k: int = 5, pmm_means: str = "stacked", n_refits: int = 3,
                  burn_in: int | None = None, random_state: Any = None):
         self.learner = learner
         self.sample_posterior = sample_posterior
@@ -267,8 +267,8 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         n = len(self._train)
         same = table.equals(self._train)
         burned = self._completed
-        burn = self.burn_in if self.burn_in is not None else \
-            (7 if self.pmm_means == "stacked" else 0)
+        stacked = self.draw == "pmm" and self.pmm_means == "stacked"
+        burn = self.burn_in if self.burn_in is not None else (7 if stacked else 0)
         for _ in range(burn if rounds else 0):
             idx = rng.integers(n, size=n)
             oob = np.setdiff1d(np.arange(n), idx)
@@ -286,7 +286,7 @@ class ForestImputer(TransformerMixin, BaseEstimator):
                 last = r == max(rounds, 1) - 1
                 target = table if last else self._train
                 start = completed if not last or same else None
-                if self.pmm_means != "forest" and self.bootstrap:
+                if stacked and self.bootstrap:
                     oob = np.setdiff1d(np.arange(n), idx)
                     donors = self._train.iloc[oob].reset_index(drop=True)
                     dcomp = completed.iloc[oob].reset_index(drop=True)
