@@ -128,14 +128,14 @@ def main() -> None:
               f"{res['after'][k] / res['before'][k]:.1f}x"] for k in labels]
     sections = [
         "Rows per CPU-second of one process with one Numba thread (the parallel walk's "
-        "threads are not counted); the machine was shared and loaded. Both versions load the "
-        f"same {args.rows:,}-row ARF model file.",
+        "threads are not counted; the machine's load is in the table above). Both versions "
+        f"load the same {args.rows:,}-row ARF model file.",
         md_table(["query", f"before ({args.reference})", "after", "after / before"], table),
         "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
         "whether the conditional draws are identical: "
         + json.dumps(same),
     ]
-    cmd = "nice -n 10 python benchmarks/bench_walk.py " + " ".join(sys.argv[1:])
+    cmd = "python benchmarks/bench_walk.py " + " ".join(sys.argv[1:])
     print(write_result(args.name, "Evidence-pruned tree walk (issue 15)", sections, command=cmd))
 
 
