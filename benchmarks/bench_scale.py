@@ -274,13 +274,13 @@ def main() -> None:
         table.append(row)
     headers = ["work", *(f"{v} ({args.reference})" if v == "before" else v for v in codes)]
     sections = [
-        "Machine: shared and loaded (other jobs ran at the same time); wall times are "
-        "indicative, peak RSS is per process. Each cell is one run in a fresh process.",
+        "The machine's load is in the table above (wall times and rates depend on it; peak RSS "
+        "is per process and does not). Each cell is one run in a fresh process.",
         md_table(headers, table),
         "Results agree between versions: " + (json.dumps(same) if same else "(not compared)"),
         "Raw: " + json.dumps(res),
     ]
-    cmd = "nice -n 10 python benchmarks/bench_scale.py " + " ".join(sys.argv[1:])
+    cmd = "python benchmarks/bench_scale.py " + " ".join(sys.argv[1:])
     name = "scale_adult" if args.adult_only else "scale"
     print(write_result(name, "Scale on one machine (issue 15)", sections, command=cmd))
 
