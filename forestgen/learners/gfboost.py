@@ -49,6 +49,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.families import INTERSECTION
+from forestgen.learners.region_atoms import RegionAtoms, region_leaves
 from forestgen.learners.rfde import (
     apply_floor,
     box_log_volume,
@@ -525,6 +526,16 @@ class EOGT(GFBoost):
     ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
     each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
     for ``T > 1``.
+
+    Point masses (issue 11): a numeric column with atoms (``ColumnSpec.atoms``, e.g. fair's
+    ``affairs == 0``) is, inside each region, its atoms with the region's shares plus a
+    uniform remainder (:mod:`~forestgen.learners.region_atoms`); the shares are estimated from
+    the training rows in the region, shrunk with ``prior_strength`` pseudo-rows (default 1)
+    toward the column's share of the atom among its values in the region's interval, which
+    regions without training rows take alone. For this the model keeps each non-empty cell's
+    weight at the atoms (and the column's share of values between split faces), not the rows.
+    Sampling, the density (counting measure at the atoms, exactly normalised), conditionals and
+    imputation use them.
     """
 
     model_family = INTERSECTION
@@ -532,6 +543,13 @@ class EOGT(GFBoost):
     _approx = True
     #: per-row cap on the regions enumerated to marginalise missing entries
     max_regions = 100_000
+
+    def __init__(self, *, n_trees: int = 50, n_iter: int = 200, loss: str = "matusita",
+                 prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
+                 min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
+                 prior_strength: float = 1.0, density_floor: float | None = 1e-5,
+                 progress: bool = False, random_state: Any = None):
+        """Parameters: as :class:`GFBoost`, plus ``prior_strength`` (class docstring)."""
 
     @property
     def capabilities(self) -> frozenset:
@@ -556,9 +574,18 @@ class EOGT(GFBoost):
         self.leaf_models_ = fit_cell_leaves(schema, geo.lo[leaf_node], geo.hi[leaf_node],
                                             geo.mask[leaf_node].astype(np.uint8), nom_off,
                                             geo.weight[leaf_node])
+        C = table.n_cells
+        keys = region_leaves(self.trees_, table.clo[:C], table.chi[:C], table.cmask[:C],
+                             nom_off, nlev)
+        f = self.trees_
+        faces = [np.unique(np.r_[f.threshold[f.feature == j], lo_j, hi_j])
+                 for j, (lo_j, hi_j) in enumerate(zip(self.box_lo_, self.box_hi_))]
+        self.region_atoms_ = RegionAtoms.fit(schema, table.Z, table.row_fragments(), keys,
+                                             faces, float(self.prior_strength))
 
     def validate_params(self) -> None:
         super().validate_params()
+        check_real("prior_strength", self.prior_strength, 0.0)
         if self.smoothing == "auto":
             raise ValueError("EOGT keeps no cell masses: smoothing='auto' needs GFBoost; "
                              "give a number")
@@ -574,7 +601,9 @@ class EOGT(GFBoost):
 
     def _regions(self, x: np.ndarray):
         """Compatible regions of one encoded row with their log weight on the observed
-        entries, ``log Q̂(C) - log μ_o(C_o)``; ``None`` past ``max_regions``."""
+        entries, ``log Q̂(C) - log μ_o(C_o)`` (times the atom shares of observed atom columns,
+        :mod:`~forestgen.learners.region_atoms`), and their atom shares; ``None`` past
+        ``max_regions``."""
         from forestgen.sampling.star import approx_regions, region_log_measure
 
         g = self._geometry()
@@ -585,7 +614,30 @@ class EOGT(GFBoost):
         obs = np.flatnonzero(~np.isnan(x))
         lw = np.array([lq[i] - region_log_measure(g, lo[i], hi[i], mask[i], obs)
                        for i in range(len(lq))])
-        return lw, lo, hi, mask
+        shares = self._region_shares(lo, hi, mask)
+        if len(lw) and self._atoms():
+            lw = lw + self._atoms().log_factor(x, shares, lo, hi)
+        return lw, lo, hi, mask, shares
+
+    def _atoms(self) -> RegionAtoms | None:
+        """The per-region atom shares (``None`` for files saved before they existed)."""
+        return getattr(self, "region_atoms_", None)
+
+    def _region_shares(self, lo, hi, mask) -> list[np.ndarray]:
+        """Atom shares ``[m, A]`` per atom column of regions given by their boxes."""
+        atoms = self._atoms()
+        if not atoms or not len(lo):
+            return []
+        kind, nlev, nom_off = self._layout
+        rid = atoms.region_ids(region_leaves(self.trees_, lo, hi, mask, nom_off, nlev))
+        return atoms.shares(rid, lo, hi)
+
+    def _box_shares(self) -> list[np.ndarray]:
+        """Atom shares of the smoothing component: the column's overall shares."""
+        atoms = self._atoms()
+        if not atoms:
+            return []
+        return atoms.shares(np.array([-1]), self.box_lo_[None, :], self.box_hi_[None, :])
 
     def _uniform_log_weight(self, x: np.ndarray) -> float:
         """``log ε - log μ_o(X_o)``: the smoothing component's weight on the observed entries."""
@@ -595,8 +647,12 @@ class EOGT(GFBoost):
             return -np.inf
         g = self._geometry()
         r0 = self.trees_.roots[0]
-        return math.log(self.smoothing_) - region_log_measure(
+        out = math.log(self.smoothing_) - region_log_measure(
             g, g.lo[r0], g.hi[r0], g.mask[r0], np.flatnonzero(~np.isnan(x)))
+        if self._atoms():
+            out += float(self._atoms().log_factor(x, self._box_shares(), g.lo[r0][None, :],
+                                                  g.hi[r0][None, :])[0])
+        return out
 
     def _too_many(self, rows: list[int], query: str) -> None:
         if rows:
@@ -611,7 +667,10 @@ class EOGT(GFBoost):
         self._geometry()
         f = self.trees_
         nominal = self._layout[2] >= 0
-        keys = np.empty(Z.shape)
+        atoms = self._atoms()
+        atom_values = ({int(j): a for j, a in zip(atoms.columns, atoms.atoms)} if atoms
+                       else {})
+        keys = np.empty((len(Z), Z.shape[1] + len(atom_values)))
         for j in range(Z.shape[1]):
             col = Z[:, j]
             if nominal[j]:
@@ -620,6 +679,8 @@ class EOGT(GFBoost):
             faces = np.unique(np.r_[f.threshold[f.feature == j], self.box_lo_[j],
                                     self.box_hi_[j]])
             keys[:, j] = np.where(np.isnan(col), -2.0, np.searchsorted(faces, col, "left"))
+        for k, (j, a) in enumerate(atom_values.items()):  # which atom, if any
+            keys[:, Z.shape[1] + k] = (Z[:, j, None] == a[None, :]) @ np.arange(1, len(a) + 1)
         _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
         return first, inverse.ravel()
 
@@ -674,6 +735,22 @@ class EOGT(GFBoost):
         for i in np.flatnonzero(uni):
             out[i] = draw_uniform(geo.lo[r0], geo.hi[r0], geo.mask[r0], kind, nom_off, nlev,
                                   rng)
+        atoms = self._atoms()
+        if atoms and len(out):  # the point masses of each draw's region
+            tree = np.flatnonzero(~uni)
+            leaves = self.trees_.apply(out[tree])
+            nodes = self.trees_.leaf_node[leaves]
+            cols = atoms.columns
+            lo = np.full((len(tree), out.shape[1]), np.nan)
+            hi = lo.copy()
+            lo[:, cols] = geo.lo[:, cols][nodes].max(1)
+            hi[:, cols] = geo.hi[:, cols][nodes].min(1)
+            rid = atoms.region_ids(leaves)
+            shares = [np.empty((len(out), len(a))) for a in atoms.atoms]
+            for s, t, b in zip(shares, atoms.shares(rid, lo, hi), self._box_shares()):
+                s[tree] = t
+                s[uni] = b
+            atoms.draw(out, np.ones(out.shape, bool), shares, rng)
         return constrain(out, self.schema_)
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
@@ -684,7 +761,6 @@ class EOGT(GFBoost):
         ``impute(method="sample")``). Ranges and level sets raise ``NotImplementedError``."""
         if conditions is None:
             return super().sample(n, random_state)
-        from forestgen.sampling.star import draw_uniform
         from forestgen.validation import as_generator
 
         self._check_fitted()
@@ -713,8 +789,8 @@ class EOGT(GFBoost):
                                          f"has probability zero")
                     out[i] = self.sample_encoded(1, rng)[0]
                     continue
-                out[i] = np.where(np.isnan(E[i]), draw_uniform(*pick, kind, nom_off, nlev,
-                                                               rng), E[i])
+                out[i] = np.where(np.isnan(E[i]), self._draw_in(pick, np.isnan(E[i]), rng),
+                                  E[i])
         df = self.encoder_.inverse_transform(constrain(out, self.schema_))
         if index is not None:
             df.index = index
@@ -757,13 +833,14 @@ class EOGT(GFBoost):
     def _choose(self, x: np.ndarray, reg, method: str, rng) -> tuple | None:
         """One region for ``x``'s missing entries: where the conditional density peaks
         (``"max_density"``, ties at random) or drawn from the conditional (``"sample"``,
-        the smoothing component being the whole box); ``None`` if ``x`` has probability 0."""
+        the smoothing component being the whole box); ``None`` if ``x`` has probability 0.
+        Returns ``(lo, hi, mask, shares)`` (atom shares per atom column, ``[A]`` each)."""
         from forestgen.sampling.star import region_log_measure
 
         g = self._geometry()
-        lw, lo, hi, mask = reg
+        lw, lo, hi, mask, shares = reg
         r0 = self.trees_.roots[0]
-        box = (g.lo[r0], g.hi[r0], g.mask[r0])
+        box = (g.lo[r0], g.hi[r0], g.mask[r0], [s[0] for s in self._box_shares()])
         if method == "max_density":
             if not len(lw):
                 return box if np.isfinite(self._uniform_log_weight(x)) and self._inside(x) \
@@ -771,9 +848,13 @@ class EOGT(GFBoost):
             miss = np.flatnonzero(np.isnan(x))
             score = np.array([lw[i] - region_log_measure(g, lo[i], hi[i], mask[i], miss)
                               for i in range(len(lw))])
+            fixed = self._densest_pieces(x, shares, lo, hi)
+            if fixed is not None:
+                score = score + fixed[0]
             best = np.flatnonzero(score == score.max())
             k = best[rng.integers(len(best))]
-            return lo[k], hi[k], mask[k]
+            return lo[k], hi[k], mask[k], ([s[k] for s in fixed[1]] if fixed is not None
+                                           else [s[k] for s in shares])
         w = np.r_[math.log1p(-self.smoothing_) + lw,
                   self._uniform_log_weight(x) if self._inside(x) else -np.inf]
         if not np.isfinite(w).any():
@@ -781,11 +862,48 @@ class EOGT(GFBoost):
         p = np.exp(w - w.max())
         k = int(np.searchsorted(np.cumsum(p) / p.sum(), rng.random(), side="right"))
         k = min(k, len(p) - 1)
-        return box if k == len(lw) else (lo[k], hi[k], mask[k])
+        return box if k == len(lw) else (lo[k], hi[k], mask[k], [s[k] for s in shares])
+
+    def _densest_pieces(self, x: np.ndarray, shares, lo, hi):
+        """For maximum-density imputation of missing atom columns: in each region, the
+        densest piece of each such column, an atom (its share, counting measure, as
+        :meth:`log_prob`) or the continuous part (``(1 - Σ s) / |C_j|``). Returns the log
+        gain over the continuous part's uniform density already in the score, and the
+        shares forcing the draw onto that piece (one-hot on an atom, zero for the continuous
+        part); ``None`` without missing atom columns."""
+        atoms = self._atoms()
+        if not atoms or not any(np.isnan(x[j]) for j in atoms.columns):
+            return None
+        gain = np.zeros(len(lo))
+        forced = []
+        with np.errstate(divide="ignore"):
+            for j, s in zip(atoms.columns, shares):
+                if not np.isnan(x[j]):
+                    forced.append(s)
+                    continue
+                width = np.log(hi[:, j] - lo[:, j])
+                opts = np.column_stack([np.log(s) + width[:, None],
+                                        np.log(np.maximum(1 - s.sum(1), 0))])
+                pick = np.argmax(opts, 1)  # relative to the score's -log |C_j|
+                gain += opts[np.arange(len(lo)), pick]
+                forced.append((pick[:, None] == np.arange(s.shape[1])[None, :]).astype(float))
+        return gain, forced
+
+    def _draw_in(self, pick: tuple, free: np.ndarray, rng) -> np.ndarray:
+        """One draw in the region ``pick`` of :meth:`_choose`: uniform, then each free atom
+        column on its atoms with the region's shares."""
+        from forestgen.sampling.star import draw_uniform
+
+        lo, hi, mask, shares = pick
+        kind, nlev, nom_off = self._layout
+        x = draw_uniform(lo, hi, mask, kind, nom_off, nlev, rng)[None, :]
+        if shares:
+            self._atoms().draw(x, free[None, :], [s[None, :] for s in shares], rng)
+        return x[0]
 
     def _level_probs(self, x: np.ndarray, j: int, reg) -> np.ndarray:
         """P(level of column ``j`` | observed entries of ``x``) from the regions."""
-        lw, lo, hi, mask = reg
+        lw, lo, hi, mask, _ = reg
         kind, nlev, nom_off = self._layout
         k = int(nlev[j])
         codes = np.arange(k)
@@ -806,20 +924,27 @@ class EOGT(GFBoost):
 
     def _mean(self, x: np.ndarray, j: int, reg) -> float:
         """Conditional mean of ordered column ``j`` (encoded units) from the regions."""
-        lw, lo, hi, _ = reg
+        lw, lo, hi, _, shares = reg
         g = self._geometry()
         r0 = self.trees_.roots[0]
         integer = self._layout[0][j] == 1
+        atoms = self._atoms()
+        spiky = bool(atoms) and j in atoms.columns
 
         def centre(a, b):
             return 0.5 * (math.floor(a) + 1 + math.floor(b)) if integer else 0.5 * (a + b)
 
         w = list(math.log1p(-self.smoothing_) + lw)
-        c = [centre(lo[i, j], hi[i, j]) for i in range(len(lw))]
+        c = np.array([centre(lo[i, j], hi[i, j]) for i in range(len(lw))])
+        if spiky and len(c):  # the region's point masses move its mean
+            c = atoms.mean_shift(j, shares, c)
+        c = list(c)
         u = self._uniform_log_weight(x)
         if np.isfinite(u) and self._inside(x):
             w.append(u)
-            c.append(centre(g.lo[r0, j], g.hi[r0, j]))
+            cb = centre(g.lo[r0, j], g.hi[r0, j])
+            c.append(float(atoms.mean_shift(j, self._box_shares(), np.array([cb]))[0])
+                     if spiky else cb)
         if not w:
             return np.nan
         w = np.exp(np.asarray(w) - max(w))
@@ -831,8 +956,6 @@ class EOGT(GFBoost):
         (uniform in the compatible region of highest density, paper §7.2 with approximation
         (8)), ``"sample"`` (exact conditional draw) or ``"expectation"`` (mean / mode).
         Rows of zero probability stay NaN (a warning names them)."""
-        from forestgen.sampling.star import draw_uniform
-
         self._geometry()
         kind, nlev, nom_off = self._layout
         out = Z.copy()
@@ -859,7 +982,7 @@ class EOGT(GFBoost):
             if pick is None:
                 empty.append(int(i))
                 continue
-            draw = draw_uniform(*pick, kind, nom_off, nlev, rng)
+            draw = self._draw_in(pick, miss[i], rng)
             out[i, cols] = draw[cols]
         self._too_many(big, "impute")
         if empty:
@@ -928,6 +1051,14 @@ class EOGT(GFBoost):
         Z[:, j] = np.nan
         return j, Z
 
+    def _extra_arrays(self):
+        out = super()._extra_arrays()
+        if self._atoms() is not None:
+            out.update(self.region_atoms_.to_arrays("region_atoms."))
+        return out
+
     def _restore_extra(self, arrays, meta):
         super()._restore_extra(arrays, meta)
         self._geo = None
+        if "region_atoms.columns" in arrays:
+            self.region_atoms_ = RegionAtoms.from_arrays(arrays, "region_atoms.")

@@ -592,3 +592,80 @@ def test_point_mass_zero_inflated_column():
     imp = m.impute(masked, random_state=0)
     assert (imp["x"].to_numpy()[::4] == 0).mean() > 0.3
     assert m.cell_risk() > 0
+
+
+def _zero_inflated(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    zero = rng.random(n) < 0.6
+    x = np.where(zero, 0.0, rng.exponential(2.0, n))
+    return pd.DataFrame({"x": x, "y": x + rng.normal(0, 0.5, n),
+                         "c": np.where(zero, "a", rng.choice(["a", "b"], n))}), zero
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_eogt_point_mass_density_is_exactly_normalised(smoothing):
+    """EOGT's regions carry atom shares: the density (counting measure at the atom, Lebesgue
+    off it) sums and integrates to one over the mixed domain, and a NaN entry is the sum of
+    the atom and the integral off it."""
+    df, _ = _zero_inflated()
+    m = EOGT(n_trees=4, n_iter=24, smoothing=smoothing).fit(df)
+    assert m.schema_["x"].atoms == [0.0]
+    (mx, my), (wx, wy) = _eogt_grid(m)
+    assert not np.isin(0.0, mx)
+    levels = m.schema_["c"].categories
+    total = 0.0
+    for lv in levels:
+        for xs, wxs in ((mx, wx), (np.array([0.0]), np.array([1.0]))):  # off / at the atom
+            G = pd.DataFrame([(x, y) for x in xs for y in my], columns=["x", "y"]).assign(c=lv)
+            w = np.array([a * b for a in wxs for b in wy])
+            total += float(np.sum(np.exp(m.log_prob(G, floor=None)) * w))
+    assert total == pytest.approx(1.0, abs=1e-9)
+    # marginals: x = 0 with y, c missing is the atom's probability; summed with the integral
+    # of x off the atom it gives one
+    p0 = np.exp(m.log_prob(pd.DataFrame({"x": [0.0], "y": [np.nan], "c": [None]}),
+                           floor=None))[0]
+    off = np.exp(m.log_prob(pd.DataFrame({"x": mx, "y": np.nan, "c": None}), floor=None))
+    assert p0 + float(np.sum(off * wx)) == pytest.approx(1.0, abs=1e-9)
+    row = df.head(3)
+    joint = [m.log_prob(row.assign(y=y), floor=None) for y in my]
+    integral = np.log(np.sum(np.exp(np.stack(joint, 1)) * wy, 1))
+    assert np.allclose(m.log_prob(row.assign(y=np.nan), floor=None), integral, atol=1e-9)
+
+
+def test_eogt_keeps_point_masses_in_samples_and_imputations(tmp_path):
+    """fair-like zero inflation (60% of x is exactly 0): EOGT's samples hit the atom at the
+    data's share, at the rate its own density gives, and more where the data put zeros."""
+    df, zero = _zero_inflated()
+    m = EOGT(n_trees=8, n_iter=40).fit(df)
+    N = 20_000
+    s = m.sample(N, random_state=1)
+    share = float((s["x"] == 0).mean())
+    assert abs(share - zero.mean()) < 0.05
+    p0 = np.exp(m.log_prob(pd.DataFrame({"x": [0.0], "y": [np.nan], "c": [None]})))[0]
+    assert abs(share - p0) < 4 * math.sqrt(p0 * (1 - p0) / N)  # sampler = density
+    # no zeros with c = "b" in the data; EOGT's law puts mass in regions holding no training
+    # row, whose share is the column's within the region's interval (module region_atoms)
+    assert (s.loc[s["c"] == "b", "x"] == 0).mean() < (s.loc[s["c"] == "a", "x"] == 0).mean()
+    assert (s["x"] >= 0).all()
+    masked = df.copy()
+    masked.loc[::4, "x"] = np.nan
+    # conditional draws hit the atom at the rate the density gives: P(x = 0 | y, c)
+    rows = masked.iloc[::4]
+    p_atom = np.exp(m.log_prob(rows.assign(x=0.0)) - m.log_prob(rows))
+    draws = np.stack([m.impute(rows, method="sample", random_state=r)["x"].to_numpy() == 0
+                      for r in range(5)])
+    assert abs(draws.mean() - p_atom.mean()) < 4 * math.sqrt(0.25 / draws.size)
+    assert p_atom[zero[::4]].mean() > p_atom[~zero[::4]].mean()
+    # maximum density under log_prob's measure (counting at the atom): brute force over the
+    # atom and the grid of x
+    (mx, _), _ = _eogt_grid(m)
+    best = m.impute(masked.head(20), method="max_density", random_state=0)
+    for i in range(0, 20, 4):
+        G = pd.DataFrame({"x": np.r_[0.0, mx], "y": df["y"].iloc[i], "c": df["c"].iloc[i]})
+        assert m.log_prob(best.iloc[[i]])[0] == pytest.approx(m.log_prob(G).max(), abs=1e-9)
+    given = m.sample(4000, conditions={"c": "a"}, random_state=0)
+    assert (given["x"] == 0).mean() > zero.mean()  # zeros all have c = "a"
+    m.save(tmp_path / "e.fgm")
+    back = GenerativeForest.load(tmp_path / "e.fgm")
+    assert np.array_equal(back.log_prob(df), m.log_prob(df))
+    assert back.sample(50, random_state=3).equals(m.sample(50, random_state=3))

@@ -1,0 +1,198 @@
+"""Point masses inside EOGT's regions (issue 11: zero inflation such as fair's ``affairs == 0``).
+
+EOGT's law (Nock & Guillame-Bert 2023, §4.3; spec ``generative_forests.md`` §3.4) puts mass
+``Q̂(C)`` on each region ``C`` reached by the star-node walk and spreads it uniformly, which
+smears a value holding many rows (``ColumnSpec.atoms``) over its region. Here each region
+instead carries, per numeric column with atoms, the shares
+
+    s_a(C) = (n_a(C) + α π_a(C)) / (W(C) + α),
+
+``n_a(C)`` the training weight of ``C`` at atom ``a``, ``W(C)`` its whole training weight
+(row fragments of GF.Boost's cell table, spec §2.7), ``α`` the learner's ``prior_strength``
+and ``π_a(C) = P(x_j = a | x_j ∈ C_j)`` the column's observed share of atom ``a`` among its
+values in ``C``'s interval ``C_j`` (0 for atoms outside it). Inside ``C`` the column is
+``Σ_a s_a δ_a + (1 - Σ_a s_a) U(C_j)``: every region is still exactly normalised, so the law
+is. A region without training rows and the smoothing component (``C_j`` the whole range: the
+column's overall shares) take ``π`` itself. Most of EOGT's mass lies in regions holding no
+training row (96% of draws on fair), so ``π`` must be the share *within the interval*: a narrow
+interval around zero holds almost only zeros.
+
+``P(x_j ∈ C_j)`` needs only the column's observed weight between consecutive faces of the
+trees' splits on it (every region interval is a union of such bins). Regions are keyed by
+their leaf in every tree (their intersection is the region), found by routing one point of the
+region's box through the trees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forestgen.tree.arrays import ForestArrays
+
+
+class RegionAtoms:
+    """Per-region atom counts of the numeric columns with point masses.
+
+    ``columns`` column indices; ``atoms`` their atom values (encoded units, one tuple per
+    column); ``keys [K, T]`` leaf id per tree of the regions holding training weight;
+    ``weight [K]`` their training weight; ``counts [K, ΣA]`` their weight at each atom (columns
+    in order); ``share [ΣA]`` each atom's share of the column's observed training values;
+    ``faces`` per column the sorted split faces (thresholds and box faces) and ``cdf`` the
+    share of observed values at or below each; ``prior`` the pseudo-rows ``α``.
+    """
+
+    def __init__(self, columns, atoms, keys, weight, counts, share, faces, cdf,
+                 prior: float):
+        self.columns = np.asarray(columns, np.int64)
+        self.atoms = [np.asarray(a, float) for a in atoms]
+        self.keys = np.ascontiguousarray(keys, np.int32)
+        self.weight = np.asarray(weight, float)
+        self.counts = np.asarray(counts, float).reshape(len(self.weight), -1)
+        self.share = np.asarray(share, float)
+        self.faces = [np.asarray(f, float) for f in faces]
+        self.cdf = [np.asarray(c, float) for c in cdf]
+        self.prior = float(prior)
+        self.offsets = np.r_[0, np.cumsum([len(a) for a in self.atoms])].astype(np.int64)
+        self._index = None
+
+    def __bool__(self) -> bool:
+        return len(self.columns) > 0
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def fit(cls, schema, Z: np.ndarray, fragments: tuple, cell_keys: np.ndarray,
+            faces: list[np.ndarray], prior: float) -> RegionAtoms:
+        """From the encoded training rows ``Z``, their ``(row, cell, weight)`` fragments, each
+        cell's leaf keys ``[C, T]`` and every column's split faces."""
+        cols = [j for j, s in enumerate(schema.columns) if s.atoms and not s.is_discrete]
+        atoms = [np.asarray(schema.columns[j].atoms, float) for j in cols]
+        rows, cells, w = fragments
+        C = len(cell_keys)
+        weight = np.bincount(cells, weights=w, minlength=C)
+        counts, share, cdf = [], [], []
+        for j, a in zip(cols, atoms):
+            xj = Z[rows, j]
+            col = Z[:, j]
+            seen = np.sort(col[~np.isnan(col)])
+            cdf.append(np.searchsorted(seen, faces[j], side="right") / max(len(seen), 1))
+            for v in a:
+                counts.append(np.bincount(cells, weights=w * (xj == v), minlength=C))
+                share.append(float(np.mean(seen == v)) if len(seen) else 0.0)
+        held = weight > 0
+        counts = np.stack(counts, 1)[held] if counts else np.zeros((int(held.sum()), 0))
+        return cls(cols, atoms, cell_keys[held], weight[held], counts, share,
+                   [faces[j] for j in cols], cdf, prior)
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {prefix + "columns": self.columns, prefix + "offsets": self.offsets,
+                prefix + "atoms": np.concatenate(self.atoms) if self.atoms else np.zeros(0),
+                prefix + "keys": self.keys, prefix + "weight": self.weight,
+                prefix + "counts": self.counts, prefix + "share": self.share,
+                prefix + "faces": np.concatenate(self.faces) if self.faces else np.zeros(0),
+                prefix + "cdf": np.concatenate(self.cdf) if self.cdf else np.zeros(0),
+                prefix + "face_offsets": np.r_[0, np.cumsum([len(f) for f in self.faces])],
+                prefix + "prior": np.array([self.prior])}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str) -> RegionAtoms:
+        off = arrays[prefix + "offsets"]
+        flat = arrays[prefix + "atoms"]
+        atoms = [flat[off[i]: off[i + 1]] for i in range(len(off) - 1)]
+        fo = arrays[prefix + "face_offsets"]
+        faces = [arrays[prefix + "faces"][fo[i]: fo[i + 1]] for i in range(len(fo) - 1)]
+        cdf = [arrays[prefix + "cdf"][fo[i]: fo[i + 1]] for i in range(len(fo) - 1)]
+        return cls(arrays[prefix + "columns"], atoms, arrays[prefix + "keys"],
+                   arrays[prefix + "weight"], arrays[prefix + "counts"], arrays[prefix + "share"],
+                   faces, cdf, float(arrays[prefix + "prior"][0]))
+
+    # ------------------------------------------------------------------ lookup
+    def region_ids(self, leaves: np.ndarray) -> np.ndarray:
+        """Index of each region (rows of leaf ids ``[m, T]``) among the stored ones; -1 for a
+        region holding no training weight."""
+        if self._index is None:
+            self._index = {k.tobytes(): i for i, k in enumerate(self.keys)}
+        leaves = np.ascontiguousarray(leaves, np.int32)
+        return np.array([self._index.get(k.tobytes(), -1) for k in leaves], np.int64)
+
+    def shares(self, rid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+        """Per atom column, the shares ``[m, A]`` of regions ``rid`` (-1: no training weight)
+        whose intervals on the columns are ``(lo, hi]`` (``[m, d]``, encoded units)."""
+        rid = np.asarray(rid, np.int64)
+        known = rid >= 0
+        r = np.maximum(rid, 0)
+        W = np.where(known, self.weight[r] if len(self.weight) else 0.0, 0.0)
+        out = []
+        for c, j in enumerate(self.columns):
+            sl = slice(self.offsets[c], self.offsets[c + 1])
+            pi = self._interval_prior(c, lo[:, j], hi[:, j])
+            n = np.where(known[:, None], self.counts[r, sl] if len(self.weight) else 0.0, 0.0)
+            tot = W + self.prior
+            with np.errstate(invalid="ignore", divide="ignore"):
+                s = (n + self.prior * pi) / np.where(tot > 0, tot, 1.0)[:, None]
+            out.append(np.where((tot > 0)[:, None], np.minimum(s, 1.0), pi))
+        return out
+
+    def _interval_prior(self, c: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``π [m, A]``: each atom's share of column ``c``'s observed values in ``(lo, hi]``."""
+        a, g = self.atoms[c], self.share[self.offsets[c]: self.offsets[c + 1]]
+        faces, cdf = self.faces[c], self.cdf[c]
+
+        def below(v):  # share of values <= v (v is a face: exact)
+            k = np.searchsorted(faces, v, side="right") - 1
+            return np.where(k >= 0, cdf[np.maximum(k, 0)], 0.0)
+
+        mass = below(hi) - below(lo)
+        inside = (a[None, :] > lo[:, None]) & (a[None, :] <= hi[:, None])
+        pi = g[None, :] * inside
+        tot = pi.sum(1)
+        z = np.maximum(mass, tot)  # equal to mass when lo, hi are faces
+        return pi / np.where(z > 0, z, 1.0)[:, None]
+
+    def log_factor(self, x: np.ndarray, shares: list[np.ndarray], lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+        """Per region, the log of what the atoms change in the density of ``x`` on its observed
+        atom columns, relative to the uniform density of the region: ``log s_a + log |C_j|``
+        where ``x_j`` is atom ``a``, ``log(1 - Σ s)`` elsewhere (counting measure at the
+        atoms, Lebesgue off them)."""
+        out = np.zeros(len(lo))
+        with np.errstate(divide="ignore"):
+            for (j, a), s in zip(zip(self.columns, self.atoms), shares):
+                v = x[j]
+                if np.isnan(v):
+                    continue  # marginalised: atoms and continuous part sum to one
+                hit = np.flatnonzero(a == v)
+                if len(hit):
+                    out += np.log(s[:, hit[0]]) + np.log(hi[:, j] - lo[:, j])
+                else:
+                    out += np.log(np.maximum(1.0 - s.sum(1), 0.0))
+        return out
+
+    def draw(self, X: np.ndarray, free: np.ndarray, shares: list[np.ndarray],
+             rng: np.random.Generator) -> None:
+        """Put each row of ``X`` (drawn uniformly in its region) on atom ``a`` of each column
+        free in ``free [m, d]`` with probability ``s_a`` (in place)."""
+        m = len(X)
+        for (j, a), s in zip(zip(self.columns, self.atoms), shares):
+            u = rng.random(m)
+            pick = (np.cumsum(s, 1) <= u[:, None]).sum(1)
+            hit = (pick < len(a)) & free[:, j]
+            X[hit, j] = a[pick[hit]]
+
+    def mean_shift(self, j: int, shares: list[np.ndarray], centre: np.ndarray) -> np.ndarray:
+        """Mean of column ``j`` in each region: ``Σ s_a a + (1 - Σ s) centre``."""
+        c = int(np.flatnonzero(self.columns == j)[0])
+        s = shares[c]
+        return s @ self.atoms[c] + (1.0 - s.sum(1)) * centre
+
+
+def region_leaves(forest: ForestArrays, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
+                  nom_off: np.ndarray, nlev: np.ndarray) -> np.ndarray:
+    """Leaf id per tree ``[m, T]`` of regions given by their boxes (intervals ``(lo, hi]``
+    per ordered column, allowed levels per nominal one): each region lies in one leaf per
+    tree, found by routing a point of the box (its upper corner; its first allowed level)."""
+    P = np.array(hi, float, copy=True).reshape(len(hi), -1)
+    mask = np.asarray(mask).reshape(len(P), -1)
+    for j in np.flatnonzero(np.asarray(nom_off) >= 0):
+        o = int(nom_off[j])
+        P[:, j] = np.argmax(mask[:, o: o + int(nlev[j])], axis=1)
+    return forest.apply(P) if len(P) else np.zeros((0, forest.n_trees), np.int32)
