@@ -87,20 +87,40 @@ ADAPTERS = {"arfpy": [float_nullable_ints, object_categoricals, no_nan_rows],
 
 
 # ----------------------------------------------------------------------------- generators
-def run_forestgen(name, params, train, test, n, seed, target):
+def class_target(train: pd.DataFrame, target: str, meta: dict) -> str:
+    """The class column a supervised learner (GeF) is fitted on: the table's TSTR target when
+    it is a class (categorical, ordered or bool) without missing values, else the first such
+    column; no such column: a ValueError saying so (the cell is recorded as that error)."""
+    def ok(c):
+        return (meta["columns"][c]["kind"] in ("categorical", "ordered", "bool")
+                and not train[c].isna().any())
+
+    if ok(target):
+        return target
+    for c in train.columns:
+        if ok(c):
+            return c
+    raise ValueError(f"no class column for a supervised learner: the target {target!r} is "
+                     f"{meta['columns'][target]['kind']} (or has missing values) and no "
+                     f"categorical or bool column is complete")
+
+
+def run_forestgen(name, params, train, test, n, seed, target, meta):
     import inspect
 
     from forestgen import registry
 
     model = registry.get("learner", name)(**params, random_state=seed)
-    kw = {"target": target} if "target" in inspect.signature(model.fit).parameters else {}
+    kw, extra = {}, {}
+    if "target" in inspect.signature(model.fit).parameters:
+        kw["target"] = class_target(train, target, meta)
+        extra["class_target"] = kw["target"]
     t0 = time.perf_counter()
-    model.fit(train, **kw)  # a supervised learner (GeF) is given the table's TSTR target
+    model.fit(train, **kw)  # a supervised learner (GeF) is given a class column
     fit_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     synth = model.sample(n, random_state=seed)
     sample_s = time.perf_counter() - t0
-    extra = {}
     try:
         ll = np.asarray(model.log_prob(test), dtype=float)
         extra["test_ll"] = float(np.mean(ll))
@@ -224,7 +244,8 @@ def fit_sample(job, train, test):
     gen, params, n, seed = job["generator"], job["params"], job["n_synth"], job["seed"]
     if gen.startswith("forestgen:"):
         name = re.split(r"[@~]", gen.split(":", 1)[1])[0]
-        return run_forestgen(name, params, train, test, n, seed, job["meta"]["target"])
+        return run_forestgen(name, params, train, test, n, seed, job["meta"]["target"],
+                             job["meta"])
     if gen == "arfpy":
         return run_arfpy(params, train, test, n, seed)
     if gen == "nrgboost":
