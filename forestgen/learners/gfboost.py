@@ -457,6 +457,32 @@ class GFBoost(GenerativeForest):
             self.cell_mass_ = np.exp(self.leaf_log_weight_)
 
 
+def _evidence_row(ev, i: int) -> tuple[np.ndarray, dict]:
+    """Row ``i`` of parsed evidence: its values (NaN: none) and ``{column: constraint}``, a
+    closed range ``(a, b)`` (encoded units, infinite ends open) or a level mask."""
+    x = ev.point[i].copy()
+    cons: dict = {}
+    for j in np.flatnonzero(ev.interval_active()[i]):
+        a, b = ev.lo[i, j], ev.hi[i, j]
+        cons[int(j)] = (-np.inf if np.isnan(a) else a, np.inf if np.isnan(b) else b)
+    for j, (act, mk) in ev.sets.items():
+        if act[i]:
+            cons[int(j)] = np.asarray(mk[i], bool)
+    return x, cons
+
+
+def _evidence_key(ev, i: int) -> bytes:
+    """Hashable key of evidence row ``i``."""
+    x, cons = _evidence_row(ev, i)
+    parts = [_row_key(x)] + [np.int64(j).tobytes() + np.asarray(c, float).tobytes()
+                             for j, c in sorted(cons.items())]
+    return b"|".join(parts)
+
+
+def _logsumexp(w: np.ndarray) -> float:
+    return float(np.logaddexp.reduce(w)) if len(w) else -np.inf
+
+
 def _row_key(x: np.ndarray) -> bytes:
     """Hashable key of an encoded row (NaN entries compare equal)."""
     nan = np.isnan(x)
@@ -520,9 +546,10 @@ class EOGT(GFBoost):
     density, with missing entries marginalised by walking both branches of every node on a
     missing column (:func:`~forestgen.sampling.star.approx_regions`; a row needing more than
     ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
-    :meth:`predict_proba`, :meth:`predict` and conditions given as values (conditional
-    :meth:`sample` and :meth:`log_prob`, exact) use the same compatible regions. Conditions
-    with ranges or level sets, ``expect`` and ``to_torch`` raise ``NotImplementedError``.
+    :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
+    :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
+    its share of the range or set) use the same compatible regions. ``expect`` and
+    ``to_torch`` raise ``NotImplementedError``.
     ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
     each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
     for ``T > 1``.
@@ -553,10 +580,10 @@ class EOGT(GFBoost):
 
     @property
     def capabilities(self) -> frozenset:
-        """``log_prob`` (with NaN marginals), ``sample``, ``impute`` and ``predict``.
-        Conditions given as values are answered too (:meth:`sample`, :meth:`log_prob`), but
-        the ``conditional_*`` capabilities are not declared: ranges and level sets are not."""
-        return frozenset({"log_prob", "marginal", "sample", "impute", "predict"})
+        """``log_prob`` (with NaN marginals), ``sample``, conditional sampling and log density
+        (values, ranges, level sets), ``impute`` and ``predict``; not ``expect`` or ``torch``."""
+        return frozenset({"log_prob", "marginal", "sample", "conditional_sample",
+                          "conditional_log_prob", "impute", "predict"})
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
@@ -755,10 +782,13 @@ class EOGT(GFBoost):
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
                missing=True):
-        """``n`` rows of EOGT's law; with ``conditions`` (values, a dict or a DataFrame of
-        per-row values), exact draws from its conditional: a compatible region with
-        probability proportional to its weight on the evidence, then uniform in it (as
-        ``impute(method="sample")``). Ranges and level sets raise ``NotImplementedError``."""
+        """``n`` rows of EOGT's law; with ``conditions`` (the evidence language of
+        :mod:`forestgen.inference`: values, closed intervals, level sets; a dict or a DataFrame
+        of per-row evidence), exact draws from its conditional: a compatible region with
+        probability proportional to its weight on the evidence, then uniform in the region cut
+        to the evidence (atoms with the region's shares). Rows whose evidence has probability
+        zero raise ``ZeroProbabilityError`` (``on_empty="unconditional"``: drawn from the
+        law with a warning)."""
         if conditions is None:
             return super().sample(n, random_state)
         from forestgen.validation import as_generator
@@ -766,31 +796,41 @@ class EOGT(GFBoost):
         self._check_fitted()
         if on_empty not in ("raise", "unconditional"):
             raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
-        E, per_row, index = self._point_evidence(conditions, "conditional_sample", n)
+        ev, per_row, index = self._evidence(conditions, n)
         if not per_row:
             check_int("n", n, 0)
-            E = np.repeat(E, int(n), axis=0)
+            ev = ev.broadcast(int(n))
         rng = as_generator(random_state)
-        kind, nlev, nom_off = self._layout
-        out = np.empty_like(E)
-        first, inverse = self._row_keys(E)  # rows with the same regions are walked once
-        for u, i0 in enumerate(first):
-            x = E[i0]
-            rows = np.flatnonzero(inverse == u)
-            reg = self._regions(x)
+        out = np.empty((ev.m, self.schema_.d))
+        empty = []
+        groups: dict = {}
+        for i in range(ev.m):  # rows with the same evidence are walked once
+            groups.setdefault(_evidence_key(ev, i), []).append(i)
+        for rows in groups.values():
+            x, cons = _evidence_row(ev, rows[0])
+            reg = self._evidence_regions(x, cons)
             if reg is None:
-                raise ValueError(f"EOGT conditional_sample: the evidence needs more than "
-                                 f"max_regions={self.max_regions} regions")
+                raise ValueError(f"EOGT conditional_sample: the evidence of row {rows[0]} "
+                                 f"needs more than max_regions={self.max_regions} regions")
+            w = reg[0]
+            if not np.isfinite(w).any():
+                if on_empty == "raise":
+                    from forestgen.inference.conditions import ZeroProbabilityError
+
+                    raise ZeroProbabilityError(f"EOGT conditional_sample: the evidence of row "
+                                               f"{rows[0]} has probability zero")
+                empty += rows
+                out[rows] = self.sample_encoded(len(rows), rng)
+                continue
+            p = np.exp(w - w.max())
+            cum = np.cumsum(p) / p.sum()
             for i in rows:
-                pick = self._choose(x, reg, "sample", rng)
-                if pick is None:
-                    if on_empty == "raise":
-                        raise ValueError(f"EOGT conditional_sample: the evidence of row {i} "
-                                         f"has probability zero")
-                    out[i] = self.sample_encoded(1, rng)[0]
-                    continue
-                out[i] = np.where(np.isnan(E[i]), self._draw_in(pick, np.isnan(E[i]), rng),
-                                  E[i])
+                k = min(int(np.searchsorted(cum, rng.random(), side="right")), len(p) - 1)
+                out[i] = self._draw_evidence(x, cons, reg, k, rng)
+        if empty:
+            warnings.warn(f"EOGT conditional_sample: {len(empty)} row(s) (first: {empty[0]}) "
+                          f"have evidence of probability zero; drawn unconditionally",
+                          RuntimeWarning, stacklevel=2)
         df = self.encoder_.inverse_transform(constrain(out, self.schema_))
         if index is not None:
             df.index = index
@@ -798,36 +838,159 @@ class EOGT(GFBoost):
 
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density of EOGT's law (module notes of :class:`GFBoost` on the measure); with
-        ``conditions`` (values), ``log p(x_free | evidence)`` exactly, as the ratio of two
-        marginals of the law (NaN entries marginalised)."""
+        ``conditions`` (values, closed intervals, level sets), ``log p(x_free | evidence)``
+        exactly, as the ratio of two marginals of the law (NaN entries marginalised)."""
         if conditions is None:
             return super().log_prob(X, floor=floor)
         self._check_fitted()
         Zx = self._encode(X, missing_columns="nan")
-        E, per_row, _ = self._point_evidence(conditions, "conditional_log_prob", None)
+        ev, per_row, _ = self._evidence(conditions, None)
         if not per_row:
-            E = np.repeat(E, len(Zx), axis=0)
-        elif len(E) != len(Zx):
-            raise ValueError(f"per-row conditions have {len(E)} rows but X has {len(Zx)}")
-        given = ~np.isnan(E)
-        log_e = self.log_prob_encoded(E)
-        if np.isneginf(log_e).any():
-            raise ValueError(f"EOGT conditional_log_prob: the evidence of row "
-                             f"{int(np.argmax(np.isneginf(log_e)))} has probability zero")
-        return self.log_prob_encoded(np.where(given, E, Zx)) - log_e
+            ev = ev.broadcast(len(Zx))
+        elif ev.m != len(Zx):
+            raise ValueError(f"per-row conditions have {ev.m} rows but X has {len(Zx)}")
+        out = np.empty(len(Zx))
+        cache: dict = {}
+        big = []
+        for i in range(len(Zx)):
+            x, cons = _evidence_row(ev, i)
+            key = _evidence_key(ev, i)
+            if key not in cache:
+                reg = self._evidence_regions(x, cons)
+                cache[key] = np.nan if reg is None else _logsumexp(reg[0])
+            log_e = cache[key]
+            if np.isneginf(log_e):
+                from forestgen.inference.conditions import ZeroProbabilityError
 
-    def _point_evidence(self, conditions, query: str, n):
-        """Encoded evidence values ``[rows, d]`` (NaN: free), whether they are per row, and
-        the index of a DataFrame of conditions."""
+                raise ZeroProbabilityError(f"EOGT conditional_log_prob: the evidence of row "
+                                           f"{i} has probability zero")
+            free = np.isnan(x) & ~np.isin(np.arange(len(x)), list(cons))
+            joint = np.where(free, Zx[i], x)
+            reg = self._evidence_regions(joint, cons)
+            if reg is None or np.isnan(log_e):
+                big.append(i)
+                out[i] = np.nan
+                continue
+            out[i] = _logsumexp(reg[0]) - log_e
+        self._too_many(big, "conditional_log_prob")
+        return out
+
+    def _evidence(self, conditions, n):
+        """Parsed evidence (:func:`~forestgen.inference.conditions.parse_conditions`), whether
+        it is per row, and the index of a DataFrame of conditions."""
         from forestgen.inference.conditions import parse_conditions
 
         ev, per_row = parse_conditions(self, conditions)
-        if ev.interval_active().any() or any(a.any() for a, _ in ev.sets.values()):
-            raise NotImplementedError(f"EOGT {query}: conditions must be values; ranges and "
-                                      f"level sets are not supported by this learner")
         if per_row and n is not None and n != ev.m:
             raise ValueError(f"with per-row conditions n must be None or {ev.m}, got {n!r}")
-        return ev.point, per_row, conditions.index if per_row else None
+        return ev, per_row, conditions.index if per_row else None
+
+    def _evidence_regions(self, x: np.ndarray, cons: dict):
+        """The regions compatible with the values ``x`` (NaN: free), then the smoothing box,
+        as ``(log w, lo, hi, mask, shares)``: ``log w`` the log probability (density on the
+        valued columns) of the evidence in each, including the ranges / level sets ``cons``
+        (``{column: (a, b)}`` closed, encoded units, or a level mask); ``None`` past
+        ``max_regions``."""
+        reg = self._regions(x)
+        if reg is None:
+            return None
+        lw, lo, hi, mask, shares = reg
+        g = self._geometry()
+        r0 = self.trees_.roots[0]
+        w = np.r_[math.log1p(-self.smoothing_) + lw,
+                  self._uniform_log_weight(x) if self._inside(x) else -np.inf]
+        lo, hi = np.vstack([lo, g.lo[r0]]), np.vstack([hi, g.hi[r0]])
+        mask = np.vstack([mask, g.mask[r0]])
+        shares = [np.vstack([a, b]) for a, b in zip(shares, self._box_shares())]
+        for j, c in cons.items():
+            with np.errstate(divide="ignore"):
+                w = w + np.log(self._evidence_share(j, c, lo, hi, mask, shares))
+        return w, lo, hi, mask, shares
+
+    def _effective_range(self, j: int, c) -> tuple[float, float]:
+        """A closed range on numeric column ``j`` in encoded units; on an integer column the
+        unit intervals of the integers it holds (each integer owns ``(v - 0.5, v + 0.5]``)."""
+        a, b = float(c[0]), float(c[1])
+        if self.schema_.columns[j].kind == "integer":
+            return math.ceil(a) - 0.5, math.floor(b) + 0.5
+        return a, b
+
+    def _evidence_share(self, j: int, c, lo, hi, mask, shares) -> np.ndarray:
+        """Probability of column ``j``'s range or level set within each region."""
+        kind, nlev, nom_off = self._layout
+        if kind[j] == 2:
+            o = nom_off[j]
+            m = mask[:, o: o + nlev[j]].astype(bool)
+            return (m & c[None, :]).sum(1) / np.maximum(m.sum(1), 1)
+        if kind[j] == 1:
+            codes = np.arange(nlev[j])
+            inside = (codes[None, :] > lo[:, j, None]) & (codes[None, :] <= hi[:, j, None])
+            return (inside & c[None, :]).sum(1) / np.maximum(inside.sum(1), 1)
+        a, b = self._effective_range(j, c)
+        l, h = lo[:, j], hi[:, j]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cont = np.clip(np.minimum(h, b) - np.maximum(l, a), 0, None) / (h - l)
+        atoms = self._atoms()
+        if atoms and j in atoms.columns:
+            ci = int(np.flatnonzero(atoms.columns == j)[0])
+            s, av = shares[ci], atoms.atoms[ci]
+            hit = ((av[None, :] > l[:, None]) & (av[None, :] <= h[:, None])
+                   & (av[None, :] >= a) & (av[None, :] <= b))
+            return (1.0 - s.sum(1)) * cont + (s * hit).sum(1)
+        return cont
+
+    def _draw_evidence(self, x, cons: dict, reg, k: int, rng) -> np.ndarray:
+        """One draw in region ``k`` of :meth:`_evidence_regions`: the values of ``x``, each
+        range / level set drawn inside it, the free columns as :meth:`_draw_in`."""
+        from forestgen.sampling.support import snap_to_grid
+
+        _, lo, hi, mask, shares = reg
+        kind, nlev, nom_off = self._layout
+        m = mask[k].copy()
+        for j, c in cons.items():
+            if kind[j] == 2:
+                m[nom_off[j]: nom_off[j] + nlev[j]] &= c
+        free = np.isnan(x)
+        for j in cons:
+            free[j] = False
+        out = self._draw_in((lo[k], hi[k], m, [s[k] for s in shares]), free, rng)
+        out = np.where(np.isnan(x), out, x)
+        atoms = self._atoms()
+        for j, c in cons.items():
+            if kind[j] == 2:
+                continue
+            if kind[j] == 1:
+                codes = np.arange(nlev[j])
+                ok = np.flatnonzero((codes > lo[k, j]) & (codes <= hi[k, j]) & c)
+                out[j] = ok[rng.integers(len(ok))]
+                continue
+            a, b = self._effective_range(j, c)
+            l, h = max(lo[k, j], a), min(hi[k, j], b)
+            cont = max(h - l, 0.0) / (hi[k, j] - lo[k, j])
+            vals, ws = [], []
+            if atoms and j in atoms.columns:
+                ci = int(np.flatnonzero(atoms.columns == j)[0])
+                s = shares[ci][k]
+                for v, sv in zip(atoms.atoms[ci], s):
+                    if lo[k, j] < v <= hi[k, j] and a <= v <= b:
+                        vals.append(v)
+                        ws.append(sv)
+                cont *= 1.0 - s.sum()
+            ws.append(cont)
+            pick = min(int(np.searchsorted(np.cumsum(ws) / sum(ws), rng.random(), "right")),
+                       len(ws) - 1)
+            if pick < len(vals):
+                out[j] = vals[pick]
+                continue
+            v = l + (h - l) * rng.random()
+            spec = self.schema_.columns[j]
+            if spec.has_grid:  # decoding keeps the value inside the range and the region
+                lo_k, hi_k = lo[k, j], hi[k, j]
+                v = float(snap_to_grid(np.array([v]), spec, np.array([c[0]]),
+                                       np.array([c[1]]),
+                                       lambda u, a=lo_k, b=hi_k: (u > a) & (u <= b))[0])
+            out[j] = v
+        return out
 
     # ------------------------------------------------------------------ region queries
     def _choose(self, x: np.ndarray, reg, method: str, rng) -> tuple | None:

@@ -347,11 +347,56 @@ def test_eogt_unsupported_queries_raise():
     for call in (m.to_torch, lambda: m.expect("a")):
         with pytest.raises(NotImplementedError, match="EOGT.*'(torch|expect)' queries"):
             call()
-    for call, query in ((lambda: m.sample(2, conditions={"a": (0, 1)}), "conditional_sample"),
-                        (lambda: m.log_prob(mixed().head(2), conditions={"a": (0, 1)}),
-                         "conditional_log_prob")):
-        with pytest.raises(NotImplementedError, match=f"EOGT {query}: conditions must be"):
-            call()
+
+
+def test_eogt_ranges_and_level_sets_are_exact():
+    """Closed ranges and level sets: P(evidence) is the integral / sum of the density over
+    it, conditional densities integrate to one, and draws stay inside the evidence with the
+    conditional's frequencies."""
+    df = mixed(n=300)[["a", "n", "c"]]
+    m = EOGT(n_trees=3, n_iter=15, smoothing=0.05).fit(df)
+    (ma,), (wa,) = _eogt_grid(m, cols=(0,))
+    ints = np.arange(m.schema_["n"].lower, m.schema_["n"].upper + 1)
+    levels = list(m.schema_["c"].categories)
+    lo, hi = -0.4, 0.9
+    cond = {"a": (lo, hi), "n": (15, 30), "c": {levels[0], levels[-1]}}
+    # the joint on a grid fine enough that the density is constant on each piece
+    cuts = np.unique(np.r_[m.box_lo_[0], lo, hi, m.trees_.threshold[m.trees_.feature == 0],
+                           m.box_hi_[0]])
+    cuts = cuts[(cuts >= m.box_lo_[0]) & (cuts <= m.box_hi_[0])]
+    mids, widths = 0.5 * (cuts[1:] + cuts[:-1]), np.diff(cuts)
+    G = pd.DataFrame([(x, v, c) for x in mids for v in ints for c in levels],
+                     columns=["a", "n", "c"])
+    G["c"] = pd.Categorical(G["c"], categories=levels)
+    w = np.repeat(widths, len(ints) * len(levels))
+    p = np.exp(m.log_prob(G, floor=None)) * w
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
+    inside = (G["a"].between(lo, hi) & G["n"].between(15, 30)
+              & G["c"].isin(cond["c"])).to_numpy()
+    pe = p[inside].sum()
+    # log p(n | a in range, c in set) = log P(n, e) - log P(e): a pmf over n
+    e2 = {"a": cond["a"], "c": cond["c"]}
+    in2 = (G["a"].between(lo, hi) & G["c"].isin(cond["c"])).to_numpy()
+    pn = np.array([p[in2 & (G["n"] == v).to_numpy()].sum() for v in ints]) / p[in2].sum()
+    lp = m.log_prob(pd.DataFrame({"a": np.nan, "n": ints, "c": np.nan}), conditions=e2)
+    assert np.allclose(np.exp(lp), pn, atol=1e-12)
+    only_c = m.log_prob(G[["a", "n"]].assign(c=np.nan), conditions={"c": cond["c"]})
+    marg = np.exp(only_c) * w / len(levels)  # each (a, n) repeated once per level
+    assert marg.sum() == pytest.approx(1.0, abs=1e-9)
+    # draws: inside the evidence, cells visited in proportion to the conditional
+    N = 3000
+    s = m.sample(N, conditions=cond, random_state=0)
+    assert s["a"].between(lo, hi).all() and s["n"].between(15, 30).all()
+    assert s["c"].isin(cond["c"]).all()
+    cell = np.searchsorted(cuts, s["a"].to_numpy(), side="left") - 1
+    obs = np.bincount(cell, minlength=len(mids))
+    pa = np.bincount(np.repeat(np.arange(len(mids)), len(ints) * len(levels))[inside],
+                     weights=p[inside], minlength=len(mids)) / pe
+    keep = pa > 0
+    assert obs[~keep].sum() == 0
+    assert stats.chisquare(obs[keep], pa[keep] * N).pvalue > 1e-3
+    per_row = m.sample(conditions=pd.DataFrame({"a": [(lo, hi), (0.0, None)]}), random_state=1)
+    assert lo <= per_row["a"].iloc[0] <= hi and per_row["a"].iloc[1] >= 0
 
 
 def test_eogt_conditions_on_values_are_exact():
