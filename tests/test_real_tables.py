@@ -494,3 +494,22 @@ def test_identifier_like_columns_are_named_in_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fg.ARF(n_trees=5, random_state=0).fit(df.drop(columns="name"))
+
+
+@pytest.mark.parametrize("name", ["def", "nrgboost", "eogt"])
+def test_interval_bounds_between_integers_hold_after_decoding(name):
+    """A range with a fractional bound on an integer column (airquality's Temp in
+    [72, 84.75]) holds the integers 72..84: cells cut at 84.5 must not give the slice
+    (84.5, 84.75] mass that decodes to 85."""
+    rng = np.random.default_rng(0)
+    t = np.clip(np.round(rng.normal(78, 9, 150)), 56, 97).astype(np.int64)
+    df = pd.DataFrame({"temp": t, "ozone": np.round(t * 1.5 + rng.normal(0, 10, 150), 1)})
+    model = {"def": lambda: fg.DEF(n_trees=10, random_state=0),
+             "nrgboost": lambda: fg.NRGBoost(n_trees=5, max_leaves=8, pool_size=2000,
+                                             random_state=0),
+             "eogt": lambda: fg.EOGT(n_trees=3, n_iter=30, random_state=0)}[name]().fit(df)
+    assert model.schema_["temp"].kind == "integer" and not model.schema_["temp"].is_discrete
+    s = model.sample(400, conditions={"temp": (72, 84.75)}, random_state=2)
+    assert s["temp"].between(72, 84).all(), (name, sorted(set(s["temp"]) - set(range(72, 85))))
+    with pytest.raises(ValueError, match="'temp' holds integers and none lies in"):
+        model.sample(5, conditions={"temp": (72.2, 72.9)})

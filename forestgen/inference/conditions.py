@@ -210,6 +210,14 @@ def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
     if not low < high:
         raise ValueError(f"column {spec.name!r}: empty interval ({low}, {high}); need low < high "
                          f"(use a plain value for equality)")
+    if spec.kind == "integer" and not spec.is_discrete:
+        # each integer owns (v - 0.5, v + 0.5] (decoding rounds): low <= v <= high holds for
+        # the integers in [ceil(low), floor(high)], whatever cell the model cuts there
+        low = math.ceil(low) - 0.5 if math.isfinite(low) else low
+        high = math.floor(high) + 0.5 if math.isfinite(high) else high
+        if not low < high:
+            raise ValueError(f"column {spec.name!r} holds integers and none lies in "
+                             f"[{value[0]}, {value[1]}]")
     return low, high
 
 
