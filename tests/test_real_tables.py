@@ -513,3 +513,25 @@ def test_interval_bounds_between_integers_hold_after_decoding(name):
     assert s["temp"].between(72, 84).all(), (name, sorted(set(s["temp"]) - set(range(72, 85))))
     with pytest.raises(ValueError, match="'temp' holds integers and none lies in"):
         model.sample(5, conditions={"temp": (72.2, 72.9)})
+
+
+def test_gef_point_masses_keep_held_out_rows_positive(natural):
+    """GeF's leaves shrink their atom shares toward the column's (fair's held-out rows at
+    ``affairs = 0.58`` scored -inf: no leaf of their class had seen that atom)."""
+    rng = np.random.default_rng(1)
+    u = rng.uniform(size=len(natural))
+    spikes = np.array([0.212121, 0.4, 0.583333, 0.727273, 1.187878, 1.333333, 1.4, 2.5])
+    rest = np.round(rng.exponential(3.0, len(natural)) + 0.01, 6)
+    k = np.minimum(((u - 0.6) / 0.02).astype(int), 8)  # 2% of rows at each spike
+    df = natural.assign(affairs=np.where(u < 0.6, 0.0,
+                                         np.where(k < 8, spikes[np.clip(k, 0, 7)], rest)))
+    # class_alpha > 0: a class no reached leaf has seen is another way to score zero
+    model = fg.GeF(n_trees=20, class_alpha=1e-6, random_state=0).fit(df, target="cut")
+    atoms = model.schema_["affairs"].atoms
+    assert atoms is not None and len(atoms) > 1
+    from tests.conftest import natural_table
+
+    rows = natural_table(n=200, seed=7)  # held-out rows
+    for v in [*atoms, 2.0]:  # every atom, and a value off them
+        lp = model.log_prob(rows.assign(affairs=v))
+        assert np.isfinite(lp).all(), v

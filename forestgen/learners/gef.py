@@ -127,10 +127,21 @@ class GeF(GenerativeForest):
     Differences from the authors' code: numeric thresholds come from histogram bins, not the
     largest left value; no standardisation / clipping to ±6 SD (the Gaussian floor is relative
     to each column's SD instead); categorical leaves renormalise over the cell's levels
-    (pitfall 12); missing categorical split variables are marginalised (pitfall 3).
+    (pitfall 12); missing categorical split variables are marginalised (pitfall 3). Numeric
+    columns with point masses (``ColumnSpec.atoms``, a forestgen extension) shrink each leaf's
+    atom shares toward the column's with :data:`~forestgen.base.ATOM_PRIOR` pseudo-rows (as
+    ARF's default), so a held-out value at an atom a leaf never saw, or off the atoms in a
+    leaf holding only atoms, keeps a positive leaf factor. With ``class_alpha=0`` a held-out
+    row whose class no leaf it reaches has seen still has density zero.
     """
 
     method_name = "GeF"
+
+    def atom_prior(self) -> float:
+        """Pseudo-rows of the point-mass prior: :data:`~forestgen.base.ATOM_PRIOR`."""
+        from forestgen.base import ATOM_PRIOR
+
+        return ATOM_PRIOR
 
     def __init__(self, *, n_trees: int = 100, max_features: Any = 0.3,
                  min_samples_leaf: float = 1.0, max_depth: int | None = None,
