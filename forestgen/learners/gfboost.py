@@ -809,6 +809,9 @@ class EOGT(GFBoost):
         for rows in groups.values():
             x, cons = _evidence_row(ev, rows[0])
             reg = self._evidence_regions(x, cons)
+            if reg is None and np.isnan(x).all():  # ranges / level sets only
+                out[rows] = self._rejection_sample(cons, len(rows), rng, rows[0])
+                continue
             if reg is None:
                 raise ValueError(f"EOGT conditional_sample: the evidence of row {rows[0]} "
                                  f"needs more than max_regions={self.max_regions} regions")
@@ -874,6 +877,35 @@ class EOGT(GFBoost):
             out[i] = _logsumexp(reg[0]) - log_e
         self._too_many(big, "conditional_log_prob")
         return out
+
+    def _rejection_sample(self, cons: dict, m: int, rng, row: int) -> np.ndarray:
+        """``m`` exact draws of the law given ranges / level sets only, by keeping the draws
+        of the law that satisfy them after decoding (for evidence whose compatible regions
+        exceed ``max_regions``: with every other column free they are all the regions)."""
+        from forestgen.inference.conditions import ZeroProbabilityError
+
+        got, need, tried = [], m, 0
+        while need > 0:
+            batch = max(256, 4 * need)
+            Z = self.sample_encoded(batch, rng)
+            ok = np.ones(batch, bool)
+            for j, c in cons.items():
+                v = Z[:, j]
+                if isinstance(c, tuple):
+                    spec = self.schema_.columns[j]
+                    v = spec.to_grid(v) if spec.has_grid else v
+                    ok &= (v >= c[0]) & (v <= c[1])
+                else:
+                    ok &= c[np.clip(v, 0, len(c) - 1).astype(np.int64)]
+            got.append(Z[ok][:need])
+            need -= len(got[-1])
+            tried += batch
+            if need > 0 and tried >= 1000 * m + 100_000:
+                raise ZeroProbabilityError(
+                    f"EOGT conditional_sample: the evidence of row {row} holds fewer than "
+                    f"{m - need + 1} of {tried} draws of the law and its compatible regions "
+                    f"exceed max_regions={self.max_regions}")
+        return np.vstack(got)
 
     def _evidence(self, conditions, n):
         """Parsed evidence (:func:`~forestgen.inference.conditions.parse_conditions`), whether

@@ -395,6 +395,15 @@ def test_eogt_ranges_and_level_sets_are_exact():
     keep = pa > 0
     assert obs[~keep].sum() == 0
     assert stats.chisquare(obs[keep], pa[keep] * N).pvalue > 1e-3
+    # past max_regions, ranges and sets alone are drawn by rejection from the law: same law
+    m.max_regions = 1
+    r = m.sample(N, conditions=cond, random_state=7)
+    assert r["n"].between(15, 30).all() and r["c"].isin(cond["c"]).all()
+    obs = np.bincount(np.searchsorted(cuts, r["a"].to_numpy(), side="left") - 1,
+                      minlength=len(mids))
+    assert obs[~keep].sum() == 0
+    assert stats.chisquare(obs[keep], pa[keep] * N).pvalue > 1e-3
+    m.max_regions = EOGT.max_regions
     per_row = m.sample(conditions=pd.DataFrame({"a": [(lo, hi), (0.0, None)]}), random_state=1)
     assert lo <= per_row["a"].iloc[0] <= hi and per_row["a"].iloc[1] >= 0
 
