@@ -511,6 +511,8 @@ def test_interval_bounds_between_integers_hold_after_decoding(name):
     assert model.schema_["temp"].kind == "integer" and not model.schema_["temp"].is_discrete
     s = model.sample(400, conditions={"temp": (72, 84.75)}, random_state=2)
     assert s["temp"].between(72, 84).all(), (name, sorted(set(s["temp"]) - set(range(72, 85))))
+    s = model.sample(400, conditions={"temp": (73, 83)}, random_state=3)  # faces at x.5
+    assert s["temp"].between(73, 83).all(), (name, sorted(set(s["temp"]) - set(range(73, 84))))
     with pytest.raises(ValueError, match="'temp' holds integers and none lies in"):
         model.sample(5, conditions={"temp": (72.2, 72.9)})
 

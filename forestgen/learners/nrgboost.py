@@ -565,8 +565,10 @@ class NRGBoost(GenerativeForest):
             if iv.any():
                 e = g.edges[j]
                 lo_e, hi_e = e[:-1], e[1:]
-                ok = (hi_e[None, :] >= ev.lo[iv, j][:, None]) & \
-                    (lo_e[None, :] <= ev.hi[iv, j][:, None])
+                # bins meeting the interval in a set of positive length (a bin that only
+                # touches it, e.g. (7.5, 8.5] and an integer range from 8.5, holds none)
+                ok = (hi_e[None, :] > ev.lo[iv, j][:, None]) & \
+                    (lo_e[None, :] < ev.hi[iv, j][:, None])
                 blk = np.zeros((int(iv.sum()), off[j + 1] - off[j]), np.uint8)
                 blk[:, : g.n_values[j]] = ok
                 allowed[iv, sl] = blk
