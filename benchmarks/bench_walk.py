@@ -8,6 +8,9 @@ sampling and ``log_prob(conditions=)`` under interval and level-set evidence, an
 loaded machine distorts less than wall time; the results of both versions are compared.
 
     nice -n 10 python benchmarks/bench_walk.py --rows 100000
+    nice -n 10 python benchmarks/bench_walk.py --model 1m.fgm --pred-rows 20000  # bench_scale's
+
+``--pred-rows`` adds ``predict_proba`` and ``impute`` of rows with missing entries.
 """
 
 from __future__ import annotations
@@ -58,8 +61,8 @@ q = make_table(args["nan_rows"], seed=1).astype({"i0": float, "i1": float})
 rng = np.random.default_rng(2)
 for c in q.columns[:-1]:
     q.loc[rng.random(len(q)) < 0.15, c] = np.nan
-def rate(fn, rows):
-    fn()
+def rate(fn, rows, warm=None):
+    (warm or fn)()
     t = time.process_time(); res = fn(); return res, rows / (time.process_time() - t)
 out, res = {}, {}
 res["cond"], out["cond_interval"] = rate(
@@ -70,6 +73,15 @@ for name, cols in (("cond2", ["x0", "c0"]), ("cond8", ["x0", "x1", "x2", "i0", "
                                                        "c1", "c2"])):
     res[name], out[name] = rate(lambda: m.sample(conditions=ev[cols], random_state=0), len(ev))
     res[name].to_pickle(args["dump"] + f"_{name}.pkl")
+if args["pred_rows"]:
+    qp = make_table(args["pred_rows"], seed=4).astype({"i0": float, "i1": float})
+    for c in qp.columns[:-1]:
+        qp.loc[rng.random(len(qp)) < 0.15, c] = np.nan
+    res["pp"], out["predict_proba"] = rate(lambda: m.predict_proba(qp, target="c0"), len(qp),
+                                           lambda: m.predict_proba(qp.iloc[:50], target="c0"))
+    res["imp"], out["impute"] = rate(lambda: m.impute(qp), len(qp), lambda: m.impute(qp[:50]))
+    np.save(args["dump"] + "_pp.npy", res["pp"].to_numpy())
+    res["imp"].to_pickle(args["dump"] + "_imp.pkl")
 np.save(args["dump"] + "_lpc.npy", res["lpc"])
 np.save(args["dump"] + "_lp.npy", res["lp"])
 print("RESULT " + json.dumps(out), flush=True)
@@ -93,6 +105,11 @@ def main() -> None:
     ap.add_argument("--nan-rows", type=int, default=3000)
     ap.add_argument("--reference", default="a519121", help="git commit of the 'before' code")
     ap.add_argument("--name", default="walk", help="results/<name>.md")
+    ap.add_argument("--pred-rows", type=int, default=0,
+                    help="rows (15%% of entries missing) for predict_proba(target='c0') and "
+                         "impute (0: skip)")
+    ap.add_argument("--model", help="an ARF model file of the generated table to load instead "
+                                    "of fitting one (e.g. the 1M-row model of bench_scale)")
     args = ap.parse_args()
     import numpy as np
 
@@ -103,9 +120,11 @@ def main() -> None:
                              capture_output=True, check=True).stdout
         with tarfile.open(fileobj=BytesIO(tar)) as tf:
             tf.extractall(old, filter="data")
-    path = str(work / "model.fgm")
-    child(REPO, "fit", {"rows": args.rows, "path": path})
-    q = {"path": path, "cond_rows": args.cond_rows, "nan_rows": args.nan_rows}
+    path = args.model or str(work / "model.fgm")
+    if not args.model:
+        child(REPO, "fit", {"rows": args.rows, "path": path})
+    q = {"path": path, "cond_rows": args.cond_rows, "nan_rows": args.nan_rows,
+         "pred_rows": args.pred_rows}
     res = {ver: child(code, "query", {**q, "dump": str(work / ver)})
            for ver, code in (("before", old), ("after", REPO))}
     same = {}
@@ -119,17 +138,26 @@ def main() -> None:
     for k in ("cond2", "cond8"):
         a, b = (pd.read_pickle(work / f"{v}_{k}.pkl") for v in ("before", "after"))
         same[f"{k} draws identical"] = str(a.equals(b))
+    if args.pred_rows:
+        a, b = (np.load(work / f"{v}_pp.npy") for v in ("before", "after"))
+        same["predict_proba max |diff|"] = f"{np.max(np.abs(a - b)):.1e}"
+        a, b = (pd.read_pickle(work / f"{v}_imp.pkl") for v in ("before", "after"))
+        same["impute identical"] = str(a.equals(b))
     labels = {"cond_interval": "sample(conditions=) with intervals and level sets",
               "logprob_conditions": "log_prob(conditions=) with intervals and level sets",
               "nan_logprob": "log_prob, rows with NaN",
               "cond2": "sample(conditions=DataFrame), 2 of 10 columns given (values)",
-              "cond8": "sample(conditions=DataFrame), 8 of 10 columns given (values)"}
+              "cond8": "sample(conditions=DataFrame), 8 of 10 columns given (values)",
+              "predict_proba": "predict_proba(target='c0'), rows with NaN",
+              "impute": "impute, rows with NaN"}
     table = [[labels[k], f"{res['before'][k]:,.1f}", f"{res['after'][k]:,.1f}",
-              f"{res['after'][k] / res['before'][k]:.1f}x"] for k in labels]
+              f"{res['after'][k] / res['before'][k]:.1f}x"] for k in labels
+             if k in res["after"]]
     sections = [
         "Rows per CPU-second of one process with one Numba thread (the parallel walk's "
         "threads are not counted; the machine's load is in the table above). Both versions "
-        f"load the same {args.rows:,}-row ARF model file.",
+        + (f"load the same model file ({args.model})." if args.model else
+           f"load the same {args.rows:,}-row ARF model file."),
         md_table(["query", f"before ({args.reference})", "after", "after / before"], table),
         "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
         "whether the conditional draws are identical: "

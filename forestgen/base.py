@@ -34,7 +34,7 @@ from forestgen.modelfile import (
     to_json,
     write_model_file,
 )
-from forestgen.tree.arrays import ForestArrays, LeafBoxes
+from forestgen.tree.arrays import ForestArrays, LeafBoxes, in_leaf_order
 from forestgen.validation import (
     as_generator,
     check_bool,
@@ -299,14 +299,15 @@ class GenerativeForest(BaseEstimator):
         return self.encoder_.transform(X, missing_columns)
 
     def _pair_scores(self, Z: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
-        rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
-        s = self.leaf_log_weight_[leaf].copy()
-        for j, lm in enumerate(self.leaf_models_):
-            col = Z[rows, j]
-            if np.isnan(col).all():
-                continue
-            s += lm.log_prob(leaf, col)
-        return s
+        observed = [j for j in range(Z.shape[1]) if not np.isnan(Z[:, j]).all()]
+
+        def score(leaf, rows):
+            s = self.leaf_log_weight_[leaf]
+            for j in observed:
+                s += self.leaf_models_[j].log_prob(leaf, Z[rows, j])
+            return s
+
+        return in_leaf_order(score, leaf, np.repeat(np.arange(len(Z)), np.diff(ptr)))
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """Log density of encoded rows; NaN entries are marginalised out exactly."""

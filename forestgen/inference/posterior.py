@@ -19,6 +19,7 @@ from numba import prange
 from forestgen.ensemble.mixture import segment_logsumexp
 from forestgen.inference.conditions import Evidence
 from forestgen.parallel import parallel_kernel
+from forestgen.tree.arrays import in_leaf_order
 
 PAIR_BUDGET = 2_000_000  # (row, leaf) pairs per chunk
 
@@ -108,7 +109,8 @@ def iter_posterior(model, ev: Evidence, rows: np.ndarray | None = None,
     for idx, ptr, leaf in model.forest_.reach_chunks(route, budget, order, lo, ev.hi, sets):
         leaf = leaf.astype(np.int64)
         prow = np.repeat(np.arange(len(idx)), np.diff(ptr))
-        logw = lw[leaf] + evidence_log_factor(model, ev, prow, leaf, idx, skip=skip)
+        logw = in_leaf_order(lambda lf, pr, idx=idx: lw[lf] + evidence_log_factor(
+            model, ev, pr, lf, idx, skip=skip), leaf, prow)
         yield Chunk(idx, ptr, leaf, prow, logw, segment_logsumexp(ptr, logw))
 
 

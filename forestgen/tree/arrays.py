@@ -18,6 +18,27 @@ from forestgen.tree.record import TreeRecord
 WALK_BLOCK = 256  # rows per block of the parallel tree walk (fewer when a call has few rows)
 
 
+LEAF_ORDER_MIN = 4096  # pairs below which in_leaf_order evaluates in the given order
+
+
+def in_leaf_order(fn, leaf: np.ndarray, *pair_arrays: np.ndarray) -> np.ndarray:
+    """``fn(leaf, *pair_arrays)`` for (row, leaf) pairs, evaluated with the pairs sorted by
+    leaf id and returned in the given order.
+
+    ``fn`` must compute each pair's value from that pair alone (e.g. leaf log densities), so the
+    result is the same array as a direct call; sorted lookups walk the per-leaf parameter
+    tables in memory order instead of jumping across them once per pair (a row's pairs span
+    every tree's slice of the tables).
+    """
+    if len(leaf) < LEAF_ORDER_MIN:
+        return fn(leaf, *pair_arrays)
+    order = np.argsort(leaf)
+    vals = fn(leaf[order], *(a[order] for a in pair_arrays))
+    out = np.empty_like(vals)
+    out[order] = vals
+    return out
+
+
 @dataclass
 class LeafBoxes:
     """Axis-aligned leaf cells: numeric interval ``(lower, upper]`` and nominal level masks."""
@@ -199,7 +220,7 @@ class ForestArrays:
 
         ``per_row``: an expected bound on the mean number of leaves a row reaches; the leaves
         are then listed in one walk instead of two (counting, then filling), with the same
-        result (if a block of rows overflows the bound, the two-pass walk runs).
+        result (a block of rows that overflows the bound is walked a second time).
         """
         X = np.ascontiguousarray(X, dtype=np.float64)
         n, d = X.shape
@@ -226,9 +247,7 @@ class ForestArrays:
         args = (X, lo_a, hi_a, sact, smask, soff, sk, *self._args(), self.roots,
                 self.node_leaf, max_nodes, block)
         if per_row is not None:
-            ptr, leaf, ok = walk_once_kernel(*args, int(min(max(per_row, 1), self.n_leaves)))
-            if ok:
-                return ptr, leaf
+            return walk_once_kernel(*args, int(min(max(per_row, 1), self.n_leaves)))
         return walk_kernel(*args)
 
     def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None,

@@ -173,8 +173,9 @@ def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_l
     """:func:`walk_kernel`'s output in one walk instead of two, given ``cap``, a bound on the
     mean number of leaves per row within each block: every block walks tree-major into a
     buffer of ``cap`` pairs per row, reorders it row by row (stable, so each row keeps the
-    tree and depth-first order), and the blocks are then copied to their CSR offsets. Returns
-    ``(ptr, leaves, ok)``; ``ok`` is False (and the result unusable) if a block overflowed.
+    tree and depth-first order), and the blocks are then copied to their CSR offsets. A block
+    that overflows its buffer still counts its rows' leaves exactly; only such blocks are
+    walked a second time, writing straight to their CSR offsets. Returns ``(ptr, leaves)``.
     """
     n = X.shape[0]
     B = roots.shape[0]
@@ -213,15 +214,22 @@ def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_l
     ptr = np.zeros(n + 1, np.int64)
     for i in range(n):
         ptr[i + 1] = ptr[i] + counts[i]
-    if fail.any():
-        return ptr, np.empty(0, np.int32), False
     out = np.empty(ptr[n], np.int32)
     for blk in prange(n_blocks):
         r0 = blk * block
         r1 = min(n, r0 + block)
-        m = ptr[r1] - ptr[r0]
-        out[ptr[r0]: ptr[r0] + m] = buf[r0 * cap: r0 * cap + m]
-    return ptr, out, True
+        if not fail[blk]:
+            m = ptr[r1] - ptr[r0]
+            out[ptr[r0]: ptr[r0] + m] = buf[r0 * cap: r0 * cap + m]
+            continue
+        stack = np.empty(max_nodes + 2, np.int64)
+        pos = ptr[r0:r1].copy()
+        for b in range(B):
+            for i in range(r0, r1):
+                pos[i - r0] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
+                                        threshold, nan_left, left, right, cat_off, cat_left,
+                                        n_levels, node_leaf, stack, out, pos[i - r0], True)
+    return ptr, out
 
 
 @njit(cache=True, nogil=True)

@@ -145,8 +145,8 @@ def test_segment_gumbel_argmax_draws_in_proportion():
 @pytest.mark.parametrize("threads", [1, 2])
 def test_one_walk_listing_equals_two_walks(model, evidence, threads):
     """With a per-row bound the leaves are listed in one walk (tree-major per block, then
-    reordered row by row): the same CSR as counting then filling, at 1 and 2 threads; a bound
-    that a block overflows falls back to the two walks."""
+    reordered row by row): the same CSR as counting then filling, at 1 and 2 threads; the
+    blocks that overflow a tight bound are walked again, with the same result."""
     f = model.forest_
     X = np.ascontiguousarray(np.repeat(evidence.point, 20, axis=0))
     lo, hi = np.repeat(evidence.lo, 20, axis=0), np.repeat(evidence.hi, 20, axis=0)
