@@ -34,7 +34,7 @@ from forestgen.modelfile import (
     to_json,
     write_model_file,
 )
-from forestgen.tree.arrays import ForestArrays, LeafBoxes, in_leaf_order
+from forestgen.tree.arrays import ColumnBoxes, ForestArrays, LeafBoxes, in_leaf_order
 from forestgen.validation import (
     as_generator,
     check_bool,
@@ -199,7 +199,7 @@ class GenerativeForest(BaseEstimator):
     def n_features_in_(self) -> int:
         return self.schema_.d
 
-    def _fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes,
+    def _fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes | ColumnBoxes,
                     numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
                     overrides: dict[int, Any] | None = None) -> list[LeafModel]:
         """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows.
@@ -233,14 +233,15 @@ class GenerativeForest(BaseEstimator):
             out[f"column:{name}"] = size(lm)
         return out
 
-    def _leaf_model_and_cell(self, j: int, boxes: LeafBoxes, numeric_leaf: Any,
+    def _leaf_model_and_cell(self, j: int, boxes: LeafBoxes | ColumnBoxes, numeric_leaf: Any,
                              discrete_leaf: Any, overrides: dict[int, Any] | None = None,
                              ) -> tuple[LeafModel, ColumnCell]:
         """An unfitted leaf model for column ``j`` and the column's leaf cells."""
         spec = self.encoder_.schema.columns[j]
         k = spec.n_levels if spec.is_discrete else 0
+        lower, upper = boxes.column(j)
         cell = ColumnCell(
-            lower=boxes.lower[:, j], upper=boxes.upper[:, j],
+            lower=lower, upper=upper,
             allowed=boxes.levels(j, k) if spec.is_discrete else None,
             data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
         )
@@ -283,7 +284,7 @@ class GenerativeForest(BaseEstimator):
         numeric, discrete = self.leaf_prototypes()
         self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights_from_counts(
             stats.coverage, forest.leaf_tree, forest.n_trees)
-        boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+        boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         models: list[LeafModel] = []
         for j, st in enumerate(stats.columns):
             lm, cell = self._leaf_model_and_cell(j, boxes, numeric, discrete,

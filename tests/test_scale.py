@@ -85,3 +85,44 @@ def test_uncompressed_model_file_loads_to_the_same_model(model, tmp_path):
     assert raw.stat().st_size > small.stat().st_size
     for p in (small, raw):
         np.testing.assert_array_equal(GenerativeForest.load(p).log_prob(q), model.log_prob(q))
+
+
+def test_leaf_ordered_scoring_equals_given_order(model, monkeypatch):
+    """Pairs scored sorted by leaf (in_leaf_order) give the same arrays as in walk order."""
+    import forestgen.tree.arrays as fg_arrays
+
+    rng = np.random.default_rng(4)
+    q = model.sample(150, random_state=4)
+    q.loc[rng.random(150) < 0.5, "x"] = np.nan
+    q.loc[rng.random(150) < 0.5, "c"] = np.nan
+    cond = q[["k"]].iloc[:40]
+    monkeypatch.setattr(fg_arrays, "LEAF_ORDER_MIN", 10**9)  # walk order
+    lp, pp = model.log_prob(q), model.predict_proba(q, target="c")
+    draws = model.sample(conditions=cond, random_state=0)
+    monkeypatch.setattr(fg_arrays, "LEAF_ORDER_MIN", 0)  # every call sorted
+    np.testing.assert_array_equal(model.log_prob(q), lp)
+    np.testing.assert_array_equal(model.predict_proba(q, target="c").to_numpy(), pp.to_numpy())
+    pd.testing.assert_frame_equal(model.sample(conditions=cond, random_state=0), draws)
+
+
+def test_column_boxes_equal_the_whole_table():
+    """Leaf cells built one column at a time equal the [L, d] boxes (numeric bounds, integer
+    codes and nominal level masks), so a fit reading them per column is unchanged."""
+    rng = np.random.default_rng(5)
+    n = 400
+    df = pd.DataFrame({"x": rng.normal(size=n), "k": rng.integers(0, 6, n),
+                       "c": pd.Categorical(rng.choice(list("abcde"), n)),
+                       "y": rng.gamma(2.0, 1.0, n)})
+    m = ARF(n_trees=3, random_state=0, n_jobs=1).fit(df)
+    schema = m.encoder_.schema
+    nom = np.where(schema.nominal_mask, schema.n_levels, 0)
+    whole = m.forest_.boxes(schema.d, nom)
+    cols = m.forest_.column_boxes(schema.d, nom)
+    assert type(cols).__name__ == "ColumnBoxes"
+    assert whole.mask.shape[1] == 5 and not whole.mask.all()  # nominal splits happened
+    for j in range(schema.d):
+        for a, b in zip(cols.column(j), whole.column(j)):
+            np.testing.assert_array_equal(a, b)
+        if schema.columns[j].is_discrete:
+            k = schema.columns[j].n_levels
+            np.testing.assert_array_equal(cols.levels(j, k), whole.levels(j, k))

@@ -228,7 +228,7 @@ class ARF(GenerativeForest):
         mask = (W[:, :n].T == 0) if self.coverage == "oob" else None
         self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
-        boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+        boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
         self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from forestgen.tree.kernels import apply_kernel, boxes_kernel, walk_kernel, walk_once_kernel
+from forestgen.tree.kernels import (
+    apply_kernel,
+    boxes_kernel,
+    column_box_kernel,
+    walk_kernel,
+    walk_once_kernel,
+)
 from forestgen.tree.record import TreeRecord
 
 WALK_BLOCK = 256  # rows per block of the parallel tree walk (fewer when a call has few rows)
@@ -53,9 +59,47 @@ class LeafBoxes:
         if self.nom_off[j] >= 0:
             o = self.nom_off[j]
             return self.mask[:, o : o + k]
-        codes = np.arange(k)
-        lo, hi = self.lower[:, j, None], self.upper[:, j, None]
-        return (codes[None, :] > lo) & (codes[None, :] <= hi)
+        return _code_levels(self.lower[:, j], self.upper[:, j], k)
+
+    def column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` ``[L]`` of column ``j``."""
+        return self.lower[:, j], self.upper[:, j]
+
+
+def _code_levels(lower: np.ndarray, upper: np.ndarray, k: int) -> np.ndarray:
+    codes = np.arange(k)
+    return (codes[None, :] > lower[:, None]) & (codes[None, :] <= upper[:, None])
+
+
+class ColumnBoxes:
+    """The leaf cells of a forest one column at a time (same values as :class:`LeafBoxes`):
+    a fit that visits the columns in turn holds ``[L]`` bounds (and one ``[L, k]`` level mask)
+    instead of ``[L, d]`` tables. The last column asked for is kept."""
+
+    def __init__(self, forest: ForestArrays, nominal_levels: np.ndarray):
+        self.forest = forest
+        self.nominal_levels = np.asarray(nominal_levels, np.int64)
+        self._cached: tuple[int, tuple] | None = None
+
+    def _get(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._cached is None or self._cached[0] != j:
+            f = self.forest
+            self._cached = (j, column_box_kernel(
+                f.feature, f.threshold, f.left, f.right, f.cat_off, f.cat_left, f.n_levels,
+                f.node_leaf, f.n_leaves, j, int(self.nominal_levels[j])))
+        return self._cached[1]
+
+    def column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` ``[L]`` of column ``j``."""
+        lower, upper, _ = self._get(j)
+        return lower, upper
+
+    def levels(self, j: int, k: int) -> np.ndarray:
+        """Allowed-level mask ``[L, k]`` of discrete column ``j`` (nominal mask or codes)."""
+        lower, upper, mask = self._get(j)
+        if self.nominal_levels[j] > 0:
+            return mask[:, :k]
+        return _code_levels(lower, upper, k)
 
 
 @dataclass
@@ -297,6 +341,13 @@ class ForestArrays:
             self.n_levels, self.node_leaf, self.n_leaves, d, nom_off, acc,
         )
         return LeafBoxes(lower, upper, mask, nom_off)
+
+    def column_boxes(self, d: int, nominal_levels: np.ndarray) -> LeafBoxes | ColumnBoxes:
+        """:meth:`boxes` for a caller that reads one column at a time (``column(j)``,
+        ``levels(j, k)``): the stored cells where recorded, else :class:`ColumnBoxes`."""
+        if self.n_leaves and self.cell_lower.shape == (self.n_leaves, d):
+            return self.boxes(d, nominal_levels)
+        return ColumnBoxes(self, nominal_levels)
 
     def depth(self) -> np.ndarray:
         """Depth of each tree."""

@@ -273,3 +273,41 @@ def boxes_kernel(feature, threshold, left, right, cat_off, cat_left, n_levels, n
             child = p
             p = parent[child]
     return lower, upper, mask
+
+
+@njit(cache=True, nogil=True)
+def column_box_kernel(feature, threshold, left, right, cat_off, cat_left, n_levels, node_leaf,
+                      n_leaves, j, k_nom):
+    """:func:`boxes_kernel` for column ``j`` alone: ``lower, upper [L]`` and, when
+    ``k_nom > 0`` (a nominal column with that many levels), the level mask ``[L, k_nom]``."""
+    N = feature.shape[0]
+    parent = np.full(N, -1, np.int64)
+    for node in range(N):
+        if feature[node] >= 0:
+            parent[left[node]] = node
+            parent[right[node]] = node
+    lower = np.full(n_leaves, -np.inf)
+    upper = np.full(n_leaves, np.inf)
+    mask = np.ones((n_leaves if k_nom > 0 else 0, k_nom), np.bool_)
+    for node in range(N):
+        leaf = node_leaf[node]
+        if leaf < 0:
+            continue
+        child = node
+        p = parent[child]
+        while p >= 0:
+            if feature[p] == j:
+                is_left = left[p] == child
+                off = cat_off[p]
+                if off >= 0:
+                    for q in range(min(n_levels[j], k_nom)):
+                        if (cat_left[off + q] == 1) != is_left:
+                            mask[leaf, q] = False
+                elif is_left:
+                    if threshold[p] < upper[leaf]:
+                        upper[leaf] = threshold[p]
+                elif threshold[p] > lower[leaf]:
+                    lower[leaf] = threshold[p]
+            child = p
+            p = parent[child]
+    return lower, upper, mask
