@@ -194,19 +194,23 @@ class ARF(GenerativeForest):
             history.append({"round": it, "oob_accuracy": acc, "n_leaves": forest.n_leaves,
                             "seconds": time.perf_counter() - t0})
             bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
+            # the accepted forest keeps its real rows' out-of-bag mask, not the [B, 2n] weights
+            oob = W[:, :n] == 0
+            del W, data, stacked
             if accepted is None:
-                accepted = (forest, W)  # round 0's forest is the first generator
+                accepted = (forest, oob)  # round 0's forest is the first generator
             else:
                 if acc <= 0.5 + self.delta or it >= self.max_iters or (
                         self.early_stop and prev_acc <= acc):
                     break
-                accepted = (forest, W)
+                accepted = (forest, oob)
             if acc <= 0.5 + self.delta or it >= self.max_iters:
                 break
             prev_acc = acc
             synth = leafwise_resample(accepted[0], Z, rng)
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
+        forest = oob = None  # a rejected last round's forest is not held while leaves are fitted
         self._forde(Z, *accepted)
         return self
 
@@ -219,13 +223,13 @@ class ARF(GenerativeForest):
                             min_class_leaf=np.array([0.0, float(self.min_node_size)]))
         return splitter, limits
 
-    def _forde(self, Z: np.ndarray, forest: ForestArrays, W: np.ndarray) -> None:
-        """FORDE (Alg. 2): coverage and leaf distributions from the real rows."""
-        n = len(Z)
+    def _forde(self, Z: np.ndarray, forest: ForestArrays, oob: np.ndarray) -> None:
+        """FORDE (Alg. 2): coverage and leaf distributions from the real rows (``oob [B, n]``:
+        the rows each tree left out of its bag)."""
         schema = self.encoder_.schema
         self.forest_ = forest
         leaves = forest.apply(Z)
-        mask = (W[:, :n].T == 0) if self.coverage == "oob" else None
+        mask = oob.T if self.coverage == "oob" else None
         self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
