@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -110,7 +112,10 @@ def main() -> None:
     rec: dict = {"rows": args.rows, "partitions": len(sizes), "workers": args.workers,
                  "trees": args.trees, "min_node_size": args.min_node_size,
                  "max_iters": args.max_iters, "machine": platform.platform(),
-                 "note": "shared 2-core machine under load from other jobs; run under nice"}
+                 "note": "shared 2-core machine under load from other jobs; run under nice",
+                 "command": "python benchmarks/bench_distributed.py " + " ".join(sys.argv[1:]),
+                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                 "load_start": [round(v, 2) for v in os.getloadavg()]}
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                       memory_limit=args.memory_limit, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -160,6 +165,7 @@ def main() -> None:
     rec["single_machine_fit_s"] = round(time.perf_counter() - t0, 1)
     rec["single_machine_heldout_mean_loglik"] = round(float(ref.score(test)), 4)
     shutil.rmtree(work, ignore_errors=True)
+    rec["load_end"] = [round(v, 2) for v in os.getloadavg()]
     RESULTS.mkdir(exist_ok=True)
     with open(RESULTS / "distributed.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
@@ -202,6 +208,16 @@ def write_markdown() -> None:
             f"{r['single_machine_heldout_mean_loglik']}, {r['single_machine_fit_s']} |")
     lines += ["", "OOB accuracy per round: " + "; ".join(
         f"{r['rows']:,} rows: {r['oob_accuracy']}" for r in runs), ""]
+    noted = [r for r in runs if "load_start" in r]
+    if noted:
+        lines += ["Commands, dates and load averages (1/5/15 min) at the start and end of a "
+                  "run:", ""]
+        lines += [f"* {r['rows']:,} rows: `{r['command']}`, {r['date']}, load "
+                  f"{' / '.join(map(str, r['load_start']))} -> "
+                  f"{' / '.join(map(str, r['load_end']))}" + (f". {r['remark']}"
+                                                             if "remark" in r else "")
+                  for r in noted]
+        lines.append("")
     unfinished = [r for r in records if "unfinished" in r]
     if unfinished:
         lines += ["## Runs that did not finish", ""]
