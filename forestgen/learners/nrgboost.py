@@ -88,12 +88,14 @@ class NRGBoost(GenerativeForest):
     feature_fraction : columns drawn per node (1.0).
     max_bins : quantile bins per numeric column (255).
     sample_chains, sample_thin : default :meth:`sample` protocol — after their burn-in,
-        ``sample_chains`` parallel chains emit a row every ``thin`` sweeps (64, 1: one row per
-        sweep, as the training pool is drawn). Rows of one chain are correlated;
-        ``sample(n, chains=n)`` gives independent chains.
-    sample_start : where unconditional chains start: ``"training"`` (default) = states drawn
-        from the final training pool by their importance weights (approximate draws of the
-        model already), then ``sample_warm_burn_in`` sweeps (10); ``"q0"`` = exact ``q0``
+        parallel chains emit a row every ``thin`` sweeps (1: one row per sweep, as the
+        training pool is drawn): ``sample_chains`` chains (64) from ``q0`` starts, one chain
+        per kept training state (256) from training starts. Rows of one chain are
+        correlated; ``sample(n, chains=n)`` gives independent chains.
+    sample_start : where unconditional chains start: ``"training"`` (default) = the 256
+        states drawn from the final training pool by their importance weights (approximate
+        draws of the model already), then ``sample_warm_burn_in`` sweeps (0: the first row
+        is one sweep away from a pool state); ``"q0"`` = exact ``q0``
         draws, then ``sample_burn_in`` sweeps (100, the paper's protocol). Conditional
         sampling, :meth:`expect` and :meth:`impute` start at ``q0`` with ``sample_burn_in``;
         a model without training states (``truncated``) starts at ``q0``.
@@ -122,7 +124,7 @@ class NRGBoost(GenerativeForest):
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
                  feature_fraction: float = 1.0, max_bins: int = 255, sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 1,
-                 sample_start: str = "training", sample_warm_burn_in: int = 10,
+                 sample_start: str = "training", sample_warm_burn_in: int = 0,
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
                  density_floor: float | None = 1e-5, splitter: Any = "energy",
                  random_state: Any = None, progress: bool = False):
@@ -636,7 +638,7 @@ class NRGBoost(GenerativeForest):
             X0 = X0[allowed[0, X0 + self.grid_.code_offsets[:-1]].all(axis=1)]
         if X0 is not None and len(X0):
             b = self.sample_warm_burn_in if burn_in is None else burn_in
-            ch, b, th = self._protocol(n, chains, b, thin)
+            ch, b, th = self._protocol(n, len(X0) if chains is None else chains, b, thin)
             X0 = X0[rng.choice(len(X0), ch, replace=ch > len(X0))]
         else:
             ch, b, th = self._protocol(n, chains, burn_in, thin)
