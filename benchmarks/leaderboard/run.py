@@ -72,7 +72,11 @@ PEER_GENERATORS = [
 ABLATIONS = {
     "arf": [{"n_trees": 30}, {"min_node_size": 5}, {"alpha": 0.1},
             {"n_trees": 30, "min_node_size": 5},  # R arf's settings on this leaderboard
-            {"prior_strength": 0.0}, {"prior_strength": 1.0}],  # the leaf prior (issue 11)
+            {"prior_strength": 0.0}, {"prior_strength": 1.0},  # the leaf prior (issue 11)
+            # integer coding, the one trait the four near-tied tables share (anes96, diabetes,
+            # adult, penguins): numbers with atoms (0), the spec's 32 levels, the kernel width
+            {"max_ordinal_levels": 0}, {"max_ordinal_levels": 32},
+            {"integer_bandwidth": 0.0}, {"integer_bandwidth": 1.0}],
 }
 
 #: Reduced settings of a forestgen learner in the quick run (its defaults with ``--full``), each
