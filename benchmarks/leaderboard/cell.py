@@ -223,10 +223,15 @@ def run_rarf(params, job, train, test, n, seed):
             test[c] = test[c].astype(float)
     train.to_csv(out / "train_in.csv", index=False)
     test.to_csv(out / "test_in.csv", index=False)
-    script = Path(job["repo"]).parent / "shared" / "peers" / "rarf" / "arf_run.R"
+    # the held-out cells forestgen's ARF scores as masses (on the table as forestgen gets it)
+    from basemeasure import grid_halfwidths
+
+    grid_halfwidths(typed(job["train"], job["meta"]), typed(job["test"], job["meta"])).to_csv(
+        out / "grid.csv", index=False)
+    script = Path(__file__).resolve().parent / "rarf_run.R"
     cmd = ["Rscript", str(script), str(out / "train_in.csv"), str(out / "test_in.csv"), str(out),
            str(params.get("num_trees", "default")), str(params.get("min_node_size", "default")),
-           str(seed), str(n), str(params.get("alpha", 0))]
+           str(seed), str(n), str(params.get("alpha", 0)), str(out / "grid.csv")]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        env={**os.environ, "R_LIBS": job["rlib"]})
     if r.returncode != 0:
@@ -236,7 +241,8 @@ def run_rarf(params, job, train, test, n, seed):
     synth = pd.read_csv(out / "synth.csv", keep_default_na=False, na_values=["", "NA"])
     synth.columns = list(pd.read_csv(job["train"], nrows=0).columns)  # R mangles names
     extra = {"test_ll": res["test_ll_normalised"], "test_ll_official": res["test_ll_official"],
-             "test_ll_n_neg_inf": res["n_neg_inf_normalised"], "peer": res["peer"]}
+             "test_ll_n_neg_inf": res["n_neg_inf_normalised"], "peer": res["peer"],
+             "test_ll_grid": res["test_ll_grid"], "test_ll_grid_cells": res["n_grid_cells"]}
     return synth, res["t_fit"] + res["t_forde"], res["t_forge"], extra
 
 

@@ -76,7 +76,7 @@ ABLATIONS = {
             # integer coding, the one trait the four near-tied tables share (anes96, diabetes,
             # adult, penguins): numbers with atoms (0), the spec's 32 levels, the kernel width
             {"max_ordinal_levels": 0}, {"max_ordinal_levels": 32},
-            {"integer_bandwidth": 0.0}, {"integer_bandwidth": 1.0}],
+            {"integer_bandwidth": 0.0}, {"integer_bandwidth": 0.8}],
 }
 
 #: Reduced settings of a forestgen learner in the quick run (its defaults with ``--full``), each
