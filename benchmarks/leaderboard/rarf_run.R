@@ -60,8 +60,10 @@ f <- tm(do.call(adversarial_rf, argl))
 p <- tm(forde(f$v, trn, parallel = FALSE, alpha = alpha))
 l1 <- tm(lik(p$v, tst, arf = f$v, parallel = FALSE))
 l2 <- lik_normalised(p$v, tst, arf = f$v, parallel = FALSE)
-l3 <- if (!is.null(grid)) lik_grid(p$v, tst, arf = f$v, parallel = FALSE) else rep(NA_real_, nrow(tst))
 g <- tm(forge(p$v, n_synth, parallel = FALSE, verbose = FALSE))
+# after forge: lik() draws ranger's prediction seed from R's RNG, so forge sees the same stream as
+# in arf_run.R and gives the same sample
+l3 <- if (!is.null(grid)) lik_grid(p$v, tst, arf = f$v, parallel = FALSE) else rep(NA_real_, nrow(tst))
 fwrite(data.table(ll_official = l1$v, ll_normalised = l2, ll_grid = l3), file.path(outdir, "test_ll.csv"))
 fwrite(g$v, file.path(outdir, "synth.csv"))
 num <- function(x) if (is.na(x)) "null" else if (is.finite(x)) sprintf("%.6f", x) else sprintf("\"%s\"", x)
