@@ -210,6 +210,23 @@ def rescore(records: list[dict], only_old_splits: bool = False) -> list[dict]:
     return out
 
 
+def check_same_code(records: list[dict], new: str, old: str) -> int:
+    """Number of (table, seed) cells on which ``forestgen:arf`` ran at commits ``new`` and
+    ``old`` with byte-identical samples; raises unless there is at least one and all agree."""
+    runs: dict[str, dict] = {new: {}, old: {}}
+    for r in records:
+        if r["generator"] == "forestgen:arf" and r.get("status") == "ok" \
+                and r.get("commit") in runs:
+            runs[r["commit"]][(r["table"], r["seed"])] = Path(r["synth"])
+    both = sorted(set(runs[new]) & set(runs[old]))
+    if not both:
+        raise SystemExit(f"--same-code {new}={old}: forestgen:arf did not run at both commits")
+    differ = [k for k in both if runs[new][k].read_bytes() != runs[old][k].read_bytes()]
+    if differ:
+        raise SystemExit(f"--same-code {new}={old}: forestgen:arf samples differ on {differ[:5]}")
+    return len(both)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--peers", type=Path, default=peers.default_root())
@@ -234,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defaults-decision", type=Path, default=None,
                     help="with --merge: a Markdown file with the defaults chosen from this "
                          "evidence (before/after table), put first in the defaults section")
+    ap.add_argument("--same-code", default=None, metavar="NEW=OLD",
+                    help="with --merge: pair ARF variants run at forestgen commit NEW with the "
+                         "defaults run at OLD in the defaults section; accepted only if the "
+                         "defaults ran at both and gave byte-identical samples on every cell")
     ap.add_argument("--rescore", nargs="?", const="all", choices=["all", "old-splits"],
                     help="with --merge: score every cell again from its stored sample (or only "
                          "cells of an older split version)")
@@ -252,6 +273,16 @@ def main(argv: list[str] | None = None) -> int:
                     if r.get("commit", "unknown") == "unknown":
                         r["commit"] = str(infos[-1].get("commit", "unknown")).split()[0]
             records += shard
+        same_code = None
+        if a.same_code:
+            new, old = a.same_code.split("=")
+            n = check_same_code(records, new, old)
+            for r in records:
+                if r.get("commit") == new:
+                    r["pair_code"] = old
+            same_code = (f"ARF variants run at forestgen {new} are paired with the defaults run "
+                         f"at {old}: the defaults gave byte-identical samples at both on all "
+                         f"{n} cells run at both")
         seen, unique = set(), []
         for r in records:  # a cell run by two shards counts once (the first)
             key = (r["generator"], r["table"], r["seed"])
@@ -274,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             info["command"] = a.merge_note
         if a.defaults_decision:
             info["defaults_decision"] = a.defaults_decision.read_text().strip()
+        if same_code:
+            info["same_code"] = same_code
         write_page(records, a.out, info)
         return 0
     seeds = a.seeds or (3 if a.full else 1)

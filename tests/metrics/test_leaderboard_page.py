@@ -54,3 +54,24 @@ def test_defaults_evidence_pairs_cells_of_the_same_code(tmp_path):
     text = (tmp_path / "leaderboard_defaults.md").read_text()
     row = next(x for x in text.splitlines() if x.startswith("| fg:arf~n_trees=30 |"))
     assert row.startswith("| fg:arf~n_trees=30 | 1 | 1 | 1 / 0 | -0.050 |"), row
+
+
+def test_likelihood_goal_is_read_on_one_base_measure(tmp_path):
+    """R arf's grid-cell figure decides the likelihood criterion; the density figure stays."""
+    eq = "forestgen:arf~n_trees=30+min_node_size=5"
+    recs = [cell("forestgen:arf", "a", 0, 0.55, test_ll=-10.0), cell(eq, "a", 0, 0.55,
+                                                                      test_ll=-9.0),
+            cell("rarf", "a", 0, 0.6, test_ll=-8.0, test_ll_grid=-9.5, test_ll_grid_cells=30),
+            cell("forestgen:arf", "b", 0, 0.55, test_ll=-3.0), cell(eq, "b", 0, 0.55,
+                                                                    test_ll=-3.0),
+            cell("rarf", "b", 0, 0.6, test_ll=-2.5, test_ll_grid=-2.5, test_ll_grid_cells=0)]
+    info = {"command": "cmd", "seeds": 1, "max_train": 500, "limit_s": 60.0, "setup": {}}
+    text = write_page(recs, tmp_path, info).read_text()
+    goal = text[text.index("## The issue's goal"):text.index("## How it was run")]
+    assert "**on one base measure**" in goal and "NOT MET — compared on 2 table(s), lower " \
+        "on: b (-0.50); mean difference +0.00" in goal
+    assert "two base measures, kept for reference): lower on 2 of 2: a (-1.00), b (-0.50)" in goal
+    one = text[text.index("### The same likelihoods on one base measure"):]
+    row = next(x for x in one.splitlines() if x.startswith("| a |"))
+    assert row == "| a | -10.00 | **-9.00** | -9.50 |", row
+    assert "(the two R arf figures agree there): b." in one
