@@ -76,7 +76,9 @@ ABLATIONS = {
             # integer coding, the one trait the four near-tied tables share (anes96, diabetes,
             # adult, penguins): numbers with atoms (0), the spec's 32 levels, the kernel width
             {"max_ordinal_levels": 0}, {"max_ordinal_levels": 32},
-            {"integer_bandwidth": 0.0}, {"integer_bandwidth": 0.8}],
+            {"integer_bandwidth": 0.0},
+            # trees and leaf size one at a time (the earlier evidence moved both together)
+            {"n_trees": 20}, {"n_trees": 30}, {"min_node_size": 3}],
 }
 
 #: Reduced settings of a forestgen learner in the quick run (its defaults with ``--full``), each
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defaults-decision", type=Path, default=None,
                     help="with --merge: a Markdown file with the defaults chosen from this "
                          "evidence (before/after table), put first in the defaults section")
-    ap.add_argument("--same-code", default=None, metavar="NEW=OLD",
+    ap.add_argument("--same-code", default=None, metavar="NEW=OLD[,NEW=OLD]",
                     help="with --merge: pair ARF variants run at forestgen commit NEW with the "
                          "defaults run at OLD in the defaults section; accepted only if the "
                          "defaults ran at both and gave byte-identical samples on every cell")
@@ -275,14 +277,17 @@ def main(argv: list[str] | None = None) -> int:
             records += shard
         same_code = None
         if a.same_code:
-            new, old = a.same_code.split("=")
-            n = check_same_code(records, new, old)
-            for r in records:
-                if r.get("commit") == new:
-                    r["pair_code"] = old
-            same_code = (f"ARF variants run at forestgen {new} are paired with the defaults run "
-                         f"at {old}: the defaults gave byte-identical samples at both on all "
-                         f"{n} cells run at both")
+            notes = []
+            for pair in a.same_code.split(","):
+                new, old = pair.split("=")
+                n = check_same_code(records, new, old)
+                for r in records:
+                    if r.get("commit") == new:
+                        r["pair_code"] = old
+                notes.append(f"ARF variants run at forestgen {new} are paired with the defaults "
+                             f"run at {old}: the defaults gave byte-identical samples at both on "
+                             f"all {n} cells run at both")
+            same_code = "; ".join(notes)
         seen, unique = set(), []
         for r in records:  # a cell run by two shards counts once (the first)
             key = (r["generator"], r["table"], r["seed"])
