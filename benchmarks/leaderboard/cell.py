@@ -223,15 +223,10 @@ def run_rarf(params, job, train, test, n, seed):
             test[c] = test[c].astype(float)
     train.to_csv(out / "train_in.csv", index=False)
     test.to_csv(out / "test_in.csv", index=False)
-    # the held-out cells forestgen's ARF scores as masses (on the table as forestgen gets it)
-    from basemeasure import grid_halfwidths
-
-    grid_halfwidths(typed(job["train"], job["meta"]), typed(job["test"], job["meta"])).to_csv(
-        out / "grid.csv", index=False)
     script = Path(__file__).resolve().parent / "rarf_run.R"
     cmd = ["Rscript", str(script), str(out / "train_in.csv"), str(out / "test_in.csv"), str(out),
            str(params.get("num_trees", "default")), str(params.get("min_node_size", "default")),
-           str(seed), str(n), str(params.get("alpha", 0)), str(out / "grid.csv")]
+           str(seed), str(n), str(params.get("alpha", 0))]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        env={**os.environ, "R_LIBS": job["rlib"]})
     if r.returncode != 0:
@@ -242,8 +237,26 @@ def run_rarf(params, job, train, test, n, seed):
     synth.columns = list(pd.read_csv(job["train"], nrows=0).columns)  # R mangles names
     extra = {"test_ll": res["test_ll_normalised"], "test_ll_official": res["test_ll_official"],
              "test_ll_n_neg_inf": res["n_neg_inf_normalised"], "peer": res["peer"],
-             "test_ll_grid": res["test_ll_grid"], "test_ll_grid_cells": res["n_grid_cells"]}
+             **rarf_one_measure(job, out)}
     return synth, res["t_fit"] + res["t_forde"], res["t_forge"], extra
+
+
+def rarf_one_measure(job, out: Path) -> dict:
+    """R arf's held-out LL from its parameters: as a density (every leaf, missing values
+    marginalised) and on forestgen's base measure (masses where forestgen scores masses)."""
+    from basemeasure import mass_cells
+    from rarf_cells import rarf_loglik
+
+    lo, hi = mass_cells(typed(job["train"], job["meta"]), typed(job["test"], job["meta"]))
+    dens, cells = rarf_loglik(out), rarf_loglik(out, lo, hi)
+    r = pd.read_csv(out / "test_ll.csv")["ll_normalised"].to_numpy(float)
+    both = np.isfinite(r) & np.isfinite(dens)
+    return {"test_ll_mixture": float(np.mean(dens)), "test_ll_grid": float(np.mean(cells)),
+            "test_ll_grid_cells": int(lo.notna().to_numpy().sum()),
+            "test_ll_mixture_vs_lik": {  # how far lik()'s one-leaf-per-tree figure is
+                "rows": int(both.sum()), "max_abs": float(np.max(np.abs(dens - r)[both]))
+                if both.any() else None, "mean": float(np.mean((dens - r)[both]))
+                if both.any() else None}}
 
 
 def fit_sample(job, train, test):
