@@ -237,7 +237,7 @@ def _ll_one_measure(all_ok: pd.DataFrame) -> pd.DataFrame:
     rg = all_ok[(all_ok.generator == "rarf") & all_ok.test_ll_grid.notna()]
     if arf.empty or rg.empty:
         return pd.DataFrame()
-    both = pd.concat([arf, rg.assign(generator="rarf (grid cells)", test_ll=rg.test_ll_grid)])
+    both = pd.concat([arf, rg.assign(generator="rarf (cells)", test_ll=rg.test_ll_grid)])
     return _cell_table(both, both, "test_ll", "max", 2)
 
 
@@ -323,7 +323,7 @@ def _defaults_section(ok: pd.DataFrame) -> list[str]:
 def write_page(records: list[dict], out: Path, info: dict) -> Path:
     rec = pd.DataFrame(records)
     for col in ("c2st_auc", "tstr", "trtr", "test_ll", "test_ll_official", "test_ll_grid",
-                "fit_s", "sample_s",
+                "test_ll_mixture", "fit_s", "sample_s",
                 "peak_rss_mb", "ks_mean", "tv_mean", "corr_gap", "contingency_gap",
                 "out_of_range_rows", "unseen_level_rate", "nan_rate_gap", "dtype_match",
                 "dcr_closer_to_train", "exact_copy_rate"):
@@ -456,7 +456,9 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
     if len(ll):
         L += ["## Held-out log-likelihood (normalised, nats per test row; higher is better)", "",
               "forestgen's `log_prob` and R arf's *normalised* likelihood (arf 0.2.4's `lik()` "
-              "with the leaf-factor filter removed; see shared/peers/rarf/README.md). R arf's "
+              "with the leaf-factor filter removed; see shared/peers/rarf/README.md), as first "
+              "compared: two base measures wherever a column is discrete-valued (the next "
+              "table puts both on one). R arf's "
               "*official* `lik()` figure is listed beside it, labelled: on mixed tables it is not "
               "a normalised density and reads too high. Rows with a -inf score are counted in "
               "the mean as -inf and flagged.", "",
@@ -475,24 +477,42 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
                   "forestgen's `log_prob` is a density with respect to a mixed base measure: "
                   "counting measure on the values of a column it codes as levels (an integer "
                   "scale such as an age or a 1-7 rating, a discrete-valued float column) and at "
-                  "the point masses of a numeric column, Lebesgue measure elsewhere. R arf "
-                  "gives every numeric value a truncated-normal *density*, which a narrow leaf "
-                  "inflates without bound (a leaf whose rows all hold age 40 has a density far "
-                  "above 1 there). The two figures above are therefore on different base "
-                  "measures wherever a column is discrete-valued. Here R arf is scored on "
-                  "forestgen's: for each held-out value that forestgen scores as a mass, R arf's "
-                  "leaf factor is the probability of the value's grid cell (x - h, x + h] under "
-                  "the leaf's truncated normal, h = half the column's grid step (0.5 for "
-                  "integers; `benchmarks/leaderboard/rarf_run.R`, `basemeasure.py`); elsewhere "
-                  "its density. `rarf (grid cells)` is that figure (R arf's density figure is the "
-                  "table above); forestgen's figures are unchanged. At a point mass "
-                  "inside an otherwise continuous column the grid figure slightly favours R arf "
-                  "(its density elsewhere still counts the cell's mass).", "", _md(one), ""]
+                  "the point masses of a numeric column, Lebesgue measure elsewhere; a missing "
+                  "value is marginalised out. R arf gives every numeric value a "
+                  "truncated-normal *density*, which a narrow leaf inflates without bound (a "
+                  "leaf whose rows all hold age 40 has a density far above 1 there), and "
+                  "`lik()` scores a row with a missing value -inf. The figures above are "
+                  "therefore on different base measures wherever a column is discrete-valued. "
+                  "Here R arf is scored on forestgen's, from its fitted FORDE parameters "
+                  "(`benchmarks/leaderboard/rarf_run.R` writes them, `rarf_cells.py` scores "
+                  "them): the mixture over every leaf, a missing value marginalised; for each "
+                  "held-out value that forestgen scores as a mass, the leaf's factor is the "
+                  "probability of the value's cell under its truncated normal instead of the "
+                  "density: the values that round to that level (midpoints to the neighbouring "
+                  "levels, so (x - 0.5, x + 0.5] on an integer scale, open-ended at the lowest "
+                  "and highest level: R arf rounded to forestgen's levels is a pmf over the "
+                  "same values), or the grid cell (x - h, x + h], h half the column's decimal "
+                  "step, at a point mass of a numeric column (`basemeasure.py`). "
+                  "`rarf (cells)` is that figure (bold: the highest on the table). "
+                  "forestgen's figures are unchanged. At a point mass inside an otherwise "
+                  "continuous column the cell figure slightly favours R arf (its density "
+                  "elsewhere still counts the cell's mass).", "", _md(one), ""]
             rg = all_ok[all_ok.generator == "rarf"]
             if "test_ll_grid_cells" in rg:
                 none = sorted(rg.loc[rg.test_ll_grid_cells == 0, "table"].unique())
-                L += ["Tables with no held-out value scored as a mass (the two R arf figures "
-                      "agree there): " + (", ".join(none) or "none") + ".", ""]
+                L += ["Tables with no held-out value scored as a mass: "
+                      + (", ".join(none) or "none") + ".", ""]
+            if "test_ll_mixture" in rg and rg.test_ll_mixture.notna().any():
+                mix = rg.groupby("table")[["test_ll_mixture", "test_ll"]].mean().dropna(
+                    subset=["test_ll_mixture"])
+                L += ["R arf's mixture with densities everywhere (every leaf, missing values "
+                      "marginalised), beside `lik()`'s normalised figure: " + ", ".join(
+                          f"{t} {r.test_ll_mixture:.2f} ({_fmt(float(r.test_ll), 2)})"
+                          for t, r in mix.iterrows()) + ". They agree on tables without "
+                      "missing values up to rows on a split value; with missing training "
+                      "values ranger's learned NaN directions make one tree's leaves overlap "
+                      "and `lik()`, which keeps ranger's one leaf per tree, reads lower; with "
+                      "a missing held-out value `lik()` gives -inf.", ""]
     if len(ok):
         agg = ok.assign(total_s=ok.fit_s + ok.sample_s,
                         cpu_s=ok.cpu_s if "cpu_s" in ok else np.nan).groupby("generator").agg(

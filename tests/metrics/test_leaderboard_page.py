@@ -61,7 +61,8 @@ def test_likelihood_goal_is_read_on_one_base_measure(tmp_path):
     eq = "forestgen:arf~n_trees=30+min_node_size=5"
     recs = [cell("forestgen:arf", "a", 0, 0.55, test_ll=-10.0), cell(eq, "a", 0, 0.55,
                                                                       test_ll=-9.0),
-            cell("rarf", "a", 0, 0.6, test_ll=-8.0, test_ll_grid=-9.5, test_ll_grid_cells=30),
+            cell("rarf", "a", 0, 0.6, test_ll=-8.0, test_ll_grid=-9.5, test_ll_grid_cells=30,
+                 test_ll_mixture=-7.5),
             cell("forestgen:arf", "b", 0, 0.55, test_ll=-3.0), cell(eq, "b", 0, 0.55,
                                                                     test_ll=-3.0),
             cell("rarf", "b", 0, 0.6, test_ll=-2.5, test_ll_grid=-2.5, test_ll_grid_cells=0)]
@@ -74,4 +75,5 @@ def test_likelihood_goal_is_read_on_one_base_measure(tmp_path):
     one = text[text.index("### The same likelihoods on one base measure"):]
     row = next(x for x in one.splitlines() if x.startswith("| a |"))
     assert row == "| a | -10.00 | **-9.00** | -9.50 |", row
-    assert "(the two R arf figures agree there): b." in one
+    assert "Tables with no held-out value scored as a mass: b." in one
+    assert "a -7.50 (-8.00)" in one
