@@ -69,8 +69,8 @@ def rarf_loglik(outdir: Path, lo: pd.DataFrame | None = None,
                 continue
             c = cat[cat.variable == col]
             if len(c):
-                vals = test[col].astype(object).where(test[col].notna(), None).map(
-                    lambda v: None if v is None else str(v)).to_numpy()
+                vals = np.array([None if pd.isna(v) else str(v) for v in test[col]],
+                                dtype=object)
                 table = c.assign(val=c.val.astype(str)).pivot_table(
                     index="val", columns="f_idx", values="prob", fill_value=0.0)
                 table = table.reindex(columns=leaves, fill_value=0.0)

@@ -75,19 +75,21 @@ def test_rarf_mixture_closed_form(tmp_path):
     from rarf_cells import rarf_loglik
     from scipy.stats import norm
 
-    test = pd.DataFrame({"u": [-0.5, 0.5, np.nan, 0.0], "k": ["p", "q", "q", "p"]})
+    test = pd.DataFrame({"u": [-0.5, 0.5, np.nan, 0.0, 0.5], "k": ["p", "q", "q", "p", None]})
     d = _params(tmp_path / "p", test)
     half = norm.cdf(0.0, loc=-1.0)  # each leaf's normal mass on its own side of 0
     dens = [0.5 * norm.pdf(-0.5, -1.0) / half, 0.5 * norm.pdf(0.5, 1.0) / half * 0.5,
             0.5 * 0.5,  # u missing: marginalised (factor 1); k = q only in leaf 2
-            0.5 * norm.pdf(0.0, -1.0) / half]  # on the split: leaf 1's (min, max] holds it
+            0.5 * norm.pdf(0.0, -1.0) / half,  # on the split: leaf 1's (min, max] holds it
+            0.5 * norm.pdf(0.5, 1.0) / half]  # k missing: marginalised
     assert np.allclose(rarf_loglik(d), np.log(dens))
-    lo = pd.DataFrame({"u": [-1.0, np.nan, np.nan, -np.inf], "k": np.nan})
-    hi = pd.DataFrame({"u": [1.0, np.nan, np.nan, np.inf], "k": np.nan})
+    lo = pd.DataFrame({"u": [-1.0, np.nan, np.nan, -np.inf, np.nan], "k": np.nan})
+    hi = pd.DataFrame({"u": [1.0, np.nan, np.nan, np.inf, np.nan], "k": np.nan})
     # a cell across the split takes both leaves' share of it; the whole line has mass 1
     p1 = (norm.cdf(0.0, -1.0) - norm.cdf(-1.0, -1.0)) / half
     p2 = (norm.cdf(1.0, 1.0) - norm.cdf(0.0, 1.0)) / half
-    cells = [0.5 * p1 * 1.0 + 0.5 * p2 * 0.5, dens[1], dens[2], 0.5 * 1.0 + 0.5 * 0.5]
+    cells = [0.5 * p1 * 1.0 + 0.5 * p2 * 0.5, dens[1], dens[2], 0.5 * 1.0 + 0.5 * 0.5,
+             dens[4]]
     assert np.allclose(rarf_loglik(d, lo, hi), np.log(cells))
 
 
