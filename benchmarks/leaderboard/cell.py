@@ -246,11 +246,15 @@ def rarf_one_measure(job, out: Path) -> dict:
     from basemeasure import mass_cells
     from rarf_cells import rarf_loglik
 
-    lo, hi = mass_cells(typed(job["train"], job["meta"]), typed(job["test"], job["meta"]))
+    train, test = typed(job["train"], job["meta"]), typed(job["test"], job["meta"])
+    lo, hi = mass_cells(train, test)
     dens, cells = rarf_loglik(out), rarf_loglik(out, lo, hi)
+    # on the base measure of ARF with integers coded as numbers (max_ordinal_levels=0)
+    cells0 = rarf_loglik(out, *mass_cells(train, test, max_ordinal_levels=0))
     r = pd.read_csv(out / "test_ll.csv")["ll_normalised"].to_numpy(float)
     both = np.isfinite(r) & np.isfinite(dens)
     return {"test_ll_mixture": float(np.mean(dens)), "test_ll_grid": float(np.mean(cells)),
+            "test_ll_grid_numbers": float(np.mean(cells0)),
             "test_ll_grid_cells": int(lo.notna().to_numpy().sum()),
             "test_ll_mixture_vs_lik": {  # how far lik()'s one-leaf-per-tree figure is
                 "rows": int(both.sum()), "max_abs": float(np.max(np.abs(dens - r)[both]))

@@ -241,6 +241,23 @@ def _ll_one_measure(all_ok: pd.DataFrame) -> pd.DataFrame:
     return _cell_table(both, both, "test_ll", "max", 2)
 
 
+#: ARF at R arf's size with integers coded as numbers (R arf's own coding).
+NUMBERS_ARF = "forestgen:arf~n_trees=30+min_node_size=5+max_ordinal_levels=0"
+
+
+def _ll_numbers(all_ok: pd.DataFrame) -> pd.DataFrame:
+    """ARF at R arf's size, integers as numbers, beside R arf on that coding's base measure."""
+    if "test_ll_grid_numbers" not in all_ok:
+        return pd.DataFrame()
+    a = all_ok[all_ok.generator == NUMBERS_ARF]
+    rg = all_ok[(all_ok.generator == "rarf") & all_ok.test_ll_grid_numbers.notna()]
+    if a.empty or rg.empty:
+        return pd.DataFrame()
+    both = pd.concat([a, rg.assign(generator="rarf (cells of that coding)",
+                                   test_ll=rg.test_ll_grid_numbers)])
+    return _cell_table(both, both, "test_ll", "max", 2)
+
+
 def _coverage(rec: pd.DataFrame) -> pd.DataFrame:
     """Per generator: tables and cells that finished, and the failures."""
     rows = []
@@ -323,7 +340,7 @@ def _defaults_section(ok: pd.DataFrame) -> list[str]:
 def write_page(records: list[dict], out: Path, info: dict) -> Path:
     rec = pd.DataFrame(records)
     for col in ("c2st_auc", "tstr", "trtr", "test_ll", "test_ll_official", "test_ll_grid",
-                "test_ll_mixture", "fit_s", "sample_s",
+                "test_ll_mixture", "test_ll_grid_numbers", "fit_s", "sample_s",
                 "peak_rss_mb", "ks_mean", "tv_mean", "corr_gap", "contingency_gap",
                 "out_of_range_rows", "unseen_level_rate", "nan_rate_gap", "dtype_match",
                 "dcr_closer_to_train", "exact_copy_rate"):
@@ -497,6 +514,12 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
                   "forestgen's figures are unchanged. At a point mass inside an otherwise "
                   "continuous column the cell figure slightly favours R arf (its density "
                   "elsewhere still counts the cell's mass).", "", _md(one), ""]
+            num = _ll_numbers(all_ok)
+            if not num.empty:
+                L += ["With integers coded as numbers (`max_ordinal_levels=0`, as R arf codes "
+                      "them: truncated-normal leaves, samples rounded), ARF at R arf's size "
+                      "against R arf on the base measure of that coding (masses only at point "
+                      "masses and discrete-valued floats):", "", _md(num), ""]
             rg = all_ok[all_ok.generator == "rarf"]
             if "test_ll_grid_cells" in rg:
                 none = sorted(rg.loc[rg.test_ll_grid_cells == 0, "table"].unique())

@@ -62,7 +62,8 @@ def test_likelihood_goal_is_read_on_one_base_measure(tmp_path):
     recs = [cell("forestgen:arf", "a", 0, 0.55, test_ll=-10.0), cell(eq, "a", 0, 0.55,
                                                                       test_ll=-9.0),
             cell("rarf", "a", 0, 0.6, test_ll=-8.0, test_ll_grid=-9.5, test_ll_grid_cells=30,
-                 test_ll_mixture=-7.5),
+                 test_ll_mixture=-7.5, test_ll_grid_numbers=-8.5),
+            cell(eq + "+max_ordinal_levels=0", "a", 0, 0.55, test_ll=-8.25),
             cell("forestgen:arf", "b", 0, 0.55, test_ll=-3.0), cell(eq, "b", 0, 0.55,
                                                                     test_ll=-3.0),
             cell("rarf", "b", 0, 0.6, test_ll=-2.5, test_ll_grid=-2.5, test_ll_grid_cells=0)]
@@ -77,3 +78,5 @@ def test_likelihood_goal_is_read_on_one_base_measure(tmp_path):
     assert row == "| a | -10.00 | **-9.00** | -9.50 |", row
     assert "Tables with no held-out value scored as a mass: b." in one
     assert "a -7.50 (-8.00)" in one
+    num = one[one.index("With integers coded as numbers"):]
+    assert "| a | **-8.25** | -8.50 |" in num
