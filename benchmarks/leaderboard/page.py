@@ -177,8 +177,8 @@ def _goal(ok: pd.DataFrame) -> list[str]:
     if len(diff_grid):
         worse = ", ".join(f"{t} ({v:+.2f})" for t, v in diff_grid[diff_grid < 0].items())
         L.append(f"- **Likelihood** (ARF's normalised held-out LL >= R arf's at equal trees, 30 "
-                 f"trees / min_node_size 5, **on one base measure**: R arf's grid-cell "
-                 f"probability wherever forestgen scores a probability mass): "
+                 f"trees / min_node_size 5, **on one base measure**: R arf's probability of "
+                 f"the held-out value's cell wherever forestgen scores a probability mass): "
                  f"{'MET' if (diff_grid >= 0).all() else 'NOT MET'} — compared on "
                  f"{len(diff_grid)} table(s), lower on: {worse or 'none'}; mean difference "
                  f"{diff_grid.mean():+.2f} nats/row.")
