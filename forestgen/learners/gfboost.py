@@ -222,6 +222,7 @@ class GFBoost(GenerativeForest):
         eps = self.smoothing_
         fw = (1.0 - eps) * self.fragment_weight_ / self.fragment_weight_.sum()
         uniform = np.maximum(np.exp(self.leaf_log_weight_) - (1.0 - eps) * self.cell_mass_, 0)
+        self._spike_levels(schema, Z, rows, leaf, fw, uniform)
         for j, spec in enumerate(schema.columns):
             if not spec.atoms or spec.is_discrete:
                 continue
@@ -236,6 +237,40 @@ class GFBoost(GenerativeForest):
             lv = np.r_[leaf, np.tile(np.arange(L), 1 + len(share))]
             pm = PointMassLeaf(base=self.leaf_models_[j], atoms=spec.atoms)
             self.leaf_models_[j] = pm.fit_masses(x, lv, L, w)
+
+    def _spike_levels(self, schema, Z, rows, leaf, fw, uniform) -> None:
+        """Integer (and discrete-valued float) columns coded as levels keep their spike
+        levels (:func:`~forestgen.leaves.uniform_levels.spike_levels`, adult's
+        ``education-num = 9``): each cell gives each spike level its training weight's share
+        there and spreads the rest uniformly over its other levels
+        (:class:`~forestgen.leaves.uniform_levels.UniformLevelsLeaf` ``atoms``, as RFDE and
+        DEF). Fragments of rows missing the column and the smoothing component are uniform
+        over the cell's levels (pseudo-rows on every allowed level), so each leaf's pmf is
+        that of its whole mass and the density stays exactly normalised."""
+        from forestgen.leaves.base import ColumnCell
+        from forestgen.leaves.uniform_levels import UniformLevelsLeaf, spike_levels
+
+        L = len(self.cell_mass_)
+        for j, spec in enumerate(schema.columns):
+            if not (spec.is_discrete and spec.kind in ("integer", "continuous")):
+                continue
+            k = max(spec.n_levels, 1)
+            spikes = spike_levels(Z[:, j], k)
+            if not spikes:
+                continue
+            xj = Z[rows, j]
+            seen = ~np.isnan(xj)
+            flat = uniform + np.bincount(leaf[~seen], weights=fw[~seen], minlength=L)
+            codes = np.arange(k)
+            allowed = ((codes[None, :] > self.cell_lo_[:, j, None])
+                       & (codes[None, :] <= self.cell_hi_[:, j, None]))
+            pl, pc = np.nonzero(allowed)
+            share = flat / np.maximum(allowed.sum(1), 1)
+            cell = ColumnCell(lower=self.cell_lo_[:, j], upper=self.cell_hi_[:, j],
+                              allowed=allowed, data_min=0.0, data_max=k - 1.0, n_levels=k)
+            self.leaf_models_[j] = UniformLevelsLeaf(atoms=spikes).fit(
+                np.r_[xj[seen], pc.astype(float)], np.r_[leaf[seen], pl], cell,
+                np.r_[fw[seen], share[pl]])
 
     def _keep_incomplete_rows(self, table: CellTable, leaf_cell: np.ndarray) -> None:
         """What the imputation walk needs of the training data (spec §1.6: a GF keeps its
@@ -279,9 +314,17 @@ class GFBoost(GenerativeForest):
     def _cell_volume_share(self) -> np.ndarray:
         """``U(L)``: each leaf's share of the root box measure."""
         logu = np.zeros(self.forest_.n_leaves)
+        kind, nlev, nom_off = column_layout(self.encoder_.schema)[:3]
         for j, lm in enumerate(self.leaf_models_):
-            if lm.discrete:
-                logu += np.log(lm.support_size() / lm.n_levels)
+            if lm.discrete:  # allowed levels of the cell (whatever the leaf's pmf)
+                k = int(nlev[j])
+                if kind[j] == KIND_NOMINAL:
+                    cnt = self.cell_mask_[:, nom_off[j]: nom_off[j] + k].sum(1)
+                else:
+                    codes = np.arange(k)
+                    cnt = ((codes[None, :] > self.cell_lo_[:, j, None])
+                           & (codes[None, :] <= self.cell_hi_[:, j, None])).sum(1)
+                logu += np.log(cnt / k)
             else:
                 lm = getattr(lm, "base_", lm)  # a point-mass column: its uniform part
                 logu += np.log((lm.hi_ - lm.lo_) / (self.box_hi_[j] - self.box_lo_[j]))

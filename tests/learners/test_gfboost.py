@@ -723,3 +723,32 @@ def test_eogt_keeps_point_masses_in_samples_and_imputations(tmp_path):
     back = GenerativeForest.load(tmp_path / "e.fgm")
     assert np.array_equal(back.log_prob(df), m.log_prob(df))
     assert back.sample(50, random_state=3).equals(m.sample(50, random_state=3))
+
+
+def test_gfboost_keeps_spike_levels_of_integer_columns():
+    """An integer column coded as levels with a spike (adult's education-num = 9, 32% of
+    rows): GF.Boost's cells keep the spike's share (uniform cells gave it 6%), and the
+    density over levels x grid still sums to one (smoothing and rows missing it included)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    edu = np.where(rng.random(n) < 0.35, 9, rng.integers(1, 17, n))
+    # a very skewed column takes the few splits, so no cell isolates the spike level
+    df = pd.DataFrame({"edu": edu, "a": np.exp(rng.normal(0, 2.5, n))})
+    df.loc[rng.random(n) < 0.1, "edu"] = np.nan
+    df["edu"] = df["edu"].astype("Int64")
+    m = GFBoost(n_trees=2, n_iter=4, smoothing=0.1, random_state=0).fit(df)
+    assert not (m.trees_.feature == 0).any()
+    spec = m.schema_["edu"]
+    assert spec.is_discrete
+    share = float((df["edu"].dropna() == 9).mean())
+    p9 = float(np.exp(m.log_prob(pd.DataFrame({"edu": pd.array([9], "Int64"), "a": [np.nan]})))[0])
+    # the data's share, less what smoothing (10%) and the rows missing edu spread uniformly
+    assert 0.8 * share < p9 <= share
+    s = m.sample(20_000, random_state=1, missing=False)
+    assert abs(float((s["edu"] == 9).mean()) - p9) < 4 * math.sqrt(p9 * (1 - p9) / 20_000)
+    (ma,), (wa,) = _eogt_grid(m, cols=(1,))
+    G = pd.DataFrame([(v, x) for v in spec.categories for x in ma], columns=["edu", "a"])
+    G["edu"] = G["edu"].astype("Int64")
+    w = np.tile(wa, len(spec.categories))
+    assert float(np.sum(np.exp(m.log_prob(G, floor=None)) * w)) == pytest.approx(1.0, abs=1e-9)
+    assert m.cell_risk() == pytest.approx(m.risk_path_[-1], abs=1e-10)
