@@ -113,8 +113,11 @@ class GeF(GenerativeForest):
     discrete_leaf : for categorical feature columns (``"categorical"`` with ``alpha``).
     min_std : 1.0 — SD floor of ``gef_gaussian`` leaves, in units of the column's global SD.
     alpha : 1e-6 — smoothing of categorical feature leaves over the levels the cell allows.
-    class_alpha : 0.0 — smoothing of the class pmf (0: exact RF equivalence, spec pitfall 10;
-        the authors' code uses 1e-6).
+    class_alpha : 1e-6 — smoothing of the class pmf (the authors' code and spec §2.2's paper
+        mode), so a held-out row whose class no reached leaf has seen keeps a positive density;
+        ``0`` gives exact random-forest equivalence (Theorem 1, spec pitfall 10), as
+        :meth:`from_sklearn` uses unless told otherwise. The difference is about 1e-6 in
+        ``predict_proba``.
     mode : ``"gef"`` (average of per-tree class posteriors, Table 1's GeF), ``"gef+"``
         (posterior of the uniform tree mixture) or ``"friedman"`` (the baseline of spec §3.4:
         raw class counts of reachable leaves).
@@ -131,8 +134,7 @@ class GeF(GenerativeForest):
     columns with point masses (``ColumnSpec.atoms``, a forestgen extension) shrink each leaf's
     atom shares toward the column's with :data:`~forestgen.base.ATOM_PRIOR` pseudo-rows (as
     ARF's default), so a held-out value at an atom a leaf never saw, or off the atoms in a
-    leaf holding only atoms, keeps a positive leaf factor. With ``class_alpha=0`` a held-out
-    row whose class no leaf it reaches has seen still has density zero.
+    leaf holding only atoms, keeps a positive leaf factor.
     """
 
     method_name = "GeF"
@@ -147,7 +149,7 @@ class GeF(GenerativeForest):
                  min_samples_leaf: float = 1.0, max_depth: int | None = None,
                  sampling: str = "stratified", leaf: str = "factorised",
                  numeric_leaf: Any = "gef_gaussian", discrete_leaf: Any = "categorical",
-                 min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 0.0,
+                 min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 1e-6,
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
@@ -376,9 +378,10 @@ class GeF(GenerativeForest):
 
         Structure, leaf weights (``weighted_n_node_samples`` shares) and class pmfs come from
         the sklearn trees, so ``predict_proba`` on complete rows equals ``rf.predict_proba``
-        (Theorem 1). Feature factors are fitted on the given ``X`` routed through each tree,
-        weighted by the tree's bootstrap counts when they can be recovered (checked against the
-        trees' own leaf counts; otherwise every row counts once; see ``fit_info_``).
+        (Theorem 1; ``class_alpha`` defaults to 0 here). Feature factors are fitted on the
+        given ``X`` routed through each tree, weighted by the tree's bootstrap counts when they
+        can be recovered (checked against the trees' own leaf counts; otherwise every row
+        counts once; see ``fit_info_``).
 
         sklearn compares ``float32(x) <= threshold``; thresholds are moved to the float64
         value with the same outcome for every float64 x (spec pitfall 7). ``X`` must be
@@ -388,6 +391,7 @@ class GeF(GenerativeForest):
             raise ValueError("rf must be a fitted sklearn RandomForestClassifier")
         if getattr(rf, "n_outputs_", 1) != 1:
             raise ValueError("multi-output forests are not supported")
+        params.setdefault("class_alpha", 0.0)
         model = cls(n_trees=len(rf.estimators_), **params)
         model.validate_params()
         feats, ys, name = cls._split_xy(X, y, None)

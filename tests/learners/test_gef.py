@@ -40,12 +40,16 @@ def cancer():
 # ---------------------------------------------------------------------- Theorem 1
 def test_theorem1_equals_forest_leaf_frequencies(cancer):
     X, y = cancer
-    m = GeF(n_trees=10, random_state=3).fit(X, y)
+    m = GeF(n_trees=10, random_state=3, class_alpha=0.0).fit(X, y)
     P = m.predict_proba(X)
     leaves = m.forest_.apply(m._encode_features(X))
     lv = m.forest_.leaf_value  # in-bag class weights recorded while growing
     ref = (lv / lv.sum(1, keepdims=True))[leaves].mean(1)
     np.testing.assert_allclose(P, ref, rtol=0, atol=1e-12)
+    # the default class_alpha=1e-6 (the authors' code) moves the posteriors by about 1e-6 only
+    P_default = GeF(n_trees=10, random_state=3).fit(X, y).predict_proba(X)
+    np.testing.assert_allclose(P_default, ref, rtol=0, atol=1e-5)
+    assert (np.asarray(P_default) > 0).all()
     assert (m.predict(X) == m.classes_[ref.argmax(1)]).all()
     # the class is not a split feature
     assert not (m.forest_.feature == m.target_index_).any()
@@ -87,7 +91,7 @@ def test_all_missing_returns_class_prior(mixed, model):
     empty = pd.DataFrame({"x1": [np.nan], "x2": [np.nan], "c": [None]})
     for mode in ("gef", "gef+"):
         np.testing.assert_allclose(model.predict_proba(empty, mode=mode).iloc[0], prior,
-                                   atol=1e-12)
+                                   atol=1e-6)  # class_alpha=1e-6 moves it by ~1e-7
     # an all-missing row has log p = 0 (with or without a class column)
     assert abs(model.log_prob(empty)[0]) < 1e-9
 
@@ -298,3 +302,19 @@ def test_other_target_delegates_to_inference_layer(mixed, model):
     X["c"] = None
     P = model.predict_proba(X, target="c")
     assert np.allclose(np.asarray(P, float).sum(1), 1.0)
+
+
+def test_default_class_alpha_keeps_unseen_class_combinations_finite():
+    # x separates the classes perfectly, so no leaf a row at x=-2 reaches has seen class "b":
+    # the authors' class_alpha=1e-6 keeps its density positive, 0 does not; the class share is
+    # alpha / (n_l + 2 alpha) for a leaf of n_l in-bag rows (n_l <= 200 here)
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.uniform(-3, -1, 100), rng.uniform(1, 3, 100)]
+    df = pd.DataFrame({"x": x, "y": np.repeat(["a", "b"], 100)})
+    row = pd.DataFrame({"x": [-2.0], "y": ["b"]})
+    seen = pd.DataFrame({"x": [-2.0], "y": ["a"]})
+    exact = GeF(n_trees=5, random_state=0, class_alpha=0.0).fit(df, target="y")
+    assert exact.log_prob(row)[0] == -np.inf
+    m = GeF(n_trees=5, random_state=0).fit(df, target="y")
+    gap = m.log_prob(seen)[0] - m.log_prob(row)[0]
+    assert np.isfinite(m.log_prob(row)[0]) and np.log(1e6) < gap < np.log(200e6)
