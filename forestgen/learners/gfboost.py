@@ -612,7 +612,9 @@ class EOGT(GFBoost):
     regions without training rows take alone. For this the model keeps each non-empty cell's
     weight at the atoms (and the column's share of values between split faces), not the rows.
     Sampling, the density (counting measure at the atoms, exactly normalised), conditionals and
-    imputation use them.
+    imputation use them. Integer (and discrete-valued) columns coded as levels keep their spike
+    levels (adult's ``education-num = 9``) the same way: a region gives each spike level its
+    share and spreads the rest uniformly over its other levels.
     """
 
     model_family = INTERSECTION
@@ -818,16 +820,18 @@ class EOGT(GFBoost):
             leaves = self.trees_.apply(out[tree])
             nodes = self.trees_.leaf_node[leaves]
             cols = atoms.columns
-            lo = np.full((len(tree), out.shape[1]), np.nan)
+            lo = np.full(out.shape, np.nan)
             hi = lo.copy()
-            lo[:, cols] = geo.lo[:, cols][nodes].max(1)
-            hi[:, cols] = geo.hi[:, cols][nodes].min(1)
+            lo[np.ix_(tree, cols)] = geo.lo[:, cols][nodes].max(1)
+            hi[np.ix_(tree, cols)] = geo.hi[:, cols][nodes].min(1)
+            lo[uni], hi[uni] = self.box_lo_, self.box_hi_
             rid = atoms.region_ids(leaves)
             shares = [np.empty((len(out), len(a))) for a in atoms.atoms]
-            for s, t, b in zip(shares, atoms.shares(rid, lo, hi), self._box_shares()):
+            for s, t, b in zip(shares, atoms.shares(rid, lo[tree], hi[tree]),
+                               self._box_shares()):
                 s[tree] = t
                 s[uni] = b
-            atoms.draw(out, np.ones(out.shape, bool), shares, rng)
+            atoms.draw(out, np.ones(out.shape, bool), shares, lo, hi, rng)
         return constrain(out, self.schema_)
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
@@ -1005,9 +1009,7 @@ class EOGT(GFBoost):
             m = mask[:, o: o + nlev[j]].astype(bool)
             return (m & c[None, :]).sum(1) / np.maximum(m.sum(1), 1)
         if kind[j] == 1:
-            codes = np.arange(nlev[j])
-            inside = (codes[None, :] > lo[:, j, None]) & (codes[None, :] <= hi[:, j, None])
-            return (inside & c[None, :]).sum(1) / np.maximum(inside.sum(1), 1)
+            return self._level_pmf(j, lo, hi, shares) @ c.astype(float)
         a, b = self._effective_range(j, c)
         l, h = lo[:, j], hi[:, j]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -1042,9 +1044,10 @@ class EOGT(GFBoost):
             if kind[j] == 2:
                 continue
             if kind[j] == 1:
-                codes = np.arange(nlev[j])
-                ok = np.flatnonzero((codes > lo[k, j]) & (codes <= hi[k, j]) & c)
-                out[j] = ok[rng.integers(len(ok))]
+                p = self._level_pmf(j, lo[k: k + 1], hi[k: k + 1],
+                                    [s[k: k + 1] for s in shares])[0] * c
+                out[j] = min(int(np.searchsorted(np.cumsum(p) / p.sum(), rng.random(),
+                                                 "right")), len(p) - 1)
                 continue
             a, b = self._effective_range(j, c)
             l, h = max(lo[k, j], a), min(hi[k, j], b)
@@ -1073,6 +1076,18 @@ class EOGT(GFBoost):
                                        lambda u, a=lo_k, b=hi_k: (u > a) & (u <= b))[0])
             out[j] = v
         return out
+
+    def _level_pmf(self, j: int, lo, hi, shares) -> np.ndarray:
+        """``[m, k]``: the pmf of ordered level column ``j`` in regions ``(lo, hi]``: uniform
+        over their codes, or with its spike levels' shares
+        (:meth:`~forestgen.learners.region_atoms.RegionAtoms.level_probs`)."""
+        atoms = self._atoms()
+        if atoms and j in atoms.columns:
+            ci = int(np.flatnonzero(atoms.columns == j)[0])
+            return atoms.level_probs(ci, shares[ci], lo[:, j], hi[:, j])
+        codes = np.arange(self._layout[1][j])
+        inside = (codes[None, :] > lo[:, j, None]) & (codes[None, :] <= hi[:, j, None])
+        return inside / np.maximum(inside.sum(1), 1)[:, None]
 
     # ------------------------------------------------------------------ region queries
     def _choose(self, x: np.ndarray, reg, method: str, rng) -> tuple | None:
@@ -1122,11 +1137,19 @@ class EOGT(GFBoost):
         gain = np.zeros(len(lo))
         forced = []
         with np.errstate(divide="ignore"):
-            for j, s in zip(atoms.columns, shares):
+            for c, (j, s) in enumerate(zip(atoms.columns, shares)):
                 if not np.isnan(x[j]):
                     forced.append(s)
                     continue
                 width = np.log(hi[:, j] - lo[:, j])
+                if atoms.levels[c]:  # the most probable level; one-hot pmf onto it
+                    p = atoms.level_probs(c, s, lo[:, j], hi[:, j])
+                    pick = np.argmax(p, 1)
+                    gain += np.log(p[np.arange(len(lo)), pick]) + width
+                    spikes = atoms.atoms[c].astype(np.int64)
+                    f = (pick[:, None] == spikes[None, :]).astype(float)
+                    forced.append(f)  # off the spikes: shares 0, its other levels tie
+                    continue
                 opts = np.column_stack([np.log(s) + width[:, None],
                                         np.log(np.maximum(1 - s.sum(1), 0))])
                 pick = np.argmax(opts, 1)  # relative to the score's -log |C_j|
@@ -1143,28 +1166,29 @@ class EOGT(GFBoost):
         kind, nlev, nom_off = self._layout
         x = draw_uniform(lo, hi, mask, kind, nom_off, nlev, rng)[None, :]
         if shares:
-            self._atoms().draw(x, free[None, :], [s[None, :] for s in shares], rng)
+            self._atoms().draw(x, free[None, :], [s[None, :] for s in shares], lo[None, :],
+                               hi[None, :], rng)
         return x[0]
 
     def _level_probs(self, x: np.ndarray, j: int, reg) -> np.ndarray:
         """P(level of column ``j`` | observed entries of ``x``) from the regions."""
-        lw, lo, hi, mask, _ = reg
+        lw, lo, hi, mask, shares = reg
         kind, nlev, nom_off = self._layout
         k = int(nlev[j])
-        codes = np.arange(k)
-
-        def spread(lo_j, hi_j, mask_j):
-            allowed = mask_j[nom_off[j]: nom_off[j] + k].astype(float) if kind[j] == 2 else (
-                (codes > lo_j) & (codes <= hi_j)).astype(float)
-            return allowed / allowed.sum()
-
-        p = np.zeros(k)
+        if kind[j] == 2:
+            allowed = mask[:, nom_off[j]: nom_off[j] + k].astype(float)
+            pmf = allowed / np.maximum(allowed.sum(1), 1)[:, None]
+        else:
+            pmf = self._level_pmf(j, lo, hi, shares)
         w = np.exp(math.log1p(-self.smoothing_) + lw - (lw.max() if len(lw) else 0.0))
-        for i in range(len(lw)):
-            p += w[i] * spread(lo[i, j], hi[i, j], mask[i])
+        p = w @ pmf if len(lw) else np.zeros(k)
         u = self._uniform_log_weight(x)
         if np.isfinite(u) and self._inside(x):
-            p += np.exp(u - (lw.max() if len(lw) else 0.0)) / k
+            g = self._geometry()
+            r0 = self.trees_.roots[0]
+            box = (self._level_pmf(j, g.lo[r0][None, :], g.hi[r0][None, :], self._box_shares())[0]
+                   if kind[j] == 1 else np.full(k, 1.0 / k))
+            p = p + np.exp(u - (lw.max() if len(lw) else 0.0)) * box
         return p / p.sum() if p.sum() > 0 else np.full(k, np.nan)
 
     def _mean(self, x: np.ndarray, j: int, reg) -> float:
@@ -1182,13 +1206,14 @@ class EOGT(GFBoost):
         w = list(math.log1p(-self.smoothing_) + lw)
         c = np.array([centre(lo[i, j], hi[i, j]) for i in range(len(lw))])
         if spiky and len(c):  # the region's point masses move its mean
-            c = atoms.mean_shift(j, shares, c)
+            c = atoms.mean_shift(j, shares, c, lo[:, j], hi[:, j])
         c = list(c)
         u = self._uniform_log_weight(x)
         if np.isfinite(u) and self._inside(x):
             w.append(u)
             cb = centre(g.lo[r0, j], g.hi[r0, j])
-            c.append(float(atoms.mean_shift(j, self._box_shares(), np.array([cb]))[0])
+            c.append(float(atoms.mean_shift(j, self._box_shares(), np.array([cb]),
+                                            g.lo[r0, j: j + 1], g.hi[r0, j: j + 1])[0])
                      if spiky else cb)
         if not w:
             return np.nan

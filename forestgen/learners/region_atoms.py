@@ -7,12 +7,12 @@ instead carries, per numeric column with atoms, the shares
 
     s_a(C) = (n_a(C) + α π_a(C)) / (W(C) + α),
 
-``n_a(C)`` the training weight of ``C`` at atom ``a``, ``W(C)`` its whole training weight
-(row fragments of GF.Boost's cell table, spec §2.7), ``α`` the learner's ``prior_strength``
-and ``π_a(C) = P(x_j = a | x_j ∈ C_j)`` the column's observed share of atom ``a`` among its
-values in ``C``'s interval ``C_j`` (0 for atoms outside it). Inside ``C`` the column is
-``Σ_a s_a δ_a + (1 - Σ_a s_a) U(C_j)``: every region is still exactly normalised, so the law
-is. A region without training rows and the smoothing component (``C_j`` the whole range: the
+``n_a(C)`` the training weight of ``C`` at atom ``a``, ``W(C)`` its training weight observed
+on the column (row fragments of GF.Boost's cell table, spec §2.7), ``α`` the learner's
+``prior_strength`` and ``π_a(C) = P(x_j = a | x_j ∈ C_j)`` the column's observed share of atom
+``a`` among its values in ``C``'s interval ``C_j`` (0 for atoms outside it). Inside ``C`` the
+column is ``Σ_a s_a δ_a + (1 - Σ_a s_a) U(C_j)``: every region is still exactly normalised, so
+the law is. A region without training rows and the smoothing component (``C_j`` the whole range: the
 column's overall shares) take ``π`` itself. Most of EOGT's mass lies in regions holding no
 training row (96% of draws on fair), so ``π`` must be the share *within the interval*: a narrow
 interval around zero holds almost only zeros.
@@ -21,6 +21,13 @@ interval around zero holds almost only zeros.
 trees' splits on it (every region interval is a union of such bins). Regions are keyed by
 their leaf in every tree (their intersection is the region), found by routing one point of the
 region's box through the trees.
+
+Spike levels. An integer (or discrete-valued) column coded as levels has point masses too: its
+spike levels (:func:`~forestgen.leaves.uniform_levels.spike_levels`, adult's
+``education-num = 9``) are its atoms, with the same shares; the remainder ``1 - Σ_a s_a`` is
+spread uniformly over the region's other levels (counting measure), and a region allowing no
+other level renormalises its shares. ``π`` falls back to uniform over the region's levels where
+its interval holds no observed value.
 """
 
 from __future__ import annotations
@@ -35,14 +42,18 @@ class RegionAtoms:
 
     ``columns`` column indices; ``atoms`` their atom values (encoded units, one tuple per
     column); ``keys [K, T]`` leaf id per tree of the regions holding training weight;
-    ``weight [K]`` their training weight; ``counts [K, ΣA]`` their weight at each atom (columns
-    in order); ``share [ΣA]`` each atom's share of the column's observed training values;
+    ``weight [K]`` their training weight; ``observed [K, columns]`` the part observed on each
+    column (``weight`` for files saved before it existed); ``counts [K, ΣA]`` their weight at
+    each atom (columns in order); ``share [ΣA]`` each atom's share of the column's observed
+    training values;
     ``faces`` per column the sorted split faces (thresholds and box faces) and ``cdf`` the
-    share of observed values at or below each; ``prior`` the pseudo-rows ``α``.
+    share of observed values at or below each; ``prior`` the pseudo-rows ``α``; ``levels`` per
+    column its number of levels (0: numeric, atoms are values; ``k``: coded as levels, atoms are
+    spike codes).
     """
 
     def __init__(self, columns, atoms, keys, weight, counts, share, faces, cdf,
-                 prior: float):
+                 prior: float, levels=None, observed=None):
         self.columns = np.asarray(columns, np.int64)
         self.atoms = [np.asarray(a, float) for a in atoms]
         self.keys = np.ascontiguousarray(keys, np.int32)
@@ -52,6 +63,11 @@ class RegionAtoms:
         self.faces = [np.asarray(f, float) for f in faces]
         self.cdf = [np.asarray(c, float) for c in cdf]
         self.prior = float(prior)
+        self.levels = np.zeros(len(self.columns), np.int64) if levels is None else \
+            np.asarray(levels, np.int64)
+        self.observed = (np.repeat(self.weight[:, None], len(self.columns), 1)
+                         if observed is None else
+                         np.asarray(observed, float).reshape(len(self.weight), -1))
         self.offsets = np.r_[0, np.cumsum([len(a) for a in self.atoms])].astype(np.int64)
         self._index = None
 
@@ -64,14 +80,28 @@ class RegionAtoms:
             faces: list[np.ndarray], prior: float) -> RegionAtoms:
         """From the encoded training rows ``Z``, their ``(row, cell, weight)`` fragments, each
         cell's leaf keys ``[C, T]`` and every column's split faces."""
-        cols = [j for j, s in enumerate(schema.columns) if s.atoms and not s.is_discrete]
-        atoms = [np.asarray(schema.columns[j].atoms, float) for j in cols]
+        from forestgen.leaves.uniform_levels import spike_levels
+
+        cols, atoms, levels = [], [], []
+        for j, s in enumerate(schema.columns):
+            if s.atoms and not s.is_discrete:
+                a, k = s.atoms, 0
+            elif s.is_discrete and s.kind in ("integer", "continuous"):
+                k = max(s.n_levels, 1)
+                a = spike_levels(Z[:, j], k)
+            else:
+                continue
+            if len(a):
+                cols.append(j)
+                atoms.append(np.asarray(a, float))
+                levels.append(k)
         rows, cells, w = fragments
         C = len(cell_keys)
         weight = np.bincount(cells, weights=w, minlength=C)
-        counts, share, cdf = [], [], []
+        counts, share, cdf, observed = [], [], [], []
         for j, a in zip(cols, atoms):
             xj = Z[rows, j]
+            observed.append(np.bincount(cells, weights=w * ~np.isnan(xj), minlength=C))
             col = Z[:, j]
             seen = np.sort(col[~np.isnan(col)])
             cdf.append(np.searchsorted(seen, faces[j], side="right") / max(len(seen), 1))
@@ -80,8 +110,10 @@ class RegionAtoms:
                 share.append(float(np.mean(seen == v)) if len(seen) else 0.0)
         held = weight > 0
         counts = np.stack(counts, 1)[held] if counts else np.zeros((int(held.sum()), 0))
+        observed = (np.stack(observed, 1)[held] if observed
+                    else np.zeros((int(held.sum()), 0)))
         return cls(cols, atoms, cell_keys[held], weight[held], counts, share,
-                   [faces[j] for j in cols], cdf, prior)
+                   [faces[j] for j in cols], cdf, prior, levels, observed)
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {prefix + "columns": self.columns, prefix + "offsets": self.offsets,
@@ -91,7 +123,8 @@ class RegionAtoms:
                 prefix + "faces": np.concatenate(self.faces) if self.faces else np.zeros(0),
                 prefix + "cdf": np.concatenate(self.cdf) if self.cdf else np.zeros(0),
                 prefix + "face_offsets": np.r_[0, np.cumsum([len(f) for f in self.faces])],
-                prefix + "prior": np.array([self.prior])}
+                prefix + "prior": np.array([self.prior]), prefix + "levels": self.levels,
+                prefix + "observed": self.observed}
 
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> RegionAtoms:
@@ -103,7 +136,9 @@ class RegionAtoms:
         cdf = [arrays[prefix + "cdf"][fo[i]: fo[i + 1]] for i in range(len(fo) - 1)]
         return cls(arrays[prefix + "columns"], atoms, arrays[prefix + "keys"],
                    arrays[prefix + "weight"], arrays[prefix + "counts"], arrays[prefix + "share"],
-                   faces, cdf, float(arrays[prefix + "prior"][0]))
+                   faces, cdf, float(arrays[prefix + "prior"][0]),
+                   *(arrays[prefix + k] if prefix + k in arrays else None
+                     for k in ("levels", "observed")))
 
     # ------------------------------------------------------------------ lookup
     def region_ids(self, leaves: np.ndarray) -> np.ndarray:
@@ -120,17 +155,41 @@ class RegionAtoms:
         rid = np.asarray(rid, np.int64)
         known = rid >= 0
         r = np.maximum(rid, 0)
-        W = np.where(known, self.weight[r] if len(self.weight) else 0.0, 0.0)
         out = []
         for c, j in enumerate(self.columns):
+            W = np.where(known, self.observed[r, c] if len(self.weight) else 0.0, 0.0)
             sl = slice(self.offsets[c], self.offsets[c + 1])
             pi = self._interval_prior(c, lo[:, j], hi[:, j])
             n = np.where(known[:, None], self.counts[r, sl] if len(self.weight) else 0.0, 0.0)
             tot = W + self.prior
             with np.errstate(invalid="ignore", divide="ignore"):
                 s = (n + self.prior * pi) / np.where(tot > 0, tot, 1.0)[:, None]
-            out.append(np.where((tot > 0)[:, None], np.minimum(s, 1.0), pi))
+            s = np.where((tot > 0)[:, None], np.minimum(s, 1.0), pi)
+            if self.levels[c]:  # a region allowing no other level: the atoms take it all
+                allowed = self.allowed(c, lo[:, j], hi[:, j])
+                alone = allowed.sum(1) == allowed[:, self.atoms[c].astype(np.int64)].sum(1)
+                z = s.sum(1)
+                s = np.where((alone & (z > 0))[:, None], s / np.where(z > 0, z, 1.0)[:, None], s)
+            out.append(s)
         return out
+
+    def allowed(self, c: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``[m, k]``: the codes in ``(lo, hi]`` of level column ``c``."""
+        codes = np.arange(self.levels[c])
+        return (codes[None, :] > lo[:, None]) & (codes[None, :] <= hi[:, None])
+
+    def level_probs(self, c: int, s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``[m, k]``: the pmf of level column ``c`` in regions of shares ``s [m, A]`` and
+        intervals ``(lo, hi]``: ``s_a`` at spike ``a``, the rest uniform on the other levels."""
+        allowed = self.allowed(c, lo, hi)
+        a = self.atoms[c].astype(np.int64)
+        other = allowed.copy()
+        other[:, a] = False
+        n_other = other.sum(1)
+        rest = np.maximum(1.0 - s.sum(1), 0.0) / np.maximum(n_other, 1)
+        p = other * rest[:, None]
+        p[:, a] = s * allowed[:, a]
+        return p
 
     def _interval_prior(self, c: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """``π [m, A]``: each atom's share of column ``c``'s observed values in ``(lo, hi]``."""
@@ -146,20 +205,30 @@ class RegionAtoms:
         pi = g[None, :] * inside
         tot = pi.sum(1)
         z = np.maximum(mass, tot)  # equal to mass when lo, hi are faces
-        return pi / np.where(z > 0, z, 1.0)[:, None]
+        pi = pi / np.where(z > 0, z, 1.0)[:, None]
+        if self.levels[c]:  # no observed value in the interval: uniform over its levels
+            allowed = self.allowed(c, lo, hi)
+            flat = allowed[:, a.astype(np.int64)] / np.maximum(allowed.sum(1), 1)[:, None]
+            pi = np.where((z > 0)[:, None], pi, flat)
+        return pi
 
     def log_factor(self, x: np.ndarray, shares: list[np.ndarray], lo: np.ndarray,
                    hi: np.ndarray) -> np.ndarray:
         """Per region, the log of what the atoms change in the density of ``x`` on its observed
         atom columns, relative to the uniform density of the region: ``log s_a + log |C_j|``
         where ``x_j`` is atom ``a``, ``log(1 - Σ s)`` elsewhere (counting measure at the
-        atoms, Lebesgue off them)."""
+        atoms, Lebesgue off them); on a level column ``log p(x_j) + log |C_j|`` with ``p``
+        :meth:`level_probs`."""
         out = np.zeros(len(lo))
         with np.errstate(divide="ignore"):
-            for (j, a), s in zip(zip(self.columns, self.atoms), shares):
+            for c, ((j, a), s) in enumerate(zip(zip(self.columns, self.atoms), shares)):
                 v = x[j]
                 if np.isnan(v):
                     continue  # marginalised: atoms and continuous part sum to one
+                if self.levels[c]:  # relative to the uniform 1 / |C_j| over its levels
+                    p = self.level_probs(c, s, lo[:, j], hi[:, j])[:, int(v)]
+                    out += np.log(p) + np.log(hi[:, j] - lo[:, j])
+                    continue
                 hit = np.flatnonzero(a == v)
                 if len(hit):
                     out += np.log(s[:, hit[0]]) + np.log(hi[:, j] - lo[:, j])
@@ -168,20 +237,31 @@ class RegionAtoms:
         return out
 
     def draw(self, X: np.ndarray, free: np.ndarray, shares: list[np.ndarray],
-             rng: np.random.Generator) -> None:
-        """Put each row of ``X`` (drawn uniformly in its region) on atom ``a`` of each column
-        free in ``free [m, d]`` with probability ``s_a`` (in place)."""
+             lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> None:
+        """Put each row of ``X`` (drawn uniformly in its region, intervals ``(lo, hi]``) on atom
+        ``a`` of each column free in ``free [m, d]`` with probability ``s_a``; a level column
+        is drawn from :meth:`level_probs` (in place)."""
         m = len(X)
-        for (j, a), s in zip(zip(self.columns, self.atoms), shares):
+        for c, ((j, a), s) in enumerate(zip(zip(self.columns, self.atoms), shares)):
             u = rng.random(m)
+            if self.levels[c]:
+                p = self.level_probs(c, s, lo[:, j], hi[:, j])
+                cum = np.cumsum(p, 1)
+                code = np.minimum((cum < u[:, None] * cum[:, -1:]).sum(1), p.shape[1] - 1)
+                X[free[:, j], j] = code[free[:, j]]
+                continue
             pick = (np.cumsum(s, 1) <= u[:, None]).sum(1)
             hit = (pick < len(a)) & free[:, j]
             X[hit, j] = a[pick[hit]]
 
-    def mean_shift(self, j: int, shares: list[np.ndarray], centre: np.ndarray) -> np.ndarray:
-        """Mean of column ``j`` in each region: ``Σ s_a a + (1 - Σ s) centre``."""
+    def mean_shift(self, j: int, shares: list[np.ndarray], centre: np.ndarray,
+                   lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Mean of column ``j`` in each region (intervals ``(lo, hi]`` of the column):
+        ``Σ s_a a + (1 - Σ s) centre``; a level column's mean code under :meth:`level_probs`."""
         c = int(np.flatnonzero(self.columns == j)[0])
         s = shares[c]
+        if self.levels[c]:
+            return self.level_probs(c, s, lo, hi) @ np.arange(self.levels[c], dtype=float)
         return s @ self.atoms[c] + (1.0 - s.sum(1)) * centre
 
 

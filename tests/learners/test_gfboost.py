@@ -752,3 +752,68 @@ def test_gfboost_keeps_spike_levels_of_integer_columns():
     w = np.tile(wa, len(spec.categories))
     assert float(np.sum(np.exp(m.log_prob(G, floor=None)) * w)) == pytest.approx(1.0, abs=1e-9)
     assert m.cell_risk() == pytest.approx(m.risk_path_[-1], abs=1e-10)
+
+
+def test_eogt_keeps_spike_levels_of_integer_columns(tmp_path):
+    """EOGT's regions carry the spike levels of an integer column coded as levels (adult's
+    education-num = 9) with their shares (module region_atoms; uniform regions gave the spike
+    ~1/16): the density over levels x grid sums to one (smoothing and rows missing the column
+    included), the sampler draws the spike at the density's rate, close to the data's share,
+    level sets are grid sums of the joint, and a saved model answers the same."""
+    rng = np.random.default_rng(0)
+    n = 400
+    edu = np.where(rng.random(n) < 0.35, 9, rng.integers(1, 17, n))
+    df = pd.DataFrame({"edu": edu, "a": np.exp(rng.normal(0, 2.5, n)) + 0.1 * edu})
+    df.loc[rng.random(n) < 0.1, "edu"] = np.nan
+    df["edu"] = df["edu"].astype("Int64")
+    m = EOGT(n_trees=3, n_iter=12, smoothing=0.1, random_state=0).fit(df)
+    spec = m.schema_["edu"]
+    assert spec.is_discrete
+    (ma,), (wa,) = _eogt_grid(m, cols=(1,))
+    G = pd.DataFrame([(v, x) for v in spec.categories for x in ma], columns=["edu", "a"])
+    G["edu"] = G["edu"].astype("Int64")
+    w = np.tile(wa, len(spec.categories))
+    p = np.exp(m.log_prob(G, floor=None)) * w
+    assert float(p.sum()) == pytest.approx(1.0, abs=1e-9)
+    # the marginal of edu = 9 is the grid sum of the joint and near the data's share
+    # (less what smoothing, shrinkage and the rows missing edu spread over other levels)
+    share = float((df["edu"].dropna() == 9).mean())
+    nine = (G["edu"] == 9).to_numpy()
+    p9 = float(np.exp(m.log_prob(pd.DataFrame({"edu": pd.array([9], "Int64"),
+                                               "a": [np.nan]}), floor=None))[0])
+    assert p9 == pytest.approx(float(p[nine].sum()), abs=1e-9)
+    assert 0.85 * share < p9 <= share
+    N = 20_000
+    s = m.sample(N, random_state=1, missing=False)
+    got = float((s["edu"] == 9).mean())
+    assert abs(got - p9) < 4 * math.sqrt(p9 * (1 - p9) / N)
+    # a level set: its probability and conditional draws are those of the joint
+    levels = {9, 10, 3}
+    ins = G["edu"].isin(levels).to_numpy()
+    lp = m.log_prob(pd.DataFrame({"edu": pd.array([pd.NA] * len(ma), "Int64"), "a": ma}),
+                    conditions={"edu": levels})
+    pa = np.bincount(np.tile(np.arange(len(ma)), len(spec.categories))[ins], weights=p[ins],
+                     minlength=len(ma)) / p[ins].sum()
+    assert np.allclose(np.exp(lp) * wa, pa, atol=1e-12)
+    c = m.sample(4000, conditions={"edu": levels}, random_state=2)
+    assert c["edu"].isin(levels).all()
+    p9_set = p[nine].sum() / p[ins].sum()
+    assert abs(float((c["edu"] == 9).mean()) - p9_set) < 4 * math.sqrt(0.25 / 4000)
+    # imputation by sampling draws the spike at the conditional's rate
+    rows = df.dropna().head(40).assign(edu=pd.array([pd.NA] * 40, "Int64"))
+    p_row = np.exp(m.log_prob(rows.assign(edu=pd.array([9] * 40, "Int64")), floor=None)
+                   - m.log_prob(rows, floor=None))
+    draws = np.stack([m.impute(rows, method="sample", random_state=r)["edu"].to_numpy() == 9
+                      for r in range(10)])
+    assert abs(draws.mean() - p_row.mean()) < 4 * math.sqrt(0.25 / draws.size)
+    proba = m.predict_proba(rows.head(5), target="edu")
+    assert np.allclose(proba[9], p_row[:5], atol=1e-9)
+    best = m.impute(rows.head(5), method="max_density", random_state=0)
+    for i in range(5):
+        Gi = pd.DataFrame({"edu": pd.array(list(spec.categories), "Int64"),
+                           "a": rows["a"].iloc[i]})
+        assert m.log_prob(best.iloc[[i]])[0] == pytest.approx(m.log_prob(Gi).max(), abs=1e-9)
+    m.save(tmp_path / "e.fgm")
+    back = GenerativeForest.load(tmp_path / "e.fgm")
+    assert np.array_equal(back.log_prob(G), m.log_prob(G))
+    assert back.sample(50, random_state=3).equals(m.sample(50, random_state=3))
