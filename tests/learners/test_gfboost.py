@@ -799,6 +799,17 @@ def test_eogt_keeps_spike_levels_of_integer_columns(tmp_path):
     assert c["edu"].isin(levels).all()
     p9_set = p[nine].sum() / p[ins].sum()
     assert abs(float((c["edu"] == 9).mean()) - p9_set) < 4 * math.sqrt(0.25 / 4000)
+    # a closed range on the level column: its levels 5..10
+    ins = G["edu"].between(5, 10).to_numpy()
+    lp = m.log_prob(pd.DataFrame({"edu": pd.array([pd.NA] * len(ma), "Int64"), "a": ma}),
+                    conditions={"edu": (5, 10)})
+    pa = np.bincount(np.tile(np.arange(len(ma)), len(spec.categories))[ins], weights=p[ins],
+                     minlength=len(ma)) / p[ins].sum()
+    assert np.allclose(np.exp(lp) * wa, pa, atol=1e-12)
+    c = m.sample(4000, conditions={"edu": (5, 10)}, random_state=2)
+    assert c["edu"].between(5, 10).all()
+    p9_set = p[nine].sum() / p[ins].sum()
+    assert abs(float((c["edu"] == 9).mean()) - p9_set) < 4 * math.sqrt(0.25 / 4000)
     # imputation by sampling draws the spike at the conditional's rate
     rows = df.dropna().head(40).assign(edu=pd.array([pd.NA] * 40, "Int64"))
     p_row = np.exp(m.log_prob(rows.assign(edu=pd.array([9] * 40, "Int64")), floor=None)
