@@ -1285,6 +1285,11 @@ class EOGT(GFBoost):
                 continue
             P[i] = self._level_probs(x, j, reg)
         self._too_many(big, "predict_proba")
+        empty = np.flatnonzero(np.isnan(P).all(1) & ~np.isin(np.arange(len(Z)), big))
+        if len(empty):
+            warnings.warn(f"EOGT predict_proba: {len(empty)} row(s) (first: {empty[0]}) have "
+                          f"observed entries of probability zero; they get NaN",
+                          RuntimeWarning, stacklevel=2)
         index = X.index if isinstance(X, pd.DataFrame) else None
         return pd.DataFrame(P, index=index, columns=pd.Index(list(spec.categories), dtype=object))
 

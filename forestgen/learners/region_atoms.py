@@ -226,6 +226,9 @@ class RegionAtoms:
                 if np.isnan(v):
                     continue  # marginalised: atoms and continuous part sum to one
                 if self.levels[c]:  # relative to the uniform 1 / |C_j| over its levels
+                    if not 0 <= v < self.levels[c]:  # a level outside the column's: no mass
+                        out -= np.inf
+                        continue
                     p = self.level_probs(c, s, lo[:, j], hi[:, j])[:, int(v)]
                     out += np.log(p) + np.log(hi[:, j] - lo[:, j])
                     continue

@@ -828,3 +828,21 @@ def test_eogt_keeps_spike_levels_of_integer_columns(tmp_path):
     back = GenerativeForest.load(tmp_path / "e.fgm")
     assert np.array_equal(back.log_prob(G), m.log_prob(G))
     assert back.sample(50, random_state=3).equals(m.sample(50, random_state=3))
+
+
+def test_eogt_level_outside_the_training_levels_scores_zero_per_row():
+    """A held-out integer value beyond the training levels of a spike column (adult's
+    education-num = 16 when training stops at 15) has density zero and gets a NaN row with a
+    warning in predict_proba; the other rows of the batch are answered (was: IndexError)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    edu = np.where(rng.random(n) < 0.35, 9, rng.integers(1, 17, n))
+    df = pd.DataFrame({"edu": pd.array(edu, "Int64"), "c": rng.choice(["x", "y"], n),
+                       "a": np.exp(rng.normal(0, 2.5, n)) + 0.1 * edu})
+    m = EOGT(n_trees=3, n_iter=12, smoothing=0.1, random_state=0).fit(df)
+    q = pd.DataFrame({"edu": pd.array([17, 9], "Int64"), "c": ["x", "x"], "a": [1.0, 1.0]})
+    lp = m.log_prob(q, floor=None)
+    assert lp[0] == -np.inf and np.isfinite(lp[1])
+    with pytest.warns(RuntimeWarning, match="probability zero"):
+        P = m.predict_proba(q, target="c").to_numpy()
+    assert np.isnan(P[0]).all() and P[1].sum() == pytest.approx(1.0)
