@@ -537,3 +537,25 @@ def test_gef_point_masses_keep_held_out_rows_positive(natural):
     for v in [*atoms, 2.0]:  # every atom, and a value off them
         lp = model.log_prob(rows.assign(affairs=v))
         assert np.isfinite(lp).all(), v
+
+
+@pytest.mark.parametrize("name", ["arf", "rfde", "def", "nrgboost", "gfboost", "eogt"])
+def test_interval_bounds_off_the_decimals_grid_hold_after_decoding(name):
+    """A range whose bounds fall between the training decimals (mtcars' ``mpg`` in
+    [15.04, 22.8], values with one decimal) holds after rounding: no draw decodes to 15.0
+    (NRGBoost drew 1.4% of its conditional samples there)."""
+    rng = np.random.default_rng(0)
+    mpg = np.round(rng.uniform(10, 33, 120), 1)
+    df = pd.DataFrame({"mpg": mpg, "wt": np.round(6 - mpg / 8 + rng.normal(0, 0.3, 120), 3)})
+    model = {"arf": lambda: fg.ARF(random_state=0),
+             "rfde": lambda: fg.RFDE(n_trees=10, random_state=0),
+             "def": lambda: fg.DEF(n_trees=10, random_state=0),
+             "nrgboost": lambda: fg.NRGBoost(n_trees=5, max_leaves=8, pool_size=2000,
+                                             random_state=0),
+             "gfboost": lambda: fg.GFBoost(n_trees=3, n_iter=30, random_state=0),
+             "eogt": lambda: fg.EOGT(n_trees=3, n_iter=30, random_state=0)}[name]().fit(df)
+    assert model.schema_["mpg"].decimals == 1 and not model.schema_["mpg"].is_discrete
+    for lo, hi in [(15.04, 22.8), (14.96, 15.04), (20.01, 29.99)]:
+        s = model.sample(1000, conditions={"mpg": (lo, hi)}, random_state=2)
+        assert s["mpg"].between(lo, hi).all(), (name, lo, hi, sorted(set(s["mpg"]))[:3])
+        assert np.allclose(s["mpg"], np.round(s["mpg"], 1))

@@ -53,6 +53,7 @@ from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.sampling.gibbs import SamplePool
+from forestgen.sampling.support import snap_to_grid
 from forestgen.splitters.base import GrowLimits, make_splitter
 from forestgen.splitters.energy import EnergySplitter, grid_data
 from forestgen.validation import (
@@ -506,7 +507,8 @@ class NRGBoost(GenerativeForest):
             free = np.nonzero(np.isnan(ev.point[0]))[0]
             C = self._gibbs(int(n_draws), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
             erow = np.zeros(int(n_draws), np.int64)
-        Z = _respect_evidence(self.grid_.decode(C, rng), C, ev, erow, self.grid_, rng)
+        Z = _respect_evidence(self.grid_.decode(C, rng), C, ev, erow, self.grid_, self.schema_,
+                              rng)
         order = np.argsort(erow, kind="stable")  # rows grouped by evidence row
         Z, C = Z[order].reshape(m, -1, schema.d), C[order].reshape(m, -1, schema.d)
         point = np.full((m, schema.d), np.nan)
@@ -703,7 +705,7 @@ class NRGBoost(GenerativeForest):
             C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
             erow = np.zeros(int(n), np.int64)
         Z = self.grid_.decode(C, rng)
-        Z = _respect_evidence(Z, C, ev, erow, self.grid_, rng)
+        Z = _respect_evidence(Z, C, ev, erow, self.grid_, self.schema_, rng)
         out = self.encoder_.inverse_transform(Z)
         if per_row and isinstance(conditions, pd.DataFrame):
             out.index = conditions.index
@@ -913,8 +915,10 @@ def _without_rows(ev, rows: np.ndarray):
     return ev
 
 
-def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
-    """Point evidence keeps its exact value; numeric intervals are drawn inside bin ∩ interval."""
+def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
+    """Point evidence keeps its exact value; numeric intervals are drawn inside bin ∩ interval,
+    then snapped to a point of the column's decimals grid inside the interval, so that decoding
+    (rounding to the training decimals) keeps the value in it."""
     for j in range(grid.d):
         pt = ev.point[erow, j]
         has = ~np.isnan(pt)
@@ -925,5 +929,10 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, rng) -> np.ndarray:
             c = C[iv, j]
             a = np.maximum(e[c], ev.lo[erow[iv], j])
             b = np.minimum(e[c + 1], ev.hi[erow[iv], j])
-            Z[iv, j] = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
+            z = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
+            spec = schema.columns[j]
+            if spec.has_grid:
+                z = snap_to_grid(z, spec, ev.lo[erow[iv], j], ev.hi[erow[iv], j],
+                                 lambda v: np.ones(len(v), bool))
+            Z[iv, j] = z
     return Z

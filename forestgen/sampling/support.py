@@ -54,18 +54,22 @@ def snap_to_grid(x: np.ndarray, spec, lo: np.ndarray, hi: np.ndarray,
                  inside) -> np.ndarray:
     """Move each ``x`` to a point of ``spec``'s grid (:meth:`ColumnSpec.to_grid`) in
     ``[lo, hi]`` where ``inside`` (a vectorised predicate) holds: the nearest one, else the grid
-    point below or above. Entries with no such neighbour keep ``x`` (the leaf holds no grid
-    point)."""
+    point below or above. Where no neighbour satisfies ``inside`` (the leaf or region holds no
+    grid point in ``[lo, hi]``), the nearest neighbour in ``[lo, hi]`` is taken: decoding would
+    round ``x`` off the cell anyway, and this keeps it in the interval. Entries with no grid
+    point in ``[lo, hi]`` at all keep ``x``."""
     out = x.copy()
     todo = np.ones(len(x), bool)
-    for cand in (spec.to_grid(x), spec.to_grid(x, "floor"), spec.to_grid(x, "ceil")):
-        ok = todo & (cand >= lo) & (cand <= hi)
-        if ok.any():
-            idx = np.flatnonzero(ok)
-            fin = inside(cand)[idx]
-            idx = idx[fin]
-            out[idx] = cand[idx]
-            todo[idx] = False
-        if not todo.any():
-            break
+    cands = (spec.to_grid(x), spec.to_grid(x, "floor"), spec.to_grid(x, "ceil"))
+    for check in (inside, None):
+        for cand in cands:
+            ok = todo & (cand >= lo) & (cand <= hi)
+            if ok.any():
+                idx = np.flatnonzero(ok)
+                if check is not None:
+                    idx = idx[check(cand)[idx]]
+                out[idx] = cand[idx]
+                todo[idx] = False
+            if not todo.any():
+                return out
     return out
