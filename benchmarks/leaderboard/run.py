@@ -80,7 +80,12 @@ ABLATIONS = {
             {"n_trees": 20}, {"min_node_size": 3},
             # R arf's size with integers coded as numbers, as R arf codes them: the likelihood
             # comparison on the base measure of that coding (page: one base measure)
-            {"n_trees": 30, "min_node_size": 5, "max_ordinal_levels": 0}],
+            {"n_trees": 30, "min_node_size": 5, "max_ordinal_levels": 0},
+            # R arf's rounded normal mixed into the integer-level pmfs (issue 19's likelihood
+            # gap): at the defaults for the samples, at R arf's size for the likelihood
+            {"integer_tail": 10}, {"integer_tail": 30},
+            {"n_trees": 30, "min_node_size": 5, "integer_tail": 10},
+            {"n_trees": 30, "min_node_size": 5, "integer_tail": 30}],
 }
 
 #: Reduced settings of a forestgen learner in the quick run (its defaults with ``--full``), each

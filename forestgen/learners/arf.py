@@ -71,6 +71,12 @@ class ARF(GenerativeForest):
         kernel bandwidth: an in-range integer no training row holds gets a probability close
         to its neighbours' instead of the 1e-20 floor (issue 11); seen integers keep their
         empirical shares. 0 is the plain pmf.
+    integer_tail : 0 — pseudo-count ``c >= 0`` of R arf's shape in those integer pmfs: each
+        leaf's pmf is mixed, with weight ``c / (N + c)`` for a leaf of ``N`` rows, with the
+        normal fitted to the leaf's own values, rounded to the integers and restricted to the
+        levels its cell allows (:mod:`~forestgen.leaves.rounded_normal`), so a held-out integer
+        next to the few a small leaf saw gets a real share; seen values keep at least
+        ``N / (N + c)`` of theirs. 0 is off.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
@@ -120,8 +126,9 @@ class ARF(GenerativeForest):
     def __init__(self, *, n_trees: int = 10, min_node_size: int = 2, max_features: Any = "sqrt",
                  delta: float = 0.0, max_iters: int = 10, early_stop: bool = True,
                  family: str = "truncnorm", alpha: float = 0.0, prior_strength: Any = 0.3,
-                 integer_bandwidth: float = 0.5, finite_bounds: str = "no",
-                 epsilon: float = 0.0, sampling: str = "bootstrap", sample_fraction: float = 1.0,
+                 integer_bandwidth: float = 0.5, integer_tail: float = 0.0,
+                 finite_bounds: str = "no", epsilon: float = 0.0, sampling: str = "bootstrap",
+                 sample_fraction: float = 1.0,
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
@@ -145,6 +152,7 @@ class ARF(GenerativeForest):
                 raise ParameterError(f"prior_strength must be 'auto' or a number >= 0, got "
                                      f"{self.prior_strength!r}") from None
         check_real("integer_bandwidth", self.integer_bandwidth, 0.0, 1.0, high_open=True)
+        check_real("integer_tail", self.integer_tail, 0.0, np.inf, high_open=True)
         check_choice("finite_bounds", self.finite_bounds, ("no", "global", "local"))
         check_real("epsilon", self.epsilon, 0.0)
         check_choice("sampling", self.sampling, ("bootstrap", "subsample", "none"))
@@ -258,7 +266,7 @@ class ARF(GenerativeForest):
         if self.discrete_leaf is not None:
             return {}
         return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha,
-                                     prior=self.prior_strength)
+                                     prior=self.prior_strength, tail=self.integer_tail)
                 for j, spec in enumerate(self.encoder_.schema.columns)
                 if spec.kind == "integer" and spec.is_discrete}
 

@@ -1,0 +1,187 @@
+"""A rounded normal tail for the level pmfs of integer columns (R arf's shape, issue 19).
+
+R arf models an integer column in a leaf by a normal fitted to the leaf's values, truncated to
+the leaf's cell; rounded to the integers, it gives the integers next to the ones a small leaf
+saw a share of the leaf's mass. forestgen codes integer scales as levels, so a 5-row leaf's
+pmf sits on the few values it saw. This module holds the component that gives them their
+share: per leaf, the normal ``N(mu, sd)`` fitted to the leaf's level codes (``mu`` their mean,
+``sd**2`` their sample variance, ``N - 1`` divisor as R's ``sd``, plus ``1/12``: the variance of
+the codes spread uniformly over their unit cells, so a leaf whose rows share one value still
+has ``sd >= 0.29``), rounded to the levels (level ``c`` gets the normal's mass on
+``(c - 1/2, c + 1/2]``) and restricted to the levels the leaf's cell allows, normalised by
+their total mass ``z``. A leaf of ``N`` rows mixes it into its pmf ``p`` with weight
+``w = tail / (N + tail)``: ``(1 - w) p(c) + w q(c)``. The result is exactly normalised over
+the allowed levels, and the levels a leaf saw keep at least ``1 - w`` of their shares (point
+masses such as a column of zeros stay). Codes are the level indices, so on a column coded as
+its observed values (a spiky one) the normal is over ranks, not values.
+
+Storage: four floats per leaf (``w``, ``mu``, ``sd``, ``z``); the queries evaluate the normal
+on the fly (no dense leaf x level table).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+from scipy.special import erfc
+
+from forestgen.leaves.base import LEVEL_BUDGET
+from forestgen.leaves.categorical import _allowed, _prob
+from forestgen.parallel import parallel_kernel
+
+#: names of the per-leaf arrays of the component (float64 ``[L]`` each)
+TAIL_ARRAYS = ("tail_w_", "tail_mu_", "tail_sd_", "tail_z_")
+
+
+def fit_tail(codes: np.ndarray, leaf: np.ndarray, weight: np.ndarray | None,
+             allowed: np.ndarray, tail: float) -> dict[str, np.ndarray]:
+    """The component's arrays for the leaves of ``allowed`` (bool ``[L, k]``) from valid
+    (code, leaf) pairs inside their cells (``weight``: frequency weights or None). A leaf with
+    no rows gets ``w = 0``."""
+    L, k = allowed.shape
+    w = np.ones(len(codes)) if weight is None else np.asarray(weight, float)
+    s0 = np.bincount(leaf, weights=w, minlength=L)
+    s1 = np.bincount(leaf, weights=w * codes, minlength=L)
+    mu = s1 / np.where(s0 > 0, s0, 1.0)
+    dev = codes - mu[leaf]
+    ss = np.bincount(leaf, weights=w * dev * dev, minlength=L)
+    var = np.where(s0 > 1, ss / np.where(s0 > 1, s0 - 1.0, 1.0), 0.0)
+    sd = np.sqrt(var + 1.0 / 12.0)
+    z = np.zeros(L)
+    step = max(1, LEVEL_BUDGET // k)
+    lv = np.arange(k)
+    r = 1.0 / np.sqrt(2.0)
+    for s in range(0, L, step):
+        e = min(L, s + step)
+        a = (lv[None, :] - 0.5 - mu[s:e, None]) / sd[s:e, None]
+        b = (lv[None, :] + 0.5 - mu[s:e, None]) / sd[s:e, None]
+        # as the kernels' _cell_mass: on the side of the smaller tail
+        mass = np.where(a > 0, 0.5 * (erfc(a * r) - erfc(b * r)),
+                        0.5 * (erfc(-b * r) - erfc(-a * r)))
+        z[s:e] = (mass * allowed[s:e]).sum(1)
+    wt = np.where((s0 > 0) & (z > 1e-300), tail / (s0 + tail), 0.0) if tail > 0 else \
+        np.zeros(L)
+    return {"tail_w_": wt, "tail_mu_": mu, "tail_sd_": sd, "tail_z_": np.where(wt > 0, z, 1.0)}
+
+
+def check_tail_arrays(name: str, arrays: dict, n_leaves: int) -> None:
+    """Raise ``ValueError`` unless ``arrays`` holds the component's arrays for ``n_leaves``."""
+    for nm in TAIL_ARRAYS:
+        v = arrays[nm]
+        if (not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.shape != (n_leaves,)
+                or not np.isfinite(v).all()):
+            raise ValueError(f"{name}.{nm} must be {n_leaves} finite floats (one per leaf)")
+    w, sd, z = arrays["tail_w_"], arrays["tail_sd_"], arrays["tail_z_"]
+    if np.any((w < 0) | (w >= 1)) or np.any((w > 0) & ((sd <= 0) | (z <= 0) | (z > 1 + 1e-9))):
+        raise ValueError(f"{name}: tail_w_ must be in [0, 1), and tail_sd_ > 0 and tail_z_ in "
+                         f"(0, 1] where tail_w_ > 0")
+
+
+# ------------------------------------------------------------------------------- kernels
+@njit(cache=True, inline="always")
+def _cell_mass(mu, sd, c):
+    """P(c - 1/2 < X <= c + 1/2) for X ~ N(mu, sd), computed on the side of the smaller tail."""
+    a = (c - 0.5 - mu) / sd
+    b = (c + 0.5 - mu) / sd
+    r = 1.0 / math.sqrt(2.0)
+    if a > 0.0:
+        return 0.5 * (math.erfc(a * r) - math.erfc(b * r))
+    return 0.5 * (math.erfc(-b * r) - math.erfc(-a * r))
+
+
+@njit(cache=True, inline="always")
+def _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, c, k):
+    """p(level c | leaf) of the mixture (0 on a level the cell excludes)."""
+    p = _prob(offset, code, prob, rest, bits, base, leaf, c)
+    w = tw[leaf]
+    if w > 0.0 and _allowed(bits, leaf, c):
+        return (1.0 - w) * p + w * _cell_mass(tmu[leaf], tsd[leaf], c) / tz[leaf]
+    return p
+
+
+@parallel_kernel
+def tail_log_prob(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, x, k, floor):
+    """log p(x | leaf); NaN -> 0; codes outside 0..k-1 or non-integer -> floor."""
+    out = np.empty(x.shape[0])
+    log_floor = np.log(floor) if floor > 0 else -np.inf
+    for i in prange(x.shape[0]):
+        v = x[i]
+        if np.isnan(v):
+            out[i] = 0.0
+        else:
+            c = int(v)
+            ok = c == v and 0 <= c < k
+            p = _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i], c,
+                     k) if ok else 0.0
+            out[i] = np.log(p) if p > floor else log_floor
+    return out
+
+
+@parallel_kernel
+def tail_level_mass(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, levels,
+                    shared):
+    """P(X in levels[i] | leaf[i]) (``levels`` is ``[1, k]`` when ``shared``)."""
+    m = leaf.shape[0]
+    k = levels.shape[1]
+    out = np.empty(m)
+    for i in prange(m):
+        r = np.int64(0) if shared else np.int64(i)
+        s = 0.0
+        for c in range(k):
+            if levels[r, c]:
+                s += _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i], c,
+                          k)
+        out[i] = s
+    return out
+
+
+@parallel_kernel
+def tail_dense_rows(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, k):
+    """The pmf of each queried leaf as dense rows ``[m, k]``."""
+    m = leaf.shape[0]
+    out = np.zeros((m, k))
+    for i in prange(m):
+        for c in range(k):
+            out[i, c] = _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i],
+                             c, k)
+    return out
+
+
+@parallel_kernel
+def tail_mean(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, k):
+    m = leaf.shape[0]
+    out = np.empty(m)
+    for i in prange(m):
+        s = 0.0
+        for c in range(k):
+            s += c * _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i], c, k)
+        out[i] = s
+    return out
+
+
+@parallel_kernel
+def tail_sample(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, u, levels,
+                shared, k):
+    """Inverse-CDF draw over the levels in code order, restricted to ``levels``."""
+    m = leaf.shape[0]
+    out = np.empty(m)
+    for i in prange(m):
+        r = np.int64(0) if shared else np.int64(i)
+        lf = leaf[i]
+        tot = 0.0
+        for c in range(k):
+            if levels[r, c]:
+                tot += _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, lf, c, k)
+        target = u[i] * tot
+        cdf = 0.0
+        pick = k - 1
+        for c in range(k):
+            if levels[r, c]:
+                cdf += _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, lf, c, k)
+            if cdf >= target:
+                pick = c
+                break
+        out[i] = pick
+    return out
