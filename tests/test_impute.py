@@ -190,7 +190,7 @@ def test_default_multiple_imputation_keeps_regression_slopes():
     assert pooled["ci_low"][0] <= full <= pooled["ci_high"][0]
     posterior = ForestImputer(learner, draw="posterior", random_state=0).fit(holed)
     drawn = [_slope(t) for t in posterior.multiple_imputation(holed, m=5)]
-    assert np.mean(drawn) < full - 0.1  # why draw="pmm" is the default
+    assert np.mean(drawn) < full - 0.05  # why draw="pmm" is the default
     with pytest.raises(ValueError, match="draw"):
         ForestImputer(draw="mode").fit(holed)
 

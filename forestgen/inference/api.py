@@ -21,6 +21,7 @@ from forestgen.inference.conditions import (
     evidence_from_frame,
     parse_conditions,
 )
+from forestgen.inference.leaf_search import bounded_draws
 from forestgen.inference.posterior import (
     Chunk,
     iter_posterior,
@@ -121,11 +122,16 @@ def _sample_columns(model, leaf: np.ndarray, ev: Evidence, erow: np.ndarray, use
 
 def _draw_rows(model, ev: Evidence, rows: np.ndarray, rng: np.random.Generator
                ) -> tuple[np.ndarray, np.ndarray]:
-    """One leaf per evidence row in ``rows`` (Gumbel-max per CSR segment) and whether its
-    evidence had positive probability."""
+    """One leaf per evidence row in ``rows`` and whether its evidence had positive
+    probability: the bounded search of :mod:`.leaf_search` where it pays, else Gumbel-max over
+    the row's listed leaves (CSR segment)."""
     leaf = np.zeros(ev.m, np.int64)
     ok = np.ones(ev.m, bool)
-    for ch in iter_posterior(model, ev, rows=rows):
+    model.require_normalised("leaf posterior")
+    found, _ = bounded_draws(model, ev, rows, int(rng.integers(0, 2**63)))
+    leaf[rows[found >= 0]] = found[found >= 0]
+    rest = rows[found < 0]
+    for ch in iter_posterior(model, ev, rows=rest) if len(rest) else ():
         fin = np.isfinite(ch.lognorm)
         pick = segment_gumbel_argmax(ch.ptr, ch.logw, rng)
         leaf[ch.rows] = ch.leaf[pick]

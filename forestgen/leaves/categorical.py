@@ -331,7 +331,7 @@ def _allowed(bits, leaf, c):
 
 
 @njit(cache=True, inline="always")
-def _prob(offset, code, prob, rest, bits, base, leaf, c):
+def level_prob(offset, code, prob, rest, bits, base, leaf, c):
     """p(level c | leaf) (binary search among the leaf's listed levels)."""
     lo, hi = offset[leaf], offset[leaf + 1]
     while lo < hi:
@@ -357,7 +357,7 @@ def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floo
         else:
             c = int(v)
             ok = c == v and 0 <= c < k
-            p = _prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
+            p = level_prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
             out[i] = np.log(p) if p > floor else log_floor
     return out
 
@@ -375,7 +375,7 @@ def _level_mass(offset, code, prob, rest, bits, base, leaf, levels, shared):
         if rest[lf] > 0:
             for c in range(k):
                 if levels[r, c]:
-                    s += _prob(offset, code, prob, rest, bits, base, lf, c)
+                    s += level_prob(offset, code, prob, rest, bits, base, lf, c)
         else:
             for e in range(offset[lf], offset[lf + 1]):
                 if levels[r, code[e]]:
@@ -408,7 +408,7 @@ def _categorical_mean(offset, code, prob, rest, bits, base, leaf, k):
         lf = leaf[i]
         s = 0.0
         for c in range(k):
-            s += c * _prob(offset, code, prob, rest, bits, base, lf, c)
+            s += c * level_prob(offset, code, prob, rest, bits, base, lf, c)
         out[i] = s
     return out
 
@@ -425,13 +425,13 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
         tot = 0.0
         for c in range(k):
             if levels[r, c]:
-                tot += _prob(offset, code, prob, rest, bits, base, lf, c)
+                tot += level_prob(offset, code, prob, rest, bits, base, lf, c)
         target = u[i] * tot
         cdf = 0.0
         pick = k - 1
         for c in range(k):
             if levels[r, c]:
-                cdf += _prob(offset, code, prob, rest, bits, base, lf, c)
+                cdf += level_prob(offset, code, prob, rest, bits, base, lf, c)
             if cdf >= target:
                 pick = c
                 break

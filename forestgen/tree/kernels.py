@@ -14,7 +14,7 @@ from forestgen.parallel import parallel_kernel
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _go_left(x, node, feature, threshold, nan_left, cat_off, cat_left, n_levels):
+def go_left(x, node, feature, threshold, nan_left, cat_off, cat_left, n_levels):
     if np.isnan(x):
         return nan_left[node] == 1
     off = cat_off[node]
@@ -49,7 +49,7 @@ def apply_kernel(X, feature, threshold, nan_left, left, right, cat_off, cat_left
             for i in range(lo, hi):
                 node = roots[b]
                 while feature[node] >= 0:
-                    if _go_left(X[i, feature[node]], node, feature, threshold, nan_left, cat_off,
+                    if go_left(X[i, feature[node]], node, feature, threshold, nan_left, cat_off,
                                 cat_left, n_levels):
                         node = left[node]
                     else:
@@ -104,7 +104,7 @@ def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold,
             continue
         x = X[i, f]
         if not np.isnan(x):
-            s = 1 if _go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
+            s = 1 if go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
                               n_levels) else 2
         elif has_iv and not np.isnan(lo[i, f]):
             t = threshold[node]
