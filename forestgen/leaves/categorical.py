@@ -331,7 +331,7 @@ def _allowed(bits, leaf, c):
 
 
 @njit(cache=True, inline="always")
-def level_prob(offset, code, prob, rest, bits, base, leaf, c):
+def _prob(offset, code, prob, rest, bits, base, leaf, c):
     """p(level c | leaf) (binary search among the leaf's listed levels)."""
     lo, hi = offset[leaf], offset[leaf + 1]
     while lo < hi:
@@ -343,6 +343,11 @@ def level_prob(offset, code, prob, rest, bits, base, leaf, c):
     if lo < offset[leaf + 1] and code[lo] == c:
         return prob[lo]
     return rest[leaf] * base[c] if _allowed(bits, leaf, c) else 0.0
+
+
+#: ``level_prob(offset, code, prob, rest, bits, base, leaf, c)``: p(level c | leaf) from the
+#: sparse tables, for Numba kernels of other modules (the bounded leaf search)
+level_prob = _prob
 
 
 @parallel_kernel
@@ -357,7 +362,7 @@ def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floo
         else:
             c = int(v)
             ok = c == v and 0 <= c < k
-            p = level_prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
+            p = _prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
             out[i] = np.log(p) if p > floor else log_floor
     return out
 
@@ -375,7 +380,7 @@ def _level_mass(offset, code, prob, rest, bits, base, leaf, levels, shared):
         if rest[lf] > 0:
             for c in range(k):
                 if levels[r, c]:
-                    s += level_prob(offset, code, prob, rest, bits, base, lf, c)
+                    s += _prob(offset, code, prob, rest, bits, base, lf, c)
         else:
             for e in range(offset[lf], offset[lf + 1]):
                 if levels[r, code[e]]:
@@ -408,7 +413,7 @@ def _categorical_mean(offset, code, prob, rest, bits, base, leaf, k):
         lf = leaf[i]
         s = 0.0
         for c in range(k):
-            s += c * level_prob(offset, code, prob, rest, bits, base, lf, c)
+            s += c * _prob(offset, code, prob, rest, bits, base, lf, c)
         out[i] = s
     return out
 
@@ -425,13 +430,13 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
         tot = 0.0
         for c in range(k):
             if levels[r, c]:
-                tot += level_prob(offset, code, prob, rest, bits, base, lf, c)
+                tot += _prob(offset, code, prob, rest, bits, base, lf, c)
         target = u[i] * tot
         cdf = 0.0
         pick = k - 1
         for c in range(k):
             if levels[r, c]:
-                cdf += level_prob(offset, code, prob, rest, bits, base, lf, c)
+                cdf += _prob(offset, code, prob, rest, bits, base, lf, c)
             if cdf >= target:
                 pick = c
                 break
