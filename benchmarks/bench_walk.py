@@ -61,25 +61,35 @@ q = make_table(args["nan_rows"], seed=1).astype({"i0": float, "i1": float})
 rng = np.random.default_rng(2)
 for c in q.columns[:-1]:
     q.loc[rng.random(len(q)) < 0.15, c] = np.nan
-def rate(fn, rows, warm=None):
-    (warm or fn)()
-    t = time.process_time(); res = fn(); return res, rows / (time.process_time() - t)
 out, res = {}, {}
-res["cond"], out["cond_interval"] = rate(
-    lambda: m.sample(conditions=cond, random_state=0), len(cond))
-res["lpc"], out["logprob_conditions"] = rate(lambda: m.log_prob(ev, conditions=cond), len(ev))
-res["lp"], out["nan_logprob"] = rate(lambda: m.log_prob(q), len(q))
+def rate(name, fn, rows, warm=None):
+    w = time.perf_counter(); (warm or fn)(); out[name + "_first_s"] = time.perf_counter() - w
+    t, w = time.process_time(), time.perf_counter()
+    r = fn()
+    out[name], out[name + "_wall"] = (rows / (time.process_time() - t),
+                                      rows / (time.perf_counter() - w))
+    return r
+res["cond"] = rate("cond_interval", lambda: m.sample(conditions=cond, random_state=0), len(cond))
+res["lpc"] = rate("logprob_conditions", lambda: m.log_prob(ev, conditions=cond), len(ev))
+res["lp"] = rate("nan_logprob", lambda: m.log_prob(q), len(q))
 for name, cols in (("cond2", ["x0", "c0"]), ("cond8", ["x0", "x1", "x2", "i0", "i1", "c0",
                                                        "c1", "c2"])):
-    res[name], out[name] = rate(lambda: m.sample(conditions=ev[cols], random_state=0), len(ev))
+    res[name] = rate(name, lambda: m.sample(conditions=ev[cols], random_state=0), len(ev))
     res[name].to_pickle(args["dump"] + f"_{name}.pkl")
+    try:  # rows the bounded leaf search (issue 15) drew, and those it left to the walk
+        from forestgen.inference.conditions import evidence_from_frame
+        from forestgen.inference.leaf_search import bounded_draws
+        out[name + "_search"] = bounded_draws(m, evidence_from_frame(m, ev[cols]),
+                                              np.arange(len(ev)), 0)[1]
+    except ImportError:
+        pass
 if args["pred_rows"]:
     qp = make_table(args["pred_rows"], seed=4).astype({"i0": float, "i1": float})
     for c in qp.columns[:-1]:
         qp.loc[rng.random(len(qp)) < 0.15, c] = np.nan
-    res["pp"], out["predict_proba"] = rate(lambda: m.predict_proba(qp, target="c0"), len(qp),
-                                           lambda: m.predict_proba(qp.iloc[:50], target="c0"))
-    res["imp"], out["impute"] = rate(lambda: m.impute(qp), len(qp), lambda: m.impute(qp[:50]))
+    res["pp"] = rate("predict_proba", lambda: m.predict_proba(qp, target="c0"), len(qp),
+                     lambda: m.predict_proba(qp.iloc[:50], target="c0"))
+    res["imp"] = rate("impute", lambda: m.impute(qp), len(qp), lambda: m.impute(qp[:50]))
     np.save(args["dump"] + "_pp.npy", res["pp"].to_numpy())
     res["imp"].to_pickle(args["dump"] + "_imp.pkl")
 np.save(args["dump"] + "_lpc.npy", res["lpc"])
@@ -88,8 +98,8 @@ print("RESULT " + json.dumps(out), flush=True)
 '''
 
 
-def child(code: Path, task: str, args: dict) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(code), NUMBA_NUM_THREADS="1")
+def child(code: Path, task: str, args: dict, threads: int = 1) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(code), NUMBA_NUM_THREADS=str(threads))
     p = subprocess.run([sys.executable, "-c", CHILD, task, json.dumps(args)], env=env,
                        capture_output=True, text=True, cwd=tempfile.gettempdir())
     if p.returncode != 0:
@@ -108,6 +118,8 @@ def main() -> None:
     ap.add_argument("--pred-rows", type=int, default=0,
                     help="rows (15%% of entries missing) for predict_proba(target='c0') and "
                          "impute (0: skip)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="Numba threads of the query processes (CPU rates count all of them)")
     ap.add_argument("--model", help="an ARF model file of the generated table to load instead "
                                     "of fitting one (e.g. the 1M-row model of bench_scale)")
     args = ap.parse_args()
@@ -125,7 +137,7 @@ def main() -> None:
         child(REPO, "fit", {"rows": args.rows, "path": path})
     q = {"path": path, "cond_rows": args.cond_rows, "nan_rows": args.nan_rows,
          "pred_rows": args.pred_rows}
-    res = {ver: child(code, "query", {**q, "dump": str(work / ver)})
+    res = {ver: child(code, "query", {**q, "dump": str(work / ver)}, args.threads)
            for ver, code in (("before", old), ("after", REPO))}
     same = {}
     for k in ("lpc", "lp"):
@@ -150,15 +162,27 @@ def main() -> None:
               "cond8": "sample(conditions=DataFrame), 8 of 10 columns given (values)",
               "predict_proba": "predict_proba(target='c0'), rows with NaN",
               "impute": "impute, rows with NaN"}
-    table = [[labels[k], f"{res['before'][k]:,.1f}", f"{res['after'][k]:,.1f}",
-              f"{res['after'][k] / res['before'][k]:.1f}x"] for k in labels
-             if k in res["after"]]
+    def table(sfx):
+        return [[labels[k], f"{res['before'][k + sfx]:,.1f}", f"{res['after'][k + sfx]:,.1f}",
+                 f"{res['after'][k + sfx] / res['before'][k + sfx]:.2f}x"] for k in labels
+                if k + sfx in res["after"] and k + sfx in res["before"]]
+    head = ["query", f"before ({args.reference})", "after", "after / before"]
+    search = {k: res["after"].get(k + "_search") for k in ("cond2", "cond8")}
+    first = {f"{v} {k}": round(res[v].get(k + "_first_s", float("nan")), 2)
+             for v in ("before", "after") for k in ("cond2", "cond8")}
     sections = [
-        "Rows per CPU-second of one process with one Numba thread (the parallel walk's "
-        "threads are not counted; the machine's load is in the table above). Both versions "
+        f"Rows per CPU-second (`time.process_time` of the process, all of its "
+        f"{args.threads} Numba thread(s); the machine's load is in the table above). Both "
+        "versions "
         + (f"load the same model file ({args.model})." if args.model else
            f"load the same {args.rows:,}-row ARF model file."),
-        md_table(["query", f"before ({args.reference})", "after", "after / before"], table),
+        md_table(head, table("")),
+        f"Wall-clock rows per second of the same calls ({args.threads} Numba thread(s)):",
+        md_table(head, table("_wall")),
+        "Conditional sampling, rows the bounded leaf search drew / left to the walk (after; "
+        f"`searched` includes the probe rows of each evidence pattern): {json.dumps(search)}. "
+        "Seconds of the untimed first call of each (the after version builds the pattern's "
+        f"node bounds there), before/after: {json.dumps(first)}.",
         "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
         "whether the conditional draws are identical: "
         + json.dumps(same),

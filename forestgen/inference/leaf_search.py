@@ -7,11 +7,11 @@ columns a row is consistent with tens of thousands of leaves, so listing them al
 :meth:`ForestArrays.reach`) is what costs. :func:`draw_leaves_bounded` draws one leaf per row
 exactly by rejection from an envelope that descends the trees:
 
-* every internal node ``n`` has a static upper bound ``U(n)`` on the summed weight of its
-  subtree's leaves, from per-node summaries (:class:`NodeBounds`): ``log sum_k pi_k`` (no numeric
-  evidence: pmfs are at most 1) or, per numeric evidence column ``j``,
-  ``log sum_k pi_k sup g_kj + sum_{i != j} max_k log sup g_ki`` (the smallest over ``j``);
-  a leaf's bound is its exact weight;
+* every internal node ``n`` has a static upper bound ``U_E(n)`` on the summed weight of its
+  subtree's leaves under any evidence on the row's columns ``E`` (:class:`NodeBounds`): each
+  leaf counts ``pi_k`` times its largest density on each numeric column of ``E`` (a pmf is at
+  most 1); a split on a column of ``E`` sends the row one way, so it takes the larger child
+  bound, any other split the sum; a leaf's bound in a trial is its exact weight;
 * a trial picks a tree by its root's bound, then at each node moves to a child with probability
   ``bound(child) / bound(node)`` (a child the evidence excludes has bound 0) and stops
   (rejects) with the remaining probability; reaching leaf ``k`` has probability
@@ -35,6 +35,7 @@ from numba.typed import List
 
 from forestgen.leaves.categorical import CategoricalLeaf, level_prob
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
+from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 from forestgen.parallel import parallel_kernel
@@ -43,6 +44,7 @@ from forestgen.tree.kernels import go_left
 #: node visits per row before the row is handed to the enumerating path
 VISIT_BUDGET = 16_384
 ROW_BLOCK = 64  # rows per parallel block (each block owns one hash table)
+PATTERNS_KEPT = 4  # evidence patterns whose node bounds a model keeps
 
 _TRUNCNORM, _CATEGORICAL, _UNIFORM = 1, 2, 3
 
@@ -52,8 +54,9 @@ def leaf_kind(lm) -> int:
     t = type(lm)
     if t.log_prob is TruncNormalLeaf.log_prob:
         return _TRUNCNORM
-    if t.log_prob is CategoricalLeaf.log_prob:
-        return _CATEGORICAL
+    if t.log_prob is CategoricalLeaf.log_prob or (
+            t.log_prob is OrdinalKernelLeaf.log_prob and getattr(lm, "tail_w_", None) is None):
+        return _CATEGORICAL  # (an ordinal-kernel leaf without a rounded-normal tail)
     if t.log_prob is UniformLeaf.log_prob:
         return _UNIFORM
     return 0
@@ -74,13 +77,15 @@ def log_sup_density(lm) -> np.ndarray:
 
 
 class NodeBounds:
-    """Per-internal-node summaries of a forest's leaves, built once per model (float32, rounded
-    up so every bound stays an upper bound).
+    """Per-internal-node upper bounds on a forest's subtree posterior weights (float32, rounded
+    up so they stay upper bounds), one array per evidence pattern (the set of given columns
+    ``E``), built on first use and kept for the last :data:`PATTERNS_KEPT` patterns.
 
-    ``inner [N]`` int32: index of each node among the internal nodes (-1 at leaves);
-    ``log_cover [I]``: ``log sum pi_k`` over the subtree; per numeric column ``j`` (built when
-    first queried) ``log_sum_sup[j] [I]`` = ``log sum pi_k sup g_kj`` and ``log_max_sup[j] [I]``
-    = ``max log sup g_kj``. Memory: ``4 N + 4 I + 8 I`` bytes per numeric column queried.
+    ``inner [N]`` int32: index of each node among the ``I`` internal nodes (-1 at leaves).
+    ``pattern(E) [I]``: ``log U_E(n)`` with, bottom-up, ``U_E(leaf k) = pi_k prod_{j in E}
+    sup g_kj`` (numeric columns; a pmf is at most 1), ``U_E(n) = max`` of the children's at a
+    split on a column of ``E`` (a value goes to one side) and their sum at any other split.
+    Memory: ``4 N`` bytes plus ``4 I`` per pattern kept.
     """
 
     def __init__(self, model):
@@ -90,32 +95,37 @@ class NodeBounds:
         self.inner[internal] = np.arange(int(internal.sum()), dtype=np.int32)
         self.lw = np.asarray(model.leaf_log_weight_, np.float64)
         self._f = f
-        order = self._order()
-        self.max_depth = int(_max_depth(order, f.feature, f.left, f.right))
-        self.log_cover = _subtree_reduce(order, f.feature, f.left, f.right, f.node_leaf,
-                                         self.inner, self.lw, True)
-        self.log_sum_sup: dict[int, np.ndarray] = {}
-        self.log_max_sup: dict[int, np.ndarray] = {}
+        self._models = model.leaf_models_
+        self.max_depth = int(_max_depth(self._order(), f.feature, f.left, f.right))
+        self.patterns: dict[tuple[int, ...], np.ndarray] = {}
 
     def _order(self) -> np.ndarray:
         f = self._f
         return _bfs_order(f.feature, f.left, f.right, f.roots)
 
-    def column(self, j: int, lm) -> tuple[np.ndarray, np.ndarray]:
-        """``(log_sum_sup, log_max_sup)`` of numeric column ``j`` (leaf model ``lm``)."""
-        if j not in self.log_sum_sup:
-            f = self._f
-            sup = np.asarray(log_sup_density(lm), np.float64)
-            args = (self._order(), f.feature, f.left, f.right, f.node_leaf, self.inner)
-            self.log_sum_sup[j] = _subtree_reduce(*args, self.lw + sup, True)
-            self.log_max_sup[j] = _subtree_reduce(*args, sup, False)
-        return self.log_sum_sup[j], self.log_max_sup[j]
+    def pattern(self, cols) -> np.ndarray:
+        """``log U_E`` per internal node for the given columns ``cols`` (see the class)."""
+        key = tuple(sorted(int(j) for j in cols))
+        if key in self.patterns:
+            self.patterns[key] = self.patterns.pop(key)  # most recently used last
+            return self.patterns[key]
+        leaf_val = self.lw.copy()
+        for j in key:
+            if leaf_kind(self._models[j]) != _CATEGORICAL:
+                leaf_val += log_sup_density(self._models[j])
+        given = np.zeros(len(self._models), np.bool_)
+        given[list(key)] = True
+        f = self._f
+        out = _subtree_bound(self._order(), f.feature, f.left, f.right, f.node_leaf,
+                             self.inner, leaf_val, given)
+        while len(self.patterns) >= PATTERNS_KEPT:
+            self.patterns.pop(next(iter(self.patterns)))
+        self.patterns[key] = out
+        return out
 
     @property
     def nbytes(self) -> int:
-        arrs = [self.inner, self.log_cover, *self.log_sum_sup.values(),
-                *self.log_max_sup.values()]
-        return int(sum(a.nbytes for a in arrs))
+        return int(self.inner.nbytes + sum(a.nbytes for a in self.patterns.values()))
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -175,10 +185,10 @@ def _round_up32(v):
 
 
 @njit(cache=True, nogil=True)
-def _subtree_reduce(order, feature, left, right, node_leaf, inner, leaf_val, use_sum):
-    """Per internal node, ``logsumexp`` (``use_sum``) or ``max`` of ``leaf_val`` over the
-    subtree's leaves, float32 rounded up (each parent is reduced from its children's stored
-    values, so ``bound(parent) >= bound(left) + bound(right)`` holds in float64 too)."""
+def _subtree_bound(order, feature, left, right, node_leaf, inner, leaf_val, given):
+    """``log U_E`` per internal node (:class:`NodeBounds`): the children's ``max`` at a split
+    on a ``given`` column, their ``logsumexp`` elsewhere; float32 rounded up, each parent
+    from its children's stored values (so ``U(parent) >= U(left) + U(right)`` in float64)."""
     n_inner = 0
     for n in range(feature.shape[0]):
         if feature[n] >= 0:
@@ -192,12 +202,12 @@ def _subtree_reduce(order, feature, left, right, node_leaf, inner, leaf_val, use
         b = _child_value(right[n], feature, node_leaf, inner, leaf_val, out)
         if np.isnan(a) or np.isnan(b):
             v = np.inf
-        elif use_sum:
+        elif given[feature[n]]:
+            v = max(a, b)
+        else:
             hi = max(a, b)
             lo = min(a, b)
             v = hi if (hi == -np.inf or hi == np.inf) else hi + np.log1p(np.exp(lo - hi))
-        else:
-            v = max(a, b)
         out[inner[n]] = _round_up32(v)
     return out
 
@@ -239,7 +249,7 @@ def _find(keys, node):
 @njit(cache=True, nogil=True)
 def _leaf_logw(i, leaf, X, ecols, ne, lw, kind, slot, tn_mu, tn_sd, tn_lognorm,
                  tn_lo, tn_hi, c_off, c_code, c_prob, c_rest, c_bits, c_base, c_k,
-                 c_logfloor, u_lo, u_hi):
+                 c_floor, u_lo, u_hi):
     """``log pi_leaf + sum_j log g_leaf,j(x_j)`` over the row's evidence."""
     lp = lw[leaf]
     for q in range(ne):
@@ -259,7 +269,8 @@ def _leaf_logw(i, leaf, X, ecols, ne, lw, kind, slot, tn_mu, tn_sd, tn_lognorm,
             if c == x and 0 <= c < c_k[s]:
                 p = level_prob(c_off[s], c_code[s], c_prob[s], c_rest[s], c_bits[s],
                                c_base[s], leaf, c)
-            lp += np.log(p) if p > np.exp(c_logfloor[s]) else c_logfloor[s]
+            fl = c_floor[s]  # as CategoricalLeaf.log_prob: a level below the floor scores it
+            lp += np.log(p) if p > fl else (np.log(fl) if fl > 0 else -np.inf)
         else:
             lo = u_lo[s][leaf]
             hi = u_hi[s][leaf]
@@ -272,29 +283,11 @@ def _leaf_logw(i, leaf, X, ecols, ne, lw, kind, slot, tn_mu, tn_sd, tn_lognorm,
     return lp
 
 
-@njit(cache=True, nogil=True)
-def _static_log(node, inner, log_cover, nslots, nn, log_sum, log_max):
-    """Log of the static bound of internal ``node`` for the row's numeric evidence slots."""
-    ii = inner[node]
-    if nn == 0:
-        return np.float64(log_cover[ii])
-    best = np.inf
-    for a in range(nn):
-        t = np.float64(log_sum[nslots[a]][ii])
-        for b in range(nn):
-            if b != a:
-                t += np.float64(log_max[nslots[b]][ii])
-        if t < best:
-            best = t
-    return best
-
-
 @parallel_kernel
 def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat_off,
-                  cat_left, n_levels, roots, node_leaf, inner, log_cover, lw, kind, slot,
-                  bslot, log_sum, log_max, tn_mu, tn_sd, tn_lognorm, tn_lo, tn_hi, c_off,
-                  c_code, c_prob, c_rest, c_bits, c_base, c_k, c_logfloor, u_lo, u_hi,
-                  budget, max_depth, block):
+                  cat_left, n_levels, roots, node_leaf, inner, bound, lw, kind, slot, tn_mu,
+                  tn_sd, tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob, c_rest, c_bits,
+                  c_base, c_k, c_floor, u_lo, u_hi, budget, max_depth, block):
     """One leaf per row of point evidence ``X [m, d]`` (NaN = free), or -1 (left to the
     enumerating path); also the node visits per row. See the module docstring."""
     m, d = X.shape
@@ -313,30 +306,25 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
         vals = np.empty(cap, np.float64)
         used = np.empty(cap, np.int64)
         ecols = np.empty(d, np.int64)
-        nslots = np.empty(d, np.int64)
         rb = np.empty(B, np.float64)
         state = np.zeros(1, np.uint64)
         for i in range(blk * block, min(m, (blk + 1) * block)):
             ne = 0
-            nn = 0
             for j in range(d):
                 if not np.isnan(X[i, j]):
                     ecols[ne] = j
                     ne += 1
-                    if bslot[j] >= 0:
-                        nslots[nn] = bslot[j]
-                        nn += 1
             state[0] = _mix64(np.uint64(key) ^ _mix64(np.uint64(row_id[i]) + np.uint64(1)))
             # the largest static root bound sets the scale of the row's linear weights
             shift = -np.inf
             for b in range(B):
                 r = roots[b]
                 if feature[r] >= 0:
-                    v = _static_log(r, inner, log_cover, nslots, nn, log_sum, log_max)
+                    v = np.float64(bound[inner[r]])
                 else:
                     v = _leaf_logw(i, node_leaf[r], X, ecols, ne, lw, kind, slot, tn_mu,
                                    tn_sd, tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob,
-                                   c_rest, c_bits, c_base, c_k, c_logfloor, u_lo, u_hi)
+                                   c_rest, c_bits, c_base, c_k, c_floor, u_lo, u_hi)
                 if v > shift or np.isnan(v):
                     shift = v
             if not np.isfinite(shift):
@@ -353,13 +341,12 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                     if keys[h] == r:
                         rb[b] = vals[h]
                     elif feature[r] >= 0:
-                        rb[b] = np.exp(_static_log(r, inner, log_cover, nslots, nn, log_sum,
-                                                   log_max) - shift)
+                        rb[b] = np.exp(np.float64(bound[inner[r]]) - shift)
                     else:
                         rb[b] = np.exp(_leaf_logw(
                             i, node_leaf[r], X, ecols, ne, lw, kind, slot, tn_mu, tn_sd,
                             tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob, c_rest, c_bits,
-                            c_base, c_k, c_logfloor, u_lo, u_hi) - shift)
+                            c_base, c_k, c_floor, u_lo, u_hi) - shift)
                         keys[h] = r
                         vals[h] = rb[b]
                         used[n_used] = h
@@ -399,13 +386,12 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                         if keys[h] == c:
                             bc[side] = vals[h]
                         elif feature[c] >= 0:
-                            bc[side] = np.exp(_static_log(c, inner, log_cover, nslots, nn,
-                                                          log_sum, log_max) - shift)
+                            bc[side] = np.exp(np.float64(bound[inner[c]]) - shift)
                         else:
                             bc[side] = np.exp(_leaf_logw(
                                 i, node_leaf[c], X, ecols, ne, lw, kind, slot, tn_mu, tn_sd,
                                 tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob, c_rest,
-                                c_bits, c_base, c_k, c_logfloor, u_lo, u_hi) - shift)
+                                c_bits, c_base, c_k, c_floor, u_lo, u_hi) - shift)
                             keys[h] = c
                             vals[h] = bc[side]
                             used[n_used] = h
@@ -466,13 +452,15 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
     ``row_id`` and ``key`` seed each row's random numbers (same ids and key, same draws)."""
     point = np.ascontiguousarray(point, np.float64)
     m, d = point.shape
-    used_cols = np.flatnonzero(~np.isnan(point).all(0)) if m else np.zeros(0, np.int64)
+    out = np.full(m, -1, np.int64)
+    visits = np.zeros(m, np.int64)
+    if m == 0:
+        return out, visits
+    row_id = np.asarray(row_id, np.int64)
+    used_cols = np.flatnonzero(~np.isnan(point).all(0))
     kind = np.zeros(d, np.int64)
     slot = np.full(d, -1, np.int64)
-    bslot = np.full(d, -1, np.int64)
-    nb = node_bounds(model)
     groups: dict[int, list] = {_TRUNCNORM: [], _CATEGORICAL: [], _UNIFORM: []}
-    log_sum, log_max = [], []
     for j in used_cols:
         lm = model.leaf_models_[j]
         kd = leaf_kind(lm)
@@ -482,19 +470,11 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
         kind[j] = kd
         slot[j] = len(groups[kd])
         groups[kd].append(lm)
-        if kd != _CATEGORICAL:
-            s, mx = nb.column(int(j), lm)
-            bslot[j] = len(log_sum)
-            log_sum.append(s)
-            log_max.append(mx)
     tn, cg, un = groups[_TRUNCNORM], groups[_CATEGORICAL], groups[_UNIFORM]
     f = model.forest_
-    logfloor = np.array([np.log(lm.floor) if lm.floor > 0 else -np.inf for lm in cg])
-    out, visits = _bounded_draw(
-        point, np.asarray(row_id, np.int64), np.uint64(int(key) % 2**64), f.feature, f.threshold,
-        f.nan_left, f.left, f.right, f.cat_off, f.cat_left, f.n_levels, f.roots, f.node_leaf,
-        nb.inner, nb.log_cover, nb.lw, kind, slot, bslot, _typed(log_sum, np.float32),
-        _typed(log_max, np.float32), _typed([lm.mu_ for lm in tn], np.float64),
+    nb = node_bounds(model)
+    params = (
+        nb.lw, kind, slot, _typed([lm.mu_ for lm in tn], np.float64),
         _typed([lm.sigma_ for lm in tn], np.float64),
         _typed([lm.lognorm_ for lm in tn], np.float64),
         _typed([lm.lo_ for lm in tn], np.float64), _typed([lm.hi_ for lm in tn], np.float64),
@@ -502,9 +482,20 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
         _typed([lm.prob_ for lm in cg], np.float64), _typed([lm.rest_ for lm in cg], np.float64),
         _typed([lm.allowed_ for lm in cg], np.uint8, 2),
         _typed([lm.base_ for lm in cg], np.float64),
-        np.array([lm.n_levels for lm in cg], np.int64), logfloor,
-        _typed([lm.lo_ for lm in un], np.float64), _typed([lm.hi_ for lm in un], np.float64),
-        int(budget), nb.max_depth, max(1, min(ROW_BLOCK, -(-m // 16))))
+        np.array([lm.n_levels for lm in cg], np.int64),
+        np.array([float(lm.floor) for lm in cg], np.float64),
+        _typed([lm.lo_ for lm in un], np.float64), _typed([lm.hi_ for lm in un], np.float64))
+    given = ~np.isnan(point)
+    pats, pat = np.unique(given, axis=0, return_inverse=True)
+    pat = np.asarray(pat).ravel()
+    for p in range(len(pats)):
+        sel = np.flatnonzero(pat == p)
+        bound = nb.pattern(np.flatnonzero(pats[p]))
+        out[sel], visits[sel] = _bounded_draw(
+            np.ascontiguousarray(point[sel]), row_id[sel], np.uint64(int(key) % 2**64),
+            f.feature, f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left,
+            f.n_levels, f.roots, f.node_leaf, nb.inner, bound, *params, int(budget),
+            nb.max_depth, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
     return out, visits
 
 

@@ -21,7 +21,8 @@ def _table(n, seed=0):
     cat = rng.integers(0, 4, n)
     return pd.DataFrame({"x0": z[:, 0] + 0.5 * cat, "x1": np.exp(0.4 * z[:, 1]) + 0.3 * z[:, 0],
                          "x2": rng.gamma(2.0, 1.0, n), "c0": np.array(list("abcd"))[cat],
-                         "c1": np.where(z[:, 1] > 0, "hi", "lo")})
+                         "c1": np.where(z[:, 1] > 0, "hi", "lo"),
+                         "i0": rng.integers(0, 4, n) + (z[:, 0] > 0)})
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,8 @@ def _chi2_p(leaf_draws, leaves, w):
     return stats.chisquare(obs[keep], ex[keep]).pvalue
 
 
-@pytest.mark.parametrize("cols", [["x0", "c0"], ["x0", "x1", "c1"], ["c0", "c1"], ["x2"]])
+@pytest.mark.parametrize("cols", [["x0", "c0"], ["x0", "x1", "c1"], ["c0", "c1"], ["x2"],
+                                  ["i0", "x1"]])
 def test_draws_follow_enumerated_posterior(model, cols):
     ev = evidence_from_frame(model, _table(3, seed=5)[cols])
     n = 6000
@@ -73,35 +75,45 @@ def test_uniform_leaves(unif_model):
 
 
 def test_node_bounds_bound_every_subtree(model):
-    """Each internal node's stored sums bound its subtree's exact sums (and its children's)."""
+    """Each internal node's stored bound is at least its children's (their sum at a free split,
+    their max at a split on a given column) and at least the subtree's exact posterior weight
+    for any evidence of that pattern; memory as documented in docs/scale.md."""
     nb = node_bounds(model)
     f = model.forest_
-    lw = model.leaf_log_weight_
-    sup = leaf_search.log_sup_density(model.leaf_models_[0])
-    log_sum, log_max = nb.column(0, model.leaf_models_[0])
-    cover = np.exp(lw)
-    tot_c = np.zeros(len(f.feature))
-    tot_s = np.zeros(len(f.feature))
-    mx = np.full(len(f.feature), -np.inf)
-    order = leaf_search._bfs_order(f.feature, f.left, f.right, f.roots)
-    for n in order[::-1]:
-        if f.feature[n] < 0:
-            k = f.node_leaf[n]
-            tot_c[n], tot_s[n], mx[n] = cover[k], cover[k] * np.exp(sup[k]), sup[k]
-            continue
-        lft, rgt = f.left[n], f.right[n]
-        tot_c[n], tot_s[n] = tot_c[lft] + tot_c[rgt], tot_s[lft] + tot_s[rgt]
-        mx[n] = max(mx[lft], mx[rgt])
+    given = [0, 3]  # x0 (truncated normal) and c0 (categorical)
+    U = nb.pattern(given).astype(float)
     inner = f.feature >= 0
-    ii = nb.inner[inner]
-    assert (np.exp(nb.log_cover[ii].astype(float)) >= tot_c[inner]).all()
-    assert (np.exp(log_sum[ii].astype(float)) >= tot_s[inner]).all()
-    assert (log_max[ii] >= mx[inner]).all()
-    # docs/scale.md: 4 N + 4 I bytes, plus 8 I per numeric column queried
-    n_nodes, n_inner = len(f.feature), int(inner.sum())
-    assert n_inner == f.n_leaves - f.n_trees
-    assert nb.nbytes == 4 * n_nodes + 4 * n_inner + 8 * n_inner * len(nb.log_sum_sup)
-    assert nb.log_cover.dtype == log_sum.dtype == log_max.dtype == np.float32
+    val = np.empty(len(f.feature))
+    val[inner] = U[nb.inner[inner]]
+    sup = leaf_search.log_sup_density(model.leaf_models_[0])
+    leaf_nodes = np.flatnonzero(~inner)
+    k = f.node_leaf[leaf_nodes]
+    val[leaf_nodes] = model.leaf_log_weight_[k] + sup[k]
+    n = np.flatnonzero(inner)
+    lft, rgt = val[f.left[n]], val[f.right[n]]
+    split_given = np.isin(f.feature[n], given)
+    assert (val[n][split_given] >= np.maximum(lft, rgt)[split_given]).all()
+    free = ~split_given
+    assert (np.exp(val[n][free]) >= np.exp(lft[free]) + np.exp(rgt[free])).all()
+    # against the exact weights of every consistent leaf, summed bottom-up
+    ev = evidence_from_frame(model, _table(4, seed=12)[["x0", "c0"]])
+    order = leaf_search._bfs_order(f.feature, f.left, f.right, f.roots)
+    node_of_leaf = np.empty(f.n_leaves, np.int64)
+    node_of_leaf[k] = leaf_nodes
+    for row in range(ev.m):
+        ch = next(iter_posterior(model, ev.take(np.array([row]))))
+        tot = np.zeros(len(f.feature))
+        tot[node_of_leaf[ch.leaf]] = np.exp(ch.logw)
+        for q in order[::-1]:
+            if f.feature[q] >= 0:
+                tot[q] = tot[f.left[q]] + tot[f.right[q]]
+        assert (tot[n] <= np.exp(val[n]) * (1 + 1e-12)).all()
+    assert nb.pattern(given).dtype == np.float32
+    assert nb.nbytes == 4 * len(f.feature) + 4 * int(inner.sum()) * len(nb.patterns)
+    assert int(inner.sum()) == f.n_leaves - f.n_trees
+    for cols in ([0], [1], [2], [0, 1], [4]):
+        nb.pattern(cols)
+    assert len(nb.patterns) == leaf_search.PATTERNS_KEPT
 
 
 def test_same_draws_at_any_thread_count_and_batching(model):
@@ -131,6 +143,17 @@ def test_small_budget_and_impossible_evidence_fall_back(model):
     far = pd.DataFrame({"x0": [1e6], "c0": ["a"]})  # outside every leaf's cell
     ev2 = evidence_from_frame(model, far)
     assert draw_leaves_bounded(model, ev2.point, np.arange(1), key=1)[0][0] == -1
+
+
+def test_leaf_models_without_an_evaluator_are_left_to_the_walk():
+    m = ARF(n_trees=2, integer_tail=10, random_state=0, n_jobs=1).fit(_table(300))
+    j = m.encoder_.schema.names.index("i0")
+    assert type(m.leaf_models_[j]).__name__ == "OrdinalKernelLeaf"
+    assert leaf_search.leaf_kind(m.leaf_models_[j]) == 0  # its rounded-normal tail
+    ev = evidence_from_frame(m, _table(3, seed=2)[["i0", "x0"]])
+    assert not leaf_search.bounded_eligible(m, ev, np.arange(3)).any()
+    s = m.sample(conditions=_table(3, seed=2)[["i0", "x0"]], random_state=0)
+    assert (s["i0"].to_numpy() == _table(3, seed=2)["i0"].to_numpy()).all()
 
 
 def test_only_point_evidence_is_searched(model):
