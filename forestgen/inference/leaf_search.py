@@ -111,7 +111,11 @@ class NodeBounds:
             return self.patterns[key]
         leaf_val = self.lw.copy()
         for j in key:
-            if leaf_kind(self._models[j]) != _CATEGORICAL:
+            kd = leaf_kind(self._models[j])
+            if kd == 0:
+                raise ValueError(f"column {j}: {type(self._models[j]).__name__} has no bound "
+                                 f"for the bounded leaf search")
+            if kd != _CATEGORICAL:
                 leaf_val += log_sup_density(self._models[j])
         given = np.zeros(len(self._models), np.bool_)
         given[list(key)] = True
