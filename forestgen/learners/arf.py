@@ -76,7 +76,9 @@ class ARF(GenerativeForest):
         normal fitted to the leaf's own values, rounded to the integers and restricted to the
         levels its cell allows (:mod:`~forestgen.leaves.rounded_normal`), so a held-out integer
         next to the few a small leaf saw gets a real share; seen values keep at least
-        ``N / (N + c)`` of theirs. 0 is off.
+        ``N / (N + c)`` of theirs. Only integer columns coded as every integer of their range
+        get it: on a spiky column coded as its observed values (adult's capital-gain) the
+        neighbouring level is the next observed value, not the next integer. 0 is off.
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
@@ -266,7 +268,8 @@ class ARF(GenerativeForest):
         if self.discrete_leaf is not None:
             return {}
         return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha,
-                                     prior=self.prior_strength, tail=self.integer_tail)
+                                     prior=self.prior_strength,
+                                     tail=self.integer_tail if unit_grid(spec) else 0.0)
                 for j, spec in enumerate(self.encoder_.schema.columns)
                 if spec.kind == "integer" and spec.is_discrete}
 
@@ -276,6 +279,13 @@ class ARF(GenerativeForest):
     def _restore_extra(self, arrays, meta):
         self.fit_diagnostics_ = meta.get("fit_diagnostics", [])
         self.n_rounds_ = len(self.fit_diagnostics_)
+
+
+def unit_grid(spec) -> bool:
+    """Whether a column's levels are every integer of its range (a dense integer scale), the
+    grid the rounded-normal tail (``integer_tail``) is defined on; a column coded as its
+    observed values (adult's capital-gain: 0, 114, 401, ...) is not one."""
+    return bool(np.all(np.diff(np.asarray(spec.categories, float)) == 1))
 
 
 def oob_votes(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,

@@ -162,3 +162,20 @@ def test_arf_with_integer_tail_answers_every_query():
     from forestgen.testing import check_learner
 
     check_learner(ARF(n_trees=5, integer_tail=10, random_state=0), tables=["mixed"])
+
+
+def test_arf_gives_the_tail_only_to_unit_grid_integer_columns():
+    """A dense integer scale gets the tail; a spiky column coded as its observed values
+    (0, 114, 401, ...: no unit grid) keeps its plain pmf."""
+    rng = np.random.default_rng(0)
+    n = 400
+    df = pd.DataFrame({"rating": rng.integers(1, 11, n),
+                       "gain": np.where(rng.random(n) < 0.8, 0,
+                                        rng.choice([114, 401, 594, 914, 991], n)),
+                       "x": rng.normal(size=n)})
+    m = ARF(n_trees=3, integer_tail=10, random_state=0).fit(df)
+    kinds = {s.name: (s.kind, len(s.categories or [])) for s in m.encoder_.schema}
+    assert kinds["rating"] == ("integer", 10) and kinds["gain"] == ("integer", 6)
+    rating, gain = m.leaf_models_[0], m.leaf_models_[1]
+    assert set(TAIL_ARRAYS) <= set(rating.param_arrays())
+    assert not set(TAIL_ARRAYS) & set(gain.param_arrays())
