@@ -182,6 +182,13 @@ def _goal(ok: pd.DataFrame) -> list[str]:
                  f"{'MET' if (diff_grid >= 0).all() else 'NOT MET'} — compared on "
                  f"{len(diff_grid)} table(s), lower on: {worse or 'none'}; mean difference "
                  f"{diff_grid.mean():+.2f} nats/row.")
+    tail = _ll_vs_rarf(ok, "test_ll_grid", TAIL_ARF)
+    if len(tail):
+        worse = ", ".join(f"{t} ({v:+.2f})" for t, v in tail[tail < 0].items())
+        L.append(f"- The same with ARF's `integer_tail=10` (not the default: R arf's rounded "
+                 f"normal mixed into the integer-level leaf pmfs): compared on {len(tail)} "
+                 f"table(s), lower on: {worse or 'none'}; mean difference "
+                 f"{tail.mean():+.2f} nats/row.")
     if len(diff):
         worse = ", ".join(f"{t} ({v:+.2f})" for t, v in diff[diff < 0].items()) or "none"
         L.append(f"- Likelihood as first measured (R arf's *density* at every numeric value, "
@@ -216,13 +223,16 @@ GOAL = ("On the leaderboard tables, forestgen's best learner has a C2ST at least
 
 #: ARF at R arf's size on this leaderboard: the pair compared for the likelihood goal.
 EQUAL_ARF = "forestgen:arf~n_trees=30+min_node_size=5"
+#: the same with R arf's rounded normal in the integer-level pmfs (``integer_tail``, issue 19)
+TAIL_ARF = "forestgen:arf~n_trees=30+min_node_size=5+integer_tail=10"
 
 
-def _ll_vs_rarf(ok: pd.DataFrame, rarf_value: str) -> pd.Series:
-    """Per table: ARF's mean held-out LL at R arf's size minus R arf's ``rarf_value``."""
+def _ll_vs_rarf(ok: pd.DataFrame, rarf_value: str, arf: str = EQUAL_ARF) -> pd.Series:
+    """Per table: ARF's (``arf``) mean held-out LL at R arf's size minus R arf's
+    ``rarf_value``."""
     if rarf_value not in ok or "test_ll" not in ok:
         return pd.Series(dtype=float)
-    a = ok[ok.generator == EQUAL_ARF].groupby("table")["test_ll"].mean()
+    a = ok[ok.generator == arf].groupby("table")["test_ll"].mean()
     r = ok[ok.generator == "rarf"].groupby("table")[rarf_value].mean()
     return (a - r).replace([np.inf, -np.inf], np.nan).dropna() if len(a) and len(r) else \
         pd.Series(dtype=float)
@@ -233,7 +243,7 @@ def _ll_one_measure(all_ok: pd.DataFrame) -> pd.DataFrame:
     if "test_ll_grid" not in all_ok:
         return pd.DataFrame()
     arf = all_ok[all_ok.generator.isin(["forestgen:arf", "forestgen:arf@best_density",
-                                        EQUAL_ARF])]
+                                        EQUAL_ARF, TAIL_ARF])]
     rg = all_ok[(all_ok.generator == "rarf") & all_ok.test_ll_grid.notna()]
     if arf.empty or rg.empty:
         return pd.DataFrame()

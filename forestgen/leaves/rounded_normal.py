@@ -5,9 +5,9 @@ the leaf's cell; rounded to the integers, it gives the integers next to the ones
 saw a share of the leaf's mass. forestgen codes integer scales as levels, so a 5-row leaf's
 pmf sits on the few values it saw. This module holds the component that gives them their
 share: per leaf, the normal ``N(mu, sd)`` fitted to the leaf's level codes (``mu`` their mean,
-``sd**2`` their sample variance, ``N - 1`` divisor as R's ``sd``, plus ``1/12``: the variance of
-the codes spread uniformly over their unit cells, so a leaf whose rows share one value still
-has ``sd >= 0.29``), rounded to the levels (level ``c`` gets the normal's mass on
+``sd**2`` their sample variance, ``N - 1`` divisor as R's ``sd``, plus ``1/12``, the variance a
+value spread uniformly over its unit cell adds, so a leaf whose rows share one value still has
+``sd = sqrt(1/12) = 0.289``), rounded to the levels (level ``c`` gets the normal's mass on
 ``(c - 1/2, c + 1/2]``) and restricted to the levels the leaf's cell allows, normalised by
 their total mass ``z``. A leaf of ``N`` rows mixes it into its pmf ``p`` with weight
 ``w = tail / (N + tail)``: ``(1 - w) p(c) + w q(c)``. The result is exactly normalised over
