@@ -78,7 +78,9 @@ class ARF(GenerativeForest):
         next to the few a small leaf saw gets a real share; seen values keep at least
         ``N / (N + c)`` of theirs. Only integer columns coded as every integer of their range
         get it: on a spiky column coded as its observed values (adult's capital-gain) the
-        neighbouring level is the next observed value, not the next integer. 0 is off.
+        neighbouring level is the next observed value, not the next integer. 0 is off (the
+        default: on the leaderboard it raises held-out LL but moves adult's C2ST away from 0.5,
+        ``benchmarks/results/leaderboard_defaults.md``).
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
