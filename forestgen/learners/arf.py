@@ -17,7 +17,13 @@ from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.mixture import MixtureEnsembler
-from forestgen.leaves import CategoricalLeaf, OrdinalKernelLeaf, TruncNormalLeaf, UniformLeaf
+from forestgen.leaves import (
+    CategoricalLeaf,
+    OrdinalKernelLeaf,
+    RoundedNormalTailLeaf,
+    TruncNormalLeaf,
+    UniformLeaf,
+)
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, make_splitter
@@ -74,13 +80,13 @@ class ARF(GenerativeForest):
     integer_tail : 0 — pseudo-count ``c >= 0`` of R arf's shape in those integer pmfs: each
         leaf's pmf is mixed, with weight ``c / (N + c)`` for a leaf of ``N`` rows, with the
         normal fitted to the leaf's own values, rounded to the integers and restricted to the
-        levels its cell allows (:mod:`~forestgen.leaves.rounded_normal`), so a held-out integer
-        next to the few a small leaf saw gets a real share; seen values keep at least
-        ``N / (N + c)`` of theirs. Only integer columns coded as every integer of their range
-        get it: on a spiky column coded as its observed values (adult's capital-gain) the
-        neighbouring level is the next observed value, not the next integer. 0 is off (the
-        default: on the leaderboard it raises held-out LL but moves adult's C2ST away from 0.5,
-        ``benchmarks/results/leaderboard_defaults.md``).
+        levels its cell allows (:class:`~forestgen.leaves.rounded_normal.RoundedNormalTailLeaf`),
+        so a held-out integer next to the few a small leaf saw gets a real share; seen values
+        keep at least ``N / (N + c)`` of theirs. Only integer columns coded as every integer
+        of their range get it: on a spiky column coded as its observed values (adult's
+        capital-gain) the neighbouring level is the next observed value, not the next
+        integer. 0 is off (the default: on the leaderboard it raises held-out LL but moves
+        adult's C2ST away from 0.5, ``benchmarks/results/leaderboard_defaults.md``).
     finite_bounds, epsilon : ``"no"``, 0 — see :class:`TruncNormalLeaf`.
     sampling, sample_fraction : ``"bootstrap"``, 1.0 per tree (``"subsample"`` for the theory).
     oob_mode : ``"hard"`` majority vote of out-of-bag trees (ranger) or ``"soft"``.
@@ -269,9 +275,10 @@ class ARF(GenerativeForest):
         ``discrete_leaf`` is given."""
         if self.discrete_leaf is not None:
             return {}
-        return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, alpha=self.alpha,
-                                     prior=self.prior_strength,
-                                     tail=self.integer_tail if unit_grid(spec) else 0.0)
+        kw = {"bandwidth": self.integer_bandwidth, "alpha": self.alpha,
+              "prior": self.prior_strength}
+        return {j: RoundedNormalTailLeaf(tail=self.integer_tail, **kw)
+                if self.integer_tail > 0 and unit_grid(spec) else OrdinalKernelLeaf(**kw)
                 for j, spec in enumerate(self.encoder_.schema.columns)
                 if spec.kind == "integer" and spec.is_discrete}
 

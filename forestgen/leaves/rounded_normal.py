@@ -15,6 +15,9 @@ the allowed levels, and the levels a leaf saw keep at least ``1 - w`` of their s
 masses such as a column of zeros stay). Codes are the level indices, so on a column coded as
 its observed values (a spiky one) the normal is over ranks, not values.
 
+:class:`RoundedNormalTailLeaf` is :class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf`
+with this component (ARF's ``integer_tail``); ``tail=0`` gives the ordinal-kernel leaf's pmf.
+
 Storage: four floats per leaf (``w``, ``mu``, ``sd``, ``z``); the queries evaluate the normal
 on the fly (no dense leaf x level table).
 """
@@ -29,7 +32,10 @@ from scipy.special import erfc
 
 from forestgen.leaves.base import LEVEL_BUDGET
 from forestgen.leaves.categorical import _allowed, _prob
+from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.parallel import parallel_kernel
+from forestgen.registry import register
+from forestgen.validation import check_real
 
 #: names of the per-leaf arrays of the component (float64 ``[L]`` each)
 TAIL_ARRAYS = ("tail_w_", "tail_mu_", "tail_sd_", "tail_z_")
@@ -77,6 +83,126 @@ def check_tail_arrays(name: str, arrays: dict, n_leaves: int) -> None:
     if np.any((w < 0) | (w >= 1)) or np.any((w > 0) & ((sd <= 0) | (z <= 0) | (z > 1 + 1e-9))):
         raise ValueError(f"{name}: tail_w_ must be in [0, 1), and tail_sd_ > 0 and tail_z_ in "
                          f"(0, 1] where tail_w_ > 0")
+
+
+@register("leaf", "rounded_normal_tail")
+class RoundedNormalTailLeaf(OrdinalKernelLeaf):
+    """:class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf` mixed with the rounded
+    normal of each leaf's own rows (module docstring).
+
+    Parameters
+    ----------
+    tail : pseudo-count ``c >= 0`` (default 10): a leaf of ``N`` rows gives the rounded normal
+        weight ``c / (N + c)``; 0 keeps the ordinal-kernel pmf.
+    bandwidth, alpha, prior, floor : as in
+        :class:`~forestgen.leaves.ordinal_kernel.OrdinalKernelLeaf`.
+    """
+
+    def __init__(self, *, tail: float = 10.0, bandwidth: float = 0.5, alpha: float = 0.0,
+                 floor: float = 1e-20, prior: float = 0.0):
+        super().__init__(bandwidth=bandwidth, alpha=alpha, floor=floor, prior=prior)
+        self.tail = tail
+
+    def fit(self, x, leaf, cell, weight=None):
+        check_real("tail", self.tail, 0.0, np.inf, high_open=True)
+        for nm in TAIL_ARRAYS:  # a refit starts without the component
+            setattr(self, nm, None)
+        super().fit(x, leaf, cell, weight)
+        if self.tail > 0:
+            self._fit_tail(x, leaf, weight)
+        return self
+
+    def _fit_tail(self, x, leaf, weight) -> None:
+        k = self.n_levels
+        allowed = np.unpackbits(self.allowed_, axis=1, count=k, bitorder="little").astype(bool)
+        x = np.asarray(x, float)
+        ok = ~np.isnan(x)
+        codes, lv = x[ok].astype(np.int64), np.asarray(leaf)[ok].astype(np.int64)
+        w = None if weight is None else np.asarray(weight, float)[ok]
+        keep = (codes >= 0) & (codes < k)
+        keep[keep] = allowed[lv[keep], codes[keep]]  # rows outside the leaf's cell: no mass
+        if w is not None:
+            keep &= w > 0
+        arrays = fit_tail(codes[keep].astype(float), lv[keep], None if w is None else w[keep],
+                          allowed, float(self.tail))
+        if arrays["tail_w_"].any():
+            for nm, v in arrays.items():
+                setattr(self, nm, v)
+
+    @property
+    def _has_tail(self) -> bool:
+        return getattr(self, "tail_w_", None) is not None
+
+    def _tail_tables(self):
+        return (*self._tables(), *(getattr(self, nm) for nm in TAIL_ARRAYS))
+
+    def param_arrays(self):
+        out = super().param_arrays()
+        if self._has_tail:
+            out.update({nm: getattr(self, nm) for nm in TAIL_ARRAYS})
+        return out
+
+    def set_param_arrays(self, arrays):
+        arrays = dict(arrays)
+        tail = {nm: arrays.pop(nm) for nm in TAIL_ARRAYS if nm in arrays}
+        super().set_param_arrays(arrays)
+        for nm in TAIL_ARRAYS:
+            setattr(self, nm, np.asarray(tail[nm], np.float64) if tail else None)
+        return self
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        tail = [nm for nm in TAIL_ARRAYS if nm in arrays]
+        if tail and len(tail) != len(TAIL_ARRAYS):
+            raise ValueError(f"{type(self).__name__} needs all of {list(TAIL_ARRAYS)} or none, "
+                             f"got {tail}")
+        super().check_param_arrays({k: v for k, v in arrays.items() if k not in TAIL_ARRAYS},
+                                   n_leaves, n_levels)
+        if tail:
+            check_tail_arrays(type(self).__name__, arrays, n_leaves)
+
+    def log_prob(self, leaf, x):
+        if not self._has_tail:
+            return super().log_prob(leaf, x)
+        return tail_log_prob(*self._tail_tables(), np.asarray(leaf, np.int64),
+                             np.asarray(x, np.float64), self.n_levels, float(self.floor))
+
+    def log_prob_levels(self, leaf, levels):
+        if not self._has_tail:
+            return super().log_prob_levels(leaf, levels)
+        levels = np.asarray(levels, bool)
+        lv2 = levels[None, :] if levels.ndim == 1 else levels
+        p = tail_level_mass(*self._tail_tables(), np.asarray(leaf, np.int64),
+                            np.ascontiguousarray(lv2), levels.ndim == 1)
+        with np.errstate(divide="ignore"):
+            return np.log(p)
+
+    def probs(self, leaf):
+        if not self._has_tail:
+            return super().probs(leaf)
+        return tail_dense_rows(*self._tail_tables(), np.asarray(leaf, np.int64), self.n_levels)
+
+    def mean(self, leaf):
+        if not self._has_tail:
+            return super().mean(leaf)
+        return tail_mean(*self._tail_tables(), np.asarray(leaf, np.int64), self.n_levels)
+
+    def support_size(self) -> np.ndarray:
+        if not self._has_tail:
+            return super().support_size()
+        L, k = len(self.rest_), self.n_levels
+        step = max(1, LEVEL_BUDGET // k)
+        return np.concatenate([(self.probs(np.arange(s, min(L, s + step))) > 0).sum(1)
+                               for s in range(0, L, step)] or [np.zeros(0)]).astype(np.int64)
+
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        if not self._has_tail:
+            return super().sample(leaf, rng, lo, hi, levels)
+        u = rng.random(len(leaf))
+        k = self.n_levels
+        lv = np.ones((1, k), bool) if levels is None else np.asarray(levels, bool)
+        shared = lv.ndim == 1 or levels is None
+        lv = np.ascontiguousarray(lv[None, :] if lv.ndim == 1 else lv)
+        return tail_sample(*self._tail_tables(), np.asarray(leaf, np.int64), u, lv, shared, k)
 
 
 # ------------------------------------------------------------------------------- kernels

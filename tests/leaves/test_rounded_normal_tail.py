@@ -11,7 +11,7 @@ from scipy import stats
 from forestgen import ARF
 from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
-from forestgen.leaves.rounded_normal import TAIL_ARRAYS
+from forestgen.leaves.rounded_normal import TAIL_ARRAYS, RoundedNormalTailLeaf
 from forestgen.testing import check_leaf_model
 
 
@@ -34,7 +34,7 @@ def _data(seed=0, L=6, k=15, n=120):
 def test_leaf_contract_with_tail():
     """Normalisation, log_prob = probs, level sets, sampling frequencies, mean, save/load and
     the torch hooks (forestgen.testing's conformance check)."""
-    check_leaf_model(OrdinalKernelLeaf(tail=2.0, prior=0.3))
+    check_leaf_model(RoundedNormalTailLeaf(tail=2.0, prior=0.3))
 
 
 @pytest.mark.parametrize("c", [0.5, 5.0])
@@ -42,7 +42,7 @@ def test_pmf_is_the_documented_mixture(c):
     x, leaf, cell = _data()
     L, k = cell.allowed.shape
     plain = OrdinalKernelLeaf(prior=0.3).fit(x, leaf, cell)
-    lm = OrdinalKernelLeaf(prior=0.3, tail=c).fit(x, leaf, cell)
+    lm = RoundedNormalTailLeaf(prior=0.3, tail=c).fit(x, leaf, cell)
     p0, p = plain.probs(np.arange(L)), lm.probs(np.arange(L))
     np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-12)
     assert not (p[~cell.allowed] > 0).any()
@@ -69,7 +69,7 @@ def test_unseen_neighbour_gets_a_real_share_and_point_mass_stays():
     cell = ColumnCell(lower=np.full(3, -np.inf), upper=np.full(3, np.inf), allowed=None,
                       data_min=0.0, data_max=k - 1.0, n_levels=k)
     plain = OrdinalKernelLeaf(prior=0.3).fit(x, leaf, cell).probs(np.arange(3))
-    tail = OrdinalKernelLeaf(prior=0.3, tail=10.0).fit(x, leaf, cell).probs(np.arange(3))
+    tail = RoundedNormalTailLeaf(prior=0.3, tail=10.0).fit(x, leaf, cell).probs(np.arange(3))
     assert tail[0, 13] > 20 * plain[0, 13] and tail[0, 13] > 0.05
     assert tail[0, 9] > 20 * plain[0, 9]
     assert tail[1, 0] > 0.99 and plain[1, 0] > 0.99
@@ -78,7 +78,7 @@ def test_unseen_neighbour_gets_a_real_share_and_point_mass_stays():
 def test_sampling_matches_pmf_and_level_queries_match_grid_sums():
     x, leaf, cell = _data(1)
     L, k = cell.allowed.shape
-    lm = OrdinalKernelLeaf(prior=0.3, tail=3.0).fit(x, leaf, cell)
+    lm = RoundedNormalTailLeaf(prior=0.3, tail=3.0).fit(x, leaf, cell)
     p = lm.probs(np.arange(L))
     rng = np.random.default_rng(0)
     for j in range(L):
@@ -108,9 +108,9 @@ def test_sampling_matches_pmf_and_level_queries_match_grid_sums():
 
 def test_tail_zero_stores_nothing_new_and_arrays_round_trip():
     x, leaf, cell = _data(2)
-    off = OrdinalKernelLeaf(prior=0.3).fit(x, leaf, cell)
+    off = RoundedNormalTailLeaf(prior=0.3, tail=0.0).fit(x, leaf, cell)
     assert not set(TAIL_ARRAYS) & set(off.param_arrays())
-    lm = OrdinalKernelLeaf(prior=0.3, tail=1.0).fit(x, leaf, cell)
+    lm = RoundedNormalTailLeaf(prior=0.3, tail=1.0).fit(x, leaf, cell)
     arrays = lm.param_arrays()
     assert set(TAIL_ARRAYS) <= set(arrays)
     L, k = cell.allowed.shape
@@ -120,10 +120,10 @@ def test_tail_zero_stores_nothing_new_and_arrays_round_trip():
     bad = dict(arrays, tail_w_=np.full(L, 1.5))
     with pytest.raises(ValueError, match="tail_w_"):
         lm.check_param_arrays(bad, L, k)
-    again = OrdinalKernelLeaf(**lm.get_params()).set_param_arrays(arrays)
+    again = RoundedNormalTailLeaf(**lm.get_params()).set_param_arrays(arrays)
     np.testing.assert_array_equal(again.probs(np.arange(L)), lm.probs(np.arange(L)))
     with pytest.raises(ValueError, match="tail"):
-        OrdinalKernelLeaf(tail=-1.0).fit(x, leaf, cell)
+        RoundedNormalTailLeaf(tail=-1.0).fit(x, leaf, cell)
 
 
 @pytest.fixture(scope="module")
@@ -177,5 +177,11 @@ def test_arf_gives_the_tail_only_to_unit_grid_integer_columns():
     kinds = {s.name: (s.kind, len(s.categories or [])) for s in m.encoder_.schema}
     assert kinds["rating"] == ("integer", 10) and kinds["gain"] == ("integer", 6)
     rating, gain = m.leaf_models_[0], m.leaf_models_[1]
+    assert type(rating) is RoundedNormalTailLeaf and type(gain) is OrdinalKernelLeaf
     assert set(TAIL_ARRAYS) <= set(rating.param_arrays())
-    assert not set(TAIL_ARRAYS) & set(gain.param_arrays())
+    # off (the default): the plain ordinal-kernel leaf, which the bounded conditional leaf
+    # search evaluates in its kernels
+    from forestgen.inference.leaf_search import leaf_kind
+
+    plain = ARF(n_trees=3, random_state=0).fit(df)
+    assert type(plain.leaf_models_[0]) is OrdinalKernelLeaf and leaf_kind(plain.leaf_models_[0])
