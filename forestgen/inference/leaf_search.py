@@ -35,7 +35,6 @@ from numba.typed import List
 
 from forestgen.leaves.categorical import CategoricalLeaf, level_prob
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
-from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 from forestgen.parallel import parallel_kernel
@@ -54,9 +53,8 @@ def leaf_kind(lm) -> int:
     t = type(lm)
     if t.log_prob is TruncNormalLeaf.log_prob:
         return _TRUNCNORM
-    if t.log_prob is CategoricalLeaf.log_prob or (
-            t.log_prob is OrdinalKernelLeaf.log_prob and getattr(lm, "tail_w_", None) is None):
-        return _CATEGORICAL  # (an ordinal-kernel leaf without a rounded-normal tail)
+    if t.log_prob is CategoricalLeaf.log_prob:  # (also OrdinalKernelLeaf; not its
+        return _CATEGORICAL                     # rounded-normal-tail subclass)
     if t.log_prob is UniformLeaf.log_prob:
         return _UNIFORM
     return 0

@@ -148,7 +148,7 @@ def test_small_budget_and_impossible_evidence_fall_back(model):
 def test_leaf_models_without_an_evaluator_are_left_to_the_walk():
     m = ARF(n_trees=2, integer_tail=10, random_state=0, n_jobs=1).fit(_table(300))
     j = m.encoder_.schema.names.index("i0")
-    assert type(m.leaf_models_[j]).__name__ == "OrdinalKernelLeaf"
+    assert type(m.leaf_models_[j]).__name__ == "RoundedNormalTailLeaf"
     assert leaf_search.leaf_kind(m.leaf_models_[j]) == 0  # its rounded-normal tail
     ev = evidence_from_frame(m, _table(3, seed=2)[["i0", "x0"]])
     assert not leaf_search.bounded_eligible(m, ev, np.arange(3)).any()
