@@ -163,6 +163,20 @@ def test_nan_marginalisation_matches_sum_over_levels(fitted_mixed, mixed_2d):
     np.testing.assert_allclose(fitted_mixed.log_prob(rows_nan), want, atol=1e-10)
 
 
+def test_nan_log_prob_of_a_batch_equals_each_row_alone(fitted_mixed, mixed_2d):
+    """Rows with missing entries are walked in an order of their own (by the leaves they
+    reach); each row's log density is the one it gets alone, whatever rows come with it."""
+    rows = mixed_2d.iloc[:40].astype({"c": object}).copy()
+    rng = np.random.default_rng(3)
+    for col in rows.columns:
+        rows.loc[rng.random(len(rows)) < 0.3, col] = None
+    batch = fitted_mixed.log_prob(rows)
+    alone = np.array([fitted_mixed.log_prob(rows.iloc[[i]])[0] for i in range(len(rows))])
+    assert rows.isna().any(axis=1).sum() > 10
+    np.testing.assert_array_equal(batch, alone)
+    np.testing.assert_array_equal(fitted_mixed.log_prob(rows.iloc[::-1]), batch[::-1])
+
+
 def test_adversarial_loop_on_independent_uniforms():
     rng = np.random.default_rng(0)
     X = rng.random((2000, 5))
