@@ -6,7 +6,8 @@ Fits (or loads with ``--model``) one forestgen NRGBoost on the mixed synthetic t
 the rows with the bench's C2ST (``forestgen.metrics.c2st`` against the held-out rows, the
 discriminator seeded like the sample). A protocol ``C:B`` = ``C`` chains started at final
 training-pool states, ``B`` sweeps of burn-in, then a row per sweep; ``ind`` = one chain per row
-from a ``q0`` draw with 100 sweeps (the reference's protocol).
+from a ``q0`` draw with 100 sweeps (the reference's protocol), ``ind:B`` the same with ``B``
+sweeps; ``real`` = training rows instead of samples (the C2ST floor of real against real).
 
     python benchmarks/bench_nrgboost_sampling.py --trees 100 --seeds 1,2 \
         --protocols 64:10,32:3,128:0,256:0
@@ -53,15 +54,19 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = []
     for proto in args.protocols.split(","):
-        if proto == "ind":
-            kw = dict(chains=args.n_samples, burn_in=100, thin=1, start="q0")
+        if proto.startswith("ind"):
+            b = int(proto.split(":")[1]) if ":" in proto else 100
+            kw = dict(chains=args.n_samples, burn_in=b, thin=1, start="q0")
+        elif proto == "real":
+            kw = None
         else:
             ch, b = proto.split(":")
             kw = dict(chains=int(ch), burn_in=int(b))
         cpu, auc = [], []
         for s in seeds:
             c0 = time.process_time()
-            x = m.sample(args.n_samples, random_state=s, **kw)
+            x = (train.sample(args.n_samples, random_state=s).reset_index(drop=True)
+                 if kw is None else m.sample(args.n_samples, random_state=s, **kw))
             cpu.append(time.process_time() - c0)
             auc.append(c2st(test_in, x, random_state=s).auc)
         rows.append([proto, m.n_trees_, 1000 * np.mean(cpu) / args.n_samples,
