@@ -415,8 +415,10 @@ class GenerativeForest(BaseEstimator):
         """``n`` synthetic rows as a DataFrame with the training columns, dtypes and levels.
 
         ``conditions``: evidence to condition on (a dict for one condition set, or a DataFrame of
-        per-row evidence with NaN = free; see :mod:`forestgen.inference`). ``on_empty``:
-        ``"raise"`` (default) or ``"unconditional"`` when the evidence has zero probability.
+        per-row evidence with NaN = free; see :mod:`forestgen.inference`). ``on_empty``, for
+        evidence of probability zero: ``"raise"`` (default; the error names the row and
+        column), ``"unconditional"`` (those rows drawn without their evidence) or ``"nan"``
+        (those rows keep their given values, every other entry missing); both with a warning.
         ``missing``: reproduce the training data's missing values, blanking each entry with the
         missing rate of its column among the training rows of the sampled leaf (missing at random
         given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them

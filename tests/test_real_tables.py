@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import forestgen as fg
+from forestgen.inference import ZeroProbabilityError
 
 LEARNERS = {
     "arf": lambda: fg.ARF(n_trees=20, random_state=0),
@@ -559,3 +560,36 @@ def test_interval_bounds_off_the_decimals_grid_hold_after_decoding(name):
         s = model.sample(1000, conditions={"mpg": (lo, hi)}, random_state=2)
         assert s["mpg"].between(lo, hi).all(), (name, lo, hi, sorted(set(s["mpg"]))[:3])
         assert np.allclose(s["mpg"], np.round(s["mpg"], 1))
+
+
+@pytest.mark.parametrize("name", ["arf", "rfde", "def", "nrgboost", "gfboost", "eogt"])
+def test_per_row_evidence_of_probability_zero_fails_only_its_row(name):
+    """``on_empty="nan"``: a row whose evidence lies outside the model's support comes back
+    with its given values and every other entry missing (nullable dtypes), with a warning;
+    the other rows are ordinary conditional draws."""
+    rng = np.random.default_rng(0)
+    n = 300
+    x = np.round(rng.uniform(10, 30, n), 1)
+    df = pd.DataFrame({"x": x, "k": rng.integers(0, 4, n) + (x > 20),
+                       "c": pd.Categorical(np.where(x > 20, "hi", "lo")),
+                       "y": np.round(x * 2 + rng.normal(0, 1, n), 2)})
+    model = {"arf": lambda: fg.ARF(finite_bounds="local", random_state=0),
+             "rfde": lambda: fg.RFDE(n_trees=10, random_state=0),
+             "def": lambda: fg.DEF(n_trees=10, random_state=0),
+             "nrgboost": lambda: fg.NRGBoost(n_trees=5, max_leaves=8, pool_size=2000,
+                                             random_state=0),
+             "gfboost": lambda: fg.GFBoost(n_trees=3, n_iter=30, random_state=0),
+             "eogt": lambda: fg.EOGT(n_trees=3, n_iter=30, random_state=0)}[name]().fit(df)
+    ev = pd.DataFrame({"x": [12.0, 99.0, 25.0], "c": ["lo", "lo", np.nan]})
+    with pytest.raises(ZeroProbabilityError):
+        model.sample(conditions=ev, random_state=1)
+    with pytest.warns(RuntimeWarning, match="on_empty='nan'"):
+        out = model.sample(conditions=ev, random_state=1, on_empty="nan")
+    assert list(out.index) == [0, 1, 2]
+    assert out.loc[1, "x"] == 99.0 and out.loc[1, "c"] == "lo"
+    assert out.loc[1, ["k", "y"]].isna().all()
+    assert str(out["k"].dtype) == "Int64"  # the integer column keeps its other values exactly
+    assert out.loc[[0, 2]].notna().all().all()
+    assert out.loc[0, "x"] == 12.0 and out.loc[0, "c"] == "lo" and out.loc[2, "x"] == 25.0
+    with pytest.raises(ValueError, match="on_empty must be one of"):
+        model.sample(conditions=ev, on_empty="skip")

@@ -47,7 +47,9 @@ columns and level sets on continuous ones raise ``ValueError`` / ``KeyError`` na
 Evidence with zero probability under the model (e.g. outside every leaf's support) raises
 :class:`ZeroProbabilityError` naming the offending column(s) — or the evidence columns if they
 are only *jointly* impossible. ``sample(..., on_empty="unconditional")`` instead draws such rows
-unconditionally (the whole row; evidence ignored) with a ``RuntimeWarning``.
+unconditionally (the whole row; evidence ignored), and ``on_empty="nan"`` returns them with
+their given values and every other entry missing (integer and bool columns become nullable),
+each with a ``RuntimeWarning``; the other rows of a per-row DataFrame are drawn as usual.
 
 **Semantics notes.** Equality on a discrete column uses the leaf model's ``log_prob`` (with the
 categorical leaf's probability floor, so identities with ``model.log_prob`` hold exactly); level

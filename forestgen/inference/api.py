@@ -18,6 +18,8 @@ from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
     _column_index,
+    blank_rows,
+    check_on_empty,
     evidence_from_frame,
     parse_conditions,
 )
@@ -197,11 +199,14 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
                            None if index is None else index[int(erow[first])])
         if on_empty == "raise":
             raise ZeroProbabilityError(f"{err}; pass on_empty='unconditional' to fall back to "
-                                       f"unconditional sampling for such rows")
-        warnings.warn(f"{err}; {int(bad.sum())} row(s) drawn unconditionally "
-                      f"(on_empty='unconditional')", RuntimeWarning, stacklevel=3)
+                                       f"unconditional sampling for such rows, or 'nan' to "
+                                       f"return them as missing")
+        what = ("drawn unconditionally" if on_empty == "unconditional"
+                else "returned with their given values only")
+        warnings.warn(f"{err}; {int(bad.sum())} row(s) {what} (on_empty={on_empty!r})",
+                      RuntimeWarning, stacklevel=3)
         leaf[bad] = draw_leaves(model.leaf_log_weight_, int(bad.sum()), rng)
-    return _sample_columns(model, leaf, ev, erow, ok, rng)
+    return _sample_columns(model, leaf, ev, erow, ok, rng), bad
 
 
 def conditional_sample(model, n: int | None, conditions, random_state=None,
@@ -210,8 +215,7 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
     from the leaf; evidence columns take the given value or are drawn within the interval /
     level set. A DataFrame of per-row evidence gives one draw per row (``n`` = its length)."""
     model._check_fitted()
-    if on_empty not in ("raise", "unconditional"):
-        raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
+    check_on_empty(on_empty)
     rng = _rng(random_state)
     ev, per_row = parse_conditions(model, conditions)
     index = None
@@ -225,8 +229,12 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
         raise ValueError("n is required with a dict of conditions")
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    Z = _encoded_sample(model, int(n), ev, per_row, rng, on_empty, index)
-    out = model.encoder_.inverse_transform(Z)
+    Z, bad = _encoded_sample(model, int(n), ev, per_row, rng, on_empty, index)
+    rows = np.flatnonzero(bad) if on_empty == "nan" else np.zeros(0, np.int64)
+    pts = ev.point[rows if per_row else np.zeros_like(rows)]
+    given = ~np.isnan(pts)
+    Z[rows] = np.where(given, pts, Z[rows])  # the given values; the rest is blanked below
+    out = blank_rows(model.encoder_.inverse_transform(Z), rows, given)
     if index is not None:
         out.index = index
     return out

@@ -17,11 +17,50 @@ import pandas as pd
 from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
-__all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame"]
+__all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
+           "ON_EMPTY", "check_on_empty", "blank_rows"]
 
 
 class ZeroProbabilityError(ValueError):
     """The evidence has probability (or density) zero under the model."""
+
+
+#: What a conditional query does with evidence of probability zero: raise
+#: :class:`ZeroProbabilityError` (naming the row and column), draw those rows without their
+#: evidence, or return them with every entry but their given values missing (both with a warning).
+ON_EMPTY = ("raise", "unconditional", "nan")
+
+
+def check_on_empty(on_empty: str) -> str:
+    """``on_empty`` itself, or a ValueError naming the allowed values."""
+    if on_empty not in ON_EMPTY:
+        raise ValueError(f"on_empty must be one of {ON_EMPTY}, got {on_empty!r}")
+    return on_empty
+
+
+def blank_rows(df: pd.DataFrame, rows: np.ndarray, keep: np.ndarray) -> pd.DataFrame:
+    """``df`` with the entries of its positional ``rows`` missing, except where ``keep`` (bool
+    ``[len(rows), n_columns]``, the rows' given values) holds (``on_empty="nan"``). Integer and
+    bool columns that receive a missing entry become pandas' nullable ``Int64`` / ``boolean``,
+    so the other rows keep their values."""
+    rows = np.asarray(rows, np.int64)
+    if len(rows) == 0:
+        return df
+    df = df.copy()
+    for j, c in enumerate(df.columns):
+        r = rows[~np.asarray(keep, bool)[:, j]]
+        if len(r) == 0:
+            continue
+        col = df[c]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
+            col = col.astype("Int64")
+        elif isinstance(col.dtype, np.dtype) and col.dtype.kind == "b":
+            col = col.astype("boolean")
+        else:
+            col = col.copy()
+        col.iloc[r] = np.nan if col.dtype == object else None
+        df[c] = col
+    return df
 
 
 class Not:

@@ -49,6 +49,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.families import INTERSECTION
+from forestgen.inference.conditions import blank_rows, check_on_empty
 from forestgen.learners.region_atoms import RegionAtoms, region_leaves
 from forestgen.learners.rfde import (
     apply_floor,
@@ -842,14 +843,13 @@ class EOGT(GFBoost):
         probability proportional to its weight on the evidence, then uniform in the region cut
         to the evidence (atoms with the region's shares). Rows whose evidence has probability
         zero raise ``ZeroProbabilityError`` (``on_empty="unconditional"``: drawn from the
-        law with a warning)."""
+        law, ``"nan"``: their given values and every other entry missing; with a warning)."""
         if conditions is None:
             return super().sample(n, random_state)
         from forestgen.validation import as_generator
 
         self._check_fitted()
-        if on_empty not in ("raise", "unconditional"):
-            raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
+        check_on_empty(on_empty)
         ev, per_row, index = self._evidence(conditions, n)
         if not per_row:
             check_int("n", n, 0)
@@ -878,6 +878,8 @@ class EOGT(GFBoost):
                                                f"{rows[0]} has probability zero")
                 empty += rows
                 out[rows] = self.sample_encoded(len(rows), rng)
+                if on_empty == "nan":  # the given values; the rest is blanked below
+                    out[rows] = np.where(np.isnan(x), out[rows], x)
                 continue
             p = np.exp(w - w.max())
             cum = np.cumsum(p) / p.sum()
@@ -885,10 +887,15 @@ class EOGT(GFBoost):
                 k = min(int(np.searchsorted(cum, rng.random(), side="right")), len(p) - 1)
                 out[i] = self._draw_evidence(x, cons, reg, k, rng)
         if empty:
+            what = ("drawn unconditionally" if on_empty == "unconditional"
+                    else "returned with their given values only")
             warnings.warn(f"EOGT conditional_sample: {len(empty)} row(s) (first: {empty[0]}) "
-                          f"have evidence of probability zero; drawn unconditionally",
+                          f"have evidence of probability zero; {what} (on_empty={on_empty!r})",
                           RuntimeWarning, stacklevel=2)
         df = self.encoder_.inverse_transform(constrain(out, self.schema_))
+        if on_empty == "nan" and empty:
+            rows = np.asarray(sorted(empty), np.int64)
+            df = blank_rows(df, rows, ~np.isnan(ev.point[rows]))
         if index is not None:
             df.index = index
         return df

@@ -48,7 +48,13 @@ from forestgen.ensemble.additive_energy import (
     log_z_step,
 )
 from forestgen.families import ENERGY
-from forestgen.inference.conditions import ZeroProbabilityError, _column_index, parse_conditions
+from forestgen.inference.conditions import (
+    ZeroProbabilityError,
+    _column_index,
+    blank_rows,
+    check_on_empty,
+    parse_conditions,
+)
 from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -669,7 +675,8 @@ class NRGBoost(GenerativeForest):
         default protocol; ``start`` (``"training"`` / ``"q0"``) overrides ``sample_start`` for
         unconditional draws. Evidence of zero probability (outside the training range, an unseen
         level, an empty interval) raises ``ZeroProbabilityError`` naming the column, or with
-        ``on_empty="unconditional"`` those rows are drawn without their evidence (a warning).
+        ``on_empty="unconditional"`` those rows are drawn without their evidence, or with
+        ``"nan"`` returned with their given values and every other entry missing (a warning).
         """
         self._check_fitted()
         rng = as_generator(random_state)
@@ -679,16 +686,19 @@ class NRGBoost(GenerativeForest):
             return self.encoder_.inverse_transform(
                 self.sample_encoded(n, rng, missing, chains=chains, burn_in=burn_in,
                                     thin=thin, start=start))
-        if on_empty not in ("raise", "unconditional"):
-            raise ValueError(f"on_empty must be 'raise' or 'unconditional', got {on_empty!r}")
+        check_on_empty(on_empty)
         ev, per_row = parse_conditions(self, conditions)
         allowed, bad, msg = self._allowed(ev, missing)
+        given_pts = ev.point[bad].copy()
         if bad.any():
             if on_empty == "raise":
                 raise ZeroProbabilityError(f"{msg}; pass on_empty='unconditional' to draw such "
-                                           f"rows without their evidence")
-            warnings.warn(f"{msg}; {int(bad.sum())} evidence row(s) drawn unconditionally "
-                          f"(on_empty='unconditional')", RuntimeWarning, stacklevel=2)
+                                           f"rows without their evidence, or 'nan' to return "
+                                           f"them as missing")
+            what = ("drawn unconditionally" if on_empty == "unconditional"
+                    else "returned with their given values only")
+            warnings.warn(f"{msg}; {int(bad.sum())} evidence row(s) {what} "
+                          f"(on_empty={on_empty!r})", RuntimeWarning, stacklevel=2)
             ev = _without_rows(ev, bad)
         if per_row:
             if n is not None and n != ev.m:
@@ -706,7 +716,13 @@ class NRGBoost(GenerativeForest):
             erow = np.zeros(int(n), np.int64)
         Z = self.grid_.decode(C, rng)
         Z = _respect_evidence(Z, C, ev, erow, self.grid_, self.schema_, rng)
-        out = self.encoder_.inverse_transform(Z)
+        rows = np.zeros(0, np.int64)
+        if on_empty == "nan" and bad.any():  # bad: per evidence row (one for a dict)
+            rows = np.flatnonzero(bad) if per_row else np.arange(len(Z))
+            given_pts = given_pts if per_row else np.repeat(given_pts, len(rows), axis=0)
+            Z[rows] = np.where(np.isnan(given_pts), Z[rows], given_pts)
+        out = blank_rows(self.encoder_.inverse_transform(Z), rows, ~np.isnan(given_pts)
+                         if len(rows) else np.zeros((0, Z.shape[1]), bool))
         if per_row and isinstance(conditions, pd.DataFrame):
             out.index = conditions.index
         return out
