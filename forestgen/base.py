@@ -411,14 +411,16 @@ class GenerativeForest(BaseEstimator):
         return constrain(Z, self.schema_)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
-               on_empty: str = "raise", missing: bool = True) -> pd.DataFrame:
+               on_empty: str | None = None, missing: bool = True) -> pd.DataFrame:
         """``n`` synthetic rows as a DataFrame with the training columns, dtypes and levels.
 
         ``conditions``: evidence to condition on (a dict for one condition set, or a DataFrame of
         per-row evidence with NaN = free; see :mod:`forestgen.inference`). ``on_empty``, for
-        evidence of probability zero: ``"raise"`` (default; the error names the row and
-        column), ``"unconditional"`` (those rows drawn without their evidence) or ``"nan"``
-        (those rows keep their given values, every other entry missing); both with a warning.
+        evidence of probability zero: ``"raise"`` (the error names the row and column;
+        the default for a dict), ``"unconditional"`` (those rows drawn without their evidence)
+        or ``"nan"`` (those rows keep their given values, every other entry missing; the default
+        for a per-row DataFrame, so one impossible row does not fail the others); both with a
+        warning.
         ``missing``: reproduce the training data's missing values, blanking each entry with the
         missing rate of its column among the training rows of the sampled leaf (missing at random
         given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them

@@ -564,7 +564,8 @@ def test_interval_bounds_off_the_decimals_grid_hold_after_decoding(name):
 
 @pytest.mark.parametrize("name", ["arf", "rfde", "def", "nrgboost", "gfboost", "eogt"])
 def test_per_row_evidence_of_probability_zero_fails_only_its_row(name):
-    """``on_empty="nan"``: a row whose evidence lies outside the model's support comes back
+    """``on_empty="nan"``, the default for a per-row DataFrame: a row whose evidence lies
+    outside the model's support comes back
     with its given values and every other entry missing (nullable dtypes), with a warning;
     the other rows are ordinary conditional draws."""
     rng = np.random.default_rng(0)
@@ -582,9 +583,9 @@ def test_per_row_evidence_of_probability_zero_fails_only_its_row(name):
              "eogt": lambda: fg.EOGT(n_trees=3, n_iter=30, random_state=0)}[name]().fit(df)
     ev = pd.DataFrame({"x": [12.0, 99.0, 25.0], "c": ["lo", "lo", np.nan]})
     with pytest.raises(ZeroProbabilityError):
-        model.sample(conditions=ev, random_state=1)
+        model.sample(conditions=ev, random_state=1, on_empty="raise")
     with pytest.warns(RuntimeWarning, match="on_empty='nan'"):
-        out = model.sample(conditions=ev, random_state=1, on_empty="nan")
+        out = model.sample(conditions=ev, random_state=1)  # the default for per-row evidence
     assert list(out.index) == [0, 1, 2]
     assert out.loc[1, "x"] == 99.0 and out.loc[1, "c"] == "lo"
     assert out.loc[1, ["k", "y"]].isna().all()

@@ -49,7 +49,9 @@ Evidence with zero probability under the model (e.g. outside every leaf's suppor
 are only *jointly* impossible. ``sample(..., on_empty="unconditional")`` instead draws such rows
 unconditionally (the whole row; evidence ignored), and ``on_empty="nan"`` returns them with
 their given values and every other entry missing (integer and bool columns become nullable),
-each with a ``RuntimeWarning``; the other rows of a per-row DataFrame are drawn as usual.
+each with a ``RuntimeWarning``. With a per-row DataFrame ``"nan"`` is the default, so one
+impossible row does not fail the others (as in the per-row queries, which answer NaN for it);
+with a dict the default is to raise.
 
 **Semantics notes.** Equality on a discrete column uses the leaf model's ``log_prob`` (with the
 categorical leaf's probability floor, so identities with ``model.log_prob`` hold exactly); level

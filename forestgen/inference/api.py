@@ -210,14 +210,16 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
 
 
 def conditional_sample(model, n: int | None, conditions, random_state=None,
-                       on_empty: str = "raise") -> pd.DataFrame:
+                       on_empty: str | None = None) -> pd.DataFrame:
     """Exact conditional draws (ARF spec §3): leaf ~ pooled posterior, then the free columns
     from the leaf; evidence columns take the given value or are drawn within the interval /
     level set. A DataFrame of per-row evidence gives one draw per row (``n`` = its length)."""
     model._check_fitted()
-    check_on_empty(on_empty)
+    if on_empty is not None:
+        check_on_empty(on_empty, False)
     rng = _rng(random_state)
     ev, per_row = parse_conditions(model, conditions)
+    on_empty = check_on_empty(on_empty, per_row)
     index = None
     if per_row:
         index = conditions.index

@@ -31,8 +31,12 @@ class ZeroProbabilityError(ValueError):
 ON_EMPTY = ("raise", "unconditional", "nan")
 
 
-def check_on_empty(on_empty: str) -> str:
-    """``on_empty`` itself, or a ValueError naming the allowed values."""
+def check_on_empty(on_empty: str | None, per_row: bool) -> str:
+    """``on_empty`` checked against :data:`ON_EMPTY`; ``None`` (the default) is ``"nan"`` for
+    per-row evidence (as per-row queries answer NaN for such a row) and ``"raise"`` for one
+    evidence set."""
+    if on_empty is None:
+        return "nan" if per_row else "raise"
     if on_empty not in ON_EMPTY:
         raise ValueError(f"on_empty must be one of {ON_EMPTY}, got {on_empty!r}")
     return on_empty

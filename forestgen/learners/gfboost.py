@@ -835,7 +835,7 @@ class EOGT(GFBoost):
             atoms.draw(out, np.ones(out.shape, bool), shares, lo, hi, rng)
         return constrain(out, self.schema_)
 
-    def sample(self, n=None, random_state=None, conditions=None, on_empty="raise",
+    def sample(self, n=None, random_state=None, conditions=None, on_empty=None,
                missing=True):
         """``n`` rows of EOGT's law; with ``conditions`` (the evidence language of
         :mod:`forestgen.inference`: values, closed intervals, level sets; a dict or a DataFrame
@@ -843,14 +843,17 @@ class EOGT(GFBoost):
         probability proportional to its weight on the evidence, then uniform in the region cut
         to the evidence (atoms with the region's shares). Rows whose evidence has probability
         zero raise ``ZeroProbabilityError`` (``on_empty="unconditional"``: drawn from the
-        law, ``"nan"``: their given values and every other entry missing; with a warning)."""
+        law, ``"nan"``, the default for a per-row DataFrame: their given values and every other
+        entry missing; with a warning)."""
         if conditions is None:
             return super().sample(n, random_state)
         from forestgen.validation import as_generator
 
         self._check_fitted()
-        check_on_empty(on_empty)
+        if on_empty is not None:
+            check_on_empty(on_empty, False)
         ev, per_row, index = self._evidence(conditions, n)
+        on_empty = check_on_empty(on_empty, per_row)
         if not per_row:
             check_int("n", n, 0)
             ev = ev.broadcast(int(n))

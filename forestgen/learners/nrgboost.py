@@ -663,7 +663,7 @@ class NRGBoost(GenerativeForest):
         return min(ch, int(n)), b, th
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
-               on_empty: str = "raise", missing: bool = True, *, chains: int | None = None,
+               on_empty: str | None = None, missing: bool = True, *, chains: int | None = None,
                burn_in: int | None = None, thin: int | None = None,
                start: str | None = None) -> pd.DataFrame:
         """``n`` synthetic rows by Gibbs sampling (an MCMC approximation of the model).
@@ -676,7 +676,8 @@ class NRGBoost(GenerativeForest):
         unconditional draws. Evidence of zero probability (outside the training range, an unseen
         level, an empty interval) raises ``ZeroProbabilityError`` naming the column, or with
         ``on_empty="unconditional"`` those rows are drawn without their evidence, or with
-        ``"nan"`` returned with their given values and every other entry missing (a warning).
+        ``"nan"`` (the default for a per-row DataFrame) returned with their given values and
+        every other entry missing (a warning).
         """
         self._check_fitted()
         rng = as_generator(random_state)
@@ -686,8 +687,10 @@ class NRGBoost(GenerativeForest):
             return self.encoder_.inverse_transform(
                 self.sample_encoded(n, rng, missing, chains=chains, burn_in=burn_in,
                                     thin=thin, start=start))
-        check_on_empty(on_empty)
+        if on_empty is not None:
+            check_on_empty(on_empty, False)
         ev, per_row = parse_conditions(self, conditions)
+        on_empty = check_on_empty(on_empty, per_row)
         allowed, bad, msg = self._allowed(ev, missing)
         given_pts = ev.point[bad].copy()
         if bad.any():
