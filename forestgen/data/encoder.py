@@ -327,7 +327,7 @@ def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any,
     if spikes.size:
         grid = (np.inf if decimals is None
                 else (uniq[-1] - uniq[0]) * 10.0 ** decimals + 1.0)
-        common = counts >= RECURRING_SHARE * n
+        common = counts >= max(RECURRING_SHARE * n, 2.0)  # a value seen once does not recur
         if (uniq.size <= SPARSE_GRID * grid and common.sum() <= MAX_ATOMS
                 and counts[common].sum() >= DISCRETE_VALUED_SHARE * n):
             spikes = uniq[common]

@@ -64,7 +64,8 @@ class MixtureEnsembler(Ensembler):
 def segment_logsumexp(ptr: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Logsumexp of ``v [P]`` or ``v [P, K]`` (per column) over CSR segments
     ``v[ptr[i]:ptr[i+1]]``: ``[n]`` or ``[n, K]``, ``-inf`` for empty segments."""
-    v2 = np.ascontiguousarray(v, np.float64).reshape(len(v), -1)
+    v = np.asarray(v, np.float64)
+    v2 = np.ascontiguousarray(v).reshape(len(v), int(np.prod(v.shape[1:], dtype=np.int64)))
     out = _segment_logsumexp(np.asarray(ptr, np.int64), v2)
     return out.reshape((len(ptr) - 1,) + v.shape[1:])
 

@@ -136,7 +136,7 @@ def _draw_rows(model, ev: Evidence, rows: np.ndarray, rng: np.random.Generator
     for ch in iter_posterior(model, ev, rows=rest) if len(rest) else ():
         fin = np.isfinite(ch.lognorm)
         pick = segment_gumbel_argmax(ch.ptr, ch.logw, rng)
-        leaf[ch.rows] = ch.leaf[pick]
+        leaf[ch.rows[fin]] = ch.leaf[pick[fin]]  # a row of probability zero lists no leaf
         ok[ch.rows] = fin
     return leaf, ok
 
@@ -218,7 +218,7 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
     if on_empty is not None:
         check_on_empty(on_empty, False)
     rng = _rng(random_state)
-    ev, per_row = parse_conditions(model, conditions)
+    ev, per_row = parse_conditions(model, conditions, on_empty)
     on_empty = check_on_empty(on_empty, per_row)
     index = None
     if per_row:

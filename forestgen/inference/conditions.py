@@ -321,15 +321,23 @@ def _put_set(ev: Evidence, i: int, j: int, k: int, mask: np.ndarray) -> None:
 # --------------------------------------------------------------------------- entry points
 
 
-def parse_conditions(model, conditions: Any) -> tuple[Evidence, bool]:
-    """``(evidence, per_row)``: a dict (or None) gives one row, a DataFrame one row per row."""
+def parse_conditions(model, conditions: Any, on_empty: str | None = "raise",
+                     ) -> tuple[Evidence, bool]:
+    """``(evidence, per_row)``: a dict (or None) gives one row, a DataFrame one row per row.
+
+    A DataFrame cell holding a level not seen at fit time raises when ``on_empty`` is
+    ``"raise"`` (the default here); with any other ``on_empty`` of a sampling query (``None``:
+    its per-row default, ``"nan"``) that row's evidence has probability zero (an empty level
+    set, with one warning), so ``on_empty`` decides the row as it does any other impossible
+    row instead of one row failing the batch."""
     schema = model.encoder_.schema
     if conditions is None:
         return Evidence.empty(1, schema.d), False
     if isinstance(conditions, pd.Series):
         conditions = conditions.to_frame().T if conditions.name is not None else dict(conditions)
     if isinstance(conditions, pd.DataFrame):
-        return evidence_from_frame(model, conditions, strict=True), True
+        unseen = "raise" if on_empty == "raise" else "empty"
+        return evidence_from_frame(model, conditions, strict=True, unseen=unseen), True
     if not isinstance(conditions, dict):
         raise TypeError(f"conditions must be a dict or a DataFrame, got "
                         f"{type(conditions).__name__}")
@@ -347,9 +355,13 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
     Plain columns are encoded in one vectorised pass; object columns holding intervals, level
     sets or :class:`Not` are parsed cell by cell. Columns in ``skip`` (indices) are left free.
     ``strict``: unknown column names raise (otherwise they are ignored). ``unseen``: a level
-    not seen at fit time raises (``"raise"``) or leaves that cell free with one
-    ``RuntimeWarning`` (``"free"``, used by the per-row queries; recorded in ``ev.unseen``).
+    not seen at fit time raises (``"raise"``), leaves that cell free with one
+    ``RuntimeWarning`` (``"free"``, used by the per-row queries; recorded in ``ev.unseen``) or
+    makes the row's evidence impossible, an empty level set, with one ``RuntimeWarning``
+    (``"empty"``, used by per-row conditional sampling: see :func:`parse_conditions`).
     """
+    if unseen not in ("raise", "free", "empty"):
+        raise ValueError(f"unseen must be 'raise', 'free' or 'empty', got {unseen!r}")
     schema = model.encoder_.schema
     skip = set(skip)
     cols: dict[int, Any] = {}
@@ -394,11 +406,17 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                            f"(known levels: {spec.categories})")
                     if unseen == "raise":
                         raise ValueError(msg)
-                    warnings.warn(f"{msg}; {int(bad.sum())} such cell(s) left out of the "
-                                  f"evidence of their rows", RuntimeWarning, stacklevel=4)
-                    if ev.unseen is None:
-                        ev.unseen = np.zeros((m, schema.d), bool)
-                    ev.unseen[:, j] = bad
+                    if unseen == "empty":
+                        warnings.warn(f"{msg}; {int(bad.sum())} such row(s) have evidence of "
+                                      f"probability zero", RuntimeWarning, stacklevel=4)
+                        for i in np.flatnonzero(bad):
+                            _put_set(ev, int(i), j, spec.n_levels, np.zeros(spec.n_levels, bool))
+                    else:
+                        warnings.warn(f"{msg}; {int(bad.sum())} such cell(s) left out of the "
+                                      f"evidence of their rows", RuntimeWarning, stacklevel=4)
+                        if ev.unseen is None:
+                            ev.unseen = np.zeros((m, schema.d), bool)
+                        ev.unseen[:, j] = bad
                     z = np.where(bad, np.nan, z)
             ev.point[:, j] = z
     return ev

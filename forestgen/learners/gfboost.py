@@ -852,7 +852,7 @@ class EOGT(GFBoost):
         self._check_fitted()
         if on_empty is not None:
             check_on_empty(on_empty, False)
-        ev, per_row, index = self._evidence(conditions, n)
+        ev, per_row, index = self._evidence(conditions, n, on_empty)
         on_empty = check_on_empty(on_empty, per_row)
         if not per_row:
             check_int("n", n, 0)
@@ -971,12 +971,12 @@ class EOGT(GFBoost):
                     f"exceed max_regions={self.max_regions}")
         return np.vstack(got)
 
-    def _evidence(self, conditions, n):
+    def _evidence(self, conditions, n, on_empty: str | None = "raise"):
         """Parsed evidence (:func:`~forestgen.inference.conditions.parse_conditions`), whether
         it is per row, and the index of a DataFrame of conditions."""
         from forestgen.inference.conditions import parse_conditions
 
-        ev, per_row = parse_conditions(self, conditions)
+        ev, per_row = parse_conditions(self, conditions, on_empty)
         if per_row and n is not None and n != ev.m:
             raise ValueError(f"with per-row conditions n must be None or {ev.m}, got {n!r}")
         return ev, per_row, conditions.index if per_row else None

@@ -689,7 +689,7 @@ class NRGBoost(GenerativeForest):
                                     thin=thin, start=start))
         if on_empty is not None:
             check_on_empty(on_empty, False)
-        ev, per_row = parse_conditions(self, conditions)
+        ev, per_row = parse_conditions(self, conditions, on_empty)
         on_empty = check_on_empty(on_empty, per_row)
         allowed, bad, msg = self._allowed(ev, missing)
         given_pts = ev.point[bad].copy()

@@ -264,7 +264,10 @@ def test_frame_and_target_errors(model, data):
         p = model.predict_proba(data.iloc[:3].assign(c="zzz"), target="k")
     np.testing.assert_allclose(p, model.predict_proba(data.iloc[:3].assign(c=None), target="k"))
     with pytest.raises(ValueError, match="'c'.*zzz"):
-        model.sample(conditions=data.iloc[:3].assign(c="zzz"))
+        model.sample(conditions=data.iloc[:3].assign(c="zzz"), on_empty="raise")
+    with pytest.warns(RuntimeWarning, match="'c'.*zzz"):  # per-row default: blank rows
+        out = model.sample(conditions=data.iloc[:3].assign(c="zzz"))
+    assert out.drop(columns=["x1", "x2", "k"]).isna().all().all()
     with pytest.raises(ValueError, match="discrete target.*'x1'"):
         model.predict_proba(data.iloc[:3], target="x1")
     with pytest.raises(KeyError, match="nothere"):
