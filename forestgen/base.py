@@ -419,8 +419,8 @@ class GenerativeForest(BaseEstimator):
         evidence of probability zero: ``"raise"`` (the error names the row and column;
         the default for a dict), ``"unconditional"`` (those rows drawn without their evidence)
         or ``"nan"`` (those rows keep their given values, every other entry missing; the default
-        for a per-row DataFrame, so one impossible row does not fail the others); both with a
-        warning.
+        for a per-row DataFrame, so one impossible row does not fail the others, a level unseen
+        at fit time included); both with a warning.
         ``missing``: reproduce the training data's missing values, blanking each entry with the
         missing rate of its column among the training rows of the sampled leaf (missing at random
         given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them
