@@ -863,15 +863,23 @@ class EOGT(GFBoost):
         groups: dict = {}
         for i in range(ev.m):  # rows with the same evidence are walked once
             groups.setdefault(_evidence_key(ev, i), []).append(i)
+        big: list[int] = []
         for rows in groups.values():
             x, cons = _evidence_row(ev, rows[0])
-            reg = self._evidence_regions(x, cons)
-            if reg is None and np.isnan(x).all():  # ranges / level sets only
-                out[rows] = self._rejection_sample(cons, len(rows), rng, rows[0])
+            impossible = any(not np.asarray(c).any() for c in cons.values()
+                             if not isinstance(c, tuple))  # an empty level set
+            reg = (np.full(1, -np.inf),) if impossible else self._evidence_regions(x, cons)
+            if reg is None:  # too many regions: rejection where the evidence allows it
+                drawn = self._rejection_or_none(x, cons, len(rows), rng, rows[0], per_row)
+                if drawn is not None:
+                    out[rows] = drawn
+                    continue
+                if not per_row:
+                    raise ValueError(f"EOGT conditional_sample: the evidence needs more than "
+                                     f"max_regions={self.max_regions} regions")
+                big += rows  # NaN for these rows; the others are drawn
+                out[rows] = np.where(np.isnan(x), np.nan, x)
                 continue
-            if reg is None:
-                raise ValueError(f"EOGT conditional_sample: the evidence of row {rows[0]} "
-                                 f"needs more than max_regions={self.max_regions} regions")
             w = reg[0]
             if not np.isfinite(w).any():
                 if on_empty == "raise":
@@ -895,9 +903,17 @@ class EOGT(GFBoost):
             warnings.warn(f"EOGT conditional_sample: {len(empty)} row(s) (first: {empty[0]}) "
                           f"have evidence of probability zero; {what} (on_empty={on_empty!r})",
                           RuntimeWarning, stacklevel=2)
+        if big:
+            warnings.warn(f"EOGT conditional_sample: {len(big)} row(s) (first: {big[0]}) have "
+                          f"evidence compatible with more than max_regions={self.max_regions} "
+                          f"regions; they keep their given values and every other entry is "
+                          f"missing (raise max_regions to draw them)", RuntimeWarning,
+                          stacklevel=2)
+            out[big] = np.where(np.isnan(out[big]), 0.0, out[big])  # placeholders, blanked
         df = self.encoder_.inverse_transform(constrain(out, self.schema_))
-        if on_empty == "nan" and empty:
-            rows = np.asarray(sorted(empty), np.int64)
+        blank = sorted((empty if on_empty == "nan" else []) + big)
+        if blank:
+            rows = np.asarray(blank, np.int64)
             df = blank_rows(df, rows, ~np.isnan(ev.point[rows]))
         if index is not None:
             df.index = index
@@ -941,6 +957,36 @@ class EOGT(GFBoost):
             out[i] = _logsumexp(reg[0]) - log_e
         self._too_many(big, "conditional_log_prob")
         return out
+
+    def _rejection_or_none(self, x: np.ndarray, cons: dict, m: int, rng, row: int,
+                           per_row: bool) -> np.ndarray | None:
+        """``m`` draws by :meth:`_rejection_sample` for evidence whose compatible regions
+        exceed ``max_regions``, with point values of discrete columns as one-level masks and
+        of gridded numeric columns (integers, fixed decimals) as one-point ranges; ``None``
+        where a continuous column has a point value (probability zero under rejection) or, for
+        per-row evidence, where too few draws satisfy it."""
+        from forestgen.inference.conditions import ZeroProbabilityError
+
+        cons = dict(cons)
+        for j in map(int, np.flatnonzero(~np.isnan(x))):
+            spec = self.schema_.columns[j]
+            if spec.is_discrete:
+                mask = np.zeros(spec.n_levels, bool)
+                mask[int(x[j])] = True
+                cons[j] = mask & cons[j] if j in cons else mask
+            elif spec.has_grid:
+                lo, hi = cons.get(j, (-np.inf, np.inf))
+                if not lo <= x[j] <= hi:
+                    return None
+                cons[j] = (x[j], x[j])
+            else:
+                return None
+        try:
+            return self._rejection_sample(cons, m, rng, row)
+        except ZeroProbabilityError:
+            if per_row:
+                return None
+            raise
 
     def _rejection_sample(self, cons: dict, m: int, rng, row: int) -> np.ndarray:
         """``m`` exact draws of the law given ranges / level sets only, by keeping the draws

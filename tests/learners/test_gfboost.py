@@ -403,6 +403,24 @@ def test_eogt_ranges_and_level_sets_are_exact():
                       minlength=len(mids))
     assert obs[~keep].sum() == 0
     assert stats.chisquare(obs[keep], pa[keep] * N).pvalue > 1e-3
+    # ... and so are a discrete column's values; a numeric value cannot be: per row, only
+    # that row comes back blank with a warning, a dict of conditions raises
+    c0 = cond["c"][0] if isinstance(cond["c"], (list, tuple)) else sorted(cond["c"])[0]
+    rows = pd.DataFrame({"n": [20, 22, np.nan], "c": [c0, np.nan, c0],
+                         "a": [np.nan, np.nan, float(G["a"].iloc[0])]})
+    with pytest.warns(RuntimeWarning, match="more than max_regions=1 regions"):
+        r = m.sample(conditions=rows, random_state=3)
+    assert r.loc[0, "n"] == 20 and r.loc[0, "c"] == c0 and r.loc[1, "n"] == 22
+    assert r.loc[[0, 1]].notna().all().all()
+    assert r.loc[2, "c"] == c0 and r.loc[2, ["n"]].isna().all()
+    big = m.sample(400, conditions={"n": 20}, random_state=4)
+    assert (big["n"] == 20).all()
+    m.max_regions = EOGT.max_regions
+    exact = m.sample(400, conditions={"n": 20}, random_state=4)
+    assert stats.ks_2samp(big["a"], exact["a"]).pvalue > 1e-3
+    m.max_regions = 1
+    with pytest.raises(ValueError, match="max_regions=1"):
+        m.sample(5, conditions={"a": float(G["a"].iloc[0])})
     m.max_regions = EOGT.max_regions
     per_row = m.sample(conditions=pd.DataFrame({"a": [(lo, hi), (0.0, None)]}), random_state=1)
     assert lo <= per_row["a"].iloc[0] <= hi and per_row["a"].iloc[1] >= 0
