@@ -599,7 +599,10 @@ class EOGT(GFBoost):
     ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
     :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
     :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
-    its share of the range or set) use the same compatible regions. ``expect`` and
+    its share of the range or set) use the same compatible regions; conditional evidence
+    past ``max_regions`` is drawn by rejection from the law where its values lie on discrete
+    or gridded columns, and otherwise raises (a dict) or leaves its row blank with a warning
+    (per-row evidence). ``expect`` and
     ``to_torch`` raise ``NotImplementedError``.
     ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
     each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
