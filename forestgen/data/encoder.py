@@ -318,7 +318,7 @@ def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any,
     A column with such a spike that is discrete-valued — its values use few points of its
     decimal grid (``SPARSE_GRID``) and the values holding >= ``RECURRING_SHARE`` of the rows
     hold ``DISCRETE_VALUED_SHARE`` of them together (scikit-learn diabetes' ``s4``: 96% of its
-    rows on the integers 2..7, recorded to 0.01) — has each of those values (at most
+    rows on the integers 2..7, recorded to 0.01) — has each of those values seen twice (at most
     ``MAX_ATOMS``) as a point mass, so synthetic values keep them instead of falling between
     them; its rarer values stay continuous."""
     if n < MIN_ROWS_DISCRETE_FLOAT or uniq.size < 2 or _is_time_dtype(dtype):

@@ -67,7 +67,7 @@ class ColumnSpec:
     follow the declared order). ``range_min``/``range_max`` and ``nullable`` are declared
     constraints (:mod:`forestgen.data.metadata`) that decoded values always satisfy.
     ``atoms`` are the point masses of a numeric column (values holding >= 10% of its rows,
-    e.g. zero inflation; in a discrete-valued column every value holding >= 1%, see
+    e.g. zero inflation; in a discrete-valued column every value holding >= 1% and seen twice, see
     ``forestgen.data.encoder``): leaves model them exactly (:mod:`forestgen.leaves.point_mass`).
     ``decimals`` and ``step`` put decoded values on a grid: multiples of ``10**-decimals`` for
     numbers, multiples of ``step`` seconds for a datetime/timedelta column whose training values
