@@ -6,11 +6,11 @@ product of per-column pmfs (``m_j = (1 - u) p̂_j + u / C_j``, spec §8.1) and e
 piecewise constant on grid codes. Trees are stored flat (global node ids); every split,
 ordered or nominal, keeps a per-code routing byte ``cat_left[cat_off[node] + code]``.
 
-Kernels (module-level, ``cache=True``): the energy of rows, one tree's values, and the *slice*
-``f(x with x_j := k)`` for every ``k`` in one pass per tree (spec §5.2): descend carrying the
-set of ``k`` still possible; on nodes splitting ``j`` both children are visited with the set
-split; each leaf reached adds its value over its part of the set. Trees that never split on
-``j`` add a constant to every ``k`` and are skipped unless ``full=True``.
+Kernels (module-level, ``cache=True``): the energy of rows and one tree's leaves. The *slice*
+``f(x with x_j := k)`` for every ``k`` (spec §5.2, T10) is computed from the trees' leaf
+bitsets (:mod:`forestgen.ensemble.leaf_sets`, built once per tree and cached): the leaves the
+line through ``x`` along ``j`` crosses, each adding its value over its extent on ``j``. Trees
+that never split on ``j`` add a constant to every ``k`` and are skipped unless ``full=True``.
 
 Normaliser (spec §6.1): the running estimate ``log Z_t = log Z_{t-1} + log sum_j Q_j exp(s_t w_j)``
 (exact when ``Q`` is exact; with pool masses an MCMC estimate), and an importance-sampling
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 from numba import njit, prange
 
+from forestgen.ensemble.leaf_sets import LeafSets, build_leaf_sets, extend, slice_logits_kernel
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 from forestgen.tree.record import TreeRecord
@@ -64,130 +65,6 @@ def leaf_kernel(C, root, feature, left, right, cat_off, cat_left):
     return out
 
 
-@njit(cache=True, nogil=True)
-def slice_scratch(depth, nc, nv):
-    """Buffers of :func:`slice_row` for trees of depth ``depth``, ``nc`` codes (``nv`` values)."""
-    return (np.empty(depth + 2, np.int64), np.empty(depth + 2, np.int64),
-            np.empty(depth + 2, np.int64), np.empty(depth + 2, np.int64),
-            np.empty((depth + 2, nc), np.uint8), np.empty(nv + 1))
-
-
-@njit(cache=True, nogil=True)
-def slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
-              cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff, out):
-    """Add ``sum_t value_t(leaf_t(x with x_j := k))`` to ``out[:nc]`` (see module docstring).
-
-    Ordered ``j`` (``nv`` value codes, then the missing code if ``nc > nv``) carries an interval
-    and a missing flag and writes leaves through a difference array; nominal ``j`` carries a
-    code mask. ``st_*`` ``[depth+2]``, ``smask [depth+2, nc]`` and ``diff [nv+1]`` are scratch.
-    """
-    if ordered:
-        for k in range(nv + 1):
-            diff[k] = 0.0
-    for t in range(roots.shape[0]):
-        if uses[t, j] == 0:
-            if full:
-                v = value[_leaf_of(x, roots[t], feature, left, right, cat_off, cat_left)]
-                for k in range(nc):
-                    out[k] += v
-            continue
-        st_node[0] = roots[t]
-        if ordered:
-            st_lo[0] = 0
-            st_hi[0] = nv - 1
-            st_mi[0] = 1 if nc > nv else 0
-        else:
-            for k in range(nc):
-                smask[0, k] = 1
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            node = st_node[sp]
-            f = feature[node]
-            while f >= 0 and f != j:  # follow x on other columns
-                if cat_left[cat_off[node] + x[f]] == 1:
-                    node = left[node]
-                else:
-                    node = right[node]
-                f = feature[node]
-            if ordered:
-                lo = st_lo[sp]
-                hi = st_hi[sp]
-                mi = st_mi[sp]
-                if f < 0:
-                    v = value[node]
-                    if lo <= hi:
-                        diff[lo] += v
-                        diff[hi + 1] -= v
-                    if mi == 1:
-                        out[nv] += v
-                    continue
-                th = threshold[node]
-                nl = nan_left[node]
-                llo, lhi, lmi = lo, min(hi, th), mi if nl == 1 else 0
-                rlo, rhi, rmi = max(lo, th + 1), hi, mi if nl == 0 else 0
-                # pushed in place: a helper here (even inlined) made the Gibbs sweep 1.6x slower
-                if llo <= lhi or lmi == 1:
-                    st_node[sp], st_lo[sp], st_hi[sp], st_mi[sp] = left[node], llo, lhi, lmi
-                    sp += 1
-                if rlo <= rhi or rmi == 1:
-                    st_node[sp], st_lo[sp], st_hi[sp], st_mi[sp] = right[node], rlo, rhi, rmi
-                    sp += 1
-                continue
-            if f < 0:
-                v = value[node]
-                for k in range(nc):
-                    if smask[sp, k]:
-                        out[k] += v
-                continue
-            o = cat_off[node]
-            nl = 0
-            nr = 0
-            for k in range(nc):
-                if smask[sp, k]:
-                    if cat_left[o + k] == 1:
-                        smask[sp + 1, k] = 0
-                        nl += 1
-                    else:
-                        smask[sp + 1, k] = 1
-                        smask[sp, k] = 0
-                        nr += 1
-                else:
-                    smask[sp + 1, k] = 0
-            if nl > 0 and nr > 0:
-                st_node[sp] = left[node]
-                st_node[sp + 1] = right[node]
-                sp += 2
-            elif nl > 0:
-                st_node[sp] = left[node]
-                sp += 1
-            else:
-                for k in range(nc):
-                    smask[sp, k] = smask[sp + 1, k]
-                st_node[sp] = right[node]
-                sp += 1
-    if ordered:
-        acc = 0.0
-        for k in range(nv):
-            acc += diff[k]
-            out[k] += acc
-
-
-@parallel_kernel
-def slice_kernel(C, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
-                 cat_off, cat_left, value, full, depth):
-    """``[n, nc]`` tree part of ``f(x with x_j := k)`` for each row (see :func:`slice_row`)."""
-    n = C.shape[0]
-    out = np.zeros((n, nc))
-    for i in prange(n):
-        st_node, st_lo, st_hi, st_mi, smask, diff = slice_scratch(depth, nc, nv)
-        x = C[i].copy()
-        slice_row(x, j, nc, nv, ordered, roots, uses, feature, threshold, nan_left, left, right,
-                  cat_off, cat_left, value, full, st_node, st_lo, st_hi, st_mi, smask, diff,
-                  out[i])
-    return out
-
-
 @dataclass
 class EnergyTrees:
     """All trees of an additive energy, concatenated (global node ids; see module docstring)."""
@@ -215,11 +92,6 @@ class EnergyTrees:
     def args(self):
         """Arrays of the routing kernels."""
         return (self.feature, self.left, self.right, self.cat_off, self.cat_left, self.value)
-
-    def slice_args(self):
-        """Arrays of :func:`slice_row`."""
-        return (self.feature, self.threshold, self.nan_left, self.left, self.right,
-                self.cat_off, self.cat_left, self.value)
 
     def truncate(self, n_trees: int) -> EnergyTrees:
         """The first ``n_trees`` trees."""
@@ -278,6 +150,25 @@ class EnergyTrees:
         self.node_offsets = np.r_[self.node_offsets, base + len(feature)].astype(np.int64)
         self.uses = np.vstack([self.uses.reshape(-1, d), uses])
         self.depth = np.r_[self.depth, depth.max()].astype(np.int64)
+
+    def leaf_sets(self, grid) -> LeafSets:
+        """The trees' :class:`~forestgen.ensemble.leaf_sets.LeafSets` on ``grid``, cached:
+        trees appended since the last call are added to the cache."""
+        n_codes, n_values, ordered = grid.n_codes, grid.n_values, grid.ordered
+        key = tuple(tuple(int(v) for v in a) for a in (n_codes, n_values, ordered))
+        is_leaf = np.r_[0, np.cumsum(self.feature < 0)]
+        most = int(np.diff(is_leaf[self.node_offsets]).max(initial=1))
+        words = max(1, -(-most // 64))
+        got = self.__dict__.get("_leaf_sets")
+        if got is not None and got[0] == (key, words) and got[1].n_trees <= self.n_trees:
+            sets = got[1]
+            if sets.n_trees < self.n_trees:
+                sets = extend(sets, build_leaf_sets(self, n_codes, n_values, ordered, words,
+                                                    sets.n_trees))
+        else:
+            sets = build_leaf_sets(self, n_codes, n_values, ordered, words)
+        self.__dict__["_leaf_sets"] = ((key, words), sets)
+        return sets
 
     def scaled(self, factor: float) -> EnergyTrees:
         """The same trees with every value multiplied by ``factor`` (annealing paths)."""
@@ -352,20 +243,22 @@ class AdditiveEnergy:
 
     def energy_slice(self, C: np.ndarray, j: int, full: bool = True) -> np.ndarray:
         """``[n, n_codes_j]``: ``f(x with x_j := k)`` for every code ``k`` (``full=False``
-        drops the terms that do not depend on ``k``)."""
+        drops the terms that do not depend on ``k``: ``log q0`` of the other columns and the
+        trees that never split on ``j``)."""
         g = self.grid
-        nc, nv = int(g.n_codes[j]), int(g.n_values[j])
         tr = self.trees
         C = np.ascontiguousarray(C, np.int32).copy()
         C[:, j] = 0
-        depth = int(tr.depth.max(initial=0))
-        out = slice_kernel(C, int(j), nc, nv, bool(g.ordered[j]), tr.roots, tr.uses,
-                           *tr.slice_args(), bool(full), depth)
+        sets = tr.leaf_sets(g)
+        out = slice_logits_kernel(C, int(j), int(g.n_codes[j]), int(g.n_values[j]),
+                                  bool(g.ordered[j]), g.code_offsets, *sets.args(tr.value))
         off = self.grid.code_offsets
         out += self.log_q0[off[j]:off[j + 1]][None, :]
         if full:
             others = [i for i in range(self.grid.d) if i != j]
             out += self.log_q0[C[:, others] + off[others]].sum(axis=1)[:, None]
+            const = tr.roots[tr.uses.reshape(-1, g.d)[:, j] == 0]
+            out += energy_kernel(C, const, *tr.args())[:, None]
         return out
 
 

@@ -2,11 +2,14 @@
 
 Systematic-scan Gibbs (spec ``nrgboost_def.md`` §5.2): a sweep updates the free columns in
 order; column ``j`` is drawn from ``softmax_k (log q0_j(k) + sum_t value_t(x with x_j := k))``,
-computed with one slice traversal per tree that splits on ``j``
-(:func:`~forestgen.ensemble.additive_energy.slice_row`). Chains run in parallel, each with its
-own splitmix64 stream seeded from a ``SeedSequence`` spawn, so results do not depend on the
-number of threads. Conditioning = clamping: clamped columns are not updated, and an ``allowed``
-mask per chain restricts the codes a free column may take (interval / level-set evidence).
+computed per tree that splits on ``j`` from its leaf bitsets
+(:mod:`~forestgen.ensemble.leaf_sets`: the leaves the line through ``x`` along ``j`` crosses,
+the AND of the tree's bitsets of the other columns, kept as a prefix and a suffix so that a
+column update costs about two ANDs per tree instead of a walk). Chains run in parallel blocks,
+each chain with its own splitmix64 stream seeded from a ``SeedSequence`` spawn, so results do
+not depend on the number of threads. Conditioning = clamping: clamped columns are not updated,
+and an ``allowed`` mask per chain restricts the codes a free column may take (interval /
+level-set evidence).
 
 Pool (spec §3.5, Alg. 1, with one change): round 2 draws ``M`` exact samples of ``q_1`` by
 rejection from ``q0``. Later rounds keep every sample but *reweight* it: each sample caches its
@@ -28,81 +31,160 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from forestgen.ensemble.additive_energy import AdditiveEnergy, slice_row, slice_scratch
+from forestgen.ensemble.additive_energy import AdditiveEnergy
+from forestgen.ensemble.leaf_sets import ALL, add_tree, finish_slice
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _uniform(st):
-    """splitmix64 step on ``st[0]``; a double in [0, 1)."""
-    z = st[0] + np.uint64(0x9E3779B97F4A7C15)
-    st[0] = z
+def _uniform(st, i):
+    """splitmix64 step on ``st[i]``; a double in [0, 1)."""
+    z = st[i] + np.uint64(0x9E3779B97F4A7C15)
+    st[i] = z
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
     return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+@njit(cache=True, nogil=True)
+def column_trees(col_ptr, cols, d):
+    """Per column ``j``, the trees that split on it, ``tree[ptr[j]:ptr[j + 1]]`` (in order),
+    and the position ``pos`` of ``j`` in each one's column list ``cols``."""
+    ptr = np.zeros(d + 1, np.int64)
+    for p in range(cols.shape[0]):
+        ptr[cols[p] + 1] += 1
+    for j in range(d):
+        ptr[j + 1] += ptr[j]
+    fill = ptr[:d].copy()
+    tree = np.empty(cols.shape[0], np.int64)
+    pos = np.empty(cols.shape[0], np.int64)
+    for t in range(col_ptr.shape[0] - 1):
+        for p in range(col_ptr[t], col_ptr[t + 1]):
+            j = cols[p]
+            tree[fill[j]] = t
+            pos[fill[j]] = p
+            fill[j] += 1
+    return ptr, tree, pos
+
+
 @parallel_kernel
 def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, arow, log_q0, off,
-                 n_codes, n_values, ordered, roots, uses, feature, threshold, nan_left, left,
-                 right, cat_off, cat_left, value, depth, inv_temp, seeds):
+                 n_codes, n_values, ordered, code_row, masks, leaf_value, span, mi, codes,
+                 nw_off, col_ptr, cols, inv_temp, seeds, block):
     """Run one chain per row of ``X0 [c, d]``; record the state after sweeps
-    ``record_from, record_from + thin, ...`` (``n_rec`` of them) into ``[c, n_rec, d]``."""
+    ``record_from, record_from + thin, ...`` (``n_rec`` of them) into ``[c, n_rec, d]``.
+
+    ``free_cols`` ascending. The leaves each tree's line crosses for column ``j`` are
+    ``prefix & suffix``: the AND of the bitsets of the tree's columns before ``j`` (current
+    values, folded in as the sweep passes them) and after ``j`` (values at the start of the
+    sweep, unchanged until the sweep reaches them; computed once per sweep). Chains run in
+    blocks of ``block`` (one block per thread), trees outer and chains inner; each chain's
+    arithmetic and random stream are the same whatever the blocks, so the output is too."""
     c, d = X0.shape
+    T = col_ptr.shape[0] - 1
+    W = masks.shape[1]
+    nnz = cols.shape[0]
     cmax = 1
     for j in range(d):
         cmax = max(cmax, n_codes[j])
+    ptr, ctree, cpos = column_trees(col_ptr, cols, d)
     out = np.empty((c, n_rec, d), np.int32)
-    for ch in prange(c):
-        x = X0[ch].copy()
-        st = np.empty(1, np.uint64)
-        st[0] = seeds[ch]
-        st_node, st_lo, st_hi, st_mi, smask, diff = slice_scratch(depth, cmax, cmax)
-        lg = np.empty(cmax)
-        a = arow[ch]
+    nb = (c + block - 1) // block
+    for b in prange(nb):
+        c0 = b * block
+        m = min(c, c0 + block) - c0
+        X = X0[c0:c0 + m].copy()
+        st = seeds[c0:c0 + m].copy()
+        line = np.empty(W, np.uint64)
+        diff = np.empty((m, cmax + 1))
+        lg = np.empty((m, cmax))
+        suf = np.empty((nnz, m, W), np.uint64)  # AND of the tree's bitsets after position p
+        pre = np.empty((T, m, W), np.uint64)  # AND of the bitsets before position nxt
+        nxt = np.empty((T, m), np.int64)
         r = 0
         for sweep in range(n_sweeps):
+            for t in range(T):
+                s0 = col_ptr[t]
+                for i in range(m):
+                    nxt[t, i] = s0
+                    for w in range(W):
+                        pre[t, i, w] = ALL
+                    p = col_ptr[t + 1] - 1
+                    if p < s0:
+                        continue
+                    for w in range(W):
+                        suf[p, i, w] = ALL
+                    while p > s0:
+                        g = cols[p]
+                        row = code_row[t, off[g] + X[i, g]]
+                        for w in range(W):
+                            suf[p - 1, i, w] = suf[p, i, w] & masks[row, w]
+                        p -= 1
             for jj in range(free_cols.shape[0]):
                 j = free_cols[jj]
                 nc = n_codes[j]
+                nv = n_values[j]
                 o = off[j]
-                for k in range(nc):
-                    lg[k] = 0.0
-                slice_row(x, j, nc, n_values[j], ordered[j], roots, uses, feature, threshold,
-                          nan_left, left, right, cat_off, cat_left, value, False, st_node,
-                          st_lo, st_hi, st_mi, smask, diff, lg)
-                mx = -np.inf
-                for k in range(nc):
-                    if allowed[a, o + k]:
-                        lg[k] = (lg[k] + log_q0[o + k]) * inv_temp
-                        if lg[k] > mx:
-                            mx = lg[k]
-                    else:
-                        lg[k] = -np.inf
-                tot = 0.0
-                for k in range(nc):
-                    p = math.exp(lg[k] - mx) if lg[k] > -np.inf else 0.0
-                    lg[k] = p
-                    tot += p
-                u = _uniform(st) * tot
-                acc = 0.0
-                pick = -1
-                for k in range(nc):
-                    if lg[k] > 0.0:
-                        pick = k
-                        acc += lg[k]
-                        if acc > u:
-                            break
-                x[j] = pick
+                oj = ordered[j]
+                for i in range(m):
+                    for k in range(nc):
+                        lg[i, k] = 0.0
+                    if oj:
+                        for k in range(nv + 1):
+                            diff[i, k] = 0.0
+                for q in range(ptr[j], ptr[j + 1]):
+                    t = ctree[q]
+                    pj = cpos[q]
+                    for i in range(m):
+                        p = nxt[t, i]
+                        while p < pj:
+                            g = cols[p]
+                            row = code_row[t, off[g] + X[i, g]]
+                            for w in range(W):
+                                pre[t, i, w] &= masks[row, w]
+                            p += 1
+                        nxt[t, i] = p
+                        for w in range(W):
+                            line[w] = pre[t, i, w] & suf[pj, i, w]
+                        add_tree(line, t, j, nv, oj, leaf_value, span, mi, codes, nw_off,
+                                 diff[i], lg[i])
+                for i in range(m):
+                    finish_slice(diff[i], lg[i], nv, oj)
+                    a = arow[c0 + i]
+                    mx = -np.inf
+                    for k in range(nc):
+                        if allowed[a, o + k]:
+                            lg[i, k] = (lg[i, k] + log_q0[o + k]) * inv_temp
+                            if lg[i, k] > mx:
+                                mx = lg[i, k]
+                        else:
+                            lg[i, k] = -np.inf
+                    tot = 0.0
+                    for k in range(nc):
+                        p = math.exp(lg[i, k] - mx) if lg[i, k] > -np.inf else 0.0
+                        lg[i, k] = p
+                        tot += p
+                    u = _uniform(st, i) * tot
+                    acc = 0.0
+                    pick = -1
+                    for k in range(nc):
+                        if lg[i, k] > 0.0:
+                            pick = k
+                            acc += lg[i, k]
+                            if acc > u:
+                                break
+                    X[i, j] = pick
             if sweep >= record_from and (sweep - record_from) % thin == 0 and r < n_rec:
-                for j in range(d):
-                    out[ch, r, j] = x[j]
+                for i in range(m):
+                    for j in range(d):
+                        out[c0 + i, r, j] = X[i, j]
                 r += 1
     return out
 
@@ -144,15 +226,15 @@ class GibbsSampler:
         if allowed is None:
             allowed = np.ones((1, int(grid.code_offsets[-1])), np.uint8)
             allowed_row = np.zeros(c, np.int64)
-        tr = energy.trees
+        free_cols = np.unique(np.asarray(free_cols, np.int64))  # the scan order: ascending
+        sets = energy.trees.leaf_sets(grid)
         return gibbs_kernel(
             np.ascontiguousarray(X0, np.int32), int(n_sweeps), int(record_from), int(thin),
-            int(n_records), np.asarray(free_cols, np.int64), np.ascontiguousarray(allowed),
+            int(n_records), free_cols, np.ascontiguousarray(allowed),
             np.asarray(allowed_row, np.int64), energy.log_q0, grid.code_offsets,
             grid.n_codes.astype(np.int64), grid.n_values.astype(np.int64), grid.ordered,
-            tr.roots, tr.uses, *tr.slice_args(),
-            int(tr.depth.max(initial=0)), 1.0 / float(self.temperature),
-            chain_seeds(rng, c))
+            *sets.args(energy.trees.value), 1.0 / float(self.temperature),
+            chain_seeds(rng, c), max(1, -(-c // numba.get_num_threads())))
 
 
 class SamplePool:

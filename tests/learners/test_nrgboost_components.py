@@ -54,8 +54,9 @@ def all_cells(grid):
     return np.array(list(itertools.product(*[range(int(c)) for c in grid.n_codes])), np.int32)
 
 
-def random_energy(grid, n_trees, rng, leaves=8, step=0.7):
-    """An energy whose trees separate random data masses from the exact model mass."""
+def random_energy(grid, n_trees, rng, leaves=8, step=0.7, after_each=None):
+    """An energy whose trees separate random data masses from the exact model mass
+    (``after_each(energy)`` is called after each tree)."""
     cells = all_cells(grid)
     e = AdditiveEnergy(grid, np.concatenate([np.log(np.full(c, 1.0 / c)) for c in grid.n_codes]))
     for _ in range(n_trees):
@@ -67,6 +68,8 @@ def random_energy(grid, n_trees, rng, leaves=8, step=0.7):
         val = np.zeros(len(tree.feature))
         val[lf] = step * ConstantEnergyLeaf().values(tree.P[lf], tree.Q[lf])
         e.trees.append(tree.record, val, grid)
+        if after_each is not None:
+            after_each(e)
     return e, cells
 
 
@@ -384,3 +387,58 @@ def test_nrgboost_takes_splitter_like_every_learner(tmp_path):
     assert m2.splitter.get_params() == {"criterion": "kl", "max_ratio": 2.0}
     with pytest.raises(ValueError, match="DensitySplitter"):
         NRGBoost(splitter="density", **kw).fit(df)
+
+
+def test_leaf_bitset_slices_match_pointwise_energy_with_multiword_sets():
+    # > 64 leaves (two-word leaf sets), a nominal column with > 64 codes (two code words),
+    # missing codes on an ordered and a nominal column
+    rng = np.random.default_rng(11)
+    grid = make_grid([40, 70, 4], [True, False, True], [1, 0, 1])
+    e, cells = random_energy(grid, 3, rng, leaves=100, step=0.5)
+    assert e.trees.leaf_sets(grid).words == 2
+    X = cells[rng.choice(len(cells), 60, replace=False)]
+    for j in range(grid.d):
+        sl = e.energy_slice(X, j, full=True)
+        for k in range(int(grid.n_codes[j])):
+            Xk = X.copy()
+            Xk[:, j] = k
+            np.testing.assert_allclose(sl[:, k], e.energy(Xk), atol=1e-12)
+
+
+def test_leaf_sets_cache_grows_with_the_trees():
+    from forestgen.ensemble.additive_energy import EnergyTrees
+
+    grid = make_grid([6, 5, 4], [True, False, True], [0, 1, 0])
+    seen = []
+    e, _ = random_energy(grid, 4, np.random.default_rng(12), leaves=8,
+                         after_each=lambda e: seen.append(e.trees.leaf_sets(grid).n_trees))
+    assert seen == [1, 2, 3, 4]  # extended by one tree per call
+    fresh = EnergyTrees.from_arrays(e.trees.to_arrays()).leaf_sets(grid)
+    for a, b in zip(e.trees.leaf_sets(grid).args(e.trees.value), fresh.args(e.trees.value)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_gibbs_sweep_draws_from_the_brute_force_conditional():
+    """Replays the kernel's random stream with conditionals enumerated from ``energy``: the
+    chains must agree exactly (the fast slices change no draw)."""
+    from forestgen.sampling.gibbs import _uniform, chain_seeds
+
+    rng = np.random.default_rng(13)
+    grid = make_grid([6, 5, 4, 3], [True, False, True, True], [1, 0, 0, 1])
+    e, _ = random_energy(grid, 5, rng, leaves=10, step=1.0)
+    X0 = e.sample_q0(6, rng)
+    free = np.array([0, 1, 3])
+    rec = GibbsSampler().run(e, X0, n_sweeps=8, record_from=0, thin=1, n_records=8,
+                             rng=np.random.default_rng(3), free_cols=free)
+    seeds = chain_seeds(np.random.default_rng(3), len(X0))
+    for ch in range(len(X0)):
+        x = X0[ch].copy()
+        st = seeds[ch:ch + 1].copy()
+        for sweep in range(8):
+            for j in free:
+                Xk = np.repeat(x[None], grid.n_codes[j], 0)
+                Xk[:, j] = np.arange(grid.n_codes[j])
+                p = exp_norm(e.energy(Xk))
+                x[j] = min(np.searchsorted(np.cumsum(p), _uniform(st, 0), side="right"),
+                           len(p) - 1)
+            np.testing.assert_array_equal(rec[ch, sweep], x)

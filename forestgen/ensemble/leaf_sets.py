@@ -1,0 +1,262 @@
+"""Leaf bitsets of energy trees: the Gibbs slice without walking the trees.
+
+A tree's leaves are boxes on the grid. Number a tree's leaves ``0..L-1`` and store, per column
+``c`` and code ``k``, the bitset ``M_c(k)`` of the leaves whose box admits ``x_c = k`` (one
+``W``-word row of ``uint64``; codes with the same row share it). The leaves that the line
+``{x with x_j := k, any k}`` crosses are then ``AND_{c != j} M_c(x_c)`` — a few word ANDs instead
+of a root-to-leaf walk with data-dependent branches — and each of them adds its value over its
+own extent on ``j``: an interval ``[lo, hi]`` of value codes plus a missing flag for an ordered
+``j`` (a difference array), or, for a nominal ``j``, the code ``k`` whose row ``M_j(k)`` meets
+the set. This is the slice traversal of spec ``nrgboost_def.md`` §5.2 (T10), reorganised
+(QuickScorer-style) for the Gibbs sweep of :mod:`forestgen.sampling.gibbs`.
+
+Leaves are numbered in right-first depth-first order, the order in which the stack-based slice
+walk (:func:`~forestgen.ensemble.additive_energy.slice_row`) reaches them, so both add the
+same values in the same order: their slices are bitwise equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from forestgen.parallel import parallel_kernel
+
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@dataclass
+class LeafSets:
+    """Per tree ``t`` (``T`` trees, ``W`` words, ``cap = 64 W`` leaf slots):
+
+    ``code_row [T, sum(n_codes)]`` int32 — the row of ``masks [R, W]`` holding ``M_c(k)``;
+    ``leaf_node [T, cap]`` int32 — global node id of each leaf (-1: no leaf);
+    ``span [T, d, cap, 2]`` int32 and ``mi [T, d, cap]`` uint8 — each leaf's extent on each
+    ordered column (value codes ``lo..hi``, ``lo > hi`` if none; ``mi``: admits the missing
+    code); ``codes [T, nw_off[d], cap]`` uint64 — each leaf's codes on each nominal column
+    ``c`` as a bitset in words ``nw_off[c]..nw_off[c + 1]`` (no words for ordered columns);
+    ``col_ptr [T + 1]``, ``cols`` — the columns each tree splits on (ascending).
+    """
+
+    code_row: np.ndarray
+    masks: np.ndarray
+    leaf_node: np.ndarray
+    span: np.ndarray
+    mi: np.ndarray
+    codes: np.ndarray
+    nw_off: np.ndarray
+    col_ptr: np.ndarray
+    cols: np.ndarray
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.col_ptr) - 1
+
+    @property
+    def words(self) -> int:
+        return self.masks.shape[1]
+
+    def args(self, value: np.ndarray):
+        """Arrays of the slice kernels, leaf values taken from the trees' node ``value``."""
+        leaf_value = np.where(self.leaf_node >= 0, value[np.maximum(self.leaf_node, 0)], 0.0)
+        return (self.code_row, self.masks, leaf_value, self.span, self.mi, self.codes,
+                self.nw_off, self.col_ptr, self.cols)
+
+
+@njit(cache=True, nogil=True)
+def _build_tree(root, feature, left, right, cat_off, cat_left, n_codes, n_values, off, words,
+                row_base, nw_off):
+    """One tree's tables (see :class:`LeafSets`); rows numbered from ``row_base``."""
+    d = n_codes.shape[0]
+    total = off[d]
+    cap = 64 * words
+    bits = np.zeros((total, words), np.uint64)
+    leaf_node = np.full(cap, -1, np.int32)
+    span = np.zeros((d, cap, 2), np.int32)
+    mi = np.zeros((d, cap), np.uint8)
+    codes = np.zeros((nw_off[d], cap), np.uint64)
+    # depth-first, right child popped first; each stack entry carries its box (codes admitted)
+    stack_n = [root]
+    boxes = [np.ones(total, np.uint8)]
+    n_leaf = 0
+    while len(stack_n) > 0:
+        node = stack_n.pop()
+        box = boxes.pop()
+        f = feature[node]
+        if f >= 0:
+            o = cat_off[node]
+            lbox = box.copy()
+            rbox = box
+            for k in range(n_codes[f]):
+                if cat_left[o + k] == 1:
+                    rbox[off[f] + k] = 0
+                else:
+                    lbox[off[f] + k] = 0
+            stack_n.append(left[node])
+            boxes.append(lbox)
+            stack_n.append(right[node])
+            boxes.append(rbox)
+            continue
+        ell = n_leaf
+        n_leaf += 1
+        leaf_node[ell] = node
+        w = ell >> 6
+        b = np.uint64(1) << np.uint64(ell & 63)
+        for c in range(d):
+            first = -1
+            last = -1
+            for k in range(n_codes[c]):
+                if box[off[c] + k]:
+                    bits[off[c] + k, w] |= b
+                    if nw_off[c + 1] > nw_off[c]:
+                        codes[nw_off[c] + (k >> 6), ell] |= np.uint64(1) << np.uint64(k & 63)
+                    if k < n_values[c]:
+                        if first < 0:
+                            first = k
+                        last = k
+            span[c, ell, 0] = first if first >= 0 else 0
+            span[c, ell, 1] = last
+            if n_codes[c] > n_values[c] and box[off[c] + n_values[c]]:
+                mi[c, ell] = 1
+    # one row per run of equal consecutive codes within a column
+    code_row = np.empty(total, np.int32)
+    keep = np.zeros(total, np.uint8)
+    n_rows = 0
+    for c in range(d):
+        for k in range(n_codes[c]):
+            g = off[c] + k
+            same = k > 0
+            if same:
+                for w in range(words):
+                    if bits[g, w] != bits[g - 1, w]:
+                        same = False
+                        break
+            if not same:
+                keep[g] = 1
+                n_rows += 1
+            code_row[g] = row_base + n_rows - 1
+    rows = np.empty((n_rows, words), np.uint64)
+    r = 0
+    for g in range(total):
+        if keep[g]:
+            for w in range(words):
+                rows[r, w] = bits[g, w]
+            r += 1
+    return code_row, rows, leaf_node, span, mi, codes
+
+
+def build_leaf_sets(trees, n_codes: np.ndarray, n_values: np.ndarray, ordered: np.ndarray,
+                    words: int, start: int = 0) -> LeafSets:
+    """Tables of trees ``start..`` of an :class:`~forestgen.ensemble.additive_energy.EnergyTrees`
+    on a grid (``n_codes``, ``n_values``, ``ordered`` per column), ``words`` words per bitset
+    (at least the most leaves of a tree / 64)."""
+    n_codes = np.asarray(n_codes, np.int64)
+    n_values = np.asarray(n_values, np.int64)
+    off = np.r_[0, np.cumsum(n_codes)].astype(np.int64)
+    d, cap = len(n_codes), 64 * int(words)
+    nominal = ~np.asarray(ordered, bool)
+    nw_off = np.r_[0, np.cumsum(np.where(nominal, -(-n_codes // 64), 0))].astype(np.int64)
+    parts = [(np.zeros((0, int(off[-1])), np.int32), np.zeros((0, words), np.uint64),
+              np.zeros((0, cap), np.int32), np.zeros((0, d, cap, 2), np.int32),
+              np.zeros((0, d, cap), np.uint8), np.zeros((0, int(nw_off[-1]), cap), np.uint64))]
+    base = 0
+    for r in trees.roots[start:]:
+        part = _build_tree(int(r), trees.feature, trees.left, trees.right, trees.cat_off,
+                           trees.cat_left, n_codes, n_values, off, int(words), base, nw_off)
+        base += len(part[1])
+        parts.append((part[0][None], part[1], *(p[None] for p in part[2:])))
+    uses = trees.uses[start:].reshape(-1, d)
+    col_ptr = np.r_[0, np.cumsum(uses.sum(axis=1))].astype(np.int64)
+    cols = np.nonzero(uses)[1].astype(np.int64)
+    return LeafSets(*(np.concatenate([p[i] for p in parts]) for i in range(6)), nw_off,
+                    col_ptr, cols)
+
+
+def extend(old: LeafSets, new: LeafSets) -> LeafSets:
+    """``old`` followed by ``new`` (built with the same ``words``, rows numbered from 0)."""
+    rows = len(old.masks)
+    return LeafSets(np.concatenate([old.code_row, new.code_row + np.int32(rows)]),
+                    np.concatenate([old.masks, new.masks]),
+                    np.concatenate([old.leaf_node, new.leaf_node]),
+                    np.concatenate([old.span, new.span]), np.concatenate([old.mi, new.mi]),
+                    np.concatenate([old.codes, new.codes]),
+                    old.nw_off,
+                    np.r_[old.col_ptr, old.col_ptr[-1] + new.col_ptr[1:]].astype(np.int64),
+                    np.r_[old.cols, new.cols].astype(np.int64))
+
+
+@njit(cache=True, nogil=True)
+def line_leaves(x, j, t, off, code_row, masks, col_ptr, cols, acc):
+    """``acc[:W]`` := the leaves of tree ``t`` crossed by the line through ``x`` along ``j``."""
+    words = masks.shape[1]
+    for w in range(words):
+        acc[w] = ALL
+    for p in range(col_ptr[t], col_ptr[t + 1]):
+        c = cols[p]
+        if c != j:
+            r = code_row[t, off[c] + x[c]]
+            for w in range(words):
+                acc[w] &= masks[r, w]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def add_tree(line, t, j, nv, ordered, leaf_value, span, mi, codes, nw_off, diff, lg):
+    """Add tree ``t``'s part of the slice along ``j`` given the leaves ``line [W]`` that the
+    line crosses: an ordered ``j`` into the difference array ``diff`` (and ``lg[nv]`` for the
+    missing code), a nominal one into ``lg`` directly (see :mod:`~forestgen.ensemble.leaf_sets`)."""
+    for w in range(line.shape[0]):
+        b = line[w]
+        while b != 0:
+            ell = w * 64 + trailing_zeros(b)
+            b &= b - np.uint64(1)
+            v = leaf_value[t, ell]
+            if ordered:
+                a = span[t, j, ell, 0]
+                z = span[t, j, ell, 1]
+                if a <= z:
+                    diff[a] += v
+                    diff[z + 1] -= v
+                if mi[t, j, ell] == 1:
+                    lg[nv] += v
+            else:
+                for u in range(nw_off[j], nw_off[j + 1]):
+                    cb = codes[t, u, ell]
+                    k0 = (u - nw_off[j]) * 64
+                    while cb != 0:
+                        lg[k0 + trailing_zeros(cb)] += v
+                        cb &= cb - np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def finish_slice(diff, lg, nv, ordered):
+    """After :func:`add_tree` over the trees: an ordered column's prefix sum into ``lg``."""
+    if ordered:
+        a = 0.0
+        for k in range(nv):
+            a += diff[k]
+            lg[k] += a
+
+
+@parallel_kernel
+def slice_logits_kernel(X, j, nc, nv, ordered, off, code_row, masks, leaf_value, span, mi, codes,
+                        nw_off, col_ptr, cols):
+    """``[n, nc]``: the tree part of ``f(x with x_j := k)`` for each row of ``X``, summed over
+    the trees that split on ``j`` (the others are constant in ``k``), from the leaf bitsets."""
+    n = X.shape[0]
+    out = np.zeros((n, nc))
+    for i in prange(n):
+        line = np.empty(masks.shape[1], np.uint64)
+        diff = np.zeros(nv + 1)
+        for t in range(col_ptr.shape[0] - 1):
+            hit = False
+            for p in range(col_ptr[t], col_ptr[t + 1]):
+                hit = hit or cols[p] == j
+            if hit:
+                line_leaves(X[i], j, t, off, code_row, masks, col_ptr, cols, line)
+                add_tree(line, t, j, nv, ordered, leaf_value, span, mi, codes, nw_off, diff,
+                         out[i])
+        finish_slice(diff, out[i], nv, ordered)
+    return out
