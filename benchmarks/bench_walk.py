@@ -62,6 +62,13 @@ rng = np.random.default_rng(2)
 for c in q.columns[:-1]:
     q.loc[rng.random(len(q)) < 0.15, c] = np.nan
 out, res = {}, {}
+try:  # the fused walk's packed leaf tables (issue 15), built once per model
+    from forestgen.inference.leaf_factors import leaf_pack
+    w = time.perf_counter()
+    out["pack_mb"] = leaf_pack(m).nbytes / 2**20
+    out["pack_s"] = time.perf_counter() - w
+except ImportError:
+    pass
 def rate(name, fn, rows, warm=None):
     w = time.perf_counter(); (warm or fn)(); out[name + "_first_s"] = time.perf_counter() - w
     t, w = time.process_time(), time.perf_counter()
@@ -155,6 +162,12 @@ def main() -> None:
         same["predict_proba max |diff|"] = f"{np.max(np.abs(a - b)):.1e}"
         a, b = (pd.read_pickle(work / f"{v}_imp.pkl") for v in ("before", "after"))
         same["impute identical"] = str(a.equals(b))
+        num = [c for c in a.columns if a[c].dtype.kind == "f"]
+        rel = max(np.nanmax(np.abs(a[c] - b[c]) / np.maximum(np.abs(a[c]), 1e-300))
+                  for c in num)
+        same["impute numeric max rel |diff|"] = f"{rel:.1e}"
+        same["impute other columns identical"] = str(a.drop(columns=num).equals(
+            b.drop(columns=num)))
     labels = {"cond_interval": "sample(conditions=) with intervals and level sets",
               "logprob_conditions": "log_prob(conditions=) with intervals and level sets",
               "nan_logprob": "log_prob, rows with NaN",
@@ -183,6 +196,9 @@ def main() -> None:
         f"`searched` includes the probe rows of each evidence pattern): {json.dumps(search)}. "
         "Seconds of the untimed first call of each (the after version builds the pattern's "
         f"node bounds there), before/after: {json.dumps(first)}.",
+        "Packed leaf tables of the fused walk (after; built once per model before the "
+        f"timed calls): {res['after'].get('pack_mb', float('nan')):,.0f} MiB in "
+        f"{res['after'].get('pack_s', float('nan')):.1f} s.",
         "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
         "whether the conditional draws are identical: "
         + json.dumps(same),

@@ -21,6 +21,7 @@ from forestgen import registry
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
+from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.leaves.point_mass import PointMassLeaf
@@ -347,10 +348,23 @@ class GenerativeForest(BaseEstimator):
         """Rows with missing entries: every consistent leaf. The rows are walked in the order
         of the leaves they reach in the first two trees (missing values following the splits'
         NaN side), so consecutive rows share most of their paths and the nodes stay in cache
-        (``benchmarks/results/walk_search_1m.md``); each row's result does not depend on it."""
+        (``benchmarks/results/walk_search_1m.md``); each row's result does not depend on it.
+        A mixture whose observed columns all have in-kernel leaf factors takes the fused walk
+        of :mod:`forestgen.inference.marginal_walk` (same values, no list of pairs); other
+        rows list their pairs and score them column by column."""
+        from forestgen.inference.marginal_walk import fused_rows, marginal_log_prob
+
         res = np.empty(len(Zi))
         first = self.forest_.apply(Zi)[:, :2]
         order = np.lexsort(first.T[::-1])
+        fused = np.zeros(len(Zi), bool)
+        if (type(self)._pair_scores is GenerativeForest._pair_scores
+                and type(ens).combine is MixtureEnsembler.combine):
+            # one fused walk per row: scores and logsumexp without listing the pairs
+            fused = fused_rows(self, Zi)
+            sel = order[fused[order]]
+            res[sel] = marginal_log_prob(self, Zi[sel])
+        order = order[~fused[order]]
         for idx, ptr, leaf in self.forest_.reach_chunks(Zi, PAIR_BUDGET, rows=order):
             res[idx] = ens.combine(ptr, self._pair_scores(Zi[idx], ptr, leaf.astype(np.int64)))
         return res

@@ -24,6 +24,7 @@ from forestgen.inference.conditions import (
     parse_conditions,
 )
 from forestgen.inference.leaf_search import bounded_draws
+from forestgen.inference.marginal_walk import fused_rows, marginal_moments, moment_columns
 from forestgen.inference.posterior import (
     Chunk,
     iter_posterior,
@@ -299,8 +300,33 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
     ``per_row`` gets NaN results and one ``RuntimeWarning`` naming it (the rest of the batch is
     unaffected)."""
     schema = model.encoder_.schema
+    fast = _fused_moments(model, ev, cols, rows, skip)
+    if fast is not None:
+        rws, lognorm, mom = fast
+        out = {}
+        for j in cols:
+            spec = schema.columns[j]
+            out[j] = np.zeros((ev.m, spec.n_levels)) if spec.is_discrete else np.zeros(ev.m)
+            pt = ev.point[rws, j]
+            has = ~np.isnan(pt)
+            res = mom[j].copy()
+            if spec.is_discrete:
+                res[has] = 0.0
+                res[np.flatnonzero(has), pt[has].astype(np.int64)] = 1.0
+            else:
+                res = np.where(has, pt, res)
+            out[j][rws] = res
+        bad = rws[~np.isfinite(lognorm)]
+        if not per_row:
+            _check_rows(model, ev.take(rws), lognorm, None if index is None else index[rws],
+                        skip=skip)
+        elif len(bad):
+            for j in cols:
+                out[j][bad] = np.nan
+            _warn_empty(model, ev, bad, index, skip)
+        return out
     empty: list[np.ndarray] = []
-    out: dict[int, np.ndarray] = {}
+    out = {}
     means: dict[int, np.ndarray] = {}
     L = model.forest_.n_leaves
     for j in cols:
@@ -358,6 +384,24 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
             out[j][bad] = np.nan
         _warn_empty(model, ev, bad, index, skip)
     return out
+
+
+def _fused_moments(model, ev: Evidence, cols: list[int], rows: np.ndarray | None,
+                   skip: int | None) -> tuple[np.ndarray, np.ndarray, dict] | None:
+    """``(rows, log p(evidence), moments)`` by the fused walk of :mod:`.marginal_walk` when it
+    applies (point evidence only, on columns with in-kernel leaf factors), else None."""
+    rws = np.arange(ev.m) if rows is None else np.asarray(rows, np.int64)
+    if (any(a[rws].any() for a, _ in ev.sets.values()) or not np.isnan(ev.lo[rws]).all()
+            or not moment_columns(model, cols)):
+        return None
+    Z = ev.point[rws].copy()
+    if skip is not None:
+        Z[:, skip] = np.nan
+    if not fused_rows(model, Z).all():
+        return None
+    model.require_normalised("leaf posterior")
+    lognorm, mom = marginal_moments(model, Z, cols)
+    return rws, lognorm, mom
 
 
 def _warn_empty(model, ev: Evidence, bad: np.ndarray, index=None, skip: int | None = None,

@@ -30,13 +30,17 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-from numba import from_dtype, njit, prange, types
-from numba.typed import List
+from numba import njit, prange
 
-from forestgen.leaves.categorical import CategoricalLeaf, level_prob
+from forestgen.inference.leaf_factors import (
+    CATEGORICAL,
+    UNIFORM,
+    leaf_kind,
+    leaf_log_weight,
+    leaf_pack,
+    supported_columns,
+)
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
-from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.leaves.uniform import UniformLeaf
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.kernels import go_left
 
@@ -45,25 +49,10 @@ VISIT_BUDGET = 16_384
 ROW_BLOCK = 64  # rows per parallel block (each block owns one hash table)
 PATTERNS_KEPT = 4  # evidence patterns whose node bounds a model keeps
 
-_TRUNCNORM, _CATEGORICAL, _UNIFORM = 1, 2, 3
-
-
-def leaf_kind(lm) -> int:
-    """The in-kernel evaluator of a leaf model (0: none, it is not supported here)."""
-    t = type(lm)
-    if t.log_prob is TruncNormalLeaf.log_prob:
-        return _TRUNCNORM
-    if t.log_prob is CategoricalLeaf.log_prob:  # (also OrdinalKernelLeaf; not its
-        return _CATEGORICAL                     # rounded-normal-tail subclass)
-    if t.log_prob is UniformLeaf.log_prob:
-        return _UNIFORM
-    return 0
-
-
 def log_sup_density(lm) -> np.ndarray:
     """``log sup_x g_k(x)`` per leaf of a truncated-normal or uniform leaf model (``-inf`` for
     an empty cell, ``+inf`` where the parameters give no finite bound)."""
-    if leaf_kind(lm) == _UNIFORM:
+    if leaf_kind(lm) == UNIFORM:
         with np.errstate(divide="ignore"):
             return -np.log(lm.hi_ - lm.lo_)
     lognorm = np.log(lm.sigma_) + LOG_SQRT_2PI + lm.logz_
@@ -113,7 +102,7 @@ class NodeBounds:
             if kd == 0:
                 raise ValueError(f"column {j}: {type(self._models[j]).__name__} has no bound "
                                  f"for the bounded leaf search")
-            if kd != _CATEGORICAL:
+            if kd != CATEGORICAL:
                 leaf_val += log_sup_density(self._models[j])
         given = np.zeros(len(self._models), np.bool_)
         given[list(key)] = True
@@ -248,48 +237,10 @@ def _find(keys, node):
     return h
 
 
-@njit(cache=True, nogil=True)
-def _leaf_logw(i, leaf, X, ecols, ne, lw, kind, slot, tn_mu, tn_sd, tn_lognorm,
-                 tn_lo, tn_hi, c_off, c_code, c_prob, c_rest, c_bits, c_base, c_k,
-                 c_floor, u_lo, u_hi):
-    """``log pi_leaf + sum_j log g_leaf,j(x_j)`` over the row's evidence."""
-    lp = lw[leaf]
-    for q in range(ne):
-        j = ecols[q]
-        x = X[i, j]
-        s = slot[j]
-        kd = kind[j]
-        if kd == _TRUNCNORM:
-            if x > tn_lo[s][leaf] and x <= tn_hi[s][leaf]:
-                z = (x - tn_mu[s][leaf]) / tn_sd[s][leaf]
-                lp += -0.5 * z * z - tn_lognorm[s][leaf]
-            else:
-                return -np.inf
-        elif kd == _CATEGORICAL:
-            c = int(x)
-            p = 0.0
-            if c == x and 0 <= c < c_k[s]:
-                p = level_prob(c_off[s], c_code[s], c_prob[s], c_rest[s], c_bits[s],
-                               c_base[s], leaf, c)
-            fl = c_floor[s]  # as CategoricalLeaf.log_prob: a level below the floor scores it
-            lp += np.log(p) if p > fl else (np.log(fl) if fl > 0 else -np.inf)
-        else:
-            lo = u_lo[s][leaf]
-            hi = u_hi[s][leaf]
-            if x > lo and x <= hi:
-                lp -= np.log(hi - lo)
-            else:
-                return -np.inf
-        if lp == -np.inf:
-            return lp
-    return lp
-
-
 @parallel_kernel
 def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat_off,
-                  cat_left, n_levels, roots, node_leaf, inner, bound, lw, kind, slot, tn_mu,
-                  tn_sd, tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob, c_rest, c_bits,
-                  c_base, c_k, c_floor, u_lo, u_hi, budget, max_depth, block):
+                  cat_left, n_levels, roots, node_leaf, inner, bound, lrow, tabs, budget,
+                  max_depth, block):
     """One leaf per row of point evidence ``X [m, d]`` (NaN = free), or -1 (left to the
     enumerating path); also the node visits per row. See the module docstring."""
     m, d = X.shape
@@ -324,9 +275,7 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                 if feature[r] >= 0:
                     v = np.float64(bound[inner[r]])
                 else:
-                    v = _leaf_logw(i, node_leaf[r], X, ecols, ne, lw, kind, slot, tn_mu,
-                                   tn_sd, tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob,
-                                   c_rest, c_bits, c_base, c_k, c_floor, u_lo, u_hi)
+                    v = leaf_log_weight(i, lrow[node_leaf[r]], X, ecols, ne, tabs)
                 if v > shift or np.isnan(v):
                     shift = v
             if not np.isfinite(shift):
@@ -345,10 +294,8 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                     elif feature[r] >= 0:
                         rb[b] = np.exp(np.float64(bound[inner[r]]) - shift)
                     else:
-                        rb[b] = np.exp(_leaf_logw(
-                            i, node_leaf[r], X, ecols, ne, lw, kind, slot, tn_mu, tn_sd,
-                            tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob, c_rest, c_bits,
-                            c_base, c_k, c_floor, u_lo, u_hi) - shift)
+                        rb[b] = np.exp(leaf_log_weight(
+                            i, lrow[node_leaf[r]], X, ecols, ne, tabs) - shift)
                         keys[h] = r
                         vals[h] = rb[b]
                         used[n_used] = h
@@ -390,10 +337,8 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                         elif feature[c] >= 0:
                             bc[side] = np.exp(np.float64(bound[inner[c]]) - shift)
                         else:
-                            bc[side] = np.exp(_leaf_logw(
-                                i, node_leaf[c], X, ecols, ne, lw, kind, slot, tn_mu, tn_sd,
-                                tn_lognorm, tn_lo, tn_hi, c_off, c_code, c_prob, c_rest,
-                                c_bits, c_base, c_k, c_floor, u_lo, u_hi) - shift)
+                            bc[side] = np.exp(leaf_log_weight(
+                                i, lrow[node_leaf[c]], X, ecols, ne, tabs) - shift)
                             keys[h] = c
                             vals[h] = bc[side]
                             used[n_used] = h
@@ -426,25 +371,6 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
 # ----------------------------------------------------------------------------- entry point
 
 
-def _ro(a, dtype):
-    v = np.ascontiguousarray(a, dtype).view()
-    v.flags.writeable = False
-    return v
-
-
-def _typed(arrays, dtype, ndim=1):
-    lst = List.empty_list(types.Array(from_dtype(np.dtype(dtype)), ndim, "C",
-                                      readonly=True))
-    for a in arrays:
-        lst.append(_ro(a, dtype))
-    return lst
-
-
-def supported_columns(model) -> np.ndarray:
-    """bool ``[d]``: columns whose point evidence the bounded search can weigh."""
-    return np.array([leaf_kind(lm) > 0 for lm in model.leaf_models_])
-
-
 def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
                         budget: int = VISIT_BUDGET) -> tuple[np.ndarray, np.ndarray]:
     """One posterior leaf per row of point evidence ``point [m, d]`` (encoded values, NaN =
@@ -460,33 +386,13 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
         return out, visits
     row_id = np.asarray(row_id, np.int64)
     used_cols = np.flatnonzero(~np.isnan(point).all(0))
-    kind = np.zeros(d, np.int64)
-    slot = np.full(d, -1, np.int64)
-    groups: dict[int, list] = {_TRUNCNORM: [], _CATEGORICAL: [], _UNIFORM: []}
-    for j in used_cols:
-        lm = model.leaf_models_[j]
-        kd = leaf_kind(lm)
-        if kd == 0:
-            raise ValueError(f"column {j}: {type(lm).__name__} is not supported by the "
-                             f"bounded leaf search")
-        kind[j] = kd
-        slot[j] = len(groups[kd])
-        groups[kd].append(lm)
-    tn, cg, un = groups[_TRUNCNORM], groups[_CATEGORICAL], groups[_UNIFORM]
     f = model.forest_
     nb = node_bounds(model)
-    params = (
-        nb.lw, kind, slot, _typed([lm.mu_ for lm in tn], np.float64),
-        _typed([lm.sigma_ for lm in tn], np.float64),
-        _typed([lm.lognorm_ for lm in tn], np.float64),
-        _typed([lm.lo_ for lm in tn], np.float64), _typed([lm.hi_ for lm in tn], np.float64),
-        _typed([lm.offset_ for lm in cg], np.int64), _typed([lm.code_ for lm in cg], np.int32),
-        _typed([lm.prob_ for lm in cg], np.float64), _typed([lm.rest_ for lm in cg], np.float64),
-        _typed([lm.allowed_ for lm in cg], np.uint8, 2),
-        _typed([lm.base_ for lm in cg], np.float64),
-        np.array([lm.n_levels for lm in cg], np.int64),
-        np.array([float(lm.floor) for lm in cg], np.float64),
-        _typed([lm.lo_ for lm in un], np.float64), _typed([lm.hi_ for lm in un], np.float64))
+    bad = [j for j in used_cols if leaf_kind(model.leaf_models_[j]) == 0]
+    if bad:
+        raise ValueError(f"column {bad[0]}: {type(model.leaf_models_[bad[0]]).__name__} is not "
+                         f"supported by the bounded leaf search")
+    pack = leaf_pack(model)
     given = ~np.isnan(point)
     pats, pat = np.unique(given, axis=0, return_inverse=True)
     pat = np.asarray(pat).ravel()
@@ -496,7 +402,7 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
         out[sel], visits[sel] = _bounded_draw(
             np.ascontiguousarray(point[sel]), row_id[sel], np.uint64(int(key) % 2**64),
             f.feature, f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left,
-            f.n_levels, f.roots, f.node_leaf, nb.inner, bound, *params, int(budget),
+            f.n_levels, f.roots, f.node_leaf, nb.inner, bound, pack.row, pack.args, int(budget),
             nb.max_depth, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
     return out, visits
 

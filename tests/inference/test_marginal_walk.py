@@ -1,0 +1,171 @@
+"""The fused marginal walk (issue 15) gives the enumerating path's values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen.inference.api as api
+from forestgen.inference import marginal_walk
+from forestgen.inference.leaf_factors import CATEGORICAL, TRUNCNORM, leaf_kind, leaf_pack
+from forestgen.learners.arf import ARF
+from forestgen.leaves.point_mass import PointMassLeaf
+from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
+
+
+def _table(n, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, 2))
+    cat = rng.integers(0, 4, n)
+    return pd.DataFrame({
+        "x0": z[:, 0] + 0.5 * cat, "x1": np.exp(0.4 * z[:, 1]) + 0.3 * z[:, 0],
+        "spend": np.where(rng.random(n) < 0.6, 0.0, rng.gamma(2.0, 10.0, n)),
+        "rating": rng.integers(1, 11, n), "i0": rng.integers(0, 4, n) + (z[:, 0] > 0),
+        "c0": np.array(list("abcd"))[cat], "b0": rng.random(n) < 0.3 + 0.4 * (z[:, 1] > 0)})
+
+
+def _queries(n, seed, frac=0.3):
+    q = _table(n, seed).astype({"rating": float, "i0": float, "b0": object})
+    rng = np.random.default_rng(seed + 100)
+    for c in q.columns:
+        q.loc[rng.random(n) < frac, c] = np.nan
+    q.loc[q.index[0], ["x0", "x1"]] = [1e6, np.nan]  # far in the unbounded leaves' tails
+    return q
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """Truncated-normal, point-mass, rounded-normal-tail, ordinal-kernel and categorical
+    leaves."""
+    m = ARF(n_trees=4, integer_tail=10, random_state=0, n_jobs=1).fit(_table(600))
+    kinds = [type(lm) for lm in m.leaf_models_]
+    assert PointMassLeaf in kinds and RoundedNormalTailLeaf in kinds
+    assert {leaf_kind(lm) for lm in m.leaf_models_} == {0, TRUNCNORM, CATEGORICAL}
+    return m
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """Every column with an in-kernel leaf factor."""
+    m = ARF(n_trees=4, random_state=1, n_jobs=1).fit(_table(600).drop(columns="spend"))
+    assert all(leaf_kind(lm) for lm in m.leaf_models_)
+    return m
+
+
+@pytest.fixture(scope="module")
+def unif():
+    return ARF(n_trees=3, family="unif", random_state=2, n_jobs=1).fit(
+        _table(500).drop(columns="spend"))
+
+
+def _enumerated(monkeypatch, fn):
+    """``fn()`` on the enumerating paths (the fused ones switched off)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(marginal_walk, "fused_rows", lambda model, Z: np.zeros(len(Z), bool))
+        mp.setattr(api, "_fused_moments", lambda *a, **k: None)
+        return fn()
+
+
+@pytest.mark.parametrize("name", ["mixed", "plain", "unif"])
+def test_nan_log_prob_matches_enumeration(request, monkeypatch, name):
+    m = request.getfixturevalue(name)
+    q = _queries(300, 3)
+    if name != "mixed":
+        q = q.drop(columns="spend")
+    seen = []
+    real = marginal_walk.marginal_log_prob
+    monkeypatch.setattr(marginal_walk, "marginal_log_prob",
+                        lambda model, Z: seen.append(len(Z)) or real(model, Z))
+    fused = m.log_prob(q)
+    Z = m._encode(q, missing_columns="nan")
+    inc = np.isnan(Z).any(1)
+    expect = marginal_walk.fused_rows(m, Z[inc]).sum()
+    assert sum(seen) == expect > 5  # rows with an unsupported column observed fall back
+    if name == "mixed":
+        assert expect < inc.sum()
+    ref = _enumerated(monkeypatch, lambda: m.log_prob(q))
+    assert fused[0] < -1e9
+    np.testing.assert_allclose(fused, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_same_values_for_any_block_order_and_thread_count(plain, monkeypatch):
+    Z = plain._encode(_queries(400, 4).drop(columns="spend"), missing_columns="nan")
+    base = marginal_walk.marginal_log_prob(plain, Z)
+    perm = np.random.default_rng(0).permutation(len(Z))
+    assert np.array_equal(marginal_walk.marginal_log_prob(plain, Z[perm]), base[perm])
+    monkeypatch.setattr(marginal_walk, "BLOCK", 16)
+    assert np.array_equal(marginal_walk.marginal_log_prob(plain, Z), base)
+    monkeypatch.setattr(marginal_walk, "_batch_walk", marginal_walk._batch_walk.serial)
+    assert np.array_equal(marginal_walk.marginal_log_prob(plain, Z), base)
+
+
+def test_single_rows_and_buffers_that_grow(plain, monkeypatch):
+    """One row at a time, and every entry missing (each row reaches every leaf)."""
+    Z = plain._encode(_queries(20, 5).drop(columns="spend"), missing_columns="nan")
+    ref = _enumerated(monkeypatch, lambda: plain.log_prob_encoded(Z))
+    one = np.concatenate([marginal_walk.marginal_log_prob(plain, Z[i:i + 1])
+                          for i in range(len(Z)) if np.isnan(Z[i]).any()])
+    np.testing.assert_allclose(one, ref[np.isnan(Z).any(1)], rtol=1e-12, atol=1e-12)
+    empty = np.full((3, Z.shape[1]), np.nan)
+    np.testing.assert_allclose(marginal_walk.marginal_log_prob(plain, empty), 0.0, atol=1e-12)
+
+
+def test_predict_proba_predict_and_impute_match_enumeration(plain, monkeypatch):
+    q = _queries(300, 6).drop(columns="spend")
+    calls = []
+    real = api._fused_moments
+    monkeypatch.setattr(api, "_fused_moments", lambda *a: calls.append(1) or real(*a))
+    fused = (plain.predict_proba(q, target="c0"), plain.predict_proba(q, target="i0"),
+             plain.predict(q, target="x1"))
+    imp = plain.impute(q)
+    assert len(calls) == 4
+
+    def ref_calls():
+        return (plain.predict_proba(q, target="c0"), plain.predict_proba(q, target="i0"),
+                plain.predict(q, target="x1")), plain.impute(q)
+
+    ref, ref_imp = _enumerated(monkeypatch, ref_calls)
+    for a, b in zip(fused, ref):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fused[0].sum(1), 1.0, rtol=1e-12)
+    for c in q.columns:
+        if q[c].dtype == float:
+            np.testing.assert_allclose(imp[c].astype(float), ref_imp[c].astype(float),
+                                       rtol=1e-10)
+        else:
+            assert imp[c].equals(ref_imp[c])
+    assert not imp.isna().any().any()
+
+
+def test_unsupported_columns_fall_back(mixed, monkeypatch):
+    """Point-mass or rounded-normal-tail columns in the evidence send predict_proba to the
+    enumerating path."""
+    q = _queries(120, 7)
+    calls = []
+    real = marginal_walk.marginal_moments
+    monkeypatch.setattr(api, "marginal_moments", lambda *a: calls.append(1) or real(*a))
+    p = mixed.predict_proba(q, target="c0")
+    assert not calls
+    free = q.assign(spend=np.nan, rating=np.nan, i0=np.nan)
+    p2 = mixed.predict_proba(free, target="c0")
+    assert calls  # without those columns the fused walk runs
+    ref = _enumerated(monkeypatch, lambda: mixed.predict_proba(free, target="c0"))
+    np.testing.assert_allclose(p2, ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(p.to_numpy().sum(1), 1.0, rtol=1e-12)
+
+
+def test_pack_memory_as_documented(mixed):
+    pack = leaf_pack(mixed)
+    L, N = mixed.forest_.n_leaves, len(mixed.forest_.feature)
+    kinds = [leaf_kind(lm) for lm in mixed.leaf_models_]
+    cats = [lm for lm, k in zip(mixed.leaf_models_, kinds) if k == CATEGORICAL]
+    nnz = sum(len(lm.code_) for lm in cats)
+    nbits = sum(lm.allowed_.shape[1] for lm in cats)
+    width = 1 + 5 * kinds.count(TRUNCNORM) + 3 * len(cats)
+    d = len(kinds)
+    small = 8 * d * 5 + 8 * d * max(lm.n_levels for lm in cats) + 8 * mixed.forest_.n_trees
+    assert pack.nbytes == 8 * L * width + 16 * nnz + L * nbits + 16 * N + 16 * L + small
+    assert leaf_pack(mixed) is pack  # kept while the model lives
