@@ -210,5 +210,11 @@ def tstr(real: object, synthetic: object, target: str, *, test: object | None = 
         warning = (f"TSTR scored on {len(yt)} real rows (< {min_test}): the scores alone are "
                    "not conclusive, read the gap intervals")
         warnings.warn(warning, SmallSampleWarning, stacklevel=2)
+    if task == "classification" and len(set(yt)) < 2:
+        one = (f"the {len(yt)} scored real rows hold one class of {target!r} "
+               f"({next(iter(set(yt)), None)!r}): AUC is undefined (NaN) and accuracy only "
+               f"counts that class; score on rows holding both classes")
+        warning = one if warning is None else f"{warning}; {one}"
+        warnings.warn(one, SmallSampleWarning, stacklevel=2)
     return TSTRResult(task=task, target=target, trtr=res_real, tstr=res_syn, n_test=len(yt),
                       table=pd.DataFrame(rows), warning=warning)

