@@ -7,11 +7,20 @@ A column that had missing values at fit time gets one more code, ``n_values[j]``
 *missing* state, so missingness is modelled like any other value. ``ordered[j]`` is False only
 for nominal columns (unordered categorical with more than two levels).
 
+A numeric column whose values lie on a grid (``decimals``: multiples of ``10**-decimals``; a
+datetime's ``step``) with at most ``max_bins`` grid points in its training range gets one bin
+per grid point, the unobserved ones included (spec §1.1: integer-valued columns, fixed-point
+decimals scaled to integers), when ``grid_bins`` is set; its draws are exact.
+
 Back to original units (§1.2): a numeric bin ``(a, b]`` spreads its mass uniformly over
 ``(a, b]`` in densities (its width enters as ``-log(b - a)``) and its point value is its midpoint.
-Draws are uniform between the smallest and largest *training* value inside the bin, so a bin
-that holds a single training value (a point mass such as the zeros of a capital-gain column)
-decodes to exactly that value instead of smearing it over the gap to the next value.
+Draws (``decode``): ``"bin"`` = uniform over the bin ``(a, b]``, on the column's grid when it
+has one (a new value between two training values, as the reference code draws), except that a
+bin whose only training value recurs (held by two or more training rows) or is a point mass
+of the column (``ColumnSpec.atoms``: the zeros of a capital-gain column) decodes to exactly that
+value, so that values seen once spread over their bin; ``"observed"`` = uniform between the
+smallest and largest *training* value inside the bin (a bin holding one training value always
+decodes to it).
 """
 
 from __future__ import annotations
@@ -32,42 +41,77 @@ class Grid:
     discrete columns), ``n_values``, ``has_missing`` (an extra missing code), ``ordered``."""
 
     edges: list[np.ndarray]
-    obs_lo: list[np.ndarray]  # per numeric bin: smallest / largest training value in it
+    obs_lo: list[np.ndarray]  # per numeric bin: the range its draws cover (see ``decode``)
     obs_hi: list[np.ndarray]
     n_values: np.ndarray  # int64 [d]
     has_missing: np.ndarray  # bool [d]
     ordered: np.ndarray  # bool [d]
     discrete: np.ndarray  # bool [d]
+    step: np.ndarray | None = None  # float [d]: draws on multiples of step (0: continuous)
+
+    def __post_init__(self) -> None:
+        if self.step is None:
+            self.step = np.zeros(len(self.n_values))
 
     @classmethod
-    def fit(cls, Z: np.ndarray, schema: Schema, max_bins: int = 255) -> Grid:
+    def fit(cls, Z: np.ndarray, schema: Schema, max_bins: int = 255, *,
+            grid_bins: bool = False, decode: str = "observed") -> Grid:
+        """Bins of every column (see the module docstring for ``grid_bins`` and ``decode``)."""
+        if decode not in ("bin", "observed"):
+            raise ValueError(f"decode must be 'bin' or 'observed', got {decode!r}")
         discrete = schema.discrete_mask
         nominal = schema.nominal_mask
         binner = Binner.fit(Z, discrete, schema.n_levels, max_bins)
         edges, lo, hi, n_values = [], [], [], np.zeros(schema.d, np.int64)
+        steps = np.zeros(schema.d)
         for j, spec in enumerate(schema.columns):
             if discrete[j]:
                 edges.append(np.empty(0))
                 lo.append(np.empty(0))
                 hi.append(np.empty(0))
                 n_values[j] = max(spec.n_levels, 1)
-            else:
-                thr = binner.thresholds[j]
+                continue
+            col = Z[:, j][~np.isnan(Z[:, j])]
+            h = _grid_step(spec)
+            k = int(round((spec.upper - spec.lower) / h)) + 1 if h > 0 else 0
+            if grid_bins and 2 <= k <= max_bins:  # one bin per grid point, exact draws
+                pts = spec.lower + h * np.arange(k)
+                thr = (pts[:-1] + pts[1:]) / 2.0
                 e = np.r_[spec.lower, thr, spec.upper].astype(np.float64)
                 edges.append(e)
-                n_values[j] = len(thr) + 1
-                col = Z[:, j][~np.isnan(Z[:, j])]
-                b = np.searchsorted(thr, col, side="left")
-                mn = np.full(len(e) - 1, np.inf)
-                mx = np.full(len(e) - 1, -np.inf)
-                np.minimum.at(mn, b, col)
-                np.maximum.at(mx, b, col)
-                empty = mn > mx
-                mn[empty], mx[empty] = e[:-1][empty], e[1:][empty]
-                lo.append(mn)
-                hi.append(mx)
+                lo.append(pts.copy())
+                hi.append(pts.copy())
+                n_values[j] = k
+                continue
+            thr = binner.thresholds[j]
+            e = np.r_[spec.lower, thr, spec.upper].astype(np.float64)
+            edges.append(e)
+            n_values[j] = len(thr) + 1
+            b = np.searchsorted(thr, col, side="left")
+            mn = np.full(len(e) - 1, np.inf)
+            mx = np.full(len(e) - 1, -np.inf)
+            np.minimum.at(mn, b, col)
+            np.maximum.at(mx, b, col)
+            empty = mn > mx
+            mn[empty], mx[empty] = e[:-1][empty], e[1:][empty]
+            if decode == "bin":  # exact: a bin holding one value seen twice or more, or an atom
+                cnt = np.bincount(b, minlength=len(e) - 1)
+                atom = (mn == mx) & ((cnt >= 2) | np.isin(mn, np.asarray(spec.atoms or [],
+                                                                         np.float64)))
+                a, z = e[:-1].copy(), e[1:].copy()
+                if h > 0:  # the grid points inside (a, z]: the first above a, the last <= z
+                    a[1:] = (np.floor(a[1:] / h + 1e-9) + 1) * h
+                    z = np.floor(z / h + 1e-9) * h
+                    z[-1] = e[-1]
+                    bad = z < a  # no grid point strictly inside: keep the observed range
+                    a[bad], z[bad] = mn[bad], mx[bad]
+                    steps[j] = h
+                a[atom], z[atom] = mn[atom], mx[atom]
+                mn, mx = a, z
+            lo.append(mn)
+            hi.append(mx)
         has_missing = np.isnan(Z).any(axis=0)
-        return cls(edges, lo, hi, n_values, has_missing, ~nominal, discrete.copy())
+        return cls(edges, lo, hi, n_values, has_missing, ~nominal, discrete.copy(), steps)
 
     # ------------------------------------------------------------------ layout
     @property
@@ -137,6 +181,11 @@ class Grid:
             cc = np.where(miss, 0, c)
             if self.discrete[j]:
                 z = cc.astype(np.float64)
+            elif self.step[j] > 0:  # a uniform grid point in [a, b]
+                a, b = self.obs_lo[j][cc], self.obs_hi[j][cc]
+                h = self.step[j]
+                k = np.floor(u[:, j] * (np.round((b - a) / h) + 1))
+                z = np.minimum(a + k * h, b)
             else:
                 a, b = self.obs_lo[j][cc], self.obs_hi[j][cc]
                 z = a + u[:, j] * (b - a)
@@ -161,7 +210,7 @@ class Grid:
     # ------------------------------------------------------------------ persistence
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {"n_values": self.n_values, "has_missing": self.has_missing,
-               "ordered": self.ordered, "discrete": self.discrete}
+               "ordered": self.ordered, "discrete": self.discrete, "step": self.step}
         for j, e in enumerate(self.edges):
             out[f"edges{j}"] = e
             out[f"obs_lo{j}"] = self.obs_lo[j]
@@ -175,4 +224,14 @@ class Grid:
              for k in ("edges", "obs_lo", "obs_hi")]
         return cls(f[0], f[1], f[2], np.asarray(a["n_values"], np.int64),
                    np.asarray(a["has_missing"], bool), np.asarray(a["ordered"], bool),
-                   np.asarray(a["discrete"], bool))
+                   np.asarray(a["discrete"], bool),
+                   np.asarray(a["step"], np.float64) if "step" in a else None)
+
+
+def _grid_step(spec) -> float:
+    """Spacing of a numeric column's value grid in encoded units (0: none)."""
+    if spec.step is not None:
+        return float(spec.step)
+    if spec.decimals is not None:
+        return 10.0 ** -int(spec.decimals)
+    return 0.0

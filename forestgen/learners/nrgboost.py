@@ -94,6 +94,13 @@ class NRGBoost(GenerativeForest):
         paid once (True); False restarts them from training rows every round (official code).
     feature_fraction : columns drawn per node (1.0).
     max_bins : quantile bins per numeric column (255).
+    grid_bins : a numeric column on a grid of decimals (or a datetime step) with at most
+        ``max_bins`` grid points in its range gets one bin per grid point, unobserved ones
+        included (spec §1.1, the reference code's rule), instead of one per training value.
+    decode : numeric draws inside a bin: ``"bin"`` = uniform over the bin, on the column's
+        grid (a bin holding one value seen twice or more, or a point mass, decodes to it);
+        ``"observed"`` = uniform between the bin's smallest and largest training value
+        (:class:`~forestgen.data.grid.Grid`).
     sample_chains, sample_thin : default :meth:`sample` protocol — after their burn-in,
         parallel chains emit a row every ``thin`` sweeps (1: one row per sweep, as the
         training pool is drawn): ``sample_chains`` chains (64) from ``q0`` starts, one chain
@@ -129,7 +136,8 @@ class NRGBoost(GenerativeForest):
                  learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
                  uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
-                 feature_fraction: float = 1.0, max_bins: int = 255, sample_chains: int = 64,
+                 feature_fraction: float = 1.0, max_bins: int = 255, grid_bins: bool = False,
+                 decode: str = "observed", sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 1,
                  sample_start: str = "training", sample_warm_burn_in: int = 0,
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
@@ -148,6 +156,8 @@ class NRGBoost(GenerativeForest):
         check_int("gibbs_burn_in", self.gibbs_burn_in, 0)
         check_int("sample_burn_in", self.sample_burn_in, 0)
         check_int("sample_warm_burn_in", self.sample_warm_burn_in, 0)
+        if self.decode not in ("bin", "observed"):
+            raise ValueError(f"decode must be 'bin' or 'observed', got {self.decode!r}")
         if self.sample_start not in ("training", "q0"):
             raise ValueError(f"sample_start must be 'training' or 'q0', got "
                              f"{self.sample_start!r}")
@@ -158,6 +168,7 @@ class NRGBoost(GenerativeForest):
         check_real("feature_fraction", self.feature_fraction, 0, 1, low_open=True)
         check_bool("line_search", self.line_search)
         check_bool("persistent_chains", self.persistent_chains)
+        check_bool("grid_bins", self.grid_bins)
         if self.normaliser is not None and self.normaliser not in registry.available(
                 "normaliser"):
             raise ValueError(f"normaliser must be one of {registry.available('normaliser')}, "
@@ -173,7 +184,8 @@ class NRGBoost(GenerativeForest):
         self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = self.encoder_.transform(X)
-        self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins))
+        self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins),
+                              grid_bins=self.grid_bins, decode=self.decode)
         C, _ = self.grid_.codes(Z)
         ensembler = registry.get("ensembler", self.model_family.slots["ensembler"])
         energy = ensembler(self.grid_, ensembler.blend_marginals(
