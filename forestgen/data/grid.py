@@ -16,9 +16,9 @@ Back to original units (§1.2): a numeric bin ``(a, b]`` spreads its mass unifor
 ``(a, b]`` in densities (its width enters as ``-log(b - a)``) and its point value is its midpoint.
 Draws (``decode``): ``"bin"`` = uniform over the bin ``(a, b]``, on the column's grid when it
 has one (a new value between two training values, as the reference code draws), except that a
-bin whose only training value recurs (held by two or more training rows) or is a point mass
-of the column (``ColumnSpec.atoms``: the zeros of a capital-gain column) decodes to exactly that
-value, so that values seen once spread over their bin; ``"observed"`` = uniform between the
+bin whose only training value recurs (held by two or more training rows: a point mass such as
+the zeros of a capital-gain column, a value of a discrete scale) decodes to exactly that value,
+so that only values seen once spread over their bin; ``"observed"`` = uniform between the
 smallest and largest *training* value inside the bin (a bin holding one training value always
 decodes to it).
 """
@@ -55,7 +55,7 @@ class Grid:
 
     @classmethod
     def fit(cls, Z: np.ndarray, schema: Schema, max_bins: int = 255, *,
-            grid_bins: bool = False, decode: str = "observed") -> Grid:
+            grid_bins: bool = False, decode: str = "bin") -> Grid:
         """Bins of every column (see the module docstring for ``grid_bins`` and ``decode``)."""
         if decode not in ("bin", "observed"):
             raise ValueError(f"decode must be 'bin' or 'observed', got {decode!r}")
@@ -94,10 +94,8 @@ class Grid:
             np.maximum.at(mx, b, col)
             empty = mn > mx
             mn[empty], mx[empty] = e[:-1][empty], e[1:][empty]
-            if decode == "bin":  # exact: a bin holding one value seen twice or more, or an atom
-                cnt = np.bincount(b, minlength=len(e) - 1)
-                atom = (mn == mx) & ((cnt >= 2) | np.isin(mn, np.asarray(spec.atoms or [],
-                                                                         np.float64)))
+            if decode == "bin":  # exact: a bin holding one value that recurs in training
+                atom = (mn == mx) & (np.bincount(b, minlength=len(e) - 1) >= 2)
                 a, z = e[:-1].copy(), e[1:].copy()
                 if h > 0:  # the grid points inside (a, z]: the first above a, the last <= z
                     a[1:] = (np.floor(a[1:] / h + 1e-9) + 1) * h

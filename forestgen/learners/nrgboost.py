@@ -15,12 +15,13 @@ of rejecting them (:mod:`forestgen.sampling.gibbs`: same masses in expectation, 
 half the Gibbs refill), and its Gibbs chains persist across rounds (one burn-in instead of one
 per round); default sampling starts chains at final-pool states (``sample_start``); missing
 values are an extra grid state of their column (the paper has none); categorical columns keep
-every level (no 255 cap); the paper's tuning of
-``max_leaves``/``learning_rate`` and best-round selection on a validation set are left to the
-user (defaults are the official code's). The normaliser ``Z`` is intractable: ``log_prob``
-subtracts an estimate (``log_z_``, standard error ``log_z_se_``; importance sampling from ``q0``
-or AIS, :mod:`forestgen.ensemble.normaliser`) — normalised log-likelihoods are **estimates**;
-conditionals of one column are exact.
+every level (no 255 cap); a numeric bin holding a single training value that recurs decodes to
+exactly it (other draws are uniform over their bin on the column's decimal grid, §1.2); the
+paper's tuning of ``max_leaves``/``learning_rate`` and best-round selection on a validation set
+are left to the user (defaults are the official code's). The normaliser ``Z`` is
+intractable: ``log_prob`` subtracts an estimate (``log_z_``, standard error ``log_z_se_``;
+importance sampling from ``q0`` or AIS, :mod:`forestgen.ensemble.normaliser`) — normalised
+log-likelihoods are **estimates**; conditionals of one column are exact.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class NRGBoost(GenerativeForest):
         ``max_bins`` grid points in its range gets one bin per grid point, unobserved ones
         included (spec §1.1, the reference code's rule), instead of one per training value.
     decode : numeric draws inside a bin: ``"bin"`` = uniform over the bin, on the column's
-        grid (a bin holding one value seen twice or more, or a point mass, decodes to it);
+        grid (a bin holding a single training value that recurs decodes to it);
         ``"observed"`` = uniform between the bin's smallest and largest training value
         (:class:`~forestgen.data.grid.Grid`).
     sample_chains, sample_thin : default :meth:`sample` protocol — after their burn-in,
@@ -137,7 +138,7 @@ class NRGBoost(GenerativeForest):
                  uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
                  feature_fraction: float = 1.0, max_bins: int = 255, grid_bins: bool = False,
-                 decode: str = "observed", sample_chains: int = 64,
+                 decode: str = "bin", sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 1,
                  sample_start: str = "training", sample_warm_burn_in: int = 0,
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
