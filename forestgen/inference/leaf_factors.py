@@ -13,10 +13,10 @@ floating-point operations, in the same column order, as :meth:`LeafModel.log_pro
 without an in-kernel evaluator (:func:`leaf_kind` 0: point masses, rounded-normal tails, user
 subclasses) are left to the per-column paths.
 
-Memory: ``8 L (1 + 5 n_truncnorm + 3 n_categorical + 2 n_uniform)`` bytes for ``L`` leaves,
-``16`` per listed level, ``L`` per byte of the categorical columns' allowed-level bits, ``16``
-per node and ``16 L`` for the leaf order (plus a few per column); the pack is built on first
-use and kept while the model lives (:func:`leaf_pack`).
+Memory: ``8 L (1 + 5 n_truncnorm + 3 n_categorical + 2 n_uniform + ceil(b / 8))`` bytes for
+``L`` leaves with ``b`` bytes of the categorical columns' allowed-level bits, ``16`` per listed
+level, ``16`` per node and ``16 L`` for the leaf order (plus a few per column); the pack is
+built on first use and kept while the model lives (:func:`leaf_pack`).
 """
 
 from __future__ import annotations
@@ -59,9 +59,10 @@ class LeafPack:
 
     :attr:`args` is the ``tabs`` tuple of :func:`leaf_log_weight`: ``rec [L, W]`` (row
     ``r`` holds leaf ``leaf_id[r]``), ``pos [d]`` (first field of each column in a record,
-    -1: unsupported), ``kind [d]``, ``pairs [nnz, 2]`` (level code, probability), ``bits
-    [L, nb]`` (allowed-level bits), ``bpos [d]``, ``base [d, kmax]``, ``nlev [d]``, ``floor
-    [d]``. :attr:`nodes` is ``(node [N, 2] int64, the same memory as float64, roots)``: one
+    -1: unsupported), ``kind [d]``, ``pairs [nnz, 2]`` (level code, probability), ``bits``
+    (``rec``'s bytes; the allowed-level bits end each record), ``bpos [d]`` (their byte),
+    ``base [d, kmax]``, ``nlev [d]``, ``floor [d]``. :attr:`nodes` is ``(node [N, 2] int64,
+    the same memory as float64, roots)``: one
     16-byte record per node in walk order, ``node[n, 0]`` the threshold (float64 bits) or the
     level-set offset of a nominal split, ``node[n, 1]`` = ``left << 24 | feature << 3 | leaf
     << 2 | nominal << 1 | nan_left``; an internal node's right child is the next node, ``left``
@@ -103,18 +104,18 @@ class LeafPack:
                 pos[j] = w
                 w += _WIDTH[int(kind[j])]
         cats = [j for j in range(d) if kind[j] == CATEGORICAL]
-        rec = np.empty((L, w))
+        bpos = np.zeros(d, np.int64)  # the allowed-level bits close each record
+        nb = 8 * w
+        for j in cats:
+            bpos[j] = nb
+            nb += models[j].allowed_.shape[1]
+        rec = np.zeros((L, -(-nb // 8)))
+        bits = rec.view(np.uint8)
         rec[:, 0] = lw
         counts = [np.diff(models[j].offset_)[lid] for j in cats]
         per_leaf = np.sum(counts, axis=0) if cats else np.zeros(L, np.int64)
         start = np.concatenate([[0], np.cumsum(per_leaf)])[:-1]
         pairs = np.empty((int(per_leaf.sum()), 2))
-        bpos = np.zeros(d, np.int64)
-        nb = 0
-        for j in cats:
-            bpos[j] = nb
-            nb += models[j].allowed_.shape[1]
-        bits = np.zeros((L, max(nb, 1)), np.uint8)
         kmax = max([models[j].n_levels for j in cats], default=1)
         base = np.zeros((d, kmax))
         nlev = np.zeros(d, np.int64)
@@ -148,7 +149,8 @@ class LeafPack:
     @property
     def nbytes(self) -> int:
         node, _, roots = self.nodes  # (the second is a view of the first)
-        return int(sum(a.nbytes for a in self.args) + node.nbytes + roots.nbytes
+        own = [a for k, a in enumerate(self.args) if k != 4]  # (bits: a view of rec)
+        return int(sum(a.nbytes for a in own) + node.nbytes + roots.nbytes
                    + self.row.nbytes + self.leaf_id.nbytes)
 
 

@@ -23,6 +23,7 @@ logsumexp rescales where the two-pass one does not).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -37,7 +38,7 @@ from forestgen.inference.leaf_factors import (
 )
 from forestgen.parallel import parallel_kernel
 
-BLOCK = 1024  # rows that walk the trees together (at most)
+BLOCK = 8192  # rows that walk the trees together (at most; one block per thread)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -89,17 +90,23 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
         sn = np.empty(2 * depth + 4, np.int64)  # stack of (node, first, end) in ws
         slo = np.empty(2 * depth + 4, np.int64)
         shi = np.empty(2 * depth + 4, np.int64)
+        xb = np.empty((nb, d))  # the block's rows, their sums and observed columns
+        sb = np.empty((nb, 2))
+        ab = np.zeros((nb, acc.shape[1]))
         ecols = np.empty((nb, d), np.int64)
         ne = np.zeros(nb, np.int64)
         for q in range(nb):
             i = order[r0 + q]
+            sb[q, 0] = st[i, 0]
+            sb[q, 1] = st[i, 1]
             for j in range(d):
+                xb[q, j] = X[i, j]
                 if not np.isnan(X[i, j]):
                     ecols[q, ne[q]] = j
                     ne[q] += 1
         for b in range(roots.shape[0]):
             for q in range(nb):
-                ws[q] = q  # rows as positions in the block
+                ws[q] = q
             sn[0], slo[0], shi[0] = roots[b], 0, nb
             sp = 1
             while sp > 0:
@@ -110,9 +117,8 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
                     r = meta >> 24
                     for k in range(lo, hi):
                         q = ws[k]
-                        i = order[r0 + q]
-                        v = leaf_log_weight(i, r, X, ecols[q], ne[q], tabs)
-                        _add_leaf(i, r, v, X, st, acc, tabs, queries)
+                        v = leaf_log_weight(q, r, xb, ecols[q], ne[q], tabs)
+                        _add_leaf(q, r, v, xb, sb, ab, tabs, queries)
                     continue
                 f = (meta >> 3) & 0x1FFFFF
                 top = hi
@@ -120,24 +126,23 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
                     for k in range(lo, hi):
                         q = ws[k]
                         ws[top] = q
-                        top += route(X[order[r0 + q], f], nd, nodes, cat_left, n_levels) & 1
+                        top += route(xb[q, f], nd, nodes, cat_left, n_levels) & 1
                     mid = top
                     for k in range(lo, hi):
                         q = ws[k]
                         ws[top] = q
-                        top += route(X[order[r0 + q], f], nd, nodes, cat_left,
-                                     n_levels) >> 1
+                        top += route(xb[q, f], nd, nodes, cat_left, n_levels) >> 1
                 else:
                     thr = fnode[nd, 0]
                     for k in range(lo, hi):
                         q = ws[k]
-                        x = X[order[r0 + q], f]
+                        x = xb[q, f]
                         ws[top] = q
                         top += np.int64(not x > thr)  # x <= thr, or x missing
                     mid = top
                     for k in range(lo, hi):
                         q = ws[k]
-                        x = X[order[r0 + q], f]
+                        x = xb[q, f]
                         ws[top] = q
                         top += np.int64(not x <= thr)  # x > thr, or x missing
                 if mid > hi:  # left below right: the right subtree is walked first
@@ -146,6 +151,12 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
                 if top > mid:
                     sn[sp], slo[sp], shi[sp] = nd + 1, mid, top
                     sp += 1
+        for q in range(nb):
+            i = order[r0 + q]
+            st[i, 0] = sb[q, 0]
+            st[i, 1] = sb[q, 1]
+            for c in range(acc.shape[1]):
+                acc[i, c] = ab[q, c]
 
 
 def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -159,7 +170,7 @@ def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray,
     if m:
         first = f.apply(Z)[:, :2]  # rows that share paths go in one block
         order = np.lexsort(first.T[::-1]).astype(np.int64)
-        block = int(min(BLOCK, max(16, -(-m // 8))))
+        block = int(min(BLOCK, max(16, -(-m // numba.get_num_threads()))))
         _batch_walk(Z, order, block, pack.depth, pack.nodes, f.cat_left, f.n_levels,
                     pack.args, st, acc, queries)
     fin = np.isfinite(st[:, 0])

@@ -164,8 +164,8 @@ def test_pack_memory_as_documented(mixed):
     cats = [lm for lm, k in zip(mixed.leaf_models_, kinds) if k == CATEGORICAL]
     nnz = sum(len(lm.code_) for lm in cats)
     nbits = sum(lm.allowed_.shape[1] for lm in cats)
-    width = 1 + 5 * kinds.count(TRUNCNORM) + 3 * len(cats)
+    width = 1 + 5 * kinds.count(TRUNCNORM) + 3 * len(cats) + -(-nbits // 8)
     d = len(kinds)
     small = 8 * d * 5 + 8 * d * max(lm.n_levels for lm in cats) + 8 * mixed.forest_.n_trees
-    assert pack.nbytes == 8 * L * width + 16 * nnz + L * nbits + 16 * N + 16 * L + small
+    assert pack.nbytes == 8 * L * width + 16 * nnz + 16 * N + 16 * L + small
     assert leaf_pack(mixed) is pack  # kept while the model lives
