@@ -169,3 +169,24 @@ def test_pack_memory_as_documented(mixed):
     small = 8 * d * 5 + 8 * d * max(lm.n_levels for lm in cats) + 8 * mixed.forest_.n_trees
     assert pack.nbytes == 8 * L * width + 16 * nnz + 16 * N + 16 * L + small
     assert leaf_pack(mixed) is pack  # kept while the model lives
+
+
+def test_zero_probability_rows_answer_nan(unif, monkeypatch):
+    """Uniform leaves give a value outside every cell probability zero: that row's answer is
+    NaN with a warning, the other rows are unaffected, as on the enumerating path."""
+    q = _queries(60, 8).drop(columns="spend")
+    calls = []
+    real = api._fused_moments
+    monkeypatch.setattr(api, "_fused_moments", lambda *a: calls.append(1) or real(*a))
+    with pytest.warns(RuntimeWarning, match="zero-probability"):
+        p = unif.predict_proba(q, target="c0")
+    assert calls
+    assert np.isnan(p.iloc[0]).all() and np.isfinite(p.iloc[1:]).all().all()
+    lp = unif.log_prob(q)
+    assert lp[0] == -np.inf and np.isfinite(lp[1:]).all()
+
+    def ref():
+        with pytest.warns(RuntimeWarning, match="zero-probability"):
+            return unif.predict_proba(q, target="c0")
+
+    np.testing.assert_allclose(p, _enumerated(monkeypatch, ref), rtol=1e-10, atol=1e-12)
