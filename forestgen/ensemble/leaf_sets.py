@@ -34,10 +34,11 @@ class LeafSets:
 
     ``code_row [T, sum(n_codes)]`` int32 — the row of ``masks [R, W]`` holding ``M_c(k)``;
     ``leaf_node [T, cap]`` int32 — global node id of each leaf (-1: no leaf);
-    ``span [T, d, cap, 2]`` int32 and ``mi [T, d, cap]`` uint8 — each leaf's extent on each
-    ordered column (value codes ``lo..hi``, ``lo > hi`` if none; ``mi``: admits the missing
-    code); ``codes [T, nw_off[d], cap]`` uint64 — each leaf's codes on each nominal column
-    ``c`` as a bitset in words ``nw_off[c]..nw_off[c + 1]`` (no words for ordered columns);
+    ``span [T, d, cap, 2]`` (uint16, or int32 for columns of 65,535 values or more) and
+    ``mi [T, d, cap]`` uint8 — each leaf's extent on each ordered column (value codes
+    ``lo <= k < end``, ``lo = end`` if none; ``mi``: admits the missing code);
+    ``codes [T, nw_off[d], cap]`` uint64 — each leaf's codes on each nominal column ``c`` as a
+    bitset in words ``nw_off[c]..nw_off[c + 1]`` (no words for ordered columns);
     ``col_ptr [T + 1]``, ``cols`` — the columns each tree splits on (ascending).
     """
 
@@ -118,7 +119,7 @@ def _build_tree(root, feature, left, right, cat_off, cat_left, n_codes, n_values
                             first = k
                         last = k
             span[c, ell, 0] = first if first >= 0 else 0
-            span[c, ell, 1] = last
+            span[c, ell, 1] = last + 1 if first >= 0 else 0
             if n_codes[c] > n_values[c] and box[off[c] + n_values[c]]:
                 mi[c, ell] = 1
     # one row per run of equal consecutive codes within a column
@@ -171,8 +172,10 @@ def build_leaf_sets(trees, n_codes: np.ndarray, n_values: np.ndarray, ordered: n
     uses = trees.uses[start:].reshape(-1, d)
     col_ptr = np.r_[0, np.cumsum(uses.sum(axis=1))].astype(np.int64)
     cols = np.nonzero(uses)[1].astype(np.int64)
-    return LeafSets(*(np.concatenate([p[i] for p in parts]) for i in range(6)), nw_off,
-                    col_ptr, cols)
+    sets = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+    if n_values.max(initial=0) < 65535:  # half the memory traffic of the leaf extents
+        sets[3] = sets[3].astype(np.uint16)
+    return LeafSets(*sets, nw_off, col_ptr, cols)
 
 
 def extend(old: LeafSets, new: LeafSets) -> LeafSets:
@@ -203,7 +206,7 @@ def line_leaves(x, j, t, off, code_row, masks, col_ptr, cols, acc):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def add_tree(line, t, j, nv, ordered, leaf_value, span, mi, codes, nw_off, diff, lg):
+def add_tree(line, t, j, nc, nv, ordered, leaf_value, span, mi, codes, nw_off, diff, lg):
     """Add tree ``t``'s part of the slice along ``j`` given the leaves ``line [W]`` that the
     line crosses: an ordered ``j`` into the difference array ``diff`` (and ``lg[nv]`` for the
     missing code), a nominal one into ``lg`` directly (see :mod:`~forestgen.ensemble.leaf_sets`)."""
@@ -216,10 +219,10 @@ def add_tree(line, t, j, nv, ordered, leaf_value, span, mi, codes, nw_off, diff,
             if ordered:
                 a = span[t, j, ell, 0]
                 z = span[t, j, ell, 1]
-                if a <= z:
+                if a < z:
                     diff[a] += v
-                    diff[z + 1] -= v
-                if mi[t, j, ell] == 1:
+                    diff[z] -= v
+                if nc > nv and mi[t, j, ell] == 1:
                     lg[nv] += v
             else:
                 for u in range(nw_off[j], nw_off[j + 1]):
@@ -256,7 +259,7 @@ def slice_logits_kernel(X, j, nc, nv, ordered, off, code_row, masks, leaf_value,
                 hit = hit or cols[p] == j
             if hit:
                 line_leaves(X[i], j, t, off, code_row, masks, col_ptr, cols, line)
-                add_tree(line, t, j, nv, ordered, leaf_value, span, mi, codes, nw_off, diff,
-                         out[i])
+                add_tree(line, t, j, nc, nv, ordered, leaf_value, span, mi, codes, nw_off,
+                         diff, out[i])
         finish_slice(diff, out[i], nv, ordered)
     return out

@@ -153,8 +153,8 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
                         nxt[t, i] = p
                         for w in range(W):
                             line[w] = pre[t, i, w] & suf[pj, i, w]
-                        add_tree(line, t, j, nv, oj, leaf_value, span, mi, codes, nw_off,
-                                 diff[i], lg[i])
+                        add_tree(line, t, j, nc, nv, oj, leaf_value, span, mi, codes,
+                                 nw_off, diff[i], lg[i])
                 for i in range(m):
                     finish_slice(diff[i], lg[i], nv, oj)
                     a = arow[c0 + i]

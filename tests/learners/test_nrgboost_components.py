@@ -442,3 +442,16 @@ def test_gibbs_sweep_draws_from_the_brute_force_conditional():
                 x[j] = min(np.searchsorted(np.cumsum(p), _uniform(st, 0), side="right"),
                            len(p) - 1)
             np.testing.assert_array_equal(rec[ch, sweep], x)
+
+
+def test_leaf_bitset_slices_on_a_column_of_65535_values():
+    rng = np.random.default_rng(14)
+    grid = make_grid([65_535, 2], [True, True], [1, 0])
+    e, cells = random_energy(grid, 1, rng, leaves=6)
+    assert e.trees.leaf_sets(grid).span.dtype == np.int32  # too many values for uint16
+    X = cells[rng.choice(len(cells), 5, replace=False)]
+    sl = e.energy_slice(X, 0, full=True)
+    for i in range(len(X)):
+        Xk = np.repeat(X[i:i + 1], grid.n_codes[0], 0)
+        Xk[:, 0] = np.arange(grid.n_codes[0])
+        np.testing.assert_allclose(sl[i], e.energy(Xk), atol=1e-12)
