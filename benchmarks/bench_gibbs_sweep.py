@@ -44,14 +44,17 @@ for _ in range(3):
                 rng=np.random.default_rng(1))
     best = min(best, time.process_time() - c)
 w = np.arange(1, out.size + 1, dtype=np.int64).reshape(out.shape)
-print(json.dumps({"us": 1e6 * best / (16 * nsw), "checksum": int((out * w).sum() % 1000003)}))
+import forestgen
+print(json.dumps({"us": 1e6 * best / (16 * nsw), "checksum": int((out * w).sum() % 1000003),
+                  "src": forestgen.__file__}))
 """
 
 
 def side(src: str, model: str, T: int, sweeps: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()), NUMBA_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", CHILD, model, str(T), str(sweeps)], env=env,
-                          check=True, capture_output=True, text=True)
+                          cwd=str(Path(src).resolve()), check=True, capture_output=True,
+                          text=True)  # cwd: ``-c`` puts it first on sys.path
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -81,6 +84,7 @@ def main() -> None:
             row = [T, after["us"]]
             if args.before:
                 before = side(args.before, model, T, args.sweeps)
+                assert before["src"] != after["src"], "both sides imported the same forestgen"
                 row += [before["us"], before["us"] / after["us"],
                         "yes" if before["checksum"] == after["checksum"] else "NO"]
             rows.append(row)

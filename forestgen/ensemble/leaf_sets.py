@@ -2,17 +2,18 @@
 
 A tree's leaves are boxes on the grid. Number a tree's leaves ``0..L-1`` and store, per column
 ``c`` and code ``k``, the bitset ``M_c(k)`` of the leaves whose box admits ``x_c = k`` (one
-``W``-word row of ``uint64``; codes with the same row share it). The leaves that the line
-``{x with x_j := k, any k}`` crosses are then ``AND_{c != j} M_c(x_c)`` — a few word ANDs instead
-of a root-to-leaf walk with data-dependent branches — and each of them adds its value over its
-own extent on ``j``: an interval ``[lo, hi]`` of value codes plus a missing flag for an ordered
-``j`` (a difference array), or, for a nominal ``j``, the code ``k`` whose row ``M_j(k)`` meets
-the set. This is the slice traversal of spec ``nrgboost_def.md`` §5.2 (T10), reorganised
-(QuickScorer-style) for the Gibbs sweep of :mod:`forestgen.sampling.gibbs`.
+``W``-word row of ``uint64``; consecutive codes with the same row share it). The leaves that the
+line ``{x with x_j := k, any k}`` crosses are then ``AND_{c != j} M_c(x_c)`` — a few word ANDs
+instead of a root-to-leaf walk with data-dependent branches — and each of them adds its value
+over its own extent on ``j``: an interval of value codes plus a missing flag for an ordered
+``j`` (through a difference array), its code bitset for a nominal ``j``. This is the slice
+traversal of spec ``nrgboost_def.md`` §5.2 (T10), reorganised (QuickScorer-style) for the Gibbs
+sweep of :mod:`forestgen.sampling.gibbs` and for
+:meth:`~forestgen.ensemble.additive_energy.AdditiveEnergy.energy_slice`.
 
-Leaves are numbered in right-first depth-first order, the order in which the stack-based slice
-walk (:func:`~forestgen.ensemble.additive_energy.slice_row`) reaches them, so both add the
-same values in the same order: their slices are bitwise equal.
+Leaves are numbered in right-first depth-first order, the order in which the depth-first slice
+walk these tables replace reached them, so the sums are formed in the same order (the walk and
+this kernel drew identical chains: ``benchmarks/bench_gibbs_sweep.py --before``).
 """
 
 from __future__ import annotations
