@@ -85,7 +85,7 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
     ``prefix & suffix``: the AND of the bitsets of the tree's columns before ``j`` (current
     values, folded in as the sweep passes them) and after ``j`` (values at the start of the
     sweep, unchanged until the sweep reaches them; computed once per sweep). Chains run in
-    blocks of ``block`` (one block per thread), trees outer and chains inner; each chain's
+    blocks of ``block`` (spread over the threads), trees outer and chains inner; each chain's
     arithmetic and random stream are the same whatever the blocks, so the output is too."""
     c, d = X0.shape
     T = col_ptr.shape[0] - 1
@@ -228,13 +228,16 @@ class GibbsSampler:
             allowed_row = np.zeros(c, np.int64)
         free_cols = np.unique(np.asarray(free_cols, np.int64))  # the scan order: ascending
         sets = energy.trees.leaf_sets(grid)
+        # a block per thread, at most 64 chains and ~32 MB of suffix bitsets
+        block = max(1, min(-(-c // numba.get_num_threads()), 64,
+                           (1 << 22) // max(1, len(sets.cols) * sets.words)))
         return gibbs_kernel(
             np.ascontiguousarray(X0, np.int32), int(n_sweeps), int(record_from), int(thin),
             int(n_records), free_cols, np.ascontiguousarray(allowed),
             np.asarray(allowed_row, np.int64), energy.log_q0, grid.code_offsets,
             grid.n_codes.astype(np.int64), grid.n_values.astype(np.int64), grid.ordered,
             *sets.args(energy.trees.value), 1.0 / float(self.temperature),
-            chain_seeds(rng, c), max(1, -(-c // numba.get_num_threads())))
+            chain_seeds(rng, c), block)
 
 
 class SamplePool:

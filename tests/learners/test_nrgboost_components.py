@@ -224,7 +224,7 @@ def test_gibbs_is_reproducible_and_independent_of_thread_count():
 
     rng = np.random.default_rng(5)
     e, _ = random_energy(GRID, 4, rng)
-    X0 = e.sample_q0(8, np.random.default_rng(0))
+    X0 = e.sample_q0(70, np.random.default_rng(0))  # blocks of 64 + 6 (1 thread), 35 + 35
     kw = dict(n_sweeps=30, record_from=5, thin=5, n_records=5)
     a = GibbsSampler().run(e, X0, rng=np.random.default_rng(9), **kw)
     old = numba.get_num_threads()
