@@ -404,7 +404,7 @@ def write_page(records: list[dict], out: Path, info: dict) -> Path:
           "(see Coverage and Failures).", ""]
     L += ["## Coverage", "", "Cells that finished per generator (a cell is one table and "
           "seed).", "", _md(_coverage(pd.concat([rec, ablations]))), ""]
-    tabs = rec.drop_duplicates("table")[["table", "table_meta"]]
+    tabs = pd.concat([rec, ablations]).drop_duplicates("table")[["table", "table_meta"]]
     tl = pd.DataFrame([{"table": r.table, "rows (full)": r.table_meta["rows"],
                         "target": f"{r.table_meta['target']} ({r.table_meta['task']})",
                         "source": r.table_meta["source"], "what it tests": r.table_meta["tests"],

@@ -252,6 +252,16 @@ def check_same_code(records: list[dict], new: str, old: str) -> int:
     return len(both)
 
 
+def _generator_rank(record: dict) -> tuple:
+    """Peers first (in the order of ``PEER_GENERATORS``), then forestgen's learners and
+    presets by name, then one-parameter ablations (``~``) by name."""
+    g = record["generator"]
+    if not g.startswith("forestgen:"):
+        order = [p[0] for p in PEER_GENERATORS]
+        return (0, order.index(g) if g in order else len(order), g)
+    return (2 if "~" in g else 1, 0, g)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--peers", type=Path, default=peers.default_root())
@@ -317,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             if key not in seen:
                 seen.add(key)
                 unique.append(r)
+        unique.sort(key=_generator_rank)  # the page's column order, whatever the shard order
         records = rescore(unique, only_old_splits=a.rescore == "old-splits") if a.rescore \
             else unique
         a.out.mkdir(parents=True, exist_ok=True)

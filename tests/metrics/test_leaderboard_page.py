@@ -80,3 +80,25 @@ def test_likelihood_goal_is_read_on_one_base_measure(tmp_path):
     assert "a -7.50 (-8.00)" in one
     num = one[one.index("With integers coded as numbers"):]
     assert "| a | **-8.25** | -8.50 |" in num
+
+
+def test_a_shard_of_ablations_only_writes_its_page(tmp_path):
+    """A shard that ran only one-parameter departures (``~k=v``) still gets a page (the
+    tables section read its tables from the default cells only: KeyError 'table')."""
+    recs = [cell("forestgen:nrgboost~decode=observed", "a", 0, 0.61),
+            cell("forestgen:nrgboost~decode=observed", "b", 0, 0.66)]
+    info = {"command": "cmd", "seeds": 1, "max_train": 500, "limit_s": 60.0, "setup": {}}
+    text = write_page(recs, tmp_path, info).read_text()
+    tables = text[text.index("## Tables"):]
+    assert "| a | 150 |" in tables and "| b | 150 |" in tables
+
+
+def test_merged_shards_list_peers_then_learners_then_ablations():
+    """``--merge`` orders the page's columns the same whatever the order of its shards."""
+    from run import _generator_rank
+
+    gens = ["forestgen:nrgboost", "forestgen:arf~alpha=0.1", "sdv:tvae", "forestgen:arf",
+            "rarf", "forestgen:arf@fastest", "nrgboost"]
+    ranked = sorted(gens, key=lambda g: _generator_rank({"generator": g}))
+    assert ranked == ["rarf", "nrgboost", "sdv:tvae", "forestgen:arf", "forestgen:arf@fastest",
+                      "forestgen:nrgboost", "forestgen:arf~alpha=0.1"]
