@@ -23,6 +23,7 @@ from forestgen.inference.conditions import (
     evidence_from_frame,
     parse_conditions,
 )
+from forestgen.inference.evidence_mass import evidence_log_mass
 from forestgen.inference.leaf_search import bounded_draws
 from forestgen.inference.marginal_walk import fused_rows, marginal_moments, moment_columns
 from forestgen.inference.posterior import (
@@ -47,8 +48,10 @@ def _rng(random_state) -> np.random.Generator:
 
 
 def _lognorm(model, ev: Evidence, skip: int | None = None) -> np.ndarray:
-    out = np.empty(ev.m)
-    for ch in iter_posterior(model, ev, skip=skip):
+    """``log p(evidence)`` per row: the fused walk of :mod:`.evidence_mass` where the leaf
+    models have in-kernel factors, the enumerating path elsewhere."""
+    done, out = evidence_log_mass(model, ev if skip is None else ev.drop_column(skip))
+    for ch in iter_posterior(model, ev, rows=np.flatnonzero(~done), skip=skip):
         out[ch.rows] = ch.lognorm
     return out
 

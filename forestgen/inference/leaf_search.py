@@ -32,17 +32,16 @@ import weakref
 import numpy as np
 from numba import njit, prange
 
-from forestgen.inference.leaf_factors import (
-    CATEGORICAL,
-    UNIFORM,
-    leaf_kind,
-    leaf_log_weight,
-    leaf_pack,
-    supported_columns,
+from forestgen.inference.interval_factors import (
+    evidence_arrays,
+    kernel_rows,
+    row_columns,
+    row_log_weight,
 )
+from forestgen.inference.leaf_factors import CATEGORICAL, UNIFORM, leaf_kind, leaf_pack
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.parallel import parallel_kernel
-from forestgen.tree.kernels import go_left
+from forestgen.tree.kernels import evidence_sides
 
 #: node visits per row before the row is handed to the enumerating path
 VISIT_BUDGET = 16_384
@@ -238,10 +237,11 @@ def _find(keys, node):
 
 
 @parallel_kernel
-def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat_off,
-                  cat_left, n_levels, roots, node_leaf, inner, bound, lrow, tabs, budget,
-                  max_depth, block):
-    """One leaf per row of point evidence ``X [m, d]`` (NaN = free), or -1 (left to the
+def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, threshold, nan_left,
+                  left, right, cat_off, cat_left, n_levels, roots, node_leaf, inner, bound, lrow,
+                  tabs, budget, max_depth, block):
+    """One leaf per row of evidence (point values ``X [m, d]``, NaN = none; intervals and
+    level sets as in :func:`~forestgen.tree.kernels.evidence_sides`), or -1 (left to the
     enumerating path); also the node visits per row. See the module docstring."""
     m, d = X.shape
     B = roots.shape[0]
@@ -259,14 +259,13 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
         vals = np.empty(cap, np.float64)
         used = np.empty(cap, np.int64)
         ecols = np.empty(d, np.int64)
+        icols = np.empty(d, np.int64)
+        scols = np.empty(d, np.int64)
+        scratch = np.zeros((1, tabs[6].shape[1]))
         rb = np.empty(B, np.float64)
         state = np.zeros(1, np.uint64)
         for i in range(blk * block, min(m, (blk + 1) * block)):
-            ne = 0
-            for j in range(d):
-                if not np.isnan(X[i, j]):
-                    ecols[ne] = j
-                    ne += 1
+            ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
             state[0] = _mix64(np.uint64(key) ^ _mix64(np.uint64(row_id[i]) + np.uint64(1)))
             # the largest static root bound sets the scale of the row's linear weights
             shift = -np.inf
@@ -275,7 +274,8 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                 if feature[r] >= 0:
                     v = np.float64(bound[inner[r]])
                 else:
-                    v = leaf_log_weight(i, lrow[node_leaf[r]], X, ecols, ne, tabs)
+                    v = row_log_weight(i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni,
+                                       smask, soff, scols, ns, tabs, scratch)
                 if v > shift or np.isnan(v):
                     shift = v
             if not np.isfinite(shift):
@@ -294,8 +294,9 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                     elif feature[r] >= 0:
                         rb[b] = np.exp(np.float64(bound[inner[r]]) - shift)
                     else:
-                        rb[b] = np.exp(leaf_log_weight(
-                            i, lrow[node_leaf[r]], X, ecols, ne, tabs) - shift)
+                        rb[b] = np.exp(row_log_weight(
+                            i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni, smask, soff,
+                            scols, ns, tabs, scratch) - shift)
                         keys[h] = r
                         vals[h] = rb[b]
                         used[n_used] = h
@@ -318,14 +319,10 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                         out[i] = node_leaf[node]
                         break
                     count += 1
-                    f = feature[node]
-                    x = X[i, f]
-                    go_l = True
-                    go_r = True
-                    if not np.isnan(x):
-                        go_l = go_left(x, node, feature, threshold, nan_left, cat_off,
-                                        cat_left, n_levels)
-                        go_r = not go_l
+                    sides = evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature,
+                                           threshold, nan_left, cat_off, cat_left, n_levels)
+                    go_l = (sides & 1) != 0
+                    go_r = (sides & 2) != 0
                     bc = np.zeros(2)
                     for side in range(2):
                         if (side == 0 and not go_l) or (side == 1 and not go_r):
@@ -337,8 +334,9 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
                         elif feature[c] >= 0:
                             bc[side] = np.exp(np.float64(bound[inner[c]]) - shift)
                         else:
-                            bc[side] = np.exp(leaf_log_weight(
-                                i, lrow[node_leaf[c]], X, ecols, ne, tabs) - shift)
+                            bc[side] = np.exp(row_log_weight(
+                                i, lrow[node_leaf[c]], X, ecols, ne, lo, hi, icols, ni, smask,
+                                soff, scols, ns, tabs, scratch) - shift)
                             keys[h] = c
                             vals[h] = bc[side]
                             used[n_used] = h
@@ -372,14 +370,22 @@ def _bounded_draw(X, row_id, key, feature, threshold, nan_left, left, right, cat
 
 
 def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
-                        budget: int = VISIT_BUDGET) -> tuple[np.ndarray, np.ndarray]:
-    """One posterior leaf per row of point evidence ``point [m, d]`` (encoded values, NaN =
-    free), or -1 where the row is left to the enumerating path; and the node visits per row.
+                        budget: int = VISIT_BUDGET, evidence: tuple | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """One posterior leaf per evidence row, or -1 where the row is left to the enumerating
+    path; and the node visits per row. ``point [m, d]``: encoded values (NaN = none);
+    ``evidence``: the rows' intervals and level sets as
+    :func:`~.interval_factors.evidence_arrays` gives them (None: none).
 
-    Every column with evidence in some row must be supported (:func:`supported_columns`).
-    ``row_id`` and ``key`` seed each row's random numbers (same ids and key, same draws)."""
+    Every column with evidence in some row must have in-kernel factors
+    (:func:`~.interval_factors.kernel_columns`). ``row_id`` and ``key`` seed each row's random
+    numbers (same ids and key, same draws)."""
     point = np.ascontiguousarray(point, np.float64)
     m, d = point.shape
+    if evidence is None:
+        evidence = (np.zeros((0, d)), np.zeros((0, d)), np.zeros((0, d), bool),
+                    np.zeros((m, 0), bool), np.zeros(d, np.int64), np.zeros(d, np.int64))
+    lo, hi, sact, smask, soff, sk = evidence
     out = np.full(m, -1, np.int64)
     visits = np.zeros(m, np.int64)
     if m == 0:
@@ -400,7 +406,9 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
         sel = np.flatnonzero(pat == p)
         bound = nb.pattern(np.flatnonzero(pats[p]))
         out[sel], visits[sel] = _bounded_draw(
-            np.ascontiguousarray(point[sel]), row_id[sel], np.uint64(int(key) % 2**64),
+            np.ascontiguousarray(point[sel]), _rows_of(lo, sel), _rows_of(hi, sel),
+            _rows_of(sact, sel), _rows_of(smask, sel), soff, sk, row_id[sel],
+            np.uint64(int(key) % 2**64),
             f.feature, f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left,
             f.n_levels, f.roots, f.node_leaf, nb.inner, bound, pack.row, pack.args, int(budget),
             nb.max_depth, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
@@ -411,12 +419,21 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
 #: other rows are assigned to it or to the enumerating path
 PROBE_ROWS = 4
 WALK_CAP = 4096  # leaves a probe row's walk counts at most
+#: node visits per row when a probe's walk reaches :data:`WALK_CAP` leaves (typical of interval
+#: and level-set evidence, whose walk lists ~10^5 leaves of a 1M-row forest)
+CAPPED_BUDGET = 65_536
+
+
+def _rows_of(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``a[sel]`` of a per-row kernel array (``[0, d]``: none, kept)."""
+    return a if a.shape[0] == 0 else np.ascontiguousarray(a[sel])
 
 
 @njit(cache=True, nogil=True)
-def _count_reach(X, cap, feature, threshold, nan_left, left, right, cat_off, cat_left,
-                 n_levels, roots, max_nodes):
-    """Leaves each row of point evidence ``X`` reaches (NaN = both ways), at most ``cap``."""
+def _count_reach(X, lo, hi, sact, smask, soff, sk, cap, feature, threshold, nan_left, left,
+                 right, cat_off, cat_left, n_levels, roots, max_nodes):
+    """Leaves each evidence row reaches (the walk of :meth:`ForestArrays.reach`), at most
+    ``cap``."""
     m = X.shape[0]
     out = np.zeros(m, np.int64)
     stack = np.empty(max_nodes + 2, np.int64)
@@ -432,16 +449,12 @@ def _count_reach(X, cap, feature, threshold, nan_left, left, right, cat_off, cat
                 if f < 0:
                     cnt += 1
                     continue
-                x = X[i, f]
-                if np.isnan(x):
-                    stack[sp] = left[node]
-                    stack[sp + 1] = right[node]
-                    sp += 2
-                elif go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
-                              n_levels):
+                s = evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature,
+                                   threshold, nan_left, cat_off, cat_left, n_levels)
+                if s & 1:
                     stack[sp] = left[node]
                     sp += 1
-                else:
+                if s & 2:
                     stack[sp] = right[node]
                     sp += 1
         out[i] = min(cnt, cap)
@@ -449,22 +462,21 @@ def _count_reach(X, cap, feature, threshold, nan_left, left, right, cat_off, cat
 
 
 def bounded_eligible(model, ev, rows: np.ndarray) -> np.ndarray:
-    """bool per row of ``rows``: point evidence only, on columns the search can weigh."""
-    act = ev.active()[rows]
-    point = ~np.isnan(ev.point[rows])
-    ok = (act == point).all(1)  # no interval or level-set evidence in the row
-    bad_cols = ~supported_columns(model)
-    return ok & ~(point & bad_cols[None, :]).any(1)
+    """bool per row of ``rows``: evidence (point values, intervals, level sets) only on
+    columns whose leaf factors the search can weigh (:func:`~.interval_factors.kernel_rows`)."""
+    return kernel_rows(model, ev, rows)
 
 
 def bounded_draws(model, ev, rows: np.ndarray, key: int) -> tuple[np.ndarray, dict]:
     """A posterior leaf per evidence row in ``rows`` by the bounded search, -1 for rows left
     to the enumerating path; and counts ``{"rows", "searched", "fallback"}``.
 
-    Rows are grouped by evidence pattern (which columns are given). The pattern's first
+    Rows are grouped by evidence pattern (which columns carry a value, an interval or a level
+    set). The pattern's first
     :data:`PROBE_ROWS` rows count the leaves their walk would list (up to :data:`WALK_CAP`)
     and are searched with twice that many node visits; the pattern's other rows are searched
-    (with four times the largest count) only when the probe's median row visited fewer nodes
+    (with four times the largest count; :data:`CAPPED_BUDGET` both when a walk reaches the cap)
+    only when the probe's median row visited fewer nodes
     than the median walk lists leaves: the search wins with few evidence columns, where a row
     reaches thousands of leaves, and loses to the walk when routing on many columns keeps it
     short. The choice depends only on the rows and ``key``, never on threads or batching.
@@ -477,21 +489,28 @@ def bounded_draws(model, ev, rows: np.ndarray, key: int) -> tuple[np.ndarray, di
         return leaf, info
     f = model.forest_
     max_nodes = int(np.diff(f.node_offsets).max())
-    given = ~np.isnan(ev.point[rows[elig]])
-    _, pat = np.unique(given, axis=0, return_inverse=True)
+    sub = rows[elig]
+    given = ~np.isnan(ev.point[sub])
+    _, pat = np.unique(np.concatenate([given, ev.active()[sub]], axis=1), axis=0,
+                       return_inverse=True)
     pat = np.asarray(pat).ravel()
     for p in range(int(pat.max()) + 1):
         mine = elig[pat == p]
         probe, rest = mine[:PROBE_ROWS], mine[PROBE_ROWS:]
         pts = np.ascontiguousarray(ev.point[rows[probe]])
-        walk = _count_reach(pts, WALK_CAP, f.feature, f.threshold, f.nan_left, f.left, f.right,
-                            f.cat_off, f.cat_left, f.n_levels, f.roots, max_nodes)
-        leaf[probe], vis = draw_leaves_bounded(model, pts, rows[probe], key,
-                                               int(max(2 * walk.max(), 64)))
+        evp = evidence_arrays(ev, rows[probe])
+        walk = _count_reach(pts, *evp, WALK_CAP, f.feature, f.threshold, f.nan_left, f.left,
+                            f.right, f.cat_off, f.cat_left, f.n_levels, f.roots, max_nodes)
+        capped = walk.max() >= WALK_CAP
+        leaf[probe], vis = draw_leaves_bounded(
+            model, pts, rows[probe], key, CAPPED_BUDGET if capped else int(max(2 * walk.max(), 64)),
+            evp)
         info["searched"] += len(probe)
         if len(rest) and np.median(vis) < np.median(walk):
-            leaf[rest], _ = draw_leaves_bounded(model, ev.point[rows[rest]], rows[rest], key,
-                                                int(max(4 * walk.max(), 256)))
+            leaf[rest], _ = draw_leaves_bounded(
+                model, ev.point[rows[rest]], rows[rest], key,
+                CAPPED_BUDGET if capped else int(max(4 * walk.max(), 256)),
+                evidence_arrays(ev, rows[rest]))
             info["searched"] += len(rest)
     info["fallback"] = int(info["searched"] - (leaf >= 0).sum())
     return leaf, info

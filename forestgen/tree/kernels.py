@@ -80,6 +80,28 @@ def _set_sides(i, node, f, smask, o, k, threshold, nan_left, cat_off, cat_left, 
     return s
 
 
+@njit(cache=True, nogil=True, inline="always")
+def evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left,
+                   cat_off, cat_left, n_levels):
+    """Children of internal ``node`` (``1`` left, ``2`` right, ``3`` both, ``0`` none) that
+    row ``i``'s evidence reaches: a point value ``X[i, f]`` routes (:func:`go_left`); without
+    one, an interval ``(lo, hi]`` (``lo``/``hi [n, d]``, or ``[0, d]``: none) or a level set
+    (``sact``/``smask``/``soff``/``sk`` as in :func:`walk_kernel`) goes to each child it
+    intersects, and no evidence (NaN) goes to both."""
+    f = feature[node]
+    x = X[i, f]
+    if not np.isnan(x):
+        return 1 if go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
+                            n_levels) else 2
+    if lo.shape[0] > 0 and not np.isnan(lo[i, f]):
+        t = threshold[node]
+        return (1 if lo[i, f] < t else 0) | (2 if hi[i, f] > t else 0)
+    if sact.shape[0] > 0 and sact[i, f]:
+        return _set_sides(i, node, f, smask, soff[f], sk[f], threshold, nan_left, cat_off,
+                          cat_left, n_levels)
+    return 3
+
+
 @njit(cache=True, nogil=True)
 def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold, nan_left,
               left, right, cat_off, cat_left, n_levels, node_leaf, stack, out, pos, write):
@@ -89,8 +111,6 @@ def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold,
     At a split on column ``f``: a point value ``X[i, f]`` routes; without one, an interval
     ``(lo, hi]`` or a level set goes to each child it intersects, and no evidence (NaN) goes
     to both."""
-    has_iv = lo.shape[0] > 0
-    has_set = sact.shape[0] > 0
     stack[0] = roots[b]
     sp = 1
     while sp > 0:
@@ -102,18 +122,8 @@ def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold,
                 out[pos] = node_leaf[node]
             pos += 1
             continue
-        x = X[i, f]
-        if not np.isnan(x):
-            s = 1 if go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
-                              n_levels) else 2
-        elif has_iv and not np.isnan(lo[i, f]):
-            t = threshold[node]
-            s = (1 if lo[i, f] < t else 0) | (2 if hi[i, f] > t else 0)
-        elif has_set and sact[i, f]:
-            s = _set_sides(i, node, f, smask, soff[f], sk[f], threshold, nan_left, cat_off,
-                           cat_left, n_levels)
-        else:
-            s = 3
+        s = evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature, threshold,
+                           nan_left, cat_off, cat_left, n_levels)
         if s & 1:
             stack[sp] = left[node]
             sp += 1
