@@ -8,10 +8,13 @@ columns a row is consistent with tens of thousands of leaves, so listing them al
 exactly by rejection from an envelope that descends the trees:
 
 * every internal node ``n`` has a static upper bound ``U_E(n)`` on the summed weight of its
-  subtree's leaves under any evidence on the row's columns ``E`` (:class:`NodeBounds`): each
-  leaf counts ``pi_k`` times its largest density on each numeric column of ``E`` (a pmf is at
-  most 1); a split on a column of ``E`` sends the row one way, so it takes the larger child
+  subtree's leaves under any point values on the row's columns ``E`` (:class:`NodeBounds`):
+  each leaf counts ``pi_k`` times its largest density on each numeric column of ``E`` (a pmf is
+  at most 1); a split on a column of ``E`` sends the row one way, so it takes the larger child
   bound, any other split the sum; a leaf's bound in a trial is its exact weight;
+* interval and level-set evidence (:mod:`.interval_factors`) multiplies a leaf's weight by a
+  probability ``<= 1``, so the bounds of the row's point columns still hold; such a column
+  sends the row to each child its interval or level set meets (a child it misses has bound 0);
 * a trial picks a tree by its root's bound, then at each node moves to a child with probability
   ``bound(child) / bound(node)`` (a child the evidence excludes has bound 0) and stops
   (rejects) with the remaining probability; reaching leaf ``k`` has probability
