@@ -75,6 +75,8 @@ from forestgen.validation import (
 
 #: pseudo-rows of the prior on GF.Boost's shares at spike levels (``_spike_levels``)
 SPIKE_PRIOR = 1.0
+#: most draws per round of EOGT's rejection sampler (more when the rows asked for need it)
+REJECTION_BATCH = 1 << 18
 
 
 @register("learner", "gfboost")
@@ -595,7 +597,7 @@ class EOGT(GFBoost):
     iterative tree order, mixed like :class:`GFBoost`'s with ``smoothing`` times the uniform
     density on the box. :meth:`sample` draws from it exactly; :meth:`log_prob` is its exact
     density, with missing entries marginalised by walking both branches of every node on a
-    missing column (:func:`~forestgen.sampling.star.approx_regions`; a row needing more than
+    missing column (:func:`~forestgen.sampling.eogt_regions.approx_regions`; a row needing more than
     ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
     :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
     :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
@@ -687,17 +689,15 @@ class EOGT(GFBoost):
         entries, ``log Q̂(C) - log μ_o(C_o)`` (times the atom shares of observed atom columns,
         :mod:`~forestgen.learners.region_atoms`), and their atom shares; ``None`` past
         ``max_regions``."""
-        from forestgen.sampling.star import approx_regions, region_log_measure
+        from forestgen.sampling.eogt_regions import approx_regions
 
-        g = self._geometry()
-        reg = approx_regions(g, x, self.box_lo_, self.box_hi_, int(self.max_regions))
+        reg = approx_regions(self._geometry(), x, self.box_lo_, self.box_hi_,
+                             int(self.max_regions))
         if reg is None:
             return None
-        lq, lo, hi, mask = reg
-        obs = np.flatnonzero(~np.isnan(x))
-        lw = np.array([lq[i] - region_log_measure(g, lo[i], hi[i], mask[i], obs)
-                       for i in range(len(lq))])
-        shares = self._region_shares(lo, hi, mask)
+        lo, hi, mask = reg.lo, reg.hi, reg.mask
+        lw = reg.log_q - reg.log_measure
+        shares = self._region_shares(lo, hi, reg.leaves)
         if len(lw) and self._atoms():
             lw = lw + self._atoms().log_factor(x, shares, lo, hi)
         return lw, lo, hi, mask, shares
@@ -706,14 +706,13 @@ class EOGT(GFBoost):
         """The per-region atom shares (``None`` for files saved before they existed)."""
         return getattr(self, "region_atoms_", None)
 
-    def _region_shares(self, lo, hi, mask) -> list[np.ndarray]:
-        """Atom shares ``[m, A]`` per atom column of regions given by their boxes."""
+    def _region_shares(self, lo, hi, leaves) -> list[np.ndarray]:
+        """Atom shares ``[m, A]`` per atom column of regions given by their boxes and their
+        leaf in every tree."""
         atoms = self._atoms()
         if not atoms or not len(lo):
             return []
-        kind, nlev, nom_off = self._layout
-        rid = atoms.region_ids(region_leaves(self.trees_, lo, hi, mask, nom_off, nlev))
-        return atoms.shares(rid, lo, hi)
+        return atoms.shares(atoms.region_ids(leaves), lo, hi)
 
     def _box_shares(self) -> list[np.ndarray]:
         """Atom shares of the smoothing component: the column's overall shares."""
@@ -724,14 +723,14 @@ class EOGT(GFBoost):
 
     def _uniform_log_weight(self, x: np.ndarray) -> float:
         """``log ε - log μ_o(X_o)``: the smoothing component's weight on the observed entries."""
-        from forestgen.sampling.star import region_log_measure
+        from forestgen.sampling.eogt_regions import region_log_measures
 
         if self.smoothing_ <= 0:
             return -np.inf
         g = self._geometry()
         r0 = self.trees_.roots[0]
-        out = math.log(self.smoothing_) - region_log_measure(
-            g, g.lo[r0], g.hi[r0], g.mask[r0], np.flatnonzero(~np.isnan(x)))
+        out = math.log(self.smoothing_) - float(region_log_measures(
+            g, g.lo[r0], g.hi[r0], g.mask[r0], np.flatnonzero(~np.isnan(x)))[0])
         if self._atoms():
             out += float(self._atoms().log_factor(x, self._box_shares(), g.lo[r0][None, :],
                                                   g.hi[r0][None, :])[0])
@@ -952,8 +951,8 @@ class EOGT(GFBoost):
                                            f"{i} has probability zero")
             free = np.isnan(x) & ~np.isin(np.arange(len(x)), list(cons))
             joint = np.where(free, Zx[i], x)
-            reg = self._evidence_regions(joint, cons)
-            if reg is None or np.isnan(log_e):
+            reg = None if np.isnan(log_e) else self._evidence_regions(joint, cons)
+            if reg is None:
                 big.append(i)
                 out[i] = np.nan
                 continue
@@ -997,9 +996,11 @@ class EOGT(GFBoost):
         exceed ``max_regions``: with every other column free they are all the regions)."""
         from forestgen.inference.conditions import ZeroProbabilityError
 
-        got, need, tried = [], m, 0
-        while need > 0:
-            batch = max(256, 4 * need)
+        got, need, tried, batch = [], m, 0, 0
+        limit = 1000 * m + 100_000
+        while need > 0:  # batches grow geometrically: few Python rounds for rare evidence
+            batch = min(max(256, 4 * need, 2 * batch), max(REJECTION_BATCH, 4 * need),
+                        limit - tried)
             Z = self.sample_encoded(batch, rng)
             ok = np.ones(batch, bool)
             for j, c in cons.items():
@@ -1013,7 +1014,7 @@ class EOGT(GFBoost):
             got.append(Z[ok][:need])
             need -= len(got[-1])
             tried += batch
-            if need > 0 and tried >= 1000 * m + 100_000:
+            if need > 0 and tried >= limit:
                 raise ZeroProbabilityError(
                     f"EOGT conditional_sample: the evidence of row {row} holds fewer than "
                     f"{m - need + 1} of {tried} draws of the law and its compatible regions "
@@ -1154,7 +1155,7 @@ class EOGT(GFBoost):
         (``"max_density"``, ties at random) or drawn from the conditional (``"sample"``,
         the smoothing component being the whole box); ``None`` if ``x`` has probability 0.
         Returns ``(lo, hi, mask, shares)`` (atom shares per atom column, ``[A]`` each)."""
-        from forestgen.sampling.star import region_log_measure
+        from forestgen.sampling.eogt_regions import region_log_measures
 
         g = self._geometry()
         lw, lo, hi, mask, shares = reg
@@ -1165,8 +1166,7 @@ class EOGT(GFBoost):
                 return box if np.isfinite(self._uniform_log_weight(x)) and self._inside(x) \
                     else None
             miss = np.flatnonzero(np.isnan(x))
-            score = np.array([lw[i] - region_log_measure(g, lo[i], hi[i], mask[i], miss)
-                              for i in range(len(lw))])
+            score = lw - region_log_measures(g, lo, hi, mask, miss)
             fixed = self._densest_pieces(x, shares, lo, hi)
             if fixed is not None:
                 score = score + fixed[0]
@@ -1260,23 +1260,22 @@ class EOGT(GFBoost):
         spiky = bool(atoms) and j in atoms.columns
 
         def centre(a, b):
-            return 0.5 * (math.floor(a) + 1 + math.floor(b)) if integer else 0.5 * (a + b)
+            return 0.5 * (np.floor(a) + 1 + np.floor(b)) if integer else 0.5 * (a + b)
 
-        w = list(math.log1p(-self.smoothing_) + lw)
-        c = np.array([centre(lo[i, j], hi[i, j]) for i in range(len(lw))])
+        w = math.log1p(-self.smoothing_) + lw
+        c = centre(lo[:, j], hi[:, j])
         if spiky and len(c):  # the region's point masses move its mean
             c = atoms.mean_shift(j, shares, c, lo[:, j], hi[:, j])
-        c = list(c)
         u = self._uniform_log_weight(x)
         if np.isfinite(u) and self._inside(x):
-            w.append(u)
-            cb = centre(g.lo[r0, j], g.hi[r0, j])
-            c.append(float(atoms.mean_shift(j, self._box_shares(), np.array([cb]),
-                                            g.lo[r0, j: j + 1], g.hi[r0, j: j + 1])[0])
-                     if spiky else cb)
-        if not w:
+            cb = float(centre(g.lo[r0, j], g.hi[r0, j]))
+            cb = (float(atoms.mean_shift(j, self._box_shares(), np.array([cb]),
+                                         g.lo[r0, j: j + 1], g.hi[r0, j: j + 1])[0])
+                  if spiky else cb)
+            w, c = np.r_[w, u], np.r_[c, cb]
+        if not len(w):
             return np.nan
-        w = np.exp(np.asarray(w) - max(w))
+        w = np.exp(w - w.max())
         return float(np.dot(w, c) / w.sum())
 
     def impute_encoded(self, Z: np.ndarray, miss: np.ndarray, method: str,

@@ -144,10 +144,16 @@ class RegionAtoms:
     def region_ids(self, leaves: np.ndarray) -> np.ndarray:
         """Index of each region (rows of leaf ids ``[m, T]``) among the stored ones; -1 for a
         region holding no training weight."""
-        if self._index is None:
-            self._index = {k.tobytes(): i for i, k in enumerate(self.keys)}
-        leaves = np.ascontiguousarray(leaves, np.int32)
-        return np.array([self._index.get(k.tobytes(), -1) for k in leaves], np.int64)
+        if self._index is None:  # the keys as sortable byte strings, sorted once
+            flat = _row_bytes(self.keys)
+            order = np.argsort(flat, kind="stable")
+            self._index = (flat[order], order)
+        sorted_keys, order = self._index
+        q = _row_bytes(np.asarray(leaves).reshape(len(leaves), -1))
+        if not len(sorted_keys):
+            return np.full(len(q), -1, np.int64)
+        at = np.minimum(np.searchsorted(sorted_keys, q), len(sorted_keys) - 1)
+        return np.where(sorted_keys[at] == q, order[at], -1).astype(np.int64)
 
     def shares(self, rid: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
         """Per atom column, the shares ``[m, A]`` of regions ``rid`` (-1: no training weight)
@@ -266,6 +272,12 @@ class RegionAtoms:
         if self.levels[c]:
             return self.level_probs(c, s, lo, hi) @ np.arange(self.levels[c], dtype=float)
         return s @ self.atoms[c] + (1.0 - s.sum(1)) * centre
+
+
+def _row_bytes(keys: np.ndarray) -> np.ndarray:
+    """Each row of int32 leaf ids ``[m, T]`` as one byte string (``[m]``, void dtype)."""
+    keys = np.ascontiguousarray(keys, np.int32)
+    return keys.view(np.dtype((np.void, 4 * keys.shape[1]))).ravel()
 
 
 def region_leaves(forest: ForestArrays, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,

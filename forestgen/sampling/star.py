@@ -10,7 +10,8 @@ child's box; when every star is a leaf, draw uniformly in ``C``.
 ``R(C)`` for any order). ``branch="approx"`` (EOGT, eq. (8)): ``q̂ ∝ π_v · |C_j ∩ v| / |v_j|``, the
 child's branching probability times the share of the child's extent on the split column that
 ``C`` covers — only arc probabilities are needed; the law depends on the order. With the
-iterative order, :func:`approx_log_prob` gives the exact density of that law.
+iterative order, :func:`approx_log_prob` gives the exact density of that law
+(:mod:`~forestgen.sampling.eogt_regions` its regions compatible with partial evidence).
 """
 
 from __future__ import annotations
@@ -62,6 +63,22 @@ class TreeGeometry:
                 self.hi[a, j] = min(self.hi[a, j], f.threshold[node])
                 self.lo[b, j] = max(self.lo[b, j], f.threshold[node])
         self.weight = np.asarray(forest.node_value[:, 0], float)
+        self._kernel_arrays: tuple | None = None
+
+    def kernel_arrays(self) -> tuple:
+        """The forest and node boxes as the typed arrays of the compiled walks (built once):
+        ``feature, threshold, left, right, cat_off, cat_left, roots, weight, lo, hi, mask,
+        nom_off, nlev``."""
+        if self._kernel_arrays is None:
+            f = self.forest
+            self._kernel_arrays = (
+                f.feature.astype(np.int64), f.threshold.astype(np.float64),
+                f.left.astype(np.int64), f.right.astype(np.int64), f.cat_off.astype(np.int64),
+                f.cat_left.astype(np.uint8), f.roots.astype(np.int64),
+                self.weight.astype(np.float64), np.ascontiguousarray(self.lo, np.float64),
+                np.ascontiguousarray(self.hi, np.float64), self.mask.astype(np.uint8),
+                self.nom_off.astype(np.int64), self.nlev.astype(np.int64))
+        return self._kernel_arrays
 
     def left_share(self, node: int, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray) -> float:
         """Share of the region's extent on the split column of ``node`` that goes left."""
@@ -226,89 +243,6 @@ def approx_log_prob(g: TreeGeometry, Z: np.ndarray, box_lo, box_hi) -> np.ndarra
     return out
 
 
-def region_log_measure(g: TreeGeometry, lo, hi, mask, cols) -> float:
-    """Log measure of a region on the columns ``cols`` (Lebesgue / counting, as the density)."""
-    out = 0.0
-    for j in cols:
-        if g.nom_off[j] >= 0:
-            o = g.nom_off[j]
-            out += math.log(mask[o: o + g.nlev[j]].sum())
-        else:
-            out += math.log(hi[j] - lo[j])
-    return out
-
-
-def approx_regions(g: TreeGeometry, x: np.ndarray, box_lo, box_hi, budget: int = 100_000):
-    """The regions of EOGT's iterative-order law (§4.3) compatible with the observed entries
-    of ``x`` (NaN = missing): walk the trees in order; a node on an observed column follows
-    ``x``, a node on a missing column branches both ways with ``q̂`` and ``1 - q̂``. Returns
-    ``(log Q̂, lo, hi, mask)`` per region (empty when ``x`` lies outside the box), or ``None``
-    when more than ``budget`` regions would be needed."""
-    f = g.forest
-    roots = f.roots
-    T = len(roots)
-    obs = ~np.isnan(x)
-    nom = np.flatnonzero((g.nom_off >= 0) & obs)
-    ordered = np.flatnonzero((g.nom_off < 0) & obs)
-    d = len(x)
-    empty = (np.zeros(0), np.zeros((0, d)), np.zeros((0, d)), np.zeros((0, g.mask.shape[1]),
-                                                                        bool))
-    if (np.any(x[ordered] <= box_lo[ordered]) or np.any(x[ordered] > box_hi[ordered])
-            or any(x[j] < 0 or x[j] >= g.nlev[j] or x[j] != int(x[j]) for j in nom)):
-        return empty
-    r0 = roots[0]
-    stack = [(0, int(roots[0]), 0.0, g.lo[r0].copy(), g.hi[r0].copy(), g.mask[r0].copy())]
-    out_lp, out_lo, out_hi, out_mask = [], [], [], []
-    n_live = 1
-    while stack:
-        t, node, lp, lo, hi, mask = stack.pop()
-        while True:
-            if f.feature[node] < 0:
-                t += 1
-                if t == T:
-                    break
-                node = int(roots[t])
-                continue
-            j = f.feature[node]
-            q = g.approx_left(node, lo, hi, mask)
-            if obs[j]:
-                if f.cat_off[node] >= 0:
-                    go_left = f.cat_left[f.cat_off[node] + int(x[j])] == 1
-                else:
-                    go_left = x[j] <= f.threshold[node]
-                p = q if go_left else 1.0 - q
-                if p <= 0:
-                    lp = -math.inf
-                    break
-                lp += math.log(p)
-                g.cut(node, go_left, lo, hi, mask)
-                node = int(f.left[node] if go_left else f.right[node])
-                continue
-            if q < 1:  # the right branch continues on a copy of the region
-                n_live += 1
-                if n_live > budget:
-                    return None
-                rlo, rhi, rmask = lo.copy(), hi.copy(), mask.copy()
-                g.cut(node, False, rlo, rhi, rmask)
-                stack.append((t, int(f.right[node]), lp + math.log(1.0 - q), rlo, rhi, rmask))
-            if q <= 0:
-                lp = -math.inf
-                break
-            lp += math.log(q)
-            g.cut(node, True, lo, hi, mask)
-            node = int(f.left[node])
-        if lp > -math.inf:
-            out_lp.append(lp)
-            out_lo.append(lo)
-            out_hi.append(hi)
-            out_mask.append(mask)
-        else:
-            n_live -= 1
-    if not out_lp:
-        return empty
-    return np.array(out_lp), np.array(out_lo), np.array(out_hi), np.array(out_mask)
-
-
 def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` draws of EOGT's iterative-order law (the star-node walk with branching (8), then a
     uniform draw in the final region), compiled: the same law as
@@ -316,14 +250,12 @@ def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np
     counter-based hash of one seed drawn from ``rng`` and the (row, draw) index, so results do
     not depend on the thread count (a fork- and thread-safe parallel kernel,
     :func:`~forestgen.parallel.parallel_kernel`)."""
-    f = g.forest
     seed = int(rng.integers(0, 2**63 - 1))
-    return _approx_sample_kernel(
-        int(n), seed, f.feature.astype(np.int64), f.threshold.astype(np.float64),
-        f.left.astype(np.int64), f.right.astype(np.int64), f.cat_off.astype(np.int64),
-        f.cat_left.astype(np.uint8), f.roots.astype(np.int64), g.weight.astype(np.float64),
-        g.lo, g.hi, g.mask.astype(np.uint8), np.asarray(kind, np.int64),
-        g.nom_off.astype(np.int64), g.nlev.astype(np.int64))
+    (feature, threshold, left, right, cat_off, cat_left, roots, weight, nlo, nhi, nmask,
+     nom_off, nlev) = g.kernel_arrays()
+    return _approx_sample_kernel(int(n), seed, feature, threshold, left, right, cat_off,
+                                 cat_left, roots, weight, nlo, nhi, nmask,
+                                 np.asarray(kind, np.int64), nom_off, nlev)
 
 
 @parallel_kernel
@@ -340,29 +272,13 @@ def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat
         for t in range(roots.shape[0]):
             node = roots[t]
             while feature[node] >= 0:
-                j = feature[node]
-                a = left[node]
-                b = right[node]
-                s_reg = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
-                                    mask)
-                s_node = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev,
-                                     nlo[node], nhi[node], nmask[node])
-                w = weight[node]
-                al = (weight[a] / w) * s_reg / s_node if s_node > 0 else 0.0
-                ar = (weight[b] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
-                q = al / (al + ar) if al + ar > 0 else 0.0
+                q = approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight,
+                             nlo, nhi, nmask, nom_off, nlev, lo, hi, mask)
                 go_left = unit_hash(seed, i, k) < q
                 k += 1
-                if cat_off[node] >= 0:
-                    o = nom_off[j]
-                    for v in range(nlev[j]):
-                        if (cat_left[cat_off[node] + v] == 1) != go_left:
-                            mask[o + v] = 0
-                elif go_left:
-                    hi[j] = min(hi[j], threshold[node])
-                else:
-                    lo[j] = max(lo[j], threshold[node])
-                node = a if go_left else b
+                cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nlev,
+                           lo, hi, mask)
+                node = left[node] if go_left else right[node]
         for j in range(d):
             u = unit_hash(seed, i, k)
             k += 1
@@ -406,3 +322,35 @@ def _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, ma
     if x1 <= x0:
         return 0.0
     return min(1.0, max(0.0, (threshold[node] - x0) / (x1 - x0)))
+
+
+@njit(cache=True, nogil=True)
+def approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, nlo, nhi, nmask,
+             nom_off, nlev, lo, hi, mask):
+    """EOGT's ``q̂`` (eq. (8)) of branching left at ``node`` from the region ``(lo, hi, mask)``
+    (as :meth:`TreeGeometry.approx_left`, compiled)."""
+    j = feature[node]
+    s_reg = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask)
+    s_node = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, nlo[node],
+                         nhi[node], nmask[node])
+    w = weight[node]
+    al = (weight[left[node]] / w) * s_reg / s_node if s_node > 0 else 0.0
+    ar = (weight[right[node]] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
+    return al / (al + ar) if al + ar > 0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
+               mask):
+    """Intersect the region with the chosen child of ``node`` in place (as
+    :meth:`TreeGeometry.cut`, compiled)."""
+    j = feature[node]
+    if cat_off[node] >= 0:
+        o = nom_off[j]
+        for v in range(nlev[j]):
+            if (cat_left[cat_off[node] + v] == 1) != go_left:
+                mask[o + v] = 0
+    elif go_left:
+        hi[j] = min(hi[j], threshold[node])
+    else:
+        lo[j] = max(lo[j], threshold[node])
