@@ -120,7 +120,7 @@ def _log_measures_kernel(lo, hi, mask, sel, nom_off, nlev):
 
 @njit(cache=True, nogil=True)
 def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, cat_left, roots,
-                    weight, nlo, nhi, nmask, nom_off, nlev):
+                    weight, share, nlo, nhi, nmask, nom_off, nlev):
     """Depth-first enumeration of :func:`approx_regions`. Returns ``(status, n, log_q, lo, hi,
     mask, leaf_node, log_measure)``, the outputs' first ``n`` rows filled; ``status`` 1 when
     more than ``budget`` paths were live."""
@@ -174,8 +174,8 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ca
                 node = roots[t]
                 continue
             j = feature[node]
-            q = approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, nlo,
-                         nhi, nmask, nom_off, nlev, lo, hi, mask)
+            q = approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, share,
+                         nom_off, nlev, lo, hi, mask)
             if obs[j]:
                 if cat_off[node] >= 0:
                     go_left = cat_left[cat_off[node] + int(x[j])] == 1

@@ -67,17 +67,23 @@ class TreeGeometry:
 
     def kernel_arrays(self) -> tuple:
         """The forest and node boxes as the typed arrays of the compiled walks (built once):
-        ``feature, threshold, left, right, cat_off, cat_left, roots, weight, lo, hi, mask,
-        nom_off, nlev``."""
+        ``feature, threshold, left, right, cat_off, cat_left, roots, weight, node_share, lo,
+        hi, mask, nom_off, nlev``; ``node_share`` the share of each node's own extent on its
+        split column that goes left (:meth:`left_share` of its box)."""
         if self._kernel_arrays is None:
             f = self.forest
+            arrays = (f.feature.astype(np.int64), f.threshold.astype(np.float64),
+                      f.cat_off.astype(np.int64), f.cat_left.astype(np.uint8),
+                      self.nom_off.astype(np.int64), self.nlev.astype(np.int64),
+                      np.ascontiguousarray(self.lo, np.float64),
+                      np.ascontiguousarray(self.hi, np.float64), self.mask.astype(np.uint8))
+            feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask = arrays
+            share = _node_shares(feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
+                                 mask)
             self._kernel_arrays = (
-                f.feature.astype(np.int64), f.threshold.astype(np.float64),
-                f.left.astype(np.int64), f.right.astype(np.int64), f.cat_off.astype(np.int64),
-                f.cat_left.astype(np.uint8), f.roots.astype(np.int64),
-                self.weight.astype(np.float64), np.ascontiguousarray(self.lo, np.float64),
-                np.ascontiguousarray(self.hi, np.float64), self.mask.astype(np.uint8),
-                self.nom_off.astype(np.int64), self.nlev.astype(np.int64))
+                feature, threshold, f.left.astype(np.int64), f.right.astype(np.int64), cat_off,
+                cat_left, f.roots.astype(np.int64), self.weight.astype(np.float64), share, lo,
+                hi, mask, nom_off, nlev)
         return self._kernel_arrays
 
     def left_share(self, node: int, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray) -> float:
@@ -251,16 +257,16 @@ def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np
     not depend on the thread count (a fork- and thread-safe parallel kernel,
     :func:`~forestgen.parallel.parallel_kernel`)."""
     seed = int(rng.integers(0, 2**63 - 1))
-    (feature, threshold, left, right, cat_off, cat_left, roots, weight, nlo, nhi, nmask,
+    (feature, threshold, left, right, cat_off, cat_left, roots, weight, share, nlo, nhi, nmask,
      nom_off, nlev) = g.kernel_arrays()
     return _approx_sample_kernel(int(n), seed, feature, threshold, left, right, cat_off,
-                                 cat_left, roots, weight, nlo, nhi, nmask,
+                                 cat_left, roots, weight, share, nlo, nhi, nmask,
                                  np.asarray(kind, np.int64), nom_off, nlev)
 
 
 @parallel_kernel
 def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat_left, roots,
-                          weight, nlo, nhi, nmask, kind, nom_off, nlev):
+                          weight, share, nlo, nhi, nmask, kind, nom_off, nlev):
     d = nlo.shape[1]
     out = np.empty((n, d))
     r0 = roots[0]
@@ -273,7 +279,7 @@ def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat
             node = roots[t]
             while feature[node] >= 0:
                 q = approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight,
-                             nlo, nhi, nmask, nom_off, nlev, lo, hi, mask)
+                             share, nom_off, nlev, lo, hi, mask)
                 go_left = unit_hash(seed, i, k) < q
                 k += 1
                 cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nlev,
@@ -325,14 +331,14 @@ def _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, ma
 
 
 @njit(cache=True, nogil=True)
-def approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, nlo, nhi, nmask,
-             nom_off, nlev, lo, hi, mask):
+def approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, share, nom_off,
+             nlev, lo, hi, mask):
     """EOGT's ``q̂`` (eq. (8)) of branching left at ``node`` from the region ``(lo, hi, mask)``
-    (as :meth:`TreeGeometry.approx_left`, compiled)."""
+    (as :meth:`TreeGeometry.approx_left`, compiled; ``share`` of
+    :meth:`TreeGeometry.kernel_arrays`)."""
     j = feature[node]
     s_reg = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask)
-    s_node = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, nlo[node],
-                         nhi[node], nmask[node])
+    s_node = share[node]
     w = weight[node]
     al = (weight[left[node]] / w) * s_reg / s_node if s_node > 0 else 0.0
     ar = (weight[right[node]] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
@@ -354,3 +360,15 @@ def cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nl
         hi[j] = min(hi[j], threshold[node])
     else:
         lo[j] = max(lo[j], threshold[node])
+
+
+@njit(cache=True, nogil=True)
+def _node_shares(feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask):
+    """Left share of every split node's own box (0 at leaves)."""
+    out = np.zeros(feature.shape[0])
+    for node in range(feature.shape[0]):
+        j = feature[node]
+        if j >= 0:
+            out[node] = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev,
+                                    lo[node], hi[node], mask[node])
+    return out
