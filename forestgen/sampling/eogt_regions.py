@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from forestgen.sampling.star import TreeGeometry, approx_q, cut_region
+from forestgen.sampling.star import TreeGeometry, branch_q, interval_share, unpack_levels
 
 
 class ApproxRegions(NamedTuple):
@@ -50,13 +50,18 @@ def approx_regions(g: TreeGeometry, x: np.ndarray, box_lo: np.ndarray, box_hi: n
         return ApproxRegions(np.zeros(0), np.zeros((0, d)), np.zeros((0, d)),
                              np.zeros((0, g.mask.shape[1]), bool), np.zeros((0, T), np.int32),
                              np.zeros(0))
-    status, n, lq, lo, hi, mask, leaf, mu = _regions_kernel(
-        np.where(obs, x, 0.0), obs.astype(np.uint8), int(budget), *g.kernel_arrays())
+    word_off, node_bits, left_bits = g.level_words()
+    (feature, threshold, left, right, cat_off, _, roots, weight, share, nlo, nhi, _, _,
+     nlev) = g.kernel_arrays()
+    status, n, lq, lo, hi, words, leaf, mu = _regions_kernel(
+        np.where(obs, x, 0.0), obs.astype(np.uint8), int(budget), feature, threshold, left,
+        right, cat_off, roots, weight, share, nlo, nhi, node_bits, left_bits, word_off, nlev)
     if status:
         return None
+    mask = unpack_levels(words[:n], g.nom_off, g.nlev, word_off, g.mask.shape[1])
     leaves = g.forest.node_leaf[leaf[:n]].astype(np.int32)
-    return ApproxRegions(lq[:n].copy(), lo[:n].copy(), hi[:n].copy(), mask[:n].astype(bool),
-                         leaves, mu[:n].copy())
+    return ApproxRegions(lq[:n].copy(), lo[:n].copy(), hi[:n].copy(), mask, leaves,
+                         mu[:n].copy())
 
 
 def region_log_measures(g: TreeGeometry, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
@@ -83,11 +88,9 @@ def _inside_box(g: TreeGeometry, x, obs, box_lo, box_hi) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _grow_rows(a, n):
-    """``a`` with room for at least ``n`` rows (doubling), its rows kept."""
-    if n <= a.shape[0]:
-        return a
-    out = np.empty((max(n, 2 * a.shape[0]),) + a.shape[1:], a.dtype)
+def _grow(a):
+    """``a`` with twice the rows, its rows kept."""
+    out = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
     out[: a.shape[0]] = a
     return out
 
@@ -119,13 +122,109 @@ def _log_measures_kernel(lo, hi, mask, sel, nom_off, nlev):
 
 
 @njit(cache=True, nogil=True)
-def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, cat_left, roots,
-                    weight, share, nlo, nhi, nmask, nom_off, nlev):
-    """Depth-first enumeration of :func:`approx_regions`. Returns ``(status, n, log_q, lo, hi,
-    mask, leaf_node, log_measure)``, the outputs' first ``n`` rows filled; ``status`` 1 when
-    more than ``budget`` paths were live."""
+def _popcount(x):
+    """Number of set bits of a uint64."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True)
+def _level_count(words, w0, nw):
+    """Allowed levels of the column held in words ``w0 : w0 + nw``."""
+    out = 0
+    for w in range(w0, w0 + nw):
+        out += _popcount(words[w])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _level_count_and(words, other, w0, nw):
+    """Allowed levels of the column held in words ``w0 : w0 + nw`` also set in ``other``."""
+    out = 0
+    for w in range(w0, w0 + nw):
+        out += _popcount(words[w] & other[w])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _region_q(node, lo, hi, words, feature, threshold, left, right, cat_off, weight, share,
+              left_bits, word_off, nlev):
+    """``q̂`` (eq. (8)) at ``node`` from a region with level sets as bit words."""
+    j = feature[node]
+    if cat_off[node] >= 0:
+        nw = (nlev[j] + 63) // 64
+        tot = _level_count(words, word_off[j], nw)
+        a = _level_count_and(words, left_bits[node], word_off[j], nw)
+        s_reg = a / tot if tot > 0 else 0.0
+    else:
+        s_reg = interval_share(threshold[node], lo[j], hi[j])
+    return branch_q(node, s_reg, left, right, weight, share)
+
+
+@njit(cache=True, nogil=True)
+def _cut(node, go_left, lo, hi, words, feature, threshold, cat_off, left_bits, word_off, nlev):
+    """Intersect the region with the chosen child of ``node`` (in place)."""
+    j = feature[node]
+    if cat_off[node] >= 0:
+        for w in range(word_off[j], word_off[j] + (nlev[j] + 63) // 64):
+            words[w] &= left_bits[node, w] if go_left else ~left_bits[node, w]
+    elif go_left:
+        hi[j] = min(hi[j], threshold[node])
+    else:
+        lo[j] = max(lo[j], threshold[node])
+
+
+@njit(cache=True, nogil=True)
+def _log_measure_words(lo, hi, words, obs, word_off, nlev):
+    """Log measure of a region on the observed columns (in column order)."""
+    out = 0.0
+    for j in range(lo.shape[0]):
+        if not obs[j]:
+            continue
+        if word_off[j] >= 0:
+            cnt = _level_count(words, word_off[j], (nlev[j] + 63) // 64)
+            out += math.log(cnt) if cnt > 0 else -math.inf
+        else:
+            w = hi[j] - lo[j]
+            out += math.log(w) if w > 0 else -math.inf
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _store(i, a_lo, a_hi, a_words, a_leaf, lo, hi, words, leaf):
+    """Row ``i`` of the stacked regions ``a_*`` := the region ``(lo, hi, words, leaf)``."""
+    for k in range(lo.shape[0]):
+        a_lo[i, k] = lo[k]
+        a_hi[i, k] = hi[k]
+    for k in range(words.shape[0]):
+        a_words[i, k] = words[k]
+    for k in range(leaf.shape[0]):
+        a_leaf[i, k] = leaf[k]
+
+
+@njit(cache=True, nogil=True)
+def _load(i, a_lo, a_hi, a_words, a_leaf, lo, hi, words, leaf):
+    """The region ``(lo, hi, words, leaf)`` := row ``i`` of the stacked regions ``a_*``."""
+    for k in range(lo.shape[0]):
+        lo[k] = a_lo[i, k]
+        hi[k] = a_hi[i, k]
+    for k in range(words.shape[0]):
+        words[k] = a_words[i, k]
+    for k in range(leaf.shape[0]):
+        leaf[k] = a_leaf[i, k]
+
+
+@njit(cache=True, nogil=True)
+def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, roots, weight,
+                    share, nlo, nhi, node_bits, left_bits, word_off, nlev):
+    """Depth-first enumeration of :func:`approx_regions`, level sets as bit words
+    (:meth:`~forestgen.sampling.star.TreeGeometry.level_words`). Returns ``(status, n, log_q,
+    lo, hi, words, leaf_node, log_measure)``, the outputs' first ``n`` rows filled; ``status``
+    1 when more than ``budget`` paths were live."""
     d = nlo.shape[1]
-    M = nmask.shape[1]
+    W = node_bits.shape[1]
     T = roots.shape[0]
     cap = 16
     s_t = np.empty(cap, np.int64)
@@ -133,25 +232,25 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ca
     s_lp = np.empty(cap)
     s_lo = np.empty((cap, d))
     s_hi = np.empty((cap, d))
-    s_mask = np.empty((cap, M), np.uint8)
+    s_words = np.empty((cap, W), np.uint64)
     s_leaf = np.empty((cap, T), np.int64)
     o_lp = np.empty(cap)
     o_lo = np.empty((cap, d))
     o_hi = np.empty((cap, d))
-    o_mask = np.empty((cap, M), np.uint8)
+    o_words = np.empty((cap, W), np.uint64)
     o_leaf = np.empty((cap, T), np.int64)
     o_mu = np.empty(cap)
     r0 = roots[0]
     lo = nlo[r0].copy()
     hi = nhi[r0].copy()
-    mask = nmask[r0].copy()
+    words = node_bits[r0].copy()
     leaf = np.full(T, -1, np.int64)
     s_t[0] = 0
     s_node[0] = r0
     s_lp[0] = 0.0
     s_lo[0] = lo
     s_hi[0] = hi
-    s_mask[0] = mask
+    s_words[0] = words
     s_leaf[0] = leaf
     sp = 1
     n = 0
@@ -161,10 +260,7 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ca
         t = s_t[sp]
         node = s_node[sp]
         lp = s_lp[sp]
-        lo[:] = s_lo[sp]
-        hi[:] = s_hi[sp]
-        mask[:] = s_mask[sp]
-        leaf[:] = s_leaf[sp]
+        _load(sp, s_lo, s_hi, s_words, s_leaf, lo, hi, words, leaf)
         while True:
             if feature[node] < 0:
                 leaf[t] = node
@@ -174,11 +270,13 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ca
                 node = roots[t]
                 continue
             j = feature[node]
-            q = approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, share,
-                         nom_off, nlev, lo, hi, mask)
+            q = _region_q(node, lo, hi, words, feature, threshold, left, right, cat_off, weight,
+                          share, left_bits, word_off, nlev)
             if obs[j]:
                 if cat_off[node] >= 0:
-                    go_left = cat_left[cat_off[node] + int(x[j])] == 1
+                    v = int(x[j])
+                    bit = left_bits[node, word_off[j] + v // 64] >> np.uint64(v % 64)
+                    go_left = (bit & np.uint64(1)) == np.uint64(1)
                 else:
                     go_left = x[j] <= threshold[node]
                 p = q if go_left else 1.0 - q
@@ -186,52 +284,44 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ca
                     lp = -math.inf
                     break
                 lp += math.log(p)
-                cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nlev,
-                           lo, hi, mask)
+                _cut(node, go_left, lo, hi, words, feature, threshold, cat_off, left_bits,
+                     word_off, nlev)
                 node = left[node] if go_left else right[node]
                 continue
             if q < 1:  # the right branch waits on the stack with a copy of the region
                 n_live += 1
                 if n_live > budget:
-                    return 1, n, o_lp, o_lo, o_hi, o_mask, o_leaf, o_mu
-                s_t = _grow_rows(s_t, sp + 1)
-                s_node = _grow_rows(s_node, sp + 1)
-                s_lp = _grow_rows(s_lp, sp + 1)
-                s_lo = _grow_rows(s_lo, sp + 1)
-                s_hi = _grow_rows(s_hi, sp + 1)
-                s_mask = _grow_rows(s_mask, sp + 1)
-                s_leaf = _grow_rows(s_leaf, sp + 1)
+                    return 1, n, o_lp, o_lo, o_hi, o_words, o_leaf, o_mu
+                if sp == s_t.shape[0]:
+                    s_t, s_node, s_lp = _grow(s_t), _grow(s_node), _grow(s_lp)
+                    s_lo, s_hi, s_words, s_leaf = (_grow(s_lo), _grow(s_hi), _grow(s_words),
+                                                   _grow(s_leaf))
                 s_t[sp] = t
                 s_node[sp] = right[node]
                 s_lp[sp] = lp + math.log(1.0 - q)
-                s_lo[sp] = lo
-                s_hi[sp] = hi
-                s_mask[sp] = mask
-                s_leaf[sp] = leaf
-                cut_region(node, False, feature, threshold, cat_off, cat_left, nom_off, nlev,
-                           s_lo[sp], s_hi[sp], s_mask[sp])
+                _store(sp, s_lo, s_hi, s_words, s_leaf, lo, hi, words, leaf)
+                j = feature[node]
+                if cat_off[node] >= 0:
+                    for w in range(word_off[j], word_off[j] + (nlev[j] + 63) // 64):
+                        s_words[sp, w] &= ~left_bits[node, w]
+                else:
+                    s_lo[sp, j] = max(s_lo[sp, j], threshold[node])
                 sp += 1
             if q <= 0:
                 lp = -math.inf
                 break
             lp += math.log(q)
-            cut_region(node, True, feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
-                       mask)
+            _cut(node, True, lo, hi, words, feature, threshold, cat_off, left_bits, word_off,
+                 nlev)
             node = left[node]
         if lp == -math.inf:
             n_live -= 1
             continue
-        o_lp = _grow_rows(o_lp, n + 1)
-        o_lo = _grow_rows(o_lo, n + 1)
-        o_hi = _grow_rows(o_hi, n + 1)
-        o_mask = _grow_rows(o_mask, n + 1)
-        o_leaf = _grow_rows(o_leaf, n + 1)
-        o_mu = _grow_rows(o_mu, n + 1)
+        if n == o_lp.shape[0]:
+            o_lp, o_lo, o_hi = _grow(o_lp), _grow(o_lo), _grow(o_hi)
+            o_words, o_leaf, o_mu = _grow(o_words), _grow(o_leaf), _grow(o_mu)
         o_lp[n] = lp
-        o_lo[n] = lo
-        o_hi[n] = hi
-        o_mask[n] = mask
-        o_leaf[n] = leaf
-        o_mu[n] = _log_measure(lo, hi, mask, obs, nom_off, nlev)
+        _store(n, o_lo, o_hi, o_words, o_leaf, lo, hi, words, leaf)
+        o_mu[n] = _log_measure_words(lo, hi, words, obs, word_off, nlev)
         n += 1
-    return 0, n, o_lp, o_lo, o_hi, o_mask, o_leaf, o_mu
+    return 0, n, o_lp, o_lo, o_hi, o_words, o_leaf, o_mu

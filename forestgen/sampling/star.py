@@ -64,6 +64,27 @@ class TreeGeometry:
                 self.lo[b, j] = max(self.lo[b, j], f.threshold[node])
         self.weight = np.asarray(forest.node_value[:, 0], float)
         self._kernel_arrays: tuple | None = None
+        self._level_words: tuple | None = None
+
+    def level_words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Nominal level sets as bit words (built once): ``word_off [d]`` the first word of
+        each nominal column (-1 otherwise; a column takes ``ceil(levels / 64)`` words),
+        ``node_bits [N, W]`` each node's allowed levels, ``left_bits [N, W]`` the levels a
+        nominal split sends left (0 at other nodes)."""
+        if self._level_words is None:
+            f = self.forest
+            nominal = self.nom_off >= 0
+            n_words = np.where(nominal, (self.nlev + 63) // 64, 0)
+            word_off = np.where(nominal, np.cumsum(n_words) - n_words, -1).astype(np.int64)
+            left = np.zeros_like(self.mask)
+            for node in np.flatnonzero(f.cat_off >= 0):
+                j = f.feature[node]
+                o, k = self.nom_off[j], self.nlev[j]
+                left[node, o: o + k] = f.cat_left[f.cat_off[node]: f.cat_off[node] + k] == 1
+            self._level_words = (word_off, pack_levels(self.mask, self.nom_off, self.nlev,
+                                                       word_off),
+                                 pack_levels(left, self.nom_off, self.nlev, word_off))
+        return self._level_words
 
     def kernel_arrays(self) -> tuple:
         """The forest and node boxes as the typed arrays of the compiled walks (built once):
@@ -124,6 +145,34 @@ class TreeGeometry:
         al = (self.weight[a] / w) * s_reg / s_node if s_node > 0 else 0.0
         ar = (self.weight[b] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
         return al / (al + ar) if al + ar > 0 else 0.0
+
+
+def pack_levels(mask: np.ndarray, nom_off: np.ndarray, nlev: np.ndarray,
+                word_off: np.ndarray) -> np.ndarray:
+    """Level masks ``[n, n_levels_total]`` as bit words ``[n, W]`` (uint64, layout
+    ``word_off`` of :meth:`TreeGeometry.level_words`; level ``v`` of a column is bit ``v % 64``
+    of its word ``v // 64``)."""
+    n_words = [(int(nlev[j]) + 63) // 64 for j in np.flatnonzero(word_off >= 0)]
+    out = np.zeros((len(mask), max(1, sum(n_words))), np.uint64)
+    for j in np.flatnonzero(word_off >= 0):
+        o, k, w = int(nom_off[j]), int(nlev[j]), int(word_off[j])
+        bits = np.zeros((len(mask), 64 * ((k + 63) // 64)), np.uint8)
+        bits[:, :k] = mask[:, o: o + k]
+        packed = np.packbits(bits, axis=1, bitorder="little")
+        out[:, w: w + bits.shape[1] // 64] = packed.view("<u8")
+    return out
+
+
+def unpack_levels(words: np.ndarray, nom_off: np.ndarray, nlev: np.ndarray,
+                  word_off: np.ndarray, n_levels_total: int) -> np.ndarray:
+    """Inverse of :func:`pack_levels`: bool masks ``[n, n_levels_total]``."""
+    nominal = np.flatnonzero(word_off >= 0)
+    out = (np.empty if len(nominal) else np.ones)((len(words), n_levels_total), bool)
+    for j in nominal:
+        o, k, w = int(nom_off[j]), int(nlev[j]), int(word_off[j])
+        raw = np.ascontiguousarray(words[:, w: w + (k + 63) // 64], "<u8").view(np.uint8)
+        out[:, o: o + k] = np.unpackbits(raw, axis=1, count=k, bitorder="little").view(bool)
+    return out
 
 
 def draw_uniform(lo, hi, mask, kind, nom_off, nlev, rng: np.random.Generator) -> np.ndarray:
@@ -323,11 +372,26 @@ def _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, ma
                 if cat_left[cat_off[node] + v] == 1:
                     a += 1
         return a / tot if tot > 0 else 0.0
-    x0 = lo[j]
-    x1 = hi[j]
+    return interval_share(threshold[node], lo[j], hi[j])
+
+
+@njit(cache=True, nogil=True)
+def interval_share(threshold, x0, x1):
+    """Share of the interval ``(x0, x1]`` at or below ``threshold`` (0 when it is empty)."""
     if x1 <= x0:
         return 0.0
-    return min(1.0, max(0.0, (threshold[node] - x0) / (x1 - x0)))
+    return min(1.0, max(0.0, (threshold - x0) / (x1 - x0)))
+
+
+@njit(cache=True, nogil=True)
+def branch_q(node, s_reg, left, right, weight, share):
+    """EOGT's ``q̂`` (eq. (8)) at ``node`` from the region's left share ``s_reg`` on its split
+    column and the node's own ``share[node]``."""
+    s_node = share[node]
+    w = weight[node]
+    al = (weight[left[node]] / w) * s_reg / s_node if s_node > 0 else 0.0
+    ar = (weight[right[node]] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
+    return al / (al + ar) if al + ar > 0 else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -336,13 +400,9 @@ def approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, s
     """EOGT's ``q̂`` (eq. (8)) of branching left at ``node`` from the region ``(lo, hi, mask)``
     (as :meth:`TreeGeometry.approx_left`, compiled; ``share`` of
     :meth:`TreeGeometry.kernel_arrays`)."""
-    j = feature[node]
-    s_reg = _left_share(node, j, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask)
-    s_node = share[node]
-    w = weight[node]
-    al = (weight[left[node]] / w) * s_reg / s_node if s_node > 0 else 0.0
-    ar = (weight[right[node]] / w) * (1 - s_reg) / (1 - s_node) if s_node < 1 else 0.0
-    return al / (al + ar) if al + ar > 0 else 0.0
+    s_reg = _left_share(node, feature[node], threshold, cat_off, cat_left, nom_off, nlev, lo,
+                        hi, mask)
+    return branch_q(node, s_reg, left, right, weight, share)
 
 
 @njit(cache=True, nogil=True)
