@@ -355,7 +355,7 @@ class GenerativeForest(BaseEstimator):
         from forestgen.inference.marginal_walk import fused_rows, marginal_log_prob
 
         res = np.empty(len(Zi))
-        first = self.forest_.apply(Zi)[:, :2]
+        first = self.forest_.apply(Zi, n_trees=2)
         order = np.lexsort(first.T[::-1])
         fused = np.zeros(len(Zi), bool)
         if (type(self)._pair_scores is GenerativeForest._pair_scores

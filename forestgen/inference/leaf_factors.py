@@ -3,20 +3,25 @@
 The leaf models' own kernels score one column over many (row, leaf) pairs; the fused walks of
 :mod:`forestgen.inference.leaf_search` and :mod:`forestgen.inference.marginal_walk` score a
 leaf on all of a row's evidence columns at once, as they reach it. :class:`LeafPack` copies the
-parameters those evaluations read into one float64 record per leaf (the leaf's log weight, then
-per column: truncated normal ``lo, hi, mu, sigma, lognorm``; categorical ``start, end, rest``
-of its listed levels; uniform ``lo, hi``) and the listed ``(level, prob)`` entries of all
-categorical columns leaf by leaf, so a leaf costs a few consecutive cache lines.
-:func:`leaf_log_weight` evaluates ``log pi_k + sum_j log g_kj(x_j)`` with the same
-floating-point operations, in the same column order, as :meth:`LeafModel.log_prob` summed by
-:meth:`GenerativeForest.log_prob`, so fused and per-column paths agree bit for bit. Leaf models
-without an in-kernel evaluator (:func:`leaf_kind` 0: point masses, rounded-normal tails, user
-subclasses) are left to the per-column paths.
+parameters those evaluations read into one contiguous float64 record per leaf: the leaf's log
+weight; per column truncated normal ``lo, hi, mu, sigma, lognorm``, uniform ``lo, hi``,
+categorical ``log rest``; the listed levels' ``(start, end)`` per categorical column (16-bit
+codes); the allowed-level bits; then the leaf's listed levels, their log probabilities and
+their codes. A leaf costs a few consecutive cache lines, and scoring it takes no logarithm.
+:func:`leaf_log_weight` evaluates ``log pi_k + sum_j log g_kj(x_j)`` in the column order of
+:meth:`GenerativeForest.log_prob` with the operations of :meth:`LeafModel.log_prob`, except
+that an unlisted allowed level scores ``log rest + log base`` where the leaf model takes
+``log(rest * base)`` (an ulp apart). Leaf models without an in-kernel evaluator
+(:func:`leaf_kind` 0: point masses, rounded-normal tails, user subclasses) are left to the
+per-column paths.
 
-Memory: ``8 L (1 + 5 n_truncnorm + 3 n_categorical + 2 n_uniform + ceil(b / 8))`` bytes for
-``L`` leaves with ``b`` bytes of the categorical columns' allowed-level bits, ``16`` per listed
-level, ``16`` per node and ``16 L`` for the leaf order (plus a few per column); the pack is
-built on first use and kept while the model lives (:func:`leaf_pack`).
+Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4))`` bytes of records for ``L`` leaves with
+``nnz`` listed levels (``nnz_k`` in leaf ``k``) and ``h = 1 + 5 n_truncnorm + n_categorical +
+2 n_uniform + ceil((1 + 2 n_categorical) / 4) + ceil(b / 8)`` words, ``b`` the bytes of the
+allowed-level bits (codes take 32 bits and ``/ 4`` becomes ``/ 2`` when the categorical
+columns have 65,536 levels or more in all); ``8 (L + 1)`` for the records' offsets, ``16``
+per node and ``16 L`` for the leaf order, plus a few per column. The pack is built on first
+use and kept while the model lives (:func:`leaf_pack`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
-_WIDTH = {TRUNCNORM: 5, CATEGORICAL: 3, UNIFORM: 2}
+_WIDTH = {TRUNCNORM: 5, CATEGORICAL: 1, UNIFORM: 2}
 
 
 def leaf_kind(lm) -> int:
@@ -57,17 +62,18 @@ class LeafPack:
     :func:`~forestgen.tree.kernels.walk_kernel`), with the forest's nodes in that walk order
     too, so the leaves and nodes under a split lie in one stretch of memory.
 
-    :attr:`args` is the ``tabs`` tuple of :func:`leaf_log_weight`: ``rec [L, W]`` (row
-    ``r`` holds leaf ``leaf_id[r]``), ``pos [d]`` (first field of each column in a record,
-    -1: unsupported), ``kind [d]``, ``pairs [nnz, 2]`` (level code, probability), ``bits``
-    (``rec``'s bytes; the allowed-level bits end each record), ``bpos [d]`` (their byte),
-    ``base [d, kmax]``, ``nlev [d]``, ``floor [d]``. :attr:`nodes` is ``(node [N, 2] int64,
-    the same memory as float64, roots)``: one
-    16-byte record per node in walk order, ``node[n, 0]`` the threshold (float64 bits) or the
+    :attr:`args` is the ``tabs`` tuple of :func:`leaf_log_weight`: ``rec`` (the records,
+    float64; record ``r`` holds leaf ``leaf_id[r]`` at words ``start[r]:start[r + 1]``),
+    ``bits`` and ``codes`` (``rec``'s memory as bytes and as level codes), ``start [L + 1]``,
+    ``lay`` (header words, codes per word, the code index of a record's ``nnz``), ``pos [d]``
+    (first word of each column's fields in a record, -1: unsupported), ``kind [d]``, ``cpos
+    [d]`` (code index of each categorical column's ``start``), ``bpos [d]`` (byte of its
+    allowed-level bits), ``base [d, kmax]`` and its log, ``nlev [d]``, ``log floor [d]``.
+    :attr:`nodes` is ``(node [N, 2] int64, the same memory as float64, roots)``: one 16-byte
+    record per node in walk order, ``node[n, 0]`` the threshold (float64 bits) or the
     level-set offset of a nominal split, ``node[n, 1]`` = ``left << 24 | feature << 3 | leaf
     << 2 | nominal << 1 | nan_left``; an internal node's right child is the next node, ``left``
-    its left one; a leaf's ``left`` is its record row. ``row [L]``: the record row of each
-    leaf id.
+    its left one; a leaf's ``left`` is its record. ``row [L]``: the record of each leaf id.
     """
 
     def __init__(self, model):
@@ -95,61 +101,82 @@ class LeafPack:
         self.nodes = (node, node.view(np.float64), new[f.roots].astype(np.int64))
         self.depth = int(_max_depth(node, self.nodes[2]))
         lid = self.leaf_id
-        lw = np.asarray(model.leaf_log_weight_, np.float64)[lid]
         kind = np.array([leaf_kind(lm) for lm in models], np.int64)
-        pos = np.full(d, -1, np.int64)
+        cats = [j for j in range(d) if kind[j] == CATEGORICAL]
+        ncode = sum(models[j].n_levels for j in cats)
+        code_t = np.uint16 if ncode < 2**16 else np.int32  # level codes, within-leaf indices
+        per = 8 // np.dtype(code_t).itemsize  # codes per 8-byte word
+        pos = np.full(d, -1, np.int64)  # word of each column's fields in a record
         w = 1
         for j in range(d):
             if kind[j]:
                 pos[j] = w
                 w += _WIDTH[int(kind[j])]
-        cats = [j for j in range(d) if kind[j] == CATEGORICAL]
-        bpos = np.zeros(d, np.int64)  # the allowed-level bits close each record
+        ctl = w  # word of the codes (nnz, then start, end per categorical column)
+        cpos = np.zeros(d, np.int64)
+        for t, j in enumerate(cats):
+            cpos[j] = ctl * per + 1 + 2 * t
+        w += -(-(1 + 2 * len(cats)) // per)
+        bpos = np.zeros(d, np.int64)  # byte of each categorical column's allowed-level bits
         nb = 8 * w
         for j in cats:
             bpos[j] = nb
             nb += models[j].allowed_.shape[1]
-        rec = np.zeros((L, -(-nb // 8)))
-        bits = rec.view(np.uint8)
-        rec[:, 0] = lw
+        head = -(-nb // 8)
         counts = [np.diff(models[j].offset_)[lid] for j in cats]
-        per_leaf = np.sum(counts, axis=0) if cats else np.zeros(L, np.int64)
-        start = np.concatenate([[0], np.cumsum(per_leaf)])[:-1]
-        pairs = np.empty((int(per_leaf.sum()), 2))
+        nnz = np.sum(counts, axis=0) if cats else np.zeros(L, np.int64)
+        size = head + nnz + -(-nnz // per)
+        start = np.zeros(L + 1, np.int64)
+        np.cumsum(size, out=start[1:])
+        rec = np.zeros(int(start[-1]))
+        bits = rec.view(np.uint8)
+        codes = rec.view(code_t)
+        o = start[:-1]
+        rec[o] = np.asarray(model.leaf_log_weight_, np.float64)[lid]
+        codes[o * per + ctl * per] = nnz
         kmax = max([models[j].n_levels for j in cats], default=1)
         base = np.zeros((d, kmax))
         nlev = np.zeros(d, np.int64)
-        floor = np.zeros(d)
-        acc = start.copy()
-        for j in range(d):
-            lm, p = models[j], pos[j]
-            if kind[j] == TRUNCNORM:
-                if not hasattr(lm, "lognorm_"):
-                    lm.log_prob(np.zeros(0, np.int64), np.zeros(0))  # builds lognorm_
-                for q, a in enumerate((lm.lo_, lm.hi_, lm.mu_, lm.sigma_, lm.lognorm_)):
-                    rec[:, p + q] = a[lid]
-            elif kind[j] == UNIFORM:
-                rec[:, p], rec[:, p + 1] = lm.lo_[lid], lm.hi_[lid]
-            elif kind[j] == CATEGORICAL:
-                cnt = np.diff(lm.offset_)[lid]
-                rec[:, p], rec[:, p + 1], rec[:, p + 2] = acc, acc + cnt, lm.rest_[lid]
-                within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-                src = np.repeat(lm.offset_[:-1][lid], cnt) + within
-                dest = np.repeat(acc, cnt) + within
-                pairs[dest, 0] = lm.code_[src]
-                pairs[dest, 1] = lm.prob_[src]
-                acc += cnt
-                bits[:, bpos[j]: bpos[j] + lm.allowed_.shape[1]] = lm.allowed_[lid]
-                base[j, : lm.n_levels] = lm.base_
-                nlev[j] = lm.n_levels
-                floor[j] = float(lm.floor)
+        log_floor = np.zeros(d)
+        acc = np.zeros(L, np.int64)  # pairs of the earlier categorical columns, per leaf
+        with np.errstate(divide="ignore"):
+            for j in range(d):
+                lm, p = models[j], pos[j]
+                if kind[j] == TRUNCNORM:
+                    if not hasattr(lm, "lognorm_"):
+                        lm.log_prob(np.zeros(0, np.int64), np.zeros(0))  # builds lognorm_
+                    for q, a in enumerate((lm.lo_, lm.hi_, lm.mu_, lm.sigma_, lm.lognorm_)):
+                        rec[o + p + q] = a[lid]
+                elif kind[j] == UNIFORM:
+                    rec[o + p], rec[o + p + 1] = lm.lo_[lid], lm.hi_[lid]
+                elif kind[j] == CATEGORICAL:
+                    cnt = np.diff(lm.offset_)[lid]
+                    rec[o + p] = np.log(lm.rest_[lid])
+                    codes[o * per + cpos[j]] = acc
+                    codes[o * per + cpos[j] + 1] = acc + cnt
+                    within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+                    src = np.repeat(lm.offset_[:-1][lid], cnt) + within
+                    dest = np.repeat(o + head, cnt) + np.repeat(acc, cnt) + within
+                    rec[dest] = np.log(lm.prob_[src])
+                    cdest = (np.repeat((o + head + nnz) * per, cnt) + np.repeat(acc, cnt)
+                             + within)
+                    codes[cdest] = lm.code_[src]
+                    acc += cnt
+                    nby = lm.allowed_.shape[1]
+                    bits[(o * 8 + bpos[j])[:, None] + np.arange(nby)] = lm.allowed_[lid]
+                    base[j, : lm.n_levels] = lm.base_
+                    nlev[j] = lm.n_levels
+                    log_floor[j] = np.log(float(lm.floor)) if lm.floor > 0 else -np.inf
         self.kind, self.pos = kind, pos
-        self.args = (rec, pos, kind, pairs, bits, bpos, base, nlev, floor)
+        lay = np.array([head, per, ctl * per], np.int64)
+        with np.errstate(divide="ignore"):
+            self.args = (rec, bits, codes, start, lay, pos, kind, cpos, bpos, base,
+                         np.log(base), nlev, log_floor)
 
     @property
     def nbytes(self) -> int:
         node, _, roots = self.nodes  # (the second is a view of the first)
-        own = [a for k, a in enumerate(self.args) if k != 4]  # (bits: a view of rec)
+        own = [a for k, a in enumerate(self.args) if k not in (1, 2)]  # (views of rec)
         return int(sum(a.nbytes for a in own) + node.nbytes + roots.nbytes
                    + self.row.nbytes + self.leaf_id.nbytes)
 
@@ -221,73 +248,79 @@ def route(x, n, nodes, cat_left, n_levels):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _level_prob(pairs, bits, bpos, base, rec, leaf, p, j, c):
-    """p(level c | leaf) of categorical column ``j`` (as ``categorical.level_prob``)."""
-    lo = np.int64(rec[leaf, p])
-    end = np.int64(rec[leaf, p + 1])
-    hi = end
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if pairs[mid, 0] < c:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < end and pairs[lo, 0] == c:
-        return pairs[lo, 1]
-    if (bits[leaf, bpos[j] + (c >> 3)] >> (c & 7)) & 1:
-        return rec[leaf, p + 2] * base[j, c]
-    return 0.0
+def _listed(codes, lay, cpos, o, j):
+    """``(first, end, code base)`` of categorical column ``j``'s listed levels in the record
+    at word ``o``: its pair ``e`` has level ``codes[code base + e]`` and log probability
+    ``rec[o + lay[0] + e]``."""
+    cb = o * lay[1]
+    nnz = np.int64(codes[cb + lay[2]])
+    return (np.int64(codes[cb + cpos[j]]), np.int64(codes[cb + cpos[j] + 1]),
+            (o + lay[0] + nnz) * lay[1])
 
 
 @njit(cache=True, nogil=True, inline="always")
 def add_pmf(acc, i, off, w, tabs, r, j):
     """``acc[i, off + c] += w * p(level c | record r)`` for every level ``c`` of categorical
     column ``j`` (the values of :meth:`CategoricalLeaf.probs`)."""
-    rec, pos, _, pairs, bits, bpos, base, nlev, _ = tabs
-    p = pos[j]
-    e = np.int64(rec[r, p])
-    end = np.int64(rec[r, p + 1])
-    rest = rec[r, p + 2]
+    rec, bits, codes, start, lay, pos, _, cpos, bpos, base, _, nlev, _ = tabs
+    o = start[r]
+    e, end, cb = _listed(codes, lay, cpos, o, j)
+    rest = np.exp(rec[o + pos[j]])
     for c in range(nlev[j]):
-        if e < end and pairs[e, 0] == c:
-            v = pairs[e, 1]
+        if e < end and codes[cb + e] == c:
+            v = np.exp(rec[o + lay[0] + e])
             e += 1
-        elif (bits[r, bpos[j] + (c >> 3)] >> (c & 7)) & 1:
+        elif (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1:
             v = rest * base[j, c]
         else:
             v = 0.0
         acc[i, off + c] += w * v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
     """``log pi_leaf + sum_j log g_leaf,j(X[i, j])`` over the columns ``ecols[:ne]`` (in
-    increasing order; ``tabs`` is :attr:`LeafPack.args`)."""
-    rec, pos, kind, pairs, bits, bpos, base, nlev, floor = tabs
-    lp = rec[leaf, 0]
+    increasing order; ``tabs`` is :attr:`LeafPack.args`, ``leaf`` a record)."""
+    rec, bits, codes, start, lay, pos, kind, cpos, bpos, _, lbase, nlev, log_floor = tabs
+    o = start[leaf]
+    lp = rec[o]
     for q in range(ne):
         j = ecols[q]
         x = X[i, j]
-        p = pos[j]
+        p = o + pos[j]
         kd = kind[j]
         if kd == TRUNCNORM:
-            if x > rec[leaf, p] and x <= rec[leaf, p + 1]:
-                z = (x - rec[leaf, p + 2]) / rec[leaf, p + 3]
-                lp += -0.5 * z * z - rec[leaf, p + 4]
+            if x > rec[p] and x <= rec[p + 1]:
+                z = (x - rec[p + 2]) / rec[p + 3]
+                lp += -0.5 * z * z - rec[p + 4]
             else:
                 return -np.inf
         elif kd == CATEGORICAL:
             c = int(x)
-            pr = 0.0
-            if c == x and 0 <= c < nlev[j]:
-                pr = _level_prob(pairs, bits, bpos, base, rec, leaf, p, j, c)
-            fl = floor[j]  # as CategoricalLeaf.log_prob: a level below the floor scores it
-            lp += np.log(pr) if pr > fl else (np.log(fl) if fl > 0 else -np.inf)
+            lq = -np.inf
+            if c == x and 0 <= c < nlev[j]:  # log p(level c | leaf)
+                lo, end, cb = _listed(codes, lay, cpos, o, j)
+                if end - lo > 8:  # many listed levels: a binary search, else a scan
+                    hi = end
+                    while lo < hi:
+                        mid = (lo + hi) >> 1
+                        if codes[cb + mid] < c:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                while lo < end and codes[cb + lo] < c:
+                    lo += 1
+                if lo < end and codes[cb + lo] == c:
+                    lq = rec[o + lay[0] + lo]  # a listed level: its stored log
+                elif (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1:
+                    lq = rec[p] + lbase[j, c]  # log rest + log base
+            fl = log_floor[j]  # as CategoricalLeaf.log_prob: a level below the floor scores it
+            lp += lq if lq > fl else fl
         else:
-            lo = rec[leaf, p]
-            hi = rec[leaf, p + 1]
-            if x > lo and x <= hi:
-                lp += -np.log(hi - lo)
+            a = rec[p]
+            b = rec[p + 1]
+            if x > a and x <= b:
+                lp += -np.log(b - a)
             else:
                 return -np.inf
         if lp == -np.inf:

@@ -91,6 +91,8 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
         slo = np.empty(2 * depth + 4, np.int64)
         shi = np.empty(2 * depth + 4, np.int64)
         xb = np.empty((nb, d))  # the block's rows, their sums and observed columns
+        xt = np.empty((d, nb))  # (column-major, for the splits)
+        rs = np.empty(nb, np.int64)  # rows going right at a split
         sb = np.empty((nb, 2))
         ab = np.zeros((nb, acc.shape[1]))
         ecols = np.empty((nb, d), np.int64)
@@ -101,6 +103,7 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
             sb[q, 1] = st[i, 1]
             for j in range(d):
                 xb[q, j] = X[i, j]
+                xt[j, q] = X[i, j]
                 if not np.isnan(X[i, j]):
                     ecols[q, ne[q]] = j
                     ne[q] += 1
@@ -120,31 +123,30 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
                         v = leaf_log_weight(q, r, xb, ecols[q], ne[q], tabs)
                         _add_leaf(q, r, v, xb, sb, ab, tabs, queries)
                     continue
-                f = (meta >> 3) & 0x1FFFFF
-                top = hi
+                xf = xt[(meta >> 3) & 0x1FFFFF]
+                top = hi  # the rows going left follow the node's rows, then those going right
+                nr = 0
                 if (meta >> 1) & 1:
                     for k in range(lo, hi):
                         q = ws[k]
+                        side = route(xf[q], nd, nodes, cat_left, n_levels)
                         ws[top] = q
-                        top += route(xb[q, f], nd, nodes, cat_left, n_levels) & 1
-                    mid = top
-                    for k in range(lo, hi):
-                        q = ws[k]
-                        ws[top] = q
-                        top += route(xb[q, f], nd, nodes, cat_left, n_levels) >> 1
+                        top += side & 1
+                        rs[nr] = q
+                        nr += side >> 1
                 else:
                     thr = fnode[nd, 0]
                     for k in range(lo, hi):
                         q = ws[k]
-                        x = xb[q, f]
+                        x = xf[q]
                         ws[top] = q
                         top += np.int64(not x > thr)  # x <= thr, or x missing
-                    mid = top
-                    for k in range(lo, hi):
-                        q = ws[k]
-                        x = xb[q, f]
-                        ws[top] = q
-                        top += np.int64(not x <= thr)  # x > thr, or x missing
+                        rs[nr] = q
+                        nr += np.int64(not x <= thr)  # x > thr, or x missing
+                mid = top
+                for k in range(nr):
+                    ws[top + k] = rs[k]
+                top += nr
                 if mid > hi:  # left below right: the right subtree is walked first
                     sn[sp], slo[sp], shi[sp] = meta >> 24, hi, mid
                     sp += 1
@@ -168,7 +170,7 @@ def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray,
     st[:, 0] = -np.inf
     acc = np.zeros((m, width))
     if m:
-        first = f.apply(Z)[:, :2]  # rows that share paths go in one block
+        first = f.apply(Z, n_trees=2)  # rows that share paths go in one block
         order = np.lexsort(first.T[::-1]).astype(np.int64)
         block = int(min(BLOCK, max(16, -(-m // numba.get_num_threads()))))
         _batch_walk(Z, order, block, pack.depth, pack.nodes, f.cat_left, f.n_levels,

@@ -247,10 +247,11 @@ class ForestArrays:
         return (self.feature, self.threshold, self.nan_left, self.left, self.right, self.cat_off,
                 self.cat_left, self.n_levels)
 
-    def apply(self, X: np.ndarray) -> np.ndarray:
-        """Global leaf id per row and tree, ``[n, n_trees]`` int32 (NaN follows nan_left)."""
+    def apply(self, X: np.ndarray, n_trees: int | None = None) -> np.ndarray:
+        """Global leaf id per row and tree, ``[n, n_trees]`` int32 (NaN follows nan_left);
+        ``n_trees``: only the first trees."""
         X = np.ascontiguousarray(X, dtype=np.float64)
-        return apply_kernel(X, *self._args(), self.roots, self.node_leaf)
+        return apply_kernel(X, *self._args(), self.roots[:n_trees], self.node_leaf)
 
     def reach(self, X: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None,
               sets: dict | None = None, per_row: int | None = None

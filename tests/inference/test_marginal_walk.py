@@ -162,12 +162,15 @@ def test_pack_memory_as_documented(mixed):
     L, N = mixed.forest_.n_leaves, len(mixed.forest_.feature)
     kinds = [leaf_kind(lm) for lm in mixed.leaf_models_]
     cats = [lm for lm, k in zip(mixed.leaf_models_, kinds) if k == CATEGORICAL]
-    nnz = sum(len(lm.code_) for lm in cats)
+    nnz_k = np.sum([np.diff(lm.offset_) for lm in cats], axis=0)
     nbits = sum(lm.allowed_.shape[1] for lm in cats)
-    width = 1 + 5 * kinds.count(TRUNCNORM) + 3 * len(cats) + -(-nbits // 8)
+    h = (1 + 5 * kinds.count(TRUNCNORM) + len(cats) + -(-(1 + 2 * len(cats)) // 4)
+         + -(-nbits // 8))
+    records = 8 * (L * h + nnz_k.sum() + (-(-nnz_k // 4)).sum())
     d = len(kinds)
-    small = 8 * d * 5 + 8 * d * max(lm.n_levels for lm in cats) + 8 * mixed.forest_.n_trees
-    assert pack.nbytes == 8 * L * width + 16 * nnz + 16 * N + 16 * L + small
+    kmax = max(lm.n_levels for lm in cats)
+    small = 8 * d * 6 + 16 * d * kmax + 24 + 8 * mixed.forest_.n_trees
+    assert pack.nbytes == records + 8 * (L + 1) + 16 * N + 16 * L + small
     assert leaf_pack(mixed) is pack  # kept while the model lives
 
 
