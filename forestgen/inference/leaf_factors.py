@@ -20,8 +20,9 @@ Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4))`` bytes of records for ``L`` lea
 2 n_uniform + ceil((1 + 2 n_categorical) / 4) + ceil(b / 8)`` words, ``b`` the bytes of the
 allowed-level bits (codes take 32 bits and ``/ 4`` becomes ``/ 2`` when the categorical
 columns have 65,536 levels or more in all); ``8 (L + 1)`` for the records' offsets, ``16``
-per node and ``16 L`` for the leaf order, plus a few per column. The pack is built on first
-use and kept while the model lives (:func:`leaf_pack`).
+per node and ``16 L`` for the leaf order, plus a few per column (and ``8 L`` per numeric
+column whose leaf means a query has mixed, :meth:`LeafPack.leaf_means`). The pack is built on
+first use and kept while the model lives (:func:`leaf_pack`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from forestgen.leaves.uniform import UniformLeaf
 
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
 _WIDTH = {TRUNCNORM: 5, CATEGORICAL: 1, UNIFORM: 2}
+CODE16 = 2**16  # categorical levels in all below which a record's codes take 16 bits
 
 
 def leaf_kind(lm) -> int:
@@ -104,7 +106,7 @@ class LeafPack:
         kind = np.array([leaf_kind(lm) for lm in models], np.int64)
         cats = [j for j in range(d) if kind[j] == CATEGORICAL]
         ncode = sum(models[j].n_levels for j in cats)
-        code_t = np.uint16 if ncode < 2**16 else np.int32  # level codes, within-leaf indices
+        code_t = np.uint16 if ncode < CODE16 else np.int32  # level codes, within-leaf indices
         per = 8 // np.dtype(code_t).itemsize  # codes per 8-byte word
         pos = np.full(d, -1, np.int64)  # word of each column's fields in a record
         w = 1
@@ -168,17 +170,26 @@ class LeafPack:
                     nlev[j] = lm.n_levels
                     log_floor[j] = np.log(float(lm.floor)) if lm.floor > 0 else -np.inf
         self.kind, self.pos = kind, pos
+        self._means: dict[int, np.ndarray] = {}
         lay = np.array([head, per, ctl * per], np.int64)
         with np.errstate(divide="ignore"):
             self.args = (rec, bits, codes, start, lay, pos, kind, cpos, bpos, base,
                          np.log(base), nlev, log_floor)
+
+    def leaf_means(self, model, j: int) -> np.ndarray:
+        """The leaf model means of numeric column ``j`` in record order (computed on first
+        use and kept: ``8 L`` bytes per column)."""
+        if j not in self._means:
+            self._means[j] = np.asarray(model.leaf_models_[j].mean(self.leaf_id), np.float64)
+        return self._means[j]
 
     @property
     def nbytes(self) -> int:
         node, _, roots = self.nodes  # (the second is a view of the first)
         own = [a for k, a in enumerate(self.args) if k not in (1, 2)]  # (views of rec)
         return int(sum(a.nbytes for a in own) + node.nbytes + roots.nbytes
-                   + self.row.nbytes + self.leaf_id.nbytes)
+                   + self.row.nbytes + self.leaf_id.nbytes
+                   + sum(a.nbytes for a in self._means.values()))
 
 
 @njit(cache=True, nogil=True)

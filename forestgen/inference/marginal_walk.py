@@ -234,7 +234,7 @@ def marginal_moments(model, Z: np.ndarray, cols) -> tuple[np.ndarray, dict[int, 
         else:
             qlev.append(0)
             qrow.append(len(means))
-            means.append(model.leaf_models_[j].mean(pack.leaf_id))
+            means.append(pack.leaf_means(model, j))
             width += 1
     queries = (np.asarray(cols, np.int64), np.asarray(qoff, np.int64),
                np.asarray(qlev, np.int64), np.asarray(qrow, np.int64),

@@ -7,8 +7,14 @@ import pandas as pd
 import pytest
 
 import forestgen.inference.api as api
-from forestgen.inference import marginal_walk
-from forestgen.inference.leaf_factors import CATEGORICAL, TRUNCNORM, leaf_kind, leaf_pack
+from forestgen.inference import leaf_factors, marginal_walk
+from forestgen.inference.leaf_factors import (
+    CATEGORICAL,
+    TRUNCNORM,
+    LeafPack,
+    leaf_kind,
+    leaf_pack,
+)
 from forestgen.learners.arf import ARF
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
@@ -86,6 +92,9 @@ def test_nan_log_prob_matches_enumeration(request, monkeypatch, name):
         assert expect < inc.sum()
     ref = _enumerated(monkeypatch, lambda: m.log_prob(q))
     assert fused[0] < -1e9
+    # Same factors up to rounding: an unlisted level's log(rest) + log(base) is an ulp from
+    # log(rest * base), and the running logsumexp rescales where the enumerating one does
+    # not; a few ulps of the ~10 summed terms, far below 1e-12.
     np.testing.assert_allclose(fused, ref, rtol=1e-12, atol=1e-12)
 
 
@@ -193,3 +202,61 @@ def test_zero_probability_rows_answer_nan(unif, monkeypatch):
             return unif.predict_proba(q, target="c0")
 
     np.testing.assert_allclose(p, _enumerated(monkeypatch, ref), rtol=1e-10, atol=1e-12)
+
+
+def _col(model, name):
+    return list(model.encoder_.schema.names).index(name)
+
+
+def test_moments_same_for_any_block_order_and_thread_count(plain, monkeypatch):
+    Z = plain._encode(_queries(300, 9).drop(columns="spend"), missing_columns="nan")
+    cols = [_col(plain, "c0"), _col(plain, "i0"), _col(plain, "x1")]
+    lp, mom = marginal_walk.marginal_moments(plain, Z, cols)
+    perm = np.random.default_rng(1).permutation(len(Z))
+    runs = [(Z[perm], perm)]
+    monkeypatch.setattr(marginal_walk, "BLOCK", 16)
+    runs.append((Z, slice(None)))
+    for Zr, idx in runs:
+        lp2, mom2 = marginal_walk.marginal_moments(plain, Zr, cols)
+        assert np.array_equal(lp2, lp[idx])
+        assert all(np.array_equal(mom2[j], mom[j][idx]) for j in cols)
+    monkeypatch.setattr(marginal_walk, "_batch_walk", marginal_walk._batch_walk.serial)
+    lp3, mom3 = marginal_walk.marginal_moments(plain, Z, cols)
+    assert np.array_equal(lp3, lp) and all(np.array_equal(mom3[j], mom[j]) for j in cols)
+
+
+def test_bad_rows_do_not_break_a_batch(plain, monkeypatch):
+    """An all-missing row, a level unseen at fit time, a non-integer code and a value far in a
+    tail each get their own answer; every row gets the value it gets alone."""
+    Z = plain._encode(_queries(40, 10).drop(columns="spend"), missing_columns="nan")
+    c0, i0, x0, x1 = (_col(plain, c) for c in ("c0", "i0", "x0", "x1"))
+    Z[2:6, x1] = np.nan
+    Z[1] = np.nan
+    Z[2, c0] = plain.leaf_models_[c0].n_levels  # the encoder's code of an unseen level
+    Z[3, i0] = 1.5
+    Z[4, x0] = -1e6
+    lp = marginal_walk.marginal_log_prob(plain, Z)
+    alone = np.concatenate([marginal_walk.marginal_log_prob(plain, Z[i:i + 1])
+                            for i in range(len(Z))])
+    assert np.array_equal(lp, alone)
+    assert lp[1] == pytest.approx(0.0, abs=1e-12)  # nothing observed: probability one
+    assert np.isfinite(lp[2:4]).all()  # unseen / invalid levels score the leaves' floor
+    assert lp[4] < -1e9
+    ref = _enumerated(monkeypatch, lambda: plain.log_prob_encoded(Z))
+    np.testing.assert_allclose(lp, ref, rtol=1e-12, atol=1e-12)
+    _, mom = marginal_walk.marginal_moments(plain, Z, [c0])
+    np.testing.assert_allclose(mom[c0][np.isnan(Z[:, c0])].sum(1), 1.0, rtol=1e-12)
+
+
+def test_wide_level_codes_give_the_same_values(plain, monkeypatch):
+    """Records with 32-bit level codes (categorical columns with 65,536 levels or more in
+    all) score as the 16-bit ones."""
+    Z = plain._encode(_queries(200, 11).drop(columns="spend"), missing_columns="nan")
+    c0 = _col(plain, "c0")
+    base = marginal_walk.marginal_moments(plain, Z, [c0])
+    monkeypatch.setattr(leaf_factors, "CODE16", 0)
+    wide = LeafPack(plain)
+    assert wide.args[2].dtype == np.int32 and leaf_pack(plain).args[2].dtype == np.uint16
+    monkeypatch.setattr(marginal_walk, "leaf_pack", lambda model: wide)
+    lp, mom = marginal_walk.marginal_moments(plain, Z, [c0])
+    assert np.array_equal(lp, base[0]) and np.array_equal(mom[c0], base[1][c0])
