@@ -23,7 +23,7 @@ from forestgen.inference.interval_factors import (
     row_columns,
     row_log_weight,
 )
-from forestgen.inference.leaf_factors import leaf_pack
+from forestgen.inference.leaf_factors import BASE, leaf_pack
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.kernels import evidence_sides
 
@@ -39,7 +39,7 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left,
     mx = np.full(m, -np.inf)
     acc = np.zeros(m)
     n_blocks = (m + block - 1) // block
-    kmax = tabs[6].shape[1]
+    kmax = tabs[BASE].shape[1]
     for blk in prange(n_blocks):
         stack = np.empty(max_nodes + 2, np.int64)
         ecols = np.empty(d, np.int64)

@@ -23,6 +23,11 @@ from numba import njit
 from forestgen.inference.conditions import Evidence
 from forestgen.inference.leaf_factors import (
     CATEGORICAL,
+    KIND,
+    NLEV,
+    POS,
+    REC,
+    START,
     TRUNCNORM,
     UNIFORM,
     add_pmf,
@@ -127,18 +132,18 @@ def log_ndtr_diff(a, b):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _truncnorm_interval(rec, r, p, lo, hi):
-    """``log P(lo < X <= hi)`` under record ``r``'s truncated normal at field ``p`` (fields
+def _truncnorm_interval(rec, p, lo, hi):
+    """``log P(lo < X <= hi)`` under the truncated normal at word ``p`` of the records (fields
     ``lo_, hi_, mu, sigma, lognorm``), as :meth:`TruncNormalLeaf.log_prob_interval`."""
-    mu = rec[r, p + 2]
-    sd = rec[r, p + 3]
-    logz = rec[r, p + 4] - (math.log(sd) + LOG_SQRT_2PI)
+    mu = rec[p + 2]
+    sd = rec[p + 3]
+    logz = rec[p + 4] - (math.log(sd) + LOG_SQRT_2PI)
     if not np.isfinite(logz):
         return -np.inf  # a zero-width cell has no mass
     za = (lo - mu) / sd
     zb = (hi - mu) / sd
-    ca = (rec[r, p] - mu) / sd
-    cb = (rec[r, p + 1] - mu) / sd
+    ca = (rec[p] - mu) / sd
+    cb = (rec[p + 1] - mu) / sd
     if not (za > ca or zb < cb):
         return 0.0  # the interval covers the cell
     a = max(za, ca)
@@ -155,18 +160,19 @@ def row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff, scols, ns
     lp = leaf_log_weight(i, r, X, ecols, ne, tabs)
     if lp == -np.inf:
         return lp
-    rec, pos, kind = tabs[0], tabs[1], tabs[2]
+    rec, pos, kind = tabs[REC], tabs[POS], tabs[KIND]
+    o = tabs[START][r]  # record r's first word
     for q in range(ni):
         j = icols[q]
-        p = pos[j]
+        p = o + pos[j]
         if kind[j] == TRUNCNORM:
-            lp += _truncnorm_interval(rec, r, p, lo[i, j], hi[i, j])
+            lp += _truncnorm_interval(rec, p, lo[i, j], hi[i, j])
         else:  # uniform
-            w = min(hi[i, j], rec[r, p + 1]) - max(lo[i, j], rec[r, p])
-            lp += (math.log(w) if w > 0 else -np.inf) - math.log(rec[r, p + 1] - rec[r, p])
+            w = min(hi[i, j], rec[p + 1]) - max(lo[i, j], rec[p])
+            lp += (math.log(w) if w > 0 else -np.inf) - math.log(rec[p + 1] - rec[p])
         if lp == -np.inf:
             return lp
-    nlev = tabs[7]
+    nlev = tabs[NLEV]
     for q in range(ns):
         j = scols[q]
         add_pmf(scratch, 0, 0, 1.0, tabs, r, j)

@@ -39,6 +39,8 @@ from forestgen.leaves.uniform import UniformLeaf
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
 _WIDTH = {TRUNCNORM: 5, CATEGORICAL: 1, UNIFORM: 2}
 CODE16 = 2**16  # categorical levels in all below which a record's codes take 16 bits
+#: places in :attr:`LeafPack.args` of the arrays that kernels of other modules read
+REC, START, POS, KIND, BASE, NLEV = 0, 3, 5, 6, 9, 11
 
 
 def leaf_kind(lm) -> int:

@@ -41,7 +41,7 @@ from forestgen.inference.interval_factors import (
     row_columns,
     row_log_weight,
 )
-from forestgen.inference.leaf_factors import CATEGORICAL, UNIFORM, leaf_kind, leaf_pack
+from forestgen.inference.leaf_factors import BASE, CATEGORICAL, UNIFORM, leaf_kind, leaf_pack
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.kernels import evidence_sides
@@ -264,7 +264,7 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
         ecols = np.empty(d, np.int64)
         icols = np.empty(d, np.int64)
         scols = np.empty(d, np.int64)
-        scratch = np.zeros((1, tabs[6].shape[1]))
+        scratch = np.zeros((1, tabs[BASE].shape[1]))
         rb = np.empty(B, np.float64)
         state = np.zeros(1, np.uint64)
         for i in range(blk * block, min(m, (blk + 1) * block)):
