@@ -86,6 +86,8 @@ def test_apply_matches_python_traversal(mixed):
     # every leaf id belongs to the tree it was returned for
     trees = np.broadcast_to(np.arange(f.n_trees), leaves.shape)
     np.testing.assert_array_equal(f.leaf_tree[leaves], trees)
+    assert f.n_trees > 2
+    np.testing.assert_array_equal(f.apply(Z, n_trees=2), leaves[:, :2])  # the first trees
 
 
 def test_gini_learns_the_rule(mixed):
