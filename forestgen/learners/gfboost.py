@@ -77,6 +77,8 @@ from forestgen.validation import (
 SPIKE_PRIOR = 1.0
 #: most draws per round of EOGT's rejection sampler (more when the rows asked for need it)
 REJECTION_BATCH = 1 << 18
+#: EOGT evidence walks kept for reuse within one conditional sampling call
+SHARED_WALKS = 4
 
 
 @register("learner", "gfboost")
@@ -527,9 +529,23 @@ def _evidence_row(ev, i: int) -> tuple[np.ndarray, dict]:
 def _evidence_key(ev, i: int) -> bytes:
     """Hashable key of evidence row ``i``."""
     x, cons = _evidence_row(ev, i)
-    parts = [_row_key(x)] + [np.int64(j).tobytes() + np.asarray(c, float).tobytes()
-                             for j, c in sorted(cons.items())]
-    return b"|".join(parts)
+    return _row_key(x) + b"|" + _constraints_key(cons)
+
+
+def _constraints_key(cons: dict) -> bytes:
+    """Hashable key of ranges / level sets ``{column: constraint}``."""
+    return b"|".join(np.int64(j).tobytes() + np.asarray(c, float).tobytes()
+                     for j, c in sorted(cons.items()))
+
+
+def _level_routes(f: ForestArrays, j: int, k: int) -> np.ndarray:
+    """``[k]``: a class per level of nominal column ``j``, equal for levels that every split
+    on the column sends the same way."""
+    nodes = np.flatnonzero((f.feature == j) & (f.cat_off >= 0))
+    if not len(nodes):
+        return np.zeros(k)
+    sides = f.cat_left[f.cat_off[nodes][:, None] + np.arange(k)[None, :]]
+    return np.unique(sides.T, axis=0, return_inverse=True)[1].ravel().astype(float)
 
 
 def _logsumexp(w: np.ndarray) -> float:
@@ -744,11 +760,13 @@ class EOGT(GFBoost):
 
     def _row_keys(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Representative rows and the inverse map: the walk sees a row only through which
-        side of every threshold (and box face) each entry lies, so rows agreeing on that are
-        answered once (e.g. the grid of a marginal's quadrature)."""
+        side of every threshold (and box face) each entry lies, and a level only through the
+        sides its splits send it to, so rows agreeing on that are answered once (e.g. the grid
+        of a marginal's quadrature, or per-row evidence on an id column no tree splits)."""
         self._geometry()
         f = self.trees_
         nominal = self._layout[2] >= 0
+        nlev = self._layout[1]
         atoms = self._atoms()
         atom_values = ({int(j): a for j, a in zip(atoms.columns, atoms.atoms)} if atoms
                        else {})
@@ -756,7 +774,11 @@ class EOGT(GFBoost):
         for j in range(Z.shape[1]):
             col = Z[:, j]
             if nominal[j]:
-                keys[:, j] = np.where(np.isnan(col), -2.0, col)
+                k = int(nlev[j])
+                valid = (col >= 0) & (col < k) & (col == np.floor(col))
+                route = _level_routes(f, j, k)
+                keys[:, j] = np.where(np.isnan(col), -2.0, np.where(
+                    valid, route[np.where(valid, col, 0).astype(np.int64)], -3.0))
                 continue
             faces = np.unique(np.r_[f.threshold[f.feature == j], self.box_lo_[j],
                                     self.box_hi_[j]])
@@ -865,12 +887,15 @@ class EOGT(GFBoost):
         groups: dict = {}
         for i in range(ev.m):  # rows with the same evidence are walked once
             groups.setdefault(_evidence_key(ev, i), []).append(i)
+        sig = self._row_keys(ev.point)[1] if ev.m else None
+        walks: dict = {}
         big: list[int] = []
         for rows in groups.values():
             x, cons = _evidence_row(ev, rows[0])
             impossible = any(not np.asarray(c).any() for c in cons.values()
                              if not isinstance(c, tuple))  # an empty level set
-            reg = (np.full(1, -np.inf),) if impossible else self._evidence_regions(x, cons)
+            reg = (np.full(1, -np.inf),) if impossible else self._shared_regions(
+                walks, sig[rows[0]], x, cons)
             if reg is None:  # too many regions: rejection where the evidence allows it
                 drawn = self._rejection_or_none(x, cons, len(rows), rng, rows[0], per_row)
                 if drawn is not None:
@@ -935,11 +960,15 @@ class EOGT(GFBoost):
         elif ev.m != len(Zx):
             raise ValueError(f"per-row conditions have {ev.m} rows but X has {len(Zx)}")
         out = np.empty(len(Zx))
-        cache: dict = {}
+        rows = [_evidence_row(ev, i) for i in range(len(Zx))]
+        given = np.array([[j in cons for j in range(Zx.shape[1])] for _, cons in rows], bool)
+        joint = np.where(np.isnan(ev.point) & ~given, Zx, ev.point) if len(Zx) else Zx
+        sig_e, sig_j = (self._row_keys(ev.point)[1], self._row_keys(joint)[1]) if len(Zx) \
+            else (None, None)
+        cache: dict = {}  # log P by what the trees see of the evidence (and of the joint)
         big = []
-        for i in range(len(Zx)):
-            x, cons = _evidence_row(ev, i)
-            key = _evidence_key(ev, i)
+        for i, (x, cons) in enumerate(rows):
+            key = ("e", int(sig_e[i]), _constraints_key(cons))
             if key not in cache:
                 reg = self._evidence_regions(x, cons)
                 cache[key] = np.nan if reg is None else _logsumexp(reg[0])
@@ -949,14 +978,16 @@ class EOGT(GFBoost):
 
                 raise ZeroProbabilityError(f"EOGT conditional_log_prob: the evidence of row "
                                            f"{i} has probability zero")
-            free = np.isnan(x) & ~np.isin(np.arange(len(x)), list(cons))
-            joint = np.where(free, Zx[i], x)
-            reg = None if np.isnan(log_e) else self._evidence_regions(joint, cons)
-            if reg is None:
+            jkey = ("j", int(sig_j[i]), key[2])
+            if jkey not in cache and not np.isnan(log_e):
+                reg = self._evidence_regions(joint[i], cons)
+                cache[jkey] = np.nan if reg is None else _logsumexp(reg[0])
+            log_j = np.nan if np.isnan(log_e) else cache[jkey]
+            if np.isnan(log_j):
                 big.append(i)
                 out[i] = np.nan
                 continue
-            out[i] = _logsumexp(reg[0]) - log_e
+            out[i] = log_j - log_e
         self._too_many(big, "conditional_log_prob")
         return out
 
@@ -1052,6 +1083,17 @@ class EOGT(GFBoost):
             with np.errstate(divide="ignore"):
                 w = w + np.log(self._evidence_share(j, c, lo, hi, mask, shares))
         return w, lo, hi, mask, shares
+
+    def _shared_regions(self, walks: dict, sig: int, x: np.ndarray, cons: dict):
+        """:meth:`_evidence_regions` of ``x``, reused for evidence the trees cannot tell apart
+        (the same :meth:`_row_keys` class ``sig`` and the same ranges / level sets); ``walks``
+        keeps the last ``SHARED_WALKS`` of them."""
+        key = (int(sig), _constraints_key(cons))
+        if key not in walks:
+            if len(walks) >= SHARED_WALKS:
+                walks.pop(next(iter(walks)))
+            walks[key] = self._evidence_regions(x, cons)
+        return walks[key]
 
     def _effective_range(self, j: int, c) -> tuple[float, float]:
         """A closed range on numeric column ``j`` in encoded units; on an integer column the

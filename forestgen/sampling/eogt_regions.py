@@ -8,7 +8,9 @@ the row and nodes on missing columns branch both ways. :func:`approx_regions` en
 in one compiled depth-first walk (an explicit stack of regions), returning per region
 ``log Q̂``, its box, its leaf in every tree and its log measure on the observed columns, so a
 query does O(1) Python work per row. The walk visits the left branch first, so the regions come
-in a fixed order.
+in a fixed order. Inside the walk nominal level sets are 64-bit words
+(:meth:`~forestgen.sampling.star.TreeGeometry.level_words`): the shares of eq. (8) are
+popcounts and a cut is one AND per word.
 """
 
 from __future__ import annotations
@@ -300,12 +302,8 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ro
                 s_node[sp] = right[node]
                 s_lp[sp] = lp + math.log(1.0 - q)
                 _store(sp, s_lo, s_hi, s_words, s_leaf, lo, hi, words, leaf)
-                j = feature[node]
-                if cat_off[node] >= 0:
-                    for w in range(word_off[j], word_off[j] + (nlev[j] + 63) // 64):
-                        s_words[sp, w] &= ~left_bits[node, w]
-                else:
-                    s_lo[sp, j] = max(s_lo[sp, j], threshold[node])
+                _cut(node, False, s_lo[sp], s_hi[sp], s_words[sp], feature, threshold, cat_off,
+                     left_bits, word_off, nlev)
                 sp += 1
             if q <= 0:
                 lp = -math.inf

@@ -277,3 +277,28 @@ def test_rejection_batches_grow_geometrically(model, monkeypatch):
     assert sum(calls) > 4000 and len(calls) <= 10
     assert all(b >= 2 * a for a, b in zip(calls[:-2], calls[1:-1]))
     pd.testing.assert_frame_equal(s, model.sample(3, conditions=ev, random_state=0))
+
+
+def test_evidence_the_trees_cannot_tell_apart_shares_one_walk(model, monkeypatch):
+    """Per-row evidence whose values lie on the same side of every split (and atom) is walked
+    once: conditional draws and log densities equal those of one walk per row."""
+    df = _table(seed=3).head(16)
+    ev = df[["z", "c", "b"]]
+    walks = []
+    regions = EOGT._evidence_regions
+
+    def counted(self, x, cons):
+        walks.append(1)
+        return regions(self, x, cons)
+
+    monkeypatch.setattr(EOGT, "_evidence_regions", counted)
+    got = model.sample(conditions=ev, random_state=0)
+    n_shared = len(walks)
+    lp = model.log_prob(df, conditions=ev)
+    monkeypatch.setattr(EOGT, "_row_keys", lambda self, Z: (np.arange(len(Z)),
+                                                             np.arange(len(Z))))
+    walks.clear()
+    ref = model.sample(conditions=ev, random_state=0)
+    assert n_shared < len(walks)
+    pd.testing.assert_frame_equal(got, ref)
+    np.testing.assert_allclose(lp, model.log_prob(df, conditions=ev), rtol=0, atol=1e-12)
