@@ -9,7 +9,9 @@ answer, ``--chunk`` held-out rows per call until ``--budget-s`` CPU seconds are 
 ``--rows`` rows are done:
 
 * per-row conditional sampling, the first two columns of each row as evidence (the call the
-  issue reports: an integer id and a level);
+  issue reports: an integer id and a level); rows whose evidence the trees cannot tell apart
+  share one walk within a call, so it is also timed one row per call (``cond1``), one walk per
+  row;
 * ``log_prob`` of rows with 30% of their entries missing (NaN marginals);
 * ``impute`` (maximum density) of the same rows.
 
@@ -63,9 +65,11 @@ if task == "fit":
 m = GenerativeForest.load(args["path"])
 holes = te.mask(np.random.default_rng(1).random(te.shape) < 0.3)
 query = {"cond": lambda r, k: m.sample(conditions=te.iloc[r, :2], random_state=k),
+         "cond1": lambda r, k: m.sample(conditions=te.iloc[r, :2], random_state=k),
          "nan_logprob": lambda r, k: m.log_prob(holes.iloc[r]),
          "impute": lambda r, k: m.impute(holes.iloc[r], random_state=k)}[task]
 warm = {"cond": lambda: m.sample(conditions=te.iloc[:1], random_state=0),
+        "cond1": lambda: m.sample(conditions=te.iloc[:1], random_state=0),
         "nan_logprob": lambda: m.log_prob(te.iloc[:1]),
         "impute": lambda: m.impute(te.iloc[:1].mask(np.eye(1, te.shape[1], 2, dtype=bool)))}
 warm[task]()  # imports and compiled kernels, on a row with (almost) nothing missing,
@@ -84,6 +88,7 @@ while done < n and cpu < args["budget_s"]:
 '''
 
 QUERIES = {"cond": "sample(conditions=) per row, first two columns given",
+           "cond1": "the same, one row per call",
            "nan_logprob": "log_prob, 30% of entries NaN",
            "impute": "impute (max_density), 30% of entries NaN"}
 
@@ -161,7 +166,7 @@ def main() -> None:
         path = str(work / "model.fgm")
         child(REPO, "fit", {"table": tab, "path": path}, args.timeout_s)
         for task in QUERIES:
-            chunk = args.chunk
+            chunk = 1 if task == "cond1" else args.chunk
             q = {"table": tab, "path": path, "rows": args.rows, "chunk": chunk,
                  "budget_s": args.budget_s}
             res = {v: child(code, task, {**q, "dump": str(work / f"{v}_{task}")},
@@ -189,7 +194,8 @@ def main() -> None:
             "after / before"]
     sections = [
         "Rows per CPU-second (`time.process_time` of each query process, one Numba thread), "
-        f"{args.chunk} held-out rows per call, each process stopping its calls after "
+        f"{args.chunk} held-out rows per call (one for `cond1`), each process stopping its "
+        "calls after "
         f"{args.budget_s:.0f} CPU s or {args.rows} rows; a process still in its first call "
         f"after {args.timeout_s:.0f} wall seconds is stopped (\"no call done\", with the CPU "
         "seconds of the whole process; the ratio is then a lower bound: after's rate against "
