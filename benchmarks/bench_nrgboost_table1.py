@@ -218,6 +218,8 @@ def main() -> None:
 
     def ms(v) -> str:
         v = np.asarray(v)
+        if np.isnan(v).all():
+            return "not run"
         return f"{v.mean():.3f} ± {v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0:.3f}"
 
     for name in args.datasets.split(","):
