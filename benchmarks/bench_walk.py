@@ -77,6 +77,15 @@ def rate(name, fn, rows, warm=None):
                                       rows / (time.perf_counter() - w))
     return r
 res["cond"] = rate("cond_interval", lambda: m.sample(conditions=cond, random_state=0), len(cond))
+x1 = res["cond"]["x1"].to_numpy(float)  # a free column: both versions draw the same law
+out["cond_interval_x1"] = [float(x1.mean()), float(x1.std() / np.sqrt(len(x1)))]
+try:  # rows the bounded leaf search drew, and those it left to the walk
+    from forestgen.inference.conditions import evidence_from_frame
+    from forestgen.inference.leaf_search import bounded_draws
+    out["cond_interval_search"] = bounded_draws(m, evidence_from_frame(m, cond),
+                                                np.arange(len(cond)), 0)[1]
+except ImportError:
+    pass
 res["lpc"] = rate("logprob_conditions", lambda: m.log_prob(ev, conditions=cond), len(ev))
 res["lp"] = rate("nan_logprob", lambda: m.log_prob(q), len(q))
 for name, cols in (("cond2", ["x0", "c0"]), ("cond8", ["x0", "x1", "x2", "i0", "i1", "c0",
@@ -180,7 +189,8 @@ def main() -> None:
                  f"{res['after'][k + sfx] / res['before'][k + sfx]:.2f}x"] for k in labels
                 if k + sfx in res["after"] and k + sfx in res["before"]]
     head = ["query", f"before ({args.reference})", "after", "after / before"]
-    search = {k: res["after"].get(k + "_search") for k in ("cond2", "cond8")}
+    search = {k: res["after"].get(k + "_search") for k in ("cond_interval", "cond2", "cond8")}
+    x1 = {v: res[v].get("cond_interval_x1") for v in ("before", "after")}
     first = {f"{v} {k}": round(res[v].get(k + "_first_s", float("nan")), 2)
              for v in ("before", "after") for k in ("cond2", "cond8")}
     sections = [
@@ -202,6 +212,9 @@ def main() -> None:
         "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
         "whether the conditional draws are identical: "
         + json.dumps(same),
+        "sample(conditions=) with intervals and level sets, mean of the free column x1 and its "
+        "standard error, before / after (different random streams, the same law): "
+        + json.dumps(x1),
     ]
     cmd = "python benchmarks/bench_walk.py " + " ".join(sys.argv[1:])
     print(write_result(args.name, "Evidence-pruned tree walk (issue 15)", sections, command=cmd))

@@ -19,8 +19,9 @@ exactly by rejection from an envelope that descends the trees:
   ``bound(child) / bound(node)`` (a child the evidence excludes has bound 0) and stops
   (rejects) with the remaining probability; reaching leaf ``k`` has probability
   ``w_k / sum_b bound(root_b)``, so an accepted leaf is an exact posterior draw;
-* each visit replaces the node's bound by the sum of its children's (adaptive rejection
-  as in Gilks & Wild 1992: the envelope only tightens, so later trials of the row reject less).
+* each visit replaces the node's bound by the sum of its children's, and a rejected trial
+  passes the tightened values up its path to the root (adaptive rejection as in Gilks & Wild
+  1992: the envelope only tightens, so later trials of the row reject less).
 
 A row whose trials exceed ``budget`` node visits, or whose evidence has zero or non-finite
 weight, is left to the enumerating path (``leaf = -1``). Random numbers come from a
@@ -266,6 +267,9 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
         scols = np.empty(d, np.int64)
         scratch = np.zeros((1, tabs[BASE].shape[1]))
         rb = np.empty(B, np.float64)
+        pnode = np.empty(max_depth + 2, np.int64)  # the trial's path, its nodes' values
+        pval = np.empty(max_depth + 2, np.float64)  # after the visit, and their other
+        psib = np.empty(max_depth + 2, np.float64)  # child's value
         state = np.zeros(1, np.uint64)
         for i in range(blk * block, min(m, (blk + 1) * block)):
             ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
@@ -317,6 +321,7 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
                     b -= 1
                 node = roots[b]
                 bn = rb[b]
+                t = 0
                 while True:
                     if feature[node] < 0:
                         out[i] = node_leaf[node]
@@ -353,14 +358,31 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
                             n_used += 1
                         vals[h] = s
                     v = _uniform(state) * max(bn, s)
+                    pnode[t] = node
+                    pval[t] = min(bn, s)
                     if v < bc[0]:
                         node = left[node]
                         bn = bc[0]
+                        psib[t] = bc[1]
                     elif v < s:
                         node = right[node]
                         bn = bc[1]
-                    else:
-                        break  # rejected
+                        psib[t] = bc[0]
+                    else:  # rejected: the path's ancestors learn the tightened value at once
+                        cur = pval[t]
+                        for q in range(t - 1, -1, -1):
+                            new = cur + psib[q]
+                            if new < pval[q]:
+                                h = _find(keys, pnode[q])
+                                if keys[h] != pnode[q]:
+                                    keys[h] = pnode[q]
+                                    used[n_used] = h
+                                    n_used += 1
+                                vals[h] = new
+                                pval[q] = new
+                            cur = pval[q]
+                        break
+                    t += 1
                 if out[i] >= 0:
                     break
             visits[i] = count
