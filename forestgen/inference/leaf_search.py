@@ -42,7 +42,14 @@ from forestgen.inference.interval_factors import (
     row_columns,
     row_log_weight,
 )
-from forestgen.inference.leaf_factors import BASE, CATEGORICAL, UNIFORM, leaf_kind, leaf_pack
+from forestgen.inference.leaf_factors import (
+    BASE,
+    CATEGORICAL,
+    UNIFORM,
+    add_pmf,
+    leaf_kind,
+    leaf_pack,
+)
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.kernels import evidence_sides
@@ -51,6 +58,7 @@ from forestgen.tree.kernels import evidence_sides
 VISIT_BUDGET = 16_384
 ROW_BLOCK = 64  # rows per parallel block (each block owns one hash table)
 PATTERNS_KEPT = 4  # evidence patterns whose node bounds a model keeps
+LEVEL_BOUND_MAX = 16  # levels of a categorical column given per-level node bounds
 
 def log_sup_density(lm) -> np.ndarray:
     """``log sup_x g_k(x)`` per leaf of a truncated-normal or uniform leaf model (``-inf`` for
@@ -76,6 +84,13 @@ class NodeBounds:
     sup g_kj`` (numeric columns; a pmf is at most 1), ``U_E(n) = max`` of the children's at a
     split on a column of ``E`` (a value goes to one side) and their sum at any other split.
     Memory: ``4 N`` bytes plus ``4 I`` per pattern kept.
+
+    ``levels(cols)`` ``[I, K]``: for level-set evidence on categorical columns ``cols`` (at
+    most :data:`LEVEL_BOUND_MAX` levels each, ``K`` levels in all), ``sum_{k in n} pi_k
+    p_kj(c) / max(pi)`` per node and level ``c``, so a subtree's weight under a level set
+    ``S`` on ``j`` is at most ``max(pi) sum_{c in S}`` of its row (where the row's other
+    factors are at most 1: no numeric point values). Memory: ``4 I K`` bytes per column set
+    kept (the last two).
     """
 
     def __init__(self, model):
@@ -88,6 +103,8 @@ class NodeBounds:
         self._models = model.leaf_models_
         self.max_depth = int(_max_depth(self._order(), f.feature, f.left, f.right))
         self.patterns: dict[tuple[int, ...], np.ndarray] = {}
+        self.level_sets: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._model = weakref.ref(model)
 
     def _order(self) -> np.ndarray:
         f = self._f
@@ -117,9 +134,37 @@ class NodeBounds:
         self.patterns[key] = out
         return out
 
+    def levels(self, cols) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(V [I, K] float32, offset [d] of each column's levels in V (-1: none), log
+        max(pi))`` for the categorical columns among ``cols`` with at most
+        :data:`LEVEL_BOUND_MAX` levels (see the class)."""
+        d = len(self._models)
+        key = tuple(sorted(int(j) for j in cols if leaf_kind(self._models[j]) == CATEGORICAL
+                           and self._models[j].n_levels <= LEVEL_BOUND_MAX))
+        top = float(self.lw.max())
+        if not key:
+            return np.zeros((0, 0), np.float32), np.full(d, -1, np.int64), top
+        if key not in self.level_sets:
+            pack = leaf_pack(self._model())
+            f = self._f
+            w = np.exp(self.lw - top)
+            parts = [_level_bound(self._order(), f.feature, f.left, f.right, f.node_leaf,
+                                  self.inner, w, pack.row, pack.args, j,
+                                  self._models[j].n_levels) for j in key]
+            off = np.full(d, -1, np.int64)
+            acc = 0
+            for j in key:
+                off[j] = acc
+                acc += self._models[j].n_levels
+            while len(self.level_sets) >= 2:
+                self.level_sets.pop(next(iter(self.level_sets)))
+            self.level_sets[key] = (np.ascontiguousarray(np.concatenate(parts, axis=1)), off)
+        return (*self.level_sets[key], top)
+
     @property
     def nbytes(self) -> int:
-        return int(self.inner.nbytes + sum(a.nbytes for a in self.patterns.values()))
+        return int(self.inner.nbytes + sum(a.nbytes for a in self.patterns.values())
+                   + sum(v.nbytes for v, _ in self.level_sets.values()))
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -206,6 +251,58 @@ def _subtree_bound(order, feature, left, right, node_leaf, inner, leaf_val, give
     return out
 
 
+@njit(cache=True, nogil=True)
+def _level_bound(order, feature, left, right, node_leaf, inner, w, lrow, tabs, j, k):
+    """``[I, k]`` float32: per internal node, ``sum`` over its leaves of ``w_leaf p(c |
+    leaf)`` on categorical column ``j`` (rounded up, parents from their children's stored
+    values)."""
+    n_inner = 0
+    for n in range(feature.shape[0]):
+        if feature[n] >= 0:
+            n_inner += 1
+    out = np.zeros((n_inner, k), np.float32)
+    scratch = np.zeros((1, tabs[BASE].shape[1]))
+    acc = np.zeros(k)
+    for q in range(order.shape[0] - 1, -1, -1):
+        n = order[q]
+        if feature[n] < 0:
+            continue
+        for side in range(2):
+            c = left[n] if side == 0 else right[n]
+            if feature[c] < 0:
+                add_pmf(scratch, 0, 0, w[node_leaf[c]], tabs, lrow[node_leaf[c]], j)
+                for lv in range(k):
+                    acc[lv] += scratch[0, lv]
+                    scratch[0, lv] = 0.0
+            else:
+                for lv in range(k):
+                    acc[lv] += np.float64(out[inner[c], lv])
+        for lv in range(k):
+            out[inner[n], lv] = _round_up32(acc[lv])
+            acc[lv] = 0.0
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _static_bound(c, i, bound, inner, shift, lvb, lvoff, lscale, smask, soff, sk, scols, ns):
+    """Linear bound of internal node ``c`` for row ``i``: its pattern bound, or the smaller
+    level-set bound of :meth:`NodeBounds.levels` where the row has one."""
+    v = np.exp(np.float64(bound[inner[c]]) - shift)
+    if lvb.shape[0] == 0:
+        return v
+    for q in range(ns):
+        j = scols[q]
+        o = lvoff[j]
+        if o < 0:
+            continue
+        sm = 0.0
+        for lv in range(sk[j]):
+            if smask[i, soff[j] + lv]:
+                sm += np.float64(lvb[inner[c], o + lv])
+        v = min(v, sm * np.exp(lscale - shift) * (1.0 + 1e-9))
+    return v
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _child_value(c, feature, node_leaf, inner, leaf_val, out):
     if feature[c] < 0:
@@ -242,8 +339,8 @@ def _find(keys, node):
 
 @parallel_kernel
 def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, threshold, nan_left,
-                  left, right, cat_off, cat_left, n_levels, roots, node_leaf, inner, bound, lrow,
-                  tabs, budget, max_depth, block):
+                  left, right, cat_off, cat_left, n_levels, roots, node_leaf, inner, bound,
+                  lvb, lvoff, lscale, lrow, tabs, budget, max_depth, block):
     """One leaf per row of evidence (point values ``X [m, d]``, NaN = none; intervals and
     level sets as in :func:`~forestgen.tree.kernels.evidence_sides`), or -1 (left to the
     enumerating path); also the node visits per row. See the module docstring."""
@@ -279,7 +376,7 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
             for b in range(B):
                 r = roots[b]
                 if feature[r] >= 0:
-                    v = np.float64(bound[inner[r]])
+                    v = np.float64(bound[inner[r]])  # (level bounds only lower it)
                 else:
                     v = row_log_weight(i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni,
                                        smask, soff, scols, ns, tabs, scratch)
@@ -299,7 +396,8 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
                     if keys[h] == r:
                         rb[b] = vals[h]
                     elif feature[r] >= 0:
-                        rb[b] = np.exp(np.float64(bound[inner[r]]) - shift)
+                        rb[b] = _static_bound(r, i, bound, inner, shift, lvb, lvoff, lscale,
+                                              smask, soff, sk, scols, ns)
                     else:
                         rb[b] = np.exp(row_log_weight(
                             i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni, smask, soff,
@@ -340,7 +438,8 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
                         if keys[h] == c:
                             bc[side] = vals[h]
                         elif feature[c] >= 0:
-                            bc[side] = np.exp(np.float64(bound[inner[c]]) - shift)
+                            bc[side] = _static_bound(c, i, bound, inner, shift, lvb, lvoff,
+                                                     lscale, smask, soff, sk, scols, ns)
                         else:
                             bc[side] = np.exp(row_log_weight(
                                 i, lrow[node_leaf[c]], X, ecols, ne, lo, hi, icols, ni, smask,
@@ -427,16 +526,21 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
     given = ~np.isnan(point)
     pats, pat = np.unique(given, axis=0, return_inverse=True)
     pat = np.asarray(pat).ravel()
+    kinds = np.array([leaf_kind(lm) for lm in model.leaf_models_])
     for p in range(len(pats)):
         sel = np.flatnonzero(pat == p)
         bound = nb.pattern(np.flatnonzero(pats[p]))
+        # level-set bounds hold where the row's other factors are at most 1 (no densities)
+        sets = (np.flatnonzero(sact[sel].any(0)) if sact.shape[0] and
+                (kinds[pats[p]] == CATEGORICAL).all() else [])
+        lvb, lvoff, lscale = nb.levels(sets)
         out[sel], visits[sel] = _bounded_draw(
             np.ascontiguousarray(point[sel]), _rows_of(lo, sel), _rows_of(hi, sel),
             _rows_of(sact, sel), _rows_of(smask, sel), soff, sk, row_id[sel],
             np.uint64(int(key) % 2**64),
             f.feature, f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left,
-            f.n_levels, f.roots, f.node_leaf, nb.inner, bound, pack.row, pack.args, int(budget),
-            nb.max_depth, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
+            f.n_levels, f.roots, f.node_leaf, nb.inner, bound, lvb, lvoff, lscale, pack.row,
+            pack.args, int(budget), nb.max_depth, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
     return out, visits
 
 

@@ -20,7 +20,7 @@ from forestgen.inference.interval_factors import (
     kernel_columns,
     log_ndtr_diff,
 )
-from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded
+from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded, node_bounds
 from forestgen.inference.posterior import iter_posterior
 from forestgen.learners.arf import ARF
 from forestgen.leaves.normal_math import log_ndtr_diff as np_log_ndtr_diff
@@ -233,3 +233,27 @@ def test_samples_respect_interval_evidence(models):
             assert v in e
         elif isinstance(e, Not):
             assert v not in e.levels
+
+
+def test_level_bounds_bound_every_subtree(models):
+    """Each internal node's per-level bound is at least its subtree's summed ``pi_k p_k(c)``
+    (and, summed over a level set, its weight under that set)."""
+    m = models["smooth"]
+    j = m.encoder_.schema.names.index("c0")
+    nb = node_bounds(m)
+    V, off, top = nb.levels([j])
+    assert off[j] == 0 and V.shape == (int((m.forest_.feature >= 0).sum()), 4)
+    f = m.forest_
+    pmf = m.leaf_models_[j].probs(np.arange(f.n_leaves)) * np.exp(m.leaf_log_weight_)[:, None]
+
+    def subtree(n):
+        if f.feature[n] < 0:
+            return pmf[f.node_leaf[n]]
+        s = subtree(f.left[n]) + subtree(f.right[n])
+        exact = s / np.exp(top)
+        assert (V[nb.inner[n]] >= exact).all()
+        np.testing.assert_allclose(V[nb.inner[n]], exact, rtol=1e-5, atol=1e-9)  # (margins)
+        return s
+
+    for r in f.roots:
+        subtree(r)
