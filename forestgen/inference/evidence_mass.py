@@ -4,11 +4,11 @@
 enumerating path (:func:`~.posterior.iter_posterior`) lists every leaf the evidence reaches as
 (row, leaf) pairs and scores them column by column; with interval or level-set evidence a row
 reaches ~10^5 leaves of a 1M-row forest, so listing them is what costs. :func:`evidence_log_mass`
-walks each tree depth-first (:func:`~forestgen.tree.kernels.evidence_sides`: the same leaves
-the enumeration lists), scores each leaf on all of the row's evidence as it reaches it
-(:func:`~.interval_factors.row_log_weight`) and accumulates a running ``logsumexp``. Each row is
-summed in a fixed order (trees in order, each depth-first), so the result does not depend on
-the thread count or on how rows are batched.
+walks each tree depth-first over the packed nodes of :class:`~.leaf_factors.LeafPack`
+(:func:`~.interval_factors.packed_sides`: the leaves the enumeration lists), scores each leaf
+on all of the row's evidence as it reaches it (:func:`~.interval_factors.row_log_weight`) and
+accumulates a running ``logsumexp``. Each row is summed in a fixed order (trees in order, each
+depth-first), so the result does not depend on the thread count or on how rows are batched.
 """
 
 from __future__ import annotations
@@ -20,28 +20,30 @@ from forestgen.inference.conditions import Evidence
 from forestgen.inference.interval_factors import (
     evidence_arrays,
     kernel_rows,
+    packed_sides,
     row_columns,
     row_log_weight,
 )
 from forestgen.inference.leaf_factors import BASE, leaf_pack
 from forestgen.parallel import parallel_kernel
-from forestgen.tree.kernels import evidence_sides
 
 ROW_BLOCK = 8  # rows per parallel block (tree-major inside a block)
 
 
 @parallel_kernel
-def _mass_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, left, right,
-                 cat_off, cat_left, n_levels, roots, node_leaf, lrow, tabs, max_nodes, block):
-    """``log sum_k w_k(e_i)`` per row (``-inf``: no leaf has positive weight)."""
+def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, tabs, depth,
+                 block):
+    """``log sum_k w_k(e_i)`` per row (``-inf``: no leaf has positive weight), walking the
+    packed nodes of :class:`~.leaf_factors.LeafPack` (a right child follows its parent)."""
     m, d = X.shape
+    node, _, roots = nodes
     B = roots.shape[0]
     mx = np.full(m, -np.inf)
     acc = np.zeros(m)
     n_blocks = (m + block - 1) // block
     kmax = tabs[BASE].shape[1]
     for blk in prange(n_blocks):
-        stack = np.empty(max_nodes + 2, np.int64)
+        stack = np.empty(depth + 2, np.int64)
         ecols = np.empty(d, np.int64)
         icols = np.empty(d, np.int64)
         scols = np.empty(d, np.int64)
@@ -55,23 +57,24 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left,
                 sp = 1
                 while sp > 0:
                     sp -= 1
-                    node = stack[sp]
-                    if feature[node] < 0:
-                        v = row_log_weight(i, lrow[node_leaf[node]], X, ecols, ne, lo, hi,
-                                           icols, ni, smask, soff, scols, ns, tabs, scratch)
+                    n = stack[sp]
+                    meta = node[n, 1]
+                    if (meta >> 2) & 1:
+                        v = row_log_weight(i, meta >> 24, X, ecols, ne, lo, hi, icols, ni,
+                                           smask, soff, scols, ns, tabs, scratch)
                         if v > mx[i]:  # running logsumexp, rescaled to the largest term
                             acc[i] = acc[i] * np.exp(mx[i] - v) + 1.0
                             mx[i] = v
                         elif v > -np.inf:
                             acc[i] += np.exp(v - mx[i])
                         continue
-                    s = evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature,
-                                       threshold, nan_left, cat_off, cat_left, n_levels)
+                    s = packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left,
+                                     n_levels)
                     if s & 1:
-                        stack[sp] = left[node]
+                        stack[sp] = meta >> 24
                         sp += 1
                     if s & 2:
-                        stack[sp] = right[node]
+                        stack[sp] = n + 1
                         sp += 1
     out = np.empty(m)
     for i in range(m):
@@ -94,9 +97,7 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None
     f = model.forest_
     pack = leaf_pack(model)
     lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel)
-    out[done] = _mass_kernel(
-        np.ascontiguousarray(ev.point[sel]), lo, hi, sact, smask, soff, sk, f.feature,
-        f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left, f.n_levels, f.roots,
-        f.node_leaf, pack.row, pack.args, int(np.diff(f.node_offsets).max()) if f.n_trees
-        else 1, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
+    out[done] = _mass_kernel(np.ascontiguousarray(ev.point[sel]), lo, hi, sact, smask, soff,
+                             sk, pack.nodes, f.cat_left, f.n_levels, pack.args, pack.depth,
+                             max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
     return done, out

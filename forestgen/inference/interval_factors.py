@@ -33,6 +33,7 @@ from forestgen.inference.leaf_factors import (
     add_pmf,
     leaf_kind,
     leaf_log_weight,
+    route,
 )
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
@@ -204,3 +205,37 @@ def row_columns(i, X, lo, sact, ecols, icols, scols):
             scols[ns] = j
             ns += 1
     return ne, ni, ns
+
+
+@njit(cache=True, nogil=True, inline="always")
+def packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels):
+    """:func:`~forestgen.tree.kernels.evidence_sides` on the packed nodes of
+    :class:`~.leaf_factors.LeafPack` (node ``n`` internal): ``1`` left, ``2`` right, ``3``
+    both, ``0`` none."""
+    node, fnode, _ = nodes
+    meta = node[n, 1]
+    f = (meta >> 3) & 0x1FFFFF
+    x = X[i, f]
+    if not np.isnan(x):
+        return route(x, n, nodes, cat_left, n_levels)
+    if lo.shape[0] > 0 and not np.isnan(lo[i, f]):
+        t = fnode[n, 0]
+        return (1 if lo[i, f] < t else 0) | (2 if hi[i, f] > t else 0)
+    if sact.shape[0] == 0 or not sact[i, f]:
+        return 3
+    nominal = (meta >> 1) & 1
+    kf = n_levels[f]
+    o = soff[f]
+    s = 0
+    for c in range(sk[f]):
+        if not smask[i, o + c]:
+            continue
+        if not nominal:
+            s |= 1 if c <= fnode[n, 0] else 2
+        elif c >= kf:  # a level the split never saw follows nan_left
+            s |= 1 if meta & 1 else 2
+        else:
+            s |= 1 if cat_left[node[n, 0] + c] == 1 else 2
+        if s == 3:
+            break
+    return s
