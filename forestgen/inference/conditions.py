@@ -310,6 +310,42 @@ def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> Non
         ev.point[i, j] = _as_number(spec, value, "value")
 
 
+def _plain_bound(v: Any, default: float) -> float | None:
+    """An interval bound that is ``None`` or a finite plain number, else None."""
+    if v is None:
+        return default
+    if type(v) in (float, int, np.float64, np.float32, np.int64, np.int32):
+        x = float(v)
+        return x if math.isfinite(x) else None
+    return None
+
+
+def _set_cells(ev: Evidence, j: int, spec: ColumnSpec, values: np.ndarray) -> None:
+    """Write column ``j``'s cells (values, intervals, level sets, :class:`Not`) into ``ev`` as
+    :func:`_set_cell` does: each distinct level set is parsed once, and an interval of plain
+    numbers on a continuous column is written directly."""
+    plain_iv = spec.kind == "continuous" and not spec.is_discrete
+    first: dict[Any, int] = {}
+    for i, v in enumerate(values):
+        if plain_iv and type(v) is tuple and len(v) == 2:
+            low, high = _plain_bound(v[0], -np.inf), _plain_bound(v[1], np.inf)
+            if low is not None and high is not None and low < high:
+                ev.lo[i, j], ev.hi[i, j] = low, high
+                continue
+        key = None
+        if isinstance(v, Not):
+            key = v
+        elif isinstance(v, (set, frozenset)):
+            key = frozenset(v)
+        if key is not None and key in first:
+            _put_set(ev, i, j, spec.n_levels, ev.sets[j][1][first[key]])
+            continue
+        if isinstance(v, _COMPLEX) or not _is_missing(v):
+            _set_cell(ev, i, j, spec, v)
+            if key is not None:
+                first[key] = i
+
+
 def _put_set(ev: Evidence, i: int, j: int, k: int, mask: np.ndarray) -> None:
     if j not in ev.sets:
         ev.sets[j] = (np.zeros(ev.m, bool), np.ones((ev.m, k), bool))
@@ -383,10 +419,7 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
             continue
         s = df[c]
         if s.dtype == object and s.map(lambda v: isinstance(v, _COMPLEX)).any():
-            spec = schema.columns[j]
-            for i, v in enumerate(s.to_numpy()):
-                if isinstance(v, _COMPLEX) or not _is_missing(v):
-                    _set_cell(ev, i, j, spec, v)
+            _set_cells(ev, j, schema.columns[j], s.to_numpy())
         else:
             plain[j] = s
     if plain:

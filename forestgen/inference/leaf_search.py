@@ -58,6 +58,7 @@ from forestgen.tree.kernels import evidence_sides
 VISIT_BUDGET = 16_384
 ROW_BLOCK = 64  # rows per parallel block (each block owns one hash table)
 PATTERNS_KEPT = 4  # evidence patterns whose node bounds a model keeps
+SMALL_TABLE = 4096  # hash-table slots a row starts with (doubled as its trials need)
 LEVEL_BOUND_MAX = 16  # levels of a categorical column given per-level node bounds
 
 def log_sup_density(lm) -> np.ndarray:
@@ -337,6 +338,21 @@ def _find(keys, node):
     return h
 
 
+@njit(cache=True, nogil=True)
+def _grown(keys, vals, used, n_used, cap):
+    """The hash table's ``n_used`` entries rehashed into a table of ``cap`` slots."""
+    k2 = np.full(cap, -1, np.int64)
+    v2 = np.empty(cap, np.float64)
+    u2 = np.empty(cap, np.int64)
+    for q in range(n_used):
+        node = keys[used[q]]
+        h = _find(k2, node)
+        k2[h] = node
+        v2[h] = vals[used[q]]
+        u2[q] = h
+    return k2, v2, u2
+
+
 @parallel_kernel
 def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, threshold, nan_left,
                   left, right, cat_off, cat_left, n_levels, roots, node_leaf, inner, bound,
@@ -352,10 +368,15 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
     # a trial adds at most 3 entries per visited node and one per root; trials start only
     # while a whole one fits in half the table, so probing always finds an empty slot
     per_trial = 3 * (max_depth + 2) + B
-    cap = 1
-    while cap < 2 * (3 * budget + 2 * per_trial):
-        cap *= 2
+    max_cap = 1
+    while max_cap < 2 * (3 * budget + 2 * per_trial):
+        max_cap *= 2
+    # a row starts with a table that stays in cache and doubles it as its trials fill it
+    cap0 = 1
+    while cap0 < min(max_cap, max(SMALL_TABLE, 4 * per_trial)):
+        cap0 *= 2
     for blk in prange(n_blocks):
+        cap = cap0
         keys = np.full(cap, -1, np.int64)
         vals = np.empty(cap, np.float64)
         used = np.empty(cap, np.int64)
@@ -386,9 +407,19 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
                 continue
             n_used = 0
             count = 0
+            if cap > cap0:  # the previous row grew the table
+                cap = cap0
+                keys = np.full(cap, -1, np.int64)
+                vals = np.empty(cap, np.float64)
+                used = np.empty(cap, np.int64)
             # the budget is checked before a trial, never inside one: a trial cut short would
             # favour shallow leaves, while stopping between trials keeps the draw exact
-            while count < budget and n_used + per_trial <= cap // 2:
+            while count < budget:
+                if n_used + per_trial > cap // 2:
+                    if cap >= max_cap:
+                        break
+                    cap *= 2
+                    keys, vals, used = _grown(keys, vals, used, n_used, cap)
                 tot = 0.0
                 for b in range(B):
                     r = roots[b]
@@ -550,7 +581,7 @@ PROBE_ROWS = 4
 WALK_CAP = 4096  # leaves a probe row's walk counts at most
 #: node visits per row when a probe's walk reaches :data:`WALK_CAP` leaves (typical of interval
 #: and level-set evidence, whose walk lists ~10^5 leaves of a 1M-row forest)
-CAPPED_BUDGET = 65_536
+CAPPED_BUDGET = 262_144
 
 
 def _rows_of(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
