@@ -9,6 +9,8 @@ loaded machine distorts less than wall time; the results of both versions are co
 
     nice -n 10 python benchmarks/bench_walk.py --rows 100000
     nice -n 10 python benchmarks/bench_walk.py --model 1m.fgm --pred-rows 20000  # bench_scale's
+    nice -n 10 python benchmarks/bench_walk.py --model 1m.fgm --reference e455ba6 \
+        --threads 2 --cond-rows 1000 --name walk_interval_1m  # interval / level-set evidence
 
 ``--pred-rows`` adds ``predict_proba`` and ``impute`` of rows with missing entries.
 """

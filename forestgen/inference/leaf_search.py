@@ -563,7 +563,8 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
         bound = nb.pattern(np.flatnonzero(pats[p]))
         # level-set bounds hold where the row's other factors are at most 1 (no densities)
         sets = (np.flatnonzero(sact[sel].any(0)) if sact.shape[0] and
-                (kinds[pats[p]] == CATEGORICAL).all() else [])
+                (kinds[pats[p]] == CATEGORICAL).all() else np.zeros(0, np.int64))
+        sets = [j for j in sets if sk[j] == model.leaf_models_[j].n_levels]
         lvb, lvoff, lscale = nb.levels(sets)
         out[sel], visits[sel] = _bounded_draw(
             np.ascontiguousarray(point[sel]), _rows_of(lo, sel), _rows_of(hi, sel),
