@@ -128,6 +128,39 @@ def forestgen_generators(diagnostics: bool = False) -> list[tuple[str, str, dict
     return out
 
 
+def departure(name: str) -> tuple[str, str, dict, dict]:
+    """A generator spec ``forestgen:LEARNER~k=v+k2=v2`` not listed in :data:`ABLATIONS`: the
+    learner's quick size with those parameters (values read as Python literals, else strings)."""
+    import ast
+
+    from forestgen import registry
+
+    head, _, tag = name.partition("~")
+    learner = head.removeprefix("forestgen:")
+    if not head.startswith("forestgen:") or not tag or learner not in registry.available(
+            "learner"):
+        raise ValueError(f"unknown generator {name!r}: name a peer, a forestgen learner or "
+                         f"preset, or a departure 'forestgen:LEARNER~param=value[+...]'")
+    params = {}
+    for kv in tag.split("+"):
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
+            raise ValueError(f"generator {name!r}: {kv!r} is not 'param=value'")
+        try:
+            params[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            params[k] = v
+    return name, "forestgen", {**QUICK.get(learner, {}), **params}, params
+
+
+def select_generators(gens: list, names: list[str]) -> list:
+    """The generators named in ``--generators``, in the registry's order; a departure from a
+    learner's defaults that is not pre-listed is built by :func:`departure`; any other unknown
+    name is an error (never silently dropped)."""
+    known = {g[0] for g in gens}
+    return [g for g in gens if g[0] in names] + [departure(n) for n in names if n not in known]
+
+
 def kinds_for_metrics(meta: dict) -> dict:
     cat = ("categorical", "ordered", "bool")
     return {c: "categorical" if s["kind"] in cat else "numeric"
@@ -378,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         tables = [t for t in tables if t in a.tables.split(",")]
     gens = forestgen_generators(diagnostics=bool(a.generators)) + PEER_GENERATORS
     if a.generators:
-        gens = [g for g in gens if g[0] in a.generators.split(",")]
+        gens = select_generators(gens, a.generators.split(","))
     info = {"seeds": seeds, "max_train": max_train, "limit_s": limit, "limits": limits,
             "commit": commit, "load_start": load0, "load_end": "(stopped before the end)",
             "full": a.full, "setup": {k: v[1] for k, v in setup.items()},
