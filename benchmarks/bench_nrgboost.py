@@ -11,7 +11,8 @@ rows outside the training range or with unseen levels are excluded for both, and
 Sampling protocols: the reference draws each row from its own chain of 100 Gibbs sweeps
 started at q0 (its default); forestgen is timed with that same protocol (``chains=n``,
 ``burn_in=100``, ``start="q0"``) and with its default (one chain per kept final training-pool
-state, 256, a row per sweep from the first sweep on).
+state, 256, a row every ``sample_thin`` sweeps from the first sweep on: 3 since
+``nrgboost_protocols.md``, 1 before).
 
 The reference runs in its own venv (``--peer-python``), through ``_peer_nrgboost.py``.
 Its NaN categoricals are given as a "?" level and bools as 0/1 (it corrupts / rejects those).
