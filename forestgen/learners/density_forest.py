@@ -81,7 +81,8 @@ class DEF(GenerativeForest):
     -----
     Leaves: numeric columns uniform on the leaf cell (the root box is the training min/max;
     integer-valued numeric columns get ±0.5), discrete columns uniform over the allowed levels.
-    Rows with missing values are dropped at fit; missing values at query time are marginalised.
+    Rows with missing values are dropped at fit, with a warning (the root box still spans
+    every row's values); missing values at query time are marginalised.
     """
 
     method_name = "DEF"
@@ -114,12 +115,13 @@ class DEF(GenerativeForest):
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
-        Z = drop_missing_rows(self.encoder_.transform(X), "DEF")
         schema = self.encoder_.schema
+        Z = self.encoder_.transform(X)
+        self.box_lo_, self.box_hi_ = root_box(Z, schema)
+        Z = drop_missing_rows(Z, schema, "DEF")
         n, d = Z.shape
         mtry = resolve_max_features(self.max_features, d)
         nominal, nlev = discrete_levels(schema)
-        self.box_lo_, self.box_hi_ = root_box(Z, schema)
         binner = Binner.fit(Z, nominal, nlev, int(self.max_bins))
         data = TreeData(binner.transform(Z), binner.n_bins, binner.nominal, binner.thresholds,
                         Z=Z, n_levels=nlev, box_lo=self.box_lo_, box_hi=self.box_hi_,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -90,10 +91,21 @@ def root_box(Z: np.ndarray, schema, margin: float = 0.0, fixed: dict | None = No
     return lo, hi
 
 
-def drop_missing_rows(Z: np.ndarray, who: str) -> np.ndarray:
-    keep = ~np.isnan(Z).any(axis=1)
+def drop_missing_rows(Z: np.ndarray, schema, who: str) -> np.ndarray:
+    """The complete rows of ``Z``, with a warning naming how many rows were dropped and the
+    columns whose missing values caused it (the learner's trees take complete rows only; the
+    root box is taken from every row before this, so a value seen only in a dropped row is
+    still in range)."""
+    miss = np.isnan(Z)
+    keep = ~miss.any(axis=1)
     if not keep.any():
         raise ValueError(f"{who}: every training row has a missing value; nothing to fit")
+    if not keep.all():
+        cols = [schema.columns[j].name for j in np.flatnonzero(miss.any(axis=0))]
+        warnings.warn(f"{who} fits its trees on complete rows: {int((~keep).sum())} of {len(Z)} "
+                      f"training rows have a missing value (columns {cols}) and are left out; "
+                      f"ARF, GeF, GFBoost, EOGT and NRGBoost model missing values",
+                      UserWarning, stacklevel=3)
     return Z[keep]
 
 
@@ -269,7 +281,9 @@ class RFDE(GenerativeForest):
     Mixed data: discrete columns are split by halving their remaining levels (ordered columns
     by level order, nominal columns by a random even level subset) and carry a uniform pmf over
     the leaf's levels; ordinal integer columns (≤ 32 values) are discrete, wider integer columns
-    are numeric with ``±0.5`` added to the box. Rows with missing values are dropped at fit.
+    are numeric with ``±0.5`` added to the box. Rows with missing values are dropped at fit, with a
+    warning; the root box still spans every row's values, so with ``smoothing > 0`` each
+    training row keeps a positive density.
     """
 
     method_name = "RFDE"
@@ -318,10 +332,11 @@ class RFDE(GenerativeForest):
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
-        Z = drop_missing_rows(self.encoder_.transform(X), "RFDE")
         schema = self.encoder_.schema
-        self._layout = column_layout(schema)
+        Z = self.encoder_.transform(X)
         self.box_lo_, self.box_hi_ = root_box(Z, schema, float(self.margin), self.box)
+        Z = drop_missing_rows(Z, schema, "RFDE")
+        self._layout = column_layout(schema)
         self._rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
         # a tree's hashed seed is the first draw of its Generator (MidpointSplitter)
         self.seeds_ = np.array([copy.deepcopy(r).integers(0, 2**63 - 1) for r in self._rngs],
