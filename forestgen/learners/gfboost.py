@@ -618,10 +618,13 @@ class EOGT(GFBoost):
     :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
     :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
     its share of the range or set) use the same compatible regions; conditional evidence
-    past ``max_regions`` is drawn by rejection from the law where its values lie on discrete
-    or gridded columns, and otherwise raises (a dict) or leaves its row blank with a warning
-    (per-row evidence). ``expect`` and
-    ``to_torch`` raise ``NotImplementedError``.
+    past ``max_regions`` is drawn exactly by rejection: draws of the law kept when they meet
+    the ranges and sets, proposed by the walk forced to the point values
+    (:mod:`~forestgen.sampling.eogt_forced`); only a point value on a numeric column with
+    point masses, or evidence that too few proposals meet, raises (a dict) or leaves its row
+    blank with a warning (per-row evidence); a per-row evidence pattern that went past
+    ``max_regions`` is sampled first for the next rows. ``expect`` and ``to_torch`` raise
+    ``NotImplementedError``.
     ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
     each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
     for ``T > 1``.
@@ -839,25 +842,31 @@ class EOGT(GFBoost):
         for i in np.flatnonzero(uni):
             out[i] = draw_uniform(geo.lo[r0], geo.hi[r0], geo.mask[r0], kind, nom_off, nlev,
                                   rng)
-        atoms = self._atoms()
-        if atoms and len(out):  # the point masses of each draw's region
-            tree = np.flatnonzero(~uni)
-            leaves = self.trees_.apply(out[tree])
-            nodes = self.trees_.leaf_node[leaves]
-            cols = atoms.columns
-            lo = np.full(out.shape, np.nan)
-            hi = lo.copy()
-            lo[np.ix_(tree, cols)] = geo.lo[:, cols][nodes].max(1)
-            hi[np.ix_(tree, cols)] = geo.hi[:, cols][nodes].min(1)
-            lo[uni], hi[uni] = self.box_lo_, self.box_hi_
-            rid = atoms.region_ids(leaves)
-            shares = [np.empty((len(out), len(a))) for a in atoms.atoms]
-            for s, t, b in zip(shares, atoms.shares(rid, lo[tree], hi[tree]),
-                               self._box_shares()):
-                s[tree] = t
-                s[uni] = b
-            atoms.draw(out, np.ones(out.shape, bool), shares, lo, hi, rng)
+        self._place_atoms(out, uni, np.ones(out.shape[1], bool), rng)
         return constrain(out, self.schema_)
+
+    def _place_atoms(self, out: np.ndarray, uni: np.ndarray, free: np.ndarray, rng) -> None:
+        """Put the draws ``out`` (uniform in their regions; ``uni``: from the smoothing
+        component) on the point masses of their region, in the columns ``free [d]`` (in place)."""
+        atoms = self._atoms()
+        if not atoms or not len(out):
+            return
+        geo = self._geometry()
+        tree = np.flatnonzero(~uni)
+        leaves = self.trees_.apply(out[tree])
+        nodes = self.trees_.leaf_node[leaves]
+        cols = atoms.columns
+        lo = np.full(out.shape, np.nan)
+        hi = lo.copy()
+        lo[np.ix_(tree, cols)] = geo.lo[:, cols][nodes].max(1)
+        hi[np.ix_(tree, cols)] = geo.hi[:, cols][nodes].min(1)
+        lo[uni], hi[uni] = self.box_lo_, self.box_hi_
+        rid = atoms.region_ids(leaves)
+        shares = [np.empty((len(out), len(a))) for a in atoms.atoms]
+        for s, t, b in zip(shares, atoms.shares(rid, lo[tree], hi[tree]), self._box_shares()):
+            s[tree] = t
+            s[uni] = b
+        atoms.draw(out, np.broadcast_to(free, out.shape), shares, lo, hi, rng)
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty=None,
                missing=True):
@@ -890,13 +899,21 @@ class EOGT(GFBoost):
         sig = self._row_keys(ev.point)[1] if ev.m else None
         walks: dict = {}
         big: list[int] = []
+        overflow: set = set()  # evidence patterns whose regions went past max_regions
         for rows in groups.values():
             x, cons = _evidence_row(ev, rows[0])
             impossible = any(not np.asarray(c).any() for c in cons.values()
                              if not isinstance(c, tuple))  # an empty level set
+            pattern = (np.isnan(x).tobytes(), tuple(sorted(cons)))
+            if pattern in overflow and not impossible:  # likely too many again: sample first
+                drawn = self._rejection_or_none(x, cons, len(rows), rng, rows[0], per_row)
+                if drawn is not None:
+                    out[rows] = drawn
+                    continue
             reg = (np.full(1, -np.inf),) if impossible else self._shared_regions(
                 walks, sig[rows[0]], x, cons)
             if reg is None:  # too many regions: rejection where the evidence allows it
+                overflow.add(pattern)
                 drawn = self._rejection_or_none(x, cons, len(rows), rng, rows[0], per_row)
                 if drawn is not None:
                     out[rows] = drawn
@@ -993,47 +1010,77 @@ class EOGT(GFBoost):
 
     def _rejection_or_none(self, x: np.ndarray, cons: dict, m: int, rng, row: int,
                            per_row: bool) -> np.ndarray | None:
-        """``m`` draws by :meth:`_rejection_sample` for evidence whose compatible regions
-        exceed ``max_regions``, with point values of discrete columns as one-level masks and
-        of gridded numeric columns (integers, fixed decimals) as one-point ranges; ``None``
-        where a continuous column has a point value (probability zero under rejection) or, for
-        per-row evidence, where too few draws satisfy it."""
+        """``m`` exact draws by :meth:`_rejection_sample` for evidence whose compatible
+        regions exceed ``max_regions``. Point values are forced in the walk
+        (:mod:`~forestgen.sampling.eogt_forced`): a numeric value as a point, a value of a
+        gridded column (integers, fixed decimals) as its grid cell, a level as itself; on a
+        discrete column with spike levels it is a one-level mask kept when a draw satisfies
+        it. ``None`` where a point value lies on a numeric column with point masses or, for
+        per-row evidence, where too few draws satisfy the evidence."""
         from forestgen.inference.conditions import ZeroProbabilityError
 
         cons = dict(cons)
+        atoms = self._atoms()
+        atom_cols = set(map(int, atoms.columns)) if atoms else set()
+        lo_e = np.full(len(x), np.nan)
+        hi_e = lo_e.copy()
+        empty = False
         for j in map(int, np.flatnonzero(~np.isnan(x))):
             spec = self.schema_.columns[j]
+            c = cons.pop(j, None)
             if spec.is_discrete:
                 mask = np.zeros(spec.n_levels, bool)
                 mask[int(x[j])] = True
-                cons[j] = mask & cons[j] if j in cons else mask
-            elif spec.has_grid:
-                lo, hi = cons.get(j, (-np.inf, np.inf))
-                if not lo <= x[j] <= hi:
-                    return None
-                cons[j] = (x[j], x[j])
-            else:
+                if c is not None:
+                    mask &= c
+                empty |= not mask.any()
+                if j in atom_cols:
+                    cons[j] = mask
+                else:
+                    lo_e[j] = hi_e[j] = x[j]
+                continue
+            if c is not None:
+                empty |= not c[0] <= x[j] <= c[1]
+            if j in atom_cols:
                 return None
+            lo_e[j] = hi_e[j] = x[j]
+            if spec.has_grid:  # the encoded values that decode to x_j
+                h = spec.step if spec.step is not None else 10.0 ** -spec.decimals
+                lo_e[j], hi_e[j] = x[j] - h / 2, x[j] + h / 2
         try:
-            return self._rejection_sample(cons, m, rng, row)
+            if empty:
+                raise ZeroProbabilityError(f"EOGT conditional_sample: the evidence of row "
+                                           f"{row} has probability zero")
+            return self._rejection_sample(cons, m, rng, row, (lo_e, hi_e))
         except ZeroProbabilityError:
             if per_row:
                 return None
             raise
 
-    def _rejection_sample(self, cons: dict, m: int, rng, row: int) -> np.ndarray:
-        """``m`` exact draws of the law given ranges / level sets only, by keeping the draws
-        of the law that satisfy them after decoding (for evidence whose compatible regions
-        exceed ``max_regions``: with every other column free they are all the regions)."""
+    def _rejection_sample(self, cons: dict, m: int, rng, row: int,
+                          forced: tuple | None = None) -> np.ndarray:
+        """``m`` exact draws of the law given ranges / level sets (``cons``) and point values
+        (``forced``: per-column bounds ``(lo, hi)``, NaN = none), by keeping the draws that
+        satisfy the ranges and sets after decoding: draws of the law, or of its walk forced
+        to the point values and accepted by their importance ratio
+        (:func:`~forestgen.sampling.eogt_forced.forced_draws`)."""
         from forestgen.inference.conditions import ZeroProbabilityError
+        from forestgen.sampling.eogt_forced import forced_draws
 
+        given = forced is not None and not np.isnan(forced[0]).all()
         got, need, tried, batch = [], m, 0, 0
         limit = 1000 * m + 100_000
         while need > 0:  # batches grow geometrically: few Python rounds for rare evidence
             batch = min(max(256, 4 * need, 2 * batch), max(REJECTION_BATCH, 4 * need),
                         limit - tried)
-            Z = self.sample_encoded(batch, rng)
-            ok = np.ones(batch, bool)
+            if given:
+                Z, uni = forced_draws(self._geometry(), self._layout[0], *forced, batch,
+                                      self.smoothing_, rng)
+                self._place_atoms(Z, uni, np.isnan(forced[0]), rng)
+                Z = constrain(Z, self.schema_)
+            else:
+                Z = self.sample_encoded(batch, rng)
+            ok = np.ones(len(Z), bool)
             for j, c in cons.items():
                 v = Z[:, j]
                 if isinstance(c, tuple):

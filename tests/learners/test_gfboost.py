@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -403,25 +404,29 @@ def test_eogt_ranges_and_level_sets_are_exact():
                       minlength=len(mids))
     assert obs[~keep].sum() == 0
     assert stats.chisquare(obs[keep], pa[keep] * N).pvalue > 1e-3
-    # ... and so are a discrete column's values; a numeric value cannot be: per row, only
-    # that row comes back blank with a warning, a dict of conditions raises
+    # ... and so are point values, forced in the walk (eogt_forced): per row and as a dict
     c0 = cond["c"][0] if isinstance(cond["c"], (list, tuple)) else sorted(cond["c"])[0]
+    a0 = float(G["a"].iloc[0])
     rows = pd.DataFrame({"n": [20, 22, np.nan], "c": [c0, np.nan, c0],
-                         "a": [np.nan, np.nan, float(G["a"].iloc[0])]})
-    with pytest.warns(RuntimeWarning, match="more than max_regions=1 regions"):
+                         "a": [np.nan, np.nan, a0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         r = m.sample(conditions=rows, random_state=3)
     assert r.loc[0, "n"] == 20 and r.loc[0, "c"] == c0 and r.loc[1, "n"] == 22
-    assert r.loc[[0, 1]].notna().all().all()
-    assert r.loc[2, "c"] == c0 and r.loc[2, ["n"]].isna().all()
+    assert r.notna().all().all() and r.loc[2, "c"] == c0 and r.loc[2, "a"] == a0
     big = m.sample(400, conditions={"n": 20}, random_state=4)
     assert (big["n"] == 20).all()
+    forced = m.sample(400, conditions={"a": a0, "c": c0}, random_state=5)
+    assert (forced["a"] == a0).all() and (forced["c"] == c0).all()
     m.max_regions = EOGT.max_regions
     exact = m.sample(400, conditions={"n": 20}, random_state=4)
     assert stats.ks_2samp(big["a"], exact["a"]).pvalue > 1e-3
-    m.max_regions = 1
-    with pytest.raises(ValueError, match="max_regions=1"):
-        m.sample(5, conditions={"a": float(G["a"].iloc[0])})
-    m.max_regions = EOGT.max_regions
+    pn = np.exp(m.log_prob(pd.DataFrame({"a": np.nan, "n": ints, "c": np.nan}),
+                           conditions={"a": a0, "c": c0}))
+    assert pn.sum() == pytest.approx(1.0, abs=1e-9)
+    obs = (forced["n"].to_numpy()[:, None] == ints[None, :]).sum(0)
+    assert obs[pn == 0].sum() == 0
+    assert stats.chisquare(obs[pn > 0], pn[pn > 0] * 400).pvalue > 1e-3
     per_row = m.sample(conditions=pd.DataFrame({"a": [(lo, hi), (0.0, None)]}), random_state=1)
     assert lo <= per_row["a"].iloc[0] <= hi and per_row["a"].iloc[1] >= 0
 
@@ -450,6 +455,35 @@ def test_eogt_conditions_on_values_are_exact():
     assert stats.chisquare(obs[keep], p[keep] * 3000).pvalue > 1e-3
     per_row = m.sample(conditions=df[["a"]].head(5), random_state=0)
     assert np.allclose(per_row["a"], df["a"].head(5)) and list(per_row.index) == list(range(5))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_eogt_values_past_max_regions_are_exact(smoothing):
+    """Past ``max_regions`` a numeric value is forced in the walk and each proposal accepted
+    by its importance ratio (``eogt_forced``): the draws follow the exact conditional density
+    of the enumerating path, the smoothing component's share included."""
+    rng = np.random.default_rng(2)
+    n = 300
+    a = rng.normal(size=n)
+    df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n)})
+    m = EOGT(n_trees=3, n_iter=15, smoothing=smoothing).fit(df)
+    (ma, mb), (wa, wb) = _eogt_grid(m)
+    edges = np.r_[mb - wb / 2, mb[-1] + wb[-1] / 2]
+    for v in (float(df["a"].iloc[0]), float(ma[0]), float(ma[-1])):
+        p = np.exp(m.log_prob(pd.DataFrame({"a": 0.0, "b": mb}), conditions={"a": v})) * wb
+        m.max_regions = 1
+        s = m.sample(3000, conditions={"a": v}, random_state=1)
+        m.max_regions = EOGT.max_regions
+        assert (s["a"] == v).all()
+        obs = np.bincount(np.searchsorted(edges, s["b"], side="left") - 1, minlength=len(mb))
+        keep = p > 0
+        assert obs[~keep].sum() == 0
+        assert stats.chisquare(obs[keep], p[keep] * 3000).pvalue > 1e-3
+    # a value outside the box has probability zero: per row blank with a warning
+    m.max_regions = 1
+    with pytest.warns(RuntimeWarning, match="probability zero|max_regions"):
+        r = m.sample(conditions=pd.DataFrame({"a": [0.0, 1e6]}), random_state=0)
+    assert r.loc[0].notna().all() and r.loc[1, "b"] != r.loc[1, "b"]
 
 
 def _eogt_grid(m, cols=(0, 1)):
