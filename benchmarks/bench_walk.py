@@ -12,7 +12,10 @@ loaded machine distorts less than wall time; the results of both versions are co
     nice -n 10 python benchmarks/bench_walk.py --model 1m.fgm --reference e455ba6 \
         --threads 2 --cond-rows 1000 --name walk_interval_1m  # interval / level-set evidence
 
-``--pred-rows`` adds ``predict_proba`` and ``impute`` of rows with missing entries.
+``--pred-rows`` adds ``predict_proba`` and ``impute`` of rows with missing entries;
+``--wide-rows`` sets the rows of ``log_prob(conditions=)`` under wide evidence (``x0 <= a`` and
+four levels of ``c0``), where subtrees lie inside the evidence and the walk sums them from
+stored totals; the leaves each evidence walk scores per row are reported.
 """
 
 from __future__ import annotations
@@ -89,6 +92,28 @@ try:  # rows the bounded leaf search drew, and those it left to the walk
 except ImportError:
     pass
 res["lpc"] = rate("logprob_conditions", lambda: m.log_prob(ev, conditions=cond), len(ev))
+wide = pd.DataFrame({"x0": [(None, a) for a in ev.x0[:args["wide_rows"]]],
+                     "c0": [set("abcd")] * min(len(ev), args["wide_rows"])}, dtype=object)
+res["lpw"] = rate("logprob_wide", lambda: m.log_prob(ev[:len(wide)], conditions=wide),
+                  len(wide))
+try:  # leaves scored per row by the evidence walk, with and without containment pruning
+    from forestgen.inference.conditions import evidence_from_frame
+    from forestgen.inference.evidence_mass import evidence_log_mass
+    leaves = {}
+    for name, c, x in (("narrow", cond, ev), ("wide", wide, ev[:len(wide)])):
+        e = evidence_from_frame(m, c[:100])
+        for prune in (False, True):
+            cnt = evidence_log_mass(m, e, prune=prune, leaves=True)[2]
+            leaves[f"{name} log p(e), {'pruned' if prune else 'every reached leaf'}"] = float(
+                cnt.mean())
+        Zx = m._encode(x[:100])
+        free = ~e.active() & ~np.isnan(Zx)
+        e.point[free] = Zx[free]
+        leaves[f"{name} log p(x_free, e)"] = float(
+            evidence_log_mass(m, e, leaves=True)[2].mean())
+    out["walk_leaves"] = leaves
+except (ImportError, TypeError):
+    pass
 res["lp"] = rate("nan_logprob", lambda: m.log_prob(q), len(q))
 for name, cols in (("cond2", ["x0", "c0"]), ("cond8", ["x0", "x1", "x2", "i0", "i1", "c0",
                                                        "c1", "c2"])):
@@ -111,6 +136,7 @@ if args["pred_rows"]:
     np.save(args["dump"] + "_pp.npy", res["pp"].to_numpy())
     res["imp"].to_pickle(args["dump"] + "_imp.pkl")
 np.save(args["dump"] + "_lpc.npy", res["lpc"])
+np.save(args["dump"] + "_lpw.npy", res["lpw"])
 np.save(args["dump"] + "_lp.npy", res["lp"])
 print("RESULT " + json.dumps(out), flush=True)
 '''
@@ -131,6 +157,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--cond-rows", type=int, default=200)
     ap.add_argument("--nan-rows", type=int, default=3000)
+    ap.add_argument("--wide-rows", type=int, default=100,
+                    help="rows of log_prob(conditions=) under wide evidence (x0 <= a, a "
+                         "4-level set on c0)")
     ap.add_argument("--reference", default="a519121", help="git commit of the 'before' code")
     ap.add_argument("--name", default="walk", help="results/<name>.md")
     ap.add_argument("--pred-rows", type=int, default=0,
@@ -154,11 +183,12 @@ def main() -> None:
     if not args.model:
         child(REPO, "fit", {"rows": args.rows, "path": path})
     q = {"path": path, "cond_rows": args.cond_rows, "nan_rows": args.nan_rows,
+         "wide_rows": args.wide_rows,
          "pred_rows": args.pred_rows}
     res = {ver: child(code, "query", {**q, "dump": str(work / ver)}, args.threads)
            for ver, code in (("before", old), ("after", REPO))}
     same = {}
-    for k in ("lpc", "lp"):
+    for k in ("lpc", "lpw", "lp"):
         a, b = (np.load(work / f"{v}_{k}.npy") for v in ("before", "after"))
         fin = np.isfinite(a)
         same[k] = (f"{np.max(np.abs(a[fin] - b[fin])):.1e}"
@@ -181,6 +211,7 @@ def main() -> None:
             b.drop(columns=num)))
     labels = {"cond_interval": "sample(conditions=) with intervals and level sets",
               "logprob_conditions": "log_prob(conditions=) with intervals and level sets",
+              "logprob_wide": "log_prob(conditions=), wide evidence (x0 <= a, 4 levels of c0)",
               "nan_logprob": "log_prob, rows with NaN",
               "cond2": "sample(conditions=DataFrame), 2 of 10 columns given (values)",
               "cond8": "sample(conditions=DataFrame), 8 of 10 columns given (values)",
@@ -211,7 +242,13 @@ def main() -> None:
         "Packed leaf tables of the fused walk (after; built once per model before the "
         f"timed calls): {res['after'].get('pack_mb', float('nan')):,.0f} MiB in "
         f"{res['after'].get('pack_s', float('nan')):.1f} s.",
-        "Max |difference| of the log densities (log_prob(conditions=), NaN log_prob) and "
+        "Leaves the evidence walk scores per row (after; first 100 rows of each evidence; "
+        "`log p(e)` every reached leaf is the walk of the before version, `pruned` sums "
+        "subtrees that lie inside the evidence from stored totals; `log p(x_free, e)` is the "
+        "joint of log_prob(conditions=), whose point values take one branch at their splits): "
+        + json.dumps({k: round(v, 1) for k, v in res["after"].get("walk_leaves", {}).items()}),
+        "Max |difference| of the log densities (log_prob(conditions=) narrow / wide, NaN "
+        "log_prob) and "
         "whether the conditional draws are identical: "
         + json.dumps(same),
         "sample(conditions=) with intervals and level sets, mean of the free column x1 and its "

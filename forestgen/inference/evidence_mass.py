@@ -7,39 +7,235 @@ reaches ~10^5 leaves of a 1M-row forest, so listing them is what costs. :func:`e
 walks each tree depth-first over the packed nodes of :class:`~.leaf_factors.LeafPack`
 (:func:`~.interval_factors.packed_sides`: the leaves the enumeration lists), scores each leaf
 on all of the row's evidence as it reaches it (:func:`~.interval_factors.row_log_weight`) and
-accumulates a running ``logsumexp``. Each row is summed in a fixed order (trees in order, each
-depth-first), so the result does not depend on the thread count or on how rows are batched.
+accumulates a running ``logsumexp``.
+
+Containment pruning (a range sum): a row whose evidence is only intervals and level sets
+tracks, as it descends, each node's box on its evidence columns (the thresholds and level sets
+of the splits above it). Where the box lies inside the evidence on every evidence column, and
+every leaf below has its factor on those columns equal to 1 whenever its box is inside the
+evidence (:class:`SubtreeTables`: checked per leaf and column, never assumed), the subtree adds
+its summed leaf weight and the walk stops there; only the leaves that straddle the evidence's
+boundary are scored. Rows with a point value (densities) walk every reached leaf.
+
+Each row is summed in a fixed order (trees in order, each depth-first), so the result does not
+depend on the thread count or on how rows are batched.
 """
 
 from __future__ import annotations
 
+import math
+import weakref
+
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from forestgen.inference.conditions import Evidence
 from forestgen.inference.interval_factors import (
     evidence_arrays,
+    kernel_columns,
     kernel_rows,
     packed_sides,
     row_columns,
     row_log_weight,
 )
-from forestgen.inference.leaf_factors import BASE, leaf_pack
+from forestgen.inference.leaf_factors import (
+    BASE,
+    CATEGORICAL,
+    NLEV,
+    POS,
+    REC,
+    START,
+    TRUNCNORM,
+    UNIFORM,
+    add_pmf,
+    leaf_pack,
+)
+from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.parallel import parallel_kernel
 
 ROW_BLOCK = 8  # rows per parallel block (tree-major inside a block)
+MASK_COLUMNS = 63  # columns with a containment bit (bit 63: "never")
+MASK_LEVELS = 64  # levels of a categorical column whose node level sets are tracked
+PMF_TOL = 1e-12  # |sum of a leaf's pmf - 1| below which its support's mass counts as 1
+
+
+class SubtreeTables:
+    """Per packed node of :class:`~.leaf_factors.LeafPack` (walk order): ``logw [N]``, the log
+    of the summed leaf weights ``pi_k`` below it, and ``ok [N]`` int64, bit ``j`` set where every
+    leaf below has its column-``j`` factor equal to 1 for any interval / level set containing
+    the leaf's box (the splits above it): a truncated-normal or uniform cell inside the box
+    with finite normaliser, a pmf summing to 1 (within :data:`PMF_TOL`) on levels the box
+    allows. Columns beyond :data:`MASK_COLUMNS`, categorical ones with more than
+    :data:`MASK_LEVELS` levels and leaf models without in-kernel interval / level-set factors
+    get no bit. ``full [d]`` uint64: the level mask of each bit-carrying categorical column.
+    Memory: ``16 N`` bytes; built on first use and kept while the model lives
+    (:func:`subtree_tables`)."""
+
+    def __init__(self, model):
+        pack = leaf_pack(model)
+        f = model.forest_
+        _, iv, sets = kernel_columns(model)
+        tabs = pack.args
+        d = len(model.leaf_models_)
+        colkind = np.zeros(d, np.int64)
+        self.full = np.zeros(d, np.uint64)
+        for j in range(min(d, MASK_COLUMNS)):
+            kd = int(pack.kind[j])
+            if iv[j] and kd in (TRUNCNORM, UNIFORM):
+                colkind[j] = kd
+            elif sets[j] and kd == CATEGORICAL and tabs[NLEV][j] <= MASK_LEVELS:
+                colkind[j] = kd
+                k = int(tabs[NLEV][j])
+                self.full[j] = np.uint64(2**k - 1)
+        self.logw, self.ok = _build(pack.nodes[0], pack.nodes[1], f.cat_left, f.n_levels, tabs,
+                                    colkind, pack.depth)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.logw.nbytes + self.ok.nbytes + self.full.nbytes)
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def subtree_tables(model) -> SubtreeTables:
+    """The model's :class:`SubtreeTables` (built on first use, kept while the model lives and
+    its forest, leaf models and leaf weights are the same objects)."""
+    key = (id(model.forest_), id(model.leaf_log_weight_),
+           tuple(id(lm) for lm in model.leaf_models_))
+    hit = _CACHE.get(model)
+    if hit is None or hit[0] != key:
+        hit = (key, SubtreeTables(model))
+        _CACHE[model] = hit
+    return hit[1]
+
+
+@njit(cache=True, nogil=True)
+def _left_levels(n, node, fnode, cat_left, n_levels, k):
+    """uint64 mask of the level codes ``< k`` (``k <= 64``) that packed split ``n`` sends
+    left, as :func:`~.interval_factors.packed_sides` routes a level set."""
+    meta = node[n, 1]
+    m = np.uint64(0)
+    if (meta >> 1) & 1:  # nominal: its level set; a level it never saw follows nan_left
+        kf = n_levels[(meta >> 3) & 0x1FFFFF]
+        for c in range(k):
+            if c >= kf:
+                go = (meta & 1) == 1
+            else:
+                go = cat_left[node[n, 0] + c] == 1
+            if go:
+                m |= np.uint64(1) << np.uint64(c)
+    else:
+        t = fnode[n, 0]
+        for c in range(k):
+            if c <= t:
+                m |= np.uint64(1) << np.uint64(c)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _build(node, fnode, cat_left, n_levels, tabs, colkind, depth):
+    """``(logw, ok)`` of :class:`SubtreeTables`: each leaf checked against its box (nodes in
+    walk order, a parent before its children), then summed bottom-up."""
+    N = node.shape[0]
+    d = colkind.shape[0]
+    rec, start, pos, nlev = tabs[REC], tabs[START], tabs[POS], tabs[NLEV]
+    parent = np.full(N, -1, np.int64)
+    for n in range(N):
+        meta = node[n, 1]
+        if not (meta >> 2) & 1:
+            parent[n + 1] = n
+            parent[meta >> 24] = n
+    dep = np.zeros(N, np.int64)
+    blo = np.empty((depth + 2, d))
+    bhi = np.empty((depth + 2, d))
+    bm = np.empty((depth + 2, d), np.uint64)
+    logw = np.empty(N)
+    ok = np.zeros(N, np.int64)
+    scratch = np.zeros((1, tabs[BASE].shape[1]))
+    for n in range(N):
+        p = parent[n]
+        t = 0 if p < 0 else dep[p] + 1
+        dep[n] = t
+        if p < 0:
+            for j in range(d):
+                blo[0, j] = -np.inf
+                bhi[0, j] = np.inf
+                bm[0, j] = ~np.uint64(0)
+        else:
+            for j in range(d):
+                blo[t, j] = blo[t - 1, j]
+                bhi[t, j] = bhi[t - 1, j]
+                bm[t, j] = bm[t - 1, j]
+            pm = node[p, 1]
+            f = (pm >> 3) & 0x1FFFFF
+            left = (pm >> 24) == n
+            if colkind[f] == CATEGORICAL:
+                lm = _left_levels(p, node, fnode, cat_left, n_levels, nlev[f])
+                bm[t, f] &= lm if left else ~lm
+            elif colkind[f] > 0:
+                if left:
+                    bhi[t, f] = min(bhi[t, f], fnode[p, 0])
+                else:
+                    blo[t, f] = max(blo[t, f], fnode[p, 0])
+        meta = node[n, 1]
+        if not (meta >> 2) & 1:
+            continue
+        r = meta >> 24
+        o = start[r]
+        logw[n] = rec[o]
+        bits = np.int64(0)
+        for j in range(d):
+            kd = colkind[j]
+            q = o + pos[j]
+            good = False
+            if kd == TRUNCNORM:  # _truncnorm_interval is 0.0 for an interval covering the cell
+                sd = rec[q + 3]
+                logz = rec[q + 4] - (math.log(sd) + LOG_SQRT_2PI) if sd > 0 else np.nan
+                good = np.isfinite(logz) and rec[q] >= blo[t, j] and rec[q + 1] <= bhi[t, j]
+            elif kd == UNIFORM:
+                good = (np.isfinite(rec[q]) and np.isfinite(rec[q + 1])
+                        and rec[q + 1] > rec[q] and rec[q] >= blo[t, j]
+                        and rec[q + 1] <= bhi[t, j])
+            elif kd == CATEGORICAL:
+                add_pmf(scratch, 0, 0, 1.0, tabs, r, j)
+                tot = 0.0
+                sup = np.uint64(0)
+                for c in range(nlev[j]):
+                    if scratch[0, c] > 0:
+                        sup |= np.uint64(1) << np.uint64(c)
+                        tot += scratch[0, c]
+                    scratch[0, c] = 0.0
+                good = (sup & ~bm[t, j]) == 0 and abs(tot - 1.0) <= PMF_TOL
+            if good:
+                bits |= np.int64(1) << np.int64(j)
+        ok[n] = bits
+    for n in range(N - 1, -1, -1):
+        meta = node[n, 1]
+        if (meta >> 2) & 1:
+            continue
+        a = logw[meta >> 24]
+        b = logw[n + 1]
+        hi = max(a, b)
+        logw[n] = hi if hi == -np.inf else hi + math.log1p(math.exp(min(a, b) - hi))
+        ok[n] = ok[meta >> 24] & ok[n + 1]
+    return logw, ok
 
 
 @parallel_kernel
 def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, tabs, depth,
-                 block):
-    """``log sum_k w_k(e_i)`` per row (``-inf``: no leaf has positive weight), walking the
-    packed nodes of :class:`~.leaf_factors.LeafPack` (a right child follows its parent)."""
+                 block, logw, okb, full):
+    """``(log sum_k w_k(e_i), leaves scored)`` per row (``-inf``: no leaf has positive
+    weight), walking the packed nodes of :class:`~.leaf_factors.LeafPack` (a right child
+    follows its parent); with ``okb`` non-empty, pruning contained subtrees
+    (:class:`SubtreeTables`)."""
     m, d = X.shape
-    node, _, roots = nodes
+    node, fnode, roots = nodes
     B = roots.shape[0]
+    nlev = tabs[NLEV]
     mx = np.full(m, -np.inf)
     acc = np.zeros(m)
+    scored = np.zeros(m, np.int64)
     n_blocks = (m + block - 1) // block
     kmax = tabs[BASE].shape[1]
     for blk in prange(n_blocks):
@@ -48,11 +244,35 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
         icols = np.empty(d, np.int64)
         scols = np.empty(d, np.int64)
         scratch = np.zeros((1, kmax))
+        qlo = np.empty((depth + 2, d))  # per stack slot: the node's box on the row's
+        qhi = np.empty((depth + 2, d))  # interval columns and level sets on its set columns
+        qm = np.empty((depth + 2, d), np.uint64)
+        colq = np.full(d, -1, np.int64)  # each evidence column's place among the row's
+        smb = np.zeros(d, np.uint64)  # the row's level sets as masks
         r0 = blk * block
         r1 = min(m, r0 + block)
         for b in range(B):  # tree-major inside a block: one tree's nodes stay in cache
             for i in range(r0, r1):
                 ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
+                prune = ne == 0 and okb.shape[0] > 0
+                need = np.int64(0)
+                if prune:
+                    for q in range(ni):
+                        j = icols[q]
+                        colq[j] = q
+                        qlo[0, q] = -np.inf
+                        qhi[0, q] = np.inf
+                        need |= np.int64(1) << np.int64(min(j, MASK_COLUMNS))
+                    for q in range(ns):
+                        j = scols[q]
+                        colq[j] = ni + q
+                        qm[0, q] = full[j]
+                        need |= np.int64(1) << np.int64(min(j, MASK_COLUMNS))
+                        s = np.uint64(0)
+                        for c in range(min(sk[j], MASK_LEVELS)):
+                            if smask[i, soff[j] + c]:
+                                s |= np.uint64(1) << np.uint64(c)
+                        smb[q] = s
                 stack[0] = roots[b]
                 sp = 1
                 while sp > 0:
@@ -62,6 +282,13 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                     if (meta >> 2) & 1:
                         v = row_log_weight(i, meta >> 24, X, ecols, ne, lo, hi, icols, ni,
                                            smask, soff, scols, ns, tabs, scratch)
+                        scored[i] += 1
+                    elif prune and _inside(i, sp, lo, hi, icols, ni, ns, qlo, qhi, qm,
+                                           smb) and (okb[n] & need) == need:
+                        v = logw[n]  # every leaf below weighs pi_k: add their sum, stop
+                    else:
+                        v = np.nan
+                    if not np.isnan(v):
                         if v > mx[i]:  # running logsumexp, rescaled to the largest term
                             acc[i] = acc[i] * np.exp(mx[i] - v) + 1.0
                             mx[i] = v
@@ -70,34 +297,96 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                         continue
                     s = packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left,
                                      n_levels)
+                    if prune:  # the children's boxes: left at slot sp, right after it
+                        _child_boxes(n, s, sp, node, fnode, cat_left, n_levels, nlev, colq,
+                                     ni, ns, qlo, qhi, qm)
                     if s & 1:
                         stack[sp] = meta >> 24
                         sp += 1
                     if s & 2:
                         stack[sp] = n + 1
                         sp += 1
+                if prune:
+                    for q in range(ni):
+                        colq[icols[q]] = -1
+                    for q in range(ns):
+                        colq[scols[q]] = -1
     out = np.empty(m)
     for i in range(m):
         out[i] = mx[i] + np.log(acc[i]) if mx[i] > -np.inf else -np.inf
-    return out
+    return out, scored
 
 
-def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+@njit(cache=True, nogil=True, inline="always")
+def _inside(i, sp, lo, hi, icols, ni, ns, qlo, qhi, qm, smb):
+    """The box at stack slot ``sp`` lies inside row ``i``'s intervals and level sets."""
+    for q in range(ni):
+        j = icols[q]
+        if not (lo[i, j] <= qlo[sp, q] and qhi[sp, q] <= hi[i, j]):
+            return False
+    for q in range(ns):
+        if qm[sp, q] & ~smb[q]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _child_boxes(n, s, sp, node, fnode, cat_left, n_levels, nlev, colq, ni, ns, qlo, qhi,
+                 qm):
+    """Write the boxes of split ``n``'s children taken (sides ``s``) from the parent's at slot
+    ``sp``: the left child's at ``sp``, the right one's at ``sp + 1`` (``sp`` alone)."""
+    sr = sp
+    if s == 3:
+        sr = sp + 1
+        for q in range(ni):
+            qlo[sr, q] = qlo[sp, q]
+            qhi[sr, q] = qhi[sp, q]
+        for q in range(ns):
+            qm[sr, q] = qm[sp, q]
+    meta = node[n, 1]
+    f = (meta >> 3) & 0x1FFFFF
+    q = colq[f]
+    if q < 0:
+        return
+    if q < ni:
+        t = fnode[n, 0]
+        if s & 1:
+            qhi[sp, q] = min(qhi[sp, q], t)
+        if s & 2:
+            qlo[sr, q] = max(qlo[sr, q], t)
+    else:
+        lm = _left_levels(n, node, fnode, cat_left, n_levels, min(nlev[f], MASK_LEVELS))
+        if s & 1:
+            qm[sp, q - ni] &= lm
+        if s & 2:
+            qm[sr, q - ni] &= ~lm
+
+
+def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune: bool = True,
+                      leaves: bool = False):
     """``(done, log p(e))`` for the evidence rows ``rows`` (default all): ``done`` marks the
     rows whose evidence has in-kernel factors (:func:`~.interval_factors.kernel_rows`) and
-    were summed here; the others (NaN in the result) are left to the enumerating path."""
+    were summed here; the others (NaN in the result) are left to the enumerating path.
+    ``prune=False`` scores every reached leaf (the unpruned walk); ``leaves=True`` adds a third
+    result, the leaves scored per row (-1 where not done)."""
     rows = np.arange(ev.m) if rows is None else np.asarray(rows, np.int64)
     out = np.full(len(rows), np.nan)
+    cnt = np.full(len(rows), -1, np.int64)
     done = kernel_rows(model, ev, rows) if len(rows) else np.zeros(0, bool)
     sel = rows[done]
-    if len(sel) == 0:
-        return done, out
-    model.require_normalised("leaf posterior")
-    f = model.forest_
-    pack = leaf_pack(model)
-    lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel)
-    out[done] = _mass_kernel(np.ascontiguousarray(ev.point[sel]), lo, hi, sact, smask, soff,
-                             sk, pack.nodes, f.cat_left, f.n_levels, pack.args, pack.depth,
-                             max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
-    return done, out
+    if len(sel):
+        model.require_normalised("leaf posterior")
+        f = model.forest_
+        pack = leaf_pack(model)
+        if prune and np.isnan(ev.point[sel]).all(1).any():  # (only such rows can prune)
+            st = subtree_tables(model)
+            logw, okb, full = st.logw, st.ok, st.full
+        else:
+            logw, okb = np.zeros(0), np.zeros(0, np.int64)
+            full = np.zeros(ev.d, np.uint64)
+        lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel)
+        out[done], cnt[done] = _mass_kernel(
+            np.ascontiguousarray(ev.point[sel]), lo, hi, sact, smask, soff, sk, pack.nodes,
+            f.cat_left, f.n_levels, pack.args, pack.depth,
+            max(1, min(ROW_BLOCK, -(-len(sel) // 16))), logw, okb, full)
+    return (done, out, cnt) if leaves else (done, out)

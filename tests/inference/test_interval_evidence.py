@@ -13,16 +13,18 @@ import pytest
 from scipy import stats
 
 from forestgen.inference import ZeroProbabilityError, evidence_log_prob
-from forestgen.inference.conditions import Not, evidence_from_frame
-from forestgen.inference.evidence_mass import evidence_log_mass
+from forestgen.inference.conditions import Not, evidence_from_frame, parse_conditions
+from forestgen.inference.evidence_mass import evidence_log_mass, subtree_tables
 from forestgen.inference.interval_factors import (
     evidence_arrays,
     kernel_columns,
     log_ndtr_diff,
 )
+from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded, node_bounds
 from forestgen.inference.posterior import iter_posterior
 from forestgen.learners.arf import ARF
+from forestgen.learners.gef import GeF
 from forestgen.leaves.normal_math import log_ndtr_diff as np_log_ndtr_diff
 
 
@@ -259,3 +261,99 @@ def test_level_bounds_bound_every_subtree(models):
 
     for r in f.roots:
         subtree(r)
+
+
+# ----------------------------------------------------------------------------- containment
+
+
+def _wide_conditions(n, seed):
+    """Per-row evidence wide enough that whole subtrees lie inside it: long and half-open
+    intervals, the whole line, level sets of most levels (a finite interval never contains a
+    box unbounded on that column, whose truncated normal has mass beyond it)."""
+    rng = np.random.default_rng(seed)
+    q = _table(n, seed + 200)
+    cols = {c: [None] * n for c in ("x0", "x1", "x2", "x4", "c0", "c1", "i0")}
+    for i in range(n):
+        w = rng.choice([0.5, 2.0, 1e6])
+        cols["x0"][i] = [(q.x0[i] - w, q.x0[i] + w), (None, q.x0[i]), (q.x0[i], None),
+                         (None, None), None][rng.integers(5)]
+        cols["x1"][i] = [(None, q.x1[i] + 1.0), (-1e6, 1e6), None][rng.integers(3)]
+        cols["x2"][i] = (None, 2.0 + q.x2[i]) if rng.random() < 0.5 else None
+        cols["x4"][i] = (-3.0, 3.0) if rng.random() < 0.3 else None
+        lv = set(rng.choice(list("abcd"), rng.integers(2, 5), replace=False).tolist())
+        cols["c0"][i] = (lv if rng.random() < 0.7 else Not({"a"})) if rng.random() < 0.7 \
+            else None
+        cols["c1"][i] = [{"hi"}, {"hi", "lo"}, None][rng.integers(3)]
+        cols["i0"][i] = (-1, int(q.i0[i]) + 2) if rng.random() < 0.4 else None
+    return pd.DataFrame(cols, dtype=object)
+
+
+@pytest.fixture(scope="module")
+def prune_models(models):
+    df = _table(600)
+    return {**models,
+            "local": ARF(n_trees=3, finite_bounds="local", epsilon=0.3, alpha=0.2,
+                         random_state=4, n_jobs=1).fit(df),
+            "gef": GeF(n_trees=3, random_state=5).fit(df, target="c1")}
+
+
+@pytest.mark.parametrize("name", ["arf", "smooth", "unif", "tail", "local", "gef"])
+def test_containment_pruning_equals_unpruned_walk(prune_models, name):
+    """The pruned walk equals the unpruned one (and the enumeration) to 1e-10, per row and
+    for one broadcast condition set, and prunes: fewer leaves scored on wide evidence."""
+    m = prune_models[name]
+    for cond in (_wide_conditions(150, seed=len(name)), _conditions(80, seed=len(name) + 1)):
+        ev = _with_empty_sets(m, evidence_from_frame(m, cond), every=13)
+        done, got, n_got = evidence_log_mass(m, ev, leaves=True)
+        done0, ref, n_ref = evidence_log_mass(m, ev, prune=False, leaves=True)
+        assert (done == done0).all() and done.sum() > len(cond) // 4
+        fin = np.isfinite(ref[done])
+        assert (np.isfinite(got[done]) == fin).all() and (~fin).any()
+        np.testing.assert_allclose(got[done][fin], ref[done][fin], rtol=0, atol=1e-10)
+        enum = _reference(m, ev)
+        np.testing.assert_allclose(got[done][fin], enum[done][fin], rtol=0, atol=1e-10)
+        assert (n_got[done] <= n_ref[done]).all()
+    ev = evidence_from_frame(m, _wide_conditions(150, seed=len(name)))
+    _, _, n_got = evidence_log_mass(m, ev, leaves=True)
+    _, _, n_ref = evidence_log_mass(m, ev, prune=False, leaves=True)
+    assert (n_got < n_ref).mean() > 0.15 and n_got.sum() < n_ref.sum()
+    one = {"x0": (-1e6, 0.5), "c0": {"a", "b", "c"}, "x2": (None, 3.0)}
+    if name == "gef":
+        one.pop("x2")
+    np.testing.assert_allclose(evidence_log_prob(m, one), _reference(
+        m, parse_conditions(m, one)[0])[0], rtol=0, atol=1e-10)
+
+
+def test_containment_flags_are_computed(prune_models):
+    """A leaf whose cell reaches past its box (``finite_bounds='local'`` with ``epsilon``)
+    loses its column's bit, and its ancestors with it; smoothing over a box's levels does
+    not."""
+    m = prune_models["local"]
+    st = subtree_tables(m)
+    pack = leaf_pack(m)
+    names = m.encoder_.schema.names
+    leaf = (pack.nodes[0][:, 1] >> 2) & 1 == 1
+    bit = {c: (st.ok >> names.index(c)) & 1 for c in names}
+    assert 0 < bit["x0"][leaf].mean() < 1  # computed per leaf: some cells pass their box
+    assert bit["c0"][leaf].all() and bit["c1"][leaf].all()  # alpha over the allowed levels
+    assert not bit["x3"].any()  # the point mass's leaf model has no in-kernel factor
+    node, _, roots = pack.nodes
+    inner = np.flatnonzero(~leaf)
+    lft = node[inner, 1] >> 24
+    assert ((st.ok[inner] & ~(st.ok[lft] & st.ok[inner + 1])) == 0).all()
+    lw = np.logaddexp(st.logw[lft], st.logw[inner + 1])
+    np.testing.assert_allclose(st.logw[inner], lw, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.logaddexp.reduce(st.logw[roots]),
+                               np.logaddexp.reduce(m.leaf_log_weight_), rtol=0, atol=1e-12)
+
+
+def test_impossible_evidence_raises_with_pruning(prune_models):
+    m = prune_models["unif"]
+    X = _table(3, seed=9)
+    with pytest.raises(ZeroProbabilityError, match="x0"):
+        m.log_prob(X, conditions={"x0": (1e6, 2e6), "c0": {"a", "b", "c", "d"}})
+    cond = pd.DataFrame({"x0": [(None, None)] * 3, "c1": [{"hi", "lo"}] * 3}, dtype=object)
+    ev = evidence_from_frame(m, cond)
+    _, lm, n = evidence_log_mass(m, ev, leaves=True)
+    assert (n == 0).all()  # the whole forest inside the evidence: no leaf scored
+    np.testing.assert_allclose(lm, 0.0, rtol=0, atol=1e-12)
