@@ -36,18 +36,24 @@ class MomentStats:
     def from_pairs(cls, x: np.ndarray, leaf: np.ndarray, n_leaves: int, *, scale: float = 1.0,
                    weight: np.ndarray | None = None, minmax: bool = False) -> MomentStats:
         """Statistics of the (leaf, value) pairs; NaN values are skipped. Two passes (mean,
-        then squared deviations) as :func:`~forestgen.leaves.base.leaf_stats`."""
+        then squared deviations) as :func:`~forestgen.leaves.base.leaf_stats`, on values shifted
+        by one value of their leaf, so a leaf of equal values has exactly that mean and
+        ``m2 = 0`` (unshifted, the rounded mean left an SD of ~1e-17 that passed for a spread)."""
         x = np.asarray(x, np.float64)
         if scale != 1.0:
             x = x / scale
         ok = ~np.isnan(x)
         x, leaf = x[ok], np.asarray(leaf)[ok]
         w = np.ones(len(x)) if weight is None else np.asarray(weight, float)[ok]
+        ref = np.zeros(n_leaves)
+        ref[leaf] = x
+        xs = x - ref[leaf]
         cnt = np.bincount(leaf, weights=w, minlength=n_leaves)
-        s1 = np.bincount(leaf, weights=w * x, minlength=n_leaves)
+        s1 = np.bincount(leaf, weights=w * xs, minlength=n_leaves)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = s1 / cnt
-            dev = x - mean[leaf]
+            shift = s1 / cnt
+            dev = xs - shift[leaf]
+            mean = ref + shift
         m2 = np.bincount(leaf, weights=w * dev * dev, minlength=n_leaves)
         lo = hi = None
         if minmax:
