@@ -252,6 +252,23 @@ def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
     return np.where(over, np.nextafter(t, np_dtype(-np.inf)), t).astype(np_dtype)
 
 
+def cell_bounds_to(lo: np.ndarray, hi: np.ndarray, np_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Cell bounds ``(lo, hi]`` in ``np_dtype`` for tests ``x > lo & x <= hi``: interior edges
+    by :func:`floor_to` (they must agree with the routing thresholds), and the outer edges of
+    the leaves' box (the least ``lo``, the greatest ``hi``) widened so that every float64 value
+    inside the box, rounded to ``np_dtype``, stays inside (a training row at a column's maximum
+    rounds above it in float32)."""
+    lo_t, hi_t = floor_to(lo, np_dtype), floor_to(hi, np_dtype)
+    if np_dtype == np.float64 or len(lo) == 0:
+        return lo_t, hi_t
+    with np.errstate(invalid="ignore"):
+        top = np.isfinite(hi) & (hi == np.max(hi))
+        bottom = np.isfinite(lo) & (lo == np.min(lo))
+    hi_t[top] = -floor_to(-hi[top], np_dtype)
+    lo_t[bottom] = np.nextafter(lo_t[bottom], np_dtype(-np.inf))
+    return lo_t, hi_t
+
+
 def torch_tensor(a, dtype, device):
     """``a`` as a contiguous tensor (``dtype``: a torch dtype or ``"long"``/``"bool"``/
     ``"float64"``)."""

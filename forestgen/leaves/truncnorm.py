@@ -16,8 +16,8 @@ from numba import prange
 from forestgen.leaves.base import (
     ColumnCell,
     LeafModel,
+    cell_bounds_to,
     column_scale,
-    floor_to,
     numpy_dtype,
     scaled_cell,
     torch_tensor,
@@ -225,7 +225,7 @@ class TruncNormalLeaf(LeafModel):
         mu_hi = mu.astype(npdt)
         cols = [mu_hi, (mu - mu_hi.astype(np.float64)).astype(npdt), self.sigma_.astype(npdt),
                 (-np.log(self.sigma_) - LOG_SQRT_2PI - self.logz_).astype(npdt),
-                floor_to(self.lo_, npdt), floor_to(self.hi_, npdt)]
+                *cell_bounds_to(self.lo_, self.hi_, npdt)]
         return {"table": torch_tensor(np.stack(cols, axis=1), dtype, device)}
 
     @staticmethod

@@ -8,8 +8,8 @@ import numpy as np
 
 from forestgen.leaves.base import (
     LeafModel,
+    cell_bounds_to,
     column_scale,
-    floor_to,
     numpy_dtype,
     torch_tensor,
 )
@@ -93,7 +93,7 @@ class UniformLeaf(LeafModel):
     def torch_params(self, dtype, device):
         """One leaf-major table ``[L, 3]``: cell bounds and log density."""
         npdt = numpy_dtype(dtype)
-        cols = [floor_to(self.lo_, npdt), floor_to(self.hi_, npdt),
+        cols = [*cell_bounds_to(self.lo_, self.hi_, npdt),
                 (-np.log(self.hi_ - self.lo_)).astype(npdt)]
         return {"table": torch_tensor(np.stack(cols, axis=1), dtype, device)}
 
