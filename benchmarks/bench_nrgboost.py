@@ -14,6 +14,12 @@ started at q0 (its default); forestgen is timed with that same protocol (``chain
 state, 256, a row every ``sample_thin`` sweeps from the first sweep on: 3 since
 ``nrgboost_protocols.md``, 1 before).
 
+Pool refill schemes (``--refill``, issue 13): ``paper`` = every dropped pool sample refilled by
+Gibbs (a round's cost grows with the trees), an integer ``k`` = the flat refill
+(``NRGBoost(refill_trees=k)``: a constant budget of tree evaluations per round). Each scheme is
+fitted with each ``--seeds`` model seed, schemes alternating within a seed; ``--peer-trees ''``
+skips the reference package.
+
 The reference runs in its own venv (``--peer-python``), through ``_peer_nrgboost.py``.
 Its NaN categoricals are given as a "?" level and bools as 0/1 (it corrupts / rejects those).
 """
@@ -170,6 +176,30 @@ def before_after(args, train: pd.DataFrame, test: pd.DataFrame, name: str, T: in
             "yes" if same and same_s else "NO"]
 
 
+def summary(name: str, rows: list, per_round: dict, schemes: list, seeds: list) -> str:
+    """Mean +- standard deviation over seeds, per number of trees and refill scheme."""
+    out = []
+    for T in sorted({r[1] for r in rows}):
+        for refill in schemes:
+            tag = f"({'paper' if refill is None else f'flat k={refill}'} refill, seed "
+            rs = [r for r in rows if r[1] == T and r[2].startswith(f"forestgen {tag}")]
+            pr = [per_round[T, r[2]][1] for r in rs]
+
+            def ms(v):
+                v = np.asarray(v, float)
+                return f"{v.mean():.3f} +- {v.std(ddof=1) if len(v) > 1 else 0.0:.3f}"
+
+            mid = [s[len(s) // 2 - 5: len(s) // 2 + 5].mean() for s in pr]
+            out.append([name, T, tag[1:].split(" refill")[0], len(rs), ms([r[4] for r in rs]),
+                        ms([s[:10].mean() for s in pr]), ms(mid),
+                        ms([s[-10:].mean() for s in pr]), ms([r[11] for r in rs]),
+                        ms([r[10] for r in rs]), ms([r[12] for r in rs])])
+    return (f"### {name}: mean +- sd over seeds {seeds}\n\n"
+            + md_table(["data", "trees", "refill", "seeds", "fit CPU s", "CPU s/round first 10",
+                        "middle 10", "last 10", "C2ST AUC (default)",
+                        "C2ST AUC (100 sweeps/row)", "held-out LL (IS)"], out))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="adult,synthetic")
@@ -190,7 +220,13 @@ def main() -> None:
                          "time and bitwise outputs) instead of the reference package")
     ap.add_argument("--repeats", type=int, default=3, help="runs per side with --before")
     ap.add_argument("--note", default="", help="a line for the results file (e.g. the load)")
+    ap.add_argument("--refill", default="paper",
+                    help="pool refill schemes, comma-separated: 'paper' or an integer k "
+                         "(NRGBoost(refill_trees=k), the flat refill)")
+    ap.add_argument("--seeds", default="0", help="model random_state values, comma-separated")
     args = ap.parse_args()
+    schemes = [None if r == "paper" else int(r) for r in args.refill.split(",")]
+    seeds = [int(x) for x in args.seeds.split(",")]
     if args.out is None:
         args.out = "nrgboost_before_after" if args.before else "nrgboost"
     trees = [int(t) for t in args.trees.split(",")]
@@ -239,13 +275,19 @@ def main() -> None:
             continue
         rows = []
         per_round = {}
-        for T in trees:
+        for T, seed, refill in ((T, seed, r) for T in trees for seed in seeds
+                                for r in schemes):
+            label = "forestgen" + ("" if schemes == [None] and seeds == [0] else
+                                   f" ({'paper' if refill is None else f'flat k={refill}'} "
+                                   f"refill, seed {seed})")
             t0, c0 = time.perf_counter(), time.process_time()
             m = NRGBoost(n_trees=T, pool_size=args.pool_size, n_normaliser_samples=args.n_is,
-                         random_state=0).fit(train)
+                         refill_trees=refill, random_state=seed).fit(train)
             fit_s, fit_c = time.perf_counter() - t0, time.process_time() - c0
             secs = np.diff([0.0] + [r["seconds"] for r in m.rounds_])
-            per_round[T] = (secs, np.diff([0.0] + [r["cpu_seconds"] for r in m.rounds_]))
+            per_round[T, label] = (
+                secs, np.diff([0.0] + [r["cpu_seconds"] for r in m.rounds_]),
+                np.array([r["gibbs_tree_evals"] for r in m.rounds_], float))
             t0, c0 = time.perf_counter(), time.process_time()
             s_def = m.sample(args.n_samples, random_state=1)
             samp_def, samp_def_c = time.perf_counter() - t0, time.process_time() - c0
@@ -257,13 +299,13 @@ def main() -> None:
             auc_def = c2st(test_in, s_def).auc
             auc_ind = c2st(test_in, s_ind).auc
             k = 1000 / args.n_samples
-            row = [name, T, "forestgen", fit_s, fit_c, float(np.mean(secs[-10:])),
+            row = [name, T, label, fit_s, fit_c, float(np.mean(secs[-10:])),
                    samp_ind * k, samp_ind_c * k, samp_def * k, samp_def_c * k,
                    auc_ind, auc_def, float(np.mean(ll)), m.log_z_se_]
             rows.append(row)
             print(row, flush=True)
             save(rows)
-            if T in peer_trees:
+            if T in peer_trees and refill == schemes[0] and seed == seeds[0]:
                 with tempfile.TemporaryDirectory() as tmp:
                     r = run_peer(args, train, test_in, T, Path(tmp))
                 sections.append(f"{name}, {T} trees: the reference's q0 log-normaliser added to "
@@ -283,15 +325,19 @@ def main() -> None:
                              nan, nan, nan, nan])
                 save(rows)
         rows_all += rows
-        pr = [[name, T, what] + [float(np.mean(v)) for v in
-                                 (s[:10], s[len(s) // 2 - 5: len(s) // 2 + 5], s[-10:])]
-              for T, both in per_round.items() for what, s in zip(("wall", "CPU"), both)]
+        pr = [[name, T, label, what] + [float(np.mean(v)) for v in
+                                        (s[:10], s[len(s) // 2 - 5: len(s) // 2 + 5], s[-10:])]
+              for (T, label), both in per_round.items()
+              for what, s in zip(("wall s", "CPU s", "Gibbs tree evals"), both)]
         sections.append(f"### {name}: {len(train)} train rows, {len(test_in)} of {len(test)} "
-                        f"test rows inside the training support\n\nforestgen seconds per round "
+                        f"test rows inside the training support\n\nforestgen per round "
                         f"(rounds 1-10 / middle 10 / last 10; CPU = process time of all "
-                        f"threads, less sensitive to machine load):\n\n"
-                        + md_table(["data", "trees", "time", "first 10", "middle 10",
-                                    "last 10"], pr))
+                        f"threads, less sensitive to machine load; Gibbs tree evals = the "
+                        f"pool refill's chain sweeps x trees):\n\n"
+                        + md_table(["data", "trees", "implementation", "per round",
+                                    "first 10", "middle 10", "last 10"], pr))
+        if len(schemes) > 1 or len(seeds) > 1:
+            sections.append(summary(name, rows, per_round, schemes, seeds))
     if not args.before:
         save([], partial=False)
 

@@ -93,6 +93,11 @@ class NRGBoost(GenerativeForest):
     gibbs_chains, gibbs_burn_in : training-pool Gibbs chains, started at training rows (16, 100).
     persistent_chains : keep the training chains running across rounds, so that the burn-in is
         paid once (True); False restarts them from training rows every round (official code).
+    refill_trees : ``None`` = the paper's refill (every dropped pool sample replaced by a Gibbs
+        draw; a round's cost grows with the trees, a fit is quadratic in ``n_trees``); ``k`` =
+        flat refill, a constant budget of tree evaluations per round, the paper's refill cost
+        at ``k`` trees (:class:`~forestgen.sampling.gibbs.SamplePool`; needs
+        ``persistent_chains``).
     feature_fraction : columns drawn per node (1.0).
     max_bins : quantile bins per numeric column (255).
     grid_bins : a numeric column on a grid of decimals (or a datetime step) with at most
@@ -140,6 +145,7 @@ class NRGBoost(GenerativeForest):
                  learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
                  uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
+                 refill_trees: int | None = None,
                  feature_fraction: float = 1.0, max_bins: int = 255, grid_bins: bool = False,
                  decode: str = "bin", sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 3,
@@ -172,6 +178,10 @@ class NRGBoost(GenerativeForest):
         check_real("feature_fraction", self.feature_fraction, 0, 1, low_open=True)
         check_bool("line_search", self.line_search)
         check_bool("persistent_chains", self.persistent_chains)
+        if self.refill_trees is not None:
+            check_int("refill_trees", self.refill_trees, 1)
+            if not self.persistent_chains:
+                raise ValueError("refill_trees (flat refill) needs persistent_chains=True")
         check_bool("grid_bins", self.grid_bins)
         if self.normaliser is not None and self.normaliser not in registry.available(
                 "normaliser"):
@@ -214,7 +224,7 @@ class NRGBoost(GenerativeForest):
         leaf = ConstantEnergyLeaf()
         pool = SamplePool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
                           n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
-                          persistent=self.persistent_chains,
+                          persistent=self.persistent_chains, refill_trees=self.refill_trees,
                           sampler=self.component("sampler"))
         seeds = seed.spawn(n_rounds)
         bar = ProgressBar("NRGBoost", n_rounds, bool(self.progress), unit="rounds")
@@ -253,6 +263,7 @@ class NRGBoost(GenerativeForest):
             self.rounds_.append({"alpha": alpha, "gain": gain, "log_z": log_z,
                                  "leaves": int(is_leaf.sum()), "dropped": stats[0],
                                  "pool_ess": stats[1], "refilled": stats[2],
+                                 "gibbs_tree_evals": pool.tree_evals[-1] if t > 1 else 0,
                                  "grow_seconds": grow_s, "seconds": time.perf_counter() - t0,
                                  "cpu_seconds": time.process_time() - c0})
             bar.step()

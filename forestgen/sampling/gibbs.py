@@ -246,24 +246,39 @@ class SamplePool:
     ``codes [M, d]`` and ``log_weight [M]``: each sample's cached energy under the current model
     minus its energy under the model that drew it — a round adds only the newest tree's values.
     :meth:`weights` are the normalised importance weights the splitter uses as ``Q``.
-    ``history`` records per round ``(dropped, effective sample size, refilled)``.
+    ``history`` records per round ``(dropped, effective sample size, refilled)``,
+    ``tree_evals`` the refill's Gibbs cost (chain sweeps times trees).
+
+    ``refill_trees=None`` (the paper's refill): every dropped sample is replaced by a fresh
+    Gibbs draw, so a round costs about ``p_refresh · size · t`` tree evaluations at ``t``
+    trees and a fit of ``T`` rounds is quadratic in ``T``. ``refill_trees=k`` (flat refill):
+    every round spends at most the budget the paper's refill spends at ``k`` trees,
+    ``B = p_refresh · size · k``: the persistent chains run ``s_t = max(1, round(B / (n_chains
+    · t)))`` sweeps each, and only ``min(dropped, n_chains · s_t)`` random samples are
+    replaced by their draws — the others stay, with their importance weights, as they are
+    valid draws of the current model (a fit is then linear in ``T``). Up to ``k`` trees the
+    two schemes are the same.
     """
 
     def __init__(self, *, size: int = 80_000, p_refresh: float = 0.1, n_chains: int = 16,
                  burn_in: int = 100, min_ess: float = 0.5, persistent: bool = True,
-                 sampler: GibbsSampler | None = None):
+                 refill_trees: int | None = None, sampler: GibbsSampler | None = None):
         self.size = int(size)
+        self.refill_trees = None if refill_trees is None else int(refill_trees)
         self.p_refresh = float(p_refresh)
         self.n_chains = int(n_chains)
         self.burn_in = int(burn_in)
         self.min_ess = float(min_ess)
         self.persistent = bool(persistent)
+        if self.refill_trees is not None and not (self.persistent and self.refill_trees >= 1):
+            raise ValueError("refill_trees needs persistent chains and must be >= 1")
         self.sampler = sampler or GibbsSampler()
         self.codes = np.zeros((0, 0), np.int32)
         self.log_weight = np.zeros(0)
         self.chains: np.ndarray | None = None  # last states of the persistent chains
         self.n_trees = 0  # trees of the model the weights refer to
         self.history: list[tuple[int, float, int]] = []
+        self.tree_evals: list[int] = []  # per update: Gibbs chain sweeps x trees
 
     def weights(self) -> np.ndarray:
         """Normalised importance weights (sum to one)."""
@@ -307,10 +322,16 @@ class SamplePool:
         # q_drawn(x), so draws of different rounds share one scale and fresh ones weigh 1
         lw -= logsumexp(lw) - logsumexp(self.log_weight)
         drop = rng.random(len(lw)) < self.p_refresh
+        ch = self.n_chains
+        if self.refill_trees is not None:  # flat refill: at most ch * per fresh draws
+            per = max(1, round(self.p_refresh * self.size * self.refill_trees / (ch * (t + 1))))
+            gone = np.flatnonzero(drop)
+            if len(gone) > ch * per:  # keep a random part of the dropped samples
+                drop[rng.choice(gone, len(gone) - ch * per, replace=False)] = False
         surv, lw = self.codes[~drop], lw[~drop]
         need = self.size - len(surv)
+        evals = 0
         if need > 0:
-            ch = self.n_chains
             per = -(-need // ch)
             if self.chains is None:
                 start, burn = data_codes[rng.integers(0, len(data_codes), ch)], self.burn_in
@@ -318,6 +339,7 @@ class SamplePool:
                 start, burn = self.chains, 0
             rec = self.sampler.run(energy, start, n_sweeps=burn + per, record_from=burn,
                                    thin=1, n_records=per, rng=rng)
+            evals = ch * (burn + per) * (t + 1)
             if self.persistent:
                 self.chains = rec[:, -1].copy()
             surv = np.concatenate([surv, rec.reshape(-1, rec.shape[2])[:need]])
@@ -329,6 +351,7 @@ class SamplePool:
             keep = _systematic(self.weights(), len(surv), rng)
             self.codes, self.log_weight = surv[keep], np.zeros(len(surv))
         self.history.append((int(drop.sum()), ess, int(max(need, 0))))
+        self.tree_evals.append(evals)
 
 
     def states(self, energy: AdditiveEnergy, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -265,12 +265,13 @@ def test_default_sampling_starts_at_training_states_and_matches_the_model(toy, t
         model.sample(5, start="data")
 
 
-def test_t16_same_seed_same_model_and_samples_any_thread_count(tmp_path):
+@pytest.mark.parametrize("refill_trees", [None, 2])  # the paper's refill, the flat one
+def test_t16_same_seed_same_model_and_samples_any_thread_count(tmp_path, refill_trees):
     import numba
 
     rng = np.random.default_rng(5)
     df = pd.DataFrame({"x": rng.normal(size=400), "c": rng.choice(list("pqr"), 400)})
-    kw = dict(n_trees=6, max_leaves=8, random_state=11, **FAST)
+    kw = dict(n_trees=6, max_leaves=8, random_state=11, refill_trees=refill_trees, **FAST)
     a = NRGBoost(**kw).fit(df)
     old = numba.get_num_threads()
     try:
@@ -314,6 +315,10 @@ def test_bad_parameters_name_the_parameter():
         NRGBoost(learning_rate=0).fit(df)
     with pytest.raises(ValueError, match="max_leaves"):
         NRGBoost(max_leaves=1).fit(df)
+    with pytest.raises(ValueError, match="refill_trees"):
+        NRGBoost(refill_trees=0).fit(df)
+    with pytest.raises(ValueError, match="persistent_chains"):
+        NRGBoost(refill_trees=10, persistent_chains=False).fit(df)
 
 
 def test_boosting_starts_when_q0_matches_every_marginal():

@@ -306,6 +306,82 @@ def test_pool_resamples_when_the_weights_degenerate():
     np.testing.assert_array_equal(pool.log_weight, np.zeros(5_000))
 
 
+class CountingSampler(GibbsSampler):
+    """Counts the tree evaluations of every run: chains x sweeps x trees."""
+
+    def __init__(self):
+        super().__init__()
+        self.evals = 0
+
+    def run(self, energy, X0, *, n_sweeps, **kw):
+        self.evals += len(X0) * n_sweeps * energy.trees.n_trees
+        return super().run(energy, X0, n_sweeps=n_sweeps, **kw)
+
+
+def _boosted_pool(refill_trees, n_trees, size, seed, step=0.3):
+    """A pool carried through ``n_trees`` rounds of a random energy on a 60-cell grid; per
+    round, the pool size and the Gibbs tree evaluations counted by the sampler."""
+    grid = make_grid([4, 5, 3], [True, True, False])
+    counter = CountingSampler()
+    pool = SamplePool(size=size, p_refresh=0.1, n_chains=16, burn_in=20,
+                      refill_trees=refill_trees, sampler=counter)
+    prng = np.random.default_rng(100 + seed)
+    sizes, evals = [], []
+
+    def each(e):
+        before = counter.evals
+        if e.trees.n_trees == 1:
+            pool.start(e, prng)
+        else:
+            pool.update(e, np.zeros((4, 3), np.int32), prng)
+        sizes.append(len(pool.codes))
+        evals.append(counter.evals - before)
+
+    e, cells = random_energy(grid, n_trees, np.random.default_rng(seed), leaves=6, step=step,
+                             after_each=each)
+    return grid, e, cells, pool, sizes, evals
+
+
+def test_flat_refill_spends_a_constant_budget_and_keeps_the_pool_size():
+    """The paper's refill costs ~p_refresh M t tree evaluations at t trees (quadratic fit);
+    the flat refill at most B = p_refresh M k once warm, equal up to rounding for every t."""
+    M, k = 8_000, 3
+    B = 0.1 * M * k
+    for refill_trees in (None, k):
+        _, _, _, pool, sizes, evals = _boosted_pool(refill_trees, 40, M, 0, step=0.1)
+        assert sizes == [M] * 40 and len(pool.log_weight) == M
+        assert evals[0] == 0  # round 2: exact rejection from q0, no Gibbs
+        assert evals[1:] == pool.tree_evals
+        warm = np.array(evals[2:])  # after the one burn-in (16 chains x 20 sweeps, 2 trees)
+        t = np.arange(3, 41)
+        if refill_trees is None:  # ceil(dropped / 16) sweeps x 16 chains x t trees
+            np.testing.assert_allclose(warm / t, 0.1 * M, rtol=0.1)
+        else:  # 16 round(B / (16 t)) sweeps x t trees: B up to half a sweep of 16 chains
+            assert np.all(np.abs(warm - B) <= 8 * t)
+    # well below k trees (budget above the dropped count) the two schemes are the same
+    a, b = _boosted_pool(None, 4, M, 1)[3], _boosted_pool(5, 4, M, 1)[3]
+    np.testing.assert_array_equal(a.codes, b.codes)
+    np.testing.assert_array_equal(a.log_weight, b.log_weight)
+
+
+def test_flat_refill_pool_matches_the_exact_model_as_the_papers_does():
+    """After 15 rounds on an enumerable grid, 3,000 draws from each pool (by weight) pass a
+    chi-square test against the exact model, and fail against the model one tree behind."""
+    from scipy.stats import chisquare
+
+    for refill_trees in (None, 2):
+        grid, e, cells, pool, _, _ = _boosted_pool(refill_trees, 15, 40_000, 0)
+        q = exp_norm(e.energy(cells))
+        behind = exp_norm(AdditiveEnergy(grid, e.log_q0, e.trees.truncate(14)).energy(cells))
+        est = np.bincount(_cell_id(pool.codes, grid), weights=pool.weights(),
+                          minlength=len(cells))
+        assert 0.5 * np.abs(est - q).sum() < 0.025
+        draws = np.random.default_rng(7).choice(len(pool.codes), 3000, p=pool.weights())
+        cnt = np.bincount(_cell_id(pool.codes[draws], grid), minlength=len(cells))
+        assert chisquare(cnt, q * 3000).pvalue > 0.001, refill_trees
+        assert chisquare(cnt, behind * 3000).pvalue < 1e-6, refill_trees
+
+
 def test_log_z_step_is_exact_with_exact_masses():
     rng = np.random.default_rng(8)
     e, cells = random_energy(GRID, 3, rng)
