@@ -96,9 +96,11 @@ ABLATIONS = {
 #: Further one-parameter departures, run only when named in ``--generators`` (the diagnosis of
 #: why forestgen's NRGBoost samples differ from the nrgboost package's: results/nrgboost_samples.md)
 DIAGNOSTICS = {
-    "nrgboost": [{"sample_warm_burn_in": 10}, {"persistent_chains": False}, {"max_bins": 32},
+    "nrgboost": [{"sample_warm_burn_in": 10},
+                 {"persistent_chains": False, "refill_trees": None}, {"max_bins": 32},
                  {"grid_bins": True, "decode": "observed"}, {"p_refresh": 1.0},
-                 {"p_refresh": 1.0, "persistent_chains": False}, {"n_trees": 60},
+                 {"p_refresh": 1.0, "persistent_chains": False, "refill_trees": None},
+                 {"refill_trees": None}, {"n_trees": 60},
                  {"learning_rate": 0.05}, {"max_leaves": 64}, {"uniform_mix": 0.5}],
 }
 

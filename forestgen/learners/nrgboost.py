@@ -13,7 +13,15 @@ the step ``s_t = learning_rate · alpha_t`` from a grid line search (Eq. 43).
 Differences from the paper, and why: the pool reweights its samples by each new tree instead
 of rejecting them (:mod:`forestgen.sampling.gibbs`: same masses in expectation, lower variance,
 half the Gibbs refill), and its Gibbs chains persist across rounds (one burn-in instead of one
-per round); default sampling starts chains at final-pool states (``sample_start``); missing
+per round); from 30 trees on, the pool refill spends a constant budget of tree evaluations per
+round (``refill_trees=30``; ``None`` = the paper's refill): any draw of a *new* point of the
+current model must evaluate all ``t`` trees, so the paper's ``p_refresh · M`` fresh Gibbs points
+per round make a round cost grow like ``t`` and a fit like ``T^2``; a flat round needs fresh
+points ``∝ 1/t``, and the dropped samples not refreshed stay with their importance weights (on
+the synthetic table and adult at 200 trees, a third of the fit CPU, with C2ST and held-out
+log-likelihood within the paper refill's seed spread, ``benchmarks/results/
+nrgboost_flat_refill.md``);
+default sampling starts chains at final-pool states (``sample_start``); missing
 values are an extra grid state of their column (the paper has none); categorical columns keep
 every level (no 255 cap); a numeric bin holding a single training value that recurs decodes to
 exactly it (other draws are uniform over their bin on the column's decimal grid, §1.2); the
@@ -93,11 +101,12 @@ class NRGBoost(GenerativeForest):
     gibbs_chains, gibbs_burn_in : training-pool Gibbs chains, started at training rows (16, 100).
     persistent_chains : keep the training chains running across rounds, so that the burn-in is
         paid once (True); False restarts them from training rows every round (official code).
-    refill_trees : ``None`` = the paper's refill (every dropped pool sample replaced by a Gibbs
-        draw; a round's cost grows with the trees, a fit is quadratic in ``n_trees``); ``k`` =
-        flat refill, a constant budget of tree evaluations per round, the paper's refill cost
-        at ``k`` trees (:class:`~forestgen.sampling.gibbs.SamplePool`; needs
-        ``persistent_chains``).
+    refill_trees : flat pool refill (30): every round spends at most the Gibbs tree
+        evaluations the paper's refill spends at ``refill_trees`` trees, so that a round's cost
+        stops growing with the trees and a fit is linear in ``n_trees`` — a departure from the
+        paper (see the module docstring and :class:`~forestgen.sampling.gibbs.SamplePool`;
+        needs ``persistent_chains``); ``None`` = the paper's refill (every dropped pool sample
+        replaced by a Gibbs draw; a fit quadratic in ``n_trees``).
     feature_fraction : columns drawn per node (1.0).
     max_bins : quantile bins per numeric column (255).
     grid_bins : a numeric column on a grid of decimals (or a datetime step) with at most
@@ -145,7 +154,7 @@ class NRGBoost(GenerativeForest):
                  learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
                  uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
-                 refill_trees: int | None = None,
+                 refill_trees: int | None = 30,
                  feature_fraction: float = 1.0, max_bins: int = 255, grid_bins: bool = False,
                  decode: str = "bin", sample_chains: int = 64,
                  sample_burn_in: int = 100, sample_thin: int = 3,

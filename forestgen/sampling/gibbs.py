@@ -25,6 +25,14 @@ carry the information rejection throws away (lower variance), and the refill —
 of a round whose cost grows with the number of trees, since a Gibbs sweep is linear in trees —
 shrinks to the ``p_refresh`` fraction (on the 10,000-row synthetic table of
 ``benchmarks/bench_nrgboost.py``, 8,000 instead of about 17,700 fresh samples per round).
+
+Flat refill (``refill_trees=k``): any draw of a *new* point of the current model must evaluate
+all ``t`` trees on it, so a round costs at least (fresh points) x ``t``; a per-round cost flat
+in ``t`` needs about ``1/t`` fresh points per round. The flat refill spends a constant budget,
+``p_refresh · M · k`` tree evaluations (the paper's refill at ``k`` trees), on sweeps of the
+persistent chains and replaces only that many random samples with their draws; the other
+samples stay with their importance weights (exact draws of the current model as far as the
+pool is, reweighted tree by tree).
 """
 
 from __future__ import annotations
