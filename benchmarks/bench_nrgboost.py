@@ -15,8 +15,9 @@ state, 256, a row every ``sample_thin`` sweeps from the first sweep on: 3 since
 ``nrgboost_protocols.md``, 1 before).
 
 Pool refill schemes (``--refill``, issue 13): ``paper`` = every dropped pool sample refilled by
-Gibbs (a round's cost grows with the trees), an integer ``k`` = the flat refill
-(``NRGBoost(refill_trees=k)``: a constant budget of tree evaluations per round). Each scheme is
+Gibbs (a round's cost grows with the trees; the reference package's scheme), an integer ``k`` =
+the flat refill (``NRGBoost(refill_trees=k)``: a constant budget of tree evaluations per round;
+30, forestgen's default, unless given). Each scheme is
 fitted with each ``--seeds`` model seed, schemes alternating within a seed; ``--peer-trees ''``
 skips the reference package.
 
@@ -220,7 +221,7 @@ def main() -> None:
                          "time and bitwise outputs) instead of the reference package")
     ap.add_argument("--repeats", type=int, default=3, help="runs per side with --before")
     ap.add_argument("--note", default="", help="a line for the results file (e.g. the load)")
-    ap.add_argument("--refill", default="paper",
+    ap.add_argument("--refill", default="30",
                     help="pool refill schemes, comma-separated: 'paper' or an integer k "
                          "(NRGBoost(refill_trees=k), the flat refill)")
     ap.add_argument("--seeds", default="0", help="model random_state values, comma-separated")
@@ -277,7 +278,7 @@ def main() -> None:
         per_round = {}
         for T, seed, refill in ((T, seed, r) for T in trees for seed in seeds
                                 for r in schemes):
-            label = "forestgen" + ("" if schemes == [None] and seeds == [0] else
+            label = "forestgen" + ("" if len(schemes) == 1 and seeds == [0] else
                                    f" ({'paper' if refill is None else f'flat k={refill}'} "
                                    f"refill, seed {seed})")
             t0, c0 = time.perf_counter(), time.process_time()
