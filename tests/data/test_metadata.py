@@ -236,3 +236,21 @@ def test_encoded_and_torch_draws_respect_declared_ranges_and_levels(table):
                 assert z.min() >= entry["range_min"] and z.max() <= entry["range_max"], (how, col)
             if spec.is_discrete:
                 assert set(np.unique(z)) <= set(range(spec.n_levels)), (how, col)
+
+
+@pytest.mark.parametrize("name, zero", [("arf", True), ("gef", True), ("nrgboost", False),
+                                        ("rfde", False), ("def", False), ("gfboost", False)])
+def test_declared_unseen_level(table, name, zero):
+    """A declared level with no training rows ("violet"): ARF and GeF never draw it; RFDE, DEF
+    and GF.Boost spread a cell's mass uniformly over the levels it allows, seen or not, and
+    NRGBoost's base measure mixes in the uniform over every level (``uniform_mix``), so they
+    draw it and score it finite (docs/metadata.md says which)."""
+    model = _fit(name, table, META)
+    s = model.sample(4000, random_state=5)
+    row = table.head(1).assign(colour="violet")
+    row["colour"] = pd.Categorical(row["colour"], categories=["red", "green", "blue", "violet"])
+    lp = model.log_prob(row)[0] if name != "rfde" else model.log_prob(row, floor=None)[0]
+    if zero:
+        assert not (s["colour"] == "violet").any()
+    else:
+        assert (s["colour"] == "violet").any() and np.isfinite(lp)
