@@ -620,10 +620,10 @@ class EOGT(GFBoost):
     its share of the range or set) use the same compatible regions; conditional evidence
     past ``max_regions`` is drawn exactly by rejection: draws of the law kept when they meet
     the ranges and sets, proposed by the walk forced to the point values
-    (:mod:`~forestgen.sampling.eogt_forced`); only a point value on a numeric column with
-    point masses, or evidence that too few proposals meet, raises (a dict) or leaves its row
-    blank with a warning (per-row evidence); a per-row evidence pattern that went past
-    ``max_regions`` is sampled first for the next rows. ``expect`` and ``to_torch`` raise
+    (:mod:`~forestgen.sampling.eogt_forced`; on a column with point masses also kept with the
+    region's atom share); only evidence that too few proposals meet raises (a dict) or
+    leaves its row blank with a warning (per-row evidence); a per-row evidence pattern that
+    went past ``max_regions`` is sampled first for the next rows. ``expect`` and ``to_torch`` raise
     ``NotImplementedError``.
     ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
     each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
@@ -851,6 +851,14 @@ class EOGT(GFBoost):
         atoms = self._atoms()
         if not atoms or not len(out):
             return
+        shares, lo, hi = self._draw_shares(out, uni)
+        atoms.draw(out, np.broadcast_to(free, out.shape), shares, lo, hi, rng)
+
+    def _draw_shares(self, out: np.ndarray, uni: np.ndarray) -> tuple[list, np.ndarray,
+                                                                      np.ndarray]:
+        """Atom shares of the region of each draw (``uni``: the smoothing component's, the
+        column's overall shares) and the regions' boxes on the atom columns (NaN elsewhere)."""
+        atoms = self._atoms()
         geo = self._geometry()
         tree = np.flatnonzero(~uni)
         leaves = self.trees_.apply(out[tree])
@@ -866,7 +874,7 @@ class EOGT(GFBoost):
         for s, t, b in zip(shares, atoms.shares(rid, lo[tree], hi[tree]), self._box_shares()):
             s[tree] = t
             s[uni] = b
-        atoms.draw(out, np.broadcast_to(free, out.shape), shares, lo, hi, rng)
+        return shares, lo, hi
 
     def sample(self, n=None, random_state=None, conditions=None, on_empty=None,
                missing=True):
@@ -1015,8 +1023,9 @@ class EOGT(GFBoost):
         (:mod:`~forestgen.sampling.eogt_forced`): a numeric value as a point, a value of a
         gridded column (integers, fixed decimals) as its grid cell, a level as itself; on a
         discrete column with spike levels it is a one-level mask kept when a draw satisfies
-        it. ``None`` where a point value lies on a numeric column with point masses or, for
-        per-row evidence, where too few draws satisfy the evidence."""
+        it; on a numeric column with point masses the region's atom share weighs it
+        (:meth:`_atom_accept`). ``None``, for per-row evidence, where too few draws satisfy
+        the evidence."""
         from forestgen.inference.conditions import ZeroProbabilityError
 
         cons = dict(cons)
@@ -1024,6 +1033,7 @@ class EOGT(GFBoost):
         atom_cols = set(map(int, atoms.columns)) if atoms else set()
         lo_e = np.full(len(x), np.nan)
         hi_e = lo_e.copy()
+        weigh = np.ones(len(x), bool)
         empty = False
         for j in map(int, np.flatnonzero(~np.isnan(x))):
             spec = self.schema_.columns[j]
@@ -1041,17 +1051,18 @@ class EOGT(GFBoost):
                 continue
             if c is not None:
                 empty |= not c[0] <= x[j] <= c[1]
-            if j in atom_cols:
-                return None
             lo_e[j] = hi_e[j] = x[j]
             if spec.has_grid:  # the encoded values that decode to x_j
                 h = spec.step if spec.step is not None else 10.0 ** -spec.decimals
                 lo_e[j], hi_e[j] = x[j] - h / 2, x[j] + h / 2
+            if j in atom_cols:  # the region's atom share weighs it (_atom_accept)
+                weigh[j] = not spec.has_grid and not np.isin(
+                    x[j], atoms.atoms[list(atoms.columns).index(j)]).any()
         try:
             if empty:
                 raise ZeroProbabilityError(f"EOGT conditional_sample: the evidence of row "
                                            f"{row} has probability zero")
-            return self._rejection_sample(cons, m, rng, row, (lo_e, hi_e))
+            return self._rejection_sample(cons, m, rng, row, (lo_e, hi_e, weigh))
         except ZeroProbabilityError:
             if per_row:
                 return None
@@ -1074,8 +1085,9 @@ class EOGT(GFBoost):
             batch = min(max(256, 4 * need, 2 * batch), max(REJECTION_BATCH, 4 * need),
                         limit - tried)
             if given:
-                Z, uni = forced_draws(self._geometry(), self._layout[0], *forced, batch,
-                                      self.smoothing_, rng)
+                Z, uni = forced_draws(self._geometry(), self._layout[0], forced[0], forced[1],
+                                      batch, self.smoothing_, rng, forced[2])
+                Z, uni = self._atom_accept(Z, uni, forced, rng)
                 self._place_atoms(Z, uni, np.isnan(forced[0]), rng)
                 Z = constrain(Z, self.schema_)
             else:
@@ -1098,6 +1110,36 @@ class EOGT(GFBoost):
                     f"{m - need + 1} of {tried} draws of the law and its compatible regions "
                     f"exceed max_regions={self.max_regions}")
         return np.vstack(got)
+
+    def _atom_accept(self, Z: np.ndarray, uni: np.ndarray, forced: tuple, rng
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The forced draws kept with probability their region's factor on each forced atom
+        column, which :func:`~forestgen.sampling.eogt_forced.forced_draws` leaves out or takes
+        only in part: at a value off the atoms (a point), ``1 - Σ s``; at an atom ``a``, ``s_a``;
+        at a grid value (interval ``I``), ``s_a [a decodes to it] + (1 - Σ s) |C_j ∩ I| /
+        |C_j|`` — each at most 1, so the rejection stays exact."""
+        atoms = self._atoms()
+        lo_e, hi_e, weigh = forced
+        cols = [(c, int(j)) for c, j in enumerate(atoms.columns) if not np.isnan(lo_e[j])] \
+            if atoms else []
+        if not cols or not len(Z):
+            return Z, uni
+        shares, lo, hi = self._draw_shares(Z, uni)
+        keep = np.ones(len(Z))
+        for c, j in cols:
+            a, s = atoms.atoms[c], shares[c]
+            rest = np.maximum(1.0 - s.sum(1), 0.0)
+            if weigh[j]:  # a point off the atoms: the kernel took 1 / |C_j|
+                keep *= rest
+                continue
+            hit = (a > lo_e[j]) & (a <= hi_e[j]) if lo_e[j] < hi_e[j] else a == lo_e[j]
+            p = s[:, hit].sum(1)
+            if lo_e[j] < hi_e[j]:
+                cut = np.minimum(hi[:, j], hi_e[j]) - np.maximum(lo[:, j], lo_e[j])
+                p = p + rest * np.clip(cut, 0.0, None) / (hi[:, j] - lo[:, j])
+            keep *= p
+        ok = rng.random(len(Z)) < keep
+        return Z[ok], uni[ok]
 
     def _evidence(self, conditions, n, on_empty: str | None = "raise"):
         """Parsed evidence (:func:`~forestgen.inference.conditions.parse_conditions`), whether

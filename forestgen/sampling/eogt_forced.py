@@ -33,17 +33,19 @@ from forestgen.sampling.star import TreeGeometry, approx_q, cut_region
 from forestgen.tree.cells import unit_hash
 
 
-def log_bound(g: TreeGeometry, lo_e: np.ndarray, hi_e: np.ndarray, kind: np.ndarray) -> float:
+def log_bound(g: TreeGeometry, lo_e: np.ndarray, hi_e: np.ndarray, kind: np.ndarray,
+              weigh: np.ndarray | None = None) -> float:
     """``log`` of the bound on the importance ratio for the evidence ``(lo_e, hi_e]`` per
     column (NaN = free; ``lo_e == hi_e``: a point value): over the numeric evidence columns,
     ``-log δ_j`` for a point, ``log min(1, |I_j| / δ_j)`` for an interval, ``δ_j`` the narrowest
     cell between consecutive split thresholds on column ``j`` (any tree) and the root box faces
-    that holds the point or meets the interval; ``-inf`` when the evidence misses the box."""
+    that holds the point or meets the interval; ``-inf`` when the evidence misses the box.
+    Columns with ``weigh`` false only steer the walk: their factor is left to the caller."""
     f = g.forest
     r0 = f.roots[0]
     out = 0.0
     for j in map(int, np.flatnonzero(~np.isnan(lo_e))):
-        if kind[j] != 0:
+        if kind[j] != 0 or (weigh is not None and not weigh[j]):
             continue
         a, b = float(lo_e[j]), float(hi_e[j])
         lo, hi = float(g.lo[r0][j]), float(g.hi[r0][j])
@@ -66,17 +68,21 @@ def log_bound(g: TreeGeometry, lo_e: np.ndarray, hi_e: np.ndarray, kind: np.ndar
 
 
 def forced_draws(g: TreeGeometry, kind: np.ndarray, lo_e: np.ndarray, hi_e: np.ndarray, n: int,
-                 eps: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                 eps: float, rng: np.random.Generator, weigh: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` proposals for the evidence ``(lo_e, hi_e]`` (NaN = free; equal bounds: a point
-    value): the accepted draws ``[k, d]`` and whether each came from the smoothing component."""
-    bound = log_bound(g, lo_e, hi_e, kind)
+    value): the accepted draws ``[k, d]`` and whether each came from the smoothing component.
+    A column with ``weigh`` false is forced but its factor ``u_j`` is left out (the caller
+    accepts the draws by it, e.g. a region's atom share)."""
+    weigh = np.ones(len(lo_e), bool) if weigh is None else np.asarray(weigh, bool)
+    bound = log_bound(g, lo_e, hi_e, kind, weigh)
     if bound == -math.inf:
         return np.empty((0, len(lo_e))), np.zeros(0, bool)
     seed = int(rng.integers(0, 2**63 - 1))
     (feature, threshold, left, right, cat_off, cat_left, roots, weight, share, nlo, nhi, nmask,
      nom_off, nlev) = g.kernel_arrays()
     out, ok, uni = _forced_kernel(int(n), seed, np.asarray(lo_e, np.float64),
-                                  np.asarray(hi_e, np.float64), float(bound), float(eps),
+                                  np.asarray(hi_e, np.float64), weigh, float(bound), float(eps),
                                   feature, threshold, left, right, cat_off, cat_left, roots,
                                   weight, share, nlo, nhi, nmask, np.asarray(kind, np.int64),
                                   nom_off, nlev)
@@ -84,7 +90,7 @@ def forced_draws(g: TreeGeometry, kind: np.ndarray, lo_e: np.ndarray, hi_e: np.n
 
 
 @parallel_kernel
-def _forced_kernel(n, seed, elo, ehi, bound, eps, feature, threshold, left, right, cat_off,
+def _forced_kernel(n, seed, elo, ehi, weigh, bound, eps, feature, threshold, left, right, cat_off,
                    cat_left, roots, weight, share, nlo, nhi, nmask, kind, nom_off, nlev):
     d = nlo.shape[1]
     out = np.empty((n, d))
@@ -127,6 +133,14 @@ def _forced_kernel(n, seed, elo, ehi, bound, eps, feature, threshold, left, righ
                     node = left[node] if go_left else right[node]
         for j in range(d):  # the evidence's uniform density (or share) in the region
             if math.isnan(elo[j]) or logw == -math.inf:
+                continue
+            if not weigh[j]:  # the caller weighs it; the region must still meet the evidence
+                if elo[j] < ehi[j]:
+                    meets = hi[j] > elo[j] and lo[j] < ehi[j]
+                else:
+                    meets = lo[j] < elo[j] <= hi[j]
+                if not meets:
+                    logw = -math.inf
                 continue
             if kind[j] == 2:
                 o = nom_off[j]

@@ -898,3 +898,32 @@ def test_eogt_level_outside_the_training_levels_scores_zero_per_row():
     with pytest.warns(RuntimeWarning, match="probability zero"):
         P = m.predict_proba(q, target="c").to_numpy()
     assert np.isnan(P[0]).all() and P[1].sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("decimals", [None, 1])
+def test_eogt_point_mass_values_past_max_regions_are_exact(decimals):
+    """A value of a zero-inflated column past ``max_regions``: the forced walk's draws are kept
+    with the region's atom share (at the atom), its continuous share (off it) or both (a grid
+    value), and follow the enumerating path's conditional density of the other column."""
+    rng = np.random.default_rng(3)
+    n = 400
+    z = rng.normal(size=n)
+    a = np.where(rng.random(n) < 0.4, 0.0, np.exp(z))
+    if decimals is not None:
+        a = np.round(a, decimals)
+    df = pd.DataFrame({"a": a, "b": z + rng.normal(0, 0.4, n)})
+    m = EOGT(n_trees=3, n_iter=15, smoothing=0.05).fit(df)
+    assert m.schema_["a"].atoms is not None and 0.0 in m.schema_["a"].atoms
+    (mb,), (wb,) = _eogt_grid(m, cols=(1,))
+    edges = np.r_[mb - wb / 2, mb[-1] + wb[-1] / 2]
+    for v in (0.0, float(np.round(np.exp(0.3), 1))):
+        p = np.exp(m.log_prob(pd.DataFrame({"a": 0.0, "b": mb}), conditions={"a": v})) * wb
+        assert p.sum() == pytest.approx(1.0, abs=1e-9)
+        m.max_regions = 1
+        s = m.sample(3000, conditions={"a": v}, random_state=2)
+        m.max_regions = EOGT.max_regions
+        assert (s["a"] == v).all()
+        obs = np.bincount(np.searchsorted(edges, s["b"], side="left") - 1, minlength=len(mb))
+        keep = p > 0
+        assert obs[~keep].sum() == 0
+        assert stats.chisquare(obs[keep], p[keep] * 3000).pvalue > 1e-3
