@@ -16,6 +16,7 @@ loaded machine distorts less than wall time; the results of both versions are co
 ``--wide-rows`` sets the rows of ``log_prob(conditions=)`` under wide evidence (``x0 <= a`` and
 four levels of ``c0``), where subtrees lie inside the evidence and the walk sums them from
 stored totals; the leaves each evidence walk scores per row are reported.
+``--serial`` times the serial twins of the parallel kernels (what a forked worker runs).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def make_table(n, seed=0):
 
 import forestgen.learners  # noqa
 from forestgen.base import GenerativeForest
+if args.get("serial"):  # every parallel kernel runs its serial twin, as in a forked worker
+    import forestgen.parallel
+    forestgen.parallel._state["forked"] = True
 if task == "fit":
     from forestgen.learners.arf import ARF
     ARF(random_state=0).fit(make_table(args["rows"])).save(args["path"])
@@ -167,6 +171,9 @@ def main() -> None:
                          "impute (0: skip)")
     ap.add_argument("--threads", type=int, default=1,
                     help="Numba threads of the query processes (CPU rates count all of them)")
+    ap.add_argument("--serial", action="store_true",
+                    help="run the serial twins of the parallel kernels, as a forked worker "
+                         "(DataLoader, fork pool) does")
     ap.add_argument("--model", help="an ARF model file of the generated table to load instead "
                                     "of fitting one (e.g. the 1M-row model of bench_scale)")
     args = ap.parse_args()
@@ -184,7 +191,7 @@ def main() -> None:
         child(REPO, "fit", {"rows": args.rows, "path": path})
     q = {"path": path, "cond_rows": args.cond_rows, "nan_rows": args.nan_rows,
          "wide_rows": args.wide_rows,
-         "pred_rows": args.pred_rows}
+         "pred_rows": args.pred_rows, "serial": args.serial}
     res = {ver: child(code, "query", {**q, "dump": str(work / ver)}, args.threads)
            for ver, code in (("before", old), ("after", REPO))}
     same = {}
@@ -228,8 +235,10 @@ def main() -> None:
              for v in ("before", "after") for k in ("cond2", "cond8")}
     sections = [
         f"Rows per CPU-second (`time.process_time` of the process, all of its "
-        f"{args.threads} Numba thread(s); the machine's load is in the table above). Both "
-        "versions "
+        f"{args.threads} Numba thread(s)"
+        + ("; every parallel kernel replaced by its serial twin, as in a forked worker"
+           if args.serial else "")
+        + "; the machine's load is in the table above). Both versions "
         + (f"load the same model file ({args.model})." if args.model else
            f"load the same {args.rows:,}-row ARF model file."),
         md_table(head, table("")),

@@ -45,14 +45,19 @@ def in_forked_child() -> bool:
     return _state["forked"]
 
 
-def parallel_kernel(fn: Callable) -> Callable:
+def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") -> Callable:
     """Decorator: ``fn`` (a kernel written with ``prange``) as a fork- and thread-safe pair of
-    compiled kernels (see the module docstring). ``.parallel`` and ``.serial`` expose both."""
-    par = njit(cache=True, parallel=True)(fn)
+    compiled kernels (see the module docstring). ``.parallel`` and ``.serial`` expose both.
+    ``@parallel_kernel(error_model="numpy")`` compiles a kernel whose float division never
+    raises (its raise paths keep Numba from pruning the reference counting of the arrays that
+    inlined helpers take: atomic increments in every iteration of a hot loop)."""
+    if fn is None:
+        return functools.partial(parallel_kernel, error_model=error_model)
+    par = njit(cache=True, parallel=True, error_model=error_model)(fn)
     twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
                               fn.__defaults__, fn.__closure__)
     twin.__qualname__ = fn.__qualname__ + "_serial"  # its own on-disk cache entry
-    ser = njit(cache=True, nogil=True)(twin)
+    ser = njit(cache=True, nogil=True, error_model=error_model)(twin)
 
     @functools.wraps(fn)
     def call(*args):

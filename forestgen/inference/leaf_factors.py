@@ -291,6 +291,26 @@ def add_pmf(acc, i, off, w, tabs, r, j):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def leaf_pmf(out, off, tabs, r, j):
+    """``out[off + c] = p(level c | record r)`` for every level ``c`` of categorical column
+    ``j``: the values :func:`add_pmf` adds, for a walk that weighs one leaf's pmf into many
+    rows (a logarithm's inverse per listed level once per leaf, not once per row)."""
+    rec, bits, codes, start, lay, pos, _, cpos, bpos, base, _, nlev, _ = tabs
+    o = start[r]
+    e, end, cb = _listed(codes, lay, cpos, o, j)
+    rest = np.exp(rec[o + pos[j]])
+    for c in range(nlev[j]):
+        if e < end and codes[cb + e] == c:
+            v = np.exp(rec[o + lay[0] + e])
+            e += 1
+        elif (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1:
+            v = rest * base[j, c]
+        else:
+            v = 0.0
+        out[off + c] = v
+
+
+@njit(cache=True, nogil=True, inline="always")
 def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
     """``log pi_leaf + sum_j log g_leaf,j(X[i, j])`` over the columns ``ecols[:ne]`` (in
     increasing order; ``tabs`` is :attr:`LeafPack.args`, ``leaf`` a record)."""

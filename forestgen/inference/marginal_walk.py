@@ -29,10 +29,10 @@ from numba import njit, prange
 
 from forestgen.inference.leaf_factors import (
     CATEGORICAL,
-    add_pmf,
     leaf_kind,
     leaf_log_weight,
     leaf_pack,
+    leaf_pmf,
     route,
     supported_columns,
 )
@@ -41,47 +41,50 @@ from forestgen.parallel import parallel_kernel
 BLOCK = 8192  # rows that walk the trees together (at most; one block per thread)
 
 
+def block_size(m: int, threads: int) -> int:
+    """Rows per block for ``m`` rows: at most :data:`BLOCK` (and at least 16), in a number of
+    blocks that is a multiple of ``threads`` and of nearly equal sizes, so every thread gets
+    the same share of the rows."""
+    n = -(-m // max(BLOCK, 1))
+    n = -(-n // threads) * threads
+    return int(max(16, min(BLOCK, -(-m // n))))
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _add_leaf(i, r, v, X, st, acc, tabs, queries):
-    """Adds leaf record ``r`` with score ``v`` to row ``i``'s running sums: ``st[i] = (max,
-    sum of exp(score - max))`` and ``acc[i]`` the same weights times each query column's leaf
-    pmf or mean, for query columns missing in the row (a NaN or ``+inf`` score makes the
-    row's log sum that value, as a logsumexp would)."""
+def _lse_add(st, i, v):
+    """Adds score ``v`` to row ``i``'s running logsumexp ``st[i] = (max, sum of exp(score -
+    max))``: ``(w, scale)``, the leaf's weight relative to the new max and the factor the
+    row's earlier weighted sums take (``w`` -1: the leaf adds nothing; a NaN or ``+inf`` score
+    makes the row's log sum that value, as a logsumexp would)."""
     mx = st[i, 0]
     if np.isnan(mx) or mx == np.inf or v == -np.inf:
-        return
+        return -1.0, 1.0
     if np.isnan(v) or v == np.inf:
         st[i, 0] = v
-        return
+        return -1.0, 1.0
     if v > mx:
         scale = np.exp(mx - v)
         st[i, 1] = st[i, 1] * scale + 1.0
         st[i, 0] = v
-        for c in range(acc.shape[1]):
-            acc[i, c] *= scale
-        w = 1.0
-    else:
-        w = np.exp(v - mx)
-        st[i, 1] += w
-    qcol, qoff, qlev, qrow, qmean = queries
-    for t in range(qcol.shape[0]):
-        j = qcol[t]
-        if np.isnan(X[i, j]):
-            if qlev[t] > 0:
-                add_pmf(acc, i, qoff[t], w, tabs, r, j)
-            else:
-                acc[i, qoff[t]] += w * qmean[qrow[t], r]
+        return 1.0, scale
+    w = np.exp(v - mx)
+    st[i, 1] += w
+    return w, 1.0
 
 
-@parallel_kernel
+@parallel_kernel(error_model="numpy")
 def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc, queries):
-    """Every row ``order[q]`` adds each leaf it reaches to its running sums (:func:`_add_leaf`).
+    """Every row ``order[q]`` adds each leaf it reaches to its running sums (:func:`_lse_add`,
+    and the weighted leaf pmfs or means of the query columns ``queries`` it misses).
     A block of rows walks each tree together: a node splits the block's rows that reach it
     into those going left and right (a missing value goes both ways), so each node and leaf
     record is read once per block; every row still meets its leaves tree by tree, right
     subtrees first, whatever the blocks and threads."""
     m, d = X.shape
     node, fnode, roots = nodes
+    qcol, qoff, qlev, qrow, qmean = queries
+    nq = qcol.shape[0]
+    width = acc.shape[1]
     n_blocks = (m + block - 1) // block
     for blk in prange(n_blocks):
         r0 = blk * block
@@ -94,7 +97,10 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
         xt = np.empty((d, nb))  # (column-major, for the splits)
         rs = np.empty(nb, np.int64)  # rows going right at a split
         sb = np.empty((nb, 2))
-        ab = np.zeros((nb, acc.shape[1]))
+        ab = np.zeros((nb, width))
+        pv = np.empty(width)  # the pmfs of the query columns at the leaf being scored
+        seen = np.full(nq, -1, np.int64)  # the leaf visit pv[query t] belongs to
+        visit = 0
         ecols = np.empty((nb, d), np.int64)
         ne = np.zeros(nb, np.int64)
         for q in range(nb):
@@ -118,10 +124,28 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
                 meta = node[nd, 1]
                 if (meta >> 2) & 1:
                     r = meta >> 24
+                    visit += 1
                     for k in range(lo, hi):
                         q = ws[k]
                         v = leaf_log_weight(q, r, xb, ecols[q], ne[q], tabs)
-                        _add_leaf(q, r, v, xb, sb, ab, tabs, queries)
+                        w, scale = _lse_add(sb, q, v)
+                        if w < 0.0 or nq == 0:
+                            continue
+                        if scale != 1.0:
+                            for c in range(width):
+                                ab[q, c] *= scale
+                        for t in range(nq):  # query columns missing in the row
+                            j = qcol[t]
+                            if np.isnan(xb[q, j]):
+                                o = qoff[t]
+                                if qlev[t] > 0:
+                                    if seen[t] != visit:  # the leaf's pmf, once per visit
+                                        leaf_pmf(pv, o, tabs, r, j)
+                                        seen[t] = visit
+                                    for c in range(qlev[t]):
+                                        ab[q, o + c] += w * pv[o + c]
+                                else:
+                                    ab[q, o] += w * qmean[qrow[t], r]
                     continue
                 xf = xt[(meta >> 3) & 0x1FFFFF]
                 top = hi  # the rows going left follow the node's rows, then those going right
@@ -157,7 +181,7 @@ def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc
             i = order[r0 + q]
             st[i, 0] = sb[q, 0]
             st[i, 1] = sb[q, 1]
-            for c in range(acc.shape[1]):
+            for c in range(width):
                 acc[i, c] = ab[q, c]
 
 
@@ -172,7 +196,7 @@ def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray,
     if m:
         first = f.apply(Z, n_trees=2)  # rows that share paths go in one block
         order = np.lexsort(first.T[::-1]).astype(np.int64)
-        block = int(min(BLOCK, max(16, -(-m // numba.get_num_threads()))))
+        block = block_size(m, numba.get_num_threads())
         _batch_walk(Z, order, block, pack.depth, pack.nodes, f.cat_left, f.n_levels,
                     pack.args, st, acc, queries)
     fin = np.isfinite(st[:, 0])

@@ -225,6 +225,53 @@ def test_moments_same_for_any_block_order_and_thread_count(plain, monkeypatch):
     assert np.array_equal(lp3, lp) and all(np.array_equal(mom3[j], mom[j]) for j in cols)
 
 
+@pytest.mark.parametrize("m", [1, 15, 16, 17, 8191, 8192, 8193, 15_500, 100_000])
+@pytest.mark.parametrize("threads", [1, 2, 3, 16])
+def test_blocks_are_balanced_over_the_threads(m, threads):
+    b = marginal_walk.block_size(m, threads)
+    n = -(-m // b)  # blocks
+    assert 16 <= b <= marginal_walk.BLOCK
+    if m >= 16 * threads:  # enough rows: every thread gets as many blocks, nearly as full
+        assert n % threads == 0 and n * b - m < n
+    else:
+        assert n <= threads
+
+
+def test_moments_of_a_row_do_not_depend_on_the_others(plain, monkeypatch):
+    """Each leaf's pmf is built once per visit and weighed into every row there that misses
+    the column: rows that observe it, miss it or miss everything, in one block or alone, get
+    the same bits."""
+    q = _queries(120, 12, frac=0.4).drop(columns="spend")
+    Z = plain._encode(q, missing_columns="nan")
+    Z[:3] = np.nan
+    cols = [_col(plain, "c0"), _col(plain, "i0"), _col(plain, "b0"), _col(plain, "x1")]
+    assert all(0 < np.isnan(Z[:, j]).mean() < 0.8 for j in cols)
+    lp, mom = marginal_walk.marginal_moments(plain, Z, cols)
+    for i in range(0, len(Z), 7):
+        lp1, mom1 = marginal_walk.marginal_moments(plain, Z[i:i + 1], cols)
+        assert np.array_equal(lp1, lp[i:i + 1])
+        assert all(np.array_equal(mom1[j], mom[j][i:i + 1]) for j in cols)
+
+
+def test_same_values_at_two_threads(plain):
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba was started with one thread")
+    Z = plain._encode(_queries(500, 13).drop(columns="spend"), missing_columns="nan")
+    cols = [_col(plain, "c0"), _col(plain, "x1")]
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = marginal_walk.marginal_moments(plain, Z, cols)
+        numba.set_num_threads(2)
+        two = marginal_walk.marginal_moments(plain, Z, cols)
+    finally:
+        numba.set_num_threads(before)
+    assert np.array_equal(one[0], two[0])
+    assert all(np.array_equal(one[1][j], two[1][j]) for j in cols)
+
+
 def test_bad_rows_do_not_break_a_batch(plain, monkeypatch):
     """An all-missing row, a level unseen at fit time, a non-integer code and a value far in a
     tail each get their own answer; every row gets the value it gets alone."""

@@ -120,3 +120,22 @@ def test_serial_and_parallel_kernels_agree(arf_small, mixed_small):
             f.n_levels, f.roots, f.node_leaf)
     np.testing.assert_array_equal(apply_kernel.parallel(*args), apply_kernel.serial(*args))
     assert not in_forked_child()
+
+
+def test_parallel_kernel_error_model():
+    """``@parallel_kernel(error_model="numpy")``: both compiled kernels divide by zero as
+    NumPy does (inf, no exception) and agree."""
+    from numba import prange
+
+    from forestgen.parallel import parallel_kernel
+
+    @parallel_kernel(error_model="numpy")
+    def ratio(a, b, out):
+        for i in prange(a.shape[0]):
+            out[i] = a[i] / b[i]
+
+    a, b = np.array([1.0, -2.0, 3.0]), np.array([2.0, 0.0, 4.0])
+    for k in (ratio, ratio.parallel, ratio.serial):
+        out = np.empty(3)
+        k(a, b, out)
+        np.testing.assert_array_equal(out, [0.5, -np.inf, 0.75])
