@@ -15,7 +15,7 @@ that an unlisted allowed level scores ``log rest + log base`` where the leaf mod
 (:func:`leaf_kind` 0: point masses, rounded-normal tails, user subclasses) are left to the
 per-column paths.
 
-Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4))`` bytes of records for ``L`` leaves with
+Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4) + 2)`` bytes of records for ``L`` leaves with
 ``nnz`` listed levels (``nnz_k`` in leaf ``k``) and ``h = 1 + 5 n_truncnorm + n_categorical +
 2 n_uniform + ceil((1 + 2 n_categorical) / 4) + ceil(b / 8)`` words, ``b`` the bytes of the
 allowed-level bits (codes take 32 bits and ``/ 4`` becomes ``/ 2`` when the categorical
@@ -132,7 +132,7 @@ class LeafPack:
         size = head + nnz + -(-nnz // per)
         start = np.zeros(L + 1, np.int64)
         np.cumsum(size, out=start[1:])
-        rec = np.zeros(int(start[-1]))
+        rec = np.zeros(int(start[-1]) + 2)  # (spare words: see leaf_log_weight)
         bits = rec.view(np.uint8)
         codes = rec.view(code_t)
         o = start[:-1]
@@ -313,7 +313,10 @@ def leaf_pmf(out, off, tabs, r, j):
 @njit(cache=True, nogil=True, inline="always")
 def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
     """``log pi_leaf + sum_j log g_leaf,j(X[i, j])`` over the columns ``ecols[:ne]`` (in
-    increasing order; ``tabs`` is :attr:`LeafPack.args`, ``leaf`` a record)."""
+    increasing order; ``tabs`` is :attr:`LeafPack.args`, ``leaf`` a record). A categorical
+    value is looked up among its leaf's first four listed levels with selects, not branches
+    that depend on the leaf (about 10% faster NaN-marginal scoring on the 1M-row model); the
+    loads past the listed levels stay inside ``rec``, which ends with two spare words."""
     rec, bits, codes, start, lay, pos, kind, cpos, bpos, _, lbase, nlev, log_floor = tabs
     o = start[leaf]
     lp = rec[o]
@@ -329,11 +332,19 @@ def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
             else:
                 return -np.inf
         elif kd == CATEGORICAL:
-            c = int(x)
             lq = -np.inf
-            if c == x and 0 <= c < nlev[j]:  # log p(level c | leaf)
-                lo, end, cb = _listed(codes, lay, cpos, o, j)
-                if end - lo > 8:  # many listed levels: a binary search, else a scan
+            c = int(x)
+            if c == x and 0 <= c < nlev[j]:
+                cb = o * lay[1]
+                lo = np.int64(codes[cb + cpos[j]])
+                end = np.int64(codes[cb + cpos[j] + 1])
+                cb = (o + lay[0] + np.int64(codes[cb + lay[2]])) * lay[1]
+                if end - lo <= 4:  # a few listed levels (most leaves): compared all at once
+                    hit = -1
+                    for t in range(4):
+                        k = lo + t
+                        hit = k if (k < end) & (codes[cb + k] == c) else hit
+                else:  # many: a binary search
                     hi = end
                     while lo < hi:
                         mid = (lo + hi) >> 1
@@ -341,12 +352,11 @@ def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
                             lo = mid + 1
                         else:
                             hi = mid
-                while lo < end and codes[cb + lo] < c:
-                    lo += 1
-                if lo < end and codes[cb + lo] == c:
-                    lq = rec[o + lay[0] + lo]  # a listed level: its stored log
-                elif (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1:
-                    lq = rec[p] + lbase[j, c]  # log rest + log base
+                    hit = lo if lo < end and codes[cb + lo] == c else -1
+                listed = rec[o + lay[0] + max(hit, 0)]  # a listed level: its stored log
+                rest = rec[p] + lbase[j, c]  # another allowed level: log rest + log base
+                allowed = (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1
+                lq = listed if hit >= 0 else (rest if allowed else -np.inf)
             fl = log_floor[j]  # as CategoricalLeaf.log_prob: a level below the floor scores it
             lp += lq if lq > fl else fl
         else:
