@@ -244,6 +244,15 @@ def _sort_levels(levels: list) -> list:
         return sorted(levels, key=lambda v: (type(v).__name__, str(v)))
 
 
+def mark_unobserved(spec: ColumnSpec, codes: np.ndarray) -> None:
+    """Record in ``spec.unobserved`` the levels of a label column that none of the training
+    ``codes`` takes (they fall outside the column's support, :attr:`ColumnSpec.support`)."""
+    k = spec.n_levels
+    codes = codes[~np.isnan(codes)].astype(np.int64)
+    seen = np.bincount(codes[codes < k], minlength=k) > 0
+    spec.unobserved = ([int(c) for c in np.flatnonzero(~seen)] or None) if codes.size else None
+
+
 def _observed_levels(series: pd.Series) -> list:
     vals = pd.unique(series.dropna().astype(object).to_numpy())
     return _sort_levels([to_python_scalar(v) for v in vals])
@@ -577,6 +586,9 @@ class TableEncoder:
         specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
         self._prepare()
+        for j, spec in enumerate(specs):
+            if spec.kind in ("categorical", "bool", "binary"):
+                mark_unobserved(spec, self._encode(df.iloc[:, j], spec, self._level_index[j]))
         _warn_identifiers(df, specs)
         return self
 

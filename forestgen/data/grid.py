@@ -38,7 +38,10 @@ UNKNOWN = -1  # code of an entry that is not observed (to be marginalised or sam
 @dataclass
 class Grid:
     """Per column: ``edges`` (numeric bin edges ``[lower, thresholds..., upper]``, empty for
-    discrete columns), ``n_values``, ``has_missing`` (an extra missing code), ``ordered``."""
+    discrete columns), ``n_values``, ``has_missing`` (an extra missing code), ``ordered``.
+    ``outside_levels`` (bool, flat over the value codes of every column; ``None``: none) marks
+    the levels of discrete columns outside the grid's domain: declared levels no training row
+    takes (:attr:`~forestgen.data.schema.ColumnSpec.support`)."""
 
     edges: list[np.ndarray]
     obs_lo: list[np.ndarray]  # per numeric bin: the range its draws cover (see ``decode``)
@@ -48,6 +51,7 @@ class Grid:
     ordered: np.ndarray  # bool [d]
     discrete: np.ndarray  # bool [d]
     step: np.ndarray | None = None  # float [d]: draws on multiples of step (0: continuous)
+    outside_levels: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.step is None:
@@ -109,7 +113,10 @@ class Grid:
             lo.append(mn)
             hi.append(mx)
         has_missing = np.isnan(Z).any(axis=0)
-        return cls(edges, lo, hi, n_values, has_missing, ~nominal, discrete.copy(), steps)
+        out = np.concatenate([~s.support if discrete[j] else np.zeros(n_values[j], bool)
+                              for j, s in enumerate(schema.columns)])
+        return cls(edges, lo, hi, n_values, has_missing, ~nominal, discrete.copy(), steps,
+                   out if out.any() else None)
 
     # ------------------------------------------------------------------ layout
     @property
@@ -125,6 +132,14 @@ class Grid:
     def code_offsets(self) -> np.ndarray:
         """Offsets of each column's codes in a flat ``[sum(n_codes)]`` layout (int64 [d+1])."""
         return np.r_[0, np.cumsum(self.n_codes)].astype(np.int64)
+
+    def in_domain(self, j: int) -> np.ndarray:
+        """Bool ``[n_values[j]]``: which value codes of column ``j`` are in the domain."""
+        n = int(self.n_values[j])
+        if self.outside_levels is None:
+            return np.ones(n, bool)
+        a = int(np.sum(self.n_values[:j]))
+        return ~self.outside_levels[a:a + n]
 
     def widths(self, j: int) -> np.ndarray:
         """Bin widths of numeric column ``j`` (zero for a constant column)."""
@@ -146,8 +161,9 @@ class Grid:
         """``(codes int32 [n, d], outside bool [n, d])``.
 
         NaN becomes the missing code where the column has one, else :data:`UNKNOWN`. Numeric
-        values outside the training range go to the end bins and unseen levels become
-        :data:`UNKNOWN`; ``outside`` flags both (their density is zero).
+        values outside the training range go to the end bins and unseen levels (and levels
+        outside the domain, ``outside_levels``) become :data:`UNKNOWN`; ``outside`` flags both
+        (their density is zero).
         """
         n, d = Z.shape
         C = np.empty((n, d), np.int32)
@@ -158,6 +174,8 @@ class Grid:
             v = np.where(miss, 0.0, col)
             if self.discrete[j]:
                 bad = (v < 0) | (v >= self.n_values[j]) | (v != np.round(v))
+                if self.outside_levels is not None:
+                    bad |= ~self.in_domain(j)[np.where(bad, 0, v).astype(np.int64)]
                 c = np.where(bad, UNKNOWN, v).astype(np.int32)
                 outside[:, j] = bad & ~miss
             else:
@@ -209,6 +227,8 @@ class Grid:
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {"n_values": self.n_values, "has_missing": self.has_missing,
                "ordered": self.ordered, "discrete": self.discrete, "step": self.step}
+        if self.outside_levels is not None:
+            out["outside_levels"] = self.outside_levels
         for j, e in enumerate(self.edges):
             out[f"edges{j}"] = e
             out[f"obs_lo{j}"] = self.obs_lo[j]
@@ -223,7 +243,8 @@ class Grid:
         return cls(f[0], f[1], f[2], np.asarray(a["n_values"], np.int64),
                    np.asarray(a["has_missing"], bool), np.asarray(a["ordered"], bool),
                    np.asarray(a["discrete"], bool),
-                   np.asarray(a["step"], np.float64) if "step" in a else None)
+                   np.asarray(a["step"], np.float64) if "step" in a else None,
+                   np.asarray(a["outside_levels"], bool) if "outside_levels" in a else None)
 
 
 def _grid_step(spec) -> float:

@@ -72,6 +72,9 @@ class ColumnSpec:
     ``decimals`` and ``step`` put decoded values on a grid: multiples of ``10**-decimals`` for
     numbers, multiples of ``step`` seconds for a datetime/timedelta column whose training values
     all fall on whole days, hours or minutes (so dates stay dates).
+    ``unobserved`` lists the codes of a label column's levels (categorical, boolean, binary) that
+    no training row takes, e.g. declared ``values`` or unused categories of a categorical dtype;
+    they lie outside the column's support (:attr:`support`).
     """
 
     name: Any
@@ -88,6 +91,7 @@ class ColumnSpec:
     nullable: bool = True
     atoms: list | None = None
     step: float | None = None
+    unobserved: list | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -104,6 +108,22 @@ class ColumnSpec:
         if self.kind in ("categorical", "bool", "binary"):
             return True
         return self.kind in ("integer", "continuous") and self.ordinal
+
+    @property
+    def support(self) -> np.ndarray | None:
+        """Levels in the support (bool ``[max(n_levels, 1)]``), the discrete analogue of a
+        numeric column's observed range: a nominal column's levels seen in training; an
+        ordered column's levels from the lowest to the highest seen (an interior level without
+        rows stays, as an unseen value inside a numeric range does). ``None`` for numeric
+        columns."""
+        if not self.is_discrete:
+            return None
+        out = np.ones(max(self.n_levels, 1), bool)
+        out[list(self.unobserved or [])] = False
+        if not self.is_nominal and out.any():
+            seen = np.flatnonzero(out)
+            out[seen[0]:seen[-1] + 1] = True
+        return out
 
     @property
     def is_nominal(self) -> bool:
@@ -152,6 +172,7 @@ class ColumnSpec:
             "nullable": bool(self.nullable),
             "atoms": None if self.atoms is None else [repr(float(a)) for a in self.atoms],
             "step": None if self.step is None else float(self.step),
+            **({"unobserved": [int(c) for c in self.unobserved]} if self.unobserved else {}),
         }
 
     @classmethod
@@ -173,6 +194,7 @@ class ColumnSpec:
             nullable=bool(d.get("nullable", True)),
             atoms=None if d.get("atoms") is None else [float(a) for a in d["atoms"]],
             step=None if d.get("step") is None else float(d["step"]),
+            unobserved=[int(c) for c in d["unobserved"]] if d.get("unobserved") else None,
         )
 
 

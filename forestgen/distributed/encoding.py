@@ -2,8 +2,8 @@
 
 The column kinds and levels are inferred (:class:`~forestgen.data.TableEncoder`) on a sample
 taken from every partition; then one pass over all partitions reduces each column's minimum,
-maximum and missing flag, which replace the sample's, and checks that no partition holds a level
-the sample did not see.
+maximum, missing flag and the levels of each label column that occur, which replace the
+sample's, and checks that no partition holds a level the sample did not see.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from forestgen.data.schema import Schema
 from forestgen.distributed.graph import tree_reduce
 from forestgen.validation import check_int
 
+_LABEL_KINDS = ("categorical", "bool", "binary")
+
 
 def _head(df: pd.DataFrame, k: int) -> pd.DataFrame:
     return df.head(k)
@@ -34,29 +36,35 @@ def sample_rows(ddf, n_rows: int) -> pd.DataFrame:
 
 
 def summarise(Z: np.ndarray, schema: Schema) -> dict[str, np.ndarray]:
-    """Per column of the encoded rows ``Z``: min, max, whether any is missing, and how many
-    carry a level the schema does not know (code ``k``)."""
+    """Per column of the encoded rows ``Z``: min, max, whether any is missing, how many
+    carry a level the schema does not know (code ``k``), and (``levels``, concatenated over
+    the label columns) how many rows take each level."""
     with warnings.catch_warnings():  # an all-missing column in one partition
         warnings.simplefilter("ignore", RuntimeWarning)
         lo = np.nanmin(Z, axis=0) if len(Z) else np.full(Z.shape[1], np.nan)
         hi = np.nanmax(Z, axis=0) if len(Z) else np.full(Z.shape[1], np.nan)
     unseen = np.array([int(np.sum(Z[:, j] == c.n_levels)) if c.is_discrete else 0
                        for j, c in enumerate(schema.columns)])
+    levels = [np.bincount(Z[:, j][Z[:, j] < c.n_levels].astype(np.int64), minlength=c.n_levels)
+              for j, c in enumerate(schema.columns) if c.kind in _LABEL_KINDS]
     return {"min": lo, "max": hi, "missing": np.isnan(Z).any(axis=0), "unseen": unseen,
+            "levels": np.concatenate(levels) if levels else np.zeros(0, np.int64),
             "rows": np.array(len(Z))}
 
 
 def merge_summaries(a: dict, b: dict) -> dict:
     return {"min": np.fmin(a["min"], b["min"]), "max": np.fmax(a["max"], b["max"]),
             "missing": a["missing"] | b["missing"], "unseen": a["unseen"] + b["unseen"],
-            "rows": a["rows"] + b["rows"]}
+            "levels": a["levels"] + b["levels"], "rows": a["rows"] + b["rows"]}
 
 
 def widen(encoder: TableEncoder, summary: dict) -> TableEncoder:
-    """``encoder`` with each numeric column's range and every column's missing flag taken
-    from ``summary`` (of all rows); raises naming a column with levels the encoder lacks."""
+    """``encoder`` with each numeric column's range, every column's missing flag and each
+    label column's unobserved levels taken from ``summary`` (of all rows); raises naming a
+    column with levels the encoder lacks."""
     schema = encoder.schema
     cols = []
+    at = 0
     for j, c in enumerate(schema.columns):
         if summary["unseen"][j]:
             raise ValueError(f"column {c.name!r}: {int(summary['unseen'][j])} rows hold levels "
@@ -67,6 +75,10 @@ def widen(encoder: TableEncoder, summary: dict) -> TableEncoder:
         if not c.is_discrete and np.isfinite(summary["min"][j]):
             upd["lower"] = float(summary["min"][j])
             upd["upper"] = float(summary["max"][j])
+        if c.kind in _LABEL_KINDS:
+            seen = summary["levels"][at:at + c.n_levels] > 0
+            at += c.n_levels
+            upd["unobserved"] = [int(v) for v in np.flatnonzero(~seen)] or None
         cols.append(dataclasses.replace(c, **upd))
     return TableEncoder.from_schema(dataclasses.replace(schema, columns=cols))
 

@@ -202,14 +202,20 @@ class AdditiveEnergy:
     # ------------------------------------------------------------------ base measure
     @staticmethod
     def blend_marginals(C: np.ndarray, grid, uniform: float, weight=None) -> np.ndarray:
-        """Flat ``log m_j = log((1-u) p̂_j + u/C_j)`` from training codes ``C [n, d]``."""
+        """Flat ``log m_j = log((1-u) p̂_j + u/C_j)`` from training codes ``C [n, d]``, where
+        the uniform part spreads over the ``C_j`` codes of column ``j`` in the grid
+        (:meth:`~forestgen.data.grid.Grid.in_domain`: a declared level without training rows
+        is not, and gets ``log m_j = -inf``)."""
         off = grid.code_offsets
         out = np.empty(off[-1])
         for j in range(grid.d):
             nc = int(grid.n_codes[j])
             cnt = np.bincount(C[:, j], weights=weight, minlength=nc)[:nc].astype(float)
             p = cnt / cnt.sum()
-            out[off[j]:off[j + 1]] = np.log((1.0 - uniform) * p + uniform / nc)
+            flat = np.ones(nc)
+            flat[: grid.n_values[j]] = grid.in_domain(j)
+            with np.errstate(divide="ignore"):
+                out[off[j]:off[j + 1]] = np.log((1.0 - uniform) * p + uniform * flat / flat.sum())
         return out
 
     def sample_q0(self, n: int, rng: np.random.Generator) -> np.ndarray:

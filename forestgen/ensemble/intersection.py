@@ -52,12 +52,13 @@ class IntersectionEnsembler(Ensembler):
 def volume_share(table: CellTable, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray
                  ) -> np.ndarray:
     """``U(L)``: each box's share of the root box measure (Lebesgue on numeric columns,
-    counting on discrete ones; integer codes own unit intervals)."""
+    counting on discrete ones, over the root box's levels; integer codes own unit
+    intervals)."""
     logu = np.zeros(len(lo))
     for j in range(len(table.kind)):
         if table.kind[j] == KIND_NOMINAL:
             o, k = table.nom_off[j], table.nlev[j]
-            logu += np.log(mask[:, o: o + k].sum(1) / k)
+            logu += np.log(mask[:, o: o + k].sum(1) / table.root_mask[o: o + k].sum())
         else:
             logu += np.log((hi[:, j] - lo[:, j]) / (table.root_hi[j] - table.root_lo[j]))
     return np.exp(logu)

@@ -24,6 +24,7 @@ from forestgen.learners.rfde import (
     discrete_levels,
     drop_missing_rows,
     root_box,
+    root_mask,
     with_uniform_component,
 )
 from forestgen.progress import ProgressBar
@@ -125,7 +126,8 @@ class DEF(GenerativeForest):
         binner = Binner.fit(Z, nominal, nlev, int(self.max_bins))
         data = TreeData(binner.transform(Z), binner.n_bins, binner.nominal, binner.thresholds,
                         Z=Z, n_levels=nlev, box_lo=self.box_lo_, box_hi=self.box_hi_,
-                        vref=self._reference(binner, schema, nominal, nlev))
+                        vref=self._reference(binner, schema, nominal, nlev),
+                        root_mask=root_mask(schema))
         rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
         W = np.empty((len(rngs), n))
         for b, r in enumerate(rngs):
@@ -147,7 +149,8 @@ class DEF(GenerativeForest):
         with np.errstate(divide="ignore"):
             log_w = np.log(mass) - math.log(len(rngs))
         self.forest_, self.leaf_log_weight_ = with_uniform_component(
-            self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_)
+            self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_,
+            root_mask(schema))
         # the uniform component's leaf holds every row once
         W = np.vstack([W, np.ones((self.forest_.n_trees - len(W), n))])
         self.leaf_models_ = box_leaves(self, Z, self.forest_.boxes(d, n_levels),
@@ -166,7 +169,7 @@ class DEF(GenerativeForest):
             if nominal[j]:
                 v[j, :nb] = 1.0
             elif spec.is_discrete:
-                edges = np.r_[-0.5, binner.thresholds[j], nlev[j] - 0.5]
+                edges = np.r_[self.box_lo_[j], binner.thresholds[j], self.box_hi_[j]]
                 v[j, :nb] = np.diff(np.floor(edges))
             elif self.reference == "counting":
                 v[j, :nb] = 1.0

@@ -44,8 +44,9 @@ def _cell_left(c, node, j, threshold, cat_off, cat_left, is_nom, nom_off, nlev, 
 
 @njit(cache=True, nogil=True)
 def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots, chi, cmask,
-                    mass, nom_off, nlev, box_lo, box_hi):
-    """Final regions of the back-off walk for one encoded row ``x`` (NaN: missing).
+                    mass, nom_off, nlev, box_lo, box_hi, box_mask):
+    """Final regions of the back-off walk for one encoded row ``x`` (NaN: missing) from the
+    root box ``box_lo, box_hi`` with nominal levels ``box_mask``.
 
     ``mass``: training mass per cell (cells with zero mass are never visited). Returns the
     regions' masses ``[k]``, boxes ``lo, hi [k, d]`` and nominal masks ``[k, n_nom]`` and the
@@ -80,7 +81,7 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
     st_start[0], st_count[0], st_t[0], st_node[0] = 0, n, 0, roots[0]
     st_lo[0] = box_lo
     st_hi[0] = box_hi
-    st_mask[0] = 1
+    st_mask[0] = box_mask
     sp = 1
     lo = np.empty(d)
     hi = np.empty(d)

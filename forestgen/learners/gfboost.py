@@ -57,6 +57,7 @@ from forestgen.learners.rfde import (
     column_layout,
     fit_cell_leaves,
     root_box,
+    root_mask,
 )
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.progress import ProgressBar
@@ -168,7 +169,7 @@ class GFBoost(GenerativeForest):
         table = CellTable(Z, kind, nlev, nom_off, n_nom, integer, lo, hi, int(self.n_trees),
                           int(self.n_iter), approx=self._approx,
                           min_fragment=1.0 / 8 if self.missing == "fractional" else np.inf,
-                          seed=seed)
+                          seed=seed, root_mask=root_mask(schema))
         self.risk_path_ = self._boost(table, splitter)
         self.n_splits_ = len(self.risk_path_) - 1
         self._finish(table, schema, kind, nlev, nom_off)
@@ -336,7 +337,7 @@ class GFBoost(GenerativeForest):
                     codes = np.arange(k)
                     cnt = ((codes[None, :] > self.cell_lo_[:, j, None])
                            & (codes[None, :] <= self.cell_hi_[:, j, None])).sum(1)
-                logu += np.log(cnt / k)
+                logu += np.log(cnt / self.encoder_.schema.columns[j].support.sum())
             else:
                 lm = getattr(lm, "base_", lm)  # a point-mass column: its uniform part
                 logu += np.log((lm.hi_ - lm.lo_) / (self.box_hi_[j] - self.box_lo_[j]))
@@ -417,7 +418,7 @@ class GFBoost(GenerativeForest):
         args = (f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
                 f.right.astype(np.int64), f.cat_off, f.cat_left, f.roots.astype(np.int64),
                 np.ascontiguousarray(self.cell_hi_), cmask)
-        box = (self.box_lo_, self.box_hi_)
+        box = (self.box_lo_, self.box_hi_, root_mask(self.encoder_.schema, cmask.shape[1]))
         out = Z.copy()
         for i in np.flatnonzero(miss.any(1)):
             x = Z[i].copy()
@@ -431,7 +432,7 @@ class GFBoost(GenerativeForest):
                                                                   nlev, *box)
             if not len(R):  # no training mass at all: the whole box
                 R, lo, hi = np.ones(1), self.box_lo_[None, :], self.box_hi_[None, :]
-                mask = np.ones((1, cmask.shape[1]), np.uint8)
+                mask = box[2][None, :].copy()
                 pool, start, count = np.zeros(0, np.int64), np.zeros(1, np.int64), \
                     np.zeros(1, np.int64)
             cols = np.flatnonzero(miss[i])
@@ -700,7 +701,8 @@ class EOGT(GFBoost):
         if getattr(self, "_geo", None) is None:
             kind, nlev, nom_off = column_layout(self.encoder_.schema)[:3]
             self._layout = (kind, nlev, nom_off)
-            self._geo = TreeGeometry(self.trees_, self.box_lo_, self.box_hi_, nom_off, nlev)
+            self._geo = TreeGeometry(self.trees_, self.box_lo_, self.box_hi_, nom_off, nlev,
+                                     root_mask(self.encoder_.schema))
         return self._geo
 
     def _regions(self, x: np.ndarray):
@@ -774,11 +776,15 @@ class EOGT(GFBoost):
         atom_values = ({int(j): a for j, a in zip(atoms.columns, atoms.atoms)} if atoms
                        else {})
         keys = np.empty((len(Z), Z.shape[1] + len(atom_values)))
+        box_mask = root_mask(self.encoder_.schema).astype(bool)
         for j in range(Z.shape[1]):
             col = Z[:, j]
             if nominal[j]:
                 k = int(nlev[j])
                 valid = (col >= 0) & (col < k) & (col == np.floor(col))
+                # a level outside the box (no training row) is told apart like an invalid one
+                o = self._layout[2][j]
+                valid &= box_mask[o + np.where(valid, col, 0).astype(np.int64)]
                 route = _level_routes(f, j, k)
                 keys[:, j] = np.where(np.isnan(col), -2.0, np.where(
                     valid, route[np.where(valid, col, 0).astype(np.int64)], -3.0))
@@ -812,7 +818,7 @@ class EOGT(GFBoost):
                 continue
             lw = reg[0]
             tree_part = a + np.logaddexp.reduce(lw) if len(lw) else -np.inf
-            inside = len(lw) or self._inside(x)
+            inside = self._inside(x)
             out[i] = np.logaddexp(tree_part, self._uniform_log_weight(x)) if inside else -np.inf
         self._too_many(big, "log_prob")
         return out
@@ -824,7 +830,11 @@ class EOGT(GFBoost):
         if np.any(x[o] <= self.box_lo_[o]) or np.any(x[o] > self.box_hi_[o]):
             return False
         k = obs & nom
-        return bool(np.all((x[k] >= 0) & (x[k] < self._layout[1][k]) & (x[k] == np.round(x[k]))))
+        if not np.all((x[k] >= 0) & (x[k] < self._layout[1][k]) & (x[k] == np.round(x[k]))):
+            return False
+        # a declared level without training rows lies outside the box (root_mask)
+        box_mask = root_mask(self.encoder_.schema)
+        return bool(np.all(box_mask[self._layout[2][k] + x[k].astype(np.int64)]))
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
         from forestgen.sampling.star import approx_sample, draw_uniform

@@ -95,7 +95,8 @@ class NRGBoost(GenerativeForest):
     learning_rate : shrinkage ``gamma`` (0.15; the paper tunes it in [0.01, 0.5]).
     max_ratio : ``R``, the largest ``P/Q`` of a leaf (2).
     line_search : pick ``alpha`` on ``logspace(-3, 1, 101)`` (True) or use ``alpha = 1``.
-    uniform_mix : weight of the uniform part of ``q0`` per column (0.1).
+    uniform_mix : weight of the uniform part of ``q0`` per column (0.1), uniform over the
+        column's domain (a declared level without training rows is outside it).
     pool_size : model samples ``M`` estimating ``Q`` (80,000; keep ``M ≳`` training rows).
     p_refresh : fraction of the pool dropped per round (0.1).
     gibbs_chains, gibbs_burn_in : training-pool Gibbs chains, started at training rows (16, 100).
@@ -385,7 +386,7 @@ class NRGBoost(GenerativeForest):
         out = np.full(g.d, math.log(self.density_floor))
         for j in range(g.d):
             if g.discrete[j]:
-                out[j] -= math.log(g.n_values[j])
+                out[j] -= math.log(int(g.in_domain(j).sum()))
             elif g.edges[j][-1] > g.edges[j][0]:
                 out[j] -= math.log(g.edges[j][-1] - g.edges[j][0])
         return out

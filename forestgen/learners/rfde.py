@@ -60,14 +60,18 @@ def root_box(Z: np.ndarray, schema, margin: float = 0.0, fixed: dict | None = No
     times the range (spec §1.1 ``minmax``), or the user's ``fixed`` bounds. Integer-valued
     numeric columns get ``±0.5`` (each integer owns a unit interval), a constant column
     ``±0.5``; the lower face is moved one ulp down so the training minimum lies inside the
-    half-open cell ``(lo, hi]``. Discrete columns: ``(-0.5, k-0.5]`` (all levels)."""
+    half-open cell ``(lo, hi]``. Discrete columns span their support
+    (:attr:`~forestgen.data.schema.ColumnSpec.support`, the levels seen in training): an
+    ordered column ``(first - 0.5, last + 0.5]``, a nominal one ``(-0.5, k-0.5]`` with the
+    levels of :func:`root_mask`."""
     d = schema.d
     lo = np.empty(d)
     hi = np.empty(d)
     fixed = fixed or {}
     for j, spec in enumerate(schema.columns):
         if spec.is_discrete:
-            lo[j], hi[j] = -0.5, max(spec.n_levels, 1) - 0.5
+            seen = np.flatnonzero(spec.support) if not spec.is_nominal else [0, spec.n_levels - 1]
+            lo[j], hi[j] = seen[0] - 0.5, seen[-1] + 0.5
             continue
         if spec.name in fixed:
             a, b = (float(v) for v in fixed[spec.name])
@@ -89,6 +93,18 @@ def root_box(Z: np.ndarray, schema, margin: float = 0.0, fixed: dict | None = No
         lo[j] = np.nextafter(a - margin * r, -np.inf)
         hi[j] = b + margin * r
     return lo, hi
+
+
+def root_mask(schema, width: int | None = None) -> np.ndarray:
+    """The root box's levels of the nominal columns (uint8, laid out as
+    :func:`column_layout`'s offsets, padded with ones to ``width``): the levels seen in
+    training (:attr:`~forestgen.data.schema.ColumnSpec.support`). A declared level no row
+    takes lies outside the box, like a value outside a numeric column's observed range."""
+    parts = [c.support for c in schema.columns if c.is_discrete and c.is_nominal]
+    out = np.concatenate(parts).astype(np.uint8) if parts else np.zeros(0, np.uint8)
+    if width is not None and width > len(out):
+        out = np.r_[out, np.ones(width - len(out), np.uint8)]
+    return out
 
 
 def drop_missing_rows(Z: np.ndarray, schema, who: str) -> np.ndarray:
@@ -183,11 +199,12 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
 
 
 def with_uniform_component(forest: ForestArrays, log_weight: np.ndarray, smoothing: float,
-                           box_lo: np.ndarray, box_hi: np.ndarray,
+                           box_lo: np.ndarray, box_hi: np.ndarray, box_mask: np.ndarray,
                            ) -> tuple[ForestArrays, np.ndarray]:
     """The defensive mixture ``(1 - smoothing) · forest + smoothing · Unif(root box)`` (RFDE
     spec §3.2 [D]; the ``ε``-uniform component of the DEF spec §6.7; GF.Boost's ``smoothing``)
-    as one more tree: a single leaf whose cell is the root box, of weight ``log smoothing``,
+    as one more tree: a single leaf whose cell is the root box (nominal levels ``box_mask``,
+    :func:`root_mask`), of weight ``log smoothing``,
     after the forest's leaves (weights scaled by ``1 - smoothing``). Its leaf models are
     fitted like the others (:func:`box_leaves`): uniform on the box, with every row in it, so a
     column's point masses keep their overall shares there. Density, sampling,
@@ -202,7 +219,7 @@ def with_uniform_component(forest: ForestArrays, log_weight: np.ndarray, smoothi
                      right=np.array([-1], np.int32), cat_off=np.array([-1], np.int64),
                      cat_left=np.zeros(0, np.uint8),
                      cells=LeafCells(box_lo[None, :].copy(), box_hi[None, :].copy(),
-                                     np.ones((1, n_mask), bool)),
+                                     np.asarray(box_mask, bool)[None, :n_mask].copy()),
                      leaf_mass=np.ones(1)).check()
     root = ForestArrays.from_trees([rec], forest.n_levels)
     return (ForestArrays.concat([forest, root]),
@@ -216,10 +233,12 @@ def theory_depth(n: int, d: int) -> int:
 
 def box_log_volume(schema, lo: np.ndarray, hi: np.ndarray) -> float:
     """Log measure of the root box: Lebesgue volume of the numeric sides times the number of
-    levels of each discrete column (``-log`` of the uniform density on the box)."""
+    levels of each discrete column in its support (``-log`` of the uniform density on the
+    box)."""
     out = 0.0
     for j, spec in enumerate(schema.columns):
-        out += math.log(max(spec.n_levels, 1)) if spec.is_discrete else math.log(hi[j] - lo[j])
+        out += (math.log(int(spec.support.sum())) if spec.is_discrete
+                else math.log(hi[j] - lo[j]))
     return out
 
 
@@ -361,7 +380,7 @@ class RFDE(GenerativeForest):
         nominal, nlev = discrete_levels(schema)
         n, d = Z.shape
         data = TreeData(None, None, nominal, None, Z=Z, n_levels=nlev, box_lo=self.box_lo_,
-                        box_hi=self.box_hi_)
+                        box_hi=self.box_hi_, root_mask=root_mask(schema))
         n_levels = np.where(nominal, nlev, 0)
         T = len(self._rngs)
         bar = ProgressBar(f"RFDE depth {self.depth_}", T, self.progress)
@@ -376,7 +395,8 @@ class RFDE(GenerativeForest):
         codes = (self._leaf_codes(self.forest_.boxes(d, n_levels))
                  if isinstance(self._splitter, MidpointSplitter) else None)
         self.forest_, self.leaf_log_weight_ = with_uniform_component(
-            self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_)
+            self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_,
+            root_mask(schema))
         boxes = self.forest_.boxes(d, n_levels)
         self.leaf_models_ = box_leaves(self, Z, boxes, self.forest_.leaf_mass * n)
         # the uniform component's leaf (the root box, heap code 1) follows the trees' leaves
@@ -395,8 +415,9 @@ class RFDE(GenerativeForest):
         out = np.empty(f.n_leaves, np.int64)
         for t in range(f.n_trees):
             a, b = f.leaf_offsets[t], f.leaf_offsets[t + 1]
-            codes, _ = route_codes(pts[a:b], kind, self.box_lo_, self.box_hi_, nlev, nom_off,
-                                   n_nom, np.int64(self.seeds_[t]), self.depth_)
+            codes, _ = route_codes(pts[a:b], kind, self.box_lo_, self.box_hi_,
+                                   root_mask(self.encoder_.schema), nlev, nom_off, n_nom,
+                                   np.int64(self.seeds_[t]), self.depth_)
             out[a:b] = codes[:, -1]
         return out
 
@@ -413,7 +434,8 @@ class RFDE(GenerativeForest):
         bar = ProgressBar(f"RFDE depth CV ({K} folds, depths {min(grid)}..{P})", T,
                           self.progress)
         for t in range(T):
-            codes, logv = route_codes(Z, kind, self.box_lo_, self.box_hi_, nlev, nom_off, n_nom,
+            codes, logv = route_codes(Z, kind, self.box_lo_, self.box_hi_,
+                                      root_mask(self.encoder_.schema), nlev, nom_off, n_nom,
                                       np.int64(self.seeds_[t]), P)
             for k in range(K):
                 tr = fold != k

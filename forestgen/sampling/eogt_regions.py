@@ -80,13 +80,15 @@ def region_log_measures(g: TreeGeometry, lo: np.ndarray, hi: np.ndarray, mask: n
 
 def _inside_box(g: TreeGeometry, x, obs, box_lo, box_hi) -> bool:
     """Whether the observed entries of ``x`` lie in the box: ordered ones in ``(lo, hi]``,
-    nominal ones valid level codes."""
+    nominal ones valid level codes among the box's levels (a root's mask)."""
     nom = obs & (g.nom_off >= 0)
     o = obs & (g.nom_off < 0)
     if np.any(x[o] <= box_lo[o]) or np.any(x[o] > box_hi[o]):
         return False
     v = x[nom]
-    return bool(np.all((v >= 0) & (v < g.nlev[nom]) & (v == np.floor(v))))
+    if not np.all((v >= 0) & (v < g.nlev[nom]) & (v == np.floor(v))):
+        return False
+    return bool(np.all(g.mask[g.forest.roots[0], g.nom_off[nom] + v.astype(np.int64)]))
 
 
 @njit(cache=True, nogil=True)

@@ -31,11 +31,12 @@ class TreeGeometry:
 
     ``lo, hi [N, d]`` intervals ``(lo, hi]`` per ordered column and ``mask [N, n_levels_total]``
     allowed levels of nominal columns (offsets ``nom_off``); ``weight [N]`` the training weight
-    stored in ``forest.node_value[:, 0]``.
+    stored in ``forest.node_value[:, 0]``. Roots span the box ``box_lo, box_hi`` with the
+    nominal levels ``box_mask`` (``None``: every level).
     """
 
     def __init__(self, forest: ForestArrays, box_lo: np.ndarray, box_hi: np.ndarray,
-                 nom_off: np.ndarray, nlev: np.ndarray):
+                 nom_off: np.ndarray, nlev: np.ndarray, box_mask: np.ndarray | None = None):
         N = len(forest.feature)
         d = len(box_lo)
         n_nom = max(1, int(sum(nlev[j] for j in range(d) if nom_off[j] >= 0)))
@@ -45,6 +46,8 @@ class TreeGeometry:
         self.lo = np.tile(np.asarray(box_lo, float), (N, 1))
         self.hi = np.tile(np.asarray(box_hi, float), (N, 1))
         self.mask = np.ones((N, n_nom), bool)
+        if box_mask is not None:
+            self.mask[:, : len(box_mask)] = np.asarray(box_mask, bool)
         f = forest
         for node in range(N):  # parents precede their children
             j = f.feature[node]

@@ -19,7 +19,9 @@ class TreeData:
     """What a splitter sees. Always: binned codes ``Xb [d, n]`` (uint16; code ``n_bins[j]`` is
     missing), ``n_bins [d]``, ``nominal [d]`` and the bin ``thresholds`` (encoded units).
     Filled by learners whose splitters need them: the encoded rows ``Z [n, d]``, discrete level
-    counts ``n_levels [d]`` (0 = numeric), a finite root box ``box_lo, box_hi [d]`` and the
+    counts ``n_levels [d]`` (0 = numeric), a finite root box ``box_lo, box_hi [d]`` with the
+    allowed levels of its nominal columns ``root_mask`` (uint8, the nominal-offset layout of
+    :func:`~forestgen.splitters.density.column_layout`; ``None``: every level), the
     per-bin reference mass ``vref [d, max_bins]`` (each column normalised to 1). Grid data
     (NRGBoost, :func:`~forestgen.splitters.energy.grid_data`) also has ``has_missing [d]``
     (code ``n_bins[j]`` is a missing state) and the model's samples ``model_codes [d, M]`` with
@@ -37,6 +39,7 @@ class TreeData:
     has_missing: np.ndarray | None = None
     model_codes: np.ndarray | None = None
     model_weight: np.ndarray | None = None
+    root_mask: np.ndarray | None = None
 
     @property
     def d(self) -> int:

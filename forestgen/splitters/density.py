@@ -19,6 +19,14 @@ from forestgen.tree.grow_midpoint import (
 from forestgen.tree.record import LeafCells, TreeRecord, path_cells
 
 
+def root_mask(data: TreeData, n_nom: int) -> np.ndarray:
+    """The root box's nominal level mask (uint8 ``[n_nom]``): ``data.root_mask``, else every
+    level."""
+    if data.root_mask is None:
+        return np.ones(n_nom, np.uint8)
+    return np.ascontiguousarray(data.root_mask, np.uint8)
+
+
 def column_layout(nominal: np.ndarray, n_levels: np.ndarray):
     """``kind`` codes (numeric / ordered discrete / nominal), level counts, nominal offsets of
     the leaf-mask layout, and the number of nominal levels."""
@@ -67,9 +75,9 @@ class DensitySplitter(Splitter):
             raise ValueError(f"max_leaves must be >= 1, got {max_leaves}")
         feat, tb, left, right, cat_rows, mass, _vol = kernel(
             data.Xb, np.asarray(w, np.float64), data.n_bins.astype(np.int64),
-            data.nominal.astype(np.bool_), nom_off, n_nom, data.vref, max(code, 0), max_leaves,
-            resolve_max_features(limits.max_features, data.d), float(limits.min_samples_leaf),
-            rng)
+            data.nominal.astype(np.bool_), nom_off, n_nom, root_mask(data, n_nom), data.vref,
+            max(code, 0), max_leaves, resolve_max_features(limits.max_features, data.d),
+            float(limits.min_samples_leaf), rng)
         thr = np.zeros(len(feat))
         for node in np.nonzero(feat >= 0)[0]:
             j = feat[node]
@@ -79,7 +87,8 @@ class DensitySplitter(Splitter):
                                            leaf_mass=mass[feat < 0])
         lo, hi, mask = path_cells(rec, data.d, np.where(data.nominal, nlev, 0))
         rec.cells = LeafCells(np.clip(lo, data.box_lo, data.box_hi),
-                              np.clip(hi, data.box_lo, data.box_hi), mask)
+                              np.clip(hi, data.box_lo, data.box_hi),
+                              mask & root_mask(data, n_nom).astype(bool))
         return rec.check()
 
 
@@ -105,7 +114,7 @@ class MidpointSplitter(Splitter):
         kind, nlev, nom_off, n_nom = column_layout(data.nominal, data.n_levels)
         Z = np.ascontiguousarray(data.Z[np.asarray(w) > 0])
         feat, thr, left, right, cat_rows, llo, lhi, lmask, lcnt, _code = grow_midpoint_tree(
-            Z, kind, data.box_lo, data.box_hi, nlev, nom_off, n_nom, seed,
+            Z, kind, data.box_lo, data.box_hi, root_mask(data, n_nom), nlev, nom_off, n_nom, seed,
             int(limits.max_depth))
         rec = TreeRecord.from_nominal_rows(
             feat, thr, left, right, cat_rows, nlev, data.nominal,

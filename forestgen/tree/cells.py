@@ -31,13 +31,14 @@ class CellTable:
 
     ``kind`` per column: 0 numeric, 1 ordered discrete, 2 nominal (see
     :func:`forestgen.learners.rfde.column_layout`); ``integer`` marks integer-coded ordered
-    columns (thresholds half-way between integers); ``lo, hi`` the root box.
+    columns (thresholds half-way between integers); ``lo, hi`` the root box and ``root_mask``
+    its levels of the nominal columns (uint8, ``None``: every level).
     """
 
     def __init__(self, Z: np.ndarray, kind: np.ndarray, nlev: np.ndarray, nom_off: np.ndarray,
                  n_nom: int, integer: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_trees: int,
                  max_splits: int, approx: bool = False, min_fragment: float = 1.0 / 8,
-                 seed: int = 0):
+                 seed: int = 0, root_mask: np.ndarray | None = None):
         m, d = Z.shape
         self.min_fragment = float(min_fragment)
         self.seed = int(seed) % 2**63
@@ -55,6 +56,9 @@ class CellTable:
         self.root_lo = np.asarray(lo, float)
         self.root_hi = np.asarray(hi, float)
         n_nom = max(int(n_nom), 1)
+        self.root_mask = np.ones(n_nom, np.uint8)
+        if root_mask is not None:
+            self.root_mask[: len(root_mask)] = root_mask
         N = self.n_trees + 2 * int(max_splits)
         self.nfeat = np.full(N, -1, np.int64)
         self.nthr = np.zeros(N)
@@ -69,7 +73,7 @@ class CellTable:
         self.n_nodes = self.n_trees
         self.nlo[: self.n_trees] = lo
         self.nhi[: self.n_trees] = hi
-        self.nmask[: self.n_trees] = 1
+        self.nmask[: self.n_trees] = self.root_mask
         self.ntree[: self.n_trees] = np.arange(self.n_trees)
         self.nR[: self.n_trees] = m
         # cells: one, the root box, holding every row once
@@ -83,7 +87,7 @@ class CellTable:
         self.cf_start = np.zeros(C, np.int64)
         self.cf_count = np.zeros(C, np.int64)
         self.n_cells = 1
-        self.clo[0], self.chi[0], self.cmask[0] = lo, hi, 1
+        self.clo[0], self.chi[0], self.cmask[0] = lo, hi, self.root_mask
         self.cR[0], self.cU[0] = 1.0, 1.0
         self.cleaf[0] = np.arange(self.n_trees)
         self.cf_count[0] = m
@@ -581,7 +585,7 @@ def cover_box(tree: TreeRecord, leaf_cell: np.ndarray, table: CellTable
     args = (tree.feature.astype(np.int64), tree.threshold.astype(np.float64),
             tree.left.astype(np.int64), tree.right.astype(np.int64), old_cat, old_leaf_cell,
             kind, nom_off, nlev, table.integer, table.clo, table.chi, table.cmask,
-            table.root_lo, table.root_hi)
+            table.root_lo, table.root_hi, table.root_mask)
     n_nodes, n_leaves = _cover_kernel(*args, 0, 0, True)[:2]
     (_, _, feat, thr, left, right, cat, lo, hi, mask, cell) = _cover_kernel(
         *args, n_nodes, n_leaves, False)
@@ -602,7 +606,7 @@ def cover_box(tree: TreeRecord, leaf_cell: np.ndarray, table: CellTable
 
 @njit(cache=True, nogil=True)
 def _cover_kernel(ofeat, othr, oleft, oright, ocat, ocell, kind, nom_off, nlev, integer, clo,
-                  chi, cmask, root_lo, root_hi, n_nodes, n_leaves, count_only):
+                  chi, cmask, root_lo, root_hi, root_mask, n_nodes, n_leaves, count_only):
     """Two passes of :func:`cover_box`: ``count_only`` returns the node and leaf counts, then
     the arrays are filled (depth-first, left before right, so leaves come in node order)."""
     d = len(kind)
@@ -631,7 +635,7 @@ def _cover_kernel(ofeat, othr, oleft, oright, ocat, ocell, kind, nom_off, nlev, 
     st_old[0], st_out[0] = 0, 0
     st_lo[0] = root_lo
     st_hi[0] = root_hi
-    st_mask[0] = 1
+    st_mask[0] = root_mask
     sp = 1
     nn = 1  # nodes used
     nl = 0  # leaves used

@@ -119,9 +119,10 @@ def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, n
 
 
 @njit(cache=True, nogil=True)
-def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_leaves, mtry,
-                      min_leaf, rng):
-    """Grow one DET on binned codes ``Xb [d, n]`` with row weights ``w`` (bootstrap counts).
+def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, root_mask, vref, crit, max_leaves,
+                      mtry, min_leaf, rng):
+    """Grow one DET on binned codes ``Xb [d, n]`` with row weights ``w`` (bootstrap counts); the
+    root's nominal levels are ``root_mask`` (uint8 ``[n_nom]``).
 
     Returns tree-local ``feature, thr_bin, left, right, cat_rows [n_nodes, max_bins]`` (left level
     sets of nominal splits) and per node ``mass`` (``P``, the weighted fraction of rows) and
@@ -143,6 +144,7 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, vref, crit, max_le
     n_blo = np.zeros((max_nodes, d), np.int64)
     n_bhi = np.zeros((max_nodes, d), np.int64)
     n_mask = np.ones((max_nodes, n_nom), np.uint8)
+    n_mask[0, :] = root_mask
 
     idx = in_bag(w)
     m = len(idx)

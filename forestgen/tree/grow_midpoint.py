@@ -122,8 +122,9 @@ def _scratch(d, kmax, n_nom):
 
 
 @njit(cache=True, nogil=True)
-def grow_midpoint_tree(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, depth):
-    """Grow one RFDE tree on the rows of ``Z`` [n, d] (no NaN; discrete columns as codes).
+def grow_midpoint_tree(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom, seed, depth):
+    """Grow one RFDE tree on the rows of ``Z`` [n, d] (no NaN; discrete columns as codes) in the
+    root box ``box_lo, box_hi`` with nominal levels ``root_mask`` (uint8 [n_nom]).
 
     Returns tree-local node arrays ``feature, threshold, left, right, cat_rows`` (``cat_rows``:
     [n_nodes, max_levels] left level sets of nominal splits) and per leaf (in node-id order)
@@ -168,6 +169,7 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, dept
     st_side[0] = 0
     st_lo[0, :] = box_lo
     st_hi[0, :] = box_hi
+    st_mask[0, :] = root_mask
     top = 1
     n_nodes = 0
     n_leaves = 0
@@ -245,7 +247,7 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, dept
 
 
 @njit(cache=True, nogil=True)
-def route_codes(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, depth):
+def route_codes(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom, seed, depth):
     """Depth-``k`` cell of every row for ``k = 0..depth``, without any data fitting.
 
     Returns heap codes ``[n, depth+1]`` (int64; a cell that cannot be split further keeps its
@@ -262,12 +264,12 @@ def route_codes(Z, kind, box_lo, box_hi, nlev, nom_off, n_nom, seed, depth):
     for i in range(n):
         lo[:] = box_lo
         hi[:] = box_hi
-        mask[:] = 1
+        mask[:] = root_mask
         inside = True
         for j in range(d):
             x = Z[i, j]
             if kind[j] == KIND_NOMINAL:
-                if not (x >= 0 and x < nlev[j]):
+                if not (x >= 0 and x < nlev[j]) or mask[nom_off[j] + int(x)] == 0:
                     inside = False
             elif not (x > lo[j] and x <= hi[j]):
                 inside = False

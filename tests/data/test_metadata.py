@@ -238,19 +238,21 @@ def test_encoded_and_torch_draws_respect_declared_ranges_and_levels(table):
                 assert set(np.unique(z)) <= set(range(spec.n_levels)), (how, col)
 
 
-@pytest.mark.parametrize("name, zero", [("arf", True), ("gef", True), ("nrgboost", False),
-                                        ("rfde", False), ("def", False), ("gfboost", False)])
-def test_declared_unseen_level(table, name, zero):
-    """A declared level with no training rows ("violet"): ARF and GeF never draw it; RFDE, DEF
-    and GF.Boost spread a cell's mass uniformly over the levels it allows, seen or not, and
-    NRGBoost's base measure mixes in the uniform over every level (``uniform_mix``), so they
-    draw it and score it finite (docs/metadata.md says which)."""
+@pytest.mark.parametrize("name", registry.available("learner"))
+def test_declared_unseen_level(table, name):
+    """A declared level with no training rows ("violet") lies outside the support: no learner
+    draws it. RFDE, DEF, GF.Boost, EOGT and NRGBoost give it zero density, as a value outside
+    their box or training range (``-inf`` without their density floor); ARF and GeF, whose
+    leaves have unbounded support, a small positive one (docs/metadata.md)."""
     model = _fit(name, table, META)
-    s = model.sample(4000, random_state=5)
+    s = model.sample(N_SAMPLES, random_state=5)
+    assert not (s["colour"] == "violet").any()
     row = table.head(1).assign(colour="violet")
     row["colour"] = pd.Categorical(row["colour"], categories=["red", "green", "blue", "violet"])
-    lp = model.log_prob(row)[0] if name != "rfde" else model.log_prob(row, floor=None)[0]
-    if zero:
-        assert not (s["colour"] == "violet").any()
+    if name in ("arf", "gef"):
+        assert np.isfinite(model.log_prob(row)[0])
+    elif name == "nrgboost":
+        strict = registry.get("learner", name)(**FAST[name], density_floor=None, random_state=0)
+        assert strict.fit(table, kinds=META).log_prob(row)[0] == -np.inf
     else:
-        assert (s["colour"] == "violet").any() and np.isfinite(lp)
+        assert model.log_prob(row, floor=None)[0] == -np.inf

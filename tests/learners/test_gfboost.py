@@ -14,7 +14,7 @@ from scipy import stats
 
 from forestgen import GenerativeForest
 from forestgen.learners import EOGT, GFBoost
-from forestgen.learners.rfde import box_log_volume, column_layout
+from forestgen.learners.rfde import box_log_volume, column_layout, root_mask
 from forestgen.sampling.star import StarNodeSampler, TreeGeometry
 
 
@@ -227,7 +227,7 @@ def test_backoff_walk_equals_walk_on_rows():
             f.right.astype(np.int64), f.cat_off, f.cat_left, f.roots.astype(np.int64),
             np.ascontiguousarray(m.cell_hi_), m.cell_mask_.astype(np.uint8), mass,
             column_layout(m.encoder_.schema)[2], column_layout(m.encoder_.schema)[1],
-            m.box_lo_, m.box_hi_)
+            m.box_lo_, m.box_hi_, root_mask(m.encoder_.schema, m.cell_mask_.shape[1]))
         ref = _walk_by_rows(m, Z, x)
         got = sorted((round(float(r), 9), tuple(a), tuple(b), tuple(c.astype(bool)))
                      for r, a, b, c in zip(R, lo, hi, mask))
