@@ -5,7 +5,8 @@ with metadata declaring one level per label column that no row takes: ``Treatmen
 ``Sex`` "Other" (two-level columns, ordered) and ``Improved`` ordinal "None" < "Some" < "Marked"
 ("None" never observed). For each learner: the share of 20,000 draws that take an unobserved level
 in any column, and the log density (``floor=None`` where the learner has a floor) of the first
-training row with ``Sex = "Other"``.
+training row with ``Sex = "Other"`` (NRGBoost: its default ``density_floor``; ``nrgboost-10``:
+10 boosting rounds).
 
     PYTHONPATH=. python benchmarks/bench_unobserved_levels.py [--out FILE] [--learners NAME ...]
 
@@ -34,7 +35,7 @@ META = {"columns": {
 }, "METADATA_SPEC_VERSION": "SINGLE_TABLE_V1"}
 UNOBSERVED = {"Treatment": "Unknown", "Sex": "Other", "Improved": "None"}
 SETTINGS = {"arf": {}, "gef": {}, "rfde": {}, "def": {}, "gfboost": {}, "eogt": {},
-            "nrgboost": {"n_trees": 50}}
+            "nrgboost": {"n_trees": 50}, "nrgboost-10": {"n_trees": 10}}
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
              "| log density, Sex = Other |", "|---|---|---|---|---|---|"]
     for name in args.learners:
         kw = SETTINGS[name]
-        cls = registry.get("learner", name)
+        cls = registry.get("learner", name.split("-")[0])
         model = cls(**kw, random_state=0)
         model = (model.fit(df, target="Treatment", kinds=META) if name == "gef"
                  else model.fit(df, kinds=META))

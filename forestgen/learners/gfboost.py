@@ -418,7 +418,8 @@ class GFBoost(GenerativeForest):
         args = (f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
                 f.right.astype(np.int64), f.cat_off, f.cat_left, f.roots.astype(np.int64),
                 np.ascontiguousarray(self.cell_hi_), cmask)
-        box = (self.box_lo_, self.box_hi_, root_mask(self.encoder_.schema, cmask.shape[1]))
+        box = (self.box_lo_, self.box_hi_)
+        box_mask = root_mask(self.encoder_.schema, cmask.shape[1])
         out = Z.copy()
         for i in np.flatnonzero(miss.any(1)):
             x = Z[i].copy()
@@ -429,10 +430,10 @@ class GFBoost(GenerativeForest):
                 np.subtract.at(mass, fleaf[sel], fw[sel])
                 mass[mass < 1e-9] = 0.0
             R, lo, hi, mask, pool, start, count = backoff_regions(x, *args, mass, nom_off,
-                                                                  nlev, *box)
+                                                                  nlev, *box, box_mask)
             if not len(R):  # no training mass at all: the whole box
                 R, lo, hi = np.ones(1), self.box_lo_[None, :], self.box_hi_[None, :]
-                mask = box[2][None, :].copy()
+                mask = box_mask[None, :].copy()
                 pool, start, count = np.zeros(0, np.int64), np.zeros(1, np.int64), \
                     np.zeros(1, np.int64)
             cols = np.flatnonzero(miss[i])
@@ -1387,7 +1388,8 @@ class EOGT(GFBoost):
             g = self._geometry()
             r0 = self.trees_.roots[0]
             box = (self._level_pmf(j, g.lo[r0][None, :], g.hi[r0][None, :], self._box_shares())[0]
-                   if kind[j] == 1 else np.full(k, 1.0 / k))
+                   if kind[j] == 1 else g.mask[r0][nom_off[j]: nom_off[j] + k]
+                   / g.mask[r0][nom_off[j]: nom_off[j] + k].sum())
             p = p + np.exp(u - (lw.max() if len(lw) else 0.0)) * box
         return p / p.sum() if p.sum() > 0 else np.full(k, np.nan)
 

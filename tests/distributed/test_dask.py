@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from forestgen import distributed as fd
+from forestgen.data import TableEncoder
 from forestgen.learners import ARF
 from forestgen.leaves import CategoricalLeaf, TruncNormalLeaf, UniformLeaf
 from forestgen.leaves.base import ColumnCell, column_scale
@@ -163,6 +164,19 @@ def test_level_missing_from_the_encoder_sample_is_named(clients):
     ddf = dd.from_pandas(df, npartitions=3)
     with clients[2].as_current(), pytest.raises(ValueError, match="column 'c'"):
         fd.fit_arf(ddf, n_trees=2, random_state=0, encoder_rows=30, max_iters=0)
+
+
+def test_levels_seen_only_outside_the_encoder_sample_are_in_the_support(clients):
+    """The Dask encoder takes each label column's unobserved levels from every row, not from
+    its sample: "c" only in the last partition's tail is seen; "d", declared, is not."""
+    df = TRAIN.assign(c=pd.Categorical(TRAIN["c"].where(TRAIN["c"] != "c", "a"),
+                                       categories=["a", "b", "c", "d"]))
+    df.loc[df.index[-10:], "c"] = "c"
+    ddf = dd.from_pandas(df, npartitions=3)
+    with clients[2].as_current():
+        enc = fd.fit_encoder(ddf, encoder_rows=30)
+    assert enc.schema["c"].unobserved == [3]
+    assert TableEncoder().fit(df).schema["c"].unobserved == [3]
 
 
 def test_oob_coverage_is_not_supported(clients):

@@ -186,3 +186,21 @@ def test_save_load_keeps_the_support(models, table, name, tmp_path):
     b = back.sample(2000, random_state=7)
     pd.testing.assert_frame_equal(a, b)
     assert not (b["colour"] == "violet").any()
+
+
+@pytest.mark.parametrize("name", EXACT + ["nrgboost"])
+def test_imputations_and_class_probabilities_stay_in_the_support(models, table, name):
+    m = models[name]
+    holes = table.head(200).copy()
+    holes.loc[holes.index[::2], "colour"] = np.nan
+    holes.loc[holes.index[1::4], "grade"] = np.nan
+    for method in ("sample", "expectation"):
+        out = m.impute(holes, method=method, random_state=1)
+        assert out.notna().all().all()
+        assert not (out["colour"] == "violet").any() and not (out["grade"] == "none").any()
+    pp = m.predict_proba(table.head(100), target="colour")
+    assert np.all(pp["violet"] == 0.0)
+    np.testing.assert_allclose(pp.sum(1), 1.0, atol=1e-12)
+    if name != "eogt":  # EOGT has no to_torch
+        z = m.to_torch().sample((5000,)).numpy()
+        assert not (z[:, 1] == 3).any() and not (z[:, 2] == 0).any()
