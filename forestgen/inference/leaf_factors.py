@@ -5,9 +5,11 @@ The leaf models' own kernels score one column over many (row, leaf) pairs; the f
 leaf on all of a row's evidence columns at once, as they reach it. :class:`LeafPack` copies the
 parameters those evaluations read into one contiguous float64 record per leaf: the leaf's log
 weight; per column truncated normal ``lo, hi, mu, sigma, lognorm``, uniform ``lo, hi``,
-categorical ``log rest``; the listed levels' ``(start, end)`` per categorical column (16-bit
-codes); the allowed-level bits; then the leaf's listed levels, their log probabilities and
-their codes. A leaf costs a few consecutive cache lines, and scoring it takes no logarithm.
+categorical ``log rest`` and the bit mask of its listed levels (columns of at most
+:data:`MASK_LEVELS` levels: a level's rank among the listed ones is a popcount, not a search);
+the listed levels' ``(start, end)`` per categorical column (16-bit codes); the allowed-level
+bits; then the leaf's listed levels, their log probabilities and their codes. A leaf costs a
+few consecutive cache lines, and scoring it takes no logarithm.
 :func:`leaf_log_weight` evaluates ``log pi_k + sum_j log g_kj(x_j)`` in the column order of
 :meth:`GenerativeForest.log_prob` with the operations of :meth:`LeafModel.log_prob`, except
 that an unlisted allowed level scores ``log rest + log base`` where the leaf model takes
@@ -16,7 +18,7 @@ that an unlisted allowed level scores ``log rest + log base`` where the leaf mod
 per-column paths.
 
 Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4) + 2)`` bytes of records for ``L`` leaves with
-``nnz`` listed levels (``nnz_k`` in leaf ``k``) and ``h = 1 + 5 n_truncnorm + n_categorical +
+``nnz`` listed levels (``nnz_k`` in leaf ``k``) and ``h = 1 + 5 n_truncnorm + 2 n_categorical +
 2 n_uniform + ceil((1 + 2 n_categorical) / 4) + ceil(b / 8)`` words, ``b`` the bytes of the
 allowed-level bits (codes take 32 bits and ``/ 4`` becomes ``/ 2`` when the categorical
 columns have 65,536 levels or more in all); ``8 (L + 1)`` for the records' offsets, ``16``
@@ -30,14 +32,17 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
-_WIDTH = {TRUNCNORM: 5, CATEGORICAL: 1, UNIFORM: 2}
+_WIDTH = {TRUNCNORM: 5, CATEGORICAL: 2, UNIFORM: 2}
+MASK_LEVELS = 64  # levels up to which a categorical column's listed levels have a bit mask
 CODE16 = 2**16  # categorical levels in all below which a record's codes take 16 bits
 #: places in :attr:`LeafPack.args` of the arrays that kernels of other modules read
 REC, START, POS, KIND, BASE, NLEV = 0, 3, 5, 6, 9, 11
@@ -106,6 +111,7 @@ class LeafPack:
         self.depth = int(_max_depth(node, self.nodes[2]))
         lid = self.leaf_id
         kind = np.array([leaf_kind(lm) for lm in models], np.int64)
+        mask_levels = MASK_LEVELS
         cats = [j for j in range(d) if kind[j] == CATEGORICAL]
         ncode = sum(models[j].n_levels for j in cats)
         code_t = np.uint16 if ncode < CODE16 else np.int32  # level codes, within-leaf indices
@@ -160,6 +166,11 @@ class LeafPack:
                     codes[o * per + cpos[j] + 1] = acc + cnt
                     within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
                     src = np.repeat(lm.offset_[:-1][lid], cnt) + within
+                    if lm.n_levels <= mask_levels:  # the listed levels' bits
+                        mask = np.zeros(L, np.uint64)
+                        np.bitwise_or.at(mask, np.repeat(np.arange(L), cnt), np.left_shift(
+                            np.uint64(1), lm.code_[src].astype(np.uint64)))
+                        rec[o + p + 1] = mask.view(np.float64)
                     dest = np.repeat(o + head, cnt) + np.repeat(acc, cnt) + within
                     rec[dest] = np.log(lm.prob_[src])
                     cdest = (np.repeat((o + head + nnz) * per, cnt) + np.repeat(acc, cnt)
@@ -173,7 +184,7 @@ class LeafPack:
                     log_floor[j] = np.log(float(lm.floor)) if lm.floor > 0 else -np.inf
         self.kind, self.pos = kind, pos
         self._means: dict[int, np.ndarray] = {}
-        lay = np.array([head, per, ctl * per], np.int64)
+        lay = np.array([head, per, ctl * per, mask_levels], np.int64)
         with np.errstate(divide="ignore"):
             self.args = (rec, bits, codes, start, lay, pos, kind, cpos, bpos, base,
                          np.log(base), nlev, log_floor)
@@ -241,6 +252,22 @@ def leaf_pack(model) -> LeafPack:
         hit = (key, LeafPack(model))
         _CACHE[model] = hit
     return hit[1]
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The bits of float64 ``x`` as a uint64."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def _popcount(typingctx, x):
+    """Set bits of uint64 ``x``."""
+    def codegen(context, builder, sig, args):
+        return builder.ctpop(args[0])
+    return types.uint64(types.uint64), codegen
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -337,14 +364,14 @@ def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
             if c == x and 0 <= c < nlev[j]:
                 cb = o * lay[1]
                 lo = np.int64(codes[cb + cpos[j]])
-                end = np.int64(codes[cb + cpos[j] + 1])
-                cb = (o + lay[0] + np.int64(codes[cb + lay[2]])) * lay[1]
-                if end - lo <= 4:  # a few listed levels (most leaves): compared all at once
-                    hit = -1
-                    for t in range(4):
-                        k = lo + t
-                        hit = k if (k < end) & (codes[cb + k] == c) else hit
-                else:  # many: a binary search
+                if nlev[j] <= lay[3]:  # the listed-level bits: its rank among them
+                    mask = _bits(rec[p + 1])
+                    sh = np.uint64(c)
+                    below = np.int64(_popcount(mask & ((np.uint64(1) << sh) - np.uint64(1))))
+                    hit = lo + below if (mask >> sh) & np.uint64(1) else -1
+                else:  # many levels: a binary search of the listed codes
+                    end = np.int64(codes[cb + cpos[j] + 1])
+                    cb = (o + lay[0] + np.int64(codes[cb + lay[2]])) * lay[1]
                     hi = end
                     while lo < hi:
                         mid = (lo + hi) >> 1
