@@ -50,10 +50,10 @@ f = m.forest_
 pairs = sum(int(np.diff(f.reach(Z[s:s + 2000])[0]).sum()) for s in range(0, len(Z), 2000))
 src = textwrap.dedent(inspect.getsource(mw._batch_walk.parallel.py_func))
 src = src[src.index("def "):]
-score = "v = leaf_log_weight(q, r, xb, ecols[q], ne[q], tabs)"
+score = "v = leaf_log_weight(q, r, xb, ecols[r0 + q], ne[r0 + q], tabs)"
 lse = "w, scale = _lse_add(sb, q, v)"
 assert score in src and lse in src
-cut = "sb[q, 1] += v\n" + " " * 24 + "w, scale = -1.0, 1.0"  # no logsumexp, no moments
+cut = "sb[q, 1] += v\n" + " " * 28 + "w, scale = -1.0, 1.0"  # no logsumexp, no moments
 stages = {"walk": src.replace(score, "v = 0.0").replace(lse, cut),
           "+ weight": src.replace(score, "v = tabs[0][tabs[3][r]]").replace(lse, cut),
           "+ factors": src.replace(lse, cut),
@@ -61,20 +61,23 @@ stages = {"walk": src.replace(score, "v = 0.0").replace(lse, cut),
 none = (np.zeros(0, np.int64),) * 4 + (np.zeros((0, 1)),)
 order = np.lexsort(f.apply(Z, n_trees=2).T[::-1]).astype(np.int64)
 import numba
-block = mw.block_size(len(Z), numba.get_num_threads())
+_, bounds = mw.walk_plan(f.n_trees, 0)
 out = {"rows": len(Z), "pairs": pairs}
 for name, code in stages.items():
     g = dict(vars(mw))
     exec(code, g)
     k = njit(parallel=True, error_model="numpy")(g["_batch_walk"])
-    def run(Zr, orr, blk):
-        st = np.zeros((len(Zr), 2)); st[:, 0] = -np.inf
-        k(Zr, orr, blk, pack.depth, pack.nodes, f.cat_left, f.n_levels, pack.args, st,
-          np.zeros((len(Zr), 0)), none)
+    def run(Zr, orr):
+        gst = np.empty((len(bounds) - 1, len(Zr), 2))
+        gacc = np.empty((len(bounds) - 1, len(Zr), 0))
+        k(*mw.walk_rows(Zr[orr]), min(mw.BLOCK, len(Zr)), bounds, numba.get_num_threads(),
+          pack.depth, pack.nodes, f.cat_left, f.n_levels, pack.args, gst, gacc, none)
+        st = np.zeros((len(Zr), 2))
+        mw._fold_groups(gst, gacc, orr, st, np.zeros((len(Zr), 0)))
         return st
-    run(Z[:64], np.arange(64, dtype=np.int64), 64)
+    run(Z[:64], np.arange(64, dtype=np.int64))
     t = time.process_time()
-    st = run(Z, order, block)
+    st = run(Z, order)
     out[name] = time.process_time() - t
     if name == "full":
         lp = st[:, 0] + np.log(st[:, 1])

@@ -317,20 +317,27 @@ class GenerativeForest(BaseEstimator):
         out = np.empty(n)
         B = self.forest_.n_trees
         step = max(1, PAIR_BUDGET // max(B, 1))
-        incomplete = np.isnan(Z).any(axis=1)
         self.require_normalised("log_prob")
         ens = self.component("ensembler")
+        fusable = (type(self)._pair_scores is GenerativeForest._pair_scores
+                   and type(ens).combine is MixtureEnsembler.combine
+                   and type(ens).combine_dense is MixtureEnsembler.combine_dense)
         for s in range(0, n, step):
-            sl = slice(s, min(n, s + step))
-            Zb = Z[sl]
-            inc = incomplete[sl]
+            Zb = Z[s: s + step]
             res = np.empty(len(Zb))
-            if (~inc).any():
-                res[~inc] = self._log_prob_complete(Zb[~inc], ens)
-            if inc.any():
-                Zi = Zb[inc]
-                res[inc] = self._log_prob_reach(Zi, ens)
-            out[sl] = res
+            fused = np.zeros(len(Zb), bool)
+            if fusable:  # one fused walk: scores and logsumexp without listing pairs
+                from forestgen.inference.marginal_walk import fused_rows, marginal_log_prob
+
+                fused = fused_rows(self, Zb)
+                if fused.any():
+                    res[fused] = marginal_log_prob(self, Zb[fused])
+            inc = np.isnan(Zb).any(axis=1)
+            if (~inc & ~fused).any():
+                res[~inc & ~fused] = self._log_prob_complete(Zb[~inc & ~fused], ens)
+            if (inc & ~fused).any():
+                res[inc & ~fused] = self._log_prob_reach(Zb[inc & ~fused], ens)
+            out[s: s + len(Zb)] = res
         return out
 
     def _log_prob_complete(self, Zc: np.ndarray, ens) -> np.ndarray:
@@ -345,26 +352,15 @@ class GenerativeForest(BaseEstimator):
         return ens.combine_dense(s.reshape(B, m))
 
     def _log_prob_reach(self, Zi: np.ndarray, ens) -> np.ndarray:
-        """Rows with missing entries: every consistent leaf. The rows are walked in the order
-        of the leaves they reach in the first two trees (missing values following the splits'
-        NaN side), so consecutive rows share most of their paths and the nodes stay in cache
-        (``benchmarks/results/walk_search_1m.md``); each row's result does not depend on it.
-        A mixture whose observed columns all have in-kernel leaf factors takes the fused walk
-        of :mod:`forestgen.inference.marginal_walk` (same values, no list of pairs); other
-        rows list their pairs and score them column by column."""
-        from forestgen.inference.marginal_walk import fused_rows, marginal_log_prob
-
+        """Rows with missing entries, scored leaf by leaf: every consistent leaf. The rows are
+        walked in the order of the leaves they reach in the first two trees (missing values
+        following the splits' NaN side), so consecutive rows share most of their paths and the
+        nodes stay in cache (``benchmarks/results/walk_search_1m.md``); each row's result does
+        not depend on it. (A mixture's rows whose observed columns all have in-kernel leaf
+        factors take the fused walk of :mod:`forestgen.inference.marginal_walk` instead,
+        complete or not: same values, no list of pairs.)"""
         res = np.empty(len(Zi))
-        first = self.forest_.apply(Zi, n_trees=2)
-        order = np.lexsort(first.T[::-1])
-        fused = np.zeros(len(Zi), bool)
-        if (type(self)._pair_scores is GenerativeForest._pair_scores
-                and type(ens).combine is MixtureEnsembler.combine):
-            # one fused walk per row: scores and logsumexp without listing the pairs
-            fused = fused_rows(self, Zi)
-            sel = order[fused[order]]
-            res[sel] = marginal_log_prob(self, Zi[sel])
-        order = order[~fused[order]]
+        order = np.lexsort(self.forest_.apply(Zi, n_trees=2).T[::-1])
         for idx, ptr, leaf in self.forest_.reach_chunks(Zi, PAIR_BUDGET, rows=order):
             res[idx] = ens.combine(ptr, self._pair_scores(Zi[idx], ptr, leaf.astype(np.int64)))
         return res

@@ -62,7 +62,9 @@ def test_families_declare_their_learners():
 def test_queries_go_through_the_family_slots(table):
     m = _Counted(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
     ref = ARF(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
-    np.testing.assert_array_equal(m.log_prob(table), ref.log_prob(table))
+    # the reference takes the fused walk, the subclassed ensembler its own combine_dense:
+    # the same sums up to rounding
+    np.testing.assert_allclose(m.log_prob(table), ref.log_prob(table), rtol=1e-13, atol=1e-13)
     assert _CountingEnsembler.calls > 0
     pd.testing.assert_frame_equal(m.sample(20, random_state=1), ref.sample(20, random_state=1))
     assert _CountingSampler.calls == 1

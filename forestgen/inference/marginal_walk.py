@@ -38,16 +38,21 @@ from forestgen.inference.leaf_factors import (
 )
 from forestgen.parallel import parallel_kernel
 
-BLOCK = 8192  # rows that walk the trees together (at most; one block per thread)
+BLOCK = 16384  # rows that walk the trees together (more rows share more node and leaf reads)
+GROUPS = 16  # tree groups (at most): each (group, block of rows) is one parallel task
+TASK_BYTES = 64 * 2**20  # bound on the per-group partial sums of one call to the kernel
 
 
-def block_size(m: int, threads: int) -> int:
-    """Rows per block for ``m`` rows: at most :data:`BLOCK` (and at least 16), in a number of
-    blocks that is a multiple of ``threads`` and of nearly equal sizes, so every thread gets
-    the same share of the rows."""
-    n = -(-m // max(BLOCK, 1))
-    n = -(-n // threads) * threads
-    return int(max(16, min(BLOCK, -(-m // n))))
+def walk_plan(n_trees: int, width: int) -> tuple[int, np.ndarray]:
+    """``(rows per call, group bounds)``: the groups of consecutive trees whose sums the
+    parallel tasks compute, at most :data:`GROUPS` of nearly equal sizes, fewer where the
+    per-group sums of a call's rows (``width`` moments each) would pass :data:`TASK_BYTES`.
+    Both depend on the forest and the query only, never on the threads or the rows, so each
+    row's sums are added in the same order whatever the threads and batches."""
+    per_row = 8 * (2 + width)
+    rows = max(BLOCK, TASK_BYTES // (per_row * GROUPS))
+    g = int(max(1, min(GROUPS, n_trees, TASK_BYTES // (per_row * rows))))
+    return rows, np.linspace(0, n_trees, g + 1).round().astype(np.int64)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -73,120 +78,158 @@ def _lse_add(st, i, v):
 
 
 @parallel_kernel(error_model="numpy")
-def _batch_walk(X, order, block, depth, nodes, cat_left, n_levels, tabs, st, acc, queries):
-    """Every row ``order[q]`` adds each leaf it reaches to its running sums (:func:`_lse_add`,
-    and the weighted leaf pmfs or means of the query columns ``queries`` it misses).
-    A block of rows walks each tree together: a node splits the block's rows that reach it
-    into those going left and right (a missing value goes both ways), so each node and leaf
-    record is read once per block; every row still meets its leaves tree by tree, right
-    subtrees first, whatever the blocks and threads."""
+def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left, n_levels,
+                tabs, gst, gacc, queries):
+    """Each row ``q`` of ``X`` adds every leaf it reaches in the trees of group ``g``
+    (``bounds[g]:bounds[g + 1]``) to its running sums ``gst[g, q]`` (:func:`_lse_add`) and
+    ``gacc[g, q]`` (the weighted leaf pmfs or means of the query columns ``queries`` it
+    misses). ``XT`` is ``X`` column-major, ``ecols[q, :ne[q]]`` the row's observed columns.
+    A task is a group of trees and a block of rows, and the tasks are dealt out to the
+    ``threads`` in turn. The block's rows walk each tree together: a node splits the rows
+    that reach it into those going left and right (a missing value goes both ways), so each
+    node and leaf record is read once per block; every row meets its leaves tree by tree,
+    right subtrees first, whatever the blocks and threads."""
     m, d = X.shape
     node, fnode, roots = nodes
     qcol, qoff, qlev, qrow, qmean = queries
     nq = qcol.shape[0]
-    width = acc.shape[1]
+    width = gacc.shape[2]
     n_blocks = (m + block - 1) // block
-    for blk in prange(n_blocks):
-        r0 = blk * block
-        nb = min(m, r0 + block) - r0
-        ws = np.empty((2 * depth + 3) * nb, np.int64)  # row lists of the open nodes
+    n_tasks = (bounds.shape[0] - 1) * n_blocks
+    for th in prange(threads):
+        nbm = min(block, m)
+        ws = np.empty((2 * depth + 3) * nbm, np.int64)  # row lists of the open nodes
         sn = np.empty(2 * depth + 4, np.int64)  # stack of (node, first, end) in ws
         slo = np.empty(2 * depth + 4, np.int64)
         shi = np.empty(2 * depth + 4, np.int64)
-        xb = np.empty((nb, d))  # the block's rows, their sums and observed columns
-        xt = np.empty((d, nb))  # (column-major, for the splits)
-        rs = np.empty(nb, np.int64)  # rows going right at a split
-        sb = np.empty((nb, 2))
-        ab = np.zeros((nb, width))
+        rs = np.empty(nbm, np.int64)  # rows going right at a split
         pv = np.empty(width)  # the pmfs of the query columns at the leaf being scored
         seen = np.full(nq, -1, np.int64)  # the leaf visit pv[query t] belongs to
         visit = 0
-        ecols = np.empty((nb, d), np.int64)
-        ne = np.zeros(nb, np.int64)
-        for q in range(nb):
-            i = order[r0 + q]
-            sb[q, 0] = st[i, 0]
-            sb[q, 1] = st[i, 1]
-            for j in range(d):
-                xb[q, j] = X[i, j]
-                xt[j, q] = X[i, j]
-                if not np.isnan(X[i, j]):
-                    ecols[q, ne[q]] = j
-                    ne[q] += 1
-        for b in range(roots.shape[0]):
+        for task in range(th, n_tasks, threads):
+            g = task // n_blocks
+            r0 = (task % n_blocks) * block
+            nb = min(m, r0 + block) - r0
+            xb = X[r0: r0 + nb]
+            sb = gst[g, r0: r0 + nb]
+            ab = gacc[g, r0: r0 + nb]
             for q in range(nb):
-                ws[q] = q
-            sn[0], slo[0], shi[0] = roots[b], 0, nb
-            sp = 1
-            while sp > 0:
-                sp -= 1
-                nd, lo, hi = sn[sp], slo[sp], shi[sp]
-                meta = node[nd, 1]
-                if (meta >> 2) & 1:
-                    r = meta >> 24
-                    visit += 1
-                    for k in range(lo, hi):
-                        q = ws[k]
-                        v = leaf_log_weight(q, r, xb, ecols[q], ne[q], tabs)
-                        w, scale = _lse_add(sb, q, v)
-                        if w < 0.0 or nq == 0:
-                            continue
-                        if scale != 1.0:
-                            for c in range(width):
-                                ab[q, c] *= scale
-                        for t in range(nq):  # query columns missing in the row
-                            j = qcol[t]
-                            if np.isnan(xb[q, j]):
-                                o = qoff[t]
-                                if qlev[t] > 0:
-                                    if seen[t] != visit:  # the leaf's pmf, once per visit
-                                        leaf_pmf(pv, o, tabs, r, j)
-                                        seen[t] = visit
-                                    for c in range(qlev[t]):
-                                        ab[q, o + c] += w * pv[o + c]
-                                else:
-                                    ab[q, o] += w * qmean[qrow[t], r]
-                    continue
-                xf = xt[(meta >> 3) & 0x1FFFFF]
-                top = hi  # the rows going left follow the node's rows, then those going right
-                nr = 0
-                if (meta >> 1) & 1:
-                    for k in range(lo, hi):
-                        q = ws[k]
-                        side = route(xf[q], nd, nodes, cat_left, n_levels)
-                        ws[top] = q
-                        top += side & 1
-                        rs[nr] = q
-                        nr += side >> 1
-                else:
-                    thr = fnode[nd, 0]
-                    for k in range(lo, hi):
-                        q = ws[k]
-                        x = xf[q]
-                        ws[top] = q
-                        top += np.int64(not x > thr)  # x <= thr, or x missing
-                        rs[nr] = q
-                        nr += np.int64(not x <= thr)  # x > thr, or x missing
-                mid = top
-                for k in range(nr):
-                    ws[top + k] = rs[k]
-                top += nr
-                if mid > hi:  # left below right: the right subtree is walked first
-                    sn[sp], slo[sp], shi[sp] = meta >> 24, hi, mid
-                    sp += 1
-                if top > mid:
-                    sn[sp], slo[sp], shi[sp] = nd + 1, mid, top
-                    sp += 1
-        for q in range(nb):
-            i = order[r0 + q]
-            st[i, 0] = sb[q, 0]
-            st[i, 1] = sb[q, 1]
-            for c in range(width):
-                acc[i, c] = ab[q, c]
+                sb[q, 0] = -np.inf
+                sb[q, 1] = 0.0
+                for c in range(width):
+                    ab[q, c] = 0.0
+            for b in range(bounds[g], bounds[g + 1]):
+                for q in range(nb):
+                    ws[q] = q
+                sn[0], slo[0], shi[0] = roots[b], 0, nb
+                sp = 1
+                while sp > 0:
+                    sp -= 1
+                    nd, lo, hi = sn[sp], slo[sp], shi[sp]
+                    meta = node[nd, 1]
+                    if (meta >> 2) & 1:
+                        r = meta >> 24
+                        visit += 1
+                        for k in range(lo, hi):
+                            q = ws[k]
+                            v = leaf_log_weight(q, r, xb, ecols[r0 + q], ne[r0 + q], tabs)
+                            w, scale = _lse_add(sb, q, v)
+                            if w < 0.0 or nq == 0:
+                                continue
+                            if scale != 1.0:
+                                for c in range(width):
+                                    ab[q, c] *= scale
+                            for t in range(nq):  # query columns missing in the row
+                                j = qcol[t]
+                                if np.isnan(xb[q, j]):
+                                    o = qoff[t]
+                                    if qlev[t] > 0:
+                                        if seen[t] != visit:  # the leaf's pmf, once per visit
+                                            leaf_pmf(pv, o, tabs, r, j)
+                                            seen[t] = visit
+                                        for c in range(qlev[t]):
+                                            ab[q, o + c] += w * pv[o + c]
+                                    else:
+                                        ab[q, o] += w * qmean[qrow[t], r]
+                        continue
+                    xf = XT[(meta >> 3) & 0x1FFFFF, r0: r0 + nb]
+                    top = hi  # the rows going left follow the node's rows, then the right
+                    nr = 0
+                    if (meta >> 1) & 1:
+                        for k in range(lo, hi):
+                            q = ws[k]
+                            side = route(xf[q], nd, nodes, cat_left, n_levels)
+                            ws[top] = q
+                            top += side & 1
+                            rs[nr] = q
+                            nr += side >> 1
+                    else:
+                        thr = fnode[nd, 0]
+                        for k in range(lo, hi):
+                            q = ws[k]
+                            x = xf[q]
+                            ws[top] = q
+                            top += np.int64(not x > thr)  # x <= thr, or x missing
+                            rs[nr] = q
+                            nr += np.int64(not x <= thr)  # x > thr, or x missing
+                    mid = top
+                    for k in range(nr):
+                        ws[top + k] = rs[k]
+                    top += nr
+                    if mid > hi:  # left below right: the right subtree is walked first
+                        sn[sp], slo[sp], shi[sp] = meta >> 24, hi, mid
+                        sp += 1
+                    if top > mid:
+                        sn[sp], slo[sp], shi[sp] = nd + 1, mid, top
+                        sp += 1
+
+
+@parallel_kernel(error_model="numpy")
+def _fold_groups(gst, gacc, order, st, acc):
+    """Row ``order[q]``'s sums ``st``, ``acc``: the groups' sums ``gst[:, q]``, ``gacc[:, q]``
+    added in group order, as :func:`_lse_add` adds leaves (the first NaN or ``+inf`` wins)."""
+    n_groups, m, width = gacc.shape
+    for q in prange(m):
+        i = order[q]
+        mx = -np.inf
+        tot = 0.0
+        for c in range(width):
+            acc[i, c] = 0.0
+        for g in range(n_groups):
+            v = gst[g, q, 0]
+            if np.isnan(mx) or mx == np.inf or v == -np.inf:
+                continue
+            if np.isnan(v) or v == np.inf:
+                mx = v
+                continue
+            if v > mx:
+                scale = np.exp(mx - v)
+                tot = tot * scale + gst[g, q, 1]
+                for c in range(width):
+                    acc[i, c] = acc[i, c] * scale + gacc[g, q, c]
+                mx = v
+            else:
+                w = np.exp(v - mx)
+                tot += w * gst[g, q, 1]
+                for c in range(width):
+                    acc[i, c] += w * gacc[g, q, c]
+        st[i, 0] = mx
+        st[i, 1] = tot
+
+
+def walk_rows(X: np.ndarray) -> tuple:
+    """:func:`_batch_walk`'s row arrays for encoded rows ``X``: ``(X, X column-major, each
+    row's observed columns in increasing order, their count)``."""
+    X = np.ascontiguousarray(X, np.float64)
+    obs = ~np.isnan(X)
+    ecols = np.ascontiguousarray(np.argsort(~obs, axis=1, kind="stable"), np.int64)
+    return X, np.ascontiguousarray(X.T), ecols, obs.sum(1).astype(np.int64)
 
 
 def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Runs :func:`_batch_walk` over encoded ``Z``: ``(log sum, acc / sum)`` per row."""
+    """Runs :func:`_batch_walk` over encoded ``Z``: ``(log sum, acc / sum)`` per row. The
+    rows go in the order of the leaves they reach in the first two trees (rows that share
+    paths share blocks), in the chunks of :func:`walk_plan`."""
     m = len(Z)
     f = model.forest_
     pack = leaf_pack(model)
@@ -194,11 +237,17 @@ def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray,
     st[:, 0] = -np.inf
     acc = np.zeros((m, width))
     if m:
-        first = f.apply(Z, n_trees=2)  # rows that share paths go in one block
-        order = np.lexsort(first.T[::-1]).astype(np.int64)
-        block = block_size(m, numba.get_num_threads())
-        _batch_walk(Z, order, block, pack.depth, pack.nodes, f.cat_left, f.n_levels,
-                    pack.args, st, acc, queries)
+        order = np.lexsort(f.apply(Z, n_trees=2).T[::-1]).astype(np.int64)
+        threads = numba.get_num_threads()
+        chunk, bounds = walk_plan(f.n_trees, width)
+        for s in range(0, m, chunk):
+            idx = order[s: s + chunk]
+            gst = np.empty((len(bounds) - 1, len(idx), 2))
+            gacc = np.empty((len(bounds) - 1, len(idx), width))
+            _batch_walk(*walk_rows(Z[idx]), min(BLOCK, len(idx)), bounds, threads,
+                        pack.depth, pack.nodes, f.cat_left, f.n_levels, pack.args, gst, gacc,
+                        queries)
+            _fold_groups(gst, gacc, idx, st, acc)
     fin = np.isfinite(st[:, 0])
     with np.errstate(divide="ignore"):
         lognorm = np.where(fin, st[:, 0] + np.log(np.where(fin, st[:, 1], 1.0)), st[:, 0])

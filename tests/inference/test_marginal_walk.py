@@ -86,10 +86,12 @@ def test_nan_log_prob_matches_enumeration(request, monkeypatch, name):
     fused = m.log_prob(q)
     Z = m._encode(q, missing_columns="nan")
     inc = np.isnan(Z).any(1)
-    expect = marginal_walk.fused_rows(m, Z[inc]).sum()
+    expect = marginal_walk.fused_rows(m, Z).sum()  # complete rows too
     assert sum(seen) == expect > 5  # rows with an unsupported column observed fall back
     if name == "mixed":
-        assert expect < inc.sum()
+        assert expect < len(Z)
+    else:
+        assert marginal_walk.fused_rows(m, Z[~inc]).all() and (~inc).sum() > 5
     ref = _enumerated(monkeypatch, lambda: m.log_prob(q))
     assert fused[0] < -1e9
     # Same factors up to rounding: an unlisted level's log(rest) + log(base) is an ulp from
@@ -173,12 +175,12 @@ def test_pack_memory_as_documented(mixed):
     cats = [lm for lm, k in zip(mixed.leaf_models_, kinds) if k == CATEGORICAL]
     nnz_k = np.sum([np.diff(lm.offset_) for lm in cats], axis=0)
     nbits = sum(lm.allowed_.shape[1] for lm in cats)
-    h = (1 + 5 * kinds.count(TRUNCNORM) + len(cats) + -(-(1 + 2 * len(cats)) // 4)
+    h = (1 + 5 * kinds.count(TRUNCNORM) + 2 * len(cats) + -(-(1 + 2 * len(cats)) // 4)
          + -(-nbits // 8))
     records = 8 * (L * h + nnz_k.sum() + (-(-nnz_k // 4)).sum() + 2)  # 2 spare words
     d = len(kinds)
     kmax = max(lm.n_levels for lm in cats)
-    small = 8 * d * 6 + 16 * d * kmax + 24 + 8 * mixed.forest_.n_trees
+    small = 8 * d * 6 + 16 * d * kmax + 32 + 8 * mixed.forest_.n_trees
     assert pack.nbytes == records + 8 * (L + 1) + 16 * N + 16 * L + small
     assert leaf_pack(mixed) is pack  # kept while the model lives
 
@@ -225,16 +227,60 @@ def test_moments_same_for_any_block_order_and_thread_count(plain, monkeypatch):
     assert np.array_equal(lp3, lp) and all(np.array_equal(mom3[j], mom[j]) for j in cols)
 
 
-@pytest.mark.parametrize("m", [1, 15, 16, 17, 8191, 8192, 8193, 15_500, 100_000])
-@pytest.mark.parametrize("threads", [1, 2, 3, 16])
-def test_blocks_are_balanced_over_the_threads(m, threads):
-    b = marginal_walk.block_size(m, threads)
-    n = -(-m // b)  # blocks
-    assert 16 <= b <= marginal_walk.BLOCK
-    if m >= 16 * threads:  # enough rows: every thread gets as many blocks, nearly as full
-        assert n % threads == 0 and n * b - m < n
-    else:
-        assert n <= threads
+@pytest.mark.parametrize("n_trees", [1, 4, 15, 16, 17, 100, 1000])
+@pytest.mark.parametrize("width", [0, 3, 1000])
+def test_tree_groups_are_balanced_and_bounded(n_trees, width):
+    rows, bounds = marginal_walk.walk_plan(n_trees, width)
+    sizes = np.diff(bounds)
+    assert bounds[0] == 0 and bounds[-1] == n_trees and (sizes > 0).all()
+    assert sizes.max() - sizes.min() <= 1  # nearly equal shares of the trees
+    assert len(sizes) <= marginal_walk.GROUPS and rows >= marginal_walk.BLOCK
+    if len(sizes) > 1:  # several groups only where their sums fit the budget
+        assert len(sizes) * rows * 8 * (2 + width) <= marginal_walk.TASK_BYTES
+    assert len(sizes) == min(n_trees, marginal_walk.GROUPS) or width == 1000
+
+
+def test_same_bits_for_any_thread_count_chunk_and_block(plain, monkeypatch):
+    """The tasks (a group of trees, a block of rows) are dealt to any number of threads, and
+    the rows come in chunks and blocks of any size: every row adds its leaves and its groups
+    in the same order, so the bits do not change; other tree groups change only rounding."""
+    import numba
+
+    Z = plain._encode(_queries(300, 14).drop(columns="spend"), missing_columns="nan")
+    cols = [_col(plain, "c0"), _col(plain, "x1")]
+    base = marginal_walk.marginal_moments(plain, Z, cols)
+    kernels = marginal_walk._batch_walk.parallel, marginal_walk._batch_walk.serial
+    for threads in (1, 3, 7):
+        monkeypatch.setattr(numba, "get_num_threads", lambda t=threads: t)
+        for kernel in kernels:
+            monkeypatch.setattr(marginal_walk, "_batch_walk", kernel)
+            lp, mom = marginal_walk.marginal_moments(plain, Z, cols)
+            assert np.array_equal(lp, base[0])
+            assert all(np.array_equal(mom[j], base[1][j]) for j in cols)
+    monkeypatch.setattr(marginal_walk, "BLOCK", 16)
+    width = plain.leaf_models_[cols[0]].n_levels + 1
+    monkeypatch.setattr(marginal_walk, "TASK_BYTES", 16 * 16 * 8 * (2 + width))
+    rows, bounds = marginal_walk.walk_plan(4, width)
+    assert rows == 16 and len(bounds) == 5  # 16-row chunks, one tree per group as before
+    lp, mom = marginal_walk.marginal_moments(plain, Z, cols)
+    assert np.array_equal(lp, base[0]) and all(np.array_equal(mom[j], base[1][j]) for j in cols)
+    monkeypatch.setattr(marginal_walk, "GROUPS", 1)  # one group: other rounding only
+    lp, mom = marginal_walk.marginal_moments(plain, Z, cols)
+    np.testing.assert_allclose(lp, base[0], rtol=1e-13, atol=1e-13)
+    for j in cols:
+        np.testing.assert_allclose(mom[j], base[1][j], rtol=1e-12, atol=1e-13)
+
+
+def test_level_masks_and_search_give_the_same_bits(plain, monkeypatch):
+    """A categorical level found by its rank in the listed-level mask scores as the binary
+    search of the listed codes finds it (columns of more than MASK_LEVELS levels)."""
+    Z = plain._encode(_queries(300, 15).drop(columns="spend"), missing_columns="nan")
+    base = marginal_walk.marginal_log_prob(plain, Z)
+    monkeypatch.setattr(leaf_factors, "MASK_LEVELS", 0)
+    searched = LeafPack(plain)
+    assert searched.args[4][3] == 0 and leaf_pack(plain).args[4][3] == 64
+    monkeypatch.setattr(marginal_walk, "leaf_pack", lambda model: searched)
+    assert np.array_equal(marginal_walk.marginal_log_prob(plain, Z), base)
 
 
 def test_moments_of_a_row_do_not_depend_on_the_others(plain, monkeypatch):
