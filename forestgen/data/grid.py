@@ -25,6 +25,7 @@ decodes to it).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,6 +186,26 @@ class Grid:
             c[miss] = self.n_values[j] if self.has_missing[j] else UNKNOWN
             C[:, j] = c
         return C, outside
+
+    def rounded_to(self, np_dtype) -> Grid:
+        """This grid as rows rounded to ``np_dtype`` see it (``to_torch`` in float32): interior
+        edges rounded to the nearest value as the rows are
+        (:func:`~forestgen.leaves.base.edges_to`: a value on an edge stays in its bin), the
+        outer edges rounded outward (a value at the column's maximum stays in range)."""
+        from forestgen.leaves.base import edges_to, floor_to
+
+        if np_dtype == np.float64:
+            return self
+        edges = []
+        for j, e in enumerate(self.edges):
+            if self.discrete[j] or len(e) < 2:
+                edges.append(e)
+                continue
+            t = edges_to(e, np_dtype).astype(np.float64)
+            t[0] = floor_to(e[:1], np_dtype)[0]
+            t[-1] = -floor_to(-e[-1:], np_dtype)[0]
+            edges.append(t)
+        return dataclasses.replace(self, edges=edges)
 
     def decode(self, C: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Encoded float rows from codes: a uniform draw inside numeric bins, NaN for missing."""

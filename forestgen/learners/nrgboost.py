@@ -864,12 +864,13 @@ class NRGBoost(GenerativeForest):
         return np.argmax(p, axis=1).astype(float)
 
     # ------------------------------------------------------------------ torch / warmup
-    def to_torch(self):
+    def to_torch(self, *, dtype=None, device=None):
         """This model as a :class:`torch.distributions.Distribution` over encoded rows
-        (``log_prob`` is piecewise constant: gradients are zero)."""
+        (``log_prob`` is piecewise constant: gradients are zero); ``dtype`` and ``device`` are
+        those of its samples, as for every learner."""
         from forestgen.torch.energy import EnergyDistribution
 
-        return EnergyDistribution(self)
+        return EnergyDistribution(self, dtype=dtype, device=device)
 
     def warmup(self) -> NRGBoost:
         self._check_fitted()

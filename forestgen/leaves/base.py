@@ -245,20 +245,30 @@ def leaf_stats(x: np.ndarray, leaf: np.ndarray, n_leaves: int, weight: np.ndarra
 
 def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
     """Largest value of ``np_dtype`` <= ``a``: for ``x`` of that dtype, ``x <= a`` holds iff
-    ``x <= floor_to(a)``, so cell tests in float32 agree exactly with the float64 path."""
+    ``x <= floor_to(a)`` (:func:`cell_bounds_to` rounds the box's top edge up with it)."""
     t = np.asarray(a, np.float64).astype(np_dtype)
     with np.errstate(invalid="ignore"):
         over = t.astype(np.float64) > a
     return np.where(over, np.nextafter(t, np_dtype(-np.inf)), t).astype(np_dtype)
 
 
+def edges_to(a: np.ndarray, np_dtype) -> np.ndarray:
+    """Split thresholds / cell edges ``a`` for tests ``x <= a`` on rows rounded to ``np_dtype``:
+    rounded to the nearest value, as the rows are, so a float64 value ``v`` and its rounding
+    fall on the same side (rounding is monotone: ``v <= a`` gives ``r(v) <= r(a)``, and ``v > a``
+    gives ``r(v) > r(a)`` unless ``v`` is within one ``np_dtype`` step above ``a``). A row that
+    sits on a threshold (GF.Boost, DEF and NRGBoost split at data values, e.g. ``x <= 18.7``)
+    stays in its float64 cell although ``float32(18.7) > 18.7``."""
+    return np.asarray(a, np.float64).astype(np_dtype)
+
+
 def cell_bounds_to(lo: np.ndarray, hi: np.ndarray, np_dtype) -> tuple[np.ndarray, np.ndarray]:
     """Cell bounds ``(lo, hi]`` in ``np_dtype`` for tests ``x > lo & x <= hi``: interior edges
-    by :func:`floor_to` (they must agree with the routing thresholds), and the outer edges of
+    by :func:`edges_to` (they must agree with the routing thresholds), and the outer edges of
     the leaves' box (the least ``lo``, the greatest ``hi``) widened so that every float64 value
     inside the box, rounded to ``np_dtype``, stays inside (a training row at a column's maximum
     rounds above it in float32)."""
-    lo_t, hi_t = floor_to(lo, np_dtype), floor_to(hi, np_dtype)
+    lo_t, hi_t = edges_to(lo, np_dtype), edges_to(hi, np_dtype)
     if np_dtype == np.float64 or len(lo) == 0:
         return lo_t, hi_t
     with np.errstate(invalid="ignore"):

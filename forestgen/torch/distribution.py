@@ -43,7 +43,7 @@ from torch.distributions import Distribution, constraints
 
 from forestgen.base import GenerativeForest
 from forestgen.leaves.base import torch_tensor
-from forestgen.torch.routing import PackedTrees, route
+from forestgen.torch.routing import PackedTrees, route, routing_forest
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
 
 # bytes of per-chunk temporaries (about 12 words per (row, tree, column)). On the CPU large
@@ -387,6 +387,13 @@ class ForestDistribution(Distribution):
             self._cache[key] = _build(self.model, device, dtype, self._leaf_log_weight())
         return self._cache[key]
 
+    def _routing(self, dtype: torch.dtype):
+        """The forest whose thresholds ``dtype`` rows are compared with on the CPU."""
+        key = ("routing", dtype)
+        if key not in self._cache:
+            self._cache[key] = routing_forest(self.model.forest_, dtype)
+        return self._cache[key]
+
     def _packed(self, device: torch.device, dtype: torch.dtype) -> PackedTrees:
         key = ("packed", str(device), dtype)
         if key not in self._cache:
@@ -445,7 +452,8 @@ class ForestDistribution(Distribution):
         for s in range(0, full.numel(), step):
             idx = full[s : s + step]
             xs = x[idx]
-            leaf = route(self.model.forest_, lambda: self._packed(x.device, x.dtype), xr[idx])
+            leaf = route(self._routing(x.dtype), lambda: self._packed(x.device, x.dtype),
+                         xr[idx])
             # tree-major [B, m]: lookups of one tree stay within its rows of the leaf tables
             s_bm = _leaf_scores(tf, xs, leaf.T.contiguous())
             parts.append((idx, _safe_lse(s_bm, 0)))
@@ -465,7 +473,7 @@ class ForestDistribution(Distribution):
                           xr: torch.Tensor) -> torch.Tensor:
         """Rows with NaN: all leaves each row can reach (CPU routing), scored with torch."""
         Z = xr.detach().to("cpu", torch.float64).numpy()
-        ptr, leaf = self.model.forest_.reach(Z)
+        ptr, leaf = self._routing(x.dtype).reach(Z)
         rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
         rows_t = torch.as_tensor(rows, device=x.device)
         leaf_t = torch.as_tensor(leaf.astype(np.int64), device=x.device)

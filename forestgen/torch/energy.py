@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from forestgen.leaves.base import numpy_dtype
 from forestgen.torch.distribution import ForestDistribution
 
 
@@ -28,6 +29,10 @@ class EnergyDistribution(ForestDistribution):
 
     def _log_prob_numpy(self, x: torch.Tensor) -> torch.Tensor:
         Z = x.detach().to("cpu", torch.float64).numpy()
-        res = torch.as_tensor(self.model.log_prob_encoded(Z), device=x.device, dtype=x.dtype)
+        key = ("grid", x.dtype)
+        if key not in self._cache:  # float32 rows are binned on edges rounded as they are
+            self._cache[key] = self.model.grid_.rounded_to(numpy_dtype(x.dtype))
+        lp = self.model._score_codes(*self._cache[key].codes(Z))
+        res = torch.as_tensor(lp, device=x.device, dtype=x.dtype)
         # piecewise constant: attach an exactly-zero gradient (NaN entries are marginalised)
         return res + (torch.nan_to_num(x) * 0.0).sum(-1)

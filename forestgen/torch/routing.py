@@ -11,19 +11,21 @@ piecewise constant).
   ``nan_left``, as in :mod:`forestgen.tree.kernels`). One level costs four gathers over the
   ``[n, B]`` walk state (two more with nominal splits); levels run to the forest's depth.
 
-Thresholds are rounded down to the working dtype
-(:func:`~forestgen.leaves.base.floor_to`), so float32 routing agrees
-exactly with the float64 kernel.
+Thresholds are rounded to the nearest value of the working dtype, as rows encoded in it are
+(:func:`~forestgen.leaves.base.edges_to`), so a float32 row routes as the float64 row it was
+rounded from, a row on a threshold included (CPU float32 rows walk the compiled kernel over
+the same rounded thresholds: :func:`routing_forest`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from forestgen.leaves.base import floor_to
+from forestgen.leaves.base import edges_to
 from forestgen.tree.arrays import ForestArrays
 
 
@@ -65,7 +67,7 @@ class PackedTrees:
         child2 = np.empty((N, 2), np.int64)
         child2[:, 0] = np.where(leaf, node, forest.left)
         child2[:, 1] = np.where(leaf, node, forest.right)
-        thr = floor_to(np.where(leaf, np.inf, forest.threshold), npdt)
+        thr = edges_to(np.where(leaf, np.inf, forest.threshold), npdt)
         n_lev = np.zeros(d, np.int64)
         n_lev[: len(forest.n_levels)] = np.asarray(forest.n_levels, np.int64)
         cat_off = np.asarray(forest.cat_off, np.int64)
@@ -112,11 +114,21 @@ class PackedTrees:
         return self.node_leaf[node]
 
 
+def routing_forest(forest: ForestArrays, dtype: torch.dtype) -> ForestArrays:
+    """``forest`` with its thresholds rounded to ``dtype`` (:func:`edges_to`, held as float64):
+    the compiled kernels walk float32 rows on it as the packed layout does."""
+    if dtype == torch.float64:
+        return forest
+    thr = edges_to(forest.threshold, np.float32).astype(np.float64)
+    return dataclasses.replace(forest, threshold=thr)
+
+
 def route(forest: ForestArrays, packed, x: torch.Tensor) -> torch.Tensor:
     """Global leaf ids ``[n, B]`` (long, on ``x``'s device) of complete rows ``x [n, d]``.
 
-    ``packed`` is a zero-argument callable returning the :class:`PackedTrees` for ``x``'s
-    device and dtype; it is only called off the CPU."""
+    ``forest``: :func:`routing_forest` for ``x``'s dtype; ``packed`` is a zero-argument
+    callable returning the :class:`PackedTrees` for ``x``'s device and dtype; it is only called
+    off the CPU."""
     if x.device.type == "cpu":
         Z = x.detach().to(torch.float64).numpy()
         return torch.from_numpy(forest.apply(Z).astype(np.int64))

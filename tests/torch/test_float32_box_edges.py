@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import forestgen as fg
-from forestgen.leaves.base import cell_bounds_to, floor_to
+from forestgen.leaves.base import cell_bounds_to, edges_to
 
 
 def _table():
@@ -40,9 +40,9 @@ def test_cell_bounds_to_widens_only_the_outer_edges():
     lo = np.array([6.379999999999999, 9.1, 6.379999999999999, 12.3])
     hi = np.array([9.1, 15.97, 12.3, 15.97])
     lt, ht = cell_bounds_to(lo, hi, np.float32)
-    # interior edges as floor_to (agree with the routing thresholds)
-    assert ht[0] == floor_to(hi[:1], np.float32)[0] and lt[1] == floor_to(lo[1:2], np.float32)[0]
-    assert ht[2] == floor_to(hi[2:3], np.float32)[0] and lt[3] == floor_to(lo[3:], np.float32)[0]
+    # interior edges as edges_to (agree with the routing thresholds)
+    assert ht[0] == edges_to(hi[:1], np.float32)[0] and lt[1] == edges_to(lo[1:2], np.float32)[0]
+    assert ht[2] == edges_to(hi[2:3], np.float32)[0] and lt[3] == edges_to(lo[3:], np.float32)[0]
     # every float64 inside the box rounds into it
     x = np.float32(np.array([15.97, 6.38, np.nextafter(6.379999999999999, 7)]))
     assert (x <= ht[1]).all() and (x > lt[0]).all()
