@@ -418,10 +418,18 @@ def _warn_empty(model, ev: Evidence, bad: np.ndarray, index=None, skip: int | No
 
 def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
     """``(values, is_code)``: a numeric mean, the mean level value of an ordinal integer
-    column, or the most probable level code of a categorical one."""
+    column, or the most probable level code of a categorical one.
+
+    A numeric mean is kept inside the column's observed range, as draws are
+    (:func:`~forestgen.sampling.support.draw_column`): leaf densities with tails past it (GeF's
+    Gaussians truncated to unbounded edge cells) could put a mean there (an enrolment of
+    -1,701 for a column whose values run from 81 to 27,176)."""
     spec = model.encoder_.schema.columns[j]
     if not spec.is_discrete:
-        return mom, False
+        lo = spec.lower if np.isfinite(spec.lower) else -np.inf
+        hi = spec.upper if np.isfinite(spec.upper) else np.inf
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isnan(mom), mom, np.clip(mom, lo, hi)), False
     if spec.numeric_levels:
         vals = np.asarray(spec.categories, float)
         return mom @ vals / np.maximum(mom.sum(1), 1e-300), False
