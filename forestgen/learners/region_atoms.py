@@ -149,7 +149,10 @@ class RegionAtoms:
             order = np.argsort(flat, kind="stable")
             self._index = (flat[order], order)
         sorted_keys, order = self._index
-        q = _row_bytes(np.asarray(leaves).reshape(len(leaves), -1))
+        leaves = np.asarray(leaves)
+        if not len(leaves):  # e.g. a batch drawn wholly from the smoothing component
+            return np.zeros(0, np.int64)
+        q = _row_bytes(leaves.reshape(len(leaves), -1))
         if not len(sorted_keys):
             return np.full(len(q), -1, np.int64)
         at = np.minimum(np.searchsorted(sorted_keys, q), len(sorted_keys) - 1)
