@@ -776,28 +776,18 @@ class NRGBoost(GenerativeForest):
         midpoints / ordinal mean / most probable level; ``"sample"``: one exact draw per
         imputation). Rows with more NaN cells run a Gibbs chain over them with the observed
         cells clamped (``sample_burn_in`` sweeps); ``"expectation"`` then averages 50 states
-        (an MCMC estimate). Imputed cells never take the missing state.
+        (an MCMC estimate). Imputed cells never take the missing state. Input handling and
+        output are those of every learner (:func:`forestgen.inference.api.impute`: observed
+        cells, dtypes and the input's type kept).
         """
+        from forestgen.inference.api import impute
+
         self._check_fitted()
         if method not in ("expectation", "sample"):
             raise ValueError(f"method must be 'expectation' or 'sample', got {method!r}")
-        if (not isinstance(n_imputations, (int, np.integer)) or isinstance(n_imputations, bool)
-                or n_imputations < 1):
-            raise ValueError(f"n_imputations must be a positive integer, got {n_imputations!r}")
-        if method == "expectation" and n_imputations > 1:
-            raise ValueError("n_imputations > 1 needs method='sample'")
-        rng = as_generator(random_state)
-        df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
-            self._encode(X))
-        Z = self._encode(df)
-        miss = np.isnan(Z)
-        outs = []
-        for _ in range(n_imputations):
-            Zi = self._impute_once(Z, miss, method, rng)
-            res = self.encoder_.inverse_transform(Zi)
-            res.index = df.index
-            outs.append(res)
-        return outs[0] if method == "expectation" else (outs if n_imputations > 1 else outs[0])
+        return impute(self, X, method=method, n_imputations=n_imputations,
+                      random_state=as_generator(random_state),
+                      filler=lambda Z, miss, meth, rng: self._impute_once(Z, miss, meth, rng))
 
     def _impute_once(self, Z, miss, method, rng) -> np.ndarray:
         g = self.grid_
