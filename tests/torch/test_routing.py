@@ -1,4 +1,4 @@
-"""Packed torch routing (used off the CPU) equals the compiled kernel on the float64 rows, in
+"""Packed torch routing (used off the CPU) equals the compiled kernel (used on the CPU), in
 float32 and float64."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from forestgen.torch.routing import PackedTrees, max_depth
+from forestgen.torch.routing import PackedTrees, max_depth, routing_forest
 
 
 def _awkward_rows(model, Z: np.ndarray) -> np.ndarray:
@@ -35,7 +35,8 @@ def test_packed_routing_equals_kernel(mixed_model, adult_model, adult_test, mixe
     for model, frame in ((adult_model, adult_test), (mixed_model, mixed_df)):
         Z = _awkward_rows(model, model.encoder_.transform(frame))
         x = torch.tensor(Z, dtype=dtype)
-        ref = model.forest_.apply(Z)  # the float64 kernel on the rows before rounding
+        # the compiled kernel on the same rows and thresholds as rounded for the dtype
+        ref = routing_forest(model.forest_, dtype).apply(x.double().numpy())
         packed = PackedTrees.build(model.forest_, Z.shape[1], torch.device("cpu"), dtype)
         assert packed.depth == max_depth(model.forest_) > 0
         np.testing.assert_array_equal(packed.apply(x).numpy(), ref)
