@@ -261,7 +261,19 @@ def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
         if not low < high:
             raise ValueError(f"column {spec.name!r} holds integers and none lies in "
                              f"[{value[0]}, {value[1]}]")
+    else:
+        low = _closed_low(low)
     return low, high
+
+
+def _closed_low(low: float) -> float:
+    """The stored lower end of a closed interval ``[low, high]`` on a continuous column.
+
+    Evidence intervals are half-open ``(lo, hi]`` inside (leaf interval masses, point-mass
+    shares, the tree walks); ``(nextafter(low, -inf), high]`` holds exactly the doubles of
+    ``[low, high]``, so a point mass at ``low`` (e.g. the zeros of a zero-inflated column
+    under ``(0, 5)``) keeps its mass."""
+    return float(np.nextafter(low, -np.inf)) if math.isfinite(low) else low
 
 
 def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> None:
@@ -330,7 +342,7 @@ def _set_cells(ev: Evidence, j: int, spec: ColumnSpec, values: np.ndarray) -> No
         if plain_iv and type(v) is tuple and len(v) == 2:
             low, high = _plain_bound(v[0], -np.inf), _plain_bound(v[1], np.inf)
             if low is not None and high is not None and low < high:
-                ev.lo[i, j], ev.hi[i, j] = low, high
+                ev.lo[i, j], ev.hi[i, j] = _closed_low(low), high
                 continue
         key = None
         if isinstance(v, Not):

@@ -963,8 +963,10 @@ def _without_rows(ev, rows: np.ndarray):
 
 
 def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
-    """Point evidence keeps its exact value; numeric intervals are drawn inside bin ∩ interval,
-    then snapped to a point of the column's decimals grid inside the interval, so that decoding
+    """Point evidence keeps its exact value; numeric intervals are drawn as the bin decodes
+    (:meth:`Grid.decode`: uniform over its draw range, so a point-mass bin gives its value)
+    restricted to the interval, else (the draw range misses it) inside bin ∩ interval, then
+    snapped to a point of the column's decimals grid inside the interval, so that decoding
     (rounding to the training decimals) keeps the value in it."""
     for j in range(grid.d):
         pt = ev.point[erow, j]
@@ -974,8 +976,13 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
         if iv.any() and not grid.discrete[j]:
             e = grid.edges[j]
             c = C[iv, j]
-            a = np.maximum(e[c], ev.lo[erow[iv], j])
-            b = np.minimum(e[c + 1], ev.hi[erow[iv], j])
+            lo_e, hi_e = ev.lo[erow[iv], j], ev.hi[erow[iv], j]  # (lo, hi]
+            a = np.maximum(e[c], lo_e)
+            b = np.minimum(e[c + 1], hi_e)
+            oa = np.maximum(grid.obs_lo[j][c], np.nextafter(lo_e, np.inf))
+            ob = np.minimum(grid.obs_hi[j][c], hi_e)
+            use = oa <= ob
+            a, b = np.where(use, oa, a), np.where(use, ob, b)
             z = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
             spec = schema.columns[j]
             if spec.has_grid:

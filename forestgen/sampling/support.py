@@ -19,14 +19,18 @@ __all__ = ["draw_column", "snap_to_grid"]
 def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
                 lo: np.ndarray | None = None, hi: np.ndarray | None = None,
                 levels: np.ndarray | None = None) -> np.ndarray:
-    """Encoded draws of column ``j`` from ``leaf``; ``lo``/``hi``: a closed interval condition
-    (numeric columns), ``levels``: a level-set condition (discrete columns)."""
+    """Encoded draws of column ``j`` from ``leaf``; ``lo``/``hi``: an interval condition
+    ``(lo, hi]`` as evidence stores it (numeric columns; a closed ``[low, high]`` is stored
+    with ``lo = nextafter(low, -inf)``), ``levels``: a level-set condition (discrete
+    columns)."""
     lm = model.leaf_models_[j]
     spec = model.encoder_.schema.columns[j]
     if spec.is_discrete:
         return lm.sample(leaf, rng) if levels is None else lm.sample(leaf, rng, levels=levels)
     n = len(leaf)
-    want_lo = np.full(n, -np.inf) if lo is None else np.broadcast_to(np.asarray(lo, float), n)
+    # the least value allowed: above the evidence's exclusive end, at or above the observed min
+    want_lo = (np.full(n, -np.inf) if lo is None
+               else np.nextafter(np.broadcast_to(np.asarray(lo, float), n), np.inf))
     want_hi = np.full(n, np.inf) if hi is None else np.broadcast_to(np.asarray(hi, float), n)
     a = np.maximum(want_lo, spec.lower)
     b = np.minimum(want_hi, spec.upper)
