@@ -59,7 +59,7 @@ stages = {"walk": src.replace(score, "v = 0.0").replace(lse, cut),
           "+ factors": src.replace(lse, cut),
           "full": src}
 none = (np.zeros(0, np.int64),) * 4 + (np.zeros((0, 1)),)
-order = np.lexsort(f.apply(Z, n_trees=2).T[::-1]).astype(np.int64)
+order = np.argsort(f.apply(Z, n_trees=1)[:, 0], kind="stable").astype(np.int64)
 import numba
 _, bounds = mw.walk_plan(f.n_trees, 0)
 out = {"rows": len(Z), "pairs": pairs}

@@ -228,8 +228,8 @@ def walk_rows(X: np.ndarray) -> tuple:
 
 def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Runs :func:`_batch_walk` over encoded ``Z``: ``(log sum, acc / sum)`` per row. The
-    rows go in the order of the leaves they reach in the first two trees (rows that share
-    paths share blocks), in the chunks of :func:`walk_plan`."""
+    rows go in the order of the leaves they reach in the first tree (neighbours share
+    blocks and paths), in the chunks of :func:`walk_plan`."""
     m = len(Z)
     f = model.forest_
     pack = leaf_pack(model)
@@ -237,7 +237,7 @@ def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray,
     st[:, 0] = -np.inf
     acc = np.zeros((m, width))
     if m:
-        order = np.lexsort(f.apply(Z, n_trees=2).T[::-1]).astype(np.int64)
+        order = np.argsort(f.apply(Z, n_trees=1)[:, 0], kind="stable").astype(np.int64)
         threads = numba.get_num_threads()
         chunk, bounds = walk_plan(f.n_trees, width)
         for s in range(0, m, chunk):
