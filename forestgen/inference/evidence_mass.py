@@ -31,16 +31,21 @@ from numba import njit, prange
 
 from forestgen.inference.conditions import Evidence
 from forestgen.inference.interval_factors import (
+    LOGZ_MIN,
+    SQRT1_2,
+    TINY,
     evidence_arrays,
     kernel_columns,
     kernel_rows,
     packed_sides,
     row_columns,
+    row_linear_weight,
     row_log_weight,
 )
 from forestgen.inference.leaf_factors import (
     BASE,
     CATEGORICAL,
+    KIND,
     NLEV,
     POS,
     REC,
@@ -56,6 +61,7 @@ from forestgen.parallel import parallel_kernel
 ROW_BLOCK = 8  # rows per parallel block (tree-major inside a block)
 MASK_COLUMNS = 63  # columns with a containment bit (bit 63: "never")
 MASK_LEVELS = 64  # levels of a categorical column whose node level sets are tracked
+LOG_TINY = math.log(TINY)  # subtree weights below exp(this) are summed in log space
 PMF_TOL = 1e-12  # |sum of a leaf's pmf - 1| below which its support's mass counts as 1
 
 
@@ -107,6 +113,67 @@ def subtree_tables(model) -> SubtreeTables:
     if hit is None or hit[0] != key:
         hit = (key, SubtreeTables(model))
         _CACHE[model] = hit
+    return hit[1]
+
+
+class LinearTables:
+    """Per leaf record of :class:`~.leaf_factors.LeafPack`, what scoring a leaf in linear
+    space (:func:`~.interval_factors.row_linear_weight`) reads besides the record: ``pi [L]``
+    the leaf weights (-1 where below :data:`~.interval_factors.TINY`), and per truncated-normal
+    column with interval factors (``slot [d]``: its first word, -1 for other columns) three
+    words of ``edge [L, 3 t]``: ``erfc(|c| / sqrt 2)`` at the cell's two standardised edges
+    ``c`` and ``1 / Z``, the inverse of its normaliser (NaN where ``log Z`` is not finite or
+    below :data:`~.interval_factors.LOGZ_MIN`: those leaves are scored in log space).
+    Memory: ``8 L (1 + 3 t)`` bytes; built on first use and kept while the model lives
+    (:func:`linear_tables`)."""
+
+    def __init__(self, model):
+        pack = leaf_pack(model)
+        _, iv, _ = kernel_columns(model)
+        tabs = pack.args
+        kind = tabs[KIND]
+        cols = [j for j in range(len(kind)) if iv[j] and kind[j] == TRUNCNORM]
+        self.slot = np.full(len(kind), -1, np.int64)
+        self.slot[cols] = 3 * np.arange(len(cols))
+        o = tabs[START][:-1]
+        lw = tabs[REC][o]
+        with np.errstate(under="ignore"):
+            self.pi = np.where(lw > np.log(TINY), np.exp(np.maximum(lw, np.log(TINY))), -1.0)
+        self.pi[lw == -np.inf] = 0.0
+        self.edge = np.empty((len(o), 3 * len(cols)))
+        for t, j in enumerate(cols):
+            _edges(tabs[REC], o + pack.pos[j], self.edge, 3 * t)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.pi.nbytes + self.edge.nbytes + self.slot.nbytes)
+
+
+@njit(cache=True, nogil=True)
+def _edges(rec, p, edge, t):
+    """Fill ``edge[:, t:t + 3]`` of :class:`LinearTables` from the truncated-normal fields at
+    words ``p`` (one per record)."""
+    for r in range(p.shape[0]):
+        lo, hi, mu, sd, ln = rec[p[r]], rec[p[r] + 1], rec[p[r] + 2], rec[p[r] + 3], \
+            rec[p[r] + 4]
+        edge[r, t] = math.erfc(abs((lo - mu) / sd) * SQRT1_2) if sd > 0 else np.nan
+        edge[r, t + 1] = math.erfc(abs((hi - mu) / sd) * SQRT1_2) if sd > 0 else np.nan
+        logz = ln - (math.log(sd) + LOG_SQRT_2PI) if sd > 0 else np.nan
+        ok = np.isfinite(logz) and logz > LOGZ_MIN
+        edge[r, t + 2] = math.exp(-logz) if ok else np.nan
+
+
+_LCACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def linear_tables(model) -> LinearTables:
+    """The model's :class:`LinearTables` (built on first use, kept while the model lives and
+    its leaf models and leaf weights are the same objects)."""
+    key = (id(model.leaf_log_weight_), tuple(id(lm) for lm in model.leaf_models_))
+    hit = _LCACHE.get(model)
+    if hit is None or hit[0] != key:
+        hit = (key, LinearTables(model))
+        _LCACHE[model] = hit
     return hit[1]
 
 
@@ -222,19 +289,22 @@ def _build(node, fnode, cat_left, n_levels, tabs, colkind, depth):
     return logw, ok
 
 
-@parallel_kernel
+@parallel_kernel(error_model="numpy")
 def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, tabs, depth,
-                 block, logw, okb, full):
+                 block, logw, okb, full, pi, edge, slot):
     """``(log sum_k w_k(e_i), leaves scored)`` per row (``-inf``: no leaf has positive
     weight), walking the packed nodes of :class:`~.leaf_factors.LeafPack` (a right child
     follows its parent); with ``okb`` non-empty, pruning contained subtrees
-    (:class:`SubtreeTables`)."""
+    (:class:`SubtreeTables`); with ``pi`` non-empty, scoring the leaves of rows without point
+    values in linear space (:class:`LinearTables`), summed apart from the few scored in log
+    space."""
     m, d = X.shape
     node, fnode, roots = nodes
     B = roots.shape[0]
     nlev = tabs[NLEV]
     mx = np.full(m, -np.inf)
     acc = np.zeros(m)
+    lsum = np.zeros(m)  # the sum of the weights scored in linear space
     scored = np.zeros(m, np.int64)
     n_blocks = (m + block - 1) // block
     kmax = tabs[BASE].shape[1]
@@ -255,6 +325,7 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
             for i in range(r0, r1):
                 ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
                 prune = ne == 0 and okb.shape[0] > 0
+                lin = ne == 0 and pi.shape[0] > 0
                 need = np.int64(0)
                 if prune:
                     for q in range(ni):
@@ -280,12 +351,21 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                     n = stack[sp]
                     meta = node[n, 1]
                     if (meta >> 2) & 1:
+                        scored[i] += 1
+                        if lin:
+                            w = row_linear_weight(i, meta >> 24, lo, hi, icols, ni, smask,
+                                                  soff, scols, ns, tabs, pi, edge, slot)
+                            if w >= 0.0:
+                                lsum[i] += w
+                                continue
                         v = row_log_weight(i, meta >> 24, X, ecols, ne, lo, hi, icols, ni,
                                            smask, soff, scols, ns, tabs, scratch)
-                        scored[i] += 1
                     elif prune and _inside(i, sp, lo, hi, icols, ni, ns, qlo, qhi, qm,
                                            smb) and (okb[n] & need) == need:
                         v = logw[n]  # every leaf below weighs pi_k: add their sum, stop
+                        if lin and v > LOG_TINY:
+                            lsum[i] += np.exp(v)
+                            continue
                     else:
                         v = np.nan
                     if not np.isnan(v):
@@ -313,7 +393,10 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                         colq[scols[q]] = -1
     out = np.empty(m)
     for i in range(m):
-        out[i] = mx[i] + np.log(acc[i]) if mx[i] > -np.inf else -np.inf
+        a = mx[i] + np.log(acc[i]) if mx[i] > -np.inf else -np.inf
+        b = np.log(lsum[i]) if lsum[i] > 0.0 else -np.inf
+        hi_ = max(a, b)
+        out[i] = hi_ if hi_ == -np.inf else hi_ + np.log1p(np.exp(min(a, b) - hi_))
     return out, scored
 
 
@@ -367,7 +450,8 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune
     """``(done, log p(e))`` for the evidence rows ``rows`` (default all): ``done`` marks the
     rows whose evidence has in-kernel factors (:func:`~.interval_factors.kernel_rows`) and
     were summed here; the others (NaN in the result) are left to the enumerating path.
-    ``prune=False`` scores every reached leaf (the unpruned walk); ``leaves=True`` adds a third
+    ``prune=False`` scores every reached leaf in log space (the unpruned walk of the log
+    weights, a reference for the pruned linear-space one); ``leaves=True`` adds a third
     result, the leaves scored per row (-1 where not done)."""
     rows = np.arange(ev.m) if rows is None else np.asarray(rows, np.int64)
     out = np.full(len(rows), np.nan)
@@ -379,14 +463,16 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune
         f = model.forest_
         pack = leaf_pack(model)
         if prune and np.isnan(ev.point[sel]).all(1).any():  # (only such rows can prune)
-            st = subtree_tables(model)
+            st, lt = subtree_tables(model), linear_tables(model)
             logw, okb, full = st.logw, st.ok, st.full
+            pi, edge, slot = lt.pi, lt.edge, lt.slot
         else:
             logw, okb = np.zeros(0), np.zeros(0, np.int64)
             full = np.zeros(ev.d, np.uint64)
+            pi, edge, slot = np.zeros(0), np.zeros((0, 0)), np.zeros(ev.d, np.int64)
         lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel)
         out[done], cnt[done] = _mass_kernel(
             np.ascontiguousarray(ev.point[sel]), lo, hi, sact, smask, soff, sk, pack.nodes,
             f.cat_left, f.n_levels, pack.args, pack.depth,
-            max(1, min(ROW_BLOCK, -(-len(sel) // 16))), logw, okb, full)
+            max(1, min(ROW_BLOCK, -(-len(sel) // 16))), logw, okb, full, pi, edge, slot)
     return (done, out, cnt) if leaves else (done, out)

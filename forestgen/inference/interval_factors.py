@@ -30,6 +30,7 @@ from forestgen.inference.leaf_factors import (
     START,
     TRUNCNORM,
     UNIFORM,
+    _listed,
     add_pmf,
     leaf_kind,
     leaf_log_weight,
@@ -187,6 +188,104 @@ def row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff, scols, ns
         if lp == -np.inf:
             return lp
     return lp
+
+
+# ------------------------------------------------------------------- linear-space leaf factors
+
+TINY = 1e-280  # linear weights below this (or factors in far tails) are scored in log space
+LOGZ_MIN = -600.0  # truncated normals with log normaliser below this: scored in log space
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _truncnorm_linear(rec, p, edge, r, t, lo, hi):
+    """``P(lo < X <= hi)`` (not its log) under the truncated normal at word ``p`` of the
+    records, as :func:`_truncnorm_interval`; ``-1.0`` where it must be taken in log space (far
+    tails, tiny normalisers). ``edge[r, t:t + 3]``: ``erfc(|c|/sqrt 2)`` at the cell's
+    standardised edges and ``1 / Z`` (:class:`~.evidence_mass.LinearTables`). An evidence edge
+    outside the cell clips to the cell's edge, whose tail is stored: a one-sided interval costs
+    one ``erfc``, an interval inside the cell two, one covering the cell none."""
+    zinv = edge[r, t + 2]
+    if not zinv > 0.0:
+        return -1.0
+    mu = rec[p + 2]
+    sd = rec[p + 3]
+    za = (lo - mu) / sd
+    zb = (hi - mu) / sd
+    ca = (rec[p] - mu) / sd
+    cb = (rec[p + 1] - mu) / sd
+    if not (za > ca or zb < cb):
+        return 1.0  # the interval covers the cell
+    a = max(za, ca)
+    b = min(zb, cb)
+    if not b > a:
+        return 0.0
+    ea = math.erfc(abs(a) * SQRT1_2) if za > ca else edge[r, t]  # 2 x the tail beyond |a|
+    eb = math.erfc(abs(b) * SQRT1_2) if zb < cb else edge[r, t + 1]
+    if a >= 0.0:  # both in the upper tail: Q(a) - Q(b)
+        dp = 0.5 * (ea - eb)
+    elif b <= 0.0:  # both in the lower tail: Phi(b) - Phi(a)
+        dp = 0.5 * (eb - ea)
+    elif ea + eb < 1.5:  # across 0: 1 - Phi(a) - Q(b), both tails below 3/4
+        dp = 1.0 - 0.5 * (ea + eb)
+    else:  # both ends near 0: erf keeps its relative accuracy there
+        dp = 0.5 * (math.erf(b * SQRT1_2) - math.erf(a * SQRT1_2))
+    if not dp >= TINY:
+        return -1.0
+    return dp * zinv
+
+
+@njit(cache=True, nogil=True, inline="always")
+def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi, edge, slot):
+    """``pi_r prod_j g_j`` (linear) of packed leaf record ``r`` under row ``i``'s intervals
+    and level sets (no point values), the exponential of :func:`row_log_weight`; ``-1.0`` where
+    that must score it instead (a factor in a far tail, a weight below :data:`TINY`).
+    ``pi [L]``, ``edge`` and ``slot [d]`` (each truncated-normal column's first word in
+    ``edge``): :class:`~.evidence_mass.LinearTables`. A level set sums the leaf's
+    probabilities of its levels in level order, as :func:`row_log_weight`."""
+    w = pi[r]
+    if not w > 0.0:  # a zero weight, or (-1) one too small for linear space
+        return 0.0 if w == 0.0 else -1.0
+    rec, bits, codes, start, lay, pos, kind = tabs[0], tabs[1], tabs[2], tabs[3], tabs[4], \
+        tabs[5], tabs[6]
+    base, nlev = tabs[9], tabs[NLEV]
+    cpos, bpos = tabs[7], tabs[8]
+    o = start[r]
+    for q in range(ni):
+        j = icols[q]
+        p = o + pos[j]
+        if kind[j] == TRUNCNORM:
+            g = _truncnorm_linear(rec, p, edge, r, slot[j], lo[i, j], hi[i, j])
+            if g < 0.0:
+                return -1.0
+        else:  # uniform
+            a = rec[p]
+            b = rec[p + 1]
+            if not b - a > 0.0:
+                return -1.0
+            g = min(hi[i, j], b) - max(lo[i, j], a)
+            g = g / (b - a) if g > 0.0 else 0.0
+        if g == 0.0:
+            return 0.0
+        w *= g
+    for q in range(ns):
+        j = scols[q]
+        e, end, cb = _listed(codes, lay, cpos, o, j)
+        so = soff[j]
+        rest = -1.0
+        s = 0.0
+        for c in range(nlev[j]):
+            if e < end and codes[cb + e] == c:
+                if smask[i, so + c]:
+                    s += np.exp(rec[o + lay[0] + e])
+                e += 1
+            elif smask[i, so + c] and (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1:
+                if rest < 0.0:
+                    rest = np.exp(rec[o + pos[j]])
+                s += rest * base[j, c]
+        if s == 0.0:
+            return 0.0
+        w *= s
+    return w if w >= TINY else -1.0
 
 
 @njit(cache=True, nogil=True)

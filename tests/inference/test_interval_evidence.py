@@ -10,15 +10,20 @@ import numba
 import numpy as np
 import pandas as pd
 import pytest
+from numba import njit
 from scipy import stats
 
 from forestgen.inference import ZeroProbabilityError, evidence_log_prob
 from forestgen.inference.conditions import Not, evidence_from_frame, parse_conditions
-from forestgen.inference.evidence_mass import evidence_log_mass, subtree_tables
+from forestgen.inference.evidence_mass import evidence_log_mass, linear_tables, subtree_tables
 from forestgen.inference.interval_factors import (
     evidence_arrays,
     kernel_columns,
+    kernel_rows,
     log_ndtr_diff,
+    row_columns,
+    row_linear_weight,
+    row_log_weight,
 )
 from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded, node_bounds
@@ -357,3 +362,53 @@ def test_impossible_evidence_raises_with_pruning(prune_models):
     _, lm, n = evidence_log_mass(m, ev, leaves=True)
     assert (n == 0).all()  # the whole forest inside the evidence: no leaf scored
     np.testing.assert_allclose(lm, 0.0, rtol=0, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- linear space
+
+
+@njit
+def _both_weights(X, lo, hi, sact, smask, soff, tabs, pi, edge, slot, n_rec):
+    """Per (row, leaf record): the linear-space weight and the log-space one."""
+    m, d = X.shape
+    lin = np.empty((m, n_rec))
+    lg = np.empty((m, n_rec))
+    ecols = np.empty(d, np.int64)
+    icols = np.empty(d, np.int64)
+    scols = np.empty(d, np.int64)
+    scratch = np.zeros((1, tabs[9].shape[1]))
+    for i in range(m):
+        ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
+        for r in range(n_rec):
+            lin[i, r] = row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns,
+                                          tabs, pi, edge, slot)
+            lg[i, r] = row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff,
+                                      scols, ns, tabs, scratch)
+    return lin, lg
+
+
+@pytest.mark.parametrize("name", ["arf", "smooth", "unif", "local"])
+def test_linear_leaf_weights_equal_log_weights(prune_models, name):
+    """Every leaf's linear-space weight is the exponential of its log-space weight to a
+    relative 1e-12 (zero where that is -inf), or -1 (left to log space) only where the weight
+    lies beyond linear space's reach (below 1e-280), as in the far-tail rows."""
+    m = prune_models[name]
+    cond = _conditions(60, seed=7).drop(columns=["x3"])
+    cond.loc[3, "x0"] = (-0.3, 1e-9)  # both ends near 0 of some leaves' standardised axis
+    ev = evidence_from_frame(m, cond)
+    ev.point[:] = np.nan  # (intervals and level sets only: the rows the linear path takes)
+    rows = np.flatnonzero(kernel_rows(m, ev, np.arange(ev.m)))
+    lo, hi, sact, smask, soff, _ = evidence_arrays(ev, rows)
+    pack, lt = leaf_pack(m), linear_tables(m)
+    lin, lg = _both_weights(np.ascontiguousarray(ev.point[rows]), lo, hi, sact, smask, soff,
+                            pack.args, lt.pi, lt.edge, lt.slot, len(pack.leaf_id))
+    fast = lin >= 0
+    assert fast.mean() > 0.9
+    assert ((lin[fast] == 0) == (lg[fast] == -np.inf)).all()
+    pos = fast & (lin > 0)
+    np.testing.assert_allclose(np.log(lin[pos]), lg[pos], rtol=0, atol=1e-12)
+    assert (lg[~fast] < np.log(1e-280)).all() or name == "unif"  # (uniform: never -1)
+    far = np.array([isinstance(v, tuple) and v[0] is not None and v[0] >= 40
+                    for v in cond.x0])[rows]
+    if name in ("arf", "smooth"):  # (outer cells unbounded: mass far in their tails)
+        assert (~fast[far]).any()
