@@ -6,19 +6,26 @@ enumerating path (:func:`~.posterior.iter_posterior`) lists every leaf the evide
 reaches ~10^5 leaves of a 1M-row forest, so listing them is what costs. :func:`evidence_log_mass`
 walks each tree depth-first over the packed nodes of :class:`~.leaf_factors.LeafPack`
 (:func:`~.interval_factors.packed_sides`: the leaves the enumeration lists), scores each leaf
-on all of the row's evidence as it reaches it (:func:`~.interval_factors.row_log_weight`) and
-accumulates a running ``logsumexp``.
+on all of the row's evidence as it reaches it and accumulates the sum.
 
 Containment pruning (a range sum): a row whose evidence is only intervals and level sets
-tracks, as it descends, each node's box on its evidence columns (the thresholds and level sets
-of the splits above it). Where the box lies inside the evidence on every evidence column, and
-every leaf below has its factor on those columns equal to 1 whenever its box is inside the
-evidence (:class:`SubtreeTables`: checked per leaf and column, never assumed), the subtree adds
-its summed leaf weight and the walk stops there; only the leaves that straddle the evidence's
-boundary are scored. Rows with a point value (densities) walk every reached leaf.
+checks each node's box (the thresholds and level sets of the splits above it). Where the box
+lies inside the evidence on every evidence column, and every leaf below has its factor on those
+columns equal to 1 whenever its box is inside the evidence (:class:`SubtreeTables`: checked per
+leaf and column, never assumed), the subtree adds its summed leaf weight and the walk stops
+there; only the leaves that straddle the evidence's boundary are scored.
+
+Such rows (:func:`_block_kernel`) are sorted so that neighbours have similar evidence and walk
+each tree in blocks: a node splits the block's rows into those going left and right, so node
+and leaf records are read once per block. Their leaves are scored in linear space
+(:func:`~.interval_factors.row_linear_weight`: erfc tails, a stored tail and ``1 / Z`` per cell
+edge, :class:`LinearTables`) and summed without a logarithm or exponential per leaf; weights
+beyond linear space's reach (far tails, below 1e-280) are scored in log space and summed apart.
+Rows with a point value (densities) walk alone and score every reached leaf in log space
+(:func:`_mass_kernel`).
 
 Each row is summed in a fixed order (trees in order, each depth-first), so the result does not
-depend on the thread count or on how rows are batched.
+depend on the thread count or on how rows are sorted and batched.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import math
 import weakref
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from forestgen.inference.conditions import Evidence
 from forestgen.inference.interval_factors import (
@@ -38,6 +45,7 @@ from forestgen.inference.interval_factors import (
     kernel_columns,
     kernel_rows,
     packed_sides,
+    range_sides,
     row_columns,
     row_linear_weight,
     row_log_weight,
@@ -58,7 +66,8 @@ from forestgen.inference.leaf_factors import (
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.parallel import parallel_kernel
 
-ROW_BLOCK = 8  # rows per parallel block (tree-major inside a block)
+ROW_BLOCK = 8  # rows per parallel block of the per-row walk (tree-major inside a block)
+BLOCK = 64  # rows that walk the trees together (at most; the pruned linear-space walk)
 MASK_COLUMNS = 63  # columns with a containment bit (bit 63: "never")
 MASK_LEVELS = 64  # levels of a categorical column whose node level sets are tracked
 LOG_TINY = math.log(TINY)  # subtree weights below exp(this) are summed in log space
@@ -177,7 +186,7 @@ def linear_tables(model) -> LinearTables:
     return hit[1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _left_levels(n, node, fnode, cat_left, n_levels, k):
     """uint64 mask of the level codes ``< k`` (``k <= 64``) that packed split ``n`` sends
     left, as :func:`~.interval_factors.packed_sides` routes a level set."""
@@ -291,59 +300,27 @@ def _build(node, fnode, cat_left, n_levels, tabs, colkind, depth):
 
 @parallel_kernel(error_model="numpy")
 def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, tabs, depth,
-                 block, logw, okb, full, pi, edge, slot):
+                 block):
     """``(log sum_k w_k(e_i), leaves scored)`` per row (``-inf``: no leaf has positive
-    weight), walking the packed nodes of :class:`~.leaf_factors.LeafPack` (a right child
-    follows its parent); with ``okb`` non-empty, pruning contained subtrees
-    (:class:`SubtreeTables`); with ``pi`` non-empty, scoring the leaves of rows without point
-    values in linear space (:class:`LinearTables`), summed apart from the few scored in log
-    space."""
+    weight): each row walks the packed nodes of :class:`~.leaf_factors.LeafPack` (a right
+    child follows its parent) and scores every leaf it reaches in log space."""
     m, d = X.shape
-    node, fnode, roots = nodes
-    B = roots.shape[0]
-    nlev = tabs[NLEV]
+    node, _, roots = nodes
     mx = np.full(m, -np.inf)
     acc = np.zeros(m)
-    lsum = np.zeros(m)  # the sum of the weights scored in linear space
     scored = np.zeros(m, np.int64)
     n_blocks = (m + block - 1) // block
-    kmax = tabs[BASE].shape[1]
     for blk in prange(n_blocks):
         stack = np.empty(depth + 2, np.int64)
         ecols = np.empty(d, np.int64)
         icols = np.empty(d, np.int64)
         scols = np.empty(d, np.int64)
-        scratch = np.zeros((1, kmax))
-        qlo = np.empty((depth + 2, d))  # per stack slot: the node's box on the row's
-        qhi = np.empty((depth + 2, d))  # interval columns and level sets on its set columns
-        qm = np.empty((depth + 2, d), np.uint64)
-        colq = np.full(d, -1, np.int64)  # each evidence column's place among the row's
-        smb = np.zeros(d, np.uint64)  # the row's level sets as masks
+        scratch = np.zeros((1, tabs[BASE].shape[1]))
         r0 = blk * block
         r1 = min(m, r0 + block)
-        for b in range(B):  # tree-major inside a block: one tree's nodes stay in cache
+        for b in range(roots.shape[0]):  # tree-major inside a block: its nodes stay in cache
             for i in range(r0, r1):
                 ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
-                prune = ne == 0 and okb.shape[0] > 0
-                lin = ne == 0 and pi.shape[0] > 0
-                need = np.int64(0)
-                if prune:
-                    for q in range(ni):
-                        j = icols[q]
-                        colq[j] = q
-                        qlo[0, q] = -np.inf
-                        qhi[0, q] = np.inf
-                        need |= np.int64(1) << np.int64(min(j, MASK_COLUMNS))
-                    for q in range(ns):
-                        j = scols[q]
-                        colq[j] = ni + q
-                        qm[0, q] = full[j]
-                        need |= np.int64(1) << np.int64(min(j, MASK_COLUMNS))
-                        s = np.uint64(0)
-                        for c in range(min(sk[j], MASK_LEVELS)):
-                            if smask[i, soff[j] + c]:
-                                s |= np.uint64(1) << np.uint64(c)
-                        smb[q] = s
                 stack[0] = roots[b]
                 sp = 1
                 while sp > 0:
@@ -351,98 +328,215 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                     n = stack[sp]
                     meta = node[n, 1]
                     if (meta >> 2) & 1:
-                        scored[i] += 1
-                        if lin:
-                            w = row_linear_weight(i, meta >> 24, lo, hi, icols, ni, smask,
-                                                  soff, scols, ns, tabs, pi, edge, slot)
-                            if w >= 0.0:
-                                lsum[i] += w
-                                continue
                         v = row_log_weight(i, meta >> 24, X, ecols, ne, lo, hi, icols, ni,
                                            smask, soff, scols, ns, tabs, scratch)
-                    elif prune and _inside(i, sp, lo, hi, icols, ni, ns, qlo, qhi, qm,
-                                           smb) and (okb[n] & need) == need:
-                        v = logw[n]  # every leaf below weighs pi_k: add their sum, stop
-                        if lin and v > LOG_TINY:
-                            lsum[i] += np.exp(v)
-                            continue
-                    else:
-                        v = np.nan
-                    if not np.isnan(v):
-                        if v > mx[i]:  # running logsumexp, rescaled to the largest term
-                            acc[i] = acc[i] * np.exp(mx[i] - v) + 1.0
-                            mx[i] = v
-                        elif v > -np.inf:
-                            acc[i] += np.exp(v - mx[i])
+                        scored[i] += 1
+                        _lse_add(mx, acc, i, v)
                         continue
                     s = packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left,
                                      n_levels)
-                    if prune:  # the children's boxes: left at slot sp, right after it
-                        _child_boxes(n, s, sp, node, fnode, cat_left, n_levels, nlev, colq,
-                                     ni, ns, qlo, qhi, qm)
                     if s & 1:
                         stack[sp] = meta >> 24
                         sp += 1
                     if s & 2:
                         stack[sp] = n + 1
                         sp += 1
-                if prune:
-                    for q in range(ni):
-                        colq[icols[q]] = -1
-                    for q in range(ns):
-                        colq[scols[q]] = -1
     out = np.empty(m)
     for i in range(m):
-        a = mx[i] + np.log(acc[i]) if mx[i] > -np.inf else -np.inf
-        b = np.log(lsum[i]) if lsum[i] > 0.0 else -np.inf
-        hi_ = max(a, b)
-        out[i] = hi_ if hi_ == -np.inf else hi_ + np.log1p(np.exp(min(a, b) - hi_))
+        out[i] = mx[i] + np.log(acc[i]) if mx[i] > -np.inf else -np.inf
     return out, scored
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _inside(i, sp, lo, hi, icols, ni, ns, qlo, qhi, qm, smb):
-    """The box at stack slot ``sp`` lies inside row ``i``'s intervals and level sets."""
-    for q in range(ni):
-        j = icols[q]
-        if not (lo[i, j] <= qlo[sp, q] and qhi[sp, q] <= hi[i, j]):
+def _lse_add(mx, acc, i, v):
+    """Adds ``v`` to row ``i``'s running logsumexp ``(mx, acc)``, rescaled to its largest
+    term."""
+    if v > mx[i]:
+        acc[i] = acc[i] * np.exp(mx[i] - v) + 1.0
+        mx[i] = v
+    elif v > -np.inf:
+        acc[i] += np.exp(v - mx[i])
+
+
+@parallel_kernel(error_model="numpy")
+def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels,
+                  tabs, depth, logw, okb, full, pi, edge, slot):
+    """:func:`_mass_kernel` for rows with only intervals and level sets, blocks of rows
+    ``order[k:k + block]`` walking each tree together, pruning contained subtrees
+    (:class:`SubtreeTables`) and scoring leaves in linear space (:class:`LinearTables`; the
+    few beyond its reach in log space, summed apart).
+
+    A node splits the block's rows that reach it into those going left and right (both, for
+    an evidence that meets both children), so each node and leaf record is read once per
+    block; the node's box (the splits above it, on every column) is shared by the rows.
+    Each row still meets its leaves and pruned subtrees in its own walk's order (trees in
+    order, right subtrees first), whatever the blocks and threads."""
+    m = order.shape[0]
+    d = full.shape[0]
+    node, fnode, roots = nodes
+    nlev = tabs[NLEV]
+    out = np.empty(X.shape[0])
+    scored = np.zeros(X.shape[0], np.int64)
+    n_blocks = (m + block - 1) // block
+    for blk in prange(n_blocks):
+        r0 = blk * block
+        nb = min(m, r0 + block) - r0
+        ws = np.empty((2 * depth + 3) * nb, np.int64)  # row lists of the open nodes
+        sn = np.empty(2 * depth + 4, np.int64)  # stack: node, depth, its rows in ws,
+        sd = np.empty(2 * depth + 4, np.int64)  # its parent and side (1 left, 2 right)
+        slo = np.empty(2 * depth + 4, np.int64)
+        shi = np.empty(2 * depth + 4, np.int64)
+        spa = np.empty(2 * depth + 4, np.int64)
+        ssd = np.empty(2 * depth + 4, np.int64)
+        rs = np.empty(nb, np.int64)
+        blo = np.empty((depth + 2, d))  # the box of the node at each depth
+        bhi = np.empty((depth + 2, d))
+        bm = np.empty((depth + 2, d), np.uint64)
+        ic = np.empty((nb, d), np.int64)  # each row's interval and level-set columns
+        sc = np.empty((nb, d), np.int64)
+        nic = np.zeros(nb, np.int64)
+        nsc = np.zeros(nb, np.int64)
+        need = np.zeros(nb, np.int64)  # their containment bits
+        smb = np.zeros((nb, d), np.uint64)  # the level sets as masks
+        mx = np.full(nb, -np.inf)  # running logsumexp of the log-space terms
+        acc = np.zeros(nb)
+        lsum = np.zeros(nb)  # sum of the linear-space terms
+        ecols = np.empty(d, np.int64)
+        scratch = np.zeros((1, tabs[BASE].shape[1]))
+        for q in range(nb):
+            i = order[r0 + q]
+            for j in range(d):
+                if lo.shape[0] > 0 and not np.isnan(lo[i, j]):
+                    ic[q, nic[q]] = j
+                    nic[q] += 1
+                    need[q] |= np.int64(1) << np.int64(min(j, MASK_COLUMNS))
+                elif sact.shape[0] > 0 and sact[i, j]:
+                    sc[q, nsc[q]] = j
+                    nsc[q] += 1
+                    need[q] |= np.int64(1) << np.int64(min(j, MASK_COLUMNS))
+                    v = np.uint64(0)
+                    for c in range(min(sk[j], MASK_LEVELS)):
+                        if smask[i, soff[j] + c]:
+                            v |= np.uint64(1) << np.uint64(c)
+                    smb[q, j] = v
+        for b in range(roots.shape[0]):
+            for q in range(nb):
+                ws[q] = q
+            sn[0], sd[0], slo[0], shi[0] = roots[b], 0, 0, nb
+            for j in range(d):
+                blo[0, j] = -np.inf
+                bhi[0, j] = np.inf
+                bm[0, j] = full[j]
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                n, t, a0, a1 = sn[sp], sd[sp], slo[sp], shi[sp]
+                meta = node[n, 1]
+                if (meta >> 2) & 1:
+                    r = meta >> 24
+                    for k in range(a0, a1):
+                        q = ws[k]
+                        i = order[r0 + q]
+                        scored[i] += 1
+                        w = row_linear_weight(i, r, lo, hi, ic, nic[q], smask, soff, sc,
+                                              nsc[q], tabs, pi, edge, slot, q)
+                        if w >= 0.0:
+                            lsum[q] += w
+                        else:
+                            _lse_add(mx, acc, q, row_log_weight(
+                                i, r, X, ecols, 0, lo, hi, ic[q], nic[q], smask, soff, sc[q],
+                                nsc[q], tabs, scratch))
+                    continue
+                if t > 0:  # the box: the parent's, cut by its split
+                    p = spa[sp]
+                    for j in range(d):
+                        blo[t, j] = blo[t - 1, j]
+                        bhi[t, j] = bhi[t - 1, j]
+                        bm[t, j] = bm[t - 1, j]
+                    pm = node[p, 1]
+                    f = (pm >> 3) & 0x1FFFFF
+                    if full[f] != 0:
+                        lm = _left_levels(p, node, fnode, cat_left, n_levels,
+                                          min(nlev[f], MASK_LEVELS))
+                        bm[t, f] &= lm if ssd[sp] == 1 else ~lm
+                    elif not (pm >> 1) & 1:
+                        if ssd[sp] == 1:
+                            bhi[t, f] = min(bhi[t, f], fnode[p, 0])
+                        else:
+                            blo[t, f] = max(blo[t, f], fnode[p, 0])
+                okn = okb[n]
+                top = a1  # the rows going left follow the node's rows, then those going right
+                nr = 0
+                for k in range(a0, a1):
+                    q = ws[k]
+                    i = order[r0 + q]
+                    if (okn & need[q]) == need[q] and _inside(
+                            i, q, t, lo, hi, ic, nic, sc, nsc, blo, bhi, bm, smb):
+                        v = logw[n]  # every leaf below weighs pi_k: add their sum, stop
+                        if v > LOG_TINY:
+                            lsum[q] += np.exp(v)
+                        else:
+                            _lse_add(mx, acc, q, v)
+                        continue
+                    s = range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left,
+                                    n_levels)
+                    ws[top] = q
+                    top += s & 1
+                    rs[nr] = q
+                    nr += s >> 1
+                mid = top
+                for k in range(nr):
+                    ws[top + k] = rs[k]
+                top += nr
+                if mid > a1:  # left below right: the right subtree is walked first
+                    sn[sp], sd[sp], slo[sp], shi[sp] = meta >> 24, t + 1, a1, mid
+                    spa[sp], ssd[sp] = n, 1
+                    sp += 1
+                if top > mid:
+                    sn[sp], sd[sp], slo[sp], shi[sp] = n + 1, t + 1, mid, top
+                    spa[sp], ssd[sp] = n, 2
+                    sp += 1
+        for q in range(nb):
+            i = order[r0 + q]
+            a = mx[q] + np.log(acc[q]) if mx[q] > -np.inf else -np.inf
+            c = np.log(lsum[q]) if lsum[q] > 0.0 else -np.inf
+            top_ = max(a, c)
+            out[i] = top_ if top_ == -np.inf else top_ + np.log1p(np.exp(min(a, c) - top_))
+    return out, scored
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _inside(i, q, t, lo, hi, ic, nic, sc, nsc, blo, bhi, bm, smb):
+    """The box at depth ``t`` lies inside row ``i``'s (block row ``q``'s) intervals and level
+    sets."""
+    for k in range(nic[q]):
+        j = ic[q, k]
+        if not (lo[i, j] <= blo[t, j] and bhi[t, j] <= hi[i, j]):
             return False
-    for q in range(ns):
-        if qm[sp, q] & ~smb[q]:
+    for k in range(nsc[q]):
+        j = sc[q, k]
+        if bm[t, j] & ~smb[q, j]:
             return False
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _child_boxes(n, s, sp, node, fnode, cat_left, n_levels, nlev, colq, ni, ns, qlo, qhi,
-                 qm):
-    """Write the boxes of split ``n``'s children taken (sides ``s``) from the parent's at slot
-    ``sp``: the left child's at ``sp``, the right one's at ``sp + 1`` (``sp`` alone)."""
-    sr = sp
-    if s == 3:
-        sr = sp + 1
-        for q in range(ni):
-            qlo[sr, q] = qlo[sp, q]
-            qhi[sr, q] = qhi[sp, q]
-        for q in range(ns):
-            qm[sr, q] = qm[sp, q]
-    meta = node[n, 1]
-    f = (meta >> 3) & 0x1FFFFF
-    q = colq[f]
-    if q < 0:
-        return
-    if q < ni:
-        t = fnode[n, 0]
-        if s & 1:
-            qhi[sp, q] = min(qhi[sp, q], t)
-        if s & 2:
-            qlo[sr, q] = max(qlo[sr, q], t)
-    else:
-        lm = _left_levels(n, node, fnode, cat_left, n_levels, min(nlev[f], MASK_LEVELS))
-        if s & 1:
-            qm[sp, q - ni] &= lm
-        if s & 2:
-            qm[sr, q - ni] &= ~lm
+def _similar_order(lo: np.ndarray, hi: np.ndarray, smask: np.ndarray) -> np.ndarray:
+    """Rows sorted so that neighbours have similar evidence (and a block's rows share
+    subtrees): by interval midpoints (an open end: the other end) column by column, then
+    level sets."""
+    keys = []
+    if lo.shape[0]:
+        a = np.where(np.isfinite(lo), lo, hi)
+        z = np.where(np.isfinite(hi), hi, lo)
+        with np.errstate(invalid="ignore"):  # (the whole line: no key)
+            mid = np.nan_to_num(0.5 * (a + z), nan=0.0, posinf=0.0, neginf=0.0)
+        keys += [mid[:, j] for j in range(mid.shape[1])]
+    if smask.shape[1]:
+        keys += [np.packbits(smask, axis=1).view(np.uint8)[:, k]
+                 for k in range(-(-smask.shape[1] // 8))]
+    if not keys:
+        return np.arange(max(lo.shape[0], smask.shape[0]), dtype=np.int64)
+    return np.lexsort(keys[::-1]).astype(np.int64)
 
 
 def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune: bool = True,
@@ -462,17 +556,22 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune
         model.require_normalised("leaf posterior")
         f = model.forest_
         pack = leaf_pack(model)
-        if prune and np.isnan(ev.point[sel]).all(1).any():  # (only such rows can prune)
+        X = np.ascontiguousarray(ev.point[sel])
+        blk = np.isnan(X).all(1) & prune  # rows with only intervals and level sets
+        if blk.any():
             st, lt = subtree_tables(model), linear_tables(model)
-            logw, okb, full = st.logw, st.ok, st.full
-            pi, edge, slot = lt.pi, lt.edge, lt.slot
-        else:
-            logw, okb = np.zeros(0), np.zeros(0, np.int64)
-            full = np.zeros(ev.d, np.uint64)
-            pi, edge, slot = np.zeros(0), np.zeros((0, 0)), np.zeros(ev.d, np.int64)
-        lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel)
-        out[done], cnt[done] = _mass_kernel(
-            np.ascontiguousarray(ev.point[sel]), lo, hi, sact, smask, soff, sk, pack.nodes,
-            f.cat_left, f.n_levels, pack.args, pack.depth,
-            max(1, min(ROW_BLOCK, -(-len(sel) // 16))), logw, okb, full, pi, edge, slot)
+            lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel[blk])
+            order = _similar_order(lo, hi, smask)
+            part = np.flatnonzero(done)[blk]
+            out[part], cnt[part] = _block_kernel(
+                X[blk], order, max(1, min(BLOCK, -(-len(order) // (4 * get_num_threads())))),
+                lo, hi, sact, smask,
+                soff, sk, pack.nodes, f.cat_left, f.n_levels, pack.args, pack.depth, st.logw,
+                st.ok, st.full, lt.pi, lt.edge, lt.slot)
+        if (~blk).any():
+            lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel[~blk])
+            part = np.flatnonzero(done)[~blk]
+            out[part], cnt[part] = _mass_kernel(
+                X[~blk], lo, hi, sact, smask, soff, sk, pack.nodes, f.cat_left, f.n_levels,
+                pack.args, pack.depth, max(1, min(ROW_BLOCK, -(-int((~blk).sum()) // 16))))
     return (done, out, cnt) if leaves else (done, out)

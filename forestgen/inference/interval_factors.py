@@ -98,7 +98,7 @@ def evidence_arrays(ev: Evidence, rows: np.ndarray) -> tuple:
 # ----------------------------------------------------------------------------- normal CDF
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def log_ndtr(x):
     """``log Phi(x)`` of the standard normal (relative accuracy ~1e-15 in both tails)."""
     if x > 0.0:
@@ -115,7 +115,7 @@ def log_ndtr(x):
     return -0.5 * x * x - math.log(-x) - LOG_SQRT_2PI + math.log(s)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def log_ndtr_diff(a, b):
     """``log(Phi(b) - Phi(a))`` for ``a <= b`` (``-inf`` when ``a == b``), as
     :func:`forestgen.leaves.normal_math.log_ndtr_diff`: mirrored onto the lower tail."""
@@ -152,7 +152,7 @@ def _truncnorm_interval(rec, p, lo, hi):
     return log_ndtr_diff(a, max(a, min(zb, cb))) - logz
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff, scols, ns, tabs,
                    scratch):
     """``log pi + sum_j log g_j`` of packed leaf record ``r`` under row ``i``'s evidence:
@@ -207,20 +207,20 @@ def _truncnorm_linear(rec, p, edge, r, t, lo, hi):
     zinv = edge[r, t + 2]
     if not zinv > 0.0:
         return -1.0
+    cl = rec[p]
+    ch = rec[p + 1]
+    inl = lo > cl  # which evidence edges lie inside the cell
+    inh = hi < ch
+    if not (inl or inh):
+        return 1.0  # the interval covers the cell
+    if not min(hi, ch) > max(lo, cl):
+        return 0.0
     mu = rec[p + 2]
     sd = rec[p + 3]
-    za = (lo - mu) / sd
-    zb = (hi - mu) / sd
-    ca = (rec[p] - mu) / sd
-    cb = (rec[p + 1] - mu) / sd
-    if not (za > ca or zb < cb):
-        return 1.0  # the interval covers the cell
-    a = max(za, ca)
-    b = min(zb, cb)
-    if not b > a:
-        return 0.0
-    ea = math.erfc(abs(a) * SQRT1_2) if za > ca else edge[r, t]  # 2 x the tail beyond |a|
-    eb = math.erfc(abs(b) * SQRT1_2) if zb < cb else edge[r, t + 1]
+    a = (max(lo, cl) - mu) / sd  # the standardised ends of the cell's part in the interval
+    b = (min(hi, ch) - mu) / sd
+    ea = math.erfc(abs(a) * SQRT1_2) if inl else edge[r, t]  # 2 x the tail beyond |a|
+    eb = math.erfc(abs(b) * SQRT1_2) if inh else edge[r, t + 1]
     if a >= 0.0:  # both in the upper tail: Q(a) - Q(b)
         dp = 0.5 * (ea - eb)
     elif b <= 0.0:  # both in the lower tail: Phi(b) - Phi(a)
@@ -235,10 +235,12 @@ def _truncnorm_linear(rec, p, edge, r, t, lo, hi):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi, edge, slot):
+def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi, edge, slot,
+                      q=0):
     """``pi_r prod_j g_j`` (linear) of packed leaf record ``r`` under row ``i``'s intervals
-    and level sets (no point values), the exponential of :func:`row_log_weight`; ``-1.0`` where
-    that must score it instead (a factor in a far tail, a weight below :data:`TINY`).
+    ``icols[q, :ni]`` and level sets ``scols[q, :ns]`` (no point values), the exponential of
+    :func:`row_log_weight`; ``-1.0`` where that must score it instead (a factor in a far tail,
+    a weight below :data:`TINY`).
     ``pi [L]``, ``edge`` and ``slot [d]`` (each truncated-normal column's first word in
     ``edge``): :class:`~.evidence_mass.LinearTables`. A level set sums the leaf's
     probabilities of its levels in level order, as :func:`row_log_weight`."""
@@ -250,8 +252,8 @@ def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi,
     base, nlev = tabs[9], tabs[NLEV]
     cpos, bpos = tabs[7], tabs[8]
     o = start[r]
-    for q in range(ni):
-        j = icols[q]
+    for k in range(ni):
+        j = icols[q, k]
         p = o + pos[j]
         if kind[j] == TRUNCNORM:
             g = _truncnorm_linear(rec, p, edge, r, slot[j], lo[i, j], hi[i, j])
@@ -267,8 +269,8 @@ def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi,
         if g == 0.0:
             return 0.0
         w *= g
-    for q in range(ns):
-        j = scols[q]
+    for k in range(ns):
+        j = scols[q, k]
         e, end, cb = _listed(codes, lay, cpos, o, j)
         so = soff[j]
         rest = -1.0
@@ -288,7 +290,7 @@ def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi,
     return w if w >= TINY else -1.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def row_columns(i, X, lo, sact, ecols, icols, scols):
     """Fill the row's point, interval and level-set columns; returns their counts."""
     d = X.shape[1]
@@ -312,11 +314,18 @@ def packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_leve
     :class:`~.leaf_factors.LeafPack` (node ``n`` internal): ``1`` left, ``2`` right, ``3``
     both, ``0`` none."""
     node, fnode, _ = nodes
-    meta = node[n, 1]
-    f = (meta >> 3) & 0x1FFFFF
-    x = X[i, f]
+    x = X[i, (node[n, 1] >> 3) & 0x1FFFFF]
     if not np.isnan(x):
         return route(x, n, nodes, cat_left, n_levels)
+    return range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left, n_levels)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left, n_levels):
+    """:func:`packed_sides` of a row without a point value on node ``n``'s column (the packed
+    arrays passed apart, not as a tuple: no reference counting in a serial kernel's loop)."""
+    meta = node[n, 1]
+    f = (meta >> 3) & 0x1FFFFF
     if lo.shape[0] > 0 and not np.isnan(lo[i, f]):
         t = fnode[n, 0]
         return (1 if lo[i, f] < t else 0) | (2 if hi[i, f] > t else 0)
