@@ -38,7 +38,7 @@ from forestgen.inference.leaf_factors import (
 )
 from forestgen.parallel import parallel_kernel
 
-BLOCK = 16384  # rows that walk the trees together (more rows share more node and leaf reads)
+BLOCK = 32768  # rows that walk the trees together (more rows share more node and leaf reads)
 GROUPS = 16  # tree groups (at most): each (group, block of rows) is one parallel task
 TASK_BYTES = 64 * 2**20  # bound on the per-group partial sums of one call to the kernel
 
