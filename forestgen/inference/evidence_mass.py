@@ -470,8 +470,18 @@ def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_lef
                 for k in range(a0, a1):
                     q = ws[k]
                     i = order[r0 + q]
-                    if (okn & need[q]) == need[q] and _inside(
-                            i, q, t, lo, hi, ic, nic, sc, nsc, blo, bhi, bm, smb):
+                    inside = (okn & need[q]) == need[q]  # the box inside the evidence
+                    for k2 in range(nic[q] if inside else 0):  # (written out, not a helper
+                        j = ic[q, k2]  # taking arrays: the serial twin would count references)
+                        if not (lo[i, j] <= blo[t, j] and bhi[t, j] <= hi[i, j]):
+                            inside = False
+                            break
+                    for k2 in range(nsc[q] if inside else 0):
+                        j = sc[q, k2]
+                        if bm[t, j] & ~smb[q, j]:
+                            inside = False
+                            break
+                    if inside:
                         v = logw[n]  # every leaf below weighs pi_k: add their sum, stop
                         if v > LOG_TINY:
                             lsum[q] += np.exp(v)
@@ -503,21 +513,6 @@ def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_lef
             top_ = max(a, c)
             out[i] = top_ if top_ == -np.inf else top_ + np.log1p(np.exp(min(a, c) - top_))
     return out, scored
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _inside(i, q, t, lo, hi, ic, nic, sc, nsc, blo, bhi, bm, smb):
-    """The box at depth ``t`` lies inside row ``i``'s (block row ``q``'s) intervals and level
-    sets."""
-    for k in range(nic[q]):
-        j = ic[q, k]
-        if not (lo[i, j] <= blo[t, j] and bhi[t, j] <= hi[i, j]):
-            return False
-    for k in range(nsc[q]):
-        j = sc[q, k]
-        if bm[t, j] & ~smb[q, j]:
-            return False
-    return True
 
 
 def _similar_order(lo: np.ndarray, hi: np.ndarray, smask: np.ndarray) -> np.ndarray:
