@@ -80,6 +80,9 @@ class GenerativeForest(BaseEstimator):
 
     method_name = "forest"
     model_family: ClassVar[Family] = LEAF_MIXTURE
+    #: split thresholds sit on training values (else between them): how the torch layer rounds
+    #: them to float32 (:func:`forestgen.leaves.base.edges_to`)
+    cuts_at_values: ClassVar[bool] = False
 
     @property
     def capabilities(self) -> frozenset:
@@ -296,7 +299,9 @@ class GenerativeForest(BaseEstimator):
         return self
 
     # ----------------------------------------------------------------- queries
-    def _encode(self, X, missing_columns: str = "raise") -> np.ndarray:
+    def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
+        """Encoded query rows; a column absent from a DataFrame is all-missing, so every query
+        (``log_prob``, ``predict_proba``, conditions, ...) marginalises it."""
         self._check_fitted()
         return self.encoder_.transform(X, missing_columns)
 

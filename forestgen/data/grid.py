@@ -189,9 +189,9 @@ class Grid:
 
     def rounded_to(self, np_dtype) -> Grid:
         """This grid as rows rounded to ``np_dtype`` see it (``to_torch`` in float32): interior
-        edges rounded to the nearest value as the rows are
-        (:func:`~forestgen.leaves.base.edges_to`: a value on an edge stays in its bin), the
-        outer edges rounded outward (a value at the column's maximum stays in range)."""
+        edges, which sit on training values, rounded to the nearest value as a row holding it
+        is (:func:`~forestgen.leaves.base.edges_to`), the outer edges rounded outward (a value
+        at the column's maximum stays in range)."""
         from forestgen.leaves.base import edges_to, floor_to
 
         if np_dtype == np.float64:
@@ -201,7 +201,7 @@ class Grid:
             if self.discrete[j] or len(e) < 2:
                 edges.append(e)
                 continue
-            t = edges_to(e, np_dtype).astype(np.float64)
+            t = edges_to(e, np_dtype, at_values=True).astype(np.float64)
             t[0] = floor_to(e[:1], np_dtype)[0]
             t[-1] = -floor_to(-e[-1:], np_dtype)[0]
             edges.append(t)

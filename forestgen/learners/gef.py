@@ -288,7 +288,7 @@ class GeF(GenerativeForest):
             df[target] = np.nan
         return df
 
-    def _encode(self, X, missing_columns: str = "raise") -> np.ndarray:
+    def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
         self._check_fitted()
         return self.encoder_.transform(self._frame(X), missing_columns)
 

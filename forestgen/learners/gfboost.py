@@ -124,6 +124,7 @@ class GFBoost(GenerativeForest):
 
     method_name = "GF"
     _approx = False
+    cuts_at_values = True  # splits at observed values
 
     def __init__(self, *, n_trees: int = 50, n_iter: int = 200, loss: str = "matusita",
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,

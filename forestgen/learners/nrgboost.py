@@ -148,6 +148,7 @@ class NRGBoost(GenerativeForest):
     """
 
     model_family = ENERGY
+    cuts_at_values = True  # grid edges at training values
 
     method_name = "NRGBoost"
 
@@ -316,8 +317,14 @@ class NRGBoost(GenerativeForest):
         return self.energy_.trees.n_trees
 
     def _codes(self, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Encoded rows and grid codes; a column absent from a DataFrame is :data:`UNKNOWN`
+        (marginalised over all its states, the missing one included)."""
         Z = self._encode(X)
         C, outside = self.grid_.codes(Z)
+        if isinstance(X, pd.DataFrame):
+            absent = [j for j, name in enumerate(self.schema_.names)
+                      if not any(c == name for c in X.columns)]
+            C[:, absent] = UNKNOWN
         return Z, C, outside
 
     def _log_marginal(self, C: np.ndarray) -> np.ndarray:

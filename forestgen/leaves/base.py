@@ -11,6 +11,7 @@ outside ``(lower, upper]``; for a discrete column the pmf is zero on levels the 
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -252,21 +253,30 @@ def floor_to(a: np.ndarray, np_dtype) -> np.ndarray:
     return np.where(over, np.nextafter(t, np_dtype(-np.inf)), t).astype(np_dtype)
 
 
-def edges_to(a: np.ndarray, np_dtype) -> np.ndarray:
+#: whether the model being converted to another dtype puts its split thresholds / cell edges on
+#: training values (GF.Boost, EOGT, NRGBoost's grid) or between them (set by the torch layer)
+CUTS_AT_VALUES: contextvars.ContextVar[bool] = contextvars.ContextVar("cuts_at_values",
+                                                                      default=False)
+
+
+def edges_to(a: np.ndarray, np_dtype, at_values: bool | None = None) -> np.ndarray:
     """Split thresholds / cell edges ``a`` for tests ``x <= a`` on rows in ``np_dtype``.
 
-    A float32 row holds either the value it is (float32 data) or the rounding of a short
-    decimal (data read from text, ``18.7``). An edge that is itself a short decimal (at most
-    9 significant digits: a value the training data hold, on which GF.Boost, DEF and NRGBoost
-    put their splits and grid edges) is rounded to the nearest value, as such a row is, so a
-    row on it stays on its side although ``float32(18.7) > 18.7``; any other edge (a
-    midpoint, a dyadic cut) is rounded down (:func:`floor_to`), for which ``x <= a`` iff
-    ``x <= floor_to(a)`` holds exactly for every ``np_dtype`` value."""
+    A float32 row holds either the value it is (float32 data) or the rounding of a float64
+    value (``float32(18.7) > 18.7``). An edge on a training value (``at_values``, default
+    :data:`CUTS_AT_VALUES`: GF.Boost, EOGT, NRGBoost's grid) or that is a short decimal (at
+    most 9 significant digits: RFDE's dyadic cuts of a box with decimal ends hit decimal data
+    values) is rounded to the nearest value, as a row holding it is, so that row stays on its
+    side. Any other edge (a midpoint, a long dyadic cut) is rounded down (:func:`floor_to`):
+    ``x <= a`` iff ``x <= floor_to(a)`` for every ``np_dtype`` value, so float32 data next
+    to it stay exact."""
     a = np.asarray(a, np.float64)
-    out = floor_to(a, np_dtype)
-    if np_dtype == np.float64 or a.size == 0:
-        return out
+    if at_values is None:
+        at_values = CUTS_AT_VALUES.get()
     near = a.astype(np_dtype)
+    if at_values or np_dtype == np.float64:
+        return near
+    out = floor_to(a, np_dtype)
     cand = np.flatnonzero((near != out) & np.isfinite(a) & (a != 0))
     if len(cand):
         v = a[cand]

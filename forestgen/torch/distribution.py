@@ -42,7 +42,7 @@ import torch
 from torch.distributions import Distribution, constraints
 
 from forestgen.base import GenerativeForest
-from forestgen.leaves.base import torch_tensor
+from forestgen.leaves.base import CUTS_AT_VALUES, torch_tensor
 from forestgen.torch.routing import PackedTrees, route, routing_forest
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
 
@@ -384,21 +384,26 @@ class ForestDistribution(Distribution):
     def _tensors(self, device: torch.device, dtype: torch.dtype) -> _TorchForest:
         key = (str(device), dtype)
         if key not in self._cache:
-            self._cache[key] = _build(self.model, device, dtype, self._leaf_log_weight())
+            token = CUTS_AT_VALUES.set(self.model.cuts_at_values)  # leaf cell edges
+            try:
+                self._cache[key] = _build(self.model, device, dtype, self._leaf_log_weight())
+            finally:
+                CUTS_AT_VALUES.reset(token)
         return self._cache[key]
 
     def _routing(self, dtype: torch.dtype):
         """The forest whose thresholds ``dtype`` rows are compared with on the CPU."""
         key = ("routing", dtype)
         if key not in self._cache:
-            self._cache[key] = routing_forest(self.model.forest_, dtype)
+            self._cache[key] = routing_forest(self.model.forest_, dtype,
+                                              self.model.cuts_at_values)
         return self._cache[key]
 
     def _packed(self, device: torch.device, dtype: torch.dtype) -> PackedTrees:
         key = ("packed", str(device), dtype)
         if key not in self._cache:
             self._cache[key] = PackedTrees.build(self.model.forest_, self.event_shape[0],
-                                                 device, dtype)
+                                                 device, dtype, self.model.cuts_at_values)
         return self._cache[key]
 
     def log_prob(self, value) -> torch.Tensor:

