@@ -32,7 +32,7 @@ from forestgen.inference.posterior import (
     segment_gumbel_argmax,
 )
 from forestgen.sampling.ancestral import draw_leaves
-from forestgen.sampling.support import draw_column
+from forestgen.sampling.support import draw_column, draw_mean
 
 __all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
            "predict_proba", "predict", "impute", "leaf_posterior"]
@@ -336,7 +336,7 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
         spec = schema.columns[j]
         out[j] = np.zeros((ev.m, spec.n_levels)) if spec.is_discrete else np.zeros(ev.m)
         if not spec.is_discrete:
-            means[j] = model.leaf_models_[j].mean(np.arange(L))
+            means[j] = draw_mean(model, j, np.arange(L))
     for ch in iter_posterior(model, ev, rows=rows, skip=skip):
         if per_row:
             empty.append(ch.rows[~np.isfinite(ch.lognorm)])
@@ -375,8 +375,9 @@ def _column_moments(model, ev: Evidence, cols: list[int], index=None,
                            np.flatnonzero(~ia & free), 1)
                 if ia.any():
                     sel = np.flatnonzero(ia)
-                    res += _mix(lambda p, lm=lm, j=j, ch=ch, erow=erow: lm.mean_interval(
-                        ch.leaf[p], ev.lo[erow[p], j], ev.hi[erow[p], j]), ch, w, sel, 1)
+                    res += _mix(lambda p, j=j, ch=ch, erow=erow: draw_mean(
+                        model, j, ch.leaf[p], ev.lo[erow[p], j], ev.hi[erow[p], j]),
+                        ch, w, sel, 1)
                 res = res[:, 0]
                 pt = ev.point[ch.rows, j]
                 res = np.where(np.isnan(pt), res, pt)

@@ -193,7 +193,9 @@ class LeafPack:
         """The leaf model means of numeric column ``j`` in record order (computed on first
         use and kept: ``8 L`` bytes per column)."""
         if j not in self._means:
-            self._means[j] = np.asarray(model.leaf_models_[j].mean(self.leaf_id), np.float64)
+            from forestgen.sampling.support import draw_mean
+
+            self._means[j] = np.asarray(draw_mean(model, j, self.leaf_id), np.float64)
         return self._means[j]
 
     @property

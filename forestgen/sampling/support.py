@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["draw_column", "snap_to_grid"]
+__all__ = ["draw_column", "draw_mean", "snap_to_grid"]
 
 
 def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
@@ -42,6 +42,37 @@ def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
     if not spec.has_grid:
         return x
     return snap_to_grid(x, spec, a, b, lambda v: _in_leaf(lm, leaf, v))
+
+
+def draw_mean(model, j: int, leaf: np.ndarray, lo: np.ndarray | None = None,
+              hi: np.ndarray | None = None) -> np.ndarray:
+    """Mean of :func:`draw_column`'s law for numeric column ``j`` in ``leaf``: the leaf's law
+    restricted to the column's observed range (and an interval condition ``(lo, hi]``), so
+    that ``expect``, ``impute`` and ``predict`` agree with the mean of draws (GeF's Gaussians
+    on unbounded edge cells, and ARF's edge leaves, have tails past the range)."""
+    lm = model.leaf_models_[j]
+    spec = model.encoder_.schema.columns[j]
+    leaf = np.asarray(leaf, np.int64)
+    n = len(leaf)
+    want_lo = np.full(n, -np.inf) if lo is None else np.broadcast_to(np.asarray(lo, float), n)
+    want_hi = np.full(n, np.inf) if hi is None else np.broadcast_to(np.asarray(hi, float), n)
+    if not hasattr(lm, "mean_interval"):
+        return lm.mean(leaf)
+    lower = np.nextafter(spec.lower, -np.inf) if np.isfinite(spec.lower) else -np.inf
+    upper = spec.upper if np.isfinite(spec.upper) else np.inf
+    a = np.maximum(want_lo, lower)
+    b = np.minimum(want_hi, upper)
+    outside = ~(a < b)  # a condition outside the observed range wins, as in draw_column
+    a = np.where(outside, want_lo, a)
+    b = np.where(outside, want_hi, b)
+    if lo is None and hi is None and not np.isfinite(a).any() and not np.isfinite(b).any():
+        return lm.mean(leaf)
+    out = lm.mean_interval(leaf, a, b)
+    bad = ~np.isfinite(out)  # no mass the restricted law can evaluate (a degenerate leaf):
+    if bad.any():            # the leaf's own mean, kept inside the interval
+        with np.errstate(invalid="ignore"):
+            out[bad] = np.clip(lm.mean(leaf[bad]), a[bad], b[bad])
+    return out
 
 
 def _in_leaf(lm, leaf: np.ndarray, v: np.ndarray) -> np.ndarray:
