@@ -1,14 +1,18 @@
 """``ForestDataModule``: a Lightning DataModule serving real, synthetic or mixed tabular data.
 
-``setup`` runs on every rank: it splits the real table (fixed seed), fits the forest with a fixed
-``random_state`` (so every rank holds the same model) or loads a saved one, calls
+The forest is fitted once per job: under multi-process training Lightning calls
+``prepare_data`` on one process per node, which fits the forest on the training split and saves
+it (uncompressed); ``setup`` then runs on every rank: it splits the real table (fixed seed),
+memory-maps the saved forest (a single process with nothing saved fits in ``setup``), calls
 ``model.warmup()`` so Numba compiles before DataLoader workers fork, and fits a
 :class:`~forestgen.torch.encoding.TensorEncoder` on the training split.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,12 @@ class ForestDataModule(pl.LightningDataModule):
     class_probs : label distribution of synthetic rows (e.g. ``"balanced"``).
     categorical : ``"onehot"`` or ``"codes"`` (see :class:`TensorEncoder`).
     fit_on : ``"train"`` (default: the forest sees only the training split) or ``"all"``.
+    model_path : where the forest fitted by :meth:`prepare_data` is saved and every rank's
+        :meth:`setup` memory-maps it from; a file already there is loaded, not refitted.
+        By default, when a trainer runs more than one process, a file named by a digest of the
+        table, learner, arguments and forestgen version under the trainer's
+        ``default_root_dir`` (so a rerun with the same data and settings reuses it; delete it
+        to refit); a single process fits in memory and saves nothing.
     """
 
     def __init__(self, data, target: Any = None, *, model: Any = None, learner: Any = "arf",
@@ -50,7 +60,7 @@ class ForestDataModule(pl.LightningDataModule):
                  train_mode: str = "real", ratio: float = 1.0, n_synthetic_batches: int = 50,
                  fresh_per_epoch: bool = True, class_probs: Any = None,
                  categorical: str = "onehot", batch_size: int = 256, num_workers: int = 0,
-                 seed: int = 0, fit_on: str = "train"):
+                 seed: int = 0, fit_on: str = "train", model_path: str | Path | None = None):
         super().__init__()
         if train_mode not in ("real", "synthetic", "mixed"):
             raise ValueError(f"train_mode must be 'real', 'synthetic' or 'mixed', got "
@@ -76,6 +86,7 @@ class ForestDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
         self.seed = seed
         self.fit_on = fit_on
+        self.model_path = model_path
         self.model_: GenerativeForest | None = None
 
     # ------------------------------------------------------------------ setup
@@ -84,24 +95,25 @@ class ForestDataModule(pl.LightningDataModule):
             return pd.read_csv(data)
         return data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
 
-    def _resolve_model(self, train: pd.DataFrame) -> GenerativeForest:
+    def _needs_fit(self) -> bool:
         m = self.model
-        if isinstance(m, (str, Path)):
-            return GenerativeForest.load(m)
-        if isinstance(m, GenerativeForest) and hasattr(m, "forest_"):
-            return m
-        if m is None:
-            cls = registry.get("learner", self.learner) if isinstance(self.learner, str) \
-                else self.learner
-            kw = {"random_state": self.seed, **self.learner_kwargs}
-            m = cls(**kw)
+        return m is None or (isinstance(m, GenerativeForest) and not hasattr(m, "forest_"))
+
+    def _learner(self) -> GenerativeForest:
+        if self.model is not None:
+            return self.model
+        cls = registry.get("learner", self.learner) if isinstance(self.learner, str) \
+            else self.learner
+        return cls(**{"random_state": self.seed, **self.learner_kwargs})
+
+    def _fit(self, train: pd.DataFrame) -> GenerativeForest:
+        m = self._learner()
         if self.target is not None and "target" in inspect.signature(m.fit).parameters:
             return m.fit(train, target=self.target)  # supervised learners (GeF)
         return m.fit(train)
 
-    def setup(self, stage: str | None = None) -> None:
-        if self.model_ is not None:
-            return
+    def _split(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """``(all rows with a target, train split, validation split)``, fixed by ``seed``."""
         df = self._frame(self.data).reset_index(drop=True)
         if self.target is not None:
             if self.target not in df.columns:
@@ -110,12 +122,58 @@ class ForestDataModule(pl.LightningDataModule):
             df = df[df[self.target].notna()].reset_index(drop=True)
         perm = np.random.default_rng(self.seed).permutation(len(df))
         n_val = int(round(self.val_fraction * len(df)))
-        self.val_df = df.iloc[perm[:n_val]].reset_index(drop=True)
-        self.train_df = df.iloc[perm[n_val:]].reset_index(drop=True)
+        return (df, df.iloc[perm[n_val:]].reset_index(drop=True),
+                df.iloc[perm[:n_val]].reset_index(drop=True))
+
+    def _model_file(self, df: pd.DataFrame | None = None) -> Path | None:
+        """Where the fitted forest is shared between processes (see ``model_path``)."""
+        if not self._needs_fit():
+            return None
+        if self.model_path is not None:
+            return Path(self.model_path)
+        tr = getattr(self, "trainer", None)
+        if tr is None or tr.world_size <= 1:
+            return None
+        from forestgen import __version__
+
+        df = self._split()[0] if df is None else df
+        learner = self._learner()
+        h = hashlib.sha256(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+        h.update(json.dumps([type(learner).__name__, repr(learner.get_params()), self.target,
+                             self.seed, self.val_fraction, self.fit_on, list(map(str, df.columns)),
+                             __version__], default=str).encode())
+        return Path(tr.default_root_dir) / "forestgen" / f"datamodule-{h.hexdigest()[:16]}.fgm"
+
+    def prepare_data(self) -> None:
+        """Fit the forest and save it to the shared model file (Lightning calls this on one
+        process per node, before :meth:`setup` on every rank); nothing to do when the file
+        exists, the model is given fitted, or a single process fits in :meth:`setup`."""
+        df, train, _ = self._split()
+        path = self._model_file(df)
+        if path is None or path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fit(train if self.fit_on == "train" else df).save(path, compress=False)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.model_ is not None:
+            return
+        df, self.train_df, self.val_df = self._split()
         self.test_df = None if self.test_data is None else self._frame(self.test_data)
         if self.test_df is not None and self.target is not None:
             self.test_df = self.test_df[self.test_df[self.target].notna()].reset_index(drop=True)
-        model = self._resolve_model(self.train_df if self.fit_on == "train" else df)
+        m, path = self.model, self._model_file(df)
+        if isinstance(m, (str, Path)):
+            model = GenerativeForest.load(m)
+        elif not self._needs_fit():
+            model = m
+        elif path is not None and path.exists():
+            model = GenerativeForest.load(path, mmap=True)  # fitted once by prepare_data
+        else:
+            model = self._fit(self.train_df if self.fit_on == "train" else df)
+            if path is not None:  # setup() called without prepare_data(): share it still
+                path.parent.mkdir(parents=True, exist_ok=True)
+                model.save(path, compress=False)
         model.warmup()
         self.model_ = model
         self.encoder_ = TensorEncoder(categorical=self.categorical, target=self.target,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import lightning.pytorch as pl
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -84,3 +85,37 @@ def test_gef_learner_gets_the_target(natural):
     assert dm.model_.target_ == "cut" and dm.n_classes == 5
     x, y = next(iter(dm.train_dataloader()))
     assert x.shape[1] == dm.n_features and y.dtype == torch.long
+
+
+def test_prepare_data_fits_once_and_setup_memory_maps(tmp_path):
+    """prepare_data fits and saves to model_path; a second module (another rank) maps it."""
+    fits = []
+
+    class Counting(ARF):
+        def fit(self, *a, **k):
+            fits.append(1)
+            return super().fit(*a, **k)
+
+    df = load_adult(n=400)
+    path = tmp_path / "shared.fgm"
+    kw = dict(target="income", learner=Counting, learner_kwargs={"n_trees": 2}, seed=1,
+              model_path=path)
+    a = ForestDataModule(df, **kw)
+    a.prepare_data()
+    assert path.exists() and len(fits) == 1
+    a.prepare_data()  # the file is there: no second fit
+    b = ForestDataModule(df, **kw)
+    b.setup("fit")
+    a.setup("fit")
+    assert len(fits) == 1
+    arr = b.model_.forest_.threshold
+    while not isinstance(arr, np.memmap) and isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    assert isinstance(arr, np.memmap)
+    # the same forest as a single process fitting in memory with no model_path
+    c = ForestDataModule(df, **{**kw, "model_path": None})
+    c.setup("fit")
+    assert len(fits) == 2
+    Z = c.model_.encoder_.transform(c.val_df)
+    assert (b.model_.log_prob_encoded(Z) == c.model_.log_prob_encoded(Z)).all()
+    assert b.train_df.equals(c.train_df)
