@@ -29,7 +29,10 @@ from forestgen.leaves.stats import ForestStats
 from forestgen.modelfile import (
     FORMAT_VERSION,
     ModelFileError,
+    attach_mapping,
     check_forest,
+    check_mapping,
+    check_tree_weights,
     from_json,
     read_model_file,
     to_json,
@@ -191,8 +194,12 @@ class GenerativeForest(BaseEstimator):
 
     # ----------------------------------------------------------------- shared fitting helpers
     def _check_fitted(self) -> None:
+        """Raise unless fitted, or if the file a loaded model is memory-mapped from changed
+        on disk since (:class:`~forestgen.modelfile.MappedFile`); every query calls it
+        before reading the model's arrays."""
         if not hasattr(self, "forest_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+        check_mapping(self)
 
     @property
     def schema_(self) -> Schema:
@@ -666,15 +673,20 @@ class GenerativeForest(BaseEstimator):
 
     @classmethod
     def load(cls, path: str | Path, *, max_bytes: int | None = None,
-             mmap: bool = True) -> GenerativeForest:
+             mmap: bool | str = "auto") -> GenerativeForest:
         """Load a model written by :meth:`save` (any learner; ``cls`` may be the base class).
 
-        The file is validated before any kernel sees it (:mod:`forestgen.modelfile`): sizes
-        are bounded before decompression (``max_bytes`` raises the cap for trusted large
-        files), array shapes and dtypes must match the metadata, and every tree must be a
-        well-formed tree. Anything else raises :class:`~forestgen.modelfile.ModelFileError`.
-        A file saved with ``compress=False`` has its arrays memory-mapped (copy-on-write)
-        unless ``mmap=False``.
+        The file is validated before any kernel sees it (:mod:`forestgen.modelfile`): only a
+        regular file is read, sizes are bounded before decompression (``max_bytes`` raises
+        the cap for trusted large files), the checksum (CRC-32) of every array must match,
+        array shapes and dtypes must match the metadata, and every tree must be a well-formed
+        tree. Anything else raises :class:`~forestgen.modelfile.ModelFileError` naming the
+        file and the part. A file saved with ``compress=False`` has its arrays memory-mapped
+        (copy-on-write): with ``mmap="auto"`` (default) when it holds at least
+        ``forestgen.modelfile.MMAP_MIN_BYTES`` (64 MiB; a smaller one is read), with
+        ``mmap=True`` always, with ``mmap=False`` never. Every query of a mapped model first
+        checks that its file has not changed on disk since (size, inode, modification time)
+        and raises ``ModelFileError`` if it has.
         """
         arrays, meta = read_model_file(path, max_bytes, mmap=mmap)
         try:
@@ -684,10 +696,16 @@ class GenerativeForest(BaseEstimator):
         if not issubclass(learner_cls, cls):
             raise TypeError(f"{path} holds a {learner_cls.__name__}, not a {cls.__name__}")
         try:
-            return learner_cls._from_file(arrays, meta)
+            model = learner_cls._from_file(arrays, meta)
+        except ModelFileError:
+            raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             msg = e.args[0] if isinstance(e, KeyError) and e.args else e
             raise ModelFileError(f"{path}: {msg}") from None
+        except Exception as e:  # anything else a malformed file provokes is still its fault
+            raise ModelFileError(f"{path}: {type(e).__name__}: {e}") from None
+        attach_mapping(model, arrays)
+        return model
 
     @classmethod
     def _from_file(cls, arrays: dict[str, np.ndarray], meta: dict) -> GenerativeForest:
@@ -743,6 +761,7 @@ def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None
             llw == np.inf).any():
         raise ValueError(f"leaf_log_weight must be {L} float64 log-weights (no NaN or +inf), "
                          f"got {llw.dtype} {llw.shape}")
+    check_tree_weights("leaf_log_weight", llw, model.forest_.leaf_offsets)
     if "missing_cols" in arrays:
         cols, rate = arrays["missing_cols"], arrays.get("missing_rate")
         if (cols.dtype.kind != "i" or cols.ndim != 1 or np.any(cols < 0) or np.any(cols >= d)

@@ -21,14 +21,22 @@ import io
 import json
 import math
 import os
+import re
+import stat
 import struct
 import tempfile
+import weakref
 import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 FORMAT_VERSION = 3
 # 1: before exact leaf cells and component parameters; 1-2: dense categorical pmf tables
@@ -39,6 +47,9 @@ ARRAY_KINDS = "biuf"  # bool, signed / unsigned integer, float
 ENTRIES = ("arrays.npz", "meta.json")
 COMPRESS_LEVEL = 1  # zlib level of the arrays: 2.5x faster to write than 6, ~10% larger
 ALIGN = 64  # stored arrays start at multiples of this many bytes (memory mapping)
+#: files smaller than this are read into memory even with ``load(mmap=True)``: reading them
+#: costs little, and what is read cannot change under a query
+MMAP_MIN_BYTES = 64 * 2**20
 
 
 class ModelFileError(ValueError):
@@ -143,7 +154,8 @@ def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory")
     directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    remove_orphans(path)
+    fd, tmp = _locked_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             with zipfile.ZipFile(fh, "w") as zf:
@@ -173,6 +185,60 @@ def write_model_file(path: str | Path, arrays: dict[str, np.ndarray], meta: dict
         raise
     _fsync_dir(directory)
     return path
+
+
+def _temp_names(path: Path) -> list[Path]:
+    """Temporary files of saves of ``path`` (``.<name>.<8 random characters>.tmp``)."""
+    try:
+        names = os.listdir(path.parent or ".")
+    except OSError:
+        return []
+    pre = f".{path.name}."
+    return [path.parent / n for n in names
+            if n.startswith(pre) and _TEMP_NAME.match(n) and len(n) == len(pre) + 12]
+
+
+def remove_orphans(path: str | Path) -> list[Path]:
+    """Remove the temporary files that saves of ``path`` killed midway left behind; returns
+    them. A save holds an exclusive ``flock`` on its temporary file until it is renamed, and
+    the kernel releases it when the saving process dies, so a file whose lock can be taken is
+    an orphan, while another process's save in progress is left alone. (Without ``fcntl``,
+    e.g. on Windows, nothing is removed.)"""
+    if fcntl is None:
+        return []
+    removed = []
+    for tmp in _temp_names(Path(path)):
+        try:
+            fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live save holds it
+            os.close(fd)
+            continue
+        try:
+            os.unlink(tmp)
+            removed.append(tmp)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # releases the lock
+    return removed
+
+
+def _locked_temp(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path``, exclusively locked (see :func:`remove_orphans`)."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        if fcntl is None:
+            return fd, tmp
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink > 0:
+            return fd, tmp
+        os.close(fd)  # another save took it for an orphan between creation and lock: retry
 
 
 def _data_start(info: zipfile.ZipInfo, header_offset: int) -> int:
@@ -225,42 +291,146 @@ def _fsync_dir(directory: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- reading
+class ModelArrays(dict):
+    """The arrays of a model file (a dict); ``source`` is the :class:`MappedFile` they are
+    views of when memory-mapped, else ``None``."""
+
+    source: MappedFile | None = None
+    mapped: bool = False
+
+
+class MappedFile:
+    """The open file a memory-mapped model's arrays are views of, and its identity when it was
+    verified (device, inode, size and modification time in nanoseconds).
+
+    :meth:`check` (one ``fstat``; every query of the model calls it first) raises
+    :class:`ModelFileError` if the file changed since: truncated, written in place (``cp``
+    onto it), zeroed. A copy of the model (pickle, ``copy.deepcopy``) holds its arrays in
+    memory and carries no ``MappedFile``.
+    """
+
+    def __init__(self, path: Path, fd: int, identity: tuple):
+        self.path, self._fd, self.identity = path, os.dup(fd), identity
+        weakref.finalize(self, os.close, self._fd)
+
+    def check(self) -> None:
+        try:
+            now = _identity(os.fstat(self._fd))
+        except OSError as e:  # pragma: no cover - the descriptor is ours
+            now = (str(e),)
+        if now != self.identity:
+            raise ModelFileError(
+                f"{self.path}: changed on disk since it was loaded (it is memory-mapped, and "
+                f"its size or modification time differs now); nothing was read from it. Load "
+                f"it again, or load with mmap=False a file that others may rewrite in place")
+
+    def __reduce__(self):
+        return (_no_mapping, ())
+
+
+def _no_mapping() -> None:
+    return None
+
+
+def _identity(st: os.stat_result) -> tuple:
+    # not the status-change time: replacing the path by an atomic save (a rename) changes the
+    # old file's link count, and so its ctime, but not its bytes, which the mapping still holds
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # write_model_file's temporary files
+
+
+def _open_regular(path: Path):
+    """``(file object, stat)`` of ``path`` opened for reading, refused unless a regular file
+    (never blocks: a FIFO is opened non-blocking, then refused)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise ModelFileError(f"{path}: not a regular file (a directory)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a character device"
+                    if stat.S_ISCHR(st.st_mode) else "a block device"
+                    if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                    else "a directory" if stat.S_ISDIR(st.st_mode) else "not a file")
+            raise ModelFileError(f"{path}: not a regular file ({kind}); model files are "
+                                 f"regular files")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), st
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_model_file(path: str | Path, max_bytes: int | None = None,
-                    mmap: bool = True) -> tuple[dict[str, np.ndarray], dict]:
+                    mmap: bool | str = "auto") -> tuple[ModelArrays, dict]:
     """``(arrays, meta)`` of a model file, with sizes bounded before decompression.
 
-    ``max_bytes``: cap on the total uncompressed size (default: ``max(MIN_BUDGET,
-    MAX_INFLATION x file size)``); raise it only for files you trust. ``mmap``: arrays stored
-    uncompressed (``save(compress=False)``) are memory-mapped copy-on-write instead of read
-    (pages load on first use; writes stay private to the process; the file may be replaced
-    while mapped); arrays that are compressed, empty or not aligned are read.
-    Raises :class:`ModelFileError` for anything that is not a well-formed model file.
+    Only a regular file is read, and never past the size it had when opened. ``max_bytes``:
+    cap on the total uncompressed size (default: ``max(MIN_BUDGET, MAX_INFLATION x file
+    size)``); raise it only for files you trust. The CRC-32 of the arrays entry — every
+    array, mapped or not, with its header and the directory of the arrays — and of the
+    metadata is verified before anything is returned. ``mmap``: arrays stored uncompressed
+    (``save(compress=False)``) are views of a private (copy-on-write) memory map of the file
+    instead of read — with ``True`` always, with ``"auto"`` in a file of at least
+    ``MMAP_MIN_BYTES`` — and ``arrays.source`` is then the :class:`MappedFile` to check before
+    each use; arrays that are compressed, empty or not aligned are read.
+    Raises :class:`ModelFileError`, naming the file and the part, for anything that is not a
+    well-formed model file; ``OSError`` if the file cannot be opened.
     """
     path = Path(path)
-    size = path.stat().st_size
+    if mmap not in (True, False, "auto"):
+        raise ValueError(f"mmap must be True, False or 'auto', got {mmap!r}")
+    if _TEMP_NAME.match(path.name):
+        raise ModelFileError(f"{path}: the temporary file of a save that did not finish (the "
+                             f"next save of that model removes it), not a model file")
+    fh, st = _open_regular(path)
+    size = st.st_size
     budget = max(MIN_BUDGET, MAX_INFLATION * size) if max_bytes is None else int(max_bytes)
+    part = "the zip directory"
     try:
-        # one handle for everything: a file renamed over ``path`` meanwhile is never mixed in
-        with open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+        # one handle for everything, bounded by the size at open: a file renamed over
+        # ``path`` meanwhile is never mixed in, a growing one never read past that size
+        with fh, zipfile.ZipFile(_Window(fh, 0, size)) as zf:
             infos = {i.filename: i for i in zf.infolist()}
             if sorted(infos) != sorted(ENTRIES) or len(zf.infolist()) != len(ENTRIES):
                 raise ModelFileError(f"{path}: not a forestgen model file (entries "
                                      f"{sorted(infos)[:5]}, expected {list(ENTRIES)})")
             _check_budget(path, sum(i.file_size for i in infos.values()), budget)
+            part = "meta.json"
             meta_raw = zf.read("meta.json")
+            part = "arrays.npz"
             outer = infos["arrays.npz"]
             if outer.compress_type == zipfile.ZIP_STORED:  # read in place, no copy
                 base = _local_data_start(path, fh, outer.header_offset)
+                if base + outer.file_size > size:
+                    raise ModelFileError(f"{path}: arrays.npz runs past the end of the file")
+                if _crc_of(fh, base, outer.file_size) != outer.CRC:
+                    raise ModelFileError(f"{path}: arrays.npz fails its checksum (CRC-32): "
+                                         f"the file is corrupt")
+                mapped = mmap is True or (mmap == "auto" and size >= MMAP_MIN_BYTES)
                 arrays = _read_npz(path, _Window(fh, base, outer.file_size),
-                                   budget - len(meta_raw), base if mmap else None, fh)
+                                   budget - len(meta_raw), base, fh, mapped)
+                if arrays.mapped:
+                    arrays.source = MappedFile(path, fh.fileno(), _identity(st))
+                    if _identity(os.fstat(fh.fileno())) != arrays.source.identity:
+                        arrays.source.check()  # changed while we read it
             else:
                 arrays = _read_npz(path, io.BytesIO(zf.read(outer)), budget - len(meta_raw))
+        part = "meta.json"
         meta = json.loads(meta_raw)
     except ModelFileError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, RecursionError,
-            ValueError, NotImplementedError) as e:
-        raise ModelFileError(f"{path}: corrupt or not a forestgen model file ({e})") from None
+    except (MemoryError, RecursionError) as e:
+        raise ModelFileError(f"{path}: {part}: too large or too deeply nested to read "
+                             f"({type(e).__name__})") from None
+    except Exception as e:  # zipfile, zlib, json and numpy's header parser raise many kinds
+        raise ModelFileError(f"{path}: {part}: corrupt or not a forestgen model file "
+                             f"({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict):
         raise ModelFileError(f"{path}: meta.json must hold an object")
     if meta.get("format_version") not in READABLE_VERSIONS:
@@ -268,6 +438,24 @@ def read_model_file(path: str | Path, max_bytes: int | None = None,
                              f"{meta.get('format_version')!r} (this forestgen reads "
                              f"{FORMAT_VERSION})")
     return arrays, meta
+
+
+CRC_CHUNK = 8 * 2**20
+
+
+def _crc_of(fh, start: int, n: int) -> int:
+    """CRC-32 of ``n`` bytes of ``fh`` from ``start`` (read in chunks: a file truncated
+    meanwhile gives a short read, never a fault)."""
+    crc, buf = 0, bytearray(min(CRC_CHUNK, max(n, 1)))
+    view = memoryview(buf)
+    fh.seek(start)
+    while n > 0:
+        got = fh.readinto(view[:min(n, len(buf))])
+        if not got:
+            raise ModelFileError(f"{getattr(fh, 'name', 'file')}: ends before its arrays do")
+        crc = zlib.crc32(view[:got], crc)
+        n -= got
+    return crc
 
 
 def _check_budget(path: Path, total: int, budget: int) -> None:
@@ -300,8 +488,10 @@ class _Window(io.RawIOBase):
 
     def readinto(self, buf) -> int:
         n = min(len(buf), self._size - self._pos)
+        if n <= 0:
+            return 0
         self._fh.seek(self._start + self._pos)
-        got = self._fh.readinto(memoryview(buf)[:n])
+        got = self._fh.readinto(memoryview(buf)[:n]) or 0
         self._pos += got
         return got
 
@@ -316,12 +506,12 @@ def _local_data_start(path: Path, fh, header_offset: int) -> int:
     return header_offset + 30 + n + m
 
 
-def _read_npz(path: Path, npz, budget: int, base: int | None = None, fh=None
-              ) -> dict[str, np.ndarray]:
+def _read_npz(path: Path, npz, budget: int, base: int | None = None, fh=None,
+              mapped: bool = False) -> ModelArrays:
     """Arrays of the ``.npz`` stream ``npz``; ``base``: file offset of its first byte when it
-    is stored uncompressed in the open file ``fh`` (its stored arrays are then
-    memory-mapped)."""
-    out: dict[str, np.ndarray] = {}
+    is stored uncompressed in the open file ``fh`` (its stored arrays are then read straight
+    from the file, or memory-mapped if ``mapped``)."""
+    out = ModelArrays()
     with zipfile.ZipFile(npz) as inner:
         infos = inner.infolist()
         _check_budget(path, sum(i.file_size for i in infos), budget)
@@ -330,15 +520,21 @@ def _read_npz(path: Path, npz, budget: int, base: int | None = None, fh=None
             key = name[:-4]
             if not name.endswith(".npy") or key in out:
                 raise ModelFileError(f"{path}: unexpected or duplicate array entry {name!r}")
-            with inner.open(info) as entry:
-                version = np.lib.format.read_magic(entry)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(entry)
-                elif version == (2, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(entry)
-                else:
-                    raise ModelFileError(f"{path}: array {key!r} has npy version {version}")
-                header = entry.tell()
+            try:
+                with inner.open(info) as entry:
+                    version = np.lib.format.read_magic(entry)
+                    if version == (1, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(entry)
+                    elif version == (2, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(entry)
+                    else:
+                        raise ModelFileError(f"{path}: array {key!r} has npy version {version}")
+                    header = entry.tell()
+            except ModelFileError:
+                raise
+            except Exception as e:
+                raise ModelFileError(f"{path}: array {key!r}: malformed .npy header "
+                                     f"({type(e).__name__}: {e})") from None
             if dtype.kind not in ARRAY_KINDS or dtype.hasobject or dtype.fields is not None \
                     or not (dtype.isnative or dtype.itemsize == 1):
                 raise ModelFileError(f"{path}: array {key!r} has dtype {dtype.str}; model "
@@ -348,15 +544,31 @@ def _read_npz(path: Path, npz, budget: int, base: int | None = None, fh=None
                 raise ModelFileError(f"{path}: array {key!r} declares shape {shape} "
                                      f"({nbytes} bytes) but its entry holds "
                                      f"{info.file_size - header} bytes")
+            order = "F" if fortran else "C"
             start = (None if base is None or info.compress_type != zipfile.ZIP_STORED
                      else _local_data_start(path, fh, base + info.header_offset) + header)
-            if start is not None and nbytes > 0 and start % dtype.alignment == 0:
-                out[key] = np.memmap(fh, dtype=dtype, mode="c", offset=start,
-                                     shape=tuple(shape), order="F" if fortran else "C"
-                                     ).view(np.ndarray)
-            else:
-                with inner.open(info) as entry:
-                    out[key] = np.lib.format.read_array(entry, allow_pickle=False)
+            try:
+                if start is not None and nbytes > 0 and start % dtype.alignment == 0:
+                    if mapped:
+                        out.mapped = True
+                        flat = np.memmap(fh, dtype=dtype, mode="c", offset=start,
+                                         shape=(nbytes // dtype.itemsize,)).view(np.ndarray)
+                    else:
+                        raw = bytearray(nbytes)
+                        fh.seek(start)
+                        if fh.readinto(raw) != nbytes:
+                            raise ModelFileError(f"{path}: array {key!r} runs past the end of "
+                                                 f"the file")
+                        flat = np.frombuffer(raw, dtype=dtype)
+                    out[key] = flat.reshape(tuple(shape), order=order)
+                else:
+                    with inner.open(info) as entry:
+                        out[key] = np.lib.format.read_array(entry, allow_pickle=False)
+            except ModelFileError:
+                raise
+            except Exception as e:
+                raise ModelFileError(f"{path}: array {key!r}: cannot be read "
+                                     f"({type(e).__name__}: {e})") from None
     return out
 
 
@@ -460,3 +672,32 @@ def check_forest(forest: Any, n_columns: int) -> None:
     lm = forest.leaf_mass
     if lm.size and (lm.dtype != np.float64 or lm.shape != (L,) or not np.all(lm >= 0)):
         raise ValueError(f"forest.leaf_mass must be {L} non-negative float64 masses")
+
+
+def check_tree_weights(name: str, log_weight: np.ndarray, leaf_offsets: np.ndarray) -> None:
+    """Raise ``ValueError`` unless every tree has a leaf of finite log-weight (a tree whose
+    leaves all weigh ``-inf`` would score every row ``-inf``)."""
+    lo = np.asarray(leaf_offsets, np.int64)
+    finite = np.isfinite(log_weight)
+    per_tree = np.add.reduceat(finite.astype(np.int64), lo[:-1]) if len(log_weight) else \
+        np.zeros(len(lo) - 1, np.int64)
+    bad = np.flatnonzero(per_tree == 0)
+    if bad.size:
+        raise ValueError(f"{name}: tree {int(bad[0])} has no leaf of finite weight "
+                         f"({bad.size} such trees); every tree needs one")
+
+
+def attach_mapping(model: Any, arrays: dict) -> None:
+    """Record on a loaded ``model`` the :class:`MappedFile` its arrays are views of (if any),
+    for :func:`check_mapping`."""
+    source = getattr(arrays, "source", None)
+    if source is not None:
+        model.__dict__["_mapped_file"] = source
+
+
+def check_mapping(model: Any) -> None:
+    """Raise :class:`ModelFileError` if ``model`` is memory-mapped from a file that changed
+    on disk since it was loaded (one ``fstat``)."""
+    source = model.__dict__.get("_mapped_file")
+    if source is not None:
+        source.check()

@@ -62,3 +62,41 @@ def crafted(tmp_path, arf_small):
         return write_raw(tmp_path / "crafted.forestgen", arrays, meta)
 
     return make
+
+
+#: every learner, as small and fast as it fits (the stored-format tests and the fuzzer)
+FAST_LEARNERS = {
+    "ARF": ("ARF", dict(n_trees=2, n_jobs=1)),
+    "GeF": ("GeF", dict(n_trees=2, n_jobs=1)),
+    "RFDE": ("RFDE", dict(n_trees=2, depth=2, n_jobs=1)),
+    "DEF": ("DEF", dict(n_trees=2, max_leaves=4, n_jobs=1)),
+    "NRGBoost": ("NRGBoost", dict(n_trees=2, max_leaves=4, pool_size=300, gibbs_chains=2,
+                                  gibbs_burn_in=2, n_normaliser_samples=500)),
+    "GFBoost": ("GFBoost", dict(n_trees=2, n_iter=4)),
+    "EOGT": ("EOGT", dict(n_trees=2, n_iter=4)),
+}
+
+
+def fit_fast(name: str, table: pd.DataFrame):
+    """Learner ``name`` of :data:`FAST_LEARNERS` fitted on ``table`` (GeF: class column
+    ``c``)."""
+    import warnings
+
+    import forestgen
+
+    cls_name, params = FAST_LEARNERS[name]
+    model = getattr(forestgen, cls_name)(random_state=0, **params)
+    with warnings.catch_warnings():  # RFDE / DEF leave rows with a missing value out
+        warnings.simplefilter("ignore", UserWarning)
+        return model.fit(table, target="c") if name == "GeF" else model.fit(table)
+
+
+@pytest.fixture(scope="session")
+def all_models(mixed_small) -> dict:
+    """Every learner fitted on ``mixed_small`` (small and fast)."""
+    return {name: fit_fast(name, mixed_small) for name in FAST_LEARNERS}
+
+
+def query_rows(model, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows a model's ``log_prob`` scores: GeF scores its features only."""
+    return table.drop(columns="c") if type(model).__name__ == "GeF" else table

@@ -31,12 +31,13 @@ def _mapped(a: np.ndarray) -> bool:
     return isinstance(b, mmap.mmap)
 
 
-def test_stored_file_is_memory_mapped_and_answers_the_same(fitted, tmp_path):
+def test_stored_file_is_memory_mapped_and_answers_the_same(fitted, tmp_path, monkeypatch):
     model, df = fitted
+    monkeypatch.setattr(mf, "MMAP_MIN_BYTES", 0)  # "auto" maps this small file
     q = df.head(40).copy()
     q.loc[q.index[::4], "x"] = np.nan
     path = model.save(tmp_path / "m.fgm", compress=False)
-    arrays, _ = mf.read_model_file(path)
+    arrays, _ = mf.read_model_file(path, mmap=True)
     big = {k: v for k, v in arrays.items() if v.size}
     assert big and all(_mapped(v) for v in big.values())
     assert all(v.ctypes.data % v.dtype.alignment == 0 for v in big.values())
@@ -55,6 +56,29 @@ def test_stored_file_is_memory_mapped_and_answers_the_same(fitted, tmp_path):
     again = GenerativeForest.load(path, mmap=False)
     assert not _mapped(again.forest_.threshold)
     np.testing.assert_array_equal(again.leaf_log_weight_, model.leaf_log_weight_)
+    # under MMAP_MIN_BYTES "auto" reads the file; mmap=True maps it all the same
+    monkeypatch.setattr(mf, "MMAP_MIN_BYTES", path.stat().st_size + 1)
+    small = GenerativeForest.load(path)
+    assert not _mapped(small.forest_.threshold)
+    np.testing.assert_array_equal(small.log_prob(q), model.log_prob(q))
+    assert _mapped(GenerativeForest.load(path, mmap=True).forest_.threshold)
+
+
+def test_mapped_model_pickles_as_a_plain_model(fitted, tmp_path):
+    """A copy of a mapped model holds its arrays in memory: it does not check the file."""
+    import copy
+    import pickle
+
+    model, df = fitted
+    path = model.save(tmp_path / "m.fgm", compress=False)
+    loaded = GenerativeForest.load(path, mmap=True)
+    copies = [pickle.loads(pickle.dumps(loaded)), copy.deepcopy(loaded)]
+    path.write_bytes(b"\0" * path.stat().st_size)  # the mapped original now refuses
+    with pytest.raises(mf.ModelFileError, match="changed on disk"):
+        loaded.log_prob(df.head(5))
+    for c in copies:
+        assert not _mapped(c.forest_.threshold)
+        np.testing.assert_array_equal(c.log_prob(df.head(5)), model.log_prob(df.head(5)))
 
 
 def test_compressed_or_unaligned_files_are_read(fitted, tmp_path, monkeypatch):

@@ -305,3 +305,170 @@ def test_meta_not_an_object(tmp_path, crafted):
         zf.writestr("meta.json", json.dumps([1, 2]))
     with pytest.raises(ModelFileError, match="object"):
         GenerativeForest.load(path)
+
+
+# ---------------------------------------------------------------------------- issue 34
+def _all_inf_weights(a, m):
+    a["leaf_log_weight"][:] = -np.inf
+
+
+def _one_tree_all_inf(a, m):
+    lo = a["forest.leaf_offsets"]
+    a["leaf_log_weight"][lo[0]:lo[1]] = -np.inf
+
+
+CASES_34 = {
+    "all leaf weights -inf": (_all_inf_weights, "leaf_log_weight.*finite"),
+    "one tree's leaf weights -inf": (_one_tree_all_inf, "leaf_log_weight.*tree 0"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES_34))
+def test_crafted_weights_are_refused(crafted, case):
+    edit, message = CASES_34[case]
+    with pytest.raises(ModelFileError, match=message):
+        GenerativeForest.load(crafted(edit))
+
+
+def _load_in_child(path, timeout=60):
+    """``load(path)`` in a subprocess capped at 2 GiB of memory: (exit code, last line)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "from forestgen.base import GenerativeForest\n"
+            "from forestgen.modelfile import ModelFileError\n"
+            "try:\n"
+            "    GenerativeForest.load(sys.argv[1])\n"
+            "    print('loaded')\n"
+            "except ModelFileError as e:\n"
+            "    print('ModelFileError:', e)\n")
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    try:
+        p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                           text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return "timeout", ""
+    lines = (p.stdout or p.stderr).strip().splitlines()
+    return p.returncode, lines[-1] if lines else ""
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "symlink to /dev/zero", "FIFO", "directory"])
+def test_only_regular_files_are_read(tmp_path, kind):
+    """Refused at once (old main: /dev/zero read until memory ran out, a FIFO blocked)."""
+    import os
+
+    path = {"/dev/zero": "/dev/zero", "directory": str(tmp_path)}.get(kind)
+    if kind == "symlink to /dev/zero":
+        path = tmp_path / "m.fgm"
+        path.symlink_to("/dev/zero")
+    elif kind == "FIFO":
+        path = tmp_path / "m.fgm"
+        os.mkfifo(path)
+    rc, line = _load_in_child(path)
+    assert rc == 0 and line.startswith("ModelFileError") and "regular file" in line, (rc, line)
+
+
+def _flip_zip_flags(raw: bytes, entry: bytes) -> bytes:
+    """Set the 'encrypted' bit of ``entry``'s central-directory record."""
+    at = raw.rfind(b"PK\x01\x02", 0, raw.rfind(entry))
+    bad = bytearray(raw)
+    bad[at + 8] |= 0x01
+    return bytes(bad)
+
+
+def test_damaged_zip_flags_are_model_file_errors(tmp_path, arf_small):
+    """Old main: ``RuntimeError: File ... is encrypted`` escaped."""
+    raw = arf_small.save(tmp_path / "m.fgm").read_bytes()
+    (tmp_path / "f.fgm").write_bytes(_flip_zip_flags(raw, b"meta.json"))
+    with pytest.raises(ModelFileError, match="f.fgm.*meta.json"):
+        GenerativeForest.load(tmp_path / "f.fgm")
+
+
+@pytest.mark.parametrize("header", [b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,",
+                                    b"{'descr': '<f8', 'fortran_order': False, 'shape': ((",
+                                    b"\xff\xfe"])
+def test_damaged_npy_header_is_a_model_file_error(tmp_path, arf_small, header):
+    """Old main: ``tokenize.TokenError`` / ``SyntaxError`` escaped from numpy's header parser."""
+    good = arf_small.save(tmp_path / "good.fgm")
+    with zipfile.ZipFile(good) as src:
+        npz, meta = src.read("arrays.npz"), src.read("meta.json")
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as zi, zipfile.ZipFile(io.BytesIO(npz)) as zs:
+        for info in zs.infolist():
+            data = zs.read(info)
+            if info.filename == "leaf_log_weight.npy":
+                hlen = int.from_bytes(data[8:10], "little")
+                body = header.ljust(hlen - 1, b" ") + b"\n"
+                data = data[:10] + body[:hlen] + data[10 + hlen:]
+            zi.writestr(info, data)
+    with zipfile.ZipFile(tmp_path / "h.fgm", "w") as zf:
+        zf.writestr("arrays.npz", inner.getvalue())
+        zf.writestr("meta.json", meta)
+    with pytest.raises(ModelFileError, match="h.fgm.*leaf_log_weight"):
+        GenerativeForest.load(tmp_path / "h.fgm")
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_flipped_byte_in_a_stored_array_is_refused(tmp_path, mixed_small, mmap):
+    """Old main: arrays over ~4 KiB of a stored file were mapped without their CRC checked, so
+    a flipped byte loaded as a different model."""
+    import forestgen.modelfile as mf
+    from forestgen import ARF
+
+    model = ARF(n_trees=20, min_node_size=2, random_state=0, n_jobs=1).fit(mixed_small)
+    path = model.save(tmp_path / "m.fgm", compress=False)
+    raw = bytearray(path.read_bytes())
+    arrays, _ = mf.read_model_file(path, mmap=False)
+    target = arrays["leaf0.mu_"].tobytes()
+    assert len(target) > 4096
+    at = bytes(raw).find(target)
+    assert at > 0
+    raw[at + len(target) // 2] ^= 0x10
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ModelFileError, match="m.fgm.*(checksum|CRC)"):
+        GenerativeForest.load(path, mmap=mmap)
+
+
+def test_temporary_files_of_killed_saves_are_cleaned_and_never_loaded(tmp_path, arf_small):
+    """A save killed midway leaves ``.<name>.<random>.tmp``; the next save of that name removes
+    it, and loading one is refused (old main: 12 kills left 12 files)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    dst = tmp_path / "dst.fgm"
+    code = ("import sys, forestgen.modelfile as mf\n"
+            "from forestgen.base import GenerativeForest\n"
+            "m = GenerativeForest.load(sys.argv[1])\n"
+            "real = mf.os.fsync\n"
+            "def stop(fd):\n"
+            "    real(fd); print('written', flush=True); import time; time.sleep(60)\n"
+            "mf.os.fsync = stop\n"
+            "m.save(sys.argv[2])\n")
+    src = arf_small.save(tmp_path / "src.fgm")
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-c", code, str(src), str(dst)],
+                             stdout=subprocess.PIPE, env=env)
+        try:
+            assert p.stdout.readline().strip() == b"written"
+        finally:
+            p.kill()
+            p.wait(timeout=60)
+    orphans = sorted(tmp_path.glob(".dst.fgm.*.tmp"))
+    assert len(orphans) == 1  # each killed save removed the orphan of the one before
+    with pytest.raises(ModelFileError, match="temporary file"):
+        GenerativeForest.load(orphans[0])  # complete, but never renamed: not a model
+    time.sleep(0.01)
+    arf_small.save(dst)
+    assert sorted(tmp_path.glob("*.tmp")) + sorted(tmp_path.glob(".*.tmp")) == []
+    np.testing.assert_array_equal(GenerativeForest.load(dst).leaf_log_weight_,
+                                  arf_small.leaf_log_weight_)
