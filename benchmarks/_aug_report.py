@@ -1,0 +1,205 @@
+"""Summary tables and figures of ``bench_augmentation.py``'s results (``--report``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from _common import REPO, RESULTS
+
+FIGURES = REPO / "docs" / "augmentation_figures"
+METHOD_ORDER = ["real", "arf@1", "arf@3", "gfboost@1", "nrgboost@1", "gaussiancopula@1",
+                "noise@1", "mixup@1", "smote", "oversample", "arf-balance"]
+
+
+def _load(path: Path) -> pd.DataFrame:
+    df = pd.DataFrame([json.loads(x) for x in path.read_text().splitlines() if x.strip()])
+    df = df.drop_duplicates(["table", "n", "seed", "method", "learner"], keep="last")
+    df["score"] = np.where(df["task"] == "regression", df.get("r2"), df.get("auc"))
+    return df
+
+
+def _se(x: pd.Series) -> float:
+    return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def _fmt(mu: float, se: float, digits: int = 3) -> str:
+    return f"{mu:.{digits}f} +- {se:.{digits}f}" if np.isfinite(se) else f"{mu:.{digits}f}"
+
+
+def paired(df: pd.DataFrame, col: str = "score") -> pd.DataFrame:
+    """Per row: the method's score minus real-only's, same table / size / seed / learner."""
+    key = ["table", "n", "seed", "learner"]
+    base = df[df["method"] == "real"].set_index(key)[col]
+    out = df[df["method"] != "real"].copy()
+    out["delta"] = out[col].to_numpy() - base.reindex(out.set_index(key).index).to_numpy()
+    return out.dropna(subset=["delta"])
+
+
+def summary(d: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean delta +- s.e. over cells (a cell = table x size: its seeds averaged first), and
+    how many cells the method wins / loses by more than two standard errors."""
+    cell = d.groupby(["table", "n", "method", "learner"]).agg(
+        m=("delta", "mean"), s=("delta", _se), k=("delta", "size")).reset_index()
+    rows = []
+    for keys, g in cell.groupby(by, sort=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        sig = g["m"] / g["s"].replace(0, np.nan)
+        rows.append({**dict(zip(by, keys)), "mean": g["m"].mean(), "se": _se(g["m"]),
+                     "cells": len(g), "better": int((sig > 2).sum()),
+                     "worse": int((sig < -2).sum())})
+    return pd.DataFrame(rows)
+
+
+def _order(methods) -> list[str]:
+    return [m for m in METHOD_ORDER if m in set(methods)] + sorted(
+        set(methods) - set(METHOD_ORDER))
+
+
+def report(path: Path) -> None:
+    df = _load(path)
+    bal = df[~df["table"].str.contains("-imb")]
+    imb = df[df["table"].str.contains("-imb")]
+    lines = ["# Augmentation benchmark: real vs real + synthetic rows", "",
+             "Produced by `python benchmarks/bench_augmentation.py` (protocol in its docstring) "
+             "and `--report`. Score = test AUC (classification) or R^2 (regression); "
+             "`delta` = score minus real-only's at the same table, size, seed and learner. "
+             "Means over cells (table x training size, each the mean of 5 seeds) +- s.e. over "
+             "cells; better / worse = cells where the mean delta is more than two standard "
+             "errors (over seeds) above / below zero.", ""]
+    tables = sorted(bal["table"].unique())
+    lines += [f"Tables: {', '.join(tables)}; sizes: "
+              f"{', '.join(map(str, sorted(bal['n'].unique())))}; seeds per cell: "
+              f"{int(bal.groupby(['table', 'n', 'method', 'learner']).size().median())}; "
+              f"{len(bal)} trained models, {bal['cpu_s'].sum() / 3600:.2f} CPU hours of "
+              "learner training (generators and SDV not included).", ""]
+    d = paired(bal)
+    s = summary(d, ["method", "learner"])
+    lines += ["## Summary over all tables and sizes", "",
+              "| method | MLP delta | better / worse (of cells) | GBM delta | better / worse |",
+              "|---|---:|---:|---:|---:|"]
+    for m in _order(s["method"]):
+        r = {lr: s[(s["method"] == m) & (s["learner"] == lr)] for lr in ("mlp", "gbm")}
+        cells = []
+        for lr in ("mlp", "gbm"):
+            if r[lr].empty:
+                cells += ["", ""]
+                continue
+            x = r[lr].iloc[0]
+            cells += [f"{x['mean']:+.4f} +- {x['se']:.4f}",
+                      f"{x['better']} / {x['worse']} ({x['cells']})"]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    s2 = summary(d, ["n", "method", "learner"])
+    lines += ["", "## By training size (mean delta +- s.e. over tables)", "",
+              "| method | learner | " + " | ".join(f"n = {n}" for n in sorted(s2["n"].unique()))
+              + " |", "|---|---|" + "---:|" * s2["n"].nunique()]
+    for m in _order(s2["method"]):
+        for lr in ("mlp", "gbm"):
+            g = s2[(s2["method"] == m) & (s2["learner"] == lr)].set_index("n")
+            if g.empty:
+                continue
+            lines.append(f"| {m} | {lr} | " + " | ".join(
+                f"{g.loc[n, 'mean']:+.4f} +- {g.loc[n, 'se']:.4f}" if n in g.index else ""
+                for n in sorted(s2["n"].unique())) + " |")
+    if not imb.empty:
+        di = paired(imb)
+        lines += ["", "## Class-imbalance case (minority subsampled to 10% of the training "
+                  "rows; test rows keep the table's class shares)", "",
+                  "Mean AUC and accuracy per table and size, +- s.e. over seeds.", ""]
+        lines += _full_tables(imb, accuracy=True)
+        si = summary(di, ["method", "learner"])
+        lines += ["", "Mean AUC delta against real-only over the imbalanced cells:", "",
+                  "| method | MLP | GBM |", "|---|---:|---:|"]
+        for m in _order(si["method"]):
+            row = []
+            for lr in ("mlp", "gbm"):
+                x = si[(si["method"] == m) & (si["learner"] == lr)]
+                row.append("" if x.empty else f"{x.iloc[0]['mean']:+.4f} +- "
+                           f"{x.iloc[0]['se']:.4f} ({x.iloc[0]['better']} better, "
+                           f"{x.iloc[0]['worse']} worse)")
+            lines.append(f"| {m} | " + " | ".join(row) + " |")
+    lines += ["", "## Every table (score mean +- s.e. over seeds; accuracy for classification "
+              "in the second block)", ""]
+    lines += _full_tables(bal, accuracy=False)
+    cls = bal[bal["task"] != "regression"]
+    if not cls.empty:
+        lines += ["", "### Accuracy (classification tables)", ""]
+        lines += _full_tables(cls, accuracy=True, acc_only=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "augmentation.md").write_text("\n".join(lines) + "\n")
+    figures(d, bal)
+    print((RESULTS / "augmentation.md").read_text())
+
+
+def _full_tables(df: pd.DataFrame, accuracy: bool, acc_only: bool = False) -> list[str]:
+    cols = ["acc"] if acc_only else (["score", "acc"] if accuracy else ["score"])
+    cells = sorted({(t, n) for t, n in zip(df["table"], df["n"])})
+    head = [f"{t} n={n}" for t, n in cells]
+    out = []
+    for lr in ("mlp", "gbm"):
+        for col in cols:
+            label = {"score": "AUC / R^2", "acc": "accuracy"}[col]
+            out += [f"**{lr.upper()}, {label}**", "", "| method | " + " | ".join(head) + " |",
+                    "|---|" + "---:|" * len(head)]
+            sub = df[df["learner"] == lr]
+            for m in _order(sub["method"]):
+                row = []
+                for t, n in cells:
+                    g = sub[(sub["method"] == m) & (sub["table"] == t) & (sub["n"] == n)][col]
+                    row.append("" if g.empty else _fmt(g.mean(), _se(g)))
+                out.append(f"| {m} | " + " | ".join(row) + " |")
+            out.append("")
+    return out
+
+
+def figures(d: pd.DataFrame, df: pd.DataFrame) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    s2 = summary(d, ["n", "method", "learner"])
+    methods = _order(s2["method"])
+    sizes = sorted(s2["n"].unique())
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for ax, lr in zip(axes, ("mlp", "gbm")):
+        for i, n in enumerate(sizes):
+            g = s2[(s2["learner"] == lr) & (s2["n"] == n)].set_index("method").reindex(methods)
+            y = np.arange(len(methods)) + (i - 1) * 0.25
+            ax.errorbar(g["mean"], y, xerr=2 * g["se"], fmt="o", ms=4, capsize=2,
+                        label=f"n = {n}")
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks(np.arange(len(methods)), methods)
+        ax.set_title(f"{lr.upper()}: test AUC / R^2 minus real-only")
+        ax.set_xlabel("mean delta over tables (+- 2 s.e.)")
+        ax.invert_yaxis()
+    axes[0].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(FIGURES / "delta_by_size.png", dpi=110)
+    plt.close(fig)
+    # per table: ARF at ratio 1 and the best non-forest augmenter, each learner
+    cell = d.groupby(["table", "n", "method", "learner"])["delta"].agg(["mean", _se])
+    cell = cell.reset_index()
+    tabs = sorted(cell["table"].unique())
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.35 * len(tabs) * len(sizes) + 1.5),
+                             sharey=True)
+    labels = [f"{t} n={n}" for t in tabs for n in sizes]
+    for ax, lr in zip(axes, ("mlp", "gbm")):
+        for j, m in enumerate(["arf@1", "arf@3", "smote", "gaussiancopula@1"]):
+            g = cell[(cell["learner"] == lr) & (cell["method"] == m)]
+            g = g.set_index(["table", "n"]).reindex(
+                pd.MultiIndex.from_tuples([(t, n) for t in tabs for n in sizes]))
+            y = np.arange(len(labels)) + (j - 1.5) * 0.18
+            ax.errorbar(g["mean"], y, xerr=2 * g["_se"], fmt="o", ms=3, capsize=1.5, label=m)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks(np.arange(len(labels)), labels, fontsize=7)
+        ax.set_title(f"{lr.upper()}: delta vs real-only per table")
+        ax.invert_yaxis()
+    axes[0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(FIGURES / "delta_by_table.png", dpi=110)
+    plt.close(fig)
