@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from _common import REPO, RESULTS
 
 FIGURES = REPO / "docs" / "augmentation_figures"
