@@ -23,6 +23,7 @@ from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
 from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.families import LEAF_MIXTURE, Family
+from forestgen.inference.rules import keeps_rules
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.stats import ForestStats
@@ -131,6 +132,7 @@ class GenerativeForest(BaseEstimator):
         before the learner's own body (usually empty) runs. ``inspect.signature`` still sees
         the learner's signature, so ``get_params``/``clone`` work as in scikit-learn."""
         super().__init_subclass__(**kwargs)
+        _keep_rules_in(cls)
         init = cls.__dict__.get("__init__")
         if init is None or getattr(init, "_stores_params", False):
             return
@@ -732,6 +734,21 @@ class GenerativeForest(BaseEstimator):
         extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra.")}
         model._restore_extra(extra, from_json(meta["extra"]))
         return model
+
+
+#: queries that keep the table's logical rules (:mod:`forestgen.inference.rules`), wrapped
+#: wherever a learner defines them
+RULE_QUERIES = ("log_prob", "sample", "predict_proba", "predict")
+
+
+def _keep_rules_in(cls) -> None:
+    for name in RULE_QUERIES:
+        fn = cls.__dict__.get(name)
+        if fn is not None:
+            setattr(cls, name, keeps_rules(name)(fn))
+
+
+_keep_rules_in(GenerativeForest)
 
 
 def _check_schema(schema: Schema) -> None:

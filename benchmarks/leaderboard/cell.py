@@ -214,6 +214,38 @@ def run_forestflow(params, train, test, n, seed, meta):
                                                      "with cat/bin/int indexes, decoded back"}
 
 
+def run_synthyverse(name, params, train, test, n, seed, meta):
+    """A synthyverse 0.2.7 generator through its high-level wrapper (its default missing-value
+    handling, ``"drop"``: rows with a missing numeric value are dropped), on one thread; class
+    columns are its discrete features, SMOTE's target is the table's target."""
+    import torch
+    from synthyverse.generators import SynthyverseGenerator
+
+    torch.set_num_threads(1)
+    discrete = [c for c in train.columns
+                if meta["columns"][c]["kind"] in ("categorical", "ordered", "bool")]
+    kw = dict(params)
+    if name == "smote":
+        kw["target_column"] = meta["target"]
+    if name in ("smote", "synthpop"):
+        kw.setdefault("n_jobs", 1)
+    data = train.copy()
+    for c in discrete:  # labels as strings: its ordinal encoder sorts mixed types otherwise
+        data[c] = data[c].astype(object).where(data[c].notna(), np.nan)
+    for c in data.columns:
+        if str(data[c].dtype) == "Int64":
+            data[c] = data[c].astype(float)
+    t0 = time.perf_counter()
+    model = SynthyverseGenerator(name, generator_params=kw, random_state=seed)
+    model.fit(data, discrete)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.generate(n, random_state=seed)
+    extra = {"rows_used": int(len(data.dropna(subset=[c for c in data.columns
+                                                      if c not in discrete])))}
+    return synth, fit_s, time.perf_counter() - t0, extra
+
+
 def run_rarf(params, job, train, test, n, seed):
     out = Path(job["out"]) / "rarf"
     out.mkdir(parents=True, exist_ok=True)
@@ -276,6 +308,8 @@ def fit_sample(job, train, test):
         return run_sdv(gen.split(":", 1)[1], params, train, test, n, seed)
     if gen == "forestflow":
         return run_forestflow(params, train, test, n, seed, job["meta"])
+    if gen.startswith("synthyverse:"):
+        return run_synthyverse(gen.split(":", 1)[1], params, train, test, n, seed, job["meta"])
     if gen == "rarf":
         return run_rarf(params, job, train, test, n, seed)
     raise ValueError(f"unknown generator {gen!r}")

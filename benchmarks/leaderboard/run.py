@@ -1,4 +1,5 @@
-"""One-command leaderboard: forestgen's learners against R arf, arfpy, nrgboost, SDV and ForestFlow.
+"""One-command leaderboard: forestgen's learners against R arf, arfpy, nrgboost, SDV, ForestFlow
+and synthyverse (synthpop, SMOTE, TabDDPM, TabSyn, TabDiff, CDTD).
 
     python benchmarks/leaderboard/run.py                  # set up peers, run, score, write the page
     python benchmarks/leaderboard/run.py --full           # 3 seeds, uncapped rows, longer limits
@@ -63,6 +64,14 @@ PEER_GENERATORS = [
     ("sdv:tvae", "sdv", {"epochs": 10}, {"epochs": 300}),
     ("forestflow", "forestdiffusion", {"n_t": 10, "duplicate_K": 10, "n_estimators": 50},
      {}),
+    # synthyverse 0.2.7 (issue 37), on one thread: its synthpop (bagged sequential CART) and
+    # SMOTE at their defaults; the diffusion models at the caps of SYNTHYVERSE_CAPS
+    ("synthyverse:synthpop", "synthyverse", {}, {}),
+    ("synthyverse:smote", "synthyverse", {}, {}),
+    ("synthyverse:tabddpm", "synthyverse", {}, {}),
+    ("synthyverse:tabsyn", "synthyverse", {}, {}),
+    ("synthyverse:tabdiff", "synthyverse", {}, {}),
+    ("synthyverse:cdtd", "synthyverse", {}, {}),
 ]
 
 
@@ -395,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
                             capture_output=True, text=True).stdout.strip() or "unknown"
     a.out.mkdir(parents=True, exist_ok=True)
     setup = {}
-    for name in ("datasets", "rarf", "arfpy", "nrgboost", "sdv", "forestdiffusion"):
+    for name in ("datasets", "rarf", "arfpy", "nrgboost", "sdv", "forestdiffusion",
+                 "synthyverse"):
         if a.skip_setup:  # trust the environments as they are (a broken one fails its cells)
             setup[name] = (True, "setup skipped")
         else:

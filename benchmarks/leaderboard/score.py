@@ -57,8 +57,13 @@ def score_cell(data: dict, synth_path: str, kinds: dict, seed: int) -> dict:
                               if issubclass(w.category, fm.SmallSampleWarning)})
     d = fm.dcr(train, syn, test, random_state=seed)
     out.update(dcr_closer_to_train=d.share_closer_to_train,
+               dcr_synthetic_p5=d.dcr_synthetic_p5, dcr_holdout_p5=d.dcr_holdout_p5,
                exact_copy_rate=d.exact_match_synthetic,
                exact_copy_rate_holdout=d.exact_match_holdout, copying=d.copying)
+    # the mappings that hold in every training row (adult's education -> education-num)
+    rv = fm.rule_violations(train, syn)
+    out.update(rule_violation_rate=rv.rate, rules_detected=rv.n_rules,
+               rule_violations={r.rule: round(r.share, 4) for r in rv.table.itertuples()})
     marg = fm.marginal_distances(train, syn, kinds=kinds)
     ks = marg.loc[marg.metric == "ks", "statistic"]
     tv = marg.loc[marg.metric == "tv", "statistic"]

@@ -16,6 +16,7 @@ import pandas as pd
 from pandas.api import types as pdt
 
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
+from forestgen.data.rules import Mapping, Rules, find_mappings, parse_constraints
 from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_python_scalar
 
 __all__ = ["TableEncoder", "infer_kind", "time_scalar_to_seconds"]
@@ -533,9 +534,23 @@ class TableEncoder:
         ordered levels too (point masses and discrete values kept) when at most 1% of the rows
         hold a value seen once (the Good-Turing estimate of the chance that a new row holds an
         unseen value); otherwise they are numeric with those point masses as atoms.
+
+    The table's logical rules (:mod:`forestgen.data.rules`) are found at fit and kept in the
+    schema: mappings between columns that hold in every training row (unless the metadata
+    says ``"detect_mappings": False``) and the metadata's declared ``"constraints"`` (SDV's
+    ``FixedCombinations``, ``Inequality``, ``Range``).
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:
+        self.constraints: list = []
+        self.detect_mappings = True
+        if isinstance(kinds, dict) and (isinstance(kinds.get("constraints"), list)
+                                        or isinstance(kinds.get("detect_mappings"), bool)):
+            kinds = dict(kinds)
+            if isinstance(kinds.get("constraints"), list):
+                self.constraints = kinds.pop("constraints")
+            if isinstance(kinds.get("detect_mappings"), bool):
+                self.detect_mappings = kinds.pop("detect_mappings")
         self.kinds, self.metadata = split_kinds(kinds)
         self.max_ordinal_levels = int(max_ordinal_levels)
         self.schema: Schema | None = None
@@ -590,7 +605,25 @@ class TableEncoder:
             if spec.kind in ("categorical", "bool", "binary"):
                 mark_unobserved(spec, self._encode(df.iloc[:, j], spec, self._level_index[j]))
         _warn_identifiers(df, specs)
+        if self.detect_mappings or self.constraints:
+            rules = self._find_rules(self.transform(df))
+            self.schema.rules = rules.to_dict() if rules else None
         return self
+
+    def _find_rules(self, Z: np.ndarray) -> Rules:
+        """The mappings that hold in every encoded training row and the declared constraints."""
+        schema = self._require_schema()
+        maps = []
+        if self.detect_mappings:
+            k = schema.n_levels
+            codes = [np.where(np.isnan(Z[:, j]) | (Z[:, j] >= max(k[j], 1)), -1,
+                              np.nan_to_num(Z[:, j])).astype(np.int64) for j in range(schema.d)]
+            discrete = [bool(s.is_discrete) for s in schema.columns]
+            for a, b in find_mappings(codes, [Z[:, j] for j in range(schema.d)], discrete):
+                values = np.full(int(k[a]), np.nan)
+                values[codes[a]] = Z[:, b]
+                maps.append(Mapping(a, b, values))
+        return Rules(maps, parse_constraints(self.constraints, schema.names, Z, schema))
 
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
         entry = self._lookup(self.metadata, name)

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as pdt
 
+from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
 __all__ = ["SDTYPES", "apply_column_metadata", "constrain", "declared_bounds", "kind_for",
@@ -201,10 +202,14 @@ def declared_bounds(schema: Schema) -> tuple[np.ndarray, np.ndarray]:
 
 def constrain(Z: np.ndarray, schema: Schema) -> np.ndarray:
     """Clip encoded numeric columns into their declared ranges, on the grid of their declared
-    decimals (in place; returns ``Z``). Missing entries stay missing."""
+    decimals, and set each column determined by a mapping of the table's rules to the image
+    of its determinant (:mod:`forestgen.data.rules`), in place; returns ``Z``. Missing entries
+    stay missing."""
     lo, hi = declared_bounds(schema)
     for j in np.nonzero(np.isfinite(lo) | np.isfinite(hi))[0]:
         np.clip(Z[:, j], lo[j], hi[j], out=Z[:, j])
+    if schema.rules and schema.rules.get("mappings"):
+        Rules.from_dict(schema.rules).apply(Z)
     return Z
 
 

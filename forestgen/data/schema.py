@@ -204,6 +204,8 @@ class Schema:
 
     columns: list[ColumnSpec] = field(default_factory=list)
     input_type: InputType = "dataframe"
+    #: the table's logical rules in JSON form (:class:`forestgen.data.rules.Rules`), or None
+    rules: dict | None = None
 
     @property
     def names(self) -> list:
@@ -257,7 +259,10 @@ class Schema:
 
     def to_dict(self) -> dict:
         """JSON-serialisable representation."""
-        return {"input_type": self.input_type, "columns": [c.to_dict() for c in self.columns]}
+        out = {"input_type": self.input_type, "columns": [c.to_dict() for c in self.columns]}
+        if self.rules:
+            out["rules"] = self.rules
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> Schema:
@@ -265,4 +270,5 @@ class Schema:
         return cls(
             columns=[ColumnSpec.from_dict(c) for c in d["columns"]],
             input_type=d.get("input_type", "dataframe"),
+            rules=d.get("rules") or None,
         )

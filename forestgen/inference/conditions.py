@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.encoder import time_scalar_to_seconds
+from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
@@ -393,6 +394,7 @@ def parse_conditions(model, conditions: Any, on_empty: str | None = "raise",
     for name, value in conditions.items():
         j = _column_index(schema, name)
         _set_cell(ev, 0, j, schema.columns[j], value)
+    _keep_rules(ev, schema)
     return ev, False
 
 
@@ -464,4 +466,12 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                         ev.unseen[:, j] = bad
                     z = np.where(bad, np.nan, z)
             ev.point[:, j] = z
+    _keep_rules(ev, schema, frozenset(skip))
     return ev
+
+
+def _keep_rules(ev: Evidence, schema: Schema, keep: frozenset = frozenset()) -> None:
+    """Evidence on a column that a mapping of the table's rules determines becomes evidence
+    on its determinant (:meth:`forestgen.data.rules.Rules.translate`)."""
+    if schema.rules and schema.rules.get("mappings"):
+        Rules.from_dict(schema.rules).translate(ev, keep)

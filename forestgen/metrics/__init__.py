@@ -37,6 +37,8 @@ _EXPORTS = {
     "dcr": "forestgen.metrics.privacy",
     "QualityReport": "forestgen.metrics.report",
     "report": "forestgen.metrics.report",
+    "RuleViolations": "forestgen.metrics.rules",
+    "rule_violations": "forestgen.metrics.rules",
     "SDMetricsScores": "forestgen.metrics.sdmetrics_scores",
     "column_pair_trends": "forestgen.metrics.sdmetrics_scores",
     "column_shapes": "forestgen.metrics.sdmetrics_scores",
@@ -56,6 +58,7 @@ __all__ = [
     "LogLikelihoodResult",
     "NNPrecisionRecall",
     "QualityReport",
+    "RuleViolations",
     "SDMetricsScores",
     "SmallSampleWarning",
     "TSTRResult",
@@ -74,6 +77,7 @@ __all__ = [
     "nn_precision_recall",
     "ot_cost",
     "report",
+    "rule_violations",
     "sdmetrics_quality",
     "sliced_wasserstein",
     "tstr",
@@ -104,6 +108,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager names
     )
     from forestgen.metrics.privacy import DCRResult, dcr
     from forestgen.metrics.report import QualityReport, report
+    from forestgen.metrics.rules import RuleViolations, rule_violations
     from forestgen.metrics.sdmetrics_scores import (
         SDMetricsScores,
         column_pair_trends,

@@ -36,13 +36,15 @@ from forestgen.metrics.fidelity import (
     sliced_wasserstein,
 )
 from forestgen.metrics.privacy import DCRResult, dcr
+from forestgen.metrics.rules import rule_violations
 from forestgen.metrics.sdmetrics_scores import sdmetrics_quality
 from forestgen.metrics.utility import TSTRResult, tstr
 
 __all__ = ["ALL_METRICS", "QualityReport", "report"]
 
 ALL_METRICS = ("marginals", "association", "sdmetrics", "c2st", "mmd", "energy",
-               "sliced_wasserstein", "alpha_precision", "nn_precision_recall", "tstr", "dcr")
+               "sliced_wasserstein", "alpha_precision", "nn_precision_recall", "tstr", "dcr",
+               "rules")
 
 _IDEAL = {
     "ks": 0.0, "tv": 0.0, "ks_mean": 0.0, "tv_mean": 0.0, "association_gap_mean": 0.0,
@@ -52,7 +54,7 @@ _IDEAL = {
     "authenticity": np.nan, "nn_precision": np.nan, "nn_recall": np.nan,
     "sdmetrics_column_shapes": 1.0, "sdmetrics_column_pair_trends": 1.0,
     "sdmetrics_overall": 1.0, "dcr_share_closer_to_train": 0.5,
-    "dcr_share_below_holdout_p5": 0.05, "copying_flag": 0.0,
+    "dcr_share_below_holdout_p5": 0.05, "copying_flag": 0.0, "rule_violation_rate": 0.0,
 }
 
 
@@ -470,6 +472,11 @@ def report(real: object, synthetic: object, holdout: object | None = None,
         add("privacy", "exact_match_synthetic", priv.exact_match_synthetic)
         add("privacy", "exact_match_holdout", priv.exact_match_holdout)
         add("privacy", "copying_flag", float(priv.copying))
+    if "rules" in chosen:  # the mappings that hold in every real row (adult's education)
+        rv = timed("rules", lambda: rule_violations(real, synthetic))
+        add("fidelity", "rule_violation_rate", rv.rate)
+        for r in rv.table.itertuples(index=False):
+            add("fidelity", "rule_violation_share", r.share, r.rule)
     table = pd.DataFrame(rows, columns=["group", "metric", "column", "value", "ideal"])
     table["column"] = table["column"].astype(object).where(table["column"].notna(), None)
     rng = np.random.default_rng(random_state)

@@ -1,0 +1,372 @@
+"""Logical rules of a table that every learner keeps exactly (issue 37).
+
+**Mappings** (detected at fit): a column ``B`` that is a function of a discrete column ``A`` in
+every training row — one-to-one (adult's ``education`` and ``education-num``) or many-to-one.
+The model's law is the learner's law with ``B`` marginalised, times the rule::
+
+    p'(x) = p(x_{-B}) * 1[x_B = f(x_A)]
+
+so ``p'`` is normalised whenever ``p`` is (summing over ``x_B`` leaves ``p(x_{-B})``), a row that
+breaks the mapping has density zero, samples are the learner's draws with ``B`` set to
+``f(A)`` (exact draws of ``p'``), and evidence on ``B`` is evidence on ``A``: the level set
+``f^{-1}(S)`` of the levels whose image satisfies it.
+
+**Declared constraints** (SDV-style, in the metadata's ``"constraints"`` list):
+``FixedCombinations``
+(the combinations of some discrete columns seen in training are the only ones allowed),
+``Inequality`` (``low <= high``, or ``<`` with ``strict_boundaries``) and ``Range``
+(``low <= middle <= high``). With ``C`` the set of rows they allow, the law is
+``p''(x) = p'(x) 1[x in C] / P'(C)``: samples are drawn by rejection from ``p'``, a row outside
+``C`` has density zero, and ``P'(C)`` is exact for a single ``FixedCombinations`` (the sum of
+the allowed combinations' marginal probabilities) and otherwise estimated from model draws
+(with its standard error; :attr:`forestgen.base.GenerativeForest.rules_log_z_`).
+
+A mapping is detected between two columns without missing values in training, ``A`` discrete
+with at most one level per ``MIN_ROWS_PER_LEVEL`` training rows (so a column with a level per
+row, which determines everything by accident, never qualifies) and ``B`` not constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["FixedCombinations", "Inequality", "Mapping", "Rules", "find_mappings",
+           "parse_constraints"]
+
+#: a determinant needs at least this many training rows per observed level on average
+MIN_ROWS_PER_LEVEL = 5
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def find_mappings(codes: list[np.ndarray], values: list[np.ndarray], discrete: list[bool],
+                  min_rows_per_level: int = MIN_ROWS_PER_LEVEL) -> list[tuple[int, int]]:
+    """Pairs ``(a, b)``: column ``b`` is a function of column ``a`` in every row.
+
+    ``codes[j]``: integer codes of column ``j`` (``-1`` = missing) used when ``j`` is a
+    determinant; ``values[j]``: its values as floats (NaN = missing) used when ``j`` is
+    determined; ``discrete[j]``: whether ``j`` may be a determinant. Each determined column gets
+    one determinant, itself not determined (a one-to-one pair keeps its first column as the
+    determinant, the later one as the determined), chosen among those with the fewest levels.
+    """
+    d = len(codes)
+    n = len(codes[0]) if d else 0
+    complete = [bool(n) and not (codes[j] < 0).any() and not np.isnan(values[j]).any()
+                for j in range(d)]
+    levels = [int(np.unique(codes[j]).size) if complete[j] else 0 for j in range(d)]
+    into: dict[int, list[int]] = {b: [] for b in range(d)}
+    for a in range(d):
+        if not (discrete[a] and complete[a]) or levels[a] < 2 \
+                or levels[a] * min_rows_per_level > n:
+            continue
+        order = np.argsort(codes[a], kind="stable")
+        ca = codes[a][order]
+        starts = np.flatnonzero(np.r_[True, ca[1:] != ca[:-1]])
+        for b in range(d):
+            if b == a or not complete[b]:
+                continue
+            vb = values[b][order]
+            if np.ptp(vb) == 0:
+                continue  # a constant column: nothing to keep
+            lo = np.minimum.reduceat(vb, starts)
+            hi = np.maximum.reduceat(vb, starts)
+            if np.array_equal(lo, hi):
+                into[b].append(a)
+    determined: dict[int, int] = {}
+    used: set[int] = set()
+    for b in reversed(range(d)):
+        if b in used:
+            continue
+        cands = [a for a in into[b] if a not in determined]
+        if cands:
+            a = min(cands, key=lambda c: (levels[c], c))
+            determined[b] = a
+            used.add(a)
+    return sorted(((a, b) for b, a in determined.items()), key=lambda p: p[1])
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass
+class Mapping:
+    """Column ``determined`` equals ``values[code of determinant]`` (encoded units; NaN for a
+    determinant level no training row holds, which the model never draws)."""
+
+    determinant: int
+    determined: int
+    values: np.ndarray
+
+    def image(self, codes: np.ndarray) -> np.ndarray:
+        """``f`` of the determinant's codes (NaN where missing or without an image)."""
+        out = np.full(codes.shape, np.nan)
+        ok = np.isfinite(codes) & (codes >= 0) & (codes < len(self.values))
+        out[ok] = self.values[codes[ok].astype(np.int64)]
+        return out
+
+    def to_dict(self) -> dict:
+        return {"kind": "mapping", "determinant": self.determinant,
+                "determined": self.determined,
+                "values": [None if np.isnan(v) else float(v) for v in self.values]}
+
+
+@dataclass
+class FixedCombinations:
+    """The combinations of discrete ``columns`` seen in training (encoded codes) are the only
+    ones allowed."""
+
+    columns: list[int]
+    allowed: np.ndarray  # [m, len(columns)] codes
+
+    def holds(self, Z: np.ndarray) -> np.ndarray:
+        sub = Z[:, self.columns]
+        known = ~np.isnan(sub).any(axis=1)
+        out = np.ones(len(Z), bool)
+        if known.any():
+            keys = {tuple(r) for r in self.allowed.tolist()}
+            out[known] = [tuple(r) in keys for r in sub[known].tolist()]
+        return out
+
+    def to_dict(self) -> dict:
+        return {"kind": "fixed_combinations", "columns": self.columns,
+                "allowed": self.allowed.astype(int).tolist()}
+
+
+@dataclass
+class Inequality:
+    """``Z[:, low] <= Z[:, high]`` (``<`` when ``strict``); a row missing either holds."""
+
+    low: int
+    high: int
+    strict: bool = False
+
+    def holds(self, Z: np.ndarray) -> np.ndarray:
+        a, b = Z[:, self.low], Z[:, self.high]
+        with np.errstate(invalid="ignore"):
+            ok = a < b if self.strict else a <= b
+        return ok | np.isnan(a) | np.isnan(b)
+
+    def to_dict(self) -> dict:
+        return {"kind": "inequality", "low": self.low, "high": self.high, "strict": self.strict}
+
+
+@dataclass
+class Rules:
+    """The rules of one fitted table: detected ``mappings`` and declared ``constraints``."""
+
+    mappings: list[Mapping] = field(default_factory=list)
+    constraints: list[Any] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.mappings or self.constraints)
+
+    @property
+    def determined(self) -> dict[int, Mapping]:
+        return {m.determined: m for m in self.mappings}
+
+    def apply(self, Z: np.ndarray) -> np.ndarray:
+        """Set every determined column to the image of its determinant (in place), where the
+        determinant is observed; returns ``Z``."""
+        for m in self.mappings:
+            img = m.image(Z[:, m.determinant])
+            ok = ~np.isnan(img)
+            Z[ok, m.determined] = img[ok]
+        return Z
+
+    def broken_mappings(self, Z: np.ndarray) -> np.ndarray:
+        """bool ``[n]``: rows whose observed determinant and determined values disagree."""
+        bad = np.zeros(len(Z), bool)
+        for m in self.mappings:
+            img = m.image(Z[:, m.determinant])
+            b = Z[:, m.determined]
+            known = ~np.isnan(img) & ~np.isnan(b)
+            bad[known] |= ~np.isclose(img[known], b[known], rtol=1e-9, atol=0.0)
+        return bad
+
+    def holds(self, Z: np.ndarray, schema) -> np.ndarray:
+        """bool ``[n]``: encoded rows that keep every rule (missing entries never break one;
+        an inequality compares an integer column coded as levels by the levels' values)."""
+        ok = ~self.broken_mappings(Z)
+        Zn = numbers(Z, schema) if any(isinstance(c, Inequality) for c in self.constraints) \
+            else Z
+        for c in self.constraints:
+            ok &= c.holds(Zn if isinstance(c, Inequality) else Z)
+        return ok
+
+    def translate(self, ev, keep: frozenset = frozenset()) -> None:
+        """Rewrite evidence on each determined column as evidence on its determinant (in
+        place): the determinant's levels whose image satisfies it, intersected with the
+        determinant's own evidence (an empty set: evidence of probability zero). ``ev`` is a
+        :class:`forestgen.inference.conditions.Evidence`; columns in ``keep`` are left alone."""
+        for m in self.mappings:
+            a, b = m.determinant, m.determined
+            if a in keep or b in keep:
+                continue
+            act = ~np.isnan(ev.point[:, b]) | ~np.isnan(ev.lo[:, b])
+            if b in ev.sets:
+                act |= ev.sets[b][0]
+            if not act.any():
+                continue
+            k = len(m.values)
+            known = ~np.isnan(m.values)
+            v = np.where(known, m.values, 0.0)
+            rows = np.flatnonzero(act)
+            allow = np.repeat(known[None, :], len(rows), axis=0)
+            pb = ev.point[rows, b]
+            hasp = ~np.isnan(pb)
+            allow[hasp] &= np.isclose(v[None, :], pb[hasp, None], rtol=1e-9, atol=0.0)
+            lo, hi = ev.lo[rows, b], ev.hi[rows, b]
+            hasi = ~np.isnan(lo)
+            allow[hasi] &= (v[None, :] >= lo[hasi, None]) & (v[None, :] <= hi[hasi, None])
+            if b in ev.sets:
+                sa, sm = ev.sets[b]
+                hs = sa[rows]
+                idx = np.clip(v.astype(np.int64), 0, sm.shape[1] - 1)
+                allow[hs] &= sm[rows[hs]][:, idx]
+            pa = ev.point[rows, a]
+            hasa = ~np.isnan(pa)
+            if hasa.any():
+                one = np.zeros((int(hasa.sum()), k), bool)
+                code = pa[hasa].astype(np.int64)
+                inside = (code >= 0) & (code < k)
+                one[np.flatnonzero(inside), code[inside]] = True
+                allow[hasa] &= one
+                ev.point[rows[hasa], a] = np.nan
+            if a in ev.sets:
+                sa, sm = ev.sets[a]
+                ha = sa[rows]
+                allow[ha] &= sm[rows[ha]]
+            else:
+                ev.sets[a] = (np.zeros(ev.m, bool), np.ones((ev.m, k), bool))
+            sa, sm = ev.sets[a]
+            sa[rows] = True
+            sm[rows] = allow
+            ev.point[rows, b] = np.nan
+            ev.lo[rows, b] = np.nan
+            ev.hi[rows, b] = np.nan
+            if b in ev.sets:
+                ev.sets[b][0][rows] = False
+                ev.sets[b][1][rows] = True
+
+    def to_dict(self) -> dict:
+        return {"mappings": [m.to_dict() for m in self.mappings],
+                "constraints": [c.to_dict() for c in self.constraints]}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Rules:
+        if not d:
+            return cls()
+        maps = [Mapping(int(m["determinant"]), int(m["determined"]),
+                        np.array([np.nan if v is None else float(v) for v in m["values"]]))
+                for m in d.get("mappings", [])]
+        cons: list[Any] = []
+        for c in d.get("constraints", []):
+            if c["kind"] == "fixed_combinations":
+                cons.append(FixedCombinations([int(j) for j in c["columns"]],
+                                              np.asarray(c["allowed"], np.float64).reshape(
+                                                  -1, len(c["columns"]))))
+            elif c["kind"] == "inequality":
+                cons.append(Inequality(int(c["low"]), int(c["high"]), bool(c["strict"])))
+            else:
+                raise ValueError(f"unknown rule kind {c['kind']!r}")
+        return cls(maps, cons)
+
+
+# --------------------------------------------------------------------------- declared
+
+
+_CLASSES = ("FixedCombinations", "Inequality", "Range")
+
+
+def parse_constraints(constraints: list, names: list, Z: np.ndarray, schema) -> list:
+    """Declared SDV-style constraints (``{"constraint_class": ..., "constraint_parameters":
+    {...}}``) as rules over the encoded training rows ``Z``; raises ``ValueError`` naming the
+    constraint when it is malformed or broken by a training row."""
+    def col(name: Any, what: str) -> int:
+        try:
+            return schema.index(name)
+        except KeyError:
+            raise ValueError(f"constraint {what}: unknown column {name!r}") from None
+
+    out: list[Any] = []
+    for k, c in enumerate(constraints):
+        if not isinstance(c, dict) or c.get("constraint_class") not in _CLASSES:
+            raise ValueError(f"constraint {k}: expected a dict with 'constraint_class' in "
+                             f"{_CLASSES}, got {c!r}")
+        cls, p = c["constraint_class"], dict(c.get("constraint_parameters") or {})
+        what = f"{k} ({cls})"
+        if cls == "FixedCombinations":
+            cols = [col(x, what) for x in p.get("column_names", [])]
+            if len(cols) < 2:
+                raise ValueError(f"constraint {what}: needs at least two column_names")
+            for j in cols:
+                if not schema.columns[j].is_discrete:
+                    raise ValueError(f"constraint {what}: column {schema.columns[j].name!r} "
+                                     f"is numeric; FixedCombinations needs discrete columns")
+            sub = Z[:, cols]
+            sub = sub[~np.isnan(sub).any(axis=1)]
+            out.append(FixedCombinations(cols, np.unique(sub, axis=0)))
+            continue
+        strict = bool(p.get("strict_boundaries", False))
+        if cls == "Inequality":
+            pairs = [(p.get("low_column_name"), p.get("high_column_name"))]
+        else:
+            pairs = [(p.get("low_column_name"), p.get("middle_column_name")),
+                     (p.get("middle_column_name"), p.get("high_column_name"))]
+        for lo_name, hi_name in pairs:
+            lo, hi = col(lo_name, what), col(hi_name, what)
+            for j in (lo, hi):
+                s = schema.columns[j]
+                if s.is_discrete and not (s.ordinal and s.kind != "categorical"):
+                    raise ValueError(f"constraint {what}: column {s.name!r} is not numeric")
+            rule = Inequality(lo, hi, strict)
+            out.append(rule)
+    for rule in out:
+        if isinstance(rule, Inequality):
+            bad = ~rule.holds(numbers(Z, schema))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"training row {i} breaks the declared constraint "
+                                 f"{schema.columns[rule.low].name!r} "
+                                 f"{'<' if rule.strict else '<='} "
+                                 f"{schema.columns[rule.high].name!r}")
+    return out
+
+
+def numbers(Z: np.ndarray, schema) -> np.ndarray:
+    """Encoded rows with ordinal-number columns replaced by their level values (what an
+    inequality compares)."""
+    out = Z.copy()
+    for j, s in enumerate(schema.columns):
+        if s.is_discrete and s.ordinal and s.kind != "categorical":
+            cats = np.asarray(s.categories, float)
+            v = Z[:, j]
+            ok = np.isfinite(v) & (v >= 0) & (v < len(cats))
+            col = np.full(len(v), np.nan)
+            col[ok] = cats[v[ok].astype(np.int64)]
+            out[:, j] = col
+    return out
+
+
+def frame_codes(df: pd.DataFrame) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
+    """``(codes, values, discrete)`` of a DataFrame's columns for :func:`find_mappings` without
+    a fitted schema (:func:`forestgen.metrics.rule_violations`): non-numeric, bool and
+    categorical columns and integer columns are discrete; every column is compared by its
+    factorised codes (a numeric column by its values)."""
+    codes, values, discrete = [], [], []
+    for c in df.columns:
+        s = df[c]
+        num = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
+        k, _ = pd.factorize(s.astype(object) if not num else s, sort=True)
+        codes.append(k.astype(np.int64))
+        if num:
+            values.append(pd.to_numeric(s, errors="coerce").to_numpy(float, na_value=np.nan))
+        else:
+            values.append(np.where(k < 0, np.nan, k).astype(float))
+        discrete.append(not num or pd.api.types.is_integer_dtype(s.dtype))
+    return codes, values, discrete

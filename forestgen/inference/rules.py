@@ -1,0 +1,352 @@
+"""The table's logical rules in the queries of every learner (:mod:`forestgen.data.rules`).
+
+Samples keep the mappings through decoding (:func:`forestgen.data.metadata.constrain`) and
+evidence on a determined column becomes evidence on its determinant
+(:func:`forestgen.inference.conditions.parse_conditions`). What is left is done here, once, at
+the outermost public query (:func:`keeps_rules` wraps ``log_prob``, ``sample``,
+``predict_proba`` and ``predict`` of every learner):
+
+* ``log_prob``: a determined column is marginalised (its value is the rule's, not the
+  learner's), a row breaking a rule scores ``-inf``, a row that gives a determined value but
+  not its determinant sums over the determinant's levels with that image, and declared
+  constraints divide by their probability under the model (``rules_log_z_``);
+* ``sample``: rejection against declared constraints (mappings need none);
+* ``predict_proba`` / ``predict`` of a determined column: the determinant's conditional law
+  pushed through the mapping; of a determinant: its law restricted to the levels consistent
+  with the row's determined values.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from forestgen.data.rules import FixedCombinations, Rules
+
+__all__ = ["keeps_rules", "rules_of"]
+
+_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("forestgen_rules", default=False)
+#: model draws used to estimate the probability of declared constraints (other than a single
+#: FixedCombinations, whose probability is exact)
+NORMALISER_DRAWS = 20_000
+MAX_REJECTION_ROUNDS = 50
+
+
+def rules_of(model) -> Rules | None:
+    """The fitted model's rules, or None when it has none (or is not fitted)."""
+    enc = model.__dict__.get("encoder_")
+    schema = getattr(enc, "schema", None)
+    if schema is None or not schema.rules:
+        return None
+    return Rules.from_dict(schema.rules)
+
+
+def keeps_rules(query: str):
+    """Decorator of a learner's public ``query``: when the model has rules and no rule-aware
+    query is running yet in this thread, run the rule-aware form (which calls the learner's
+    own method for the model's law); otherwise the learner's method as it is."""
+    def wrap(fn):
+        if getattr(fn, "_keeps_rules", False):
+            return fn
+
+        @functools.wraps(fn)
+        def inner(self, *args, **kw):
+            rules = None if _ACTIVE.get() else rules_of(self)
+            if not rules:
+                return fn(self, *args, **kw)
+            token = _ACTIVE.set(True)
+            try:
+                return _QUERIES[query](self, functools.partial(fn, self), rules, *args, **kw)
+            finally:
+                _ACTIVE.reset(token)
+
+        inner._keeps_rules = True
+        return inner
+
+    return wrap
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _frame(model, X) -> pd.DataFrame:
+    from forestgen.data.encoder import _as_frame
+
+    df, kind = _as_frame(X)
+    if kind != "dataframe":
+        df = df.copy()
+        df.columns = pd.Index(np.array(model.encoder_.schema.names + [None], object)[:-1])
+    return df.copy()
+
+
+def _blank(df: pd.DataFrame, name, rows=None) -> None:
+    if name not in df.columns:
+        return
+    col = df[name]
+    if col.dtype.kind in "iub" or str(col.dtype) in ("Int64", "boolean", "string"):
+        col = col.astype(object)
+    col = col.copy()
+    if rows is None:
+        col[:] = np.nan if col.dtype.kind == "f" else None
+    else:
+        col.iloc[rows] = np.nan if col.dtype.kind == "f" else None
+    df[name] = col
+
+
+def _set_labels(df: pd.DataFrame, name, rows: np.ndarray, labels: list) -> None:
+    col = df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index)
+    col = col.astype(object).copy()
+    col.iloc[rows] = labels
+    df[name] = col
+
+
+def _encoded(model, X, conditions=None) -> np.ndarray:
+    """The rows' encoded values, with plain-value dict conditions filled in where a row has
+    none (a condition fixes a column as a value in the row does)."""
+    Z = model.encoder_.transform(X, missing_columns="nan")
+    if isinstance(conditions, dict) and conditions:
+        plain = {k: v for k, v in conditions.items()
+                 if not isinstance(v, (tuple, set, frozenset, list)) and
+                 type(v).__name__ != "Not"}
+        if plain:
+            names = model.encoder_.schema.names
+            row = pd.DataFrame([{n: plain.get(n, np.nan) for n in names}])
+            row.columns = pd.Index(np.array(names + [None], object)[:-1])
+            z = model.encoder_.transform(row)[0]
+            fill = np.isnan(Z) & ~np.isnan(z)[None, :]
+            Z = np.where(fill, z[None, :], Z)
+    return Z
+
+
+# --------------------------------------------------------------------------- log_prob
+
+
+def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarray:
+    """``log p'(x)``: the learner's law with every determined column marginalised, ``-inf``
+    where a mapping breaks, summed over a missing determinant's levels of the given image."""
+    schema = model.encoder_.schema
+    Z = _encoded(model, X, conditions)
+    bad = rules.broken_mappings(Z)
+    df = _frame(model, X)
+    expand: list[tuple[int, int, int]] = []  # (row, determinant column, level code)
+    for m in rules.mappings:
+        a, b = m.determinant, m.determined
+        name_a, name_b = schema.names[a], schema.names[b]
+        need = np.isnan(Z[:, a]) & ~np.isnan(Z[:, b]) & ~bad
+        if isinstance(conditions, dict) and (name_a in conditions or name_b in conditions):
+            need[:] = False  # the conditions (translated) carry the determinant
+        rows = np.flatnonzero(need)
+        if rows.size:
+            hit = np.isclose(m.values[None, :], Z[rows, b][:, None], rtol=1e-9, atol=0.0)
+            cats = schema.columns[a].categories
+            one = hit.sum(axis=1) == 1
+            bad[rows[hit.sum(axis=1) == 0]] = True
+            if one.any():
+                _set_labels(df, name_a, rows[one], [cats[c] for c in
+                                                    np.argmax(hit[one], axis=1)])
+            for r, h in zip(rows[hit.sum(axis=1) > 1], hit[hit.sum(axis=1) > 1]):
+                expand += [(int(r), a, int(c)) for c in np.flatnonzero(h)]
+        _blank(df, name_b)
+    out = np.asarray(inner(df, conditions, **kw) if conditions is not None else
+                     inner(df, **kw), dtype=float).copy()
+    if expand:
+        rows = np.array([e[0] for e in expand])
+        sub = df.iloc[rows].reset_index(drop=True)
+        for a in {e[1] for e in expand}:
+            sel = np.array([e[1] == a for e in expand])
+            _set_labels(sub, schema.names[a], np.flatnonzero(sel),
+                        [schema.columns[a].categories[e[2]] for e in expand if e[1] == a])
+        lp = np.asarray(inner(sub, conditions, **kw) if conditions is not None else
+                        inner(sub, **kw), dtype=float)
+        for r in np.unique(rows):
+            v = lp[rows == r]
+            mx = np.max(v)
+            out[r] = mx + math.log(np.sum(np.exp(v - mx))) if np.isfinite(mx) else mx
+    out[bad] = -np.inf
+    return out
+
+
+def _log_normaliser(model, inner_log_prob, inner_sample, rules: Rules) -> tuple[float, float]:
+    """``(log P'(C), standard error)`` of the declared constraints under the model with its
+    mappings: exact for one FixedCombinations (its allowed combinations' marginal masses),
+    else the share of ``NORMALISER_DRAWS`` model draws (seed 0) that keep them."""
+    cached = model.__dict__.get("rules_log_z_")
+    if cached is not None:
+        return cached, model.__dict__.get("rules_log_z_se_", 0.0)
+    schema = model.encoder_.schema
+    cons = rules.constraints
+    if len(cons) == 1 and isinstance(cons[0], FixedCombinations):
+        c = cons[0]
+        combos = pd.DataFrame({schema.names[j]: [schema.columns[j].categories[int(v)]
+                                                 for v in c.allowed[:, k]]
+                               for k, j in enumerate(c.columns)})
+        lp = _mapped_log_prob(model, inner_log_prob, rules, combos)
+        mx = np.max(lp)
+        log_z, se = float(mx + math.log(np.sum(np.exp(lp - mx)))), 0.0
+    else:
+        draws = inner_sample(NORMALISER_DRAWS, random_state=0, missing=False)
+        ok = rules.holds(model.encoder_.transform(draws), schema)
+        p = float(ok.mean())
+        if p == 0.0:
+            raise ValueError(f"{type(model).__name__}: none of {NORMALISER_DRAWS} draws keeps "
+                             f"the declared constraints; the model cannot be normalised on them")
+        log_z, se = math.log(p), math.sqrt((1 - p) / (NORMALISER_DRAWS * p))
+    model.__dict__["rules_log_z_"] = min(log_z, 0.0)
+    model.__dict__["rules_log_z_se_"] = se
+    return min(log_z, 0.0), se
+
+
+def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarray:
+    out = _mapped_log_prob(model, inner, rules, X, conditions, **kw)
+    if not rules.constraints:
+        return out
+    if conditions is not None:
+        raise NotImplementedError(
+            f"{type(model).__name__}: log_prob with conditions under declared constraints "
+            f"(the constraints' probability given the conditions) is not implemented; "
+            f"detected mappings are supported")
+    log_z, _ = _log_normaliser(model, inner, model.sample, rules)
+    ok = rules.holds(_encoded(model, X), model.encoder_.schema)
+    return np.where(ok, out - log_z, -np.inf)
+
+
+# --------------------------------------------------------------------------- sample
+
+
+def _sample(model, inner, rules: Rules, n=None, random_state=None, conditions=None, **kw):
+    if not rules.constraints:
+        return inner(n, random_state, conditions, **kw)
+    from forestgen.validation import as_generator
+
+    schema = model.encoder_.schema
+    rng = as_generator(random_state)
+
+    def keeps(frame):
+        return rules.holds(model.encoder_.transform(frame), schema)
+
+    out = inner(n, rng, conditions, **kw)
+    ok = keeps(out)
+    if isinstance(conditions, (pd.DataFrame, pd.Series)):  # per-row: draw broken rows again
+        for _ in range(MAX_REJECTION_ROUNDS):
+            if ok.all():
+                return out
+            bad = np.flatnonzero(~ok)
+            again = inner(None, rng, conditions.iloc[bad], **kw)
+            again.index = out.index[bad]
+            out = pd.concat([out[ok], again]).loc[out.index]
+            ok[bad] = keeps(again)
+    else:
+        kept, have = [out[ok]], int(ok.sum())
+        rate = max(float(ok.mean()), 0.02)
+        for _ in range(MAX_REJECTION_ROUNDS):
+            if have >= len(out):
+                return pd.concat(kept, ignore_index=True).iloc[:len(out)]
+            more = inner(int(math.ceil((len(out) - have) / rate * 1.2)) + 8, rng, conditions,
+                         **kw)
+            mok = keeps(more)
+            kept.append(more[mok])
+            have += int(mok.sum())
+    raise RuntimeError(f"{type(model).__name__}.sample: too few draws keep the declared "
+                       f"constraints after {MAX_REJECTION_ROUNDS} rounds of rejection")
+
+
+# --------------------------------------------------------------------------- prediction
+
+
+def _mapping_for(rules: Rules, j: int):
+    for m in rules.mappings:
+        if m.determined == j:
+            return m
+    return None
+
+
+def _determinant_proba(model, inner_proba, rules: Rules, df: pd.DataFrame, a: int,
+                       **kw) -> np.ndarray:
+    """``P(determinant level | row)`` under the rules: its own value where the row gives it;
+    else the learner's law given the row without its determined columns, restricted to the
+    levels whose images agree with the values the row gives them."""
+    schema = model.encoder_.schema
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    outs = [m for m in rules.mappings if m.determinant == a]
+    sub = df.drop(columns=[schema.names[m.determined] for m in outs
+                           if schema.names[m.determined] in df.columns])
+    p = np.asarray(inner_proba(sub, target=schema.names[a], **kw), dtype=float).copy()
+    for m in outs:
+        b = Z[:, m.determined]
+        rows = np.flatnonzero(~np.isnan(b))
+        if rows.size:
+            p[rows] *= np.isclose(m.values[None, :], b[rows, None], rtol=1e-9, atol=0.0)
+    given = ~np.isnan(Z[:, a]) & (Z[:, a] < p.shape[1])
+    if given.any():
+        p[given] = 0.0
+        p[np.flatnonzero(given), Z[given, a].astype(np.int64)] = 1.0
+    tot = p.sum(axis=1, keepdims=True)
+    empty = tot[:, 0] <= 0
+    if empty.any():
+        warnings.warn(f"{int(empty.sum())} row(s) break a rule of the table (their values have "
+                      f"probability zero): their prediction is NaN", RuntimeWarning,
+                      stacklevel=4)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(empty[:, None], np.nan, p / tot)
+
+
+def _predict_proba(model, inner, rules: Rules, X, target=None, **kw):
+    schema = model.encoder_.schema
+    if target is None:
+        return inner(X, target, **kw)
+    j = schema.index(target)
+    m = _mapping_for(rules, j)
+    is_determinant = any(mm.determinant == j for mm in rules.mappings)
+    if m is None and not is_determinant:
+        return inner(X, target, **kw)
+    df = _frame(model, X)
+    if m is None:
+        p = _determinant_proba(model, inner, rules, df, j, **kw)
+    else:
+        if not schema.columns[j].is_discrete:
+            return inner(df, target, **kw)  # raises: a numeric target has no pmf
+        pa = _determinant_proba(model, inner, rules, df, m.determinant, **kw)
+        p = np.zeros((len(df), schema.columns[j].n_levels))
+        known = ~np.isnan(m.values)
+        for c in np.flatnonzero(known):
+            p[:, int(m.values[c])] += pa[:, c]
+        p[np.isnan(pa).any(axis=1)] = np.nan
+    cols = pd.Index(np.array(schema.columns[j].categories + [None], object)[:-1])
+    return pd.DataFrame(p, index=df.index, columns=cols)
+
+
+def _predict(model, inner, rules: Rules, X, target=None, **kw):
+    schema = model.encoder_.schema
+    if target is None:
+        return inner(X, target, **kw)
+    j = schema.index(target)
+    m = _mapping_for(rules, j)
+    if m is None and not any(mm.determinant == j for mm in rules.mappings):
+        return inner(X, target, **kw)
+    df = _frame(model, X)
+    spec = schema.columns[j]
+    if not spec.is_discrete:  # a numeric determined column: the mean of its images
+        pa = _determinant_proba(model, model.predict_proba, rules, df, m.determinant)
+        vals = np.where(np.isnan(m.values), 0.0, m.values)
+        return pd.Series(pa @ vals, index=df.index, name=spec.name)
+    p = _predict_proba(model, model.predict_proba, rules, df, target)
+    cats = np.asarray(spec.categories, dtype=object)
+    numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in cats)
+    P = p.to_numpy(float)
+    bad = np.isnan(P).any(axis=1)
+    if numeric and spec.ordinal:  # an ordinal number: the conditional mean, as the learners
+        vals = np.where(bad, np.nan, np.nan_to_num(P) @ cats.astype(float))
+        return pd.Series(vals, index=df.index, name=spec.name)
+    codes = np.argmax(np.nan_to_num(P, nan=-1.0), axis=1)
+    out = pd.Series(cats[codes], index=df.index, name=spec.name, dtype=object)
+    out[bad] = None
+    return out
+
+
+_QUERIES = {"log_prob": _log_prob, "sample": _sample, "predict_proba": _predict_proba,
+            "predict": _predict}

@@ -1,0 +1,91 @@
+"""Rule violations: the share of synthetic rows that break a logical rule of the real table.
+
+The rules are the mappings that hold in every real row (a column that is a function of a
+discrete column: adult's ``education`` -> ``education-num``; found as forestgen's encoder finds
+them, :func:`forestgen.data.rules.find_mappings`) and, optionally, declared SDV-style
+``constraints`` (``Inequality``, ``Range``, ``FixedCombinations``). Any generator's output can
+be scored: the rules are read from the real rows alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forestgen.data.rules import find_mappings, frame_codes
+from forestgen.metrics._prep import prepare
+
+__all__ = ["RuleViolations", "rule_violations"]
+
+
+@dataclass
+class RuleViolations:
+    """``table``: one row per rule (``rule``, ``kind``, ``violations``, ``share`` of the
+    synthetic rows); ``rate``: share of synthetic rows breaking at least one rule."""
+
+    table: pd.DataFrame
+    rate: float
+    n_rules: int
+
+
+def _key(v) -> object:
+    """A value comparable across a real and a synthetic column (CSV round trips turn 13 into
+    13.0 and categories into strings)."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        f = float(v)
+        return str(int(f)) if f.is_integer() else repr(f)
+    return str(v)
+
+
+def rule_violations(real: object, synthetic: object, constraints: list | None = None,
+                    ) -> RuleViolations:
+    """Share of ``synthetic`` rows breaking the rules of ``real``: its detected mappings and
+    the declared ``constraints`` (SDV-style dicts, as in forestgen's metadata). A synthetic
+    row whose determinant holds a value no real row has breaks no mapping (that is a support
+    question, not a rule); a missing entry breaks nothing."""
+    real, synthetic = prepare(real, synthetic, names=["synthetic"])[:2]
+    codes, values, discrete = frame_codes(real)
+    cols = list(real.columns)
+    rows, broken = [], np.zeros(len(synthetic), bool)
+    for a, b in find_mappings(codes, values, discrete):
+        ca, cb = cols[a], cols[b]
+        f = dict(zip(map(_key, real[ca]), map(_key, real[cb])))
+        sa = synthetic[ca].map(_key)
+        sb = synthetic[cb].map(_key)
+        img = sa.map(f)
+        bad = (img.notna() & sb.notna() & (img != sb)).to_numpy()
+        broken |= bad
+        rows.append({"rule": f"{ca} -> {cb}", "kind": "mapping", "violations": int(bad.sum()),
+                     "share": float(bad.mean()) if len(bad) else 0.0})
+    for c in constraints or []:
+        cls, p = c.get("constraint_class"), dict(c.get("constraint_parameters") or {})
+        if cls in ("Inequality", "Range"):
+            names = ([p["low_column_name"], p["high_column_name"]] if cls == "Inequality" else
+                     [p["low_column_name"], p["middle_column_name"], p["high_column_name"]])
+            bad = np.zeros(len(synthetic), bool)
+            for lo, hi in zip(names[:-1], names[1:]):
+                x = pd.to_numeric(synthetic[lo], errors="coerce").to_numpy(float)
+                y = pd.to_numeric(synthetic[hi], errors="coerce").to_numpy(float)
+                with np.errstate(invalid="ignore"):
+                    bad |= (x >= y) if p.get("strict_boundaries") else (x > y)
+            rule = " <= ".join(map(str, names))
+        elif cls == "FixedCombinations":
+            names = list(p["column_names"])
+            seen = {tuple(map(_key, r)) for r in real[names].itertuples(index=False)}
+            keys = [tuple(map(_key, r)) for r in synthetic[names].itertuples(index=False)]
+            bad = np.array([None not in k and k not in seen for k in keys], bool)
+            rule = f"combinations of {names}"
+        else:
+            raise ValueError(f"unknown constraint_class {cls!r}; expected Inequality, Range "
+                             f"or FixedCombinations")
+        broken |= bad
+        rows.append({"rule": rule, "kind": cls, "violations": int(bad.sum()),
+                     "share": float(bad.mean()) if len(bad) else 0.0})
+    table = pd.DataFrame(rows, columns=["rule", "kind", "violations", "share"])
+    return RuleViolations(table, float(broken.mean()) if len(broken) else 0.0, len(rows))
