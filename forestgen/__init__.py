@@ -14,12 +14,13 @@ _EXPORTS = {
     "ARF": "forestgen.learners", "DEF": "forestgen.learners", "EOGT": "forestgen.learners",
     "RFDE": "forestgen.learners", "GeF": "forestgen.learners", "GFBoost": "forestgen.learners",
     "NRGBoost": "forestgen.learners", "ForestImputer": "forestgen.impute",
+    "AutoForest": "forestgen.auto",
     "GenerativeForest": "forestgen.base", "NotFittedError": "forestgen.base",
     "TableEncoder": "forestgen.data", "load_adult": "forestgen.data",
 }
 
-__all__ = ["ARF", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost", "ForestImputer",
-           "GenerativeForest",
+__all__ = ["AutoForest", "ARF", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost",
+           "ForestImputer", "GenerativeForest",
            "NotFittedError",
            "TableEncoder", "load_adult", "registry", "__version__"]
 
@@ -27,6 +28,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager names
     from forestgen import registry
+    from forestgen.auto import AutoForest
     from forestgen.base import GenerativeForest, NotFittedError
     from forestgen.data import TableEncoder, load_adult
     from forestgen.impute import ForestImputer

@@ -414,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="forestgen-leaderboard-"))
     work.mkdir(parents=True, exist_ok=True)
     tables_dir = work / "tables"
-    ds_py = peers.python_of(root, "datasets") if setup["datasets"][0] else Path(sys.executable)
+    ds_py = peers.python_of(root, "datasets")
+    if not (setup["datasets"][0] and ds_py.exists()):  # the table sources in this interpreter
+        ds_py = Path(sys.executable)
     subprocess.run([str(ds_py), str(HERE / "tables.py"), str(tables_dir)], check=True)
     # smallest tables first, so that a run stopped at a time budget has covered the most tables
     tables = sorted((p.name for p in tables_dir.iterdir()), key=lambda t: (json.loads(

@@ -93,6 +93,19 @@ def score_cell(data: dict, synth_path: str, kinds: dict, seed: int) -> dict:
             oor_cols.append(c)
         oor_rows |= bad
     out.update(out_of_range_rows=float(oor_rows.mean()), out_of_range_columns=oor_cols)
+    # share of numeric values sitting exactly on the training minimum or maximum, beyond the
+    # training rows' own share there: a sampler that diverges and is clipped (or whose quantile
+    # transform saturates) piles values on the bounds
+    piled = {}
+    for c in num:
+        t, x = numeric_values(train[c]), numeric_values(syn[c])
+        t, x = t[~np.isnan(t)], x[~np.isnan(x)]
+        if len(t) and len(x):
+            lo, hi = t.min(), t.max()
+            excess = np.mean((x == lo) | (x == hi)) - np.mean((t == lo) | (t == hi))
+            if excess > 0.05:
+                piled[c] = round(float(excess), 3)
+    out["bound_pile_columns"] = piled
     unseen = []
     for c in cat:
         seen = set(category_strings(train[c]))

@@ -1,0 +1,71 @@
+"""AutoForest (issue 37): chooses among candidates by held-out C2ST (ties by held-out
+log-likelihood), refits the choice on all rows and answers every query through it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+
+import forestgen as fg
+
+
+def table(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return pd.DataFrame({"x": x.round(3), "y": (2 * x + rng.normal(0, 0.3, n)).round(3),
+                         "c": np.where(x + rng.normal(0, 0.5, n) > 0, "hi", "lo")})
+
+
+def cands():
+    return [("small ARF", fg.ARF(n_trees=5, max_iters=0)),
+            ("uniform-ish RFDE", fg.RFDE(n_trees=3, smoothing=0.5))]
+
+
+def test_chooses_on_held_out_c2st_and_refits_on_all_rows():
+    df = table()
+    a = fg.AutoForest(candidates=cands(), random_state=0).fit(df)
+    board = a.leaderboard_
+    assert list(board["candidate"]) == ["small ARF", "uniform-ish RFDE"]
+    assert board["chosen"].sum() == 1 and a.n_validation_folds_ == 3
+    best = board.loc[board["chosen"]].iloc[0]
+    assert best["c2st_distance"] <= board["c2st_distance"].min() + a.tolerance
+    # the heavily smoothed RFDE is easy to tell from the real rows; ARF is chosen
+    assert a.best_name_ == "small ARF" and isinstance(a.best_, fg.ARF)
+    assert a.best_.n_features_in_ == 3
+    s = a.sample(50, random_state=1)
+    assert list(s.columns) == list(df.columns) and len(s) == 50
+    np.testing.assert_allclose(a.log_prob(df.head(4)), a.best_.log_prob(df.head(4)))
+    assert a.predict_proba(df.head(3), target="c").shape == (3, 2)
+    assert a.schema_.d == 3  # fitted attributes come from the chosen learner
+
+
+def test_same_seed_same_choice_and_sample():
+    df = table()
+    a = fg.AutoForest(candidates=cands(), random_state=3).fit(df)
+    b = fg.AutoForest(candidates=cands(), random_state=3).fit(df)
+    pd.testing.assert_frame_equal(a.leaderboard_.drop(columns="cpu_s"),
+                                  b.leaderboard_.drop(columns="cpu_s"))
+    pd.testing.assert_frame_equal(a.sample(20, random_state=0), b.sample(20, random_state=0))
+
+
+def test_ties_go_to_held_out_likelihood_and_budget_skips():
+    df = table()
+    a = fg.AutoForest(candidates=cands(), tolerance=1.0, random_state=0).fit(df)
+    board = a.leaderboard_
+    assert board.loc[board["chosen"], "log_likelihood"].iloc[0] == board["log_likelihood"].max()
+    b = fg.AutoForest(candidates=cands(), time_budget=1e-9, random_state=0).fit(df)
+    assert b.leaderboard_["note"].iloc[1].startswith("skipped")
+    assert b.best_name_ == "small ARF"
+
+
+def test_sklearn_contract_and_errors():
+    a = fg.AutoForest(candidates=cands(), random_state=0)
+    assert clone(a).get_params()["random_state"] == 0
+    with pytest.raises(fg.NotFittedError):
+        a.sample(3)
+    with pytest.raises(TypeError, match="not a forestgen learner"):
+        fg.AutoForest(candidates=[object()]).fit(table())
+    with pytest.raises(ValueError, match="time_budget"):
+        fg.AutoForest(time_budget=-1).fit(table())
