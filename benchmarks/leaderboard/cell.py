@@ -110,7 +110,12 @@ def run_forestgen(name, params, train, test, n, seed, target, meta):
 
     from forestgen import registry
 
-    model = registry.get("learner", name)(**params, random_state=seed)
+    if name == "auto":  # the recommended default, forestgen.AutoForest (not a registry learner)
+        from forestgen.auto import AutoForest
+
+        model = AutoForest(**params, random_state=seed)
+    else:
+        model = registry.get("learner", name)(**params, random_state=seed)
     kw, extra = {}, {}
     if "target" in inspect.signature(model.fit).parameters:
         kw["target"] = class_target(train, target, meta)
@@ -121,6 +126,9 @@ def run_forestgen(name, params, train, test, n, seed, target, meta):
     t0 = time.perf_counter()
     synth = model.sample(n, random_state=seed)
     sample_s = time.perf_counter() - t0
+    if name == "auto":
+        extra["auto_choice"] = model.best_name_
+        extra["auto_board"] = model.leaderboard_.drop(columns="note").round(4).to_dict("records")
     try:
         ll = np.asarray(model.log_prob(test), dtype=float)
         extra["test_ll"] = float(np.mean(ll))

@@ -64,14 +64,18 @@ PEER_GENERATORS = [
     ("sdv:tvae", "sdv", {"epochs": 10}, {"epochs": 300}),
     ("forestflow", "forestdiffusion", {"n_t": 10, "duplicate_K": 10, "n_estimators": 50},
      {}),
-    # synthyverse 0.2.7 (issue 37), on one thread: its synthpop (bagged sequential CART) and
-    # SMOTE at their defaults; the diffusion models at the caps of SYNTHYVERSE_CAPS
+    # synthyverse 0.2.7 (issue 37), on one CPU thread: synthpop (bagged sequential CART),
+    # SMOTE and TabDDPM at their defaults; TabSyn, TabDiff and CDTD capped in the quick run (at
+    # their defaults a 350-row table costs them about 4,400 / 3,500 / 6,000 CPU seconds here:
+    # 10.5M / 10.6M / 5M-parameter networks for 10,001 epochs / 8,000 epochs / 30,000 steps),
+    # at 2-5% of their training: TabSyn 200 of 4,000 VAE and 200 of 10,001 diffusion epochs,
+    # TabDiff 200 of 8,000 epochs, CDTD 500 of 30,000 steps
     ("synthyverse:synthpop", "synthyverse", {}, {}),
     ("synthyverse:smote", "synthyverse", {}, {}),
     ("synthyverse:tabddpm", "synthyverse", {}, {}),
-    ("synthyverse:tabsyn", "synthyverse", {}, {}),
-    ("synthyverse:tabdiff", "synthyverse", {}, {}),
-    ("synthyverse:cdtd", "synthyverse", {}, {}),
+    ("synthyverse:tabsyn", "synthyverse", {"vae_num_epochs": 200, "epochs": 200}, {}),
+    ("synthyverse:tabdiff", "synthyverse", {"epochs": 200}, {}),
+    ("synthyverse:cdtd", "synthyverse", {"training_steps": 500}, {}),
 ]
 
 
@@ -124,7 +128,7 @@ def forestgen_generators(diagnostics: bool = False) -> list[tuple[str, str, dict
     of its presets, then the ablations of :data:`ABLATIONS` (and :data:`DIAGNOSTICS`)."""
     from forestgen import registry
 
-    out = []
+    out = [("forestgen:auto", "forestgen", {}, {})]  # AutoForest, the recommended default
     for name in registry.available("learner"):
         out.append((f"forestgen:{name}", "forestgen", QUICK.get(name, {}), {}))
         for preset, params in getattr(registry.get("learner", name), "PRESETS", {}).items():
