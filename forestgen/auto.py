@@ -245,9 +245,15 @@ class AutoForest(BaseEstimator):
         return self._best().as_dataset(*args, **kw)
 
     def save(self, path, **kw):
-        """Save the chosen learner (load it with ``forestgen.GenerativeForest.load`` or its
-        own class)."""
+        """Save the chosen learner (:meth:`load` gives it back as that learner)."""
         return self._best().save(path, **kw)
+
+    @staticmethod
+    def load(path, **kw):
+        """The learner a saved ``AutoForest`` chose (``forestgen.GenerativeForest.load``)."""
+        from forestgen.base import GenerativeForest
+
+        return GenerativeForest.load(path, **kw)
 
 
 def _entropy(random_state: Any) -> int | None:

@@ -41,6 +41,14 @@ def test_chooses_on_held_out_c2st_and_refits_on_all_rows():
     assert a.schema_.d == 3  # fitted attributes come from the chosen learner
 
 
+def test_save_gives_back_the_chosen_learner(tmp_path):
+    df = table()
+    a = fg.AutoForest(candidates=cands(), random_state=0).fit(df)
+    back = fg.AutoForest.load(a.save(tmp_path / "auto.forestgen"))
+    assert type(back) is type(a.best_)
+    np.testing.assert_allclose(back.log_prob(df.head(5)), a.log_prob(df.head(5)))
+
+
 def test_same_seed_same_choice_and_sample():
     df = table()
     a = fg.AutoForest(candidates=cands(), random_state=3).fit(df)
