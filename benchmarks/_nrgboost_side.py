@@ -29,7 +29,7 @@ m.sample(job["n_samples"], random_state=1).to_pickle(job["out"] + ".pkl")
 def grow_once(seed: int):
     """One tree of the energy splitter alone, on the training codes against the final pool
     (the splitter's API changed with issue 10: both are supported)."""
-    import forestgen.splitters.energy as E
+    import forestgen.families.energy.splitter as E
 
     C = np.ascontiguousarray(m.grid_.codes(m.encoder_.transform(train))[0].T)
     wd = np.full(C.shape[1], 1.0 / C.shape[1])

@@ -38,7 +38,7 @@ def main() -> None:
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.metrics import accuracy_score, roc_auc_score
 
-    from forestgen.learners.arf import ARF
+    from forestgen.families.mixture.arf import ARF
 
     train, test = read("adult.train.csv"), read("adult.test.csv")
     if args.n_train and args.n_train < len(train):

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, data_path, md_table, write_result  # noqa: E402
 
 from forestgen.data.encoder import infer_kind  # noqa: E402
-from forestgen.learners.arf import ARF  # noqa: E402
+from forestgen.families.mixture.arf import ARF  # noqa: E402
 
 # spec Table 1, FORDE column (file name -> paper value, paper alias)
 PAPER = {

@@ -40,7 +40,7 @@ from _common import load_adult_csv, md_table, median_time, timed, write_result  
 
 from forestgen.data.binning import Binner  # noqa: E402
 from forestgen.ensemble.bagging import draw_weights  # noqa: E402
-from forestgen.learners.arf import ARF  # noqa: E402
+from forestgen.families.mixture.arf import ARF  # noqa: E402
 from forestgen.splitters.base import BinnedData, GrowLimits  # noqa: E402
 from forestgen.splitters.impurity import GiniSplitter  # noqa: E402
 from forestgen.tree.forest import grow_forest, tree_generators  # noqa: E402

@@ -34,7 +34,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import load_adult_csv, md_table, timed, write_result  # noqa: E402
 
-from forestgen.learners.arf import ARF  # noqa: E402
+from forestgen.families.mixture.arf import ARF  # noqa: E402
 from forestgen.leaves import CategoricalLeaf, TruncNormalLeaf  # noqa: E402
 
 TARGET = "income"

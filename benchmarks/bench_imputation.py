@@ -95,7 +95,7 @@ def main() -> None:
     from sklearn.experimental import enable_iterative_imputer  # noqa: F401
     from sklearn.impute import IterativeImputer, KNNImputer
 
-    from forestgen.learners.arf import ARF
+    from forestgen.families.mixture.arf import ARF
 
     df = load(args.n)
     cat_cols = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]

@@ -108,7 +108,7 @@ def in_support(df: pd.DataFrame, train: pd.DataFrame) -> np.ndarray:
     columns) or lies inside the training range (numeric columns), as the training data's
     schema defines them."""
     from forestgen.data.encoder import TableEncoder
-    from forestgen.data.grid import Grid
+    from forestgen.families.energy.grid import Grid
 
     enc = TableEncoder().fit(train)
     grid = Grid.fit(enc.transform(train), enc.schema)

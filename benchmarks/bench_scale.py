@@ -68,7 +68,7 @@ def leaf_bytes(m, discrete):
 
 import forestgen.learners  # noqa
 from forestgen.base import GenerativeForest
-from forestgen.learners.arf import ARF
+from forestgen.families.mixture.arf import ARF
 task, args = sys.argv[1], json.loads(sys.argv[2])
 out = {}
 if task in ("fit", "adult"):

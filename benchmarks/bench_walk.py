@@ -58,7 +58,7 @@ if args.get("serial"):  # every parallel kernel runs its serial twin, as in a fo
     import forestgen.parallel
     forestgen.parallel._state["forked"] = True
 if task == "fit":
-    from forestgen.learners.arf import ARF
+    from forestgen.families.mixture.arf import ARF
     ARF(random_state=0).fit(make_table(args["rows"])).save(args["path"])
     sys.exit(0)
 m = GenerativeForest.load(args["path"], max_bytes=2**40)

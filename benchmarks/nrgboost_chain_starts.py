@@ -26,7 +26,7 @@ from cell import typed  # noqa: E402
 from run import QUICK, kinds_for_metrics  # noqa: E402
 from score import score_cell  # noqa: E402
 
-import forestgen.learners.nrgboost as nb  # noqa: E402
+import forestgen.families.energy.nrgboost as nb  # noqa: E402
 
 
 def main(work: Path, starts: int, tables: list[str]) -> None:

@@ -73,7 +73,7 @@ INDICATOR_PREFIX = "missingindicator_"
 def default_learner() -> GenerativeForest:
     """ARF(n_trees=50, min_node_size=5): small leaves keep the partial associations that
     regression on imputed tables estimates; 50 trees keep the conditional means steady."""
-    from forestgen.learners.arf import ARF
+    from forestgen.families.mixture.arf import ARF
 
     return ARF(n_trees=50, min_node_size=5)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 _REGISTRY: dict[str, dict[str, type]] = {}
@@ -72,10 +73,14 @@ def resolve(kind: str, spec: Any, base: type | None = None, **kwargs: Any) -> An
     return spec
 
 
+#: modules whose ``@register`` decorators define the built-in components, imported by name on
+#: the first lookup (as entry points are): the registry sits below every component and imports
+#: none of them itself
+BUILTIN_MODULES = ("forestgen.leaves", "forestgen.splitters", "forestgen.ensemble",
+                   "forestgen.sampling", "forestgen.learners",
+                   "forestgen.families.energy.normaliser")
+
+
 def _ensure_builtins() -> None:
-    # importing the subpackages runs their @register decorators
-    import forestgen.ensemble  # noqa: F401
-    import forestgen.learners  # noqa: F401
-    import forestgen.leaves  # noqa: F401
-    import forestgen.sampling  # noqa: F401
-    import forestgen.splitters  # noqa: F401
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)

@@ -8,11 +8,11 @@ import pytest
 
 from forestgen import registry
 from forestgen.ensemble.mixture import MixtureEnsembler
-from forestgen.ensemble.normaliser import ImportanceNormaliser
 from forestgen.families import ENERGY, INTERSECTION, LEAF_MIXTURE, QUERIES, Family
+from forestgen.families.energy.gibbs import GibbsSampler
+from forestgen.families.energy.normaliser import ImportanceNormaliser
 from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
 from forestgen.sampling.ancestral import AncestralSampler
-from forestgen.sampling.gibbs import GibbsSampler
 
 
 @registry.register("sampler", "test_counting")

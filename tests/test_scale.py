@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import forestgen.base as fg_base
-from forestgen.learners.arf import ARF
+from forestgen.families.mixture.arf import ARF
 
 
 @pytest.fixture(scope="module")

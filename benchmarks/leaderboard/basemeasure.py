@@ -43,7 +43,7 @@ def mass_cells(train: pd.DataFrame, test: pd.DataFrame,
     ``max_ordinal_levels``: ARF's (its default when None), which decides the integer coding.
     """
     from forestgen.data import TableEncoder
-    from forestgen.learners.arf import ARF
+    from forestgen.families.mixture.arf import ARF
 
     mol = ARF().max_ordinal_levels if max_ordinal_levels is None else max_ordinal_levels
     schema = TableEncoder(max_ordinal_levels=mol).fit(train).schema

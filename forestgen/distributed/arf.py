@@ -31,7 +31,7 @@ from forestgen.distributed.encoding import fit_encoder, merge_summaries, summari
 from forestgen.distributed.graph import share, tree_reduce
 from forestgen.distributed.stats import encoded_stats, reduce_stats
 from forestgen.ensemble.bagging import draw_weights
-from forestgen.learners.arf import ARF, leafwise_resample, oob_correct, oob_votes
+from forestgen.families.mixture.arf import ARF, leafwise_resample, oob_correct, oob_votes
 from forestgen.splitters.base import TreeData
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.forest import grow_forest

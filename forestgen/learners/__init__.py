@@ -1,10 +1,11 @@
-"""Learners: thin compositions of the components with each paper's defaults."""
+"""Learners: thin compositions of the components with each paper's defaults. Each lives in its
+family's package (:mod:`forestgen.families`); this module gathers them."""
 
-from forestgen.learners.arf import ARF
-from forestgen.learners.density_forest import DEF
-from forestgen.learners.gef import GeF
-from forestgen.learners.gfboost import EOGT, GFBoost
-from forestgen.learners.nrgboost import NRGBoost
-from forestgen.learners.rfde import RFDE
+from forestgen.families.energy.nrgboost import NRGBoost
+from forestgen.families.intersection.gfboost import EOGT, GFBoost
+from forestgen.families.mixture.arf import ARF
+from forestgen.families.mixture.density_forest import DEF
+from forestgen.families.mixture.gef import GeF
+from forestgen.families.mixture.rfde import RFDE
 
 __all__ = ["ARF", "DEF", "EOGT", "GFBoost", "GeF", "NRGBoost", "RFDE"]

@@ -2,14 +2,13 @@
 
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
-from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
-__all__ = ["ConstantEnergyLeaf", "ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
+__all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
            "OrdinalKernelLeaf",
            "PointMassLeaf",
            "RoundedNormalTailLeaf",

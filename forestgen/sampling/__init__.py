@@ -1,7 +1,7 @@
-"""Samplers: how rows are drawn from a fitted model."""
+"""Samplers shared by several families: how rows are drawn from a fitted model. A family's own
+sampler lives in its package (:mod:`forestgen.families`)."""
 
 from forestgen.sampling.ancestral import AncestralSampler, draw_leaves
 from forestgen.sampling.base import Sampler
-from forestgen.sampling.gibbs import GibbsSampler, SamplePool
 
-__all__ = ["GibbsSampler", "SamplePool", "Sampler", "AncestralSampler", "draw_leaves"]
+__all__ = ["AncestralSampler", "Sampler", "draw_leaves"]

@@ -9,9 +9,8 @@ from forestgen.splitters.base import (
     resolve_max_features,
 )
 from forestgen.splitters.density import DensitySplitter, MidpointSplitter
-from forestgen.splitters.energy import EnergySplitter
 from forestgen.splitters.impurity import EntropySplitter, GiniSplitter, ImpuritySplitter
 
-__all__ = ["BinnedData", "DensitySplitter", "EnergySplitter", "EntropySplitter", "GiniSplitter",
+__all__ = ["BinnedData", "DensitySplitter", "EntropySplitter", "GiniSplitter",
            "GrowLimits", "ImpuritySplitter", "MidpointSplitter", "Splitter", "TreeData",
            "make_splitter", "resolve_max_features"]

@@ -23,7 +23,7 @@ class TreeData:
     allowed levels of its nominal columns ``root_mask`` (uint8, the nominal-offset layout of
     :func:`~forestgen.splitters.density.column_layout`; ``None``: every level), the
     per-bin reference mass ``vref [d, max_bins]`` (each column normalised to 1). Grid data
-    (NRGBoost, :func:`~forestgen.splitters.energy.grid_data`) also has ``has_missing [d]``
+    (NRGBoost, :func:`~forestgen.families.energy.splitter.grid_data`) also has ``has_missing [d]``
     (code ``n_bins[j]`` is a missing state) and the model's samples ``model_codes [d, M]`` with
     weights ``model_weight [M]`` (or, without them, the product measure ``q0`` in ``vref``)."""
 

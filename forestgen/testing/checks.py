@@ -239,7 +239,7 @@ def _check_discrete(lm, cell, rng, name):
 def _tree_data(random_state: int):
     from forestgen.data.binning import Binner
     from forestgen.data.encoder import TableEncoder
-    from forestgen.learners.rfde import discrete_levels, root_box
+    from forestgen.families.boxes import discrete_levels, root_box
     from forestgen.splitters.base import TreeData
 
     df = small_tables(random_state)["mixed"][0].dropna().reset_index(drop=True)

@@ -1,4 +1,4 @@
-"""NRGBoost's grid (:mod:`forestgen.data.grid`): binning rules and draws back to values
+"""NRGBoost's grid (:mod:`forestgen.families.energy.grid`): binning rules and draws back to values
 (spec nrgboost_def.md §1.1-1.2)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.encoder import TableEncoder
-from forestgen.data.grid import Grid
-from forestgen.learners.nrgboost import NRGBoost
+from forestgen.families.energy.grid import Grid
+from forestgen.families.energy.nrgboost import NRGBoost
 
 
 def _grid(values, **kw):

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from forestgen.families.mixture.arf import ARF
 from forestgen.inference import Not, ZeroProbabilityError, leaf_posterior, posterior
-from forestgen.learners.arf import ARF
 
 
 def _gauss(n, rho, seed):

@@ -13,6 +13,8 @@ import pytest
 from numba import njit
 from scipy import stats
 
+from forestgen.families.mixture.arf import ARF
+from forestgen.families.mixture.gef import GeF
 from forestgen.inference import ZeroProbabilityError, evidence_log_prob
 from forestgen.inference.conditions import Not, evidence_from_frame, parse_conditions
 from forestgen.inference.evidence_mass import evidence_log_mass, linear_tables, subtree_tables
@@ -28,8 +30,6 @@ from forestgen.inference.interval_factors import (
 from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded, node_bounds
 from forestgen.inference.posterior import iter_posterior
-from forestgen.learners.arf import ARF
-from forestgen.learners.gef import GeF
 from forestgen.leaves.normal_math import log_ndtr_diff as np_log_ndtr_diff
 
 

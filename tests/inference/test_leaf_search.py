@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from forestgen.families.mixture.arf import ARF
 from forestgen.inference import leaf_search
 from forestgen.inference.conditions import evidence_from_frame
 from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded, node_bounds
 from forestgen.inference.posterior import iter_posterior
-from forestgen.learners.arf import ARF
 
 
 def _table(n, seed=0):

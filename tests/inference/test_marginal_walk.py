@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import forestgen.inference.api as api
+from forestgen.families.mixture.arf import ARF
 from forestgen.inference import leaf_factors, marginal_walk
 from forestgen.inference.leaf_factors import (
     CATEGORICAL,
@@ -15,7 +16,6 @@ from forestgen.inference.leaf_factors import (
     leaf_kind,
     leaf_pack,
 )
-from forestgen.learners.arf import ARF
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
 

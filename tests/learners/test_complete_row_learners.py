@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forestgen.learners.density_forest import DEF
-from forestgen.learners.rfde import RFDE
+from forestgen.families.mixture.density_forest import DEF
+from forestgen.families.mixture.rfde import RFDE
 
 
 def _table(n=300, seed=0):

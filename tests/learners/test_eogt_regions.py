@@ -12,12 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forestgen.families.boxes import column_layout
+from forestgen.families.intersection import regions
+from forestgen.families.intersection.region_atoms import region_leaves
+from forestgen.families.intersection.regions import (
+    ApproxRegions,
+    approx_regions,
+    region_log_measures,
+)
+from forestgen.families.intersection.star import TreeGeometry
 from forestgen.learners import EOGT
-from forestgen.learners.region_atoms import region_leaves
-from forestgen.learners.rfde import column_layout
-from forestgen.sampling import eogt_regions
-from forestgen.sampling.eogt_regions import ApproxRegions, approx_regions, region_log_measures
-from forestgen.sampling.star import TreeGeometry
 
 
 # ---------------------------------------------------------------- the oracle (Python walk)
@@ -220,7 +224,7 @@ def test_region_ids_lookup(model):
 @pytest.fixture
 def python_walk(monkeypatch):
     """Every EOGT query answered from the Python walk instead."""
-    monkeypatch.setattr(eogt_regions, "approx_regions", _oracle)
+    monkeypatch.setattr(regions, "approx_regions", _oracle)
 
 
 def _queries(m):

@@ -9,7 +9,7 @@ from scipy.special import logsumexp
 
 from forestgen import GeF
 from forestgen.base import GenerativeForest
-from forestgen.learners.gef import _float32_threshold
+from forestgen.families.mixture.gef import _float32_threshold
 
 
 @pytest.fixture(scope="module")

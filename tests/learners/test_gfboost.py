@@ -13,9 +13,9 @@ import pytest
 from scipy import stats
 
 from forestgen import GenerativeForest
+from forestgen.families.boxes import box_log_volume, column_layout, root_mask
+from forestgen.families.intersection.star import StarNodeSampler, TreeGeometry
 from forestgen.learners import EOGT, GFBoost
-from forestgen.learners.rfde import box_log_volume, column_layout, root_mask
-from forestgen.sampling.star import StarNodeSampler, TreeGeometry
 
 
 def mixed(n=300, seed=0, missing=False):
@@ -210,7 +210,7 @@ def _walk_by_rows(m: GFBoost, Z: np.ndarray, x: np.ndarray) -> list:
 
 
 def test_backoff_walk_equals_walk_on_rows():
-    from forestgen.learners.gf_backoff import backoff_regions
+    from forestgen.families.intersection.backoff import backoff_regions
 
     df = mixed(n=200, seed=4)
     m = GFBoost(n_trees=5, n_iter=30).fit(df)

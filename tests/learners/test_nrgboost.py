@@ -163,7 +163,7 @@ def test_nan_and_out_of_range_inputs_at_query_time(mixed):
 def test_marginal_estimate_matches_enumeration():
     """Two unobserved columns: the importance-sampling marginal agrees with exact enumeration
     (forced by a small enumeration limit)."""
-    import forestgen.learners.nrgboost as mod
+    import forestgen.families.energy.nrgboost as mod
 
     rng = np.random.default_rng(4)
     x = rng.normal(size=800)
@@ -205,7 +205,7 @@ def test_expect_under_evidence_is_an_mcmc_estimate(mixed):
 
 
 def test_ais_and_importance_normalisers_match_the_exact_log_z(toy):
-    from forestgen.ensemble.normaliser import AISNormaliser, ImportanceNormaliser
+    from forestgen.families.energy.normaliser import AISNormaliser, ImportanceNormaliser
 
     df, codes, model = toy
     cells = pd.DataFrame(list(itertools.product(model.schema_["a"].categories,

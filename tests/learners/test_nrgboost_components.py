@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from numba import njit
 
-from forestgen.data.grid import Grid
-from forestgen.ensemble.additive_energy import AdditiveEnergy, line_search, log_z_step
-from forestgen.leaves.constant_energy import ConstantEnergyLeaf
-from forestgen.sampling.gibbs import GibbsSampler, SamplePool
+from forestgen.families.energy.ensembler import AdditiveEnergy, line_search, log_z_step
+from forestgen.families.energy.gibbs import GibbsSampler, SamplePool
+from forestgen.families.energy.grid import Grid
+from forestgen.families.energy.leaf import ConstantEnergyLeaf
+from forestgen.families.energy.splitter import EnergySplitter, grid_data
 from forestgen.splitters.base import GrowLimits
-from forestgen.splitters.energy import EnergySplitter, grid_data
 
 
 def make_grid(n_values, ordered, missing=None):
@@ -482,7 +482,7 @@ def test_leaf_bitset_slices_match_pointwise_energy_with_multiword_sets():
 
 
 def test_leaf_sets_cache_grows_with_the_trees():
-    from forestgen.ensemble.additive_energy import EnergyTrees
+    from forestgen.families.energy.ensembler import EnergyTrees
 
     grid = make_grid([6, 5, 4], [True, False, True], [0, 1, 0])
     seen = []
@@ -497,7 +497,7 @@ def test_leaf_sets_cache_grows_with_the_trees():
 def test_gibbs_sweep_draws_from_the_brute_force_conditional():
     """Replays the kernel's random stream with conditionals enumerated from ``energy``: the
     chains must agree exactly (the fast slices change no draw)."""
-    from forestgen.sampling.gibbs import _uniform, chain_seeds
+    from forestgen.families.energy.gibbs import _uniform, chain_seeds
 
     rng = np.random.default_rng(13)
     grid = make_grid([6, 5, 4, 3], [True, False, True, True], [1, 0, 0, 1])

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from forestgen import RFDE, GenerativeForest
-from forestgen.learners.rfde import infinite_forest_density, theory_depth
+from forestgen.families.mixture.rfde import infinite_forest_density, theory_depth
 from forestgen.splitters.base import Splitter
 from forestgen.splitters.density import MidpointSplitter
 

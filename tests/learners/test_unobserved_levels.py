@@ -15,7 +15,7 @@ import pytest
 from forestgen import registry
 from forestgen.data import TableEncoder
 from forestgen.data.schema import ColumnSpec
-from forestgen.learners.rfde import box_log_volume, root_box, root_mask
+from forestgen.families.boxes import box_log_volume, root_box, root_mask
 
 COLOURS = ["red", "green", "blue", "violet"]  # violet: no training row (nominal)
 GRADES = ["none", "low", "mid", "high"]  # none: no training row (ordinal, an end level)

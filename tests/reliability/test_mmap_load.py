@@ -12,7 +12,7 @@ import pytest
 
 import forestgen.modelfile as mf
 from forestgen.base import GenerativeForest
-from forestgen.learners.arf import ARF
+from forestgen.families.mixture.arf import ARF
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 from forestgen import ARF, DEF, RFDE, GeF
 from forestgen.base import GenerativeForest
 from forestgen.cli import main
-from forestgen.learners.gfboost import EOGT, GFBoost
-from forestgen.learners.nrgboost import NRGBoost
+from forestgen.families.energy.nrgboost import NRGBoost
+from forestgen.learners import EOGT, GFBoost
 from forestgen.modelfile import ModelFileError
 from forestgen.validation import ParameterError
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from forestgen.ensemble.mixture import segment_logsumexp
+from forestgen.families.mixture.arf import ARF
 from forestgen.inference import Not
 from forestgen.inference.conditions import evidence_from_frame
 from forestgen.inference.posterior import evidence_log_factor, iter_posterior
-from forestgen.learners.arf import ARF
 
 
 @pytest.fixture(scope="module")

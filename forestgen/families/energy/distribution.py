@@ -2,9 +2,10 @@
 
 Same encoded space, ``sample``, ``encode``/``decode`` as
 :class:`~forestgen.torch.distribution.ForestDistribution`. ``log_prob`` is the model's
-normalised estimate (``f(x) - log Ẑ``, see :meth:`forestgen.learners.nrgboost.NRGBoost.log_prob`);
-the energy is piecewise constant on the grid, so its gradient with respect to the input is
-exactly zero — returned as zeros attached to the graph, not as an error.
+normalised estimate (``f(x) - log Ẑ``, see
+:meth:`forestgen.families.energy.nrgboost.NRGBoost.log_prob`); the energy is piecewise constant on
+the grid, so its gradient with respect to the input is exactly zero — returned as zeros attached to
+the graph, not as an error.
 """
 
 from __future__ import annotations

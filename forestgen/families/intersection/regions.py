@@ -9,7 +9,7 @@ in one compiled depth-first walk (an explicit stack of regions), returning per r
 ``log Q̂``, its box, its leaf in every tree and its log measure on the observed columns, so a
 query does O(1) Python work per row. The walk visits the left branch first, so the regions come
 in a fixed order. Inside the walk nominal level sets are 64-bit words
-(:meth:`~forestgen.sampling.star.TreeGeometry.level_words`): the shares of eq. (8) are
+(:meth:`~forestgen.families.intersection.star.TreeGeometry.level_words`): the shares of eq. (8) are
 popcounts and a cut is one AND per word.
 """
 
@@ -21,7 +21,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from forestgen.sampling.star import TreeGeometry, branch_q, interval_share, unpack_levels
+from forestgen.families.intersection.star import (
+    TreeGeometry,
+    branch_q,
+    interval_share,
+    unpack_levels,
+)
 
 
 class ApproxRegions(NamedTuple):
@@ -224,9 +229,9 @@ def _load(i, a_lo, a_hi, a_words, a_leaf, lo, hi, words, leaf):
 def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, roots, weight,
                     share, nlo, nhi, node_bits, left_bits, word_off, nlev):
     """Depth-first enumeration of :func:`approx_regions`, level sets as bit words
-    (:meth:`~forestgen.sampling.star.TreeGeometry.level_words`). Returns ``(status, n, log_q,
-    lo, hi, words, leaf_node, log_measure)``, the outputs' first ``n`` rows filled; ``status``
-    1 when more than ``budget`` paths were live."""
+    (:meth:`~forestgen.families.intersection.star.TreeGeometry.level_words`). Returns ``(status, n,
+    log_q, lo, hi, words, leaf_node, log_measure)``, the outputs' first ``n`` rows filled;
+    ``status`` 1 when more than ``budget`` paths were live."""
     d = nlo.shape[1]
     W = node_bits.shape[1]
     T = roots.shape[0]

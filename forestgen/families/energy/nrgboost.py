@@ -1,20 +1,20 @@
 """NRGBoost: energy-based generative boosted trees (Bravo, ICLR 2025). Spec:
 ``shared/papers/nrgboost_def.md`` §2.1 (model), §3 (training), §5.2 (sampling), §6 (inference).
 
-The model is ``q(x) ∝ exp(f(x))`` on a finite grid (:class:`~forestgen.data.grid.Grid`), with
-``f = log q0 + sum_t s_t dF_t`` (:class:`~forestgen.ensemble.additive_energy.AdditiveEnergy`).
+The model is ``q(x) ∝ exp(f(x))`` on a finite grid (:class:`~forestgen.families.energy.grid.Grid`),
+with ``f = log q0 + sum_t s_t dF_t`` (:class:`~forestgen.families.energy.ensembler.AdditiveEnergy`).
 Each round grows a tree through the shared splitter pipeline — by default the
-:class:`~forestgen.splitters.energy.EnergySplitter` (gain ``½ Σ P^2/Q``, max ratio ``R``) — against
-the current model's mass ``Q`` — exact for round one, then
-the importance-weighted :class:`~forestgen.sampling.gibbs.SamplePool` — sets leaf energies with the
-:class:`~forestgen.leaves.constant_energy.ConstantEnergyLeaf` (``P/Q - 1``), and adds it with
+:class:`~forestgen.families.energy.splitter.EnergySplitter` (gain ``½ Σ P^2/Q``, max ratio ``R``) —
+against the current model's mass ``Q`` — exact for round one, then
+the importance-weighted :class:`~forestgen.families.energy.gibbs.SamplePool` — sets leaf energies
+with the :class:`~forestgen.families.energy.leaf.ConstantEnergyLeaf` (``P/Q - 1``), and adds it with
 the step ``s_t = learning_rate · alpha_t`` from a grid line search (Eq. 43).
 
 Differences from the paper, and why: the pool reweights its samples by each new tree instead
-of rejecting them (:mod:`forestgen.sampling.gibbs`: same masses in expectation, lower variance,
-half the Gibbs refill), and its Gibbs chains persist across rounds (one burn-in instead of one
-per round); from 30 trees on, the pool refill spends a constant budget of tree evaluations per
-round (``refill_trees=30``; ``None`` = the paper's refill): any draw of a *new* point of the
+of rejecting them (:mod:`forestgen.families.energy.gibbs`: same masses in expectation, lower
+variance, half the Gibbs refill), and its Gibbs chains persist across rounds (one burn-in instead
+of one per round); from 30 trees on, the pool refill spends a constant budget of tree evaluations
+per round (``refill_trees=30``; ``None`` = the paper's refill): any draw of a *new* point of the
 current model must evaluate all ``t`` trees, so the paper's ``p_refresh · M`` fresh Gibbs points
 per round make a round cost grow like ``t`` and a fit like ``T^2``; a flat round needs fresh
 points ``∝ 1/t``, and the dropped samples not refreshed stay with their importance weights (on
@@ -28,7 +28,7 @@ exactly it (other draws are uniform over their bin on the column's decimal grid,
 paper's tuning of ``max_leaves``/``learning_rate`` and best-round selection on a validation set
 are left to the user (defaults are the official code's). The normaliser ``Z`` is
 intractable: ``log_prob`` subtracts an estimate (``log_z_``, standard error ``log_z_se_``;
-importance sampling from ``q0`` or AIS, :mod:`forestgen.ensemble.normaliser`) — normalised
+importance sampling from ``q0`` or AIS, :mod:`forestgen.families.energy.normaliser`) — normalised
 log-likelihoods are **estimates**; conditionals of one column are exact.
 """
 
@@ -48,15 +48,18 @@ from scipy.special import logsumexp
 from forestgen import registry
 from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data.encoder import TableEncoder
-from forestgen.data.grid import UNKNOWN, Grid
 from forestgen.data.metadata import constrain
-from forestgen.ensemble.additive_energy import (
+from forestgen.families import ENERGY
+from forestgen.families.energy.ensembler import (
     AdditiveEnergy,
     EnergyTrees,
     line_search,
     log_z_step,
 )
-from forestgen.families import ENERGY
+from forestgen.families.energy.gibbs import SamplePool
+from forestgen.families.energy.grid import UNKNOWN, Grid
+from forestgen.families.energy.leaf import ConstantEnergyLeaf
+from forestgen.families.energy.splitter import EnergySplitter, grid_data
 from forestgen.inference.conditions import (
     ZeroProbabilityError,
     _column_index,
@@ -64,13 +67,10 @@ from forestgen.inference.conditions import (
     check_on_empty,
     parse_conditions,
 )
-from forestgen.leaves.constant_energy import ConstantEnergyLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
-from forestgen.sampling.gibbs import SamplePool
 from forestgen.sampling.support import snap_to_grid
 from forestgen.splitters.base import GrowLimits, make_splitter
-from forestgen.splitters.energy import EnergySplitter, grid_data
 from forestgen.validation import (
     as_generator,
     check_bool,
@@ -105,7 +105,7 @@ class NRGBoost(GenerativeForest):
     refill_trees : flat pool refill (30): every round spends at most the Gibbs tree
         evaluations the paper's refill spends at ``refill_trees`` trees, so that a round's cost
         stops growing with the trees and a fit is linear in ``n_trees`` — a departure from the
-        paper (see the module docstring and :class:`~forestgen.sampling.gibbs.SamplePool`;
+        paper (see the module docstring and :class:`~forestgen.families.energy.gibbs.SamplePool`;
         needs ``persistent_chains``); ``None`` = the paper's refill (every dropped pool sample
         replaced by a Gibbs draw; a fit quadratic in ``n_trees``).
     feature_fraction : columns drawn per node (1.0).
@@ -116,7 +116,7 @@ class NRGBoost(GenerativeForest):
     decode : numeric draws inside a bin: ``"bin"`` = uniform over the bin, on the column's
         grid (a bin holding a single training value that recurs decodes to it);
         ``"observed"`` = uniform between the bin's smallest and largest training value
-        (:class:`~forestgen.data.grid.Grid`).
+        (:class:`~forestgen.families.energy.grid.Grid`).
     sample_chains, sample_thin : default :meth:`sample` protocol — after their burn-in,
         parallel chains emit a row every ``thin`` sweeps (3; 1 = one row per sweep, as the
         training pool is drawn): ``sample_chains`` chains (64) from ``q0`` starts, one chain
@@ -132,9 +132,10 @@ class NRGBoost(GenerativeForest):
         draws, then ``sample_burn_in`` sweeps (100, the paper's protocol). Conditional
         sampling, :meth:`expect` and :meth:`impute` start at ``q0`` with ``sample_burn_in``;
         a model without training states (``truncated``) starts at ``q0``.
-    normaliser : how ``log Z`` is estimated, a registry name (:mod:`forestgen.ensemble.
-        normaliser`): ``None`` = the family's slot, ``"importance"`` (``n_normaliser_samples``
-        ``q0`` draws); ``"ais"`` = annealed importance sampling (lower variance, slower).
+    normaliser : how ``log Z`` is estimated, a registry name
+        (:mod:`forestgen.families.energy.normaliser`): ``None`` = the family's slot,
+        ``"importance"`` (``n_normaliser_samples`` ``q0`` draws); ``"ais"`` = annealed
+        importance sampling (lower variance, slower).
     n_normaliser_samples : ``q0`` draws of the importance-sampling ``log Z`` estimate (200,000).
     density_floor : a value outside the training range (or an unseen level) scores as the
         model's marginal of the row's other entries times ``density_floor`` times the uniform
@@ -865,7 +866,7 @@ class NRGBoost(GenerativeForest):
         """This model as a :class:`torch.distributions.Distribution` over encoded rows
         (``log_prob`` is piecewise constant: gradients are zero); ``dtype`` and ``device`` are
         those of its samples, as for every learner."""
-        from forestgen.torch.energy import EnergyDistribution
+        from forestgen.families.energy.distribution import EnergyDistribution
 
         return EnergyDistribution(self, dtype=dtype, device=device)
 

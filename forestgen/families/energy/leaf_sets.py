@@ -8,8 +8,8 @@ instead of a root-to-leaf walk with data-dependent branches — and each of them
 over its own extent on ``j``: an interval of value codes plus a missing flag for an ordered
 ``j`` (through a difference array), its code bitset for a nominal ``j``. This is the slice
 traversal of spec ``nrgboost_def.md`` §5.2 (T10), reorganised (QuickScorer-style) for the Gibbs
-sweep of :mod:`forestgen.sampling.gibbs` and for
-:meth:`~forestgen.ensemble.additive_energy.AdditiveEnergy.energy_slice`.
+sweep of :mod:`forestgen.families.energy.gibbs` and for
+:meth:`~forestgen.families.energy.ensembler.AdditiveEnergy.energy_slice`.
 
 Leaves are numbered in right-first depth-first order, the order in which the depth-first slice
 walk these tables replace reached them, so the sums are formed in the same order (the walk and
@@ -152,7 +152,7 @@ def _build_tree(root, feature, left, right, cat_off, cat_left, n_codes, n_values
 
 def build_leaf_sets(trees, n_codes: np.ndarray, n_values: np.ndarray, ordered: np.ndarray,
                     words: int, start: int = 0) -> LeafSets:
-    """Tables of trees ``start..`` of an :class:`~forestgen.ensemble.additive_energy.EnergyTrees`
+    """Tables of trees ``start..`` of an :class:`~forestgen.families.energy.ensembler.EnergyTrees`
     on a grid (``n_codes``, ``n_values``, ``ordered`` per column), ``words`` words per bitset
     (at least the most leaves of a tree / 64)."""
     n_codes = np.asarray(n_codes, np.int64)
@@ -210,7 +210,8 @@ def line_leaves(x, j, t, off, code_row, masks, col_ptr, cols, acc):
 def add_tree(line, t, j, nc, nv, ordered, leaf_value, span, mi, codes, nw_off, diff, lg):
     """Add tree ``t``'s part of the slice along ``j`` given the leaves ``line [W]`` that the
     line crosses: an ordered ``j`` into the difference array ``diff`` (and ``lg[nv]`` for the
-    missing code), a nominal one into ``lg`` directly (see :mod:`~forestgen.ensemble.leaf_sets`)."""
+    missing code), a nominal one into ``lg`` directly (see
+    :mod:`~forestgen.families.energy.leaf_sets`)."""
     for w in range(line.shape[0]):
         b = line[w]
         while b != 0:

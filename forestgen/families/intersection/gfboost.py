@@ -6,18 +6,18 @@ A generative forest's density lives on the partition induced by *all* its trees:
 ``q(x) = R(C(x)) / μ(C(x))`` (spec §1.4). GF.Boost grows ``n_trees`` trees jointly: at each of
 ``n_iter`` iterations it splits the heaviest leaf over all trees with the predicate that most
 lowers the Bayes risk of telling the data from the uniform measure, summed over every cell inside
-that leaf (spec §2.3-2.5; :class:`~forestgen.splitters.bayes_risk.BayesRiskSplitter`).
+that leaf (spec §2.3-2.5; :class:`~forestgen.families.intersection.splitter.BayesRiskSplitter`).
 
 The fitted partition is compiled into one tree whose leaves are the cells
-(:class:`~forestgen.ensemble.intersection.IntersectionEnsembler`), with leaf weight ``R(C)`` and
-uniform leaves on the cell (``cell_uniform`` / ``uniform_levels``), so ``forest_``,
+(:class:`~forestgen.families.intersection.ensembler.IntersectionEnsembler`), with leaf weight
+``R(C)`` and uniform leaves on the cell (``cell_uniform`` / ``uniform_levels``), so ``forest_``,
 ``leaf_log_weight_`` and ``leaf_models_`` describe the model *exactly* and every shared query is
 exact: ``log_prob`` (NaN entries marginalised), ``sample`` (cell ∝ ``R(C)``, then uniform: the
 fast form of the paper's star-node sampler, spec §3.2), conditional sampling, ``predict_proba``,
 ``to_torch``, ``save``/``load``. The individual trees are kept in ``trees_``. :meth:`GFBoost.impute`
 follows the paper's walk over the trees, which backs off to a coarser region where the data run
-out (:mod:`~forestgen.learners.gf_backoff`; ``walk="exact"``: the exact conditional); for it
-the model keeps each training row's cell fragments and missing pattern (spec §1.6: a GF keeps
+out (:mod:`~forestgen.families.intersection.backoff`; ``walk="exact"``: the exact conditional); for
+it the model keeps each training row's cell fragments and missing pattern (spec §1.6: a GF keeps
 its data).
 
 Measure convention of ``log_prob``: Lebesgue on continuous columns, counting on discrete ones
@@ -31,7 +31,7 @@ compiled tree also holds the empty regions between the cells, so the smoothed mo
 partition with one mass per leaf, and density, marginals, sampling, conditionals, imputation and
 ``to_torch`` all answer for it. ``smoothing=0`` is the paper's model. Rows outside the training
 box have density zero; :meth:`log_prob` floors them at ``density_floor`` times the uniform
-density on the box, as :class:`~forestgen.learners.rfde.RFDE` and DEF do.
+density on the box, as :class:`~forestgen.families.mixture.rfde.RFDE` and DEF do.
 """
 
 from __future__ import annotations
@@ -47,11 +47,8 @@ import pandas as pd
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
-from forestgen.ensemble.intersection import IntersectionEnsembler
 from forestgen.families import INTERSECTION
-from forestgen.inference.conditions import blank_rows, check_on_empty
-from forestgen.learners.region_atoms import RegionAtoms, region_leaves
-from forestgen.learners.rfde import (
+from forestgen.families.boxes import (
     apply_floor,
     box_log_volume,
     column_layout,
@@ -59,12 +56,15 @@ from forestgen.learners.rfde import (
     root_box,
     root_mask,
 )
+from forestgen.families.intersection.cells import CellTable
+from forestgen.families.intersection.ensembler import IntersectionEnsembler
+from forestgen.families.intersection.region_atoms import RegionAtoms, region_leaves
+from forestgen.families.intersection.splitter import CANDIDATES, LOSSES, BayesRiskSplitter
+from forestgen.inference.conditions import blank_rows, check_on_empty
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
-from forestgen.splitters.bayes_risk import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.cells import CellTable
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED
 from forestgen.tree.record import TreeRecord
 from forestgen.validation import (
@@ -101,7 +101,7 @@ class GFBoost(GenerativeForest):
         ``"fractional"`` (default) splits it into two fragments weighted by the children's volume
         shares, down to fragments of 1/8 of a row, which then go to one side at random with
         that probability; ``"random_hard"`` (the reference code) always sends the whole row to
-        one side at random. See :class:`~forestgen.tree.cells.CellTable`.
+        one side at random. See :class:`~forestgen.families.intersection.cells.CellTable`.
     smoothing : ``ε`` in ``[0, 1)``, weight of the uniform density on the training box in the
         model (default ``1e-3``; ``0``: the paper's exact ``q_G``, zero in empty cells), or
         ``"auto"``: the Good-Turing estimate of the chance that a new row falls in an empty
@@ -309,7 +309,7 @@ class GFBoost(GenerativeForest):
         cells of the joint partition (``R > 0``) and the empty regions between them
         (``R = 0``). ``(lo, hi)`` intervals ``(lo, hi]`` per ordered column (encoded units),
         allowed-level mask per nominal column (offsets of
-        :func:`~forestgen.learners.rfde.column_layout`)."""
+        :func:`~forestgen.families.mixture.rfde.column_layout`)."""
         self._check_fitted()
         return self.cell_lo_, self.cell_hi_, self.cell_mask_, self.cell_mass_
 
@@ -362,7 +362,7 @@ class GFBoost(GenerativeForest):
         """Fill missing entries (paper §7.2).
 
         ``walk="backoff"`` (default): the paper's walk over the trees
-        (:mod:`~forestgen.learners.gf_backoff`): nodes on observed columns follow the row
+        (:mod:`~forestgen.families.intersection.backoff`): nodes on observed columns follow the row
         and stop at a side without training mass (keeping the coarser region), nodes on missing
         columns split the region; a training row being imputed is left out of the masses.
         ``method="max_density"`` draws the missing entries uniformly in the region of highest
@@ -392,7 +392,7 @@ class GFBoost(GenerativeForest):
 
     def _backoff_fill(self, Z: np.ndarray, miss: np.ndarray, method: str,
                       rng: np.random.Generator, score: str, within: str) -> np.ndarray:
-        from forestgen.learners.gf_backoff import (
+        from forestgen.families.intersection.backoff import (
             backoff_regions,
             log_measure,
             piece_draw,
@@ -616,15 +616,15 @@ class EOGT(GFBoost):
     iterative tree order, mixed like :class:`GFBoost`'s with ``smoothing`` times the uniform
     density on the box. :meth:`sample` draws from it exactly; :meth:`log_prob` is its exact
     density, with missing entries marginalised by walking both branches of every node on a
-    missing column (:func:`~forestgen.sampling.eogt_regions.approx_regions`; a row needing more than
-    ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
+    missing column (:func:`~forestgen.families.intersection.regions.approx_regions`; a row needing
+    more than ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
     :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
     :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
     its share of the range or set) use the same compatible regions; conditional evidence
     past ``max_regions`` is drawn exactly by rejection: draws of the law kept when they meet
     the ranges and sets, proposed by the walk forced to the point values
-    (:mod:`~forestgen.sampling.eogt_forced`; on a column with point masses also kept with the
-    region's atom share); only evidence that too few proposals meet raises (a dict) or
+    (:mod:`~forestgen.families.intersection.forced`; on a column with point masses also kept with
+    the region's atom share); only evidence that too few proposals meet raises (a dict) or
     leaves its row blank with a warning (per-row evidence); a per-row evidence pattern that
     went past ``max_regions`` is sampled first for the next rows. ``expect`` and ``to_torch`` raise
     ``NotImplementedError``.
@@ -634,10 +634,10 @@ class EOGT(GFBoost):
 
     Point masses (issue 11): a numeric column with atoms (``ColumnSpec.atoms``, e.g. fair's
     ``affairs == 0``) is, inside each region, its atoms with the region's shares plus a
-    uniform remainder (:mod:`~forestgen.learners.region_atoms`); the shares are estimated from
-    the training rows in the region, shrunk with ``prior_strength`` pseudo-rows (default 1)
-    toward the column's share of the atom among its values in the region's interval, which
-    regions without training rows take alone. For this the model keeps each non-empty cell's
+    uniform remainder (:mod:`~forestgen.families.intersection.region_atoms`); the shares are
+    estimated from the training rows in the region, shrunk with ``prior_strength`` pseudo-rows
+    (default 1) toward the column's share of the atom among its values in the region's interval,
+    which regions without training rows take alone. For this the model keeps each non-empty cell's
     weight at the atoms (and the column's share of values between split faces), not the rows.
     Sampling, the density (counting measure at the atoms, exactly normalised), conditionals and
     imputation use them. Integer (and discrete-valued) columns coded as levels keep their spike
@@ -698,7 +698,7 @@ class EOGT(GFBoost):
                              "give a number")
 
     def _geometry(self):
-        from forestgen.sampling.star import TreeGeometry
+        from forestgen.families.intersection.star import TreeGeometry
 
         if getattr(self, "_geo", None) is None:
             kind, nlev, nom_off = column_layout(self.encoder_.schema)[:3]
@@ -710,9 +710,9 @@ class EOGT(GFBoost):
     def _regions(self, x: np.ndarray):
         """Compatible regions of one encoded row with their log weight on the observed
         entries, ``log Q̂(C) - log μ_o(C_o)`` (times the atom shares of observed atom columns,
-        :mod:`~forestgen.learners.region_atoms`), and their atom shares; ``None`` past
+        :mod:`~forestgen.families.intersection.region_atoms`), and their atom shares; ``None`` past
         ``max_regions``."""
-        from forestgen.sampling.eogt_regions import approx_regions
+        from forestgen.families.intersection.regions import approx_regions
 
         reg = approx_regions(self._geometry(), x, self.box_lo_, self.box_hi_,
                              int(self.max_regions))
@@ -746,7 +746,7 @@ class EOGT(GFBoost):
 
     def _uniform_log_weight(self, x: np.ndarray) -> float:
         """``log ε - log μ_o(X_o)``: the smoothing component's weight on the observed entries."""
-        from forestgen.sampling.eogt_regions import region_log_measures
+        from forestgen.families.intersection.regions import region_log_measures
 
         if self.smoothing_ <= 0:
             return -np.inf
@@ -839,7 +839,7 @@ class EOGT(GFBoost):
         return bool(np.all(box_mask[self._layout[2][k] + x[k].astype(np.int64)]))
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False) -> np.ndarray:
-        from forestgen.sampling.star import approx_sample, draw_uniform
+        from forestgen.families.intersection.star import approx_sample, draw_uniform
         from forestgen.validation import as_generator
 
         self._check_fitted()
@@ -1032,7 +1032,7 @@ class EOGT(GFBoost):
                            per_row: bool) -> np.ndarray | None:
         """``m`` exact draws by :meth:`_rejection_sample` for evidence whose compatible
         regions exceed ``max_regions``. Point values are forced in the walk
-        (:mod:`~forestgen.sampling.eogt_forced`): a numeric value as a point, a value of a
+        (:mod:`~forestgen.families.intersection.forced`): a numeric value as a point, a value of a
         gridded column (integers, fixed decimals) as its grid cell, a level as itself; on a
         discrete column with spike levels it is a one-level mask kept when a draw satisfies
         it; on a numeric column with point masses the region's atom share weighs it
@@ -1086,9 +1086,9 @@ class EOGT(GFBoost):
         (``forced``: per-column bounds ``(lo, hi)``, NaN = none), by keeping the draws that
         satisfy the ranges and sets after decoding: draws of the law, or of its walk forced
         to the point values and accepted by their importance ratio
-        (:func:`~forestgen.sampling.eogt_forced.forced_draws`)."""
+        (:func:`~forestgen.families.intersection.forced.forced_draws`)."""
+        from forestgen.families.intersection.forced import forced_draws
         from forestgen.inference.conditions import ZeroProbabilityError
-        from forestgen.sampling.eogt_forced import forced_draws
 
         given = forced is not None and not np.isnan(forced[0]).all()
         got, need, tried, batch = [], m, 0, 0
@@ -1126,9 +1126,9 @@ class EOGT(GFBoost):
     def _atom_accept(self, Z: np.ndarray, uni: np.ndarray, forced: tuple, rng
                      ) -> tuple[np.ndarray, np.ndarray]:
         """The forced draws kept with probability their region's factor on each forced atom
-        column, which :func:`~forestgen.sampling.eogt_forced.forced_draws` leaves out or takes
-        only in part: at a value off the atoms (a point), ``1 - Σ s``; at an atom ``a``, ``s_a``;
-        at a grid value (interval ``I``), ``s_a [a decodes to it] + (1 - Σ s) |C_j ∩ I| /
+        column, which :func:`~forestgen.families.intersection.forced.forced_draws` leaves out or
+        takes only in part: at a value off the atoms (a point), ``1 - Σ s``; at an atom ``a``,
+        ``s_a``; at a grid value (interval ``I``), ``s_a [a decodes to it] + (1 - Σ s) |C_j ∩ I| /
         |C_j|`` — each at most 1, so the rejection stays exact."""
         atoms = self._atoms()
         lo_e, hi_e, weigh = forced
@@ -1283,7 +1283,7 @@ class EOGT(GFBoost):
     def _level_pmf(self, j: int, lo, hi, shares) -> np.ndarray:
         """``[m, k]``: the pmf of ordered level column ``j`` in regions ``(lo, hi]``: uniform
         over their codes, or with its spike levels' shares
-        (:meth:`~forestgen.learners.region_atoms.RegionAtoms.level_probs`)."""
+        (:meth:`~forestgen.families.intersection.region_atoms.RegionAtoms.level_probs`)."""
         atoms = self._atoms()
         if atoms and j in atoms.columns:
             ci = int(np.flatnonzero(atoms.columns == j)[0])
@@ -1298,7 +1298,7 @@ class EOGT(GFBoost):
         (``"max_density"``, ties at random) or drawn from the conditional (``"sample"``,
         the smoothing component being the whole box); ``None`` if ``x`` has probability 0.
         Returns ``(lo, hi, mask, shares)`` (atom shares per atom column, ``[A]`` each)."""
-        from forestgen.sampling.eogt_regions import region_log_measures
+        from forestgen.families.intersection.regions import region_log_measures
 
         g = self._geometry()
         lw, lo, hi, mask, shares = reg
@@ -1362,7 +1362,7 @@ class EOGT(GFBoost):
     def _draw_in(self, pick: tuple, free: np.ndarray, rng) -> np.ndarray:
         """One draw in the region ``pick`` of :meth:`_choose`: uniform, then each free atom
         column on its atoms with the region's shares."""
-        from forestgen.sampling.star import draw_uniform
+        from forestgen.families.intersection.star import draw_uniform
 
         lo, hi, mask, shares = pick
         kind, nlev, nom_off = self._layout

@@ -11,7 +11,7 @@ child's box; when every star is a leaf, draw uniformly in ``C``.
 child's branching probability times the share of the child's extent on the split column that
 ``C`` covers — only arc probabilities are needed; the law depends on the order. With the
 iterative order, :func:`approx_log_prob` gives the exact density of that law
-(:mod:`~forestgen.sampling.eogt_regions` its regions compatible with partial evidence).
+(:mod:`~forestgen.families.intersection.regions` its regions compatible with partial evidence).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from forestgen.families.intersection.cells import unit_hash
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.cells import unit_hash
 
 
 class TreeGeometry:

@@ -3,7 +3,7 @@
 NRGBoost (Bravo, ICLR 2025, Sec. 3; spec ``nrgboost_def.md`` §3.2-3.6): each tree contrasts the
 data mass ``P`` of a cell with the current model's mass ``Q``, read from weighted model samples
 or, in round one, analytically from the product measure ``q0``. The kernel and its rules (ratio
-constraint, zero-gain root split, balanced ties) are in :mod:`forestgen.tree.grow_energy`.
+constraint, zero-gain root split, balanced ties) are in :mod:`forestgen.families.energy.grow`.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
+from forestgen.families.energy.grow import grow_energy_tree, grow_energy_tree_with
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import DENSITY, USER, criterion_code
-from forestgen.tree.grow_energy import grow_energy_tree, grow_energy_tree_with
 from forestgen.tree.record import TreeRecord
 
 
 def grid_data(grid, data_codes: np.ndarray, model_codes: np.ndarray | None = None,
               model_weight: np.ndarray | None = None, q0: np.ndarray | None = None) -> TreeData:
-    """:class:`TreeData` on a :class:`~forestgen.data.grid.Grid`: ``data_codes [d, N]`` (int32
-    codes, feature-major) and the model mass, either model-sample codes ``[d, M]`` with
+    """:class:`TreeData` on a :class:`~forestgen.families.energy.grid.Grid`: ``data_codes [d, N]``
+    (int32 codes, feature-major) and the model mass, either model-sample codes ``[d, M]`` with
     weights ``[M]`` (summing to one) or the flat product-measure pmfs ``q0`` (offsets
     ``grid.code_offsets``; stored per column in ``vref``)."""
     d = grid.d

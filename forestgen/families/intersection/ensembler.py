@@ -4,14 +4,15 @@
 Unlike a mixture, the trees of a generative forest do not each carry a density: their leaves
 intersect into the cells of one partition, and the density is ``R(C) / μ(C)`` on cell ``C``
 (the data mass of the cell spread uniformly). :meth:`IntersectionEnsembler.compile` turns a
-:class:`~forestgen.tree.cells.CellTable` into one tree whose leaves tile the root box: the cells
-holding training mass plus the *empty regions* between them (:func:`~forestgen.tree.cells.
-cover_box`). With ``smoothing = ε`` every leaf ``L`` gets the mass ``(1 - ε) R(L) + ε U(L)``
-(``U`` the share of the box's measure), i.e. the density ``(1 - ε) q_G + ε / μ(X)`` of spec
-§4.1, positive on the whole box; ``ε = 0`` is the paper's exact ``q_G`` (zero in empty
-regions). With uniform leaves on the leaves' boxes (``cell_uniform`` / ``uniform_levels``) the
-shared leaf-mixture queries are then exact for the forest: a complete row reaches one leaf, a
-row with NaN entries reaches every compatible leaf and their masses add (:meth:`combine`).
+:class:`~forestgen.families.intersection.cells.CellTable` into one tree whose leaves tile the root
+box: the cells holding training mass plus the *empty regions* between them
+(:func:`~forestgen.families.intersection.cells. cover_box`). With ``smoothing = ε`` every leaf
+``L`` gets the mass ``(1 - ε) R(L) + ε U(L)`` (``U`` the share of the box's measure), i.e. the
+density ``(1 - ε) q_G + ε / μ(X)`` of spec §4.1, positive on the whole box; ``ε = 0`` is the
+paper's exact ``q_G`` (zero in empty regions). With uniform leaves on the leaves' boxes
+(``cell_uniform`` / ``uniform_levels``) the shared leaf-mixture queries are then exact for the
+forest: a complete row reaches one leaf, a row with NaN entries reaches every compatible leaf and
+their masses add (:meth:`combine`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 
 from forestgen.ensemble.base import Ensembler
 from forestgen.ensemble.mixture import segment_logsumexp
+from forestgen.families.intersection.cells import KIND_NOMINAL, CellTable, cover_box, partition_tree
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.cells import KIND_NOMINAL, CellTable, cover_box, partition_tree
 
 
 @register("ensembler", "intersection")

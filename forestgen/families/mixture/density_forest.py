@@ -17,7 +17,7 @@ import numpy as np
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
-from forestgen.learners.rfde import (
+from forestgen.families.boxes import (
     apply_floor,
     box_leaves,
     box_log_volume,
@@ -61,10 +61,10 @@ class DEF(GenerativeForest):
         ``"counting"`` (one unit per quantile bin, the spec's rank-space option). Discrete
         columns always use the counting measure.
     max_bins : quantile bins per numeric column (default 255, spec §1.1).
-    density_floor : as in :class:`~forestgen.learners.rfde.RFDE` (default ``1e-5`` times the
+    density_floor : as in :class:`~forestgen.families.mixture.rfde.RFDE` (default ``1e-5`` times the
         uniform density on the root box, so held-out rows in empty leaves keep a finite score;
         ``None`` gives the honest ``-inf`` where the density is 0).
-    smoothing, prior_strength : as in :class:`~forestgen.learners.rfde.RFDE` (defaults
+    smoothing, prior_strength : as in :class:`~forestgen.families.mixture.rfde.RFDE` (defaults
         ``1e-3`` and 1): the model is ``(1 - smoothing)`` times the forest plus ``smoothing``
         times the uniform density on the root box (the spec's optional ``ε``-uniform component,
         §6.7, on by default here so that held-out rows in empty regions of many-column tables

@@ -1,4 +1,4 @@
-"""Estimates of the normaliser ``log Z`` of an :class:`~forestgen.ensemble.additive_energy.
+"""Estimates of the normaliser ``log Z`` of an :class:`~forestgen.families.energy.ensembler.
 AdditiveEnergy` (NRGBoost, spec ``nrgboost_def.md`` §6.1): ``Z = sum_x exp f(x)`` has no closed
 form on a large grid, so ``log_prob`` subtracts an *estimate*; both estimators return it with a
 delta-method standard error of the log.
@@ -63,8 +63,8 @@ class AISNormaliser:
 
     def estimate(self, energy, rng: np.random.Generator) -> tuple[float, float]:
         """``(log Z, standard error)``."""
-        from forestgen.ensemble.additive_energy import AdditiveEnergy
-        from forestgen.sampling.gibbs import GibbsSampler
+        from forestgen.families.energy.ensembler import AdditiveEnergy
+        from forestgen.families.energy.gibbs import GibbsSampler
 
         betas = (np.arange(int(self.n_steps) + 1) / int(self.n_steps)) ** 2
         X = energy.sample_q0(int(self.n_chains), rng)

@@ -7,18 +7,19 @@ column, one over the region's levels on a discrete one), then draws the free col
 ``C``. A numeric column may instead be given a short interval ``I_j`` (the cell of a decoded grid
 value: ``u_j(C) = |C_j ∩ I_j| / |C_j|``, and ``x_j`` is drawn in ``C_j ∩ I_j``); a node whose
 threshold cuts ``I_j`` branches freely. When one value falls in many narrow cells the regions
-compatible with it can be too many to list (:mod:`~forestgen.sampling.eogt_regions`); this module
-samples instead. The proposal is the star-node walk with the branch of every node on an evidence
-column *forced* to the side holding ``x_j``: it reaches ``C`` with probability ``Q̂(C) / F(C)``,
-``F`` the product of the forced branches' ``q̂``. The importance ratio is then ``F(C) · Π u_j(C) ≤
-Π_j 1 / δ_j``, ``δ_j`` the narrowest cell any split of the forest can leave around ``x_j`` on a
-numeric column (``min(1, |I_j| / δ_j)`` for an interval, ``δ_j`` the narrowest cell it meets; 1 on
-a discrete column, whose ``u_j ≤ 1``), and a proposal is accepted with probability ratio / bound:
-an exact rejection sampler whose acceptance rate is the law's probability of the finest cells
+compatible with it can be too many to list (:mod:`~forestgen.families.intersection.regions`); this
+module samples instead. The proposal is the star-node walk with the branch of every node on an
+evidence column *forced* to the side holding ``x_j``: it reaches ``C`` with probability ``Q̂(C) /
+F(C)``, ``F`` the product of the forced branches' ``q̂``. The importance ratio is then ``F(C) · Π
+u_j(C) ≤ Π_j 1 / δ_j``, ``δ_j`` the narrowest cell any split of the forest can leave around ``x_j``
+on a numeric column (``min(1, |I_j| / δ_j)`` for an interval, ``δ_j`` the narrowest cell it meets;
+1 on a discrete column, whose ``u_j ≤ 1``), and a proposal is accepted with probability ratio /
+bound: an exact rejection sampler whose acceptance rate is the law's probability of the finest cells
 around ``x_E``. The ``smoothing`` component (uniform on the box, weight ``ε``) is proposed with
 probability ``ε`` and weighed the same way, so the draws follow the smoothed law's conditional.
 Proposals are independent and hashed from one seed and their index
-(:func:`~forestgen.tree.cells.unit_hash`): the result does not depend on the thread count.
+(:func:`~forestgen.families.intersection.cells.unit_hash`): the result does not depend on the
+thread count.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import math
 import numpy as np
 from numba import prange
 
+from forestgen.families.intersection.cells import unit_hash
+from forestgen.families.intersection.star import TreeGeometry, approx_q, cut_region
 from forestgen.parallel import parallel_kernel
-from forestgen.sampling.star import TreeGeometry, approx_q, cut_region
-from forestgen.tree.cells import unit_hash
 
 
 def log_bound(g: TreeGeometry, lo_e: np.ndarray, hi_e: np.ndarray, kind: np.ndarray,

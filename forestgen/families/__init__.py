@@ -7,14 +7,14 @@ queries it can answer (declared, not assumed).
 * :data:`ENERGY` — ``p(x) ∝ exp(sum_t f_t(x))`` (NRGBoost): slots ``ensembler``
   (``"additive_energy"`` of constant-energy leaves over a base measure), ``sampler``
   (``"gibbs"``) and ``normaliser`` (``"importance"``: an estimate of ``log Z``,
-  :mod:`forestgen.ensemble.normaliser`). Marginals are exact only while the unobserved grid is
-  small enough to enumerate (else estimated), so ``"marginal"`` is not declared.
+  :mod:`forestgen.families.energy.normaliser`). Marginals are exact only while the unobserved grid
+  is small enough to enumerate (else estimated), so ``"marginal"`` is not declared.
 * :data:`INTERSECTION` — the partition induced by all trees with one mass per cell (GF.Boost /
-  EOGT): slots ``partition`` (the cell table, :mod:`forestgen.tree.cells`), ``ensembler``
-  (``"intersection"``: compiles the cells into one tree with masses ``R(C)``, after which every
-  query is exact) and ``sampler`` (``"ancestral"`` on the compiled cells). EOGT keeps only arc
-  probabilities: ``log_prob`` (NaN marginals), ``sample``, ``impute`` and ``predict`` through
-  the regions of its star-node walk.
+  EOGT): slots ``partition`` (the cell table, :mod:`forestgen.families.intersection.cells`),
+  ``ensembler`` (``"intersection"``: compiles the cells into one tree with masses ``R(C)``, after
+  which every query is exact) and ``sampler`` (``"ancestral"`` on the compiled cells). EOGT keeps
+  only arc probabilities: ``log_prob`` (NaN marginals), ``sample``, ``impute`` and ``predict``
+  through the regions of its star-node walk.
 
 A learner sets ``model_family``; :meth:`~forestgen.base.GenerativeForest.require` raises
 ``NotImplementedError`` naming the learner and the query for anything outside

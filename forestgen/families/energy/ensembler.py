@@ -1,20 +1,20 @@
 """Additive energy over a product base measure: ``f(x) = log q0(x) + sum_t s_t dF_t(x)``.
 
 NRGBoost (Bravo, ICLR 2025, Sec. 2-3; spec ``nrgboost_def.md`` §2.1, §3.4, §5.2, §6.1). The model
-``q(x) = exp(f(x)) / Z`` lives on a :class:`~forestgen.data.grid.Grid`; ``q0`` is a normalised
-product of per-column pmfs (``m_j = (1 - u) p̂_j + u / C_j``, spec §8.1) and each tree is
+``q(x) = exp(f(x)) / Z`` lives on a :class:`~forestgen.families.energy.grid.Grid`; ``q0`` is a
+normalised product of per-column pmfs (``m_j = (1 - u) p̂_j + u / C_j``, spec §8.1) and each tree is
 piecewise constant on grid codes. Trees are stored flat (global node ids); every split,
 ordered or nominal, keeps a per-code routing byte ``cat_left[cat_off[node] + code]``.
 
 Kernels (module-level, ``cache=True``): the energy of rows and one tree's leaves. The *slice*
 ``f(x with x_j := k)`` for every ``k`` (spec §5.2, T10) is computed from the trees' leaf
-bitsets (:mod:`forestgen.ensemble.leaf_sets`, built once per tree and cached): the leaves the
+bitsets (:mod:`forestgen.families.energy.leaf_sets`, built once per tree and cached): the leaves the
 line through ``x`` along ``j`` crosses, each adding its value over its extent on ``j``. Trees
 that never split on ``j`` add a constant to every ``k`` and are skipped unless ``full=True``.
 
 Normaliser (spec §6.1): the running estimate ``log Z_t = log Z_{t-1} + log sum_j Q_j exp(s_t w_j)``
 (exact when ``Q`` is exact; with pool masses an MCMC estimate), and an importance-sampling
-estimate from ``q0`` or by AIS, with a standard error (:mod:`forestgen.ensemble.normaliser`).
+estimate from ``q0`` or by AIS, with a standard error (:mod:`forestgen.families.energy.normaliser`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 from numba import njit, prange
 
-from forestgen.ensemble.leaf_sets import LeafSets, build_leaf_sets, extend, slice_logits_kernel
+from forestgen.families.energy.leaf_sets import (
+    LeafSets,
+    build_leaf_sets,
+    extend,
+    slice_logits_kernel,
+)
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 from forestgen.tree.record import TreeRecord
@@ -106,9 +111,9 @@ class EnergyTrees:
 
     def append(self, tree: TreeRecord, node_value: np.ndarray, grid) -> None:
         """Add one tree grown on ``grid`` (a :class:`~forestgen.tree.record.TreeRecord` of
-        :class:`~forestgen.splitters.energy.EnergySplitter`) with per-node leaf values (already
-        scaled by the step; ignored at internal nodes). Every split is stored as a row over all
-        codes of its column (1 = left), the missing code following ``nan_left``."""
+        :class:`~forestgen.families.energy.splitter.EnergySplitter`) with per-node leaf values
+        (already scaled by the step; ignored at internal nodes). Every split is stored as a row
+        over all codes of its column (1 = left), the missing code following ``nan_left``."""
         feature, left, right = tree.feature, tree.left, tree.right
         leaf_value = node_value
         n_codes = grid.n_codes
@@ -152,7 +157,7 @@ class EnergyTrees:
         self.depth = np.r_[self.depth, depth.max()].astype(np.int64)
 
     def leaf_sets(self, grid) -> LeafSets:
-        """The trees' :class:`~forestgen.ensemble.leaf_sets.LeafSets` on ``grid``, cached:
+        """The trees' :class:`~forestgen.families.energy.leaf_sets.LeafSets` on ``grid``, cached:
         trees appended since the last call are added to the cache."""
         n_codes, n_values, ordered = grid.n_codes, grid.n_values, grid.ordered
         key = tuple(tuple(int(v) for v in a) for a in (n_codes, n_values, ordered))
@@ -204,8 +209,8 @@ class AdditiveEnergy:
     def blend_marginals(C: np.ndarray, grid, uniform: float, weight=None) -> np.ndarray:
         """Flat ``log m_j = log((1-u) p̂_j + u/C_j)`` from training codes ``C [n, d]``, where
         the uniform part spreads over the ``C_j`` codes of column ``j`` in the grid
-        (:meth:`~forestgen.data.grid.Grid.in_domain`: a declared level without training rows
-        is not, and gets ``log m_j = -inf``)."""
+        (:meth:`~forestgen.families.energy.grid.Grid.in_domain`: a declared level without training
+        rows is not, and gets ``log m_j = -inf``)."""
         off = grid.code_offsets
         out = np.empty(off[-1])
         for j in range(grid.d):

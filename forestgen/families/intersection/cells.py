@@ -30,7 +30,7 @@ class CellTable:
     """Joint partition of ``n_trees`` trees grown on encoded rows ``Z``.
 
     ``kind`` per column: 0 numeric, 1 ordered discrete, 2 nominal (see
-    :func:`forestgen.learners.rfde.column_layout`); ``integer`` marks integer-coded ordered
+    :func:`forestgen.families.boxes.column_layout`); ``integer`` marks integer-coded ordered
     columns (thresholds half-way between integers); ``lo, hi`` the root box and ``root_mask``
     its levels of the nominal columns (uint8, ``None``: every level).
     """

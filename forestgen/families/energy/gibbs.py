@@ -3,7 +3,7 @@
 Systematic-scan Gibbs (spec ``nrgboost_def.md`` §5.2): a sweep updates the free columns in
 order; column ``j`` is drawn from ``softmax_k (log q0_j(k) + sum_t value_t(x with x_j := k))``,
 computed per tree that splits on ``j`` from its leaf bitsets
-(:mod:`~forestgen.ensemble.leaf_sets`: the leaves the line through ``x`` along ``j`` crosses,
+(:mod:`~forestgen.families.energy.leaf_sets`: the leaves the line through ``x`` along ``j`` crosses,
 the AND of the tree's bitsets of the other columns, kept as a prefix and a suffix so that a
 column update costs about two ANDs per tree instead of a walk). Chains run in parallel blocks,
 each chain with its own splitmix64 stream seeded from a ``SeedSequence`` spawn, so results do
@@ -44,8 +44,8 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from forestgen.ensemble.additive_energy import AdditiveEnergy
-from forestgen.ensemble.leaf_sets import ALL, add_tree, finish_slice
+from forestgen.families.energy.ensembler import AdditiveEnergy
+from forestgen.families.energy.leaf_sets import ALL, add_tree, finish_slice
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 
