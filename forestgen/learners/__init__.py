@@ -2,7 +2,8 @@
 family's package (:mod:`forestgen.families`); this module gathers them."""
 
 from forestgen.families.energy.nrgboost import NRGBoost
-from forestgen.families.intersection.gfboost import EOGT, GFBoost
+from forestgen.families.intersection.eogt import EOGT
+from forestgen.families.intersection.gfboost import GFBoost
 from forestgen.families.mixture.arf import ARF
 from forestgen.families.mixture.density_forest import DEF
 from forestgen.families.mixture.gef import GeF

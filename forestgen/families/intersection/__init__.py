@@ -4,14 +4,16 @@
 The density lives on the partition induced by all trees. Everything private to the family
 lives here:
 
-* :mod:`.gfboost` — the learners GFBoost and EOGT (paper defaults and the boosting loop);
+* :mod:`.gfboost` and :mod:`.eogt` — the learners (paper defaults and the boosting loop);
 * :mod:`.splitter` — the Bayes-risk split rule (``BayesRiskSplitter``);
 * :mod:`.cells` — the cell table of the joint partition grown during training;
 * :mod:`.ensembler` — compiles the cells into one tree with masses ``R(C)``;
 * :mod:`.backoff` — GF.Boost's imputation walk with back-off to coarser regions;
 * :mod:`.star`, :mod:`.regions`, :mod:`.forced` — EOGT's star-node sampler, the regions of
   its walk compatible with a row, and the walk forced to point values;
-* :mod:`.region_atoms` — point masses inside EOGT's regions.
+* :mod:`.region_atoms` — point masses inside EOGT's regions;
+* :mod:`.region_queries` — EOGT's queries (density, conditionals, imputation, prediction)
+  through those regions.
 
 The names below import their module on first use.
 """
@@ -20,7 +22,7 @@ from forestgen.lazy import lazy_attributes
 
 _EXPORTS = {
     "GFBoost": "forestgen.families.intersection.gfboost",
-    "EOGT": "forestgen.families.intersection.gfboost",
+    "EOGT": "forestgen.families.intersection.eogt",
     "BayesRiskSplitter": "forestgen.families.intersection.splitter",
     "CellTable": "forestgen.families.intersection.cells",
     "IntersectionEnsembler": "forestgen.families.intersection.ensembler",

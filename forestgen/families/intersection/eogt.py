@@ -1,0 +1,130 @@
+"""Ensemble of generative trees (EOGT; Nock & Guillame-Bert, "Generative Forests", 2023, §6).
+Spec: ``shared/papers/generative_forests.md`` §1.6, §2.11, §3.4, §4.3.
+
+Trained like :class:`~forestgen.families.intersection.gfboost.GFBoost` with approximate cell
+masses, then stripped of the data; its queries are
+:class:`~forestgen.families.intersection.region_queries.RegionQueries`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from forestgen.families import INTERSECTION
+from forestgen.families.boxes import fit_cell_leaves
+from forestgen.families.intersection.cells import CellTable
+from forestgen.families.intersection.gfboost import GFBoost, _tree_dicts
+from forestgen.families.intersection.region_atoms import RegionAtoms, region_leaves
+from forestgen.families.intersection.region_queries import RegionQueries
+from forestgen.registry import register
+from forestgen.tree.arrays import ForestArrays
+from forestgen.tree.grow_midpoint import KIND_NOMINAL
+from forestgen.validation import check_real
+
+
+@register("learner", "eogt")
+class EOGT(RegionQueries, GFBoost):
+    """Ensemble of generative trees (paper §6; spec §1.6, §2.11, §3.4, §4.3).
+
+    Trained like :class:`GFBoost` but scoring splits with approximate cell masses re-estimated
+    from the split leaf's rows and volumes (spec §2.11), then *stripped of the data*: only the
+    trees and their arc probabilities ``π_{ν→v} = R(v)/R(ν)`` are kept (``trees_.node_value``).
+
+    Its law is defined by the star-node sampler with approximate branching (eq. (8)) in the
+    iterative tree order, mixed like :class:`GFBoost`'s with ``smoothing`` times the uniform
+    density on the box. :meth:`sample` draws from it exactly; :meth:`log_prob` is its exact
+    density, with missing entries marginalised by walking both branches of every node on a
+    missing column (:func:`~forestgen.families.intersection.regions.approx_regions`; a row needing
+    more than ``max_regions`` regions gets NaN with a warning); :meth:`impute` (all three methods),
+    :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
+    :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
+    its share of the range or set) use the same compatible regions; conditional evidence
+    past ``max_regions`` is drawn exactly by rejection: draws of the law kept when they meet
+    the ranges and sets, proposed by the walk forced to the point values
+    (:mod:`~forestgen.families.intersection.forced`; on a column with point masses also kept with
+    the region's atom share); only evidence that too few proposals meet raises (a dict) or
+    leaves its row blank with a warning (per-row evidence); a per-row evidence pattern that
+    went past ``max_regions`` is sampled first for the next rows. ``expect`` and ``to_torch`` raise
+    ``NotImplementedError``.
+    ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
+    each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
+    for ``T > 1``.
+
+    Point masses (issue 11): a numeric column with atoms (``ColumnSpec.atoms``, e.g. fair's
+    ``affairs == 0``) is, inside each region, its atoms with the region's shares plus a
+    uniform remainder (:mod:`~forestgen.families.intersection.region_atoms`); the shares are
+    estimated from the training rows in the region, shrunk with ``prior_strength`` pseudo-rows
+    (default 1) toward the column's share of the atom among its values in the region's interval,
+    which regions without training rows take alone. For this the model keeps each non-empty cell's
+    weight at the atoms (and the column's share of values between split faces), not the rows.
+    Sampling, the density (counting measure at the atoms, exactly normalised), conditionals and
+    imputation use them. Integer (and discrete-valued) columns coded as levels keep their spike
+    levels (adult's ``education-num = 9``) the same way: a region gives each spike level its
+    share and spreads the rest uniformly over its other levels.
+    """
+
+    model_family = INTERSECTION
+    method_name = "EOGT"
+    _approx = True
+    #: per-row cap on the regions enumerated to marginalise missing entries
+    max_regions = 100_000
+
+    def __init__(self, *, n_trees: int = 50, n_iter: int = 200, loss: str = "matusita",
+                 prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
+                 min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
+                 prior_strength: float = 1.0, density_floor: float | None = 1e-5,
+                 progress: bool = False, random_state: Any = None):
+        """Parameters: as :class:`GFBoost`, plus ``prior_strength`` (class docstring)."""
+
+    @property
+    def capabilities(self) -> frozenset:
+        """``log_prob`` (with NaN marginals), ``sample``, conditional sampling and log density
+        (values, ranges, level sets), ``impute`` and ``predict``; not ``expect`` or ``torch``."""
+        return frozenset({"log_prob", "marginal", "sample", "conditional_sample",
+                          "conditional_log_prob", "impute", "predict"})
+
+    def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
+        n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
+        self.smoothing_ = 0.0 if self.smoothing == "auto" else float(self.smoothing)
+        self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
+        self.forest_ = self.trees_
+        self.n_train_ = int(table.m_total)
+        self._layout = (kind, nlev, nom_off)
+        geo = self._geometry()
+        leaf_node = self.trees_.leaf_node
+        m = table.m_total
+        with np.errstate(divide="ignore"):
+            self.leaf_log_weight_ = np.log(geo.weight[leaf_node] / m) - np.log(
+                self.trees_.n_trees)
+        self.leaf_models_ = fit_cell_leaves(schema, geo.lo[leaf_node], geo.hi[leaf_node],
+                                            geo.mask[leaf_node].astype(np.uint8), nom_off,
+                                            geo.weight[leaf_node])
+        C = table.n_cells
+        keys = region_leaves(self.trees_, table.clo[:C], table.chi[:C], table.cmask[:C],
+                             nom_off, nlev)
+        f = self.trees_
+        faces = [np.unique(np.r_[f.threshold[f.feature == j], lo_j, hi_j])
+                 for j, (lo_j, hi_j) in enumerate(zip(self.box_lo_, self.box_hi_))]
+        self.region_atoms_ = RegionAtoms.fit(schema, table.Z, table.row_fragments(), keys,
+                                             faces, float(self.prior_strength))
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        check_real("prior_strength", self.prior_strength, 0.0)
+        if self.smoothing == "auto":
+            raise ValueError("EOGT keeps no cell masses: smoothing='auto' needs GFBoost; "
+                             "give a number")
+
+    def _extra_arrays(self):
+        out = super()._extra_arrays()
+        if self._atoms() is not None:
+            out.update(self.region_atoms_.to_arrays("region_atoms."))
+        return out
+
+    def _restore_extra(self, arrays, meta):
+        super()._restore_extra(arrays, meta)
+        self._geo = None
+        if "region_atoms.columns" in arrays:
+            self.region_atoms_ = RegionAtoms.from_arrays(arrays, "region_atoms.")
