@@ -16,16 +16,20 @@ from forestgen.tree.record import TreeRecord
 
 @dataclass
 class TreeData:
-    """What a splitter sees. Always: binned codes ``Xb [d, n]`` (uint16; code ``n_bins[j]`` is
-    missing), ``n_bins [d]``, ``nominal [d]`` and the bin ``thresholds`` (encoded units).
-    Filled by learners whose splitters need them: the encoded rows ``Z [n, d]``, discrete level
-    counts ``n_levels [d]`` (0 = numeric), a finite root box ``box_lo, box_hi [d]`` with the
-    allowed levels of its nominal columns ``root_mask`` (uint8, the nominal-offset layout of
-    :func:`~forestgen.splitters.density.column_layout`; ``None``: every level), the
-    per-bin reference mass ``vref [d, max_bins]`` (each column normalised to 1). Grid data
-    (NRGBoost, :func:`~forestgen.families.energy.splitter.grid_data`) also has ``has_missing [d]``
-    (code ``n_bins[j]`` is a missing state) and the model's samples ``model_codes [d, M]`` with
-    weights ``model_weight [M]`` (or, without them, the product measure ``q0`` in ``vref``)."""
+    """What a splitter sees. Always: binned codes ``Xb [d, n]`` (uint8 or uint16; code
+    ``n_bins[j]`` is missing), ``n_bins [d]``, ``nominal [d]`` and the bin ``thresholds``
+    (encoded units). Filled by learners whose splitters need them: the encoded rows
+    ``Z [n, d]``, discrete level counts ``n_levels [d]`` (0 = numeric), a finite root box
+    ``box_lo, box_hi [d]`` with the allowed levels of its nominal columns ``root_mask``
+    (uint8, the nominal-offset layout of :func:`~forestgen.splitters.density.column_layout`;
+    ``None``: every level), the per-bin reference mass ``vref [d, max_bins]`` (each column
+    normalised to 1). Grid data (NRGBoost,
+    :func:`~forestgen.families.energy.splitter.grid_data`) also has ``has_missing [d]`` (code
+    ``n_bins[j]`` is a missing state) and the model's samples ``model_codes [d, M]`` with
+    weights ``model_weight [M]`` (or, without them, the product measure ``q0`` in ``vref``).
+    ``route_rows``: the learner asks for the node every row reaches (in bag or not) as
+    :attr:`TreeRecord.row_node <forestgen.tree.record.TreeRecord>`; a splitter that cannot
+    give it leaves it ``None`` (the learner then routes the rows itself)."""
 
     Xb: np.ndarray
     n_bins: np.ndarray
@@ -40,6 +44,7 @@ class TreeData:
     model_codes: np.ndarray | None = None
     model_weight: np.ndarray | None = None
     root_mask: np.ndarray | None = None
+    route_rows: bool = False
 
     @property
     def d(self) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import LABELLED, USER, criterion_code
-from forestgen.tree.grow_impurity import grow_tree, grow_tree_with
+from forestgen.tree.grow_impurity import SPARSE_DIV, grow_tree, grow_tree_with
 from forestgen.tree.record import TreeRecord
 
 
@@ -48,19 +48,22 @@ class ImpuritySplitter(Splitter):
         C = int(limits.n_classes)
         mcl = (np.zeros(C) if limits.min_class_leaf is None
                else np.asarray(limits.min_class_leaf, float))
-        feat, thr_bin, nan_left, left, right, cat_off, cat_left, value = kernel(
+        feat, thr_bin, nan_left, left, right, cat_off, cat_left, value, row_node = kernel(
             data.Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
             np.asarray(y, np.int64), np.asarray(w, np.float64), C,
             -1 if limits.max_depth is None else int(limits.max_depth),
             float(limits.min_samples_leaf), mcl,
             resolve_max_features(limits.max_features, data.d), float(self.min_gain),
-            code, rng,
+            code, rng, bool(data.route_rows), SPARSE_DIV,
         )
         thr = np.full(len(feat), np.nan)
-        for node in np.nonzero((feat >= 0) & (cat_off < 0))[0]:
-            thr[node] = data.thresholds[feat[node]][thr_bin[node]]
+        numeric = (feat >= 0) & (cat_off < 0)
+        for f in np.unique(feat[numeric]):
+            at = numeric & (feat == f)
+            thr[at] = data.thresholds[f][thr_bin[at]]
         return TreeRecord(feature=feat, threshold=thr, nan_left=nan_left, left=left,
-                          right=right, cat_off=cat_off, cat_left=cat_left, class_weight=value)
+                          right=right, cat_off=cat_off, cat_left=cat_left, class_weight=value,
+                          row_node=row_node if data.route_rows else None)
 
 
 class _FixedCriterion(ImpuritySplitter):

@@ -45,7 +45,7 @@ def grow_forest(
     splitter: Splitter,
     data: TreeData,
     y: np.ndarray | None,
-    weights: np.ndarray,
+    weights: np.ndarray | Callable[[int], np.ndarray],
     rngs: list[np.random.Generator],
     limits: GrowLimits,
     *,
@@ -53,27 +53,66 @@ def grow_forest(
     n_jobs: int | None = -1,
     on_tree_done: Callable[[], None] | None = None,
 ) -> ForestArrays:
-    """Grow ``len(weights)`` trees; tree ``b`` uses row weights ``weights[b]`` and ``rngs[b]``.
+    """Grow ``len(rngs)`` trees; tree ``b`` uses row weights ``weights[b]`` and ``rngs[b]``.
 
-    ``n_levels``: level count of each nominal column in the forest (default: from ``data``).
-    ``on_tree_done`` is called (under a lock) after each tree, e.g. to advance a progress bar.
+    ``weights`` is a ``[B, n]`` array, or a function of ``b`` called in tree ``b``'s task just
+    before it grows (e.g. a bootstrap drawn from ``rngs[b]``: the same draws as drawing every
+    tree's weights first, without holding ``[B, n]`` weights). ``n_levels``: level count of each
+    nominal column in the forest (default: from ``data``). ``on_tree_done`` is called (under a
+    lock) after each tree, e.g. to advance a progress bar.
     """
+    return grow_forest_routed(splitter, data, y, weights, rngs, limits, n_levels=n_levels,
+                              n_jobs=n_jobs, on_tree_done=on_tree_done)[0]
+
+
+def grow_forest_routed(
+    splitter: Splitter,
+    data: TreeData,
+    y: np.ndarray | None,
+    weights: np.ndarray | Callable[[int], np.ndarray],
+    rngs: list[np.random.Generator],
+    limits: GrowLimits,
+    *,
+    n_levels: np.ndarray | None = None,
+    n_jobs: int | None = -1,
+    on_tree_done: Callable[[], None] | None = None,
+) -> tuple[ForestArrays, np.ndarray | None]:
+    """:func:`grow_forest`, and with ``data.route_rows`` the global leaf id each row of
+    ``data`` reaches in each tree, ``[n, B]`` int32 (what ``forest.apply`` of the rows gives),
+    from the splitters' ``row_node``; ``None`` when a splitter does not give it (or without
+    ``route_rows``)."""
     lock = threading.Lock()
+    n = data.Xb.shape[1] if data.Xb is not None else len(data.Z)
     if y is None:
-        y = np.zeros(np.shape(weights)[1], np.int64)
+        y = np.zeros(n, np.int64)
+    B = len(rngs)
+    get_w = weights if callable(weights) else weights.__getitem__
+    row_leaf = np.empty((n, B), np.int32) if data.route_rows else None
+    routed = np.zeros(B, bool)
 
     def one(b: int) -> TreeRecord:
-        t = splitter.grow(data, y, weights[b], rngs[b], limits)
+        t = splitter.grow(data, y, get_w(b), rngs[b], limits)
         if not isinstance(t, TreeRecord):
             raise TypeError(f"{type(splitter).__name__}.grow must return a TreeRecord, got "
                             f"{type(t).__name__}")
         t.check()
+        if row_leaf is not None and t.row_node is not None:
+            local = np.cumsum(t.feature < 0, dtype=np.int32) - 1
+            row_leaf[:, b] = local[t.row_node]
+            routed[b] = True
+        t.row_node = None
         if on_tree_done is not None:
             with lock:
                 on_tree_done()
         return t
 
-    trees = map_trees(one, len(weights), n_jobs)
+    trees = map_trees(one, B, n_jobs)
     if n_levels is None:
         n_levels = np.where(data.nominal, data.n_bins, 0)
-    return ForestArrays.from_trees(trees, n_levels)
+    forest = ForestArrays.from_trees(trees, n_levels)
+    if row_leaf is not None:
+        if routed.all():
+            row_leaf += forest.leaf_offsets[:-1].astype(np.int32)
+        else:
+            row_leaf = None
+    return forest, row_leaf

@@ -3,17 +3,35 @@
 The criterion is a gain of the children's per-class masses (:mod:`forestgen.tree.criteria`):
 built-ins are dispatched by code; :func:`grow_tree_with` compiles this grower for a user gain.
 
-One call grows one tree depth-first on binned codes (``Xb[d, n]`` from
+One call grows one tree depth-first on binned codes (``Xb[d, n]``, uint8 or uint16, from
 :class:`forestgen.data.binning.Binner`). Per node it draws ``max_features`` candidate features
 (partial Fisher-Yates from the tree's own ``numpy.random.Generator``), builds a weighted
-per-class histogram for each, and scans the bins in order (numeric/ordinal columns) or sorted by
-class ratio (nominal columns: the classic optimal ordering for two classes, Breiman et al. 1984).
-Missing values form their own bin and are tried on both sides; the better side is remembered.
+per-class histogram for each in one pass over the node's rows, and scans the bins in order
+(numeric/ordinal columns) or sorted by class ratio (nominal columns: the classic optimal
+ordering for two classes, Breiman et al. 1984). Missing values form their own bin and are tried
+on both sides; the better side is remembered.
 
 Constraints checked for every candidate child: weighted size ``>= min_samples_leaf`` and, per
 class ``c``, weighted count ``>= min_class_leaf[c]`` (ARF's minimum number of *real* rows per
-leaf). Rows are partitioned in place in one index buffer (``start, end`` ranges), as in
-scikit-learn's tree builder.
+leaf).
+
+Work per node is kept proportional to the node's rows, not to the bins:
+
+* Rows are kept in one index buffer (``start, end`` ranges, as in scikit-learn's tree builder)
+  and partitioned *stably*, so every node's rows stay in increasing order and the histogram
+  pass reads the code, label and weight arrays front to back.
+* A node with fewer rows than a quarter of a feature's bins builds a *sparse* histogram: only
+  the bins its rows occupy are cleared, listed (sorted) and scanned. Empty bins never change a
+  split's class sums and are skipped by the dense scan too, so both give the same split.
+* The left child's class weights are summed during the partition (the right child's are the
+  parent's minus the left's).
+
+Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` they are carried
+in a second index buffer and partitioned along, so the grower also returns the node every row
+reaches (``row_node``): what a forest's out-of-bag votes and the leaves of its training rows
+would otherwise need a second pass over all rows and trees for (``ForestArrays.apply``). Codes
+route as the thresholds do (``code <= b`` iff ``x <= thresholds[b]``; missing follows
+``nan_left``), so ``row_node`` equals that pass's answer.
 
 Histograms are built directly for the node's candidate features, ``O(n_node * mtry)``. Sibling
 subtraction (LightGBM) is not used: with random-forest ``mtry < d`` each node draws new features,
@@ -27,62 +45,120 @@ import numpy as np
 from numba import njit
 
 from forestgen.tree.criteria import criterion_gain, specialise
-from forestgen.tree.node_ops import binned_sides, draw_candidates, partition
+from forestgen.tree.node_ops import binned_sides, draw_candidates
+
+SPARSE_DIV = 4  # a feature's histogram is sparse when the node has < n_bins / SPARSE_DIV rows
 
 
 @njit(cache=True, nogil=True)
-def _fill_hist(hist, Xb, f, idx, start, end, y, w, nb):
-    for b in range(nb + 1):
-        for c in range(hist.shape[1]):
-            hist[b, c] = 0.0
+def _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touched, occ,
+                n_occ):
+    """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the row
+    records ``start:end`` (codes ``rec [m, d]``, labels ``ry``, weights ``rw``), in one pass
+    over the rows. Feature ``t`` with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``,
+    sorted) only the bins its rows occupy; others clear all bins. The missing bin
+    ``n_bins[f]`` is always cleared and never listed."""
+    C = hist.shape[2]
+    for t in range(mtry):
+        nb = n_bins[feats[t]]
+        n_occ[t] = 0
+        if sparse[t]:
+            for c in range(C):
+                hist[t, nb, c] = 0.0
+            touched[t, nb] = True
+        else:
+            for b in range(nb + 1):
+                for c in range(C):
+                    hist[t, b, c] = 0.0
     for r in range(start, end):
-        i = idx[r]
-        hist[Xb[f, i], y[i]] += w[i]
+        yi = ry[r]
+        wi = rw[r]
+        for t in range(mtry):
+            b = rec[r, feats[t]]
+            if sparse[t] and not touched[t, b]:
+                touched[t, b] = True
+                occ[t, n_occ[t]] = b
+                n_occ[t] += 1
+                for c in range(C):
+                    hist[t, b, c] = 0.0
+            hist[t, b, yi] += wi
+    for t in range(mtry):
+        if not sparse[t]:
+            continue
+        touched[t, n_bins[feats[t]]] = False
+        m = n_occ[t]
+        for q in range(m):  # insertion sort (m is small), then clear the flags
+            v = occ[t, q]
+            touched[t, v] = False
+            p = q - 1
+            while p >= 0 and occ[t, p] > v:
+                occ[t, p + 1] = occ[t, p]
+                p -= 1
+            occ[t, p + 1] = v
 
 
 @njit(cache=True, nogil=True)
-def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order_buf, lbuf,
-                  rbuf):
+def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order_buf, m,
+                  is_sparse, keys, left, lbuf, rbuf):
     """Best split of one feature's histogram under criterion ``crit``.
 
-    Returns (gain, pos, nan_left, n_order); ``order_buf[:n_order]`` holds the bin order scanned;
-    bins ``order_buf[:pos+1]`` go left.
+    Candidate bins: ``0..nb-1`` (dense numeric), or ``order_buf[:m]`` when ``is_sparse`` (the
+    occupied bins, increasing). Nominal columns scan their occupied bins sorted by class ratio
+    (stable). Returns (gain, pos, nan_left, n_order); ``order_buf[:n_order]`` holds the bin
+    order scanned; bins ``order_buf[:pos+1]`` go left.
     """
     C = hist.shape[1]
     miss = hist[nb]
     miss_w = 0.0
     for c in range(C):
         miss_w += miss[c]
-    m = 0
     if is_nominal:
-        keys = np.empty(nb)
+        if not is_sparse:
+            m = 0
+            for b in range(nb):
+                tot = 0.0
+                for c in range(C):
+                    tot += hist[b, c]
+                if tot > 0.0:
+                    order_buf[m] = b
+                    m += 1
         ref = 0
         best_v = -1.0
         for c in range(C):
             if parent[c] > best_v:
                 best_v = parent[c]
                 ref = c
-        for b in range(nb):
+        for q in range(m):
+            b = order_buf[q]
             tot = 0.0
             for c in range(C):
                 tot += hist[b, c]
-            if tot > 0.0:
-                order_buf[m] = b
-                keys[m] = hist[b, ref] / tot
-                m += 1
-        perm = np.argsort(keys[:m], kind="mergesort")
-        tmp = order_buf[:m].copy()
-        for t in range(m):
-            order_buf[t] = tmp[perm[t]]
+            keys[q] = hist[b, ref] / tot
+        for q in range(1, m):  # stable insertion sort by key
+            kq = keys[q]
+            bq = order_buf[q]
+            p = q - 1
+            while p >= 0 and keys[p] > kq:
+                keys[p + 1] = keys[p]
+                order_buf[p + 1] = order_buf[p]
+                p -= 1
+            keys[p + 1] = kq
+            order_buf[p + 1] = bq
+        n_scan = m - 1
+    elif is_sparse:
+        # the last bin is never a split point (everything would go left)
+        n_scan = m - 1 if m > 0 and order_buf[m - 1] == nb - 1 else m
     else:
         for b in range(nb):
             order_buf[b] = b
         m = nb
+        n_scan = nb - 1
     best_gain = -np.inf
     best_pos = -1
     best_nan_left = False
-    left = np.zeros(C)
-    for pos in range(m - 1):
+    for c in range(C):
+        left[c] = 0.0
+    for pos in range(n_scan):
         b = order_buf[pos]
         tot = 0.0
         for c in range(C):
@@ -120,15 +196,101 @@ def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order
 
 
 @njit(cache=True, nogil=True)
+def _gather_records(Xb, rows, rec, rid):
+    """Row records of ``rows``: their codes ``rec [m, d]`` (row-major) and ids ``rid``."""
+    for r in range(rows.shape[0]):
+        rid[r] = rows[r]
+    for j in range(Xb.shape[0]):
+        col = Xb[j]
+        for r in range(rows.shape[0]):
+            rec[r, j] = col[rows[r]]
+
+
+@njit(cache=True, nogil=True)
+def _partition_records(rec, rid, ry, rw, start, end, f, go_left, s_rec, s_rid, s_y, s_w,
+                       labelled, lsum):
+    """Stable partition of the records ``start:end`` by ``go_left[rec[r, f]]``: the rows going
+    left first, each side keeping its order; with ``labelled``, labels ``ry`` and weights
+    ``rw`` move along and the left rows' class weights are added to ``lsum``. Returns the
+    split point."""
+    d = rec.shape[1]
+    mid = start
+    nr = 0
+    for r in range(start, end):
+        if go_left[rec[r, f]]:
+            if mid != r:
+                for j in range(d):
+                    rec[mid, j] = rec[r, j]
+                rid[mid] = rid[r]
+                if labelled:
+                    ry[mid] = ry[r]
+                    rw[mid] = rw[r]
+            if labelled:
+                lsum[ry[mid]] += rw[mid]
+            mid += 1
+        else:
+            for j in range(d):
+                s_rec[nr, j] = rec[r, j]
+            s_rid[nr] = rid[r]
+            if labelled:
+                s_y[nr] = ry[r]
+                s_w[nr] = rw[r]
+            nr += 1
+    for q in range(nr):
+        for j in range(d):
+            rec[mid + q, j] = s_rec[q, j]
+        rid[mid + q] = s_rid[q]
+        if labelled:
+            ry[mid + q] = s_y[q]
+            rw[mid + q] = s_w[q]
+    return mid
+
+
+@njit(cache=True, nogil=True)
 def grow_tree(
     Xb, n_bins, nominal, y, w, n_classes, max_depth, min_samples_leaf, min_class_leaf,
-    max_features, min_gain, crit, rng,
+    max_features, min_gain, crit, rng, route_all, sparse_div,
 ):
     """Grow one tree; see the module docstring. Returns flat node arrays (tree-local ids):
-    ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``."""
+    ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``
+    and ``row_node [n]`` (the node each row reaches; empty unless ``route_all``).
+    ``sparse_div`` 0 turns the sparse histograms off (same tree, for tests)."""
     d = Xb.shape[0]
-    idx = np.nonzero(w > 0.0)[0]
-    n_in = idx.shape[0]
+    n = Xb.shape[1]
+    n_in = 0
+    for i in range(n):
+        if w[i] > 0.0:
+            n_in += 1
+    idx = np.empty(n_in, np.int64)
+    oidx = np.empty(n - n_in if route_all else 0, np.int64)
+    q_in = 0
+    q_out = 0
+    for i in range(n):
+        if w[i] > 0.0:
+            idx[q_in] = i
+            q_in += 1
+        elif route_all:
+            oidx[q_out] = i
+            q_out += 1
+    n_out = q_out
+    # compact row records, kept contiguous per node: codes (row-major), id, label, weight
+    rec = np.empty((n_in, d), Xb.dtype)
+    rid = np.empty(n_in, np.int64)
+    _gather_records(Xb, idx, rec, rid)
+    ry = np.empty(n_in, np.int64)
+    rw = np.empty(n_in)
+    for r in range(n_in):
+        ry[r] = y[idx[r]]
+        rw[r] = w[idx[r]]
+    orec = np.empty((n_out, d), Xb.dtype)
+    orid = np.empty(n_out, np.int64)
+    _gather_records(Xb, oidx, orec, orid)
+    m_s = max(n_in, n_out)
+    s_rec = np.empty((m_s, d), Xb.dtype)
+    s_rid = np.empty(m_s, np.int64)
+    s_y = np.empty(m_s, np.int64)
+    s_w = np.empty(m_s)
+    row_node = np.full(n if route_all else 0, -1, np.int32)
     cap = 2 * max(n_in, 1) + 1
     feature = np.full(cap, -1, np.int32)
     thr_bin = np.full(cap, -1, np.int32)
@@ -144,34 +306,45 @@ def grow_tree(
     for f in range(d):
         if n_bins[f] > max_nb:
             max_nb = n_bins[f]
-    hist = np.zeros((max_nb + 1, n_classes))
+    mtry = min(max(max_features, 1), d)
+    hist = np.zeros((mtry, max_nb + 1, n_classes))
+    touched = np.zeros((mtry, max_nb + 1), np.bool_)
+    occ = np.zeros((mtry, max_nb + 1), np.int64)
+    n_occ = np.zeros(mtry, np.int64)
+    sparse = np.zeros(mtry, np.bool_)
     order_buf = np.zeros(max_nb, np.int64)
     best_order = np.zeros(max_nb, np.int64)
+    keys = np.zeros(max_nb)
+    lsum = np.zeros(n_classes)
     lbuf = np.zeros(n_classes)
     rbuf = np.zeros(n_classes)
     go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
-    mtry = min(max(max_features, 1), d)
 
     st_node = np.empty(cap, np.int64)
     st_start = np.empty(cap, np.int64)
     st_end = np.empty(cap, np.int64)
+    st_ostart = np.empty(cap, np.int64)
+    st_oend = np.empty(cap, np.int64)
     st_depth = np.empty(cap, np.int64)
     st_node[0] = 0
     st_start[0] = 0
     st_end[0] = n_in
+    st_ostart[0] = 0
+    st_oend[0] = n_out
     st_depth[0] = 0
     sp = 1
     n_nodes = 1
     for r in range(n_in):
-        i = idx[r]
-        value[0, y[i]] += w[i]
+        value[0, ry[r]] += rw[r]
 
     while sp > 0:
         sp -= 1
         node = st_node[sp]
         start = st_start[sp]
         end = st_end[sp]
+        ostart = st_ostart[sp]
+        oend = st_oend[sp]
         depth = st_depth[sp]
         parent = value[node]
         W = 0.0
@@ -185,31 +358,42 @@ def grow_tree(
                 can = False
         if (max_depth >= 0 and depth >= max_depth) or W < 2.0 * min_samples_leaf or n_pos <= 1:
             can = False
-        if not can:
-            continue
-        draw_candidates(feats, mtry, rng)
-        best_gain = min_gain
         best_f = -1
-        best_pos = -1
-        best_nl = False
-        best_m = 0
-        for t in range(mtry):
-            f = feats[t]
-            nb = n_bins[f]
-            _fill_hist(hist, Xb, f, idx, start, end, y, w, nb)
-            g, pos, nl, m = _scan_feature(
-                hist, nb, nominal[f], parent, crit, min_samples_leaf, min_class_leaf,
-                order_buf, lbuf, rbuf,
-            )
-            if pos >= 0 and g > best_gain:
-                best_gain = g
-                best_f = f
-                best_pos = pos
-                best_nl = nl
-                best_m = m
-                for q in range(m):
-                    best_order[q] = order_buf[q]
+        if can:
+            draw_candidates(feats, mtry, rng)
+            rows = end - start
+            for t in range(mtry):
+                sparse[t] = sparse_div > 0 and rows * sparse_div < n_bins[feats[t]]
+            _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touched,
+                        occ, n_occ)
+            best_gain = min_gain
+            best_pos = -1
+            best_nl = False
+            best_m = 0
+            for t in range(mtry):
+                f = feats[t]
+                nb = n_bins[f]
+                if sparse[t]:
+                    for q in range(n_occ[t]):
+                        order_buf[q] = occ[t, q]
+                g, pos, nl, m = _scan_feature(
+                    hist[t], nb, nominal[f], parent, crit, min_samples_leaf, min_class_leaf,
+                    order_buf, n_occ[t], sparse[t], keys, lsum, lbuf, rbuf,
+                )
+                if pos >= 0 and g > best_gain:
+                    best_gain = g
+                    best_f = f
+                    best_pos = pos
+                    best_nl = nl
+                    best_m = m
+                    for q in range(m):
+                        best_order[q] = order_buf[q]
         if best_f < 0:
+            if route_all:
+                for r in range(start, end):
+                    row_node[rid[r]] = node
+                for r in range(ostart, oend):
+                    row_node[orid[r]] = node
             continue
         f = best_f
         nb = n_bins[f]
@@ -234,32 +418,38 @@ def grow_tree(
         else:
             thr_bin[node] = best_order[best_pos]
         binned_sides(go, nb, nominal[f], cat_buf[off:off + nb], thr_bin[node], best_nl)
-        mid = partition(idx, start, end, Xb[f], go)
         lnode = n_nodes
         rnode = n_nodes + 1
         n_nodes += 2
         left[node] = lnode
         right[node] = rnode
-        for r in range(start, mid):
-            i = idx[r]
-            value[lnode, y[i]] += w[i]
+        mid = _partition_records(rec, rid, ry, rw, start, end, f, go, s_rec, s_rid, s_y, s_w,
+                                 True, value[lnode])
+        omid = ostart
+        if route_all:
+            omid = _partition_records(orec, orid, ry, rw, ostart, oend, f, go, s_rec, s_rid,
+                                      s_y, s_w, False, lsum)
         for c in range(n_classes):
             value[rnode, c] = parent[c] - value[lnode, c]
         # push right first so the left subtree is grown first (depth-first)
         st_node[sp] = rnode
         st_start[sp] = mid
         st_end[sp] = end
+        st_ostart[sp] = omid
+        st_oend[sp] = oend
         st_depth[sp] = depth + 1
         sp += 1
         st_node[sp] = lnode
         st_start[sp] = start
         st_end[sp] = mid
+        st_ostart[sp] = ostart
+        st_oend[sp] = omid
         st_depth[sp] = depth + 1
         sp += 1
     return (
         feature[:n_nodes].copy(), thr_bin[:n_nodes].copy(), nan_left[:n_nodes].copy(),
         left[:n_nodes].copy(), right[:n_nodes].copy(), cat_off[:n_nodes].copy(),
-        cat_buf[:cat_used].copy(), value[:n_nodes].copy(),
+        cat_buf[:cat_used].copy(), value[:n_nodes].copy(), row_node,
     )
 
 

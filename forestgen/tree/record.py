@@ -31,7 +31,9 @@ class TreeRecord:
     ``cells`` — exact leaf cells when they differ from the path boxes (path compression,
     clipping to a root box); ``leaf_mass`` ``[n_leaves]`` — mass of each leaf (density trees);
     ``node_mass`` ``[n_nodes, 2]`` — data mass ``P`` and reference / model mass ``Q`` of every
-    node (energy trees: what NRGBoost's leaf values and line search need).
+    node (energy trees: what NRGBoost's leaf values and line search need); ``row_node`` ``[n]``
+    — the node each row of the tree data reaches, in bag or out of it (int32; given when
+    :attr:`~forestgen.splitters.base.TreeData.route_rows` asks for it).
     """
 
     feature: np.ndarray
@@ -45,6 +47,7 @@ class TreeRecord:
     cells: LeafCells | None = None
     leaf_mass: np.ndarray | None = None
     node_mass: np.ndarray | None = None
+    row_node: np.ndarray | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -67,6 +70,10 @@ class TreeRecord:
             if np.any(internal & ((a <= 0) | (a >= n))) or np.any(~internal & (a != -1)):
                 raise ValueError(f"TreeRecord.{name} must hold child ids in 1..{n - 1} at "
                                  "internal nodes and -1 at leaves")
+        if self.row_node is not None and len(self.row_node) and (
+                self.row_node.min() < 0 or self.row_node.max() >= n
+                or np.any(self.feature[self.row_node] >= 0)):
+            raise ValueError("TreeRecord.row_node must hold a leaf's node id for every row")
         for name in ("class_weight", "node_mass"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"TreeRecord.{name} must have one row per node")

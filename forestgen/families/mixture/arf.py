@@ -8,9 +8,11 @@ accepted forest; FORGE (Alg. 3) samples from them. Spec: ``shared/papers/arf.md`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
@@ -24,12 +26,13 @@ from forestgen.leaves import (
     TruncNormalLeaf,
     UniformLeaf,
 )
+from forestgen.parallel import parallel_kernel
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, make_splitter
 from forestgen.splitters.impurity import ImpuritySplitter
 from forestgen.tree.arrays import ForestArrays
-from forestgen.tree.forest import grow_forest, tree_generators
+from forestgen.tree.forest import grow_forest_routed
 from forestgen.validation import (
     ParameterError,
     check_bool,
@@ -187,50 +190,69 @@ class ARF(GenerativeForest):
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
         binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins)
+        # binned once: synthetic rows copy real values, so their codes copy real codes
+        codes = narrow_codes(binner.transform(Z))  # [d, n]
         root = seed_sequence(self.random_state)
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
         splitter, limits = self.discriminator_setup()
         y_st = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
+        B = self.n_trees
 
         # round 0: each column resampled independently (product of marginals)
-        synth = Z[rng.integers(0, n, size=(n, d)), np.arange(d)]
+        donors = rng.integers(0, n, size=(n, d))
         history: list[dict] = []
-        accepted: tuple[ForestArrays, np.ndarray] | None = None
+        accepted: tuple | None = None
         prev_acc = np.inf
         for it in range(self.max_iters + 1):
             t0 = time.perf_counter()
-            stacked = np.vstack([Z, synth])
-            data = TreeData(binner.transform(stacked), binner.n_bins, binner.nominal,
-                            binner.thresholds)
-            rngs = tree_generators(root.spawn(1)[0], self.n_trees)
-            W = np.stack([draw_weights(2 * n, r, mode=self.sampling,
-                                       fraction=self.sample_fraction) for r in rngs])
-            bar = ProgressBar(f"ARF round {it}", self.n_trees, self.progress)
-            forest = grow_forest(splitter, data, y_st, W, rngs, limits, n_jobs=self.n_jobs,
-                                 on_tree_done=bar.step)
-            acc = oob_accuracy(forest, stacked, y_st, W, self.oob_mode, rng)
+            Xb = stack_codes(codes, donors)
+            data = TreeData(Xb, binner.n_bins, binner.nominal, binner.thresholds,
+                            route_rows=True)
+            kids = root.spawn(1)[0].spawn(B)  # one stream per tree (as tree_generators)
+            rngs = streams(kids)
+            oob = np.empty((B, 2 * n), np.bool_)
+
+            def weights(b: int, rngs=rngs, oob=oob) -> np.ndarray:
+                w = self._bootstrap(2 * n, rngs[b])
+                oob[b] = w == 0
+                return w
+
+            bar = ProgressBar(f"ARF round {it}", B, self.progress)
+            forest, leaves = grow_forest_routed(splitter, data, y_st, weights, rngs, limits,
+                                                n_jobs=self.n_jobs, on_tree_done=bar.step)
+            if leaves is None:  # a splitter that does not route every row: route them here
+                leaves = forest.apply(np.vstack([Z, Z[donors, np.arange(d)]]))
+            acc = oob_accuracy_from_leaves(
+                forest, leaves, oob, y_st, self.oob_mode, rng,
+                lambda kids=kids: np.stack([self._bootstrap(2 * n, r)  # redrawn: same weights
+                                            for r in streams(kids)]))
             history.append({"round": it, "oob_accuracy": acc, "n_leaves": forest.n_leaves,
                             "seconds": time.perf_counter() - t0})
             bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
-            # the accepted forest keeps its real rows' out-of-bag mask, not the [B, 2n] weights
-            oob = W[:, :n] == 0
-            del W, data, stacked
+            # the accepted forest keeps its real rows' leaves and out-of-bag mask, not the
+            # [2n, B] leaves of the stacked rows nor the [B, 2n] mask
+            current = (forest, np.ascontiguousarray(oob[:, :n]), leaves[:n].copy())
+            del Xb, data, leaves, oob, weights
             if accepted is None:
-                accepted = (forest, oob)  # round 0's forest is the first generator
+                accepted = current  # round 0's forest is the first generator
             else:
                 if acc <= 0.5 + self.delta or it >= self.max_iters or (
                         self.early_stop and prev_acc <= acc):
                     break
-                accepted = (forest, oob)
+                accepted = current
             if acc <= 0.5 + self.delta or it >= self.max_iters:
                 break
             prev_acc = acc
-            synth = leafwise_resample(accepted[0], Z, rng)
+            donors = leafwise_donors(accepted[2], accepted[0].n_leaves, d, rng)
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
-        forest = oob = None  # a rejected last round's forest is not held while leaves are fitted
+        forest = current = None  # a rejected last round's forest is not held while leaves fit
         self._forde(Z, *accepted)
         return self
+
+    def _bootstrap(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """One tree's row weights (its Generator's first draws)."""
+        return draw_weights(n, rng, mode=self.sampling, fraction=self.sample_fraction)
 
     def discriminator_setup(self) -> tuple[Splitter, GrowLimits]:
         """The splitter and limits the real-vs-synthetic trees grow with (label 1 = real:
@@ -241,12 +263,14 @@ class ARF(GenerativeForest):
                             min_class_leaf=np.array([0.0, float(self.min_node_size)]))
         return splitter, limits
 
-    def _forde(self, Z: np.ndarray, forest: ForestArrays, oob: np.ndarray) -> None:
+    def _forde(self, Z: np.ndarray, forest: ForestArrays, oob: np.ndarray,
+               leaves: np.ndarray | None = None) -> None:
         """FORDE (Alg. 2): coverage and leaf distributions from the real rows (``oob [B, n]``:
-        the rows each tree left out of its bag)."""
+        the rows each tree left out of its bag; ``leaves [n, B]``: their leaves, if known)."""
         schema = self.encoder_.schema
         self.forest_ = forest
-        leaves = forest.apply(Z)
+        if leaves is None:
+            leaves = forest.apply(Z)
         mask = oob.T if self.coverage == "oob" else None
         self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
@@ -297,6 +321,114 @@ def unit_grid(spec) -> bool:
     return bool(np.all(np.diff(np.asarray(spec.categories, float)) == 1))
 
 
+def streams(seeds: list[np.random.SeedSequence]) -> list[np.random.Generator]:
+    """A fresh Generator per seed (the same draws every time it is called)."""
+    return [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+
+
+def narrow_codes(codes: np.ndarray) -> np.ndarray:
+    """Binned codes as uint8 when every code fits (at most 255 bins and the missing code), so
+    the grower reads half the bytes; otherwise unchanged."""
+    return codes.astype(np.uint8) if codes.size and int(codes.max()) <= 255 else codes
+
+
+def stack_codes(codes: np.ndarray, donors: np.ndarray) -> np.ndarray:
+    """Codes ``[d, 2n]`` of the real rows (``codes [d, n]``) stacked with the synthetic rows
+    whose column ``j`` copies real row ``donors[:, j]`` (``donors [n, d]``): the codes the
+    binner gives the stacked values, without building or binning them."""
+    d, n = codes.shape
+    out = np.empty((d, n + len(donors)), codes.dtype)
+    out[:, :n] = codes
+    for j in range(d):
+        np.take(codes[j], donors[:, j], out=out[j, n:])
+    return out
+
+
+@parallel_kernel
+def _hard_votes_kernel(leaves, oob, p_real):
+    """Per row: summed out-of-bag votes for "real" and the number of out-of-bag trees."""
+    N, B = leaves.shape
+    votes = np.zeros(N)
+    count = np.zeros(N, np.int64)
+    for i in prange(N):
+        v = 0.0
+        c = 0
+        for b in range(B):
+            if oob[b, i]:
+                v += p_real[leaves[i, b]]
+                c += 1
+        votes[i] = v
+        count[i] = c
+    return votes, count
+
+
+def leaf_p_real(forest: ForestArrays, leaves: np.ndarray, y: np.ndarray,
+                inbag: Callable[[], np.ndarray]) -> np.ndarray:
+    """Share of in-bag "real" weight in each leaf ``[L]`` (½ in an empty leaf), from the class
+    weights the splitter recorded, or recounted from ``leaves [N, B]`` and the in-bag weights
+    ``inbag() [B, N]`` when a splitter does not provide that optional output."""
+    if forest.node_value.size:
+        val = forest.leaf_value  # [L, 2] in-bag class weights
+    else:
+        W = inbag().T  # [N, B]
+        val = np.stack([np.bincount(leaves.ravel(), weights=(W * (y == c)[:, None]).ravel(),
+                                    minlength=forest.n_leaves) for c in (0, 1)], axis=1)
+    tot = val.sum(1)
+    return np.where(tot > 0, val[:, 1] / np.maximum(tot, 1e-300), 0.5)
+
+
+def votes_from_leaves(p_real: np.ndarray, leaves: np.ndarray, oob: np.ndarray,
+                      mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`oob_votes` from the leaves ``[N, B]`` of the rows and the out-of-bag mask
+    ``oob [B, N]``. Hard votes (0, ½ or 1) add up exactly in any order: a compiled loop over
+    the rows; soft votes are summed by numpy as in :func:`oob_votes` (same bits)."""
+    if mode == "hard":
+        p = np.where(p_real > 0.5, 1.0, np.where(p_real < 0.5, 0.0, 0.5))
+        return _hard_votes_kernel(leaves, oob, p)
+    oobT = oob.T
+    return (p_real[leaves] * oobT).sum(1), oobT.sum(1)
+
+
+def leafwise_donors(leaves: np.ndarray, n_leaves: int, d: int,
+                    rng: np.random.Generator) -> np.ndarray:
+    """The real row each cell of ARF's next synthetic rows copies, ``[n, d]`` (R arf's
+    resampling, see :func:`leafwise_resample`), from the real rows' leaves ``[n, B]``: draw n
+    (real row, tree) pairs uniformly (a tree, then a leaf by coverage) and, per column, a
+    uniformly drawn real row of that pair's leaf. A leaf's rows are listed by a counting sort
+    (linear in ``n B``)."""
+    n, B = leaves.shape
+    flat = leaves.ravel()
+    members = np.empty(n * B, np.int32 if n < 2**31 else np.int64)
+    counts, starts = _leaf_members(flat, n_leaves, B, members)
+    pick = flat[rng.integers(0, n * B, size=n)]
+    out = np.empty((n, d), np.int64)
+    for j in range(d):
+        pos = starts[pick] + (rng.random(n) * counts[pick]).astype(np.int64)
+        out[:, j] = members[pos]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _leaf_members(flat, n_leaves, B, members):
+    """Counting sort of the (row, tree) pairs ``flat [n B]`` by leaf: per leaf its count and
+    its first position; ``members`` gets the rows of its pairs in pair order (as a stable
+    argsort would list them)."""
+    counts = np.zeros(n_leaves, np.int64)
+    for k in range(flat.shape[0]):
+        counts[flat[k]] += 1
+    starts = np.zeros(n_leaves, np.int64)
+    acc = 0
+    for leaf in range(n_leaves):
+        starts[leaf] = acc
+        acc += counts[leaf]
+    pos = starts.copy()
+    for k in range(flat.shape[0]):
+        leaf = flat[k]
+        members[pos[leaf]] = k // B
+        pos[leaf] += 1
+    return counts, starts
+
+
 def oob_votes(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
               mode: str) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``X``: the out-of-bag trees' summed votes for "real" (``hard``: each tree's
@@ -334,6 +466,17 @@ def oob_correct(votes: np.ndarray, n_oob: np.ndarray, y: np.ndarray, mode: str,
     return int(np.sum(pred[use] == (y[use] == 1))), int(use.sum())
 
 
+def oob_accuracy_from_leaves(forest: ForestArrays, leaves: np.ndarray, oob: np.ndarray,
+                             y: np.ndarray, mode: str, rng: np.random.Generator,
+                             inbag: Callable[[], np.ndarray]) -> float:
+    """:func:`oob_accuracy` from the leaves ``[N, B]`` of the stacked rows and the out-of-bag
+    mask ``oob [B, N]`` (``inbag() [B, N]``: the in-bag weights, needed only when the splitter
+    did not record class weights)."""
+    p_real = leaf_p_real(forest, leaves, y, inbag)
+    correct, used = oob_correct(*votes_from_leaves(p_real, leaves, oob, mode), y, mode, rng)
+    return correct / used if used else float("nan")
+
+
 def oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
                  mode: str, rng: np.random.Generator) -> float:
     """Out-of-bag accuracy of the real-vs-synthetic forest; rows never OOB are excluded."""
@@ -346,15 +489,5 @@ def leafwise_resample(forest: ForestArrays, Z: np.ndarray, rng: np.random.Genera
     i.e. a tree, then a leaf by coverage — and fill each column independently with the value of
     a uniformly drawn real row of that leaf (empirical, not parametric)."""
     n, d = Z.shape
-    leaves = forest.apply(Z)
-    B = leaves.shape[1]
-    flat = leaves.ravel()
-    order = np.argsort(flat, kind="stable")
-    counts = np.bincount(flat, minlength=forest.n_leaves)
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    pick = flat[rng.integers(0, n * B, size=n)]
-    out = np.empty((n, d))
-    for j in range(d):
-        pos = starts[pick] + (rng.random(n) * counts[pick]).astype(np.int64)
-        out[:, j] = Z[order[pos] // B, j]
-    return out
+    rows = leafwise_donors(forest.apply(Z), forest.n_leaves, d, rng)
+    return Z[rows, np.arange(d)]

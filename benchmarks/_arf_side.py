@@ -1,0 +1,150 @@
+"""One forestgen ARF run in this process (a child of the ARF speed benchmarks).
+
+    python benchmarks/_arf_side.py TRAIN.csv TEST.csv OUT.json TREES MIN_NODE SEED [--profile]
+
+Reads the CSVs written by :func:`mixed_table` (text columns are categorical), fits
+``ARF(n_trees=TREES, min_node_size=MIN_NODE, n_jobs=NUMBA threads)``, then ``sample(n)`` and
+``log_prob`` of the test rows, and writes CPU seconds (process time: all threads), wall
+seconds, peak RSS and the mean test log-likelihood to ``OUT.json``. Compilation is excluded by a
+small warm-up fit first. ``--profile`` also splits the fit's CPU time into steps by wrapping
+the ARF module's step functions (encoding and binning, growing, out-of-bag accuracy, resampling,
+FORDE); a step the code under test does not have is reported as absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def mixed_table(n: int, seed: int) -> pd.DataFrame:
+    """6 continuous and 3 categorical columns with dependence between them (the shape of the
+    R arf README's likelihood note)."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, 4))
+    c0 = rng.integers(0, 6, n)
+    c1 = np.where(z[:, 0] + 0.5 * rng.standard_normal(n) > 0, 1, 0)
+    return pd.DataFrame({
+        "x0": z[:, 0] + 0.4 * c0,
+        "x1": np.exp(0.5 * z[:, 1]) + 0.5 * z[:, 0],
+        "x2": rng.gamma(2.0, 1.0, n) * (1 + c1),
+        "x3": z[:, 2] * (1 + 0.5 * (c0 % 2)),
+        "x4": 0.7 * z[:, 2] + 0.7 * z[:, 3],
+        "x5": rng.uniform(0, 1, n) + 0.3 * z[:, 1],
+        "c0": np.array(list("abcdef"))[c0],
+        "c1": np.array(["lo", "hi"])[c1],
+        "c2": np.array(list("uvwxy"))[(c0 + rng.integers(0, 2, n)) % 5],
+    })
+
+
+def read_table(path: str) -> pd.DataFrame:
+    df = pd.read_csv(path)
+    for c in df.columns:
+        if df[c].dtype == object or str(df[c].dtype).startswith("str"):
+            df[c] = df[c].astype("category")
+    return df
+
+
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def hwm_mib() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+STEPS = {  # step -> (module, attribute) pairs whose calls it times
+    "encoding": [("forestgen.data.encoder", "TableEncoder.fit"),
+                 ("forestgen.data.encoder", "TableEncoder.transform"),
+                 ("forestgen.data.binning", "Binner.fit"),
+                 ("forestgen.data.binning", "Binner.transform")],
+    "growing": [("forestgen.learners.arf", "grow_forest"),  # before / after 5da68bd
+                ("forestgen.learners.arf", "grow_forest_routed")],
+    "oob": [("forestgen.learners.arf", "oob_accuracy"),
+            ("forestgen.learners.arf", "oob_accuracy_from_leaves")],
+    "resampling": [("forestgen.learners.arf", "leafwise_resample"),
+                   ("forestgen.learners.arf", "leafwise_donors"),
+                   ("forestgen.learners.arf", "stack_codes")],
+    "forde": [("forestgen.learners.arf", "ARF._forde")],
+}
+
+
+def install_profile() -> dict[str, float]:
+    import importlib
+
+    acc: dict[str, float] = {}
+    depth = [0]
+
+    def wrap(step, fn):
+        def inner(*a, **k):
+            if depth[0]:  # nested step (e.g. binning inside FORDE): counted by the outer one
+                return fn(*a, **k)
+            depth[0] += 1
+            c0 = cpu()
+            try:
+                return fn(*a, **k)
+            finally:
+                depth[0] -= 1
+                acc[step] = acc.get(step, 0.0) + cpu() - c0
+        return inner
+
+    for step, targets in STEPS.items():
+        for mod, attr in targets:
+            m = importlib.import_module(mod)
+            owner, name = (m, attr) if "." not in attr else (getattr(m, attr.split(".")[0]),
+                                                             attr.split(".")[1])
+            if not hasattr(owner, name):
+                continue
+            fn = getattr(owner, name)
+            if isinstance(owner.__dict__.get(name) if isinstance(owner, type) else None,
+                          classmethod):
+                raw = owner.__dict__[name].__func__
+                setattr(owner, name, classmethod(wrap(step, raw)))
+            else:
+                setattr(owner, name, wrap(step, fn))
+    return acc
+
+
+def main() -> None:
+    train, test, out, trees, mns, seed = sys.argv[1:7]
+    profile = "--profile" in sys.argv
+    import forestgen as fg
+
+    threads = int(os.environ.get("NUMBA_NUM_THREADS", "1"))
+    tr = read_table(train)
+    te = read_table(test)
+    kw = dict(n_trees=int(trees), min_node_size=int(mns), n_jobs=threads)
+    fg.ARF(**kw, random_state=1).fit(tr.iloc[:500]).sample(50)  # compile / load kernels
+    m0 = fg.ARF(**kw, random_state=1).fit(tr.iloc[:500])
+    m0.log_prob(te.iloc[:50])
+    acc = install_profile() if profile else {}
+    c0, w0 = cpu(), time.perf_counter()
+    model = fg.ARF(**kw, random_state=int(seed)).fit(tr)
+    c1, w1 = cpu(), time.perf_counter()
+    syn = model.sample(len(tr), random_state=int(seed))
+    c2, w2 = cpu(), time.perf_counter()
+    ll = model.log_prob(te)
+    c3, w3 = cpu(), time.perf_counter()
+    res = {"cpu_fit": c1 - c0, "cpu_forge": c2 - c1, "cpu_lik": c3 - c2,
+           "t_fit": w1 - w0, "t_forge": w2 - w1, "t_lik": w3 - w2,
+           "test_ll": float(np.mean(ll)), "n_neg_inf": int(np.sum(~np.isfinite(ll))),
+           "rounds": model.n_rounds_,
+           "oob": [round(h["oob_accuracy"], 4) for h in model.fit_diagnostics_],
+           "n_leaves": int(model.forest_.n_leaves), "peak_rss_mib": hwm_mib(),
+           "threads": threads, "n_synth": len(syn), "steps": acc}
+    Path(out).write_text(json.dumps(res))
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The impurity grower's fast paths give the trees and answers of the plain ones (issue 33)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forestgen.data.binning import Binner
+from forestgen.ensemble.bagging import draw_weights
+from forestgen.learners import ARF
+from forestgen.learners.arf import leafwise_donors, narrow_codes, stack_codes
+from forestgen.splitters import GiniSplitter, GrowLimits, TreeData
+from forestgen.tree.forest import grow_forest_routed, tree_generators
+from forestgen.tree.grow_impurity import SPARSE_DIV, grow_tree
+
+
+def _table(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    Z = np.column_stack([
+        x, x + rng.normal(size=n),  # many distinct values: 255 bins
+        rng.integers(0, 7, n).astype(float),  # nominal, 7 levels
+        np.round(rng.normal(size=n), 1),  # ties
+        rng.integers(0, 300, n).astype(float)])  # nominal with more levels than uint8
+    Z[rng.random(n) < 0.1, 1] = np.nan
+    Z[rng.random(n) < 0.1, 2] = np.nan
+    nominal = np.array([False, False, True, False, True])
+    n_levels = np.array([0, 0, 7, 0, 300])
+    y = (x + 0.5 * rng.normal(size=n) > 0).astype(np.int64)
+    return Z, y, nominal, n_levels
+
+
+def _grow(Xb, b, y, w, seed, sparse_div, route_all=True, min_class=(0.0, 1.0), mtry=2):
+    rng = np.random.Generator(np.random.PCG64(seed))
+    return grow_tree(Xb, b.n_bins.astype(np.int64), b.nominal, y, w, 2, -1, 1.0,
+                     np.asarray(min_class), mtry, 0.0, 0, rng, route_all, sparse_div)
+
+
+@pytest.mark.parametrize("weights", ["bootstrap", "fractional"])
+def test_sparse_histograms_grow_the_dense_tree(weights):
+    Z, y, nominal, n_levels = _table()
+    b = Binner.fit(Z, nominal, n_levels)
+    Xb = b.transform(Z)
+    rng = np.random.default_rng(1)
+    for seed in range(4):
+        w = draw_weights(len(Z), rng)
+        if weights == "fractional":
+            w = w * rng.uniform(0.5, 1.5, len(Z))
+        dense = _grow(Xb, b, y, w, seed, 0)
+        sparse = _grow(Xb, b, y, w, seed, SPARSE_DIV)
+        wide = _grow(Xb, b, y, w, seed, 1000)  # nearly every node sparse
+        assert len(dense[0]) > 30  # a real tree
+        for a, s, v in zip(dense, sparse, wide):
+            np.testing.assert_array_equal(a, s)
+            np.testing.assert_array_equal(a, v)
+
+
+def test_row_node_is_where_apply_sends_every_row():
+    Z, y, nominal, n_levels = _table(seed=2)
+    b = Binner.fit(Z, nominal, n_levels)
+    data = TreeData(b.transform(Z), b.n_bins, b.nominal, b.thresholds, route_rows=True)
+    rngs = tree_generators(np.random.SeedSequence(5), 4)
+    W = np.stack([draw_weights(len(Z), r) for r in rngs])
+    limits = GrowLimits(n_classes=2, min_class_leaf=np.array([0.0, 2.0]))
+    forest, leaves = grow_forest_routed(GiniSplitter(), data, y, W, rngs, limits, n_jobs=1)
+    assert (W == 0).any(axis=1).all()  # out-of-bag rows are routed too
+    np.testing.assert_array_equal(leaves, forest.apply(Z))
+    # uint8 codes where they fit grow the same forest
+    narrow = narrow_codes(b.transform(Z[:, :4]))
+    assert narrow.dtype == np.uint8 and narrow_codes(data.Xb).dtype == np.uint16
+    b4 = Binner.fit(Z[:, :4], nominal[:4], n_levels[:4])
+    f16, _ = grow_forest_routed(GiniSplitter(), TreeData(b4.transform(Z[:, :4]), b4.n_bins,
+                                b4.nominal, b4.thresholds), y, W, rngs_again(5, 4), limits,
+                                n_jobs=1)
+    f8, _ = grow_forest_routed(GiniSplitter(), TreeData(narrow, b4.n_bins, b4.nominal,
+                               b4.thresholds), y, W, rngs_again(5, 4), limits, n_jobs=1)
+    for f in ("feature", "threshold", "left", "right", "cat_left", "node_value"):
+        np.testing.assert_array_equal(getattr(f16, f), getattr(f8, f))
+
+
+def rngs_again(seed, n):
+    rngs = tree_generators(np.random.SeedSequence(seed), n)
+    for r in rngs:  # the weights above were drawn from these streams first
+        draw_weights(600, r)
+    return rngs
+
+
+def test_stack_codes_bins_the_stacked_values():
+    Z, _, nominal, n_levels = _table(seed=3)
+    b = Binner.fit(Z, nominal, n_levels)
+    donors = np.random.default_rng(0).integers(0, len(Z), size=Z.shape)
+    synth = Z[donors, np.arange(Z.shape[1])]
+    np.testing.assert_array_equal(stack_codes(b.transform(Z), donors),
+                                  b.transform(np.vstack([Z, synth])))
+
+
+def test_leafwise_donors_match_a_stable_argsort():
+    rng = np.random.default_rng(0)
+    n, B, L = 500, 6, 90
+    leaves = np.sort(rng.integers(0, L, size=(n, B)), axis=1).astype(np.int32)
+    got = leafwise_donors(leaves, L, 3, np.random.default_rng(7))
+    # the rule written out: (row, tree) pairs by leaf in a stable order
+    flat = leaves.ravel()
+    order = np.argsort(flat, kind="stable")
+    counts = np.bincount(flat, minlength=L)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    r = np.random.default_rng(7)
+    pick = flat[r.integers(0, n * B, size=n)]
+    for j in range(3):
+        pos = starts[pick] + (r.random(n) * counts[pick]).astype(np.int64)
+        np.testing.assert_array_equal(got[:, j], order[pos] // B)
+        assert (leaves[got[:, j]] == pick[:, None]).any(axis=1).all()  # a row of that leaf
+
+
+class _NoRoutes(GiniSplitter):
+    """A splitter that does not give ``row_node``: ARF routes the rows itself."""
+
+    def grow(self, data, y, w, rng, limits):
+        return dataclasses.replace(super().grow(data, y, w, rng, limits), row_node=None)
+
+
+@pytest.mark.parametrize("oob_mode", ["hard", "soft"])
+def test_arf_routed_rounds_equal_the_apply_path(oob_mode):
+    rng = np.random.default_rng(4)
+    n = 400
+    x = rng.normal(size=n)
+    df = pd.DataFrame({"x": x, "y": x ** 2 + rng.normal(size=n),
+                       "c": pd.Categorical(np.where(x > 0, "a", "b")),
+                       "k": rng.integers(0, 5, n)})
+    df.loc[rng.random(n) < 0.1, "y"] = np.nan
+    kw = dict(n_trees=4, random_state=2, n_jobs=1, max_iters=3, early_stop=False,
+              oob_mode=oob_mode, delta=0.0)
+    a = ARF(**kw).fit(df)
+    b = ARF(splitter=_NoRoutes(), **kw).fit(df)
+    assert a.n_rounds_ >= 2
+    assert [h["oob_accuracy"] for h in a.fit_diagnostics_] == \
+        [h["oob_accuracy"] for h in b.fit_diagnostics_]
+    for f in ("feature", "threshold", "left", "right", "cat_left"):
+        np.testing.assert_array_equal(getattr(a.forest_, f), getattr(b.forest_, f))
+    np.testing.assert_array_equal(a.log_prob(df), b.log_prob(df))
+    np.testing.assert_array_equal(a.sample_encoded(50, random_state=0),
+                                  b.sample_encoded(50, random_state=0))
+
+
+def test_arf_same_bits_any_thread_count():
+    rng = np.random.default_rng(5)
+    n = 500
+    x = rng.normal(size=n)
+    df = pd.DataFrame({"x": x, "y": np.sin(3 * x) + 0.3 * rng.normal(size=n),
+                       "c": pd.Categorical(rng.integers(0, 4, n).astype(str))})
+    kw = dict(n_trees=5, random_state=9, max_iters=2, early_stop=False)
+    a = ARF(n_jobs=1, **kw).fit(df)
+    b = ARF(n_jobs=2, **kw).fit(df)
+    assert a.fit_diagnostics_[0]["oob_accuracy"] == b.fit_diagnostics_[0]["oob_accuracy"]
+    for f in ("feature", "threshold", "left", "right", "cat_left", "node_value"):
+        np.testing.assert_array_equal(getattr(a.forest_, f), getattr(b.forest_, f))
+    np.testing.assert_array_equal(a.log_prob(df), b.log_prob(df))
