@@ -63,19 +63,17 @@ def hwm_mib() -> float:
     return float("nan")
 
 
-STEPS = {  # step -> (module, attribute) pairs whose calls it times
+ARF_MODULES = ("forestgen.learners.arf", "forestgen.families.mixture.arf")  # before / after
+STEPS = {  # step -> (module, attribute) pairs whose calls it times; absent ones are skipped
     "encoding": [("forestgen.data.encoder", "TableEncoder.fit"),
                  ("forestgen.data.encoder", "TableEncoder.transform"),
                  ("forestgen.data.binning", "Binner.fit"),
                  ("forestgen.data.binning", "Binner.transform")],
-    "growing": [("forestgen.learners.arf", "grow_forest"),  # before / after 5da68bd
-                ("forestgen.learners.arf", "grow_forest_routed")],
-    "oob": [("forestgen.learners.arf", "oob_accuracy"),
-            ("forestgen.learners.arf", "oob_accuracy_from_leaves")],
-    "resampling": [("forestgen.learners.arf", "leafwise_resample"),
-                   ("forestgen.learners.arf", "leafwise_donors"),
-                   ("forestgen.learners.arf", "stack_codes")],
-    "forde": [("forestgen.learners.arf", "ARF._forde")],
+    "growing": [(m, a) for m in ARF_MODULES for a in ("grow_forest", "grow_forest_routed")],
+    "oob": [(m, a) for m in ARF_MODULES for a in ("oob_accuracy", "oob_accuracy_from_leaves")],
+    "resampling": [(m, a) for m in ARF_MODULES
+                   for a in ("leafwise_resample", "leafwise_donors", "stack_codes")],
+    "forde": [(m, "ARF._forde") for m in ARF_MODULES],
 }
 
 
@@ -100,7 +98,10 @@ def install_profile() -> dict[str, float]:
 
     for step, targets in STEPS.items():
         for mod, attr in targets:
-            m = importlib.import_module(mod)
+            try:
+                m = importlib.import_module(mod)
+            except ImportError:
+                continue
             owner, name = (m, attr) if "." not in attr else (getattr(m, attr.split(".")[0]),
                                                              attr.split(".")[1])
             if not hasattr(owner, name):

@@ -79,7 +79,7 @@ def stacked(n: int, seed: int):
     """ARF's round-0 tree data for the mixed table (the learner's own steps)."""
     from forestgen.data.binning import Binner
     from forestgen.data.encoder import TableEncoder
-    from forestgen.learners.arf import narrow_codes, stack_codes
+    from forestgen.families.mixture.arf import narrow_codes, stack_codes
     from forestgen.splitters.base import TreeData
 
     df = mixed_table(n, seed)

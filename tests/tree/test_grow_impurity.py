@@ -10,8 +10,8 @@ import pytest
 
 from forestgen.data.binning import Binner
 from forestgen.ensemble.bagging import draw_weights
+from forestgen.families.mixture.arf import leafwise_donors, narrow_codes, stack_codes
 from forestgen.learners import ARF
-from forestgen.learners.arf import leafwise_donors, narrow_codes, stack_codes
 from forestgen.splitters import GiniSplitter, GrowLimits, TreeData
 from forestgen.tree.forest import grow_forest_routed, tree_generators
 from forestgen.tree.grow_impurity import SPARSE_DIV, grow_tree
