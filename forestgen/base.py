@@ -561,8 +561,6 @@ class GenerativeForest(BaseEstimator):
         from forestgen.inference.api import predict_proba
 
         self.require("predict")
-        return predict_proba(self, X, target)
-
         return predict_proba(self, X, self._require_target(target, "predict_proba"))
 
     def predict(self, X, target=None):
@@ -570,8 +568,6 @@ class GenerativeForest(BaseEstimator):
         from forestgen.inference.api import predict
 
         self.require("predict")
-        return predict(self, X, target)
-
         return predict(self, X, self._require_target(target, "predict"))
 
     def _require_target(self, target, query: str):

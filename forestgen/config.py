@@ -21,6 +21,10 @@ from forestgen import registry
 
 ALLOWED_KEYS = {"learner", "preset", "params", "fit", "description"}
 
+#: the learner ``forestgen fit`` uses without ``--config`` / ``--learner`` (registry name, with
+#: its defaults): the recommended default. Changing it is a one-line change here.
+DEFAULT_LEARNER = "arf"
+
 
 def load_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)

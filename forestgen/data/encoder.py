@@ -19,7 +19,7 @@ from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, 
 from forestgen.data.rules import Mapping, Rules, find_mappings, parse_constraints
 from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_python_scalar
 
-__all__ = ["TableEncoder", "infer_kind", "time_scalar_to_seconds"]
+__all__ = ["TableEncoder", "infer_kind", "time_scalar_to_seconds", "time_seconds"]
 
 _MAX_DECIMALS = 8
 #: a value holding at least this share of a sparse integer column's rows is a point mass
@@ -164,6 +164,12 @@ def _time_to_seconds(series: pd.Series) -> np.ndarray:
     ns = s.astype(unit).to_numpy().astype(np.int64).astype(np.float64)
     ns[s.isna().to_numpy()] = np.nan
     return ns / 1e9
+
+
+def time_seconds(series: pd.Series) -> np.ndarray:
+    """A datetime column as seconds since 1970-01-01 UTC, a timedelta column as seconds (NaN
+    for NaT): the units datetime columns are modelled in."""
+    return _time_to_seconds(series)
 
 
 def _seconds_to_time(vals: np.ndarray, dtype: Any) -> Any:
@@ -756,6 +762,20 @@ class TableEncoder:
         cat_arr = np.empty(k, dtype=object)
         cat_arr[:] = cats
         return _cast_labels(cat_arr[codes], missing, spec.dtype)
+
+    def decode_mean(self, j: int, values: np.ndarray) -> Any:
+        """Conditional means of numeric column ``j`` (encoded units, NaN = none) in the
+        column's training dtype where a mean is a value of it — float columns in their float
+        dtype, datetime / timedelta columns as times (nanoseconds) — and float64 for integer
+        and bool columns, whose means are generally not integers (``impute`` puts them on the
+        column's values instead)."""
+        spec = self._require_schema().columns[j]
+        vals = np.asarray(values, dtype=np.float64)
+        dtype = _str_to_dtype(spec.dtype) if _is_numeric_str(spec.dtype) or \
+            spec.dtype.startswith(("datetime", "timedelta")) else None
+        if dtype is None or dtype.kind in "iub":
+            return vals
+        return _cast_numeric(vals, spec.dtype)
 
     def inverse_transform(self, Z: Any) -> pd.DataFrame:
         """Decode a float matrix back to a DataFrame with the fitted columns and dtypes."""

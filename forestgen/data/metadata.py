@@ -38,8 +38,8 @@ from pandas.api import types as pdt
 from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
-__all__ = ["SDTYPES", "apply_column_metadata", "constrain", "declared_bounds", "kind_for",
-           "split_kinds", "to_metadata"]
+__all__ = ["SDTYPES", "apply_column_metadata", "as_metadata_dict", "constrain",
+           "declared_bounds", "kind_for", "split_kinds", "to_metadata"]
 
 SDTYPES = ("numerical", "categorical", "boolean", "datetime", "ordinal")
 _TABLE_KEYS = {"METADATA_SPEC_VERSION", "primary_key", "alternate_keys", "sequence_key",
@@ -48,15 +48,36 @@ _COLUMN_KEYS = {"sdtype", "range_min", "range_max", "values", "nullable", "decim
                 "computer_representation", "datetime_format", "pii", "order_by"}
 
 
-def split_kinds(kinds: dict | None) -> tuple[dict, dict]:
+def as_metadata_dict(metadata: Any) -> dict:
+    """The single-table dict form of SDV metadata: an SDV ``Metadata`` /
+    ``SingleTableMetadata`` object (anything with ``to_dict()``, read without importing SDV),
+    SDV's multi-table dict (``{"tables": {name: {...}}}``) holding one table, or the
+    single-table dict itself (returned as is)."""
+    if not isinstance(metadata, dict) and callable(getattr(metadata, "to_dict", None)):
+        metadata = metadata.to_dict()
+    if not isinstance(metadata, dict):
+        raise TypeError(f"kinds / metadata must be a dict or an SDV Metadata object, got "
+                        f"{type(metadata).__name__}")
+    tables = metadata.get("tables")
+    if isinstance(tables, dict) and "columns" not in metadata:
+        if len(tables) != 1:
+            raise ValueError(f"the metadata describes {len(tables)} tables {sorted(tables)}; "
+                             f"forestgen models one table: pass that table's metadata")
+        (table,) = tables.values()
+        metadata = {**table, "METADATA_SPEC_VERSION": "SINGLE_TABLE_V1"}
+    return metadata
+
+
+def split_kinds(kinds: Any) -> tuple[dict, dict]:
     """Split a ``kinds`` argument into plain kind overrides and per-column metadata entries.
 
     ``kinds`` may map column → kind name, column → SDV column dict, or be a whole SDV metadata
-    dict (``{"columns": {...}, ...}``), possibly with extra column → kind entries beside it.
+    dict (``{"columns": {...}, ...}``), possibly with extra column → kind entries beside it,
+    or an SDV ``Metadata`` object or its multi-table dict (:func:`as_metadata_dict`).
     """
-    if not kinds:
+    if kinds is None or (isinstance(kinds, dict) and not kinds):
         return {}, {}
-    entries = dict(kinds)
+    entries = dict(as_metadata_dict(kinds))
     if isinstance(entries.get("columns"), dict):
         cols = entries.pop("columns")
         entries = {k: v for k, v in entries.items() if k not in _TABLE_KEYS}

@@ -527,10 +527,17 @@ def predict(model, X, target) -> pd.Series:
     ev = evidence_from_frame(model, df, skip={j}, unseen="free")
     mom = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     vals, is_code = _point_values(model, j, mom)
+    return point_series(model, j, vals, is_code, df.index)
+
+
+def point_series(model, j: int, vals: np.ndarray, is_code: bool, index) -> pd.Series:
+    """``predict``'s answers for column ``j`` as a Series in the column's dtype: decoded levels
+    (codes) of a discrete column, conditional means of a numeric one
+    (:meth:`~forestgen.data.encoder.TableEncoder.decode_mean`: float64 for integer columns)."""
     name = model.encoder_.schema.names[j]
     if is_code:
-        return pd.Series(_decode_codes(model, j, vals).array, index=df.index, name=name)
-    return pd.Series(vals, index=df.index, name=name)
+        return pd.Series(_decode_codes(model, j, vals).array, index=index, name=name)
+    return pd.Series(model.encoder_.decode_mean(j, vals), index=index, name=name)
 
 
 # --------------------------------------------------------------------------- imputation
@@ -624,12 +631,36 @@ def _fill(model, df: pd.DataFrame, Z: np.ndarray, miss: np.ndarray, is_array: bo
         pos = next(i for i, c in enumerate(out.columns) if c == name)
         col = out.iloc[:, pos].astype(object).to_numpy().copy()
         col[mj] = dec.iloc[:, j].astype(object).to_numpy()[mj]
-        dtype = df.iloc[:, pos].dtype
-        try:
-            new = pd.Series(col, index=out.index).astype(dtype)
-        except (TypeError, ValueError):
-            new = pd.Series(col, index=out.index).infer_objects()
+        # the training dtype (nullable where NaN remain: dec's), else the input's, when every
+        # cell survives the cast (an observed unseen level or 2.5 in an integer column does not)
+        new = pd.Series(col, index=out.index)
+        for dtype in (dec.iloc[:, j].dtype, df.iloc[:, pos].dtype):
+            cast = _lossless_cast(new, dtype)
+            if cast is not None:
+                new = cast
+                break
+        else:
+            new = new.infer_objects()
         out.isetitem(pos, new)
     if is_array:
         return out.to_numpy(dtype=X.dtype) if X.dtype != object else out.to_numpy()
     return out
+
+
+def _lossless_cast(col: pd.Series, dtype) -> pd.Series | None:
+    """``col`` (object values) cast to ``dtype``, or None when a value would change or be lost
+    (NaN where a value was, 2.5 -> 2, ``'no'`` -> True, a level outside a categorical's)."""
+    try:
+        new = col.astype(dtype)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    miss = col.isna().to_numpy()
+    if not np.array_equal(new.isna().to_numpy(), miss):
+        return None
+    old_v = col.to_numpy()[~miss]
+    new_v = new.astype(object).to_numpy()[~miss]
+    try:
+        same = bool(np.all(np.equal(old_v, new_v, dtype=object)))
+    except (TypeError, ValueError):
+        return None
+    return new if same else None

@@ -116,11 +116,23 @@ def _declared_kinds(kinds: object) -> dict[str, str]:
         kinds = kinds.schema_
     if hasattr(kinds, "columns") and all(hasattr(c, "kind") for c in kinds.columns):
         kinds = {c.name: c.kind for c in kinds.columns}
+    if not isinstance(kinds, Mapping) and callable(getattr(kinds, "to_dict", None)):
+        kinds = kinds.to_dict()  # an SDV Metadata object
     if not isinstance(kinds, Mapping):
-        raise TypeError("kinds must be a mapping {column: kind}, a forestgen Schema or a "
-                        f"fitted forestgen model; got {type(kinds).__name__}")
+        raise TypeError("kinds must be a mapping {column: kind}, SDV-style metadata, a "
+                        f"forestgen Schema or a fitted forestgen model; got "
+                        f"{type(kinds).__name__}")
+    if "columns" in kinds or "tables" in kinds:
+        from forestgen.data.metadata import as_metadata_dict
+
+        meta = as_metadata_dict(dict(kinds))
+        kinds = {c: e for c, e in {**meta["columns"], **{
+            k: v for k, v in meta.items() if not isinstance(v, (dict, list, str))}}.items()}
     out = {}
     for col, kind in kinds.items():
+        if isinstance(kind, Mapping):  # an SDV column entry
+            kind = "numeric" if kind.get("sdtype") in ("numerical", "datetime") else \
+                "categorical"
         if kind not in _KIND_MAP:
             raise ValueError(f"column {col!r}: unknown kind {kind!r}; expected one of "
                              f"{sorted(_KIND_MAP)}")
@@ -148,14 +160,23 @@ def infer_schema(df: pd.DataFrame, kinds: object = None) -> Schema:
         kind = declared.get(str(col))
         if kind is None:
             s = df[col]
-            numeric = ptypes.is_numeric_dtype(s.dtype) and not ptypes.is_bool_dtype(s.dtype)
+            numeric = (ptypes.is_numeric_dtype(s.dtype) and not ptypes.is_bool_dtype(s.dtype)
+                       or _is_time(s.dtype))
             kind = "numeric" if numeric else "categorical"
         (num if kind == "numeric" else cat).append(col)
     return Schema(tuple(df.columns), tuple(num), tuple(cat))
 
 
+def _is_time(dtype) -> bool:
+    return ptypes.is_datetime64_any_dtype(dtype) or ptypes.is_timedelta64_dtype(dtype)
+
+
 def numeric_values(s: pd.Series) -> np.ndarray:
     """Float array of a (supposedly numeric) column; unparsable entries become NaN."""
+    if _is_time(s.dtype):  # seconds (since the epoch, UTC, for datetimes)
+        from forestgen.data.encoder import time_seconds
+
+        return time_seconds(s)
     if ptypes.is_numeric_dtype(s.dtype) and not ptypes.is_bool_dtype(s.dtype):
         return s.to_numpy(dtype=float, na_value=np.nan)
     return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)

@@ -15,26 +15,36 @@ __all__ = ["add_evaluate_parser", "main", "read_table", "run_evaluate"]
 NA_VALUES = ["?", ""]
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV treating ``?`` and empty fields as missing."""
-    import pandas as pd
+def read_table(path: str | Path, metadata: dict | None = None) -> pd.DataFrame:
+    """Read a CSV or Parquet table, ``?`` and empty fields as missing, dates as dates
+    (:func:`forestgen.data.files.read_table`)."""
+    from forestgen.data.files import read_table as _read
 
-    return pd.read_csv(path, na_values=NA_VALUES, keep_default_na=True, skipinitialspace=True)
+    return _read(path, metadata)
 
 
 def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the ``evaluate`` sub-command on an argparse ``subparsers`` object."""
+    from forestgen.cli import EXIT_CODES, _formatter, _wrap
+
     p = subparsers.add_parser(
-        "evaluate", help="score synthetic data against real data",
-        description="Compare a synthetic CSV with the real CSV it imitates (fidelity, coverage, "
-                    "utility with --target, privacy with --holdout) and print a summary.")
-    p.add_argument("real", help="real (training) data CSV")
-    p.add_argument("synthetic", help="synthetic data CSV")
+        "evaluate", help="score synthetic data against real data", formatter_class=_formatter,
+        epilog="example:\n  forestgen evaluate real.csv synthetic.csv --holdout test.csv "
+               "--target income --out report.html\n\n" + EXIT_CODES,
+        description=_wrap("Compare a synthetic table with the real table it imitates "
+                          "(fidelity, coverage, utility with --target, privacy with "
+                          "--holdout), print a summary and optionally write a report with "
+                          "figures. Tables are CSV or Parquet, typed as forestgen fit reads "
+                          "them (dates as dates)."))
+    p.add_argument("real", help="real (training) table: .csv, .csv.gz, .tsv or .parquet")
+    p.add_argument("synthetic", help="synthetic table (same columns)")
     p.add_argument("--target", default=None, help="target column for TSTR/TRTR utility")
     p.add_argument("--holdout", default=None, help="real holdout CSV (TSTR test set, DCR baseline)")
     p.add_argument("--out", default=None, help="write the report (.html/.htm or .md/.markdown)")
     p.add_argument("--metrics", default=None,
                    help="comma-separated subset of metrics (default: all)")
+    p.add_argument("--schema", default=None, metavar="JSON",
+                   help="SDV-style metadata declaring column kinds (as for forestgen fit)")
     p.add_argument("--categorical", default=None,
                    help="comma-separated columns to score as categorical even if numeric-coded "
                         "(other kinds come from the CSV dtypes)")
@@ -50,22 +60,27 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if getattr(args, "out", None) else None
     if out is not None and out.suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
-        print(f"error: --out must end in .html, .htm, .md or .markdown, got {out}",
-              file=sys.stderr)
+        print(f"forestgen evaluate: error: --out must end in .html, .htm, .md or .markdown, "
+              f"got {out}", file=sys.stderr)
         return 2
     try:
-        real = read_table(args.real)
-        synthetic = read_table(args.synthetic)
-        holdout = read_table(args.holdout) if getattr(args, "holdout", None) else None
+        from forestgen.cli import _read_schema
+
+        schema = _read_schema(getattr(args, "schema", None))
+        real = read_table(args.real, schema)
+        synthetic = read_table(args.synthetic, schema)
+        holdout = read_table(args.holdout, schema) if getattr(args, "holdout", None) else None
         metrics = getattr(args, "metrics", None)
         cats = getattr(args, "categorical", None)
         kinds = {c.strip(): "categorical" for c in cats.split(",")} if cats else None
+        if schema is not None:
+            kinds = {**schema["columns"], **(kinds or {})}
         rep = report(real, synthetic, holdout=holdout, target=getattr(args, "target", None),
                      metrics=metrics.split(",") if metrics else None,
                      random_state=getattr(args, "seed", 0), kinds=kinds,
                      n_threads=getattr(args, "threads", 1) or None)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"forestgen evaluate: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(rep.summary())
     if out is not None:

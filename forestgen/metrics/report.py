@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api import types as ptypes
 
 from forestgen.metrics._prep import (
     category_strings,
@@ -291,41 +292,139 @@ def _png(fig: object) -> bytes:
     return buf.getvalue()
 
 
+#: levels drawn per categorical column (the rest are pooled into one "other" bar)
+MAX_LEVELS = 15
+#: a value holding at least this share of a numeric column's real rows is drawn as a point mass
+#: (the share at which the encoder keeps a point mass, POINT_MASS_SHARE)
+ATOM_SHARE = 0.1
+#: a numeric column with at most this many distinct values is drawn as bars of its values
+MAX_DISCRETE_VALUES = 20
+
+
 def _plot_marginals(real: pd.DataFrame, syn: pd.DataFrame, kinds: object) -> object:
+    """Real against synthetic marginals, one panel per column: categorical levels as
+    horizontal bars with their full labels (wrapped); numeric columns as histograms, with point
+    masses (values holding >= ``ATOM_SHARE`` of the real rows, e.g. zero inflation) drawn apart
+    as bars of their shares and the rest as a histogram of its own (log-spaced when it spans
+    decades); columns with few values as bars of their values; dates on a time axis."""
     from matplotlib.figure import Figure
 
     schema = infer_schema(real, kinds)
     cols = list(schema.columns)
-    ncol = min(4, max(1, len(cols)))
+    ncol = min(3, max(1, len(cols)))
     nrow = int(np.ceil(len(cols) / ncol))
-    fig = Figure(figsize=(4 * ncol, 2.8 * nrow))
+    heights = []
+    for r in range(nrow):
+        row = cols[r * ncol:(r + 1) * ncol]
+        n_bars = [min(real[c].nunique(dropna=False), MAX_LEVELS + 1)
+                  for c in row if c not in schema.numeric]
+        heights.append(max([2.8] + [0.8 + 0.22 * k for k in n_bars]))
+    fig = Figure(figsize=(5.2 * ncol, sum(heights)))
+    grid = fig.add_gridspec(nrow, ncol, height_ratios=heights)
     for i, col in enumerate(cols):
-        ax = fig.add_subplot(nrow, ncol, i + 1)
+        cell = grid[i // ncol, i % ncol]
         if col in schema.numeric:
-            a, b = numeric_values(real[col]), numeric_values(syn[col])
-            a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-            both = np.concatenate([a, b])
-            if len(both):
-                lo, hi = np.quantile(both, [0.005, 0.995])
-                bins = np.linspace(lo, hi if hi > lo else lo + 1, 31)
-                ax.hist(a, bins=bins, density=True, alpha=0.5, label="real")
-                ax.hist(b, bins=bins, density=True, alpha=0.5, label="synthetic")
+            axes = _numeric_panel(fig, cell, real[col], syn[col])
         else:
-            pa = pd.Series(category_strings(real[col])).value_counts(normalize=True)
-            pb = pd.Series(category_strings(syn[col])).value_counts(normalize=True)
-            levels = list(pa.index[:12])
-            x = np.arange(len(levels))
-            ax.bar(x - 0.2, pa.reindex(levels, fill_value=0).to_numpy(), 0.4, label="real")
-            ax.bar(x + 0.2, pb.reindex(levels, fill_value=0).to_numpy(), 0.4, label="synthetic")
-            ax.set_xticks(x)
-            ax.set_xticklabels([str(v)[:12] for v in levels], rotation=60, ha="right",
-                               fontsize=7)
-        ax.set_title(col, fontsize=9)
-        ax.tick_params(labelsize=7)
+            axes = [fig.add_subplot(cell)]
+            _bars(axes[0], category_strings(real[col]), category_strings(syn[col]))
+        axes[0].set_title(str(col), fontsize=9, loc="left")
+        for ax in axes:
+            ax.tick_params(labelsize=7)
         if i == 0:
-            ax.legend(fontsize=7)
+            axes[-1].legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _bars(ax, a: np.ndarray, b: np.ndarray, order: list | None = None) -> None:
+    """Horizontal bars of the shares of each label in ``a`` (real) and ``b`` (synthetic): the
+    ``MAX_LEVELS`` most frequent real labels (or ``order``), the rest pooled, full labels."""
+    import textwrap
+
+    pa = pd.Series(a).value_counts(normalize=True)
+    pb = pd.Series(b).value_counts(normalize=True)
+    levels = list(pa.index) if order is None else order
+    shown = levels[:MAX_LEVELS]
+    va = pa.reindex(shown, fill_value=0).to_numpy()
+    vb = pb.reindex(shown, fill_value=0).to_numpy()
+    labels = [textwrap.fill(str(v), 22) for v in shown]
+    rest = len(set(pa.index) | set(pb.index)) - len(shown)
+    if rest > 0:
+        va = np.append(va, 1.0 - va.sum())
+        vb = np.append(vb, 1.0 - vb.sum())
+        labels.append(f"other ({rest} levels)")
+    y = np.arange(len(labels))
+    ax.barh(y - 0.2, va, 0.4, label="real")
+    ax.barh(y + 0.2, vb, 0.4, label="synthetic")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of rows", fontsize=7)
+
+
+def _numeric_panel(fig, cell, real: pd.Series, syn: pd.Series) -> list:
+    """One numeric column's panel (see :func:`_plot_marginals`); returns its axes."""
+    time_kind = ("date" if ptypes.is_datetime64_any_dtype(real.dtype)
+                 else "time" if ptypes.is_timedelta64_dtype(real.dtype) else None)
+    a, b = numeric_values(real), numeric_values(syn)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    uniq, counts = np.unique(a, return_counts=True)
+    if time_kind is None and 0 < uniq.size <= MAX_DISCRETE_VALUES:
+        ax = fig.add_subplot(cell)
+        _bars(ax, np.array([_fmt_value(v) for v in a]), np.array([_fmt_value(v) for v in b]),
+              order=[_fmt_value(v) for v in uniq])
+        return [ax]
+    atoms = [] if time_kind else list(uniq[counts >= ATOM_SHARE * max(a.size, 1)])
+    if atoms:
+        sub = cell.subgridspec(1, 2, width_ratios=[1, 3], wspace=0.35)
+        ax_atoms, ax = fig.add_subplot(sub[0]), fig.add_subplot(sub[1])
+        names = [_fmt_value(v) for v in atoms]
+        sa = [float(np.mean(a == v)) if a.size else 0.0 for v in atoms]
+        sb = [float(np.mean(b == v)) if b.size else 0.0 for v in atoms]
+        x = np.arange(len(atoms))
+        ax_atoms.bar(x - 0.2, sa, 0.4)
+        ax_atoms.bar(x + 0.2, sb, 0.4)
+        ax_atoms.set_xticks(x)
+        ax_atoms.set_xticklabels(names, fontsize=7)
+        ax_atoms.set_ylabel("point mass share", fontsize=7)
+        n_real = a.size
+        a, b = a[~np.isin(a, atoms)], b[~np.isin(b, atoms)]
+        axes = [ax_atoms, ax]
+        ax.set_title(f"other values ({a.size / max(n_real, 1):.0%} of real rows)", fontsize=7)
+    else:
+        ax = fig.add_subplot(cell)
+        axes = [ax]
+    both = np.concatenate([a, b])
+    if both.size:
+        lo, hi = np.quantile(both, [0.005, 0.995])
+        hi = hi if hi > lo else lo + 1.0
+        log = time_kind is None and lo > 0 and hi / lo > 100
+        bins = np.geomspace(lo, hi, 31) if log else np.linspace(lo, hi, 31)
+        if time_kind == "date":
+            import matplotlib.dates as mdates
+
+            to = mdates.date2num
+            conv = lambda v: to(pd.to_datetime(v, unit="s").to_numpy())  # noqa: E731
+            ax.hist(conv(a), bins=conv(bins), density=True, alpha=0.5, label="real")
+            ax.hist(conv(b), bins=conv(bins), density=True, alpha=0.5, label="synthetic")
+            locator = mdates.AutoDateLocator()
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        else:
+            scale = 3600.0 if time_kind == "time" else 1.0
+            ax.hist(a / scale, bins=bins / scale, density=True, alpha=0.5, label="real")
+            ax.hist(b / scale, bins=bins / scale, density=True, alpha=0.5, label="synthetic")
+            if time_kind == "time":
+                ax.set_xlabel("hours", fontsize=7)
+            if log:
+                ax.set_xscale("log")
+                ax.set_xlabel("log scale", fontsize=7)
+    return axes
+
+
+def _fmt_value(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
 def _plot_heatmap(matrix: pd.DataFrame) -> object:

@@ -492,10 +492,10 @@ class NRGBoost(GenerativeForest):
         p /= p.sum(axis=1, keepdims=True)
         return j, p, df.index
 
-    def predict_proba(self, X, target) -> pd.DataFrame:
+    def predict_proba(self, X, target=None) -> pd.DataFrame:
         """Exact ``q(target = level | the row's other entries)`` of a discrete column (the
         row's own target entry is ignored; NaN entries as in :meth:`log_prob`)."""
-        self._check_fitted()
+        target = self._require_target(target, "predict_proba")
         spec = self.schema_[_column_index(self.schema_, target)]
         if not spec.is_discrete:
             raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
@@ -504,15 +504,17 @@ class NRGBoost(GenerativeForest):
         return pd.DataFrame(p, index=index,
                             columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
 
-    def predict(self, X, target) -> pd.Series:
+    def predict(self, X, target=None) -> pd.Series:
         """Any column from the row's other entries: the conditional mean over bin midpoints of
         a numeric column (spec §6.2), the mean level value of an ordinal integer column, the
         most probable level of a categorical one. Exact."""
+        target = self._require_target(target, "predict")
         j, p, index = self._column_posterior(X, target)
         spec = self.schema_.columns[j]
         name = spec.name
         if not spec.is_discrete:
-            return pd.Series(p @ self.grid_.midpoints(j), index=index, name=name)
+            return pd.Series(self.encoder_.decode_mean(j, p @ self.grid_.midpoints(j)),
+                             index=index, name=name)
         if spec.numeric_levels:
             return pd.Series(p @ np.asarray(spec.categories, float), index=index, name=name)
         Zc = np.full((len(p), self.schema_.d), np.nan)

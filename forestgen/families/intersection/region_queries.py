@@ -835,11 +835,16 @@ class RegionQueries:
         return pd.DataFrame(P, index=index, columns=pd.Index(list(spec.categories), dtype=object))
 
     def predict(self, X, target=None):
-        """Most probable level of a discrete ``target``; conditional mean of a numeric one."""
+        """Most probable level of a categorical ``target``; conditional mean of a numeric or
+        ordinal-integer one (float64 for an integer column, as every learner's ``predict``)."""
         self._check_fitted()
         j, Z = self._target_rows(X, target, "predict")
         spec = self.schema_.columns[j]
         index = X.index if isinstance(X, pd.DataFrame) else None
+        if spec.numeric_levels:
+            P = self.predict_proba(X, target).to_numpy()
+            return pd.Series(P @ np.asarray(spec.categories, float), index=index,
+                             name=spec.name)
         if spec.is_discrete:
             P = self.predict_proba(X, target).to_numpy()
             code = np.where(np.isnan(P).any(1), np.nan, np.argmax(np.nan_to_num(P), 1))
@@ -852,10 +857,7 @@ class RegionQueries:
             reg = self._regions(x)
             if reg is not None:
                 vals[i] = self._mean(x, j, reg)
-        Zc = np.full((len(Z), self.schema_.d), np.nan)
-        Zc[:, j] = vals
-        return pd.Series(self.encoder_.inverse_transform(Zc).iloc[:, j].to_numpy(),
-                         index=index, name=spec.name)
+        return pd.Series(self.encoder_.decode_mean(j, vals), index=index, name=spec.name)
 
     def _target_rows(self, X, target, query: str):
         target = self._require_target(target, query)
