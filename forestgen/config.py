@@ -15,8 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from forestgen import registry
 
 ALLOWED_KEYS = {"learner", "preset", "params", "fit", "description"}
@@ -27,6 +25,8 @@ DEFAULT_LEARNER = "arf"
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
+    import yaml
+
     path = Path(path)
     with open(path) as fh:
         try:

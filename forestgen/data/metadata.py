@@ -39,7 +39,7 @@ from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
 
 __all__ = ["SDTYPES", "apply_column_metadata", "as_metadata_dict", "constrain",
-           "declared_bounds", "kind_for", "split_kinds", "to_metadata"]
+           "declared_bounds", "from_sdv_entry", "kind_for", "split_kinds", "to_metadata"]
 
 SDTYPES = ("numerical", "categorical", "boolean", "datetime", "ordinal")
 _TABLE_KEYS = {"METADATA_SPEC_VERSION", "primary_key", "alternate_keys", "sequence_key",
@@ -85,10 +85,53 @@ def split_kinds(kinds: Any) -> tuple[dict, dict]:
     plain, meta = {}, {}
     for name, v in entries.items():
         if isinstance(v, dict):
-            meta[name] = _validate_entry(name, v)
+            meta[name] = _validate_entry(name, from_sdv_entry(name, v))
         else:
             plain[name] = v
     return plain, meta
+
+
+#: sdtypes of SDV's keys: forestgen models no key column
+KEY_SDTYPES = ("id",)
+
+
+def from_sdv_entry(name: Any, entry: dict) -> dict:
+    """An SDV column entry in forestgen's form: SDV 2's ``range_is_nullable`` as ``nullable``
+    and ``range_values`` as the ``values`` of a categorical / ordinal / boolean column (both
+    recorded by ``Metadata.detect_from_dataframes``), its ``high_cardinality`` flag and a
+    datetime column's text range dropped (the observed range is kept anyway), and a PII or
+    ``unknown`` sdtype (``first_name``, ``email``...) modelled as categorical. A key column
+    (sdtype ``id``) is refused: drop it, or use the SDV-style synthesizer
+    (:class:`forestgen.adapters.sdv.ForestSynthesizer`), which regenerates keys."""
+    out = dict(entry)
+    sdtype = out.get("sdtype")
+    if sdtype in KEY_SDTYPES:
+        raise ValueError(f"column {name!r} is a key (sdtype {sdtype!r}): forestgen models no "
+                         f"keys; drop the column, or fit "
+                         f"forestgen.adapters.sdv.ForestSynthesizer, which regenerates them")
+    if isinstance(sdtype, str) and sdtype not in SDTYPES and (out.get("pii") or
+                                                             sdtype == "unknown"):
+        out = {"sdtype": "categorical", **{k: v for k, v in out.items() if k == "nullable"}}
+        sdtype = "categorical"
+    if "range_is_nullable" in out:
+        nullable = out.pop("range_is_nullable")
+        out.setdefault("nullable", bool(nullable))
+    out.pop("high_cardinality", None)
+    if "range_values" in out:
+        values = [v for v in out.pop("range_values") if not _is_missing(v)]
+        if sdtype in ("categorical", "ordinal") and "values" not in out:
+            out["values"] = values
+    if sdtype == "datetime":
+        out.pop("range_min", None)
+        out.pop("range_max", None)
+    return out
+
+
+def _is_missing(v: Any) -> bool:
+    try:
+        return v is None or bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def _validate_entry(name: Any, entry: dict) -> dict:

@@ -214,7 +214,7 @@ def test_impute(model, data):
     for method in ("expectation", "sample"):
         out = model.impute(Xm, method=method, random_state=0)
         assert not out.isna().any().any()
-        assert (out.dtypes == Xm.dtypes).all()
+        assert (out.dtypes == X.dtypes).all()  # the training dtypes (k: int64 again)
         obs = ~mask
         for j, col in enumerate(X.columns):
             assert (out[col].to_numpy()[obs[:, j]] == Xm[col].to_numpy()[obs[:, j]]).all()
