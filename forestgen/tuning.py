@@ -1,0 +1,58 @@
+"""Capacity chosen on held-out rows (issue 37): a learner's ``"auto"`` size parameters.
+
+:func:`held_out_choice` fits one copy of a learner per candidate setting on 80% of the training
+rows and keeps the setting with the highest mean log-likelihood of the other 20% — the
+regularisation that decides how finely a small table may be cut (GF.Boost with 50 trees and
+200 splits on 183 rows of ``tips`` isolates single rows: held-out log-likelihood -18.5 against
+ARF's -8.9, and ``predict_proba`` of ``day`` 0.098 accurate on held-out rows).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["held_out_choice", "HELD_OUT_SHARE"]
+
+HELD_OUT_SHARE = 0.2
+
+
+def _rows(X: Any, idx: np.ndarray) -> Any:
+    if isinstance(X, pd.DataFrame):
+        return X.iloc[idx]
+    if type(X).__module__.split(".")[0] == "torch":
+        return X[idx]
+    return np.asarray(X)[idx]
+
+
+def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
+                    seed: np.random.SeedSequence) -> tuple[dict, list[float]]:
+    """``(best setting, held-out mean log-likelihood per setting)``: each setting (a dict of
+    parameters) is fitted on ``1 - HELD_OUT_SHARE`` of the rows of ``X`` and scored on the rest
+    (ties go to the first, the smallest model by convention). A setting whose fit fails scores
+    ``-inf``. Needs at least 10 rows; with fewer the first setting is returned."""
+    from sklearn.base import clone
+
+    n = len(X)
+    if n < 10 or len(settings) == 1:
+        return settings[0], [np.nan] * len(settings)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    k = max(2, int(round(HELD_OUT_SHARE * n)))
+    val, fit = np.sort(perm[:k]), np.sort(perm[k:])
+    scores = []
+    for s in settings:
+        m = clone(learner).set_params(**s)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m.fit(_rows(X, fit), kinds=kinds)
+                lp = np.asarray(m.log_prob(_rows(X, val)), float)
+            scores.append(float(np.mean(lp)))
+        except (ValueError, RuntimeError, FloatingPointError):
+            scores.append(-np.inf)
+    best = int(np.argmax(scores))
+    return settings[best], scores
