@@ -41,12 +41,12 @@ VALIDATION_SHARE = 0.3
 
 def default_candidates() -> list[tuple[str, Any]]:
     """The candidates of ``AutoForest()``: ARF at its defaults and its ``best samples`` preset,
-    NRGBoost at the size that fits small tables in seconds (30 trees, a 10,000-row pool), and
-    GF.Boost (the best TSTR on most leaderboard tables)."""
+    NRGBoost and GF.Boost at their defaults (GF.Boost has the best TSTR on most leaderboard
+    tables)."""
     from forestgen.learners import ARF, GFBoost, NRGBoost
 
     return [("ARF", ARF()), ("ARF best samples", ARF.preset("best samples")),
-            ("NRGBoost", NRGBoost(n_trees=30, pool_size=10000)), ("GFBoost", GFBoost())]
+            ("NRGBoost", NRGBoost()), ("GFBoost", GFBoost())]
 
 
 def _rows(X: Any, idx: np.ndarray) -> Any:

@@ -175,8 +175,9 @@ class GenerativeForest(BaseEstimator):
         :mod:`forestgen.distributed`). The base checks the conventional parameters a learner
         declares (:data:`COMMON_CHECKS`); learners extend it with their own."""
         declared = _init_params(type(self))
+        auto = getattr(type(self), "AUTO_PARAMS", ())
         for name, check in COMMON_CHECKS.items():
-            if name in declared:
+            if name in declared and not (name in auto and getattr(self, name) == "auto"):
                 check(name, getattr(self, name))
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:

@@ -18,6 +18,8 @@ import pandas as pd
 __all__ = ["held_out_choice", "HELD_OUT_SHARE"]
 
 HELD_OUT_SHARE = 0.2
+#: rows used to compare settings on a larger table
+MAX_ROWS = 1000
 
 
 def _rows(X: Any, idx: np.ndarray) -> Any:
@@ -29,11 +31,14 @@ def _rows(X: Any, idx: np.ndarray) -> Any:
 
 
 def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
-                    seed: np.random.SeedSequence) -> tuple[dict, list[float]]:
+                    seed: np.random.SeedSequence, max_rows: int | None = MAX_ROWS,
+                    ) -> tuple[dict, list[float]]:
     """``(best setting, held-out mean log-likelihood per setting)``: each setting (a dict of
-    parameters) is fitted on ``1 - HELD_OUT_SHARE`` of the rows of ``X`` and scored on the rest
-    (ties go to the first, the smallest model by convention). A setting whose fit fails scores
-    ``-inf``. Needs at least 10 rows; with fewer the first setting is returned."""
+    parameters) is fitted on ``1 - HELD_OUT_SHARE`` of the rows of ``X`` (of a random
+    ``max_rows`` of them on a larger table, so that choosing costs a bounded share of the final
+    fit) and scored on the rest (ties go to the first, the smallest model by convention). A
+    setting whose fit fails scores ``-inf``. Needs at least 10 rows; with fewer the first
+    setting is returned."""
     from sklearn.base import clone
 
     n = len(X)
@@ -41,6 +46,8 @@ def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
         return settings[0], [np.nan] * len(settings)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n)
+    if max_rows is not None and n > max_rows:
+        perm, n = perm[:max_rows], max_rows
     k = max(2, int(round(HELD_OUT_SHARE * n)))
     val, fit = np.sort(perm[:k]), np.sort(perm[k:])
     scores = []

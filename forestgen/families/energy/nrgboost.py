@@ -84,20 +84,45 @@ MARGINAL_DRAWS = 4096  # q0 draws estimating a marginal over a larger unobserved
 CHAIN_STARTS = 256  # final training-pool states kept as starts of sampling chains
 
 
+#: pool-row x column evaluations per fit that ``n_trees="auto"`` stays within (a 5,000 x 20
+#: table: a 10,000-row pool, 120 rounds)
+ROUND_BUDGET = 2.4e7
+
+
+def sized_defaults(n_rows: int, n_cols: int, n_trees: int | str,
+                   pool_size: int | str) -> tuple[int, int]:
+    """``(n_trees, pool_size)`` for a table of ``n_rows`` x ``n_cols``: the given values, or
+    for ``"auto"``: a pool of ``2 n`` rows between 10,000 and 80,000, and ``n / 12`` rounds
+    between 30 and 200, capped at ``ROUND_BUDGET / (pool x columns)`` (at least 10)."""
+    pool = int(pool_size) if pool_size != "auto" else int(min(80_000, max(10_000, 2 * n_rows)))
+    if n_trees != "auto":
+        return int(n_trees), pool
+    by_rows = min(200, max(30, round(n_rows / 12)))
+    by_cost = max(10, int(ROUND_BUDGET / (pool * max(n_cols, 1))))
+    return int(min(by_rows, by_cost)), pool
+
+
 @register("learner", "nrgboost")
 class NRGBoost(GenerativeForest):
     """Energy-based generative boosting (see the module docstring).
 
     Parameters (defaults = the paper's official code, spec §3.9)
     ----------
-    n_trees : boosting rounds (200).
+    n_trees : boosting rounds; ``"auto"`` (default) follows the table (:func:`sized_defaults`):
+        ``n / 12`` for ``n`` training rows, at least 30 and at most 200 (the official code's
+        200 trees overfit small tables: 60 trees were further from the data than 30 on three
+        500-row leaderboard tables, ``benchmarks/results/nrgboost_samples.md``), and at most as
+        many rounds as fit a fixed budget of pool-row x column evaluations, so that a
+        5,000 x 20 table fits in under a minute of CPU.
     max_leaves : leaves per tree (256; the paper tunes 2^6..2^12).
     learning_rate : shrinkage ``gamma`` (0.15; the paper tunes it in [0.01, 0.5]).
     max_ratio : ``R``, the largest ``P/Q`` of a leaf (2).
     line_search : pick ``alpha`` on ``logspace(-3, 1, 101)`` (True) or use ``alpha = 1``.
     uniform_mix : weight of the uniform part of ``q0`` per column (0.1), uniform over the
         column's domain (a declared level without training rows is outside it).
-    pool_size : model samples ``M`` estimating ``Q`` (80,000; keep ``M ≳`` training rows).
+    pool_size : model samples ``M`` estimating ``Q``; ``"auto"`` (default): ``2 n`` between
+        10,000 and 80,000 (the official code's 80,000 costs 50-60 CPU seconds on a 150-row
+        table; keep ``M ≳`` training rows).
     p_refresh : fraction of the pool dropped per round (0.1).
     gibbs_chains, gibbs_burn_in : training-pool Gibbs chains, started at training rows (16, 100).
     persistent_chains : keep the training chains running across rounds, so that the burn-in is
@@ -153,9 +178,13 @@ class NRGBoost(GenerativeForest):
 
     method_name = "NRGBoost"
 
-    def __init__(self, *, n_trees: int = 200, max_leaves: int = 256,
+    #: parameters whose default ``"auto"`` is resolved from the table at fit
+    AUTO_PARAMS = ("n_trees", "pool_size")
+
+    def __init__(self, *, n_trees: int | str = "auto", max_leaves: int = 256,
                  learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
-                 uniform_mix: float = 0.1, pool_size: int = 80_000, p_refresh: float = 0.1,
+                 uniform_mix: float = 0.1, pool_size: int | str = "auto",
+                 p_refresh: float = 0.1,
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
                  refill_trees: int | None = 30,
                  feature_fraction: float = 1.0, max_bins: int = 255, grid_bins: bool = False,
@@ -170,9 +199,10 @@ class NRGBoost(GenerativeForest):
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
         super().validate_params()
-        for name in ("pool_size", "gibbs_chains", "sample_chains", "sample_thin",
-                     "n_normaliser_samples"):
+        for name in ("gibbs_chains", "sample_chains", "sample_thin", "n_normaliser_samples"):
             check_int(name, getattr(self, name), 1)
+        if self.pool_size != "auto":
+            check_int("pool_size", self.pool_size, 1)
         check_int("max_leaves", self.max_leaves, 2)
         check_int("max_bins", self.max_bins, 2)
         check_int("gibbs_burn_in", self.gibbs_burn_in, 0)
@@ -218,7 +248,9 @@ class NRGBoost(GenerativeForest):
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
         boost_seed, self.normaliser_seed_ = seed_sequence(self.random_state).spawn(2)
-        self._boost(C, int(self.n_trees), boost_seed)
+        n_rounds, self.pool_size_ = sized_defaults(
+            len(C), self.encoder_.schema.d, self.n_trees, self.pool_size)
+        self._boost(C, n_rounds, boost_seed)
         self.log_z_, self.log_z_se_ = self._estimate_log_z(self.normaliser_seed_)
         return self
 
@@ -234,7 +266,7 @@ class NRGBoost(GenerativeForest):
         limits = GrowLimits(max_features=float(self.feature_fraction),
                             max_leaves=int(self.max_leaves))
         leaf = ConstantEnergyLeaf()
-        pool = SamplePool(size=int(self.pool_size), p_refresh=float(self.p_refresh),
+        pool = SamplePool(size=int(self.pool_size_), p_refresh=float(self.p_refresh),
                           n_chains=int(self.gibbs_chains), burn_in=int(self.gibbs_burn_in),
                           persistent=self.persistent_chains, refill_trees=self.refill_trees,
                           sampler=self.component("sampler"))

@@ -71,7 +71,8 @@ class EOGT(RegionQueries, GFBoost):
     #: per-row cap on the regions enumerated to marginalise missing entries
     max_regions = 100_000
 
-    def __init__(self, *, n_trees: int = 50, n_iter: int = 200, loss: str = "matusita",
+    def __init__(self, *, n_trees: int | str = "auto", n_iter: int | str = "auto",
+                 loss: str = "matusita",
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
                  min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
                  prior_strength: float = 1.0, density_floor: float | None = 1e-5,

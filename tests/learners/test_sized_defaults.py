@@ -1,0 +1,49 @@
+"""Defaults that follow the table (issue 37): NRGBoost's rounds and pool, GF.Boost's and
+EOGT's trees and splits chosen on held-out rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen as fg
+from forestgen.families.energy.nrgboost import ROUND_BUDGET, sized_defaults
+from forestgen.families.intersection.gfboost import SIZES
+
+
+def test_nrgboost_sizes_follow_rows_and_columns():
+    assert sized_defaults(150, 5, "auto", "auto") == (30, 10_000)
+    assert sized_defaults(2400, 10, "auto", "auto") == (200, 10_000)
+    t, pool = sized_defaults(5000, 20, "auto", "auto")
+    assert pool == 10_000 and t * pool * 20 <= ROUND_BUDGET
+    assert sized_defaults(100_000, 9, "auto", "auto")[1] == 80_000
+    assert sized_defaults(500, 10, 7, 1234) == (7, 1234)  # given values are kept
+
+
+def table(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return pd.DataFrame({"x": x.round(2), "y": (x + rng.normal(0, 0.5, n)).round(2),
+                         "c": np.where(x > 0, "a", "b")})
+
+
+def test_nrgboost_auto_fits_the_sized_model():
+    m = fg.NRGBoost(random_state=0).fit(table())
+    assert m.pool_size_ == 10_000 and m.n_trees_ <= 30
+    assert m.get_params()["n_trees"] == "auto"
+
+
+@pytest.mark.parametrize("cls", [fg.GFBoost, fg.EOGT])
+def test_gf_sizes_chosen_on_held_out_rows(cls):
+    df = table()
+    m = cls(random_state=0).fit(df)
+    scores = m.sizes_["held_out_ll"]
+    chosen = str((m.sizes_["n_trees"], m.sizes_["n_iter"]))
+    assert chosen in scores and scores[chosen] == max(scores.values())
+    assert set(scores) <= {str(s) for s in SIZES}
+    assert "(50, 200)" not in scores  # at most one split per two rows: 150 rows allow 150
+    fixed = cls(n_trees=4, n_iter=8, random_state=0).fit(df)
+    assert fixed.sizes_ == {"n_trees": 4, "n_iter": 8} and fixed.n_splits_ <= 8
+    with pytest.raises(ValueError, match="n_iter"):
+        cls(n_iter=-1).fit(df)
