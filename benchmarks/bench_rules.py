@@ -21,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import forestgen as fg  # noqa: E402
 import forestgen.metrics as fm  # noqa: E402
+from _common import md_table  # noqa: E402
 
 
 def cpu() -> float:
@@ -46,8 +48,9 @@ def run(train: pd.DataFrame, test: pd.DataFrame, seed: int, rules: bool) -> dict
     return {"seed": seed, "rules": "kept" if rules else "off",
             "violation_rate": rv.rate,
             "violations": "; ".join(f"{r.rule}: {r.share:.3f}" for r in rv.table.itertuples()),
-            "c2st_auc": t["c2st_auc"], "c2st_ci": (t["c2st_auc_ci_low"], t["c2st_auc_ci_high"]),
-            "tstr_auc": t["tstr_auc"], "trtr_auc": t["trtr_auc"],
+            "c2st_auc": float(t["c2st_auc"]),
+            "c2st_ci": (float(t["c2st_auc_ci_low"]), float(t["c2st_auc_ci_high"])),
+            "tstr_auc": float(t["tstr_auc"]), "trtr_auc": float(t["trtr_auc"]),
             "test_ll": float(np.mean(ll)), "fit_sample_cpu_s": fit_sample}
 
 
@@ -56,12 +59,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--n-rows", type=int, default=None)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/rules.md"))
+    ap.add_argument("--from-log", type=Path, default=None,
+                    help="write the page from the result lines of an earlier run's output")
     a = ap.parse_args(argv)
     train = fg.load_adult("train", n=a.n_rows, random_state=0)
     test = fg.load_adult("test")
     rows = []
     t0 = time.time()
-    for seed in [int(s) for s in a.seeds.split(",")]:
+    if a.from_log:
+        import ast
+        text = a.from_log.read_text().replace("np.float64(", "(")
+        rows = [ast.literal_eval(x) for x in text.splitlines() if x.startswith("{'seed'")]
+    for seed in ([] if a.from_log else [int(s) for s in a.seeds.split(",")]):
         for rules in (False, True):
             rows.append(run(train, test, seed, rules))
             print(rows[-1], flush=True)
@@ -73,7 +82,7 @@ def main(argv=None) -> int:
             f"Command: `{cmd}` ({time.time() - t0:.0f} s wall). ARF(n_trees=10) on "
             f"{len(train)} training rows, {len(train)} synthetic rows; C2ST against "
             f"held-out test rows, TSTR on income (ROC AUC).", "",
-            df.to_markdown(index=False, floatfmt=".4f"), ""]
+            md_table(list(df.columns), df.to_numpy().tolist(), digits=4), ""]
     a.out.write_text("\n".join(text))
     print(a.out.read_text())
     return 0

@@ -29,6 +29,8 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from _common import md_table  # noqa: E402
 sys.path.insert(0, str(HERE / "leaderboard"))
 
 TARGETS = {"tips": "day", "quine": "Eth", "wide5000": "c0"}
@@ -178,8 +180,8 @@ def main(argv=None) -> int:
         argv if argv is not None else sys.argv[1:])
     a.out.write_text("\n".join([
         "# Defaults that follow the table: before / after", "", f"Command: `{cmd}`", "",
-        df[cols].sort_values(["learner", "table", "variant"]).to_markdown(
-            index=False, floatfmt=".3f"), ""]))
+        md_table(cols, df[cols].sort_values(["learner", "table", "variant"]).to_numpy().tolist()),
+        ""]))
     print(a.out.read_text())
     return 0
 

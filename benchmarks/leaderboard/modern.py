@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import md_table  # noqa: E402
 
 #: forestgen entries shown beside the peers (the README's learner and the recommended default)
 FORESTGEN = ["forestgen:auto", "forestgen:arf", "forestgen:nrgboost", "forestgen:gfboost"]
@@ -163,7 +167,7 @@ def main(argv=None) -> int:
             gg[c] = gg[c].map(lambda v: f"{v:.3f}")
         gg["best peer"] = gg["best peer"].map(short)
         gg["TSTR peer"] = gg["TSTR peer"].map(short)
-        L += [gg.to_markdown(index=False), ""]
+        L += [md_table(list(gg.columns), gg.to_numpy().tolist()), ""]
     if "auto_choice" in ok:
         ch = ok[ok["generator"] == AUTO].groupby("table")["auto_choice"].agg(
             lambda s: ", ".join(sorted(set(map(str, s)))))
