@@ -735,13 +735,14 @@ class GenerativeForest(BaseEstimator):
 
 #: queries that keep the table's logical rules (:mod:`forestgen.inference.rules`), wrapped
 #: wherever a learner defines them
-RULE_QUERIES = ("log_prob", "sample", "predict_proba", "predict")
+RULE_QUERIES = ("log_prob", "sample", "predict_proba", "predict", "impute")
 
 
 def _keep_rules_in(cls) -> None:
+    """Wrap each of ``cls``'s rule queries (its own or a mixin's) that is not wrapped yet."""
     for name in RULE_QUERIES:
-        fn = cls.__dict__.get(name)
-        if fn is not None:
+        fn = getattr(cls, name, None)
+        if fn is not None and not getattr(fn, "_keeps_rules", False):
             setattr(cls, name, keeps_rules(name)(fn))
 
 

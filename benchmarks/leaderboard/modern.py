@@ -134,8 +134,13 @@ def main(argv=None) -> int:
     ap.add_argument("jsonl", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/leaderboard_modern.md"))
     ap.add_argument("--note", default="")
+    ap.add_argument("--seeds", default=None,
+                    help="comma-separated seeds to keep (default: all); one seed for every "
+                         "generator keeps the comparison paired")
     a = ap.parse_args(argv)
     df = load(a.jsonl)
+    if a.seeds is not None:
+        df = df[df["seed"].isin([int(s) for s in a.seeds.split(",")])]
     ok = df[df["status"] == "ok"].copy()
     for c in ("rule_violation_rate", "dcr_closer_to_train", "exact_copy_rate"):
         if c not in ok:

@@ -21,6 +21,7 @@ from forestgen.inference.conditions import (
     blank_rows,
     check_on_empty,
     evidence_from_frame,
+    keep_rules,
     parse_conditions,
 )
 from forestgen.inference.evidence_mass import evidence_log_mass
@@ -569,12 +570,14 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     is_array = isinstance(X, np.ndarray)
     df = _frame(model, X)
     schema = model.encoder_.schema
-    ev = evidence_from_frame(model, df, unseen="free")
+    ev = evidence_from_frame(model, df, unseen="free", rules=False)
     present = [j for j in range(schema.d) if _has_column(df, schema.names[j])]
     miss = np.zeros((ev.m, schema.d), bool)
     miss[:, present] = ~ev.active()[:, present]
     if ev.unseen is not None:
         miss &= ~ev.unseen  # an unseen level is observed: kept, only left out as evidence
+    keep_rules(ev, schema)  # the cells given, then their rules: a determined value given
+    # is evidence on its determinant, which is imputed within the levels it allows
     rows = np.flatnonzero(miss.any(1))
     rng = _rng(random_state)
     outs = []

@@ -394,12 +394,13 @@ def parse_conditions(model, conditions: Any, on_empty: str | None = "raise",
     for name, value in conditions.items():
         j = _column_index(schema, name)
         _set_cell(ev, 0, j, schema.columns[j], value)
-    _keep_rules(ev, schema)
+    keep_rules(ev, schema)
     return ev, False
 
 
 def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
-                        skip: Iterable[int] = (), unseen: str = "raise") -> Evidence:
+                        skip: Iterable[int] = (), unseen: str = "raise",
+                        rules: bool = True) -> Evidence:
     """Per-row evidence from a DataFrame (NaN cells are free).
 
     Plain columns are encoded in one vectorised pass; object columns holding intervals, level
@@ -409,6 +410,8 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
     ``RuntimeWarning`` (``"free"``, used by the per-row queries; recorded in ``ev.unseen``) or
     makes the row's evidence impossible, an empty level set, with one ``RuntimeWarning``
     (``"empty"``, used by per-row conditional sampling: see :func:`parse_conditions`).
+    ``rules``: evidence on a column a mapping of the table's rules determines becomes evidence
+    on its determinant (:func:`keep_rules`); ``False`` keeps it where it was given.
     """
     if unseen not in ("raise", "free", "empty"):
         raise ValueError(f"unseen must be 'raise', 'free' or 'empty', got {unseen!r}")
@@ -466,11 +469,12 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                         ev.unseen[:, j] = bad
                     z = np.where(bad, np.nan, z)
             ev.point[:, j] = z
-    _keep_rules(ev, schema, frozenset(skip))
+    if rules:
+        keep_rules(ev, schema, frozenset(skip))
     return ev
 
 
-def _keep_rules(ev: Evidence, schema: Schema, keep: frozenset = frozenset()) -> None:
+def keep_rules(ev: Evidence, schema: Schema, keep: frozenset = frozenset()) -> None:
     """Evidence on a column that a mapping of the table's rules determines becomes evidence
     on its determinant (:meth:`forestgen.data.rules.Rules.translate`)."""
     if schema.rules and schema.rules.get("mappings"):

@@ -13,7 +13,9 @@ the outermost public query (:func:`keeps_rules` wraps ``log_prob``, ``sample``,
 * ``sample``: rejection against declared constraints (mappings need none);
 * ``predict_proba`` / ``predict`` of a determined column: the determinant's conditional law
   pushed through the mapping; of a determinant: its law restricted to the levels consistent
-  with the row's determined values.
+  with the row's determined values;
+* ``impute``: a missing determinant takes a level whose image is the row's determined value,
+  a missing determined value is its determinant's image.
 """
 
 from __future__ import annotations
@@ -348,5 +350,72 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
     return out
 
 
+# --------------------------------------------------------------------------- imputation
+
+
+def _impute(model, inner, rules: Rules, X, *args, **kw):
+    """The learner's imputation, kept consistent with the mappings: a missing determinant
+    whose determined value is given is the only level with that image when there is one, else
+    the most probable (``method="sample"``: a draw) of the levels with that image under the
+    learner's conditional; a missing determined value is the image of its determinant."""
+    if not isinstance(X, pd.DataFrame):
+        return inner(X, *args, **kw)  # arrays keep their type; the shared path keeps the rules
+    schema = model.encoder_.schema
+    names = list(X.columns)
+    method = kw.get("method", args[0] if args else None)
+    random_state = kw.get("random_state", args[2] if len(args) > 2 else None)
+    Z = model.encoder_.transform(X, missing_columns="nan")
+    df = X.copy()
+    pending = []  # (mapping, rows) whose determinant is chosen among several levels
+    for m in rules.mappings:
+        a, b = m.determinant, m.determined
+        if schema.names[a] not in names:
+            continue
+        rows = np.flatnonzero(np.isnan(Z[:, a]) & ~np.isnan(Z[:, b]))
+        if rows.size:
+            hit = np.isclose(m.values[None, :], Z[rows, b][:, None], rtol=1e-9, atol=0.0)
+            one = hit.sum(axis=1) == 1
+            cats = schema.columns[a].categories
+            _set_labels(df, schema.names[a], rows[one],
+                        [cats[c] for c in np.argmax(hit[one], axis=1)])
+            if (~one).any():
+                pending.append((m, rows[~one]))
+    out = inner(df, *args, **kw)
+    frames = out if isinstance(out, list) else [out]
+    rng = np.random.default_rng(random_state if isinstance(random_state, (int, np.integer))
+                                else None)
+    for m, rows in pending:
+        a = m.determinant
+        P = _determinant_proba(model, model.predict_proba, rules, X.iloc[rows], a)
+        cats = schema.columns[a].categories
+        for f in frames:
+            if method == "sample":
+                codes = [rng.choice(len(p), p=p) if np.isfinite(p).all() else -1 for p in P]
+            else:
+                codes = [int(np.argmax(p)) if np.isfinite(p).all() else -1 for p in P]
+            ok = np.array([c >= 0 for c in codes])
+            _set_labels(f, schema.names[a], rows[ok], [cats[c] for c in np.array(codes)[ok]])
+    for f in frames:  # a missing determined value is its determinant's image
+        Zf = model.encoder_.transform(f, missing_columns="nan")
+        for m in rules.mappings:
+            b = m.determined
+            if schema.names[b] not in names:
+                continue
+            img = m.image(Zf[:, m.determinant])
+            rows = np.flatnonzero(np.isnan(Z[:, b]) & ~np.isnan(img))
+            if rows.size:
+                spec = schema.columns[b]
+                vals = ([spec.categories[int(v)] for v in img[rows]] if spec.is_discrete
+                        else list(img[rows]))
+                col = f[schema.names[b]]
+                if spec.is_discrete or col.dtype == object:
+                    col = col.astype(object)
+                col = col.copy()
+                col.iloc[rows] = vals
+                f[schema.names[b]] = col.astype(X[schema.names[b]].dtype) \
+                    if not col.isna().any() else col
+    return out
+
+
 _QUERIES = {"log_prob": _log_prob, "sample": _sample, "predict_proba": _predict_proba,
-            "predict": _predict}
+            "predict": _predict, "impute": _impute}

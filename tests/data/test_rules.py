@@ -77,6 +77,14 @@ def test_every_learner_keeps_mappings_in_samples_and_density(model):
     assert np.isfinite(lp).all()
     x["years"] = x["years"] + 1  # breaks edu -> years
     assert np.isneginf(m.log_prob(x)).all()
+    gaps = df.head(8).copy()
+    gaps.loc[:2, "edu"] = None          # determinant missing, determined values given
+    gaps.loc[3:5, "years"] = np.nan     # determined value missing
+    gaps.loc[6:, ["edu", "years"]] = None
+    for method in ("expectation", "sample"):
+        filled = m.impute(gaps, method=method, random_state=0)
+        assert not broken(filled).any(), method
+        assert (filled.loc[:2, "years"] == gaps.loc[:2, "years"]).all()  # given cells kept
 
 
 def test_density_of_determined_columns_is_the_determinants():
