@@ -23,9 +23,10 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import md_table  # noqa: E402
+
 import forestgen as fg  # noqa: E402
 import forestgen.metrics as fm  # noqa: E402
-from _common import md_table  # noqa: E402
 
 
 def cpu() -> float:

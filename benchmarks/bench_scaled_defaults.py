@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _common import md_table  # noqa: E402
+
 sys.path.insert(0, str(HERE / "leaderboard"))
 
 TARGETS = {"tips": "day", "quine": "Eth", "wide5000": "c0"}
