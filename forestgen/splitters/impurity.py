@@ -9,7 +9,7 @@ import numpy as np
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import LABELLED, USER, criterion_code
-from forestgen.tree.grow_impurity import SPARSE_DIV, grow_tree, grow_tree_with
+from forestgen.tree.grow_impurity import SPARSE_RATIO, grow_tree, grow_tree_with
 from forestgen.tree.record import TreeRecord
 
 
@@ -37,7 +37,7 @@ class ImpuritySplitter(Splitter):
         if isinstance(crit, str) and crit not in LABELLED:
             crit = registry.get("criterion", crit)
         code = criterion_code(crit)
-        return (grow_tree_with(crit), 0) if code == USER else (grow_tree, code)
+        return (grow_tree_with(crit), USER) if code == USER else (grow_tree, code)
 
     def grow(self, data: TreeData, y, w, rng, limits: GrowLimits) -> TreeRecord:
         if limits.max_depth is not None and limits.max_depth < 0:
@@ -54,7 +54,7 @@ class ImpuritySplitter(Splitter):
             -1 if limits.max_depth is None else int(limits.max_depth),
             float(limits.min_samples_leaf), mcl,
             resolve_max_features(limits.max_features, data.d), float(self.min_gain),
-            code, rng, bool(data.route_rows), SPARSE_DIV,
+            code, rng, bool(data.route_rows), SPARSE_RATIO,
         )
         thr = np.full(len(feat), np.nan)
         numeric = (feat >= 0) & (cat_off < 0)

@@ -44,57 +44,166 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from forestgen.tree.criteria import criterion_gain, specialise
+from forestgen.tree.criteria import ENTROPY, GINI, criterion_gain, specialise
 from forestgen.tree.node_ops import binned_sides, draw_candidates
 
-SPARSE_DIV = 4  # a feature's histogram is sparse when the node has < n_bins / SPARSE_DIV rows
+SPARSE_RATIO = 1.0  # a feature's histogram is sparse when the node has < ratio * n_bins rows
+SORT_MAX = 16  # occupied bins sorted by insertion up to this many, else listed from the flags
 
 
 @njit(cache=True, nogil=True)
 def _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touched, occ,
                 n_occ):
     """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the row
-    records ``start:end`` (codes ``rec [m, d]``, labels ``ry``, weights ``rw``), in one pass
-    over the rows. Feature ``t`` with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``,
-    sorted) only the bins its rows occupy; others clear all bins. The missing bin
-    ``n_bins[f]`` is always cleared and never listed."""
+    records ``start:end`` (codes ``rec [m, d]``, labels ``ry``, weights ``rw``). With every
+    feature dense, one pass over the rows fills them all; a feature with ``sparse[t]`` clears
+    and lists (in ``occ[t, :n_occ[t]]``, sorted) only the bins its rows occupy. The missing
+    bin ``n_bins[f]`` is always cleared and never listed."""
     C = hist.shape[2]
+    any_sparse = False
     for t in range(mtry):
-        nb = n_bins[feats[t]]
         n_occ[t] = 0
         if sparse[t]:
-            for c in range(C):
-                hist[t, nb, c] = 0.0
-            touched[t, nb] = True
-        else:
-            for b in range(nb + 1):
-                for c in range(C):
-                    hist[t, b, c] = 0.0
-    for r in range(start, end):
-        yi = ry[r]
-        wi = rw[r]
-        for t in range(mtry):
-            b = rec[r, feats[t]]
-            if sparse[t] and not touched[t, b]:
-                touched[t, b] = True
-                occ[t, n_occ[t]] = b
-                n_occ[t] += 1
-                for c in range(C):
-                    hist[t, b, c] = 0.0
-            hist[t, b, yi] += wi
-    for t in range(mtry):
-        if not sparse[t]:
+            any_sparse = True
             continue
-        touched[t, n_bins[feats[t]]] = False
-        m = n_occ[t]
-        for q in range(m):  # insertion sort (m is small), then clear the flags
-            v = occ[t, q]
-            touched[t, v] = False
-            p = q - 1
-            while p >= 0 and occ[t, p] > v:
-                occ[t, p + 1] = occ[t, p]
-                p -= 1
-            occ[t, p + 1] = v
+        for b in range(n_bins[feats[t]] + 1):
+            for c in range(C):
+                hist[t, b, c] = 0.0
+    if not any_sparse:
+        for r in range(start, end):
+            yi = ry[r]
+            wi = rw[r]
+            for t in range(mtry):
+                hist[t, rec[r, feats[t]], yi] += wi
+        return
+    for t in range(mtry):
+        f = feats[t]
+        if sparse[t]:
+            _fill_sparse(hist[t], touched[t], occ[t], n_occ, t, rec, f, start, end, ry, rw,
+                         n_bins[f])
+            continue
+        for r in range(start, end):
+            hist[t, rec[r, f], ry[r]] += rw[r]
+
+
+@njit(cache=True, nogil=True)
+def _fill_sparse(h, tch, o, n_occ, t, rec, f, start, end, ry, rw, nb):
+    """One feature's sparse histogram ``h``: bins cleared as the rows first reach them, then
+    listed in increasing order in ``o[:n_occ[t]]`` (flags ``tch`` left clear)."""
+    C = h.shape[1]
+    for c in range(C):
+        h[nb, c] = 0.0
+    tch[nb] = True
+    m = 0
+    for r in range(start, end):
+        b = rec[r, f]
+        if not tch[b]:
+            tch[b] = True
+            o[m] = b
+            m += 1
+            for c in range(C):
+                h[b, c] = 0.0
+        h[b, ry[r]] += rw[r]
+    tch[nb] = False
+    n_occ[t] = m
+    if m > SORT_MAX:  # list the flags in bin order (and clear them)
+        q = 0
+        for b in range(nb):
+            if tch[b]:
+                tch[b] = False
+                o[q] = b
+                q += 1
+        return
+    for q in range(m):  # insertion sort (m is small), then clear the flags
+        v = o[q]
+        tch[v] = False
+        p = q - 1
+        while p >= 0 and o[p] > v:
+            o[p + 1] = o[p]
+            p -= 1
+        o[p + 1] = v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _impurity2(code, l0, l1, r0, r1):
+    """:func:`~forestgen.tree.criteria.criterion_gain` of two classes (Gini or entropy) from
+    scalars, with the same operations in the same order (same bits)."""
+    WL = 0.0 + l0 + l1
+    WR = 0.0 + r0 + r1
+    W = WL + WR
+    if W <= 0.0:
+        return 0.0
+    if code == GINI:
+        p0 = l0 + r0
+        p1 = l1 + r1
+        sL = 0.0 + l0 * l0 + l1 * l1
+        sR = 0.0 + r0 * r0 + r1 * r1
+        sP = 0.0 + p0 * p0 + p1 * p1
+        out = W - sP / W
+        if WL > 0.0:
+            out -= WL - sL / WL
+        if WR > 0.0:
+            out -= WR - sR / WR
+        return out
+    out = 0.0
+    for c in range(2):
+        lc = l0 if c == 0 else l1
+        rc = r0 if c == 0 else r1
+        p = lc + rc
+        if p > 0.0:
+            out -= p * np.log(p / W)
+        if lc > 0.0:
+            out += lc * np.log(lc / WL)
+        if rc > 0.0:
+            out += rc * np.log(rc / WR)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _scan_binary(hist, order_buf, n_scan, miss, miss_w, parent, crit, min_leaf, min_class):
+    """The scan of :func:`_scan_feature` for two classes under a built-in criterion, on
+    scalars (no per-candidate buffers); same splits, same bits."""
+    best_gain = -np.inf
+    best_pos = -1
+    best_nan_left = False
+    m0 = miss[0]
+    m1 = miss[1]
+    p0 = parent[0]
+    p1 = parent[1]
+    c0 = min_class[0]
+    c1 = min_class[1]
+    l0 = 0.0
+    l1 = 0.0
+    for pos in range(n_scan):
+        b = order_buf[pos]
+        h0 = hist[b, 0]
+        h1 = hist[b, 1]
+        l0 += h0
+        l1 += h1
+        if 0.0 + h0 + h1 <= 0.0:
+            continue
+        for side in range(2):
+            nan_left = side == 0
+            if miss_w <= 0.0 and not nan_left:
+                continue
+            a0 = l0 + (m0 if nan_left else 0.0)
+            a1 = l1 + (m1 if nan_left else 0.0)
+            r0 = p0 - a0
+            r1 = p1 - a1
+            WL = 0.0 + a0 + a1
+            WR = 0.0 + r0 + r1
+            if (a0 < c0 or r0 < c0 or a1 < c1 or r1 < c1 or WL < min_leaf or WR < min_leaf
+                    or WL <= 0.0 or WR <= 0.0):
+                continue
+            gain = _impurity2(crit, a0, a1, r0, r1)
+            if gain > best_gain:
+                best_gain = gain
+                best_pos = pos
+                if miss_w > 0.0:
+                    best_nan_left = nan_left
+                else:
+                    best_nan_left = WL >= WR
+    return best_gain, best_pos, best_nan_left
 
 
 @njit(cache=True, nogil=True)
@@ -153,6 +262,10 @@ def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order
             order_buf[b] = b
         m = nb
         n_scan = nb - 1
+    if C == 2 and (crit == GINI or crit == ENTROPY):
+        g, pos, nl = _scan_binary(hist, order_buf, n_scan, miss, miss_w, parent, crit,
+                                  min_leaf, min_class)
+        return g, pos, nl, m
     best_gain = -np.inf
     best_pos = -1
     best_nan_left = False
@@ -249,12 +362,13 @@ def _partition_records(rec, rid, ry, rw, start, end, f, go_left, s_rec, s_rid, s
 @njit(cache=True, nogil=True)
 def grow_tree(
     Xb, n_bins, nominal, y, w, n_classes, max_depth, min_samples_leaf, min_class_leaf,
-    max_features, min_gain, crit, rng, route_all, sparse_div,
+    max_features, min_gain, crit, rng, route_all, sparse_ratio,
 ):
     """Grow one tree; see the module docstring. Returns flat node arrays (tree-local ids):
     ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``
     and ``row_node [n]`` (the node each row reaches; empty unless ``route_all``).
-    ``sparse_div`` 0 turns the sparse histograms off (same tree, for tests)."""
+    ``sparse_ratio``: a feature's histogram is sparse when the node has fewer rows than this
+    times its bins (0: never; any value grows the same tree)."""
     d = Xb.shape[0]
     n = Xb.shape[1]
     n_in = 0
@@ -363,7 +477,7 @@ def grow_tree(
             draw_candidates(feats, mtry, rng)
             rows = end - start
             for t in range(mtry):
-                sparse[t] = sparse_div > 0 and rows * sparse_div < n_bins[feats[t]]
+                sparse[t] = rows < sparse_ratio * n_bins[feats[t]]
             _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touched,
                         occ, n_occ)
             best_gain = min_gain

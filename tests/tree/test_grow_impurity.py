@@ -7,14 +7,16 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from numba import njit
 
 from forestgen.data.binning import Binner
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.arf import leafwise_donors, narrow_codes, stack_codes
 from forestgen.learners import ARF
 from forestgen.splitters import GiniSplitter, GrowLimits, TreeData
+from forestgen.tree.criteria import ENTROPY, GINI, USER, criterion_gain
 from forestgen.tree.forest import grow_forest_routed, tree_generators
-from forestgen.tree.grow_impurity import SPARSE_DIV, grow_tree
+from forestgen.tree.grow_impurity import SPARSE_RATIO, grow_tree, grow_tree_with
 
 
 def _table(n=600, seed=0):
@@ -33,10 +35,10 @@ def _table(n=600, seed=0):
     return Z, y, nominal, n_levels
 
 
-def _grow(Xb, b, y, w, seed, sparse_div, route_all=True, min_class=(0.0, 1.0), mtry=2):
+def _grow(Xb, b, y, w, seed, sparse_ratio, route_all=True, min_class=(0.0, 1.0), mtry=2):
     rng = np.random.Generator(np.random.PCG64(seed))
     return grow_tree(Xb, b.n_bins.astype(np.int64), b.nominal, y, w, 2, -1, 1.0,
-                     np.asarray(min_class), mtry, 0.0, 0, rng, route_all, sparse_div)
+                     np.asarray(min_class), mtry, 0.0, 0, rng, route_all, sparse_ratio)
 
 
 @pytest.mark.parametrize("weights", ["bootstrap", "fractional"])
@@ -49,9 +51,9 @@ def test_sparse_histograms_grow_the_dense_tree(weights):
         w = draw_weights(len(Z), rng)
         if weights == "fractional":
             w = w * rng.uniform(0.5, 1.5, len(Z))
-        dense = _grow(Xb, b, y, w, seed, 0)
-        sparse = _grow(Xb, b, y, w, seed, SPARSE_DIV)
-        wide = _grow(Xb, b, y, w, seed, 1000)  # nearly every node sparse
+        dense = _grow(Xb, b, y, w, seed, 0.0)
+        sparse = _grow(Xb, b, y, w, seed, SPARSE_RATIO)
+        wide = _grow(Xb, b, y, w, seed, 1e9)  # every node sparse
         assert len(dense[0]) > 30  # a real tree
         for a, s, v in zip(dense, sparse, wide):
             np.testing.assert_array_equal(a, s)
@@ -158,3 +160,34 @@ def test_arf_same_bits_any_thread_count():
     for f in ("feature", "threshold", "left", "right", "cat_left", "node_value"):
         np.testing.assert_array_equal(getattr(a.forest_, f), getattr(b.forest_, f))
     np.testing.assert_array_equal(a.log_prob(df), b.log_prob(df))
+
+
+@njit(cache=True)
+def _builtin_gini(left, right):
+    return criterion_gain(GINI, left, right)
+
+
+@njit(cache=True)
+def _builtin_entropy(left, right):
+    return criterion_gain(ENTROPY, left, right)
+
+
+@pytest.mark.parametrize("code, user", [(GINI, _builtin_gini), (ENTROPY, _builtin_entropy)])
+def test_two_class_scan_equals_the_generic_scan(code, user):
+    """Two classes under a built-in criterion take a scalar scan; the generic scan (what a
+    user gain runs) with the built-in gain grows the same tree."""
+    Z, y, nominal, n_levels = _table(seed=6)
+    b = Binner.fit(Z, nominal, n_levels)
+    Xb = b.transform(Z)
+    generic = grow_tree_with(user)
+    for seed in range(3):
+        w = draw_weights(len(Z), np.random.default_rng(seed))
+        args = (Xb, b.n_bins.astype(np.int64), b.nominal, y, w, 2, -1, 1.0,
+                np.array([0.0, 1.0]), 2, 0.0)
+        fast = grow_tree(*args, code, np.random.Generator(np.random.PCG64(seed)), True,
+                         SPARSE_RATIO)
+        slow = generic(*args, USER, np.random.Generator(np.random.PCG64(seed)), True,
+                       SPARSE_RATIO)
+        assert len(fast[0]) > 30
+        for a, s in zip(fast, slow):
+            np.testing.assert_array_equal(a, s)
