@@ -47,6 +47,7 @@ from forestgen.validation import (
     check_n_jobs,
     check_random_state,
     check_real,
+    warn_input,
 )
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
@@ -311,9 +312,14 @@ class GenerativeForest(BaseEstimator):
     # ----------------------------------------------------------------- queries
     def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
         """Encoded query rows; a column absent from a DataFrame is all-missing, so every query
-        (``log_prob``, ``predict_proba``, conditions, ...) marginalises it."""
+        (``log_prob``, ``predict_proba``, conditions, ...) marginalises it. Absent columns,
+        unseen levels and levels given as text are reported in one
+        :class:`~forestgen.validation.InputWarning`."""
         self._check_fitted()
-        return self.encoder_.transform(X, missing_columns)
+        notes: list = []
+        Z = self.encoder_.transform(X, missing_columns, notes)
+        warn_input(notes, type(self).__name__)
+        return Z
 
     def _pair_scores(self, Z: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
         observed = [j for j in range(Z.shape[1]) if not np.isnan(Z[:, j]).all()]

@@ -63,7 +63,7 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from forestgen.base import GenerativeForest
-from forestgen.validation import check_choice, check_int
+from forestgen.validation import InputWarning, check_choice, check_int, warn_input
 
 __all__ = ["ForestImputer", "RubinResult", "rubin_pool"]
 
@@ -232,6 +232,15 @@ class ForestImputer(TransformerMixin, BaseEstimator):
             arr = np.hstack([arr, ind.astype(arr.dtype if arr.dtype != object else object)])
         return arr
 
+    def _report_input(self, table: pd.DataFrame) -> None:
+        """One :class:`~forestgen.validation.InputWarning` naming the columns of ``table`` that
+        hold levels the learner never saw (kept as they are, left out as evidence) or levels
+        given as text; the learner's own queries then stay silent for this call."""
+        notes: list = []
+        self.learner_.encoder_.transform(table, "nan", notes)
+        warn_input(notes, "ForestImputer", unseen="such cells are kept as they are and left "
+                                                  "out of the evidence of their rows")
+
     def transform(self, X):
         """``X`` with every missing cell imputed (plus indicator columns if ``add_indicator``)."""
         check_is_fitted(self, "learner_")
@@ -240,8 +249,11 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         missing = table.isna().to_numpy()
         rng = np.random.default_rng(self._seed)
         start = self._completed if table.equals(self._train) else None
-        filled = self._impute(self.learner_, self._train, table, self.sample_posterior, 1,
-                              rng, self._completed, start)[0]
+        self._report_input(table)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InputWarning)
+            filled = self._impute(self.learner_, self._train, table, self.sample_posterior, 1,
+                                  rng, self._completed, start)[0]
         return self._finish(filled, X, is_frame, missing)
 
     def multiple_imputation(self, X, m: int = 5) -> list:
@@ -257,6 +269,12 @@ class ForestImputer(TransformerMixin, BaseEstimator):
             raise ValueError(f"m must be a positive integer, got {m!r}")
         X, is_frame = self._validate(X, reset=False)
         table = self._table(X, is_frame)
+        self._report_input(table)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InputWarning)
+            return self._multiple(X, table, is_frame, int(m))
+
+    def _multiple(self, X, table: pd.DataFrame, is_frame: bool, m: int) -> list:
         missing = table.isna().to_numpy()
         rng = np.random.default_rng(self._seed)
         rounds = self.n_refits if self._train.isna().to_numpy().any() else 0

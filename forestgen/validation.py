@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -146,3 +149,87 @@ def seed_child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequenc
     the ``i``-th ``root.spawn`` gives a fresh ``root``."""
     return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key),
                                   pool_size=root.pool_size)
+
+
+# ---------------------------------------------------------------------- table input
+class InputWarning(RuntimeWarning):
+    """A query handled input it could not use as given — a column absent from the rows, a
+    level the model never saw, a value of the wrong type read as another — and says so: one
+    warning per call, naming every column concerned."""
+
+
+def note_text(note: tuple) -> str:
+    """One note of :meth:`TableEncoder.transform(..., notes=) <forestgen.data.TableEncoder>`
+    as text."""
+    kind, name = note[0], note[1]
+    if kind == "absent":
+        return f"column {name!r} is absent from the input and is marginalised (integrated out)"
+    if kind == "unseen":
+        _, _, count, example, known = note
+        shown = known if len(known) <= 10 else [*known[:10], "..."]
+        return (f"column {name!r}: level {example!r} was not seen at fit time ({count} "
+                f"value(s); known levels: {shown})")
+    if kind == "text":
+        _, _, count, example, value = note
+        return (f"column {name!r}: {count} value(s) given as text (e.g. {example!r}) were read "
+                f"as the level {value!r}")
+    raise ValueError(f"unknown note {note!r}")  # pragma: no cover
+
+
+def warn_input(notes: list | None, who: str, unseen: str = "") -> None:
+    """Emit one :class:`InputWarning` for the ``notes`` a query collected (none: nothing),
+    attributed to the first caller outside forestgen; ``unseen``: what the query did with
+    unseen levels, appended to their notes."""
+    if not notes:
+        return
+    seen: list = []
+    for n in notes:
+        if n not in seen:
+            seen.append(n)
+    text = [note_text(n) + (f"; {unseen}" if unseen and n[0] == "unseen" else "")
+            for n in seen]
+    warnings.warn(f"{who}: " + "; ".join(text), InputWarning, stacklevel=_outside_level())
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _outside_level() -> int:
+    """``stacklevel`` (for a ``warnings.warn`` called by this function's caller) of the first
+    frame outside the forestgen package."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+#: an inferred text column whose values are numbers but for at most this share is refused:
+#: the rest are typos or missing-value markers ('abc', '?', 'n/a') in a numeric column
+NUMERIC_TEXT_SHARE = 0.05
+
+
+def check_text_in_numbers(series: Any, name: Any) -> None:
+    """Refuse, naming the column, an object / string column holding numbers (or numeric text)
+    and a few values that are not (at most ``NUMERIC_TEXT_SHARE`` of its observed values):
+    a numeric column with a stray string would otherwise be modelled as categorical."""
+    import pandas as pd
+    from pandas.api import types as pdt
+
+    if not (pdt.is_object_dtype(series.dtype) or pdt.is_string_dtype(series.dtype)) or \
+            isinstance(series.dtype, pd.CategoricalDtype):
+        return
+    obs = series.dropna()
+    if obs.empty:
+        return
+    values = obs.astype(object).to_numpy()
+    is_bool = np.array([isinstance(v, (bool, np.bool_)) for v in values])
+    num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").notna().to_numpy()
+    num = num & ~is_bool
+    bad = ~num
+    if num.any() and 0 < bad.sum() <= NUMERIC_TEXT_SHARE * len(values):
+        example = values[bad][0]
+        raise ValueError(
+            f"column {name!r} holds numbers and {int(bad.sum())} value(s) that are not (e.g. "
+            f"{example!r}); make them missing (pd.to_numeric(df[{name!r}], errors='coerce'), "
+            f"or na_values= when reading a CSV) or declare the column "
+            f"kinds={{{name!r}: 'categorical'}} if it is nominal")

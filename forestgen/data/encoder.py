@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as pdt
 
+from forestgen.data.binning import MAX_CODES
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
 from forestgen.data.rules import Mapping, Rules, find_mappings, parse_constraints
 from forestgen.data.schema import KINDS, ColumnKind, ColumnSpec, Schema, to_python_scalar
+from forestgen.validation import check_text_in_numbers
 
 __all__ = ["TableEncoder", "infer_kind", "time_scalar_to_seconds", "time_seconds"]
 
@@ -521,6 +523,41 @@ def _warn_identifiers(df: pd.DataFrame, specs: list[ColumnSpec]) -> None:
                           UserWarning, stacklevel=4)
 
 
+def _levels_from_text(values: np.ndarray, idx: np.ndarray, spec: ColumnSpec,
+                      notes: list) -> None:
+    """Read text values of a column whose levels are not text as the level of that text
+    (``'10'`` -> ``10``), in place in ``idx``, noting each column once."""
+    cats = spec.categories or []
+    if any(isinstance(c, str) for c in cats):
+        return
+    by_text: dict = {}
+    for i, c in enumerate(cats):
+        by_text.setdefault(str(c), []).append(i)
+    first = None
+    count = 0
+    for r in np.flatnonzero(idx < 0):
+        v = values[r]
+        if isinstance(v, str):
+            hit = by_text.get(v.strip())
+            if hit is not None and len(hit) == 1:
+                idx[r] = hit[0]
+                count += 1
+                first = (v, cats[hit[0]]) if first is None else first
+    if count:
+        notes.append(("text", spec.name, count, first[0], first[1]))
+
+
+def _check_level_count(spec: ColumnSpec) -> ColumnSpec:
+    """A nominal column has at most ``MAX_CODES - 1`` levels (the trees' split codes are 16-bit,
+    one kept for missing values); refuse one with more, naming it."""
+    if spec.is_discrete and spec.is_nominal and spec.n_levels + 1 > MAX_CODES:
+        raise ValueError(f"column {spec.name!r} has {spec.n_levels} distinct levels; a nominal "
+                         f"column may have at most {MAX_CODES - 1}. An identifier? Drop it; a "
+                         f"number? Give it kinds={{{spec.name!r}: 'continuous'}} (or a numeric "
+                         f"dtype)")
+    return spec
+
+
 class TableEncoder:
     """Fit a :class:`Schema` on a table and map it to/from a float64 matrix.
 
@@ -634,12 +671,16 @@ class TableEncoder:
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
         entry = self._lookup(self.metadata, name)
         if entry is None:
-            return _fit_column(series, self._override(name), self.max_ordinal_levels,
-                               discrete_floats=getattr(self, "_discrete_floats", True))
+            kind = self._override(name)
+            if kind is None:
+                check_text_in_numbers(series, name)
+            return _check_level_count(_fit_column(
+                series, kind, self.max_ordinal_levels,
+                discrete_floats=getattr(self, "_discrete_floats", True)))
         kind = kind_for(series, entry, infer_kind(series))
         spec = _fit_column(series, kind, self.max_ordinal_levels,
                            discrete_floats=getattr(self, "_discrete_floats", True))
-        return apply_column_metadata(spec, series, entry)
+        return _check_level_count(apply_column_metadata(spec, series, entry))
 
     @staticmethod
     def _lookup(table: dict, name: Any) -> Any:
@@ -656,9 +697,11 @@ class TableEncoder:
         return self._lookup(self.kinds, name)
 
     # ------------------------------------------------------------------ transform
-    def _columns_of(self, X: Any, missing_columns: str = "raise") -> list[pd.Series]:
+    def _columns_of(self, X: Any, missing_columns: str = "raise",
+                    notes: list | None = None) -> list[pd.Series]:
         """The input's columns in schema order. A column the model does not know raises; an
-        absent one raises, or with ``missing_columns="nan"`` is all-missing (marginalised)."""
+        absent one raises, or with ``missing_columns="nan"`` is all-missing (marginalised,
+        and noted in ``notes``)."""
         schema = self._require_schema()
         df, input_type = _as_frame(X)
         if input_type != "dataframe":
@@ -680,12 +723,26 @@ class TableEncoder:
             if j is None:
                 if missing_columns != "nan":
                     raise ValueError(f"input is missing column {spec.name!r}")
+                if notes is not None:
+                    notes.append(("absent", spec.name))
                 out.append(pd.Series(np.full(len(df), np.nan), index=df.index, name=spec.name))
                 continue
             out.append(df.iloc[:, j])
         return out
 
-    def _encode(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None) -> np.ndarray:
+    def _encode(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None,
+                notes: list | None = None) -> np.ndarray:
+        codes = self._encode_column(series, spec, index, notes)
+        if notes is not None and spec.is_discrete:
+            unseen = codes == spec.n_levels
+            if unseen.any():
+                example = to_python_scalar(series.to_numpy()[np.argmax(unseen)])
+                notes.append(("unseen", spec.name, int(unseen.sum()), example,
+                              list(spec.categories or [])))
+        return codes
+
+    def _encode_column(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None,
+                       notes: list | None) -> np.ndarray:
         if not spec.is_discrete:
             return _to_float(series, spec.name)
         k = spec.n_levels
@@ -710,19 +767,28 @@ class TableEncoder:
             values = np.array([_BOOL_TEXT.get(v.strip().lower(), v) if isinstance(v, str)
                                else v for v in values], dtype=object)
         idx = index.get_indexer(values)
+        if notes is not None and (idx < 0).any():
+            _levels_from_text(values, idx, spec, notes)
         codes = np.where(idx < 0, k, idx).astype(np.float64)
         codes[missing] = np.nan
         return codes
 
-    def transform(self, X: Any, missing_columns: str = "raise") -> np.ndarray:
+    def transform(self, X: Any, missing_columns: str = "raise",
+                  notes: list | None = None) -> np.ndarray:
         """Encode ``X`` as a float64 matrix ``[n, d]`` (NaN = missing, code k = unseen level).
-        ``missing_columns="nan"`` encodes columns absent from a DataFrame as missing."""
+        ``missing_columns="nan"`` encodes columns absent from a DataFrame as missing.
+
+        ``notes``: a list to which what the input needed is appended, for a query to report
+        (:func:`forestgen.validation.warn_input`): ``("absent", column)``, ``("unseen",
+        column, count, example, levels)`` and ``("text", column, count, example, level)`` — a
+        value of a column whose levels are not text, given as text (``'10'``), is read as
+        the level whose text it is (``10``) when exactly one level has that text."""
         schema = self._require_schema()
-        cols = self._columns_of(X, missing_columns)
+        cols = self._columns_of(X, missing_columns, notes)
         n = len(cols[0]) if cols else 0
         Z = np.empty((n, schema.d), dtype=np.float64)
         for j, (series, spec) in enumerate(zip(cols, schema.columns)):
-            Z[:, j] = self._encode(series, spec, self._level_index[j])
+            Z[:, j] = self._encode(series, spec, self._level_index[j], notes)
         return Z
 
     def fit_transform(self, X: Any) -> np.ndarray:

@@ -141,6 +141,13 @@ def _validate_entry(name: Any, entry: dict) -> dict:
     unknown = sorted(set(entry) - _COLUMN_KEYS)
     if unknown:
         raise ValueError(f"column {name!r}: unknown metadata key(s) {unknown}")
+    for key in ("nullable", "pii"):
+        if key in entry and not isinstance(entry[key], (bool, np.bool_)):
+            raise ValueError(f"column {name!r}: {key} must be True or False, got "
+                             f"{entry[key]!r} ({type(entry[key]).__name__})")
+    if "values" in entry and not isinstance(entry["values"], (list, tuple)):
+        raise ValueError(f"column {name!r}: 'values' must be a list of the column's levels, "
+                         f"got {type(entry['values']).__name__}")
     if sdtype == "ordinal" and not entry.get("values"):
         raise ValueError(f"column {name!r}: an ordinal column needs its ordered 'values'")
     numeric_keys = [k for k in ("range_min", "range_max", "decimal_places") if k in entry]
@@ -240,7 +247,7 @@ def apply_column_metadata(spec: ColumnSpec, series: pd.Series, entry: dict) -> C
                 spec.categories = declared
             spec.upper = float(len(spec.categories) - 1)
         spec.ordinal = entry["sdtype"] == "ordinal"
-    spec.nullable = entry.get("nullable", True) is not False
+    spec.nullable = bool(entry.get("nullable", True))
     return spec
 
 

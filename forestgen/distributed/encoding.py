@@ -29,10 +29,29 @@ def _head(df: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def sample_rows(ddf, n_rows: int) -> pd.DataFrame:
-    """The first ``ceil(n_rows / npartitions)`` rows of every partition (deterministic)."""
+    """The first ``ceil(n_rows / npartitions)`` rows of every partition (deterministic);
+    partitions that disagree on a column's dtype are refused
+    (:func:`check_partition_dtypes`)."""
     k = max(1, -(-int(n_rows) // ddf.npartitions))
     parts = dask.compute(*[dask.delayed(_head)(p, k) for p in ddf.to_delayed()])
+    check_partition_dtypes(parts)
     return pd.concat(parts, ignore_index=True)
+
+
+def check_partition_dtypes(parts: list[pd.DataFrame]) -> None:
+    """Refuse, naming the column, partitions that disagree on a column's dtype (one holds
+    integers, another floats or text): concatenated, the column would silently change kind
+    (integers become floats, numbers become levels)."""
+    for name in parts[0].columns if parts else []:
+        seen: dict[str, int] = {}
+        for i, p in enumerate(parts):
+            if name in p.columns:
+                seen.setdefault(str(p[name].dtype), i)
+        if len(seen) > 1:
+            shown = ", ".join(f"{dt} (partition {i})" for dt, i in seen.items())
+            raise ValueError(f"column {name!r} has different dtypes in different partitions: "
+                             f"{shown}; give it one dtype in every partition (e.g. "
+                             f"ddf.astype({{{name!r}: ...}}), or dtype= when reading)")
 
 
 def summarise(Z: np.ndarray, schema: Schema) -> dict[str, np.ndarray]:

@@ -513,7 +513,7 @@ def predict_proba(model, X, target) -> pd.DataFrame:
         raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
                          f"{spec.kind} (use predict / expect)")
     df = _frame(model, X)
-    ev = evidence_from_frame(model, df, skip={j}, unseen="free")
+    ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
     p = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     return pd.DataFrame(p, index=df.index,
                         columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
@@ -525,7 +525,7 @@ def predict(model, X, target) -> pd.Series:
     model._check_fitted()
     j = _target(model, target)
     df = _frame(model, X)
-    ev = evidence_from_frame(model, df, skip={j}, unseen="free")
+    ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
     mom = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     vals, is_code = _point_values(model, j, mom)
     return point_series(model, j, vals, is_code, df.index)
@@ -570,7 +570,7 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     is_array = isinstance(X, np.ndarray)
     df = _frame(model, X)
     schema = model.encoder_.schema
-    ev = evidence_from_frame(model, df, unseen="free", rules=False)
+    ev = evidence_from_frame(model, df, unseen="free", rules=False, rows=True)
     present = [j for j in range(schema.d) if _has_column(df, schema.names[j])]
     miss = np.zeros((ev.m, schema.d), bool)
     miss[:, present] = ~ev.active()[:, present]

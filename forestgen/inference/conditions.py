@@ -6,7 +6,6 @@ See the module docstring of :mod:`forestgen.inference` for the user-facing refer
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ import pandas as pd
 from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
+from forestgen.validation import warn_input
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
            "ON_EMPTY", "check_on_empty", "blank_rows"]
@@ -400,7 +400,7 @@ def parse_conditions(model, conditions: Any, on_empty: str | None = "raise",
 
 def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                         skip: Iterable[int] = (), unseen: str = "raise",
-                        rules: bool = True) -> Evidence:
+                        rules: bool = True, rows: bool = False) -> Evidence:
     """Per-row evidence from a DataFrame (NaN cells are free).
 
     Plain columns are encoded in one vectorised pass; object columns holding intervals, level
@@ -412,6 +412,10 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
     (``"empty"``, used by per-row conditional sampling: see :func:`parse_conditions`).
     ``rules``: evidence on a column a mapping of the table's rules determines becomes evidence
     on its determinant (:func:`keep_rules`); ``False`` keeps it where it was given.
+    ``rows``: ``df`` holds the rows of a query (predictors), not conditions, so a model
+    column it lacks (and ``skip`` does not name) is noted as absent. What the input needed
+    (absent columns, unseen levels, levels given as text) is reported in one
+    :class:`~forestgen.validation.InputWarning` (a ``RuntimeWarning``).
     """
     if unseen not in ("raise", "free", "empty"):
         raise ValueError(f"unseen must be 'raise', 'free' or 'empty', got {unseen!r}")
@@ -430,6 +434,10 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
         cols[j] = c
     m = len(df)
     ev = Evidence.empty(m, schema.d)
+    notes: list = []
+    if rows:
+        notes += [("absent", spec.name) for j, spec in enumerate(schema.columns)
+                  if j not in cols and j not in skip]
     plain: dict[int, pd.Series] = {}
     for j, c in cols.items():
         if j in skip:
@@ -444,7 +452,7 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                                          else np.full(m, np.nan))
                              for j, spec in enumerate(schema.columns)})
         full.columns = pd.Index(np.array(schema.names + [None], dtype=object)[:-1])
-        Z = model.encoder_.transform(full)
+        Z = model.encoder_.transform(full, notes=notes)
         for j in plain:
             spec = schema.columns[j]
             z = Z[:, j]
@@ -457,13 +465,9 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
                     if unseen == "raise":
                         raise ValueError(msg)
                     if unseen == "empty":
-                        warnings.warn(f"{msg}; {int(bad.sum())} such row(s) have evidence of "
-                                      f"probability zero", RuntimeWarning, stacklevel=4)
                         for i in np.flatnonzero(bad):
                             _put_set(ev, int(i), j, spec.n_levels, np.zeros(spec.n_levels, bool))
                     else:
-                        warnings.warn(f"{msg}; {int(bad.sum())} such cell(s) left out of the "
-                                      f"evidence of their rows", RuntimeWarning, stacklevel=4)
                         if ev.unseen is None:
                             ev.unseen = np.zeros((m, schema.d), bool)
                         ev.unseen[:, j] = bad
@@ -471,6 +475,9 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
             ev.point[:, j] = z
     if rules:
         keep_rules(ev, schema, frozenset(skip))
+    what = {"empty": "such rows have evidence of probability zero",
+            "free": "such cells are left out of the evidence of their rows"}.get(unseen, "")
+    warn_input(notes, type(model).__name__, unseen=what)
     return ev
 
 

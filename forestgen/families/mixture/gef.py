@@ -290,7 +290,7 @@ class GeF(GenerativeForest):
 
     def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
         self._check_fitted()
-        return self.encoder_.transform(self._frame(X), missing_columns)
+        return super()._encode(self._frame(X), missing_columns)
 
     def _encode_features(self, X) -> np.ndarray:
         """Encoded rows with the class entry set to missing (class marginalised / queried)."""
