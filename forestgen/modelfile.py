@@ -581,7 +581,7 @@ _FOREST_DTYPES = {
 }
 
 
-def check_forest(forest: Any, n_columns: int) -> None:
+def check_forest(forest: Any, n_columns: int, name: str = "forest") -> None:
     """Raise ``ValueError`` unless ``forest`` (a ``ForestArrays``) is a well-formed forest.
 
     Checks dtypes and shapes, tree and leaf offsets, that feature ids and child ids are in
@@ -590,47 +590,47 @@ def check_forest(forest: Any, n_columns: int) -> None:
     that leaf ids are a permutation consistent with ``leaf_offsets``, and that nominal split
     level sets lie inside ``cat_left``. Cost: a few vectorised passes over the node arrays.
     """
-    for name, dt in _FOREST_DTYPES.items():
-        a = getattr(forest, name)
-        want_ndim = 2 if name == "node_value" else 1
+    for key, dt in _FOREST_DTYPES.items():
+        a = getattr(forest, key)
+        want_ndim = 2 if key == "node_value" else 1
         if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != want_ndim:
-            raise ValueError(f"forest.{name} must be a {want_ndim}-D {np.dtype(dt).name} array, "
+            raise ValueError(f"{name}.{key} must be a {want_ndim}-D {np.dtype(dt).name} array, "
                              f"got {getattr(a, 'dtype', type(a).__name__)} with shape "
                              f"{getattr(a, 'shape', None)}")
     feature, left, right = forest.feature, forest.left, forest.right
     N = len(feature)
-    for name in ("threshold", "nan_left", "left", "right", "cat_off", "node_leaf"):
-        if len(getattr(forest, name)) != N:
-            raise ValueError(f"forest.{name} has {len(getattr(forest, name))} entries, "
-                             f"forest.feature {N}")
+    for key in ("threshold", "nan_left", "left", "right", "cat_off", "node_leaf"):
+        if len(getattr(forest, key)) != N:
+            raise ValueError(f"{name}.{key} has {len(getattr(forest, key))} entries, "
+                             f"{name}.feature {N}")
     if len(forest.n_levels) != n_columns:
-        raise ValueError(f"forest.n_levels has {len(forest.n_levels)} entries for "
+        raise ValueError(f"{name}.n_levels has {len(forest.n_levels)} entries for "
                          f"{n_columns} columns")
     no, lo = forest.node_offsets, forest.leaf_offsets
     if len(no) < 2 or len(lo) != len(no):
-        raise ValueError("forest.node_offsets / leaf_offsets must have n_trees + 1 >= 2 entries")
+        raise ValueError(f"{name}.node_offsets / leaf_offsets must have n_trees + 1 >= 2 entries")
     if no[0] != 0 or no[-1] != N or np.any(np.diff(no) < 1):
-        raise ValueError("forest.node_offsets must rise from 0 to the node count, >= 1 node "
+        raise ValueError(f"{name}.node_offsets must rise from 0 to the node count, >= 1 node "
                          "per tree")
     is_leaf = feature < 0
     L = int(is_leaf.sum())
     if lo[0] != 0 or lo[-1] != L or np.any(np.diff(lo) < 1):
-        raise ValueError("forest.leaf_offsets must rise from 0 to the leaf count, >= 1 leaf "
+        raise ValueError(f"{name}.leaf_offsets must rise from 0 to the leaf count, >= 1 leaf "
                          "per tree")
     if np.any(feature < -1) or np.any(feature >= n_columns):
-        raise ValueError(f"forest.feature holds ids outside -1..{n_columns - 1}")
+        raise ValueError(f"{name}.feature holds ids outside -1..{n_columns - 1}")
     if np.any(forest.nan_left > 1) or np.any(forest.cat_left > 1):
-        raise ValueError("forest.nan_left / cat_left must hold 0 or 1")
+        raise ValueError(f"{name}.nan_left / cat_left must hold 0 or 1")
     tree = np.repeat(np.arange(len(no) - 1), np.diff(no))
     end = no[1:][tree]
     node = np.arange(N)
     inner = ~is_leaf
-    for name, child in (("left", left), ("right", right)):
+    for key, child in (("left", left), ("right", right)):
         if np.any(child[is_leaf] != -1):
-            raise ValueError(f"forest.{name} must be -1 at leaves")
+            raise ValueError(f"{name}.{key} must be -1 at leaves")
         c = child[inner]
         if np.any(c <= node[inner]) or np.any(c >= end[inner]):
-            raise ValueError(f"forest.{name} holds a child id outside its tree or not after "
+            raise ValueError(f"{name}.{key} holds a child id outside its tree or not after "
                              f"its parent (a cycle or a dangling id)")
     n_parents = np.bincount(np.concatenate([left[inner], right[inner]]), minlength=N)
     want = np.ones(N, np.int64)
@@ -639,39 +639,39 @@ def check_forest(forest: Any, n_columns: int) -> None:
         raise ValueError("every node but a tree's root must have exactly one parent")
     nl = forest.node_leaf
     if np.any(nl[inner] != -1):
-        raise ValueError("forest.node_leaf must be -1 at internal nodes")
+        raise ValueError(f"{name}.node_leaf must be -1 at internal nodes")
     leaf_ids = nl[is_leaf].astype(np.int64)
     lt = np.repeat(np.arange(len(lo) - 1), np.diff(lo))
     if (np.any(leaf_ids < 0) or np.any(leaf_ids >= L)
             or not np.array_equal(np.bincount(leaf_ids, minlength=L), np.ones(L, np.int64))
             or not np.array_equal(lt[leaf_ids], tree[is_leaf])):
-        raise ValueError("forest.node_leaf must number each tree's leaves inside its "
+        raise ValueError(f"{name}.node_leaf must number each tree's leaves inside its "
                          "leaf_offsets range, each id once")
     if np.any(forest.n_levels < 0):
-        raise ValueError("forest.n_levels must be >= 0")
+        raise ValueError(f"{name}.n_levels must be >= 0")
     off = forest.cat_off
     nom = inner & (off >= 0)
     if np.any(off < -1):
-        raise ValueError("forest.cat_off must be -1 or a non-negative offset")
+        raise ValueError(f"{name}.cat_off must be -1 or a non-negative offset")
     if nom.any():
         k = forest.n_levels[feature[nom]].astype(np.int64)
         if np.any(k <= 0) or np.any(off[nom] + k > len(forest.cat_left)):
-            raise ValueError("forest.cat_off / n_levels point outside forest.cat_left")
+            raise ValueError(f"{name}.cat_off / n_levels point outside {name}.cat_left")
     nv = forest.node_value
     if nv.size and nv.shape[0] != N:
-        raise ValueError(f"forest.node_value has {nv.shape[0]} rows for {N} nodes")
+        raise ValueError(f"{name}.node_value has {nv.shape[0]} rows for {N} nodes")
     lo_c, hi_c, mask_c = forest.cell_lower, forest.cell_upper, forest.cell_mask
     if lo_c.size or hi_c.size:
         if (lo_c.dtype != np.float64 or hi_c.dtype != np.float64 or lo_c.shape != (L, n_columns)
                 or hi_c.shape != lo_c.shape or np.isnan(lo_c).any() or np.isnan(hi_c).any()
                 or np.any(hi_c < lo_c)):
-            raise ValueError(f"forest.cell_lower / cell_upper must be float64 [{L}, {n_columns}] "
+            raise ValueError(f"{name}.cell_lower / cell_upper must be float64 [{L}, {n_columns}] "
                              "with lower <= upper")
         if mask_c.dtype != np.bool_ or mask_c.ndim != 2 or mask_c.shape[0] != L:
-            raise ValueError(f"forest.cell_mask must be a bool [{L}, levels] array")
+            raise ValueError(f"{name}.cell_mask must be a bool [{L}, levels] array")
     lm = forest.leaf_mass
     if lm.size and (lm.dtype != np.float64 or lm.shape != (L,) or not np.all(lm >= 0)):
-        raise ValueError(f"forest.leaf_mass must be {L} non-negative float64 masses")
+        raise ValueError(f"{name}.leaf_mass must be {L} non-negative float64 masses")
 
 
 def check_tree_weights(name: str, log_weight: np.ndarray, leaf_offsets: np.ndarray) -> None:
@@ -701,3 +701,43 @@ def check_mapping(model: Any) -> None:
     source = model.__dict__.get("_mapped_file")
     if source is not None:
         source.check()
+
+
+def check_array(name: str, a: Any, kinds: str, shape: tuple | None = None, *, ndim: int = 1,
+                finite: bool = False, low: float | None = None,
+                high: float | None = None) -> np.ndarray:
+    """Raise ``ValueError`` naming ``name`` unless ``a`` is an array of a dtype kind in
+    ``kinds`` (``"b"``, ``"i"``, ``"u"``, ``"f"``) with ``shape`` (``None`` entries: any
+    length) or ``ndim`` dimensions, whose values are finite (``finite``) and within
+    ``[low, high]``; returns ``a``. The structure check of a learner's extra arrays."""
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in kinds:
+        raise ValueError(f"{name} must be an array of kind {kinds!r}, got "
+                         f"{getattr(a, 'dtype', type(a).__name__)}")
+    want = len(shape) if shape is not None else ndim
+    if a.ndim != want or (shape is not None and any(
+            s is not None and s != n for s, n in zip(shape, a.shape))):
+        raise ValueError(f"{name} has shape {a.shape}, expected "
+                         f"{shape if shape is not None else f'{ndim} dimension(s)'}")
+    if a.size and a.dtype.kind == "f":
+        if (finite and not np.all(np.isfinite(a))) or np.isnan(a).any():
+            raise ValueError(f"{name} must hold finite numbers")
+    if a.size and low is not None and np.any(a < low):
+        raise ValueError(f"{name} holds values below {low}")
+    if a.size and high is not None and np.any(a > high):
+        raise ValueError(f"{name} holds values above {high}")
+    return a
+
+
+def check_box(prefix: str, lo: Any, hi: Any, d: int) -> None:
+    """A bounding box read from a file: two finite float arrays of ``d`` entries, lo <= hi."""
+    check_array(f"{prefix}box_lo", lo, "f", (d,), finite=True)
+    check_array(f"{prefix}box_hi", hi, "f", (d,), finite=True)
+    if np.any(hi < lo):
+        raise ValueError(f"{prefix}box_hi is below {prefix}box_lo")
+
+
+def check_count(name: str, value: Any, low: int = 0) -> int:
+    """An integer count read from a model file's metadata."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value

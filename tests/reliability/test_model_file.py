@@ -472,3 +472,14 @@ def test_temporary_files_of_killed_saves_are_cleaned_and_never_loaded(tmp_path, 
     assert sorted(tmp_path.glob("*.tmp")) + sorted(tmp_path.glob(".*.tmp")) == []
     np.testing.assert_array_equal(GenerativeForest.load(dst).leaf_log_weight_,
                                   arf_small.leaf_log_weight_)
+
+
+def test_nrgboost_save_takes_compress(tmp_path, all_models, mixed_small):
+    """Old main: ``NRGBoost.save() got an unexpected keyword argument 'compress'``."""
+    model = all_models["NRGBoost"]
+    stored = model.save(tmp_path / "s.fgm", compress=False)
+    deflated = model.save(tmp_path / "d.fgm")
+    assert stored.stat().st_size > deflated.stat().st_size
+    for path in (stored, deflated):
+        back = GenerativeForest.load(path)
+        np.testing.assert_array_equal(back.log_prob(mixed_small), model.log_prob(mixed_small))

@@ -256,6 +256,39 @@ class Grid:
             out[f"obs_hi{j}"] = self.obs_hi[j]
         return out
 
+    def check(self, schema: Schema) -> None:
+        """Raise ``ValueError`` unless this grid (read from a model file) fits ``schema``:
+        per-column flags and counts of the right length, discrete columns coded by their
+        levels, numeric ones by sorted finite edges with one draw range per bin."""
+        d = schema.d
+        for name in ("n_values", "has_missing", "ordered", "discrete", "step"):
+            a = getattr(self, name)
+            if np.shape(a) != (d,):
+                raise ValueError(f"grid.{name} has shape {np.shape(a)}, the schema {d} columns")
+        if not np.array_equal(self.discrete, schema.discrete_mask):
+            raise ValueError("grid.discrete does not match the schema's discrete columns")
+        if not (np.all(np.isfinite(self.step)) and np.all(self.step >= 0)):
+            raise ValueError("grid.step must be finite and >= 0")
+        if len(self.edges) != d or len(self.obs_lo) != d or len(self.obs_hi) != d:
+            raise ValueError("the grid needs edges / obs_lo / obs_hi for every column")
+        for j, spec in enumerate(schema.columns):
+            n = int(self.n_values[j])
+            e, lo, hi = self.edges[j], self.obs_lo[j], self.obs_hi[j]
+            if self.discrete[j]:
+                if n != max(spec.n_levels, 1) or len(e):
+                    raise ValueError(f"grid column {spec.name!r}: {n} codes for "
+                                     f"{spec.n_levels} levels")
+                continue
+            if (n < 1 or e.ndim != 1 or len(e) != n + 1 or not np.all(np.isfinite(e))
+                    or np.any(np.diff(e) < 0) or lo.shape != (n,) or hi.shape != (n,)
+                    or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)))
+                    or np.any(hi < lo)):
+                raise ValueError(f"grid column {spec.name!r}: its {n} bins need {n + 1} "
+                                 f"sorted finite edges and finite draw ranges (lo <= hi)")
+        if self.outside_levels is not None and self.outside_levels.shape != (
+                int(self.n_values.sum()),):
+            raise ValueError("grid.outside_levels does not match the value codes")
+
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> Grid:
         d = len(a["n_values"])

@@ -67,6 +67,7 @@ from forestgen.inference.conditions import (
     check_on_empty,
     parse_conditions,
 )
+from forestgen.modelfile import check_mapping
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.sampling.support import snap_to_grid
@@ -233,6 +234,7 @@ class NRGBoost(GenerativeForest):
     def _check_fitted(self) -> None:
         if not hasattr(self, "energy_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+        check_mapping(self)  # a memory-mapped file changed on disk since load raises
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> NRGBoost:
@@ -911,8 +913,9 @@ class NRGBoost(GenerativeForest):
         return self
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path):
-        """Write the model file (:mod:`forestgen.modelfile`: arrays + JSON, no pickle, atomic)."""
+    def save(self, path, compress: bool = True):
+        """Write the model file (:mod:`forestgen.modelfile`: arrays + JSON, no pickle, atomic);
+        ``compress=False`` stores the arrays as they are, as :meth:`GenerativeForest.save`."""
         from forestgen.modelfile import FORMAT_VERSION, to_json, write_model_file
 
         self._check_fitted()
@@ -926,7 +929,7 @@ class NRGBoost(GenerativeForest):
                 "schema": self.schema_.to_dict(),
                 "extra": {"log_z": float(self.log_z_), "log_z_se": float(self.log_z_se_),
                           "log_z_tracker": float(self.log_z_tracker_)}}
-        return write_model_file(path, arrays, meta)
+        return write_model_file(path, arrays, meta, compress=compress)
 
     @classmethod
     def _from_file(cls, arrays: dict, meta: dict) -> NRGBoost:
@@ -940,6 +943,7 @@ class NRGBoost(GenerativeForest):
         grid = Grid.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("grid.")})
         if grid.d != schema.d:
             raise ValueError(f"the grid has {grid.d} columns, the schema {schema.d}")
+        grid.check(schema)
         trees = EnergyTrees.from_arrays(arrays)
         _check_trees(trees, grid)
         log_q0 = np.asarray(arrays["log_q0"], np.float64)

@@ -129,3 +129,4 @@ class EOGT(RegionQueries, GFBoost):
         self._geo = None
         if "region_atoms.columns" in arrays:
             self.region_atoms_ = RegionAtoms.from_arrays(arrays, "region_atoms.")
+            self.region_atoms_.check(self.encoder_.schema, self.trees_)

@@ -56,6 +56,7 @@ from forestgen.families.intersection.cells import CellTable
 from forestgen.families.intersection.ensembler import IntersectionEnsembler
 from forestgen.families.intersection.splitter import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.leaves.point_mass import PointMassLeaf
+from forestgen.modelfile import check_array, check_box, check_count, check_forest
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
@@ -532,11 +533,13 @@ class GFBoost(GenerativeForest):
         return {"n_train": int(self.n_train_), "smoothing": getattr(self, "smoothing_", 0.0)}
 
     def _restore_extra(self, arrays, meta):
+        _check_extra(arrays, meta, self.encoder_.schema.d, self.forest_.n_leaves)
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
         self.risk_path_ = list(arrays["risk_path"])
         self.n_splits_ = len(self.risk_path_) - 1
         self.trees_ = ForestArrays.from_arrays(arrays, "trees.")
+        check_forest(self.trees_, self.encoder_.schema.d, "extra.trees")
         self.n_train_ = int(meta["n_train"])
         self.smoothing_ = float(meta.get("smoothing", 0.0))
         for k in ("cell_lo", "cell_hi", "cell_mask", "cell_mass"):
@@ -547,6 +550,37 @@ class GFBoost(GenerativeForest):
                 setattr(self, k + "_", arrays[k])
         if "cell_mass" not in arrays:  # files before smoothing: leaf weights are the masses
             self.cell_mass_ = np.exp(self.leaf_log_weight_)
+
+
+def _check_extra(arrays: dict, meta: dict, d: int, L: int) -> None:
+    """Raise ``ValueError`` unless the extra arrays and numbers of a GF.Boost / EOGT model
+    file fit its ``d`` columns and ``L`` leaves (the trees are checked by ``check_forest``)."""
+    check_box("extra.", arrays["box_lo"], arrays["box_hi"], d)
+    check_array("extra.risk_path", arrays["risk_path"], "f", finite=True)
+    n = check_count("extra n_train", meta["n_train"], 1)
+    smoothing = meta.get("smoothing", 0.0)
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not (
+            0.0 <= smoothing < 1.0):
+        raise ValueError(f"extra smoothing must be a number in [0, 1), got {smoothing!r}")
+    if "cell_lo" in arrays or "cell_hi" in arrays:
+        lo = check_array("extra.cell_lo", arrays.get("cell_lo"), "f", (L, d))
+        hi = check_array("extra.cell_hi", arrays.get("cell_hi"), "f", (L, d))
+        if np.any(hi < lo):
+            raise ValueError("extra.cell_hi is below extra.cell_lo")
+        check_array("extra.cell_mask", arrays.get("cell_mask"), "b", (L, None))
+    if "cell_mass" in arrays:
+        check_array("extra.cell_mass", arrays["cell_mass"], "f", (L,), finite=True, low=0.0)
+    if "fragments" in arrays:
+        frag = check_array("extra.fragments", arrays["fragments"], "iu", (None, 2), low=0)
+        if len(frag) and (frag[:, 0].max() >= n or frag[:, 1].max() >= L):
+            raise ValueError("extra.fragments names a row or a leaf out of range")
+        check_array("extra.fragment_weight", arrays.get("fragment_weight"), "f",
+                    (len(frag),), finite=True, low=0.0)
+        check_array("extra.row_missing", arrays.get("row_missing"), "b", (n, d))
+        ids = check_array("extra.incomplete_ids", arrays.get("incomplete_ids"), "iu",
+                          low=0, high=n - 1)
+        check_array("extra.incomplete_rows", arrays.get("incomplete_rows"), "f",
+                    (len(ids), d), finite=True, nan=True)
 
 
 def _row_key(x: np.ndarray) -> bytes:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from forestgen.modelfile import check_array
 from forestgen.tree.arrays import ForestArrays
 
 
@@ -128,10 +129,19 @@ class RegionAtoms:
 
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> RegionAtoms:
-        off = arrays[prefix + "offsets"]
-        flat = arrays[prefix + "atoms"]
+        """Rebuild from a model file's arrays (their layout checked here, their values by
+        :meth:`check`)."""
+        off = check_array(prefix + "offsets", arrays[prefix + "offsets"], "iu", low=0)
+        flat = check_array(prefix + "atoms", arrays[prefix + "atoms"], "f", finite=True)
+        fo = check_array(prefix + "face_offsets", arrays[prefix + "face_offsets"], "iu", low=0)
+        ncol = len(check_array(prefix + "columns", arrays[prefix + "columns"], "iu", low=0))
+        if (len(off) != ncol + 1 or len(fo) != ncol + 1 or np.any(np.diff(off) < 0)
+                or np.any(np.diff(fo) < 0) or off[-1] != len(flat)
+                or fo[-1] != len(arrays[prefix + "faces"]) or off[0] or fo[0]
+                or len(arrays[prefix + "cdf"]) != fo[-1] or len(arrays[prefix + "prior"]) != 1):
+            raise ValueError(f"{prefix}offsets / face_offsets do not match the atoms, faces "
+                             f"and columns")
         atoms = [flat[off[i]: off[i + 1]] for i in range(len(off) - 1)]
-        fo = arrays[prefix + "face_offsets"]
         faces = [arrays[prefix + "faces"][fo[i]: fo[i + 1]] for i in range(len(fo) - 1)]
         cdf = [arrays[prefix + "cdf"][fo[i]: fo[i + 1]] for i in range(len(fo) - 1)]
         return cls(arrays[prefix + "columns"], atoms, arrays[prefix + "keys"],
@@ -139,6 +149,42 @@ class RegionAtoms:
                    faces, cdf, float(arrays[prefix + "prior"][0]),
                    *(arrays[prefix + k] if prefix + k in arrays else None
                      for k in ("levels", "observed")))
+
+    def check(self, schema, trees: ForestArrays) -> None:
+        """Raise ``ValueError`` unless these atoms (read from a model file) fit ``schema`` and
+        the model's ``trees``: columns numeric or coded as levels, per-region keys inside each
+        tree's leaves, finite non-negative weights and counts, shares and cdfs in [0, 1],
+        sorted faces."""
+        C, K, T = len(self.columns), len(self.weight), trees.n_trees
+        A = int(self.offsets[-1])
+        if np.any(self.columns >= schema.d) or len(np.unique(self.columns)) != C:
+            raise ValueError("region_atoms.columns must be distinct column ids")
+        if self.keys.shape != (K, T) or self.counts.shape != (K, A) or \
+                self.observed.shape != (K, C) or self.share.shape != (A,) or \
+                self.levels.shape != (C,):
+            raise ValueError("region_atoms arrays do not match their regions, trees and atoms")
+        lo, hi = trees.leaf_offsets[:-1], trees.leaf_offsets[1:]
+        if K and (np.any(self.keys < lo[None, :]) or np.any(self.keys >= hi[None, :])):
+            raise ValueError("region_atoms.keys name a leaf outside its tree")
+        for name, a in (("weight", self.weight), ("counts", self.counts),
+                        ("observed", self.observed)):
+            if a.size and not (np.all(np.isfinite(a)) and np.all(a >= 0)):
+                raise ValueError(f"region_atoms.{name} must be finite and >= 0")
+        if not (np.isfinite(self.prior) and self.prior >= 0):
+            raise ValueError("region_atoms.prior must be finite and >= 0")
+        if self.share.size and not np.all((self.share >= 0) & (self.share <= 1)):
+            raise ValueError("region_atoms.share must lie in [0, 1]")
+        for i, (j, f, c) in enumerate(zip(self.columns, self.faces, self.cdf)):
+            spec = schema.columns[int(j)]
+            if self.levels[i] not in (0, spec.n_levels if spec.is_discrete else 0):
+                raise ValueError(f"region_atoms.levels[{i}] does not match column {spec.name!r}")
+            if (not np.all(np.isfinite(f)) or np.any(np.diff(f) < 0) or not np.all(
+                    (c >= 0) & (c <= 1)) or np.isnan(c).any()):
+                raise ValueError(f"region_atoms faces / cdf of column {spec.name!r} must be "
+                                 f"sorted, finite, cdf in [0, 1]")
+        if any(self.levels[i] and np.any((a < 0) | (a >= self.levels[i]) | (a != np.round(a)))
+               for i, a in enumerate(self.atoms)):
+            raise ValueError("region_atoms.atoms of a column coded as levels must be its codes")
 
     # ------------------------------------------------------------------ lookup
     def region_ids(self, leaves: np.ndarray) -> np.ndarray:

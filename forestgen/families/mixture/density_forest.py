@@ -27,6 +27,7 @@ from forestgen.families.boxes import (
     root_mask,
     with_uniform_component,
 )
+from forestgen.modelfile import check_box, check_count
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter, resolve_max_features
@@ -197,6 +198,7 @@ class DEF(GenerativeForest):
         return {"n_train": int(self.n_train_)}
 
     def _restore_extra(self, arrays, meta):
+        check_box("extra.", arrays["box_lo"], arrays["box_hi"], self.encoder_.schema.d)
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
-        self.n_train_ = int(meta["n_train"])
+        self.n_train_ = check_count("extra n_train", meta["n_train"], 1)

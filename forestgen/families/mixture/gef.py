@@ -27,6 +27,7 @@ from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
+from forestgen.modelfile import check_count
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
@@ -598,7 +599,11 @@ class GeF(GenerativeForest):
         return {"target_index": int(self.target_index_), "fit_info": self.fit_info_}
 
     def _restore_extra(self, arrays, meta) -> None:
-        self.target_index_ = int(meta["target_index"])
+        schema = self.encoder_.schema
+        self.target_index_ = check_count("extra target_index", meta["target_index"])
+        if self.target_index_ >= schema.d or not schema.columns[self.target_index_].is_discrete:
+            raise ValueError(f"extra target_index {self.target_index_} is not a discrete "
+                             f"column of the {schema.d}")
         self.fit_info_ = meta.get("fit_info", {})
 
 

@@ -27,6 +27,7 @@ from forestgen.families.boxes import (
     root_mask,
     with_uniform_component,
 )
+from forestgen.modelfile import check_array, check_box, check_count
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
@@ -328,12 +329,17 @@ class RFDE(GenerativeForest):
         return {"depth": int(self.depth_), "n_train": int(self.n_train_)}
 
     def _restore_extra(self, arrays, meta):
-        self.seeds_ = arrays["seeds"]
+        d, L = self.encoder_.schema.d, self.forest_.n_leaves
+        self.seeds_ = check_array("extra.seeds", arrays["seeds"], "iu", low=0)
+        check_box("extra.", arrays["box_lo"], arrays["box_hi"], d)
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
+        self.depth_ = check_count("extra depth", meta["depth"])
         self.leaf_code_ = arrays.get("leaf_code")
-        self.depth_ = int(meta["depth"])
-        self.n_train_ = int(meta["n_train"])
+        if self.leaf_code_ is not None:
+            check_array("extra.leaf_code", self.leaf_code_, "iu", (L,), low=1,
+                        high=2 ** min(self.depth_ + 1, 62))
+        self.n_train_ = check_count("extra n_train", meta["n_train"], 1)
         self._layout = column_layout(self.encoder_.schema)
 
 
