@@ -717,7 +717,7 @@ class GenerativeForest(BaseEstimator):
         model = cls(**from_json(meta["params"]))
         model.validate_params()
         schema = Schema.from_dict(meta["schema"])
-        _check_schema(schema)
+        schema.check()
         model.encoder_ = TableEncoder.from_schema(schema)
         model.forest_ = ForestArrays.from_arrays(arrays)
         model.leaf_log_weight_ = arrays["leaf_log_weight"]
@@ -753,18 +753,6 @@ def _keep_rules_in(cls) -> None:
 
 
 _keep_rules_in(GenerativeForest)
-
-
-def _check_schema(schema: Schema) -> None:
-    names = schema.names
-    if len({(type(n), n) for n in names}) != len(names):
-        raise ValueError("duplicate column names in the schema")
-    for spec in schema.columns:
-        cats = spec.categories
-        if spec.is_discrete and not cats:
-            raise ValueError(f"column {spec.name!r}: a discrete column needs its categories")
-        if cats is not None and len({(type(c), c) for c in cats}) != len(cats):
-            raise ValueError(f"column {spec.name!r}: duplicate categories")
 
 
 def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None:

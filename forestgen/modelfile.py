@@ -704,12 +704,13 @@ def check_mapping(model: Any) -> None:
 
 
 def check_array(name: str, a: Any, kinds: str, shape: tuple | None = None, *, ndim: int = 1,
-                finite: bool = False, low: float | None = None,
+                finite: bool = False, nan: bool = False, low: float | None = None,
                 high: float | None = None) -> np.ndarray:
     """Raise ``ValueError`` naming ``name`` unless ``a`` is an array of a dtype kind in
     ``kinds`` (``"b"``, ``"i"``, ``"u"``, ``"f"``) with ``shape`` (``None`` entries: any
-    length) or ``ndim`` dimensions, whose values are finite (``finite``) and within
-    ``[low, high]``; returns ``a``. The structure check of a learner's extra arrays."""
+    length) or ``ndim`` dimensions, whose values are finite (``finite``; NaN too if ``nan``),
+    not NaN (unless ``nan``) and within ``[low, high]``; returns ``a``. The structure check of
+    a learner's extra arrays."""
     if not isinstance(a, np.ndarray) or a.dtype.kind not in kinds:
         raise ValueError(f"{name} must be an array of kind {kinds!r}, got "
                          f"{getattr(a, 'dtype', type(a).__name__)}")
@@ -719,8 +720,11 @@ def check_array(name: str, a: Any, kinds: str, shape: tuple | None = None, *, nd
         raise ValueError(f"{name} has shape {a.shape}, expected "
                          f"{shape if shape is not None else f'{ndim} dimension(s)'}")
     if a.size and a.dtype.kind == "f":
-        if (finite and not np.all(np.isfinite(a))) or np.isnan(a).any():
-            raise ValueError(f"{name} must hold finite numbers")
+        bad = np.isinf(a) if finite else np.zeros(a.shape, bool)
+        if not nan:
+            bad |= np.isnan(a)
+        if bad.any():
+            raise ValueError(f"{name} must hold finite numbers{' or NaN' if nan else ''}")
     if a.size and low is not None and np.any(a < low):
         raise ValueError(f"{name} holds values below {low}")
     if a.size and high is not None and np.any(a > high):

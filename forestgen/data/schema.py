@@ -264,6 +264,46 @@ class Schema:
             out["rules"] = self.rules
         return out
 
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the column unless every spec (read from a model file)
+        is one a fit produces: distinct names and levels, a discrete column's levels, a
+        numeric column's finite range, decimals in 0..15, a positive step, finite atoms."""
+        names = self.names
+        if len({(type(n), n) for n in names}) != len(names):
+            raise ValueError("duplicate column names in the schema")
+        for c in self.columns:
+            where = f"column {c.name!r}"
+            for flag in ("ordinal", "has_missing", "nullable"):
+                if not isinstance(getattr(c, flag), bool):
+                    raise ValueError(f"{where}: {flag} must be True or False")
+            cats = c.categories
+            if c.is_discrete and not cats:
+                raise ValueError(f"{where}: a discrete column needs its categories")
+            if cats is not None and len({(type(v), v) for v in cats}) != len(cats):
+                raise ValueError(f"{where}: duplicate categories")
+            if c.unobserved is not None and any(
+                    isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < c.n_levels
+                    for v in c.unobserved):
+                raise ValueError(f"{where}: unobserved levels out of range")
+            nums = [c.lower, c.upper]
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and math.isfinite(v) for v in nums) or c.lower > c.upper:
+                raise ValueError(f"{where}: lower / upper must be finite, lower <= upper")
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and not math.isnan(v) for v in (c.range_min, c.range_max)) or \
+                    c.range_min > c.range_max:
+                raise ValueError(f"{where}: range_min / range_max must be numbers in order")
+            if c.decimals is not None and (isinstance(c.decimals, bool) or not isinstance(
+                    c.decimals, int) or not 0 <= c.decimals <= 15):
+                raise ValueError(f"{where}: decimals must be an integer in 0..15")
+            if c.step is not None and (isinstance(c.step, bool) or not isinstance(
+                    c.step, (int, float)) or not (math.isfinite(c.step) and c.step > 0)):
+                raise ValueError(f"{where}: step must be a positive number")
+            if c.atoms is not None and not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and math.isfinite(v) for v in c.atoms):
+                raise ValueError(f"{where}: atoms must be finite numbers")
+
     @classmethod
     def from_dict(cls, d: dict) -> Schema:
         """Inverse of :meth:`to_dict`."""

@@ -303,6 +303,9 @@ def run(corpus_dir: Path, n_mutants: int, seed: int = 0, timeout: float = 60.0,
                     if current is None and rc == 0:
                         nxt = n_mutants
                         break
+                    if startup:  # not a mutant's doing: the worker could not start
+                        raise RuntimeError(f"fuzz worker failed to start (exit {rc}): "
+                                           f"{proc.stderr.read().decode(errors='replace')}")
                     i = current if current is not None else nxt
                     err = proc.stderr.read().decode(errors="replace")[-300:]
                     results[i] = {"i": i, "outcome": f"crash (exit {rc})", "stderr": err}

@@ -939,6 +939,7 @@ class NRGBoost(GenerativeForest):
 
         model = cls(**from_json(meta["params"]))
         schema = Schema.from_dict(meta["schema"])
+        schema.check()
         model.encoder_ = TableEncoder.from_schema(schema)
         grid = Grid.from_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("grid.")})
         if grid.d != schema.d:
@@ -993,6 +994,10 @@ def _check_trees(tr: EnergyTrees, grid: Grid) -> None:
         depth[tr.left[node]] = depth[tr.right[node]] = depth[node] + 1
     if np.any(np.maximum.reduceat(depth, off[:-1]) > tr.depth):
         raise ValueError("a tree is deeper than its recorded depth")
+    uses = np.zeros((len(off) - 1, grid.d), np.uint8)
+    uses[tree_of[internal], f] = 1
+    if not np.array_equal(tr.uses, uses):
+        raise ValueError("trees.uses does not match the columns the trees split on")
 
 
 def _without_rows(ev, rows: np.ndarray):
