@@ -349,6 +349,39 @@ def run(corpus_dir: Path, n_mutants: int, seed: int = 0, timeout: float = 60.0,
             "failures": failures}
 
 
+def markdown(record: dict) -> str:
+    """The record as a Markdown page: outcome counts per learner and format, failures."""
+    lines = ["# Model-file fuzzing (issue 34)", "", f"Command: `{record['command']}`", ""]
+    for kind, title in (("bytes", "Byte mutants (bit flips, spans, truncation, ...)"),
+                        ("crafted", "Crafted mutants (one array or number changed, valid "
+                                    "checksums)")):
+        r = record.get(kind)
+        if not r or not r["mutants"]:
+            continue
+        outcomes = sorted(r["counts"]["outcome"])
+        lines += [f"## {title}", "", f"{r['mutants']} mutants, seed {r['seed']}, "
+                  f"{r['seconds']:.0f} s wall, per-mutant timeout {r['timeout_s']:.0f} s.", ""]
+        groups = sorted({k.split()[0] for k in r["counts"]["learner"]})
+        lines.append("| learner | " + " | ".join(outcomes) + " |")
+        lines.append("|---" * (len(outcomes) + 1) + "|")
+        for g in groups + ["all"]:
+            row = [str(r["counts"]["outcome"].get(o, 0)) if g == "all" else
+                   str(r["counts"]["learner"].get(f"{g} {o}", 0)) for o in outcomes]
+            lines.append(f"| {g} | " + " | ".join(row) + " |")
+        lines += ["", "| format | " + " | ".join(outcomes) + " |",
+                  "|---" * (len(outcomes) + 1) + "|"]
+        for f in ("deflated", "stored"):
+            row = [str(r["counts"]["format"].get(f"{f} {o}", 0)) for o in outcomes]
+            lines.append(f"| {f} | " + " | ".join(row) + " |")
+        what = "crash, hang, other error" + (", silent change" if kind == "bytes" else "")
+        lines += ["", f"Failures ({what}): {len(r['failures'])}.", ""]
+        for fail in r["failures"][:20]:
+            lines.append(f"- mutant {fail['i']} ({fail['learner']}, {fail['format']}, "
+                         f"{fail['strategy']}): {fail['outcome']}")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mutants", type=int,
@@ -379,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv[1:] if argv is None else argv)
     text = json.dumps(record, indent=1)
     if args.out:
-        args.out.write_text(text + "\n")
+        args.out.write_text(markdown(record) if args.out.suffix == ".md" else text + "\n")
     print(text)
     return 0 if not any(r["failures"] for r in record.values() if isinstance(r, dict)) else 1
 
