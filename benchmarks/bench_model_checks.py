@@ -98,6 +98,11 @@ def main() -> None:
     info = {}
     if not args.model.exists():
         info = build(args.model, args.rows, args.trees)
+    else:  # built earlier (e.g. by a run of this script): its size from the file
+        from forestgen.base import GenerativeForest
+
+        f = GenerativeForest.load(args.model, mmap=True).forest_
+        info = {"leaves": int(f.n_leaves), "nodes": int(len(f.feature))}
     files = {"mapped": args.model, "read": args.model,
              "deflated": args.model.with_suffix(".deflated.fgm")}
     runs: dict = {(m, c): [] for m in files for c in (True, False)}
@@ -118,8 +123,8 @@ def main() -> None:
     head = ["load", "file MiB", "checked CPU s", "unchecked CPU s", "checks CPU s",
             "ratio", "1st query, checked", "1st query, unchecked"]
     text = (f"ARF on {args.rows:,} rows x 10 columns, {args.trees} trees"
-            + (f" ({info['leaves']:,} leaves, {info['nodes']:,} nodes; fit "
-               f"{info['fit_cpu_s']:.0f} CPU s)" if info else "")
+            + f" ({info['leaves']:,} leaves, {info['nodes']:,} nodes"
+            + (f"; fit {info['fit_cpu_s']:.0f} CPU s)" if "fit_cpu_s" in info else ")")
             + f"; medians of {args.repeats} fresh-process loads each, alternating.\n\n"
             + md_table(head, rows))
     print(text)
