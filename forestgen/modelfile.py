@@ -2,17 +2,27 @@
 
 Reading is defensive, because a model file may come from someone else:
 
+* only a regular file is read (never blocking on a FIFO), never past its size at open;
 * no pickle: arrays must have a bool, integer or float dtype in native byte order;
 * sizes are bounded *before* anything is decompressed: the uncompressed sizes the zip
   directories declare (which also cap what decompression can produce) must add up to at most
   ``max(MIN_BUDGET, MAX_INFLATION x file size)`` bytes, or the caller's ``max_bytes``;
+* the CRC-32 of the arrays entry (every array, mapped or not, its header and the arrays'
+  directory) and of the metadata must match;
 * every ``.npy`` header must agree with its entry's declared size;
 * the forest structure is checked by :func:`check_forest` (ids in range, every tree a tree)
-  before any Numba kernel sees it, so a crafted file cannot crash or hang a kernel.
+  before any Numba kernel sees it, so a crafted file cannot crash or hang a kernel; learners
+  check their own arrays with :func:`check_array` and friends;
+* every failure is a :class:`ModelFileError` naming the file and the part.
 
-Writing is atomic (:func:`write_model_file`): the file is written to a temporary file in the
-destination's directory, flushed to disk, and renamed over the destination, so a failed or
-killed save leaves the previous file as it was.
+Stored arrays may be memory-mapped; the model then holds a :class:`MappedFile`, which every
+query checks first (:func:`check_mapping`), so a file changed in place after ``load`` raises
+instead of faulting the process.
+
+Writing is atomic (:func:`write_model_file`): the file is written to a locked temporary file
+in the destination's directory, flushed to disk, and renamed over the destination, so a failed
+or killed save leaves the previous file as it was; the next save removes the temporary files
+of killed saves (:func:`remove_orphans`).
 """
 
 from __future__ import annotations
