@@ -950,6 +950,8 @@ class NRGBoost(GenerativeForest):
         log_q0 = np.asarray(arrays["log_q0"], np.float64)
         if log_q0.shape != (int(grid.code_offsets[-1]),):
             raise ValueError("log_q0 does not match the grid")
+        if np.isnan(log_q0).any() or (log_q0 == np.inf).any():
+            raise ValueError("log_q0 must hold log-probabilities (no NaN or +inf)")
         model.grid_ = grid
         model.energy_ = AdditiveEnergy(grid, log_q0, trees)
         model.chain_start_ = None
@@ -960,6 +962,12 @@ class NRGBoost(GenerativeForest):
                 raise ValueError("chain_start does not match the grid")
             model.chain_start_ = cs.astype(np.int32)
         ex = meta["extra"]
+        for key in ("log_z", "log_z_se", "log_z_tracker"):  # the estimate the queries use
+            v = ex[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+                    key == "log_z" and not math.isfinite(v)):
+                raise ValueError(f"extra {key} must be a {'finite ' * (key == 'log_z')}"
+                                 f"number, got {v!r}")
         model.log_z_, model.log_z_se_ = float(ex["log_z"]), float(ex["log_z_se"])
         model.log_z_tracker_ = float(ex["log_z_tracker"])
         return model
