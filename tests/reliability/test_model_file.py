@@ -483,3 +483,22 @@ def test_nrgboost_save_takes_compress(tmp_path, all_models, mixed_small):
     for path in (stored, deflated):
         back = GenerativeForest.load(path)
         np.testing.assert_array_equal(back.log_prob(mixed_small), model.log_prob(mixed_small))
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_flipped_byte_in_an_array_name_is_refused(tmp_path, compress):
+    """One flipped byte in the arrays' zip directory renamed EOGT's optional
+    ``region_atoms.observed``: old main loaded the file without it (its answers changed);
+    the checksum of the arrays entry now covers the directory."""
+    from tests.reliability.conftest import fit_fast
+    from tests.reliability.fuzz_model_files import corpus_table
+
+    model = fit_fast("EOGT", corpus_table())
+    assert len(model.region_atoms_.columns)  # the zero-inflated column has atoms
+    raw = bytearray(model.save(tmp_path / "m.fgm", compress=compress).read_bytes())
+    name = b"region_atoms.observed.npy"
+    at = bytes(raw).rfind(name)  # its record in the central directory
+    raw[at + len(name) - 5] ^= 0x01  # 'observed' -> 'observee'
+    (tmp_path / "f.fgm").write_bytes(bytes(raw))
+    with pytest.raises(ModelFileError, match="f.fgm.*(checksum|CRC)"):
+        GenerativeForest.load(tmp_path / "f.fgm")
