@@ -131,9 +131,9 @@ class RegionAtoms:
     def from_arrays(cls, arrays, prefix: str) -> RegionAtoms:
         """Rebuild from a model file's arrays (their layout checked here, their values by
         :meth:`check`)."""
-        off = check_array(prefix + "offsets", arrays[prefix + "offsets"], "iu", low=0)
+        off = _offsets(prefix + "offsets", arrays[prefix + "offsets"])
         flat = check_array(prefix + "atoms", arrays[prefix + "atoms"], "f", finite=True)
-        fo = check_array(prefix + "face_offsets", arrays[prefix + "face_offsets"], "iu", low=0)
+        fo = _offsets(prefix + "face_offsets", arrays[prefix + "face_offsets"])
         ncol = len(check_array(prefix + "columns", arrays[prefix + "columns"], "iu", low=0))
         if (len(off) != ncol + 1 or len(fo) != ncol + 1 or np.any(np.diff(off) < 0)
                 or np.any(np.diff(fo) < 0) or off[-1] != len(flat)
@@ -340,3 +340,11 @@ def region_leaves(forest: ForestArrays, lo: np.ndarray, hi: np.ndarray, mask: np
         o = int(nom_off[j])
         P[:, j] = np.argmax(mask[:, o: o + int(nlev[j])], axis=1)
     return forest.apply(P) if len(P) else np.zeros((0, forest.n_trees), np.int32)
+
+
+def _offsets(name: str, a) -> np.ndarray:
+    """Offsets read from a file as int64 (saved as float64 when there are no columns)."""
+    a = check_array(name, a, "iuf", low=0, finite=True)
+    if a.dtype.kind == "f" and np.any(a != np.round(a)):
+        raise ValueError(f"{name} must hold whole numbers")
+    return a.astype(np.int64)
