@@ -191,3 +191,29 @@ def test_two_class_scan_equals_the_generic_scan(code, user):
         assert len(fast[0]) > 30
         for a, s in zip(fast, slow):
             np.testing.assert_array_equal(a, s)
+
+
+def test_column_boxes_equal_the_path_boxes():
+    """The one-pass-down column boxes FORDE fits with equal the leaf boxes of every path."""
+    from forestgen.tree.arrays import ColumnBoxes
+
+    rng = np.random.default_rng(8)
+    n = 800
+    x = rng.normal(size=n)
+    df = pd.DataFrame({"x": x, "y": x + rng.normal(size=n),
+                       "c": pd.Categorical(rng.integers(0, 6, n).astype(str)),
+                       "k": pd.Categorical(np.where(x > 0, "a", "b"))})
+    m = ARF(n_trees=3, random_state=0, n_jobs=1).fit(df)
+    f, schema = m.forest_, m.encoder_.schema
+    levels = np.where(schema.nominal_mask, schema.n_levels, 0)
+    full = f.boxes(schema.d, levels)
+    cols = ColumnBoxes(f, levels)
+    for j in range(schema.d):
+        lo, hi = cols.column(j)
+        np.testing.assert_array_equal(lo, full.lower[:, j])
+        np.testing.assert_array_equal(hi, full.upper[:, j])
+        if levels[j]:
+            np.testing.assert_array_equal(cols.levels(j, levels[j]),
+                                          full.levels(j, levels[j]))
+    assert (full.upper < np.inf).any() and not full.mask.all()
+
