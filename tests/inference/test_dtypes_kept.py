@@ -153,3 +153,19 @@ def test_predict_without_target_names_the_argument(learner):
     for query in ("predict_proba", "predict"):
         with pytest.raises(ValueError, match=rf"{learner}\.{query} needs target=<column>"):
             getattr(m, query)(df.head())
+
+
+def test_dask_parquet_parts_keep_training_dtypes(tmp_path):
+    """``forestgen.distributed.sample_to_parquet``'s parts all carry the training dtypes (a
+    nullable Int64 column with NaN included), so Dask reads them back as one frame."""
+    dd = pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    import forestgen.distributed as fd
+
+    df = _own_table().drop(columns=["wait"])  # Parquet has no timedelta in every engine
+    df["nullable"] = pd.array(np.where(df["x"] > 0.5, pd.NA, df["count"]), dtype="Int64")
+    m = fg.ARF(n_trees=5, random_state=0, n_jobs=1).fit(df)
+    fd.sample_to_parquet(m, 900, tmp_path / "s", rows_per_part=300, random_state=0)
+    back = dd.read_parquet(tmp_path / "s").compute()
+    assert _dtypes(back) == _dtypes(df)
+    assert back["nullable"].isna().any() and back["nullable"].notna().any()
