@@ -243,14 +243,21 @@ def run_synthyverse(name, params, train, test, n, seed, meta):
     for c in data.columns:
         if str(data[c].dtype) == "Int64":
             data[c] = data[c].astype(float)
+    # its validation C2ST (xgboost) refuses feature names with spaces (iris): plain names in,
+    # the table's names back
+    names = {c: f"c{j}" for j, c in enumerate(data.columns)}
+    data = data.rename(columns=names)
+    if "target_column" in kw:
+        kw["target_column"] = names[kw["target_column"]]
     t0 = time.perf_counter()
     model = SynthyverseGenerator(name, generator_params=kw, random_state=seed)
-    model.fit(data, discrete)
+    model.fit(data, [names[c] for c in discrete])
     fit_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    synth = model.generate(n, random_state=seed)
-    extra = {"rows_used": int(len(data.dropna(subset=[c for c in data.columns
+    synth = model.generate(n, random_state=seed).rename(columns={v: k for k, v in names.items()})
+    extra = {"rows_used": int(len(data.dropna(subset=[names[c] for c in train.columns
                                                       if c not in discrete])))}
+    extra["adapter_fixed"] = "columns renamed c0..cN for the generator, back after"
     return synth, fit_s, time.perf_counter() - t0, extra
 
 
