@@ -1,4 +1,4 @@
-"""``AutoForest``: the recommended default — candidate learners chosen on held-out rows (issue 37).
+"""``AutoForest``: a learner chosen among candidates on held-out rows (issue 37).
 
 No single configuration is closest to the real data on every table (the leaderboard,
 ``benchmarks/results/leaderboard.md``: ARF wins the small tables, NRGBoost the larger ones,
@@ -64,7 +64,7 @@ def _frame(X: Any) -> pd.DataFrame:
 
 
 class AutoForest(BaseEstimator):
-    """The recommended generator: chooses among candidate learners on held-out evidence.
+    """A generator that chooses among candidate learners on held-out evidence.
 
     ``fit`` splits the training rows (3 folds below ``SMALL_TABLE`` rows, else one 30%
     validation split), fits every candidate on the fitting part, scores its samples against the

@@ -110,7 +110,7 @@ def run_forestgen(name, params, train, test, n, seed, target, meta):
 
     from forestgen import registry
 
-    if name == "auto":  # the recommended default, forestgen.AutoForest (not a registry learner)
+    if name == "auto":  # forestgen.AutoForest (not a registry learner)
         from forestgen.auto import AutoForest
 
         model = AutoForest(**params, random_state=seed)

@@ -128,7 +128,7 @@ def forestgen_generators(diagnostics: bool = False) -> list[tuple[str, str, dict
     of its presets, then the ablations of :data:`ABLATIONS` (and :data:`DIAGNOSTICS`)."""
     from forestgen import registry
 
-    out = [("forestgen:auto", "forestgen", {}, {})]  # AutoForest, the recommended default
+    out = [("forestgen:auto", "forestgen", {}, {})]  # AutoForest at its defaults
     for name in registry.available("learner"):
         out.append((f"forestgen:{name}", "forestgen", QUICK.get(name, {}), {}))
         for preset, params in getattr(registry.get("learner", name), "PRESETS", {}).items():
