@@ -88,6 +88,11 @@ class GenerativeForest(BaseEstimator):
     #: split thresholds sit on training values (else between them): how the torch layer rounds
     #: them to float32 (:func:`forestgen.leaves.base.edges_to`)
     cuts_at_values: ClassVar[bool] = False
+    #: ``forest_``, ``leaf_log_weight_`` and ``leaf_models_`` are this model's law, a leaf mixture
+    #: scored by the shared :meth:`log_prob_encoded`: code that works on leaf mixtures directly
+    #: (the torch scoring and device sampler) may answer for it. False where the learner's law
+    #: is its own (EOGT's star-node walk, NRGBoost's energy)
+    leaf_mixture_law: ClassVar[bool] = True
 
     @property
     def capabilities(self) -> frozenset:

@@ -3,6 +3,7 @@ combine. A family's own ensembler lives in its package (:mod:`forestgen.families
 
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.ensemble.base import Ensembler
-from forestgen.ensemble.mixture import MixtureEnsembler, segment_logsumexp
+from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.logsumexp import segment_logsumexp
 
 __all__ = ["Ensembler", "MixtureEnsembler", "draw_weights", "segment_logsumexp"]

@@ -8,10 +8,9 @@ with NaN entries every leaf consistent with its observed entries (exact marginal
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from forestgen.ensemble.base import Ensembler
-from forestgen.parallel import parallel_kernel
+from forestgen.logsumexp import logsumexp, segment_logsumexp
 from forestgen.registry import register
 
 
@@ -54,40 +53,4 @@ class MixtureEnsembler(Ensembler):
 
     def combine_dense(self, scores: np.ndarray) -> np.ndarray:
         """Per-row logsumexp of ``scores [B, m]`` (complete rows: one leaf per tree)."""
-        mx = scores.max(axis=0)
-        fin = np.isfinite(mx)
-        shift = np.where(fin, mx, 0.0)
-        with np.errstate(divide="ignore"):
-            return np.where(fin, shift + np.log(np.exp(scores - shift).sum(axis=0)), mx)
-
-
-def segment_logsumexp(ptr: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Logsumexp of ``v [P]`` or ``v [P, K]`` (per column) over CSR segments
-    ``v[ptr[i]:ptr[i+1]]``: ``[n]`` or ``[n, K]``, ``-inf`` for empty segments."""
-    v = np.asarray(v, np.float64)
-    v2 = np.ascontiguousarray(v).reshape(len(v), int(np.prod(v.shape[1:], dtype=np.int64)))
-    out = _segment_logsumexp(np.asarray(ptr, np.int64), v2)
-    return out.reshape((len(ptr) - 1,) + v.shape[1:])
-
-
-@parallel_kernel
-def _segment_logsumexp(ptr, v):
-    n = len(ptr) - 1
-    K = v.shape[1]
-    out = np.empty((n, K))
-    for i in prange(n):
-        for c in range(K):
-            mx = -np.inf
-            for p in range(ptr[i], ptr[i + 1]):
-                if v[p, c] > mx or np.isnan(v[p, c]):
-                    mx = v[p, c]
-                    if np.isnan(mx):
-                        break
-            if not np.isfinite(mx):
-                out[i, c] = mx  # empty or all -inf: -inf; a +inf or NaN entry: itself
-                continue
-            s = 0.0
-            for p in range(ptr[i], ptr[i + 1]):
-                s += np.exp(v[p, c] - mx)
-            out[i, c] = mx + np.log(s)
-    return out
+        return logsumexp(scores, axis=0)

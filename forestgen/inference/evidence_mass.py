@@ -64,6 +64,7 @@ from forestgen.inference.leaf_factors import (
     leaf_pack,
 )
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
+from forestgen.logsumexp import lse_push, lse_value
 from forestgen.parallel import parallel_kernel
 
 ROW_BLOCK = 8  # rows per parallel block of the per-row walk (tree-major inside a block)
@@ -331,7 +332,7 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                         v = row_log_weight(i, meta >> 24, X, ecols, ne, lo, hi, icols, ni,
                                            smask, soff, scols, ns, tabs, scratch)
                         scored[i] += 1
-                        _lse_add(mx, acc, i, v)
+                        mx[i], acc[i], _, _ = lse_push(mx[i], acc[i], v)
                         continue
                     s = packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left,
                                      n_levels)
@@ -343,19 +344,8 @@ def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, ta
                         sp += 1
     out = np.empty(m)
     for i in range(m):
-        out[i] = mx[i] + np.log(acc[i]) if mx[i] > -np.inf else -np.inf
+        out[i] = lse_value(mx[i], acc[i])
     return out, scored
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _lse_add(mx, acc, i, v):
-    """Adds ``v`` to row ``i``'s running logsumexp ``(mx, acc)``, rescaled to its largest
-    term."""
-    if v > mx[i]:
-        acc[i] = acc[i] * np.exp(mx[i] - v) + 1.0
-        mx[i] = v
-    elif v > -np.inf:
-        acc[i] += np.exp(v - mx[i])
 
 
 @parallel_kernel(error_model="numpy")
@@ -443,9 +433,9 @@ def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_lef
                         if w >= 0.0:
                             lsum[q] += w
                         else:
-                            _lse_add(mx, acc, q, row_log_weight(
-                                i, r, X, ecols, 0, lo, hi, ic[q], nic[q], smask, soff, sc[q],
-                                nsc[q], tabs, scratch))
+                            v = row_log_weight(i, r, X, ecols, 0, lo, hi, ic[q], nic[q], smask,
+                                               soff, sc[q], nsc[q], tabs, scratch)
+                            mx[q], acc[q], _, _ = lse_push(mx[q], acc[q], v)
                     continue
                 if t > 0:  # the box: the parent's, cut by its split
                     p = spa[sp]
@@ -486,7 +476,7 @@ def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_lef
                         if v > LOG_TINY:
                             lsum[q] += np.exp(v)
                         else:
-                            _lse_add(mx, acc, q, v)
+                            mx[q], acc[q], _, _ = lse_push(mx[q], acc[q], v)
                         continue
                     s = range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left,
                                     n_levels)
@@ -508,7 +498,7 @@ def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_lef
                     sp += 1
         for q in range(nb):
             i = order[r0 + q]
-            a = mx[q] + np.log(acc[q]) if mx[q] > -np.inf else -np.inf
+            a = lse_value(mx[q], acc[q])
             c = np.log(lsum[q]) if lsum[q] > 0.0 else -np.inf
             top_ = max(a, c)
             out[i] = top_ if top_ == -np.inf else top_ + np.log1p(np.exp(min(a, c) - top_))

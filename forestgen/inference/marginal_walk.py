@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from forestgen.inference.leaf_factors import (
     CATEGORICAL,
@@ -36,6 +36,7 @@ from forestgen.inference.leaf_factors import (
     route,
     supported_columns,
 )
+from forestgen.logsumexp import lse_merge, lse_push
 from forestgen.parallel import parallel_kernel
 
 BLOCK = 32768  # rows that walk the trees together (more rows share more node and leaf reads)
@@ -55,40 +56,19 @@ def walk_plan(n_trees: int, width: int) -> tuple[int, np.ndarray]:
     return rows, np.linspace(0, n_trees, g + 1).round().astype(np.int64)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _lse_add(st, i, v):
-    """Adds score ``v`` to row ``i``'s running logsumexp ``st[i] = (max, sum of exp(score -
-    max))``: ``(w, scale)``, the leaf's weight relative to the new max and the factor the
-    row's earlier weighted sums take (``w`` -1: the leaf adds nothing; a NaN or ``+inf`` score
-    makes the row's log sum that value, as a logsumexp would)."""
-    mx = st[i, 0]
-    if np.isnan(mx) or mx == np.inf or v == -np.inf:
-        return -1.0, 1.0
-    if np.isnan(v) or v == np.inf:
-        st[i, 0] = v
-        return -1.0, 1.0
-    if v > mx:
-        scale = np.exp(mx - v)
-        st[i, 1] = st[i, 1] * scale + 1.0
-        st[i, 0] = v
-        return 1.0, scale
-    w = np.exp(v - mx)
-    st[i, 1] += w
-    return w, 1.0
-
-
 @parallel_kernel(error_model="numpy")
 def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left, n_levels,
                 tabs, gst, gacc, queries):
     """Each row ``q`` of ``X`` adds every leaf it reaches in the trees of group ``g``
-    (``bounds[g]:bounds[g + 1]``) to its running sums ``gst[g, q]`` (:func:`_lse_add`) and
-    ``gacc[g, q]`` (the weighted leaf pmfs or means of the query columns ``queries`` it
-    misses). ``XT`` is ``X`` column-major, ``ecols[q, :ne[q]]`` the row's observed columns.
-    A task is a group of trees and a block of rows, and the tasks are dealt out to the
-    ``threads`` in turn. The block's rows walk each tree together: a node splits the rows
-    that reach it into those going left and right (a missing value goes both ways), so each
-    node and leaf record is read once per block; every row meets its leaves tree by tree,
-    right subtrees first, whatever the blocks and threads."""
+    (``bounds[g]:bounds[g + 1]``) to its running sums ``gst[g, q]``
+    (:func:`~forestgen.logsumexp.lse_push`) and ``gacc[g, q]`` (the weighted leaf pmfs or
+    means of the query columns ``queries`` it misses). ``XT`` is ``X`` column-major,
+    ``ecols[q, :ne[q]]`` the row's observed columns. A task is a group of trees and a block
+    of rows, and the tasks are dealt out to the ``threads`` in turn. The block's rows walk
+    each tree together: a node splits the rows that reach it into those going left and right
+    (a missing value goes both ways), so each node and leaf record is read once per block;
+    every row meets its leaves tree by tree, right subtrees first, whatever the blocks and
+    threads."""
     m, d = X.shape
     node, fnode, roots = nodes
     qcol, qoff, qlev, qrow, qmean = queries
@@ -133,7 +113,7 @@ def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left
                         for k in range(lo, hi):
                             q = ws[k]
                             v = leaf_log_weight(q, r, xb, ecols[r0 + q], ne[r0 + q], tabs)
-                            w, scale = _lse_add(sb, q, v)
+                            sb[q, 0], sb[q, 1], w, scale = lse_push(sb[q, 0], sb[q, 1], v)
                             if w < 0.0 or nq == 0:
                                 continue
                             if scale != 1.0:
@@ -187,7 +167,7 @@ def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left
 @parallel_kernel(error_model="numpy")
 def _fold_groups(gst, gacc, order, st, acc):
     """Row ``order[q]``'s sums ``st``, ``acc``: the groups' sums ``gst[:, q]``, ``gacc[:, q]``
-    added in group order, as :func:`_lse_add` adds leaves (the first NaN or ``+inf`` wins)."""
+    added in group order (:func:`~forestgen.logsumexp.lse_merge`)."""
     n_groups, m, width = gacc.shape
     for q in prange(m):
         i = order[q]
@@ -196,23 +176,11 @@ def _fold_groups(gst, gacc, order, st, acc):
         for c in range(width):
             acc[i, c] = 0.0
         for g in range(n_groups):
-            v = gst[g, q, 0]
-            if np.isnan(mx) or mx == np.inf or v == -np.inf:
+            mx, tot, w, scale = lse_merge(mx, tot, gst[g, q, 0], gst[g, q, 1])
+            if w < 0.0:
                 continue
-            if np.isnan(v) or v == np.inf:
-                mx = v
-                continue
-            if v > mx:
-                scale = np.exp(mx - v)
-                tot = tot * scale + gst[g, q, 1]
-                for c in range(width):
-                    acc[i, c] = acc[i, c] * scale + gacc[g, q, c]
-                mx = v
-            else:
-                w = np.exp(v - mx)
-                tot += w * gst[g, q, 1]
-                for c in range(width):
-                    acc[i, c] += w * gacc[g, q, c]
+            for c in range(width):
+                acc[i, c] = acc[i, c] * scale + w * gacc[g, q, c]
         st[i, 0] = mx
         st[i, 1] = tot
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import prange
 
-from forestgen.ensemble.mixture import segment_logsumexp
 from forestgen.inference.conditions import Evidence
+from forestgen.logsumexp import segment_logsumexp
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.arrays import in_leaf_order
 

@@ -215,22 +215,6 @@ def _hook_covers(cls: type, hook: str, method: str) -> bool:
     return h is not LeafModel and issubclass(h, owner(method))
 
 
-def column_scale(data_min: float, data_max: float) -> float:
-    """A power of two close to the column's spread (its magnitude if constant, 1 if zero).
-
-    Leaf models fit in units of this scale, so floors are relative to the data and squares of
-    1e-300 or 1e+300 values neither underflow nor overflow; dividing by a power of two is
-    exact, so on ordinary data the fitted parameters are unchanged.
-    """
-    lo, hi = float(data_min), float(data_max)
-    spread = hi - lo
-    if not (np.isfinite(spread) and spread > 0):
-        spread = max(abs(lo), abs(hi))
-    if not (np.isfinite(spread) and spread > 0):
-        return 1.0
-    return float(np.ldexp(1.0, int(np.frexp(spread)[1]) - 1))
-
-
 def scaled_cell(cell: ColumnCell, s: float) -> ColumnCell:
     """``cell`` in units of ``s``."""
     return ColumnCell(lower=cell.lower / s, upper=cell.upper / s, allowed=cell.allowed,

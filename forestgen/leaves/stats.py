@@ -171,8 +171,6 @@ class ForestStats:
     def plan(schema) -> list[tuple]:
         """Per column of ``schema``: ``("levels", k)``, ``("moments", column scale)`` or, for a
         numeric column with point masses, ``("atoms", column scale, atoms)``."""
-        from forestgen.leaves.base import column_scale
-
         def one(c):
             if c.is_discrete:
                 return ("levels", float(c.n_levels))
@@ -211,3 +209,19 @@ class ForestStats:
         return ForestStats(self.coverage + other.coverage,
                            [a.merge(b) for a, b in zip(self.columns, other.columns)],
                            self.missing_cols, self.missing + other.missing)
+
+
+def column_scale(data_min: float, data_max: float) -> float:
+    """A power of two close to the column's spread (its magnitude if constant, 1 if zero).
+
+    Leaf models fit in units of this scale, so floors are relative to the data and squares of
+    1e-300 or 1e+300 values neither underflow nor overflow; dividing by a power of two is
+    exact, so on ordinary data the fitted parameters are unchanged.
+    """
+    lo, hi = float(data_min), float(data_max)
+    spread = hi - lo
+    if not (np.isfinite(spread) and spread > 0):
+        spread = max(abs(lo), abs(hi))
+    if not (np.isfinite(spread) and spread > 0):
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(spread)[1]) - 1))

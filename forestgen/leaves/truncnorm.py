@@ -17,7 +17,6 @@ from forestgen.leaves.base import (
     ColumnCell,
     LeafModel,
     cell_bounds_to,
-    column_scale,
     numpy_dtype,
     scaled_cell,
     torch_tensor,
@@ -29,7 +28,7 @@ from forestgen.leaves.normal_math import (
     std_truncnorm_mean,
     torch_std_truncnorm,
 )
-from forestgen.leaves.stats import MomentStats
+from forestgen.leaves.stats import MomentStats, column_scale
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 

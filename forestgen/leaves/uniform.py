@@ -9,10 +9,10 @@ import numpy as np
 from forestgen.leaves.base import (
     LeafModel,
     cell_bounds_to,
-    column_scale,
     numpy_dtype,
     torch_tensor,
 )
+from forestgen.leaves.stats import column_scale
 from forestgen.leaves.truncnorm import finite_cell
 from forestgen.registry import register
 

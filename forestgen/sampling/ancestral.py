@@ -28,6 +28,8 @@ class AncestralSampler(Sampler):
     with and without missingness. ``log_weight`` replaces the leaf weights by a leaf posterior
     (``-inf`` outside it): conditional and class-conditional draws go through this sampler."""
 
+    device_twin = True
+
     def sample(self, model, n, rng, missing: bool = False, within_support: bool = False,
                log_weight: np.ndarray | None = None):
         lw = model.leaf_log_weight_ if log_weight is None else log_weight

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 
@@ -13,6 +15,10 @@ class Sampler:
     not accept ``within_support`` is called without it and its exact draws are used. A
     leaf-mixture sampler also accepts ``log_weight=`` (leaf weights to draw from instead of the
     model's: class-conditional draws pass a leaf posterior)."""
+
+    #: the torch device sampler (:mod:`forestgen.torch.sampling`) reproduces this sampler's
+    #: draws, so ``as_dataset`` / ``to_torch().sample`` may draw on the device instead
+    device_twin: ClassVar[bool] = False
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError

@@ -35,16 +35,19 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch.distributions import Distribution, constraints
 
-from forestgen.base import GenerativeForest
 from forestgen.leaves.base import CUTS_AT_VALUES, torch_tensor
+from forestgen.logsumexp import torch_logsumexp, torch_segment_logsumexp
 from forestgen.torch.routing import PackedTrees, route, routing_forest
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
+
+if TYPE_CHECKING:  # annotations only: the estimator base imports this module in to_torch
+    from forestgen.base import GenerativeForest
 
 # bytes of per-chunk temporaries (about 12 words per (row, tree, column)). On the CPU large
 # enough that each torch op is worth its intra-op parallel region (with few, larger chunks a
@@ -160,26 +163,6 @@ def _leaf_scores(tf: _TorchForest, x: torch.Tensor, leaf: torch.Tensor,
     return s
 
 
-def _safe_lse(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Log-sum-exp over ``dim``, ``-inf`` (with zero gradient) where all terms are."""
-    m = s.detach().amax(dim, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    tot = torch.exp(s - m).sum(dim)
-    ok = tot > 0
-    val = torch.log(torch.where(ok, tot, torch.ones_like(tot))) + m.squeeze(dim)
-    return torch.where(ok, val, torch.full_like(val, -math.inf))
-
-
-def _segment_lse(s: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
-    m = torch.full((n,), -math.inf, dtype=s.dtype, device=s.device)
-    m = m.scatter_reduce(0, rows, s.detach(), reduce="amax")
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    tot = torch.zeros(n, dtype=s.dtype, device=s.device).index_add(0, rows, torch.exp(s - m[rows]))
-    ok = tot > 0
-    val = torch.log(torch.where(ok, tot, torch.ones_like(tot))) + m
-    return torch.where(ok, val, torch.full_like(val, -math.inf))
-
-
 # ---------------------------------------------------------------------------- conditionals
 @dataclass
 class _Conditional:
@@ -251,8 +234,7 @@ class ForestDistribution(Distribution):
         if not (hasattr(m, "forest_") and hasattr(m, "leaf_models_")
                 and hasattr(m, "leaf_log_weight_")):
             return False
-        if getattr(type(m).log_prob_encoded, "__func__", type(m).log_prob_encoded) is not \
-                GenerativeForest.log_prob_encoded:
+        if not type(m).leaf_mixture_law:
             return False
         try:
             m.require_normalised("torch log_prob")
@@ -461,7 +443,7 @@ class ForestDistribution(Distribution):
                          xr[idx])
             # tree-major [B, m]: lookups of one tree stay within its rows of the leaf tables
             s_bm = _leaf_scores(tf, xs, leaf.T.contiguous())
-            parts.append((idx, _safe_lse(s_bm, 0)))
+            parts.append((idx, torch_logsumexp(s_bm, 0)))
         part = torch.nonzero(nan_row).squeeze(-1)
         if part.numel():
             parts.append((part, self._log_prob_partial(tf, x[part], xr[part])))
@@ -483,4 +465,4 @@ class ForestDistribution(Distribution):
         rows_t = torch.as_tensor(rows, device=x.device)
         leaf_t = torch.as_tensor(leaf.astype(np.int64), device=x.device)
         s = _leaf_scores(tf, x, leaf_t, rows_t)
-        return _segment_lse(s, rows_t, len(Z))
+        return torch_segment_logsumexp(s, rows_t, len(Z))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from forestgen.base import GenerativeForest
 from forestgen.data.metadata import declared_bounds
 from forestgen.leaves.normal_math import torch_std_truncnorm as std_truncnorm
 
@@ -23,13 +22,13 @@ __all__ = ["DeviceSampler", "device_sampler_supported", "generator_for", "std_tr
 
 
 def device_sampler_supported(model) -> bool:
-    """Whether ``model``'s exact draws are ancestral draws from its leaf mixture (the family's
-    ``"ancestral"`` sampler behind the shared ``sample_encoded``; not, e.g., EOGT's star-node or
-    NRGBoost's Gibbs sampler) and every leaf model has the torch sampling hook."""
+    """Whether ``model``'s exact draws are ancestral draws from its leaf mixture: the model
+    declares its leaves its law (``leaf_mixture_law``; not EOGT or NRGBoost), its sampler
+    declares that the device sampler reproduces it (``Sampler.device_twin``: the built-in
+    ancestral sampler) and every leaf model has the torch sampling hook."""
     if not (hasattr(model, "leaf_models_") and hasattr(model, "leaf_log_weight_")):
         return False
-    if model.model_family.slots.get("sampler") != "ancestral" or \
-            type(model).sample_encoded is not GenerativeForest.sample_encoded:
+    if not (type(model).leaf_mixture_law and model.component("sampler").device_twin):
         return False
     return all(lm.has_torch_sampler for lm in model.leaf_models_)
 

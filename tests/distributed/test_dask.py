@@ -14,8 +14,8 @@ from forestgen import distributed as fd
 from forestgen.data import TableEncoder
 from forestgen.learners import ARF
 from forestgen.leaves import CategoricalLeaf, TruncNormalLeaf, UniformLeaf
-from forestgen.leaves.base import ColumnCell, column_scale
-from forestgen.leaves.stats import LevelStats, MomentStats
+from forestgen.leaves.base import ColumnCell
+from forestgen.leaves.stats import LevelStats, MomentStats, column_scale
 
 
 def _table(n: int, seed: int) -> pd.DataFrame:

@@ -42,10 +42,10 @@ import math
 import numba
 import numpy as np
 from numba import njit, prange
-from scipy.special import logsumexp
 
 from forestgen.families.energy.ensembler import AdditiveEnergy
 from forestgen.families.energy.leaf_sets import ALL, add_tree, finish_slice
+from forestgen.logsumexp import logsumexp
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
 
+from forestgen.logsumexp import logsumexp
 from forestgen.registry import register
 
 

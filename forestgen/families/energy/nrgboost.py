@@ -43,7 +43,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import logsumexp
 
 from forestgen import registry
 from forestgen.base import GenerativeForest, NotFittedError
@@ -67,6 +66,7 @@ from forestgen.inference.conditions import (
     check_on_empty,
     parse_conditions,
 )
+from forestgen.logsumexp import logsumexp
 from forestgen.modelfile import check_mapping
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -175,6 +175,7 @@ class NRGBoost(GenerativeForest):
     """
 
     model_family = ENERGY
+    leaf_mixture_law = False  # an additive energy, not a leaf mixture
     cuts_at_values = True  # grid edges at training values
 
     method_name = "NRGBoost"

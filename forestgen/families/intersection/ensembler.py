@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from forestgen.ensemble.base import Ensembler
-from forestgen.ensemble.mixture import segment_logsumexp
 from forestgen.families.intersection.cells import KIND_NOMINAL, CellTable, cover_box, partition_tree
+from forestgen.logsumexp import segment_logsumexp
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
 

@@ -66,6 +66,7 @@ class EOGT(RegionQueries, GFBoost):
     """
 
     model_family = INTERSECTION
+    leaf_mixture_law = False  # forest_ holds the trees, not the law (class docstring)
     method_name = "EOGT"
     _approx = True
     #: per-row cap on the regions enumerated to marginalise missing entries

@@ -23,6 +23,7 @@ from forestgen.families.boxes import column_layout, root_mask
 from forestgen.families.intersection.gfboost import _row_key
 from forestgen.families.intersection.region_atoms import RegionAtoms
 from forestgen.inference.conditions import blank_rows, check_on_empty
+from forestgen.logsumexp import logsumexp
 from forestgen.tree.arrays import ForestArrays
 from forestgen.validation import check_int
 
@@ -158,7 +159,7 @@ class RegionQueries:
                 big.append(i)
                 continue
             lw = reg[0]
-            tree_part = a + np.logaddexp.reduce(lw) if len(lw) else -np.inf
+            tree_part = a + logsumexp(lw)
             inside = self._inside(x)
             out[i] = np.logaddexp(tree_part, self._uniform_log_weight(x)) if inside else -np.inf
         self._too_many(big, "log_prob")
@@ -347,7 +348,7 @@ class RegionQueries:
             key = ("e", int(sig_e[i]), _constraints_key(cons))
             if key not in cache:
                 reg = self._evidence_regions(x, cons)
-                cache[key] = np.nan if reg is None else _logsumexp(reg[0])
+                cache[key] = np.nan if reg is None else logsumexp(reg[0])
             log_e = cache[key]
             if np.isneginf(log_e):
                 from forestgen.inference.conditions import ZeroProbabilityError
@@ -357,7 +358,7 @@ class RegionQueries:
             jkey = ("j", int(sig_j[i]), key[2])
             if jkey not in cache and not np.isnan(log_e):
                 reg = self._evidence_regions(joint[i], cons)
-                cache[jkey] = np.nan if reg is None else _logsumexp(reg[0])
+                cache[jkey] = np.nan if reg is None else logsumexp(reg[0])
             log_j = np.nan if np.isnan(log_e) else cache[jkey]
             if np.isnan(log_j):
                 big.append(i)
@@ -904,7 +905,3 @@ def _level_routes(f: ForestArrays, j: int, k: int) -> np.ndarray:
         return np.zeros(k)
     sides = f.cat_left[f.cat_off[nodes][:, None] + np.arange(k)[None, :]]
     return np.unique(sides.T, axis=0, return_inverse=True)[1].ravel().astype(float)
-
-
-def _logsumexp(w: np.ndarray) -> float:
-    return float(np.logaddexp.reduce(w)) if len(w) else -np.inf

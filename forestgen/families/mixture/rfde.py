@@ -27,6 +27,7 @@ from forestgen.families.boxes import (
     root_mask,
     with_uniform_component,
 )
+from forestgen.logsumexp import logmeanexp
 from forestgen.modelfile import check_array, check_box, check_count
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -249,7 +250,7 @@ class RFDE(GenerativeForest):
         for p in grid:
             tot = 0.0
             for k in range(K):
-                lp = self._smoothed(_logmeanexp(np.stack(acc[k][p])))
+                lp = self._smoothed(logmeanexp(np.stack(acc[k][p]), axis=0))
                 tot += float(-np.sum(np.maximum(lp, log_floor)))
             scores[p] = tot / n
         bar.close(f"depth {min(scores, key=lambda p: (scores[p], p))}")
@@ -341,14 +342,6 @@ class RFDE(GenerativeForest):
                         high=2 ** min(self.depth_ + 1, 62))
         self.n_train_ = check_count("extra n_train", meta["n_train"], 1)
         self._layout = column_layout(self.encoder_.schema)
-
-
-def _logmeanexp(a: np.ndarray) -> np.ndarray:
-    m = np.max(a, axis=0)
-    fin = np.isfinite(m)
-    s = np.sum(np.exp(a - np.where(fin, m, 0.0)), axis=0)
-    with np.errstate(divide="ignore"):
-        return np.where(fin, m + np.log(s), -np.inf) - math.log(a.shape[0])
 
 
 def infinite_forest_density(model: RFDE, X_train: np.ndarray, X: np.ndarray,
