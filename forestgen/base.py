@@ -21,7 +21,7 @@ from forestgen import registry
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
-from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.ensemble.base import Ensembler
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.inference.rules import keeps_rules
 from forestgen.leaves.base import ColumnCell, LeafModel
@@ -39,6 +39,8 @@ from forestgen.modelfile import (
     to_json,
     write_model_file,
 )
+from forestgen.sampling.base import Sampler
+from forestgen.splitters.base import Splitter
 from forestgen.tree.arrays import ColumnBoxes, ForestArrays, LeafBoxes, in_leaf_order
 from forestgen.validation import (
     as_generator,
@@ -55,6 +57,13 @@ SAMPLE_BLOCK = 100_000  # rows drawn at a time by sample / sample_to: bounds the
 #: pseudo-rows of the point-mass prior of a learner whose ``prior_strength`` is ``"auto"``
 ATOM_PRIOR = 0.3
 
+
+#: the component slots every learner takes, as constructor parameters of these names
+#: (CONTRIBUTING.md, "Slots"); ``None`` means the learner's (paper's) default
+SLOTS = ("splitter", "numeric_leaf", "discrete_leaf", "ensembler", "sampler")
+#: the base class a component in each slot subclasses
+SLOT_BASES = {"splitter": Splitter, "numeric_leaf": LeafModel, "discrete_leaf": LeafModel,
+              "ensembler": Ensembler, "sampler": Sampler}
 
 #: checks of the parameters several learners share, applied by the base ``validate_params``
 #: to those a learner declares
@@ -119,12 +128,67 @@ class GenerativeForest(BaseEstimator):
                 f"{type(self).__name__}: the shared {query!r} sums leaf mixtures, but its "
                 f"{what}; override it with the learner's own (e.g. with a normaliser estimate)")
 
+    #: slots this learner's paper rules out, each with the reason: giving one raises
+    #: ``ValueError`` at construction naming the learner, the slot and the reason
+    ruled_out: ClassVar[dict[str, str]] = {}
+    #: the edge cells its trees can give a leaf model (``LeafModel.handles_cells``): ARF and
+    #: GeF grow zero-width cells (only rows missing the column reached the leaf) and unbounded
+    #: ones; partition learners (RFDE, DEF) finite boxes of positive width
+    edge_cells: ClassVar[frozenset] = frozenset({"zero-width", "unbounded", "empty"})
+    #: what a splitter in this learner must grow (``Splitter.grows``): one tree at a time
+    #: (``"tree"``) or splits of the joint cell table of all trees (``"cell table"``)
+    splitter_grows: ClassVar[str] = "tree"
+
     def component(self, slot: str):
-        """The component filling ``slot`` of this model's family (one instance per model)."""
+        """The component filling ``slot`` (``"ensembler"`` or ``"sampler"``): the learner's
+        parameter of that name (registry name, class or instance), else the family's default
+        (:attr:`Family.slots <forestgen.families.Family>`). One fresh instance per model
+        (an instance given is copied, as scikit-learn copies a criterion), built on first use
+        after ``fit`` / ``set_params``."""
         cache = self.__dict__.setdefault("_components", {})
         if slot not in cache:
-            cache[slot] = registry.get(slot, self.model_family.slots[slot])()
+            spec = getattr(self, slot, None)
+            if spec is None:
+                spec = self.model_family.slots[slot]
+            cache[slot] = registry.build(slot, spec, SLOT_BASES[slot])
         return cache[slot]
+
+    def _check_slots(self) -> None:
+        """Constructor-time check of the slot parameters: a ruled-out slot given raises
+        ``ValueError`` with the learner's reason; a component of the wrong kind (not the
+        slot's base class, or serving another family) raises ``TypeError``/``ValueError``
+        naming the learner, the slot and what it needs."""
+        cls = type(self)
+        who = cls.__name__
+        declared = _init_params(cls)
+        for slot, reason in cls.ruled_out.items():
+            if slot in SLOTS and slot in declared and getattr(self, slot) is not None:
+                raise ValueError(f"{who}: the {slot!r} slot is ruled out: {reason}")
+        for slot in SLOTS:
+            spec = getattr(self, slot, None) if slot in declared else None
+            if spec is None or slot in cls.ruled_out:
+                continue
+            if slot == "splitter":
+                if "criterion" in cls.ruled_out and not isinstance(spec, (str, type,
+                                                                          Splitter)):
+                    raise ValueError(f"{who}: a split criterion is ruled out: "
+                                     f"{cls.ruled_out['criterion']}")
+                _check_splitter_spec(who, spec, cls.splitter_grows)
+                continue
+            comp = registry.component_class(slot if slot in ("ensembler", "sampler") else
+                                            "leaf", spec, SLOT_BASES[slot], who)
+            if slot == "numeric_leaf":
+                lacking = sorted(cls.edge_cells - comp.handles_cells)
+                if lacking:
+                    raise ValueError(f"{who} grows {', '.join(lacking)} cells, which "
+                                     f"{comp.__name__} does not handle (its handles_cells: "
+                                     f"{sorted(comp.handles_cells)})")
+            need = self.model_family.contracts.get(slot)
+            if need is not None and need not in comp.serves:
+                raise ValueError(
+                    f"{who}: {slot} {comp.__name__} serves {sorted(comp.serves) or 'no'} "
+                    f"models; {who} needs {_article(slot)} {slot} serving {need!r} models (declare "
+                    f"`serves = frozenset({{{need!r}}})` on a component written for them)")
 
     _estimator_type = "density_estimator"
     #: scikit-learn parameter names accepted (in ``__init__`` and ``set_params``) and readable
@@ -154,6 +218,8 @@ class GenerativeForest(BaseEstimator):
             for name in stored:
                 setattr(self, name, bound.arguments[name])
             init(self, *args, **kw)
+            if type(self).__init__ is __init__:  # once, by the learner's own constructor
+                self._check_slots()
 
         __init__._stores_params = True
         cls.__init__ = __init__
@@ -185,6 +251,8 @@ class GenerativeForest(BaseEstimator):
         for name, check in COMMON_CHECKS.items():
             if name in declared and not (name in auto and getattr(self, name) == "auto"):
                 check(name, getattr(self, name))
+        self._check_slots()
+        self.__dict__.pop("_components", None)  # fit builds fresh components
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's parameters. Components (splitters, leaf models) are values, not
@@ -199,7 +267,10 @@ class GenerativeForest(BaseEstimator):
             if k not in valid:
                 raise ValueError(f"{type(self).__name__} has no parameter {k!r}; valid: "
                                  f"{sorted(valid)}")
-        return super().set_params(**params)
+        super().set_params(**params)
+        self.__dict__.pop("_components", None)
+        self._check_slots()
+        return self
 
     # ----------------------------------------------------------------- shared fitting helpers
     def _check_fitted(self) -> None:
@@ -345,9 +416,7 @@ class GenerativeForest(BaseEstimator):
         step = max(1, PAIR_BUDGET // max(B, 1))
         self.require_normalised("log_prob")
         ens = self.component("ensembler")
-        fusable = (type(self)._pair_scores is GenerativeForest._pair_scores
-                   and type(ens).combine is MixtureEnsembler.combine
-                   and type(ens).combine_dense is MixtureEnsembler.combine_dense)
+        fusable = type(self)._pair_scores is GenerativeForest._pair_scores and ens.logsumexp_combine
         for s in range(0, n, step):
             Zb = Z[s: s + step]
             res = np.empty(len(Zb))
@@ -672,7 +741,7 @@ class GenerativeForest(BaseEstimator):
             arrays[f"extra.{k}"] = v
         meta = {
             "format_version": FORMAT_VERSION,
-            "learner": type(self).registry_name,
+            "learner": registry.name_of("learner", self),
             "params": {k: to_json(v, k) for k, v in self.get_params().items()},
             "schema": self.schema_.to_dict(),
             "leaves": leaves_meta,
@@ -758,6 +827,25 @@ def _keep_rules_in(cls) -> None:
 
 
 _keep_rules_in(GenerativeForest)
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def _check_splitter_spec(who: str, spec: Any, grows: str) -> None:
+    """A splitter parameter must be a registry name, a :class:`Splitter` class or instance
+    growing what the learner grows, or (for tree growers) a ``@numba.njit`` criterion."""
+    if isinstance(spec, (str, type, Splitter)):
+        cls = registry.component_class("splitter", spec, Splitter, who)
+        if cls.grows != grows:
+            raise ValueError(f"{who}: splitter {cls.__name__} grows {cls.grows!r}; {who} "
+                             f"needs one that grows {grows!r}")
+    elif grows != "tree":
+        raise ValueError(f"{who}: a split criterion (gain function) fits the impurity and "
+                         f"density splitters that grow one tree at a time; {who} splits the "
+                         f"joint cell table of all its trees and needs a Splitter that grows "
+                         f"{grows!r} (e.g. a BayesRiskSplitter subclass)")
 
 
 def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None:

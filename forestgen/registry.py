@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 _REGISTRY: dict[str, dict[str, type]] = {}
 
-KINDS = ("splitter", "criterion", "leaf", "ensembler", "sampler", "normaliser", "learner")
+KINDS = ("splitter", "criterion", "leaf", "energy_leaf", "ensembler", "sampler", "normaliser",
+         "learner")
 
 
 def register(kind: str, name: str):
@@ -73,12 +75,42 @@ def resolve(kind: str, spec: Any, base: type | None = None, **kwargs: Any) -> An
     return spec
 
 
+def component_class(kind: str, spec: Any, base: type | None = None, who: str = "") -> type:
+    """The class of a component given as a registry name, a class or an instance; a
+    ``TypeError`` naming ``who`` (the learner) and ``kind`` unless it subclasses ``base``."""
+    cls = get(kind, spec) if isinstance(spec, str) else spec if isinstance(spec, type) \
+        else type(spec)
+    if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
+        pre = f"{who}: " if who else ""
+        raise TypeError(f"{pre}{kind} must be a registry name, a {base.__name__} subclass or "
+                        f"instance; got {spec!r}")
+    return cls
+
+
+def build(kind: str, spec: Any, base: type | None = None, **defaults: Any) -> Any:
+    """A fresh component for one model: from a registry name or a class, constructed with those
+    of ``defaults`` its constructor accepts; from an instance, a copy with the same parameters
+    (``type(c)(**c.get_params())``: a component's parameters are its constructor's keyword
+    arguments), so one instance given to a learner is never shared between fitted models."""
+    cls = component_class(kind, spec, base)
+    if not isinstance(spec, (str, type)):
+        return cls(**spec.get_params())
+    accepted = inspect.signature(cls.__init__).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        return cls(**defaults)
+    return cls(**{k: v for k, v in defaults.items() if k in accepted})
+
+
 #: modules whose ``@register`` decorators define the built-in components, imported by name on
 #: the first lookup (as entry points are): the registry sits below every component and imports
 #: none of them itself
 BUILTIN_MODULES = ("forestgen.leaves", "forestgen.splitters", "forestgen.ensemble",
                    "forestgen.sampling", "forestgen.learners",
-                   "forestgen.families.energy.normaliser")
+                   "forestgen.families.energy.ensembler", "forestgen.families.energy.gibbs",
+                   "forestgen.families.energy.leaf", "forestgen.families.energy.normaliser",
+                   "forestgen.families.energy.splitter",
+                   "forestgen.families.intersection.ensembler",
+                   "forestgen.families.intersection.splitter")
 
 
 def _ensure_builtins() -> None:

@@ -2,19 +2,74 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 
 class Ensembler:
-    """Base class. ``log_prob_pairs`` turns per-(row, leaf) log scores into per-row log densities.
+    """Base class of the ``ensembler`` slot.
+
+    ``serves`` names the model families whose learners can take it (``"leaf mixture"``:
+    ARF, GeF, RFDE, DEF, and GF.Boost's sampler side; ``"intersection"``: GF.Boost's cell
+    compilation; ``"energy"``: NRGBoost); a learner checks it at construction. What each family
+    calls:
+
+    * ``"leaf mixture"`` — :meth:`leaf_log_weights_from_counts` (leaf log-weights from the
+      training weight in each leaf; every learner of the family computes its weights through
+      it), :meth:`combine` and :meth:`combine_dense` (per-row log density from per-(row, leaf)
+      scores that already include the leaf weights);
+    * ``"intersection"`` — ``compile(table, n_levels, smoothing)`` (the joint cells as one
+      tree, :class:`~forestgen.families.intersection.ensembler.IntersectionEnsembler`) and
+      :meth:`combine`;
+    * ``"energy"`` — the additive energy of NRGBoost
+      (:class:`~forestgen.families.energy.ensembler.AdditiveEnergy`), built from the data by
+      the learner (``cls(grid, log_q0)``).
 
     ``normalised`` says whether the combination is a normalised density (a mixture) or an
     unnormalised energy whose normaliser must be estimated (NRGBoost). The shared queries that
     sum leaf mixtures (``log_prob``, leaf posteriors, the torch scoring) check it through
     :meth:`~forestgen.base.GenerativeForest.require_normalised` and refuse an unnormalised one.
+    ``logsumexp_combine`` (not inherited: a subclass that changes :meth:`combine` combines
+    otherwise unless it says so) declares that :meth:`combine` is the plain logsumexp of the
+    scores, which the fused marginal walk (:mod:`forestgen.inference.marginal_walk`) computes
+    on its own; without it the model's ``log_prob`` goes through :meth:`combine`. (A leaf
+    mixture's density is the logsumexp of its leaf scores whatever the leaf weights, so the
+    torch scoring, which sums the same weighted leaves, holds for any mixture ensembler.)
+
+    Parameters are keyword arguments of ``__init__`` stored under their own names
+    (:meth:`get_params`), so a learner copies an instance per fit and saves it by its registry
+    name and parameters.
     """
 
-    normalised: bool = True
+    normalised: ClassVar[bool] = True
+    serves: ClassVar[frozenset] = frozenset()
+    logsumexp_combine: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "logsumexp_combine" not in cls.__dict__:
+            cls.logsumexp_combine = False
+
+    def leaf_log_weights_from_counts(self, cnt: np.ndarray, leaf_tree: np.ndarray,
+                                     n_trees: int) -> np.ndarray:
+        """Leaf-mixture families: log-weight of every leaf from its (weighted) training count
+        ``cnt [L]``, the tree of each leaf and the number of trees; the weights of the whole
+        forest must sum to one."""
+        raise NotImplementedError(f"{type(self).__name__} does not weigh mixture leaves")
+
+    def leaf_log_weights(self, leaves: np.ndarray, n_leaves: int, leaf_tree: np.ndarray,
+                         n_trees: int, mask: np.ndarray | None = None,
+                         sample_weight: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`leaf_log_weights_from_counts` of the training rows that fall in ``leaves
+        [n, B]`` (``mask [n, B]`` restricts a tree's count, e.g. to out-of-bag rows)."""
+        n, B = leaves.shape
+        w = np.ones((n, B)) if sample_weight is None else np.broadcast_to(
+            np.asarray(sample_weight, float)[:, None], (n, B)).copy()
+        if mask is not None:
+            w = w * mask
+        cnt = np.bincount(leaves.ravel(), weights=w.ravel(), minlength=n_leaves)
+        return self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
 
     def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
         """Per-row combination of CSR segments ``pair_scores[ptr[i]:ptr[i+1]]`` (all leaves a
@@ -28,4 +83,8 @@ class Ensembler:
         return self.combine(np.arange(m + 1) * scores.shape[0], scores.T.ravel())
 
     def get_params(self) -> dict:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"

@@ -16,23 +16,12 @@ from forestgen.registry import register
 
 @register("ensembler", "mixture")
 class MixtureEnsembler(Ensembler):
+    """Leaf weights ``coverage / B`` (the share of a tree's training weight in each leaf,
+    trees weighted equally) and the per-row logsumexp of the reached leaves' scores."""
+
     normalised = True
-
-    def leaf_log_weights(self, leaves: np.ndarray, n_leaves: int, leaf_tree: np.ndarray,
-                         n_trees: int, mask: np.ndarray | None = None,
-                         sample_weight: np.ndarray | None = None) -> np.ndarray:
-        """``log(coverage / B)`` per leaf from the leaves ``[n, B]`` that training rows fall in.
-
-        ``mask [n, B]`` restricts the count per tree (e.g. out-of-bag rows); each tree's
-        coverage is normalised by its own count, so it sums to exactly 1.
-        """
-        n, B = leaves.shape
-        w = np.ones((n, B)) if sample_weight is None else np.broadcast_to(
-            np.asarray(sample_weight, float)[:, None], (n, B)).copy()
-        if mask is not None:
-            w = w * mask
-        cnt = np.bincount(leaves.ravel(), weights=w.ravel(), minlength=n_leaves)
-        return self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
+    serves = frozenset({"leaf mixture"})
+    logsumexp_combine = True
 
     def leaf_log_weights_from_counts(self, cnt: np.ndarray, leaf_tree: np.ndarray,
                                      n_trees: int) -> np.ndarray:

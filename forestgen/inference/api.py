@@ -32,17 +32,11 @@ from forestgen.inference.posterior import (
     iter_posterior,
     segment_gumbel_argmax,
 )
-from forestgen.sampling.ancestral import draw_leaves
 from forestgen.sampling.support import draw_column, draw_mean
+from forestgen.validation import as_generator
 
 __all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
            "predict_proba", "predict", "impute", "leaf_posterior"]
-
-
-def _rng(random_state) -> np.random.Generator:
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return np.random.default_rng(random_state)
 
 
 # --------------------------------------------------------------------------- zero probability
@@ -192,7 +186,8 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
         ch = next(iter_posterior(model, ev))
         erow = np.zeros(n, np.int64)
         if np.isfinite(ch.lognorm[0]):
-            leaf = ch.leaf[draw_leaves(ch.logw, n, rng)] if n else np.zeros(0, np.int64)
+            draw = model.component("sampler").draw_leaves
+            leaf = ch.leaf[draw(ch.logw, n, rng)] if n else np.zeros(0, np.int64)
             ok = np.ones(n, bool)
         else:
             leaf = np.zeros(n, np.int64)
@@ -210,7 +205,8 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
                 else "returned with their given values only")
         warnings.warn(f"{err}; {int(bad.sum())} row(s) {what} (on_empty={on_empty!r})",
                       RuntimeWarning, stacklevel=3)
-        leaf[bad] = draw_leaves(model.leaf_log_weight_, int(bad.sum()), rng)
+        leaf[bad] = model.component("sampler").draw_leaves(model.leaf_log_weight_,
+                                                          int(bad.sum()), rng)
     return _sample_columns(model, leaf, ev, erow, ok, rng), bad
 
 
@@ -222,7 +218,7 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
     model._check_fitted()
     if on_empty is not None:
         check_on_empty(on_empty, False)
-    rng = _rng(random_state)
+    rng = as_generator(random_state)
     ev, per_row = parse_conditions(model, conditions, on_empty)
     on_empty = check_on_empty(on_empty, per_row)
     index = None
@@ -579,7 +575,7 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     keep_rules(ev, schema)  # the cells given, then their rules: a determined value given
     # is evidence on its determinant, which is imputed within the levels it allows
     rows = np.flatnonzero(miss.any(1))
-    rng = _rng(random_state)
+    rng = as_generator(random_state)
     outs = []
     for _ in range(n_imputations):
         Z = ev.point.copy()

@@ -67,6 +67,11 @@ class LeafModel:
 
     discrete: ClassVar[bool] = False
     registry_name: ClassVar[str] = ""
+    #: the edge cells (numeric columns) this model fits: ``"zero-width"`` (``lower == upper``),
+    #: ``"unbounded"`` (an infinite side), ``"empty"`` (no observed value in the cell); a
+    #: learner that grows a kind of cell the model does not handle refuses it at construction
+    #: (``GenerativeForest.edge_cells``), and ``check_leaf_model`` checks each one declared
+    handles_cells: ClassVar[frozenset] = frozenset({"zero-width", "unbounded", "empty"})
     #: names of the fitted arrays :meth:`param_arrays` returns (empty: not declared)
     fitted_arrays: ClassVar[tuple[str, ...]] = ()
 

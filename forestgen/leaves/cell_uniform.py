@@ -17,6 +17,8 @@ from forestgen.registry import register
 class CellUniformLeaf(UniformLeaf):
     """``1 / (hi - lo)`` on ``(lo, hi]`` of each leaf, 0 elsewhere; bounds must be finite."""
 
+    handles_cells = frozenset({"empty"})  # finite cells of positive width only
+
     def __init__(self):
         self.epsilon = 0.0
 

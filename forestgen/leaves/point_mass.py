@@ -192,9 +192,12 @@ class PointMassLeaf(LeafModel):
     def mean_interval(self, leaf, lo, hi):
         leaf, inside, pa, pc = self._interval_parts(leaf, lo, hi)
         sa = (self.mass_[leaf] * inside) @ np.asarray(self.atoms, float)
-        mc = np.nan_to_num(self._base_model().mean_interval(leaf, lo, hi))
+        base = self._base_model().mean_interval(leaf, lo, hi)
+        mc = np.nan_to_num(base)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (sa + pc * mc) / (pa + pc)
+            # no mass in the interval (e.g. a zero-width cell): the base model decides, as in
+            # sample()
+            return np.where(pa + pc > 0, (sa + pc * mc) / (pa + pc), base)
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
         leaf = np.asarray(leaf, np.int64)

@@ -28,12 +28,19 @@ class AncestralSampler(Sampler):
     with and without missingness. ``log_weight`` replaces the leaf weights by a leaf posterior
     (``-inf`` outside it): conditional and class-conditional draws go through this sampler."""
 
+    serves = frozenset({"leaf mixture"})
     device_twin = True
+
+    def draw_leaves(self, log_weight: np.ndarray, n: int, rng: np.random.Generator
+                    ) -> np.ndarray:
+        """``n`` leaf ids drawn independently with probabilities ``exp(log_weight)``
+        (normalised here), by inverse CDF."""
+        return draw_leaves(log_weight, n, rng)
 
     def sample(self, model, n, rng, missing: bool = False, within_support: bool = False,
                log_weight: np.ndarray | None = None):
         lw = model.leaf_log_weight_ if log_weight is None else log_weight
-        leaf = draw_leaves(lw, n, rng)
+        leaf = self.draw_leaves(lw, n, rng)
         out = self.draw(model, leaf, rng, within_support)
         if missing:
             apply_missing(model, leaf, out, rng)

@@ -8,20 +8,46 @@ import numpy as np
 
 
 class Sampler:
-    """Base class: ``sample(model, n, rng) -> float64 [n, d]`` encoded rows.
+    """Base class of the ``sampler`` slot: ``sample(model, n, rng) -> float64 [n, d]``
+    encoded rows.
+
+    ``serves`` names the model families whose learners can take it (checked at construction).
+    What each family calls:
+
+    * ``"leaf mixture"`` (ARF, GeF, RFDE, DEF and GF.Boost's compiled cells) —
+      ``sample(model, n, rng, missing=False, within_support=False, log_weight=None)`` and
+      ``draw_leaves(log_weight, n, rng) -> leaf ids [n]``, which every leaf draw of the model
+      goes through: unconditional, conditional (``log_weight`` the leaf posterior of the
+      evidence), class-conditional (:class:`~forestgen.sampling.ancestral.AncestralSampler`
+      is the built-in; subclass it and override :meth:`draw_leaves` to change how leaves are
+      drawn). Per-row evidence draws one leaf per row from the row's own posterior (one
+      draw: any leaf-draw rule gives the same law);
+    * ``"energy"`` (NRGBoost) — ``run(energy, X0, ...)``, Gibbs chains on the model's energy
+      (:class:`~forestgen.families.energy.gibbs.GibbsSampler`), driven by the learner's
+      sampling protocol.
 
     A sampler may also accept ``missing=`` (blank entries at the leaf's missing rates) and
     ``within_support=`` (keep draws inside each column's observed range); a sampler that does
-    not accept ``within_support`` is called without it and its exact draws are used. A
-    leaf-mixture sampler also accepts ``log_weight=`` (leaf weights to draw from instead of the
-    model's: class-conditional draws pass a leaf posterior)."""
+    not accept ``within_support`` is called without it and its exact draws are used.
+    ``device_twin`` (not inherited: a subclass draws otherwise unless it says so) declares that
+    the torch device sampler (:mod:`forestgen.torch.sampling`) reproduces its draws, so
+    ``to_torch().sample`` and ``as_dataset`` may draw on the device instead.
+    """
 
-    #: the torch device sampler (:mod:`forestgen.torch.sampling`) reproduces this sampler's
-    #: draws, so ``as_dataset`` / ``to_torch().sample`` may draw on the device instead
+    serves: ClassVar[frozenset] = frozenset()
     device_twin: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "device_twin" not in cls.__dict__:
+            cls.device_twin = False
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 
     def get_params(self) -> dict:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"

@@ -88,6 +88,10 @@ class Splitter:
     """
 
     labelled: ClassVar[bool] = True
+    #: what it grows: ``"tree"`` (one tree at a time through :meth:`grow`, the tree learners)
+    #: or ``"cell table"`` (splits of the joint partition of all trees, GF.Boost / EOGT:
+    #: :class:`~forestgen.families.intersection.splitter.BayesRiskSplitter`)
+    grows: ClassVar[str] = "tree"
     registry_name: ClassVar[str] = ""
 
     def grow(self, data: TreeData, y: np.ndarray, w: np.ndarray, rng: np.random.Generator,

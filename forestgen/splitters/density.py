@@ -105,6 +105,16 @@ class MidpointSplitter(Splitter):
     """
 
     labelled = False
+    #: why the rule takes no split criterion (RFDE declares it as ruled out)
+    NO_CRITERION = ("the random midpoint rule splits each cell at the midpoint of a column "
+                    "drawn at random, independently of the data (Wen & Hang 2022, Algorithm "
+                    "1), and RFDE's consistency rate rests on that independence; a split "
+                    "criterion would make it another estimator (DEF grows density trees with "
+                    "one: DEF(criterion=...))")
+
+    def __init__(self, *, criterion: Any = None):
+        if criterion is not None:
+            raise ValueError(f"MidpointSplitter takes no criterion: {self.NO_CRITERION}")
 
     def grow(self, data: TreeData, y, w, rng, limits: GrowLimits) -> TreeRecord:
         data.require(self, "Z", "n_levels", "box_lo", "box_hi")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 from numba import njit, prange
 
+from forestgen.ensemble.base import Ensembler
 from forestgen.families.energy.leaf_sets import (
     LeafSets,
     build_leaf_sets,
@@ -188,14 +189,19 @@ class EnergyTrees:
 
 
 @register("ensembler", "additive_energy")
-class AdditiveEnergy:
+class AdditiveEnergy(Ensembler):
     """``f(x) = log q0(x) + sum_t value_t(x)`` on a grid (see the module docstring).
 
     ``log_q0``: flat per-code log pmfs (offsets ``grid.code_offsets``). ``trees``: leaf values
     are stored already scaled by the step ``s_t = gamma·alpha_t``. ``normalised = False``.
+
+    In the ``ensembler`` slot of NRGBoost it is given as a class (or registry name): the learner
+    builds it from the data, ``cls(grid, cls.blend_marginals(...))``, and grows its trees; it
+    has no parameters of its own. Its :meth:`combine` adds per-tree leaf energies.
     """
 
     normalised = False
+    serves = frozenset({"energy"})
 
     def __init__(self, grid, log_q0: np.ndarray, trees: EnergyTrees | None = None):
         self.grid = grid
@@ -203,6 +209,19 @@ class AdditiveEnergy:
         self.trees = trees if trees is not None else EnergyTrees()
         if self.trees.n_trees == 0:  # no tree yet: per-tree arrays still have d columns
             self.trees.uses = np.zeros((0, grid.d), np.uint8)
+
+    def get_params(self) -> dict:
+        return {}
+
+    def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
+        """Per-row sum of the leaf energies ``pair_scores[ptr[i]:ptr[i+1]]`` (an energy adds
+        its trees' values; the base energy ``log q0`` is not included)."""
+        v = np.asarray(pair_scores, np.float64)
+        csum = np.concatenate([np.zeros((1,) + v.shape[1:]), np.cumsum(v, axis=0)])
+        return csum[ptr[1:]] - csum[ptr[:-1]]
+
+    def combine_dense(self, scores: np.ndarray) -> np.ndarray:
+        return np.asarray(scores, np.float64).sum(axis=0)
 
     # ------------------------------------------------------------------ base measure
     @staticmethod

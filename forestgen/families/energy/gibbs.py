@@ -48,6 +48,7 @@ from forestgen.families.energy.leaf_sets import ALL, add_tree, finish_slice
 from forestgen.logsumexp import logsumexp
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
+from forestgen.sampling.base import Sampler
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -204,17 +205,23 @@ def chain_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 @register("sampler", "gibbs")
-class GibbsSampler:
+class GibbsSampler(Sampler):
     """Systematic-scan Gibbs chains on an :class:`AdditiveEnergy` (see the module docstring).
 
-    ``temperature`` divides the logits (1 = the model).
+    ``temperature`` divides the logits (1 = the model). NRGBoost's training pool, sampling,
+    conditionals and imputation all run their chains through :meth:`run`; :meth:`sample` draws
+    rows of a fitted NRGBoost by its sampling protocol (chains, burn-in, thinning), which calls
+    :meth:`run` on this sampler.
     """
+
+    serves = frozenset({"energy"})
 
     def __init__(self, *, temperature: float = 1.0):
         self.temperature = temperature
 
-    def get_params(self) -> dict:
-        return dict(vars(self))
+    def sample(self, model, n: int, rng: np.random.Generator, **kwargs) -> np.ndarray:
+        """``n`` encoded rows of the fitted energy model ``model`` (its ``sample_encoded``)."""
+        return model.sample_encoded(n, rng, **kwargs)
 
     def run(self, energy: AdditiveEnergy, X0: np.ndarray, *, n_sweeps: int, record_from: int,
             thin: int, n_records: int, rng: np.random.Generator,

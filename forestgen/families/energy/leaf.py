@@ -14,15 +14,25 @@ import numpy as np
 from forestgen.registry import register
 
 
-@register("leaf", "constant_energy")
-class ConstantEnergyLeaf:
+class EnergyLeaf:
+    """Base class of energy leaves (registry kind ``"energy_leaf"``): :meth:`values` gives
+    the energy of each leaf of a new tree from its data mass ``P`` and model mass ``Q``.
+    Unlike a :class:`~forestgen.leaves.base.LeafModel` it is no density: one value per leaf
+    over all columns, added to an energy."""
+
+    def values(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def get_params(self) -> dict:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
+@register("energy_leaf", "constant_energy")
+class ConstantEnergyLeaf(EnergyLeaf):
     """Leaf energies from node masses: ``"newton"`` (``P/Q - 1``, default) or ``"log"``."""
 
     def __init__(self, *, form: str = "newton"):
         self.form = form
-
-    def get_params(self) -> dict:
-        return dict(vars(self))
 
     def values(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
         """Energy of each leaf with data mass ``P`` and model mass ``Q > 0``."""

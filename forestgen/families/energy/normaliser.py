@@ -33,15 +33,24 @@ def _log_mean_and_se(log_w: np.ndarray) -> tuple[float, float]:
     return est, float(r.std(ddof=1) / math.sqrt(n) / r.mean())
 
 
+class Normaliser:
+    """Base class of the ``normaliser`` of an energy model: :meth:`estimate` gives
+    ``(log Z, standard error)`` of a fitted
+    :class:`~forestgen.families.energy.ensembler.AdditiveEnergy` from the Generator ``rng``."""
+
+    def estimate(self, energy, rng: np.random.Generator) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def get_params(self) -> dict:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
 @register("normaliser", "importance")
-class ImportanceNormaliser:
+class ImportanceNormaliser(Normaliser):
     """Importance sampling from ``q0`` (see the module docstring)."""
 
     def __init__(self, *, n_samples: int = 200_000):
         self.n_samples = n_samples
-
-    def get_params(self) -> dict:
-        return dict(vars(self))
 
     def estimate(self, energy, rng: np.random.Generator) -> tuple[float, float]:
         """``(log Z, standard error)``."""
@@ -50,7 +59,7 @@ class ImportanceNormaliser:
 
 
 @register("normaliser", "ais")
-class AISNormaliser:
+class AISNormaliser(Normaliser):
     """Annealed importance sampling from ``q0`` (see the module docstring); ``n_steps``
     temperatures ``beta_k = (k / n_steps)^2``, dense near ``q0`` where the path moves fastest."""
 
@@ -58,12 +67,8 @@ class AISNormaliser:
         self.n_chains = n_chains
         self.n_steps = n_steps
 
-    def get_params(self) -> dict:
-        return dict(vars(self))
-
     def estimate(self, energy, rng: np.random.Generator) -> tuple[float, float]:
         """``(log Z, standard error)``."""
-        from forestgen.families.energy.ensembler import AdditiveEnergy
         from forestgen.families.energy.gibbs import GibbsSampler
 
         betas = (np.arange(int(self.n_steps) + 1) / int(self.n_steps)) ** 2
@@ -75,7 +80,7 @@ class AISNormaliser:
             log_w += (betas[k] - betas[k - 1]) * energy.tree_energy(X)
             if k == len(betas) - 1:
                 break
-            scaled = AdditiveEnergy(energy.grid, energy.log_q0, trees.scaled(float(betas[k])))
+            scaled = type(energy)(energy.grid, energy.log_q0, trees.scaled(float(betas[k])))
             X = sampler.run(scaled, X, n_sweeps=1, record_from=0, thin=1, n_records=1,
                             rng=rng)[:, 0]
         return _log_mean_and_se(log_w)

@@ -48,9 +48,9 @@ from forestgen import registry
 from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
+from forestgen.ensemble.base import Ensembler
 from forestgen.families import ENERGY
 from forestgen.families.energy.ensembler import (
-    AdditiveEnergy,
     EnergyTrees,
     line_search,
     log_z_step,
@@ -170,11 +170,19 @@ class NRGBoost(GenerativeForest):
     splitter : ``"energy"`` (default: :class:`EnergySplitter` with ``max_ratio``), another
         registered splitter, class or instance returning ``TreeRecord.node_mass`` (``[P, Q]``
         per node), or an ``@numba.njit`` gain of ``[P, Q]`` child masses (energy splitter).
+    ensembler, sampler : ``None`` (default: :class:`AdditiveEnergy`, Gibbs chains) or a component
+        serving ``"energy"`` (an ``AdditiveEnergy`` subclass, a ``GibbsSampler`` subclass).
+    numeric_leaf, discrete_leaf : ruled out (``ruled_out``): the trees carry one energy per
+        leaf over all columns, not per-column densities.
     random_state : seed; the same seed gives the same model and samples at any thread count.
     progress : print a progress bar over rounds on stderr.
     """
 
     model_family = ENERGY
+    ruled_out = {slot: "NRGBoost's trees carry one energy per leaf over all columns (P/Q - 1, "
+                       "Bravo 2025, Eq. 10), added to log q0; a per-column density leaf has no "
+                       "place in an additive energy"
+                 for slot in ("numeric_leaf", "discrete_leaf")}
     leaf_mixture_law = False  # an additive energy, not a leaf mixture
     cuts_at_values = True  # grid edges at training values
 
@@ -195,7 +203,8 @@ class NRGBoost(GenerativeForest):
                  sample_start: str = "training", sample_warm_burn_in: int = 0,
                  normaliser: str | None = None, n_normaliser_samples: int = 200_000,
                  density_floor: float | None = 1e-5, splitter: Any = "energy",
-                 random_state: Any = None, progress: bool = False):
+                 random_state: Any = None, progress: bool = False, numeric_leaf: Any = None,
+                 discrete_leaf: Any = None, ensembler: Any = None, sampler: Any = None):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -232,6 +241,13 @@ class NRGBoost(GenerativeForest):
             raise ValueError(f"normaliser must be one of {registry.available('normaliser')}, "
                              f"got {self.normaliser!r}")
 
+    def component(self, slot: str):
+        """As :meth:`GenerativeForest.component`; the ``ensembler`` of a fitted model is its
+        additive energy ``energy_`` (built from the data by :meth:`fit`)."""
+        if slot == "ensembler" and "energy_" in self.__dict__:
+            return self.energy_
+        return super().component(slot)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "energy_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
@@ -246,7 +262,8 @@ class NRGBoost(GenerativeForest):
         self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins),
                               grid_bins=self.grid_bins, decode=self.decode)
         C, _ = self.grid_.codes(Z)
-        ensembler = registry.get("ensembler", self.model_family.slots["ensembler"])
+        ensembler = registry.component_class(
+            "ensembler", self.ensembler or self.model_family.slots["ensembler"], Ensembler)
         energy = ensembler(self.grid_, ensembler.blend_marginals(
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
@@ -328,7 +345,7 @@ class NRGBoost(GenerativeForest):
             raise ValueError(f"n_trees must be in [0, {self.n_trees_}], got {n_trees!r}")
         out = type(self)(**self.get_params())
         out.encoder_, out.grid_ = self.encoder_, self.grid_
-        out.energy_ = AdditiveEnergy(self.grid_, self.energy_.log_q0,
+        out.energy_ = type(self.energy_)(self.grid_, self.energy_.log_q0,
                                      self.energy_.trees.truncate(int(n_trees)))
         seed = getattr(self, "normaliser_seed_", None) or seed_sequence(self.random_state)
         out.normaliser_seed_ = seed
@@ -925,7 +942,7 @@ class NRGBoost(GenerativeForest):
         if getattr(self, "chain_start_", None) is not None:
             arrays["chain_start"] = self.chain_start_
         arrays.update({f"grid.{k}": v for k, v in self.grid_.to_arrays().items()})
-        meta = {"format_version": FORMAT_VERSION, "learner": type(self).registry_name,
+        meta = {"format_version": FORMAT_VERSION, "learner": registry.name_of("learner", self),
                 "params": {k: to_json(v, k) for k, v in self.get_params().items()},
                 "schema": self.schema_.to_dict(),
                 "extra": {"log_z": float(self.log_z_), "log_z_se": float(self.log_z_se_),
@@ -954,7 +971,9 @@ class NRGBoost(GenerativeForest):
         if np.isnan(log_q0).any() or (log_q0 == np.inf).any():
             raise ValueError("log_q0 must hold log-probabilities (no NaN or +inf)")
         model.grid_ = grid
-        model.energy_ = AdditiveEnergy(grid, log_q0, trees)
+        model.energy_ = registry.component_class(
+            "ensembler", model.ensembler or model.model_family.slots["ensembler"], Ensembler)(
+            grid, log_q0, trees)
         model.chain_start_ = None
         if "chain_start" in arrays:
             cs = np.asarray(arrays["chain_start"])

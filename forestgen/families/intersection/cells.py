@@ -18,12 +18,62 @@ the table. All state is flat arrays; the kernels are Numba.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from forestgen.tree.record import TreeRecord
 
 KIND_NOMINAL = 2
+
+
+class Layout(NamedTuple):
+    """The training rows ``Z [n, d]`` and the column layout (kind codes, nominal offsets,
+    level counts) a split kernel reads."""
+
+    Z: np.ndarray
+    kind: np.ndarray
+    nom_off: np.ndarray
+    nlev: np.ndarray
+
+
+class NodeArrays(NamedTuple):
+    """Per tree node (all trees): split feature, threshold, children, tree, nominal split
+    mask, box ``(nlo, nhi, nmask)`` and training mass ``nR``."""
+
+    nfeat: np.ndarray
+    nthr: np.ndarray
+    nleft: np.ndarray
+    nright: np.ndarray
+    ntree: np.ndarray
+    nsplit: np.ndarray
+    nlo: np.ndarray
+    nhi: np.ndarray
+    nmask: np.ndarray
+    nR: np.ndarray
+
+
+class CellArrays(NamedTuple):
+    """Per cell of the joint partition: box, mass ``cR``, measure share ``cU``, its leaf in
+    every tree and its run of row fragments (``cf_start``, ``cf_count``)."""
+
+    clo: np.ndarray
+    chi: np.ndarray
+    cmask: np.ndarray
+    cR: np.ndarray
+    cU: np.ndarray
+    cleaf: np.ndarray
+    cf_start: np.ndarray
+    cf_count: np.ndarray
+
+
+class LeafCellIndex(NamedTuple):
+    """Per tree node: the start, count and capacity of its run of cell ids in the pool."""
+
+    lc_start: np.ndarray
+    lc_count: np.ndarray
+    lc_cap: np.ndarray
 
 
 class CellTable:
@@ -152,12 +202,15 @@ class CellTable:
             o = self.nom_off[j]
             mask[o: o + len(left_levels)] = left_levels
         out = _apply_split(
-            node, j, float(thr), mask, self.approx, self.min_fragment, self.seed, self.Z,
-            self.kind, self.nom_off, self.nlev, self.m_total, self.n_nodes, self.n_cells,
-            self.nfeat, self.nthr, self.nleft, self.nright, self.ntree, self.nsplit, self.nlo,
-            self.nhi, self.nmask, self.nR, self.clo, self.chi, self.cmask, self.cR, self.cU,
-            self.cleaf, self.cf_start, self.cf_count, self.f_row, self.f_w, self.f_len,
-            self.lc_start, self.lc_count, self.lc_cap, self.lc_pool, self.lc_len)
+            node, j, float(thr), mask, self.approx, self.min_fragment, self.seed, self.m_total,
+            self.n_nodes, self.n_cells,
+            Layout(self.Z, self.kind, self.nom_off, self.nlev),
+            NodeArrays(self.nfeat, self.nthr, self.nleft, self.nright, self.ntree, self.nsplit,
+                       self.nlo, self.nhi, self.nmask, self.nR),
+            CellArrays(self.clo, self.chi, self.cmask, self.cR, self.cU, self.cleaf,
+                       self.cf_start, self.cf_count),
+            LeafCellIndex(self.lc_start, self.lc_count, self.lc_cap),
+            self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len)
         self.n_cells, self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len = out
         left, right = self.n_nodes, self.n_nodes + 1
         self.n_nodes += 2
@@ -250,11 +303,18 @@ def _side_fraction(j, thr, mask, is_nom, off, k, lo, hi, cm, c):
 
 
 @njit(cache=True, nogil=True)
-def _apply_split(node, j, thr, mask, approx, min_frag, seed, Z, kind, nom_off, nlev, m_total,
-                 n_nodes, n_cells,
-                 nfeat, nthr, nleft, nright, ntree, nsplit, nlo, nhi, nmask, nR,
-                 clo, chi, cmask, cR, cU, cleaf, cf_start, cf_count, f_row, f_w, f_len,
-                 lc_start, lc_count, lc_cap, lc_pool, lc_len):
+def _apply_split(node, j, thr, mask, approx, min_frag, seed, m_total, n_nodes, n_cells,
+                 layout, node_arrays, cell_arrays, leaf_cells, f_row, f_w, f_len, lc_pool,
+                 lc_len):
+    """Split tree node ``node`` on column ``j`` at ``thr`` (nominal: left levels ``mask``):
+    the two children's boxes and masses, every cell inside the node cut in two with its row
+    fragments (:class:`Layout`, :class:`NodeArrays`, :class:`CellArrays`,
+    :class:`LeafCellIndex` bundle the table's arrays; the growable pools ``f_row``, ``f_w``
+    and ``lc_pool`` are returned with their new lengths)."""
+    Z, kind, nom_off, nlev = layout
+    nfeat, nthr, nleft, nright, ntree, nsplit, nlo, nhi, nmask, nR = node_arrays
+    clo, chi, cmask, cR, cU, cleaf, cf_start, cf_count = cell_arrays
+    lc_start, lc_count, lc_cap = leaf_cells
     T = cleaf.shape[1]
     t = ntree[node]
     is_nom = kind[j] == 2

@@ -28,7 +28,11 @@ from forestgen.tree.arrays import ForestArrays
 
 @register("ensembler", "intersection")
 class IntersectionEnsembler(Ensembler):
+    """Compiles the cell table of a generative forest into one tree of cells (see the module
+    docstring); its :meth:`combine` adds the masses of the cells a row reaches."""
+
     normalised = True
+    serves = frozenset({"intersection"})
 
     def compile(self, table: CellTable, n_levels: np.ndarray, smoothing: float = 0.0
                 ) -> tuple[ForestArrays, np.ndarray, np.ndarray, tuple]:

@@ -63,9 +63,23 @@ class EOGT(RegionQueries, GFBoost):
     imputation use them. Integer (and discrete-valued) columns coded as levels keep their spike
     levels (adult's ``education-num = 9``) the same way: a region gives each spike level its
     share and spreads the rest uniformly over its other levels.
+
+    Slots: ``splitter`` as :class:`GFBoost` (a Bayes-risk splitter with approximate masses);
+    ``numeric_leaf``, ``discrete_leaf``, ``ensembler`` and ``sampler`` are ruled out
+    (``ruled_out``: its law is its star-node walk over uniform cells).
     """
 
     model_family = INTERSECTION
+    ruled_out = {
+        **GFBoost.ruled_out,
+        "ensembler": "an EOGT keeps only its trees' arc probabilities (paper §6): its law is "
+                     "the star-node walk with approximate branching (eq. (8)), not a "
+                     "combination of tree outputs, so there is nothing for an ensembler to "
+                     "combine",
+        "sampler": "an EOGT's law is defined by its star-node sampler (paper eq. (8)), and "
+                   "log_prob, conditionals and imputation are computed for that walk; "
+                   "another sampler would draw from another distribution than the one scored",
+    }
     leaf_mixture_law = False  # forest_ holds the trees, not the law (class docstring)
     method_name = "EOGT"
     _approx = True
@@ -77,7 +91,9 @@ class EOGT(RegionQueries, GFBoost):
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
                  min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
                  prior_strength: float = 1.0, density_floor: float | None = 1e-5,
-                 progress: bool = False, random_state: Any = None):
+                 progress: bool = False, random_state: Any = None, splitter: Any = None,
+                 numeric_leaf: Any = None, discrete_leaf: Any = None, ensembler: Any = None,
+                 sampler: Any = None):
         """Parameters: as :class:`GFBoost`, plus ``prior_strength`` (class docstring)."""
 
     @property

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from forestgen import registry
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
 from forestgen.families import INTERSECTION
@@ -53,12 +54,12 @@ from forestgen.families.boxes import (
     root_mask,
 )
 from forestgen.families.intersection.cells import CellTable
-from forestgen.families.intersection.ensembler import IntersectionEnsembler
 from forestgen.families.intersection.splitter import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.modelfile import check_array, check_box, check_count, check_forest
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
+from forestgen.splitters.base import Splitter
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.grow_midpoint import KIND_NOMINAL, KIND_ORDERED
 from forestgen.tree.record import TreeRecord
@@ -120,6 +121,16 @@ class GFBoost(GenerativeForest):
     progress : print a progress line on stderr.
     random_state : seeds the random side of missing-value fragments; without missing values
         training is deterministic (ties go to the lowest tree, node and column).
+    splitter : the split rule, a :class:`~forestgen.families.intersection.splitter.
+        BayesRiskSplitter` (registry name, class or instance; a subclass may change the
+        criterion). ``None``: the Bayes-risk rule with ``loss``, ``prior``, ``candidates``,
+        ``max_candidates`` and ``min_rows`` above; a name or class is built with those; an
+        instance keeps its own.
+    ensembler : compiles the cell table (an ``Ensembler`` serving ``"intersection"``;
+        ``None``: :class:`~forestgen.families.intersection.ensembler.IntersectionEnsembler`).
+    sampler : draws from the compiled cells (a leaf-mixture ``Sampler``; ``None``:
+        ancestral).
+    numeric_leaf, discrete_leaf : ruled out (``ruled_out``): the cells are uniform.
 
     Notes
     -----
@@ -127,6 +138,12 @@ class GFBoost(GenerativeForest):
     """
 
     model_family = INTERSECTION
+    splitter_grows = "cell table"
+    ruled_out = {slot: "a generative forest's density is R(C) / mu(C), uniform on each cell of "
+                       "the joint partition of its trees (Nock & Guillame-Bert 2023, eq. (3)); "
+                       "GF.Boost chooses the partition for that density, so a fitted leaf "
+                       "model in the cells would be another model than the one boosted"
+                 for slot in ("numeric_leaf", "discrete_leaf")}
 
     method_name = "GF"
     _approx = False
@@ -140,7 +157,8 @@ class GFBoost(GenerativeForest):
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
                  min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
                  density_floor: float | None = 1e-5, progress: bool = False,
-                 random_state: Any = None):
+                 random_state: Any = None, splitter: Any = None, numeric_leaf: Any = None,
+                 discrete_leaf: Any = None, ensembler: Any = None, sampler: Any = None):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:
@@ -157,9 +175,17 @@ class GFBoost(GenerativeForest):
             check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
 
     def _splitter(self) -> BayesRiskSplitter:
-        return BayesRiskSplitter(loss=self.loss, prior=self.prior, candidates=self.candidates,
-                                 max_candidates=self.max_candidates, min_rows=self.min_rows,
-                                 approx=self._approx)
+        """The split rule: the ``splitter`` parameter (a name or class built with this
+        learner's ``loss``, ``prior``, ... ; an instance copied), by default the Bayes risk."""
+        spec = BayesRiskSplitter if self.splitter is None else self.splitter
+        out = registry.build("splitter", spec, Splitter, loss=self.loss, prior=self.prior,
+                             candidates=self.candidates, max_candidates=self.max_candidates,
+                             min_rows=self.min_rows, approx=self._approx)
+        if getattr(out, "approx", self._approx) != self._approx:
+            raise ValueError(f"{type(self).__name__} scores splits with "
+                             f"{'approximate' if self._approx else 'exact'} cell masses; its "
+                             f"splitter has approx={out.approx}")
+        return out
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None):
@@ -241,7 +267,7 @@ class GFBoost(GenerativeForest):
         self.smoothing_ = float(self.smoothing) if self.smoothing != "auto" else min(
             0.99, float(table.R[table.R * table.m_total <= 1 + 1e-9].sum()))
         self.forest_, self.leaf_log_weight_, leaf_cell, (lo, hi, mask) = (
-            IntersectionEnsembler().compile(table, n_levels, self.smoothing_))
+            self.component("ensembler").compile(table, n_levels, self.smoothing_))
         R = np.where(leaf_cell >= 0, table.R[np.maximum(leaf_cell, 0)], 0.0)
         self.cell_mass_ = R / R.sum()
         self.leaf_models_ = fit_cell_leaves(schema, lo, hi, mask, nom_off,

@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from forestgen.registry import register
+from forestgen.splitters.base import Splitter
 from forestgen.validation import check_choice, check_int, check_real
 
 LOSSES = {"matusita": 0, "log": 1, "square": 2}
@@ -61,8 +62,13 @@ def cell_risk(r, u, prior, loss):
 
 
 @register("splitter", "bayes_risk")
-class BayesRiskSplitter:
+class BayesRiskSplitter(Splitter):
     """Scores splits of one leaf over all cells of the joint partition inside it.
+
+    A ``Splitter`` that grows the ``"cell table"`` (``grows``): GF.Boost / EOGT call
+    :meth:`best_split` on the heaviest leaf over all trees and :meth:`risk` for the partition's
+    Bayes risk; it grows no tree on its own (:meth:`grow` raises). A subclass may change the
+    criterion (override :meth:`risk` / :meth:`best_split`).
 
     Parameters: ``loss`` (``"matusita"``, ``"log"``, ``"square"``), ``prior`` ``π`` in (0, 1),
     ``candidates`` (``"observed"`` or ``"grid100"``), ``max_candidates`` per ordered column,
@@ -71,8 +77,12 @@ class BayesRiskSplitter:
     spec §2.11) instead of the exact per-cell counts.
     """
 
-    def __init__(self, loss: str = "matusita", prior: float = 0.5, candidates: str = "observed",
-                 max_candidates: int = 255, min_rows: float = 1.0, approx: bool = False):
+    labelled = False
+    grows = "cell table"
+
+    def __init__(self, *, loss: str = "matusita", prior: float = 0.5,
+                 candidates: str = "observed", max_candidates: int = 255, min_rows: float = 1.0,
+                 approx: bool = False):
         check_choice("loss", loss, LOSSES)
         check_real("prior", prior, 0.0, 1.0, low_open=True, high_open=True)
         check_choice("candidates", candidates, CANDIDATES)
@@ -85,8 +95,9 @@ class BayesRiskSplitter:
         self.min_rows = float(min_rows)
         self.approx = bool(approx)
 
-    def get_params(self) -> dict:
-        return dict(vars(self))
+    def grow(self, data, y, w, rng, limits):
+        raise NotImplementedError(f"{type(self).__name__} splits the joint cell table of all "
+                                  f"trees (GF.Boost / EOGT: best_split); it grows no tree alone")
 
     def risk(self, r: np.ndarray, u: np.ndarray) -> float:
         """``Σ_C J_π(r_C, u_C)`` over cells (masses as fractions of the total)."""

@@ -18,7 +18,6 @@ from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.bagging import draw_weights
-from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves import (
     CategoricalLeaf,
     OrdinalKernelLeaf,
@@ -63,6 +62,9 @@ class ARF(GenerativeForest):
         discrete columns; ``None`` (default) takes them from ``family`` / ``alpha``.
     splitter : ``"gini"`` (default, as in the paper), another labelled splitter (name, class or
         instance), or an ``@numba.njit`` gain function (run by :class:`ImpuritySplitter`).
+    ensembler, sampler : ``None`` (default: the leaf-mixture ensembler, leaf weights = coverage,
+        and the ancestral sampler) or a component serving ``"leaf mixture"`` (registry name,
+        class or instance; see ``docs/components.md``).
     alpha : 0 — additive smoothing of categorical leaves over the levels the leaf allows.
     prior_strength : 0.3 — pseudo-count ``a`` of a Dirichlet prior centred on each discrete
         column's marginal pmf (:class:`~forestgen.leaves.categorical.CategoricalLeaf`
@@ -145,7 +147,8 @@ class ARF(GenerativeForest):
                  oob_mode: str = "hard", coverage: str = "all", max_depth: int | None = None,
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
-                 discrete_leaf: Any = None, splitter: Any = "gini"):
+                 discrete_leaf: Any = None, splitter: Any = "gini", ensembler: Any = None,
+                 sampler: Any = None):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -272,7 +275,7 @@ class ARF(GenerativeForest):
         if leaves is None:
             leaves = forest.apply(Z)
         mask = oob.T if self.coverage == "oob" else None
-        self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
+        self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         numeric, discrete = self.leaf_prototypes()

@@ -9,7 +9,6 @@ normalised and exactly sampleable (spec §5.1).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -76,6 +75,9 @@ class DEF(GenerativeForest):
         unlabelled splitter (name, class, instance) or an ``@numba.njit`` gain of ``[P, V]``.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, the paper's leaf) or a
         leaf model (name, class, instance) fitted on each tree's bootstrap rows in its cell.
+    ensembler, sampler : ``None`` (default: the leaf-mixture ensembler, leaf weights = leaf masses,
+        and the ancestral sampler) or a component serving ``"leaf mixture"`` (registry name,
+        class or instance; see ``docs/components.md``).
     random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
     progress : print a progress bar over trees on stderr.
 
@@ -88,6 +90,7 @@ class DEF(GenerativeForest):
     """
 
     method_name = "DEF"
+    edge_cells = frozenset({"empty"})  # finite boxes of positive width
 
     def __init__(self, *, n_trees: int = 100, criterion: str = "kl", max_leaves: int = 256,
                  min_samples_leaf: float = 1.0, max_features: Any = 1.0, bootstrap: bool = True,
@@ -95,7 +98,8 @@ class DEF(GenerativeForest):
                  density_floor: float | None = 1e-5, smoothing: float = 1e-3,
                  prior_strength: float = 1.0, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
-                 discrete_leaf: Any = None, progress: bool = False):
+                 discrete_leaf: Any = None, progress: bool = False, ensembler: Any = None,
+                 sampler: Any = None):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:
@@ -147,8 +151,8 @@ class DEF(GenerativeForest):
         if mass.shape != (self.forest_.n_leaves,):
             raise ValueError(f"DEF needs each leaf's mass; splitter {splitter!r} does not "
                              "record TreeRecord.leaf_mass")
-        with np.errstate(divide="ignore"):
-            log_w = np.log(mass) - math.log(len(rngs))
+        log_w = self.component("ensembler").leaf_log_weights_from_counts(
+            mass, self.forest_.leaf_tree, len(rngs))
         self.forest_, self.leaf_log_weight_ = with_uniform_component(
             self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_,
             root_mask(schema))

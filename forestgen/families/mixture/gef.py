@@ -23,7 +23,6 @@ from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.bagging import draw_weights
-from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
@@ -125,6 +124,9 @@ class GeF(GenerativeForest):
     max_bins : 255 quantile bins per numeric column for split search.
     splitter : ``"gini"`` (default, the paper's random forest), another labelled splitter
         (name, class or instance) or an ``@numba.njit`` gain function.
+    ensembler, sampler : ``None`` (default: the leaf-mixture ensembler, leaf weights = in-bag
+        count shares, and the ancestral sampler) or a component serving ``"leaf mixture"``
+        (registry name, class or instance; see ``docs/components.md``).
     random_state, n_jobs : seed and threads (results identical for any ``n_jobs``).
     progress : print a progress bar over trees on stderr.
 
@@ -152,7 +154,8 @@ class GeF(GenerativeForest):
                  numeric_leaf: Any = "gef_gaussian", discrete_leaf: Any = "categorical",
                  min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 1e-6,
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
-                 n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False):
+                 n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False,
+                 ensembler: Any = None, sampler: Any = None):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -361,7 +364,7 @@ class GeF(GenerativeForest):
         ``W [B, n]`` of the rows ``Z``."""
         forest = self.forest_
         leaves = forest.apply(Z)
-        self.leaf_log_weight_ = MixtureEnsembler().leaf_log_weights(
+        self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=W.T)
         schema = self.encoder_.schema
         boxes = forest.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
@@ -445,10 +448,8 @@ class GeF(GenerativeForest):
         W, how = _sklearn_inbag(rf, forest, Z, n)
         model._fit_generative(Z, W)
         # Theorem 1: leaf weights and class pmfs from the sklearn trees' own statistics
-        per_tree = np.bincount(forest.leaf_tree, weights=cnt, minlength=forest.n_trees)
-        with np.errstate(divide="ignore"):
-            model.leaf_log_weight_ = (np.log(cnt) - np.log(per_tree[forest.leaf_tree])
-                                      - np.log(forest.n_trees))
+        model.leaf_log_weight_ = model.component("ensembler").leaf_log_weights_from_counts(
+            cnt, forest.leaf_tree, forest.n_trees)
         if model.class_alpha > 0:
             counts = pmf / np.maximum(pmf.sum(1, keepdims=True), 1e-300) * cnt[:, None]
             p = (counts + model.class_alpha) / (cnt[:, None] + K * model.class_alpha)

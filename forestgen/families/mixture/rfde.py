@@ -91,6 +91,10 @@ class RFDE(GenerativeForest):
         len(depth_grid)`` forests of ``cv_trees`` trees.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, eq. 4) or a leaf
         model (name, class, instance) fitted on the training rows of each cell.
+    ensembler, sampler : ``None`` (default: the leaf-mixture ensembler, leaf weights = cell shares,
+        and the ancestral sampler) or a component serving ``"leaf mixture"`` (registry name,
+        class or instance; see ``docs/components.md``).
+        A split criterion is ruled out (``ruled_out``): the midpoint rule is data-independent.
     progress : print progress bars (depth CV, growth) on stderr.
 
     Notes
@@ -104,13 +108,18 @@ class RFDE(GenerativeForest):
     """
 
     method_name = "RFDE"
+    edge_cells = frozenset({"empty"})  # finite boxes of positive width
+    #: a splitter growing density trees by a criterion (e.g. ``"density"``) is accepted;
+    #: a criterion for the midpoint rule is not
+    ruled_out = {"criterion": MidpointSplitter.NO_CRITERION}
 
     def __init__(self, *, n_trees: int = 100, depth: Any = "cv", depth_grid: Any = None,
                  cv_folds: int = 3, cv_trees: int = 50, margin: float = 0.0,
                  box: dict | None = None, density_floor: float | None = 1e-5,
                  smoothing: float = 1e-3, prior_strength: float = 1.0,
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
-                 numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False):
+                 numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False,
+                 ensembler: Any = None, sampler: Any = None):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -187,9 +196,8 @@ class RFDE(GenerativeForest):
                                    n_jobs=self.n_jobs, on_tree_done=bar.step)
         bar.close(f"{self.forest_.n_leaves} leaves")
         del self._rngs
-        mass = self.forest_.leaf_mass
-        with np.errstate(divide="ignore"):
-            log_w = np.log(mass) - math.log(T)
+        log_w = self.component("ensembler").leaf_log_weights_from_counts(
+            self.forest_.leaf_mass, self.forest_.leaf_tree, T)
         codes = (self._leaf_codes(self.forest_.boxes(d, n_levels))
                  if isinstance(self._splitter, MidpointSplitter) else None)
         self.forest_, self.leaf_log_weight_ = with_uniform_component(

@@ -1,0 +1,170 @@
+"""The four component slots on every learner (issue 31): constructor parameters resolved by one
+registry helper, checked at construction (ruled-out slots and components of another family
+raise, naming learner, slot and reason), copied per fit, used by every query that draws or
+weighs leaves, saved with the model and reloaded identically."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pandas as pd
+import pytest
+from numba import njit
+
+from forestgen import registry
+from forestgen.base import SLOTS, GenerativeForest
+from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.families.energy.gibbs import GibbsSampler
+from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
+from forestgen.sampling.ancestral import AncestralSampler
+
+LEARNERS = [ARF, GeF, RFDE, DEF, GFBoost, EOGT, NRGBoost]
+
+
+@njit(cache=True)
+def _gain(left, right):
+    return 0.0
+
+
+@registry.register("sampler", "test_slot_counting")
+class CountingSampler(AncestralSampler):
+    """Counts its leaf draws; ``scale`` is a parameter that must survive save/load."""
+
+    draws = 0
+
+    def __init__(self, *, scale: float = 1.0):
+        self.scale = scale
+
+    def draw_leaves(self, log_weight, n, rng):
+        type(self).draws += 1
+        return super().draw_leaves(log_weight, n, rng)
+
+
+@registry.register("ensembler", "test_slot_flat")
+class FlatTrees(MixtureEnsembler):
+    """Coverage weights with a different weight per tree (still normalised)."""
+
+    logsumexp_combine = True
+
+    def __init__(self, *, first: float = 0.5):
+        self.first = first
+
+    def leaf_log_weights_from_counts(self, cnt, leaf_tree, n_trees):
+        lw = super().leaf_log_weights_from_counts(cnt, leaf_tree, n_trees) + np.log(n_trees)
+        tree_w = np.full(n_trees, (1 - self.first) / max(n_trees - 1, 1))
+        tree_w[0] = self.first if n_trees > 1 else 1.0
+        return lw + np.log(tree_w)[leaf_tree]
+
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=300)
+    return pd.DataFrame({"x": x, "y": x + rng.normal(size=300),
+                         "c": np.where(x + rng.normal(size=300) > 0, "a", "b")})
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+def test_every_learner_takes_the_four_slots(cls):
+    params = inspect.signature(cls.__init__).parameters
+    assert set(SLOTS) <= set(params), set(SLOTS) - set(params)
+    for slot, reason in cls.ruled_out.items():
+        if slot not in SLOTS:
+            continue
+        with pytest.raises(ValueError, match=f"{cls.__name__}: the '{slot}' slot is ruled out: "
+                                             f"{reason[:20]}"):
+            cls(**{slot: "truncnorm" if "leaf" in slot else "ancestral"})
+
+
+def test_components_of_another_family_are_refused_at_construction():
+    with pytest.raises(ValueError, match="NRGBoost: ensembler MixtureEnsembler serves "
+                                         r"\['leaf mixture'\].*needs an ensembler serving "
+                                         "'energy'"):
+        NRGBoost(ensembler=MixtureEnsembler())
+    with pytest.raises(ValueError, match="ARF: sampler GibbsSampler serves.*'leaf mixture'"):
+        ARF(sampler=GibbsSampler())
+    with pytest.raises(ValueError, match="GFBoost: splitter GiniSplitter grows 'tree'"):
+        GFBoost(splitter="gini")
+    with pytest.raises(ValueError, match="RFDE: a split criterion is ruled out: the random "
+                                         "midpoint rule"):
+        RFDE(splitter=_gain)
+    with pytest.raises(ValueError, match="ARF grows unbounded, zero-width cells"):
+        ARF(numeric_leaf="cell_uniform")
+    with pytest.raises(TypeError, match="ARF: sampler must be"):
+        ARF(sampler=MixtureEnsembler())
+    with pytest.raises(ValueError, match="EOGT: the 'sampler' slot is ruled out"):
+        EOGT(n_trees=3).set_params(sampler="ancestral")
+
+
+def test_an_instance_is_copied_per_fit_and_used_by_every_leaf_draw(table):
+    proto = CountingSampler(scale=2.0)
+    a = ARF(n_trees=3, sampler=proto, random_state=0, n_jobs=1).fit(table)
+    b = ARF(n_trees=3, sampler=proto, random_state=1, n_jobs=1).fit(table)
+    sa, sb = a.component("sampler"), b.component("sampler")
+    assert sa is not proto and sa is not sb and sa.get_params() == {"scale": 2.0}
+    before = CountingSampler.draws
+    a.sample(20, random_state=0)
+    a.sample(20, conditions={"c": "a"}, random_state=0)
+    assert CountingSampler.draws == before + 2
+    g = GFBoost(n_trees=3, n_iter=10, sampler="test_slot_counting", random_state=0).fit(table)
+    g.sample(10, random_state=0)
+    assert CountingSampler.draws == before + 3
+    # same seed, same draws as the built-in: the sampler only counts
+    ref = ARF(n_trees=3, random_state=0, n_jobs=1).fit(table)
+    pd.testing.assert_frame_equal(a.sample(30, random_state=4), ref.sample(30, random_state=4))
+
+
+@pytest.mark.parametrize("cls, kw", [(ARF, {"n_jobs": 1}), (GeF, {"n_jobs": 1}),
+                                     (RFDE, {"depth": 4, "n_jobs": 1}),
+                                     (DEF, {"max_leaves": 8, "n_jobs": 1})],
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_a_mixture_ensembler_weighs_the_leaves(cls, kw, table):
+    fit_kw = {"target": "c"} if cls is GeF else {}
+    m = cls(n_trees=3, ensembler=FlatTrees(first=0.7), random_state=0, **kw).fit(table, **fit_kw)
+    ref = cls(n_trees=3, random_state=0, **kw).fit(table, **fit_kw)
+    w = np.bincount(m.forest_.leaf_tree, weights=np.exp(m.leaf_log_weight_))
+    assert np.isclose(w[0] / w[:3].sum(), 0.7)  # RFDE, DEF: a 4th tree, the uniform part
+    assert np.isclose(w.sum(), 1.0)
+    assert not np.allclose(m.log_prob(table), ref.log_prob(table))
+    levels = pd.DataFrame({"x": [np.nan] * 2, "y": [np.nan] * 2, "c": ["a", "b"]})
+    assert np.isclose(np.exp(m.log_prob(levels)).sum(), 1.0)
+
+
+def test_components_are_saved_and_reload_identically(table, tmp_path):
+    m = ARF(n_trees=3, sampler=CountingSampler(scale=3.0), ensembler=FlatTrees(first=0.6),
+            random_state=0, n_jobs=1).fit(table)
+    again = GenerativeForest.load(m.save(tmp_path / "m.fgm"))
+    for slot in ("sampler", "ensembler"):
+        a, b = m.component(slot), again.component(slot)
+        assert type(a) is type(b) and a.get_params() == b.get_params()
+    np.testing.assert_array_equal(m.log_prob(table), again.log_prob(table))
+    pd.testing.assert_frame_equal(m.sample(20, random_state=1), again.sample(20, random_state=1))
+
+
+class _Unregistered(AncestralSampler):
+    pass
+
+
+class _MyARF(ARF):
+    pass
+
+
+def test_unregistered_components_and_learners_cannot_be_saved(table, tmp_path):
+    m = ARF(n_trees=2, sampler=_Unregistered(), random_state=0, n_jobs=1).fit(table)
+    with pytest.raises(ValueError, match="sampler _Unregistered is not registered"):
+        m.save(tmp_path / "a.fgm")
+    assert not (tmp_path / "a.fgm").exists()
+    sub = _MyARF(n_trees=2, random_state=0, n_jobs=1).fit(table)
+    with pytest.raises(ValueError, match="learner _MyARF is not registered"):
+        sub.save(tmp_path / "b.fgm")
+    assert not (tmp_path / "b.fgm").exists()
+
+
+def test_energy_slots(table):
+    kw = dict(n_trees=2, max_leaves=4, pool_size=500, gibbs_chains=2, gibbs_burn_in=2,
+              sample_burn_in=2, n_normaliser_samples=1000, random_state=0)
+    m = NRGBoost(sampler=GibbsSampler(temperature=1.0), **kw).fit(table)
+    assert type(m.component("ensembler")).__name__ == "AdditiveEnergy"
+    assert m.component("sampler").get_params() == {"temperature": 1.0}
+    assert m.sample(5, random_state=0).shape == (5, 3)
