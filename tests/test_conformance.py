@@ -1,4 +1,13 @@
-"""forestgen.testing run over everything in the registry (and the checks catch bad components)."""
+"""forestgen.testing over the whole registry, as one table of (component, parameter sets,
+edge fixtures) in the style of torch.distributions' examples table; and the checks catch
+broken components.
+
+``TABLE`` lists every registered component of every kind with the parameter sets it is checked
+with; ``test_the_table_covers_the_whole_registry`` fails when a component is registered
+without an entry, so nothing is filtered out. Leaf models are also checked on the edge cells
+they declare (``LeafModel.handles_cells``; ``forestgen.testing.EDGE_CELLS``: zero-width,
+unbounded and empty cells; every numeric leaf on extreme scales).
+"""
 
 from __future__ import annotations
 
@@ -7,47 +16,122 @@ import pandas as pd
 import pytest
 
 from forestgen import registry
-from forestgen.leaves.base import LeafModel
+from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.splitters.base import Splitter
+from forestgen.sampling.ancestral import AncestralSampler
 from forestgen.splitters.impurity import ImpuritySplitter
-from forestgen.testing import check_leaf_model, check_learner, check_splitter
+from forestgen.testing import (
+    EDGE_CELLS,
+    check_energy_leaf,
+    check_ensembler,
+    check_leaf_model,
+    check_learner,
+    check_normaliser,
+    check_sampler,
+    check_splitter,
+)
 
-LEAVES = [n for n in registry.available("leaf")
-          if issubclass(registry.get("leaf", n), LeafModel)]
-SPLITTERS = [n for n in registry.available("splitter")
-             if issubclass(registry.get("splitter", n), Splitter)]
-# small settings per learner (the checks fit each on two small tables)
-LEARNERS = {
-    "arf": (dict(n_trees=5, random_state=0, n_jobs=1), {}),
-    "gef": (dict(n_trees=5, random_state=0, n_jobs=1), {"target": "c"}),
-    "rfde": (dict(n_trees=5, depth=5, random_state=0, n_jobs=1), {}),
-    "def": (dict(n_trees=5, max_leaves=16, random_state=0, n_jobs=1), {}),
-    "gfboost": (dict(n_trees=5, n_iter=20, random_state=0), {}),
-    "eogt": (dict(n_trees=5, n_iter=20, random_state=0), {}),
-    "nrgboost": (dict(n_trees=5, max_leaves=16, pool_size=2000, gibbs_burn_in=10,
-                      n_normaliser_samples=5000, sample_burn_in=10, random_state=0), {}),
+#: (kind, registry name) -> parameter sets (constructor keywords); ``None`` checks the class
+#: itself (NRGBoost builds its additive energy from the data)
+TABLE: dict[tuple[str, str], list] = {
+    ("leaf", "truncnorm"): [{}, {"finite_bounds": "local"}],
+    ("leaf", "uniform"): [{}, {"epsilon": 0.1}],
+    ("leaf", "cell_uniform"): [{}],
+    ("leaf", "point_mass"): [{}, {"base": "uniform", "atoms": (0.25,), "prior": 1.0}],
+    ("leaf", "rounded_normal_tail"): [{}],
+    ("leaf", "categorical"): [{}, {"alpha": 1.0}],
+    ("leaf", "ordinal_kernel"): [{}],
+    ("leaf", "gef_gaussian"): [{}],
+    ("leaf", "uniform_levels"): [{}],
+    ("splitter", "gini"): [{}],
+    ("splitter", "entropy"): [{}],
+    ("splitter", "impurity"): [{}],
+    ("splitter", "density"): [{}, {"criterion": "ise"}],
+    ("splitter", "midpoint"): [{}],
+    ("splitter", "energy"): [{}],
+    ("splitter", "bayes_risk"): [{}, {"loss": "log"}, {"approx": True}],
+    ("ensembler", "mixture"): [{}],
+    ("ensembler", "intersection"): [{}],
+    ("ensembler", "additive_energy"): [None],
+    ("sampler", "ancestral"): [{}],
+    ("sampler", "gibbs"): [{}],
+    ("normaliser", "importance"): [{"n_samples": 5000}],
+    ("normaliser", "ais"): [{"n_chains": 64, "n_steps": 40}],
+    ("energy_leaf", "constant_energy"): [{}, {"form": "log"}],
+    ("learner", "arf"): [dict(n_trees=5, random_state=0, n_jobs=1)],
+    ("learner", "gef"): [dict(n_trees=5, random_state=0, n_jobs=1)],
+    ("learner", "rfde"): [dict(n_trees=5, depth=5, random_state=0, n_jobs=1)],
+    ("learner", "def"): [dict(n_trees=5, max_leaves=16, random_state=0, n_jobs=1)],
+    ("learner", "gfboost"): [dict(n_trees=5, n_iter=20, random_state=0)],
+    ("learner", "eogt"): [dict(n_trees=5, n_iter=20, random_state=0)],
+    ("learner", "nrgboost"): [dict(n_trees=5, max_leaves=16, pool_size=2000, gibbs_burn_in=10,
+                                   n_normaliser_samples=5000, sample_burn_in=10,
+                                   random_state=0)],
 }
+FIT_KWARGS = {"gef": {"target": "c"}}
 
 
-@pytest.mark.parametrize("name", LEAVES)
-def test_registered_leaf_models_conform(name):
-    check_leaf_model(registry.get("leaf", name)())
+def _check_learner(model, name):
+    check_learner(model, fit_kwargs=FIT_KWARGS.get(name))
 
 
-@pytest.mark.parametrize("name", SPLITTERS)
-def test_registered_splitters_conform(name):
-    check_splitter(registry.get("splitter", name)())
+CHECKS = {
+    "leaf": lambda c, name: check_leaf_model(c),
+    "splitter": lambda c, name: check_splitter(c),
+    "ensembler": lambda c, name: check_ensembler(c),
+    "sampler": lambda c, name: check_sampler(c),
+    "normaliser": lambda c, name: check_normaliser(c),
+    "energy_leaf": lambda c, name: check_energy_leaf(c),
+    "learner": _check_learner,
+}
+CASES = [(kind, name, i) for (kind, name), sets in TABLE.items() for i in range(len(sets))]
 
 
-@pytest.mark.parametrize("name", sorted(LEARNERS))
-def test_registered_learners_conform(name):
-    params, fit_kwargs = LEARNERS[name]
-    check_learner(registry.get("learner", name)(**params), fit_kwargs=fit_kwargs)
+def test_the_table_covers_the_whole_registry():
+    # everything the package registers (other test modules register test doubles too)
+    registered = {(kind, name) for kind, names in registry.available().items()
+                  for name in names
+                  if getattr(registry.get(kind, name), "__module__", "").startswith("forestgen")}
+    assert registered == set(TABLE), (sorted(registered - set(TABLE)),
+                                      sorted(set(TABLE) - registered))
+    assert set(registry.available()) - {"criterion"} <= set(CHECKS)
 
 
-def test_every_registered_learner_is_covered():
-    assert set(registry.available("learner")) <= set(LEARNERS)
+def test_every_registered_component_subclasses_its_base():
+    from forestgen.base import GenerativeForest
+    from forestgen.ensemble.base import Ensembler
+    from forestgen.families.energy.leaf import EnergyLeaf
+    from forestgen.families.energy.normaliser import Normaliser
+    from forestgen.leaves.base import LeafModel
+    from forestgen.sampling.base import Sampler
+    from forestgen.splitters.base import Splitter
+
+    bases = {"leaf": LeafModel, "splitter": Splitter, "ensembler": Ensembler,
+             "sampler": Sampler, "normaliser": Normaliser, "energy_leaf": EnergyLeaf,
+             "learner": GenerativeForest}
+    for kind, names in registry.available().items():
+        for name in names:
+            if kind != "criterion":
+                assert issubclass(registry.get(kind, name), bases[kind]), (kind, name)
+
+
+@pytest.mark.parametrize("kind, name, i", CASES,
+                         ids=[f"{k}:{n}[{i}]" for k, n, i in CASES])
+def test_registered_components_conform(kind, name, i):
+    params = TABLE[kind, name][i]
+    cls = registry.get(kind, name)
+    CHECKS[kind](cls if params is None else cls(**params), name)
+
+
+def test_numeric_leaves_meet_every_edge_they_declare():
+    """The edge fixtures each numeric leaf runs (inside ``check_leaf_model``)."""
+    assert set(EDGE_CELLS) == {"zero-width", "unbounded", "empty", "extreme-scale"}
+    for name in registry.available("leaf"):
+        cls = registry.get("leaf", name)
+        assert cls.handles_cells <= set(EDGE_CELLS), name
+    assert registry.get("leaf", "truncnorm").handles_cells == {"zero-width", "unbounded",
+                                                                 "empty"}
+    assert registry.get("leaf", "cell_uniform").handles_cells == {"empty"}
 
 
 class _LeakyLeaf(TruncNormalLeaf):
@@ -58,6 +142,14 @@ class _LeakyLeaf(TruncNormalLeaf):
         return np.where(np.isnan(x), out, out - 0.1)
 
 
+class _NaNInZeroWidthCells(TruncNormalLeaf):
+    """Passes the ordinary cells, but answers NaN in a zero-width one."""
+
+    def mean(self, leaf):
+        out = super().mean(leaf)
+        return np.where(np.isinf(self.logz_[leaf]), np.nan, out)
+
+
 class _PeekingSplitter(ImpuritySplitter):
     """Lets out-of-bag rows choose the tree."""
 
@@ -65,16 +157,41 @@ class _PeekingSplitter(ImpuritySplitter):
         return super().grow(data, y, np.where(w > 0, w, 1.0), rng, limits)
 
 
+class _HeavyFirstTree(MixtureEnsembler):
+    """Gives the first tree all the weight twice: the forest's weights sum to more than one."""
+
+    def leaf_log_weights_from_counts(self, cnt, leaf_tree, n_trees):
+        out = super().leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
+        return np.where(leaf_tree == 0, out + np.log(2.0), out)
+
+
+class _UniformLeaves(AncestralSampler):
+    """Draws every leaf equally often, ignoring the weights."""
+
+    def draw_leaves(self, log_weight, n, rng):
+        ok = np.flatnonzero(np.isfinite(log_weight))
+        return ok[rng.integers(0, len(ok), n)]
+
+
 def test_checks_catch_broken_components():
     with pytest.raises(AssertionError, match="normalisation"):
         check_leaf_model(_LeakyLeaf())
+    with pytest.raises(AssertionError, match="zero-width"):
+        check_leaf_model(_NaNInZeroWidthCells())
     with pytest.raises(AssertionError, match="weight 0"):
         check_splitter(_PeekingSplitter())
     with pytest.raises(TypeError, match="LeafModel"):
         check_leaf_model(object())
+    with pytest.raises(AssertionError, match="1/B"):
+        check_ensembler(_HeavyFirstTree())
+    with pytest.raises(AssertionError, match="draw_leaves|law"):
+        check_sampler(_UniformLeaves())
+    with pytest.raises(TypeError, match="Sampler"):
+        check_sampler(MixtureEnsembler())
 
 
-PROGRESS_SETTINGS = {**{k: v[0] for k, v in LEARNERS.items()},
+PROGRESS_SETTINGS = {**{name: TABLE["learner", name][0] for _, name in TABLE
+                        if _ == "learner"},
                      "rfde": dict(n_trees=3, depth="cv", depth_grid=[1, 2], cv_trees=2,
                                   random_state=0, n_jobs=1),
                      "nrgboost": dict(n_trees=2, random_state=0),

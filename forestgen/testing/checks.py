@@ -124,6 +124,106 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
                f"{name}.torch_log_prob", "differs from log_prob")
     if fitted.has_torch_sampler:
         _check_torch_sample(fitted, cell, rng, name)
+    if not leaf.discrete:
+        for edge, check in EDGE_CELLS.items():
+            if edge in leaf.handles_cells or edge == "extreme-scale":
+                check(leaf, rng, f"{name} on {'an' if edge[0] in 'aeiou' else 'a'} {edge} "
+                                 f"cell")
+
+
+# ----------------------------------------------------------------------------- edge cells
+
+
+def _edge_fit(leaf, lower, upper, x, leaf_ids, data_min, data_max):
+    cell = ColumnCell(lower=np.asarray(lower, float), upper=np.asarray(upper, float),
+                      allowed=None, data_min=float(data_min), data_max=float(data_max))
+    lm = type(leaf)(**leaf.get_params())
+    lm.fit(np.asarray(x, float), np.asarray(leaf_ids), cell, None)
+    return lm, cell
+
+
+def _no_nan(values, what, detail):
+    _check(not np.isnan(np.asarray(values, float)).any(), what, detail)
+
+
+def _edge_zero_width(leaf, rng, where):
+    """Leaf 0 is the zero-width cell ``(1, 1]``: only rows missing the column reached it (ARF
+    and GeF grow such leaves). The model must fit and answer without NaN: ``sample`` and
+    ``mean`` give the cell's point (or a value just above it, where the model widens the cell),
+    densities and interval probabilities a number or ``-inf``."""
+    x = np.r_[np.full(5, np.nan), rng.uniform(0.0, 2.0, 40)]
+    ids = np.r_[np.zeros(5, int), np.ones(40, int)]
+    lm, _ = _edge_fit(leaf, [1.0, 0.0], [1.0, 2.0], x, ids, 0.0, 2.0)
+    z = np.zeros(3, int)
+    lp = lm.log_prob(z, np.array([1.0, 1.5, np.nan]))
+    _no_nan(lp, f"{where}: log_prob", f"gave {lp}")
+    _check(lp[2] == 0.0, f"{where}: log_prob", "NaN must give 0")
+    iv = lm.log_prob_interval(np.zeros(2, int), np.array([0.0, -np.inf]),
+                              np.array([2.0, np.inf]))
+    _no_nan(iv, f"{where}: log_prob_interval", f"gave {iv}")
+    mean = float(lm.mean(np.zeros(1, int))[0])
+    _check(1.0 - 1e-9 <= mean <= 1.0 + 1e-6, f"{where}: mean", f"{mean} is not the cell's point")
+    s = lm.sample(np.zeros(50, int), rng)
+    _check(np.all((s >= 1.0 - 1e-9) & (s <= 1.0 + 1e-6)), f"{where}: sample",
+           f"draws {s[:3]} are not the cell's point")
+    mi = lm.mean_interval(np.zeros(1, int), np.array([0.0]), np.array([2.0]))
+    _no_nan(mi, f"{where}: mean_interval", f"gave {mi}")
+
+
+def _edge_unbounded(leaf, rng, where):
+    """An unbounded cell ``(-inf, inf)`` (ARF's boundary leaves without ``finite_bounds``):
+    a density that integrates to one, finite means and draws."""
+    x = rng.normal(3.0, 2.0, 200)
+    lm, _ = _edge_fit(leaf, [-np.inf], [np.inf], x, np.zeros(200, int), x.min(), x.max())
+    span = x.max() - x.min()
+    g = np.linspace(x.min() - 20 * span, x.max() + 20 * span, 400001)
+    dens = np.exp(lm.log_prob(np.zeros(g.size, int), g))
+    total = float(np.trapezoid(dens, g))
+    _check(abs(total - 1.0) < 5e-3, f"{where}: normalisation",
+           f"the density integrates to {total:.5f}")
+    whole = lm.log_prob_interval(np.zeros(1, int), np.array([-np.inf]), np.array([np.inf]))[0]
+    _check(abs(whole) < 1e-6, f"{where}: log_prob_interval", "the whole line must have mass 1")
+    _check(np.isfinite(lm.mean(np.zeros(1, int))).all(), f"{where}: mean", "not finite")
+    _check(np.isfinite(lm.sample(np.zeros(100, int), rng)).all(), f"{where}: sample",
+           "non-finite draws")
+
+
+def _edge_empty(leaf, rng, where):
+    """A cell of positive width that no value reached (NaN-only): still a distribution on
+    the cell."""
+    x = np.r_[np.full(10, np.nan), rng.uniform(0.0, 1.0, 30)]
+    ids = np.r_[np.zeros(10, int), np.ones(30, int)]
+    lm, _ = _edge_fit(leaf, [2.0, 0.0], [5.0, 1.0], x, ids, 0.0, 5.0)
+    g = 2.0 + (np.arange(20000) + 0.5) * 3.0 / 20000
+    total = float(np.exp(lm.log_prob(np.zeros(g.size, int), g)).sum() * 3.0 / g.size)
+    _check(abs(total - 1.0) < 2e-3, f"{where}: normalisation",
+           f"the density integrates to {total:.5f} over the empty cell")
+    s = lm.sample(np.zeros(200, int), rng)
+    _check(np.all((s > 2.0) & (s <= 5.0)), f"{where}: sample", "draws outside the cell")
+
+
+def _edge_scales(leaf, rng, where):
+    """Values of magnitude 1e-300 and 1e+300: no overflow, underflow or NaN (every numeric
+    leaf model)."""
+    for scale in (1e-300, 1e300):
+        lower, upper = np.array([-2.0, 0.5]) * scale, np.array([0.5, 3.0]) * scale
+        ids = np.repeat([0, 1], 30)
+        x = rng.uniform(lower[ids], upper[ids])
+        lm, _ = _edge_fit(leaf, lower, upper, x, ids, -2.0 * scale, 3.0 * scale)
+        lp = lm.log_prob(ids, x)
+        _check(np.isfinite(lp).all(), f"{where} x{scale:g}: log_prob",
+               "training values must have a finite density")
+        whole = lm.log_prob_interval(np.arange(2), lower - scale, upper + scale)
+        _check(np.allclose(whole, 0.0, atol=1e-6), f"{where} x{scale:g}: log_prob_interval",
+               f"each cell must have mass 1, got {np.exp(whole)}")
+        s = lm.sample(ids, rng)
+        _check(np.all((s > lower[ids]) & (s <= upper[ids])), f"{where} x{scale:g}: sample",
+               "draws outside the cell")
+
+
+#: edge cells every numeric leaf model is checked on (LeafModel contract, "Edge cells")
+EDGE_CELLS = {"zero-width": _edge_zero_width, "unbounded": _edge_unbounded,
+              "empty": _edge_empty, "extreme-scale": _edge_scales}
 
 
 def _check_torch_sample(lm, cell, rng, name, m: int = 3000):
@@ -268,6 +368,10 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
 
     if not isinstance(splitter, Splitter):
         raise TypeError(f"check_splitter needs a Splitter instance, got {splitter!r}")
+    if splitter.grows == "cell table":
+        from forestgen.testing.components import check_cell_splitter
+
+        return check_cell_splitter(splitter, random_state=random_state)
     name = type(splitter).__name__
     data, y, nominal, nlev = _tree_data(random_state)
     n = data.Xb.shape[1]
@@ -335,8 +439,9 @@ def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | 
     does not fail the batch, out-of-range rows give a number or -inf, never NaN); NaN entries
     marginalised (a column's marginal integrates / sums to one); conditional samples honour
     their evidence; interval expectations; imputation fills exactly the missing entries;
-    identical answers after save/load; the torch distribution equals ``log_prob``. Queries
-    outside the model's declared ``capabilities`` (:mod:`forestgen.families`) are skipped."""
+    identical answers and components (ensembler, sampler) after save/load; the torch
+    distribution equals ``log_prob``. Queries outside the model's declared ``capabilities``
+    (:mod:`forestgen.families`) are skipped."""
     fit_kwargs = dict(fit_kwargs or {})
     name = type(model).__name__
     for tname, (train, query_rows) in small_tables(random_state).items():
@@ -519,6 +624,11 @@ def _check_reload(m, query, where):
            f"{where}: save/load", "log_prob differs after reloading")
     _check(repr(again) == repr(m), f"{where}: save/load",
            f"parameters differ after reloading: {again!r}")
+    for slot in ("ensembler", "sampler"):
+        if slot in m.get_params() and slot not in type(m).ruled_out:
+            a, b = m.component(slot), again.component(slot)
+            _check(type(a) is type(b) and a.get_params() == b.get_params(),
+                   f"{where}: save/load", f"the {slot} reloads as {b!r}, not {a!r}")
 
 
 def _check_torch(m, train, where):
