@@ -16,13 +16,7 @@ failed check; they work on third-party components as well as on everything in th
     check_learner(ARF(n_trees=5, numeric_leaf=MyLeaf(), sampler=MySampler()))
 """
 
-from forestgen.testing.checks import (
-    EDGE_CELLS,
-    check_leaf_model,
-    check_learner,
-    check_splitter,
-    small_tables,
-)
+from forestgen.testing.checks import EDGE_CELLS, check_leaf_model, check_learner, check_splitter
 from forestgen.testing.components import (
     check_cell_splitter,
     check_energy_leaf,
@@ -30,6 +24,7 @@ from forestgen.testing.components import (
     check_normaliser,
     check_sampler,
 )
+from forestgen.testing.fixtures import small_tables
 
 __all__ = ["EDGE_CELLS", "check_cell_splitter", "check_energy_leaf", "check_ensembler",
            "check_leaf_model", "check_learner", "check_normaliser", "check_sampler",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forestgen.testing.checks import _check, small_tables
+from forestgen.testing.fixtures import _check, small_tables
 
 #: a small learner of each family, by the contract name a component serves
 _LEARNERS = {

@@ -1,0 +1,49 @@
+"""Small real-shaped tables and the failure helpers every conformance check uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# ----------------------------------------------------------------------------- data
+
+
+def small_tables(random_state: int = 0, n: int = 240) -> dict[str, tuple[pd.DataFrame,
+                                                                          pd.DataFrame]]:
+    """``{name: (train, query)}`` small tables shaped like real ones.
+
+    ``mixed``: a skewed continuous column with 10% NaN, a wide integer count, a point-mass
+    column (60% exact zeros, else continuous), a 3-level categorical with NaN and a binary
+    target ``c``. ``numeric``: two correlated continuous columns. Query rows include values
+    far outside the training range and a level never seen in training.
+    """
+    rng = np.random.default_rng(random_state)
+    z = rng.normal(size=n)
+    mixed = pd.DataFrame({
+        "amount": np.exp(z + 0.3 * rng.normal(size=n)),
+        "count": rng.poisson(40 + 10 * z).astype(np.int64),
+        "spike": np.where(rng.random(n) < 0.6, 0.0, np.abs(rng.normal(5, 2, n))),
+        "colour": rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]).astype(object),
+        "c": np.where(z + rng.normal(size=n) > 0, "yes", "no"),
+    })
+    mixed.loc[rng.random(n) < 0.1, "amount"] = np.nan
+    mixed.loc[rng.random(n) < 0.05, "colour"] = None
+    q = mixed.sample(12, random_state=random_state).reset_index(drop=True)
+    q.loc[0, "amount"] = 1e6          # far above the training range
+    q.loc[1, "count"] = -500           # far below
+    q.loc[2, "colour"] = "purple"      # a level never seen in training
+    q.loc[3, "spike"] = np.nan
+    x = rng.normal(size=n)
+    numeric = pd.DataFrame({"u": x, "v": 0.8 * x + 0.6 * rng.normal(size=n)})
+    qn = numeric.sample(6, random_state=random_state).reset_index(drop=True)
+    qn.loc[0, "u"] = -1e3
+    return {"mixed": (mixed, q), "numeric": (numeric, qn)}
+
+
+def _fail(what: str, detail: str) -> None:
+    raise AssertionError(f"{what}: {detail}")
+
+
+def _check(cond: bool, what: str, detail: str) -> None:
+    if not cond:
+        _fail(what, detail)
