@@ -6,8 +6,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from forestgen.component import Component
 
-class Ensembler:
+
+class Ensembler(Component):
     """Base class of the ``ensembler`` slot.
 
     ``serves`` names the model families whose learners can take it (``"leaf mixture"``:
@@ -45,11 +47,7 @@ class Ensembler:
     normalised: ClassVar[bool] = True
     serves: ClassVar[frozenset] = frozenset()
     logsumexp_combine: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "logsumexp_combine" not in cls.__dict__:
-            cls.logsumexp_combine = False
+    not_inherited = ("logsumexp_combine",)
 
     def leaf_log_weights_from_counts(self, cnt: np.ndarray, leaf_tree: np.ndarray,
                                      n_trees: int) -> np.ndarray:
@@ -81,10 +79,3 @@ class Ensembler:
         """Per-row combination of ``scores [B, m]`` (one leaf per tree, complete rows)."""
         m = scores.shape[1]
         return self.combine(np.arange(m + 1) * scores.shape[0], scores.T.ravel())
-
-    def get_params(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"

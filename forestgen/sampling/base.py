@@ -6,8 +6,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from forestgen.component import Component
 
-class Sampler:
+
+class Sampler(Component):
     """Base class of the ``sampler`` slot: ``sample(model, n, rng) -> float64 [n, d]``
     encoded rows.
 
@@ -36,18 +38,7 @@ class Sampler:
 
     serves: ClassVar[frozenset] = frozenset()
     device_twin: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "device_twin" not in cls.__dict__:
-            cls.device_twin = False
+    not_inherited = ("device_twin",)
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
-
-    def get_params(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"

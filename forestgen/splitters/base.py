@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from forestgen.component import Component
 from forestgen.tree.record import TreeRecord
 
 
@@ -75,7 +76,7 @@ class GrowLimits:
     n_classes: int = 1
 
 
-class Splitter:
+class Splitter(Component):
     """Base class. :meth:`grow` turns (tree data, labels ``y [n]``, row weights ``w [n]``, the
     tree's Generator, limits) into a :class:`~forestgen.tree.record.TreeRecord`.
 
@@ -97,13 +98,6 @@ class Splitter:
     def grow(self, data: TreeData, y: np.ndarray, w: np.ndarray, rng: np.random.Generator,
              limits: GrowLimits) -> TreeRecord:
         raise NotImplementedError
-
-    def get_params(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
 
 def resolve_max_features(max_features, d: int) -> int:

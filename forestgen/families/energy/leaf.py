@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from forestgen.component import Component
 from forestgen.registry import register
 
 
-class EnergyLeaf:
+class EnergyLeaf(Component):
     """Base class of energy leaves (registry kind ``"energy_leaf"``): :meth:`values` gives
     the energy of each leaf of a new tree from its data mass ``P`` and model mass ``Q``.
     Unlike a :class:`~forestgen.leaves.base.LeafModel` it is no density: one value per leaf
@@ -23,8 +24,6 @@ class EnergyLeaf:
     def values(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def get_params(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
 @register("energy_leaf", "constant_energy")

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from forestgen.component import Component
 from forestgen.logsumexp import logsumexp
 from forestgen.registry import register
 
@@ -33,7 +34,7 @@ def _log_mean_and_se(log_w: np.ndarray) -> tuple[float, float]:
     return est, float(r.std(ddof=1) / math.sqrt(n) / r.mean())
 
 
-class Normaliser:
+class Normaliser(Component):
     """Base class of the ``normaliser`` of an energy model: :meth:`estimate` gives
     ``(log Z, standard error)`` of a fitted
     :class:`~forestgen.families.energy.ensembler.AdditiveEnergy` from the Generator ``rng``."""
@@ -41,8 +42,6 @@ class Normaliser:
     def estimate(self, energy, rng: np.random.Generator) -> tuple[float, float]:
         raise NotImplementedError
 
-    def get_params(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
 @register("normaliser", "importance")
