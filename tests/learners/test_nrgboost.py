@@ -163,7 +163,7 @@ def test_nan_and_out_of_range_inputs_at_query_time(mixed):
 def test_marginal_estimate_matches_enumeration():
     """Two unobserved columns: the importance-sampling marginal agrees with exact enumeration
     (forced by a small enumeration limit)."""
-    import forestgen.families.energy.nrgboost as mod
+    import forestgen.families.energy.queries as mod
 
     rng = np.random.default_rng(4)
     x = rng.normal(size=800)

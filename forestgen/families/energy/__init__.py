@@ -3,6 +3,7 @@
 ``p(x) ∝ exp(sum_t f_t(x))`` on a finite grid. Everything private to the family lives here:
 
 * :mod:`.nrgboost` — the learner (paper defaults and its boosting loop);
+* :mod:`.queries` — its query engine (density, conditionals, Gibbs sampling, imputation);
 * :mod:`.grid` — the finite grid the energy lives on;
 * :mod:`.splitter` and :mod:`.grow` — the energy split gain and its tree grower;
 * :mod:`.leaf` — constant-energy leaves (``P/Q - 1``);

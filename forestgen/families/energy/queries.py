@@ -1,0 +1,632 @@
+"""NRGBoost's queries on its energy (Bravo, ICLR 2025; spec ``nrgboost_def.md`` §5-6): the
+density ``f(x) - log Z`` with unobserved columns summed over the grid, single-column
+conditionals (``predict_proba``, ``predict``), sampling by Gibbs chains (unconditional and
+given evidence), ``expect`` and ``impute``. :class:`EnergyQueries` is mixed into
+:class:`~forestgen.families.energy.nrgboost.NRGBoost`."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from forestgen.data.metadata import constrain
+from forestgen.families.energy.grid import UNKNOWN, Grid
+from forestgen.inference.conditions import (
+    ZeroProbabilityError,
+    _column_index,
+    blank_rows,
+    check_on_empty,
+    parse_conditions,
+)
+from forestgen.logsumexp import logsumexp
+from forestgen.sampling.support import snap_to_grid
+from forestgen.validation import (
+    as_generator,
+)
+
+MAX_ENUMERATION = 4096  # joint grid cells enumerated to marginalise unobserved columns
+MARGINAL_DRAWS = 4096  # q0 draws estimating a marginal over a larger unobserved grid
+
+
+class EnergyQueries:
+    """The query engine of a fitted NRGBoost (a mixin: it reads ``grid_``, ``energy_``,
+    ``log_z_`` and the sampling parameters of the learner)."""
+
+    @property
+    def n_trees_(self) -> int:
+        self._check_fitted()
+        return self.energy_.trees.n_trees
+
+    def _codes(self, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Encoded rows and grid codes; a column absent from a DataFrame is :data:`UNKNOWN`
+        (marginalised over all its states, the missing one included)."""
+        Z = self._encode(X)
+        C, outside = self.grid_.codes(Z)
+        if isinstance(X, pd.DataFrame):
+            absent = [j for j, name in enumerate(self.schema_.names)
+                      if not any(c == name for c in X.columns)]
+            C[:, absent] = UNKNOWN
+        return Z, C, outside
+
+    def _log_marginal(self, C: np.ndarray) -> np.ndarray:
+        """``log sum_{x_U} exp f(x_obs, x_U)`` per row, ``U`` = its :data:`UNKNOWN` columns
+        (exact enumeration up to :data:`MAX_ENUMERATION` cells, else an estimate)."""
+        out = np.empty(len(C))
+        unk = C == UNKNOWN
+        patterns, inv = np.unique(unk, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        e = self.energy_
+        nc = self.grid_.n_codes
+        for p, pat in enumerate(patterns):
+            rows = np.nonzero(inv == p)[0]
+            Cp = C[rows].copy()
+            U = np.nonzero(pat)[0]
+            if len(U) == 0:
+                out[rows] = e.energy(Cp)
+                continue
+            if len(U) == len(pat):
+                out[rows] = self._log_z_parts()
+                continue
+            last, rest = U[-1], U[:-1]
+            if math.prod(int(nc[j]) for j in U) > MAX_ENUMERATION and len(rest):
+                out[rows] = self._log_marginal_estimate(Cp, U)
+                continue
+            acc = np.full(len(rows), -np.inf)
+            for combo in itertools.product(*[range(int(nc[j])) for j in rest]):
+                Cp[:, rest] = combo
+                acc = np.logaddexp(acc, logsumexp(e.energy_slice(Cp, int(last), full=True), axis=1))
+            out[rows] = acc
+        return out
+
+    def _log_z_parts(self) -> float:
+        return float(self.log_z_)
+
+    def _log_marginal_estimate(self, C: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """Importance-sampling estimate of ``log sum_{x_U} exp f`` from :data:`MARGINAL_DRAWS`
+        ``q0`` draws of the columns ``U`` — the same draws for every row, so a row's value
+        does not depend on its batch."""
+        e = self.energy_
+        off = self.grid_.code_offsets
+        D = e.sample_q0(MARGINAL_DRAWS, np.random.default_rng(0))[:, U]
+        log_q0_u = e.log_q0[D + off[U]].sum(axis=1)
+        out = np.empty(len(C))
+        for i in range(len(C)):
+            X = np.repeat(C[i:i + 1], MARGINAL_DRAWS, axis=0)
+            X[:, U] = D
+            out[i] = logsumexp(e.energy(X) - log_q0_u) - math.log(MARGINAL_DRAWS)
+        return out
+
+    def _score_codes(self, C: np.ndarray, outside: np.ndarray) -> np.ndarray:
+        """Estimated log density of code rows (see :meth:`log_prob`)."""
+        C = np.where(outside, UNKNOWN, C).astype(np.int32)
+        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
+        bad = outside.any(axis=1)
+        if bad.any():
+            if self.density_floor is None:
+                lp[bad] = -np.inf
+            else:
+                lp += outside @ self._log_floor()
+        return lp
+
+    def _log_floor(self) -> np.ndarray:
+        """Per column: ``log(density_floor x uniform density on its training range)``."""
+        g = self.grid_
+        out = np.full(g.d, math.log(self.density_floor))
+        for j in range(g.d):
+            if g.discrete[j]:
+                out[j] -= math.log(int(g.in_domain(j).sum()))
+            elif g.edges[j][-1] > g.edges[j][0]:
+                out[j] -= math.log(g.edges[j][-1] - g.edges[j][0])
+        return out
+
+    # ------------------------------------------------------------------ density
+    def log_prob(self, X, conditions=None) -> np.ndarray:
+        """Log density (nats) per row: numeric columns as densities (per unit of the column),
+        discrete columns and the missing state as probabilities.
+
+        **An estimate**: ``f(x) - log Ẑ`` with ``log Ẑ`` = ``log_z_`` (importance sampling from
+        ``q0``; standard error ``log_z_se_``). NaN in a column that had missing values at fit
+        is the *missing* state; in other columns it is marginalised: exactly by enumeration
+        while the unobserved cells number at most 4,096, else by an importance-sampling
+        estimate (4,096 ``q0`` draws). A value outside the training range or an unseen level
+        is marginalised and scored with ``density_floor`` (see the class docstring; ``-inf``
+        with ``density_floor=None``).
+
+        ``conditions`` (a dict of evidence values, which override ``X``'s, or a list of column
+        names whose ``X`` values are the evidence): ``log q(x_free | evidence)``, exact (no
+        normaliser involved) — the free columns are the other observed columns of ``X``.
+        """
+        if conditions is not None:
+            return self._conditional_log_prob(X, conditions)
+        Z, C, outside = self._codes(X)
+        return self._score_codes(C, outside)
+
+    def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
+        """:meth:`log_prob` of already encoded rows."""
+        self._check_fitted()
+        C, outside = self.grid_.codes(np.asarray(Z, np.float64))
+        return self._score_codes(C, outside)
+
+    def unnormalised_log_prob(self, X) -> np.ndarray:
+        """``f(x)`` minus bin log-widths: :meth:`log_prob` without the estimated ``log Z``."""
+        return self.log_prob(X) + self.log_z_
+
+    def _conditional_log_prob(self, X, conditions) -> np.ndarray:
+        schema = self.schema_
+        df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
+            self._encode(X))
+        df = df.copy()
+        if isinstance(conditions, dict):
+            ev_cols = [_column_index(schema, c) for c in conditions]
+            for c, v in conditions.items():
+                df[schema.names[_column_index(schema, c)]] = [v] * len(df)
+        elif isinstance(conditions, (list, tuple)):
+            ev_cols = [_column_index(schema, c) for c in conditions]
+        else:
+            raise TypeError("conditions must be a dict of values or a list of column names")
+        Z, C, outside = self._codes(df)
+        free = [j for j in range(schema.d) if j not in ev_cols]
+        if not free:
+            raise ValueError("conditions cover every column; nothing is free")
+        Cm = C.copy()
+        Cm[:, free] = UNKNOWN
+        joint = self._log_marginal(C)
+        marg = self._log_marginal(Cm)
+        Cw = np.full_like(C, UNKNOWN)
+        Cw[:, free] = C[:, free]
+        lp = joint - marg - self.grid_.log_width(Cw)
+        lp[outside[:, free].any(axis=1)] = -np.inf
+        return lp
+
+    def score(self, X, y=None) -> float:
+        """Mean estimated log-likelihood per row (nats; see :meth:`log_prob`)."""
+        return float(np.mean(self.log_prob(X)))
+
+    # ------------------------------------------------------------------ single-column conditionals
+    def _column_posterior(self, X, target) -> tuple[int, np.ndarray, pd.Index]:
+        """``(j, probs [n, n_values_j], index)``: ``q(x_j = k | the row's other entries)``
+        over the values of ``j`` (its missing state excluded). Exact."""
+        self._check_fitted()
+        schema = self.schema_
+        j = _column_index(schema, target)
+        df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
+            self._encode(X))
+        if isinstance(X, pd.DataFrame) and schema.names[j] not in X.columns:
+            df = X.copy()
+            df[schema.names[j]] = np.nan
+        Z, C, outside = self._codes(df)
+        nv = int(self.grid_.n_values[j])
+        logit = np.empty((len(C), nv))
+        C[:, j] = 0
+        unk = (C == UNKNOWN).any(axis=1)
+        e = self.energy_
+        if (~unk).any():
+            logit[~unk] = e.energy_slice(C[~unk], j, full=False)[:, :nv]
+        if unk.any():
+            for k in range(nv):
+                Ck = C[unk].copy()
+                Ck[:, j] = k
+                logit[unk, k] = self._log_marginal(Ck)
+        logit -= logit.max(axis=1, keepdims=True)
+        p = np.exp(logit)
+        p /= p.sum(axis=1, keepdims=True)
+        return j, p, df.index
+
+    def predict_proba(self, X, target=None) -> pd.DataFrame:
+        """Exact ``q(target = level | the row's other entries)`` of a discrete column (the
+        row's own target entry is ignored; NaN entries as in :meth:`log_prob`)."""
+        target = self._require_target(target, "predict_proba")
+        spec = self.schema_[_column_index(self.schema_, target)]
+        if not spec.is_discrete:
+            raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
+                             f"{spec.kind} (use predict)")
+        j, p, index = self._column_posterior(X, target)
+        return pd.DataFrame(p, index=index,
+                            columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
+
+    def predict(self, X, target=None) -> pd.Series:
+        """Any column from the row's other entries: the conditional mean over bin midpoints of
+        a numeric column (spec §6.2), the mean level value of an ordinal integer column, the
+        most probable level of a categorical one. Exact."""
+        target = self._require_target(target, "predict")
+        j, p, index = self._column_posterior(X, target)
+        spec = self.schema_.columns[j]
+        name = spec.name
+        if not spec.is_discrete:
+            return pd.Series(self.encoder_.decode_mean(j, p @ self.grid_.midpoints(j)),
+                             index=index, name=name)
+        if spec.numeric_levels:
+            return pd.Series(p @ np.asarray(spec.categories, float), index=index, name=name)
+        Zc = np.full((len(p), self.schema_.d), np.nan)
+        Zc[:, j] = np.argmax(p, axis=1)
+        vals = self.encoder_.inverse_transform(Zc).iloc[:, j]
+        return pd.Series(vals.array, index=index, name=name)
+
+    def expect(self, columns=None, conditions=None, *, n_draws: int = 1000,
+               random_state=None):
+        """Conditional mean of numeric / ordinal-integer columns, most probable level of
+        categorical ones, given evidence — an **MCMC estimate** from Gibbs chains with the
+        evidence clamped (``n_draws`` states per evidence set: the default protocol for a
+        dict, one chain per row read every 2 sweeps after ``sample_burn_in`` for a DataFrame
+        of per-row evidence). Missing states are not drawn. For one column given all the
+        others, :meth:`predict` is exact. Returns a Series (dict / no evidence) or a
+        DataFrame (per-row evidence; a Series for a single column label)."""
+        self._check_fitted()
+        schema = self.schema_
+        single = columns is not None and not isinstance(columns, (list, tuple, pd.Index,
+                                                                  np.ndarray))
+        names = list(schema.names) if columns is None else [columns] if single else list(columns)
+        cols = [_column_index(schema, c) for c in names]
+        if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+        rng = as_generator(random_state)
+        ev, per_row = parse_conditions(self, conditions)
+        allowed, bad, msg = self._allowed(ev, missing=False)
+        if bad.any() and not per_row:
+            raise ZeroProbabilityError(msg)
+        if bad.any():
+            warnings.warn(f"{int(bad.sum())} row(s) have zero-probability evidence, e.g. {msg}; "
+                          f"their result is NaN, the other rows are unaffected", RuntimeWarning,
+                          stacklevel=2)
+            ev = _without_rows(ev, bad)
+        if per_row:
+            m = ev.m
+            b = max(int(self.sample_burn_in), 1)
+            C = self._gibbs(m * n_draws, rng, allowed, np.arange(m), m, b, 2)
+            erow = np.tile(np.arange(m), n_draws)
+        else:
+            m = 1
+            ch, b, th = self._protocol(n_draws, None, None, None)
+            free = np.nonzero(np.isnan(ev.point[0]))[0]
+            C = self._gibbs(int(n_draws), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
+            erow = np.zeros(int(n_draws), np.int64)
+        Z = _respect_evidence(self.grid_.decode(C, rng), C, ev, erow, self.grid_, self.schema_,
+                              rng)
+        order = np.argsort(erow, kind="stable")  # rows grouped by evidence row
+        Z, C = Z[order].reshape(m, -1, schema.d), C[order].reshape(m, -1, schema.d)
+        point = np.full((m, schema.d), np.nan)
+        level_mean = {}
+        for j in cols:
+            spec = schema.columns[j]
+            if spec.is_discrete:
+                nv = int(self.grid_.n_values[j])
+                p = np.stack([(C[:, :, j] == k).mean(axis=1) for k in range(nv)], axis=1)
+                if spec.numeric_levels:
+                    level_mean[j] = np.where(bad, np.nan, p @ np.asarray(spec.categories, float))
+                else:
+                    point[:, j] = np.argmax(p, axis=1)
+            else:
+                point[:, j] = Z[:, :, j].mean(axis=1)
+        point[bad] = np.nan
+        dec = self.encoder_.inverse_transform(point)
+        res = {schema.names[j]: level_mean[j] if j in level_mean else dec.iloc[:, j].to_numpy()
+               for j in cols}
+        if not per_row:
+            return pd.Series({k: v[0] for k, v in res.items()}, dtype=object)
+        out = pd.DataFrame(res, index=conditions.index)
+        return out.iloc[:, 0] if single else out
+
+    # ------------------------------------------------------------------ sampling
+    def _allowed(self, ev, missing: bool) -> tuple[np.ndarray, np.ndarray, str]:
+        """Per evidence row: the allowed-code mask ``[m, sum(n_codes)]``, a flag per row whose
+        evidence has zero probability (its mask allows everything) and a message naming the
+        first such row's column."""
+        g = self.grid_
+        off = g.code_offsets
+        m = ev.m
+        free = np.ones(int(off[-1]), np.uint8)
+        if not missing:
+            free[off[:-1][g.has_missing] + g.n_values[g.has_missing]] = 0
+        allowed = np.tile(free, (m, 1))
+        bad = np.zeros(m, bool)
+        msg = ""
+        names = self.schema_.names
+        for j in range(g.d):
+            sl = slice(off[j], off[j + 1])
+            pt = ev.point[:, j]
+            has = ~np.isnan(pt)
+            if has.any():
+                C, outside = g.codes(np.where(has, pt, np.nan)[:, None].repeat(g.d, 1))
+                code = C[:, j]
+                out_j = has & (outside[:, j] | (code == UNKNOWN))
+                if out_j.any():
+                    msg = msg or (f"evidence on column {names[j]!r} (row "
+                                  f"{int(np.flatnonzero(out_j)[0])}) lies outside the "
+                                  f"training range / levels")
+                    bad |= out_j
+                    has = has & ~out_j
+                blk = np.zeros((m, off[j + 1] - off[j]), np.uint8)
+                blk[np.nonzero(has)[0], code[has]] = 1
+                allowed[has, sl] = blk[has]
+            iv = ~np.isnan(ev.lo[:, j])
+            if iv.any():
+                e = g.edges[j]
+                lo_e, hi_e = e[:-1], e[1:]
+                # bins meeting the interval in a set of positive length (a bin that only
+                # touches it, e.g. (7.5, 8.5] and an integer range from 8.5, holds none)
+                ok = (hi_e[None, :] > ev.lo[iv, j][:, None]) & \
+                    (lo_e[None, :] < ev.hi[iv, j][:, None])
+                blk = np.zeros((int(iv.sum()), off[j + 1] - off[j]), np.uint8)
+                blk[:, : g.n_values[j]] = ok
+                allowed[iv, sl] = blk
+            if j in ev.sets:
+                act, mk = ev.sets[j]
+                mk = np.broadcast_to(mk, (m, mk.shape[-1]))
+                blk = np.zeros((int(act.sum()), off[j + 1] - off[j]), np.uint8)
+                blk[:, : mk.shape[1]] = mk[act]
+                allowed[act, sl] = blk
+        for j in range(g.d):
+            empty = allowed[:, off[j]:off[j + 1]].sum(1) == 0
+            if empty.any():
+                msg = msg or (f"evidence on column {names[j]!r} (row "
+                              f"{int(np.flatnonzero(empty)[0])}) has zero probability under "
+                              f"the model")
+                bad |= empty
+        allowed[bad] = free
+        return allowed, bad, msg
+
+    def _init_chains(self, n: int, allowed: np.ndarray, arow: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+        """``q0`` draws restricted to each chain's allowed codes."""
+        g = self.grid_
+        off = g.code_offsets
+        out = np.empty((n, g.d), np.int32)
+        u = rng.random((n, g.d))
+        q0 = np.exp(self.energy_.log_q0)
+        for j in range(g.d):
+            w = q0[None, off[j]:off[j + 1]] * allowed[arow, off[j]:off[j + 1]]
+            cdf = np.cumsum(w, axis=1)
+            cdf /= cdf[:, -1:]
+            out[:, j] = np.minimum((cdf < u[:, j:j + 1]).sum(axis=1), cdf.shape[1] - 1)
+        return out
+
+    def _gibbs(self, n: int, rng: np.random.Generator, allowed: np.ndarray,
+               arow: np.ndarray, chains: int, burn_in: int, thin: int,
+               free_cols: np.ndarray | None = None, X0: np.ndarray | None = None) -> np.ndarray:
+        per = -(-n // chains)
+        if X0 is None:
+            X0 = self._init_chains(chains, allowed, arow, rng)
+        rec = self.component("sampler").run(
+            self.energy_, X0, n_sweeps=burn_in + (per - 1) * thin + 1, record_from=burn_in,
+            thin=thin, n_records=per, rng=rng, free_cols=free_cols, allowed=allowed,
+            allowed_row=arow)
+        # interleave chains so that any prefix mixes all chains
+        return rec.transpose(1, 0, 2).reshape(-1, rec.shape[2])[:n]
+
+    def sample_encoded(self, n: int, random_state=None, missing: bool = True, *,
+                       chains: int | None = None, burn_in: int | None = None,
+                       thin: int | None = None, start: str | None = None) -> np.ndarray:
+        """``n`` encoded rows by Gibbs sampling (protocol: see the class docstring)."""
+        self._check_fitted()
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        rng = as_generator(random_state)
+        if n == 0:
+            return np.empty((0, self.schema_.d))
+        ev, _ = parse_conditions(self, None)
+        allowed, _, _ = self._allowed(ev, missing)
+        start = self.sample_start if start is None else start
+        if start not in ("training", "q0"):
+            raise ValueError(f"start must be 'training' or 'q0', got {start!r}")
+        X0 = getattr(self, "chain_start_", None) if start == "training" else None
+        if X0 is not None and not missing:
+            X0 = X0[allowed[0, X0 + self.grid_.code_offsets[:-1]].all(axis=1)]
+        if X0 is not None and len(X0):
+            b = self.sample_warm_burn_in if burn_in is None else burn_in
+            ch, b, th = self._protocol(n, len(X0) if chains is None else chains, b, thin)
+            X0 = X0[rng.choice(len(X0), ch, replace=ch > len(X0))]
+        else:
+            ch, b, th = self._protocol(n, chains, burn_in, thin)
+            X0 = None
+        C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, X0=X0)
+        return constrain(self.grid_.decode(C, rng), self.schema_)
+
+    def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
+        ch = int(self.sample_chains if chains is None else chains)
+        b = int(self.sample_burn_in if burn_in is None else burn_in)
+        th = int(self.sample_thin if thin is None else thin)
+        if ch < 1 or b < 0 or th < 1:
+            raise ValueError(f"need chains >= 1, burn_in >= 0, thin >= 1; got {ch}, {b}, {th}")
+        return min(ch, int(n)), b, th
+
+    def sample(self, n: int | None = None, random_state=None, conditions=None,
+               on_empty: str | None = None, missing: bool = True, *, chains: int | None = None,
+               burn_in: int | None = None, thin: int | None = None,
+               start: str | None = None) -> pd.DataFrame:
+        """``n`` synthetic rows by Gibbs sampling (an MCMC approximation of the model).
+
+        ``conditions``: a dict (one evidence set: values clamp their column, intervals and
+        level sets restrict it) or a DataFrame of per-row evidence (one chain per row, the
+        state after ``burn_in`` sweeps is kept). ``missing``: allow the missing state of
+        columns that had missing values at fit. ``chains``/``burn_in``/``thin`` override the
+        default protocol; ``start`` (``"training"`` / ``"q0"``) overrides ``sample_start`` for
+        unconditional draws. Evidence of zero probability (outside the training range, an unseen
+        level, an empty interval) raises ``ZeroProbabilityError`` naming the column, or with
+        ``on_empty="unconditional"`` those rows are drawn without their evidence, or with
+        ``"nan"`` (the default for a per-row DataFrame) returned with their given values and
+        every other entry missing (a warning).
+        """
+        self._check_fitted()
+        rng = as_generator(random_state)
+        if conditions is None:
+            if n is None:
+                raise ValueError("n is required when no conditions are given")
+            return self.encoder_.inverse_transform(
+                self.sample_encoded(n, rng, missing, chains=chains, burn_in=burn_in,
+                                    thin=thin, start=start))
+        if on_empty is not None:
+            check_on_empty(on_empty, False)
+        ev, per_row = parse_conditions(self, conditions, on_empty)
+        on_empty = check_on_empty(on_empty, per_row)
+        allowed, bad, msg = self._allowed(ev, missing)
+        given_pts = ev.point[bad].copy()
+        if bad.any():
+            if on_empty == "raise":
+                raise ZeroProbabilityError(f"{msg}; pass on_empty='unconditional' to draw such "
+                                           f"rows without their evidence, or 'nan' to return "
+                                           f"them as missing")
+            what = ("drawn unconditionally" if on_empty == "unconditional"
+                    else "returned with their given values only")
+            warnings.warn(f"{msg}; {int(bad.sum())} evidence row(s) {what} "
+                          f"(on_empty={on_empty!r})", RuntimeWarning, stacklevel=2)
+            ev = _without_rows(ev, bad)
+        if per_row:
+            if n is not None and n != ev.m:
+                raise ValueError(f"n={n} does not match the {ev.m} rows of conditions")
+            n = ev.m
+            b = int(self.sample_burn_in if burn_in is None else burn_in)
+            C = self._gibbs(n, rng, allowed, np.arange(n), n, max(b, 1), 1)
+            erow = np.arange(n)
+        else:
+            if n is None:
+                raise ValueError("n is required with a dict of conditions")
+            ch, b, th = self._protocol(n, chains, burn_in, thin)
+            free = np.nonzero(np.isnan(ev.point[0]))[0]
+            C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
+            erow = np.zeros(int(n), np.int64)
+        Z = self.grid_.decode(C, rng)
+        Z = _respect_evidence(Z, C, ev, erow, self.grid_, self.schema_, rng)
+        rows = np.zeros(0, np.int64)
+        if on_empty == "nan" and bad.any():  # bad: per evidence row (one for a dict)
+            rows = np.flatnonzero(bad) if per_row else np.arange(len(Z))
+            given_pts = given_pts if per_row else np.repeat(given_pts, len(rows), axis=0)
+            Z[rows] = np.where(np.isnan(given_pts), Z[rows], given_pts)
+        out = blank_rows(self.encoder_.inverse_transform(Z), rows, ~np.isnan(given_pts)
+                         if len(rows) else np.zeros((0, Z.shape[1]), bool))
+        if per_row and isinstance(conditions, pd.DataFrame):
+            out.index = conditions.index
+        return out
+
+    # ------------------------------------------------------------------ imputation
+    def impute(self, X, method: str = "expectation", n_imputations: int = 1,
+               random_state=None):
+        """Fill NaN cells from the model given each row's observed cells.
+
+        A row with one NaN cell uses the exact conditional (``"expectation"``: mean over bin
+        midpoints / ordinal mean / most probable level; ``"sample"``: one exact draw per
+        imputation). Rows with more NaN cells run a Gibbs chain over them with the observed
+        cells clamped (``sample_burn_in`` sweeps); ``"expectation"`` then averages 50 states
+        (an MCMC estimate). Imputed cells never take the missing state. Input handling and
+        output are those of every learner (:func:`forestgen.inference.api.impute`: observed
+        cells, dtypes and the input's type kept).
+        """
+        from forestgen.inference.api import impute
+
+        self._check_fitted()
+        if method not in ("expectation", "sample"):
+            raise ValueError(f"method must be 'expectation' or 'sample', got {method!r}")
+        return impute(self, X, method=method, n_imputations=n_imputations,
+                      random_state=as_generator(random_state),
+                      filler=lambda Z, miss, meth, rng: self._impute_once(Z, miss, meth, rng))
+
+    def _impute_once(self, Z, miss, method, rng) -> np.ndarray:
+        g = self.grid_
+        Zi = Z.copy()
+        n_miss = miss.sum(axis=1)
+        C, outside = g.codes(np.where(miss, 0.0, Z))
+        for j in range(g.d):
+            rows = np.nonzero((n_miss == 1) & miss[:, j])[0]
+            if len(rows) == 0:
+                continue
+            Cr = C[rows].copy()
+            Cr[:, j] = 0
+            logit = self.energy_.energy_slice(Cr, j, full=False)[:, : g.n_values[j]]
+            p = np.exp(logit - logit.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            if method == "sample":
+                cdf = np.cumsum(p, axis=1)
+                code = np.minimum((cdf < rng.random(len(rows))[:, None]).sum(1),
+                                  p.shape[1] - 1)
+                Ck = C[rows].copy()
+                Ck[:, j] = code
+                Zi[rows, j] = g.decode(Ck, rng)[:, j]
+            else:
+                Zi[rows, j] = self._point_value(j, p)
+        multi = np.nonzero(n_miss > 1)[0]
+        if len(multi):
+            off = g.code_offsets
+            allowed = np.ones((len(multi), int(off[-1])), np.uint8)
+            for j in range(g.d):
+                obs = ~miss[multi, j]
+                blk = np.zeros((len(multi), off[j + 1] - off[j]), np.uint8)
+                blk[np.arange(len(multi)), np.where(obs, C[multi, j], 0)] = 1
+                if not g.discrete[j] or True:
+                    blk[~obs, :] = 1
+                    if g.has_missing[j]:
+                        blk[~obs, g.n_values[j]] = 0
+                allowed[:, off[j]:off[j + 1]] = blk
+            b = max(int(self.sample_burn_in), 1)
+            n_rec = 1 if method == "sample" else 50
+            X0 = self._init_chains(len(multi), allowed, np.arange(len(multi)), rng)
+            rec = self.component("sampler").run(
+                self.energy_, X0, n_sweeps=b + n_rec, record_from=b, thin=1, n_records=n_rec,
+                rng=rng, allowed=allowed, allowed_row=np.arange(len(multi)))
+            for j in range(g.d):
+                rows = np.nonzero(miss[multi, j])[0]
+                if len(rows) == 0:
+                    continue
+                if method == "sample":
+                    Zi[multi[rows], j] = g.decode(rec[rows, 0], rng)[:, j]
+                else:
+                    codes = rec[rows, :, j]
+                    p = np.stack([(codes == k).mean(1) for k in range(g.n_values[j])], 1)
+                    Zi[multi[rows], j] = self._point_value(j, p)
+        return Zi
+
+    def _point_value(self, j: int, p: np.ndarray) -> np.ndarray:
+        spec = self.schema_.columns[j]
+        if not spec.is_discrete:
+            return p @ self.grid_.midpoints(j)
+        if spec.numeric_levels:
+            vals = p @ np.asarray(spec.categories, float)
+            return np.argmin(np.abs(np.asarray(spec.categories, float)[None, :]
+                                    - vals[:, None]), axis=1).astype(float)
+        return np.argmax(p, axis=1).astype(float)
+
+
+def _without_rows(ev, rows: np.ndarray):
+    """The evidence with the flagged rows emptied (no point, interval or set evidence)."""
+    ev = copy.deepcopy(ev)
+    ev.point[rows] = np.nan
+    ev.lo[rows] = np.nan
+    ev.hi[rows] = np.nan
+    for j, (act, mk) in list(ev.sets.items()):
+        act = np.asarray(act, bool).copy()
+        act[rows] = False
+        ev.sets[j] = (act, mk)
+    return ev
+
+
+def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
+    """Point evidence keeps its exact value; numeric intervals are drawn as the bin decodes
+    (:meth:`Grid.decode`: uniform over its draw range, so a point-mass bin gives its value)
+    restricted to the interval, else (the draw range misses it) inside bin ∩ interval, then
+    snapped to a point of the column's decimals grid inside the interval, so that decoding
+    (rounding to the training decimals) keeps the value in it."""
+    for j in range(grid.d):
+        pt = ev.point[erow, j]
+        has = ~np.isnan(pt)
+        Z[has, j] = pt[has]
+        iv = ~np.isnan(ev.lo[erow, j])
+        if iv.any() and not grid.discrete[j]:
+            e = grid.edges[j]
+            c = C[iv, j]
+            lo_e, hi_e = ev.lo[erow[iv], j], ev.hi[erow[iv], j]  # (lo, hi]
+            a = np.maximum(e[c], lo_e)
+            b = np.minimum(e[c + 1], hi_e)
+            oa = np.maximum(grid.obs_lo[j][c], np.nextafter(lo_e, np.inf))
+            ob = np.minimum(grid.obs_hi[j][c], hi_e)
+            use = oa <= ob
+            a, b = np.where(use, oa, a), np.where(use, ob, b)
+            z = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
+            spec = schema.columns[j]
+            if spec.has_grid:
+                z = snap_to_grid(z, spec, ev.lo[erow[iv], j], ev.hi[erow[iv], j],
+                                 lambda v: np.ones(len(v), bool))
+            Z[iv, j] = z
+    return Z
