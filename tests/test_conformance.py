@@ -34,10 +34,10 @@ from forestgen.testing import (
 #: (kind, registry name) -> parameter sets (constructor keywords); ``None`` checks the class
 #: itself (NRGBoost builds its additive energy from the data)
 TABLE: dict[tuple[str, str], list] = {
-    ("leaf", "truncnorm"): [{}, {"finite_bounds": "local"}],
+    ("leaf", "truncnorm"): [{}, {"epsilon": 0.1}],
     ("leaf", "uniform"): [{}, {"epsilon": 0.1}],
     ("leaf", "cell_uniform"): [{}],
-    ("leaf", "point_mass"): [{}, {"base": "uniform", "atoms": (0.25,), "prior": 1.0}],
+    ("leaf", "point_mass"): [{}, {"base": "uniform", "prior": 1.0}],
     ("leaf", "rounded_normal_tail"): [{}],
     ("leaf", "categorical"): [{}, {"alpha": 1.0}],
     ("leaf", "ordinal_kernel"): [{}],
