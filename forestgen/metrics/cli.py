@@ -25,7 +25,7 @@ def read_table(path: str | Path, metadata: dict | None = None) -> pd.DataFrame:
 
 def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the ``evaluate`` sub-command on an argparse ``subparsers`` object."""
-    from forestgen.cli import EXIT_CODES, _formatter, _wrap
+    from forestgen.cli_common import EXIT_CODES, _formatter, _wrap
 
     p = subparsers.add_parser(
         "evaluate", help="score synthetic data against real data", formatter_class=_formatter,
@@ -64,7 +64,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"got {out}", file=sys.stderr)
         return 2
     try:
-        from forestgen.cli import _read_schema
+        from forestgen.cli_common import _read_schema
 
         schema = _read_schema(getattr(args, "schema", None))
         real = read_table(args.real, schema)
