@@ -16,6 +16,7 @@ from forestgen import registry
 from forestgen.base import SLOTS, GenerativeForest
 from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.families.energy.gibbs import GibbsSampler
+from forestgen.families.intersection.splitter import BayesRiskSplitter
 from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
 from forestgen.sampling.ancestral import AncestralSampler
 
@@ -168,3 +169,46 @@ def test_energy_slots(table):
     assert type(m.component("ensembler")).__name__ == "AdditiveEnergy"
     assert m.component("sampler").get_params() == {"temperature": 1.0}
     assert m.sample(5, random_state=0).shape == (5, 3)
+
+
+def test_eogt_and_gfboost_refuse_a_splitter_with_the_other_cell_masses():
+    with pytest.raises(ValueError, match=r"EOGT: splitter BayesRiskSplitter has approx=False, "
+                                         r"but EOGT scores splits with approximate"):
+        EOGT(splitter=BayesRiskSplitter())
+    with pytest.raises(ValueError, match=r"GFBoost: splitter BayesRiskSplitter has approx=True"):
+        GFBoost(splitter=BayesRiskSplitter(approx=True))
+    EOGT(splitter=BayesRiskSplitter(approx=True))
+    EOGT(splitter=BayesRiskSplitter)  # a class is built with EOGT's approx=True
+
+
+@registry.register("splitter", "test_slot_bayes_risk")
+class _MyBayesRisk(BayesRiskSplitter):
+    pass
+
+
+@registry.register("sampler", "test_slot_gibbs")
+class _MyGibbs(GibbsSampler):
+    pass
+
+
+class _UnregisteredGibbs(GibbsSampler):
+    pass
+
+
+def test_family_component_subclasses_reload_as_themselves_or_are_refused(table, tmp_path):
+    nrg = dict(n_trees=2, max_leaves=4, pool_size=500, gibbs_chains=2, gibbs_burn_in=2,
+               sample_burn_in=2, n_normaliser_samples=1000, random_state=0)
+    cases = [(GFBoost(n_trees=3, n_iter=10, splitter=_MyBayesRisk(), random_state=0),
+              "splitter"),
+             (NRGBoost(sampler=_MyGibbs(temperature=1.0), **nrg), "sampler")]
+    for m, slot in cases:
+        m.fit(table)
+        again = GenerativeForest.load(m.save(tmp_path / f"{slot}.fgm"))
+        a, b = m.component(slot), again.component(slot)
+        assert type(b) is type(a) and type(a).__name__ in ("_MyBayesRisk", "_MyGibbs")
+        assert b.get_params() == a.get_params()
+        np.testing.assert_array_equal(m.log_prob(table), again.log_prob(table))
+    m = NRGBoost(sampler=_UnregisteredGibbs(), **nrg).fit(table)
+    with pytest.raises(ValueError, match="sampler _UnregisteredGibbs is not registered"):
+        m.save(tmp_path / "u.fgm")
+    assert not (tmp_path / "u.fgm").exists()

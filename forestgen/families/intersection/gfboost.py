@@ -174,6 +174,19 @@ class GFBoost(GenerativeForest):
         if self.smoothing != "auto":
             check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
 
+    def _check_slots(self) -> None:
+        super()._check_slots()
+        spec = self.splitter
+        if isinstance(spec, Splitter) and getattr(spec, "approx", self._approx) != self._approx:
+            self._approx_mismatch(spec)
+
+    def _approx_mismatch(self, splitter) -> None:
+        who, masses = type(self).__name__, ("approximate" if self._approx else "exact")
+        raise ValueError(f"{who}: splitter {type(splitter).__name__} has approx="
+                         f"{splitter.approx}, but {who} scores splits with {masses} cell "
+                         f"masses; pass approx={self._approx} or the class / registry name "
+                         f"({who} builds it with approx={self._approx})")
+
     def _splitter(self) -> BayesRiskSplitter:
         """The split rule: the ``splitter`` parameter (a name or class built with this
         learner's ``loss``, ``prior``, ... ; an instance copied), by default the Bayes risk."""
@@ -182,9 +195,7 @@ class GFBoost(GenerativeForest):
                              candidates=self.candidates, max_candidates=self.max_candidates,
                              min_rows=self.min_rows, approx=self._approx)
         if getattr(out, "approx", self._approx) != self._approx:
-            raise ValueError(f"{type(self).__name__} scores splits with "
-                             f"{'approximate' if self._approx else 'exact'} cell masses; its "
-                             f"splitter has approx={out.approx}")
+            self._approx_mismatch(out)
         return out
 
     # ------------------------------------------------------------------ fit
