@@ -30,7 +30,7 @@ import pandas as pd
 
 from forestgen.data.rules import FixedCombinations, Rules
 
-__all__ = ["keeps_rules", "rules_of"]
+__all__ = ["constraint_log_normaliser", "keeps_rules", "rules_of"]
 
 _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("forestgen_rules", default=False)
 #: model draws used to estimate the probability of declared constraints (other than a single
@@ -108,10 +108,14 @@ def _set_labels(df: pd.DataFrame, name, rows: np.ndarray, labels: list) -> None:
 
 
 def _encoded(model, X, conditions=None) -> np.ndarray:
-    """The rows' encoded values, with plain-value dict conditions filled in where a row has
-    none (a condition fixes a column as a value in the row does)."""
+    """The rows' encoded values as a conditional query reads them: a column a dict condition
+    names holds the condition's value (a plain value) or nothing (a range or set), whatever
+    the row holds there, since ``log_prob(X, conditions)`` scores the other columns."""
     Z = model.encoder_.transform(X, missing_columns="nan")
     if isinstance(conditions, dict) and conditions:
+        schema = model.encoder_.schema
+        for name in conditions:
+            Z[:, schema.index(name)] = np.nan
         plain = {k: v for k, v in conditions.items()
                  if not isinstance(v, (tuple, set, frozenset, list)) and
                  type(v).__name__ != "Not"}
@@ -201,6 +205,21 @@ def _log_normaliser(model, inner_log_prob, inner_sample, rules: Rules) -> tuple[
     model.__dict__["rules_log_z_"] = min(log_z, 0.0)
     model.__dict__["rules_log_z_se_"] = se
     return min(log_z, 0.0), se
+
+
+def constraint_log_normaliser(model) -> tuple[float, float]:
+    """``(log P'(C), standard error)``: the probability the model (with its mappings) gives the
+    rows its declared constraints allow, as :meth:`log_prob` divides by it (``(0.0, 0.0)``
+    without declared constraints). Cached on the model."""
+    rules = rules_of(model)
+    if not rules or not rules.constraints:
+        return 0.0, 0.0
+    inner = getattr(type(model).log_prob, "__wrapped__", type(model).log_prob)
+    token = _ACTIVE.set(True)  # the learner's own queries: the law before the constraints
+    try:
+        return _log_normaliser(model, functools.partial(inner, model), model.sample, rules)
+    finally:
+        _ACTIVE.reset(token)
 
 
 def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarray:

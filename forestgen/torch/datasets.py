@@ -33,7 +33,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
+from forestgen.inference.rules import rules_of
 from forestgen.torch.encoding import TensorEncoder, encoded_target
+from forestgen.torch.rules import RuleKeeper
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, generator_for
 
 
@@ -62,11 +64,18 @@ class _RowDrawer:
         schema = model.schema_
         self.target_index = None if target is None else _column_index(schema, target)
         self.probs = None
+        rules = rules_of(model)
+        self.keeper = None if not rules else RuleKeeper(model, rules, np.arange(schema.d))
         if class_probs is None or (isinstance(class_probs, str) and class_probs == "model"):
             return
         if self.target_index is None:
             raise ValueError("class_probs needs a target column (target=...)")
         spec = schema.columns[self.target_index]
+        if rules and self.target_index in rules.determined:
+            a = schema.names[rules.determined[self.target_index].determinant]
+            raise NotImplementedError(
+                f"{type(model).__name__}: class_probs on {spec.name!r}, which a rule of the "
+                f"table determines from {a!r}: draw classes of {a!r} instead")
         if not spec.is_discrete:
             raise ValueError(f"class_probs needs a discrete target; column {spec.name!r} is "
                              f"{spec.kind}")
@@ -78,7 +87,21 @@ class _RowDrawer:
         self.probs = _parse_class_probs(class_probs, spec, np.exp(log_mass))
 
     def draw_torch(self, n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
-        """``draw`` with torch ops on ``device`` (float64 rows ``[n, d]``)."""
+        """``draw`` with torch ops on ``device`` (float64 rows ``[n, d]``), keeping the table's
+        rules (:mod:`forestgen.torch.rules`)."""
+        def raw(k: int) -> torch.Tensor:
+            return self._draw_torch(k, generator, device)
+
+        return raw(n) if self.keeper is None else self.keeper.draw(raw, n)
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Encoded rows ``[n, d]`` drawn with ``rng``, keeping the table's rules."""
+        if self.keeper is None:
+            return self._draw(n, rng)
+        return self.keeper.draw(lambda k: torch.as_tensor(self._draw(k, rng)), n).numpy()
+
+    def _draw_torch(self, n: int, generator: torch.Generator, device: torch.device
+                    ) -> torch.Tensor:
         key = str(device)
         if key not in self._samplers:
             sampler = DeviceSampler(self.model, device)
@@ -97,7 +120,7 @@ class _RowDrawer:
         Z[:, self.target_index] = y.to(torch.float64)
         return Z
 
-    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.probs is None:
             return self.model.sample_encoded(n, random_state=rng)
         y = rng.choice(self.k, size=n, p=self.probs)

@@ -41,9 +41,11 @@ import numpy as np
 import torch
 from torch.distributions import Distribution, constraints
 
+from forestgen.inference.rules import constraint_log_normaliser, rules_of
 from forestgen.leaves.base import CUTS_AT_VALUES, torch_tensor
 from forestgen.logsumexp import torch_logsumexp, torch_segment_logsumexp
 from forestgen.torch.routing import PackedTrees, route, routing_forest
+from forestgen.torch.rules import RuleKeeper
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
 
 if TYPE_CHECKING:  # annotations only: the estimator base imports this module in to_torch
@@ -224,6 +226,9 @@ class ForestDistribution(Distribution):
         d = model.schema_.d
         self._cond = _conditional
         self._free = np.arange(d) if _conditional is None else _conditional.free
+        rules = rules_of(model)
+        self._keeper = None if not rules else RuleKeeper(
+            model, rules, self._free, None if _conditional is None else _conditional.route_fill)
         super().__init__(batch_shape=torch.Size(), event_shape=torch.Size([len(self._free)]),
                          validate_args=validate_args)
     # ------------------------------------------------------------------ properties
@@ -315,15 +320,18 @@ class ForestDistribution(Distribution):
         """Encoded rows of shape ``sample_shape + (d,)`` (complete: no missing entries)."""
         shape = torch.Size(sample_shape)
         n = int(shape.numel())
-        if device_sampler_supported(self.model):
-            out = self.device_sampler().sample(n, generator, self._out_dtype)
-        elif self._cond is not None:
+        if not device_sampler_supported(self.model) and self._cond is not None:
             raise NotImplementedError(f"{type(self.model).__name__}: conditional sampling in "
                                       "torch needs a leaf mixture with a device sampler")
-        else:
+
+        def draw(k: int) -> torch.Tensor:
+            if device_sampler_supported(self.model):
+                return self.device_sampler().sample(k, generator, self._out_dtype)
             seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
-            Z = self.model.sample_encoded(n, random_state=seed)
-            out = torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
+            Z = self.model.sample_encoded(k, random_state=seed)
+            return torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
+
+        out = draw(n) if self._keeper is None else self._keeper.draw(draw, n)
         return out.reshape(shape + self.event_shape)
 
     # ------------------------------------------------------------------ conditioning
@@ -348,6 +356,8 @@ class ForestDistribution(Distribution):
         if not self.torch_path:
             raise NotImplementedError(f"{type(self.model).__name__}: condition() needs a leaf "
                                       "mixture on the torch path")
+        if self._keeper is not None:
+            self._check_rule_evidence(evidence)
         ev, _ = parse_conditions(self.model, evidence)
         leaf, w = leaf_posterior(self.model, evidence)
         lw = np.full(self.model.forest_.n_leaves, -np.inf)
@@ -358,6 +368,30 @@ class ForestDistribution(Distribution):
                             leaf_log_weight=lw)
         return ForestDistribution(self.model, dtype=self._out_dtype, device=self._out_device,
                                   validate_args=self._validate_args, _conditional=cond)
+
+    def _check_rule_evidence(self, evidence: dict) -> None:
+        """Raise for evidence the torch conditional cannot keep the table's rules under."""
+        schema = self.model.schema_
+        given = {schema.index(k): v for k, v in evidence.items()}
+        name = type(self.model).__name__
+        if self._keeper.rules.constraints:
+            raise NotImplementedError(
+                f"{name}: torch condition() under declared constraints is not implemented "
+                f"(use model.sample(conditions=...) / model.log_prob(X, conditions=...))")
+        for m in self._keeper.rules.mappings:
+            a, b = m.determinant, m.determined
+            names = (schema.names[a], schema.names[b])
+            if b in given and a not in given:
+                raise NotImplementedError(
+                    f"{name}: torch condition() on {names[1]!r}, which a rule determines from "
+                    f"{names[0]!r}: condition on {names[0]!r} instead (or use "
+                    f"model.sample(conditions=...))")
+            if a in given and b not in given and isinstance(
+                    given[a], (tuple, list, set, frozenset)):
+                raise NotImplementedError(
+                    f"{name}: torch condition() on a range or set of {names[0]!r} while "
+                    f"{names[1]!r}, which a rule determines from it, is free: give a single "
+                    f"level (or use model.sample(conditions=...))")
 
     def _leaf_log_weight(self) -> np.ndarray:
         return self.model.leaf_log_weight_ if self._cond is None else self._cond.leaf_log_weight
@@ -404,13 +438,20 @@ class ForestDistribution(Distribution):
         work = value if out_dtype in (torch.float32, torch.float64) else value.float()
         batch = value.shape[:-1]
         x = work.reshape(-1, d)
-        if self._cond is not None:
-            res = self._log_prob_torch(*self._cond.rows(x))
-        elif self.torch_path:
-            res = self._log_prob_torch(x, x)
+        if self._keeper is None:
+            res = self._score(x)
         else:
-            res = self._log_prob_numpy(x)
+            log_z = constraint_log_normaliser(self.model)[0] if self._cond is None else 0.0
+            res = self._keeper.log_prob(self._score, x, log_z)
         return res.to(out_dtype).reshape(batch)
+
+    def _score(self, x: torch.Tensor) -> torch.Tensor:
+        """The learner's log density of rows ``x [n, f]`` (before the table's rules)."""
+        if self._cond is not None:
+            return self._log_prob_torch(*self._cond.rows(x))
+        if self.torch_path:
+            return self._log_prob_torch(x, x)
+        return self._log_prob_numpy(x)
 
     def _log_prob_numpy(self, x: torch.Tensor) -> torch.Tensor:
         """The model's own ``log_prob_encoded`` of rows ``x [n, d]`` (no gradient; warns once

@@ -1,0 +1,131 @@
+"""The table's logical rules (:mod:`forestgen.data.rules`) in the torch layer, kept exactly as
+the numpy queries keep them (:mod:`forestgen.inference.rules`), so that ``to_torch()`` and
+``as_dataset()`` describe the same law as ``log_prob`` and ``sample``:
+
+* a column ``B`` that a mapping determines from ``A`` is marginalised out of the learner's
+  density and set to ``f(A)`` in every draw: ``p'(x) = p(x_{-B}) 1[x_B = f(x_A)]``, so a row
+  breaking the mapping has log density ``-inf``, and a row giving ``B`` but not ``A`` sums over
+  the levels of ``A`` whose image is ``x_B``;
+* declared constraints (``FixedCombinations``, ``Inequality``, ``Range``) restrict the law to
+  the rows ``C`` they allow: ``log p'(x) - log P'(C)`` inside ``C`` (``P'(C)`` is the model's
+  own, :func:`forestgen.inference.rules.constraint_log_normaliser`), ``-inf`` outside; draws
+  are kept by rejection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from forestgen.data.rules import Rules
+
+__all__ = ["RuleKeeper"]
+
+#: rejection rounds before draws that keep the declared constraints are given up on
+MAX_REJECTION_ROUNDS = 50
+
+
+class RuleKeeper:
+    """Rules of ``model`` over the encoded columns ``free`` (all columns, or the free columns of
+    a conditional whose point evidence is ``fill``, a ``[d]`` array, NaN where none)."""
+
+    def __init__(self, model, rules: Rules, free: np.ndarray, fill: np.ndarray | None = None):
+        self.model = model
+        self.rules = rules
+        self.d = model.schema_.d
+        self.free = np.asarray(free, dtype=np.int64)
+        self.fill = np.full(self.d, np.nan) if fill is None else np.asarray(fill, float)
+        self.pos = {int(j): i for i, j in enumerate(self.free)}
+
+    # ------------------------------------------------------------------ rows
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """Free-column rows ``[n, f]`` -> full encoded rows ``[n, d]`` with the evidence."""
+        out = np.tile(self.fill, (len(x), 1))
+        out[:, self.free] = x
+        return out
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        """Draws ``x [n, f]`` with every free determined column set to its determinant's image
+        (the determinant taken from the row or from the point evidence)."""
+        if not self.rules.mappings:
+            return x
+        out = x.clone()
+        for m in self.rules.mappings:
+            b = self.pos.get(m.determined)
+            if b is None:
+                continue
+            a = self.pos.get(m.determinant)
+            vals = torch.as_tensor(m.values, dtype=out.dtype, device=out.device)
+            codes = out[:, a] if a is not None else torch.full(
+                (len(out),), float(self.fill[m.determinant]), dtype=out.dtype, device=out.device)
+            ok = torch.isfinite(codes) & (codes >= 0) & (codes < len(vals))
+            img = vals[torch.where(ok, codes, torch.zeros_like(codes)).long()]
+            ok &= ~torch.isnan(img)
+            out[:, b] = torch.where(ok, img, out[:, b])
+        return out
+
+    def holds(self, x: torch.Tensor) -> torch.Tensor:
+        """bool ``[n]``: rows (free columns) that keep every rule, with the evidence."""
+        Z = self.full(x.detach().to("cpu", torch.float64).numpy())
+        return torch.as_tensor(self.rules.holds(Z, self.model.encoder_.schema), device=x.device)
+
+    # ------------------------------------------------------------------ sampling
+    def draw(self, draw: Callable[[int], torch.Tensor], n: int) -> torch.Tensor:
+        """``n`` rows from ``draw`` (the learner's draws of the free columns) with the mappings
+        applied and, by rejection, the declared constraints kept."""
+        out = self.apply(draw(n))
+        if not self.rules.constraints or n == 0:
+            return out
+        for _ in range(MAX_REJECTION_ROUNDS):
+            bad = torch.nonzero(~self.holds(out)).squeeze(-1)
+            if bad.numel() == 0:
+                return out
+            out = out.index_copy(0, bad, self.apply(draw(int(bad.numel()))))
+        raise RuntimeError(
+            f"{type(self.model).__name__}: {MAX_REJECTION_ROUNDS} rounds of torch draws did "
+            f"not keep the declared constraints; the model gives them too little mass")
+
+    # ------------------------------------------------------------------ density
+    def log_prob(self, score: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                 log_z: float = 0.0) -> torch.Tensor:
+        """``log p'`` of rows ``x [n, f]``, given ``score``, the learner's log density of such
+        rows (NaN entries marginalised) and ``log_z = log P'(C)`` of the declared
+        constraints."""
+        Z = self.full(x.detach().to("cpu", torch.float64).numpy())
+        bad = self.rules.broken_mappings(Z)
+        xm = x.clone()
+        expand: list[tuple[int, int, int]] = []  # (row, free position of A, level of A)
+        for m in self.rules.mappings:
+            b = self.pos.get(m.determined)
+            if b is None:
+                continue
+            a = self.pos.get(m.determinant)
+            if a is not None:
+                rows = np.flatnonzero(np.isnan(Z[:, m.determinant]) &
+                                      ~np.isnan(Z[:, m.determined]) & ~bad)
+                if rows.size:
+                    hit = np.isclose(m.values[None, :], Z[rows, m.determined][:, None],
+                                     rtol=1e-9, atol=0.0)
+                    bad[rows[~hit.any(axis=1)]] = True
+                    for r, h in zip(rows, hit):
+                        expand += [(int(r), a, int(c)) for c in np.flatnonzero(h)]
+            xm[:, b] = math.nan
+        res = score(xm)
+        if expand:
+            rows = torch.as_tensor([e[0] for e in expand], device=x.device)
+            xe = xm[rows].clone()
+            for i, (_, a, c) in enumerate(expand):
+                xe[i, a] = float(c)
+            se = score(xe)
+            uniq = torch.unique(rows)
+            combined = torch.stack([torch.logsumexp(se[rows == r], 0) for r in uniq])
+            res = res.index_put((uniq,), combined)
+        ok = ~bad
+        if self.rules.constraints:
+            ok &= self.rules.holds(Z, self.model.encoder_.schema)
+            res = res - log_z
+        keep = torch.as_tensor(ok, device=x.device)
+        return torch.where(keep, res, torch.full_like(res, -math.inf))

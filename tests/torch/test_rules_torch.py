@@ -1,0 +1,97 @@
+"""The torch layer keeps the table's logical rules as the numpy queries do (issues 32 and 37):
+``to_torch().log_prob`` equals ``log_prob`` (a determined column marginalised, ``-inf`` for a
+row breaking a rule, declared constraints normalised), and torch draws, conditional torch
+draws and ``as_dataset`` batches never break a rule."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import forestgen as fg
+
+LEVELS = ["pre", "school", "college", "bachelor", "master"]
+YEARS = dict(zip(LEVELS, [4, 9, 11, 13, 15]))
+
+
+def table(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    edu = rng.choice(LEVELS, n, p=[0.1, 0.3, 0.3, 0.2, 0.1])
+    years = np.vectorize(YEARS.get)(edu).astype(np.int64)
+    return pd.DataFrame({"edu": edu, "years": years,
+                         "age": np.round(20 + rng.gamma(4, 5, n) + years, 1),
+                         "smoker": rng.choice(["no", "yes"], n, p=[0.7, 0.3])})
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    df = table()
+    model = fg.ARF(n_trees=5, random_state=0).fit(df)
+    assert model.schema_.rules["mappings"], "the fixture table must hold a detected mapping"
+    return df, model, model.to_torch(dtype=torch.float64)
+
+
+def test_log_prob_equals_numpy_with_rules(fitted):
+    df, model, dist = fitted
+    rows = df.head(40).copy()
+    rows.loc[rows.index[:10], "years"] = 7  # breaks edu -> years
+    rows.loc[rows.index[10:20], "edu"] = None  # determinant missing: summed over its levels
+    lp = model.log_prob(rows)
+    lt = dist.log_prob(dist.encode(rows)).numpy()
+    assert np.isneginf(lp[:10]).all() and np.isneginf(lt[:10]).all()
+    assert np.isfinite(lp[10:]).all()
+    np.testing.assert_allclose(lt[10:], lp[10:], rtol=0, atol=1e-9)
+
+
+def test_torch_draws_keep_the_mapping(fitted):
+    _, model, dist = fitted
+    rows = dist.decode(dist.sample((2000,), generator=torch.Generator().manual_seed(0)))
+    assert (rows["years"] == rows["edu"].map(YEARS)).all()
+    batch = next(iter(model.as_dataset(batch_size=500, n_batches=1, seed=0).batches()))
+    Z = np.asarray(batch[0] if isinstance(batch, (tuple, list)) else batch, dtype=float)
+    names = model.schema_.names
+    edu, years = Z[:, names.index("edu")], Z[:, names.index("years")]
+    mapping = model.schema_.rules["mappings"][0]["values"]
+    np.testing.assert_array_equal(years, np.asarray(mapping, float)[edu.astype(int)])
+
+
+def test_conditional_draws_and_density_keep_the_mapping(fitted):
+    df, model, dist = fitted
+    ev = {"edu": "college", "smoker": "no"}
+    cond = dist.condition(ev)
+    drawn = cond.decode(cond.sample((1000,), generator=torch.Generator().manual_seed(1)))
+    assert (drawn["years"] == YEARS["college"]).all()
+    x = dist.encode(df.head(60))[:, [model.schema_.index(c) for c in cond.columns]]
+    lt = cond.log_prob(x).numpy()
+    lp = model.log_prob(df.head(60), conditions=ev)  # the rows' edu / smoker are not scored
+    same = (df.head(60)["edu"] == "college").to_numpy()
+    assert np.isneginf(lt[~same]).all() and np.isneginf(lp[~same]).all()
+    np.testing.assert_allclose(lt[same], lp[same], rtol=0, atol=1e-9)
+
+
+def test_condition_on_a_determined_column_is_refused_by_name(fitted):
+    _, _, dist = fitted
+    with pytest.raises(NotImplementedError, match="'years'.*'edu'"):
+        dist.condition({"years": 13})
+
+
+def test_declared_constraints_on_torch():
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"k": rng.choice(["a", "b"], 300), "h": rng.choice(["p", "q", "r"], 300)})
+    df = df[~((df.k == "a") & (df.h == "r"))].reset_index(drop=True)
+    meta = {"constraints": [{"constraint_class": "FixedCombinations",
+                             "constraint_parameters": {"column_names": ["k", "h"]}}]}
+    model = fg.ARF(n_trees=5, random_state=0).fit(df, kinds=meta)
+    dist = model.to_torch(dtype=torch.float64)
+    grid = pd.DataFrame(list(itertools.product("ab", "pqr")), columns=["k", "h"])
+    lt = dist.log_prob(dist.encode(grid)).numpy()
+    np.testing.assert_allclose(lt, model.log_prob(grid), rtol=0, atol=1e-9)
+    assert np.exp(lt).sum() == pytest.approx(1.0, abs=1e-9)
+    drawn = dist.decode(dist.sample((1000,), generator=torch.Generator().manual_seed(2)))
+    assert not ((drawn.k == "a") & (drawn.h == "r")).any()
+    with pytest.raises(NotImplementedError, match="declared constraints"):
+        dist.condition({"k": "a"})
