@@ -578,6 +578,8 @@ class TableEncoder:
         hold a value seen once (the Good-Turing estimate of the chance that a new row holds an
         unseen value); otherwise they are numeric with those point masses as atoms.
 
+    Notes
+    -----
     The table's logical rules (:mod:`forestgen.data.rules`) are found at fit and kept in the
     schema: mappings between columns that hold in every training row (unless the metadata
     says ``"detect_mappings": False``) and the metadata's declared ``"constraints"`` (SDV's
