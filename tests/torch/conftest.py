@@ -16,7 +16,11 @@ ADULT_KINDS = {c: "continuous" for c in ("age", "fnlwgt", "capital-gain", "capit
 
 @pytest.fixture(scope="session")
 def adult_model():
-    return ARF(n_trees=5, random_state=0).fit(load_adult(n=2000), kinds=ADULT_KINDS).warmup()
+    """ARF on adult without its detected education -> education-num mapping, so that the torch
+    paths are compared with the learner's own encoded-row queries (the rules layer on top is
+    tested in test_rules_torch.py, on adult too)."""
+    kinds = {**ADULT_KINDS, "detect_mappings": False}
+    return ARF(n_trees=5, random_state=0).fit(load_adult(n=2000), kinds=kinds).warmup()
 
 
 @pytest.fixture(scope="session")
