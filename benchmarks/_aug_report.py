@@ -66,8 +66,8 @@ def report(path: Path) -> None:
              "Produced by `python benchmarks/bench_augmentation.py` (protocol in its docstring) "
              "and `--report`. Score = test AUC (classification) or R^2 (regression); "
              "`delta` = score minus real-only's at the same table, size, seed and learner. "
-             "Means over cells (table x training size, each the mean of 5 seeds) +- s.e. over "
-             "cells; better / worse = cells where the mean delta is more than two standard "
+             "Means over cells (table x training size, each the mean over its seeds) +- s.e. "
+             "over cells; better / worse = cells where the mean delta is more than two standard "
              "errors (over seeds) above / below zero.", ""]
     tables = sorted(bal["table"].unique())
     lines += [f"Tables: {', '.join(tables)}; sizes: "

@@ -379,14 +379,15 @@ def extra_rows(method: str, train, target, task, seed, key) -> pd.DataFrame | No
     return balance_rows(method, train, target, seed, key)
 
 
-def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set) -> list[dict]:
+def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set):
+    """Yield one result record per (training set, learner) of a cell not already ``done``."""
     df, target, task = TABLES[table]()
     parts = split(df, target, task, n, seed, imbalance)
     if parts is None:
-        return []
+        return
     train, test = parts
     if task != "regression" and train[target].nunique() < 2:
-        return []
+        return
     name = table if imbalance is None else f"{table}-imb{imbalance:g}"
     key = f"{name}-{n}-{seed}"
     # early-stopping rows: 20% of the real training rows, never seen by a generator
@@ -397,8 +398,9 @@ def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set) 
     Xv, yv, Xt, yt = feats.x(val), feats.y(val), feats.x(test), feats.y(test)
     if task != "regression":  # early-stopping rows of a class unseen in training: dropped
         Xv, yv = Xv[yv >= 0], yv[yv >= 0]
-    out = []
     for method in methods(task):
+        if all((name, n, seed, method, lr) in done for lr in ("mlp", "gbm")):
+            continue
         extra = extra_rows(method, fit_rows, target, task, seed, key)
         if extra is None:
             continue
@@ -411,11 +413,9 @@ def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set) 
                 continue
             t0 = cpu_seconds()
             pred = fit(X, y, Xv, yv, n_out, seed)(Xt)
-            rec = {"table": name, "n": n, "seed": seed, "method": method, "learner": learner,
+            yield {"table": name, "n": n, "seed": seed, "method": method, "learner": learner,
                    "task": task, "n_train": int(len(X)), "cpu_s": round(cpu_seconds() - t0, 2),
                    **scores(task, yt, pred, n_out)}
-            out.append(rec)
-    return out
 
 
 def sdv_phase(cells: list[tuple]) -> None:
@@ -455,25 +455,25 @@ def main() -> None:
         return report(OUT)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
-    cells = []
-    for table in a.tables:
-        task = TABLES[table]()[2]
-        for n in a.sizes:
-            for seed in range(a.seeds):
+    cells = []  # seed-major: a run stopped early still covers every table
+    tasks = {t: TABLES[t]()[2] for t in a.tables}
+    for seed in range(a.seeds):
+        for table in a.tables:
+            for n in a.sizes:
                 if not a.imbalance_only:
                     cells.append((table, n, seed, None))
-                if a.imbalance and task == "binary":
+                if a.imbalance and tasks[table] == "binary":
                     cells.append((table, n, seed, a.imbalance))
     sdv_phase(cells)
     done = done_keys()
     t_all = cpu_seconds()
     for cell in cells:
-        t0, w0 = cpu_seconds(), time.time()
-        recs = run_cell(*cell, done)
-        with OUT.open("a") as fh:
-            for r in recs:
-                fh.write(json.dumps(r) + "\n")
-        print(f"{cell}: {len(recs)} results, {cpu_seconds() - t0:.0f} CPU s, "
+        t0, w0, k = cpu_seconds(), time.time(), 0
+        for rec in run_cell(*cell, done):  # written as they come: a stopped run resumes
+            with OUT.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            k += 1
+        print(f"{cell}: {k} results, {cpu_seconds() - t0:.0f} CPU s, "
               f"{time.time() - w0:.0f} s", flush=True)
     print(f"total {cpu_seconds() - t_all:.0f} CPU s")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -30,12 +31,17 @@ def run_one(path: Path) -> None:
 
     nb = nbformat.read(path, as_version=4)
     t0 = time.time()
-    nbclient.NotebookClient(nb, timeout=1800, kernel_name="python3",
-                            resources={"metadata": {"path": str(TUTORIALS)}}).execute()
+    error = None
+    try:
+        nbclient.NotebookClient(nb, timeout=1800, kernel_name="python3",
+                                resources={"metadata": {"path": str(TUTORIALS)}}).execute()
+    except nbclient.exceptions.CellExecutionError as e:
+        error = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines()[-1][:200]
     wall = time.time() - t0
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-    print(json.dumps({"notebook": path.name, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1)}))
+    print(json.dumps({"notebook": path.name, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
+                      "error": error}))
 
 
 def main() -> None:
@@ -59,10 +65,13 @@ def main() -> None:
     mode = "full" if a.full else "fast (FORESTGEN_FAST=1)"
     lines = [f"# Tutorials, {mode} mode: CPU seconds per notebook", "",
              "`python benchmarks/bench_tutorials.py" + (" --full" if a.full else "") + "`; "
-             "CPU = user + system seconds of the notebook's process and its kernel; wall "
+             "CPU = user + system seconds of the notebook's process and its kernel, with "
+             "Numba's kernel cache warm (as in the test suite, where earlier tests compiled "
+             "them; a cold cache adds its compile time once, e.g. 01 took 28 CPU s cold); wall "
              "seconds depend on the machine's load.", "",
-             "| notebook | CPU s | wall s |", "|---|---:|---:|"]
-    lines += [f"| {r['notebook']} | {r['cpu_s']} | {r['wall_s']} |" for r in rows]
+             "| notebook | CPU s | wall s | result |", "|---|---:|---:|---|"]
+    lines += [f"| {r['notebook']} | {r['cpu_s']} | {r['wall_s']} | "
+              f"{'ran' if r['error'] is None else 'FAILED: ' + r['error']} |" for r in rows]
     RESULTS.mkdir(exist_ok=True)
     name = "tutorials_full.md" if a.full else "tutorials_fast.md"
     (RESULTS / name).write_text("\n".join(lines) + "\n")
