@@ -21,6 +21,7 @@ from forestgen import registry
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
+from forestgen.data.support import restrict_cells, rows_to_support
 from forestgen.ensemble.base import Ensembler
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.inference.rules import keeps_rules
@@ -330,7 +331,8 @@ class GenerativeForest(BaseEstimator):
         """An unfitted leaf model for column ``j`` and the column's leaf cells."""
         spec = self.encoder_.schema.columns[j]
         k = spec.n_levels if spec.is_discrete else 0
-        lower, upper = boxes.column(j)
+        # the support is part of the density: numeric cells end at the column's latent range
+        lower, upper = restrict_cells(spec, *boxes.column(j))
         cell = ColumnCell(
             lower=lower, upper=upper,
             allowed=boxes.levels(j, k) if spec.is_discrete else None,
@@ -498,22 +500,18 @@ class GenerativeForest(BaseEstimator):
         return out
 
     def sample_encoded(self, n: int, random_state=None, missing: bool = False,
-                       within_support: bool = False) -> np.ndarray:
-        """``n`` encoded rows (complete unless ``missing=True``): exact draws from the model
-        (as the torch samplers), or with ``within_support`` kept inside each column's observed
-        range and training decimals (what :meth:`sample` returns). Either way, numeric values
-        are clipped into the ranges declared in metadata (:mod:`forestgen.data.metadata`)."""
+                       within_support: bool = True) -> np.ndarray:
+        """``n`` encoded rows (complete unless ``missing=True``): draws from the model's one
+        law, in its support (:mod:`forestgen.data.support`: observed range, training decimals;
+        numeric values also inside ranges declared in metadata). ``within_support`` is
+        accepted for compatibility and changes nothing: there is no other law to draw from."""
         self._check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
-        sampler = self.component("sampler")
-        if within_support and "within_support" in inspect.signature(sampler.sample).parameters:
-            Z = sampler.sample(self, int(n), rng, missing=missing, within_support=True)
-        else:
-            Z = sampler.sample(self, int(n), rng, missing=missing)
-        return constrain(Z, self.schema_)
+        Z = self.component("sampler").sample(self, int(n), rng, missing=missing)
+        return constrain(rows_to_support(Z, self.schema_), self.schema_)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
                on_empty: str | None = None, missing: bool = True) -> pd.DataFrame:
@@ -547,12 +545,9 @@ class GenerativeForest(BaseEstimator):
         """The rows of :meth:`sample` as DataFrames of at most ``SAMPLE_BLOCK`` rows, drawn in
         order from one Generator (so a streamed sample equals the in-memory one)."""
         rng = as_generator(random_state)
-        # learners with their own sampler (GF.Boost/EOGT) keep their exact draws
-        kw = ({"within_support": True}
-              if "within_support" in inspect.signature(self.sample_encoded).parameters else {})
         for s in range(0, max(n, 1), SAMPLE_BLOCK):
             m = min(SAMPLE_BLOCK, n - s)
-            yield self.encoder_.inverse_transform(self.sample_encoded(m, rng, missing, **kw))
+            yield self.encoder_.inverse_transform(self.sample_encoded(m, rng, missing))
 
     def sample_to(self, path: str | Path, n: int, random_state=None, missing: bool = True,
                   progress: bool = False) -> Path:

@@ -134,12 +134,16 @@ class _OldSampler(ARF):
                           LEAF_MIXTURE.capabilities)
 
 
-def test_sampler_without_within_support_gives_exact_draws(table):
+def test_every_sampler_draws_the_one_law(table):
+    """A third-party sampler (no ``within_support``) gets the support policy's value map
+    like the built-in one: one law, whatever ``within_support`` says (issue 32)."""
     m = _OldSampler(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
     ref = ARF(n_trees=3, max_iters=0, random_state=0, n_jobs=1).fit(table)
     exact = ref.sample_encoded(50, random_state=2)
-    np.testing.assert_array_equal(m.sample_encoded(50, random_state=2, within_support=True), exact)
-    assert not np.array_equal(ref.sample_encoded(50, random_state=2, within_support=True), exact)
+    np.testing.assert_array_equal(m.sample_encoded(50, random_state=2), exact)
+    for flag in (True, False):
+        np.testing.assert_array_equal(ref.sample_encoded(50, random_state=2,
+                                                         within_support=flag), exact)
 
 
 @registry.register("ensembler", "test_unnormalised")

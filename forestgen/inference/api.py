@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from forestgen.data.support import clamp_query_rows
 from forestgen.inference import posterior
 from forestgen.inference.conditions import (
     Evidence,
@@ -510,6 +511,7 @@ def predict_proba(model, X, target) -> pd.DataFrame:
                          f"{spec.kind} (use predict / expect)")
     df = _frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
+    clamp_query_rows(model, ev.point, "predict_proba", skip={j})
     p = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     return pd.DataFrame(p, index=df.index,
                         columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
@@ -522,6 +524,7 @@ def predict(model, X, target) -> pd.Series:
     j = _target(model, target)
     df = _frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
+    clamp_query_rows(model, ev.point, "predict", skip={j})
     mom = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
     vals, is_code = _point_values(model, j, mom)
     return point_series(model, j, vals, is_code, df.index)
@@ -567,6 +570,7 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     df = _frame(model, X)
     schema = model.encoder_.schema
     ev = evidence_from_frame(model, df, unseen="free", rules=False, rows=True)
+    clamp_query_rows(model, ev.point, "impute")  # observed cells are returned unchanged
     present = [j for j in range(schema.d) if _has_column(df, schema.names[j])]
     miss = np.zeros((ev.m, schema.d), bool)
     miss[:, present] = ~ev.active()[:, present]

@@ -16,6 +16,7 @@ import pandas as pd
 from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
+from forestgen.data.support import grid_step, latent_interval
 from forestgen.validation import warn_input
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
@@ -247,6 +248,10 @@ def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
 
 
 def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
+    """A closed interval condition ``(low, high)`` on numeric column ``spec`` as the stored
+    latent interval ``(lo, hi]`` (:func:`forestgen.data.support.latent_interval`: on a grid
+    the rounding cells of the grid points in ``[low, high]``, else ``(nextafter(low, -inf),
+    high]``; open past the observed range, empty outside it)."""
     if len(value) != 2:
         raise ValueError(f"column {spec.name!r}: an interval is a pair (low, high), got {value!r}")
     low = -np.inf if value[0] is None else _as_number(spec, value[0], "interval bound")
@@ -254,27 +259,12 @@ def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
     if not low < high:
         raise ValueError(f"column {spec.name!r}: empty interval ({low}, {high}); need low < high "
                          f"(use a plain value for equality)")
-    if spec.kind == "integer" and not spec.is_discrete:
-        # each integer owns (v - 0.5, v + 0.5] (decoding rounds): low <= v <= high holds for
-        # the integers in [ceil(low), floor(high)], whatever cell the model cuts there
-        low = math.ceil(low) - 0.5 if math.isfinite(low) else low
-        high = math.floor(high) + 0.5 if math.isfinite(high) else high
-        if not low < high:
-            raise ValueError(f"column {spec.name!r} holds integers and none lies in "
-                             f"[{value[0]}, {value[1]}]")
-    else:
-        low = _closed_low(low)
-    return low, high
-
-
-def _closed_low(low: float) -> float:
-    """The stored lower end of a closed interval ``[low, high]`` on a continuous column.
-
-    Evidence intervals are half-open ``(lo, hi]`` inside (leaf interval masses, point-mass
-    shares, the tree walks); ``(nextafter(low, -inf), high]`` holds exactly the doubles of
-    ``[low, high]``, so a point mass at ``low`` (e.g. the zeros of a zero-inflated column
-    under ``(0, 5)``) keeps its mass."""
-    return float(np.nextafter(low, -np.inf)) if math.isfinite(low) else low
+    out = latent_interval(spec, low, high)
+    if out is None:
+        what = "integers" if spec.kind == "integer" else f"values on a {grid_step(spec):g} grid"
+        raise ValueError(f"column {spec.name!r} holds {what} and none lies in "
+                         f"[{value[0]}, {value[1]}]")
+    return out
 
 
 def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> None:
@@ -342,8 +332,10 @@ def _set_cells(ev: Evidence, j: int, spec: ColumnSpec, values: np.ndarray) -> No
     for i, v in enumerate(values):
         if plain_iv and type(v) is tuple and len(v) == 2:
             low, high = _plain_bound(v[0], -np.inf), _plain_bound(v[1], np.inf)
-            if low is not None and high is not None and low < high:
-                ev.lo[i, j], ev.hi[i, j] = _closed_low(low), high
+            iv = latent_interval(spec, low, high) if (
+                low is not None and high is not None and low < high) else None
+            if iv is not None:
+                ev.lo[i, j], ev.hi[i, j] = iv
                 continue
         key = None
         if isinstance(v, Not):

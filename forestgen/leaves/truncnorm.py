@@ -65,7 +65,8 @@ def finite_cell(cell: ColumnCell, finite_bounds: str, epsilon: float,
     # cells are (lower, upper]: a replaced lower bound must sit just below the smallest value
     new_lo = np.where(new_lo != lo, np.nextafter(new_lo - slack, -np.inf), lo)
     new_hi = np.where(new_hi != hi, new_hi + slack, hi)
-    return new_lo, new_hi
+    # never past the cell (which ends at the column's support, forestgen.data.support)
+    return np.maximum(new_lo, lo), np.minimum(new_hi, hi)
 
 
 @register("leaf", "truncnorm")
@@ -201,7 +202,12 @@ class TruncNormalLeaf(LeafModel):
         if hi is not None:
             b = np.minimum(b, (np.asarray(hi, float) - mu) / sd)
         u = rng.random(len(leaf))
-        return mu + sd * sample_std_truncnorm(a, np.maximum(a, b), u)
+        x = mu + sd * sample_std_truncnorm(a, np.maximum(a, b), u)
+        # inside the cell and interval to the ulp (mu + sd z rounds): (lo, hi] as asked
+        low = self.lo_[leaf] if lo is None else np.maximum(self.lo_[leaf], lo)
+        high = self.hi_[leaf] if hi is None else np.minimum(self.hi_[leaf], hi)
+        with np.errstate(invalid="ignore"):
+            return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
 
     def mean(self, leaf):
         """Truncated-normal mean ``mu + sigma (phi(a) - phi(b)) / Z``, in log space."""
@@ -241,14 +247,22 @@ class TruncNormalLeaf(LeafModel):
         return torch.where(inside, t, torch.full_like(t, -math.inf))
 
     def torch_sample_params(self, n_leaves, device):
-        return {k: torch_tensor(getattr(self, k + "_"), "float64", device)
-                for k in ("mu", "sigma", "a", "b")}
+        out = {k: torch_tensor(getattr(self, k + "_"), "float64", device)
+               for k in ("mu", "sigma", "a", "b")}
+        low = np.minimum(np.nextafter(self.lo_, np.inf), self.hi_)
+        out["lo"] = torch_tensor(low, "float64", device)
+        out["hi"] = torch_tensor(self.hi_, "float64", device)
+        return out
 
     @staticmethod
     def torch_sample(params, leaf, u):
-        """Inverse CDF in log space (as :meth:`sample`): ``mu + sigma z``, ``z`` truncated."""
+        """Inverse CDF in log space (as :meth:`sample`): ``mu + sigma z``, ``z`` truncated,
+        kept inside the cell to the ulp."""
+        import torch
+
         z = torch_std_truncnorm(params["a"][leaf], params["b"][leaf], u)
-        return params["mu"][leaf] + params["sigma"][leaf] * z
+        x = params["mu"][leaf] + params["sigma"][leaf] * z
+        return torch.minimum(torch.maximum(x, params["lo"][leaf]), params["hi"][leaf])
 
 
 @parallel_kernel

@@ -1,7 +1,7 @@
 """Ancestral sampling from a leaf mixture (FORGE, Watson et al. 2023 Alg. 3): pick a leaf of
 the whole forest with probability ``cvg / B`` (tree uniform, then leaf by coverage, in one
-draw), then every column independently from its leaf model, inside the observed support
-(:mod:`forestgen.sampling.support`)."""
+draw), then every column independently from its leaf model, mapped to the column's values
+(the support policy of :mod:`forestgen.data.support`)."""
 
 from __future__ import annotations
 
@@ -47,12 +47,13 @@ class AncestralSampler(Sampler):
         return out
 
     def draw(self, model, leaf: np.ndarray, rng: np.random.Generator,
-             within_support: bool = False) -> np.ndarray:
-        """Every column independently from its leaf model in ``leaf [n]``: ``[n, d]``."""
+             within_support: bool = True) -> np.ndarray:
+        """Every column independently from its leaf model in ``leaf [n]``: ``[n, d]``, mapped
+        to the column's values (:func:`~forestgen.sampling.support.draw_column`).
+        ``within_support`` is accepted for compatibility: every draw is in the support."""
         out = np.empty((len(leaf), len(model.leaf_models_)))
-        for j, lm in enumerate(model.leaf_models_):
-            out[:, j] = (draw_column(model, j, leaf, rng) if within_support
-                         else lm.sample(leaf, rng))
+        for j in range(len(model.leaf_models_)):
+            out[:, j] = draw_column(model, j, leaf, rng)
         return out
 
 

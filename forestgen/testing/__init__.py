@@ -14,6 +14,11 @@ failed check; they work on third-party components as well as on everything in th
     check_leaf_model(MyLeaf())
     check_sampler(MySampler())
     check_learner(ARF(n_trees=5, numeric_leaf=MyLeaf(), sampler=MySampler()))
+
+``check_learner`` also runs the statistical checks of :mod:`forestgen.testing.statistical`
+(``check_learner_statistics``: draws against the density, ``expect`` against the draws,
+conditional draws against the conditional density, torch against numpy, with a stated
+false-positive rate).
 """
 
 from forestgen.testing.checks import EDGE_CELLS, check_leaf_model, check_learner, check_splitter
@@ -25,7 +30,8 @@ from forestgen.testing.components import (
     check_sampler,
 )
 from forestgen.testing.fixtures import small_tables
+from forestgen.testing.statistical import check_learner_statistics, check_statistics
 
 __all__ = ["EDGE_CELLS", "check_cell_splitter", "check_energy_leaf", "check_ensembler",
-           "check_leaf_model", "check_learner", "check_normaliser", "check_sampler",
-           "check_splitter", "small_tables"]
+           "check_leaf_model", "check_learner", "check_learner_statistics", "check_normaliser",
+           "check_sampler", "check_splitter", "check_statistics", "small_tables"]

@@ -390,7 +390,7 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
 
 
 def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | None = None,
-                  random_state: int = 0) -> None:
+                  random_state: int = 0, statistics: bool = True) -> None:
     """Fit a fresh copy of ``model`` on each small table and check the queries every learner
     answers: samples with the training columns and levels; ``log_prob`` per row (one bad row
     does not fail the batch, out-of-range rows give a number or -inf, never NaN); NaN entries
@@ -398,7 +398,10 @@ def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | 
     their evidence; interval expectations; imputation fills exactly the missing entries;
     identical answers and components (ensembler, sampler) after save/load; the torch
     distribution equals ``log_prob``. Queries outside the model's declared ``capabilities``
-    (:mod:`forestgen.families`) are skipped."""
+    (:mod:`forestgen.families`) are skipped.
+    ``statistics``: also run the statistical checks of :mod:`forestgen.testing.statistical`
+    (draws against the density, ``expect`` against the draws, conditionals, torch against
+    numpy) on their own small table."""
     fit_kwargs = dict(fit_kwargs or {})
     name = type(model).__name__
     for tname, (train, query_rows) in small_tables(random_state).items():
@@ -410,6 +413,10 @@ def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | 
         m.fit(train, **fit_kwargs)
         where = f"{name} on {tname!r}"
         _check_queries(m, train, query_rows, where, random_state)
+    if statistics:
+        from forestgen.testing.statistical import check_learner_statistics
+
+        check_learner_statistics(model, fit_kwargs=fit_kwargs, random_state=random_state)
 
 
 def _check_queries(m, train, query_rows, where, seed) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
+from forestgen.data.support import rows_to_support
 from forestgen.inference.rules import rules_of
 from forestgen.torch.encoding import TensorEncoder, encoded_target
 from forestgen.torch.rules import RuleKeeper
@@ -135,7 +136,7 @@ class _RowDrawer:
             Z[sel] = sampler.sample(self.model, int(sel.sum()), rng,
                                     log_weight=self.class_log_w[c])
         Z[:, self.target_index] = y
-        return Z
+        return rows_to_support(Z, self.model.schema_)
 
 
 def _class_posteriors(model, j: int, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,10 @@ Alg. 3): a leaf of the whole forest by an inverse-CDF draw over the leaf weights
 column independently from its leaf model's torch sampling hook
 (:meth:`~forestgen.leaves.base.LeafModel.torch_sample`: level lookup for discrete leaves, inverse
 CDF for the built-in numeric ones — truncated normals in log space as
-:func:`forestgen.leaves.normal_math.sample_std_truncnorm` does in numpy, uniforms linearly).
+:func:`forestgen.leaves.normal_math.sample_std_truncnorm` does in numpy, uniforms linearly),
+each numeric draw mapped to its value by the support policy's one rounding map
+(:func:`forestgen.data.support.torch_to_support`, bit for bit the numpy map), so device draws
+follow the same law as :meth:`~forestgen.base.GenerativeForest.sample`.
 
 Uniforms come from a ``torch.Generator`` on the sampling device and are float64; outputs are
 cast to the requested dtype. A model with a leaf lacking the hook has no device sampler
@@ -16,6 +19,7 @@ import numpy as np
 import torch
 
 from forestgen.data.metadata import declared_bounds
+from forestgen.data.support import torch_to_support
 from forestgen.leaves.normal_math import torch_std_truncnorm as std_truncnorm
 
 __all__ = ["DeviceSampler", "device_sampler_supported", "generator_for", "std_truncnorm"]
@@ -62,6 +66,9 @@ class DeviceSampler:
         L = model.forest_.n_leaves
         self._hooks = [(type(lm).torch_sample, lm.torch_sample_params(L, self.device))
                        for lm in (model.leaf_models_[j] for j in self.columns)]
+        specs = model.schema_.columns
+        # the support policy's value map (forestgen.data.support), as every numpy draw
+        self._support = [c for c, j in enumerate(self.columns) if not specs[j].is_discrete]
         lo, hi = declared_bounds(model.schema_)
         # numeric columns with a declared range are clipped into it, as in sample_encoded
         self._bounds = {c: (float(lo[j]), float(hi[j])) for c, j in enumerate(self.columns)
@@ -92,8 +99,12 @@ class DeviceSampler:
                    dtype: torch.dtype) -> torch.Tensor:
         """One draw of every column per leaf in ``leaf [m]``: ``[m, len(columns)]``."""
         out = torch.empty(leaf.numel(), len(self.columns), dtype=dtype, device=self.device)
+        specs = self.model.schema_.columns
         for c, (draw, params) in enumerate(self._hooks):
-            out[:, c] = draw(params, leaf, self.uniform(leaf.numel(), generator)).to(dtype)
+            x = draw(params, leaf, self.uniform(leaf.numel(), generator))
+            if c in self._support:
+                x = torch_to_support(x, specs[self.columns[c]])
+            out[:, c] = x.to(dtype)
         for c, (lo, hi) in self._bounds.items():
             out[:, c] = out[:, c].clamp(lo, hi)
         return out

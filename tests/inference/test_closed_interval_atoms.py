@@ -33,9 +33,16 @@ def test_atom_at_the_closed_low_end_is_kept(table, learner):
         assert abs((s.z == 0).mean() - want) < 0.06, (low, (s.z == 0).mean(), want)
 
 
-def test_closed_low_end_is_stored_one_double_below(table):
+def test_closed_interval_is_stored_as_its_latent_rounding_cells(table):
+    """``z`` has 3 decimals: ``(0, 5)`` holds the values 0.000..5.000, the latent interval
+    whose rounding lands there; its low end is the range's minimum, so it is open below
+    (forestgen.data.support.latent_interval). Off a grid the low end is one double below."""
     m = fg.ARF(n_trees=2, random_state=0).fit(table)
     for cond in ({"z": (0.0, 5.0)}, {"z": (0, 5)}):
         ev, _ = parse_conditions(m, cond)
-        assert ev.lo[0, 0] == np.nextafter(0.0, -np.inf) and ev.hi[0, 0] == 5.0
+        assert np.isneginf(ev.lo[0, 0]) and ev.hi[0, 0] == 5.0005
+    ev, _ = parse_conditions(m, {"z": (1.0, 5.0)})
+    assert ev.lo[0, 0] == 0.9995 and ev.hi[0, 0] == 5.0005
     assert np.isinf(parse_conditions(m, {"z": (None, 5)})[0].lo[0, 0])
+    ev, _ = parse_conditions(m, {"y": (0.0, 1.0)})
+    assert ev.lo[0, 1] == np.nextafter(0.0, -np.inf) and ev.hi[0, 1] == 1.0

@@ -291,13 +291,16 @@ def test_zero_probability_evidence(data):
         m.log_prob(data.iloc[:2], conditions={"x1": (far, None)})
     with pytest.raises(ZeroProbabilityError, match="'x1'"):
         m.expect(["x2"], conditions={"x1": far})
-    # per-row queries: the impossible row gets NaN and a warning, the others their answer
+    # per-row queries: a row outside the training range is answered at the range's nearest
+    # end, with a warning naming the column; the others get their own answer (issue 32)
     q = data.iloc[:3].copy()
     q.loc[q.index[1], "x1"] = far
-    with pytest.warns(RuntimeWarning, match="1 row.*'x1'"):
+    with pytest.warns(RuntimeWarning, match="outside the training range.*'x1'|'x1'.*outside"):
         p = m.predict_proba(q, target="c")
-    assert p.iloc[1].isna().all() and np.allclose(p.iloc[[0, 2]].sum(1), 1.0)
+    assert np.allclose(p.sum(1), 1.0)
     np.testing.assert_allclose(p.iloc[[0, 2]], m.predict_proba(q.iloc[[0, 2]], target="c"))
+    at_end = q.iloc[[1]].assign(x1=float(data.x1.max()))
+    np.testing.assert_allclose(p.iloc[[1]], m.predict_proba(at_end, target="c"))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         s = m.sample(50, conditions={"x1": far}, random_state=0, on_empty="unconditional")

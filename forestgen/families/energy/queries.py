@@ -15,6 +15,12 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.metadata import constrain
+from forestgen.data.support import (
+    clamp_query_rows,
+    interval_ends,
+    rows_to_support,
+    to_support,
+)
 from forestgen.families.energy.grid import UNKNOWN, Grid
 from forestgen.inference.conditions import (
     ZeroProbabilityError,
@@ -24,7 +30,6 @@ from forestgen.inference.conditions import (
     parse_conditions,
 )
 from forestgen.logsumexp import logsumexp
-from forestgen.sampling.support import snap_to_grid
 from forestgen.validation import (
     as_generator,
 )
@@ -42,10 +47,15 @@ class EnergyQueries:
         self._check_fitted()
         return self.energy_.trees.n_trees
 
-    def _codes(self, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _codes(self, X, query: str | None = None,
+               skip=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Encoded rows and grid codes; a column absent from a DataFrame is :data:`UNKNOWN`
-        (marginalised over all its states, the missing one included)."""
+        (marginalised over all its states, the missing one included). With ``query`` (a
+        per-row predictive query), values outside the training range are moved to its
+        nearest end (:func:`~forestgen.data.support.clamp_query_rows`)."""
         Z = self._encode(X)
+        if query is not None:
+            clamp_query_rows(self, Z, query, skip)
         C, outside = self.grid_.codes(Z)
         if isinstance(X, pd.DataFrame):
             absent = [j for j, name in enumerate(self.schema_.names)
@@ -188,7 +198,8 @@ class EnergyQueries:
         return float(np.mean(self.log_prob(X)))
 
     # ------------------------------------------------------------------ single-column conditionals
-    def _column_posterior(self, X, target) -> tuple[int, np.ndarray, pd.Index]:
+    def _column_posterior(self, X, target, query: str = "predict_proba"
+                          ) -> tuple[int, np.ndarray, pd.Index]:
         """``(j, probs [n, n_values_j], index)``: ``q(x_j = k | the row's other entries)``
         over the values of ``j`` (its missing state excluded). Exact."""
         self._check_fitted()
@@ -199,7 +210,7 @@ class EnergyQueries:
         if isinstance(X, pd.DataFrame) and schema.names[j] not in X.columns:
             df = X.copy()
             df[schema.names[j]] = np.nan
-        Z, C, outside = self._codes(df)
+        Z, C, outside = self._codes(df, query, skip={j})
         nv = int(self.grid_.n_values[j])
         logit = np.empty((len(C), nv))
         C[:, j] = 0
@@ -216,6 +227,12 @@ class EnergyQueries:
         p = np.exp(logit)
         p /= p.sum(axis=1, keepdims=True)
         return j, p, df.index
+
+    def column_posterior(self, X, target) -> np.ndarray:
+        """Exact ``q(x_target = code | the row's other entries)`` over the grid codes of
+        ``target`` (its bins or levels, the missing state excluded), ``[n, n_values]``; the
+        law the Gibbs sampler's single-column updates draw from."""
+        return self._column_posterior(X, target)[1]
 
     def predict_proba(self, X, target=None) -> pd.DataFrame:
         """Exact ``q(target = level | the row's other entries)`` of a discrete column (the
@@ -234,7 +251,7 @@ class EnergyQueries:
         a numeric column (spec §6.2), the mean level value of an ordinal integer column, the
         most probable level of a categorical one. Exact."""
         target = self._require_target(target, "predict")
-        j, p, index = self._column_posterior(X, target)
+        j, p, index = self._column_posterior(X, target, "predict")
         spec = self.schema_.columns[j]
         name = spec.name
         if not spec.is_discrete:
@@ -250,12 +267,15 @@ class EnergyQueries:
     def expect(self, columns=None, conditions=None, *, n_draws: int = 1000,
                random_state=None):
         """Conditional mean of numeric / ordinal-integer columns, most probable level of
-        categorical ones, given evidence — an **MCMC estimate** from Gibbs chains with the
-        evidence clamped (``n_draws`` states per evidence set: the default protocol for a
-        dict, one chain per row read every 2 sweeps after ``sample_burn_in`` for a DataFrame
-        of per-row evidence). Missing states are not drawn. For one column given all the
-        others, :meth:`predict` is exact. Returns a Series (dict / no evidence) or a
-        DataFrame (per-row evidence; a Series for a single column label)."""
+        categorical ones, given evidence — an **MCMC estimate** over ``n_draws`` states of
+        the law :meth:`sample` draws from (without evidence: :meth:`sample_encoded`'s own
+        chains; a dict: the default protocol with the evidence clamped; a DataFrame of
+        per-row evidence: one chain per row read every 2 sweeps after ``sample_burn_in``).
+        A column's mean is over its drawn values (its missing state, where it has one, is
+        the value missing), unrounded: the mean of the draws, so its standard error is the
+        draws' (about ``sd / sqrt(n_draws)`` times the chains' autocorrelation). For one
+        column given all the others, :meth:`predict` is exact. Returns a Series (dict / no
+        evidence) or a DataFrame (per-row evidence; a Series for a single column label)."""
         self._check_fitted()
         schema = self.schema_
         single = columns is not None and not isinstance(columns, (list, tuple, pd.Index,
@@ -266,7 +286,7 @@ class EnergyQueries:
             raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
         rng = as_generator(random_state)
         ev, per_row = parse_conditions(self, conditions)
-        allowed, bad, msg = self._allowed(ev, missing=False)
+        allowed, bad, msg = self._allowed(ev, missing=True)
         if bad.any() and not per_row:
             raise ZeroProbabilityError(msg)
         if bad.any():
@@ -274,19 +294,26 @@ class EnergyQueries:
                           f"their result is NaN, the other rows are unaffected", RuntimeWarning,
                           stacklevel=2)
             ev = _without_rows(ev, bad)
+        Z = None
         if per_row:
             m = ev.m
             b = max(int(self.sample_burn_in), 1)
             C = self._gibbs(m * n_draws, rng, allowed, np.arange(m), m, b, 2)
             erow = np.tile(np.arange(m), n_draws)
+        elif not ev.active().any():  # no evidence: the draws of sample itself
+            m = 1
+            Z = self.sample_encoded(int(n_draws), rng)
+            C, _ = self.grid_.codes(Z)
+            erow = np.zeros(int(n_draws), np.int64)
         else:
             m = 1
             ch, b, th = self._protocol(n_draws, None, None, None)
             free = np.nonzero(np.isnan(ev.point[0]))[0]
             C = self._gibbs(int(n_draws), rng, allowed, np.zeros(ch, np.int64), ch, b, th, free)
             erow = np.zeros(int(n_draws), np.int64)
-        Z = _respect_evidence(self.grid_.decode(C, rng), C, ev, erow, self.grid_, self.schema_,
-                              rng)
+        if Z is None:
+            Z = _respect_evidence(rows_to_support(self.grid_.decode(C, rng), self.schema_), C,
+                                  ev, erow, self.grid_, self.schema_, rng)
         order = np.argsort(erow, kind="stable")  # rows grouped by evidence row
         Z, C = Z[order].reshape(m, -1, schema.d), C[order].reshape(m, -1, schema.d)
         point = np.full((m, schema.d), np.nan)
@@ -296,12 +323,17 @@ class EnergyQueries:
             if spec.is_discrete:
                 nv = int(self.grid_.n_values[j])
                 p = np.stack([(C[:, :, j] == k).mean(axis=1) for k in range(nv)], axis=1)
+                p = p / np.maximum(p.sum(axis=1, keepdims=True), 1e-300)  # values, not missing
                 if spec.numeric_levels:
                     level_mean[j] = np.where(bad, np.nan, p @ np.asarray(spec.categories, float))
                 else:
                     point[:, j] = np.argmax(p, axis=1)
             else:
-                point[:, j] = Z[:, :, j].mean(axis=1)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # a row with no value
+                    level_mean[j] = np.where(bad, np.nan, np.nanmean(Z[:, :, j], axis=1))
+                if spec.dtype.startswith(("datetime", "timedelta")):  # a time, decoded
+                    point[:, j] = level_mean.pop(j)
         point[bad] = np.nan
         dec = self.encoder_.inverse_transform(point)
         res = {schema.names[j]: level_mean[j] if j in level_mean else dec.iloc[:, j].to_numpy()
@@ -424,7 +456,8 @@ class EnergyQueries:
             ch, b, th = self._protocol(n, chains, burn_in, thin)
             X0 = None
         C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, X0=X0)
-        return constrain(self.grid_.decode(C, rng), self.schema_)
+        return constrain(rows_to_support(self.grid_.decode(C, rng), self.schema_),
+                         self.schema_)
 
     def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
         ch = int(self.sample_chains if chains is None else chains)
@@ -625,8 +658,6 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
             a, b = np.where(use, oa, a), np.where(use, ob, b)
             z = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
             spec = schema.columns[j]
-            if spec.has_grid:
-                z = snap_to_grid(z, spec, ev.lo[erow[iv], j], ev.hi[erow[iv], j],
-                                 lambda v: np.ones(len(v), bool))
-            Z[iv, j] = z
+            va, vb = interval_ends(spec, lo_e, hi_e)
+            Z[iv, j] = np.clip(to_support(z, spec), va, vb)
     return Z

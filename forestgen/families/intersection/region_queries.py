@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.metadata import constrain
+from forestgen.data.support import clamp_query_rows, rows_to_support
 from forestgen.families.boxes import column_layout, root_mask
 from forestgen.families.intersection.gfboost import _row_key
 from forestgen.families.intersection.region_atoms import RegionAtoms
@@ -195,7 +196,7 @@ class RegionQueries:
             out[i] = draw_uniform(geo.lo[r0], geo.hi[r0], geo.mask[r0], kind, nom_off, nlev,
                                   rng)
         self._place_atoms(out, uni, np.ones(out.shape[1], bool), rng)
-        return constrain(out, self.schema_)
+        return constrain(rows_to_support(out, self.schema_), self.schema_)
 
     def _place_atoms(self, out: np.ndarray, uni: np.ndarray, free: np.ndarray, rng) -> None:
         """Put the draws ``out`` (uniform in their regions; ``uni``: from the smoothing
@@ -441,7 +442,7 @@ class RegionQueries:
                                       batch, self.smoothing_, rng, forced[2])
                 Z, uni = self._atom_accept(Z, uni, forced, rng)
                 self._place_atoms(Z, uni, np.isnan(forced[0]), rng)
-                Z = constrain(Z, self.schema_)
+                Z = constrain(rows_to_support(Z, self.schema_), self.schema_)
             else:
                 Z = self.sample_encoded(batch, rng)
             ok = np.ones(len(Z), bool)
@@ -537,12 +538,10 @@ class RegionQueries:
         return walks[key]
 
     def _effective_range(self, j: int, c) -> tuple[float, float]:
-        """A closed range on numeric column ``j`` in encoded units; on an integer column the
-        unit intervals of the integers it holds (each integer owns ``(v - 0.5, v + 0.5]``)."""
-        a, b = float(c[0]), float(c[1])
-        if self.schema_.columns[j].kind == "integer":
-            return math.ceil(a) - 0.5, math.floor(b) + 0.5
-        return a, b
+        """The latent range of a condition on numeric column ``j`` in encoded units, as the
+        evidence stores it (:func:`forestgen.data.support.latent_interval`: on a grid the
+        rounding cells of the values it holds)."""
+        return float(c[0]), float(c[1])
 
     def _evidence_share(self, j: int, c, lo, hi, mask, shares) -> np.ndarray:
         """Probability of column ``j``'s range or level set within each region."""
@@ -569,7 +568,7 @@ class RegionQueries:
     def _draw_evidence(self, x, cons: dict, reg, k: int, rng) -> np.ndarray:
         """One draw in region ``k`` of :meth:`_evidence_regions`: the values of ``x``, each
         range / level set drawn inside it, the free columns as :meth:`_draw_in`."""
-        from forestgen.sampling.support import snap_to_grid
+        from forestgen.data.support import interval_ends, to_support
 
         _, lo, hi, mask, shares = reg
         kind, nlev, nom_off = self._layout
@@ -612,12 +611,8 @@ class RegionQueries:
                 continue
             v = l + (h - l) * rng.random()
             spec = self.schema_.columns[j]
-            if spec.has_grid:  # decoding keeps the value inside the range and the region
-                lo_k, hi_k = lo[k, j], hi[k, j]
-                v = float(snap_to_grid(np.array([v]), spec, np.array([c[0]]),
-                                       np.array([c[1]]),
-                                       lambda u, a=lo_k, b=hi_k: (u > a) & (u <= b))[0])
-            out[j] = v
+            va, vb = interval_ends(spec, np.array([c[0]]), np.array([c[1]]))
+            out[j] = float(np.clip(to_support(np.array([v]), spec), va, vb)[0])
         return out
 
     def _level_pmf(self, j: int, lo, hi, shares) -> np.ndarray:
@@ -868,7 +863,7 @@ class RegionQueries:
         j = names.index(target)
         Z = self._encode(X, missing_columns="nan")
         Z[:, j] = np.nan
-        return j, Z
+        return j, clamp_query_rows(self, Z, query)
 
 
 def _evidence_row(ev, i: int) -> tuple[np.ndarray, dict]:

@@ -22,6 +22,7 @@ from forestgen import registry
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
+from forestgen.data.support import clamp_query_rows
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
@@ -569,7 +570,8 @@ class GeF(GenerativeForest):
         mode = self.mode if mode is None else mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        P = self.class_proba_encoded(self._encode(X), (mode,))[mode]
+        Z = clamp_query_rows(self, self._encode(X), "predict_proba", skip={self.target_index_})
+        P = self.class_proba_encoded(Z, (mode,))[mode]
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(P))
         return pd.DataFrame(P, index=index, columns=pd.Index(list(self.classes_), dtype=object))
 

@@ -1,0 +1,271 @@
+"""The support of a fitted model: the one set every query's law lives on (issue 32).
+
+Decided once here, and applied by the density itself, so that ``log_prob``, ``sample``,
+conditional sampling, ``expect`` / ``impute`` / ``predict``, ``as_dataset`` and the torch
+layer describe one distribution:
+
+* **numeric column** — the closed observed range ``[lower, upper]`` of its training values
+  (a range declared in metadata always contains it). Leaf cells are intersected with it when
+  the leaves are fitted (:func:`restrict_cells`) and every leaf model normalises over its
+  cell, so the density integrates to one over exactly this range: there is no mass past it
+  to clip.
+* **decimals / time step** — a numeric column whose training values lie on a grid (at most
+  8 decimals, or whole days / hours / minutes) is a *continuous latent* ``X`` observed
+  rounded: the value is ``round(X)``, the grid point nearest ``X`` (:func:`round_to_grid`).
+  ``log_prob`` is the density of ``X``; every draw (numpy or torch, conditional or not)
+  is ``round(X)``; ``expect`` is ``E[round(X)]`` (:func:`rounded_mean`); an interval
+  condition ``low <= value <= high`` is the latent interval ``round(X) in [low, high]``
+  (:func:`latent_interval`), so its probability is the probability of the values drawn.
+  The range's ends are grid points, so rounding never leaves the range.
+* **point masses** (``ColumnSpec.atoms``) — observed values, inside the range and on the grid.
+* **discrete column** — its support levels (:attr:`ColumnSpec.support`: declared levels
+  without training rows have probability zero).
+
+Evidence of zero probability under this support raises
+:class:`~forestgen.inference.ZeroProbabilityError` (or follows ``on_empty``). Per-row
+predictive queries move an observed value outside the range to its nearest end
+(:func:`clamp_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from forestgen.data.schema import ColumnSpec, Schema
+
+__all__ = ["grid_step", "latent_range", "restrict_cells", "round_to_grid", "to_support",
+           "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
+           "clamp_query_rows", "rounded_mean",
+           "torch_to_support"]
+
+#: leaves whose cell holds at most this many grid points get their rounded mean exactly (a
+#: sum over the grid); wider ones get the latent mean, off by at most ``step / (2 * this)``
+#: of the cell's width share at its ends (see :func:`rounded_mean`)
+EXACT_GRID_POINTS = 256
+
+
+def grid_step(spec: ColumnSpec) -> float | None:
+    """Spacing of the column's grid in encoded units (``None``: no grid, or discrete)."""
+    if not spec.has_grid:
+        return None
+    if spec.step is not None:
+        return float(spec.step)
+    return 10.0 ** -int(spec.decimals)
+
+
+def latent_range(spec: ColumnSpec) -> tuple[float, float]:
+    """The half-open interval ``(lo, hi]`` of the latent of numeric column ``spec`` that the
+    density lives on: the observed range ``[lower, upper]``, widened on a grid by half a step
+    at each end (the rounding cells of the end values, as RFDE's root box gives an integer
+    column ``[min - 1/2, max + 1/2]``)."""
+    s = grid_step(spec)
+    if s is None:
+        return float(np.nextafter(spec.lower, -np.inf)), float(spec.upper)
+    return spec.lower - 0.5 * s, spec.upper + 0.5 * s
+
+
+def restrict_cells(spec: ColumnSpec, lower: np.ndarray, upper: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Leaf cells ``(lower, upper]`` of a numeric column intersected with its
+    :func:`latent_range`. A cell outside it becomes empty (``lower == upper``). Discrete
+    columns and columns without a finite range are returned unchanged."""
+    lower = np.asarray(lower, np.float64)
+    upper = np.asarray(upper, np.float64)
+    if spec.is_discrete or not (math.isfinite(spec.lower) and math.isfinite(spec.upper)):
+        return lower, upper
+    a, b = latent_range(spec)
+    lo = np.maximum(lower, a)
+    hi = np.minimum(upper, b)
+    return np.minimum(lo, hi), hi
+
+
+def round_to_grid(x: np.ndarray, spec: ColumnSpec) -> np.ndarray:
+    """The grid point nearest each ``x`` (the column's rounding map; identity off a grid).
+    Written as ``rint(x * 10**d) / 10**d`` (or ``rint(x / step) * step``), exactly what
+    :func:`torch_to_support` computes on a device."""
+    x = np.asarray(x, np.float64)
+    if spec.step is not None and spec.has_grid:
+        return np.rint(x / spec.step) * spec.step
+    if spec.has_grid:
+        q = 10.0 ** int(spec.decimals)
+        return np.rint(x * q) / q
+    return x
+
+
+def to_support(x: np.ndarray, spec: ColumnSpec) -> np.ndarray:
+    """Latent draws ``x`` of a numeric column as values: rounded to the grid and kept in the
+    observed range (a no-op on exact draws except for rounding of the last ulp). NaN stays."""
+    z = round_to_grid(x, spec)
+    if math.isfinite(spec.lower) and math.isfinite(spec.upper):
+        z = np.clip(z, spec.lower, spec.upper)
+    return z
+
+
+def rows_to_support(Z: np.ndarray, schema: Schema) -> np.ndarray:
+    """:func:`to_support` on every numeric column of encoded rows ``Z`` (in place; returns
+    ``Z``): the map every sampler's draws go through, idempotent on values already in the
+    support."""
+    for j, spec in enumerate(schema.columns):
+        if not spec.is_discrete:
+            Z[:, j] = to_support(Z[:, j], spec)
+    return Z
+
+
+def _grid_ceil(v: float, spec: ColumnSpec) -> float:
+    s = grid_step(spec)
+    if spec.step is not None:
+        return math.ceil(v / s) * s
+    q = 10.0 ** int(spec.decimals)
+    return math.ceil(round(v * q, 6)) / q
+
+
+def _grid_floor(v: float, spec: ColumnSpec) -> float:
+    s = grid_step(spec)
+    if spec.step is not None:
+        return math.floor(v / s) * s
+    q = 10.0 ** int(spec.decimals)
+    return math.floor(round(v * q, 6)) / q
+
+
+def latent_interval(spec: ColumnSpec, low: float, high: float) -> tuple[float, float] | None:
+    """The condition ``low <= value <= high`` on numeric column ``spec`` as the half-open
+    interval ``(lo, hi]`` of its latent (how evidence stores intervals): the latent values
+    whose value (:func:`to_support`) lies in ``[low, high]``. On a grid, the rounding cells
+    of the grid points in ``[low, high]``, ``(g_low - step/2, g_high + step/2]``; off a grid
+    ``(nextafter(low, -inf), high]``, which holds exactly the doubles of ``[low, high]`` (a
+    point mass at ``low`` keeps its mass). An end at or past the range's end is open
+    (``-inf`` / ``inf``): values are kept in the range. ``None`` if no grid point lies in
+    ``[low, high]``; an interval that misses the range is empty (zero probability)."""
+    s = grid_step(spec)
+    if s is None:
+        g_lo, g_hi = low, high
+    else:
+        g_lo = _grid_ceil(low, spec) if math.isfinite(low) else -math.inf
+        g_hi = _grid_floor(high, spec) if math.isfinite(high) else math.inf
+        if not g_lo <= g_hi:
+            return None
+    if math.isfinite(spec.lower) and math.isfinite(spec.upper):
+        if g_lo > spec.upper or g_hi < spec.lower:
+            end = g_lo if g_lo > spec.upper else g_hi
+            return float(end), float(end)  # outside the support: empty, probability zero
+        if g_lo <= spec.lower:
+            g_lo = -math.inf
+        if g_hi >= spec.upper:
+            g_hi = math.inf
+    if s is None:
+        lo = float(np.nextafter(g_lo, -np.inf)) if math.isfinite(g_lo) else g_lo
+        return lo, g_hi
+    return g_lo - 0.5 * s, g_hi + 0.5 * s
+
+
+def interval_ends(spec: ColumnSpec, lo: np.ndarray, hi: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The least and greatest *value* a draw from the stored latent interval ``(lo, hi]``
+    may take (grid points inside it on a grid column, else ``nextafter(lo, +inf)`` and
+    ``hi``; kept in the range). Draws are clipped to these, so interval bounds hold to the
+    ulp."""
+    lo = np.asarray(lo, np.float64)
+    hi = np.asarray(hi, np.float64)
+    s = grid_step(spec)
+    with np.errstate(invalid="ignore"):
+        if s is None:
+            a, b = np.nextafter(lo, np.inf), hi
+        elif spec.step is not None:
+            a, b = np.ceil(lo / s) * s, np.floor(hi / s) * s
+        else:
+            q = 10.0 ** int(spec.decimals)
+            a = np.ceil(np.round(lo * q, 6)) / q
+            b = np.floor(np.round(hi * q, 6)) / q
+    a = np.where(np.isfinite(lo), a, lo)
+    b = np.where(np.isfinite(hi), b, hi)
+    if math.isfinite(spec.lower) and math.isfinite(spec.upper):
+        a = np.clip(a, spec.lower, spec.upper)
+        b = np.clip(b, spec.lower, spec.upper)
+    return a, b
+
+
+def clamp_rows(schema: Schema, Z: np.ndarray, skip=()) -> list:
+    """Move observed numeric entries of encoded rows ``Z`` (in place) that lie outside their
+    column's observed range to its nearest end — the nearest point of the support, on which
+    per-row predictive queries condition. Returns the names of the columns moved."""
+    moved = []
+    for j, spec in enumerate(schema.columns):
+        if j in skip or spec.is_discrete or not (math.isfinite(spec.lower)
+                                                and math.isfinite(spec.upper)):
+            continue
+        z = Z[:, j]
+        with np.errstate(invalid="ignore"):
+            out = (z < spec.lower) | (z > spec.upper)
+        if out.any():
+            Z[:, j] = np.where(out, np.clip(z, spec.lower, spec.upper), z)
+            moved.append(spec.name)
+    return moved
+
+
+def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
+    """:func:`clamp_rows` for a per-row predictive ``query`` of ``model`` (``predict_proba``,
+    ``predict``, ``impute``), with one ``RuntimeWarning`` naming the columns moved. Returns
+    ``Z`` (changed in place)."""
+    moved = clamp_rows(model.encoder_.schema, Z, skip)
+    if moved:
+        import warnings
+
+        warnings.warn(f"{type(model).__name__}.{query}: observed values of column(s) {moved} "
+                      f"lie outside the training range, where the model has no mass; those "
+                      f"rows are answered at the nearest end of the range (the nearest point "
+                      f"of the model's support)", RuntimeWarning, stacklevel=3)
+    return Z
+
+
+def rounded_mean(lm, spec: ColumnSpec, leaf: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 cont_mean: np.ndarray) -> np.ndarray:
+    """``E[round(X) | leaf, lo < X <= hi]`` for a grid column, from the leaf model's interval
+    probabilities: with ``g0 = round(lo+)``, ``g1 = round(hi)`` the least and greatest values,
+    ``E = g0 + step * sum_k P(X > g0 + (k - 1/2) step | ...)`` over the rounding boundaries
+    between them. Exact where a leaf's interval spans at most :data:`EXACT_GRID_POINTS` grid
+    points; wider ones keep the latent mean ``cont_mean`` (rounding moves a smooth law's mean
+    by far less than a step there). ``lo``/``hi`` are finite (the cell within the range)."""
+    s = grid_step(spec)
+    out = np.array(cont_mean, np.float64, copy=True)
+    if s is None or len(leaf) == 0:
+        return out
+    g0 = to_support(np.nextafter(lo, np.inf), spec)
+    g1 = to_support(hi, spec)
+    k = np.rint((g1 - g0) / s)
+    ok = np.isfinite(k) & (k >= 0) & (k <= EXACT_GRID_POINTS) & np.isfinite(out)
+    one = ok & (k == 0)
+    out[one] = g0[one]
+    idx = np.flatnonzero(ok & (k > 0))
+    if len(idx) == 0:
+        return out
+    kk = k[idx].astype(np.int64)
+    rep = np.repeat(np.arange(len(idx)), kk)
+    step_no = np.arange(len(rep)) - np.repeat(np.cumsum(kk) - kk, kk)  # 0 .. k-1
+    mid = g0[idx][rep] + (step_no + 0.5) * s
+    li = leaf[idx]
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        tot = lm.log_prob_interval(li, lo[idx], hi[idx])
+        above = lm.log_prob_interval(li[rep], np.maximum(mid, lo[idx][rep]), hi[idx][rep])
+        surv = np.exp(above - tot[rep])
+    surv = np.where(np.isfinite(surv), np.clip(surv, 0.0, 1.0), 0.0)
+    val = g0[idx] + s * np.bincount(rep, weights=surv, minlength=len(idx))
+    good = np.isfinite(tot)
+    out[idx[good]] = val[good]
+    return out
+
+
+def torch_to_support(x, spec: ColumnSpec):
+    """:func:`to_support` on a float64 tensor (any device), bit for bit."""
+    import torch
+
+    if spec.has_grid:
+        if spec.step is not None:
+            x = torch.round(x / spec.step) * spec.step
+        else:
+            q = 10.0 ** int(spec.decimals)
+            x = torch.round(x * q) / q
+    if math.isfinite(spec.lower) and math.isfinite(spec.upper):
+        x = x.clamp(spec.lower, spec.upper)
+    return x

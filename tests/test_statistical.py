@@ -1,0 +1,117 @@
+"""The statistical checks of :mod:`forestgen.testing.statistical` can fail: each catches a mutant
+that breaks the one law it tests (the built-in learners pass them in test_conformance.py).
+
+Each mutant is an ARF (5 trees) with one query made to describe another law, run through only
+the check that targets it."""
+
+import numpy as np
+import pytest
+
+import forestgen as fg
+import forestgen.torch.sampling as torch_sampling
+from forestgen.leaves.truncnorm import TruncNormalLeaf
+from forestgen.testing.statistical import (
+    ALPHA,
+    check_learner_statistics,
+    check_statistics,
+    statistical_table,
+)
+
+PARAMS = dict(n_trees=5, random_state=0, n_jobs=1)
+
+
+def _failed(results, check, column=None):
+    return [r for r in results if r.check == check and (column is None or r.column == column)
+            and not r.passed]
+
+
+def _run(model, checks, **kw):
+    return check_learner_statistics(model, n=2000, raise_on_failure=False, checks=checks, **kw)
+
+
+class _ShiftedDraws(fg.ARF):
+    """Draws of ``x`` moved by a fifth of its spread; ``c`` relabelled in 15% of rows."""
+
+    def sample_encoded(self, n, random_state=None, missing=False, within_support=True):
+        Z = super().sample_encoded(n, random_state, missing)
+        rng = np.random.default_rng(0)
+        Z[:, 0] += 0.2
+        Z[rng.random(len(Z)) < 0.15, 4] = 0
+        return Z
+
+
+class _ScaledExpect(fg.ARF):
+    """``expect`` 20% off the law's mean (GeF's old conditional means were 16% off)."""
+
+    def expect(self, columns=None, conditions=None):
+        return super().expect(columns, conditions).astype(float) * 1.2
+
+
+class _IgnoresConditions(fg.ARF):
+    """Conditional samples that only set the evidence column."""
+
+    def sample(self, n=None, random_state=None, conditions=None, **kw):
+        s = super().sample(n, random_state)
+        for c, v in (conditions or {}).items():
+            s[c] = v
+        return s
+
+
+class _ExtraMassOnNaN(fg.ARF):
+    """Marginals (a NaN entry) off the summed joint."""
+
+    def log_prob_encoded(self, Z):
+        return super().log_prob_encoded(Z) + 0.01 * np.isnan(Z).any(1)
+
+
+class _TorchOffLeaf(TruncNormalLeaf):
+    """A torch density off the numpy one by 1e-6 nats (float64) / 1e-2 (float32)."""
+
+    @staticmethod
+    def torch_log_prob(params, leaf, x):
+        import torch
+
+        shift = 1e-2 if x.dtype == torch.float32 else 1e-6
+        return TruncNormalLeaf.torch_log_prob(params, leaf, x) + shift
+
+
+def test_draws_check_catches_draws_off_the_density():
+    res = _run(_ShiftedDraws(**PARAMS), ("draws",))
+    assert _failed(res, "draws", "x") and _failed(res, "draws", "c")
+    assert not _failed(res, "draws", "g")  # the other columns still pass
+
+
+def test_expect_check_catches_a_mean_off_the_draws():
+    res = _run(_ScaledExpect(**PARAMS), ("expect",))
+    assert _failed(res, "expect", "g") and _failed(res, "expect", "k")
+
+
+def test_conditional_check_catches_draws_ignoring_the_evidence():
+    res = _run(_IgnoresConditions(**PARAMS), ("conditional",))
+    assert _failed(res, "conditional", "x")
+
+
+def test_nan_marginal_check_catches_marginals_off_the_joint():
+    res = _run(_ExtraMassOnNaN(**PARAMS), ("nan_marginal",))
+    assert _failed(res, "nan_marginal")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_log_prob_check_catches_a_torch_density_off_numpy(dtype):
+    res = _run(fg.ARF(numeric_leaf=_TorchOffLeaf(), **PARAMS), ("torch_log_prob",))
+    assert _failed(res, "torch_log_prob", dtype)
+
+
+def test_torch_draws_check_catches_device_draws_off_the_support(monkeypatch):
+    monkeypatch.setattr(torch_sampling, "torch_to_support", lambda x, spec: x)
+    res = _run(fg.ARF(**PARAMS), ("torch_draws",))
+    assert _failed(res, "torch_draws", "g") and _failed(res, "torch_draws", "k")
+
+
+def test_a_correct_model_passes_and_results_are_reproducible():
+    train = statistical_table()
+    m = fg.ARF(**PARAMS).fit(train)
+    a = check_statistics(m, train, n=2000, checks=("draws", "expect"))
+    b = check_statistics(m, train, n=2000, checks=("draws", "expect"))
+    assert all(r.passed for r in a) and [r.value for r in a] == [r.value for r in b]
+    assert all(r.p >= ALPHA for r in a)
