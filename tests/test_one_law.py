@@ -31,7 +31,7 @@ def _two_columns(n=600):
 
 def _x_density(m, grid, c=None):
     q = pd.DataFrame({"x": grid, "c": [c] * len(grid)})
-    return np.exp(m.log_prob(q))
+    return np.exp(m.log_prob(q, floor=None))
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,9 @@ def test_conditions_outside_the_support_raise(tips):
         m.sample(100, conditions={"tip": (20, 30)}, random_state=0)
     with pytest.raises(ZeroProbabilityError, match="tip"):
         m.sample(100, conditions={"tip": 25.0}, random_state=0)
-    assert np.isneginf(m.log_prob(pd.DataFrame({"tip": [25.0]})))[0]
+    assert np.isneginf(m.log_prob(pd.DataFrame({"tip": [25.0]}), floor=None))[0]
+    floor = m.log_prob(pd.DataFrame({"tip": [25.0]}))[0]  # the documented density_floor
+    assert np.isfinite(floor) and floor == m.log_prob(pd.DataFrame({"tip": [0.5]}))[0]
     with pytest.warns(RuntimeWarning, match="tip"):
         s = m.sample(50, conditions={"tip": (20, 30)}, on_empty="unconditional",
                      random_state=0)
@@ -195,3 +197,23 @@ def test_held_out_rows_outside_the_range_get_an_answer(learner):
         filled = m.impute(q)
     assert filled.notna().all().all()
     assert filled.x.iloc[0] == q.x.iloc[0]  # observed cells are returned as given
+
+
+def test_torch_capabilities_of_eogt_and_nrgboost():
+    """docs/torch.md's table: EOGT's exact density on the numpy path and its CPU draws on the
+    distribution's device; ``condition()`` of EOGT and NRGBoost raises naming the learner."""
+    df = _tips_like()
+    eogt = fg.EOGT(n_trees=3, n_iter=15, random_state=0).fit(df)
+    dist = eogt.to_torch(dtype=torch.float64)
+    Z = eogt.encoder_.transform(df.head(20))
+    np.testing.assert_array_equal(dist.log_prob(torch.as_tensor(Z)).numpy(),
+                                  eogt.log_prob_encoded(Z))
+    draws = dist.sample((500,), generator=torch.Generator().manual_seed(0))
+    assert draws.shape == (500, 5) and draws.dtype == torch.float64
+    _check_values(eogt, df, draws)
+    with pytest.raises(NotImplementedError, match="EOGT.*condition"):
+        dist.condition({"sex": "Male"})
+    nrg = fg.NRGBoost(n_trees=3, max_leaves=8, n_normaliser_samples=2000,
+                      random_state=0).fit(df)
+    with pytest.raises(NotImplementedError, match="NRGBoost.*condition"):
+        nrg.to_torch().condition({"sex": "Male"})

@@ -92,13 +92,19 @@ def test_one_bad_row_never_fails_the_batch(fitted, natural):
         p = model.predict_proba(bad, target="cut")
     if name != "gef":  # GeF's class path scores an unseen level with the leaf floor
         assert any("was not seen at fit time" in str(w.message) for w in caught), name
-    # NaN exactly when the row's evidence has zero density (ARF's and GeF's normal tails
-    # reach carat = 50; the box learners' support does not)
+    # carat = 50 lies past every learner's support: the row is answered at the range's end,
+    # with a warning naming the column (issue 32)
     Z = model.encoder_.transform(bad.loc[[1]].assign(cut=np.nan))
-    impossible = bool(np.isneginf(model.log_prob_encoded(Z))[0])
-    assert p.loc[1].isna().all() == impossible and (impossible or name not in ("rfde", "def"))
-    if not impossible:
-        assert p.loc[1].sum() == pytest.approx(1.0)
+    assert np.isneginf(model.log_prob_encoded(Z))[0]
+    assert any("outside the training range" in str(w.message) and "'carat'" in str(w.message)
+               for w in caught), name
+    assert p.loc[1].sum() == pytest.approx(1.0)
+    at_end = bad.loc[[1]].assign(carat=float(natural.carat.max()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(p.loc[[1]].to_numpy(),
+                                   model.predict_proba(at_end, target="cut").to_numpy(),
+                                   rtol=1e-9, atol=1e-12)
     ok = [0, 3, 4, 5]
     np.testing.assert_allclose(p.loc[ok].to_numpy(),
                                model.predict_proba(rows.loc[ok], target="cut").to_numpy(),
@@ -111,8 +117,8 @@ def test_one_bad_row_never_fails_the_batch(fitted, natural):
         warnings.simplefilter("ignore", RuntimeWarning)
         imp = model.impute(holes)
         draws = model.impute(holes, method="sample", random_state=0)
-    assert pd.isna(imp.loc[1, "price"]) == impossible, name
-    assert pd.isna(imp.loc[1, "cut"]) == impossible and pd.notna(imp.loc[0, "cut"]), name
+    assert pd.notna(imp.loc[1, "price"]), name  # answered at the range's end
+    assert pd.notna(imp.loc[1, "cut"]) and pd.notna(imp.loc[0, "cut"]), name
     assert imp.loc[[0, 3], "price"].notna().all(), name
     assert imp.loc[2, "rating"] == 9  # observed cells are kept
     assert draws.loc[[0, 3], "price"].notna().all(), name
@@ -220,9 +226,10 @@ def test_point_masses_of_wide_numeric_columns_are_kept(name, tmp_path):
     assert model.schema_["spend"].atoms == [0.0] and not model.schema_["spend"].is_discrete
     s = model.sample(4000, random_state=0)
     share, real = float((s["spend"] == 0).mean()), float((df["spend"] == 0).mean())
-    # GeF's Gaussian leaves (SD floored at the column's SD) put mass below 0; keeping samples
-    # in the observed range conditions on it, which favours the atom a little
-    assert abs(share - real) < (0.08 if name == "gef" else 0.04), (name, share, real)
+    # (GeF's Gaussian leaves, SD floored at the column's SD, are truncated to the observed
+    # range like every leaf: the atom keeps its share, 0.636 against 0.636 in the data; it was
+    # 0.698 when draws were kept in the range after the fact, issue 32)
+    assert abs(share - real) < 0.04, (name, share, real)
     assert s["spend"].min() >= 0 and (s["spend"] > 0).mean() > 0.25
     lp = model.log_prob(df.head(50))
     assert np.isfinite(lp).all()
@@ -232,7 +239,11 @@ def test_point_masses_of_wide_numeric_columns_are_kept(name, tmp_path):
     pos = model.sample(300, conditions={"spend": (0.01, 1e6)}, random_state=2)
     assert (pos["spend"] > 0).all()
     e = float(model.expect(["spend"])["spend"])
-    assert abs(e - df["spend"].mean()) < 0.35 * df["spend"].mean(), (name, e)
+    # GeF's floored SD (the column's: ~50 for values of mean ~35) truncated at 0 lifts the
+    # mean of the values off the atom: 18.0 against the data's 12.6 (the mean of its draws
+    # too: expect is the law's mean, checked in tests/test_statistical.py)
+    tol = 0.5 if name == "gef" else 0.35
+    assert abs(e - df["spend"].mean()) < tol * df["spend"].mean(), (name, e)
     model.save(tmp_path / "m.fg")
     again = type(model).load(tmp_path / "m.fg")
     np.testing.assert_allclose(again.log_prob(df.head(50)), lp)

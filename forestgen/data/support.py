@@ -37,7 +37,8 @@ from forestgen.data.schema import ColumnSpec, Schema
 
 __all__ = ["grid_step", "latent_range", "restrict_cells", "round_to_grid", "to_support",
            "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
-           "clamp_query_rows", "rounded_mean",
+           "clamp_query_rows", "rounded_mean", "support_log_volume",
+           "floor_log_prob",
            "torch_to_support"]
 
 #: leaves whose cell holds at most this many grid points get their rounded mean exactly (a
@@ -202,6 +203,31 @@ def clamp_rows(schema: Schema, Z: np.ndarray, skip=()) -> list:
             Z[:, j] = np.where(out, np.clip(z, spec.lower, spec.upper), z)
             moved.append(spec.name)
     return moved
+
+
+def support_log_volume(schema: Schema) -> float:
+    """Log measure of the support: the latent range's width of each numeric column (a
+    constant column off a grid counts 1) times the number of support levels of each discrete
+    one (``-log`` of the uniform density on the support)."""
+    out = 0.0
+    for spec in schema.columns:
+        if spec.is_discrete:
+            out += math.log(max(int(spec.support.sum()), 1))
+            continue
+        a, b = latent_range(spec)
+        if math.isfinite(a) and math.isfinite(b) and b > a:
+            out += math.log(b - a)
+    return out
+
+
+def floor_log_prob(model, logp: np.ndarray, floor: float | None) -> np.ndarray:
+    """Rows of density zero — outside the support — scored ``floor`` times the uniform
+    density on the model's support (:func:`support_log_volume`) instead of ``-inf``; every
+    other row keeps its exact density. ``None``: exact."""
+    if floor is None:
+        return logp
+    return np.where(np.isneginf(logp), math.log(floor) - support_log_volume(
+        model.encoder_.schema), logp)
 
 
 def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:

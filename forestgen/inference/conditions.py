@@ -248,10 +248,11 @@ def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
 
 
 def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
-    """A closed interval condition ``(low, high)`` on numeric column ``spec`` as the stored
-    latent interval ``(lo, hi]`` (:func:`forestgen.data.support.latent_interval`: on a grid
-    the rounding cells of the grid points in ``[low, high]``, else ``(nextafter(low, -inf),
-    high]``; open past the observed range, empty outside it)."""
+    """A closed interval condition ``(low, high)``: on an ordinal-number column its bounds; on
+    a numeric column the stored latent interval ``(lo, hi]``
+    (:func:`forestgen.data.support.latent_interval`: on a grid the rounding cells of the grid
+    points in ``[low, high]``, else ``(nextafter(low, -inf), high]``; open past the observed
+    range, empty outside it)."""
     if len(value) != 2:
         raise ValueError(f"column {spec.name!r}: an interval is a pair (low, high), got {value!r}")
     low = -np.inf if value[0] is None else _as_number(spec, value[0], "interval bound")
@@ -259,6 +260,8 @@ def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
     if not low < high:
         raise ValueError(f"column {spec.name!r}: empty interval ({low}, {high}); need low < high "
                          f"(use a plain value for equality)")
+    if spec.is_discrete:  # ordinal numbers: the caller takes the levels in [low, high]
+        return low, high
     out = latent_interval(spec, low, high)
     if out is None:
         what = "integers" if spec.kind == "integer" else f"values on a {grid_step(spec):g} grid"

@@ -14,7 +14,7 @@ import numpy as np
 
 from forestgen.data.support import interval_ends, latent_range, rounded_mean, to_support
 
-__all__ = ["draw_column", "draw_mean", "snap_to_grid", "leaf_cells"]
+__all__ = ["draw_column", "draw_mean", "leaf_cells"]
 
 
 def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
@@ -76,38 +76,3 @@ def draw_mean(model, j: int, leaf: np.ndarray, lo: np.ndarray | None = None,
         out = rounded_mean(lm, spec, leaf, np.maximum(c_lo, a), np.minimum(c_hi, b), out)
     with np.errstate(invalid="ignore"):
         return np.clip(out, va, vb)
-
-
-def _in_leaf(lm, leaf: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Whether each ``v`` has positive density in its leaf. Leaf models with fitted cell bounds
-    (``lo_``/``hi_``: truncated normal, uniform) are checked with plain NumPy, which stays safe
-    in forked DataLoader workers (parallel Numba kernels are not fork-safe)."""
-    lo, hi = getattr(lm, "lo_", None), getattr(lm, "hi_", None)
-    if isinstance(lo, np.ndarray) and isinstance(hi, np.ndarray):
-        return (v > lo[leaf]) & (v <= hi[leaf])
-    return np.isfinite(lm.log_prob(leaf, v))
-
-
-def snap_to_grid(x: np.ndarray, spec, lo: np.ndarray, hi: np.ndarray,
-                 inside) -> np.ndarray:
-    """Move each ``x`` to a point of ``spec``'s grid (:meth:`ColumnSpec.to_grid`) in
-    ``[lo, hi]`` where ``inside`` (a vectorised predicate) holds: the nearest one, else the grid
-    point below or above. Where no neighbour satisfies ``inside`` (the leaf or region holds no
-    grid point in ``[lo, hi]``), the nearest neighbour in ``[lo, hi]`` is taken: decoding would
-    round ``x`` off the cell anyway, and this keeps it in the interval. Entries with no grid
-    point in ``[lo, hi]`` at all keep ``x``."""
-    out = x.copy()
-    todo = np.ones(len(x), bool)
-    cands = (spec.to_grid(x), spec.to_grid(x, "floor"), spec.to_grid(x, "ceil"))
-    for check in (inside, None):
-        for cand in cands:
-            ok = todo & (cand >= lo) & (cand <= hi)
-            if ok.any():
-                idx = np.flatnonzero(ok)
-                if check is not None:
-                    idx = idx[check(cand)[idx]]
-                out[idx] = cand[idx]
-                todo[idx] = False
-            if not todo.any():
-                return out
-    return out

@@ -275,11 +275,16 @@ def test_min_node_size_is_per_leaf_real_rows(mixed_2d):
     assert (m.forest_.leaf_value[:, 1] >= 25).all()
 
 
-def test_unif_epsilon_widens_outer_cells(mixed_2d):
+def test_epsilon_never_widens_a_cell_past_the_support(mixed_2d):
+    """The support is the observed range (issue 32): ``epsilon`` slack stays inside it, and a
+    row past it scores the ``density_floor`` (``-inf`` with ``floor=None``)."""
     m0 = ARF(n_trees=3, family="unif", random_state=0).fit(mixed_2d)
     m1 = ARF(n_trees=3, family="unif", epsilon=0.5, random_state=0).fit(mixed_2d)
     far = mixed_2d.iloc[:1].assign(x1=mixed_2d.x1.max() + 0.5)
-    assert np.isneginf(m0.log_prob(far)[0]) and np.isfinite(m1.log_prob(far)[0])
+    for m in (m0, m1):
+        assert np.isneginf(m.log_prob(far, floor=None)[0])
+        assert m.log_prob(far)[0] == m.log_prob(far, floor=1e-5)[0] > -np.inf
+        assert m.log_prob(far, floor=1e-3)[0] > m.log_prob(far)[0]
 
 
 def test_normal_family_is_untruncated_table2_parity(mixed_2d):

@@ -99,9 +99,11 @@ class EOGT(RegionQueries, GFBoost):
     @property
     def capabilities(self) -> frozenset:
         """``log_prob`` (with NaN marginals), ``sample``, conditional sampling and log density
-        (values, ranges, level sets), ``impute`` and ``predict``; not ``expect`` or ``torch``."""
+        (values, ranges, level sets), ``impute``, ``predict`` and ``torch`` (``to_torch()``:
+        the exact density on the numpy path, no gradient; draws from the CPU star-node
+        sampler moved to the device; no ``condition()``); not ``expect``."""
         return frozenset({"log_prob", "marginal", "sample", "conditional_sample",
-                          "conditional_log_prob", "impute", "predict"})
+                          "conditional_log_prob", "impute", "predict", "torch"})
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)

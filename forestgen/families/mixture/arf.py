@@ -17,6 +17,7 @@ from numba import njit, prange
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
+from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.leaves import (
     CategoricalLeaf,
@@ -106,6 +107,11 @@ class ARF(GenerativeForest):
         lowers the C2ST AUC of FORGE samples from 0.9996 to 0.67. Cost: a dense pmf table of
         ``n_leaves x levels`` per such column.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
+    density_floor : a row of density zero — a held-out value outside the support
+        (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
+        ``density_floor`` (default ``1e-5``) times the uniform density on the support in
+        ``log_prob`` instead of ``-inf``; every other row keeps its exact density. ``None`` or
+        ``log_prob(..., floor=None)``: exact. A forestgen extension (no floor in the paper).
 
     Returns the *generator* of the last accepted round, f(0), not the final discriminator.
     """
@@ -148,7 +154,8 @@ class ARF(GenerativeForest):
                  max_bins: int = 255, max_ordinal_levels: int = 128, random_state: Any = None,
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
                  discrete_leaf: Any = None, splitter: Any = "gini", ensembler: Any = None,
-                 sampler: Any = None):
+                 sampler: Any = None,
+                 density_floor: float | None = 1e-5):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -181,6 +188,13 @@ class ARF(GenerativeForest):
         check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
 
     # ------------------------------------------------------------------ fit
+    def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
+        """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
+        support scores ``density_floor`` times the uniform density on the support unless
+        ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
+        out = super().log_prob(X, conditions)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()

@@ -22,7 +22,7 @@ from forestgen import registry
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
-from forestgen.data.support import clamp_query_rows
+from forestgen.data.support import clamp_query_rows, floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
@@ -130,6 +130,11 @@ class GeF(GenerativeForest):
         (registry name, class or instance; see ``docs/components.md``).
     random_state, n_jobs : seed and threads (results identical for any ``n_jobs``).
     progress : print a progress bar over trees on stderr.
+    density_floor : a row of density zero — a held-out value outside the support
+        (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
+        ``density_floor`` (default ``1e-5``) times the uniform density on the support in
+        ``log_prob`` instead of ``-inf``; every other row keeps its exact density. ``None`` or
+        ``log_prob(..., floor=None)``: exact. A forestgen extension (no floor in the paper).
 
     Differences from the authors' code: numeric thresholds come from histogram bins, not the
     largest left value; no standardisation / clipping to ±6 SD (the Gaussian floor is relative
@@ -156,7 +161,8 @@ class GeF(GenerativeForest):
                  min_std: float = 1.0, alpha: float = 1e-6, class_alpha: float = 1e-6,
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False,
-                 ensembler: Any = None, sampler: Any = None):
+                 ensembler: Any = None, sampler: Any = None,
+                 density_floor: float | None = 1e-5):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -304,6 +310,13 @@ class GeF(GenerativeForest):
         return Z
 
     # ------------------------------------------------------------------ fit
+    def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
+        """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
+        support scores ``density_floor`` times the uniform density on the support unless
+        ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
+        out = super().log_prob(X, conditions)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+
     def fit(self, X, y=None, *, target=None, kinds: dict | None = None) -> GeF:
         """Grow the supervised forest on (X, y) and fit the factorised leaves (spec §2.1).
 
