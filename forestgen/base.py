@@ -139,6 +139,12 @@ class GenerativeForest(BaseEstimator):
     #: what a splitter in this learner must grow (``Splitter.grows``): one tree at a time
     #: (``"tree"``) or splits of the joint cell table of all trees (``"cell table"``)
     splitter_grows: ClassVar[str] = "tree"
+    #: whether its tree splitter grows on class labels (``Splitter.labelled``: ARF, GeF)
+    splitter_labelled: ClassVar[bool] = False
+    #: what it gives a tree splitter: the :class:`~forestgen.splitters.base.TreeData` fields it
+    #: fills and ``"max_depth"`` if its limits set a depth; a splitter whose ``needs`` are not
+    #: all here is refused at construction
+    tree_data: ClassVar[frozenset] = frozenset()
 
     def component(self, slot: str):
         """The component filling ``slot`` (``"ensembler"`` or ``"sampler"``): the learner's
@@ -174,7 +180,7 @@ class GenerativeForest(BaseEstimator):
                                                                           Splitter)):
                     raise ValueError(f"{who}: a split criterion is ruled out: "
                                      f"{cls.ruled_out['criterion']}")
-                _check_splitter_spec(who, spec, cls.splitter_grows)
+                _check_splitter_spec(cls, spec)
                 continue
             comp = registry.component_class(slot if slot in ("ensembler", "sampler") else
                                             "leaf", spec, SLOT_BASES[slot], who)
@@ -828,14 +834,28 @@ def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
 
-def _check_splitter_spec(who: str, spec: Any, grows: str) -> None:
+def _check_splitter_spec(learner: type, spec: Any) -> None:
     """A splitter parameter must be a registry name, a :class:`Splitter` class or instance
-    growing what the learner grows, or (for tree growers) a ``@numba.njit`` criterion."""
+    growing what the learner grows (labelled or not, from the data and limits it gives), or
+    (for tree growers) a ``@numba.njit`` criterion."""
+    who, grows = learner.__name__, learner.splitter_grows
     if isinstance(spec, (str, type, Splitter)):
         cls = registry.component_class("splitter", spec, Splitter, who)
         if cls.grows != grows:
             raise ValueError(f"{who}: splitter {cls.__name__} grows {cls.grows!r}; {who} "
                              f"needs one that grows {grows!r}")
+        if grows != "tree":
+            return
+        if cls.labelled != learner.splitter_labelled:
+            kind = "class-labelled" if learner.splitter_labelled else "unlabelled"
+            raise ValueError(f"{who}: splitter {cls.__name__} is "
+                             f"{'labelled' if cls.labelled else 'unlabelled'}; {who} grows "
+                             f"{kind} trees")
+        lacking = sorted(cls.needs - learner.tree_data)
+        if lacking:
+            raise ValueError(f"{who}: splitter {cls.__name__} needs {', '.join(lacking)}, "
+                             f"which {who} does not give its splitter (it gives "
+                             f"{', '.join(sorted(learner.tree_data)) or 'nothing declared'})")
     elif grows != "tree":
         raise ValueError(f"{who}: a split criterion (gain function) fits the impurity and "
                          f"density splitters that grow one tree at a time; {who} splits the "

@@ -212,3 +212,37 @@ def test_family_component_subclasses_reload_as_themselves_or_are_refused(table, 
     with pytest.raises(ValueError, match="sampler _UnregisteredGibbs is not registered"):
         m.save(tmp_path / "u.fgm")
     assert not (tmp_path / "u.fgm").exists()
+
+
+TREE_LEARNERS = {
+    "ARF": lambda **k: ARF(n_trees=2, random_state=0, n_jobs=1, **k),
+    "GeF": lambda **k: GeF(n_trees=2, random_state=0, n_jobs=1, **k),
+    "RFDE": lambda **k: RFDE(n_trees=2, depth=3, random_state=0, n_jobs=1, **k),
+    "DEF": lambda **k: DEF(n_trees=2, max_leaves=6, random_state=0, n_jobs=1, **k),
+    "NRGBoost": lambda **k: NRGBoost(n_trees=2, max_leaves=4, pool_size=500, gibbs_chains=2,
+                                     gibbs_burn_in=2, sample_burn_in=2,
+                                     n_normaliser_samples=1000, random_state=0, **k),
+}
+BUILTIN_SPLITTERS = ["gini", "entropy", "impurity", "density", "midpoint", "energy", "bayes_risk"]
+
+
+def test_every_built_in_splitter_works_or_is_refused_at_construction(table):
+    """Each (tree learner, built-in splitter) pair either fits and scores, or the constructor
+    names the learner, the splitter and what does not match (labels, data, limits)."""
+    assert set(BUILTIN_SPLITTERS) == {n for n in registry.available("splitter") if registry.get(
+        "splitter", n).__module__.startswith("forestgen.")}
+    works = set()
+    for name, make in TREE_LEARNERS.items():
+        for sp in BUILTIN_SPLITTERS:
+            try:
+                m = make(splitter=sp)
+            except ValueError as e:
+                cls = registry.get("splitter", sp).__name__
+                assert str(e).startswith(f"{name}: splitter {cls} "), str(e)
+                continue
+            m.fit(table, **({"target": "c"} if name == "GeF" else {}))
+            assert np.isfinite(m.log_prob(table)).all(), (name, sp)
+            works.add((name, sp))
+    assert works == {("ARF", "gini"), ("ARF", "entropy"), ("ARF", "impurity"),
+                     ("GeF", "gini"), ("GeF", "entropy"), ("GeF", "impurity"),
+                     ("RFDE", "midpoint"), ("DEF", "density"), ("NRGBoost", "energy")}

@@ -93,6 +93,11 @@ class Splitter(Component):
     #: or ``"cell table"`` (splits of the joint partition of all trees, GF.Boost / EOGT:
     #: :class:`~forestgen.families.intersection.splitter.BayesRiskSplitter`)
     grows: ClassVar[str] = "tree"
+    #: what it reads beyond the labels and row weights: :class:`TreeData` fields (``"Xb"``,
+    #: ``"Z"``, ``"vref"``, ...) and ``"max_depth"`` if it needs a depth limit; a learner
+    #: whose data or limits lack one refuses the splitter at construction
+    #: (``GenerativeForest.tree_data``). Empty: not declared (checked only when it grows)
+    needs: ClassVar[frozenset] = frozenset()
     registry_name: ClassVar[str] = ""
 
     def grow(self, data: TreeData, y: np.ndarray, w: np.ndarray, rng: np.random.Generator,

@@ -56,6 +56,8 @@ class DensitySplitter(Splitter):
     """
 
     labelled = False
+    needs = frozenset({"Xb", "n_bins", "nominal", "thresholds", "vref", "n_levels", "box_lo",
+                       "box_hi"})
 
     def __init__(self, *, criterion: Any = "kl"):
         self.criterion = criterion
@@ -105,6 +107,7 @@ class MidpointSplitter(Splitter):
     """
 
     labelled = False
+    needs = frozenset({"Z", "n_levels", "box_lo", "box_hi", "max_depth"})
     #: why the rule takes no split criterion (RFDE declares it as ruled out)
     NO_CRITERION = ("the random midpoint rule splits each cell at the midpoint of a column "
                     "drawn at random, independently of the data (Wen & Hang 2022, Algorithm "

@@ -25,6 +25,7 @@ class ImpuritySplitter(Splitter):
     """
 
     labelled = True
+    needs = frozenset({"Xb", "n_bins", "nominal", "thresholds"})
 
     def __init__(self, *, criterion: Any = "gini", min_gain: float = 0.0):
         self.criterion = criterion

@@ -70,10 +70,11 @@ def test_splitter_by_name_class_instance(table):
 
 
 def test_wrong_kind_of_splitter_names_the_learner(table):
-    with pytest.raises(ValueError, match="ARF grows class-labelled trees"):
-        ARF(splitter="density", n_trees=2).fit(table)
+    with pytest.raises(ValueError, match="ARF: splitter DensitySplitter is unlabelled; ARF "
+                                         "grows class-labelled trees"):
+        ARF(splitter="density", n_trees=2)  # at construction
     with pytest.raises(ValueError, match="DEF grows unlabelled"):
-        DEF(splitter="gini", n_trees=2).fit(table)
+        DEF(splitter="gini", n_trees=2)
     with pytest.raises(TypeError, match="criterion must be"):
         ARF(splitter=42, n_trees=2).fit(table)
 

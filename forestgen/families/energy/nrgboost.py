@@ -163,6 +163,8 @@ class NRGBoost(EnergyQueries, GenerativeForest):
     """
 
     model_family = ENERGY
+    tree_data = frozenset({"Xb", "n_bins", "nominal", "thresholds", "n_levels", "vref",
+                           "has_missing", "model_codes", "model_weight"})  # grid_data
     ruled_out = {slot: "NRGBoost's trees carry one energy per leaf over all columns (P/Q - 1, "
                        "Bravo 2025, Eq. 10), added to log q0; a per-column density leaf has no "
                        "place in an additive energy"

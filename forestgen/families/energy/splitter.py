@@ -62,6 +62,7 @@ class EnergySplitter(Splitter):
     """
 
     labelled = False
+    needs = frozenset({"Xb", "n_bins", "nominal", "thresholds", "n_levels", "has_missing"})
 
     def __init__(self, *, criterion: Any = "energy", max_ratio: float | None = 2.0):
         self.criterion = criterion

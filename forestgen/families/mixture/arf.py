@@ -117,6 +117,8 @@ class ARF(GenerativeForest):
     """
 
     method_name = "ARF"
+    splitter_labelled = True  # real rows against FORGE's synthetic ones
+    tree_data = frozenset({"Xb", "n_bins", "nominal", "thresholds"})
 
     #: Named parameter sets for :meth:`preset`. They change only the documented parameters;
     #: the leaderboard (``benchmarks/leaderboard``, results in ``benchmarks/results/``) runs

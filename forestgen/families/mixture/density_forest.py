@@ -91,6 +91,8 @@ class DEF(GenerativeForest):
 
     method_name = "DEF"
     edge_cells = frozenset({"empty"})  # finite boxes of positive width
+    tree_data = frozenset({"Xb", "n_bins", "nominal", "thresholds", "Z", "n_levels", "box_lo",
+                           "box_hi", "vref", "root_mask"})
 
     def __init__(self, *, n_trees: int = 100, criterion: str = "kl", max_leaves: int = 256,
                  min_samples_leaf: float = 1.0, max_features: Any = 1.0, bootstrap: bool = True,

@@ -147,6 +147,8 @@ class GeF(GenerativeForest):
     """
 
     method_name = "GeF"
+    splitter_labelled = True  # the target column's classes
+    tree_data = frozenset({"Xb", "n_bins", "nominal", "thresholds"})
 
     def atom_prior(self) -> float:
         """Pseudo-rows of the point-mass prior: :data:`~forestgen.base.ATOM_PRIOR`."""

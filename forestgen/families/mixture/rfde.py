@@ -109,6 +109,8 @@ class RFDE(GenerativeForest):
 
     method_name = "RFDE"
     edge_cells = frozenset({"empty"})  # finite boxes of positive width
+    tree_data = frozenset({"nominal", "Z", "n_levels", "box_lo", "box_hi", "root_mask",
+                           "max_depth"})
     #: a splitter growing density trees by a criterion (e.g. ``"density"``) is accepted;
     #: a criterion for the midpoint rule is not
     ruled_out = {"criterion": MidpointSplitter.NO_CRITERION}
