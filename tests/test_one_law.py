@@ -202,7 +202,8 @@ def test_held_out_rows_outside_the_range_get_an_answer(learner):
 
 def test_torch_capabilities_of_eogt_and_nrgboost():
     """docs/torch.md's table: EOGT's exact density on the numpy path and its CPU draws on the
-    distribution's device; ``condition()`` of EOGT and NRGBoost raises naming the learner."""
+    distribution's device; ``condition()`` of EOGT and NRGBoost is the model's own numpy
+    conditional (``sample(conditions=)`` on the device, ``log_prob(..., conditions=)``)."""
     df = _tips_like()
     eogt = fg.EOGT(n_trees=3, n_iter=15, random_state=0).fit(df)
     dist = eogt.to_torch(dtype=torch.float64)
@@ -212,9 +213,23 @@ def test_torch_capabilities_of_eogt_and_nrgboost():
     draws = dist.sample((500,), generator=torch.Generator().manual_seed(0))
     assert draws.shape == (500, 5) and draws.dtype == torch.float64
     _check_values(eogt, df, draws)
-    with pytest.raises(NotImplementedError, match="EOGT.*condition"):
-        dist.condition({"sex": "Male"})
     nrg = fg.NRGBoost(n_trees=3, max_leaves=8, n_normaliser_samples=2000,
                       random_state=0).fit(df)
-    with pytest.raises(NotImplementedError, match="NRGBoost.*condition"):
-        nrg.to_torch().condition({"sex": "Male"})
+    for m in (eogt, nrg):
+        cd = m.to_torch(dtype=torch.float64).condition({"sex": "Male"})
+        assert cd.columns == ["total_bill", "tip", "size", "guests"]
+        T = cd.sample((2000,), generator=torch.Generator().manual_seed(0))
+        full = np.tile(m.encoder_.transform(df[df.sex == "Male"].head(1)), (len(T), 1))
+        full[:, cd._free] = T.numpy()
+        _check_values(m, df, full)
+        rows = cd.decode(T[:20])
+        np.testing.assert_allclose(cd.log_prob(T[:20]).numpy(),
+                                   m.log_prob(rows, conditions={"sex": "Male"}), rtol=1e-12)
+        s = m.sample(2000, conditions={"sex": "Male"}, random_state=1)  # same law as numpy
+        t = T[:, cd.columns.index("tip")].numpy()
+        se = np.sqrt(s.tip.var() / len(s) + t.var() / len(t))
+        assert abs(t.mean() - s.tip.mean()) < 4 * se * (3 if m is nrg else 1)  # MCMC: autocorr.
+    with pytest.raises(NotImplementedError, match="NRGBoost.*point evidence"):
+        nrg.to_torch().condition({"tip": (1, 2)})
+    with pytest.raises(ZeroProbabilityError, match="EOGT"):
+        eogt.to_torch().condition({"tip": (20, 30)}).sample((5,))

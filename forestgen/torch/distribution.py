@@ -173,7 +173,9 @@ class _Conditional:
 
     free: np.ndarray
     route_fill: np.ndarray  # [d]
-    leaf_log_weight: np.ndarray  # [L], -inf outside the posterior
+    leaf_log_weight: np.ndarray | None  # [L], -inf outside the posterior
+    #: the evidence dict, for a model off the torch path: its own numpy conditional queries
+    evidence: dict | None = None
 
     def rows(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Free-column rows ``x [n, f]`` -> (scored rows: evidence columns NaN, so they add 0
@@ -227,7 +229,8 @@ class ForestDistribution(Distribution):
         self._cond = _conditional
         self._free = np.arange(d) if _conditional is None else _conditional.free
         rules = rules_of(model)
-        self._keeper = None if not rules else RuleKeeper(
+        numpy_cond = _conditional is not None and _conditional.evidence is not None
+        self._keeper = None if not rules or numpy_cond else RuleKeeper(
             model, rules, self._free, None if _conditional is None else _conditional.route_fill)
         super().__init__(batch_shape=torch.Size(), event_shape=torch.Size([len(self._free)]),
                          validate_args=validate_args)
@@ -320,6 +323,8 @@ class ForestDistribution(Distribution):
         """Encoded rows of shape ``sample_shape + (d,)`` (complete: no missing entries)."""
         shape = torch.Size(sample_shape)
         n = int(shape.numel())
+        if self._cond is not None and self._cond.evidence is not None:
+            return self._sample_numpy_conditional(n, generator).reshape(shape + self.event_shape)
         if not device_sampler_supported(self.model) and self._cond is not None:
             raise NotImplementedError(f"{type(self.model).__name__}: conditional sampling in "
                                       "torch needs a leaf mixture with a device sampler")
@@ -334,6 +339,14 @@ class ForestDistribution(Distribution):
         out = draw(n) if self._keeper is None else self._keeper.draw(draw, n)
         return out.reshape(shape + self.event_shape)
 
+    def _sample_numpy_conditional(self, n: int, generator) -> torch.Tensor:
+        """``n`` draws of the model's own ``sample(conditions=evidence)`` (free columns),
+        seeded from ``generator`` and moved to the distribution's device."""
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+        df = self.model.sample(n, conditions=self._cond.evidence, random_state=seed)
+        Z = self.model.encoder_.transform(df)[:, self._free]
+        return torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
+
     # ------------------------------------------------------------------ conditioning
     def condition(self, evidence: dict) -> ForestDistribution:
         """The distribution of the columns without evidence given ``evidence``, a dict of
@@ -343,7 +356,13 @@ class ForestDistribution(Distribution):
         with point evidence route on the device, interval / set evidence routes on the CPU.
         ``log_prob`` and ``sample`` of the result take and return the free columns only
         (:attr:`columns`). Raises :class:`~forestgen.inference.ZeroProbabilityError` for
-        evidence of probability zero."""
+        evidence of probability zero.
+
+        A model off the torch path (EOGT, NRGBoost) answers with its own numpy queries:
+        ``sample`` is ``model.sample(n, conditions=evidence)`` moved to the device (NRGBoost:
+        Gibbs chains with the evidence clamped) and ``log_prob`` is ``model.log_prob(X,
+        conditions=evidence)`` (no gradient); evidence of probability zero raises when drawn.
+        NRGBoost's conditional density takes point evidence only (a value or level)."""
         from forestgen.inference.api import leaf_posterior
         from forestgen.inference.conditions import parse_conditions
 
@@ -354,8 +373,7 @@ class ForestDistribution(Distribution):
             raise TypeError(f"evidence must be a dict of column -> value, got "
                             f"{type(evidence).__name__}")
         if not self.torch_path:
-            raise NotImplementedError(f"{type(self.model).__name__}: condition() needs a leaf "
-                                      "mixture on the torch path")
+            return self._condition_numpy(evidence)
         if self._keeper is not None:
             self._check_rule_evidence(evidence)
         ev, _ = parse_conditions(self.model, evidence)
@@ -367,6 +385,27 @@ class ForestDistribution(Distribution):
         cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
                             leaf_log_weight=lw)
         return ForestDistribution(self.model, dtype=self._out_dtype, device=self._out_device,
+                                  validate_args=self._validate_args, _conditional=cond)
+
+    def _condition_numpy(self, evidence: dict) -> ForestDistribution:
+        """``condition`` of a model off the torch path: its numpy conditional queries."""
+        from forestgen.inference.conditions import parse_conditions
+
+        m = self.model
+        name = type(m).__name__
+        m.require("conditional_sample")
+        m.require("conditional_log_prob")
+        ev, _ = parse_conditions(m, evidence)
+        active = ev.active()[0]
+        point = ~np.isnan(ev.point[0])
+        if m.model_family.name == "energy" and (active & ~point).any():
+            bad = [m.schema_.names[j] for j in np.flatnonzero(active & ~point)]
+            raise NotImplementedError(f"{name}: torch condition() takes point evidence only "
+                                      f"(a value or level); {bad} are given a range or set "
+                                      f"(use model.sample(conditions=...))")
+        cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
+                            leaf_log_weight=None, evidence=dict(evidence))
+        return ForestDistribution(m, dtype=self._out_dtype, device=self._out_device,
                                   validate_args=self._validate_args, _conditional=cond)
 
     def _check_rule_evidence(self, evidence: dict) -> None:
@@ -447,6 +486,8 @@ class ForestDistribution(Distribution):
 
     def _score(self, x: torch.Tensor) -> torch.Tensor:
         """The learner's log density of rows ``x [n, f]`` (before the table's rules)."""
+        if self._cond is not None and self._cond.evidence is not None:
+            return self._log_prob_numpy_conditional(x)
         if self._cond is not None:
             return self._log_prob_torch(*self._cond.rows(x))
         if self.torch_path:
@@ -462,6 +503,14 @@ class ForestDistribution(Distribution):
             self._warned = True
         Z = x.detach().to("cpu", torch.float64).numpy()
         return torch.as_tensor(self.model.log_prob_encoded(Z), device=x.device, dtype=x.dtype)
+
+    def _log_prob_numpy_conditional(self, x: torch.Tensor) -> torch.Tensor:
+        """``model.log_prob(rows, conditions=evidence)`` of free-column rows ``x [n, f]``."""
+        Z = np.tile(self._cond.route_fill, (x.shape[0], 1))
+        Z[:, self._free] = x.detach().to("cpu", torch.float64).numpy()
+        df = self.model.encoder_.inverse_transform(Z)
+        lp = self.model.log_prob(df, conditions=self._cond.evidence)
+        return torch.as_tensor(lp, device=x.device, dtype=x.dtype)
 
     def _log_prob_torch(self, x: torch.Tensor, xr: torch.Tensor) -> torch.Tensor:
         """Rows ``x [n, d]`` scored (NaN marginalised) in the leaves that ``xr`` (same rows,

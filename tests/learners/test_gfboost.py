@@ -15,6 +15,7 @@ from scipy import stats
 from forestgen import GenerativeForest
 from forestgen.families.boxes import box_log_volume, column_layout, root_mask
 from forestgen.families.intersection.star import StarNodeSampler, TreeGeometry
+from forestgen.inference import ZeroProbabilityError
 from forestgen.learners import EOGT, GFBoost
 
 
@@ -347,8 +348,8 @@ def test_eogt_unsupported_queries_raise():
     m = EOGT(n_trees=2, n_iter=4).fit(mixed())
     with pytest.raises(NotImplementedError, match="EOGT.*'expect' queries"):
         m.expect("a")
-    with pytest.raises(NotImplementedError, match="EOGT.*condition"):
-        m.to_torch().condition({"c": m.schema_["c"].categories[0]})
+    with pytest.raises(ZeroProbabilityError, match="EOGT"):  # torch condition: numpy queries
+        m.to_torch().condition({"a": (1e6, 2e6)}).sample((5,))
 
 
 def test_eogt_ranges_and_level_sets_are_exact():
