@@ -20,14 +20,16 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from forestgen import ARF
+from forestgen import ARF, registry
 
 BATCH, N_BATCHES, EPOCHS, SEED, N_ROWS, VAL_FRACTION = 32, 6, 2, 0, 400, 0.2
 FITS = []  # forests fitted in this process
 
 
+@registry.register("learner", "test_ddp_counting_arf")
 class CountingARF(ARF):
-    """ARF that records each fit in this process (saved and loaded as a plain ARF)."""
+    """ARF that records each fit in this process (registered: only a registered learner class
+    can be saved, and the ranks load the shared file as a CountingARF)."""
 
     def fit(self, *args, **kwargs):
         FITS.append(1)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from forestgen import ARF, load_adult
+from forestgen import ARF, load_adult, registry
 from forestgen.torch import ForestDataModule
 
 
@@ -87,18 +87,25 @@ def test_gef_learner_gets_the_target(natural):
     assert x.shape[1] == dm.n_features and y.dtype == torch.long
 
 
+_FITS = []
+
+
+@registry.register("learner", "test_datamodule_counting_arf")
+class _CountingARF(ARF):
+    """ARF that counts its fits (registered: only a registered learner class can be saved)."""
+
+    def fit(self, *a, **k):
+        _FITS.append(1)
+        return super().fit(*a, **k)
+
+
 def test_prepare_data_fits_once_and_setup_memory_maps(tmp_path):
     """prepare_data fits and saves to model_path; a second module (another rank) maps it."""
-    fits = []
-
-    class Counting(ARF):
-        def fit(self, *a, **k):
-            fits.append(1)
-            return super().fit(*a, **k)
-
+    fits = _FITS
+    fits.clear()
     df = load_adult(n=400)
     path = tmp_path / "shared.fgm"
-    kw = dict(target="income", learner=Counting, learner_kwargs={"n_trees": 2}, seed=1,
+    kw = dict(target="income", learner=_CountingARF, learner_kwargs={"n_trees": 2}, seed=1,
               model_path=path)
     a = ForestDataModule(df, **kw)
     a.prepare_data()
