@@ -79,6 +79,7 @@ def public_tables() -> dict[str, tuple[pd.DataFrame, str | None]]:
     out["msleep"] = (data("msleep").drop(columns=["name", "genus", "order"]), "vore")
     cars = data("Cars93").drop(columns=["Manufacturer", "Model", "Make"])
     cars["Man.trans.avail"] = cars["Man.trans.avail"] == "Yes"  # a bool
+    cars["Cylinders"] = pd.to_numeric(cars["Cylinders"], errors="coerce")  # 'rotary' -> NaN
     out["Cars93"] = (cars, "Type")
     aq = data("airquality")
     aq["date"] = pd.to_datetime(dict(year=1973, month=aq.Month, day=aq.Day))  # a date
@@ -124,6 +125,8 @@ def _bad_frame(m, df: pd.DataFrame, s: pd.DataFrame) -> tuple[int, int]:
 
 def table_checks(name: str, df: pd.DataFrame, target: str, learner: str, n: int = 2000):
     kw = {"target": target} if learner == "GeF" else {}
+    if learner == "GeF":  # GeF's class column has no missing values
+        df = df.dropna(subset=[target])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = getattr(fg, learner)(**TABLE_PARAMS[learner]).fit(df, **kw)
@@ -145,8 +148,10 @@ def table_checks(name: str, df: pd.DataFrame, target: str, learner: str, n: int 
             row["condition"] = _bad_values(m, df, full)
         num = [s for s in m.schema_.columns if not s.is_discrete
                and not s.dtype.startswith(("datetime", "timedelta"))]
+        if not num:  # every column discrete (Fair): an interval on an ordinal integer one
+            num = [s for s in m.schema_.columns if s.numeric_levels]
         spec = num[0]
-        v = df[spec.name].dropna()
+        v = df[spec.name].dropna().astype(float)
         a, b = float(v.quantile(0.25)), float(v.quantile(0.75))
         s = m.sample(500, conditions={spec.name: (a, b)}, random_state=2)
         got = s[spec.name].to_numpy(float)
@@ -161,11 +166,13 @@ def table_checks(name: str, df: pd.DataFrame, target: str, learner: str, n: int 
     return row
 
 
-def tables_table(learners) -> list[str]:
+def tables_table(learners, only=None) -> list[str]:
     cols = ["table", "learner", "sample", "as_dataset", "to_torch", "condition", "interval",
             "outside raises"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for name, (df, target) in public_tables().items():
+        if only and name not in only:
+            continue
         for learner in learners:
             t = time.process_time()
             try:
@@ -183,6 +190,7 @@ def main() -> None:
     ap.add_argument("--tables", action="store_true")
     ap.add_argument("--learners", default=",".join(SMALL))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated public tables (default: all)")
     a = ap.parse_args()
     out = []
     if a.stats:
@@ -192,7 +200,7 @@ def main() -> None:
     if a.tables:
         out += ["## Draw paths on public tables: (values outside the observed range, values "
                 "off the training decimals / time step)", ""]
-        out += tables_table(a.learners.split(",")) + [""]
+        out += tables_table(a.learners.split(","), a.only and a.only.split(",")) + [""]
     text = "\n".join(out)
     print(text)
     if a.out:
