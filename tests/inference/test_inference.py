@@ -248,7 +248,7 @@ def test_impute(model, data):
     ({"c": set()}, ValueError, "'c'.*empty level set"),
     ({"c": Not({"a", "b", "c"})}, ValueError, "'c'.*excludes every"),
     ({"x1": Not(1.0)}, ValueError, "'x1'.*Not"),
-    ({"k": (10, 20)}, ValueError, "'k'.*no level"),
+    ({"k": (10, 20)}, ZeroProbabilityError, "'k'.*zero probability"),  # between no levels
     ({"k": 7}, ValueError, "'k'.*not seen"),
 ])
 def test_condition_errors(model, cond, exc, match):

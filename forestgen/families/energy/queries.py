@@ -172,6 +172,12 @@ class EnergyQueries:
             self._encode(X))
         df = df.copy()
         if isinstance(conditions, dict):
+            ranged = [c for c, v in conditions.items()
+                      if isinstance(v, (tuple, list, set, frozenset))]
+            if ranged:
+                raise NotImplementedError(
+                    f"{type(self).__name__}: log_prob(..., conditions=) takes point evidence "
+                    f"(a value or level); {ranged} are given a range or set")
             ev_cols = [_column_index(schema, c) for c in conditions]
             for c, v in conditions.items():
                 df[schema.names[_column_index(schema, c)]] = [v] * len(df)
