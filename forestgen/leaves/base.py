@@ -258,9 +258,7 @@ def edges_to(a: np.ndarray, np_dtype, at_values: bool | None = None) -> np.ndarr
     values) is rounded to the nearest value, as a row holding it is, so that row stays on its
     side. Any other edge (a midpoint, a long dyadic cut) is rounded down (:func:`floor_to`):
     ``x <= a`` iff ``x <= floor_to(a)`` for every ``np_dtype`` value, so float32 data next
-    to it stay exact. An edge a few ulps off a short decimal ``s`` (a dyadic cut computed in
-    floating point: ``17.299999999999997``) keeps its side of ``s``: a row holding ``s`` is
-    on the same side of the rounded edge as ``s`` is of the edge."""
+    to it stay exact."""
     a = np.asarray(a, np.float64)
     if at_values is None:
         at_values = CUTS_AT_VALUES.get()
@@ -268,27 +266,16 @@ def edges_to(a: np.ndarray, np_dtype, at_values: bool | None = None) -> np.ndarr
     if at_values or np_dtype == np.float64:
         return near
     out = floor_to(a, np_dtype)
-    cand = np.flatnonzero(np.isfinite(a) & (a != 0))
+    cand = np.flatnonzero((near != out) & np.isfinite(a) & (a != 0))
     if len(cand):
         v = a[cand]
         mag = np.floor(np.log10(np.abs(v)))
         short = np.zeros(len(v), bool)
-        s = np.full(len(v), np.nan)  # the short decimal a few ulps away, if any
-        tol = 4 * np.spacing(np.abs(v))
         with np.errstate(over="ignore", invalid="ignore"):
-            for k in range(1, 10):  # v rounded to k significant digits
+            for k in range(1, 10):  # v == v rounded to k significant digits
                 scale = 10.0 ** (k - 1 - mag)
-                r = np.round(v * scale) / scale
-                short |= r == v
-                s = np.where(np.isnan(s) & ~short & (np.abs(r - v) <= tol), r, s)
-        exact = cand[short & (near[cand] != out[cand])]
-        out[exact] = near[exact]
-        off = ~short & ~np.isnan(s)
-        if off.any():
-            i, si = cand[off], s[off].astype(np_dtype)
-            above = v[off] > s[off]  # rows at s go left: the edge at least s's rounding
-            out[i] = np.where(above, np.maximum(out[i], si),
-                              np.minimum(out[i], np.nextafter(si, np_dtype(-np.inf))))
+                short |= np.round(v * scale) / scale == v
+        out[cand[short]] = near[cand[short]]
     return out
 
 
