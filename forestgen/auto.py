@@ -15,7 +15,10 @@ nor smoothing everything. On small tables its noise is large (two random halves 
 is a validation row once), and candidates within ``tolerance`` of the best score are tied;
 among tied candidates the one with the highest mean held-out log-likelihood wins (a proper
 scoring rule of the same validation rows, with far less noise than a C2ST on them; a learner
-without a normalised density ranks last there), then the earlier candidate.
+without a normalised density ranks last there), then the earlier candidate. A candidate whose
+density is zero at some validation row (held-out log-likelihood ``-inf``, e.g. ARF's ``best
+samples`` preset with leaf bounds at the fitting rows) is chosen only when no candidate gives
+every validation row a positive density: the chosen model answers ``log_prob`` too.
 """
 
 from __future__ import annotations
@@ -182,6 +185,10 @@ class AutoForest(BaseEstimator):
         if not scored.any():
             raise RuntimeError("AutoForest: no candidate could be fitted and scored: "
                                + " | ".join(board["note"]))
+        # a density that is zero at a real validation row cannot be the default's density
+        finite = scored & np.isfinite(board["log_likelihood"].fillna(-np.inf))
+        if finite.any():
+            scored = finite
         best = board.loc[scored, "c2st_distance"].min()
         tied = board.index[scored & (board["c2st_distance"] <= best + self.tolerance)]
         ll = board.loc[tied, "log_likelihood"].fillna(-np.inf)

@@ -77,3 +77,23 @@ def test_sklearn_contract_and_errors():
         fg.AutoForest(candidates=[object()]).fit(table())
     with pytest.raises(ValueError, match="time_budget"):
         fg.AutoForest(time_budget=-1).fit(table())
+
+
+class ZeroDensityARF(fg.ARF):
+    """An ARF whose density is zero everywhere (held-out log-likelihood -inf)."""
+
+    def log_prob(self, X, conditions=None, **kw):
+        return np.full(len(X), -np.inf)
+
+
+def test_a_zero_density_at_validation_rows_is_chosen_only_as_last_resort():
+    df = table()
+    zero = ("zero density", ZeroDensityARF(n_trees=5, max_iters=0))
+    rfde = cands()[1]  # samples far from the rows: the zero-density ARF wins on C2ST alone
+    a = fg.AutoForest(candidates=[zero, rfde], random_state=0).fit(df)
+    board = a.leaderboard_
+    assert board.loc[0, "c2st_distance"] < board.loc[1, "c2st_distance"] - a.tolerance
+    assert np.isneginf(board.loc[0, "log_likelihood"]) and a.best_name_ == rfde[0]
+    assert np.isfinite(a.score(df))
+    b = fg.AutoForest(candidates=[zero], random_state=0).fit(df)
+    assert b.best_name_ == "zero density"
