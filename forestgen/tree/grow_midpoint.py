@@ -68,10 +68,28 @@ def _choose(seed, code, kind, lo, hi, mask, nom_off, nlev, cand):
 
 
 @njit(cache=True, nogil=True)
+def short_decimal(v):
+    """``v``, or the decimal of at most 9 significant digits within 4 ulps of it: a midpoint of
+    decimal box ends computed in floating point (``0.5 * (10.2 + 24.4)`` is
+    ``17.299999999999997``) becomes the decimal it stands for (17.3), so a row holding that
+    value lies on the same side of the cut in float64 and after rounding to float32."""
+    if v == 0.0 or not np.isfinite(v):
+        return v
+    tol = 4.0 * 2.220446049250313e-16 * abs(v)
+    mag = np.floor(np.log10(abs(v)))
+    for k in range(1, 10):
+        scale = 10.0 ** (k - 1 - mag)
+        r = np.round(v * scale) / scale
+        if abs(r - v) <= tol:
+            return r
+    return v
+
+
+@njit(cache=True, nogil=True)
 def _split(seed, code, j, kind, lo, hi, mask, nom_off, nlev, left_set, keys, lev):
     """Threshold of the split of column ``j`` (numeric / ordered); fills ``left_set`` (nominal)."""
     if kind[j] == KIND_NUMERIC:
-        return 0.5 * (lo[j] + hi[j])
+        return short_decimal(0.5 * (lo[j] + hi[j]))
     m = _n_levels_in(kind[j], lo[j], hi[j], mask, nom_off[j], nlev[j])
     nl = m // 2
     if m % 2 == 1 and (hash3(seed, code, 1) & np.uint64(1)) == np.uint64(1):

