@@ -661,8 +661,9 @@ class TableEncoder:
         maps = []
         if self.detect_mappings:
             k = schema.n_levels
-            codes = [np.where(np.isnan(Z[:, j]) | (Z[:, j] >= max(k[j], 1)), -1,
-                              np.nan_to_num(Z[:, j])).astype(np.int64) for j in range(schema.d)]
+            codes = [np.where(np.isnan(Z[:, j]) | (Z[:, j] >= max(k[j], 1)), -1,  # -1: none
+                              np.maximum(np.nan_to_num(Z[:, j]), -1)).astype(np.int64)
+                     for j in range(schema.d)]
             discrete = [bool(s.is_discrete) for s in schema.columns]
             for a, b in find_mappings(codes, [Z[:, j] for j in range(schema.d)], discrete):
                 values = np.full(int(k[a]), np.nan)

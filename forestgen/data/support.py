@@ -62,9 +62,11 @@ def latent_range(spec: ColumnSpec) -> tuple[float, float]:
     at each end (the rounding cells of the end values, as RFDE's root box gives an integer
     column ``[min - 1/2, max + 1/2]``)."""
     s = grid_step(spec)
+    below = float(np.nextafter(spec.lower, -np.inf))  # the interval is open on the left
     if s is None:
-        return float(np.nextafter(spec.lower, -np.inf)), float(spec.upper)
-    return spec.lower - 0.5 * s, spec.upper + 0.5 * s
+        return below, float(spec.upper)
+    # half a step can vanish next to huge values (1e300 holds no fraction): keep the ends in
+    return min(spec.lower - 0.5 * s, below), spec.upper + 0.5 * s
 
 
 def restrict_cells(spec: ColumnSpec, lower: np.ndarray, upper: np.ndarray

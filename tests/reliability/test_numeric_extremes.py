@@ -100,3 +100,15 @@ def test_int64_ids_beyond_2_53(tmp_path):
     # a row with an id the model never saw is an unseen level, not a silent match
     probe = pd.DataFrame({"id": np.array([2**60 + 7], np.int64), "y": [0.0]})
     assert m.log_prob(probe)[0] < m.log_prob(df.iloc[:1])[0] - 20
+
+
+def test_rows_at_the_ends_of_huge_values_are_in_the_support():
+    """Values near 1e300 hold no fraction, so the encoder sees a grid of whole numbers whose
+    half step vanishes next to them: the smallest training value must still lie inside the
+    support (it was scored at the density floor, 12 nats below its neighbours)."""
+    df = _table().assign(x=lambda d: d.x * math.ldexp(1.0, 997))
+    m = ARF(n_trees=4, random_state=0, n_jobs=1).fit(df)
+    lp = m.log_prob(df)
+    rows = [int(df.x.idxmin()), int(df.x.idxmax())]
+    assert np.isfinite(lp).all()
+    assert (lp[rows] > np.median(lp) - 10).all()
