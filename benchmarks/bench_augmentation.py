@@ -12,6 +12,8 @@ Training sets (``ratio`` = synthetic rows per real row):
 * ``arf@1``, ``arf@3``, ``gfboost@1``, ``nrgboost@1``: real + rows drawn from a forestgen model
   fitted on the training rows (not the early-stopping ones), labels included (the joint), at
   ratio 1 (and 3 for ARF, the recommended default);
+* ``autoforest@1``: the same from ``AutoForest`` choosing among those three generators (at the
+  same cheap settings) by its held-out C2ST; the chosen learner is recorded as ``gen_choice``;
 * ``gaussiancopula@1``: real + SDV's ``GaussianCopulaSynthesizer`` rows (run in its own venv,
   ``~/.cache/forestgen-peers/sdv``, as a subprocess);
 * ``noise@1``: real + a copy with numeric columns jittered by 10% of their SD;
@@ -29,7 +31,8 @@ the training rows (the class-imbalance case). Fitted synthetic tables are cached
 sharded with ``--tables`` and resumed), then summarised by ``--report`` into
 ``benchmarks/results/augmentation.md`` and ``docs/augmentation_figures/``.
 
-    python benchmarks/bench_augmentation.py --tables adult --sizes 100 1000 --seeds 5  # a shard
+    python benchmarks/bench_augmentation.py --tables adult --sizes 100 300 1000 --seeds 5  # a shard
+    python benchmarks/bench_augmentation.py --methods autoforest@1  # one method, every cell
     python benchmarks/bench_augmentation.py --tables adult males --sizes 1000 --imbalance 0.1 \
         --imbalance-only
     python benchmarks/bench_augmentation.py --report
@@ -68,9 +71,11 @@ GENERATORS = {
     "gfboost": dict(n_trees=20, n_iter=100),
     "nrgboost": dict(n_trees=30, pool_size=10_000, n_normaliser_samples=10_000),
 }
+FOREST_METHODS = ("arf", "gfboost", "nrgboost", "autoforest")
 # batch size: about 16 steps per epoch, between 32 and 512 rows
 MLP = dict(hidden=64, lr=3e-3, weight_decay=1e-4, steps_per_epoch=16, max_epochs=30, patience=4)
-# the tables and sizes run by default (CPU budget: about 45 CPU minutes on this machine)
+# the tables run by default (all methods, sizes 100/300/1000, 5 seeds: about 1.5 CPU hours on
+# one core of this machine, AutoForest about a third of it)
 DEFAULT_TABLES = ["adult", "breast_cancer", "males", "benefits", "fair", "diabetes", "abalone",
                   "california"]
 
@@ -120,12 +125,18 @@ def forest_rows(name: str, train: pd.DataFrame, n_rows: int, seed: int, key: str
         return pd.read_pickle(path)
     import forestgen as fg
 
-    cls = {"arf": fg.ARF, "gfboost": fg.GFBoost, "nrgboost": fg.NRGBoost}[name]
+    classes = {"arf": fg.ARF, "gfboost": fg.GFBoost, "nrgboost": fg.NRGBoost}
     t0 = cpu_seconds()
-    model = cls(random_state=seed, **GENERATORS[name]).fit(train)
+    if name == "autoforest":  # chooses among the generators above, at their settings here
+        model = fg.AutoForest(candidates=[(k, c(**GENERATORS[k])) for k, c in classes.items()],
+                              random_state=seed).fit(train)
+    else:
+        model = classes[name](random_state=seed, **GENERATORS[name]).fit(train)
     rows = model.sample(n_rows, random_state=seed + 1, conditions=conditions)
     rows = rows[list(train.columns)]
     rows.attrs["fit_sample_cpu_s"] = cpu_seconds() - t0
+    if name == "autoforest":
+        rows.attrs["chosen"] = model.best_name_
     rows.to_pickle(path)
     return rows
 
@@ -353,7 +364,7 @@ def scores(task: str, y, pred, n_classes: int) -> dict:
 
 # ---------------------------------------------------------------------------- one cell
 def methods(task: str) -> list[str]:
-    m = ["real"] + [f"arf@{r}" for r in RATIOS] + ["gfboost@1", "nrgboost@1"]
+    m = ["real"] + [f"arf@{r}" for r in RATIOS] + ["gfboost@1", "nrgboost@1", "autoforest@1"]
     m += ["gaussiancopula@1", "noise@1", "mixup@1"]
     if task != "regression":
         m += ["smote", "oversample", "arf-balance"]
@@ -366,9 +377,11 @@ def extra_rows(method: str, train, target, task, seed, key) -> pd.DataFrame | No
     if method == "real":
         return train.iloc[:0]
     gen, _, ratio = method.partition("@")
-    if gen in GENERATORS:
-        return forest_rows(gen, train, max(RATIOS) * n, seed, f"{key}-{gen}").iloc[
-            : int(ratio) * n]
+    if gen in FOREST_METHODS:
+        rows = forest_rows(gen, train, max(RATIOS) * n, seed, f"{key}-{gen}")
+        out = rows.iloc[: int(ratio) * n].copy()
+        out.attrs = dict(rows.attrs)
+        return out
     if gen == "gaussiancopula":
         path = _cache(f"{key}-gaussiancopula")
         return pd.read_pickle(path).iloc[: int(ratio) * n] if path.exists() else None
@@ -379,8 +392,10 @@ def extra_rows(method: str, train, target, task, seed, key) -> pd.DataFrame | No
     return balance_rows(method, train, target, seed, key)
 
 
-def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set):
-    """Yield one result record per (training set, learner) of a cell not already ``done``."""
+def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set,
+             only: list[str] | None = None):
+    """Yield one result record per (training set, learner) of a cell not already ``done``
+    (``only``: just these methods, ``real`` always being one)."""
     df, target, task = TABLES[table]()
     parts = split(df, target, task, n, seed, imbalance)
     if parts is None:
@@ -399,11 +414,17 @@ def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set):
     if task != "regression":  # early-stopping rows of a class unseen in training: dropped
         Xv, yv = Xv[yv >= 0], yv[yv >= 0]
     for method in methods(task):
+        if only is not None and method not in only:
+            continue
         if all((name, n, seed, method, lr) in done for lr in ("mlp", "gbm")):
             continue
         extra = extra_rows(method, fit_rows, target, task, seed, key)
         if extra is None:
             continue
+        gen = {k: extra.attrs[a] for k, a in (("gen_cpu_s", "fit_sample_cpu_s"),
+                                              ("gen_choice", "chosen")) if a in extra.attrs}
+        if "gen_cpu_s" in gen:
+            gen["gen_cpu_s"] = round(gen["gen_cpu_s"], 2)
         full = pd.concat([fit_rows, extra], ignore_index=True)
         X, y = feats.x(full), feats.y(full)
         keep = y >= 0 if task != "regression" else np.isfinite(y)
@@ -415,7 +436,7 @@ def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set):
             pred = fit(X, y, Xv, yv, n_out, seed)(Xt)
             yield {"table": name, "n": n, "seed": seed, "method": method, "learner": learner,
                    "task": task, "n_train": int(len(X)), "cpu_s": round(cpu_seconds() - t0, 2),
-                   **scores(task, yt, pred, n_out)}
+                   **gen, **scores(task, yt, pred, n_out)}
 
 
 def sdv_phase(cells: list[tuple]) -> None:
@@ -442,7 +463,9 @@ def done_keys() -> set:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", nargs="*", default=DEFAULT_TABLES, choices=list(TABLES))
-    ap.add_argument("--sizes", nargs="*", type=int, default=[100, 1000])
+    ap.add_argument("--sizes", nargs="*", type=int, default=[100, 300, 1000])
+    ap.add_argument("--methods", nargs="*", default=None,
+                    help="run only these training sets (default: all of them)")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--imbalance", type=float, default=None,
                     help="also run binary tables with the minority at this training share")
@@ -464,12 +487,14 @@ def main() -> None:
                     cells.append((table, n, seed, None))
                 if a.imbalance and tasks[table] == "binary":
                     cells.append((table, n, seed, a.imbalance))
-    sdv_phase(cells)
+    if a.methods is None or "gaussiancopula@1" in a.methods:
+        sdv_phase(cells)
+    only = None if a.methods is None else ["real", *a.methods]
     done = done_keys()
     t_all = cpu_seconds()
     for cell in cells:
         t0, w0, k = cpu_seconds(), time.time(), 0
-        for rec in run_cell(*cell, done):  # written as they come: a stopped run resumes
+        for rec in run_cell(*cell, done, only):  # written as they come: a stopped run resumes
             with OUT.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             k += 1
