@@ -10,8 +10,8 @@ import pandas as pd
 from _common import REPO, RESULTS
 
 FIGURES = REPO / "docs" / "augmentation_figures"
-METHOD_ORDER = ["real", "arf@1", "arf@3", "gfboost@1", "nrgboost@1", "gaussiancopula@1",
-                "noise@1", "mixup@1", "smote", "oversample", "arf-balance"]
+METHOD_ORDER = ["real", "arf@1", "arf@3", "gfboost@1", "nrgboost@1", "autoforest@1",
+                "gaussiancopula@1", "noise@1", "mixup@1", "smote", "oversample", "arf-balance"]
 
 
 def _load(path: Path) -> pd.DataFrame:
@@ -71,10 +71,11 @@ def report(path: Path) -> None:
              "errors (over seeds) above / below zero.", ""]
     tables = sorted(bal["table"].unique())
     lines += [f"Tables: {', '.join(tables)}; sizes: "
-              f"{', '.join(map(str, sorted(bal['n'].unique())))}; seeds per cell: "
-              f"{int(bal.groupby(['table', 'n', 'method', 'learner']).size().median())}; "
+              f"{', '.join(map(str, sorted(bal['n'].unique())))} (a table too small for a "
+              "size is left out of it); "
               f"{len(bal)} trained models, {bal['cpu_s'].sum() / 3600:.2f} CPU hours of "
               "learner training (generators and SDV not included).", ""]
+    lines += _coverage(bal)
     d = paired(bal)
     s = summary(d, ["method", "learner"])
     lines += ["## Summary over all tables and sizes", "",
@@ -103,6 +104,7 @@ def report(path: Path) -> None:
             lines.append(f"| {m} | {lr} | " + " | ".join(
                 f"{g.loc[n, 'mean']:+.4f} +- {g.loc[n, 'se']:.4f}" if n in g.index else ""
                 for n in sorted(s2["n"].unique())) + " |")
+    lines += _autoforest(bal) + _generator_cost(bal)
     if not imb.empty:
         di = paired(imb)
         lines += ["", "## Class-imbalance case (minority subsampled to 10% of the training "
@@ -133,24 +135,83 @@ def report(path: Path) -> None:
     print((RESULTS / "augmentation.md").read_text())
 
 
+def _coverage(df: pd.DataFrame) -> list[str]:
+    """Seeds per cell, per method and size (a method stopped early has fewer)."""
+    k = df[df["learner"] == "mlp"].groupby(["method", "n", "table"]).size()
+    k = k.groupby(["method", "n"]).agg(["min", "max", "size"]).reset_index()
+    sizes = sorted(df["n"].unique())
+    out = ["Seeds per cell (min-max over tables; number of tables):", "",
+           "| method | " + " | ".join(f"n = {n}" for n in sizes) + " |",
+           "|---|" + "---:|" * len(sizes)]
+    def cell(g: pd.DataFrame, n: int) -> str:
+        if n not in g.index:
+            return ""
+        lo, hi, tabs = g.loc[n, "min"], g.loc[n, "max"], g.loc[n, "size"]
+        return (f"{lo}" if lo == hi else f"{lo}-{hi}") + f" ({tabs})"
+
+    for m in _order(k["method"]):
+        g = k[k["method"] == m].set_index("n")
+        out.append(f"| {m} | " + " | ".join(cell(g, n) for n in sizes) + " |")
+    return out + [""]
+
+
+def _autoforest(df: pd.DataFrame) -> list[str]:
+    """Which generator AutoForest chose, per training size."""
+    a = df[(df["method"] == "autoforest@1") & (df["learner"] == "mlp")]
+    if a.empty or "gen_choice" not in a:
+        return []
+    c = a.groupby(["n", "gen_choice"]).size().unstack(fill_value=0)
+    out = ["", "## What AutoForest chose", "",
+           "`autoforest@1` fits `AutoForest(candidates=[ARF, GFBoost, NRGBoost])` at the "
+           "settings of the three single-generator arms and draws from the one it chose "
+           "(held-out C2ST, ties by held-out log-likelihood). Cells (table x seed) per choice:",
+           "", "| size | " + " | ".join(c.columns) + " |", "|---|" + "---:|" * len(c.columns)]
+    out += [f"| n = {n} | " + " | ".join(str(int(v)) for v in c.loc[n]) + " |" for n in c.index]
+    return out
+
+
+def _generator_cost(df: pd.DataFrame) -> list[str]:
+    """Mean generator CPU seconds (fit + draw 3 rows per real row) where recorded."""
+    if "gen_cpu_s" not in df:
+        return []
+    g = df[(df["learner"] == "mlp") & df["gen_cpu_s"].notna()
+           & df["method"].isin(["arf@1", "gfboost@1", "nrgboost@1", "autoforest@1"])]
+    if g.empty:
+        return []
+    t = g.groupby(["method", "n"])["gen_cpu_s"].agg(["mean", "size"]).reset_index()
+    sizes = sorted(t["n"].unique())
+    out = ["", "## Generator cost", "",
+           "CPU seconds to fit one generator and draw three rows per real row, mean over the "
+           "cells where it was recorded (one thread, shared machine; in brackets: cells):", "",
+           "| generator | " + " | ".join(f"n = {n}" for n in sizes) + " |",
+           "|---|" + "---:|" * len(sizes)]
+    for m in _order(t["method"]):
+        r = t[t["method"] == m].set_index("n")
+        out.append(f"| {m.split('@')[0]} | " + " | ".join(
+            f"{r.loc[n, 'mean']:.1f} ({r.loc[n, 'size']})" if n in r.index else ""
+            for n in sizes) + " |")
+    return out
+
+
 def _full_tables(df: pd.DataFrame, accuracy: bool, acc_only: bool = False) -> list[str]:
+    """One table per learner, score and training size: methods x public tables."""
     cols = ["acc"] if acc_only else (["score", "acc"] if accuracy else ["score"])
-    cells = sorted({(t, n) for t, n in zip(df["table"], df["n"])})
-    head = [f"{t} n={n}" for t, n in cells]
     out = []
     for lr in ("mlp", "gbm"):
         for col in cols:
             label = {"score": "AUC / R^2", "acc": "accuracy"}[col]
-            out += [f"**{lr.upper()}, {label}**", "", "| method | " + " | ".join(head) + " |",
-                    "|---|" + "---:|" * len(head)]
-            sub = df[df["learner"] == lr]
-            for m in _order(sub["method"]):
-                row = []
-                for t, n in cells:
-                    g = sub[(sub["method"] == m) & (sub["table"] == t) & (sub["n"] == n)][col]
-                    row.append("" if g.empty else _fmt(g.mean(), _se(g)))
-                out.append(f"| {m} | " + " | ".join(row) + " |")
-            out.append("")
+            for n in sorted(df["n"].unique()):
+                sub = df[(df["learner"] == lr) & (df["n"] == n)]
+                tabs = sorted(sub["table"].unique())
+                out += [f"**{lr.upper()}, {label}, n = {n}**", "",
+                        "| method | " + " | ".join(tabs) + " |", "|---|" + "---:|" * len(tabs)]
+                for m in _order(sub["method"]):
+                    row = []
+                    for t in tabs:
+                        g = sub[(sub["method"] == m) & (sub["table"] == t)][col]
+                        row.append("" if g.empty else _fmt(g.mean(), _se(g)))
+                    out.append(f"| {m} | " + " | ".join(row) + " |")
+                out.append("")
     return out
 
 
@@ -188,11 +249,11 @@ def figures(d: pd.DataFrame, df: pd.DataFrame) -> None:
                              sharey=True)
     labels = [f"{t} n={n}" for t in tabs for n in sizes]
     for ax, lr in zip(axes, ("mlp", "gbm")):
-        for j, m in enumerate(["arf@1", "arf@3", "smote", "gaussiancopula@1"]):
+        for j, m in enumerate(["arf@1", "arf@3", "autoforest@1", "smote", "gaussiancopula@1"]):
             g = cell[(cell["learner"] == lr) & (cell["method"] == m)]
             g = g.set_index(["table", "n"]).reindex(
                 pd.MultiIndex.from_tuples([(t, n) for t in tabs for n in sizes]))
-            y = np.arange(len(labels)) + (j - 1.5) * 0.18
+            y = np.arange(len(labels)) + (j - 2) * 0.16
             ax.errorbar(g["mean"], y, xerr=2 * g["_se"], fmt="o", ms=3, capsize=1.5, label=m)
         ax.axvline(0, color="k", lw=0.8)
         ax.set_yticks(np.arange(len(labels)), labels, fontsize=7)
