@@ -1,10 +1,10 @@
 """Load-time cost of the model-file checks (issue 34) on a 1M-row ARF model.
 
 The checks are the CRC-32 of the arrays entry (every array, mapped or not) and the structure
-checks (:func:`forestgen.base._check_model`: the forest, the leaf weights, every leaf model's
+checks (:func:`forestgen.persistence.check_model`: the forest, the leaf weights, every leaf model's
 arrays). Each measurement runs in a fresh process and reports CPU seconds
 (``time.process_time``); the "unchecked" loads patch both out (the CRC pass returns the
-recorded CRC, ``_check_model`` does nothing), so checked / unchecked is their cost. The
+recorded CRC, ``check_model`` does nothing), so checked / unchecked is their cost. The
 loads alternate, ``--repeats`` times each; the table gives medians. The first query after a
 mapped load (``log_prob`` of 1,000 rows) is timed too: an unchecked mapped load reads pages
 lazily, so part of what the checks cost there moves into the first query without them.
@@ -32,7 +32,7 @@ from _common import REPO, md_table, write_result  # noqa: E402
 CHILD = """
 import json, sys, time
 import numpy as np
-import forestgen.base as base
+import forestgen.persistence as persistence
 import forestgen.modelfile as mf
 from forestgen.base import GenerativeForest
 import forestgen.learners  # noqa: F401
@@ -42,7 +42,7 @@ if not checked:
     with zipfile.ZipFile(path) as zf:
         crc = zf.getinfo("arrays.npz").CRC
     mf._crc_of = lambda fh, start, n: crc
-    base._check_model = lambda model, arrays: None
+    persistence.check_model = lambda model, arrays: None
 mmap = {"mapped": True, "read": False, "deflated": "auto"}[mode]
 t0 = time.process_time()
 m = GenerativeForest.load(path, mmap=mmap)

@@ -61,9 +61,9 @@ def _rows(X: Any, idx: np.ndarray) -> Any:
 
 
 def _frame(X: Any) -> pd.DataFrame:
-    from forestgen.data.encoder import _as_frame
+    from forestgen.data.frames import as_frame
 
-    return _as_frame(X)[0]
+    return as_frame(X)[0]
 
 
 class AutoForest(BaseEstimator):

@@ -2,7 +2,9 @@
 
 A fitted model holds a table encoder, :class:`~forestgen.tree.arrays.ForestArrays`, per-leaf
 log-weights and one :class:`~forestgen.leaves.base.LeafModel` per column. Learners implement
-``fit``; log-density, sampling, persistence and pickling live here.
+``fit``; log-density, sampling and the query API live here, with the slots
+(:mod:`forestgen.slots`), the shared parameter handling (:mod:`forestgen.learner_params`) and
+the model file's contents (:mod:`forestgen.persistence`) in their own modules.
 """
 
 from __future__ import annotations
@@ -18,63 +20,38 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 from forestgen import registry
-from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
 from forestgen.data.support import restrict_cells, rows_to_support
-from forestgen.ensemble.base import Ensembler
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.inference.rules import keeps_rules
+from forestgen.learner_params import COMMON_CHECKS, PARAM_ALIASES, init_params, resolve_aliases
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.stats import ForestStats
 from forestgen.modelfile import (
-    FORMAT_VERSION,
     ModelFileError,
     attach_mapping,
-    check_forest,
     check_mapping,
-    check_tree_weights,
     from_json,
     read_model_file,
-    to_json,
     write_model_file,
 )
-from forestgen.sampling.base import Sampler
-from forestgen.splitters.base import Splitter
-from forestgen.tree.arrays import ColumnBoxes, ForestArrays, LeafBoxes, in_leaf_order
-from forestgen.validation import (
-    as_generator,
-    check_bool,
-    check_int,
-    check_n_jobs,
-    check_random_state,
-    check_real,
-    warn_input,
-)
+from forestgen.persistence import model_arrays, restore_fitted
+from forestgen.slots import SLOT_BASES, SLOTS, check_slots
+from forestgen.tree.arrays import ColumnBoxes, LeafBoxes, in_leaf_order
+from forestgen.validation import as_generator, check_int, warn_input
+
+__all__ = ["ATOM_PRIOR", "COMMON_CHECKS", "PAIR_BUDGET", "SAMPLE_BLOCK", "SLOTS", "SLOT_BASES",
+           "GenerativeForest", "NotFittedError"]
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
 SAMPLE_BLOCK = 100_000  # rows drawn at a time by sample / sample_to: bounds their temporaries
 #: pseudo-rows of the point-mass prior of a learner whose ``prior_strength`` is ``"auto"``
 ATOM_PRIOR = 0.3
 
-
-#: the component slots every learner takes, as constructor parameters of these names
-#: (CONTRIBUTING.md, "Slots"); ``None`` means the learner's (paper's) default
-SLOTS = ("splitter", "numeric_leaf", "discrete_leaf", "ensembler", "sampler")
-#: the base class a component in each slot subclasses
-SLOT_BASES = {"splitter": Splitter, "numeric_leaf": LeafModel, "discrete_leaf": LeafModel,
-              "ensembler": Ensembler, "sampler": Sampler}
-
-#: checks of the parameters several learners share, applied by the base ``validate_params``
-#: to those a learner declares
-COMMON_CHECKS = {
-    "n_trees": lambda name, v: check_int(name, v, 1),
-    "density_floor": lambda name, v: check_real(name, v, 0.0, low_open=True, allow_none=True),
-    "random_state": lambda name, v: check_random_state(v, name),
-    "n_jobs": lambda name, v: check_n_jobs(v, name),
-    "progress": check_bool,
-}
+# SLOTS, SLOT_BASES (forestgen.slots) and COMMON_CHECKS (forestgen.learner_params) are
+# re-exported here, where they stood before.
 
 
 class NotFittedError(_SklearnNotFittedError):
@@ -89,7 +66,8 @@ class GenerativeForest(BaseEstimator):
     ``clone``, ``check_is_fitted``, ``GridSearchCV`` and ``cross_val_score`` (scoring by the
     mean log-likelihood :meth:`score`) work on every learner.
 
-    Fitted attributes: ``encoder_`` (:class:`TableEncoder`), ``forest_`` (:class:`ForestArrays`),
+    Fitted attributes: ``encoder_`` (:class:`~forestgen.data.encoder.TableEncoder`), ``forest_``
+    (:class:`~forestgen.tree.arrays.ForestArrays`),
     ``leaf_log_weight_`` (``log(coverage / B)`` per leaf), ``leaf_models_`` (one per column).
     """
 
@@ -161,46 +139,16 @@ class GenerativeForest(BaseEstimator):
         return cache[slot]
 
     def _check_slots(self) -> None:
-        """Constructor-time check of the slot parameters: a ruled-out slot given raises
-        ``ValueError`` with the learner's reason; a component of the wrong kind (not the
-        slot's base class, or serving another family) raises ``TypeError``/``ValueError``
-        naming the learner, the slot and what it needs."""
-        cls = type(self)
-        who = cls.__name__
-        declared = _init_params(cls)
-        for slot, reason in cls.ruled_out.items():
-            if slot in SLOTS and slot in declared and getattr(self, slot) is not None:
-                raise ValueError(f"{who}: the {slot!r} slot is ruled out: {reason}")
-        for slot in SLOTS:
-            spec = getattr(self, slot, None) if slot in declared else None
-            if spec is None or slot in cls.ruled_out:
-                continue
-            if slot == "splitter":
-                if "criterion" in cls.ruled_out and not isinstance(spec, (str, type,
-                                                                          Splitter)):
-                    raise ValueError(f"{who}: a split criterion is ruled out: "
-                                     f"{cls.ruled_out['criterion']}")
-                _check_splitter_spec(cls, spec)
-                continue
-            comp = registry.component_class(slot if slot in ("ensembler", "sampler") else
-                                            "leaf", spec, SLOT_BASES[slot], who)
-            if slot == "numeric_leaf":
-                lacking = sorted(cls.edge_cells - comp.handles_cells)
-                if lacking:
-                    raise ValueError(f"{who} grows {', '.join(lacking)} cells, which "
-                                     f"{comp.__name__} does not handle (its handles_cells: "
-                                     f"{sorted(comp.handles_cells)})")
-            need = self.model_family.contracts.get(slot)
-            if need is not None and need not in comp.serves:
-                raise ValueError(
-                    f"{who}: {slot} {comp.__name__} serves {sorted(comp.serves) or 'no'} "
-                    f"models; {who} needs {_article(slot)} {slot} serving {need!r} models (declare "
-                    f"`serves = frozenset({{{need!r}}})` on a component written for them)")
+        """Constructor-time check of the slot parameters (:func:`forestgen.slots.check_slots`):
+        a ruled-out slot given raises ``ValueError`` with the learner's reason; a component of
+        the wrong kind raises ``TypeError``/``ValueError`` naming the learner, the slot and
+        what it needs."""
+        check_slots(self)
 
     _estimator_type = "density_estimator"
     #: scikit-learn parameter names accepted (in ``__init__`` and ``set_params``) and readable
     #: as attributes, for learners whose own (paper) name is the value
-    PARAM_ALIASES = {"n_estimators": "n_trees", "min_samples_leaf": "min_node_size"}
+    PARAM_ALIASES = PARAM_ALIASES
 
     def __init_subclass__(cls, **kwargs):
         """Each learner declares its parameters once, as the keyword-only signature of its
@@ -219,7 +167,7 @@ class GenerativeForest(BaseEstimator):
 
         @functools.wraps(init)
         def __init__(self, *args, **kw):
-            kw = _resolve_aliases(type(self), kw)
+            kw = resolve_aliases(type(self), kw)
             bound = signature.bind(self, *args, **kw)
             bound.apply_defaults()
             for name in stored:
@@ -233,7 +181,7 @@ class GenerativeForest(BaseEstimator):
 
     def __getattr__(self, name: str):
         target = GenerativeForest.PARAM_ALIASES.get(name)
-        if target is not None and target in _init_params(type(self)):
+        if target is not None and target in init_params(type(self)):
             return getattr(self, target)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
@@ -253,7 +201,7 @@ class GenerativeForest(BaseEstimator):
         bad one. Called by ``fit``, by ``load`` and by other fitters (e.g.
         :mod:`forestgen.distributed`). The base checks the conventional parameters a learner
         declares (:data:`COMMON_CHECKS`); learners extend it with their own."""
-        declared = _init_params(type(self))
+        declared = init_params(type(self))
         auto = getattr(type(self), "AUTO_PARAMS", ())
         for name, check in COMMON_CHECKS.items():
             if name in declared and not (name in auto and getattr(self, name) == "auto"):
@@ -268,7 +216,7 @@ class GenerativeForest(BaseEstimator):
         return super().get_params(deep=False)
 
     def set_params(self, **params) -> GenerativeForest:
-        params = _resolve_aliases(type(self), params)
+        params = resolve_aliases(type(self), params)
         valid = self.get_params()
         for k in params:
             if k not in valid:
@@ -727,28 +675,7 @@ class GenerativeForest(BaseEstimator):
         an error or a killed process leaves any previous file at ``path`` intact.
         """
         self._check_fitted()
-        arrays = self.forest_.to_arrays()
-        arrays["leaf_log_weight"] = self.leaf_log_weight_
-        if getattr(self, "missing_cols_", None) is not None:
-            arrays["missing_cols"] = self.missing_cols_
-            arrays["missing_rate"] = self.missing_rate_
-        leaves_meta = []
-        for j, lm in enumerate(self.leaf_models_):
-            for k, v in lm.param_arrays().items():
-                arrays[f"leaf{j}.{k}"] = v
-            leaves_meta.append({"name": registry.name_of("leaf", lm), "class": type(lm).__name__,
-                                "params": to_json(lm.get_params(), f"leaf model {j}")})
-        for k, v in self._extra_arrays().items():
-            arrays[f"extra.{k}"] = v
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "learner": registry.name_of("learner", self),
-            "params": {k: to_json(v, k) for k, v in self.get_params().items()},
-            "schema": self.schema_.to_dict(),
-            "leaves": leaves_meta,
-            "extra": to_json(self._extra_meta(), "extra"),
-        }
-        _check_model(self, arrays)
+        arrays, meta = model_arrays(self, self._extra_arrays(), self._extra_meta())
         return write_model_file(path, arrays, meta, compress=compress)
 
     @classmethod
@@ -791,26 +718,7 @@ class GenerativeForest(BaseEstimator):
     def _from_file(cls, arrays: dict[str, np.ndarray], meta: dict) -> GenerativeForest:
         model = cls(**from_json(meta["params"]))
         model.validate_params()
-        schema = Schema.from_dict(meta["schema"])
-        schema.check()
-        model.encoder_ = TableEncoder.from_schema(schema)
-        model.forest_ = ForestArrays.from_arrays(arrays)
-        model.leaf_log_weight_ = arrays["leaf_log_weight"]
-        if "missing_cols" in arrays:
-            model.missing_cols_ = arrays["missing_cols"]
-            model.missing_rate_ = arrays["missing_rate"]
-        leaves_meta = meta["leaves"]
-        if not isinstance(leaves_meta, list) or len(leaves_meta) != schema.d:
-            raise ValueError(f"the metadata lists {len(leaves_meta)} leaf models for "
-                             f"{schema.d} columns")
-        model.leaf_models_ = [registry.get("leaf", lmeta["name"])(**from_json(lmeta["params"]))
-                              for lmeta in leaves_meta]
-        _check_model(model, arrays)
-        for j, lm in enumerate(model.leaf_models_):
-            pre = f"leaf{j}."
-            lm.set_param_arrays({k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
-        extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra.")}
-        model._restore_extra(extra, from_json(meta["extra"]))
+        model._restore_extra(*restore_fitted(model, arrays, meta))
         return model
 
 
@@ -828,98 +736,6 @@ def _keep_rules_in(cls) -> None:
 
 
 _keep_rules_in(GenerativeForest)
-
-
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
-
-
-def _check_splitter_spec(learner: type, spec: Any) -> None:
-    """A splitter parameter must be a registry name, a :class:`Splitter` class or instance
-    growing what the learner grows (labelled or not, from the data and limits it gives), or
-    (for tree growers) a ``@numba.njit`` criterion."""
-    who, grows = learner.__name__, learner.splitter_grows
-    if isinstance(spec, (str, type, Splitter)):
-        cls = registry.component_class("splitter", spec, Splitter, who)
-        if cls.grows != grows:
-            raise ValueError(f"{who}: splitter {cls.__name__} grows {cls.grows!r}; {who} "
-                             f"needs one that grows {grows!r}")
-        if grows != "tree":
-            return
-        if cls.labelled != learner.splitter_labelled:
-            kind = "class-labelled" if learner.splitter_labelled else "unlabelled"
-            raise ValueError(f"{who}: splitter {cls.__name__} is "
-                             f"{'labelled' if cls.labelled else 'unlabelled'}; {who} grows "
-                             f"{kind} trees")
-        lacking = sorted(cls.needs - learner.tree_data)
-        if lacking:
-            raise ValueError(f"{who}: splitter {cls.__name__} needs {', '.join(lacking)}, "
-                             f"which {who} does not give its splitter (it gives "
-                             f"{', '.join(sorted(learner.tree_data)) or 'nothing declared'})")
-    elif grows != "tree":
-        raise ValueError(f"{who}: a split criterion (gain function) fits the impurity and "
-                         f"density splitters that grow one tree at a time; {who} splits the "
-                         f"joint cell table of all its trees and needs a Splitter that grows "
-                         f"{grows!r} (e.g. a BayesRiskSplitter subclass)")
-
-
-def _check_model(model: GenerativeForest, arrays: dict[str, np.ndarray]) -> None:
-    """Cross-check the arrays against the schema (used on save and, before any query, on load).
-
-    Leaf parameters are checked *before* they are attached (via ``arrays``), so a leaf model
-    never computes from a malformed array.
-    """
-    schema = model.schema_
-    d = schema.d
-    check_forest(model.forest_, d)
-    L = model.forest_.n_leaves
-    llw = arrays["leaf_log_weight"]
-    if llw.dtype != np.float64 or llw.shape != (L,) or np.isnan(llw).any() or (
-            llw == np.inf).any():
-        raise ValueError(f"leaf_log_weight must be {L} float64 log-weights (no NaN or +inf), "
-                         f"got {llw.dtype} {llw.shape}")
-    check_tree_weights("leaf_log_weight", llw, model.forest_.leaf_offsets)
-    if "missing_cols" in arrays:
-        cols, rate = arrays["missing_cols"], arrays.get("missing_rate")
-        if (cols.dtype.kind != "i" or cols.ndim != 1 or np.any(cols < 0) or np.any(cols >= d)
-                or rate is None or rate.shape != (L, len(cols))
-                or not ((rate >= 0) & (rate <= 1)).all()):
-            raise ValueError("missing_cols / missing_rate do not match the columns and leaves")
-    if len(model.leaf_models_) != d:
-        raise ValueError(f"{len(model.leaf_models_)} leaf models for {d} columns")
-    known = {"leaf_log_weight", "missing_cols", "missing_rate"}
-    known |= {f"forest.{f}" for f in model.forest_.to_arrays(prefix="")}
-    for j, (spec, lm) in enumerate(zip(schema.columns, model.leaf_models_)):
-        if lm.discrete != spec.is_discrete:
-            raise ValueError(f"column {spec.name!r}: leaf model {type(lm).__name__} is "
-                             f"{'discrete' if lm.discrete else 'numeric'}, the column is not")
-        pre = f"leaf{j}."
-        own = {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
-        try:
-            lm.check_param_arrays(own, L, spec.n_levels if spec.is_discrete else 0)
-        except ValueError as e:
-            raise ValueError(f"column {spec.name!r}: {e}") from None
-        known |= {pre + k for k in own}
-    stray = [k for k in arrays if k not in known and not k.startswith("extra.")]
-    if stray:
-        raise ValueError(f"unexpected arrays {sorted(stray)[:5]}")
-
-
-def _init_params(cls) -> set[str]:
-    return set(inspect.signature(cls.__init__).parameters) - {"self"}
-
-
-def _resolve_aliases(cls, params: dict) -> dict:
-    """Map scikit-learn names (``n_estimators``) to the learner's own (``n_trees``)."""
-    own = _init_params(cls)
-    out = dict(params)
-    for alias, name in GenerativeForest.PARAM_ALIASES.items():
-        if alias in out and alias not in own and name in own:
-            if name in out:
-                raise ValueError(f"{cls.__name__}: pass {name!r} or its scikit-learn alias "
-                                 f"{alias!r}, not both")
-            out[name] = out.pop(alias)
-    return out
 
 
 def _fresh(lm: LeafModel) -> LeafModel:

