@@ -6,7 +6,7 @@ intersect into the cells of one partition, and the density is ``R(C) / μ(C)`` o
 (the data mass of the cell spread uniformly). :meth:`IntersectionEnsembler.compile` turns a
 :class:`~forestgen.families.intersection.cells.CellTable` into one tree whose leaves tile the root
 box: the cells holding training mass plus the *empty regions* between them
-(:func:`~forestgen.families.intersection.cells. cover_box`). With ``smoothing = ε`` every leaf
+(:func:`~forestgen.families.intersection.joint_tree.cover_box`). With ``smoothing = ε`` every leaf
 ``L`` gets the mass ``(1 - ε) R(L) + ε U(L)`` (``U`` the share of the box's measure), i.e. the
 density ``(1 - ε) q_G + ε / μ(X)`` of spec §4.1, positive on the whole box; ``ε = 0`` is the
 paper's exact ``q_G`` (zero in empty regions). With uniform leaves on the leaves' boxes
@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from forestgen.ensemble.base import Ensembler
-from forestgen.families.intersection.cells import KIND_NOMINAL, CellTable, cover_box, partition_tree
+from forestgen.families.intersection.cells import KIND_NOMINAL, CellTable
+from forestgen.families.intersection.joint_tree import cover_box, partition_tree
 from forestgen.logsumexp import segment_logsumexp
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays

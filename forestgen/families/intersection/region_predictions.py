@@ -1,0 +1,262 @@
+"""EOGT's imputation and prediction through the regions of its star-node walk (Nock &
+Guillame-Bert 2023, §6): a row's missing entries are filled from one compatible region (where
+the conditional density peaks, or drawn from the conditional), and a column is predicted from
+the regions' level probabilities or conditional means.
+
+:class:`RegionPredictions` is mixed into
+:class:`~forestgen.families.intersection.region_queries.RegionQueries`; it uses that engine's
+regions, geometry and atom shares.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from forestgen.data.support import clamp_query_rows
+
+
+class RegionPredictions:
+    """EOGT's ``impute``, ``predict_proba`` and ``predict`` (a mixin of
+    :class:`~forestgen.families.intersection.region_queries.RegionQueries`)."""
+
+    # ------------------------------------------------------------------ region queries
+    def _choose(self, x: np.ndarray, reg, method: str, rng) -> tuple | None:
+        """One region for ``x``'s missing entries: where the conditional density peaks
+        (``"max_density"``, ties at random) or drawn from the conditional (``"sample"``,
+        the smoothing component being the whole box); ``None`` if ``x`` has probability 0.
+        Returns ``(lo, hi, mask, shares)`` (atom shares per atom column, ``[A]`` each)."""
+        from forestgen.families.intersection.regions import region_log_measures
+
+        g = self._geometry()
+        lw, lo, hi, mask, shares = reg
+        r0 = self.trees_.roots[0]
+        box = (g.lo[r0], g.hi[r0], g.mask[r0], [s[0] for s in self._box_shares()])
+        if method == "max_density":
+            if not len(lw):
+                return box if np.isfinite(self._uniform_log_weight(x)) and self._inside(x) \
+                    else None
+            miss = np.flatnonzero(np.isnan(x))
+            score = lw - region_log_measures(g, lo, hi, mask, miss)
+            fixed = self._densest_pieces(x, shares, lo, hi)
+            if fixed is not None:
+                score = score + fixed[0]
+            best = np.flatnonzero(score == score.max())
+            k = best[rng.integers(len(best))]
+            return lo[k], hi[k], mask[k], ([s[k] for s in fixed[1]] if fixed is not None
+                                           else [s[k] for s in shares])
+        w = np.r_[math.log1p(-self.smoothing_) + lw,
+                  self._uniform_log_weight(x) if self._inside(x) else -np.inf]
+        if not np.isfinite(w).any():
+            return None
+        p = np.exp(w - w.max())
+        k = int(np.searchsorted(np.cumsum(p) / p.sum(), rng.random(), side="right"))
+        k = min(k, len(p) - 1)
+        return box if k == len(lw) else (lo[k], hi[k], mask[k], [s[k] for s in shares])
+
+    def _densest_pieces(self, x: np.ndarray, shares, lo, hi):
+        """For maximum-density imputation of missing atom columns: in each region, the
+        densest piece of each such column, an atom (its share, counting measure, as
+        :meth:`log_prob`) or the continuous part (``(1 - Σ s) / |C_j|``). Returns the log
+        gain over the continuous part's uniform density already in the score, and the
+        shares forcing the draw onto that piece (one-hot on an atom, zero for the continuous
+        part); ``None`` without missing atom columns."""
+        atoms = self._atoms()
+        if not atoms or not any(np.isnan(x[j]) for j in atoms.columns):
+            return None
+        gain = np.zeros(len(lo))
+        forced = []
+        with np.errstate(divide="ignore"):
+            for c, (j, s) in enumerate(zip(atoms.columns, shares)):
+                if not np.isnan(x[j]):
+                    forced.append(s)
+                    continue
+                width = np.log(hi[:, j] - lo[:, j])
+                if atoms.levels[c]:  # the most probable level; one-hot pmf onto it
+                    p = atoms.level_probs(c, s, lo[:, j], hi[:, j])
+                    pick = np.argmax(p, 1)
+                    gain += np.log(p[np.arange(len(lo)), pick]) + width
+                    spikes = atoms.atoms[c].astype(np.int64)
+                    f = (pick[:, None] == spikes[None, :]).astype(float)
+                    forced.append(f)  # off the spikes: shares 0, its other levels tie
+                    continue
+                opts = np.column_stack([np.log(s) + width[:, None],
+                                        np.log(np.maximum(1 - s.sum(1), 0))])
+                pick = np.argmax(opts, 1)  # relative to the score's -log |C_j|
+                gain += opts[np.arange(len(lo)), pick]
+                forced.append((pick[:, None] == np.arange(s.shape[1])[None, :]).astype(float))
+        return gain, forced
+
+    def _draw_in(self, pick: tuple, free: np.ndarray, rng) -> np.ndarray:
+        """One draw in the region ``pick`` of :meth:`_choose`: uniform, then each free atom
+        column on its atoms with the region's shares."""
+        from forestgen.families.intersection.star import draw_uniform
+
+        lo, hi, mask, shares = pick
+        kind, nlev, nom_off = self._layout
+        x = draw_uniform(lo, hi, mask, kind, nom_off, nlev, rng)[None, :]
+        if shares:
+            self._atoms().draw(x, free[None, :], [s[None, :] for s in shares], lo[None, :],
+                               hi[None, :], rng)
+        return x[0]
+
+    def _level_probs(self, x: np.ndarray, j: int, reg) -> np.ndarray:
+        """P(level of column ``j`` | observed entries of ``x``) from the regions."""
+        lw, lo, hi, mask, shares = reg
+        kind, nlev, nom_off = self._layout
+        k = int(nlev[j])
+        if kind[j] == 2:
+            allowed = mask[:, nom_off[j]: nom_off[j] + k].astype(float)
+            pmf = allowed / np.maximum(allowed.sum(1), 1)[:, None]
+        else:
+            pmf = self._level_pmf(j, lo, hi, shares)
+        w = np.exp(math.log1p(-self.smoothing_) + lw - (lw.max() if len(lw) else 0.0))
+        p = w @ pmf if len(lw) else np.zeros(k)
+        u = self._uniform_log_weight(x)
+        if np.isfinite(u) and self._inside(x):
+            g = self._geometry()
+            r0 = self.trees_.roots[0]
+            box = (self._level_pmf(j, g.lo[r0][None, :], g.hi[r0][None, :], self._box_shares())[0]
+                   if kind[j] == 1 else g.mask[r0][nom_off[j]: nom_off[j] + k]
+                   / g.mask[r0][nom_off[j]: nom_off[j] + k].sum())
+            p = p + np.exp(u - (lw.max() if len(lw) else 0.0)) * box
+        return p / p.sum() if p.sum() > 0 else np.full(k, np.nan)
+
+    def _mean(self, x: np.ndarray, j: int, reg) -> float:
+        """Conditional mean of ordered column ``j`` (encoded units) from the regions."""
+        lw, lo, hi, _, shares = reg
+        g = self._geometry()
+        r0 = self.trees_.roots[0]
+        integer = self._layout[0][j] == 1
+        atoms = self._atoms()
+        spiky = bool(atoms) and j in atoms.columns
+
+        def centre(a, b):
+            return 0.5 * (np.floor(a) + 1 + np.floor(b)) if integer else 0.5 * (a + b)
+
+        w = math.log1p(-self.smoothing_) + lw
+        c = centre(lo[:, j], hi[:, j])
+        if spiky and len(c):  # the region's point masses move its mean
+            c = atoms.mean_shift(j, shares, c, lo[:, j], hi[:, j])
+        u = self._uniform_log_weight(x)
+        if np.isfinite(u) and self._inside(x):
+            cb = float(centre(g.lo[r0, j], g.hi[r0, j]))
+            cb = (float(atoms.mean_shift(j, self._box_shares(), np.array([cb]),
+                                         g.lo[r0, j: j + 1], g.hi[r0, j: j + 1])[0])
+                  if spiky else cb)
+            w, c = np.r_[w, u], np.r_[c, cb]
+        if not len(w):
+            return np.nan
+        w = np.exp(w - w.max())
+        return float(np.dot(w, c) / w.sum())
+
+    def impute_encoded(self, Z: np.ndarray, miss: np.ndarray, method: str,
+                       rng: np.random.Generator) -> np.ndarray:
+        """Fill ``Z[miss]`` (encoded rows) from EOGT's conditional: ``"max_density"``
+        (uniform in the compatible region of highest density, paper §7.2 with approximation
+        (8)), ``"sample"`` (exact conditional draw) or ``"expectation"`` (mean / mode).
+        Rows of zero probability stay NaN (a warning names them)."""
+        self._geometry()
+        kind, nlev, nom_off = self._layout
+        out = Z.copy()
+        big, empty = [], []
+        for i in np.flatnonzero(miss.any(1)):
+            x = np.where(miss[i], np.nan, Z[i])
+            reg = self._regions(x)
+            if reg is None:
+                big.append(int(i))
+                continue
+            cols = np.flatnonzero(miss[i])
+            if method == "expectation":
+                if not len(reg[0]) and not (self.smoothing_ > 0 and self._inside(x)):
+                    empty.append(int(i))
+                    continue
+                for j in cols:
+                    if kind[j] == 2:
+                        out[i, j] = float(np.argmax(self._level_probs(x, j, reg)))
+                    else:
+                        v = self._mean(x, j, reg)
+                        out[i, j] = round(v) if kind[j] == 1 else v
+                continue
+            pick = self._choose(x, reg, method, rng)
+            if pick is None:
+                empty.append(int(i))
+                continue
+            draw = self._draw_in(pick, miss[i], rng)
+            out[i, cols] = draw[cols]
+        self._too_many(big, "impute")
+        if empty:
+            warnings.warn(f"EOGT impute: {len(empty)} row(s) (first: {empty[0]}) have "
+                          f"observed entries of probability zero; left missing",
+                          RuntimeWarning, stacklevel=2)
+        return out
+
+    def impute(self, X, method="max_density", n_imputations=1, random_state=None):
+        """Fill missing entries from EOGT's conditional (see :meth:`impute_encoded`)."""
+        from forestgen.inference.api import impute
+
+        return impute(self, X, method=method, n_imputations=n_imputations,
+                      random_state=random_state, filler=self.impute_encoded)
+
+    def predict_proba(self, X, target=None):
+        """P(level of a discrete ``target`` | each row's other observed entries)."""
+        self._check_fitted()
+        j, Z = self._target_rows(X, target, "predict_proba")
+        spec = self.schema_.columns[j]
+        if not spec.is_discrete:
+            raise ValueError(f"EOGT.predict_proba: column {spec.name!r} is numeric; use "
+                             f"predict")
+        P = np.full((len(Z), spec.n_levels), np.nan)
+        big = []
+        for i, x in enumerate(Z):
+            reg = self._regions(x)
+            if reg is None:
+                big.append(i)
+                continue
+            P[i] = self._level_probs(x, j, reg)
+        self._too_many(big, "predict_proba")
+        empty = np.flatnonzero(np.isnan(P).all(1) & ~np.isin(np.arange(len(Z)), big))
+        if len(empty):
+            warnings.warn(f"EOGT predict_proba: {len(empty)} row(s) (first: {empty[0]}) have "
+                          f"observed entries of probability zero; they get NaN",
+                          RuntimeWarning, stacklevel=2)
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        return pd.DataFrame(P, index=index, columns=pd.Index(list(spec.categories), dtype=object))
+
+    def predict(self, X, target=None):
+        """Most probable level of a categorical ``target``; conditional mean of a numeric or
+        ordinal-integer one (float64 for an integer column, as every learner's ``predict``)."""
+        self._check_fitted()
+        j, Z = self._target_rows(X, target, "predict")
+        spec = self.schema_.columns[j]
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        if spec.numeric_levels:
+            P = self.predict_proba(X, target).to_numpy()
+            return pd.Series(P @ np.asarray(spec.categories, float), index=index,
+                             name=spec.name)
+        if spec.is_discrete:
+            P = self.predict_proba(X, target).to_numpy()
+            code = np.where(np.isnan(P).any(1), np.nan, np.argmax(np.nan_to_num(P), 1))
+            Zc = np.full((len(Z), self.schema_.d), np.nan)
+            Zc[:, j] = code
+            return self.encoder_.inverse_transform(Zc).iloc[:, j].set_axis(index) \
+                if index is not None else self.encoder_.inverse_transform(Zc).iloc[:, j]
+        vals = np.full(len(Z), np.nan)
+        for i, x in enumerate(Z):
+            reg = self._regions(x)
+            if reg is not None:
+                vals[i] = self._mean(x, j, reg)
+        return pd.Series(self.encoder_.decode_mean(j, vals), index=index, name=spec.name)
+
+    def _target_rows(self, X, target, query: str):
+        target = self._require_target(target, query)
+        names = self.schema_.names
+        if target not in names:
+            raise ValueError(f"EOGT.{query}: unknown column {target!r}; columns: {names}")
+        j = names.index(target)
+        Z = self._encode(X, missing_columns="nan")
+        Z[:, j] = np.nan
+        return j, clamp_query_rows(self, Z, query)
