@@ -11,7 +11,8 @@ from forestgen.lazy import lazy_attributes
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ARF": "forestgen.learners", "DEF": "forestgen.learners", "EOGT": "forestgen.learners",
+    "ARF": "forestgen.learners", "Chain": "forestgen.learners", "DEF": "forestgen.learners",
+    "EOGT": "forestgen.learners",
     "RFDE": "forestgen.learners", "GeF": "forestgen.learners", "GFBoost": "forestgen.learners",
     "NRGBoost": "forestgen.learners", "ForestImputer": "forestgen.impute",
     "AutoForest": "forestgen.auto",
@@ -19,7 +20,7 @@ _EXPORTS = {
     "TableEncoder": "forestgen.data", "load_adult": "forestgen.data",
 }
 
-__all__ = ["AutoForest", "ARF", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost",
+__all__ = ["AutoForest", "ARF", "Chain", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost",
            "ForestImputer", "GenerativeForest",
            "NotFittedError",
            "TableEncoder", "load_adult", "registry", "__version__"]
@@ -32,4 +33,4 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager names
     from forestgen.base import GenerativeForest, NotFittedError
     from forestgen.data import TableEncoder, load_adult
     from forestgen.impute import ForestImputer
-    from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
+    from forestgen.learners import ARF, DEF, EOGT, RFDE, Chain, GeF, GFBoost, NRGBoost

@@ -42,6 +42,8 @@ LEARNER_HELP = {
     "def": "density estimation forest (bagged density trees)",
     "gfboost": "generative forest trained by GF.Boost (Nock & Guillame-Bert 2023)",
     "eogt": "ensemble of generative trees (same paper, section 6)",
+    "chain": "sequential conditional trees (synthpop's CART chain, Nowok et al. 2016): "
+             "exact density, ancestral sampling, exact conditionals",
     "nrgboost": "energy-based boosted trees (Bravo 2025): Gibbs sampling, exact "
                 "single-column conditionals",
 }

@@ -64,6 +64,7 @@ TABLE: dict[tuple[str, str], list] = {
     ("learner", "def"): [dict(n_trees=5, max_leaves=16, random_state=0, n_jobs=1)],
     ("learner", "gfboost"): [dict(n_trees=5, n_iter=20, random_state=0)],
     ("learner", "eogt"): [dict(n_trees=5, n_iter=20, random_state=0)],
+    ("learner", "chain"): [dict(random_state=0, n_jobs=1)],
     ("learner", "nrgboost"): [dict(n_trees=5, max_leaves=16, pool_size=2000, gibbs_burn_in=10,
                                    n_normaliser_samples=5000, sample_burn_in=10,
                                    random_state=0)],

@@ -16,6 +16,10 @@ queries it can answer (declared, not assumed).
   after which every query is exact) and ``sampler`` (``"ancestral"`` on the compiled cells).
   EOGT keeps only arc probabilities: ``log_prob`` (NaN marginals), ``sample``, ``impute`` and
   ``predict`` through the regions of its star-node walk.
+* :data:`CHAIN` — ``p(x) = prod_t p(x_{o_t} | x_{o_<t})``, one conditional tree per column in an
+  order (:class:`~forestgen.families.chain.chain.Chain`, synthpop's sequential CART): no
+  ensembler or sampler slot (nothing to combine; sampling is ancestral). Every query but
+  ``torch`` is exact (open entries through the compatible branches of the chain).
 
 A learner sets ``model_family`` and may rule a slot out (``GenerativeForest.ruled_out``, e.g.
 EOGT's sampler: its law *is* its star-node walk); a component in a slot declares the families
@@ -54,3 +58,5 @@ ENERGY = Family("energy", {"ensembler": "additive_energy", "sampler": "gibbs",
 #: a leaf-mixture sampler; its ensembler compiles the cell table
 INTERSECTION = Family("intersection", {"ensembler": "intersection", "sampler": "ancestral"},
                       contracts={"ensembler": "intersection", "sampler": "leaf mixture"})
+#: a chain of conditional trees: its trees multiply, so no ensembler; ancestral sampling
+CHAIN = Family("chain", {}, frozenset(QUERIES) - {"torch"})

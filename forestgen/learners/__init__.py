@@ -1,6 +1,7 @@
 """Learners: thin compositions of the components with each paper's defaults. Each lives in its
 family's package (:mod:`forestgen.families`); this module gathers them."""
 
+from forestgen.families.chain.chain import Chain
 from forestgen.families.energy.nrgboost import NRGBoost
 from forestgen.families.intersection.eogt import EOGT
 from forestgen.families.intersection.gfboost import GFBoost
@@ -9,4 +10,4 @@ from forestgen.families.mixture.density_forest import DEF
 from forestgen.families.mixture.gef import GeF
 from forestgen.families.mixture.rfde import RFDE
 
-__all__ = ["ARF", "DEF", "EOGT", "GFBoost", "GeF", "NRGBoost", "RFDE"]
+__all__ = ["ARF", "Chain", "DEF", "EOGT", "GFBoost", "GeF", "NRGBoost", "RFDE"]

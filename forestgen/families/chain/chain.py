@@ -1,0 +1,253 @@
+"""A chain of conditional trees: ``p(x) = p(x_1) p(x_2 | x_1) ... p(x_d | x_1..x_{d-1})``.
+
+The idea is synthpop's sequential CART synthesis (Nowok, Raab & Dibben, "synthpop: Bespoke
+creation of synthetic data in R", J. Stat. Softw. 74(11), 2016): visit the columns in an order
+and synthesise each from a CART tree grown on the columns before it. Here every tree's leaves
+hold a *density* (the framework's leaf models), so the chain is a normalised generative model
+with exact queries (:mod:`forestgen.families.chain.queries`), not only a sampler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from forestgen.base import GenerativeForest
+from forestgen.data.binning import Binner
+from forestgen.data.encoder import TableEncoder
+from forestgen.families import CHAIN
+from forestgen.families.chain.queries import ChainQueries
+from forestgen.leaves import CategoricalLeaf, OrdinalKernelLeaf, TruncNormalLeaf
+from forestgen.progress import ProgressBar
+from forestgen.registry import register
+from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
+from forestgen.splitters.impurity import ImpuritySplitter
+from forestgen.tree.arrays import ForestArrays
+from forestgen.tree.forest import map_trees, tree_generators
+from forestgen.tree.record import TreeRecord
+from forestgen.validation import (
+    ParameterError,
+    check_int,
+    check_real,
+    seed_sequence,
+)
+
+
+@register("learner", "chain")
+class Chain(ChainQueries, GenerativeForest):
+    """Sequential conditional trees (synthpop's sequential CART, Nowok et al. 2016), as a
+    normalised density.
+
+    Column ``order[t]`` is modelled by tree ``t``, grown (through the ``splitter`` slot, Gini
+    by default) on the columns before it in the order, with the column itself as the label:
+    its levels for a discrete column, its ``target_bins`` quantile bins for a numeric one (a
+    classification CART on the binned target, where synthpop's CART regresses on the value).
+    Each leaf holds the column's law among the training rows that reach it — the
+    framework's leaf models, inside the column's support: a smoothed categorical pmf (shrunk
+    toward the column's pmf with ``prior_strength`` pseudo-rows), an ordered-level kernel for
+    integer levels, a truncated normal on the observed range for numeric columns, with the
+    column's point masses kept as atoms (:class:`~forestgen.leaves.point_mass.PointMassLeaf`).
+    The first column's tree has no split: its marginal.
+
+    Parameters
+    ----------
+    order : ``"table"`` (default: the table's column order, as synthpop's default visit
+        sequence) or a list of every column name in the order to visit them.
+    min_leaf : 5 — fewest training rows in a leaf (synthpop's ``minbucket``); the leaf laws
+        are fitted on at least this many rows.
+    max_depth : None (unlimited; the leaf size regularises, as synthpop's ``cp = 1e-8``).
+    target_bins : 10 — quantile bins of a numeric column used as the labels of its tree.
+    prior_strength : 0.5 — pseudo-rows of the prior toward the column's pmf in discrete leaves
+        (and at point masses).
+    integer_bandwidth : 0.5 — the ordered-level kernel of integer columns coded as levels
+        (as :class:`~forestgen.families.mixture.arf.ARF`). Discrete leaves report a level
+        without mass (a declared level with no training rows) as probability 0, their exact
+        pmf (``floor=0``), not ARF's 1e-20.
+    max_bins : 255 quantile bins per numeric predictor. max_ordinal_levels : 128 (encoder).
+    max_branches : 100,000 — most compatible branches per query row that the exact queries
+        with open columns enumerate (module :mod:`~forestgen.families.chain.branches`);
+        past it a query raises naming the learner and the row.
+    density_floor : 1e-5 — ``log_prob`` of a row outside the support (as ARF); ``None``: exact.
+    numeric_leaf, discrete_leaf : leaf models (registry name, class or instance) replacing the
+        defaults above for every numeric / discrete column.
+    splitter : a labelled tree splitter or an ``@numba.njit`` gain (default ``"gini"``).
+    ensembler, sampler : ruled out (``ruled_out``).
+    """
+
+    model_family = CHAIN
+    method_name = "Chain"
+    splitter_labelled = True
+    tree_data = frozenset({"Xb", "n_bins", "nominal", "thresholds"})
+    ruled_out = {
+        "ensembler": "a chain multiplies one conditional per column (p(x) = prod_t "
+                     "p(x_t | x_<t)); there is no mixture of trees to weigh or combine",
+        "sampler": "a chain is sampled ancestrally along its order, the one exact sampler of "
+                   "its law; conditional queries enumerate its branches",
+    }
+    # leaves of tree t hold column order[t] on its whole range: no zero-width cells
+    edge_cells = frozenset({"empty"})
+
+    def __init__(self, *, order: Any = "table", min_leaf: int = 5, max_depth: int | None = None,
+                 target_bins: int = 10, prior_strength: float = 0.5,
+                 integer_bandwidth: float = 0.5, max_bins: int = 255,
+                 max_ordinal_levels: int = 128, max_branches: int = 100_000,
+                 density_floor: float | None = 1e-5, random_state: Any = None,
+                 n_jobs: int | None = -1, progress: bool = False, splitter: Any = "gini",
+                 numeric_leaf: Any = None, discrete_leaf: Any = None, ensembler: Any = None,
+                 sampler: Any = None):
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        if not (isinstance(self.order, str) and self.order == "table"):
+            if isinstance(self.order, str) or not isinstance(self.order, (list, tuple)):
+                raise ParameterError(f"order must be 'table' or a list of column names, got "
+                                     f"{self.order!r}")
+        check_int("min_leaf", self.min_leaf, 1)
+        check_int("max_depth", self.max_depth, 0, allow_none=True)
+        check_int("target_bins", self.target_bins, 2)
+        check_real("prior_strength", self.prior_strength, 0.0)
+        check_real("integer_bandwidth", self.integer_bandwidth, 0.0, 1.0, high_open=True)
+        check_int("max_bins", self.max_bins, 2)
+        check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
+        check_int("max_branches", self.max_branches, 1)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, *, kinds: dict | None = None) -> Chain:
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+        self.validate_params()
+        self.encoder_ = TableEncoder(kinds=kinds,
+                                     max_ordinal_levels=self.max_ordinal_levels).fit(X)
+        Z = self.encoder_.transform(X)
+        n, d = Z.shape
+        if n < 2:
+            raise ValueError(f"Chain needs at least 2 rows, got {n}")
+        schema = self.encoder_.schema
+        self.order_ = self._resolve_order(schema)
+        binner = Binner.fit(Z, schema.nominal_mask, schema.n_levels, self.max_bins)
+        codes = binner.transform(Z)
+        splitter = make_splitter(self.splitter, "Chain", True, ImpuritySplitter)
+        rngs = tree_generators(seed_sequence(self.random_state), d)
+        bar = ProgressBar("Chain trees", d, self.progress)
+
+        def grow(t: int) -> TreeRecord:
+            rec = self._grow_one(t, Z, codes, binner, splitter, rngs[t])
+            bar.step()
+            return rec
+
+        trees = map_trees(grow, d, self.n_jobs)
+        nominal_levels = np.where(schema.nominal_mask, schema.n_levels, 0)
+        self.forest_ = ForestArrays.from_trees(trees, nominal_levels)
+        bar.close(f"{self.forest_.n_leaves} leaves")
+        self._fit_chain_leaves(Z)
+        return self
+
+    def _resolve_order(self, schema) -> np.ndarray:
+        if isinstance(self.order, str):
+            return np.arange(schema.d, dtype=np.int64)
+        names = list(self.order)
+        if sorted(map(str, names)) != sorted(map(str, schema.names)) or len(names) != schema.d:
+            raise ValueError(f"Chain: order must list every column once; got {names}, the "
+                             f"columns are {schema.names}")
+        return np.array([schema.names.index(c) for c in names], np.int64)
+
+    def _grow_one(self, t: int, Z: np.ndarray, codes: np.ndarray, binner: Binner, splitter,
+                  rng: np.random.Generator) -> TreeRecord:
+        """Tree ``t``: column ``order_[t]`` as the label, the columns before it as predictors;
+        rows missing the column weigh 0. Feature ids are mapped back to the table's."""
+        j = int(self.order_[t])
+        spec = self.encoder_.schema.columns[j]
+        prev = self.order_[:t]
+        x = Z[:, j]
+        w = (~np.isnan(x)).astype(np.float64)
+        if t == 0 or w.sum() < 2 * self.min_leaf:
+            return _single_leaf()
+        if spec.is_discrete:
+            y = np.where(np.isnan(x), 0, x).astype(np.int64)
+            C = spec.n_levels
+        else:
+            obs = x[~np.isnan(x)]
+            edges = np.unique(np.quantile(obs, np.arange(1, self.target_bins)
+                                          / self.target_bins))
+            y = np.searchsorted(edges, np.where(np.isnan(x), obs[0], x), side="left")
+            C = len(edges) + 1
+        data = TreeData(np.ascontiguousarray(codes[prev]), binner.n_bins[prev],
+                        binner.nominal[prev], [binner.thresholds[c] for c in prev])
+        limits = GrowLimits(max_features=None, max_depth=self.max_depth,
+                            min_samples_leaf=float(self.min_leaf), n_classes=int(C))
+        rec = splitter.grow(data, y, w, rng, limits)
+        rec.feature = np.where(rec.feature >= 0, prev[np.maximum(rec.feature, 0)],
+                               -1).astype(np.int32)
+        rec.class_weight = None
+        return rec
+
+    def _fit_chain_leaves(self, Z: np.ndarray) -> None:
+        """Each column's leaf model on the leaves of its own tree (rows missing the column are
+        ignored); leaf weights = each tree's share of training rows per leaf; missing rates
+        per leaf of the column's tree."""
+        schema = self.encoder_.schema
+        forest = self.forest_
+        leaves = forest.apply(Z)  # [n, d]
+        n = len(Z)
+        counts = np.bincount(leaves.ravel(), minlength=forest.n_leaves).astype(float)
+        with np.errstate(divide="ignore"):
+            self.leaf_log_weight_ = np.log(counts / n)
+        boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+        numeric, discrete = self.leaf_prototypes()
+        overrides = self.leaf_overrides()
+        models = [None] * schema.d
+        for t, j in enumerate(self.order_):
+            lm, cell = self._leaf_model_and_cell(int(j), boxes, numeric, discrete, overrides)
+            lm.fit(Z[:, j], leaves[:, t], cell, None)
+            models[int(j)] = lm
+        self.leaf_models_ = models
+        self._fit_missing(Z, leaves)
+
+    def leaf_prototypes(self) -> tuple[Any, Any]:
+        """The (numeric, discrete) leaf models: ``numeric_leaf`` / ``discrete_leaf``, else a
+        truncated normal and a categorical pmf with the ``prior_strength`` prior."""
+        numeric = self.numeric_leaf if self.numeric_leaf is not None else TruncNormalLeaf()
+        discrete = self.discrete_leaf if self.discrete_leaf is not None else \
+            CategoricalLeaf(prior=self.prior_strength, floor=0.0)
+        return numeric, discrete
+
+    def leaf_overrides(self) -> dict[int, Any]:
+        """Integer columns coded as levels get an ordered-level kernel leaf unless
+        ``discrete_leaf`` is given."""
+        if self.discrete_leaf is not None:
+            return {}
+        return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth,
+                                     prior=self.prior_strength, floor=0.0)
+                for j, spec in enumerate(self.encoder_.schema.columns)
+                if spec.kind == "integer" and spec.is_discrete}
+
+    def atom_prior(self) -> float:
+        return float(self.prior_strength)
+
+    # ------------------------------------------------------------------ persistence
+    def _extra_arrays(self) -> dict[str, np.ndarray]:
+        return {"order": np.asarray(self.order_, np.int64)}
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
+        order = np.asarray(arrays.get("order"), np.int64)
+        d = self.encoder_.schema.d
+        if order.shape != (d,) or sorted(order.tolist()) != list(range(d)):
+            raise ValueError("the chain's order is not a permutation of the columns")
+        self.order_ = order
+        f = self.forest_
+        if f.n_trees != d:
+            raise ValueError(f"a chain has one tree per column: {f.n_trees} trees for {d} "
+                             f"columns")
+        for t in range(d):  # tree t may split only on the columns before its own
+            feats = f.feature[f.node_offsets[t]:f.node_offsets[t + 1]]
+            feats = feats[feats >= 0]
+            if not np.isin(feats, order[:t]).all():
+                raise ValueError(f"tree {t} splits on a column after its own in the order")
+
+
+def _single_leaf() -> TreeRecord:
+    return TreeRecord(feature=np.array([-1], np.int32), threshold=np.array([np.nan]),
+                      nan_left=np.zeros(1, np.uint8), left=np.array([-1], np.int32),
+                      right=np.array([-1], np.int32), cat_off=np.array([-1], np.int64),
+                      cat_left=np.zeros(0, np.uint8))
