@@ -25,8 +25,9 @@ def _se(x: pd.Series) -> float:
     return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
-def _fmt(mu: float, se: float, digits: int = 3) -> str:
-    return f"{mu:.{digits}f} +- {se:.{digits}f}" if np.isfinite(se) else f"{mu:.{digits}f}"
+def _fmt(mu: float, se: float, digits: int = 3, sign: bool = False) -> str:
+    m = f"{mu:+.{digits}f}" if sign else f"{mu:.{digits}f}"
+    return f"{m} +- {se:.{digits}f}" if np.isfinite(se) else m
 
 
 def paired(df: pd.DataFrame, col: str = "score") -> pd.DataFrame:
@@ -102,9 +103,9 @@ def report(path: Path) -> None:
             if g.empty:
                 continue
             lines.append(f"| {m} | {lr} | " + " | ".join(
-                f"{g.loc[n, 'mean']:+.4f} +- {g.loc[n, 'se']:.4f}" if n in g.index else ""
+                _fmt(g.loc[n, "mean"], g.loc[n, "se"], 4, sign=True) if n in g.index else ""
                 for n in sorted(s2["n"].unique())) + " |")
-    lines += _autoforest(bal) + _generator_cost(bal)
+    lines += _autoforest(d) + _generator_cost(bal)
     if not imb.empty:
         di = paired(imb)
         lines += ["", "## Class-imbalance case (minority subsampled to 10% of the training "
@@ -155,18 +156,31 @@ def _coverage(df: pd.DataFrame) -> list[str]:
     return out + [""]
 
 
-def _autoforest(df: pd.DataFrame) -> list[str]:
-    """Which generator AutoForest chose, per training size."""
-    a = df[(df["method"] == "autoforest@1") & (df["learner"] == "mlp")]
+def _autoforest(d: pd.DataFrame) -> list[str]:
+    """Which generator AutoForest chose, and its delta against the three arms it chooses
+    among on exactly the runs (table, size, seed) where it ran."""
+    a = d[(d["method"] == "autoforest@1") & (d["learner"] == "mlp")]
     if a.empty or "gen_choice" not in a:
         return []
     c = a.groupby(["n", "gen_choice"]).size().unstack(fill_value=0)
-    out = ["", "## What AutoForest chose", "",
+    out = ["", "## AutoForest: what it chose, and against the arms it chooses among", "",
            "`autoforest@1` fits `AutoForest(candidates=[ARF, GFBoost, NRGBoost])` at the "
            "settings of the three single-generator arms and draws from the one it chose "
-           "(held-out C2ST, ties by held-out log-likelihood). Cells (table x seed) per choice:",
+           "(held-out C2ST, ties by held-out log-likelihood). Runs (table x seed) per choice:",
            "", "| size | " + " | ".join(c.columns) + " |", "|---|" + "---:|" * len(c.columns)]
     out += [f"| n = {n} | " + " | ".join(str(int(v)) for v in c.loc[n]) + " |" for n in c.index]
+    key = ["table", "n", "seed", "learner"]
+    runs = d[d["method"] == "autoforest@1"][key].drop_duplicates()
+    same = d[d["method"].isin(["arf@1", "gfboost@1", "nrgboost@1", "autoforest@1"])].merge(runs)
+    s = summary(same, ["method", "learner"])
+    out += ["", f"Mean delta on the {len(runs) // 2} runs where `autoforest@1` ran (cells = "
+            "table x size, seeds averaged; +- s.e. over cells):", "",
+            "| method | MLP delta | GBM delta |", "|---|---:|---:|"]
+    for m in _order(s["method"]):
+        row = [s[(s["method"] == m) & (s["learner"] == lr)] for lr in ("mlp", "gbm")]
+        out.append(f"| {m} (same runs) | " + " | ".join(
+            "" if x.empty else _fmt(x.iloc[0]["mean"], x.iloc[0]["se"], 4, sign=True)
+            for x in row) + " |")
     return out
 
 
