@@ -55,6 +55,27 @@ def test_theorem1_equals_forest_leaf_frequencies(cancer):
     assert not (m.forest_.feature == m.target_index_).any()
 
 
+def test_theorem1_holds_for_held_out_rows_outside_the_range(cancer):
+    """A held-out value past the training range is answered at the range's nearest end, which
+    every tree routes like the value itself: the posterior stays the forest's (Theorem 1),
+    in ``predict_proba`` and ``predict_proba_modes`` alike (not the class prior)."""
+    X, y = cancer
+    m = GeF(n_trees=10, random_state=3, class_alpha=0.0).fit(X[:400], y[:400])
+    Xq = X[400:460].copy()
+    Xq[::3, 0] = X[:400, 0].max() * 1.5
+    Xq[1::3, 5] = X[:400, 5].min() - 1.0
+    leaves = m.forest_.apply(m._encode_features(Xq))
+    lv = m.forest_.leaf_value
+    ref = (lv / lv.sum(1, keepdims=True))[leaves].mean(1)
+    with pytest.warns(RuntimeWarning, match="outside the training range"):
+        P = m.predict_proba(Xq, mode="gef").to_numpy()
+    with pytest.warns(RuntimeWarning, match="outside the training range"):
+        modes = m.predict_proba_modes(Xq, ("gef", "gef+"))
+    np.testing.assert_allclose(P, ref, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(modes["gef"], P)
+    np.testing.assert_array_equal(modes["gef+"], m.predict_proba(Xq, mode="gef+").to_numpy())
+
+
 def test_theorem1_from_sklearn_matches_predict_proba(cancer):
     from sklearn.ensemble import RandomForestClassifier
 
