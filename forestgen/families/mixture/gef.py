@@ -591,9 +591,12 @@ class GeF(GenerativeForest):
         return pd.DataFrame(P, index=index, columns=pd.Index(list(self.classes_), dtype=object))
 
     def predict_proba_modes(self, X, modes=MODES) -> dict[str, np.ndarray]:
-        """``{mode: predict_proba(X, mode=mode)}`` for several modes in one pass."""
+        """``{mode: predict_proba(X, mode=mode)}`` for several modes in one pass (held-out
+        values outside the training range answered at its nearest end, as there)."""
         self._check_fitted()
-        return self.class_proba_encoded(self._encode(X), tuple(modes))
+        Z = clamp_query_rows(self, self._encode(X), "predict_proba_modes",
+                             skip={self.target_index_})
+        return self.class_proba_encoded(Z, tuple(modes))
 
     def predict(self, X, target=None, mode: str | None = None):
         """Most probable class label per row (see :meth:`predict_proba`)."""
