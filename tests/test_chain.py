@@ -178,8 +178,35 @@ def test_errors_name_the_learner_and_the_query(toy, toy_model):
         fg.Chain(ensembler="mixture")
     with pytest.raises(ValueError, match="Chain: the 'sampler' slot is ruled out"):
         fg.Chain(sampler="ancestral")
-    tight = fg.Chain(min_leaf=3, max_branches=1, random_state=0, n_jobs=1).fit(toy)
-    with pytest.raises(ValueError, match=r"Chain\.log_prob: row 0 .*max_branches=1"):
-        tight.log_prob(pd.DataFrame({"a": [None], "b": [None], "c": ["x"]}))
     with pytest.raises(ValueError, match="Chain.impute: method='max_density'"):
         toy_model.impute(toy.head(3).assign(a=None), method="max_density")
+
+
+def test_past_max_branches_an_estimate_is_given_and_said(toy, toy_model):
+    """Rows whose open columns need more than ``max_branches`` branches are answered by
+    likelihood weighting / sampling-importance-resampling, with an EstimateWarning naming the
+    learner and the query; the estimate is close to the exact answer and seeded by the row."""
+    from forestgen.families.chain.queries import EstimateWarning
+
+    tight = fg.Chain(min_leaf=3, max_branches=1, random_state=0, n_jobs=1).fit(toy)
+    q = pd.DataFrame({"a": [None, None], "b": [None, "u"], "c": ["x", "w"]})
+    exact = toy_model.log_prob(q)
+    with pytest.warns(EstimateWarning, match=r"Chain\.log_prob: .*ESTIMATE"):
+        est = tight.log_prob(q)
+    np.testing.assert_allclose(est, exact, atol=0.15)
+    with pytest.warns(EstimateWarning):
+        again = tight.log_prob(q.iloc[[1]])
+    assert again[0] == est[1]  # a row's estimate does not depend on its batch
+    with pytest.warns(EstimateWarning, match=r"Chain\.sample"):
+        d = tight.sample(2000, conditions={"c": "x"}, random_state=0)
+    assert (d.c == "x").all()
+    grid = _grid(toy)
+    joint = grid.assign(p=np.exp(toy_model.log_prob(grid)))
+    sub = joint[joint.c == "x"]
+    law = (sub.set_index(["a", "b"]).p / sub.p.sum())
+    freq = d.groupby(["a", "b"]).size().reindex(law.index, fill_value=0) / len(d)
+    assert np.abs(freq - law).max() < 0.05
+    with pytest.warns(EstimateWarning, match=r"Chain\.predict_proba"):
+        pp = tight.predict_proba(q.assign(b=None), target="a")
+    want = toy_model.predict_proba(q.assign(b=None), target="a")
+    np.testing.assert_allclose(pp.to_numpy(float), want.to_numpy(float), atol=0.05)

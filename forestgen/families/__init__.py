@@ -19,7 +19,8 @@ queries it can answer (declared, not assumed).
 * :data:`CHAIN` — ``p(x) = prod_t p(x_{o_t} | x_{o_<t})``, one conditional tree per column in an
   order (:class:`~forestgen.families.chain.chain.Chain`, synthpop's sequential CART): no
   ensembler or sampler slot (nothing to combine; sampling is ancestral). Every query but
-  ``torch`` is exact (open entries through the compatible branches of the chain).
+  ``torch`` is exact (open entries through the compatible branches of the chain) up to
+  ``max_branches`` branches per row, past which it is estimated (with a warning).
 
 A learner sets ``model_family`` and may rule a slot out (``GenerativeForest.ruled_out``, e.g.
 EOGT's sampler: its law *is* its star-node walk); a component in a slot declares the families

@@ -33,7 +33,8 @@ def learners():
     return [fg.ARF(n_trees=10, random_state=0), fg.GeF(n_trees=5, random_state=0),
             fg.RFDE(n_trees=10, random_state=0), fg.DEF(n_trees=5, random_state=0),
             fg.GFBoost(n_trees=5, random_state=0), fg.EOGT(n_trees=5, random_state=0),
-            fg.NRGBoost(n_trees=5, pool_size=2000, random_state=0)]
+            fg.NRGBoost(n_trees=5, pool_size=2000, random_state=0),
+            fg.Chain(random_state=0, n_jobs=1)]
 
 
 def names(model, pairs):

@@ -8,7 +8,7 @@ import pytest
 
 import forestgen as fg
 
-LEARNERS = ["ARF", "GeF", "RFDE", "DEF", "GFBoost", "EOGT", "NRGBoost"]
+LEARNERS = ["ARF", "GeF", "RFDE", "DEF", "GFBoost", "EOGT", "NRGBoost", "Chain"]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ LEARNERS = {
     "DEF": (fg.DEF, dict(n_trees=5, max_leaves=16, random_state=0, n_jobs=1)),
     "GFBoost": (fg.GFBoost, dict(n_trees=5, n_iter=20, random_state=0)),
     "EOGT": (fg.EOGT, dict(n_trees=5, n_iter=20, random_state=0)),
+    "Chain": (fg.Chain, dict(random_state=0, n_jobs=1)),
     "NRGBoost": (fg.NRGBoost, dict(n_trees=5, max_leaves=16, pool_size=2000, gibbs_burn_in=10,
                                    n_normaliser_samples=2000, sample_burn_in=10,
                                    random_state=0)),

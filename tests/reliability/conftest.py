@@ -74,6 +74,7 @@ FAST_LEARNERS = {
                                   gibbs_burn_in=2, n_normaliser_samples=500)),
     "GFBoost": ("GFBoost", dict(n_trees=2, n_iter=4)),
     "EOGT": ("EOGT", dict(n_trees=2, n_iter=4)),
+    "Chain": ("Chain", dict(min_leaf=20, n_jobs=1)),
 }
 
 

@@ -15,7 +15,8 @@ constraint. So
 exactly, and the conditional law of the open columns given the evidence is the mixture of
 these truncated product laws, weighted by the branch terms. Trees after the last evidence
 column integrate to one and are not walked. The number of branches grows with the open columns
-that later trees split on; a row past ``max_branches`` raises :class:`TooManyBranches`.
+that later trees split on; a row past ``max_branches`` raises :class:`TooManyBranches`, or with
+``drop=True`` is flagged (``Branches.over``) for the caller's estimate.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Branches:
     hi: np.ndarray
     mask: dict
     point: np.ndarray
+    over: np.ndarray | None = None  # rows past max_branches (with drop=True), no branches
 
     def take(self, idx: np.ndarray) -> Branches:
         return Branches(self.row[idx], self.logw[idx], self.leaf[idx], self.lo[idx],
@@ -81,13 +83,14 @@ class Branches:
 
 
 def evidence_branches(model, ev: Evidence, upto: np.ndarray, max_branches: int,
-                      densities: bool = True) -> Branches:
+                      densities: bool = True, drop: bool = False) -> Branches:
     """The branches of evidence rows ``ev`` through trees ``0..upto[i]`` of ``model`` (a
     fitted :class:`~forestgen.families.chain.chain.Chain`): ``order_`` (column of each tree),
     ``forest_`` (one tree per column, tree ``t`` splitting on ``order_[:t]`` only) and
     ``leaf_models_``. Raises :class:`TooManyBranches` for a row with more than
     ``max_branches`` branches. ``densities=False`` leaves the point values' densities out of
-    ``logw`` (the caller adds them, :func:`routing_keys`)."""
+    ``logw`` (the caller adds them, :func:`routing_keys`). ``drop=True``: such rows lose
+    their branches instead and are flagged in the result's ``over``."""
     schema = model.encoder_.schema
     order = model.order_
     m, d = ev.point.shape
@@ -111,6 +114,7 @@ def evidence_branches(model, ev: Evidence, upto: np.ndarray, max_branches: int,
         bad = ~np.isnan(pj) & ((pj < 0) | (pj >= k) | (pj != np.round(pj)))
         logw[bad] = -np.inf
     br = Branches(row, logw, leaf, lo, hi, mask, point)
+    over = np.zeros(m, bool)
     upto = np.asarray(upto, np.int64)
     for t in range(int(upto.max(initial=-1)) + 1):
         br = br.take(np.flatnonzero(np.isfinite(br.logw)))
@@ -124,11 +128,17 @@ def evidence_branches(model, ev: Evidence, upto: np.ndarray, max_branches: int,
             br.logw[sel] += model.leaf_models_[j].log_prob(br.leaf[sel, j],
                                                            point[br.row[sel], j])
         counts = np.bincount(br.row, minlength=m)
-        if counts.max(initial=0) > max_branches:
-            raise TooManyBranches(int(np.argmax(counts)), max_branches)
+        big = counts > max_branches
+        if big.any():
+            if not drop:
+                raise TooManyBranches(int(np.argmax(big)), max_branches)
+            over |= big
+            br = br.take(np.flatnonzero(~big[br.row]))
     br = br.take(np.flatnonzero(np.isfinite(br.logw)))
     _close(model, br)
-    return br.take(np.flatnonzero(np.isfinite(br.logw)))
+    br = br.take(np.flatnonzero(np.isfinite(br.logw)))
+    br.over = over
+    return br
 
 
 def routing_keys(model, point: np.ndarray) -> np.ndarray:

@@ -67,7 +67,8 @@ class Chain(ChainQueries, GenerativeForest):
     max_bins : 255 quantile bins per numeric predictor. max_ordinal_levels : 128 (encoder).
     max_branches : 100,000 — most compatible branches per query row that the exact queries
         with open columns enumerate (module :mod:`~forestgen.families.chain.branches`);
-        past it a query raises naming the learner and the row.
+        past it the row is answered by an importance-sampling estimate with an
+        ``EstimateWarning`` (:mod:`~forestgen.families.chain.queries`).
     density_floor : 1e-5 — ``log_prob`` of a row outside the support (as ARF); ``None``: exact.
     numeric_leaf, discrete_leaf : leaf models (registry name, class or instance) replacing the
         defaults above for every numeric / discrete column.

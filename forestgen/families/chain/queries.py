@@ -6,8 +6,10 @@
   ``log_prob``, ``expect``, ``predict_proba``, ``predict``, ``impute``): exact, through the
   compatible branches of :mod:`~forestgen.families.chain.branches`. Columns after the last
   given one in the order cost nothing (their trees integrate to one; conditional draws continue
-  ancestrally from the drawn prefix). A query whose row needs more than ``max_branches``
-  branches raises ``ValueError`` naming the learner, the query and the row.
+  ancestrally from the drawn prefix). A row that needs more than ``max_branches`` branches is
+  answered by an estimate (:class:`EstimateWarning` names the learner and the query):
+  :data:`SIR_DRAWS` ancestral proposals weighted by the evidence (likelihood weighting; resampled
+  for draws, averaged for moments), seeded by the row's evidence.
 * ``to_torch``: not answered (no torch form of the branch sums).
 """
 
@@ -23,7 +25,6 @@ from forestgen.data.metadata import constrain
 from forestgen.data.support import clamp_query_rows, floor_log_prob, rows_to_support
 from forestgen.families.chain.branches import (
     Branches,
-    TooManyBranches,
     evidence_branches,
     routing_keys,
 )
@@ -40,6 +41,14 @@ from forestgen.inference.conditions import (
 )
 from forestgen.sampling.support import draw_column, draw_mean
 from forestgen.validation import as_generator, check_int
+
+#: ancestral proposals per evidence row past ``max_branches`` (the estimate's sample size)
+SIR_DRAWS = 2000
+
+
+class EstimateWarning(RuntimeWarning):
+    """A chain query answered some rows by an importance-sampling estimate (past
+    ``max_branches``), not exactly."""
 
 
 class ChainQueries:
@@ -61,16 +70,54 @@ class ChainQueries:
                   densities: bool = True, rows: np.ndarray | None = None) -> Branches:
         """The branches of ``ev`` (:func:`evidence_branches`); ``rows``: the query row of each
         evidence row (for the error), ``index``: the query's row labels."""
-        try:
-            return evidence_branches(self, ev, upto, int(self.max_branches), densities)
-        except TooManyBranches as e:
-            label = e.row if rows is None else int(rows[e.row])
-            label = label if index is None else index[label]
-            raise ValueError(
-                f"{type(self).__name__}.{query}: row {label!r} is compatible with more than "
-                f"max_branches={e.limit} branches of the chain (its open columns are split "
-                f"by many later trees); give more of its entries, put the open columns last "
-                f"in `order`, or raise max_branches") from None
+        br = evidence_branches(self, ev, upto, int(self.max_branches), densities, drop=True)
+        if br.over.any():
+            warnings.warn(
+                f"{type(self).__name__}.{query}: {int(br.over.sum())} row(s) are compatible "
+                f"with more than max_branches={self.max_branches} branches of the chain (open "
+                f"columns split by many later trees); they are answered by an ESTIMATE: "
+                f"{SIR_DRAWS} ancestral proposals weighted by the evidence (likelihood "
+                f"weighting / sampling-importance-resampling), seeded by the row's evidence. "
+                f"Give more entries, put open columns last in `order` or raise max_branches "
+                f"for the exact answer", EstimateWarning, stacklevel=3)
+        return br
+
+    def _proposals(self, ev: Evidence, r: int, k: int) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.random.Generator]:
+        """``k`` ancestral draws for evidence row ``r`` with point values fixed and intervals /
+        level sets drawn inside, and their log weights (the evidence's densities and
+        probabilities under each draw's leaves): likelihood weighting. The Generator is
+        seeded by the row's evidence, so a row's estimate does not depend on its batch."""
+        rng = np.random.default_rng(_row_seed(ev, r))
+        f = self.forest_
+        Z = np.full((k, ev.d), np.nan)
+        logw = np.zeros(k)
+        for t, j in enumerate(self.order_):
+            j = int(j)
+            leaf = f.apply(Z, n_trees=t + 1)[:, t].astype(np.int64)
+            lm = self.leaf_models_[j]
+            x = ev.point[r, j]
+            if not np.isnan(x):
+                Z[:, j] = x
+                logw += lm.log_prob(leaf, np.full(k, x))
+            elif not np.isnan(ev.lo[r, j]):
+                lo, hi = np.full(k, ev.lo[r, j]), np.full(k, ev.hi[r, j])
+                logw += lm.log_prob_interval(leaf, lo, hi)
+                ok = np.isfinite(logw)
+                Z[:, j] = draw_column(self, j, leaf, rng)
+                if ok.any():
+                    Z[ok, j] = draw_column(self, j, leaf[ok], rng, lo=lo[ok], hi=hi[ok])
+            elif j in ev.sets and ev.sets[j][0][r]:
+                mk = ev.sets[j][1]
+                mask = mk[r if mk.shape[0] > 1 else 0]
+                logw += lm.log_prob_levels(leaf, mask)
+                ok = np.isfinite(logw)
+                Z[:, j] = draw_column(self, j, leaf, rng)
+                if ok.any():
+                    Z[ok, j] = draw_column(self, j, leaf[ok], rng, levels=mask)
+            else:
+                Z[:, j] = draw_column(self, j, leaf, rng)
+        return Z, logw, rng
 
     # ------------------------------------------------------------------ densities
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
@@ -154,6 +201,10 @@ class ChainQueries:
         with np.errstate(divide="ignore"):
             out = np.log(acc_r) + safe
         out[tl < 0] = 0.0
+        for i in np.flatnonzero(br.over[inv]):  # past max_branches: likelihood weighting
+            _, lw, _ = self._proposals(ev, int(i), SIR_DRAWS)
+            with np.errstate(divide="ignore"):
+                out[i] = _logmeanexp(lw)
         return out
 
     def _conditional_log_prob(self, X, conditions) -> np.ndarray:
@@ -246,12 +297,21 @@ class ChainQueries:
         tl = self._last(ev.active())
         br = self._branches(ev, tl, "sample", index)
         w = br.weights(ev.m)
-        ok_rows = np.isfinite(br.log_mass(ev.m))
+        lm_rows = br.log_mass(ev.m)
+        est = {}  # rows past max_branches: sampling-importance-resampling
+        for r in np.flatnonzero(br.over):
+            k = SIR_DRAWS if per_row else max(SIR_DRAWS, 10 * n)
+            Zp, lw, prng = self._proposals(ev, int(r), k)
+            est[int(r)] = (Zp, lw, prng)
+            with np.errstate(divide="ignore"):
+                lm_rows[r] = _logmeanexp(lw)
+        ok_rows = np.isfinite(lm_rows)
         if per_row:
             pick, erow = _one_per_row(br, w, ev.m, rng)
         else:
             erow = np.zeros(n, np.int64)
-            pick = rng.choice(len(w), size=n, p=w / w.sum()) if ok_rows[0] and n else \
+            pick = rng.choice(len(w), size=n, p=w / w.sum()) if ok_rows[0] and n and \
+                not br.over[0] else \
                 np.full(n, -1, np.int64)
         ok = ok_rows[erow]
         bad = ~ok
@@ -270,9 +330,16 @@ class ChainQueries:
             warnings.warn(f"{msg}; {int(bad.sum())} row(s) {what} (on_empty={on_empty!r})",
                           RuntimeWarning, stacklevel=2)
         Z = np.full((n, self.schema_.d), np.nan)
-        good = np.flatnonzero(ok)
+        exact = ok & ~br.over[erow]
+        good = np.flatnonzero(exact)
         self._draw_branches(Z, good, br.take(pick[good]), rng)
+        for r, (Zp, lw, prng) in est.items():
+            at = np.flatnonzero((erow == r) & ok)
+            if len(at):
+                p = np.exp(lw - lw.max())
+                Z[at] = Zp[prng.choice(len(lw), size=len(at), p=p / p.sum())]
         start = np.where(ok, tl[erow] + 1, 0)
+        start[ok & br.over[erow]] = len(self.order_)  # complete proposals
         self._ancestral(Z, start, rng)
         Z = constrain(rows_to_support(Z, self.schema_), self.schema_)
         rows = np.flatnonzero(bad) if on_empty == "nan" else np.zeros(0, np.int64)
@@ -315,9 +382,10 @@ class ChainQueries:
                 Z[rows[draw], j] = vals
 
     # ------------------------------------------------------------------ moments
-    def _posterior(self, br: Branches, m: int, j: int) -> np.ndarray:
+    def _posterior(self, br: Branches, ev: Evidence, j: int) -> np.ndarray:
         """Conditional mean ``[m]`` (numeric) or pmf ``[m, k]`` (discrete) of column ``j``
-        given each row's evidence, from its branches (walked through ``j``'s tree)."""
+        given each row's evidence ``ev``, from its branches (walked through ``j``'s tree)."""
+        m = ev.m
         spec = self.schema_.columns[j]
         w = br.weights(m)
         pt = br.point[br.row, j]
@@ -350,6 +418,18 @@ class ChainQueries:
             np.add.at(out, br.row, w * vals)
         mass = np.isfinite(br.log_mass(m))
         out[~mass] = np.nan
+        for r in np.flatnonzero(br.over):  # past max_branches: the weighted proposals
+            Zp, lw, _ = self._proposals(ev, int(r), SIR_DRAWS)
+            if not np.isfinite(lw).any():
+                out[r] = np.nan
+                continue
+            wp = np.exp(lw - lw.max())
+            wp /= wp.sum()
+            if spec.is_discrete:
+                out[r] = np.bincount(Zp[:, j].astype(np.int64), weights=wp,
+                                     minlength=spec.n_levels)
+            else:
+                out[r] = wp @ Zp[:, j]
         return out
 
     def _column_posteriors(self, ev: Evidence, cols: list[int], query: str,
@@ -359,7 +439,7 @@ class ChainQueries:
         out = {}
         for j in cols:
             br = self._branches(ev, np.maximum(tl, pos[j]), query, index)
-            out[j] = self._posterior(br, ev.m, j)
+            out[j] = self._posterior(br, ev, j)
         return out
 
     def _point_values(self, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -467,11 +547,11 @@ class ChainQueries:
         ev.point[miss[rows]] = np.nan
         upto = self._last(~np.isnan(ev.point) | miss[rows])
         br = self._branches(ev, upto, "impute")
-        ok = np.isfinite(br.log_mass(len(rows)))
+        ok = np.isfinite(br.log_mass(len(rows))) | br.over
         out = Z.copy()
         if method == "expectation":
             for j in np.flatnonzero(miss[rows].any(0)):
-                vals, is_code = self._point_values(int(j), self._posterior(br, len(rows), j))
+                vals, is_code = self._point_values(int(j), self._posterior(br, ev, j))
                 spec = self.schema_.columns[j]
                 if spec.is_discrete and not is_code:  # ordinal: the nearest level
                     cats = np.asarray(spec.categories, float)
@@ -482,9 +562,14 @@ class ChainQueries:
                 out[rows[sel], j] = vals[sel]
         else:
             pick, erow = _one_per_row(br, br.weights(len(rows)), len(rows), rng)
-            good = np.flatnonzero(ok)
+            good = np.flatnonzero(ok & ~br.over)
             S = np.full((len(rows), Z.shape[1]), np.nan)
             self._draw_branches(S, good, br.take(pick[good]), rng, only=miss[rows][good])
+            for r in np.flatnonzero(br.over):  # past max_branches: one resampled proposal
+                Zp, lw, prng = self._proposals(ev, int(r), SIR_DRAWS)
+                if np.isfinite(lw).any():
+                    p = np.exp(lw - lw.max())
+                    S[r] = Zp[prng.choice(len(lw), p=p / p.sum())]
             sub = miss[rows]
             Zr = out[rows]
             Zr[sub] = S[sub]
@@ -494,6 +579,24 @@ class ChainQueries:
                           f"zero-probability evidence; their imputation is NaN, the other "
                           f"rows are unaffected", RuntimeWarning, stacklevel=4)
         return out
+
+
+def _logmeanexp(lw: np.ndarray) -> float:
+    top = np.max(lw) if len(lw) else -np.inf
+    if not np.isfinite(top):
+        return -np.inf
+    return float(np.log(np.mean(np.exp(lw - top))) + top)
+
+
+def _row_seed(ev: Evidence, r: int) -> int:
+    """A seed from evidence row ``r`` alone (its values, intervals and level sets)."""
+    import zlib
+
+    parts = [ev.point[r].tobytes(), ev.lo[r].tobytes(), ev.hi[r].tobytes()]
+    for j in sorted(ev.sets):
+        a, mk = ev.sets[j]
+        parts.append(bytes([int(a[r])]) + mk[r if mk.shape[0] > 1 else 0].tobytes())
+    return zlib.crc32(b"".join(parts))
 
 
 def _one_per_row(br: Branches, w: np.ndarray, m: int, rng: np.random.Generator
