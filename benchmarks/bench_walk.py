@@ -110,7 +110,7 @@ try:  # leaves scored per row by the evidence walk, with and without containment
             cnt = evidence_log_mass(m, e, prune=prune, leaves=True)[2]
             leaves[f"{name} log p(e), {'pruned' if prune else 'every reached leaf'}"] = float(
                 cnt.mean())
-        Zx = m._encode(x[:100])
+        Zx = m.encode_rows(x[:100])
         free = ~e.active() & ~np.isnan(Zx)
         e.point[free] = Zx[free]
         leaves[f"{name} log p(x_free, e)"] = float(

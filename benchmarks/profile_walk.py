@@ -44,7 +44,7 @@ q = make_table(args["rows"], seed=1).astype({"i0": float, "i1": float})
 rng = np.random.default_rng(2)
 for c in q.columns[:-1]:
     q.loc[rng.random(len(q)) < 0.15, c] = np.nan
-Z = np.ascontiguousarray(m._encode(q, missing_columns="nan"), np.float64)
+Z = np.ascontiguousarray(m.encode_rows(q, missing_columns="nan"), np.float64)
 Z = Z[np.isnan(Z).any(1)]  # the rows the walk scores
 f = m.forest_
 pairs = sum(int(np.diff(f.reach(Z[s:s + 2000])[0]).sum()) for s in range(0, len(Z), 2000))

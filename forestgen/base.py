@@ -228,17 +228,22 @@ class GenerativeForest(BaseEstimator):
         return self
 
     # ----------------------------------------------------------------- shared fitting helpers
-    def _check_fitted(self) -> None:
-        """Raise unless fitted, or if the file a loaded model is memory-mapped from changed
-        on disk since (:class:`~forestgen.modelfile.MappedFile`); every query calls it
-        before reading the model's arrays."""
+    def check_fitted(self) -> None:
+        """Raise :class:`NotFittedError` unless fitted, or ``ModelFileError`` if the file a
+        loaded model is memory-mapped from changed on disk since
+        (:class:`~forestgen.modelfile.MappedFile`); every query calls it before reading the
+        model's arrays."""
         if not hasattr(self, "forest_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
         check_mapping(self)
 
+    def _check_fitted(self) -> None:
+        """Former name of :meth:`check_fitted`, kept for learners written against it."""
+        self.check_fitted()
+
     @property
     def schema_(self) -> Schema:
-        self._check_fitted()
+        self.check_fitted()
         return self.encoder_.schema
 
     @property
@@ -268,7 +273,7 @@ class GenerativeForest(BaseEstimator):
         """Bytes held by the fitted arrays: ``forest`` (nodes and cells), ``leaf_weights``,
         ``missing`` (per-leaf missing rates) and one ``column:<name>`` entry per leaf model
         (docs: "Scale and memory")."""
-        self._check_fitted()
+        self.check_fitted()
 
         def size(obj) -> int:
             return sum(v.nbytes for v in vars(obj).values() if isinstance(v, np.ndarray))
@@ -342,16 +347,20 @@ class GenerativeForest(BaseEstimator):
         return self
 
     # ----------------------------------------------------------------- queries
-    def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
+    def encode_rows(self, X, missing_columns: str = "nan") -> np.ndarray:
         """Encoded query rows; a column absent from a DataFrame is all-missing, so every query
         (``log_prob``, ``predict_proba``, conditions, ...) marginalises it. Absent columns,
         unseen levels and levels given as text are reported in one
         :class:`~forestgen.validation.InputWarning`."""
-        self._check_fitted()
+        self.check_fitted()
         notes: list = []
         Z = self.encoder_.transform(X, missing_columns, notes)
         warn_input(notes, type(self).__name__)
         return Z
+
+    def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
+        """Former name of :meth:`encode_rows`, kept for learners written against it."""
+        return self.encode_rows(X, missing_columns)
 
     def _pair_scores(self, Z: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
         observed = [j for j in range(Z.shape[1]) if not np.isnan(Z[:, j]).all()]
@@ -429,7 +438,7 @@ class GenerativeForest(BaseEstimator):
 
             self.require("conditional_log_prob")
             return conditional_log_prob(self, X, conditions)
-        return self.log_prob_encoded(self._encode(X, missing_columns="nan"))
+        return self.log_prob_encoded(self.encode_rows(X, missing_columns="nan"))
 
     def score_samples(self, X) -> np.ndarray:
         """Alias of :meth:`log_prob` (scikit-learn naming)."""
@@ -459,7 +468,7 @@ class GenerativeForest(BaseEstimator):
         law, in its support (:mod:`forestgen.data.support`: observed range, training decimals;
         numeric values also inside ranges declared in metadata). ``within_support`` is
         accepted for compatibility and changes nothing: there is no other law to draw from."""
-        self._check_fitted()
+        self.check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
         if n == 0:
@@ -483,7 +492,7 @@ class GenerativeForest(BaseEstimator):
         given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them
         and does not score the missingness itself. Conditional samples are always complete.
         """
-        self._check_fitted()
+        self.check_fitted()
         if conditions is not None:
             from forestgen.inference.api import conditional_sample
 
@@ -512,7 +521,7 @@ class GenerativeForest(BaseEstimator):
         chains over all ``n`` rows at once, so for it only the first block agrees).
         ``progress`` draws a bar on stderr. The file appears at ``path`` only when complete.
         """
-        self._check_fitted()
+        self.check_fitted()
         check_int("n", n, 0)
         path = Path(path)
         name = path.name.lower()
@@ -601,7 +610,7 @@ class GenerativeForest(BaseEstimator):
         return predict(self, X, self._require_target(target, "predict"))
 
     def _require_target(self, target, query: str):
-        self._check_fitted()
+        self.check_fitted()
         if target is None:
             raise ValueError(f"{type(self).__name__}.{query} needs target=<column>: any column "
                              f"can be predicted from the others")
@@ -645,7 +654,7 @@ class GenerativeForest(BaseEstimator):
 
     def warmup(self) -> GenerativeForest:
         """Run every query kernel once (Numba compilation), e.g. before DataLoader workers fork."""
-        self._check_fitted()
+        self.check_fitted()
         Z = self.sample_encoded(2, random_state=0)
         self.log_prob_encoded(Z)
         Z[0, 0] = np.nan
@@ -674,7 +683,7 @@ class GenerativeForest(BaseEstimator):
         first, then written to a temporary file that replaces ``path`` only once complete, so
         an error or a killed process leaves any previous file at ``path`` intact.
         """
-        self._check_fitted()
+        self.check_fitted()
         arrays, meta = model_arrays(self, self._extra_arrays(), self._extra_meta())
         return write_model_file(path, arrays, meta, compress=compress)
 

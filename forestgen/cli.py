@@ -22,9 +22,9 @@ from forestgen.cli_common import (  # the exit statuses are part of the command'
     EXIT_INTERRUPTED,
     EXIT_OK,  # noqa: F401
     CommandError,
-    _formatter,
-    _read_schema,
-    _wrap,
+    formatter,
+    read_schema,
+    wrap,
 )
 from forestgen.config import DEFAULT_LEARNER
 
@@ -154,7 +154,7 @@ def _learner_from_args(args: argparse.Namespace):
 def _fit(args: argparse.Namespace) -> int:
     import inspect
 
-    schema = _read_schema(args.schema)
+    schema = read_schema(args.schema)
     model, fit_kw = _learner_from_args(args)
     if schema is not None:
         if fit_kw.get("kinds"):
@@ -327,21 +327,21 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _learners_text() -> str:
-    rows = [_wrap(f"{name:<9} " + ("[default] " if name == DEFAULT_LEARNER else "") + text,
+    rows = [wrap(f"{name:<9} " + ("[default] " if name == DEFAULT_LEARNER else "") + text,
                   "  ") for name, text in LEARNER_HELP.items()]
     return "learners (--learner):\n" + "\n".join(rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="forestgen", description=__doc__.split("\n\n")[0],
-                                epilog=EXIT_CODES, formatter_class=_formatter)
+                                epilog=EXIT_CODES, formatter_class=formatter)
     p.add_argument("--debug", action="store_true",
                    help="print the traceback of an unexpected error (also FORESTGEN_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     d = sub.add_parser("demo", help="fit ARF on the bundled adult data, write synthetic rows "
-                       "and a quality report", formatter_class=_formatter, epilog=EXIT_CODES,
-                       description=_wrap("Fit ARF on the bundled UCI adult data, draw as many "
+                       "and a quality report", formatter_class=formatter, epilog=EXIT_CODES,
+                       description=wrap("Fit ARF on the bundled UCI adult data, draw as many "
                        "synthetic rows, score held-out rows and write a quality report."))
     d.add_argument("--out", default="forestgen_demo_out", metavar="DIR",
                    help="output folder (default: %(default)s)")
@@ -354,8 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser(
         "fit", help="fit a learner on a CSV or Parquet table and save the model",
-        formatter_class=_formatter,
-        description=_wrap("Fit a learner on a table and save it. Column kinds come from the "
+        formatter_class=formatter,
+        description=wrap("Fit a learner on a table and save it. Column kinds come from the "
                           "values (dates and times of day are detected, whole numbers with "
                           "missing entries stay integers) or from --schema. A numeric column "
                           "with a few stray strings is refused by name unless --schema "
@@ -391,8 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "sample", help="draw synthetic rows from a saved model into a CSV or Parquet file",
-        formatter_class=_formatter, epilog=EXIT_CODES,
-        description=_wrap("Draw synthetic rows from a saved model. Rows are drawn and written "
+        formatter_class=formatter, epilog=EXIT_CODES,
+        description=wrap("Draw synthetic rows from a saved model. Rows are drawn and written "
                           "in blocks of 100,000, so memory stays bounded; an -n whose output "
                           "would not fit on the disk is refused before drawing. Columns keep "
                           "their training types (dates, integers, booleans, levels)."))
@@ -407,8 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "score", help="log-likelihood of a table's rows under a saved model",
-        formatter_class=_formatter, epilog=EXIT_CODES,
-        description=_wrap("Print the mean log-likelihood (nats per row) of a table's rows "
+        formatter_class=formatter, epilog=EXIT_CODES,
+        description=wrap("Print the mean log-likelihood (nats per row) of a table's rows "
                           "under a saved model; missing entries are marginalised. The table "
                           "must have the model's columns (or pass --marginalise)."))
     c.add_argument("model", help="a model saved by forestgen fit")

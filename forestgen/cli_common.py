@@ -20,18 +20,18 @@ class CommandError(ValueError):
     """Bad input found by the command line itself: one line, exit status 2."""
 
 
-def _formatter(prog: str) -> argparse.HelpFormatter:
+def formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=28, width=100)
 
 
-def _wrap(text: str, indent: str = "") -> str:
+def wrap(text: str, indent: str = "") -> str:
     import textwrap
 
     return textwrap.fill(" ".join(text.split()), width=92, initial_indent=indent,
                          subsequent_indent=indent + " " * 12 if indent else "")
 
 
-def _read_schema(path: str | None) -> dict | None:
+def read_schema(path: str | None) -> dict | None:
     """The ``--schema`` JSON: SDV-style metadata (the dict ``kinds=`` takes)."""
     if path is None:
         return None

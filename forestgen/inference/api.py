@@ -18,9 +18,9 @@ from forestgen.inference import posterior
 from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
-    _column_index,
     blank_rows,
     check_on_empty,
+    column_index,
     evidence_from_frame,
     keep_rules,
     parse_conditions,
@@ -79,7 +79,7 @@ def _check_rows(model, ev: Evidence, lognorm: np.ndarray, index=None,
 
 def leaf_posterior(model, conditions=None) -> tuple[np.ndarray, np.ndarray]:
     """``(leaf ids, normalised weights)`` of the pooled leaf posterior for one condition set."""
-    model._check_fitted()
+    model.check_fitted()
     ev, per_row = parse_conditions(model, conditions)
     if per_row:
         raise ValueError("leaf_posterior takes one condition set (a dict)")
@@ -90,7 +90,7 @@ def leaf_posterior(model, conditions=None) -> tuple[np.ndarray, np.ndarray]:
 
 def evidence_log_prob(model, conditions) -> np.ndarray | float:
     """``log p(evidence)``: density for equalities times probability of intervals / sets."""
-    model._check_fitted()
+    model.check_fitted()
     ev, per_row = parse_conditions(model, conditions)
     out = _lognorm(model, ev)
     return out if per_row else float(out[0])
@@ -216,7 +216,7 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
     """Exact conditional draws (ARF spec §3): leaf ~ pooled posterior, then the free columns
     from the leaf; evidence columns take the given value or are drawn within the interval /
     level set. A DataFrame of per-row evidence gives one draw per row (``n`` = its length)."""
-    model._check_fitted()
+    model.check_fitted()
     if on_empty is not None:
         check_on_empty(on_empty, False)
     rng = as_generator(random_state)
@@ -250,8 +250,8 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
 def conditional_log_prob(model, X, conditions) -> np.ndarray:
     """``log p(x_U | e)`` per row of ``X``: ``U`` = observed columns of the row that carry no
     evidence (``X``'s entries in evidence columns are ignored; NaN entries are marginalised)."""
-    model._check_fitted()
-    Zx = model._encode(X)
+    model.check_fitted()
+    Zx = model.encode_rows(X)
     nx = len(Zx)
     ev, per_row = parse_conditions(model, conditions)
     if per_row:
@@ -449,7 +449,7 @@ def _columns_arg(model, columns) -> tuple[list[int], bool]:
         return list(range(schema.d)), False
     single = not isinstance(columns, (list, tuple, pd.Index, np.ndarray))
     cols = [columns] if single else list(columns)
-    return [_column_index(schema, c) for c in cols], single
+    return [column_index(schema, c) for c in cols], single
 
 
 def expect(model, columns=None, conditions=None) -> pd.DataFrame | pd.Series:
@@ -459,7 +459,7 @@ def expect(model, columns=None, conditions=None) -> pd.DataFrame | pd.Series:
     A dict / ``None`` condition gives a Series indexed by column; per-row evidence gives a
     DataFrame (one row per evidence row), or a Series when ``columns`` is a single label.
     """
-    model._check_fitted()
+    model.check_fitted()
     cols, single = _columns_arg(model, columns)
     ev, per_row = parse_conditions(model, conditions)
     index = conditions.index if per_row else None
@@ -494,7 +494,7 @@ def _frame(model, X) -> pd.DataFrame:
 
 def _target(model, target) -> int:
     try:
-        return _column_index(model.encoder_.schema, target)
+        return column_index(model.encoder_.schema, target)
     except KeyError:
         raise KeyError(f"unknown target column {target!r}; the model's columns are "
                        f"{model.encoder_.schema.names}") from None
@@ -503,7 +503,7 @@ def _target(model, target) -> int:
 def predict_proba(model, X, target) -> pd.DataFrame:
     """``P(target = level | the row's other observed entries)`` for a discrete ``target``
     (the row's own target entry is ignored; NaN entries are marginalised)."""
-    model._check_fitted()
+    model.check_fitted()
     j = _target(model, target)
     spec = model.encoder_.schema.columns[j]
     if not spec.is_discrete:
@@ -520,7 +520,7 @@ def predict_proba(model, X, target) -> pd.DataFrame:
 def predict(model, X, target) -> pd.Series:
     """Predict ``target`` from each row's other observed entries: the most probable level of a
     categorical column, the conditional mean of a numeric or ordinal-integer one."""
-    model._check_fitted()
+    model.check_fitted()
     j = _target(model, target)
     df = _frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
@@ -553,7 +553,7 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     compatible leaf where the conditional density peaks (models whose leaves partition the
     space). ``filler(Z, missing, method, rng) -> Z`` fills the encoded rows instead, for models
     whose law is not a leaf mixture (EOGT); the input handling and decoding stay shared."""
-    model._check_fitted()
+    model.check_fitted()
     if method not in ("expectation", "sample", "max_density"):
         raise ValueError(f"method must be 'expectation', 'sample' or 'max_density', "
                          f"got {method!r}")

@@ -178,7 +178,9 @@ class Evidence:
 # --------------------------------------------------------------------------- helpers
 
 
-def _column_index(schema: Schema, name: Any) -> int:
+def column_index(schema: Schema, name: Any) -> int:
+    """Index of the column ``name`` in ``schema`` (a label of the same type first, then any
+    equal one); ``KeyError`` naming the model's columns if there is none."""
     name = to_python_scalar(name)
     for j, spec in enumerate(schema.columns):
         if spec.name == name and type(spec.name) is type(name):
@@ -188,6 +190,9 @@ def _column_index(schema: Schema, name: Any) -> int:
             return j
     raise KeyError(f"unknown column {name!r} in conditions; the model's columns are "
                    f"{schema.names}")
+
+
+_column_index = column_index  # the former name, for code written against it
 
 
 def _is_missing(v: Any) -> bool:
@@ -385,7 +390,7 @@ def parse_conditions(model, conditions: Any, on_empty: str | None = "raise",
                         f"{type(conditions).__name__}")
     ev = Evidence.empty(1, schema.d)
     for name, value in conditions.items():
-        j = _column_index(schema, name)
+        j = column_index(schema, name)
         _set_cell(ev, 0, j, schema.columns[j], value)
     keep_rules(ev, schema)
     return ev, False
@@ -417,7 +422,7 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
     cols: dict[int, Any] = {}
     for c in df.columns:
         try:
-            j = _column_index(schema, c)
+            j = column_index(schema, c)
         except KeyError:
             if strict:
                 raise

@@ -30,10 +30,10 @@ from forestgen.inference.leaf_factors import (
     START,
     TRUNCNORM,
     UNIFORM,
-    _listed,
     add_pmf,
     leaf_kind,
     leaf_log_weight,
+    listed_levels,
     route,
 )
 from forestgen.leaves.categorical import CategoricalLeaf
@@ -271,7 +271,7 @@ def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi,
         w *= g
     for k in range(ns):
         j = scols[q, k]
-        e, end, cb = _listed(codes, lay, cpos, o, j)
+        e, end, cb = listed_levels(codes, lay, cpos, o, j)
         so = soff[j]
         rest = -1.0
         s = 0.0

@@ -290,7 +290,7 @@ def route(x, n, nodes, cat_left, n_levels):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _listed(codes, lay, cpos, o, j):
+def listed_levels(codes, lay, cpos, o, j):
     """``(first, end, code base)`` of categorical column ``j``'s listed levels in the record
     at word ``o``: its pair ``e`` has level ``codes[code base + e]`` and log probability
     ``rec[o + lay[0] + e]``."""
@@ -306,7 +306,7 @@ def add_pmf(acc, i, off, w, tabs, r, j):
     column ``j`` (the values of :meth:`CategoricalLeaf.probs`)."""
     rec, bits, codes, start, lay, pos, _, cpos, bpos, base, _, nlev, _ = tabs
     o = start[r]
-    e, end, cb = _listed(codes, lay, cpos, o, j)
+    e, end, cb = listed_levels(codes, lay, cpos, o, j)
     rest = np.exp(rec[o + pos[j]])
     for c in range(nlev[j]):
         if e < end and codes[cb + e] == c:
@@ -326,7 +326,7 @@ def leaf_pmf(out, off, tabs, r, j):
     rows (a logarithm's inverse per listed level once per leaf, not once per row)."""
     rec, bits, codes, start, lay, pos, _, cpos, bpos, base, _, nlev, _ = tabs
     o = start[r]
-    e, end, cb = _listed(codes, lay, cpos, o, j)
+    e, end, cb = listed_levels(codes, lay, cpos, o, j)
     rest = np.exp(rec[o + pos[j]])
     for c in range(nlev[j]):
         if e < end and codes[cb + e] == c:

@@ -326,13 +326,15 @@ def _check_rows(name: str, nm: str, v: np.ndarray, n_leaves: int) -> None:
 
 # ------------------------------------------------------------------------------- kernels
 @njit(cache=True, inline="always")
-def _allowed(bits, leaf, c):
+def level_allowed(bits, leaf, c):
+    """Whether level ``c`` is in leaf ``leaf``'s allowed set (bit ``c`` of its mask row)."""
     return (bits[leaf, c >> 3] >> (c & 7)) & 1
 
 
 @njit(cache=True, inline="always")
-def _prob(offset, code, prob, rest, bits, base, leaf, c):
-    """p(level c | leaf) (binary search among the leaf's listed levels)."""
+def level_prob(offset, code, prob, rest, bits, base, leaf, c):
+    """p(level c | leaf) from the sparse tables (binary search among the leaf's listed
+    levels); used by Numba kernels of other modules too (rounded normal, leaf search)."""
     lo, hi = offset[leaf], offset[leaf + 1]
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -342,12 +344,7 @@ def _prob(offset, code, prob, rest, bits, base, leaf, c):
             hi = mid
     if lo < offset[leaf + 1] and code[lo] == c:
         return prob[lo]
-    return rest[leaf] * base[c] if _allowed(bits, leaf, c) else 0.0
-
-
-#: ``level_prob(offset, code, prob, rest, bits, base, leaf, c)``: p(level c | leaf) from the
-#: sparse tables, for Numba kernels of other modules (the bounded leaf search)
-level_prob = _prob
+    return rest[leaf] * base[c] if level_allowed(bits, leaf, c) else 0.0
 
 
 @parallel_kernel
@@ -362,7 +359,7 @@ def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floo
         else:
             c = int(v)
             ok = c == v and 0 <= c < k
-            p = _prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
+            p = level_prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
             out[i] = np.log(p) if p > floor else log_floor
     return out
 
@@ -380,7 +377,7 @@ def _level_mass(offset, code, prob, rest, bits, base, leaf, levels, shared):
         if rest[lf] > 0:
             for c in range(k):
                 if levels[r, c]:
-                    s += _prob(offset, code, prob, rest, bits, base, lf, c)
+                    s += level_prob(offset, code, prob, rest, bits, base, lf, c)
         else:
             for e in range(offset[lf], offset[lf + 1]):
                 if levels[r, code[e]]:
@@ -398,7 +395,7 @@ def _dense_rows(offset, code, prob, rest, bits, base, leaf, k):
         lf = leaf[i]
         if rest[lf] > 0:
             for c in range(k):
-                if _allowed(bits, lf, c):
+                if level_allowed(bits, lf, c):
                     out[i, c] = rest[lf] * base[c]
         for e in range(offset[lf], offset[lf + 1]):
             out[i, code[e]] = prob[e]
@@ -413,7 +410,7 @@ def _categorical_mean(offset, code, prob, rest, bits, base, leaf, k):
         lf = leaf[i]
         s = 0.0
         for c in range(k):
-            s += c * _prob(offset, code, prob, rest, bits, base, lf, c)
+            s += c * level_prob(offset, code, prob, rest, bits, base, lf, c)
         out[i] = s
     return out
 
@@ -430,13 +427,13 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
         tot = 0.0
         for c in range(k):
             if levels[r, c]:
-                tot += _prob(offset, code, prob, rest, bits, base, lf, c)
+                tot += level_prob(offset, code, prob, rest, bits, base, lf, c)
         target = u[i] * tot
         cdf = 0.0
         pick = k - 1
         for c in range(k):
             if levels[r, c]:
-                cdf += _prob(offset, code, prob, rest, bits, base, lf, c)
+                cdf += level_prob(offset, code, prob, rest, bits, base, lf, c)
             if cdf >= target:
                 pick = c
                 break

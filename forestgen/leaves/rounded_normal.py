@@ -31,7 +31,7 @@ from numba import njit, prange
 from scipy.special import erfc
 
 from forestgen.leaves.base import LEVEL_BUDGET
-from forestgen.leaves.categorical import _allowed, _prob
+from forestgen.leaves.categorical import level_allowed, level_prob
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
@@ -220,9 +220,9 @@ def _cell_mass(mu, sd, c):
 @njit(cache=True, inline="always")
 def _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, c, k):
     """p(level c | leaf) of the mixture (0 on a level the cell excludes)."""
-    p = _prob(offset, code, prob, rest, bits, base, leaf, c)
+    p = level_prob(offset, code, prob, rest, bits, base, leaf, c)
     w = tw[leaf]
-    if w > 0.0 and _allowed(bits, leaf, c):
+    if w > 0.0 and level_allowed(bits, leaf, c):
         return (1.0 - w) * p + w * _cell_mass(tmu[leaf], tsd[leaf], c) / tz[leaf]
     return p
 

@@ -25,13 +25,13 @@ def read_table(path: str | Path, metadata: dict | None = None) -> pd.DataFrame:
 
 def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the ``evaluate`` sub-command on an argparse ``subparsers`` object."""
-    from forestgen.cli_common import EXIT_CODES, _formatter, _wrap
+    from forestgen.cli_common import EXIT_CODES, formatter, wrap
 
     p = subparsers.add_parser(
-        "evaluate", help="score synthetic data against real data", formatter_class=_formatter,
+        "evaluate", help="score synthetic data against real data", formatter_class=formatter,
         epilog="example:\n  forestgen evaluate real.csv synthetic.csv --holdout test.csv "
                "--target income --out report.html\n\n" + EXIT_CODES,
-        description=_wrap("Compare a synthetic table with the real table it imitates "
+        description=wrap("Compare a synthetic table with the real table it imitates "
                           "(fidelity, coverage, utility with --target, privacy with "
                           "--holdout), print a summary and optionally write a report with "
                           "figures. Tables are CSV or Parquet, typed as forestgen fit reads "
@@ -64,9 +64,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"got {out}", file=sys.stderr)
         return 2
     try:
-        from forestgen.cli_common import _read_schema
+        from forestgen.cli_common import read_schema
 
-        schema = _read_schema(getattr(args, "schema", None))
+        schema = read_schema(getattr(args, "schema", None))
         real = read_table(args.real, schema)
         synthetic = read_table(args.synthetic, schema)
         holdout = read_table(args.holdout, schema) if getattr(args, "holdout", None) else None

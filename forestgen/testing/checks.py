@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.leaves.base import ColumnCell, LeafModel
-from forestgen.testing.fixtures import _check, _fail, small_tables
+from forestgen.testing.fixtures import check_that, fail, small_tables
 
 # ----------------------------------------------------------------------------- leaf models
 
@@ -58,7 +58,7 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     fitted.fit(x, lv, cell, None)
     leaves = np.arange(L)
     lp_nan = fitted.log_prob(leaves, np.full(L, np.nan))
-    _check(np.array_equal(lp_nan, np.zeros(L)), f"{name}.log_prob", "NaN must give 0")
+    check_that(np.array_equal(lp_nan, np.zeros(L)), f"{name}.log_prob", "NaN must give 0")
     if leaf.discrete:
         _check_discrete(fitted, cell, rng, name)
     else:
@@ -67,7 +67,7 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     again = type(leaf)(**fitted.get_params())
     again.set_param_arrays({k: np.array(v) for k, v in fitted.param_arrays().items()})
     probe = _probe(fitted, cell, rng)
-    _check(np.array_equal(again.log_prob(*probe), fitted.log_prob(*probe)),
+    check_that(np.array_equal(again.log_prob(*probe), fitted.log_prob(*probe)),
            f"{name} persistence", "param_arrays()/get_params() do not rebuild the same model")
     if fitted.has_torch:
         import torch
@@ -76,7 +76,7 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
         lf, xv = probe
         t = type(fitted).torch_log_prob(params, torch.as_tensor(lf),
                                         torch.as_tensor(np.nan_to_num(xv)))
-        _check(np.allclose(t.numpy(), fitted.log_prob(lf, np.nan_to_num(xv)), rtol=1e-10,
+        check_that(np.allclose(t.numpy(), fitted.log_prob(lf, np.nan_to_num(xv)), rtol=1e-10,
                            atol=1e-12, equal_nan=True),
                f"{name}.torch_log_prob", "differs from log_prob")
     if fitted.has_torch_sampler:
@@ -100,7 +100,7 @@ def _edge_fit(leaf, lower, upper, x, leaf_ids, data_min, data_max):
 
 
 def _no_nan(values, what, detail):
-    _check(not np.isnan(np.asarray(values, float)).any(), what, detail)
+    check_that(not np.isnan(np.asarray(values, float)).any(), what, detail)
 
 
 def _edge_zero_width(leaf, rng, where):
@@ -114,14 +114,15 @@ def _edge_zero_width(leaf, rng, where):
     z = np.zeros(3, int)
     lp = lm.log_prob(z, np.array([1.0, 1.5, np.nan]))
     _no_nan(lp, f"{where}: log_prob", f"gave {lp}")
-    _check(lp[2] == 0.0, f"{where}: log_prob", "NaN must give 0")
+    check_that(lp[2] == 0.0, f"{where}: log_prob", "NaN must give 0")
     iv = lm.log_prob_interval(np.zeros(2, int), np.array([0.0, -np.inf]),
                               np.array([2.0, np.inf]))
     _no_nan(iv, f"{where}: log_prob_interval", f"gave {iv}")
     mean = float(lm.mean(np.zeros(1, int))[0])
-    _check(1.0 - 1e-9 <= mean <= 1.0 + 1e-6, f"{where}: mean", f"{mean} is not the cell's point")
+    check_that(1.0 - 1e-9 <= mean <= 1.0 + 1e-6, f"{where}: mean",
+               f"{mean} is not the cell's point")
     s = lm.sample(np.zeros(50, int), rng)
-    _check(np.all((s >= 1.0 - 1e-9) & (s <= 1.0 + 1e-6)), f"{where}: sample",
+    check_that(np.all((s >= 1.0 - 1e-9) & (s <= 1.0 + 1e-6)), f"{where}: sample",
            f"draws {s[:3]} are not the cell's point")
     mi = lm.mean_interval(np.zeros(1, int), np.array([0.0]), np.array([2.0]))
     _no_nan(mi, f"{where}: mean_interval", f"gave {mi}")
@@ -136,12 +137,12 @@ def _edge_unbounded(leaf, rng, where):
     g = np.linspace(x.min() - 20 * span, x.max() + 20 * span, 400001)
     dens = np.exp(lm.log_prob(np.zeros(g.size, int), g))
     total = float(np.trapezoid(dens, g))
-    _check(abs(total - 1.0) < 5e-3, f"{where}: normalisation",
+    check_that(abs(total - 1.0) < 5e-3, f"{where}: normalisation",
            f"the density integrates to {total:.5f}")
     whole = lm.log_prob_interval(np.zeros(1, int), np.array([-np.inf]), np.array([np.inf]))[0]
-    _check(abs(whole) < 1e-6, f"{where}: log_prob_interval", "the whole line must have mass 1")
-    _check(np.isfinite(lm.mean(np.zeros(1, int))).all(), f"{where}: mean", "not finite")
-    _check(np.isfinite(lm.sample(np.zeros(100, int), rng)).all(), f"{where}: sample",
+    check_that(abs(whole) < 1e-6, f"{where}: log_prob_interval", "the whole line must have mass 1")
+    check_that(np.isfinite(lm.mean(np.zeros(1, int))).all(), f"{where}: mean", "not finite")
+    check_that(np.isfinite(lm.sample(np.zeros(100, int), rng)).all(), f"{where}: sample",
            "non-finite draws")
 
 
@@ -153,10 +154,10 @@ def _edge_empty(leaf, rng, where):
     lm, _ = _edge_fit(leaf, [2.0, 0.0], [5.0, 1.0], x, ids, 0.0, 5.0)
     g = 2.0 + (np.arange(20000) + 0.5) * 3.0 / 20000
     total = float(np.exp(lm.log_prob(np.zeros(g.size, int), g)).sum() * 3.0 / g.size)
-    _check(abs(total - 1.0) < 2e-3, f"{where}: normalisation",
+    check_that(abs(total - 1.0) < 2e-3, f"{where}: normalisation",
            f"the density integrates to {total:.5f} over the empty cell")
     s = lm.sample(np.zeros(200, int), rng)
-    _check(np.all((s > 2.0) & (s <= 5.0)), f"{where}: sample", "draws outside the cell")
+    check_that(np.all((s > 2.0) & (s <= 5.0)), f"{where}: sample", "draws outside the cell")
 
 
 def _edge_scales(leaf, rng, where):
@@ -168,13 +169,13 @@ def _edge_scales(leaf, rng, where):
         x = rng.uniform(lower[ids], upper[ids])
         lm, _ = _edge_fit(leaf, lower, upper, x, ids, -2.0 * scale, 3.0 * scale)
         lp = lm.log_prob(ids, x)
-        _check(np.isfinite(lp).all(), f"{where} x{scale:g}: log_prob",
+        check_that(np.isfinite(lp).all(), f"{where} x{scale:g}: log_prob",
                "training values must have a finite density")
         whole = lm.log_prob_interval(np.arange(2), lower - scale, upper + scale)
-        _check(np.allclose(whole, 0.0, atol=1e-6), f"{where} x{scale:g}: log_prob_interval",
+        check_that(np.allclose(whole, 0.0, atol=1e-6), f"{where} x{scale:g}: log_prob_interval",
                f"each cell must have mass 1, got {np.exp(whole)}")
         s = lm.sample(ids, rng)
-        _check(np.all((s > lower[ids]) & (s <= upper[ids])), f"{where} x{scale:g}: sample",
+        check_that(np.all((s > lower[ids]) & (s <= upper[ids])), f"{where} x{scale:g}: sample",
                "draws outside the cell")
 
 
@@ -193,24 +194,24 @@ def _check_torch_sample(lm, cell, rng, name, m: int = 3000):
     for j in range(L):
         u = torch.rand(m, generator=g, dtype=torch.float64)
         t = type(lm).torch_sample(params, torch.full((m,), j), u)
-        _check(t.dtype == torch.float64 and t.shape == (m,), f"{name}.torch_sample",
+        check_that(t.dtype == torch.float64 and t.shape == (m,), f"{name}.torch_sample",
                f"must return float64 [m], got {t.dtype} {tuple(t.shape)}")
         t = t.numpy()
         s = lm.sample(np.full(m, j), rng)
         if lm.discrete:
-            _check(np.all(cell.allowed[j, t.astype(int)]), f"{name}.torch_sample",
+            check_that(np.all(cell.allowed[j, t.astype(int)]), f"{name}.torch_sample",
                    f"a draw outside the levels of cell {j}")
             k = cell.allowed.shape[1]
             tv = 0.5 * np.abs(np.bincount(t.astype(int), minlength=k)
                               - np.bincount(s.astype(int), minlength=k)).sum() / m
-            _check(tv < 0.06, f"{name}.torch_sample", f"cell {j}: level frequencies differ "
+            check_that(tv < 0.06, f"{name}.torch_sample", f"cell {j}: level frequencies differ "
                    f"from sample() by TV {tv:.3f}")
         else:
             a, b = cell.lower[j], cell.upper[j]
-            _check(np.all((t > a) & (t <= b)), f"{name}.torch_sample",
+            check_that(np.all((t > a) & (t <= b)), f"{name}.torch_sample",
                    f"draws outside cell {j}")
             p = stats.ks_2samp(t, s).pvalue
-            _check(p > 1e-4, f"{name}.torch_sample",
+            check_that(p > 1e-4, f"{name}.torch_sample",
                    f"cell {j}: draws differ from sample() (KS p = {p:.2g})")
 
 
@@ -232,34 +233,35 @@ def _check_numeric(lm, cell, rng, name):
         g = a + (np.arange(20000) + 0.5) * (b - a) / 20000
         dens = np.exp(lm.log_prob(np.full(g.size, j), g))
         total = float(dens.sum() * (b - a) / g.size)
-        _check(abs(total - 1.0) < 2e-3, f"{name} normalisation",
+        check_that(abs(total - 1.0) < 2e-3, f"{name} normalisation",
                f"density integrates to {total:.5f} over cell {j} ({a}, {b}]")
         out = np.array([a - 0.1 * (b - a), b + 0.1 * (b - a)])
-        _check(np.all(np.isneginf(lm.log_prob(np.full(2, j), out))), f"{name}.log_prob",
+        check_that(np.all(np.isneginf(lm.log_prob(np.full(2, j), out))), f"{name}.log_prob",
                f"density outside cell {j} must be 0 (log -inf)")
         c = a + 0.3 * (b - a)
         mass = float(dens[g <= c].sum() * (b - a) / g.size)
         lpi = lm.log_prob_interval(np.array([j]), np.array([a]), np.array([c]))[0]
-        _check(abs(np.exp(lpi) - mass) < 3e-3, f"{name}.log_prob_interval",
+        check_that(abs(np.exp(lpi) - mass) < 3e-3, f"{name}.log_prob_interval",
                f"P({a} < X <= {c}) = {np.exp(lpi):.5f}, the density integrates to {mass:.5f}")
         whole = lm.log_prob_interval(np.array([j]), np.array([a - 1.0]), np.array([b + 1.0]))[0]
-        _check(abs(whole) < 1e-6, f"{name}.log_prob_interval", "the whole cell must have mass 1")
+        check_that(abs(whole) < 1e-6, f"{name}.log_prob_interval",
+                   "the whole cell must have mass 1")
         m_full = float((g * dens).sum() * (b - a) / g.size)
-        _check(abs(lm.mean(np.array([j]))[0] - m_full) < 2e-3 * max(1.0, b - a),
+        check_that(abs(lm.mean(np.array([j]))[0] - m_full) < 2e-3 * max(1.0, b - a),
                f"{name}.mean", f"cell {j}: mean {lm.mean(np.array([j]))[0]:.5f}, "
                f"density gives {m_full:.5f}")
         sel = g <= c
         m_int = float((g[sel] * dens[sel]).sum() / max(dens[sel].sum(), 1e-300))
         mi = lm.mean_interval(np.array([j]), np.array([a]), np.array([c]))[0]
-        _check(abs(mi - m_int) < 2e-3 * max(1.0, b - a), f"{name}.mean_interval",
+        check_that(abs(mi - m_int) < 2e-3 * max(1.0, b - a), f"{name}.mean_interval",
                f"E[X | {a} < X <= {c}] = {mi:.5f}, the density gives {m_int:.5f}")
         s = lm.sample(np.full(4000, j), rng)
-        _check(np.all((s > a) & (s <= b)), f"{name}.sample", f"draws outside cell {j}")
+        check_that(np.all((s > a) & (s <= b)), f"{name}.sample", f"draws outside cell {j}")
         sd = float(np.sqrt(max((g - m_full) ** 2 @ dens * (b - a) / g.size, 1e-300)))
-        _check(abs(s.mean() - m_full) < 5 * sd / np.sqrt(s.size) + 1e-9, f"{name}.sample",
+        check_that(abs(s.mean() - m_full) < 5 * sd / np.sqrt(s.size) + 1e-9, f"{name}.sample",
                f"cell {j}: sample mean {s.mean():.4f} vs density mean {m_full:.4f}")
         s2 = lm.sample(np.full(500, j), rng, lo=np.full(500, a), hi=np.full(500, c))
-        _check(np.all((s2 > a - 1e-12) & (s2 <= c + 1e-12)), f"{name}.sample",
+        check_that(np.all((s2 > a - 1e-12) & (s2 <= c + 1e-12)), f"{name}.sample",
                "draws outside the requested interval")
 
 
@@ -267,26 +269,26 @@ def _check_discrete(lm, cell, rng, name):
     L, k = cell.allowed.shape
     leaves = np.arange(L)
     p = lm.probs(leaves)
-    _check(p.shape == (L, k), f"{name}.probs", f"shape {p.shape}, expected {(L, k)}")
-    _check(np.allclose(p.sum(1), 1.0), f"{name}.probs", "rows must sum to 1")
-    _check(np.all(p[~cell.allowed] == 0), f"{name}.probs", "mass on a level the cell excludes")
+    check_that(p.shape == (L, k), f"{name}.probs", f"shape {p.shape}, expected {(L, k)}")
+    check_that(np.allclose(p.sum(1), 1.0), f"{name}.probs", "rows must sum to 1")
+    check_that(np.all(p[~cell.allowed] == 0), f"{name}.probs", "mass on a level the cell excludes")
     for code in range(k):
         lp = lm.log_prob(leaves, np.full(L, float(code)))
         ok = p[:, code] > 0
-        _check(np.allclose(np.exp(lp[ok]), p[ok, code], rtol=1e-9), f"{name}.log_prob",
+        check_that(np.allclose(np.exp(lp[ok]), p[ok, code], rtol=1e-9), f"{name}.log_prob",
                f"level {code} disagrees with probs")
     lpl = lm.log_prob_levels(leaves, cell.allowed)
-    _check(np.allclose(lpl, 0.0, atol=1e-9), f"{name}.log_prob_levels",
+    check_that(np.allclose(lpl, 0.0, atol=1e-9), f"{name}.log_prob_levels",
            "the allowed levels must have mass 1")
     for j in range(L):
         s = lm.sample(np.full(3000, j), rng)
-        _check(np.all(cell.allowed[j, s.astype(int)]), f"{name}.sample",
+        check_that(np.all(cell.allowed[j, s.astype(int)]), f"{name}.sample",
                f"a draw outside the levels of cell {j}")
         freq = np.bincount(s.astype(int), minlength=k) / s.size
-        _check(np.all(np.abs(freq - p[j]) < 5 * np.sqrt(p[j] * (1 - p[j]) / s.size) + 1e-9),
+        check_that(np.all(np.abs(freq - p[j]) < 5 * np.sqrt(p[j] * (1 - p[j]) / s.size) + 1e-9),
                f"{name}.sample", f"cell {j}: frequencies {freq} vs probs {p[j]}")
         mean = float(p[j] @ np.arange(k))
-        _check(abs(lm.mean(np.array([j]))[0] - mean) < 1e-9, f"{name}.mean",
+        check_that(abs(lm.mean(np.array([j]))[0] - mean) < 1e-9, f"{name}.mean",
                "mean of the level codes")
 
 
@@ -342,14 +344,14 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
         return splitter.grow(d, yy, ww, gen, limits)
 
     t = grow(data, y, w)
-    _check(isinstance(t, TreeRecord), f"{name}.grow", f"returned {type(t).__name__}")
+    check_that(isinstance(t, TreeRecord), f"{name}.grow", f"returned {type(t).__name__}")
     try:
         t.check()
     except ValueError as e:
-        _fail(f"{name}.grow", str(e))
-    _check(t.n_leaves >= 2, f"{name}.grow", "grew no split on an easy table")
+        fail(f"{name}.grow", str(e))
+    check_that(t.n_leaves >= 2, f"{name}.grow", "grew no split on an easy table")
     t2 = grow(data, y, w)
-    _check(all(np.array_equal(getattr(t, f), getattr(t2, f), equal_nan=True)
+    check_that(all(np.array_equal(getattr(t, f), getattr(t2, f), equal_nan=True)
                for f in ("feature", "threshold", "left", "right", "cat_left")),
            f"{name}.grow", "the same Generator seed gave a different tree")
     # out-of-bag rows must not matter: scramble their labels and values
@@ -362,7 +364,7 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
     import dataclasses
 
     t3 = grow(dataclasses.replace(data, Xb=Xb3, Z=Z3), y3, w)
-    _check(all(np.array_equal(getattr(t, f), getattr(t3, f), equal_nan=True)
+    check_that(all(np.array_equal(getattr(t, f), getattr(t3, f), equal_nan=True)
                for f in ("feature", "threshold", "left", "right", "cat_left")),
            f"{name}.grow", "rows of weight 0 changed the tree")
     rngs = tree_generators(np.random.SeedSequence(random_state), 3)
@@ -370,7 +372,7 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
     forest = grow_forest(splitter, data, y, W, rngs, limits,
                          n_levels=np.where(nominal, nlev, 0), n_jobs=1)
     leaves = forest.apply(data.Z)
-    _check(leaves.shape == (n, 3) and (leaves >= 0).all(), f"{name} forest",
+    check_that(leaves.shape == (n, 3) and (leaves >= 0).all(), f"{name} forest",
            "apply() must give one leaf per row and tree")
     boxes = forest.boxes(data.d, np.where(nominal, nlev, 0))
     for b in range(3):
@@ -382,7 +384,7 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
                 ok = boxes.mask[lf, o + data.Z[:, j].astype(int)]
             else:
                 ok = (data.Z[:, j] > boxes.lower[lf, j]) & (data.Z[:, j] <= boxes.upper[lf, j])
-            _check(bool(ok[inbag].all()), f"{name} leaf cells",
+            check_that(bool(ok[inbag].all()), f"{name} leaf cells",
                    f"tree {b}: an in-bag row lies outside its leaf's cell in column {j}")
 
 
@@ -444,32 +446,32 @@ def _discrete_cols(m, train):
 
 def _check_sample(m, train, where, seed):
     s = m.sample(300, random_state=seed)
-    _check(list(s.columns) == list(train.columns), f"{where}: sample", "columns differ")
+    check_that(list(s.columns) == list(train.columns), f"{where}: sample", "columns differ")
     for c in _discrete_cols(m, train):
         # the model's levels: the training values, or every integer of a dense integer range
         seen = set(train[c].dropna().unique()) | set(m.schema_[c].categories or [])
         drawn = set(s[c].dropna().unique())
-        _check(drawn <= seen, f"{where}: sample", f"column {c!r} drew unknown levels "
+        check_that(drawn <= seen, f"{where}: sample", f"column {c!r} drew unknown levels "
                f"{sorted(map(str, drawn - seen))}")
     for c in _numeric_cols(m, train):
         v = s[c].dropna().to_numpy(float)
-        _check(np.isfinite(v).all(), f"{where}: sample", f"column {c!r} has non-finite draws")
+        check_that(np.isfinite(v).all(), f"{where}: sample", f"column {c!r} has non-finite draws")
         if pd.api.types.is_integer_dtype(train[c]):
-            _check(np.all(v == np.round(v)), f"{where}: sample", f"integer column {c!r}")
+            check_that(np.all(v == np.round(v)), f"{where}: sample", f"integer column {c!r}")
     again = m.sample(300, random_state=seed)
     pd.testing.assert_frame_equal(s, again, obj=f"{where}: same seed, same sample")
 
 
 def _check_log_prob(m, train, query, where):
     lp = m.log_prob(query)
-    _check(lp.shape == (len(query),) and not np.isnan(lp).any(), f"{where}: log_prob",
+    check_that(lp.shape == (len(query),) and not np.isnan(lp).any(), f"{where}: log_prob",
            "out-of-range / unseen-level query rows must give a number or -inf, not NaN")
     one = np.array([m.log_prob(query.iloc[[i]])[0] for i in range(len(query))])
-    _check(np.allclose(one, lp, rtol=1e-9, atol=1e-9, equal_nan=True)
+    check_that(np.allclose(one, lp, rtol=1e-9, atol=1e-9, equal_nan=True)
            and np.array_equal(np.isneginf(one), np.isneginf(lp)), f"{where}: log_prob",
            "rows are not scored independently of the batch")
     lt = m.log_prob(train)
-    _check(np.isfinite(lt).mean() > 0.95, f"{where}: log_prob",
+    check_that(np.isfinite(lt).mean() > 0.95, f"{where}: log_prob",
            "training rows should have positive density")
 
 
@@ -486,7 +488,7 @@ def _check_marginals(m, train, where):
         frame = pd.DataFrame({k: np.full(len(g), np.nan) for k in cols})
         frame[c] = g
         total = float(np.exp(m.log_prob_encoded(m.encoder_.transform(frame))) @ wq)
-        _check(abs(total - 1.0) < 0.02, f"{where}: NaN marginal",
+        check_that(abs(total - 1.0) < 0.02, f"{where}: NaN marginal",
                f"the marginal density of {c!r} integrates to {total:.4f}")
     for c in disc:
         levels = list(pd.Series(train[c].dropna().unique()))
@@ -494,7 +496,7 @@ def _check_marginals(m, train, where):
         frame = pd.DataFrame({k: [np.nan] * len(levels) for k in cols})
         frame[c] = levels
         tot = float(np.exp(m.log_prob(frame)).sum())
-        _check(abs(tot - 1.0) < 1e-6, f"{where}: NaN marginal",
+        check_that(abs(tot - 1.0) < 1e-6, f"{where}: NaN marginal",
                f"the marginal pmf of {c!r} sums to {tot:.6f}")
     if disc:
         # marginalising a discrete column = summing over its levels (row by row)
@@ -511,7 +513,7 @@ def _check_marginals(m, train, where):
             parts.append(m.log_prob_encoded(m.encoder_.transform(r)))
         with np.errstate(divide="ignore"):
             summed = np.log(np.exp(np.stack(parts)).sum(0))
-        _check(np.allclose(m.log_prob_encoded(m.encoder_.transform(blank)), summed, rtol=1e-8,
+        check_that(np.allclose(m.log_prob_encoded(m.encoder_.transform(blank)), summed, rtol=1e-8,
                            atol=1e-8),
                f"{where}: NaN marginal", f"a missing {c!r} is not the sum over its levels")
 
@@ -544,7 +546,7 @@ def _check_conditions(m, train, where, seed):
         c = disc[0]
         level = train[c].dropna().iloc[0]
         s = m.sample(50, conditions={c: level}, random_state=seed)
-        _check(bool((s[c] == level).all()), f"{where}: conditions",
+        check_that(bool((s[c] == level).all()), f"{where}: conditions",
                f"samples given {c}={level!r} do not all have it")
     num = _numeric_cols(m, train)
     if num:
@@ -552,11 +554,11 @@ def _check_conditions(m, train, where, seed):
         v = train[c].dropna()
         a, b = float(v.quantile(0.25)), float(v.quantile(0.75))
         s = m.sample(50, conditions={c: (a, b)}, random_state=seed)
-        _check(bool(((s[c] >= a) & (s[c] <= b)).all()), f"{where}: conditions",
+        check_that(bool(((s[c] >= a) & (s[c] <= b)).all()), f"{where}: conditions",
                f"samples given {c} in ({a}, {b}) fall outside")
         if len(num) > 1 and "expect" in getattr(m, "capabilities", {"expect"}):
             e = m.expect(num[1], conditions={c: (a, b)})
-            _check(np.isfinite(np.asarray(e, float)).all(), f"{where}: expect",
+            check_that(np.isfinite(np.asarray(e, float)).all(), f"{where}: expect",
                    "interval evidence gave a non-finite expectation")
 
 
@@ -566,7 +568,7 @@ def _check_impute(m, train, where, seed):
     for c in X.columns:
         X.loc[rng.random(len(X)) < 0.2, c] = None
     out = m.impute(X, random_state=seed)
-    _check(not out.isna().any().any(), f"{where}: impute", "missing entries remain")
+    check_that(not out.isna().any().any(), f"{where}: impute", "missing entries remain")
     obs = X.notna()
     for c in X.columns:
         a, b = X.loc[obs[c], c], out.loc[obs[c], c]
@@ -574,7 +576,7 @@ def _check_impute(m, train, where, seed):
             same = np.isclose(a.astype(float), b.astype(float))
         else:
             same = a.astype(str).to_numpy() == b.astype(str).to_numpy()
-        _check(bool(np.all(same)), f"{where}: impute", f"observed entries of {c!r} changed")
+        check_that(bool(np.all(same)), f"{where}: impute", f"observed entries of {c!r} changed")
 
 
 def _check_reload(m, query, where):
@@ -584,14 +586,14 @@ def _check_reload(m, query, where):
         path = Path(d) / "m.fgm"
         m.save(path)
         again = GenerativeForest.load(path)
-    _check(np.array_equal(m.log_prob(query), again.log_prob(query), equal_nan=True),
+    check_that(np.array_equal(m.log_prob(query), again.log_prob(query), equal_nan=True),
            f"{where}: save/load", "log_prob differs after reloading")
-    _check(repr(again) == repr(m), f"{where}: save/load",
+    check_that(repr(again) == repr(m), f"{where}: save/load",
            f"parameters differ after reloading: {again!r}")
     for slot in ("ensembler", "sampler"):
         if slot in m.get_params() and slot not in type(m).ruled_out:
             a, b = m.component(slot), again.component(slot)
-            _check(type(a) is type(b) and a.get_params() == b.get_params(),
+            check_that(type(a) is type(b) and a.get_params() == b.get_params(),
                    f"{where}: save/load", f"the {slot} reloads as {b!r}, not {a!r}")
 
 
@@ -602,8 +604,8 @@ def _check_torch(m, train, where):
     Z = m.encoder_.transform(train.head(50))
     x = torch.tensor(Z, dtype=torch.float64, requires_grad=dist.torch_path)
     lp = dist.log_prob(x)
-    _check(np.allclose(lp.detach().numpy(), m.log_prob_encoded(Z), rtol=1e-9, atol=1e-9,
+    check_that(np.allclose(lp.detach().numpy(), m.log_prob_encoded(Z), rtol=1e-9, atol=1e-9,
                        equal_nan=True), f"{where}: torch", "to_torch().log_prob differs")
     if dist.torch_path:
         lp[torch.isfinite(lp)].sum().backward()
-        _check(bool(torch.isfinite(x.grad).all()), f"{where}: torch", "non-finite gradient")
+        check_that(bool(torch.isfinite(x.grad).all()), f"{where}: torch", "non-finite gradient")

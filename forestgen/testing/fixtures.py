@@ -40,10 +40,12 @@ def small_tables(random_state: int = 0, n: int = 240) -> dict[str, tuple[pd.Data
     return {"mixed": (mixed, q), "numeric": (numeric, qn)}
 
 
-def _fail(what: str, detail: str) -> None:
+def fail(what: str, detail: str) -> None:
+    """Raise the ``AssertionError`` of a failed check: ``what`` failed, ``detail`` says how."""
     raise AssertionError(f"{what}: {detail}")
 
 
-def _check(cond: bool, what: str, detail: str) -> None:
+def check_that(cond: bool, what: str, detail: str) -> None:
+    """:func:`fail` unless ``cond``."""
     if not cond:
-        _fail(what, detail)
+        fail(what, detail)

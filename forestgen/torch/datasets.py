@@ -59,7 +59,7 @@ class _RowDrawer:
     other columns in that leaf through the model's sampler (or the device sampler)."""
 
     def __init__(self, model, target: Any = None, class_probs: Any = None):
-        model._check_fitted()
+        model.check_fitted()
         self.model = model
         self._samplers: dict = {}
         schema = model.schema_

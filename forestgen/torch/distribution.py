@@ -219,7 +219,7 @@ class ForestDistribution(Distribution):
     def __init__(self, model: GenerativeForest, *, dtype: torch.dtype | None = None,
                  device: Any = None, validate_args: bool = False,
                  _conditional: _Conditional | None = None):
-        model._check_fitted()
+        model.check_fitted()
         self.model = model
         self._out_dtype = dtype or torch.get_default_dtype()
         self._out_device = torch.device(device) if device is not None else torch.device("cpu")

@@ -141,7 +141,7 @@ def test_conditional_log_prob_equals_enumeration(models):
     ok = np.isfinite(log_e)
     cond, X, ev, log_e = cond[ok], X[ok], ev.take(np.flatnonzero(ok)), log_e[ok]
     joint = ev.copy()
-    Zx = m._encode(X)
+    Zx = m.encode_rows(X)
     free = ~ev.active() & ~np.isnan(Zx)
     joint.point[free] = Zx[free]
     ref = _reference(m, joint) - log_e

@@ -84,7 +84,7 @@ def test_nan_log_prob_matches_enumeration(request, monkeypatch, name):
     monkeypatch.setattr(marginal_walk, "marginal_log_prob",
                         lambda model, Z: seen.append(len(Z)) or real(model, Z))
     fused = m.log_prob(q, floor=None)  # (the exact density: -inf past the support)
-    Z = m._encode(q, missing_columns="nan")
+    Z = m.encode_rows(q, missing_columns="nan")
     inc = np.isnan(Z).any(1)
     expect = marginal_walk.fused_rows(m, Z).sum()  # complete rows too
     assert sum(seen) == expect > 5  # rows with an unsupported column observed fall back
@@ -101,7 +101,7 @@ def test_nan_log_prob_matches_enumeration(request, monkeypatch, name):
 
 
 def test_same_values_for_any_block_order_and_thread_count(plain, monkeypatch):
-    Z = plain._encode(_queries(400, 4).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(400, 4).drop(columns="spend"), missing_columns="nan")
     base = marginal_walk.marginal_log_prob(plain, Z)
     perm = np.random.default_rng(0).permutation(len(Z))
     assert np.array_equal(marginal_walk.marginal_log_prob(plain, Z[perm]), base[perm])
@@ -113,7 +113,7 @@ def test_same_values_for_any_block_order_and_thread_count(plain, monkeypatch):
 
 def test_single_rows_and_buffers_that_grow(plain, monkeypatch):
     """One row at a time, and every entry missing (each row reaches every leaf)."""
-    Z = plain._encode(_queries(20, 5).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(20, 5).drop(columns="spend"), missing_columns="nan")
     ref = _enumerated(monkeypatch, lambda: plain.log_prob_encoded(Z))
     one = np.concatenate([marginal_walk.marginal_log_prob(plain, Z[i:i + 1])
                           for i in range(len(Z)) if np.isnan(Z[i]).any()])
@@ -214,7 +214,7 @@ def _col(model, name):
 
 
 def test_moments_same_for_any_block_order_and_thread_count(plain, monkeypatch):
-    Z = plain._encode(_queries(300, 9).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(300, 9).drop(columns="spend"), missing_columns="nan")
     cols = [_col(plain, "c0"), _col(plain, "i0"), _col(plain, "x1")]
     lp, mom = marginal_walk.marginal_moments(plain, Z, cols)
     perm = np.random.default_rng(1).permutation(len(Z))
@@ -250,7 +250,7 @@ def test_same_bits_for_any_thread_count_chunk_and_block(plain, monkeypatch):
     in the same order, so the bits do not change; other tree groups change only rounding."""
     import numba
 
-    Z = plain._encode(_queries(300, 14).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(300, 14).drop(columns="spend"), missing_columns="nan")
     cols = [_col(plain, "c0"), _col(plain, "x1")]
     base = marginal_walk.marginal_moments(plain, Z, cols)
     kernels = marginal_walk._batch_walk.parallel, marginal_walk._batch_walk.serial
@@ -279,7 +279,7 @@ def test_same_bits_for_any_thread_count_chunk_and_block(plain, monkeypatch):
 def test_level_masks_and_search_give_the_same_bits(plain, monkeypatch):
     """A categorical level found by its rank in the listed-level mask scores as the binary
     search of the listed codes finds it (columns of more than MASK_LEVELS levels)."""
-    Z = plain._encode(_queries(300, 15).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(300, 15).drop(columns="spend"), missing_columns="nan")
     base = marginal_walk.marginal_log_prob(plain, Z)
     monkeypatch.setattr(leaf_factors, "MASK_LEVELS", 0)
     searched = LeafPack(plain)
@@ -293,7 +293,7 @@ def test_moments_of_a_row_do_not_depend_on_the_others(plain, monkeypatch):
     the column: rows that observe it, miss it or miss everything, in one block or alone, get
     the same bits."""
     q = _queries(120, 12, frac=0.4).drop(columns="spend")
-    Z = plain._encode(q, missing_columns="nan")
+    Z = plain.encode_rows(q, missing_columns="nan")
     Z[:3] = np.nan
     cols = [_col(plain, "c0"), _col(plain, "i0"), _col(plain, "b0"), _col(plain, "x1")]
     assert all(0 < np.isnan(Z[:, j]).mean() < 0.8 for j in cols)
@@ -309,7 +309,7 @@ def test_same_values_at_two_threads(plain):
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba was started with one thread")
-    Z = plain._encode(_queries(500, 13).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(500, 13).drop(columns="spend"), missing_columns="nan")
     cols = [_col(plain, "c0"), _col(plain, "x1")]
     before = numba.get_num_threads()
     try:
@@ -327,7 +327,7 @@ def test_bad_rows_do_not_break_a_batch(plain, monkeypatch):
     """An all-missing row, a level unseen at fit time, a non-integer code and a value far
     outside the range (probability zero: the support ends at the range) each get their own
     answer; every row gets the value it gets alone."""
-    Z = plain._encode(_queries(40, 10).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(40, 10).drop(columns="spend"), missing_columns="nan")
     c0, i0, x0, x1 = (_col(plain, c) for c in ("c0", "i0", "x0", "x1"))
     Z[2:6, x1] = np.nan
     Z[1] = np.nan
@@ -351,7 +351,7 @@ def test_bad_rows_do_not_break_a_batch(plain, monkeypatch):
 def test_wide_level_codes_give_the_same_values(plain, monkeypatch):
     """Records with 32-bit level codes (categorical columns with 65,536 levels or more in
     all) score as the 16-bit ones."""
-    Z = plain._encode(_queries(200, 11).drop(columns="spend"), missing_columns="nan")
+    Z = plain.encode_rows(_queries(200, 11).drop(columns="spend"), missing_columns="nan")
     c0 = _col(plain, "c0")
     base = marginal_walk.marginal_moments(plain, Z, [c0])
     monkeypatch.setattr(leaf_factors, "CODE16", 0)

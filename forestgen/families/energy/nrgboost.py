@@ -234,7 +234,7 @@ class NRGBoost(EnergyQueries, GenerativeForest):
             return self.energy_
         return super().component(slot)
 
-    def _check_fitted(self) -> None:
+    def check_fitted(self) -> None:
         if not hasattr(self, "energy_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
         check_mapping(self)  # a memory-mapped file changed on disk since load raises
@@ -326,7 +326,7 @@ class NRGBoost(EnergyQueries, GenerativeForest):
     def truncated(self, n_trees: int) -> NRGBoost:
         """A copy using only the first ``n_trees`` trees (e.g. the best validation round,
         spec §8.9). Its ``log_z_`` is re-estimated with the same number of ``q0`` draws."""
-        self._check_fitted()
+        self.check_fitted()
         if not 0 <= n_trees <= self.n_trees_:
             raise ValueError(f"n_trees must be in [0, {self.n_trees_}], got {n_trees!r}")
         out = type(self)(**self.get_params())
@@ -359,7 +359,7 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         return EnergyDistribution(self, dtype=dtype, device=device)
 
     def warmup(self) -> NRGBoost:
-        self._check_fitted()
+        self.check_fitted()
         Z = self.sample_encoded(2, random_state=0, chains=2, burn_in=1, thin=1)
         self.log_prob_encoded(Z)
         return self
@@ -370,7 +370,7 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         ``compress=False`` stores the arrays as they are, as :meth:`GenerativeForest.save`."""
         from forestgen.modelfile import FORMAT_VERSION, to_json, write_model_file
 
-        self._check_fitted()
+        self.check_fitted()
         arrays = self.energy_.trees.to_arrays()
         arrays["log_q0"] = self.energy_.log_q0
         if getattr(self, "chain_start_", None) is not None:

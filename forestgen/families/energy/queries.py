@@ -24,9 +24,9 @@ from forestgen.data.support import (
 from forestgen.families.energy.grid import UNKNOWN, Grid
 from forestgen.inference.conditions import (
     ZeroProbabilityError,
-    _column_index,
     blank_rows,
     check_on_empty,
+    column_index,
     parse_conditions,
 )
 from forestgen.logsumexp import logsumexp
@@ -44,7 +44,7 @@ class EnergyQueries:
 
     @property
     def n_trees_(self) -> int:
-        self._check_fitted()
+        self.check_fitted()
         return self.energy_.trees.n_trees
 
     def _codes(self, X, query: str | None = None,
@@ -53,7 +53,7 @@ class EnergyQueries:
         (marginalised over all its states, the missing one included). With ``query`` (a
         per-row predictive query), values outside the training range are moved to its
         nearest end (:func:`~forestgen.data.support.clamp_query_rows`)."""
-        Z = self._encode(X)
+        Z = self.encode_rows(X)
         if query is not None:
             clamp_query_rows(self, Z, query, skip)
         C, outside = self.grid_.codes(Z)
@@ -158,7 +158,7 @@ class EnergyQueries:
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """:meth:`log_prob` of already encoded rows."""
-        self._check_fitted()
+        self.check_fitted()
         C, outside = self.grid_.codes(np.asarray(Z, np.float64))
         return self._score_codes(C, outside)
 
@@ -169,7 +169,7 @@ class EnergyQueries:
     def _conditional_log_prob(self, X, conditions) -> np.ndarray:
         schema = self.schema_
         df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
-            self._encode(X))
+            self.encode_rows(X))
         df = df.copy()
         if isinstance(conditions, dict):
             ranged = [c for c, v in conditions.items()
@@ -178,11 +178,11 @@ class EnergyQueries:
                 raise NotImplementedError(
                     f"{type(self).__name__}: log_prob(..., conditions=) takes point evidence "
                     f"(a value or level); {ranged} are given a range or set")
-            ev_cols = [_column_index(schema, c) for c in conditions]
+            ev_cols = [column_index(schema, c) for c in conditions]
             for c, v in conditions.items():
-                df[schema.names[_column_index(schema, c)]] = [v] * len(df)
+                df[schema.names[column_index(schema, c)]] = [v] * len(df)
         elif isinstance(conditions, (list, tuple)):
-            ev_cols = [_column_index(schema, c) for c in conditions]
+            ev_cols = [column_index(schema, c) for c in conditions]
         else:
             raise TypeError("conditions must be a dict of values or a list of column names")
         Z, C, outside = self._codes(df)
@@ -208,11 +208,11 @@ class EnergyQueries:
                           ) -> tuple[int, np.ndarray, pd.Index]:
         """``(j, probs [n, n_values_j], index)``: ``q(x_j = k | the row's other entries)``
         over the values of ``j`` (its missing state excluded). Exact."""
-        self._check_fitted()
+        self.check_fitted()
         schema = self.schema_
-        j = _column_index(schema, target)
+        j = column_index(schema, target)
         df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
-            self._encode(X))
+            self.encode_rows(X))
         if isinstance(X, pd.DataFrame) and schema.names[j] not in X.columns:
             df = X.copy()
             df[schema.names[j]] = np.nan
@@ -244,7 +244,7 @@ class EnergyQueries:
         """Exact ``q(target = level | the row's other entries)`` of a discrete column (the
         row's own target entry is ignored; NaN entries as in :meth:`log_prob`)."""
         target = self._require_target(target, "predict_proba")
-        spec = self.schema_[_column_index(self.schema_, target)]
+        spec = self.schema_[column_index(self.schema_, target)]
         if not spec.is_discrete:
             raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
                              f"{spec.kind} (use predict)")
@@ -282,12 +282,12 @@ class EnergyQueries:
         draws' (about ``sd / sqrt(n_draws)`` times the chains' autocorrelation). For one
         column given all the others, :meth:`predict` is exact. Returns a Series (dict / no
         evidence) or a DataFrame (per-row evidence; a Series for a single column label)."""
-        self._check_fitted()
+        self.check_fitted()
         schema = self.schema_
         single = columns is not None and not isinstance(columns, (list, tuple, pd.Index,
                                                                   np.ndarray))
         names = list(schema.names) if columns is None else [columns] if single else list(columns)
-        cols = [_column_index(schema, c) for c in names]
+        cols = [column_index(schema, c) for c in names]
         if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
             raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
         rng = as_generator(random_state)
@@ -440,7 +440,7 @@ class EnergyQueries:
                        chains: int | None = None, burn_in: int | None = None,
                        thin: int | None = None, start: str | None = None) -> np.ndarray:
         """``n`` encoded rows by Gibbs sampling (protocol: see the class docstring)."""
-        self._check_fitted()
+        self.check_fitted()
         if not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         rng = as_generator(random_state)
@@ -490,7 +490,7 @@ class EnergyQueries:
         ``"nan"`` (the default for a per-row DataFrame) returned with their given values and
         every other entry missing (a warning).
         """
-        self._check_fitted()
+        self.check_fitted()
         rng = as_generator(random_state)
         if conditions is None:
             if n is None:
@@ -556,7 +556,7 @@ class EnergyQueries:
         """
         from forestgen.inference.api import impute
 
-        self._check_fitted()
+        self.check_fitted()
         if method not in ("expectation", "sample"):
             raise ValueError(f"method must be 'expectation' or 'sample', got {method!r}")
         return impute(self, X, method=method, n_imputations=n_imputations,

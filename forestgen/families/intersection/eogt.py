@@ -15,7 +15,7 @@ import numpy as np
 from forestgen.families import INTERSECTION
 from forestgen.families.boxes import fit_cell_leaves
 from forestgen.families.intersection.cells import CellTable
-from forestgen.families.intersection.gfboost import GFBoost, _tree_dicts
+from forestgen.families.intersection.gfboost import GFBoost, tree_dicts
 from forestgen.families.intersection.region_atoms import RegionAtoms, region_leaves
 from forestgen.families.intersection.region_queries import RegionQueries
 from forestgen.registry import register
@@ -108,7 +108,7 @@ class EOGT(RegionQueries, GFBoost):
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
         self.smoothing_ = 0.0 if self.smoothing == "auto" else float(self.smoothing)
-        self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
+        self.trees_ = ForestArrays.from_trees(tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.forest_ = self.trees_
         self.n_train_ = int(table.m_total)
         self._layout = (kind, nlev, nom_off)

@@ -283,7 +283,7 @@ class GFBoost(GenerativeForest):
         self.cell_mass_ = R / R.sum()
         self.leaf_models_ = fit_cell_leaves(schema, lo, hi, mask, nom_off,
                                             self.cell_mass_ * table.m_total)
-        self.trees_ = ForestArrays.from_trees(_tree_dicts(table, kind, nom_off, nlev), n_levels)
+        self.trees_ = ForestArrays.from_trees(tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.cell_lo_, self.cell_hi_, self.cell_mask_ = lo, hi, mask.astype(bool)
         self.n_train_ = int(table.m_total)
         self._keep_incomplete_rows(table, leaf_cell)
@@ -382,18 +382,18 @@ class GFBoost(GenerativeForest):
         (``R = 0``). ``(lo, hi)`` intervals ``(lo, hi]`` per ordered column (encoded units),
         allowed-level mask per nominal column (offsets of
         :func:`~forestgen.families.boxes.column_layout`)."""
-        self._check_fitted()
+        self.check_fitted()
         return self.cell_lo_, self.cell_hi_, self.cell_mask_, self.cell_mass_
 
     @property
     def n_cells_(self) -> int:
         """Number of cells of the joint partition holding training mass."""
-        self._check_fitted()
+        self.check_fitted()
         return int((self.cell_mass_ > 0).sum())
 
     def cell_risk(self) -> float:
         """Bayes risk ``Σ_C J_π(R(C), U(C))`` of the fitted partition (spec §2.2)."""
-        self._check_fitted()
+        self.check_fitted()
         held = self.cell_mass_ > 0
         return self._splitter().risk(self.cell_mass_[held], self._cell_volume_share()[held])
 
@@ -496,7 +496,7 @@ class GFBoost(GenerativeForest):
         out = Z.copy()
         for i in np.flatnonzero(miss.any(1)):
             x = Z[i].copy()
-            mass, own = base, same.get(_row_key(x), ())
+            mass, own = base, same.get(row_key(x), ())
             if len(own):  # the imputed training row itself is left out
                 sel = np.isin(frow, own)
                 mass = base.copy()
@@ -544,7 +544,7 @@ class GFBoost(GenerativeForest):
         """Encoded training rows with missing entries -> their row ids."""
         out: dict = {}
         for k, r in zip(self.incomplete_ids_, self.incomplete_rows_):
-            out.setdefault(_row_key(r), []).append(int(k))
+            out.setdefault(row_key(r), []).append(int(k))
         return out
 
     def _cell_atoms(self) -> dict:
@@ -620,7 +620,7 @@ def _check_extra(arrays: dict, meta: dict, d: int, L: int) -> None:
                     (len(ids), d), finite=True, nan=True)
 
 
-def _row_key(x: np.ndarray) -> bytes:
+def row_key(x: np.ndarray) -> bytes:
     """Hashable key of an encoded row (NaN entries compare equal)."""
     nan = np.isnan(x)
     return nan.tobytes() + np.where(nan, 0.0, x).tobytes()
@@ -636,7 +636,7 @@ def _pick(w: np.ndarray, rng: np.random.Generator) -> int:
     return min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), len(w) - 1)
 
 
-def _tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[TreeRecord]:
+def tree_dicts(table: CellTable, kind, nom_off, nlev) -> list[TreeRecord]:
     """The table's trees as tree-local records for :meth:`ForestArrays.from_trees`."""
     out = []
     for t in range(table.n_trees):

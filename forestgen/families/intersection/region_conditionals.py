@@ -19,7 +19,7 @@ import numpy as np
 
 from forestgen.data.metadata import constrain
 from forestgen.data.support import rows_to_support
-from forestgen.families.intersection.gfboost import _row_key
+from forestgen.families.intersection.gfboost import row_key
 from forestgen.inference.conditions import blank_rows, check_on_empty
 from forestgen.logsumexp import logsumexp
 from forestgen.validation import check_int
@@ -48,7 +48,7 @@ class RegionConditionals:
             return super().sample(n, random_state)
         from forestgen.validation import as_generator
 
-        self._check_fitted()
+        self.check_fitted()
         if on_empty is not None:
             check_on_empty(on_empty, False)
         ev, per_row, index = self._evidence(conditions, n, on_empty)
@@ -135,8 +135,8 @@ class RegionConditionals:
         exactly, as the ratio of two marginals of the law (NaN entries marginalised)."""
         if conditions is None:
             return super().log_prob(X, floor=floor)
-        self._check_fitted()
-        Zx = self._encode(X, missing_columns="nan")
+        self.check_fitted()
+        Zx = self.encode_rows(X, missing_columns="nan")
         ev, per_row, _ = self._evidence(conditions, None)
         if not per_row:
             ev = ev.broadcast(len(Zx))
@@ -450,7 +450,7 @@ def _evidence_row(ev, i: int) -> tuple[np.ndarray, dict]:
 def _evidence_key(ev, i: int) -> bytes:
     """Hashable key of evidence row ``i``."""
     x, cons = _evidence_row(ev, i)
-    return _row_key(x) + b"|" + _constraints_key(cons)
+    return row_key(x) + b"|" + _constraints_key(cons)
 
 
 def _constraints_key(cons: dict) -> bytes:

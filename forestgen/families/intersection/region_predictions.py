@@ -203,7 +203,7 @@ class RegionPredictions:
 
     def predict_proba(self, X, target=None):
         """P(level of a discrete ``target`` | each row's other observed entries)."""
-        self._check_fitted()
+        self.check_fitted()
         j, Z = self._target_rows(X, target, "predict_proba")
         spec = self.schema_.columns[j]
         if not spec.is_discrete:
@@ -229,7 +229,7 @@ class RegionPredictions:
     def predict(self, X, target=None):
         """Most probable level of a categorical ``target``; conditional mean of a numeric or
         ordinal-integer one (float64 for an integer column, as every learner's ``predict``)."""
-        self._check_fitted()
+        self.check_fitted()
         j, Z = self._target_rows(X, target, "predict")
         spec = self.schema_.columns[j]
         index = X.index if isinstance(X, pd.DataFrame) else None
@@ -257,6 +257,6 @@ class RegionPredictions:
         if target not in names:
             raise ValueError(f"EOGT.{query}: unknown column {target!r}; columns: {names}")
         j = names.index(target)
-        Z = self._encode(X, missing_columns="nan")
+        Z = self.encode_rows(X, missing_columns="nan")
         Z[:, j] = np.nan
         return j, clamp_query_rows(self, Z, query)

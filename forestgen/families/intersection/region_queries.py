@@ -137,7 +137,7 @@ class RegionQueries(RegionConditionals, RegionPredictions):
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """Exact log density of EOGT's law; NaN entries are marginalised."""
-        self._check_fitted()
+        self.check_fitted()
         Z = np.asarray(Z, float)
         if len(Z) == 0:
             return np.zeros(0)
@@ -178,7 +178,7 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         from forestgen.families.intersection.star import approx_sample, draw_uniform
         from forestgen.validation import as_generator
 
-        self._check_fitted()
+        self.check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
         geo = self._geometry()

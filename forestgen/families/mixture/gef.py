@@ -301,13 +301,13 @@ class GeF(GenerativeForest):
             df[target] = np.nan
         return df
 
-    def _encode(self, X, missing_columns: str = "nan") -> np.ndarray:
-        self._check_fitted()
-        return super()._encode(self._frame(X), missing_columns)
+    def encode_rows(self, X, missing_columns: str = "nan") -> np.ndarray:
+        self.check_fitted()
+        return super().encode_rows(self._frame(X), missing_columns)
 
     def _encode_features(self, X) -> np.ndarray:
         """Encoded rows with the class entry set to missing (class marginalised / queried)."""
-        Z = self._encode(X)
+        Z = self.encode_rows(X)
         Z[:, self.target_index_] = np.nan
         return Z
 
@@ -579,13 +579,13 @@ class GeF(GenerativeForest):
         or ``"friedman"``; default: the model's ``mode``. A class column in ``X`` is ignored.
         With ``target`` naming another column, delegates to the generic inference layer.
         """
-        self._check_fitted()
+        self.check_fitted()
         if target is not None and target != self.target_:
             return super().predict_proba(X, target)
         mode = self.mode if mode is None else mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        Z = clamp_query_rows(self, self._encode(X), "predict_proba", skip={self.target_index_})
+        Z = clamp_query_rows(self, self.encode_rows(X), "predict_proba", skip={self.target_index_})
         P = self.class_proba_encoded(Z, (mode,))[mode]
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(P))
         return pd.DataFrame(P, index=index, columns=pd.Index(list(self.classes_), dtype=object))
@@ -593,14 +593,14 @@ class GeF(GenerativeForest):
     def predict_proba_modes(self, X, modes=MODES) -> dict[str, np.ndarray]:
         """``{mode: predict_proba(X, mode=mode)}`` for several modes in one pass (held-out
         values outside the training range answered at its nearest end, as there)."""
-        self._check_fitted()
-        Z = clamp_query_rows(self, self._encode(X), "predict_proba_modes",
+        self.check_fitted()
+        Z = clamp_query_rows(self, self.encode_rows(X), "predict_proba_modes",
                              skip={self.target_index_})
         return self.class_proba_encoded(Z, tuple(modes))
 
     def predict(self, X, target=None, mode: str | None = None):
         """Most probable class label per row (see :meth:`predict_proba`)."""
-        self._check_fitted()
+        self.check_fitted()
         if target is not None and target != self.target_:
             return super().predict(X, target)
         proba = self.predict_proba(X, mode=mode)

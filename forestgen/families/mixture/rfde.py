@@ -322,7 +322,7 @@ class RFDE(GenerativeForest):
     def leaf_cells(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(heap codes, lower, upper)`` of tree ``t``'s non-empty depth-``p`` cells (interval
         bounds per column; a discrete column's bounds are in level-code units)."""
-        self._check_fitted()
+        self.check_fitted()
         a, b = self.forest_.leaf_offsets[t], self.forest_.leaf_offsets[t + 1]
         schema = self.encoder_.schema
         nominal, nlev = discrete_levels(schema)
