@@ -24,6 +24,7 @@ from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
 from forestgen.data.support import restrict_cells, rows_to_support
 from forestgen.families import LEAF_MIXTURE, Family
+from forestgen.inference.conditions import Evidence
 from forestgen.inference.rules import keeps_rules
 from forestgen.learner_params import COMMON_CHECKS, PARAM_ALIASES, init_params, resolve_aliases
 from forestgen.leaves.base import ColumnCell, LeafModel
@@ -39,7 +40,7 @@ from forestgen.modelfile import (
 )
 from forestgen.persistence import model_arrays, restore_fitted
 from forestgen.slots import SLOT_BASES, SLOTS, check_slots
-from forestgen.tree.arrays import ColumnBoxes, LeafBoxes, in_leaf_order
+from forestgen.tree.arrays import ColumnBoxes, LeafBoxes
 from forestgen.validation import as_generator, check_int, warn_input
 
 __all__ = ["ATOM_PRIOR", "COMMON_CHECKS", "PAIR_BUDGET", "SAMPLE_BLOCK", "SLOTS", "SLOT_BASES",
@@ -362,17 +363,6 @@ class GenerativeForest(BaseEstimator):
         """Former name of :meth:`encode_rows`, kept for learners written against it."""
         return self.encode_rows(X, missing_columns)
 
-    def _pair_scores(self, Z: np.ndarray, ptr: np.ndarray, leaf: np.ndarray) -> np.ndarray:
-        observed = [j for j in range(Z.shape[1]) if not np.isnan(Z[:, j]).all()]
-
-        def score(leaf, rows):
-            s = self.leaf_log_weight_[leaf]
-            for j in observed:
-                s += self.leaf_models_[j].log_prob(leaf, Z[rows, j])
-            return s
-
-        return in_leaf_order(score, leaf, np.repeat(np.arange(len(Z)), np.diff(ptr)))
-
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """Log density of encoded rows; NaN entries are marginalised out exactly."""
         n = len(Z)
@@ -381,12 +371,11 @@ class GenerativeForest(BaseEstimator):
         step = max(1, PAIR_BUDGET // max(B, 1))
         self.require_normalised("log_prob")
         ens = self.component("ensembler")
-        fusable = type(self)._pair_scores is GenerativeForest._pair_scores and ens.logsumexp_combine
         for s in range(0, n, step):
             Zb = Z[s: s + step]
             res = np.empty(len(Zb))
             fused = np.zeros(len(Zb), bool)
-            if fusable:  # one fused walk: scores and logsumexp without listing pairs
+            if ens.logsumexp_combine:  # one fused walk: scores and logsumexp, no list of pairs
                 from forestgen.inference.marginal_walk import fused_rows, marginal_log_prob
 
                 fused = fused_rows(self, Zb)
@@ -412,17 +401,24 @@ class GenerativeForest(BaseEstimator):
         return ens.combine_dense(s.reshape(B, m))
 
     def _log_prob_reach(self, Zi: np.ndarray, ens) -> np.ndarray:
-        """Rows with missing entries, scored leaf by leaf: every consistent leaf. The rows are
+        """Rows with missing entries, scored leaf by leaf: every consistent leaf, each pair by
+        the enumerating path's one scorer (:func:`~forestgen.inference.posterior.pair_log_weights`,
+        the observed values as point evidence) and combined by the ensembler. The rows are
         walked in the order of the leaves they reach in the first two trees (missing values
         following the splits' NaN side), so consecutive rows share most of their paths and the
         nodes stay in cache (``benchmarks/results/walk_search_1m.md``); each row's result does
         not depend on it. (A mixture's rows whose observed columns all have in-kernel leaf
         factors take the fused walk of :mod:`forestgen.inference.marginal_walk` instead,
         complete or not: same values, no list of pairs.)"""
+        from forestgen.inference.posterior import pair_log_weights
+
         res = np.empty(len(Zi))
+        ev = Evidence(Zi, np.full(Zi.shape, np.nan), np.full(Zi.shape, np.nan))
         order = np.lexsort(self.forest_.apply(Zi, n_trees=2).T[::-1])
         for idx, ptr, leaf in self.forest_.reach_chunks(Zi, PAIR_BUDGET, rows=order):
-            res[idx] = ens.combine(ptr, self._pair_scores(Zi[idx], ptr, leaf.astype(np.int64)))
+            prow = np.repeat(np.arange(len(idx)), np.diff(ptr))
+            res[idx] = ens.combine(ptr, pair_log_weights(self, ev, idx, leaf.astype(np.int64),
+                                                         prow))
         return res
 
     def log_prob(self, X, conditions=None) -> np.ndarray:

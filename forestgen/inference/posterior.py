@@ -105,13 +105,22 @@ def iter_posterior(model, ev: Evidence, rows: np.ndarray | None = None,
         route, lo = route.copy(), lo.copy()
         route[:, skip] = np.nan
         lo[:, skip] = np.nan
-    lw = model.leaf_log_weight_
     for idx, ptr, leaf in model.forest_.reach_chunks(route, budget, order, lo, ev.hi, sets):
         leaf = leaf.astype(np.int64)
         prow = np.repeat(np.arange(len(idx)), np.diff(ptr))
-        logw = in_leaf_order(lambda lf, pr, idx=idx: lw[lf] + evidence_log_factor(
-            model, ev, pr, lf, idx, skip=skip), leaf, prow)
+        logw = pair_log_weights(model, ev, idx, leaf, prow, skip)
         yield Chunk(idx, ptr, leaf, prow, logw, segment_logsumexp(ptr, logw))
+
+
+def pair_log_weights(model, ev: Evidence, rows: np.ndarray, leaf: np.ndarray, prow: np.ndarray,
+                     skip: int | None = None) -> np.ndarray:
+    """Unnormalised log posterior ``log pi_k + sum_{j in E} log g_kj`` of each (row, leaf) pair
+    (``rows[prow]`` = evidence row), scored in leaf order: the one pair scorer of the
+    enumerating path, for ``log_prob`` of rows with missing entries (point evidence) and for
+    every conditional query."""
+    lw = model.leaf_log_weight_
+    return in_leaf_order(lambda lf, pr: lw[lf] + evidence_log_factor(model, ev, pr, lf, rows,
+                                                                     skip=skip), leaf, prow)
 
 
 def segment_gumbel_argmax(ptr: np.ndarray, logw: np.ndarray,
