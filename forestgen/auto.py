@@ -32,6 +32,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
 from forestgen.base import NotFittedError
+from forestgen.data.frames import take_rows
 from forestgen.validation import check_real
 
 __all__ = ["AutoForest", "default_candidates"]
@@ -50,14 +51,6 @@ def default_candidates() -> list[tuple[str, Any]]:
 
     return [("ARF", ARF()), ("ARF best samples", ARF.preset("best samples")),
             ("NRGBoost", NRGBoost()), ("GFBoost", GFBoost())]
-
-
-def _rows(X: Any, idx: np.ndarray) -> Any:
-    if isinstance(X, pd.DataFrame):
-        return X.iloc[idx]
-    if type(X).__module__.split(".")[0] == "torch":
-        return X[idx]
-    return np.asarray(X)[idx]
 
 
 def _frame(X: Any) -> pd.DataFrame:
@@ -160,13 +153,13 @@ class AutoForest(BaseEstimator):
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        model.fit(_rows(X, fit_rows), kinds=kinds)
+                        model.fit(take_rows(X, fit_rows), kinds=kinds)
                         synth = model.sample(len(val), random_state=seed + 1)
-                        held = _frame(_rows(X, val))
+                        held = _frame(take_rows(X, val))
                         res = c2st(held, synth, kinds=model, random_state=seed, n_threads=1)
                         aucs.append(res.auc)
                         try:
-                            lls.append(float(np.mean(model.log_prob(_rows(X, val)))))
+                            lls.append(float(np.mean(model.log_prob(take_rows(X, val)))))
                         except NotImplementedError:
                             lls.append(-np.inf)
                 except Exception as exc:  # a failing candidate is recorded, never fatal

@@ -13,21 +13,14 @@ import warnings
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
+from forestgen.data.frames import take_rows
 
 __all__ = ["held_out_choice", "HELD_OUT_SHARE"]
 
 HELD_OUT_SHARE = 0.2
 #: rows used to compare settings on a larger table
 MAX_ROWS = 1000
-
-
-def _rows(X: Any, idx: np.ndarray) -> Any:
-    if isinstance(X, pd.DataFrame):
-        return X.iloc[idx]
-    if type(X).__module__.split(".")[0] == "torch":
-        return X[idx]
-    return np.asarray(X)[idx]
 
 
 def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
@@ -56,8 +49,8 @@ def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                m.fit(_rows(X, fit), kinds=kinds)
-                lp = np.asarray(m.log_prob(_rows(X, val)), float)
+                m.fit(take_rows(X, fit), kinds=kinds)
+                lp = np.asarray(m.log_prob(take_rows(X, val)), float)
             scores.append(float(np.mean(lp)))
         except (ValueError, RuntimeError, FloatingPointError):
             scores.append(-np.inf)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from forestgen.data.schema import to_python_scalar
 
-__all__ = ["as_frame", "check_duplicates", "is_tensor"]
+__all__ = ["as_frame", "check_duplicates", "is_tensor", "take_rows"]
 
 
 def is_tensor(X: Any) -> bool:
@@ -72,3 +72,13 @@ def check_duplicates(df: pd.DataFrame) -> None:
             raise ValueError(f"column label {label!r} ({type(label).__name__}) is not supported: "
                              f"labels must be str, int, bool or a non-NaN float so the model "
                              f"can be saved and queried by name; rename the column")
+
+
+def take_rows(X: Any, idx: np.ndarray) -> Any:
+    """Rows ``idx`` of a table in its own form: a DataFrame (positions), a torch tensor, else
+    as a NumPy array."""
+    if isinstance(X, pd.DataFrame):
+        return X.iloc[idx]
+    if is_tensor(X):
+        return X[idx]
+    return np.asarray(X)[idx]

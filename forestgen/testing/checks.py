@@ -68,7 +68,7 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     again.set_param_arrays({k: np.array(v) for k, v in fitted.param_arrays().items()})
     probe = _probe(fitted, cell, rng)
     check_that(np.array_equal(again.log_prob(*probe), fitted.log_prob(*probe)),
-           f"{name} persistence", "param_arrays()/get_params() do not rebuild the same model")
+               f"{name} persistence", "param_arrays()/get_params() do not rebuild the same model")
     if fitted.has_torch:
         import torch
 
@@ -77,8 +77,8 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
         t = type(fitted).torch_log_prob(params, torch.as_tensor(lf),
                                         torch.as_tensor(np.nan_to_num(xv)))
         check_that(np.allclose(t.numpy(), fitted.log_prob(lf, np.nan_to_num(xv)), rtol=1e-10,
-                           atol=1e-12, equal_nan=True),
-               f"{name}.torch_log_prob", "differs from log_prob")
+                               atol=1e-12, equal_nan=True),
+                   f"{name}.torch_log_prob", "differs from log_prob")
     if fitted.has_torch_sampler:
         _check_torch_sample(fitted, cell, rng, name)
     if not leaf.discrete:
@@ -123,7 +123,7 @@ def _edge_zero_width(leaf, rng, where):
                f"{mean} is not the cell's point")
     s = lm.sample(np.zeros(50, int), rng)
     check_that(np.all((s >= 1.0 - 1e-9) & (s <= 1.0 + 1e-6)), f"{where}: sample",
-           f"draws {s[:3]} are not the cell's point")
+               f"draws {s[:3]} are not the cell's point")
     mi = lm.mean_interval(np.zeros(1, int), np.array([0.0]), np.array([2.0]))
     _no_nan(mi, f"{where}: mean_interval", f"gave {mi}")
 
@@ -138,12 +138,12 @@ def _edge_unbounded(leaf, rng, where):
     dens = np.exp(lm.log_prob(np.zeros(g.size, int), g))
     total = float(np.trapezoid(dens, g))
     check_that(abs(total - 1.0) < 5e-3, f"{where}: normalisation",
-           f"the density integrates to {total:.5f}")
+               f"the density integrates to {total:.5f}")
     whole = lm.log_prob_interval(np.zeros(1, int), np.array([-np.inf]), np.array([np.inf]))[0]
     check_that(abs(whole) < 1e-6, f"{where}: log_prob_interval", "the whole line must have mass 1")
     check_that(np.isfinite(lm.mean(np.zeros(1, int))).all(), f"{where}: mean", "not finite")
     check_that(np.isfinite(lm.sample(np.zeros(100, int), rng)).all(), f"{where}: sample",
-           "non-finite draws")
+               "non-finite draws")
 
 
 def _edge_empty(leaf, rng, where):
@@ -155,7 +155,7 @@ def _edge_empty(leaf, rng, where):
     g = 2.0 + (np.arange(20000) + 0.5) * 3.0 / 20000
     total = float(np.exp(lm.log_prob(np.zeros(g.size, int), g)).sum() * 3.0 / g.size)
     check_that(abs(total - 1.0) < 2e-3, f"{where}: normalisation",
-           f"the density integrates to {total:.5f} over the empty cell")
+               f"the density integrates to {total:.5f} over the empty cell")
     s = lm.sample(np.zeros(200, int), rng)
     check_that(np.all((s > 2.0) & (s <= 5.0)), f"{where}: sample", "draws outside the cell")
 
@@ -170,13 +170,13 @@ def _edge_scales(leaf, rng, where):
         lm, _ = _edge_fit(leaf, lower, upper, x, ids, -2.0 * scale, 3.0 * scale)
         lp = lm.log_prob(ids, x)
         check_that(np.isfinite(lp).all(), f"{where} x{scale:g}: log_prob",
-               "training values must have a finite density")
+                   "training values must have a finite density")
         whole = lm.log_prob_interval(np.arange(2), lower - scale, upper + scale)
         check_that(np.allclose(whole, 0.0, atol=1e-6), f"{where} x{scale:g}: log_prob_interval",
-               f"each cell must have mass 1, got {np.exp(whole)}")
+                   f"each cell must have mass 1, got {np.exp(whole)}")
         s = lm.sample(ids, rng)
         check_that(np.all((s > lower[ids]) & (s <= upper[ids])), f"{where} x{scale:g}: sample",
-               "draws outside the cell")
+                   "draws outside the cell")
 
 
 #: edge cells every numeric leaf model is checked on (LeafModel contract, "Edge cells")
@@ -195,24 +195,24 @@ def _check_torch_sample(lm, cell, rng, name, m: int = 3000):
         u = torch.rand(m, generator=g, dtype=torch.float64)
         t = type(lm).torch_sample(params, torch.full((m,), j), u)
         check_that(t.dtype == torch.float64 and t.shape == (m,), f"{name}.torch_sample",
-               f"must return float64 [m], got {t.dtype} {tuple(t.shape)}")
+                   f"must return float64 [m], got {t.dtype} {tuple(t.shape)}")
         t = t.numpy()
         s = lm.sample(np.full(m, j), rng)
         if lm.discrete:
             check_that(np.all(cell.allowed[j, t.astype(int)]), f"{name}.torch_sample",
-                   f"a draw outside the levels of cell {j}")
+                       f"a draw outside the levels of cell {j}")
             k = cell.allowed.shape[1]
             tv = 0.5 * np.abs(np.bincount(t.astype(int), minlength=k)
                               - np.bincount(s.astype(int), minlength=k)).sum() / m
             check_that(tv < 0.06, f"{name}.torch_sample", f"cell {j}: level frequencies differ "
-                   f"from sample() by TV {tv:.3f}")
+                       f"from sample() by TV {tv:.3f}")
         else:
             a, b = cell.lower[j], cell.upper[j]
             check_that(np.all((t > a) & (t <= b)), f"{name}.torch_sample",
-                   f"draws outside cell {j}")
+                       f"draws outside cell {j}")
             p = stats.ks_2samp(t, s).pvalue
             check_that(p > 1e-4, f"{name}.torch_sample",
-                   f"cell {j}: draws differ from sample() (KS p = {p:.2g})")
+                       f"cell {j}: draws differ from sample() (KS p = {p:.2g})")
 
 
 def _probe(lm, cell, rng, m: int = 400):
@@ -234,35 +234,35 @@ def _check_numeric(lm, cell, rng, name):
         dens = np.exp(lm.log_prob(np.full(g.size, j), g))
         total = float(dens.sum() * (b - a) / g.size)
         check_that(abs(total - 1.0) < 2e-3, f"{name} normalisation",
-               f"density integrates to {total:.5f} over cell {j} ({a}, {b}]")
+                   f"density integrates to {total:.5f} over cell {j} ({a}, {b}]")
         out = np.array([a - 0.1 * (b - a), b + 0.1 * (b - a)])
         check_that(np.all(np.isneginf(lm.log_prob(np.full(2, j), out))), f"{name}.log_prob",
-               f"density outside cell {j} must be 0 (log -inf)")
+                   f"density outside cell {j} must be 0 (log -inf)")
         c = a + 0.3 * (b - a)
         mass = float(dens[g <= c].sum() * (b - a) / g.size)
         lpi = lm.log_prob_interval(np.array([j]), np.array([a]), np.array([c]))[0]
         check_that(abs(np.exp(lpi) - mass) < 3e-3, f"{name}.log_prob_interval",
-               f"P({a} < X <= {c}) = {np.exp(lpi):.5f}, the density integrates to {mass:.5f}")
+                   f"P({a} < X <= {c}) = {np.exp(lpi):.5f}, the density integrates to {mass:.5f}")
         whole = lm.log_prob_interval(np.array([j]), np.array([a - 1.0]), np.array([b + 1.0]))[0]
         check_that(abs(whole) < 1e-6, f"{name}.log_prob_interval",
                    "the whole cell must have mass 1")
         m_full = float((g * dens).sum() * (b - a) / g.size)
         check_that(abs(lm.mean(np.array([j]))[0] - m_full) < 2e-3 * max(1.0, b - a),
-               f"{name}.mean", f"cell {j}: mean {lm.mean(np.array([j]))[0]:.5f}, "
-               f"density gives {m_full:.5f}")
+                   f"{name}.mean", f"cell {j}: mean {lm.mean(np.array([j]))[0]:.5f}, "
+                   f"density gives {m_full:.5f}")
         sel = g <= c
         m_int = float((g[sel] * dens[sel]).sum() / max(dens[sel].sum(), 1e-300))
         mi = lm.mean_interval(np.array([j]), np.array([a]), np.array([c]))[0]
         check_that(abs(mi - m_int) < 2e-3 * max(1.0, b - a), f"{name}.mean_interval",
-               f"E[X | {a} < X <= {c}] = {mi:.5f}, the density gives {m_int:.5f}")
+                   f"E[X | {a} < X <= {c}] = {mi:.5f}, the density gives {m_int:.5f}")
         s = lm.sample(np.full(4000, j), rng)
         check_that(np.all((s > a) & (s <= b)), f"{name}.sample", f"draws outside cell {j}")
         sd = float(np.sqrt(max((g - m_full) ** 2 @ dens * (b - a) / g.size, 1e-300)))
         check_that(abs(s.mean() - m_full) < 5 * sd / np.sqrt(s.size) + 1e-9, f"{name}.sample",
-               f"cell {j}: sample mean {s.mean():.4f} vs density mean {m_full:.4f}")
+                   f"cell {j}: sample mean {s.mean():.4f} vs density mean {m_full:.4f}")
         s2 = lm.sample(np.full(500, j), rng, lo=np.full(500, a), hi=np.full(500, c))
         check_that(np.all((s2 > a - 1e-12) & (s2 <= c + 1e-12)), f"{name}.sample",
-               "draws outside the requested interval")
+                   "draws outside the requested interval")
 
 
 def _check_discrete(lm, cell, rng, name):
@@ -276,20 +276,20 @@ def _check_discrete(lm, cell, rng, name):
         lp = lm.log_prob(leaves, np.full(L, float(code)))
         ok = p[:, code] > 0
         check_that(np.allclose(np.exp(lp[ok]), p[ok, code], rtol=1e-9), f"{name}.log_prob",
-               f"level {code} disagrees with probs")
+                   f"level {code} disagrees with probs")
     lpl = lm.log_prob_levels(leaves, cell.allowed)
     check_that(np.allclose(lpl, 0.0, atol=1e-9), f"{name}.log_prob_levels",
-           "the allowed levels must have mass 1")
+               "the allowed levels must have mass 1")
     for j in range(L):
         s = lm.sample(np.full(3000, j), rng)
         check_that(np.all(cell.allowed[j, s.astype(int)]), f"{name}.sample",
-               f"a draw outside the levels of cell {j}")
+                   f"a draw outside the levels of cell {j}")
         freq = np.bincount(s.astype(int), minlength=k) / s.size
         check_that(np.all(np.abs(freq - p[j]) < 5 * np.sqrt(p[j] * (1 - p[j]) / s.size) + 1e-9),
-               f"{name}.sample", f"cell {j}: frequencies {freq} vs probs {p[j]}")
+                   f"{name}.sample", f"cell {j}: frequencies {freq} vs probs {p[j]}")
         mean = float(p[j] @ np.arange(k))
         check_that(abs(lm.mean(np.array([j]))[0] - mean) < 1e-9, f"{name}.mean",
-               "mean of the level codes")
+                   "mean of the level codes")
 
 
 # ----------------------------------------------------------------------------- splitters
@@ -313,7 +313,7 @@ def _tree_data(random_state: int):
         vref[j, : b.n_bins[j]] = 1.0 / b.n_bins[j]
     y = (Z[:, -1] > 0).astype(np.int64)
     return TreeData(b.transform(Z), b.n_bins, b.nominal, b.thresholds, Z=Z, n_levels=nlev,
-                    box_lo=lo, box_hi=hi, vref=vref), y, nominal, nlev
+                        box_lo=lo, box_hi=hi, vref=vref), y, nominal, nlev
 
 
 def check_splitter(splitter, *, random_state: int = 0) -> None:
@@ -337,7 +337,7 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
     rng = np.random.default_rng(random_state)
     w = rng.poisson(1.0, n).astype(float)
     limits = GrowLimits(max_features="sqrt", max_depth=6, max_leaves=32, n_classes=2,
-                        min_class_leaf=np.zeros(2))
+                            min_class_leaf=np.zeros(2))
 
     def grow(d, yy, ww):
         gen = np.random.default_rng(random_state + 1)
@@ -352,8 +352,8 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
     check_that(t.n_leaves >= 2, f"{name}.grow", "grew no split on an easy table")
     t2 = grow(data, y, w)
     check_that(all(np.array_equal(getattr(t, f), getattr(t2, f), equal_nan=True)
-               for f in ("feature", "threshold", "left", "right", "cat_left")),
-           f"{name}.grow", "the same Generator seed gave a different tree")
+                   for f in ("feature", "threshold", "left", "right", "cat_left")),
+               f"{name}.grow", "the same Generator seed gave a different tree")
     # out-of-bag rows must not matter: scramble their labels and values
     oob = w == 0
     y3 = np.where(oob, 1 - y, y)
@@ -365,34 +365,34 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
 
     t3 = grow(dataclasses.replace(data, Xb=Xb3, Z=Z3), y3, w)
     check_that(all(np.array_equal(getattr(t, f), getattr(t3, f), equal_nan=True)
-               for f in ("feature", "threshold", "left", "right", "cat_left")),
-           f"{name}.grow", "rows of weight 0 changed the tree")
+                   for f in ("feature", "threshold", "left", "right", "cat_left")),
+               f"{name}.grow", "rows of weight 0 changed the tree")
     rngs = tree_generators(np.random.SeedSequence(random_state), 3)
     W = np.stack([w, np.ones(n), w[::-1].copy()])
     forest = grow_forest(splitter, data, y, W, rngs, limits,
-                         n_levels=np.where(nominal, nlev, 0), n_jobs=1)
+                             n_levels=np.where(nominal, nlev, 0), n_jobs=1)
     leaves = forest.apply(data.Z)
     check_that(leaves.shape == (n, 3) and (leaves >= 0).all(), f"{name} forest",
-           "apply() must give one leaf per row and tree")
+               "apply() must give one leaf per row and tree")
     boxes = forest.boxes(data.d, np.where(nominal, nlev, 0))
     for b in range(3):
         lf = leaves[:, b]
         inbag = W[b] > 0
         for j in range(data.d):
             if nominal[j]:
-                o = boxes.nom_off[j]
-                ok = boxes.mask[lf, o + data.Z[:, j].astype(int)]
+                    o = boxes.nom_off[j]
+                    ok = boxes.mask[lf, o + data.Z[:, j].astype(int)]
             else:
-                ok = (data.Z[:, j] > boxes.lower[lf, j]) & (data.Z[:, j] <= boxes.upper[lf, j])
+                    ok = (data.Z[:, j] > boxes.lower[lf, j]) & (data.Z[:, j] <= boxes.upper[lf, j])
             check_that(bool(ok[inbag].all()), f"{name} leaf cells",
-                   f"tree {b}: an in-bag row lies outside its leaf's cell in column {j}")
+                       f"tree {b}: an in-bag row lies outside its leaf's cell in column {j}")
 
 
 # ----------------------------------------------------------------------------- learners
 
 
 def check_learner(model, *, fit_kwargs: dict | None = None, tables: list[str] | None = None,
-                  random_state: int = 0, statistics: bool = True) -> None:
+                      random_state: int = 0, statistics: bool = True) -> None:
     """Fit a fresh copy of ``model`` on each small table and check the queries every learner
     answers: samples with the training columns and levels; ``log_prob`` per row (one bad row
     does not fail the batch, out-of-range rows give a number or -inf, never NaN); NaN entries
@@ -452,7 +452,7 @@ def _check_sample(m, train, where, seed):
         seen = set(train[c].dropna().unique()) | set(m.schema_[c].categories or [])
         drawn = set(s[c].dropna().unique())
         check_that(drawn <= seen, f"{where}: sample", f"column {c!r} drew unknown levels "
-               f"{sorted(map(str, drawn - seen))}")
+                   f"{sorted(map(str, drawn - seen))}")
     for c in _numeric_cols(m, train):
         v = s[c].dropna().to_numpy(float)
         check_that(np.isfinite(v).all(), f"{where}: sample", f"column {c!r} has non-finite draws")
@@ -465,14 +465,14 @@ def _check_sample(m, train, where, seed):
 def _check_log_prob(m, train, query, where):
     lp = m.log_prob(query)
     check_that(lp.shape == (len(query),) and not np.isnan(lp).any(), f"{where}: log_prob",
-           "out-of-range / unseen-level query rows must give a number or -inf, not NaN")
+               "out-of-range / unseen-level query rows must give a number or -inf, not NaN")
     one = np.array([m.log_prob(query.iloc[[i]])[0] for i in range(len(query))])
     check_that(np.allclose(one, lp, rtol=1e-9, atol=1e-9, equal_nan=True)
-           and np.array_equal(np.isneginf(one), np.isneginf(lp)), f"{where}: log_prob",
-           "rows are not scored independently of the batch")
+               and np.array_equal(np.isneginf(one), np.isneginf(lp)), f"{where}: log_prob",
+               "rows are not scored independently of the batch")
     lt = m.log_prob(train)
     check_that(np.isfinite(lt).mean() > 0.95, f"{where}: log_prob",
-           "training rows should have positive density")
+               "training rows should have positive density")
 
 
 def _check_marginals(m, train, where):
@@ -489,7 +489,7 @@ def _check_marginals(m, train, where):
         frame[c] = g
         total = float(np.exp(m.log_prob_encoded(m.encoder_.transform(frame))) @ wq)
         check_that(abs(total - 1.0) < 0.02, f"{where}: NaN marginal",
-               f"the marginal density of {c!r} integrates to {total:.4f}")
+                   f"the marginal density of {c!r} integrates to {total:.4f}")
     for c in disc:
         levels = list(pd.Series(train[c].dropna().unique()))
         levels += [v for v in (m.schema_[c].categories or []) if v not in set(levels)]
@@ -497,7 +497,7 @@ def _check_marginals(m, train, where):
         frame[c] = levels
         tot = float(np.exp(m.log_prob(frame)).sum())
         check_that(abs(tot - 1.0) < 1e-6, f"{where}: NaN marginal",
-               f"the marginal pmf of {c!r} sums to {tot:.6f}")
+                   f"the marginal pmf of {c!r} sums to {tot:.6f}")
     if disc:
         # marginalising a discrete column = summing over its levels (row by row)
         c = disc[0]
@@ -514,8 +514,8 @@ def _check_marginals(m, train, where):
         with np.errstate(divide="ignore"):
             summed = np.log(np.exp(np.stack(parts)).sum(0))
         check_that(np.allclose(m.log_prob_encoded(m.encoder_.transform(blank)), summed, rtol=1e-8,
-                           atol=1e-8),
-               f"{where}: NaN marginal", f"a missing {c!r} is not the sum over its levels")
+                               atol=1e-8),
+                       f"{where}: NaN marginal", f"a missing {c!r} is not the sum over its levels")
 
 
 def _quadrature(m, j: int, a: float, b: float, per_piece: int = 16):
@@ -547,7 +547,7 @@ def _check_conditions(m, train, where, seed):
         level = train[c].dropna().iloc[0]
         s = m.sample(50, conditions={c: level}, random_state=seed)
         check_that(bool((s[c] == level).all()), f"{where}: conditions",
-               f"samples given {c}={level!r} do not all have it")
+                   f"samples given {c}={level!r} do not all have it")
     num = _numeric_cols(m, train)
     if num:
         c = num[0]
@@ -555,11 +555,11 @@ def _check_conditions(m, train, where, seed):
         a, b = float(v.quantile(0.25)), float(v.quantile(0.75))
         s = m.sample(50, conditions={c: (a, b)}, random_state=seed)
         check_that(bool(((s[c] >= a) & (s[c] <= b)).all()), f"{where}: conditions",
-               f"samples given {c} in ({a}, {b}) fall outside")
+                   f"samples given {c} in ({a}, {b}) fall outside")
         if len(num) > 1 and "expect" in getattr(m, "capabilities", {"expect"}):
             e = m.expect(num[1], conditions={c: (a, b)})
             check_that(np.isfinite(np.asarray(e, float)).all(), f"{where}: expect",
-                   "interval evidence gave a non-finite expectation")
+                       "interval evidence gave a non-finite expectation")
 
 
 def _check_impute(m, train, where, seed):
@@ -587,14 +587,14 @@ def _check_reload(m, query, where):
         m.save(path)
         again = GenerativeForest.load(path)
     check_that(np.array_equal(m.log_prob(query), again.log_prob(query), equal_nan=True),
-           f"{where}: save/load", "log_prob differs after reloading")
+               f"{where}: save/load", "log_prob differs after reloading")
     check_that(repr(again) == repr(m), f"{where}: save/load",
-           f"parameters differ after reloading: {again!r}")
+               f"parameters differ after reloading: {again!r}")
     for slot in ("ensembler", "sampler"):
         if slot in m.get_params() and slot not in type(m).ruled_out:
             a, b = m.component(slot), again.component(slot)
             check_that(type(a) is type(b) and a.get_params() == b.get_params(),
-                   f"{where}: save/load", f"the {slot} reloads as {b!r}, not {a!r}")
+                       f"{where}: save/load", f"the {slot} reloads as {b!r}, not {a!r}")
 
 
 def _check_torch(m, train, where):
@@ -605,7 +605,7 @@ def _check_torch(m, train, where):
     x = torch.tensor(Z, dtype=torch.float64, requires_grad=dist.torch_path)
     lp = dist.log_prob(x)
     check_that(np.allclose(lp.detach().numpy(), m.log_prob_encoded(Z), rtol=1e-9, atol=1e-9,
-                       equal_nan=True), f"{where}: torch", "to_torch().log_prob differs")
+                           equal_nan=True), f"{where}: torch", "to_torch().log_prob differs")
     if dist.torch_path:
         lp[torch.isfinite(lp)].sum().backward()
         check_that(bool(torch.isfinite(x.grad).all()), f"{where}: torch", "non-finite gradient")

@@ -32,10 +32,10 @@ def _learner(family: str, slot: str, component, learner=None):
 def _families(component, kind: str) -> list[str]:
     serves = sorted(getattr(component, "serves", ()))
     check_that(len(serves) > 0, f"{type(component).__name__}.serves",
-           f"a {kind} must declare the families it serves (e.g. frozenset({{'leaf mixture'}}))")
+               f"a {kind} must declare the families it serves (e.g. frozenset({{'leaf mixture'}}))")
     unknown = [f for f in serves if f not in _LEARNERS]
     check_that(not unknown, f"{type(component).__name__}.serves",
-           f"unknown families {unknown}; known: {sorted(_LEARNERS)}")
+               f"unknown families {unknown}; known: {sorted(_LEARNERS)}")
     return serves
 
 
@@ -56,9 +56,9 @@ def _reloaded(m, slot: str, query: pd.DataFrame, where: str):
         again = GenerativeForest.load(path)
     a, b = m.component(slot), again.component(slot)
     check_that(type(a) is type(b) and a.get_params() == b.get_params(), f"{where}: save/load",
-           f"the {slot} reloads as {b!r}, not {a!r}")
+               f"the {slot} reloads as {b!r}, not {a!r}")
     check_that(np.array_equal(m.log_prob(query), again.log_prob(query), equal_nan=True),
-           f"{where}: save/load", "log_prob differs after reloading")
+               f"{where}: save/load", "log_prob differs after reloading")
     return again
 
 
@@ -89,13 +89,13 @@ def check_ensembler(ensembler, *, learner=None, random_state: int = 0) -> None:
         m = _learner(family, "ensembler", ensembler, learner).fit(train)
         where = f"{name} in {type(m).__name__}"
         check_that(type(m.component("ensembler")) is cls, where,
-               f"the model combines with {type(m.component('ensembler')).__name__}")
+                   f"the model combines with {type(m.component('ensembler')).__name__}")
         lp = m.log_prob(query)
         check_that(not np.isnan(lp).any(), f"{where}: log_prob", "NaN densities")
         if m.component("ensembler").normalised:
             tot = _pmf_total(m, train, "colour")
             check_that(abs(tot - 1.0) < 1e-6, f"{where}: normalisation",
-                   f"the marginal pmf of 'colour' sums to {tot:.6f}")
+                       f"the marginal pmf of 'colour' sums to {tot:.6f}")
         _reloaded(m, "ensembler", query, where)
 
 
@@ -108,22 +108,22 @@ def _check_mixture_contract(ens, name: str, rng: np.random.Generator) -> None:
         cnt[t * per] += 1.0  # every tree has rows
     lw = np.asarray(ens.leaf_log_weights_from_counts(cnt, leaf_tree, B), float)
     check_that(lw.shape == (B * per,) and not np.isnan(lw).any() and not (lw == np.inf).any(),
-           f"{name}.leaf_log_weights_from_counts", "one weight per leaf, no NaN or +inf")
+               f"{name}.leaf_log_weights_from_counts", "one weight per leaf, no NaN or +inf")
     per_tree = np.bincount(leaf_tree, weights=np.exp(lw), minlength=B)
     check_that(np.allclose(per_tree, 1.0 / B, rtol=1e-10), f"{name}.leaf_log_weights_from_counts",
-           f"each tree's leaves must weigh 1/B; they weigh {per_tree}")
+               f"each tree's leaves must weigh 1/B; they weigh {per_tree}")
     scores = rng.normal(size=(B, 7)) * 3.0
     scores[:, 2] = -np.inf  # a row no leaf gives mass
     scores[0, 4] = -np.inf
     dense = np.asarray(ens.combine_dense(scores), float)
     seg = np.asarray(ens.combine(np.arange(8) * B, scores.T.ravel()), float)
     check_that(dense.shape == (7,) and np.allclose(dense, seg, rtol=1e-12, equal_nan=False),
-           f"{name}.combine", "combine and combine_dense disagree on complete rows")
+               f"{name}.combine", "combine and combine_dense disagree on complete rows")
     check_that(np.isneginf(dense[2]) and not np.isnan(dense).any(), f"{name}.combine",
-           "a row whose scores are all -inf must give -inf, and no score gives NaN")
+               "a row whose scores are all -inf must give -inf, and no score gives NaN")
     empty = np.asarray(ens.combine(np.array([0, 0, 2]), np.array([0.5, -1.0])), float)
     check_that(np.isneginf(empty[0]) and np.isfinite(empty[1]), f"{name}.combine",
-           "a row reaching no leaf must give -inf")
+               "a row reaching no leaf must give -inf")
 
 
 # ----------------------------------------------------------------------------- samplers
@@ -150,25 +150,25 @@ def check_sampler(sampler, *, learner=None, random_state: int = 0, n: int = 4000
         m = _learner(family, "sampler", sampler, learner).fit(train)
         where = f"{name} in {type(m).__name__}"
         check_that(type(m.component("sampler")) is type(sampler), where,
-               f"the model draws with {type(m.component('sampler')).__name__}")
+                   f"the model draws with {type(m.component('sampler')).__name__}")
         tol = 0.1 if family == "energy" else 0.05
         k = n // 4 if family == "energy" else n
         s = m.sample(k, random_state=random_state)
         check_that(list(s.columns) == list(train.columns) and len(s) == k, f"{where}: sample",
-               "wrong shape or columns")
+                   "wrong shape or columns")
         again = m.sample(k, random_state=random_state)
         pd.testing.assert_frame_equal(s, again, obj=f"{where}: same seed, same sample")
         for c in ("amount", "count", "spike"):
             v = s[c].dropna().to_numpy(float)
             check_that(np.isfinite(v).all(), f"{where}: sample", f"non-finite draws in {c!r}")
         check_that(set(s["colour"].dropna()) <= set(train["colour"].dropna()),
-               f"{where}: sample", "unknown levels drawn")
+                   f"{where}: sample", "unknown levels drawn")
         _check_frequencies(m, s, train, "colour", tol, where)
         if family != "energy":
             _check_leaf_draws(sampler, name, rng)
             cond = m.sample(k, conditions={"c": "yes"}, random_state=random_state)
             check_that(bool((cond["c"] == "yes").all()), f"{where}: conditions",
-                   "conditional draws do not keep their evidence")
+                       "conditional draws do not keep their evidence")
             _check_frequencies(m, cond, train, "colour", tol, f"{where}: conditional",
                                given={"c": "yes"})
         _reloaded(m, "sampler", query, where)
@@ -190,7 +190,7 @@ def _check_frequencies(m, s, train, column, tol, where, given=None) -> None:
     freq = np.array([(drawn == lv).mean() for lv in levels])
     tv = 0.5 * np.abs(freq / max(freq.sum(), 1e-300) - p / p.sum()).sum()
     check_that(tv < tol, f"{where}: law", f"level frequencies of {column!r} {np.round(freq, 3)} "
-           f"vs the model's pmf {np.round(p / p.sum(), 3)} (total variation {tv:.3f})")
+               f"vs the model's pmf {np.round(p / p.sum(), 3)} (total variation {tv:.3f})")
 
 
 def _check_leaf_draws(sampler, name: str, rng: np.random.Generator, n: int = 20000) -> None:
@@ -198,10 +198,10 @@ def _check_leaf_draws(sampler, name: str, rng: np.random.Generator, n: int = 200
     with np.errstate(divide="ignore"):
         leaf = np.asarray(sampler.draw_leaves(np.log(w) - 7.0, n, rng))
     check_that(leaf.shape == (n,) and leaf.dtype.kind == "i", f"{name}.draw_leaves",
-           "must return n integer leaf ids")
+               "must return n integer leaf ids")
     freq = np.bincount(leaf, minlength=4) / n
     check_that(freq[1] == 0 and np.all(np.abs(freq - w) < 5 * np.sqrt(w * (1 - w) / n) + 1e-9),
-           f"{name}.draw_leaves", f"frequencies {freq} vs probabilities {w}")
+               f"{name}.draw_leaves", f"frequencies {freq} vs probabilities {w}")
 
 
 # ----------------------------------------------------------------------------- cell-table splitters
@@ -222,13 +222,13 @@ def check_cell_splitter(splitter, *, random_state: int = 0) -> None:
     m = make(n_trees=3, n_iter=20, splitter=splitter, random_state=random_state).fit(train)
     path = np.asarray(m.risk_path_)
     check_that(len(path) > 3 and np.all(np.diff(path) <= 1e-12), f"{name} in {learner}",
-           f"the Bayes risk must not grow with a split: {np.round(path, 6)}")
+               f"the Bayes risk must not grow with a split: {np.round(path, 6)}")
     if learner == "gfboost":
         check_that(abs(m.cell_risk() - path[-1]) < 1e-9, f"{name} in {learner}",
-               f"risk of the fitted cells {m.cell_risk():.9f} vs training path {path[-1]:.9f}")
+                   f"risk of the fitted cells {m.cell_risk():.9f} vs training path {path[-1]:.9f}")
     again = make(**m.get_params()).fit(train)
     check_that(np.array_equal(m.log_prob(train), again.log_prob(train)), f"{name} in {learner}",
-           "training twice gave different models")
+               "training twice gave different models")
     try:
         splitter.grow(None, None, None, None, None)
     except NotImplementedError:
@@ -276,7 +276,7 @@ def check_normaliser(normaliser, *, random_state: int = 0) -> None:
     check_that((est, se) == tuple(again), f"{name}.estimate", "the same seed gave another estimate")
     exact = _exact_log_z(m.energy_)
     check_that(abs(est - exact) < 5 * se + 0.05, f"{name}.estimate",
-           f"log Z {est:.4f} ± {se:.4f}, exactly {exact:.4f}")
+               f"log Z {est:.4f} ± {se:.4f}, exactly {exact:.4f}")
 
 
 def check_energy_leaf(leaf) -> None:
