@@ -109,8 +109,8 @@ def _refit_untruncated(m: ARF, train: pd.DataFrame) -> None:
     Z = m.encoder_.transform(train)
     schema = m.encoder_.schema
     boxes = m.forest_.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
-    m.leaf_models_ = m._fit_leaves(Z, m.forest_.apply(Z), boxes,
-                                   TruncNormalLeaf(truncate=False), CategoricalLeaf(alpha=0.0))
+    m.leaf_models_ = m.fit_leaves(Z, m.forest_.apply(Z), boxes,
+                                  TruncNormalLeaf(truncate=False), CategoricalLeaf(alpha=0.0))
 
 
 def warmup() -> None:

@@ -9,10 +9,11 @@ Counted, in every module under ``forestgen/``:
 - ``getattr(x, "_name", ...)`` / ``hasattr`` / ``setattr`` with such an ``x``;
 - ``from forestgen.a.b import _name``: a private name of another module.
 
-Writes of a function's own marker attribute inside a decorator (``fn._flag = True`` on a
-function object) count too: the reader of the marker reads a private name.
+A private name the module defines itself (a method of its own class read on another instance,
+``other._grow``; a marker attribute it sets, ``fn._flag = True``) is its own business and is
+left out unless ``--all`` is given.
 
-    python benchmarks/private_reads.py [CHECKOUT]   # the count and one line a place
+    python benchmarks/private_reads.py [CHECKOUT] [--all]   # one line a place, then the count
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ import ast
 import sys
 from pathlib import Path
 
-ROOT = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]) / "forestgen"
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+ROOT = Path(ARGS[0] if ARGS else Path(__file__).resolve().parents[1]) / "forestgen"
+#: ``--all``: count a private name the module itself defines too (another instance of its own
+#: class, a marker it sets on a function); by default only names owned by another module count
+OWN_TOO = "--all" in sys.argv
 
 
 def _private(name: str) -> bool:
@@ -47,9 +52,22 @@ def places(path: Path) -> list[tuple[int, str]]:
             for a in node.names:
                 modules[a.asname or a.name.split(".")[0]] = a.name
     outside = {k for k, v in modules.items() if not v.startswith("forestgen")}
+    # private names this module defines: its functions and methods, the attributes it sets on
+    # self / cls, and markers it sets on its own functions (``inner._flag = True``)
+    funcs = {n.name for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    own = set(funcs)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and (
+                        t.value.id in ("self", "cls") or t.value.id in funcs):
+                    own.add(t.attr)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr):
+            if OWN_TOO is False and node.attr in own:
+                continue
             v = node.value
             if isinstance(v, ast.Name) and v.id in ("self", "cls"):
                 continue
@@ -64,7 +82,8 @@ def places(path: Path) -> list[tuple[int, str]]:
             obj, name = node.args[0], node.args[1]
             if isinstance(name, ast.Constant) and isinstance(name.value, str) and \
                     _private(name.value) and not (isinstance(obj, ast.Name)
-                                                  and obj.id in ("self", "cls")):
+                                                  and obj.id in ("self", "cls")) and \
+                    (OWN_TOO or name.value not in own):
                 out.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("forestgen"):
             for a in node.names:

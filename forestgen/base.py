@@ -251,9 +251,9 @@ class GenerativeForest(BaseEstimator):
     def n_features_in_(self) -> int:
         return self.schema_.d
 
-    def _fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes | ColumnBoxes,
-                    numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
-                    overrides: dict[int, Any] | None = None) -> list[LeafModel]:
+    def fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes | ColumnBoxes,
+                   numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
+                   overrides: dict[int, Any] | None = None) -> list[LeafModel]:
         """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows.
 
         ``numeric_leaf``/``discrete_leaf`` (registry name, class or prototype instance) serve
@@ -269,6 +269,10 @@ class GenerativeForest(BaseEstimator):
             lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
             models.append(lm)
         return models
+
+    def _fit_leaves(self, *args, **kwargs) -> list[LeafModel]:
+        """Former name of :meth:`fit_leaves`, kept for learners written against it."""
+        return self.fit_leaves(*args, **kwargs)
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes held by the fitted arrays: ``forest`` (nodes and cells), ``leaf_weights``,
@@ -736,8 +740,9 @@ def _keep_rules_in(cls) -> None:
     """Wrap each of ``cls``'s rule queries (its own or a mixin's) that is not wrapped yet."""
     for name in RULE_QUERIES:
         fn = getattr(cls, name, None)
-        if fn is not None and not getattr(fn, "_keeps_rules", False):
-            setattr(cls, name, keeps_rules(name)(fn))
+        wrapped = None if fn is None else keeps_rules(name)(fn)  # a wrapped fn comes back
+        if wrapped is not fn:
+            setattr(cls, name, wrapped)
 
 
 _keep_rules_in(GenerativeForest)

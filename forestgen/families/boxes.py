@@ -169,9 +169,9 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
                 models[j] = UniformLevelsLeaf(atoms=atoms, prior=prior).fit(
                     np.repeat(Z[:, j], leaves.shape[1]), flat, cell, pair_weight)
         return models
-    return model._fit_leaves(Z, model.forest_.apply(Z), boxes,
-                             model.numeric_leaf or "cell_uniform",
-                             model.discrete_leaf or "uniform_levels", pair_weight)
+    return model.fit_leaves(Z, model.forest_.apply(Z), boxes,
+                            model.numeric_leaf or "cell_uniform",
+                            model.discrete_leaf or "uniform_levels", pair_weight)
 
 
 def with_uniform_component(forest: ForestArrays, log_weight: np.ndarray, smoothing: float,

@@ -111,7 +111,7 @@ class EnergyQueries:
             out[i] = logsumexp(e.energy(X) - log_q0_u) - math.log(MARGINAL_DRAWS)
         return out
 
-    def _score_codes(self, C: np.ndarray, outside: np.ndarray) -> np.ndarray:
+    def score_codes(self, C: np.ndarray, outside: np.ndarray) -> np.ndarray:
         """Estimated log density of code rows (see :meth:`log_prob`)."""
         C = np.where(outside, UNKNOWN, C).astype(np.int32)
         lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
@@ -154,13 +154,13 @@ class EnergyQueries:
         if conditions is not None:
             return self._conditional_log_prob(X, conditions)
         Z, C, outside = self._codes(X)
-        return self._score_codes(C, outside)
+        return self.score_codes(C, outside)
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """:meth:`log_prob` of already encoded rows."""
         self.check_fitted()
         C, outside = self.grid_.codes(np.asarray(Z, np.float64))
-        return self._score_codes(C, outside)
+        return self.score_codes(C, outside)
 
     def unnormalised_log_prob(self, X) -> np.ndarray:
         """``f(x)`` minus bin log-widths: :meth:`log_prob` without the estimated ``log Z``."""

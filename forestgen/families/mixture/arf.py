@@ -296,8 +296,8 @@ class ARF(GenerativeForest):
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
-        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
-                                             self.leaf_overrides())
+        self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
+                                            self.leaf_overrides())
         self._fit_missing(Z, leaves, pair_w)
 
     def leaf_prototypes(self) -> tuple[Any, Any]:

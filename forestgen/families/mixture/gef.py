@@ -387,8 +387,8 @@ class GeF(GenerativeForest):
         num, dis = self._leaf_prototypes()
         pair_w = np.ascontiguousarray(W.T).ravel()
         target_leaf = CategoricalLeaf(alpha=self.class_alpha, floor=0.0)
-        self.leaf_models_ = self._fit_leaves(Z, leaves, boxes, num, dis, pair_w,
-                                             overrides={self.target_index_: target_leaf})
+        self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, num, dis, pair_w,
+                                            overrides={self.target_index_: target_leaf})
         self._fit_missing(Z, leaves, pair_w)
 
     # ------------------------------------------------------------------ scikit-learn import
