@@ -1,11 +1,12 @@
 """The component slots every learner takes, and their constructor-time checks (CONTRIBUTING.md,
 "Slots").
 
-A learner's constructor stores its parameters (:mod:`forestgen.learner_params`) and then calls
-:func:`check_slots`: a slot the learner's paper rules out raises ``ValueError`` with the
-learner's reason; a component of the wrong kind (not the slot's base class, a splitter
-growing something else, a leaf that does not handle the learner's edge cells, a component
-serving another family) raises naming the learner, the slot and what it needs.
+A learner's constructor (wrapped by :class:`~forestgen.base.GenerativeForest`) stores its
+parameters and then calls :func:`check_slots`, as ``set_params`` and ``validate_params`` do:
+a slot the learner's paper rules out raises ``ValueError`` with the learner's reason; a
+component of the wrong kind (not the slot's base class, a splitter growing something else, a
+leaf that does not handle the learner's edge cells, a component serving another family) raises
+naming the learner, the slot and what it needs.
 """
 
 from __future__ import annotations
