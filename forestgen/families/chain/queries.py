@@ -33,9 +33,9 @@ from forestgen.inference.api import point_series
 from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
-    _column_index,
     blank_rows,
     check_on_empty,
+    column_index,
     evidence_from_frame,
     parse_conditions,
 )
@@ -128,12 +128,12 @@ class ChainQueries:
             self.require("conditional_log_prob")
             out = self._conditional_log_prob(X, conditions)
         else:
-            out = self.log_prob_encoded(self._encode(X, missing_columns="nan"))
+            out = self.log_prob_encoded(self.encode_rows(X, missing_columns="nan"))
         return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """Exact log density of encoded rows (NaN entries marginalised)."""
-        self._check_fitted()
+        self.check_fitted()
         Z = np.asarray(Z, np.float64)
         out = np.empty(len(Z))
         inc = np.isnan(Z).any(1)
@@ -208,7 +208,7 @@ class ChainQueries:
         return out
 
     def _conditional_log_prob(self, X, conditions) -> np.ndarray:
-        Zx = self._encode(X)
+        Zx = self.encode_rows(X)
         nx = len(Zx)
         ev, per_row = parse_conditions(self, conditions)
         index = conditions.index if per_row else None
@@ -247,7 +247,7 @@ class ChainQueries:
                        within_support: bool = True) -> np.ndarray:
         """``n`` encoded rows drawn ancestrally (exact); ``missing=True`` blanks each entry
         with the missing rate of its column among the training rows of its tree's leaf."""
-        self._check_fitted()
+        self.check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
         d = self.schema_.d
@@ -269,7 +269,7 @@ class ChainQueries:
         """``n`` synthetic rows (see :meth:`GenerativeForest.sample`); with ``conditions``
         exact conditional draws: a branch by its weight, the open columns up to the last
         given one inside their branch's constraints, the rest ancestrally."""
-        self._check_fitted()
+        self.check_fitted()
         if conditions is None:
             if n is None:
                 raise ValueError("n is required when no conditions are given")
@@ -462,14 +462,14 @@ class ChainQueries:
     def expect(self, columns=None, conditions=None):
         """Exact conditional mean of numeric and ordinal-integer columns / most probable level
         of categorical ones (a Series for a dict, a DataFrame for per-row evidence)."""
-        self._check_fitted()
+        self.check_fitted()
         self.require("expect")
         schema = self.schema_
         if columns is None:
             cols, single = list(range(schema.d)), False
         else:
             single = not isinstance(columns, (list, tuple, pd.Index, np.ndarray))
-            cols = [_column_index(schema, c) for c in ([columns] if single else columns)]
+            cols = [column_index(schema, c) for c in ([columns] if single else columns)]
         ev, per_row = parse_conditions(self, conditions)
         index = conditions.index if per_row else None
         post = self._column_posteriors(ev, cols, "expect", index)
@@ -487,12 +487,12 @@ class ChainQueries:
 
     # ------------------------------------------------------------------ prediction
     def _target_evidence(self, X, target, query: str):
-        self._check_fitted()
+        self.check_fitted()
         if target is None:
             raise ValueError(f"{type(self).__name__}.{query} needs target=<column>: any "
                              f"column can be predicted from the others")
         try:
-            j = _column_index(self.schema_, target)
+            j = column_index(self.schema_, target)
         except KeyError:
             raise KeyError(f"unknown target column {target!r}; the model's columns are "
                            f"{self.schema_.names}") from None
