@@ -82,10 +82,15 @@ def run_one(path: Path, limit: float | None) -> None:
 
 
 def _result(r: dict) -> str:
+    return _status(r) + (f". {r['note']}" if r.get("note") else "")
+
+
+def _status(r: dict) -> str:
     if r.get("error"):
-        return "FAILED: " + r["error"]
+        where = f" in code cell {r['cells_run']} of {r['cells']}" if r.get("cells") else ""
+        return f"FAILED{where}: {r['error']} (CPU s up to there: a lower bound)"
     if r.get("stopped"):
-        return f"{r['stopped']}: CPU s is a lower bound"
+        return f"{r['stopped']} at the {r['limit']:g} CPU s limit: CPU s is a lower bound"
     return "ran"
 
 
@@ -115,20 +120,31 @@ def main() -> None:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         r["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        r["limit"] = a.limit
+        r["note"] = rows.get(name, {}).get("note") if r.get("error") else None
         rows[name] = r
         print(r, flush=True)
     RESULTS.mkdir(exist_ok=True)
     store.write_text("".join(json.dumps(rows[k]) + "\n" for k in sorted(rows)))
-    mode = "full" if a.full else "fast (FORESTGEN_FAST=1)"
+    write_markdown(a.full)
+
+
+def write_markdown(full: bool) -> None:
+    """``tutorials_{fast,full}.md`` from the rows kept in the matching jsonl."""
+    stem = "tutorials_full" if full else "tutorials_fast"
+    rows = {r["notebook"]: r for r in map(
+        json.loads, (RESULTS / f"{stem}.jsonl").read_text().splitlines())}
+    mode = "full" if full else "fast (FORESTGEN_FAST=1)"
     lines = [f"# Tutorials, {mode} mode: CPU seconds per notebook", "",
-             "`python benchmarks/bench_tutorials.py" + (" --full" if a.full else "")
+             "`python benchmarks/bench_tutorials.py" + (" --full" if full else "")
              + " [--limit S] [NOTEBOOK ...]`; CPU = user + system seconds of the notebook's "
              "process and its kernel, read after every cell, with Numba's kernel cache warm "
              "(as in the test suite, where earlier tests compiled them; a cold cache adds its "
              "compile time once, e.g. 01 took 28 CPU s cold); wall seconds depend on the "
              "machine's load. A notebook stopped at the `--limit` shows a lower bound.", "",
              "| notebook | CPU s | wall s | measured | result |", "|---|---:|---:|---|---|"]
-    lines += [f"| {r['notebook']} | {'>= ' if r.get('stopped') else ''}{r['cpu_s']} | "
+    lines += [f"| {r['notebook']} | {'>= ' if r.get('stopped') or r.get('error') else ''}"
+              f"{r['cpu_s']} | "
               f"{r['wall_s']} | {r.get('date', '')} | {_result(r)} |"
               for r in (rows[k] for k in sorted(rows))]
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
