@@ -74,8 +74,8 @@ GENERATORS = {
 FOREST_METHODS = ("arf", "gfboost", "nrgboost", "autoforest")
 # batch size: about 16 steps per epoch, between 32 and 512 rows
 MLP = dict(hidden=64, lr=3e-3, weight_decay=1e-4, steps_per_epoch=16, max_epochs=30, patience=4)
-# the tables run by default (all methods, sizes 100/300/1000, 5 seeds: about 1.5 CPU hours on
-# one core of this machine, AutoForest about a third of it)
+# the tables run by default (all methods, sizes 100/300/1000, 5 seeds: about one CPU hour on
+# one core of this machine, some 60% of it the autoforest@1 arm)
 DEFAULT_TABLES = ["adult", "breast_cancer", "males", "benefits", "fair", "diabetes", "abalone",
                   "california"]
 
