@@ -11,7 +11,8 @@ from _common import REPO, RESULTS
 
 FIGURES = REPO / "docs" / "augmentation_figures"
 METHOD_ORDER = ["real", "arf@1", "arf@3", "gfboost@1", "nrgboost@1", "autoforest@1",
-                "gaussiancopula@1", "noise@1", "mixup@1", "smote", "oversample", "arf-balance"]
+                "gaussiancopula@1", "noise@1", "mixup@1", "smote", "oversample", "arf-balance",
+                "gfboost-balance", "nrgboost-balance"]
 
 
 def _load(path: Path) -> pd.DataFrame:
@@ -107,33 +108,55 @@ def report(path: Path) -> None:
                 for n in sorted(s2["n"].unique())) + " |")
     lines += _autoforest(d) + _generator_cost(bal)
     if not imb.empty:
-        di = paired(imb)
-        lines += ["", "## Class-imbalance case (minority subsampled to 10% of the training "
-                  "rows; test rows keep the table's class shares)", "",
-                  "Mean AUC and accuracy per table and size, +- s.e. over seeds.", ""]
-        lines += _full_tables(imb, accuracy=True)
-        si = summary(di, ["method", "learner"])
-        lines += ["", "Mean AUC delta against real-only over the imbalanced cells:", "",
-                  "| method | MLP | GBM |", "|---|---:|---:|"]
-        for m in _order(si["method"]):
-            row = []
-            for lr in ("mlp", "gbm"):
-                x = si[(si["method"] == m) & (si["learner"] == lr)]
-                row.append("" if x.empty else f"{x.iloc[0]['mean']:+.4f} +- "
-                           f"{x.iloc[0]['se']:.4f} ({x.iloc[0]['better']} better, "
-                           f"{x.iloc[0]['worse']} worse)")
-            lines.append(f"| {m} | " + " | ".join(row) + " |")
+        lines += _imbalance(imb)
     lines += ["", "## Every table (score mean +- s.e. over seeds; accuracy for classification "
               "in the second block)", ""]
-    lines += _full_tables(bal, accuracy=False)
+    lines += _full_tables(bal, cols=["score"])
     cls = bal[bal["task"] != "regression"]
     if not cls.empty:
         lines += ["", "### Accuracy (classification tables)", ""]
-        lines += _full_tables(cls, accuracy=True, acc_only=True)
+        lines += _full_tables(cls, cols=["acc"])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "augmentation.md").write_text("\n".join(lines) + "\n")
     figures(d, bal)
     print((RESULTS / "augmentation.md").read_text())
+
+
+def _imbalance(imb: pd.DataFrame) -> list[str]:
+    """The class-imbalance case: deltas of AUC, balanced accuracy and accuracy."""
+    sizes = sorted(imb["n"].unique())
+    seeds = imb[imb["learner"] == "mlp"].groupby(["table", "n", "method"]).size()
+    out = ["", "## Class-imbalance case (minority subsampled to 10% of the training rows; "
+           "test rows keep the table's class shares)", "",
+           f"Tables: {', '.join(sorted(imb['table'].unique()))}; sizes: "
+           f"{', '.join(map(str, sizes))} (a table too small for a size is left out of it); "
+           f"{seeds.min()}-{seeds.max()} seeds per cell; {len(imb)} trained models. "
+           "Balanced accuracy = mean recall of the two classes (argmax prediction). "
+           "Mean delta against real-only over cells (table x size, seeds averaged) +- s.e. "
+           "over cells; in brackets: cells better / worse by more than two s.e. over seeds.", ""]
+    for lr in ("mlp", "gbm"):
+        cols = [c for c in ("score", "bacc", "acc") if c in imb and imb[c].notna().any()]
+        out += [f"**{lr.upper()}**", "",
+                "| method | " + " | ".join({"score": "AUC delta", "bacc": "balanced acc. delta",
+                                             "acc": "accuracy delta"}[c] for c in cols) + " |",
+                "|---|" + "---:|" * len(cols)]
+        sub = imb[imb["learner"] == lr]
+        stats = {c: summary(paired(sub, c), ["method"]).set_index("method") for c in cols}
+        for m in _order(stats[cols[0]].index):
+            row = []
+            for c in cols:
+                x = stats[c].loc[m]
+                row.append(f"{x['mean']:+.4f} +- {x['se']:.4f} "
+                           f"({int(x['better'])} / {int(x['worse'])})")
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+        out.append("")
+    base = imb[imb["method"] == "real"]
+    out += ["Real-only reference (mean over runs): " + "; ".join(
+        f"{lr.upper()} AUC {g['score'].mean():.3f}, balanced accuracy {g['bacc'].mean():.3f}, "
+        f"accuracy {g['acc'].mean():.3f}" for lr, g in base.groupby("learner", sort=False)
+        if "bacc" in g) + ".", "", "Per table (mean +- s.e. over seeds):", ""]
+    out += _full_tables(imb, cols=["score", "bacc"])
+    return out
 
 
 def _coverage(df: pd.DataFrame) -> list[str]:
@@ -207,13 +230,12 @@ def _generator_cost(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def _full_tables(df: pd.DataFrame, accuracy: bool, acc_only: bool = False) -> list[str]:
+def _full_tables(df: pd.DataFrame, cols: list[str]) -> list[str]:
     """One table per learner, score and training size: methods x public tables."""
-    cols = ["acc"] if acc_only else (["score", "acc"] if accuracy else ["score"])
     out = []
     for lr in ("mlp", "gbm"):
         for col in cols:
-            label = {"score": "AUC / R^2", "acc": "accuracy"}[col]
+            label = {"score": "AUC / R^2", "acc": "accuracy", "bacc": "balanced accuracy"}[col]
             for n in sorted(df["n"].unique()):
                 sub = df[(df["learner"] == lr) & (df["n"] == n)]
                 tabs = sorted(sub["table"].unique())

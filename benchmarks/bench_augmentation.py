@@ -22,10 +22,14 @@ Training sets (``ratio`` = synthetic rows per real row):
   regression mixes the target too);
 * classification only, to a balanced training set: ``smote`` (imbalanced-learn's SMOTE, SMOTENC
   with categorical columns), ``oversample`` (random duplicates), ``arf-balance`` (ARF rows
-  drawn conditionally on the minority class).
+  drawn conditionally on the minority class; ``gfboost-balance`` and ``nrgboost-balance`` the
+  same from GF.Boost and NRGBoost, in the class-imbalance case).
 
 ``--imbalance 0.1`` additionally runs binary tables with the minority class subsampled to 10% of
-the training rows (the class-imbalance case). Fitted synthetic tables are cached under
+the training rows (the class-imbalance case; its test rows keep the table's class shares, as
+many as the rows left over allow, at most 2,000). Its cells (table ``<name>-imb0.1``) run
+real-only, ``arf@1``, ``noise@1``, ``mixup@1`` and the five balancing sets. Classification
+rows also record balanced accuracy (``bacc``). Fitted synthetic tables are cached under
 ``~/.cache/forestgen-bench/augmentation``; results are appended to
 ``benchmarks/results/augmentation.jsonl`` (cells already there are skipped, so the run can be
 sharded with ``--tables`` and resumed), then summarised by ``--report`` into
@@ -102,11 +106,15 @@ def split(df: pd.DataFrame, target: str, task: str, n: int, seed: int,
     n_min = max(int(round(imbalance * n)), 5)
     idx_min = perm[y[perm] == minority]
     idx_maj = perm[y[perm] != minority]
-    if len(idx_min) < n_min + 100 or len(idx_maj) < n - n_min + 100:
+    if len(idx_min) < n_min + 40 or len(idx_maj) < n - n_min + 60:
         return None
     train = np.r_[idx_min[:n_min], idx_maj[:n - n_min]]
-    rest = np.r_[idx_min[n_min:], idx_maj[n - n_min:]]
-    rest = rng.permutation(rest)[:MAX_TEST]  # the test rows keep the table's class shares
+    # the test rows keep the table's class shares: as many as the rows left over allow
+    share = len(idx_min) / len(y)
+    rest_min, rest_maj = idx_min[n_min:], idx_maj[n - n_min:]
+    n_test = int(min(MAX_TEST, len(rest_min) / share, len(rest_maj) / (1 - share)))
+    k_min = int(round(share * n_test))
+    rest = rng.permutation(np.r_[rest_min[:k_min], rest_maj[:n_test - k_min]])
     return df.iloc[rng.permutation(train)].reset_index(drop=True), \
         df.iloc[rest].reset_index(drop=True)
 
@@ -227,10 +235,13 @@ def balance_rows(method: str, train: pd.DataFrame, target: str, seed: int,
         parts = [train[train[target] == lvl].sample(k, replace=True, random_state=seed)
                  for lvl, k in need.items()]
         return pd.concat(parts, ignore_index=True)
-    if method == "arf-balance":
-        parts = [forest_rows("arf", train, k, seed, f"{key}-arf-cond-{lvl}",
+    gen = method.removesuffix("-balance")
+    if gen in FOREST_METHODS:  # rows drawn given the class, from a model of all the rows
+        parts = [forest_rows(gen, train, k, seed, f"{key}-{gen}-cond-{lvl}",
                              conditions={target: lvl}) for lvl, k in need.items()]
-        return pd.concat(parts, ignore_index=True)
+        out = pd.concat(parts, ignore_index=True)
+        out.attrs["fit_sample_cpu_s"] = sum(p.attrs.get("fit_sample_cpu_s", 0.0) for p in parts)
+        return out
     # SMOTE / SMOTENC on the rows, with missing values filled (the library needs no NaN)
     from imblearn.over_sampling import SMOTE, SMOTENC
 
@@ -349,7 +360,7 @@ def fit_gbm(X, y, Xv, yv, n_out: int, seed: int):
 
 
 def scores(task: str, y, pred, n_classes: int) -> dict:
-    from sklearn.metrics import accuracy_score, r2_score, roc_auc_score
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, r2_score, roc_auc_score
 
     if task == "regression":
         return {"r2": float(r2_score(y, pred))}
@@ -359,11 +370,17 @@ def scores(task: str, y, pred, n_classes: int) -> dict:
         auc = roc_auc_score(y, pred[:, 1]) if len(np.unique(y)) == 2 else float("nan")
     else:
         auc = roc_auc_score(y, pred, multi_class="ovr", labels=list(range(n_classes)))
-    return {"auc": float(auc), "acc": float(accuracy_score(y, pred.argmax(1)))}
+    return {"auc": float(auc), "acc": float(accuracy_score(y, pred.argmax(1))),
+            "bacc": float(balanced_accuracy_score(y, pred.argmax(1)))}
 
 
 # ---------------------------------------------------------------------------- one cell
-def methods(task: str) -> list[str]:
+def methods(task: str, imbalanced: bool = False) -> list[str]:
+    """The training sets of a cell; an imbalanced cell runs the balancing sets (every forest
+    generator drawing given the minority class) against real-only, ARF, noise and mixup."""
+    if imbalanced:
+        return ["real", "arf@1", "noise@1", "mixup@1", "smote", "oversample",
+                "arf-balance", "gfboost-balance", "nrgboost-balance"]
     m = ["real"] + [f"arf@{r}" for r in RATIOS] + ["gfboost@1", "nrgboost@1", "autoforest@1"]
     m += ["gaussiancopula@1", "noise@1", "mixup@1"]
     if task != "regression":
@@ -413,7 +430,7 @@ def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set,
     Xv, yv, Xt, yt = feats.x(val), feats.y(val), feats.x(test), feats.y(test)
     if task != "regression":  # early-stopping rows of a class unseen in training: dropped
         Xv, yv = Xv[yv >= 0], yv[yv >= 0]
-    for method in methods(task):
+    for method in methods(task, imbalanced=imbalance is not None):
         if only is not None and method not in only:
             continue
         if all((name, n, seed, method, lr) in done for lr in ("mlp", "gbm")):
@@ -442,6 +459,8 @@ def run_cell(table: str, n: int, seed: int, imbalance: float | None, done: set,
 def sdv_phase(cells: list[tuple]) -> None:
     jobs = []
     for table, n, seed, imbalance in cells:
+        if imbalance is not None:  # the imbalanced cells run no Gaussian copula
+            continue
         df, target, task = TABLES[table]()
         parts = split(df, target, task, n, seed, imbalance)
         if parts is None:
@@ -453,11 +472,11 @@ def sdv_phase(cells: list[tuple]) -> None:
     sdv_rows(jobs)
 
 
-def done_keys() -> set:
-    if not OUT.exists():
+def done_keys(out: Path) -> set:
+    if not out.exists():
         return set()
     return {(r["table"], r["n"], r["seed"], r["method"], r["learner"])
-            for r in map(json.loads, OUT.read_text().splitlines())}
+            for r in map(json.loads, out.read_text().splitlines())}
 
 
 def main() -> None:
@@ -471,11 +490,13 @@ def main() -> None:
                     help="also run binary tables with the minority at this training share")
     ap.add_argument("--imbalance-only", action="store_true")
     ap.add_argument("--report", action="store_true", help="summarise the jsonl and plot")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help=f"results file to append to / report from (default {OUT.name})")
     a = ap.parse_args()
     if a.report:
         from _aug_report import report
 
-        return report(OUT)
+        return report(a.out)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
     cells = []  # seed-major: a run stopped early still covers every table
@@ -490,12 +511,12 @@ def main() -> None:
     if a.methods is None or "gaussiancopula@1" in a.methods:
         sdv_phase(cells)
     only = None if a.methods is None else ["real", *a.methods]
-    done = done_keys()
+    done = done_keys(a.out)
     t_all = cpu_seconds()
     for cell in cells:
         t0, w0, k = cpu_seconds(), time.time(), 0
         for rec in run_cell(*cell, done, only):  # written as they come: a stopped run resumes
-            with OUT.open("a") as fh:
+            with a.out.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             k += 1
         print(f"{cell}: {k} results, {cpu_seconds() - t0:.0f} CPU s, "
