@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _REGISTRY: dict[str, dict[str, type]] = {}
@@ -28,6 +30,30 @@ def register(kind: str, name: str):
         return cls
 
     return deco
+
+
+def unregister(kind: str, name: str) -> None:
+    """Remove ``name`` from the ``kind`` table (a ``KeyError`` if it is not there); the
+    ``registry_name`` that :func:`register` set on a class goes with it."""
+    cls = _REGISTRY.get(kind, {}).pop(name)
+    if isinstance(cls, type) and cls.__dict__.get("registry_name") == name:
+        del cls.registry_name
+
+
+@contextmanager
+def registered(*entries: tuple[str, str, Any]) -> Iterator[None]:
+    """``with registered((kind, name, cls), ...):`` registers the entries for the block only
+    (test doubles: a test leaves the registry as it found it, so test order does not
+    matter)."""
+    done = []
+    try:
+        for kind, name, cls in entries:
+            register(kind, name)(cls)
+            done.append((kind, name))
+        yield
+    finally:
+        for kind, name in reversed(done):
+            unregister(kind, name)
 
 
 def get(kind: str, name: str) -> type:

@@ -56,3 +56,20 @@ def natural_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
 @pytest.fixture(scope="session")
 def natural() -> pd.DataFrame:
     return natural_table()
+
+
+def _registry_doubles() -> set[tuple[str, str]]:
+    from forestgen import registry
+
+    return {(kind, name) for kind, names in registry.available().items() for name in names
+            if not getattr(registry.get(kind, name), "__module__", "").startswith("forestgen")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registry_left_as_found():
+    """A test module leaves no component of its own in the global registry (register test
+    doubles with :func:`forestgen.registry.registered`), so test order does not matter."""
+    before = _registry_doubles()
+    yield
+    left = _registry_doubles() - before
+    assert not left, f"test doubles left in the registry: {sorted(left)}"

@@ -23,7 +23,6 @@ def table():
     return pd.DataFrame({"x": x, "y": x + rng.normal(size=n), "c": np.where(x > 0, "a", "b")})
 
 
-@registry.register("criterion", "test_gini_twin")
 @njit(cache=True)
 def gini_twin(left, right):
     p = left + right
@@ -79,3 +78,13 @@ def test_unregistered_components_fail_before_writing(table, tmp_path):
         m2.save(path)
     assert path.read_bytes() == b"previous contents"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.fgm"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_doubles():
+    """This module's test doubles, registered while its tests run (and removed after them:
+    later modules see the registry as the package leaves it)."""
+    with registry.registered(
+            ("criterion", "test_gini_twin", gini_twin),
+    ):
+        yield

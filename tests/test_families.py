@@ -15,7 +15,6 @@ from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
 from forestgen.sampling.ancestral import AncestralSampler
 
 
-@registry.register("sampler", "test_counting")
 class _CountingSampler(AncestralSampler):
     calls = 0
 
@@ -24,7 +23,6 @@ class _CountingSampler(AncestralSampler):
         return super().sample(model, n, rng, missing=missing, within_support=within_support)
 
 
-@registry.register("ensembler", "test_counting")
 class _CountingEnsembler(MixtureEnsembler):
     calls = 0
 
@@ -70,7 +68,6 @@ def test_queries_go_through_the_family_slots(table):
     assert _CountingSampler.calls == 1
 
 
-@registry.register("sampler", "test_counting_gibbs")
 class _CountingGibbs(GibbsSampler):
     calls = 0
 
@@ -79,7 +76,6 @@ class _CountingGibbs(GibbsSampler):
         return super().run(*args, **kwargs)
 
 
-@registry.register("normaliser", "test_counting")
 class _CountingNormaliser(ImportanceNormaliser):
     calls = 0
 
@@ -121,7 +117,6 @@ def test_undeclared_query_names_learner_and_query(table):
     assert np.isfinite(m.log_prob(table)).all()  # declared queries still work
 
 
-@registry.register("sampler", "test_old_contract")
 class _OldContractSampler(AncestralSampler):
     """A third-party sampler written before ``within_support`` existed."""
 
@@ -146,7 +141,6 @@ def test_every_sampler_draws_the_one_law(table):
                                                          within_support=flag), exact)
 
 
-@registry.register("ensembler", "test_unnormalised")
 class _EnergyLikeEnsembler(MixtureEnsembler):
     """Combines leaves like a mixture but declares an unnormalised energy."""
 
@@ -168,3 +162,18 @@ def test_unnormalised_ensembler_is_refused_by_mixture_queries(table):
         m.sample(5, conditions={"x": 0.1})
     assert not m.to_torch().torch_path
     assert m.sample(5, random_state=0).shape == (5, 2)  # sampling does not need a normaliser
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_doubles():
+    """This module's test doubles, registered while its tests run (and removed after them:
+    later modules see the registry as the package leaves it)."""
+    with registry.registered(
+            ("sampler", "test_counting", _CountingSampler),
+            ("ensembler", "test_counting", _CountingEnsembler),
+            ("sampler", "test_counting_gibbs", _CountingGibbs),
+            ("normaliser", "test_counting", _CountingNormaliser),
+            ("sampler", "test_old_contract", _OldContractSampler),
+            ("ensembler", "test_unnormalised", _EnergyLikeEnsembler),
+    ):
+        yield

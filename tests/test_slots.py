@@ -28,7 +28,6 @@ def _gain(left, right):
     return 0.0
 
 
-@registry.register("sampler", "test_slot_counting")
 class CountingSampler(AncestralSampler):
     """Counts its leaf draws; ``scale`` is a parameter that must survive save/load."""
 
@@ -42,7 +41,6 @@ class CountingSampler(AncestralSampler):
         return super().draw_leaves(log_weight, n, rng)
 
 
-@registry.register("ensembler", "test_slot_flat")
 class FlatTrees(MixtureEnsembler):
     """Coverage weights with a different weight per tree (still normalised)."""
 
@@ -181,12 +179,10 @@ def test_eogt_and_gfboost_refuse_a_splitter_with_the_other_cell_masses():
     EOGT(splitter=BayesRiskSplitter)  # a class is built with EOGT's approx=True
 
 
-@registry.register("splitter", "test_slot_bayes_risk")
 class _MyBayesRisk(BayesRiskSplitter):
     pass
 
 
-@registry.register("sampler", "test_slot_gibbs")
 class _MyGibbs(GibbsSampler):
     pass
 
@@ -246,3 +242,16 @@ def test_every_built_in_splitter_works_or_is_refused_at_construction(table):
     assert works == {("ARF", "gini"), ("ARF", "entropy"), ("ARF", "impurity"),
                      ("GeF", "gini"), ("GeF", "entropy"), ("GeF", "impurity"),
                      ("RFDE", "midpoint"), ("DEF", "density"), ("NRGBoost", "energy")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_doubles():
+    """This module's test doubles, registered while its tests run (and removed after them:
+    later modules see the registry as the package leaves it)."""
+    with registry.registered(
+            ("sampler", "test_slot_counting", CountingSampler),
+            ("ensembler", "test_slot_flat", FlatTrees),
+            ("splitter", "test_slot_bayes_risk", _MyBayesRisk),
+            ("sampler", "test_slot_gibbs", _MyGibbs),
+    ):
+        yield

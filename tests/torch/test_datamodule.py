@@ -90,7 +90,6 @@ def test_gef_learner_gets_the_target(natural):
 _FITS = []
 
 
-@registry.register("learner", "test_datamodule_counting_arf")
 class _CountingARF(ARF):
     """ARF that counts its fits (registered: only a registered learner class can be saved)."""
 
@@ -126,3 +125,13 @@ def test_prepare_data_fits_once_and_setup_memory_maps(tmp_path):
     Z = c.model_.encoder_.transform(c.val_df)
     assert (b.model_.log_prob_encoded(Z) == c.model_.log_prob_encoded(Z)).all()
     assert b.train_df.equals(c.train_df)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_doubles():
+    """This module's test doubles, registered while its tests run (and removed after them:
+    later modules see the registry as the package leaves it)."""
+    with registry.registered(
+            ("learner", "test_datamodule_counting_arf", _CountingARF),
+    ):
+        yield
