@@ -48,7 +48,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _aug_tables import TABLES  # noqa: E402
-from _common import DATA, RESULTS  # noqa: E402
+from _common import DATA, REPO, RESULTS  # noqa: E402
 
 OUT = RESULTS / "ood.jsonl"
 DETECTORS = ["arf", "arf50", "rfde", "iforest", "gmm", "knn", "ecod", "copod"]
@@ -310,6 +310,43 @@ def report(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def figure(records: list[dict], path: Path) -> None:
+    """AUROC +- 2 s.e. per scenario and detector, one panel per part (``docs/ood_figures``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = pd.DataFrame(records)
+    g = df.groupby(["part", "scenario", "detector"], sort=False)["auroc"]
+    stats = pd.DataFrame({"mean": g.mean(), "se": g.std(ddof=1) / np.sqrt(g.count())})
+    parts = [p for p in ("shift", "anomaly") if p in set(df["part"])]
+    heights = [df[df["part"] == p]["scenario"].nunique() for p in parts]
+    fig, axes = plt.subplots(len(parts), 1, figsize=(8, 0.55 * sum(heights) + 1.5),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, part in zip(axes[:, 0], parts):
+        sub = stats.loc[part]
+        scens = list(dict.fromkeys(sub.index.get_level_values("scenario")))
+        dets = [d for d in DETECTORS if d in set(sub.index.get_level_values("detector"))]
+        for j, d in enumerate(dets):
+            m = sub.xs(d, level="detector").reindex(scens)
+            y = np.arange(len(scens)) + (j - (len(dets) - 1) / 2) * 0.1
+            ax.errorbar(m["mean"], y, xerr=2 * m["se"].fillna(0), fmt="o", ms=3, capsize=1.5,
+                        label=d, color=f"C{DETECTORS.index(d)}")
+        ax.axvline(0.5, color="k", lw=0.8, ls=":")
+        ax.set_yticks(np.arange(len(scens)), scens, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1.02)
+        ax.set_title({"shift": "shift scenarios (fit on in-distribution rows)",
+                      "anomaly": "RFDE paper protocol (transductive)"}[part], fontsize=9)
+        ax.legend(fontsize=7, loc="lower left" if part == "shift" else "upper left", ncol=2)
+    axes[-1, 0].set_xlabel("AUROC (+- 2 s.e. over seeds; 0.5 = chance)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -327,6 +364,7 @@ def main() -> None:
     records = list({(r["part"], r["scenario"], r["seed"], r["detector"]): r for r in map(
         json.loads, OUT.read_text().splitlines())}.values())
     (RESULTS / "ood.md").write_text(report(records))
+    figure(records, REPO / "docs" / "ood_figures" / "auroc.png")
     print((RESULTS / "ood.md").read_text())
 
 
