@@ -142,46 +142,44 @@ class LeafPack:
         bits = rec.view(np.uint8)
         codes = rec.view(code_t)
         o = start[:-1]
-        rec[o] = np.asarray(model.leaf_log_weight_, np.float64)[lid]
-        codes[o * per + ctl * per] = nnz
+        words, fields = [0], [np.asarray(model.leaf_log_weight_, np.float64)]
         kmax = max([models[j].n_levels for j in cats], default=1)
         base = np.zeros((d, kmax))
         nlev = np.zeros(d, np.int64)
         log_floor = np.zeros(d)
-        acc = np.zeros(L, np.int64)  # pairs of the earlier categorical columns, per leaf
+        at = np.zeros((len(cats), 4), np.int64)  # word, code index of start, mask?, code base
+        listed = []  # per categorical column: offset_, code_, log prob_, log rest_, allowed_
         with np.errstate(divide="ignore"):
             for j in range(d):
                 lm, p = models[j], pos[j]
                 if kind[j] == TRUNCNORM:
                     if not hasattr(lm, "lognorm_"):
                         lm.log_prob(np.zeros(0, np.int64), np.zeros(0))  # builds lognorm_
-                    for q, a in enumerate((lm.lo_, lm.hi_, lm.mu_, lm.sigma_, lm.lognorm_)):
-                        rec[o + p + q] = a[lid]
+                    words += range(p, p + 5)
+                    fields += [lm.lo_, lm.hi_, lm.mu_, lm.sigma_, lm.lognorm_]
                 elif kind[j] == UNIFORM:
-                    rec[o + p], rec[o + p + 1] = lm.lo_[lid], lm.hi_[lid]
+                    words += [p, p + 1]
+                    fields += [lm.lo_, lm.hi_]
                 elif kind[j] == CATEGORICAL:
-                    cnt = np.diff(lm.offset_)[lid]
-                    rec[o + p] = np.log(lm.rest_[lid])
-                    codes[o * per + cpos[j]] = acc
-                    codes[o * per + cpos[j] + 1] = acc + cnt
-                    within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-                    src = np.repeat(lm.offset_[:-1][lid], cnt) + within
-                    if lm.n_levels <= mask_levels:  # the listed levels' bits
-                        mask = np.zeros(L, np.uint64)
-                        np.bitwise_or.at(mask, np.repeat(np.arange(L), cnt), np.left_shift(
-                            np.uint64(1), lm.code_[src].astype(np.uint64)))
-                        rec[o + p + 1] = mask.view(np.float64)
-                    dest = np.repeat(o + head, cnt) + np.repeat(acc, cnt) + within
-                    rec[dest] = np.log(lm.prob_[src])
-                    cdest = (np.repeat((o + head + nnz) * per, cnt) + np.repeat(acc, cnt)
-                             + within)
-                    codes[cdest] = lm.code_[src]
-                    acc += cnt
-                    nby = lm.allowed_.shape[1]
-                    bits[(o * 8 + bpos[j])[:, None] + np.arange(nby)] = lm.allowed_[lid]
+                    c = len(listed)
+                    at[c] = (p, cpos[j], lm.n_levels <= mask_levels,
+                             sum(len(t[1]) for t in listed))
+                    listed.append((lm.offset_, lm.code_, np.log(lm.prob_), np.log(lm.rest_),
+                                   lm.allowed_))
                     base[j, : lm.n_levels] = lm.base_
                     nlev[j] = lm.n_levels
                     log_floor[j] = np.log(float(lm.floor)) if lm.floor > 0 else -np.inf
+        K = len(fields[0])
+        cat = (at, np.array([t[0] for t in listed], np.int64).reshape(len(listed), K + 1),
+               np.concatenate([t[1] for t in listed] + [np.zeros(0)]).astype(np.int64),
+               np.concatenate([t[2] for t in listed] + [np.zeros(0)]),
+               np.array([t[3] for t in listed], np.float64).reshape(len(listed), K),
+               np.concatenate([t[4] for t in listed] + [np.zeros((K, 0))], axis=1
+                              ).astype(np.uint8))
+        _fill_records(rec, codes, o, nnz, lid,
+                      np.array([head, per, ctl * per, bpos[cats[0]] if cats else 0], np.int64),
+                      (np.array(words, np.int64),
+                       np.stack([np.asarray(a, np.float64) for a in fields])), cat)
         self.kind, self.pos = kind, pos
         self._means: dict[int, np.ndarray] = {}
         lay = np.array([head, per, ctl * per, mask_levels], np.int64)
@@ -205,6 +203,48 @@ class LeafPack:
         return int(sum(a.nbytes for a in own) + node.nbytes + roots.nbytes
                    + self.row.nbytes + self.leaf_id.nbytes
                    + sum(a.nbytes for a in self._means.values()))
+
+
+@njit(cache=True, nogil=True)
+def _fill_records(rec, codes, o, nnz, lid, lay, num, cat):
+    """Write every leaf's record in one pass over the records (each record's cache lines
+    are written once): the numeric words ``num = (words, src)``, ``rec[o + words[f]] =
+    src[f, lid]``; the count of listed levels at code ``lay[2]``; then per categorical column
+    ``log rest``, the listed levels' bit mask (where ``at[c, 2]``), their ``(start, end)``
+    codes, log probabilities and level codes; and the allowed-level bytes of all categorical
+    columns from byte ``lay[3]``. ``lay = (header words, codes per word, ...)``; ``cat = (at,
+    offsets [C, K + 1], level codes, log probabilities (numpy's logarithm, so the records are
+    those of a vectorised build bit for bit), log rest [C, K], allowed bytes [K, B])``."""
+    words, src = num
+    at, offs, code, log_prob, log_rest, allowed = cat
+    head, per, nnz_at, bp0 = lay[0], lay[1], lay[2], lay[3]
+    bits = rec.view(np.uint8)
+    masks = rec.view(np.uint64)
+    nby = allowed.shape[1]
+    for i in range(lid.shape[0]):
+        r, k = o[i], lid[i]
+        for f in range(words.shape[0]):
+            rec[r + words[f]] = src[f, k]
+        codes[r * per + nnz_at] = nnz[i]
+        acc = 0
+        for c in range(at.shape[0]):
+            p, cp, use_mask, cb = at[c, 0], at[c, 1], at[c, 2], at[c, 3]
+            a, cnt = offs[c, k], offs[c, k + 1] - offs[c, k]
+            rec[r + p] = log_rest[c, k]
+            codes[r * per + cp] = acc
+            codes[r * per + cp + 1] = acc + cnt
+            mask = np.uint64(0)
+            for t in range(cnt):
+                lev = code[cb + a + t]
+                if use_mask:
+                    mask |= np.uint64(1) << np.uint64(lev)
+                rec[r + head + acc + t] = log_prob[cb + a + t]
+                codes[(r + head + nnz[i]) * per + acc + t] = lev
+            if use_mask:
+                masks[r + p + 1] = mask
+            acc += cnt
+        for t in range(nby):
+            bits[r * 8 + bp0 + t] = allowed[k, t]
 
 
 @njit(cache=True, nogil=True)
