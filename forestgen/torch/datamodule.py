@@ -38,7 +38,7 @@ class ForestDataModule(pl.LightningDataModule):
     model : ``None`` (fit ``learner``), an unfitted learner instance (fitted in ``setup``), a
         fitted model, or a path written by ``model.save``.
     learner, learner_kwargs : registry name / class and its arguments when ``model`` is None
-        (``random_state`` defaults to ``seed`` so every rank fits the same forest).
+        (``random_state`` defaults to ``seed``: the same forest in every run).
     test_data : optional held-out table for ``test_dataloader``.
     val_fraction : share of ``data`` held out for validation (fixed split by ``seed``).
     train_mode : ``"real"``, ``"synthetic"`` (a :class:`SyntheticDataset` of
