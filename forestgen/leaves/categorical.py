@@ -415,6 +415,20 @@ def _categorical_mean(offset, code, prob, rest, bits, base, leaf, k):
     return out
 
 
+@njit(cache=True, inline="always")
+def _next_level_prob(offset, code, prob, rest, bits, base, leaf, c, e):
+    """``(p(level c | leaf), e')`` for levels visited in increasing code order: ``e`` points
+    at the leaf's first listed level not below ``c`` (its listed codes are sorted), so a walk
+    over all levels costs one pass instead of a binary search per level (same values as
+    :func:`level_prob`)."""
+    end = offset[leaf + 1]
+    while e < end and code[e] < c:
+        e += 1
+    if e < end and code[e] == c:
+        return prob[e], e + 1
+    return (rest[leaf] * base[c] if level_allowed(bits, leaf, c) else 0.0), e
+
+
 @parallel_kernel
 def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, shared, k):
     """Inverse-CDF draw over the levels in code order: the first level whose cumulative mass
@@ -425,15 +439,19 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
         r = np.int64(0) if shared else np.int64(i)
         lf = leaf[i]
         tot = 0.0
+        e = offset[lf]
         for c in range(k):
+            p, e = _next_level_prob(offset, code, prob, rest, bits, base, lf, c, e)
             if levels[r, c]:
-                tot += level_prob(offset, code, prob, rest, bits, base, lf, c)
+                tot += p
         target = u[i] * tot
         cdf = 0.0
         pick = k - 1
+        e = offset[lf]
         for c in range(k):
+            p, e = _next_level_prob(offset, code, prob, rest, bits, base, lf, c, e)
             if levels[r, c]:
-                cdf += level_prob(offset, code, prob, rest, bits, base, lf, c)
+                cdf += p
             if cdf >= target:
                 pick = c
                 break
