@@ -125,9 +125,11 @@ def tune(tr, va, target, args, seed: int) -> tuple[NRGBoost, int, list[dict]]:
     def evaluate(leaves: int, gamma: float) -> float:
         nonlocal best
         c0 = time.process_time()
+        kw = {} if args.refill_trees is None else {
+            "refill_trees": None if args.refill_trees == "paper" else int(args.refill_trees)}
         m = NRGBoost(n_trees=args.n_trees, max_leaves=leaves, learning_rate=gamma,
                      pool_size=args.pool_size, p_refresh=args.p_refresh, random_state=seed,
-                     n_normaliser_samples=1000).fit(tr)
+                     n_normaliser_samples=1000, **kw).fit(tr)
         curve = validation_curve(m, va, target)
         rec = {"leaves": leaves, "gamma": gamma, "score": float(curve.max()),
                "round": int(np.argmax(curve)) + 1, "cpu_s": time.process_time() - c0}
@@ -187,6 +189,9 @@ def main() -> None:
     ap.add_argument("--shrinkage", type=float, default=0.15)
     ap.add_argument("--pool-size", type=int, default=80_000)
     ap.add_argument("--p-refresh", type=float, default=0.1)
+    ap.add_argument("--refill-trees", default=None,
+                    help="NRGBoost refill_trees: an int, or 'paper' (None: the paper's refill); "
+                         "default: the learner's default")
     ap.add_argument("--xgb-trials", type=int, default=100, help="0 = no XGBoost")
     ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
     ap.add_argument("--out", default="nrgboost_table1")
