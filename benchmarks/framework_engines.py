@@ -1,7 +1,8 @@
-"""Do the leaf mixture's three ways of computing ``log p`` agree? The fused marginal walk
-(:mod:`forestgen.inference.marginal_walk`), the evidence-mass walk
-(:mod:`forestgen.inference.evidence_mass`, given the observed values as point evidence) and the
-enumerating path (:func:`forestgen.inference.posterior.iter_posterior`), on rows with missing
+"""Do the leaf mixture's ways of computing ``log p`` agree? The walk
+(:mod:`forestgen.inference.marginal_walk`) called by ``log_prob`` and by the evidence mass
+(:mod:`forestgen.inference.evidence_mass`, given the observed values as point evidence: the
+same walk since issue 31, so the first column reads 0) and the enumerating path
+(:func:`forestgen.inference.posterior.iter_posterior`), on rows with missing
 entries; and, with leaf classes the walks do not know (subclasses), what the enumerating path
 gives for ``log_prob`` (``--pairs OUT.npz``, to compare two checkouts with
 ``framework_bitcheck.py compare``).

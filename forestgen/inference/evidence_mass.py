@@ -1,28 +1,26 @@
-"""``log p(e)`` per evidence row by one fused walk, without listing leaves (issue 15).
+"""``log p(e)`` per evidence row, without listing leaves (issue 15).
 
 ``p(e) = sum_k pi_k prod_{j in E} g_kj(e_j)`` over the leaves of all trees (ARF spec §3). The
 enumerating path (:func:`~.posterior.iter_posterior`) lists every leaf the evidence reaches as
 (row, leaf) pairs and scores them column by column; with interval or level-set evidence a row
 reaches ~10^5 leaves of a 1M-row forest, so listing them is what costs. :func:`evidence_log_mass`
-walks each tree depth-first over the packed nodes of :class:`~.leaf_factors.LeafPack`
-(:func:`~.interval_factors.packed_sides`: the leaves the enumeration lists), scores each leaf
-on all of the row's evidence as it reaches it and accumulates the sum.
+sums the same leaves without listing them. Rows with a point value go through the leaf
+mixture's one walk, :func:`~.marginal_walk.walk` (the walk of ``log_prob`` and the NaN
+marginals, here with the rows' intervals and level sets too: it scores every reached leaf in
+log space).
 
-Containment pruning (a range sum): a row whose evidence is only intervals and level sets
-checks each node's box (the thresholds and level sets of the splits above it). Where the box
-lies inside the evidence on every evidence column, and every leaf below has its factor on those
-columns equal to 1 whenever its box is inside the evidence (:class:`SubtreeTables`: checked per
-leaf and column, never assumed), the subtree adds its summed leaf weight and the walk stops
-there; only the leaves that straddle the evidence's boundary are scored.
-
-Such rows (:func:`_block_kernel`) are sorted so that neighbours have similar evidence and walk
-each tree in blocks: a node splits the block's rows into those going left and right, so node
-and leaf records are read once per block. Their leaves are scored in linear space
+Rows whose evidence is only intervals and level sets take :func:`_block_kernel`, that walk
+specialised to a range sum. Containment pruning: each node's box (the thresholds and level
+sets of the splits above it) is checked against the evidence. Where the box lies inside the
+evidence on every evidence column, and every leaf below has its factor on those columns equal
+to 1 whenever its box is inside the evidence (:class:`SubtreeTables`: checked per leaf and
+column, never assumed), the subtree adds its summed leaf weight and the walk stops there;
+only the leaves that straddle the evidence's boundary are scored, in linear space
 (:func:`~.interval_factors.row_linear_weight`: erfc tails, a stored tail and ``1 / Z`` per cell
-edge, :class:`LinearTables`) and summed without a logarithm or exponential per leaf; weights
+edge, :class:`LinearTables`), summed without a logarithm or exponential per leaf; weights
 beyond linear space's reach (far tails, below 1e-280) are scored in log space and summed apart.
-Rows with a point value (densities) walk alone and score every reached leaf in log space
-(:func:`_mass_kernel`).
+Its rows are sorted so that neighbours have similar evidence, and walk each tree in blocks as
+the walk's do.
 
 Each row is summed in a fixed order (trees in order, each depth-first), so the result does not
 depend on the thread count or on how rows are sorted and batched.
@@ -44,9 +42,7 @@ from forestgen.inference.interval_factors import (
     evidence_arrays,
     kernel_columns,
     kernel_rows,
-    packed_sides,
     range_sides,
-    row_columns,
     row_linear_weight,
     row_log_weight,
 )
@@ -63,11 +59,11 @@ from forestgen.inference.leaf_factors import (
     add_pmf,
     leaf_pack,
 )
+from forestgen.inference.marginal_walk import range_evidence, walk
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.logsumexp import lse_push, lse_value
 from forestgen.parallel import parallel_kernel
 
-ROW_BLOCK = 8  # rows per parallel block of the per-row walk (tree-major inside a block)
 BLOCK = 64  # rows that walk the trees together (at most; the pruned linear-space walk)
 MASK_COLUMNS = 63  # columns with a containment bit (bit 63: "never")
 MASK_LEVELS = 64  # levels of a categorical column whose node level sets are tracked
@@ -190,7 +186,7 @@ def linear_tables(model) -> LinearTables:
 @njit(cache=True, nogil=True, error_model="numpy")
 def _left_levels(n, node, fnode, cat_left, n_levels, k):
     """uint64 mask of the level codes ``< k`` (``k <= 64``) that packed split ``n`` sends
-    left, as :func:`~.interval_factors.packed_sides` routes a level set."""
+    left, as :func:`~.interval_factors.range_sides` routes a level set."""
     meta = node[n, 1]
     m = np.uint64(0)
     if (meta >> 1) & 1:  # nominal: its level set; a level it never saw follows nan_left
@@ -300,58 +296,10 @@ def _build(node, fnode, cat_left, n_levels, tabs, colkind, depth):
 
 
 @parallel_kernel(error_model="numpy")
-def _mass_kernel(X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels, tabs, depth,
-                 block):
-    """``(log sum_k w_k(e_i), leaves scored)`` per row (``-inf``: no leaf has positive
-    weight): each row walks the packed nodes of :class:`~.leaf_factors.LeafPack` (a right
-    child follows its parent) and scores every leaf it reaches in log space."""
-    m, d = X.shape
-    node, _, roots = nodes
-    mx = np.full(m, -np.inf)
-    acc = np.zeros(m)
-    scored = np.zeros(m, np.int64)
-    n_blocks = (m + block - 1) // block
-    for blk in prange(n_blocks):
-        stack = np.empty(depth + 2, np.int64)
-        ecols = np.empty(d, np.int64)
-        icols = np.empty(d, np.int64)
-        scols = np.empty(d, np.int64)
-        scratch = np.zeros((1, tabs[BASE].shape[1]))
-        r0 = blk * block
-        r1 = min(m, r0 + block)
-        for b in range(roots.shape[0]):  # tree-major inside a block: its nodes stay in cache
-            for i in range(r0, r1):
-                ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
-                stack[0] = roots[b]
-                sp = 1
-                while sp > 0:
-                    sp -= 1
-                    n = stack[sp]
-                    meta = node[n, 1]
-                    if (meta >> 2) & 1:
-                        v = row_log_weight(i, meta >> 24, X, ecols, ne, lo, hi, icols, ni,
-                                           smask, soff, scols, ns, tabs, scratch)
-                        scored[i] += 1
-                        mx[i], acc[i], _, _ = lse_push(mx[i], acc[i], v)
-                        continue
-                    s = packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left,
-                                     n_levels)
-                    if s & 1:
-                        stack[sp] = meta >> 24
-                        sp += 1
-                    if s & 2:
-                        stack[sp] = n + 1
-                        sp += 1
-    out = np.empty(m)
-    for i in range(m):
-        out[i] = lse_value(mx[i], acc[i])
-    return out, scored
-
-
-@parallel_kernel(error_model="numpy")
 def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels,
                   tabs, depth, logw, okb, full, pi, edge, slot):
-    """:func:`_mass_kernel` for rows with only intervals and level sets, blocks of rows
+    """The walk (:func:`~.marginal_walk.walk`) for rows with only intervals and level sets,
+    specialised to a range sum: blocks of rows
     ``order[k:k + block]`` walking each tree together, pruning contained subtrees
     (:class:`SubtreeTables`) and scoring leaves in linear space (:class:`LinearTables`; the
     few beyond its reach in log space, summed apart).
@@ -554,9 +502,8 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune
                 soff, sk, pack.nodes, f.cat_left, f.n_levels, pack.args, pack.depth, st.logw,
                 st.ok, st.full, lt.pi, lt.edge, lt.slot)
         if (~blk).any():
-            lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel[~blk])
+            Xp = X[~blk]
+            ranges = range_evidence(Xp, evidence_arrays(ev, sel[~blk]))
             part = np.flatnonzero(done)[~blk]
-            out[part], cnt[part] = _mass_kernel(
-                X[~blk], lo, hi, sact, smask, soff, sk, pack.nodes, f.cat_left, f.n_levels,
-                pack.args, pack.depth, max(1, min(ROW_BLOCK, -(-int((~blk).sum()) // 16))))
+            out[part], _, cnt[part] = walk(model, Xp, ranges, count=True)
     return (done, out, cnt) if leaves else (done, out)

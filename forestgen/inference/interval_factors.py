@@ -34,7 +34,6 @@ from forestgen.inference.leaf_factors import (
     leaf_kind,
     leaf_log_weight,
     listed_levels,
-    route,
 )
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
@@ -157,11 +156,20 @@ def row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff, scols, ns
                    scratch):
     """``log pi + sum_j log g_j`` of packed leaf record ``r`` under row ``i``'s evidence:
     point values ``X[i, ecols[:ne]]`` (:func:`leaf_log_weight`), intervals ``(lo, hi][i,
-    icols[:ni]]`` and level sets ``smask[i, soff[j]:]`` of columns ``scols[:ns]``.
-    ``scratch [1, k_max]``: zeros (left as zeros)."""
+    icols[:ni]]`` and level sets ``smask[i, soff[j]:]`` of columns ``scols[:ns]``
+    (:func:`range_log_factor`). ``scratch [1, k_max]``: zeros (left as zeros)."""
     lp = leaf_log_weight(i, r, X, ecols, ne, tabs)
     if lp == -np.inf:
         return lp
+    return range_log_factor(lp, i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, scratch)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def range_log_factor(lp, i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, scratch):
+    """``lp`` plus the log factors of packed leaf record ``r`` for row ``i``'s intervals
+    ``(lo, hi][i, icols[:ni]]`` and level sets ``smask[i, soff[j]:]`` of columns
+    ``scols[:ns]`` (``-inf`` as soon as one is zero). ``scratch [1, k_max]``: zeros (left as
+    zeros)."""
     rec, pos, kind = tabs[REC], tabs[POS], tabs[KIND]
     o = tabs[START][r]  # record r's first word
     for q in range(ni):
@@ -309,21 +317,11 @@ def row_columns(i, X, lo, sact, ecols, icols, scols):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def packed_sides(i, n, X, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels):
-    """:func:`~forestgen.tree.kernels.evidence_sides` on the packed nodes of
-    :class:`~.leaf_factors.LeafPack` (node ``n`` internal): ``1`` left, ``2`` right, ``3``
-    both, ``0`` none."""
-    node, fnode, _ = nodes
-    x = X[i, (node[n, 1] >> 3) & 0x1FFFFF]
-    if not np.isnan(x):
-        return route(x, n, nodes, cat_left, n_levels)
-    return range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left, n_levels)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left, n_levels):
-    """:func:`packed_sides` of a row without a point value on node ``n``'s column (the packed
-    arrays passed apart, not as a tuple: no reference counting in a serial kernel's loop)."""
+    """Sides a row without a point value on packed node ``n``'s column takes (as
+    :func:`~forestgen.tree.kernels.evidence_sides`): ``1`` left, ``2`` right, ``3`` both
+    (no evidence on the column, or evidence meeting both), ``0`` none. (The packed arrays
+    passed apart, not as a tuple: no reference counting in a serial kernel's loop.)"""
     meta = node[n, 1]
     f = (meta >> 3) & 0x1FFFFF
     if lo.shape[0] > 0 and not np.isnan(lo[i, f]):

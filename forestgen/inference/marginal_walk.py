@@ -1,19 +1,26 @@
-"""Fused marginal walks: every leaf a row reaches, scored and summed in one pass (issue 15).
+"""The leaf mixture's one ``log p`` walk: every leaf a row reaches, scored and summed in one
+pass (issues 15, 31).
 
-A row with missing entries reaches every leaf whose cell meets its observed values (the
-missing columns' splits go both ways; ARF spec §3's marginalisation). The enumerating path
-lists those (row, leaf) pairs (:meth:`ForestArrays.reach`), scores them column by column and
-combines them. :func:`_batch_walk` instead walks a block of rows through each tree together
-(a node splits the rows that reach it into those going left and right, a missing value going
-both ways), scores each reached leaf on the row's observed columns as it gets there from the
-packed leaf records of :mod:`.leaf_factors`, and folds it into running per-row sums: the
-logsumexp of the scores and, for query columns missing in the row, the posterior-weighted
-leaf pmfs or means. No list of pairs is built; memory is the output plus a row list per open
-node of a block.
+A row reaches every leaf whose cell meets its evidence: its point values (a missing value's
+splits go both ways; ARF spec §3's marginalisation), intervals and level sets (each side
+they meet). The enumerating path lists those (row, leaf) pairs (:meth:`ForestArrays.reach`),
+scores them column by column and combines them; :func:`walk` sums them without listing
+them. Its Python driver orders and chunks the rows (:func:`walk_plan`) and bundles the
+kernel's inputs (:class:`WalkRows`, :class:`RangeEvidence`, :class:`PackedForest`,
+:class:`Plan`); the kernel :func:`_batch_walk` walks a block of rows through each tree
+together (a node splits the rows that reach it into those going left and right), scores each
+reached leaf as it gets there from the packed leaf records of :mod:`.leaf_factors`
+(:func:`~.leaf_factors.leaf_log_weight`, then :func:`~.interval_factors.range_log_factor`
+for intervals and level sets) and folds it into running per-row sums: the logsumexp of the
+scores and, for query columns missing in the row, the posterior-weighted leaf pmfs or means
+(:func:`_add_moments`); :func:`_fold_groups` adds the tree groups' sums. No list of pairs is
+built; memory is the output plus a row list per open node of a block.
 
-* :func:`marginal_log_prob`: the mixture's log density of rows with missing entries;
+* :func:`marginal_log_prob`: the mixture's log density of rows, complete or with NaN;
 * :func:`marginal_moments`: the moments behind ``predict_proba``, ``predict`` and
-  ``impute(method="expectation")``.
+  ``impute(method="expectation")``;
+* :func:`~.evidence_mass.evidence_log_mass`: ``log p(e)`` of conditions with a point value
+  (rows with only intervals and level sets take its pruned range sum).
 
 Each row meets its leaves in the enumerating path's order (tree by tree, right subtrees
 first) whatever the blocks and threads, so results do not depend on the thread count or on
@@ -23,11 +30,15 @@ logsumexp rescales where the two-pass one does not).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
+from forestgen.inference.interval_factors import range_log_factor, range_sides
 from forestgen.inference.leaf_factors import (
+    BASE,
     CATEGORICAL,
     leaf_kind,
     leaf_log_weight,
@@ -44,6 +55,55 @@ GROUPS = 16  # tree groups (at most): each (group, block of rows) is one paralle
 TASK_BYTES = 64 * 2**20  # bound on the per-group partial sums of one call to the kernel
 
 
+class WalkRows(NamedTuple):
+    """A call's rows: point values ``X [m, d]`` (NaN: none), ``XT`` (``X`` column-major),
+    ``ecols [m, d]`` each row's point columns in increasing order and ``ne [m]`` their count."""
+
+    X: np.ndarray
+    XT: np.ndarray
+    ecols: np.ndarray
+    ne: np.ndarray
+
+
+class RangeEvidence(NamedTuple):
+    """The rows' intervals and level sets (:func:`~.interval_factors.evidence_arrays`'s ``lo,
+    hi, sact, smask, soff, sk``; ``[0, d]`` arrays where there are none), with each row's
+    interval columns ``icols [m, d]`` (``ni [m]`` of them) and level-set columns ``scols``
+    (``ns``). ``active``: whether any row has any."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    sact: np.ndarray
+    smask: np.ndarray
+    soff: np.ndarray
+    sk: np.ndarray
+    icols: np.ndarray
+    ni: np.ndarray
+    scols: np.ndarray
+    ns: np.ndarray
+    active: bool
+
+
+class PackedForest(NamedTuple):
+    """What the walk reads of the forest: :class:`~.leaf_factors.LeafPack`'s ``nodes``,
+    ``depth`` and leaf records ``tabs``, and the forest's ``cat_left`` and ``n_levels``."""
+
+    nodes: tuple
+    depth: int
+    tabs: tuple
+    cat_left: np.ndarray
+    n_levels: np.ndarray
+
+
+class Plan(NamedTuple):
+    """How a call's rows and trees are dealt out: ``block`` rows per task, tree groups
+    ``bounds`` (:func:`walk_plan`), ``threads``."""
+
+    block: int
+    bounds: np.ndarray
+    threads: int
+
+
 def walk_plan(n_trees: int, width: int) -> tuple[int, np.ndarray]:
     """``(rows per call, group bounds)``: the groups of consecutive trees whose sums the
     parallel tasks compute, at most :data:`GROUPS` of nearly equal sizes, fewer where the
@@ -56,24 +116,47 @@ def walk_plan(n_trees: int, width: int) -> tuple[int, np.ndarray]:
     return rows, np.linspace(0, n_trees, g + 1).round().astype(np.int64)
 
 
-@parallel_kernel(error_model="numpy")
-def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left, n_levels,
-                tabs, gst, gacc, queries):
-    """Each row ``q`` of ``X`` adds every leaf it reaches in the trees of group ``g``
-    (``bounds[g]:bounds[g + 1]``) to its running sums ``gst[g, q]``
-    (:func:`~forestgen.logsumexp.lse_push`) and ``gacc[g, q]`` (the weighted leaf pmfs or
-    means of the query columns ``queries`` it misses). ``XT`` is ``X`` column-major,
-    ``ecols[q, :ne[q]]`` the row's observed columns. A task is a group of trees and a block
-    of rows, and the tasks are dealt out to the ``threads`` in turn. The block's rows walk
-    each tree together: a node splits the rows that reach it into those going left and right
-    (a missing value goes both ways), so each node and leaf record is read once per block;
-    every row meets its leaves tree by tree, right subtrees first, whatever the blocks and
-    threads."""
-    m, d = X.shape
-    node, fnode, roots = nodes
+@njit(cache=True, nogil=True, inline="always")
+def _add_moments(ab, q, xb, w, r, tabs, queries, pv, seen, visit):
+    """Adds leaf record ``r``'s pmfs or means, weighted ``w``, to row ``q``'s moments
+    ``ab[q]`` for the query columns the row misses (``pv``: the leaf's pmfs, filled once per
+    leaf ``visit``)."""
     qcol, qoff, qlev, qrow, qmean = queries
-    nq = qcol.shape[0]
+    for t in range(qcol.shape[0]):
+        j = qcol[t]
+        if np.isnan(xb[q, j]):
+            o = qoff[t]
+            if qlev[t] > 0:
+                if seen[t] != visit:  # the leaf's pmf, once per visit
+                    leaf_pmf(pv, o, tabs, r, j)
+                    seen[t] = visit
+                for c in range(qlev[t]):
+                    ab[q, o + c] += w * pv[o + c]
+            else:
+                ab[q, o] += w * qmean[qrow[t], r]
+
+
+@parallel_kernel(error_model="numpy")
+def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
+    """Each row ``q`` adds every leaf it reaches in the trees of group ``g``
+    (``plan.bounds[g]:plan.bounds[g + 1]``) to its running sums ``gst[g, q]``
+    (:func:`~forestgen.logsumexp.lse_push` of the leaf's log weight under the row's point
+    values ``rows`` and intervals and level sets ``ev``) and ``gacc[g, q]`` (the weighted
+    leaf pmfs or means of the query columns ``queries`` it misses), and counts them in
+    ``gcnt[g, q]`` (where ``gcnt`` has columns). A task is a group of trees and a block of
+    rows, and the tasks are dealt out to the threads in turn. The block's rows walk each tree
+    together: a node splits the rows that reach it into those going left and right (a
+    missing value goes both ways, an interval or level set each way it meets), so each node
+    and leaf record is read once per block; every row meets its leaves tree by tree, right
+    subtrees first, whatever the blocks and threads."""
+    X, XT, ecols, ne = rows
+    m = X.shape[0]
+    block, bounds, threads = plan
+    nodes, depth, tabs, cat_left, n_levels = forest
+    node, fnode, roots = nodes
+    nq = queries[0].shape[0]
     width = gacc.shape[2]
+    count = gcnt.shape[1] > 0
     n_blocks = (m + block - 1) // block
     n_tasks = (bounds.shape[0] - 1) * n_blocks
     for th in prange(threads):
@@ -85,6 +168,7 @@ def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left
         rs = np.empty(nbm, np.int64)  # rows going right at a split
         pv = np.empty(width)  # the pmfs of the query columns at the leaf being scored
         seen = np.full(nq, -1, np.int64)  # the leaf visit pv[query t] belongs to
+        scratch = np.zeros((1, tabs[BASE].shape[1]))
         visit = 0
         for task in range(th, n_tasks, threads):
             g = task // n_blocks
@@ -98,6 +182,8 @@ def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left
                 sb[q, 1] = 0.0
                 for c in range(width):
                     ab[q, c] = 0.0
+                if count:
+                    gcnt[g, r0 + q] = 0
             for b in range(bounds[g], bounds[g + 1]):
                 for q in range(nb):
                     ws[q] = q
@@ -112,33 +198,34 @@ def _batch_walk(X, XT, ecols, ne, block, bounds, threads, depth, nodes, cat_left
                         visit += 1
                         for k in range(lo, hi):
                             q = ws[k]
-                            v = leaf_log_weight(q, r, xb, ecols[r0 + q], ne[r0 + q], tabs)
+                            i = r0 + q
+                            v = leaf_log_weight(q, r, xb, ecols[i], ne[i], tabs)
+                            if ev.active and v > -np.inf:
+                                v = range_log_factor(v, i, r, ev.lo, ev.hi, ev.icols[i],
+                                                     ev.ni[i], ev.smask, ev.soff, ev.scols[i],
+                                                     ev.ns[i], tabs, scratch)
+                            if count:
+                                gcnt[g, i] += 1
                             sb[q, 0], sb[q, 1], w, scale = lse_push(sb[q, 0], sb[q, 1], v)
                             if w < 0.0 or nq == 0:
                                 continue
                             if scale != 1.0:
                                 for c in range(width):
                                     ab[q, c] *= scale
-                            for t in range(nq):  # query columns missing in the row
-                                j = qcol[t]
-                                if np.isnan(xb[q, j]):
-                                    o = qoff[t]
-                                    if qlev[t] > 0:
-                                        if seen[t] != visit:  # the leaf's pmf, once per visit
-                                            leaf_pmf(pv, o, tabs, r, j)
-                                            seen[t] = visit
-                                        for c in range(qlev[t]):
-                                            ab[q, o + c] += w * pv[o + c]
-                                    else:
-                                        ab[q, o] += w * qmean[qrow[t], r]
+                            _add_moments(ab, q, xb, w, r, tabs, queries, pv, seen, visit)
                         continue
                     xf = XT[(meta >> 3) & 0x1FFFFF, r0: r0 + nb]
                     top = hi  # the rows going left follow the node's rows, then the right
                     nr = 0
-                    if (meta >> 1) & 1:
+                    if ev.active or (meta >> 1) & 1:
                         for k in range(lo, hi):
                             q = ws[k]
-                            side = route(xf[q], nd, nodes, cat_left, n_levels)
+                            if np.isnan(xf[q]) and ev.active:
+                                side = range_sides(r0 + q, nd, ev.lo, ev.hi, ev.sact, ev.smask,
+                                                   ev.soff, ev.sk, node, fnode, cat_left,
+                                                   n_levels)
+                            else:
+                                side = route(xf[q], nd, nodes, cat_left, n_levels)
                             ws[top] = q
                             top += side & 1
                             rs[nr] = q
@@ -185,41 +272,89 @@ def _fold_groups(gst, gacc, order, st, acc):
         st[i, 1] = tot
 
 
-def walk_rows(X: np.ndarray) -> tuple:
-    """:func:`_batch_walk`'s row arrays for encoded rows ``X``: ``(X, X column-major, each
-    row's observed columns in increasing order, their count)``."""
+def walk_rows(X: np.ndarray) -> WalkRows:
+    """:class:`WalkRows` of encoded rows ``X``."""
     X = np.ascontiguousarray(X, np.float64)
     obs = ~np.isnan(X)
     ecols = np.ascontiguousarray(np.argsort(~obs, axis=1, kind="stable"), np.int64)
-    return X, np.ascontiguousarray(X.T), ecols, obs.sum(1).astype(np.int64)
+    return WalkRows(X, np.ascontiguousarray(X.T), ecols, obs.sum(1).astype(np.int64))
 
 
-def _walk(model, Z: np.ndarray, queries: tuple, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Runs :func:`_batch_walk` over encoded ``Z``: ``(log sum, acc / sum)`` per row. The
-    rows go in the order of the leaves they reach in the first tree (neighbours share
-    blocks and paths), in the chunks of :func:`walk_plan`."""
-    m = len(Z)
+def _columns_of(active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(cols [m, d], count [m])``: each row's active columns in increasing order."""
+    cols = np.ascontiguousarray(np.argsort(~active, axis=1, kind="stable"), np.int64)
+    return cols, active.sum(1).astype(np.int64)
+
+
+def range_evidence(Z: np.ndarray, arrays: tuple | None = None) -> RangeEvidence:
+    """:class:`RangeEvidence` of the rows of ``Z`` (their point values: a column with one
+    takes no interval or level set, as :func:`~.interval_factors.row_columns`) from
+    :func:`~.interval_factors.evidence_arrays`'s ``arrays`` (none: no intervals or level
+    sets)."""
+    m, d = Z.shape
+    if arrays is None:
+        arrays = (np.zeros((0, d)), np.zeros((0, d)), np.zeros((0, d), bool),
+                  np.zeros((m, 0), bool), np.zeros(d, np.int64), np.zeros(d, np.int64))
+    lo, hi, sact, smask, soff, sk = arrays
+    free = np.isnan(Z)
+    ivl = (~np.isnan(lo) & free) if lo.shape[0] else np.zeros((m, d), bool)
+    sets = (sact & free & ~ivl) if sact.shape[0] else np.zeros((m, d), bool)
+    icols, ni = _columns_of(ivl)
+    scols, ns = _columns_of(sets)
+    return RangeEvidence(lo, hi, sact, smask, soff, sk, icols, ni, scols, ns,
+                         bool(ni.any() or ns.any()))
+
+
+def _take(ev: RangeEvidence, idx: np.ndarray) -> RangeEvidence:
+    """The rows ``idx`` of ``ev``."""
+    def rows(a):
+        return a[idx] if a.shape[0] else a
+    return ev._replace(lo=rows(ev.lo), hi=rows(ev.hi), sact=rows(ev.sact),
+                       smask=np.ascontiguousarray(ev.smask[idx]), icols=ev.icols[idx],
+                       ni=ev.ni[idx], scols=ev.scols[idx], ns=ev.ns[idx])
+
+
+def walk(model, Z: np.ndarray, ev: RangeEvidence | None = None, queries: tuple | None = None,
+         width: int = 0, count: bool = False):
+    """The leaf mixture's one walk: ``(log sum, acc / sum, leaves)`` per row of encoded ``Z``
+    (point values; NaN: none) with intervals and level sets ``ev`` — the log of the summed
+    leaf weights ``pi_k prod_j g_kj(e_j)`` over the leaves each row reaches, the posterior
+    moments of ``queries`` (:func:`marginal_moments`) and, with ``count``, the leaves scored
+    (else ``None``). The rows go in the order of the leaves they reach in the first tree
+    (neighbours share blocks and paths), in the chunks of :func:`walk_plan`; each row's
+    result does not depend on that order, the chunks or the threads."""
+    Z = np.ascontiguousarray(Z, np.float64)
+    m, d = Z.shape
     f = model.forest_
     pack = leaf_pack(model)
+    ev = range_evidence(Z) if ev is None else ev
+    if queries is None:
+        queries = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                   np.zeros(0, np.int64), np.zeros((0, 1)))
+    forest = PackedForest(pack.nodes, pack.depth, pack.args, f.cat_left, f.n_levels)
     st = np.zeros((m, 2))
     st[:, 0] = -np.inf
     acc = np.zeros((m, width))
+    cnt = np.zeros(m, np.int64) if count else None
     if m:
         order = np.argsort(f.apply(Z, n_trees=1)[:, 0], kind="stable").astype(np.int64)
-        threads = numba.get_num_threads()
         chunk, bounds = walk_plan(f.n_trees, width)
         for s in range(0, m, chunk):
             idx = order[s: s + chunk]
-            gst = np.empty((len(bounds) - 1, len(idx), 2))
-            gacc = np.empty((len(bounds) - 1, len(idx), width))
-            _batch_walk(*walk_rows(Z[idx]), min(BLOCK, len(idx)), bounds, threads,
-                        pack.depth, pack.nodes, f.cat_left, f.n_levels, pack.args, gst, gacc,
-                        queries)
+            n_groups = len(bounds) - 1
+            gst = np.empty((n_groups, len(idx), 2))
+            gacc = np.empty((n_groups, len(idx), width))
+            gcnt = np.empty((n_groups, len(idx) if count else 0), np.int64)
+            plan = Plan(min(BLOCK, len(idx)), bounds, numba.get_num_threads())
+            _batch_walk(walk_rows(Z[idx]), _take(ev, idx) if ev.active else ev, plan, forest,
+                        queries, gst, gacc, gcnt)
             _fold_groups(gst, gacc, idx, st, acc)
+            if count:
+                cnt[idx] = gcnt.sum(0)
     fin = np.isfinite(st[:, 0])
     with np.errstate(divide="ignore"):
         lognorm = np.where(fin, st[:, 0] + np.log(np.where(fin, st[:, 1], 1.0)), st[:, 0])
-    return lognorm, acc / np.where(fin, st[:, 1], np.nan)[:, None]
+    return lognorm, acc / np.where(fin, st[:, 1], np.nan)[:, None], cnt
 
 
 def fused_rows(model, Z: np.ndarray) -> np.ndarray:
@@ -232,10 +367,7 @@ def marginal_log_prob(model, Z: np.ndarray) -> np.ndarray:
     """``log sum_k pi_k prod_{j observed} g_kj(z_j)`` over the leaves each row of encoded
     ``Z`` reaches (NaN entries marginalised): the mixture ensembler's log density. Every row
     must pass :func:`fused_rows`."""
-    Z = np.ascontiguousarray(Z, np.float64)
-    none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-            np.zeros(0, np.int64), np.zeros((0, 1)))
-    return _walk(model, Z, none, 0)[0]
+    return walk(model, Z)[0]
 
 
 def moment_columns(model, cols) -> bool:
@@ -281,7 +413,7 @@ def marginal_moments(model, Z: np.ndarray, cols) -> tuple[np.ndarray, dict[int, 
                np.asarray(qlev, np.int64), np.asarray(qrow, np.int64),
                np.ascontiguousarray(means, np.float64).reshape(len(means), -1)
                if means else np.zeros((0, 1)))
-    lognorm, acc = _walk(model, Z, queries, width)
+    lognorm, acc, _ = walk(model, Z, queries=queries, width=width)
     out = {}
     for t, j in enumerate(cols):
         o = qoff[t]
