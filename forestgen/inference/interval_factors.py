@@ -10,7 +10,7 @@ point columns) the interval and level-set factors, computed from the packed leaf
 (truncated-normal CDF differences in log space), :meth:`UniformLeaf.log_prob_interval` and
 :meth:`CategoricalLeaf.log_prob_levels`; they agree with those to rounding (~1e-15). Leaf models
 whose interval or level-set mass lives elsewhere (point masses, rounded-normal tails, user
-subclasses) are left to the per-column paths (:func:`kernel_columns`).
+subclasses that declare none) are left to the per-column paths (:func:`kernel_columns`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,7 @@ from forestgen.inference.leaf_factors import (
     leaf_log_weight,
     listed_levels,
 )
-from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
-from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.leaves.uniform import UniformLeaf
 
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 
@@ -46,14 +43,14 @@ SQRT1_2 = 1.0 / math.sqrt(2.0)
 def kernel_columns(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """bool ``[d]`` each: columns whose point, interval and level-set evidence the in-kernel
     factors weigh exactly as the leaf model's own ``log_prob`` / ``log_prob_interval`` /
-    ``log_prob_levels`` (checked on the leaf model's class, never assumed)."""
+    ``log_prob_levels`` (the factors the leaf model's class declares,
+    :attr:`~forestgen.leaves.base.LeafModel.packed_factors`)."""
     point, iv, sets = [], [], []
     for lm in model.leaf_models_:
-        kd, t = leaf_kind(lm), type(lm)
+        kd, facs = leaf_kind(lm), lm.packed_factors
         point.append(kd > 0)
-        iv.append((kd == TRUNCNORM and t.log_prob_interval is TruncNormalLeaf.log_prob_interval)
-                  or (kd == UNIFORM and t.log_prob_interval is UniformLeaf.log_prob_interval))
-        sets.append(kd == CATEGORICAL and t.log_prob_levels is CategoricalLeaf.log_prob_levels)
+        iv.append(kd in (TRUNCNORM, UNIFORM) and "interval" in facs)
+        sets.append(kd == CATEGORICAL and "levels" in facs)
     return np.array(point, bool), np.array(iv, bool), np.array(sets, bool)
 
 

@@ -14,8 +14,8 @@ few consecutive cache lines, and scoring it takes no logarithm.
 :meth:`GenerativeForest.log_prob` with the operations of :meth:`LeafModel.log_prob`, except
 that an unlisted allowed level scores ``log rest + log base`` where the leaf model takes
 ``log(rest * base)`` (an ulp apart). Leaf models without an in-kernel evaluator
-(:func:`leaf_kind` 0: point masses, rounded-normal tails, user subclasses) are left to the
-per-column paths.
+(:func:`leaf_kind` 0: no declared packed form, e.g. point masses and rounded-normal tails)
+are left to the per-column paths.
 
 Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4) + 2)`` bytes of records for ``L`` leaves with
 ``nnz`` listed levels (``nnz_k`` in leaf ``k``) and ``h = 1 + 5 n_truncnorm + 2 n_categorical +
@@ -36,10 +36,6 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from forestgen.leaves.categorical import CategoricalLeaf
-from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.leaves.uniform import UniformLeaf
-
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
 _WIDTH = {TRUNCNORM: 5, CATEGORICAL: 2, UNIFORM: 2}
 MASK_LEVELS = 64  # levels up to which a categorical column's listed levels have a bit mask
@@ -48,16 +44,16 @@ CODE16 = 2**16  # categorical levels in all below which a record's codes take 16
 REC, START, POS, KIND, BASE, NLEV = 0, 3, 5, 6, 9, 11
 
 
+FORMS = {"truncnorm": TRUNCNORM, "categorical": CATEGORICAL, "uniform": UNIFORM}
+
+
 def leaf_kind(lm) -> int:
-    """The in-kernel evaluator of a leaf model (0: none, it is not supported here)."""
-    t = type(lm)
-    if t.log_prob is TruncNormalLeaf.log_prob:
-        return TRUNCNORM
-    if t.log_prob is CategoricalLeaf.log_prob:  # (also OrdinalKernelLeaf; not its
-        return CATEGORICAL                      # rounded-normal-tail subclass)
-    if t.log_prob is UniformLeaf.log_prob:
-        return UNIFORM
-    return 0
+    """The in-kernel evaluator of a leaf model: its declared
+    :attr:`~forestgen.leaves.base.LeafModel.packed_form` where it declares the point factor
+    (0: none, the per-column paths call its methods)."""
+    if "point" not in lm.packed_factors:
+        return 0
+    return FORMS.get(lm.packed_form, 0)
 
 
 def supported_columns(model) -> np.ndarray:

@@ -62,7 +62,17 @@ class LeafModel:
       ``[0, 1)``. Discrete leaves have it by default (a cumulative table from ``probs``, drawn
       by lookup); a numeric leaf without it makes on-device sampling fall back to numpy.
 
-    Inference and the torch layer use only these methods, never the concrete class.
+    Inference and the torch layer use only these methods and the class attributes below,
+    never the concrete class. Capabilities are declared, not guessed: ``handles_cells`` (the
+    edge cells the model fits), ``fitted_arrays``, and ``packed_form`` / ``packed_factors``,
+    which let the fused walks of :mod:`forestgen.inference` (``log_prob`` with missing entries,
+    conditions, ``predict_proba``) evaluate the model's factors from its fitted arrays instead
+    of calling its methods. A model that declares no packed form (the default) works
+    everywhere through its methods, by the enumerating path; one that declares a form must
+    hold that form's arrays and compute exactly what its methods do (``check_leaf_model``
+    checks both). A subclass that overrides ``log_prob`` drops an inherited form (and one
+    that overrides ``log_prob_interval`` / ``log_prob_levels`` that factor) unless it
+    declares its own.
     """
 
     discrete: ClassVar[bool] = False
@@ -74,6 +84,35 @@ class LeafModel:
     handles_cells: ClassVar[frozenset] = frozenset({"zero-width", "unbounded", "empty"})
     #: names of the fitted arrays :meth:`param_arrays` returns (empty: not declared)
     fitted_arrays: ClassVar[tuple[str, ...]] = ()
+    #: the packed form in which the fused walks evaluate this model from its fitted arrays:
+    #: ``None`` (they call its methods), ``"truncnorm"`` (numeric; ``lo_, hi_, mu_, sigma_,
+    #: lognorm_`` per leaf: density ``exp(-z**2 / 2 - lognorm_)`` on ``(lo_, hi_]`` with ``z =
+    #: (x - mu_) / sigma_``), ``"uniform"`` (numeric; ``lo_ < hi_``: density ``1 / (hi_ -
+    #: lo_)`` on ``(lo_, hi_]``) or ``"categorical"`` (discrete; the arrays of
+    #: :class:`~forestgen.leaves.categorical.CategoricalLeaf`: listed levels ``code_`` with
+    #: probabilities ``prob_`` per leaf segment of ``offset_``, ``rest_ * base_[level]`` for
+    #: the other allowed levels ``allowed_``, mass below ``floor`` reported as ``floor``)
+    packed_form: ClassVar[str | None] = None
+    #: which factors the packed form computes as the methods do: ``"point"``
+    #: (:meth:`log_prob`; needed for any use of the form), ``"interval"``
+    #: (:meth:`log_prob_interval`; truncnorm and uniform forms), ``"levels"``
+    #: (:meth:`log_prob_levels`; categorical form)
+    packed_factors: ClassVar[frozenset] = frozenset()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A subclass overriding a method of a declared packed factor, without declaring
+        ``packed_form`` / ``packed_factors`` itself, drops that factor (``log_prob``: the
+        form); the walks then call its methods."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "packed_form" in own or "packed_factors" in own:
+            return
+        if "log_prob" in own:
+            cls.packed_form, cls.packed_factors = None, frozenset()
+            return
+        cls.packed_factors = cls.packed_factors - {
+            f for f, meth in (("interval", "log_prob_interval"), ("levels", "log_prob_levels"))
+            if meth in own}
 
     def fit(self, x: np.ndarray, leaf: np.ndarray, cell: ColumnCell,
             weight: np.ndarray | None = None) -> LeafModel:

@@ -49,6 +49,9 @@ class CategoricalLeaf(LeafModel):
         ``floor=0`` for the honest ``-inf``. Sampling and conditioning use the exact pmf.
     """
 
+    packed_form = "categorical"  # the fused walks read its arrays (LeafModel)
+    packed_factors = frozenset({"point", "levels"})
+
     discrete = True
     fitted_arrays = ("shape_", "offset_", "code_", "prob_", "rest_", "allowed_", "count_",
                      "base_")

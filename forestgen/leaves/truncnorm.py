@@ -82,6 +82,9 @@ class TruncNormalLeaf(LeafModel):
         (``generative_ranger``); its density then does not integrate to 1 per tree.
     """
 
+    packed_form = "truncnorm"  # the fused walks read its arrays (LeafModel)
+    packed_factors = frozenset({"point", "interval"})
+
     discrete = False
     fitted_arrays = ("mu_", "sigma_", "lo_", "hi_", "count_")
 

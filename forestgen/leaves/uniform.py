@@ -22,6 +22,9 @@ class UniformLeaf(LeafModel):
     """Uniform density on the leaf cell; unbounded sides take the global range widened by
     ``epsilon / 2`` of it on each side (ARF spec §2.3). Points outside get density 0."""
 
+    packed_form = "uniform"  # the fused walks read its arrays (LeafModel)
+    packed_factors = frozenset({"point", "interval"})
+
     discrete = False
     fitted_arrays = ("lo_", "hi_", "count_")
 

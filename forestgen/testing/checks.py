@@ -10,6 +10,7 @@ import pandas as pd
 
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.testing.fixtures import check_that, fail, small_tables
+from forestgen.testing.packed import check_packed_form
 
 # ----------------------------------------------------------------------------- leaf models
 
@@ -47,7 +48,8 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     answers after a save/load round trip of ``param_arrays`` and ``get_params``; the torch
     hook, when present, equal to ``log_prob``; the torch sampling hook, when present, drawing
     inside each cell with the numpy sampler's distribution (two-sample KS / level
-    frequencies)."""
+    frequencies); a declared packed form (``packed_form`` / ``packed_factors``) with its
+    arrays and equal to ``log_prob`` / ``log_prob_interval`` / ``log_prob_levels``."""
     if not isinstance(leaf, LeafModel):
         raise TypeError(f"check_leaf_model needs a LeafModel instance, got {leaf!r}")
     rng = np.random.default_rng(random_state)
@@ -69,6 +71,15 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     probe = _probe(fitted, cell, rng)
     check_that(np.array_equal(again.log_prob(*probe), fitted.log_prob(*probe)),
                f"{name} persistence", "param_arrays()/get_params() do not rebuild the same model")
+    # a declared packed form computes what the methods do (the fused walks read it)
+    lf, xv = probe
+    if leaf.discrete:
+        check_packed_form(fitted, lf, xv, name, levels=np.arange(cell.n_levels) % 2 == 0)
+    else:
+        span = cell.upper[lf] - cell.lower[lf]
+        ends = np.sort(cell.lower[lf, None] + span[:, None] * rng.uniform(-0.2, 1.2, (len(lf), 2)),
+                       axis=1)
+        check_packed_form(fitted, lf, xv, name, lo=ends[:, 0], hi=ends[:, 1])
     if fitted.has_torch:
         import torch
 
