@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 from forestgen import registry
+from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.schema import Schema
 from forestgen.data.support import restrict_cells, rows_to_support
@@ -350,6 +351,18 @@ class GenerativeForest(BaseEstimator):
         self.leaf_models_ = models
         self._set_missing_rates(stats.missing_cols, stats.coverage, stats.missing)
         return self
+
+    def fit_encoder(self, X, kinds: dict | None = None, min_rows: int = 2,
+                    **options: Any) -> np.ndarray:
+        """Fits ``encoder_`` (a :class:`~forestgen.data.encoder.TableEncoder` with ``kinds``
+        and ``options``) on the training table ``X`` and returns ``X`` encoded; a
+        ``ValueError`` naming the learner for fewer than ``min_rows`` rows."""
+        self.encoder_ = TableEncoder(kinds=kinds, **options).fit(X)
+        Z = self.encoder_.transform(X)
+        if len(Z) < min_rows:
+            raise ValueError(f"{type(self).__name__} needs at least {min_rows} rows, "
+                             f"got {len(Z)}")
+        return Z
 
     # ----------------------------------------------------------------- queries
     def encode_rows(self, X, missing_columns: str = "nan") -> np.ndarray:

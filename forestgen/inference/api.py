@@ -19,11 +19,12 @@ from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
     blank_rows,
-    check_on_empty,
     column_index,
     evidence_from_frame,
     keep_rules,
     parse_conditions,
+    report_empty,
+    sample_conditions,
 )
 from forestgen.inference.evidence_mass import evidence_log_mass
 from forestgen.inference.leaf_search import bounded_draws
@@ -198,14 +199,7 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
         first = int(np.flatnonzero(bad)[0])
         err = _empty_error(model, ev, int(erow[first]),
                            None if index is None else index[int(erow[first])])
-        if on_empty == "raise":
-            raise ZeroProbabilityError(f"{err}; pass on_empty='unconditional' to fall back to "
-                                       f"unconditional sampling for such rows, or 'nan' to "
-                                       f"return them as missing")
-        what = ("drawn unconditionally" if on_empty == "unconditional"
-                else "returned with their given values only")
-        warnings.warn(f"{err}; {int(bad.sum())} row(s) {what} (on_empty={on_empty!r})",
-                      RuntimeWarning, stacklevel=3)
+        report_empty(str(err), int(bad.sum()), on_empty)
         leaf[bad] = model.component("sampler").draw_leaves(model.leaf_log_weight_,
                                                           int(bad.sum()), rng)
     return _sample_columns(model, leaf, ev, erow, ok, rng), bad
@@ -217,23 +211,9 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
     from the leaf; evidence columns take the given value or are drawn within the interval /
     level set. A DataFrame of per-row evidence gives one draw per row (``n`` = its length)."""
     model.check_fitted()
-    if on_empty is not None:
-        check_on_empty(on_empty, False)
     rng = as_generator(random_state)
-    ev, per_row = parse_conditions(model, conditions, on_empty)
-    on_empty = check_on_empty(on_empty, per_row)
-    index = None
-    if per_row:
-        index = conditions.index
-        if n is not None and n != ev.m:
-            raise ValueError(f"with per-row evidence n must be None or len(conditions) = {ev.m},"
-                             f" got {n!r}")
-        n = ev.m
-    elif n is None:
-        raise ValueError("n is required with a dict of conditions")
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    Z, bad = _encoded_sample(model, int(n), ev, per_row, rng, on_empty, index)
+    ev, per_row, on_empty, n, index = sample_conditions(model, n, conditions, on_empty)
+    Z, bad = _encoded_sample(model, n, ev, per_row, rng, on_empty, index)
     rows = np.flatnonzero(bad) if on_empty == "nan" else np.zeros(0, np.int64)
     pts = ev.point[rows if per_row else np.zeros_like(rows)]
     given = ~np.isnan(pts)

@@ -6,6 +6,7 @@ See the module docstring of :mod:`forestgen.inference` for the user-facing refer
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from forestgen.data.support import grid_step, latent_interval
 from forestgen.validation import warn_input
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
-           "ON_EMPTY", "check_on_empty", "blank_rows"]
+           "ON_EMPTY", "check_on_empty", "blank_rows", "sample_conditions", "report_empty"]
 
 
 class ZeroProbabilityError(ValueError):
@@ -42,6 +43,44 @@ def check_on_empty(on_empty: str | None, per_row: bool) -> str:
     if on_empty not in ON_EMPTY:
         raise ValueError(f"on_empty must be one of {ON_EMPTY}, got {on_empty!r}")
     return on_empty
+
+
+def sample_conditions(model, n, conditions, on_empty: str | None):
+    """``(evidence, per_row, on_empty, n, index)`` of a conditional ``sample`` call: the parsed
+    ``conditions``, ``on_empty`` checked (:func:`check_on_empty`), ``n`` checked (with per-row
+    evidence ``None`` or the number of rows, which it becomes) and the evidence rows' labels
+    (``None`` for one evidence set)."""
+    if on_empty is not None:
+        check_on_empty(on_empty, False)
+    ev, per_row = parse_conditions(model, conditions, on_empty)
+    on_empty = check_on_empty(on_empty, per_row)
+    index = None
+    if per_row:
+        index = conditions.index
+        if n is not None and n != ev.m:
+            raise ValueError(f"with per-row evidence n must be None or len(conditions) = {ev.m},"
+                             f" got {n!r}")
+        n = ev.m
+    elif n is None:
+        raise ValueError("n is required with a dict of conditions")
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    return ev, per_row, on_empty, int(n), index
+
+
+def report_empty(msg: str, n_bad: int, on_empty: str, unit: str = "row(s)",
+                 stacklevel: int = 3) -> None:
+    """What a conditional draw does with ``n_bad`` rows of zero-probability evidence
+    (``msg`` names the first): raise :class:`ZeroProbabilityError` (``on_empty="raise"``), or
+    warn that they are drawn unconditionally / returned with their given values only."""
+    if on_empty == "raise":
+        raise ZeroProbabilityError(f"{msg}; pass on_empty='unconditional' to fall back to "
+                                   f"unconditional sampling for such rows, or 'nan' to return "
+                                   f"them as missing")
+    what = ("drawn unconditionally" if on_empty == "unconditional"
+            else "returned with their given values only")
+    warnings.warn(f"{msg}; {n_bad} {unit} {what} (on_empty={on_empty!r})", RuntimeWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def blank_rows(df: pd.DataFrame, rows: np.ndarray, keep: np.ndarray) -> pd.DataFrame:

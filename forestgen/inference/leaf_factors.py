@@ -337,9 +337,10 @@ def listed_levels(codes, lay, cpos, o, j):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def add_pmf(acc, i, off, w, tabs, r, j):
-    """``acc[i, off + c] += w * p(level c | record r)`` for every level ``c`` of categorical
-    column ``j`` (the values of :meth:`CategoricalLeaf.probs`)."""
+def pmf_into(out, i, off, w, add, tabs, r, j):
+    """``p(level c | record r)`` for every level ``c`` of categorical column ``j`` (the values
+    of :meth:`CategoricalLeaf.probs`) into ``out[i, off + c]``: added with weight ``w``
+    (``add``) or written."""
     rec, bits, codes, start, lay, pos, _, cpos, bpos, base, _, nlev, _ = tabs
     o = start[r]
     e, end, cb = listed_levels(codes, lay, cpos, o, j)
@@ -352,27 +353,24 @@ def add_pmf(acc, i, off, w, tabs, r, j):
             v = rest * base[j, c]
         else:
             v = 0.0
-        acc[i, off + c] += w * v
+        if add:
+            out[i, off + c] += w * v
+        else:
+            out[i, off + c] = v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def add_pmf(acc, i, off, w, tabs, r, j):
+    """``acc[i, off + c] += w * p(level c | record r)`` (:func:`pmf_into`)."""
+    pmf_into(acc, i, off, w, True, tabs, r, j)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def leaf_pmf(out, off, tabs, r, j):
-    """``out[off + c] = p(level c | record r)`` for every level ``c`` of categorical column
-    ``j``: the values :func:`add_pmf` adds, for a walk that weighs one leaf's pmf into many
-    rows (a logarithm's inverse per listed level once per leaf, not once per row)."""
-    rec, bits, codes, start, lay, pos, _, cpos, bpos, base, _, nlev, _ = tabs
-    o = start[r]
-    e, end, cb = listed_levels(codes, lay, cpos, o, j)
-    rest = np.exp(rec[o + pos[j]])
-    for c in range(nlev[j]):
-        if e < end and codes[cb + e] == c:
-            v = np.exp(rec[o + lay[0] + e])
-            e += 1
-        elif (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1:
-            v = rest * base[j, c]
-        else:
-            v = 0.0
-        out[off + c] = v
+    """``out[0, off + c] = p(level c | record r)`` (:func:`pmf_into`), for a walk that weighs
+    one leaf's pmf into many rows (a logarithm's inverse per listed level once per leaf, not
+    once per row)."""
+    pmf_into(out, 0, off, 1.0, False, tabs, r, j)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -131,7 +131,7 @@ def _add_moments(ab, q, xb, w, r, tabs, queries, pv, seen, visit):
                     leaf_pmf(pv, o, tabs, r, j)
                     seen[t] = visit
                 for c in range(qlev[t]):
-                    ab[q, o + c] += w * pv[o + c]
+                    ab[q, o + c] += w * pv[0, o + c]
             else:
                 ab[q, o] += w * qmean[qrow[t], r]
 
@@ -166,7 +166,7 @@ def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
         slo = np.empty(2 * depth + 4, np.int64)
         shi = np.empty(2 * depth + 4, np.int64)
         rs = np.empty(nbm, np.int64)  # rows going right at a split
-        pv = np.empty(width)  # the pmfs of the query columns at the leaf being scored
+        pv = np.empty((1, width))  # the pmfs of the query columns at the leaf being scored
         seen = np.full(nq, -1, np.int64)  # the leaf visit pv[query t] belongs to
         scratch = np.zeros((1, tabs[BASE].shape[1]))
         visit = 0

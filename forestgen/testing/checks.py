@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.leaves.base import ColumnCell, LeafModel
-from forestgen.testing.fixtures import check_that, fail, small_tables
+from forestgen.testing.fixtures import check_that, fail, leaf_faces, small_tables
 from forestgen.testing.packed import check_packed_form
 
 # ----------------------------------------------------------------------------- leaf models
@@ -532,15 +532,7 @@ def _check_marginals(m, train, where):
 def _quadrature(m, j: int, a: float, b: float, per_piece: int = 16):
     """Nodes and weights integrating over ``(a, b)`` piecewise between every leaf-cell face of
     column ``j`` (the mixture is smooth between faces), Gauss-Legendre on each piece."""
-    faces = [a, b]
-    forest = getattr(m, "forest_", None)
-    if forest is not None:
-        schema = m.schema_
-        nominal = np.array([c.is_discrete and c.is_nominal for c in schema.columns])
-        boxes = forest.boxes(schema.d, np.where(nominal, schema.n_levels, 0))
-        faces += list(boxes.lower[:, j]) + list(boxes.upper[:, j])
-    faces = np.unique(np.clip(np.asarray(faces, float), a, b))
-    faces = faces[np.isfinite(faces)]
+    faces = leaf_faces(m, j, a, b)
     # split long pieces too, so a smooth density far from any face is resolved
     fine = np.linspace(a, b, 2001)
     faces = np.unique(np.concatenate([faces, fine]))

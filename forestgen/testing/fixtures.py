@@ -49,3 +49,17 @@ def check_that(cond: bool, what: str, detail: str) -> None:
     """:func:`fail` unless ``cond``."""
     if not cond:
         fail(what, detail)
+
+
+def leaf_faces(m, j: int, a: float, b: float) -> np.ndarray:
+    """``a``, ``b`` and the faces of model ``m``'s leaf cells on column ``j`` inside ``[a,
+    b]``, sorted: where a tree mixture's density can jump (smooth between them)."""
+    faces = [a, b]
+    forest = getattr(m, "forest_", None)
+    if forest is not None:
+        schema = m.schema_
+        nominal = np.array([c.is_discrete and c.is_nominal for c in schema.columns])
+        boxes = forest.boxes(schema.d, np.where(nominal, schema.n_levels, 0))
+        faces += list(boxes.lower[:, j]) + list(boxes.upper[:, j])
+    faces = np.asarray(faces, float)
+    return np.unique(np.clip(faces[np.isfinite(faces)], a, b))

@@ -45,6 +45,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from forestgen.testing.fixtures import leaf_faces
+
 __all__ = ["ALPHA", "CHECKS", "FLOAT32_TOL", "StatResult", "check_statistics",
            "check_learner_statistics", "statistical_table", "discrete_toy"]
 
@@ -119,15 +121,7 @@ def _faces(m, j: int, a: float, b: float) -> tuple[np.ndarray, int]:
     if getattr(m, "grid_", None) is not None:
         e = np.asarray(m.grid_.edges[j], float)
         return np.unique(np.clip(np.concatenate([[a, b], e[np.isfinite(e)]]), a, b)), 1
-    faces = [a, b]
-    forest = getattr(m, "forest_", None)
-    if forest is not None:
-        schema = m.schema_
-        nominal = np.array([c.is_discrete and c.is_nominal for c in schema.columns])
-        boxes = forest.boxes(schema.d, np.where(nominal, schema.n_levels, 0))
-        faces += list(boxes.lower[:, j]) + list(boxes.upper[:, j])
-    faces = np.asarray(faces, float)
-    faces = np.unique(np.clip(faces[np.isfinite(faces)], a, b))
+    faces = leaf_faces(m, j, a, b)
     return np.unique(np.concatenate([faces, np.linspace(a, b, 401)])), 8
 
 

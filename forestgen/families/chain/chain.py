@@ -15,7 +15,6 @@ import numpy as np
 
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.encoder import TableEncoder
 from forestgen.families import CHAIN
 from forestgen.families.chain.queries import ChainQueries
 from forestgen.leaves import CategoricalLeaf, OrdinalKernelLeaf, TruncNormalLeaf
@@ -118,12 +117,8 @@ class Chain(ChainQueries, GenerativeForest):
     def fit(self, X, y=None, *, kinds: dict | None = None) -> Chain:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
-        self.encoder_ = TableEncoder(kinds=kinds,
-                                     max_ordinal_levels=self.max_ordinal_levels).fit(X)
-        Z = self.encoder_.transform(X)
+        Z = self.fit_encoder(X, kinds, max_ordinal_levels=self.max_ordinal_levels)
         n, d = Z.shape
-        if n < 2:
-            raise ValueError(f"Chain needs at least 2 rows, got {n}")
         schema = self.encoder_.schema
         self.order_ = self._resolve_order(schema)
         binner = Binner.fit(Z, schema.nominal_mask, schema.n_levels, self.max_bins)

@@ -34,10 +34,11 @@ from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
     blank_rows,
-    check_on_empty,
     column_index,
     evidence_from_frame,
     parse_conditions,
+    report_empty,
+    sample_conditions,
 )
 from forestgen.sampling.support import draw_column, draw_mean
 from forestgen.validation import as_generator, check_int
@@ -277,23 +278,8 @@ class ChainQueries:
             rng = as_generator(random_state)
             return self.encoder_.inverse_transform(self.sample_encoded(int(n), rng, missing))
         self.require("conditional_sample")
-        if on_empty is not None:
-            check_on_empty(on_empty, False)
         rng = as_generator(random_state)
-        ev, per_row = parse_conditions(self, conditions, on_empty)
-        on_empty = check_on_empty(on_empty, per_row)
-        index = None
-        if per_row:
-            index = conditions.index
-            if n is not None and n != ev.m:
-                raise ValueError(f"with per-row evidence n must be None or len(conditions) = "
-                                 f"{ev.m}, got {n!r}")
-            n = ev.m
-        elif n is None:
-            raise ValueError("n is required with a dict of conditions")
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
-        n = int(n)
+        ev, per_row, on_empty, n, index = sample_conditions(self, n, conditions, on_empty)
         tl = self._last(ev.active())
         br = self._branches(ev, tl, "sample", index)
         w = br.weights(ev.m)
@@ -321,14 +307,7 @@ class ChainQueries:
             names = [self.schema_.names[j] for j in np.flatnonzero(ev.active()[first])]
             msg = (f"{type(self).__name__}.sample: the evidence on {names}{label} has zero "
                    f"probability under the model")
-            if on_empty == "raise":
-                raise ZeroProbabilityError(f"{msg}; pass on_empty='unconditional' to fall "
-                                           f"back to unconditional sampling for such rows, or "
-                                           f"'nan' to return them as missing")
-            what = ("drawn unconditionally" if on_empty == "unconditional"
-                    else "returned with their given values only")
-            warnings.warn(f"{msg}; {int(bad.sum())} row(s) {what} (on_empty={on_empty!r})",
-                          RuntimeWarning, stacklevel=2)
+            report_empty(msg, int(bad.sum()), on_empty, stacklevel=2)
         Z = np.full((n, self.schema_.d), np.nan)
         exact = ok & ~br.over[erow]
         good = np.flatnonzero(exact)

@@ -28,6 +28,7 @@ from forestgen.inference.conditions import (
     check_on_empty,
     column_index,
     parse_conditions,
+    report_empty,
 )
 from forestgen.logsumexp import logsumexp
 from forestgen.validation import (
@@ -505,14 +506,7 @@ class EnergyQueries:
         allowed, bad, msg = self._allowed(ev, missing)
         given_pts = ev.point[bad].copy()
         if bad.any():
-            if on_empty == "raise":
-                raise ZeroProbabilityError(f"{msg}; pass on_empty='unconditional' to draw such "
-                                           f"rows without their evidence, or 'nan' to return "
-                                           f"them as missing")
-            what = ("drawn unconditionally" if on_empty == "unconditional"
-                    else "returned with their given values only")
-            warnings.warn(f"{msg}; {int(bad.sum())} evidence row(s) {what} "
-                          f"(on_empty={on_empty!r})", RuntimeWarning, stacklevel=2)
+            report_empty(msg, int(bad.sum()), on_empty, "evidence row(s)", stacklevel=2)
             ev = _without_rows(ev, bad)
         if per_row:
             if n is not None and n != ev.m:

@@ -16,7 +16,6 @@ from numba import njit, prange
 
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.encoder import TableEncoder
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.leaves import (
@@ -200,12 +199,8 @@ class ARF(GenerativeForest):
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
-        self.encoder_ = TableEncoder(kinds=kinds,
-                                     max_ordinal_levels=self.max_ordinal_levels).fit(X)
-        Z = self.encoder_.transform(X)
+        Z = self.fit_encoder(X, kinds, max_ordinal_levels=self.max_ordinal_levels)
         n, d = Z.shape
-        if n < 2:
-            raise ValueError(f"ARF needs at least 2 rows, got {n}")
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
         binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins)
