@@ -132,29 +132,31 @@ def _imbalance(imb: pd.DataFrame) -> list[str]:
            f"{', '.join(map(str, sizes))} (a table too small for a size is left out of it); "
            f"{seeds.min()}-{seeds.max()} seeds per cell; {len(imb)} trained models. "
            "Balanced accuracy = mean recall of the two classes (argmax prediction). "
-           "Mean delta against real-only over cells (table x size, seeds averaged) +- s.e. "
-           "over cells; in brackets: cells better / worse by more than two s.e. over seeds.", ""]
-    for lr in ("mlp", "gbm"):
-        cols = [c for c in ("score", "bacc", "acc") if c in imb and imb[c].notna().any()]
-        out += [f"**{lr.upper()}**", "",
-                "| method | " + " | ".join({"score": "AUC delta", "bacc": "balanced acc. delta",
-                                             "acc": "accuracy delta"}[c] for c in cols) + " |",
-                "|---|" + "---:|" * len(cols)]
-        sub = imb[imb["learner"] == lr]
-        stats = {c: summary(paired(sub, c), ["method"]).set_index("method") for c in cols}
-        for m in _order(stats[cols[0]].index):
-            row = []
-            for c in cols:
-                x = stats[c].loc[m]
-                row.append(f"{x['mean']:+.4f} +- {x['se']:.4f} "
-                           f"({int(x['better'])} / {int(x['worse'])})")
-            out.append(f"| {m} | " + " | ".join(row) + " |")
-        out.append("")
-    base = imb[imb["method"] == "real"]
-    out += ["Real-only reference (mean over runs): " + "; ".join(
-        f"{lr.upper()} AUC {g['score'].mean():.3f}, balanced accuracy {g['bacc'].mean():.3f}, "
-        f"accuracy {g['acc'].mean():.3f}" for lr, g in base.groupby("learner", sort=False)
-        if "bacc" in g) + ".", "", "Per table (mean +- s.e. over seeds):", ""]
+           "Per size and learner: mean delta against real-only over tables (each the mean over "
+           "its seeds) +- s.e. over tables; in brackets: tables better / worse by more than two "
+           "s.e. over seeds.", ""]
+    cols = [c for c in ("score", "bacc", "acc") if c in imb and imb[c].notna().any()]
+    for n in sizes:
+        for lr in ("mlp", "gbm"):
+            sub = imb[(imb["learner"] == lr) & (imb["n"] == n)]
+            base = sub[sub["method"] == "real"]
+            out += [f"**{lr.upper()}, n = {n}** ({base['table'].nunique()} tables; real-only "
+                    f"mean AUC {base['score'].mean():.3f}, balanced accuracy "
+                    f"{base['bacc'].mean():.3f}, accuracy {base['acc'].mean():.3f})", "",
+                    "| method | " + " | ".join({"score": "AUC delta",
+                                                 "bacc": "balanced acc. delta",
+                                                 "acc": "accuracy delta"}[c] for c in cols)
+                    + " |", "|---|" + "---:|" * len(cols)]
+            stats = {c: summary(paired(sub, c), ["method"]).set_index("method") for c in cols}
+            for m in _order(stats[cols[0]].index):
+                row = []
+                for c in cols:
+                    x = stats[c].loc[m]
+                    row.append(f"{x['mean']:+.4f} +- {x['se']:.4f} "
+                               f"({int(x['better'])} / {int(x['worse'])})")
+                out.append(f"| {m} | " + " | ".join(row) + " |")
+            out.append("")
+    out += ["Per table (mean +- s.e. over seeds):", ""]
     out += _full_tables(imb, cols=["score", "bacc"])
     return out
 
