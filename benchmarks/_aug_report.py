@@ -130,7 +130,8 @@ def _imbalance(imb: pd.DataFrame) -> list[str]:
            "test rows keep the table's class shares)", "",
            f"Tables: {', '.join(sorted(imb['table'].unique()))}; sizes: "
            f"{', '.join(map(str, sizes))} (a table too small for a size is left out of it); "
-           f"{seeds.min()}-{seeds.max()} seeds per cell; {len(imb)} trained models. "
+           + (f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}")
+           + f" seeds per cell; {len(imb)} trained models. "
            "Balanced accuracy = mean recall of the two classes (argmax prediction). "
            "Per size and learner: mean delta against real-only over tables (each the mean over "
            "its seeds) +- s.e. over tables; in brackets: tables better / worse by more than two "
