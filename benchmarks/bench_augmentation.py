@@ -31,8 +31,8 @@ many as the rows left over allow, at most 2,000). Its cells (table ``<name>-imb0
 real-only, ``arf@1``, ``noise@1``, ``mixup@1`` and the five balancing sets. Classification
 rows also record balanced accuracy (``bacc``). Fitted synthetic tables are cached under
 ``~/.cache/forestgen-bench/augmentation``; results are appended to
-``benchmarks/results/augmentation.jsonl`` (cells already there are skipped, so the run can be
-sharded with ``--tables`` and resumed), then summarised by ``--report`` into
+``benchmarks/results/augmentation.jsonl`` or ``--out PATH`` (cells already there are skipped, so
+the run can be sharded with ``--tables`` and resumed), then summarised by ``--report`` into
 ``benchmarks/results/augmentation.md`` and ``docs/augmentation_figures/``.
 
     python benchmarks/bench_augmentation.py --tables adult --sizes 100 300 1000 --seeds 5  # a shard
