@@ -24,12 +24,13 @@ from forestgen import ARF, registry
 
 BATCH, N_BATCHES, EPOCHS, SEED, N_ROWS, VAL_FRACTION = 32, 6, 2, 0, 400, 0.2
 FITS = []  # forests fitted in this process
+ENTRY = ("learner", "test_ddp_counting_arf")
 
 
-@registry.register("learner", "test_ddp_counting_arf")
 class CountingARF(ARF):
-    """ARF that records each fit in this process (registered: only a registered learner class
-    can be saved, and the ranks load the shared file as a CountingARF)."""
+    """ARF that records each fit in this process (registered under :data:`ENTRY` while the job
+    runs: only a registered learner class can be saved, and the ranks load the shared file as
+    a CountingARF; registering at import would leave it in the test session's registry)."""
 
     def fit(self, *args, **kwargs):
         FITS.append(1)
@@ -150,4 +151,5 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    with registry.registered((*ENTRY, CountingARF)):
+        main(Path(sys.argv[1]))

@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import ddp_synthetic_run as run  # noqa: E402
 
+from forestgen import registry  # noqa: E402
 from forestgen.torch import SyntheticDataset  # noqa: E402
 
 
@@ -38,32 +39,33 @@ def test_two_rank_ddp_fits_once_syncs_metrics_and_draws_disjoint_streams(tmp_pat
     # DDP averaged the gradients: both replicas end with the same weights
     np.testing.assert_allclose(ranks[0]["weights"], ranks[1]["weights"], rtol=0, atol=1e-7)
     # the same forest, split and streams in one process (fitted in setup: no trainer here)
-    dm = run.datamodule()
-    dm.setup("fit")
-    assert len(run.FITS) == 1
-    assert run.forest_digest(dm.model_) == str(ranks[0]["forest"])
-    for r, rec in enumerate(ranks):
-        ds = SyntheticDataset(dm.model_, batch_size=run.BATCH, n_batches=run.N_BATCHES,
-                              seed=run.SEED, output="tensor", encoding=dm.encoder_, rank=r,
-                              world_size=2)
-        expect = []
-        for e in range(run.EPOCHS):
-            ds.set_epoch(e)
-            expect += [run.digest(torch.as_tensor(b)) for b in ds.batches()]
-        assert expect == list(rec["batches"])
-    # the metrics computed in validation_step, synced across the two ranks (each saw half the
-    # validation rows), equal the single-process values over all of them with the final weights
-    assert int(ranks[0]["n_val"]) == 80 and all(r["synced"].shape == (run.EPOCHS, 2)
-                                                for r in ranks)
-    lin = torch.nn.Linear(dm.n_features - 1, 1)
-    w = torch.as_tensor(ranks[0]["weights"])
-    with torch.no_grad():
-        lin.weight.copy_(w[:-1].reshape(1, -1))
-        lin.bias.copy_(w[-1:])
-    ll, mmd = run.metrics(dm)
-    for batch in dm.val_dataloader():
-        run.update(ll, mmd, lin, batch, dm)
-    single = np.array([float(ll.compute()), float(mmd.compute())])
-    assert np.isfinite(single).all() and single[1] > 0
-    for rec in ranks:
-        np.testing.assert_allclose(rec["synced"][-1], single, rtol=1e-6)
+    with registry.registered((*run.ENTRY, run.CountingARF)):
+        dm = run.datamodule()
+        dm.setup("fit")
+        assert len(run.FITS) == 1
+        assert run.forest_digest(dm.model_) == str(ranks[0]["forest"])
+        for r, rec in enumerate(ranks):
+            ds = SyntheticDataset(dm.model_, batch_size=run.BATCH, n_batches=run.N_BATCHES,
+                                  seed=run.SEED, output="tensor", encoding=dm.encoder_, rank=r,
+                                  world_size=2)
+            expect = []
+            for e in range(run.EPOCHS):
+                ds.set_epoch(e)
+                expect += [run.digest(torch.as_tensor(b)) for b in ds.batches()]
+            assert expect == list(rec["batches"])
+        # the metrics computed in validation_step, synced across the two ranks (each saw half the
+        # validation rows), equal the single-process values over all of them with the final weights
+        assert int(ranks[0]["n_val"]) == 80 and all(r["synced"].shape == (run.EPOCHS, 2)
+                                                    for r in ranks)
+        lin = torch.nn.Linear(dm.n_features - 1, 1)
+        w = torch.as_tensor(ranks[0]["weights"])
+        with torch.no_grad():
+            lin.weight.copy_(w[:-1].reshape(1, -1))
+            lin.bias.copy_(w[-1:])
+        ll, mmd = run.metrics(dm)
+        for batch in dm.val_dataloader():
+            run.update(ll, mmd, lin, batch, dm)
+        single = np.array([float(ll.compute()), float(mmd.compute())])
+        assert np.isfinite(single).all() and single[1] > 0
+        for rec in ranks:
+            np.testing.assert_allclose(rec["synced"][-1], single, rtol=1e-6)
