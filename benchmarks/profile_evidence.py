@@ -40,6 +40,7 @@ from forestgen.inference import evidence_mass as em
 from forestgen.inference.conditions import evidence_from_frame
 from forestgen.inference.interval_factors import evidence_arrays
 from forestgen.inference.leaf_factors import leaf_pack
+from forestgen.inference.marginal_walk import PackedForest, range_evidence
 exec(args["table"])
 m = GenerativeForest.load(args["path"], max_bytes=2**40)
 ev = make_table(args["rows"], seed=3)
@@ -48,12 +49,13 @@ cond = pd.DataFrame({"x0": [(a - 0.25, a + 0.25) for a in ev.x0],
                      "x2": [(None, b) for b in ev.x2]}, dtype=object)
 e = evidence_from_frame(m, cond)
 pack, st, lt, f = leaf_pack(m), em.subtree_tables(m), em.linear_tables(m), m.forest_
-lo, hi, sact, smask, soff, sk = evidence_arrays(e, np.arange(e.m))
-order = em._similar_order(lo, hi, smask)
 X = np.ascontiguousarray(e.point)
+ranges = range_evidence(X, evidence_arrays(e, np.arange(e.m)))
+order = em._similar_order(ranges.lo, ranges.hi, ranges.smask)
+forest = PackedForest(pack.nodes, pack.depth, pack.args, f.cat_left, f.n_levels)
+tables = em.RangeTables(st.logw, st.ok, st.full, lt.pi, lt.edge, lt.slot)
 def kargs(o, block):
-    return (X, o, block, lo, hi, sact, smask, soff, sk, pack.nodes, f.cat_left, f.n_levels,
-            pack.args, pack.depth, st.logw, st.ok, st.full, lt.pi, lt.edge, lt.slot)
+    return (X, o, block, ranges, forest, tables)
 src = textwrap.dedent(inspect.getsource(em._block_kernel.parallel.py_func))
 src = src[src.index("def "):]
 call = src[src.index("w = row_linear_weight("):src.index("if w >= 0.0:")].rstrip()

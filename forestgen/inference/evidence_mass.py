@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 from numba import get_num_threads, njit, prange
@@ -59,7 +60,7 @@ from forestgen.inference.leaf_factors import (
     add_pmf,
     leaf_pack,
 )
-from forestgen.inference.marginal_walk import range_evidence, walk
+from forestgen.inference.marginal_walk import PackedForest, range_evidence, walk
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.logsumexp import lse_push, lse_value
 from forestgen.parallel import parallel_kernel
@@ -296,19 +297,22 @@ def _build(node, fnode, cat_left, n_levels, tabs, colkind, depth):
 
 
 @parallel_kernel(error_model="numpy")
-def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_left, n_levels,
-                  tabs, depth, logw, okb, full, pi, edge, slot):
-    """The walk (:func:`~.marginal_walk.walk`) for rows with only intervals and level sets,
-    specialised to a range sum: blocks of rows
+def _block_kernel(X, order, block, ev, forest, tables):
+    """The walk (:func:`~.marginal_walk.walk`) for rows with only intervals and level sets
+    ``ev`` (:class:`~.marginal_walk.RangeEvidence`) on the packed ``forest``
+    (:class:`~.marginal_walk.PackedForest`), specialised to a range sum: blocks of rows
     ``order[k:k + block]`` walking each tree together, pruning contained subtrees
     (:class:`SubtreeTables`) and scoring leaves in linear space (:class:`LinearTables`; the
-    few beyond its reach in log space, summed apart).
+    few beyond its reach in log space, summed apart; both in ``tables``, :class:`RangeTables`).
 
     A node splits the block's rows that reach it into those going left and right (both, for
     an evidence that meets both children), so each node and leaf record is read once per
     block; the node's box (the splits above it, on every column) is shared by the rows.
     Each row still meets its leaves and pruned subtrees in its own walk's order (trees in
     order, right subtrees first), whatever the blocks and threads."""
+    lo, hi, sact, smask, soff, sk = ev.lo, ev.hi, ev.sact, ev.smask, ev.soff, ev.sk
+    nodes, depth, tabs, cat_left, n_levels = forest
+    logw, okb, full, pi, edge, slot = tables
     m = order.shape[0]
     d = full.shape[0]
     node, fnode, roots = nodes
@@ -453,6 +457,18 @@ def _block_kernel(X, order, block, lo, hi, sact, smask, soff, sk, nodes, cat_lef
     return out, scored
 
 
+class RangeTables(NamedTuple):
+    """What :func:`_block_kernel` reads besides the forest: :class:`SubtreeTables`' ``logw``,
+    ``ok``, ``full`` and :class:`LinearTables`' ``pi``, ``edge``, ``slot``."""
+
+    logw: np.ndarray
+    ok: np.ndarray
+    full: np.ndarray
+    pi: np.ndarray
+    edge: np.ndarray
+    slot: np.ndarray
+
+
 def _similar_order(lo: np.ndarray, hi: np.ndarray, smask: np.ndarray) -> np.ndarray:
     """Rows sorted so that neighbours have similar evidence (and a block's rows share
     subtrees): by interval midpoints (an open end: the other end) column by column, then
@@ -493,14 +509,13 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune
         blk = np.isnan(X).all(1) & prune  # rows with only intervals and level sets
         if blk.any():
             st, lt = subtree_tables(model), linear_tables(model)
-            lo, hi, sact, smask, soff, sk = evidence_arrays(ev, sel[blk])
-            order = _similar_order(lo, hi, smask)
+            ranges = range_evidence(X[blk], evidence_arrays(ev, sel[blk]))
+            order = _similar_order(ranges.lo, ranges.hi, ranges.smask)
             part = np.flatnonzero(done)[blk]
             out[part], cnt[part] = _block_kernel(
                 X[blk], order, max(1, min(BLOCK, -(-len(order) // (4 * get_num_threads())))),
-                lo, hi, sact, smask,
-                soff, sk, pack.nodes, f.cat_left, f.n_levels, pack.args, pack.depth, st.logw,
-                st.ok, st.full, lt.pi, lt.edge, lt.slot)
+                ranges, PackedForest(pack.nodes, pack.depth, pack.args, f.cat_left, f.n_levels),
+                RangeTables(st.logw, st.ok, st.full, lt.pi, lt.edge, lt.slot))
         if (~blk).any():
             Xp = X[~blk]
             ranges = range_evidence(Xp, evidence_arrays(ev, sel[~blk]))
