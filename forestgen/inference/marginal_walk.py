@@ -309,9 +309,9 @@ def _take(ev: RangeEvidence, idx: np.ndarray) -> RangeEvidence:
     """The rows ``idx`` of ``ev``."""
     def rows(a):
         return a[idx] if a.shape[0] else a
-    return ev._replace(lo=rows(ev.lo), hi=rows(ev.hi), sact=rows(ev.sact),
-                       smask=np.ascontiguousarray(ev.smask[idx]), icols=ev.icols[idx],
-                       ni=ev.ni[idx], scols=ev.scols[idx], ns=ev.ns[idx])
+    return RangeEvidence(rows(ev.lo), rows(ev.hi), rows(ev.sact),
+                         np.ascontiguousarray(ev.smask[idx]), ev.soff, ev.sk, ev.icols[idx],
+                         ev.ni[idx], ev.scols[idx], ev.ns[idx], ev.active)
 
 
 def walk(model, Z: np.ndarray, ev: RangeEvidence | None = None, queries: tuple | None = None,
