@@ -458,7 +458,9 @@ def expect(model, columns=None, conditions=None) -> pd.DataFrame | pd.Series:
 # --------------------------------------------------------------------------- prediction
 
 
-def _frame(model, X) -> pd.DataFrame:
+def query_frame(model, X) -> pd.DataFrame:
+    """Query rows as a DataFrame: a DataFrame as is, a Series or dict as one row, an array of
+    the model's width with its column names."""
     if isinstance(X, pd.DataFrame):
         return X
     if isinstance(X, pd.Series):
@@ -489,7 +491,7 @@ def predict_proba(model, X, target) -> pd.DataFrame:
     if not spec.is_discrete:
         raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
                          f"{spec.kind} (use predict / expect)")
-    df = _frame(model, X)
+    df = query_frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
     clamp_query_rows(model, ev.point, "predict_proba", skip={j})
     p = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
@@ -502,7 +504,7 @@ def predict(model, X, target) -> pd.Series:
     categorical column, the conditional mean of a numeric or ordinal-integer one."""
     model.check_fitted()
     j = _target(model, target)
-    df = _frame(model, X)
+    df = query_frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
     clamp_query_rows(model, ev.point, "predict", skip={j})
     mom = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
@@ -547,7 +549,7 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
     if tensor is not None:  # a tensor in, a tensor out (same dtype and device)
         X = tensor.detach().cpu().numpy()
     is_array = isinstance(X, np.ndarray)
-    df = _frame(model, X)
+    df = query_frame(model, X)
     schema = model.encoder_.schema
     ev = evidence_from_frame(model, df, unseen="free", rules=False, rows=True)
     clamp_query_rows(model, ev.point, "impute")  # observed cells are returned unchanged

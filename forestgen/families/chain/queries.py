@@ -29,7 +29,7 @@ from forestgen.families.chain.branches import (
     routing_keys,
 )
 from forestgen.inference.api import impute as _shared_impute
-from forestgen.inference.api import point_series
+from forestgen.inference.api import point_series, query_frame
 from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
@@ -475,7 +475,7 @@ class ChainQueries:
         except KeyError:
             raise KeyError(f"unknown target column {target!r}; the model's columns are "
                            f"{self.schema_.names}") from None
-        df = _frame(self, X)
+        df = query_frame(self, X)
         ev = evidence_from_frame(self, df, skip={j}, unseen="free", rows=True)
         clamp_query_rows(self, ev.point, query, skip={j})
         post = self._column_posteriors(ev, [j], query, df.index)[j]
@@ -592,17 +592,3 @@ def _one_per_row(br: Branches, w: np.ndarray, m: int, rng: np.random.Generator
         sel = sel[np.isfinite(g[sel])]
         pick[br.row[sel]] = sel
     return pick, np.arange(m)
-
-
-def _frame(model, X) -> pd.DataFrame:
-    if isinstance(X, pd.DataFrame):
-        return X
-    if isinstance(X, pd.Series):
-        return X.to_frame().T
-    if isinstance(X, dict):
-        return pd.DataFrame([X])
-    arr = np.asarray(X)
-    if arr.ndim != 2 or arr.shape[1] != model.schema_.d:
-        raise ValueError(f"expected a DataFrame or an array of shape (n, {model.schema_.d}), "
-                         f"got {type(X).__name__}")
-    return pd.DataFrame(arr, columns=pd.Index(model.schema_.names, dtype=object))
