@@ -91,7 +91,7 @@ def test_ci_runs_the_readme_commands_verbatim():
     readme = (root / "README.md").read_text()
     cmds = mod.readme_commands(readme)
     assert len(cmds) == 3 and cmds[0].endswith("forestgen demo")
-    assert cmds[1].endswith("python -m pytest")
+    assert cmds[1].endswith("python -m pytest -n 2 --dist loadfile")
     assert cmds[2].endswith("mkdocs build --strict")  # the documentation site
     for c in cmds:
         assert c in readme  # verbatim lines
