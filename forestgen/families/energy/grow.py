@@ -22,6 +22,8 @@ from the tree's Generator (:func:`~forestgen.tree.node_ops.draw_candidates` from
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -30,6 +32,63 @@ from forestgen.tree.criteria import criterion_gain, density_gain, specialise
 
 MIN_GAIN = 1e-12
 MIN_MASS = 1e-12  # smallest model mass of a child (masses are normalised to 1)
+
+
+class CodedRows(NamedTuple):
+    """One side's rows: grid codes ``X [d, n]``, weights ``w`` (summing to 1) and the row
+    order ``idx`` the grower partitions node by node."""
+
+    X: np.ndarray
+    w: np.ndarray
+    idx: np.ndarray
+
+
+class ColumnGrid(NamedTuple):
+    """The columns' codes: ``n_codes`` per column (value codes plus a missing code where
+    ``has_miss``), ``n_values`` value codes, ``ordered`` (else nominal), flat offsets ``off``
+    into per-code arrays, and ``analytic``: the model mass is the product measure with flat
+    marginals ``q0`` instead of model-sample rows."""
+
+    n_codes: np.ndarray
+    n_values: np.ndarray
+    has_miss: np.ndarray
+    ordered: np.ndarray
+    off: np.ndarray
+    q0: np.ndarray
+    analytic: bool
+
+
+class SplitRule(NamedTuple):
+    """Built-in criterion code ``crit``, the ratio bound ``max_ratio`` and ``mtry`` candidate
+    columns per node."""
+
+    crit: int
+    max_ratio: float
+    mtry: int
+
+
+class NodeSpan(NamedTuple):
+    """A node's rows: ``data.idx[ds:de]`` and ``model.idx[qs:qe]``, with masses ``P``, ``Q``."""
+
+    ds: int
+    de: int
+    qs: int
+    qe: int
+    P: float
+    Q: float
+
+
+class SplitScratch(NamedTuple):
+    """Per-tree buffers of the split search: candidate columns, per-code masses, the nominal
+    sort, and the user-gain buffers."""
+
+    feats: np.ndarray
+    hP: np.ndarray
+    hQ: np.ndarray
+    order: np.ndarray
+    keys: np.ndarray
+    lbuf: np.ndarray
+    rbuf: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -69,33 +128,41 @@ def _better(g, bal, best, best_bal):
 
 
 @njit(cache=True, nogil=True)
-def _node_hist(f, Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, nc,
-               Qnode, hP, hQ):
+def _node_hist(f, data, model, node, mask, grid, hP, hQ):
+    """Data and model masses of each code of column ``f`` among the node's rows (``Q`` from
+    the product measure restricted to the node's codes ``mask`` when analytic)."""
+    nc = grid.n_codes[f]
+    o = grid.off[f]
     for k in range(nc):
         hP[k] = 0.0
         hQ[k] = 0.0
-    for r in range(ds, de):
-        i = di[r]
-        hP[Xd[f, i]] += wd[i]
-    if analytic:
+    for r in range(node.ds, node.de):
+        i = data.idx[r]
+        hP[data.X[f, i]] += data.w[i]
+    if grid.analytic:
         tot = 0.0
         for k in range(nc):
-            if mask[off[f] + k]:
-                tot += q0[off[f] + k]
+            if mask[o + k]:
+                tot += grid.q0[o + k]
         for k in range(nc):
-            if mask[off[f] + k]:
-                hQ[k] = Qnode * q0[off[f] + k] / tot
+            if mask[o + k]:
+                hQ[k] = node.Q * grid.q0[o + k] / tot
     else:
-        for r in range(qs, qe):
-            i = qi[r]
-            hQ[Xq[f, i]] += wq[i]
+        for r in range(node.qs, node.qe):
+            i = model.idx[r]
+            hQ[model.X[f, i]] += model.w[i]
 
 
 @njit(cache=True, nogil=True)
-def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, n_codes,
-                n_values, has_miss, ordered, Pn, Qn, crit, max_ratio, mtry, rng, feats, hP, hQ,
-                order, keys, out_left, lbuf, rbuf):
+def _best_split(data, model, node, mask, grid, rule, rng, scratch, out_left):
     """Best split of one node: (gain, feature, thr, nan_left); nominal left sets -> out_left."""
+    feats, hP, hQ, order, keys = scratch.feats, scratch.hP, scratch.hQ, scratch.order, \
+        scratch.keys
+    lbuf, rbuf = scratch.lbuf, scratch.rbuf
+    crit, max_ratio, mtry = rule.crit, rule.max_ratio, rule.mtry
+    n_codes, n_values, has_miss, ordered = grid.n_codes, grid.n_values, grid.has_miss, \
+        grid.ordered
+    Pn, Qn = node.P, node.Q
     for s in range(feats.shape[0]):
         feats[s] = s
     best = -np.inf
@@ -111,8 +178,7 @@ def _best_split(Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off,
         nc = n_codes[f]
         if nc < 2:
             continue
-        _node_hist(f, Xd, wd, di, ds, de, Xq, wq, qi, qs, qe, analytic, mask, q0, off, nc, Qn,
-                   hP, hQ)
+        _node_hist(f, data, model, node, mask, grid, hP, hQ)
         if ordered[f]:
             nv = n_values[f]
             mP = hP[nv] if has_miss[f] else 0.0
@@ -167,18 +233,20 @@ def _child_mass(w, idx, s, e):
 
 
 @njit(cache=True, nogil=True)
-def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_miss, ordered,
-                     crit, max_ratio, max_leaves, mtry, rng):
+def grow_energy_tree(Xd, wd, Xq, wq, grid, rule, max_leaves, rng):
     """Grow one tree best-first. ``Xd [d, N]`` data codes with weights ``wd`` (summing to 1;
     rows of weight 0 take no part);
-    ``Xq [d, M]`` model-sample codes with weights ``wq`` (summing to 1), or ``analytic`` with the
-    flat product-measure marginals ``q0`` (offsets ``off``).
+    ``Xq [d, M]`` model-sample codes with weights ``wq`` (summing to 1), or ``grid.analytic``
+    with the flat product-measure marginals ``grid.q0``.
 
     Returns tree-local ``feature, thr, nan_left, left, right, cat_rows [n_nodes, max codes]``
     (``cat_rows[node, code] = 1``: that code goes left, for every split) and per node ``P, Q``.
     """
     d = Xd.shape[0]
     M = Xq.shape[1]
+    n_codes, n_values, ordered, off, q0 = grid.n_codes, grid.n_values, grid.ordered, grid.off, \
+        grid.q0
+    analytic = grid.analytic
     cmax = 1
     for j in range(d):
         cmax = max(cmax, n_codes[j])
@@ -199,8 +267,10 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
     di = node_ops.in_bag(wd)
     n_in = len(di)
     qi = np.arange(M)
-    feats, lbuf, rbuf = np.empty(d, np.int64), np.zeros(2), np.zeros(2)
-    hP, hQ, order, keys = np.zeros(cmax), np.zeros(cmax), np.empty(cmax, np.int64), np.empty(cmax)
+    data = CodedRows(Xd, wd, di)
+    model = CodedRows(Xq, wq, qi)
+    scratch = SplitScratch(np.empty(d, np.int64), np.zeros(cmax), np.zeros(cmax),
+                           np.empty(cmax, np.int64), np.empty(cmax), np.zeros(2), np.zeros(2))
     Pm[0] = _child_mass(wd, di, 0, n_in)
     Qm[0] = 1.0 if analytic else _child_mass(wq, qi, 0, M)
     de_[0] = n_in
@@ -212,11 +282,9 @@ def grow_energy_tree(Xd, wd, Xq, wq, analytic, q0, off, n_codes, n_values, has_m
         first = 0 if n_nodes == 1 else n_nodes - 2
         for c in range(first, n_nodes):
             mask = nmask[c] if analytic else nmask[0]
-            g, f, t, nl = _best_split(Xd, wd, di, ds_[c], de_[c], Xq, wq, qi, qs_[c], qe_[c],
-                                      analytic, mask, q0, off, n_codes,
-                                      n_values, has_miss, ordered, Pm[c], Qm[c], crit,
-                                      max_ratio, mtry, rng, feats, hP, hQ, order, keys,
-                                      set_best[c], lbuf, rbuf)
+            span = NodeSpan(ds_[c], de_[c], qs_[c], qe_[c], Pm[c], Qm[c])
+            g, f, t, nl = _best_split(data, model, span, mask, grid, rule, rng, scratch,
+                                      set_best[c])
             g_best[c], f_best[c], t_best[c], nl_best[c] = g, f, t, nl
             is_open[c] = True
         if n_leaves >= max_leaves:

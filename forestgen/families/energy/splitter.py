@@ -12,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from forestgen.families.energy.grow import grow_energy_tree, grow_energy_tree_with
+from forestgen.families.energy.grow import (
+    ColumnGrid,
+    SplitRule,
+    grow_energy_tree,
+    grow_energy_tree_with,
+)
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import DENSITY, USER, criterion_code
@@ -106,9 +111,12 @@ class EnergySplitter(Splitter):
         if abs(w.sum() - 1.0) > 1e-9:  # masses are shares of the (in-bag) rows
             w = w / w.sum()
         R = np.inf if self.max_ratio is None else float(self.max_ratio)
+        grid = ColumnGrid(n_codes, n_bins, np.asarray(has_missing, np.bool_),
+                          np.asarray(~data.nominal, np.bool_), off, np.asarray(q0, np.float64),
+                          bool(analytic))
+        rule = SplitRule(max(code, 0), R, resolve_max_features(limits.max_features, d))
         feat, thr, nan_left, left, right, cat_rows, P, Q = kernel(
-            Xb, w, Xq, wq, analytic, q0, off, n_codes, n_bins, has_missing, ~data.nominal,
-            max(code, 0), R, max_leaves, resolve_max_features(limits.max_features, d), rng)
+            Xb, w, Xq, wq, grid, rule, max_leaves, rng)
         n = len(feat)
         internal = np.nonzero(feat >= 0)[0]
         nominal = data.nominal[feat[internal]]
