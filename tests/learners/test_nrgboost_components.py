@@ -490,7 +490,7 @@ def test_leaf_sets_cache_grows_with_the_trees():
                          after_each=lambda e: seen.append(e.trees.leaf_sets(grid).n_trees))
     assert seen == [1, 2, 3, 4]  # extended by one tree per call
     fresh = EnergyTrees.from_arrays(e.trees.to_arrays()).leaf_sets(grid)
-    for a, b in zip(e.trees.leaf_sets(grid).args(e.trees.value), fresh.args(e.trees.value)):
+    for a, b in zip(e.trees.leaf_sets(grid).view(e.trees.value), fresh.view(e.trees.value)):
         np.testing.assert_array_equal(a, b)
 
 

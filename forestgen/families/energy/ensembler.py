@@ -281,7 +281,7 @@ class AdditiveEnergy(Ensembler):
         C[:, j] = 0
         sets = tr.leaf_sets(g)
         out = slice_logits_kernel(C, int(j), int(g.n_codes[j]), int(g.n_values[j]),
-                                  bool(g.ordered[j]), g.code_offsets, *sets.args(tr.value))
+                                  bool(g.ordered[j]), g.code_offsets, sets.view(tr.value))
         off = self.grid.code_offsets
         out += self.log_q0[off[j]:off[j + 1]][None, :]
         if full:

@@ -38,6 +38,7 @@ pool is, reweighted tree by tree).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -49,6 +50,36 @@ from forestgen.logsumexp import logsumexp
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
 from forestgen.sampling.base import Sampler
+
+
+class Schedule(NamedTuple):
+    """``n_sweeps`` sweeps; the state is recorded after sweeps ``record_from``,
+    ``record_from + thin``, ... (``n_rec`` records)."""
+
+    n_sweeps: int
+    record_from: int
+    thin: int
+    n_rec: int
+
+
+class ChainEvidence(NamedTuple):
+    """The columns a sweep updates (``free_cols``, ascending) and the codes each chain may
+    take: ``allowed [m, sum(n_codes)]`` rows, chain ``i`` reading row ``arow[i]``."""
+
+    free_cols: np.ndarray
+    allowed: np.ndarray
+    arow: np.ndarray
+
+
+class CodeGrid(NamedTuple):
+    """Per-code base log-mass ``log_q0`` at flat offsets ``off``; per column ``n_codes``,
+    ``n_values`` and ``ordered``."""
+
+    log_q0: np.ndarray
+    off: np.ndarray
+    n_codes: np.ndarray
+    n_values: np.ndarray
+    ordered: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -84,11 +115,11 @@ def column_trees(col_ptr, cols, d):
 
 
 @parallel_kernel
-def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, arow, log_q0, off,
-                 n_codes, n_values, ordered, code_row, masks, leaf_value, span, mi, codes,
-                 nw_off, col_ptr, cols, inv_temp, seeds, block):
-    """Run one chain per row of ``X0 [c, d]``; record the state after sweeps
-    ``record_from, record_from + thin, ...`` (``n_rec`` of them) into ``[c, n_rec, d]``.
+def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
+    """Run one chain per row of ``X0 [c, d]`` under :class:`Schedule` ``sched``, with
+    :class:`ChainEvidence` ``ev`` on :class:`CodeGrid` ``grid`` and the energy's
+    :class:`~forestgen.families.energy.leaf_sets.LeafSetView` ``sets``; returns the recorded
+    states ``[c, n_rec, d]``.
 
     ``free_cols`` ascending. The leaves each tree's line crosses for column ``j`` are
     ``prefix & suffix``: the AND of the bitsets of the tree's columns before ``j`` (current
@@ -96,6 +127,12 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
     sweep, unchanged until the sweep reaches them; computed once per sweep). Chains run in
     blocks of ``block`` (spread over the threads), trees outer and chains inner; each chain's
     arithmetic and random stream are the same whatever the blocks, so the output is too."""
+    n_sweeps, record_from, thin, n_rec = sched.n_sweeps, sched.record_from, sched.thin, \
+        sched.n_rec
+    free_cols, allowed, arow = ev.free_cols, ev.allowed, ev.arow
+    log_q0, off, n_codes, n_values, ordered = grid.log_q0, grid.off, grid.n_codes, \
+        grid.n_values, grid.ordered
+    code_row, masks, col_ptr, cols = sets.code_row, sets.masks, sets.col_ptr, sets.cols
     c, d = X0.shape
     T = col_ptr.shape[0] - 1
     W = masks.shape[1]
@@ -162,8 +199,7 @@ def gibbs_kernel(X0, n_sweeps, record_from, thin, n_rec, free_cols, allowed, aro
                         nxt[t, i] = p
                         for w in range(W):
                             line[w] = pre[t, i, w] & suf[pj, i, w]
-                        add_tree(line, t, j, nc, nv, oj, leaf_value, span, mi, codes,
-                                 nw_off, diff[i], lg[i])
+                        add_tree(line, t, j, nc, nv, oj, sets, diff[i], lg[i])
                 for i in range(m):
                     finish_slice(diff[i], lg[i], nv, oj)
                     a = arow[c0 + i]
@@ -246,13 +282,14 @@ class GibbsSampler(Sampler):
         # a block per thread, at most 64 chains and ~32 MB of suffix bitsets
         block = max(1, min(-(-c // numba.get_num_threads()), 64,
                            (1 << 22) // max(1, len(sets.cols) * sets.words)))
-        return gibbs_kernel(
-            np.ascontiguousarray(X0, np.int32), int(n_sweeps), int(record_from), int(thin),
-            int(n_records), free_cols, np.ascontiguousarray(allowed),
-            np.asarray(allowed_row, np.int64), energy.log_q0, grid.code_offsets,
-            grid.n_codes.astype(np.int64), grid.n_values.astype(np.int64), grid.ordered,
-            *sets.args(energy.trees.value), 1.0 / float(self.temperature),
-            chain_seeds(rng, c), block)
+        sched = Schedule(int(n_sweeps), int(record_from), int(thin), int(n_records))
+        ev = ChainEvidence(free_cols, np.ascontiguousarray(allowed),
+                           np.asarray(allowed_row, np.int64))
+        codes = CodeGrid(energy.log_q0, grid.code_offsets, grid.n_codes.astype(np.int64),
+                         grid.n_values.astype(np.int64), grid.ordered)
+        return gibbs_kernel(np.ascontiguousarray(X0, np.int32), sched, ev, codes,
+                            sets.view(energy.trees.value), 1.0 / float(self.temperature),
+                            chain_seeds(rng, c), block)
 
 
 class SamplePool:

@@ -19,6 +19,7 @@ this kernel drew identical chains: ``benchmarks/bench_gibbs_sweep.py --before``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -27,6 +28,21 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from forestgen.parallel import parallel_kernel
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+class LeafSetView(NamedTuple):
+    """The arrays of :class:`LeafSets` that the slice kernels read, with each leaf's value
+    ``leaf_value [T, cap]`` (0 in unused slots)."""
+
+    code_row: np.ndarray
+    masks: np.ndarray
+    leaf_value: np.ndarray
+    span: np.ndarray
+    mi: np.ndarray
+    codes: np.ndarray
+    nw_off: np.ndarray
+    col_ptr: np.ndarray
+    cols: np.ndarray
 
 
 @dataclass
@@ -61,11 +77,11 @@ class LeafSets:
     def words(self) -> int:
         return self.masks.shape[1]
 
-    def args(self, value: np.ndarray):
-        """Arrays of the slice kernels, leaf values taken from the trees' node ``value``."""
+    def view(self, value: np.ndarray) -> LeafSetView:
+        """The slice kernels' bundle, leaf values taken from the trees' node ``value``."""
         leaf_value = np.where(self.leaf_node >= 0, value[np.maximum(self.leaf_node, 0)], 0.0)
-        return (self.code_row, self.masks, leaf_value, self.span, self.mi, self.codes,
-                self.nw_off, self.col_ptr, self.cols)
+        return LeafSetView(self.code_row, self.masks, leaf_value, self.span, self.mi,
+                           self.codes, self.nw_off, self.col_ptr, self.cols)
 
 
 @njit(cache=True, nogil=True)
@@ -207,11 +223,13 @@ def line_leaves(x, j, t, off, code_row, masks, col_ptr, cols, acc):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def add_tree(line, t, j, nc, nv, ordered, leaf_value, span, mi, codes, nw_off, diff, lg):
+def add_tree(line, t, j, nc, nv, ordered, sets, diff, lg):
     """Add tree ``t``'s part of the slice along ``j`` given the leaves ``line [W]`` that the
     line crosses: an ordered ``j`` into the difference array ``diff`` (and ``lg[nv]`` for the
     missing code), a nominal one into ``lg`` directly (see
-    :mod:`~forestgen.families.energy.leaf_sets`)."""
+    :mod:`~forestgen.families.energy.leaf_sets`); ``sets`` a :class:`LeafSetView`."""
+    leaf_value, span, mi, codes, nw_off = sets.leaf_value, sets.span, sets.mi, sets.codes, \
+        sets.nw_off
     for w in range(line.shape[0]):
         b = line[w]
         while b != 0:
@@ -246,10 +264,11 @@ def finish_slice(diff, lg, nv, ordered):
 
 
 @parallel_kernel
-def slice_logits_kernel(X, j, nc, nv, ordered, off, code_row, masks, leaf_value, span, mi, codes,
-                        nw_off, col_ptr, cols):
+def slice_logits_kernel(X, j, nc, nv, ordered, off, sets):
     """``[n, nc]``: the tree part of ``f(x with x_j := k)`` for each row of ``X``, summed over
-    the trees that split on ``j`` (the others are constant in ``k``), from the leaf bitsets."""
+    the trees that split on ``j`` (the others are constant in ``k``), from the leaf bitsets
+    ``sets`` (a :class:`LeafSetView`)."""
+    code_row, masks, col_ptr, cols = sets.code_row, sets.masks, sets.col_ptr, sets.cols
     n = X.shape[0]
     out = np.zeros((n, nc))
     for i in prange(n):
@@ -261,7 +280,6 @@ def slice_logits_kernel(X, j, nc, nv, ordered, off, code_row, masks, leaf_value,
                 hit = hit or cols[p] == j
             if hit:
                 line_leaves(X[i], j, t, off, code_row, masks, col_ptr, cols, line)
-                add_tree(line, t, j, nc, nv, ordered, leaf_value, span, mi, codes, nw_off,
-                         diff, out[i])
+                add_tree(line, t, j, nc, nv, ordered, sets, diff, out[i])
         finish_slice(diff, out[i], nv, ordered)
     return out
