@@ -201,18 +201,21 @@ class CellTable:
             mask[o: o + len(left_levels)] = left_levels
         out = _apply_split(
             node, j, float(thr), mask, self.approx, self.min_fragment, self.seed, self.m_total,
-            self.n_nodes, self.n_cells,
-            Layout(self.Z, self.kind, self.nom_off, self.nlev),
-            NodeArrays(self.nfeat, self.nthr, self.nleft, self.nright, self.ntree, self.nsplit,
-                       self.nlo, self.nhi, self.nmask, self.nR),
-            CellArrays(self.clo, self.chi, self.cmask, self.cR, self.cU, self.cleaf,
-                       self.cf_start, self.cf_count),
-            LeafCellIndex(self.lc_start, self.lc_count, self.lc_cap),
+            self.n_nodes, self.n_cells, *self.bundles(),
             self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len)
         self.n_cells, self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len = out
         left, right = self.n_nodes, self.n_nodes + 1
         self.n_nodes += 2
         return left, right
+
+    def bundles(self) -> tuple[Layout, NodeArrays, CellArrays, LeafCellIndex]:
+        """The table's arrays as the split kernels take them (views: kernels write through)."""
+        return (Layout(self.Z, self.kind, self.nom_off, self.nlev),
+                NodeArrays(self.nfeat, self.nthr, self.nleft, self.nright, self.ntree,
+                           self.nsplit, self.nlo, self.nhi, self.nmask, self.nR),
+                CellArrays(self.clo, self.chi, self.cmask, self.cR, self.cU, self.cleaf,
+                           self.cf_start, self.cf_count),
+                LeafCellIndex(self.lc_start, self.lc_count, self.lc_cap))
 
     def _grow_cells(self, cap: int) -> None:
         for name in ("clo", "chi", "cmask", "cR", "cU", "cleaf", "cf_start", "cf_count"):

@@ -25,6 +25,7 @@ singletons and the prefixes of the levels ordered by their empirical density in 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -108,13 +109,10 @@ class BayesRiskSplitter(Splitter):
         """Best admissible split of leaf ``node`` of ``table`` (a :class:`CellTable`):
         ``(gain, column, threshold, left_levels)`` with ``column = -1`` if none exists."""
         t = table
-        return _best_split(
-            node, t.Z, t.kind, t.nom_off, t.nlev, t.integer, t.min_width, t.m_total,
-            t.nlo, t.nhi, t.nmask, t.nR,
-            t.lc_start, t.lc_count, t.lc_pool,
-            t.clo, t.chi, t.cmask, t.cR, t.cU, t.cf_start, t.cf_count, t.f_row, t.f_w,
-            self.prior, LOSSES[self.loss], CANDIDATES[self.candidates], self.max_candidates,
-            self.min_rows, self.approx, MAX_EXHAUSTIVE_LEVELS)
+        rule = RiskRule(self.prior, LOSSES[self.loss], CANDIDATES[self.candidates],
+                        self.max_candidates, self.min_rows, self.approx, MAX_EXHAUSTIVE_LEVELS)
+        return _best_split(node, *t.bundles(), t.lc_pool, t.f_row, t.f_w,
+                           ColumnSteps(t.integer, t.min_width), t.m_total, rule)
 
 
 @njit(cache=True, nogil=True)
@@ -174,10 +172,48 @@ def _candidates(vals, cells, clo, chi, j, lo, hi, integer, mode, max_cand, min_w
     return np.unique(buf2[:k])
 
 
+class RiskRule(NamedTuple):
+    """The split search's settings: prior ``π``, loss code, candidate mode and cap, the least
+    training weight per child, EOGT's approximate masses, the most levels of a nominal column
+    searched exhaustively."""
+
+    prior: float
+    loss: int
+    mode: int
+    max_cand: int
+    min_rows: float
+    approx: bool
+    max_exh: int
+
+
+class ColumnSteps(NamedTuple):
+    """Per column: integer-coded (thresholds half-way between integers) and the narrowest
+    side a continuous split may leave."""
+
+    integer: np.ndarray
+    min_width: np.ndarray
+
+
+class LeafFragments(NamedTuple):
+    """A leaf's row fragments grouped by its cells: row, weight and local cell index."""
+
+    row: np.ndarray
+    w: np.ndarray
+    cell: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _best_split(node, Z, kind, nom_off, nlev, integer, min_width, m_total, nlo, nhi, nmask, nR,
-                lc_start, lc_count, lc_pool, clo, chi, cmask, cR, cU, cf_start, cf_count,
-                f_row, f_w, prior, loss, mode, max_cand, min_rows, approx, max_exh):
+def _best_split(node, layout, nodes, ca, leaf_cells, lc_pool, f_row, f_w, steps, m_total, rule):
+    """Best split of tree node ``node`` over the cells inside it: ``(gain, column, threshold,
+    left level mask)`` (the table's bundles from :meth:`CellTable.bundles`)."""
+    Z, kind = layout.Z, layout.kind
+    nlo, nhi, nmask = nodes.nlo, nodes.nhi, nodes.nmask
+    clo, chi, cR, cU = ca.clo, ca.chi, ca.cR, ca.cU
+    cf_start, cf_count = ca.cf_start, ca.cf_count
+    lc_start, lc_count = leaf_cells.lc_start, leaf_cells.lc_count
+    integer, min_width = steps.integer, steps.min_width
+    prior, loss, mode, max_cand, min_rows, approx = rule.prior, rule.loss, rule.mode, \
+        rule.max_cand, rule.min_rows, rule.approx
     d = Z.shape[1]
     cells = lc_pool[lc_start[node]: lc_start[node] + lc_count[node]].copy()
     nc = cells.shape[0]
@@ -205,9 +241,8 @@ def _best_split(node, Z, kind, nom_off, nlev, integer, min_width, m_total, nlo, 
     best_mask = np.zeros(1, np.uint8)
     for j in range(d):
         if kind[j] == 2:
-            g, msk = _best_nominal(j, node, Z, nom_off[j], nlev[j], m_total, nmask, cells, fr,
-                                   fw, fcell, clo, cmask, cR, cU, base, prior, loss, min_rows,
-                                   approx, max_exh)
+            g, msk = _best_nominal(j, node, layout, nmask, ca, cells,
+                                   LeafFragments(fr, fw, fcell), base, m_total, rule)
             if msk.shape[0] > 0 and g > best_gain:
                 best_gain, best_j, best_thr, best_mask = g, j, 0.0, msk
             continue
@@ -321,9 +356,13 @@ def _best_split(node, Z, kind, nom_off, nlev, integer, min_width, m_total, nlo, 
 
 
 @njit(cache=True, nogil=True)
-def _best_nominal(j, node, Z, off, k, m_total, nmask, cells, fr, fw, fcell, clo, cmask, cR, cU,
-                  base, prior, loss, min_rows, approx, max_exh):
+def _best_nominal(j, node, layout, nmask, ca, cells, frag, base, m_total, rule):
     """Best left level set of nominal column ``j`` (mask over its ``k`` levels)."""
+    Z, off, k = layout.Z, layout.nom_off[j], layout.nlev[j]
+    fr, fw, fcell = frag.row, frag.w, frag.cell
+    cmask, cR, cU = ca.cmask, ca.cR, ca.cU
+    prior, loss, min_rows, approx, max_exh = rule.prior, rule.loss, rule.min_rows, \
+        rule.approx, rule.max_exh
     lv = np.empty(k, np.int64)
     nl = 0
     for v in range(k):
