@@ -2,6 +2,7 @@
 
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
+from forestgen.leaves.kernel import KernelLeaf
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
@@ -9,6 +10,7 @@ from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
 __all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
+           "KernelLeaf",
            "OrdinalKernelLeaf",
            "PointMassLeaf",
            "RoundedNormalTailLeaf",

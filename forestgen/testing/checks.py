@@ -264,7 +264,9 @@ def _check_numeric(lm, cell, rng, name):
         sel = g <= c
         m_int = float((g[sel] * dens[sel]).sum() / max(dens[sel].sum(), 1e-300))
         mi = lm.mean_interval(np.array([j]), np.array([a]), np.array([c]))[0]
-        check_that(abs(mi - m_int) < 2e-3 * max(1.0, b - a), f"{name}.mean_interval",
+        # (an interval without numerical mass on the grid has no mean to compare with)
+        check_that(mass < 1e-9 or abs(mi - m_int) < 2e-3 * max(1.0, b - a),
+                   f"{name}.mean_interval",
                    f"E[X | {a} < X <= {c}] = {mi:.5f}, the density gives {m_int:.5f}")
         s = lm.sample(np.full(4000, j), rng)
         check_that(np.all((s > a) & (s <= b)), f"{name}.sample", f"draws outside cell {j}")

@@ -17,7 +17,7 @@ from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.families import CHAIN
 from forestgen.families.chain.queries import ChainQueries
-from forestgen.leaves import CategoricalLeaf, OrdinalKernelLeaf, TruncNormalLeaf
+from forestgen.leaves import CategoricalLeaf, KernelLeaf, OrdinalKernelLeaf
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, TreeData, make_splitter
@@ -202,8 +202,9 @@ class Chain(ChainQueries, GenerativeForest):
 
     def leaf_prototypes(self) -> tuple[Any, Any]:
         """The (numeric, discrete) leaf models: ``numeric_leaf`` / ``discrete_leaf``, else a
-        truncated normal and a categorical pmf with the ``prior_strength`` prior."""
-        numeric = self.numeric_leaf if self.numeric_leaf is not None else TruncNormalLeaf()
+        kernel density of the leaf's values and a categorical pmf with the ``prior_strength``
+        prior."""
+        numeric = self.numeric_leaf if self.numeric_leaf is not None else KernelLeaf()
         discrete = self.discrete_leaf if self.discrete_leaf is not None else \
             CategoricalLeaf(prior=self.prior_strength, floor=0.0)
         return numeric, discrete

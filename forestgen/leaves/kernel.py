@@ -1,0 +1,403 @@
+"""Kernel-density leaves: a mixture of normals centred on the leaf's own values, each truncated
+to the leaf cell (issue 37).
+
+synthpop's sequential CART draws an *observed* value of the leaf a row falls in (Nowok, Raab &
+Dibben 2016, §3); a truncated normal fitted to the leaf's 5-10 values smooths them into one bump.
+This leaf keeps both: in leaf ``l`` with values ``v_i`` (weights ``w_i``, merged where equal)
+
+    p(x | l) = sum_i (w_i / W_l) N(x; v_i, h_l) / Z_i      on the cell (lo_l, hi_l],
+
+``Z_i`` the mass of kernel ``i`` inside the cell, so each kernel, and the mixture, integrates
+to one over the cell (a boundary-renormalised kernel density estimate; Jones 1993). A draw picks
+an observed value by its weight and moves it by a truncated normal of width ``h_l``: with a
+narrow ``h_l`` it rounds back to the observed value on a grid column (synthpop's draw), with a
+wide one it is the smooth law. The bandwidth is Silverman's scale of the leaf, ``h_l = c * s_l *
+n_l ** (-1/5)`` (``s_l`` the leaf's SD, at least the column's resolution — the least gap between
+its distinct values —, ARF's width for a one-row leaf, and ``n_l`` its weighted count), with one factor ``c`` per column chosen by
+leave-one-out likelihood cross-validation (Habbema, Hermans & van den Broek 1974; Duin 1976):
+the ``c`` of :data:`FACTORS` that maximises the sum over fitting values of the log-probability
+of each value's resolution cell (the value +- half the resolution) under the other values of its
+leaf. Scoring the cell rather than the point keeps the choice from collapsing onto duplicated
+grid values (a point density of a tie grows without bound as ``h -> 0``; a cell's probability is
+at most 1). A leaf without values gets one kernel at its cell's centre with ARF's empty-leaf width
+(:mod:`forestgen.leaves.truncnorm`).
+
+Storage: a ragged list of kernels per leaf (``offset_ [L + 1]``, ``center_``, ``weight_``), the
+leaf's ``h_``, cell ``lo_``, ``hi_`` and ``count_``: ``16 P + 40 L`` bytes for ``P`` distinct
+(leaf, value) pairs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from forestgen.leaves.base import ColumnCell, LeafModel, scaled_cell
+from forestgen.leaves.normal_math import (
+    LOG_SQRT_2PI,
+    log_ndtr_diff,
+    sample_std_truncnorm,
+    std_truncnorm_mean,
+)
+from forestgen.leaves.stats import column_scale
+from forestgen.leaves.truncnorm import Z975
+from forestgen.parallel import parallel_kernel
+from forestgen.registry import register
+
+#: bandwidth factors ``c`` the leave-one-out choice tries (``bandwidth="loo"``)
+FACTORS = (0.05, 0.1, 0.2, 0.3, 0.45, 0.65, 0.9, 1.25, 1.75, 2.5)
+#: fitting values scored by the leave-one-out choice (a fixed subsample past it)
+LOO_ROWS = 1000
+#: (entry, kernel) pairs per chunk of the vectorised interval queries
+PAIR_BUDGET = 1 << 21
+
+
+@register("leaf", "kernel")
+class KernelLeaf(LeafModel):
+    """Kernel density of the leaf's own values, truncated to the cell (module docstring).
+
+    Parameters
+    ----------
+    bandwidth : ``"loo"`` (default: the factor ``c`` of :data:`FACTORS` with the best
+        leave-one-out likelihood of the fitting values, kept as ``factor_``) or a float
+        ``c > 0``; the leaf's bandwidth is ``c * s_l * n_l ** (-1/5)``.
+    """
+
+    discrete = False
+    handles_cells = frozenset({"zero-width", "unbounded", "empty"})
+    fitted_arrays = ("offset_", "center_", "weight_", "h_", "lo_", "hi_", "count_")
+
+    def __init__(self, *, bandwidth: float | str = "loo"):
+        self.bandwidth = bandwidth
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, x, leaf, cell: ColumnCell, weight=None) -> KernelLeaf:
+        """Fit in units of :func:`column_scale` (exact rescaling), then convert back."""
+        b = self.bandwidth
+        if isinstance(b, str) and b != "loo" or not isinstance(b, str) and not (
+                isinstance(b, (int, float)) and math.isfinite(b) and b > 0):
+            raise ValueError(f"KernelLeaf: bandwidth must be 'loo' or a number > 0, got {b!r}")
+        s = column_scale(cell.data_min, cell.data_max)
+        self._fit_scaled(np.asarray(x, np.float64) / s, np.asarray(leaf, np.int64),
+                         scaled_cell(cell, s), weight)
+        for k in ("center_", "h_", "lo_", "hi_"):
+            setattr(self, k, getattr(self, k) * s)
+        self._finish()
+        return self
+
+    def _fit_scaled(self, x, leaf, cell, weight) -> None:
+        L = len(cell.lower)
+        w = np.ones(len(x)) if weight is None else np.asarray(weight, np.float64)
+        ok = ~np.isnan(x) & (w > 0)
+        x, leaf, w = x[ok], leaf[ok], w[ok]
+        # kernels: distinct (leaf, value) pairs with summed weights, ordered by leaf
+        order = np.lexsort((x, leaf))
+        x, leaf, w = x[order], leaf[order], w[order]
+        new = np.r_[True, (leaf[1:] != leaf[:-1]) | (x[1:] != x[:-1])] if len(x) else \
+            np.zeros(0, bool)
+        group = np.cumsum(new) - 1
+        kc, kl = x[new], leaf[new]
+        kw = np.bincount(group, weights=w) if len(x) else np.zeros(0)
+        cnt = np.bincount(leaf, weights=w, minlength=L)
+        s1 = np.bincount(leaf, weights=w * x, minlength=L)
+        mean = np.divide(s1, cnt, out=np.zeros(L), where=cnt > 0)
+        dev = x - mean[leaf]
+        ss = np.bincount(leaf, weights=w * dev * dev, minlength=L)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sd = np.sqrt(np.where(cnt > 1, ss / (cnt - 1), 0.0))
+        vals = np.unique(x)
+        res = float(np.min(np.diff(vals))) if len(vals) > 1 else 0.0
+        glo, ghi = cell.data_min, cell.data_max
+        lo, hi = cell.lower.astype(np.float64), cell.upper.astype(np.float64)
+        clo = np.maximum(np.where(np.isfinite(lo), lo, glo), glo)
+        chi = np.minimum(np.where(np.isfinite(hi), hi, ghi), ghi)
+        sigma0 = np.maximum(0.5 * (chi - clo), 0.0) / Z975  # ARF's empty-leaf width
+        floor = max(1e-9 * max(abs(ghi - glo), 1.0), 4.0 * np.spacing(max(abs(glo), abs(ghi))))
+        # a leaf of one value: ARF's one-row width sqrt(2) sigma0 (truncnorm's prior)
+        scale = np.where(cnt >= 2, np.maximum(sd, res), np.sqrt(2.0) * sigma0)
+        scale = np.maximum(scale, floor) * np.maximum(cnt, 1.0) ** -0.2
+        if self.bandwidth != "loo":
+            self.factor_ = float(self.bandwidth)
+        elif res > 0:
+            goff = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
+            self.factor_ = _loo_factor(x, leaf, w, group, kc, kw, goff, lo, hi, scale, res,
+                                       cnt)
+        else:  # one distinct value: nothing to choose between
+            self.factor_ = 1.0
+        # leaves without values: one kernel at the cell's centre, ARF's empty-leaf width
+        empty = np.flatnonzero(np.bincount(kl, minlength=L) == 0)
+        centre = np.clip(0.5 * (clo + chi), glo, ghi)
+        if len(empty):
+            kc = np.r_[kc, centre[empty]]
+            kl = np.r_[kl, empty]
+            kw = np.r_[kw, np.ones(len(empty))]
+            o = np.argsort(kl, kind="stable")
+            kc, kl, kw = kc[o], kl[o], kw[o]
+        offset = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
+        h = np.where(cnt > 0, self.factor_ * scale, sigma0)
+        self.offset_ = offset
+        self.center_ = kc.astype(np.float64)
+        self.weight_ = (kw / np.repeat(np.bincount(kl, weights=kw, minlength=L),
+                                       np.diff(offset))).astype(np.float64)
+        self.h_ = np.maximum(h, floor).astype(np.float64)
+        self.lo_, self.hi_ = lo, hi
+        self.count_ = cnt
+
+    def _finish(self) -> None:
+        """Per-kernel truncation constants and per-leaf means from the fitted arrays."""
+        kl = np.repeat(np.arange(len(self.h_)), np.diff(self.offset_))
+        h = self.h_[kl]
+        self.a_ = (self.lo_[kl] - self.center_) / h
+        self.b_ = (self.hi_[kl] - self.center_) / h
+        self.logz_ = log_ndtr_diff(self.a_, self.b_)
+        with np.errstate(divide="ignore"):
+            self.const_ = np.log(self.weight_) - np.log(h) - LOG_SQRT_2PI - self.logz_
+        km = self.center_ + h * std_truncnorm_mean(self.a_, self.b_)
+        self.mean_ = np.bincount(kl, weights=self.weight_ * km, minlength=len(self.h_))
+        self.cum_ = kl + _segment_cumsum(self.weight_, self.offset_)
+
+    # ------------------------------------------------------------------ persistence
+    def param_arrays(self):
+        return {k: getattr(self, k) for k in self.fitted_arrays}
+
+    def set_param_arrays(self, arrays):
+        super().set_param_arrays(arrays)
+        self.offset_ = np.asarray(self.offset_, np.int64)
+        self._finish()
+        return self
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        name = type(self).__name__
+        if set(arrays) != set(self.fitted_arrays):
+            raise ValueError(f"{name} needs arrays {sorted(self.fitted_arrays)}, got "
+                             f"{sorted(arrays)}")
+        off = arrays["offset_"]
+        if off.dtype.kind != "i" or off.shape != (n_leaves + 1,) or off[0] != 0 or (
+                np.diff(off) < 1).any():
+            raise ValueError(f"{name}.offset_ must be {n_leaves + 1} increasing integers from "
+                             f"0 (at least one kernel per leaf)")
+        P = int(off[-1])
+        for k in ("center_", "weight_"):
+            v = arrays[k]
+            if v.dtype.kind != "f" or v.shape != (P,) or not np.isfinite(v).all():
+                raise ValueError(f"{name}.{k} must be {P} finite floats (one per kernel)")
+        if (arrays["weight_"] <= 0).any():
+            raise ValueError(f"{name}.weight_ must be > 0")
+        for k in ("h_", "lo_", "hi_", "count_"):
+            v = arrays[k]
+            if v.dtype.kind != "f" or v.shape != (n_leaves,) or np.isnan(v).any():
+                raise ValueError(f"{name}.{k} must be {n_leaves} floats (one per leaf)")
+        if not (np.isfinite(arrays["h_"]).all() and (arrays["h_"] > 0).all()):
+            raise ValueError(f"{name}.h_ must be finite and > 0")
+        if (arrays["lo_"] > arrays["hi_"]).any():
+            raise ValueError(f"{name}: every cell needs lo_ <= hi_")
+
+    # ------------------------------------------------------------------ densities
+    def log_prob(self, leaf, x):
+        return _kernel_log_prob(self.offset_, self.center_, self.const_, self.h_, self.lo_,
+                                self.hi_, np.asarray(leaf, np.int64),
+                                np.asarray(x, np.float64))
+
+    def _pairs(self, leaf, lo, hi):
+        """Chunks ``(sel, first, rep, k, a, b, lm)`` of (entry, kernel) pairs: entries ``sel``,
+        the first pair of each entry, each pair's entry (in ``sel``) and kernel, the bounds
+        ``a, b`` of ``(lo, hi]`` within the cell in the kernel's units, and the kernel's log
+        share of the leaf's mass there."""
+        leaf = np.asarray(leaf, np.int64)
+        lo = np.broadcast_to(np.asarray(lo, np.float64), leaf.shape)
+        hi = np.broadcast_to(np.asarray(hi, np.float64), leaf.shape)
+        cnt = self.offset_[leaf + 1] - self.offset_[leaf]
+        ends = np.cumsum(cnt)
+        start = 0
+        while start < len(leaf):
+            stop = int(np.searchsorted(ends, ends[start] - cnt[start] + PAIR_BUDGET, "right"))
+            sel = np.arange(start, min(max(stop, start + 1), len(leaf)))
+            c = cnt[sel]
+            rep = np.repeat(np.arange(len(sel)), c)
+            first = np.cumsum(c) - c
+            k = self.offset_[leaf[sel]][rep] + np.arange(len(rep)) - first[rep]
+            h = self.h_[leaf[sel]][rep]
+            with np.errstate(invalid="ignore"):
+                a = np.maximum(self.a_[k], (lo[sel][rep] - self.center_[k]) / h)
+                b = np.maximum(a, np.minimum(self.b_[k], (hi[sel][rep] - self.center_[k]) / h))
+                lm = np.log(self.weight_[k]) + log_ndtr_diff(a, b) - self.logz_[k]
+            lm = np.where(np.isfinite(self.logz_[k]), lm, -np.inf)
+            yield sel, first, rep, k, a, b, lm
+            start = int(sel[-1]) + 1
+
+    def log_prob_interval(self, leaf, lo, hi):
+        leaf = np.asarray(leaf, np.int64)
+        out = np.empty(len(leaf))
+        for sel, first, rep, _, _, _, lm in self._pairs(leaf, lo, hi):
+            out[sel] = _segment_logsumexp(lm, first, rep)
+        # a zero-width cell has no mass; an interval covering the whole cell has mass 1
+        lo = np.broadcast_to(np.asarray(lo, np.float64), leaf.shape)
+        hi = np.broadcast_to(np.asarray(hi, np.float64), leaf.shape)
+        cl, ch = self.lo_[leaf], self.hi_[leaf]
+        whole = (lo <= cl) & (hi >= ch) & (ch > cl)
+        return np.where(whole, 0.0, np.minimum(out, 0.0))
+
+    def mean(self, leaf):
+        return self.mean_[np.asarray(leaf, np.int64)]
+
+    def mean_interval(self, leaf, lo, hi):
+        leaf = np.asarray(leaf, np.int64)
+        lo = np.broadcast_to(np.asarray(lo, np.float64), leaf.shape)
+        hi = np.broadcast_to(np.asarray(hi, np.float64), leaf.shape)
+        out = np.empty(len(leaf))
+        for sel, first, rep, k, a, b, lm in self._pairs(leaf, lo, hi):
+            top = np.maximum.reduceat(lm, first)
+            rel = np.exp(lm - np.where(np.isfinite(top), top, 0.0)[rep])
+            km = self.center_[k] + self.h_[leaf[sel]][rep] * std_truncnorm_mean(a, b)
+            tot = np.add.reduceat(rel, first)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[sel] = np.add.reduceat(rel * km, first) / tot
+        bad = ~np.isfinite(out)
+        if bad.any():  # no mass in the interval: the leaf's mean, kept inside it
+            with np.errstate(invalid="ignore"):
+                out[bad] = np.clip(self.mean_[leaf[bad]], lo[bad], hi[bad])
+        return out
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        leaf = np.asarray(leaf, np.int64)
+        m = len(leaf)
+        if lo is None and hi is None:  # a kernel by its weight, then a draw inside the cell
+            k = np.searchsorted(self.cum_, leaf + rng.random(m), side="right")
+            k = np.clip(k, self.offset_[leaf], self.offset_[leaf + 1] - 1)
+            a, b = self.a_[k], self.b_[k]
+            low, high = self.lo_[leaf], self.hi_[leaf]
+        else:  # a kernel by its mass inside the interval (Gumbel-max), by its weight if none
+            lo_ = np.full(m, -np.inf) if lo is None else np.broadcast_to(
+                np.asarray(lo, np.float64), m)
+            hi_ = np.full(m, np.inf) if hi is None else np.broadcast_to(
+                np.asarray(hi, np.float64), m)
+            k = np.empty(m, np.int64)
+            a, b = np.empty(m), np.empty(m)
+            for sel, first, rep, kk, aa, bb, lm in self._pairs(leaf, lo_, hi_):
+                none = (np.maximum.reduceat(lm, first) == -np.inf)[rep]
+                g = np.where(none, np.log(self.weight_[kk]), lm) + rng.gumbel(size=len(lm))
+                best = np.lexsort((-g, rep))
+                pick = best[np.r_[True, rep[best][1:] != rep[best][:-1]]]
+                k[sel], a[sel], b[sel] = kk[pick], aa[pick], bb[pick]
+            low = np.maximum(self.lo_[leaf], lo_)
+            high = np.minimum(self.hi_[leaf], hi_)
+        x = self.center_[k] + self.h_[leaf] * sample_std_truncnorm(a, np.maximum(a, b),
+                                                                  rng.random(m))
+        with np.errstate(invalid="ignore"):
+            return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
+
+
+def _segment_cumsum(w: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """Cumulative weights within each leaf's segment, the last one exactly 1."""
+    c = np.cumsum(w)
+    base = np.r_[0.0, c][offset[:-1]]
+    n = np.diff(offset)
+    out = c - np.repeat(base, n)
+    last = offset[1:][n > 0] - 1
+    out[last] = 1.0
+    return out
+
+
+def _segment_logsumexp(lm: np.ndarray, first: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    top = np.maximum.reduceat(lm, first)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    s = np.add.reduceat(np.exp(lm - safe[rep]), first)
+    with np.errstate(divide="ignore"):
+        return np.log(s) + safe
+
+
+def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt) -> float:
+    """The factor of :data:`FACTORS` with the largest leave-one-out log-probability of the
+    fitting values' resolution cells (module docstring); ties go to the wider bandwidth.
+    ``group``: each value's kernel (its distinct (leaf, value) pair) among ``kc, kw``."""
+    rows = np.flatnonzero(cnt[leaf] - w > 0)  # values with others in their leaf
+    if len(rows) == 0:
+        return 1.0
+    if len(rows) > LOO_ROWS:
+        rows = np.sort(np.random.default_rng(0).choice(rows, LOO_ROWS, replace=False))
+    f = np.asarray(FACTORS, np.float64)
+    scores = _loo_scores(offset, kc, kw, lo, hi, scale, float(res), leaf[rows], x[rows],
+                         w[rows], group[rows].astype(np.int64), cnt, f)
+    total = scores.sum(0)
+    if not np.isfinite(total.max()):
+        return 1.0
+    best = np.flatnonzero(total >= total.max() - 1e-9 * abs(total.max()))
+    return float(f[best[-1]])
+
+
+@njit(cache=True)
+def _ndtr_diff(a: float, b: float) -> float:
+    """Phi(b) - Phi(a) for a <= b, accurate in both tails."""
+    r = 0.7071067811865476
+    if b - a < 1e-7 * max(1.0, abs(a)):
+        z = 0.5 * (a + b)
+        return (b - a) * math.exp(-0.5 * z * z) * 0.3989422804014327
+    if a > 0.0:
+        return 0.5 * (math.erfc(a * r) - math.erfc(b * r))
+    if b < 0.0:
+        return 0.5 * (math.erfc(-b * r) - math.erfc(-a * r))
+    return 1.0 - 0.5 * math.erfc(-a * r) - 0.5 * math.erfc(b * r)
+
+
+@parallel_kernel
+def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cnt, factors):
+    """``[rows, factors]``: log P(value's resolution cell | the other values of its leaf),
+    ``res > 0``."""
+    R, F = x.shape[0], factors.shape[0]
+    out = np.empty((R, F))
+    for i in prange(R):
+        lf = leaf[i]
+        v = x[i]
+        for f in range(F):
+            h = factors[f] * scale[lf]
+            acc = 0.0
+            for j in range(offset[lf], offset[lf + 1]):
+                wj = weight[j] - w[i] if j == kern[i] else weight[j]
+                if wj <= 0.0:
+                    continue
+                a = (lo[lf] - center[j]) / h
+                b = (hi[lf] - center[j]) / h
+                z = _ndtr_diff(a, b)
+                lo_c = max(a, (v - 0.5 * res - center[j]) / h)
+                hi_c = min(b, (v + 0.5 * res - center[j]) / h)
+                if z <= 0.0 or hi_c <= lo_c:
+                    continue
+                p = _ndtr_diff(lo_c, hi_c)
+                acc += wj * p / z
+            total = cnt[lf] - w[i]
+            out[i, f] = math.log(acc / total) if acc > 0.0 else -np.inf
+    return out
+
+
+@parallel_kernel
+def _kernel_log_prob(offset, center, const, h, lo, hi, leaf, x):
+    """Log density of the truncated kernel mixture; NaN x -> 0, -inf outside the cell."""
+    out = np.empty(x.shape[0])
+    for i in prange(x.shape[0]):
+        v = x[i]
+        if np.isnan(v):
+            out[i] = 0.0
+            continue
+        k = leaf[i]
+        if not (v > lo[k] and v <= hi[k]):
+            out[i] = -np.inf
+            continue
+        inv = 1.0 / h[k]
+        top = -np.inf
+        for j in range(offset[k], offset[k + 1]):
+            t = (v - center[j]) * inv
+            s = const[j] - 0.5 * t * t
+            if s > top:
+                top = s
+        if top == -np.inf:
+            out[i] = -np.inf
+            continue
+        acc = 0.0
+        for j in range(offset[k], offset[k + 1]):
+            t = (v - center[j]) * inv
+            acc += math.exp(const[j] - 0.5 * t * t - top)
+        out[i] = top + math.log(acc)
+    return out
