@@ -46,11 +46,12 @@ VALIDATION_SHARE = 0.3
 def default_candidates() -> list[tuple[str, Any]]:
     """The candidates of ``AutoForest()``: ARF at its defaults and its ``best samples`` preset,
     NRGBoost and GF.Boost at their defaults (GF.Boost has the best TSTR on most leaderboard
-    tables)."""
-    from forestgen.learners import ARF, GFBoost, NRGBoost
+    tables), and the Chain (synthpop's sequential trees with kernel leaves: a few CPU
+    seconds per fit, chosen where its samples score best)."""
+    from forestgen.learners import ARF, Chain, GFBoost, NRGBoost
 
     return [("ARF", ARF()), ("ARF best samples", ARF.preset("best samples")),
-            ("NRGBoost", NRGBoost()), ("GFBoost", GFBoost())]
+            ("NRGBoost", NRGBoost()), ("GFBoost", GFBoost()), ("Chain", Chain())]
 
 
 def _frame(X: Any) -> pd.DataFrame:

@@ -7,8 +7,8 @@
 and ``CONFIGS`` comma-separated (configs: ``table``, ``discrete_first``, ``min_leaf=10``,
 ``DF+min_leaf=10``, ``DF+uniform``, or any ``param=value[+param=value]`` of ``Chain``, values
 read as Python literals, e.g. ``numeric_leaf=truncnorm`` or
-``numeric_leaf=KernelLeaf(bandwidth=0.3)``). Each setting is fitted on 2 of 3 folds of the training rows
-(2 seeds x 3 folds) and scored as ``AutoForest`` scores candidates: the C2ST of its samples
+``numeric_leaf=KernelLeaf(bandwidth=0.3)``; separate configs by ``;`` when one holds a comma).
+Each setting is fitted on 2 of 3 folds of the training rows (2 seeds x 3 folds) and scored as ``AutoForest`` scores candidates: the C2ST of its samples
 against the held-out fold, ``|AUC - 0.5|`` (``dist``), and the held-out log-likelihood. The
 leaderboard's test rows are never read.
 """
@@ -59,7 +59,8 @@ def parse(spec):
 NAMED = {"table": {}, "discrete_first": "DF", "min_leaf=10": {"min_leaf": 10},
          "DF+min_leaf=10": ("DF", {"min_leaf": 10}),
          "DF+uniform": ("DF", {"numeric_leaf": "uniform"})}
-configs = {k: NAMED[k] if k in NAMED else parse(k) for k in sys.argv[3].split(",")}
+SEP = ";" if ";" in sys.argv[3] else ","  # ";" between configs that hold commas
+configs = {k: NAMED[k] if k in NAMED else parse(k) for k in sys.argv[3].split(SEP)}
 rows = []
 for t in sys.argv[2].split(","):
     job = json.load(open(f"{WORK}/{t}_s0/forestgen_chain/job.json"))

@@ -13,8 +13,8 @@ an observed value by its weight and moves it by a truncated normal of width ``h_
 narrow ``h_l`` it rounds back to the observed value on a grid column (synthpop's draw), with a
 wide one it is the smooth law. The bandwidth is Silverman's scale of the leaf, ``h_l = c * s_l *
 n_l ** (-1/5)`` (``s_l`` the leaf's SD, at least the column's resolution — the least gap between
-its distinct values —, ARF's width for a one-row leaf, and ``n_l`` its weighted count), with one factor ``c`` per column chosen by
-leave-one-out likelihood cross-validation (Habbema, Hermans & van den Broek 1974; Duin 1976):
+its distinct values —, ARF's width for a one-row leaf, and ``n_l`` its weighted count), with one
+factor ``c`` per column given or chosen by leave-one-out likelihood cross-validation (Habbema, Hermans & van den Broek 1974; Duin 1976):
 the ``c`` of :data:`FACTORS` that maximises the sum over fitting values of the log-probability
 of each value's resolution cell (the value +- half the resolution) under the other values of its
 leaf. Scoring the cell rather than the point keeps the choice from collapsing onto duplicated
@@ -63,14 +63,22 @@ class KernelLeaf(LeafModel):
     bandwidth : ``"loo"`` (default: the factor ``c`` of :data:`FACTORS` with the best
         leave-one-out likelihood of the fitting values, kept as ``factor_``) or a float
         ``c > 0``; the leaf's bandwidth is ``c * s_l * n_l ** (-1/5)``.
+    keep_variance : True (default): the kernels are shrunk toward the leaf's mean, centres
+        ``m + k (v_i - m)`` and width ``k h`` with ``k = (1 + h**2 / var) ** -1/2``, so that the
+        mixture has the leaf's own mean and variance (Silverman & Young 1987's shrunk
+        smoothed bootstrap; before truncation to the cell). ``False``: the plain kernel
+        estimate, whose variance exceeds the leaf's by ``h**2``.
     """
 
     discrete = False
     handles_cells = frozenset({"zero-width", "unbounded", "empty"})
     fitted_arrays = ("offset_", "center_", "weight_", "h_", "lo_", "hi_", "count_")
 
-    def __init__(self, *, bandwidth: float | str = "loo"):
+    def __init__(self, *, bandwidth: float | str = "loo", keep_variance: bool = True,
+                 defensive: float = 0.0):
         self.bandwidth = bandwidth
+        self.keep_variance = keep_variance
+        self.defensive = defensive
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, leaf, cell: ColumnCell, weight=None) -> KernelLeaf:
@@ -79,6 +87,8 @@ class KernelLeaf(LeafModel):
         if isinstance(b, str) and b != "loo" or not isinstance(b, str) and not (
                 isinstance(b, (int, float)) and math.isfinite(b) and b > 0):
             raise ValueError(f"KernelLeaf: bandwidth must be 'loo' or a number > 0, got {b!r}")
+        if not (isinstance(self.defensive, (int, float)) and 0 <= self.defensive < 1):
+            raise ValueError(f"KernelLeaf: defensive must be in [0, 1), got {self.defensive!r}")
         s = column_scale(cell.data_min, cell.data_max)
         self._fit_scaled(np.asarray(x, np.float64) / s, np.asarray(leaf, np.int64),
                          scaled_cell(cell, s), weight)
@@ -107,6 +117,9 @@ class KernelLeaf(LeafModel):
         ss = np.bincount(leaf, weights=w * dev * dev, minlength=L)
         with np.errstate(invalid="ignore", divide="ignore"):
             sd = np.sqrt(np.where(cnt > 1, ss / (cnt - 1), 0.0))
+            var_b = np.where(cnt > 0, ss / cnt, 0.0)  # the leaf's own (biased) variance
+        if not self.keep_variance:
+            var_b = np.zeros(L)
         vals = np.unique(x)
         res = float(np.min(np.diff(vals))) if len(vals) > 1 else 0.0
         glo, ghi = cell.data_min, cell.data_max
@@ -115,47 +128,54 @@ class KernelLeaf(LeafModel):
         chi = np.minimum(np.where(np.isfinite(hi), hi, ghi), ghi)
         sigma0 = np.maximum(0.5 * (chi - clo), 0.0) / Z975  # ARF's empty-leaf width
         floor = max(1e-9 * max(abs(ghi - glo), 1.0), 4.0 * np.spacing(max(abs(glo), abs(ghi))))
-        # a leaf of one value: ARF's one-row width sqrt(2) sigma0 (truncnorm's prior)
-        scale = np.where(cnt >= 2, np.maximum(sd, res), np.sqrt(2.0) * sigma0)
-        scale = np.maximum(scale, floor) * np.maximum(cnt, 1.0) ** -0.2
+        # the leaf's spread: its SD, at least the resolution; one value: ARF's one-row width
+        wide = np.where(cnt >= 2, np.maximum(sd, res), np.sqrt(2.0) * sigma0)
+        wide = np.maximum(wide, floor)
+        scale = wide * np.maximum(cnt, 1.0) ** -0.2
+        eps = float(self.defensive)
         if self.bandwidth != "loo":
             self.factor_ = float(self.bandwidth)
         elif res > 0:
             goff = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
             self.factor_ = _loo_factor(x, leaf, w, group, kc, kw, goff, lo, hi, scale, res,
-                                       cnt)
+                                       cnt, mean, var_b, wide, eps)
         else:  # one distinct value: nothing to choose between
             self.factor_ = 1.0
-        # leaves without values: one kernel at the cell's centre, ARF's empty-leaf width
-        empty = np.flatnonzero(np.bincount(kl, minlength=L) == 0)
+        h = self.factor_ * scale
+        # Silverman & Young's shrunk kernels: centres drawn toward the leaf's mean so that the
+        # mixture keeps the leaf's variance
+        k = _shrink(h, var_b)
+        kc = mean[kl] + k[kl] * (kc - mean[kl])
+        kh = (k * h)[kl]
+        kw = kw / cnt[kl] * (1.0 - eps)
+        full = np.flatnonzero(cnt > 0)
+        empty = np.flatnonzero(cnt <= 0)
+        # one wide kernel per leaf with values (the defensive share), one kernel at the centre
+        # of each leaf without values (ARF's empty-leaf width)
         centre = np.clip(0.5 * (clo + chi), glo, ghi)
-        if len(empty):
-            kc = np.r_[kc, centre[empty]]
-            kl = np.r_[kl, empty]
-            kw = np.r_[kw, np.ones(len(empty))]
-            o = np.argsort(kl, kind="stable")
-            kc, kl, kw = kc[o], kl[o], kw[o]
-        offset = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
-        h = np.where(cnt > 0, self.factor_ * scale, sigma0)
-        self.offset_ = offset
-        self.center_ = kc.astype(np.float64)
-        self.weight_ = (kw / np.repeat(np.bincount(kl, weights=kw, minlength=L),
-                                       np.diff(offset))).astype(np.float64)
-        self.h_ = np.maximum(h, floor).astype(np.float64)
+        parts = [(kc, kl, kw, kh), (centre[empty], empty, np.ones(len(empty)), sigma0[empty])]
+        if eps > 0:
+            parts.append((mean[full], full, np.full(len(full), eps), wide[full]))
+        kc, kl, kw, kh = (np.concatenate(v) for v in zip(*parts))
+        o = np.argsort(kl, kind="stable")
+        self.offset_ = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
+        self.center_ = kc[o].astype(np.float64)
+        self.weight_ = kw[o].astype(np.float64)
+        self.h_ = np.maximum(kh[o], floor).astype(np.float64)
         self.lo_, self.hi_ = lo, hi
         self.count_ = cnt
 
     def _finish(self) -> None:
         """Per-kernel truncation constants and per-leaf means from the fitted arrays."""
-        kl = np.repeat(np.arange(len(self.h_)), np.diff(self.offset_))
-        h = self.h_[kl]
+        kl = np.repeat(np.arange(len(self.lo_)), np.diff(self.offset_))
+        h = self.h_
         self.a_ = (self.lo_[kl] - self.center_) / h
         self.b_ = (self.hi_[kl] - self.center_) / h
         self.logz_ = log_ndtr_diff(self.a_, self.b_)
         with np.errstate(divide="ignore"):
             self.const_ = np.log(self.weight_) - np.log(h) - LOG_SQRT_2PI - self.logz_
         km = self.center_ + h * std_truncnorm_mean(self.a_, self.b_)
-        self.mean_ = np.bincount(kl, weights=self.weight_ * km, minlength=len(self.h_))
+        self.mean_ = np.bincount(kl, weights=self.weight_ * km, minlength=len(self.lo_))
         self.cum_ = kl + _segment_cumsum(self.weight_, self.offset_)
 
     # ------------------------------------------------------------------ persistence
@@ -179,13 +199,13 @@ class KernelLeaf(LeafModel):
             raise ValueError(f"{name}.offset_ must be {n_leaves + 1} increasing integers from "
                              f"0 (at least one kernel per leaf)")
         P = int(off[-1])
-        for k in ("center_", "weight_"):
+        for k in ("center_", "weight_", "h_"):
             v = arrays[k]
             if v.dtype.kind != "f" or v.shape != (P,) or not np.isfinite(v).all():
                 raise ValueError(f"{name}.{k} must be {P} finite floats (one per kernel)")
         if (arrays["weight_"] <= 0).any():
             raise ValueError(f"{name}.weight_ must be > 0")
-        for k in ("h_", "lo_", "hi_", "count_"):
+        for k in ("lo_", "hi_", "count_"):
             v = arrays[k]
             if v.dtype.kind != "f" or v.shape != (n_leaves,) or np.isnan(v).any():
                 raise ValueError(f"{name}.{k} must be {n_leaves} floats (one per leaf)")
@@ -218,7 +238,7 @@ class KernelLeaf(LeafModel):
             rep = np.repeat(np.arange(len(sel)), c)
             first = np.cumsum(c) - c
             k = self.offset_[leaf[sel]][rep] + np.arange(len(rep)) - first[rep]
-            h = self.h_[leaf[sel]][rep]
+            h = self.h_[k]
             with np.errstate(invalid="ignore"):
                 a = np.maximum(self.a_[k], (lo[sel][rep] - self.center_[k]) / h)
                 b = np.maximum(a, np.minimum(self.b_[k], (hi[sel][rep] - self.center_[k]) / h))
@@ -250,7 +270,7 @@ class KernelLeaf(LeafModel):
         for sel, first, rep, k, a, b, lm in self._pairs(leaf, lo, hi):
             top = np.maximum.reduceat(lm, first)
             rel = np.exp(lm - np.where(np.isfinite(top), top, 0.0)[rep])
-            km = self.center_[k] + self.h_[leaf[sel]][rep] * std_truncnorm_mean(a, b)
+            km = self.center_[k] + self.h_[k] * std_truncnorm_mean(a, b)
             tot = np.add.reduceat(rel, first)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out[sel] = np.add.reduceat(rel * km, first) / tot
@@ -284,10 +304,16 @@ class KernelLeaf(LeafModel):
                 k[sel], a[sel], b[sel] = kk[pick], aa[pick], bb[pick]
             low = np.maximum(self.lo_[leaf], lo_)
             high = np.minimum(self.hi_[leaf], hi_)
-        x = self.center_[k] + self.h_[leaf] * sample_std_truncnorm(a, np.maximum(a, b),
+        x = self.center_[k] + self.h_[k] * sample_std_truncnorm(a, np.maximum(a, b),
                                                                   rng.random(m))
         with np.errstate(invalid="ignore"):
             return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
+
+
+def _shrink(h: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Silverman & Young's factor ``(1 + h**2 / var) ** -1/2`` (1 where ``var`` is 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, 1.0 / np.sqrt(1.0 + h * h / np.where(var > 0, var, 1.0)), 1.0)
 
 
 def _segment_cumsum(w: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -309,7 +335,8 @@ def _segment_logsumexp(lm: np.ndarray, first: np.ndarray, rep: np.ndarray) -> np
         return np.log(s) + safe
 
 
-def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt) -> float:
+def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt, mean, var_b,
+                wide, eps) -> float:
     """The factor of :data:`FACTORS` with the largest leave-one-out log-probability of the
     fitting values' resolution cells (module docstring); ties go to the wider bandwidth.
     ``group``: each value's kernel (its distinct (leaf, value) pair) among ``kc, kw``."""
@@ -320,7 +347,8 @@ def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt) -> f
         rows = np.sort(np.random.default_rng(0).choice(rows, LOO_ROWS, replace=False))
     f = np.asarray(FACTORS, np.float64)
     scores = _loo_scores(offset, kc, kw, lo, hi, scale, float(res), leaf[rows], x[rows],
-                         w[rows], group[rows].astype(np.int64), cnt, f)
+                         w[rows], group[rows].astype(np.int64), cnt, mean, var_b, wide, eps,
+                         f)
     total = scores.sum(0)
     if not np.isfinite(total.max()):
         return 1.0
@@ -343,7 +371,8 @@ def _ndtr_diff(a: float, b: float) -> float:
 
 
 @parallel_kernel
-def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cnt, factors):
+def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cnt, mean, var_b,
+                wide, eps, factors):
     """``[rows, factors]``: log P(value's resolution cell | the other values of its leaf),
     ``res > 0``."""
     R, F = x.shape[0], factors.shape[0]
@@ -353,22 +382,33 @@ def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cn
         v = x[i]
         for f in range(F):
             h = factors[f] * scale[lf]
+            k = 1.0 / math.sqrt(1.0 + h * h / var_b[lf]) if var_b[lf] > 0.0 else 1.0
+            h = k * h
             acc = 0.0
             for j in range(offset[lf], offset[lf + 1]):
                 wj = weight[j] - w[i] if j == kern[i] else weight[j]
                 if wj <= 0.0:
                     continue
-                a = (lo[lf] - center[j]) / h
-                b = (hi[lf] - center[j]) / h
+                cj = mean[lf] + k * (center[j] - mean[lf])
+                a = (lo[lf] - cj) / h
+                b = (hi[lf] - cj) / h
                 z = _ndtr_diff(a, b)
-                lo_c = max(a, (v - 0.5 * res - center[j]) / h)
-                hi_c = min(b, (v + 0.5 * res - center[j]) / h)
+                lo_c = max(a, (v - 0.5 * res - cj) / h)
+                hi_c = min(b, (v + 0.5 * res - cj) / h)
                 if z <= 0.0 or hi_c <= lo_c:
                     continue
                 p = _ndtr_diff(lo_c, hi_c)
                 acc += wj * p / z
-            total = cnt[lf] - w[i]
-            out[i, f] = math.log(acc / total) if acc > 0.0 else -np.inf
+            p = (1.0 - eps) * acc / (cnt[lf] - w[i])
+            if eps > 0.0:  # the defensive kernel
+                a = (lo[lf] - mean[lf]) / wide[lf]
+                b = (hi[lf] - mean[lf]) / wide[lf]
+                lo_c = max(a, (v - 0.5 * res - mean[lf]) / wide[lf])
+                hi_c = min(b, (v + 0.5 * res - mean[lf]) / wide[lf])
+                z = _ndtr_diff(a, b)
+                if z > 0.0 and hi_c > lo_c:
+                    p += eps * _ndtr_diff(lo_c, hi_c) / z
+            out[i, f] = math.log(p) if p > 0.0 else -np.inf
     return out
 
 
@@ -385,10 +425,9 @@ def _kernel_log_prob(offset, center, const, h, lo, hi, leaf, x):
         if not (v > lo[k] and v <= hi[k]):
             out[i] = -np.inf
             continue
-        inv = 1.0 / h[k]
         top = -np.inf
         for j in range(offset[k], offset[k + 1]):
-            t = (v - center[j]) * inv
+            t = (v - center[j]) / h[j]
             s = const[j] - 0.5 * t * t
             if s > top:
                 top = s
@@ -397,7 +436,7 @@ def _kernel_log_prob(offset, center, const, h, lo, hi, leaf, x):
             continue
         acc = 0.0
         for j in range(offset[k], offset[k + 1]):
-            t = (v - center[j]) * inv
+            t = (v - center[j]) / h[j]
             acc += math.exp(const[j] - 0.5 * t * t - top)
         out[i] = top + math.log(acc)
     return out

@@ -32,6 +32,12 @@ from forestgen.validation import (
     seed_sequence,
 )
 
+#: the numeric leaf's bandwidth factor and defensive share (:class:`KernelLeaf`): chosen on
+#: folds of the leaderboard's training rows (``benchmarks/leaderboard/chain_settings.py``;
+#: ``benchmarks/results/chain_settings_kernel.csv``)
+NUMERIC_BANDWIDTH = 0.3
+NUMERIC_DEFENSIVE = 0.1
+
 
 @register("learner", "chain")
 class Chain(ChainQueries, GenerativeForest):
@@ -45,8 +51,12 @@ class Chain(ChainQueries, GenerativeForest):
     Each leaf holds the column's law among the training rows that reach it — the
     framework's leaf models, inside the column's support: a smoothed categorical pmf (shrunk
     toward the column's pmf with ``prior_strength`` pseudo-rows), an ordered-level kernel for
-    integer levels, a truncated normal on the observed range for numeric columns, with the
-    column's point masses kept as atoms (:class:`~forestgen.leaves.point_mass.PointMassLeaf`).
+    integer levels, and for numeric columns a kernel density of the leaf's own values
+    (:class:`~forestgen.leaves.kernel.KernelLeaf`: narrow normals on them, bandwidth factor
+    :data:`NUMERIC_BANDWIDTH`, plus a share :data:`NUMERIC_DEFENSIVE` of the leaf's normal;
+    each truncated to the column's observed range), so draws stay near observed values as
+    synthpop's do while the density stays normalised, with the column's point masses kept as
+    atoms (:class:`~forestgen.leaves.point_mass.PointMassLeaf`).
     The first column's tree has no split: its marginal.
 
     Parameters
@@ -70,7 +80,9 @@ class Chain(ChainQueries, GenerativeForest):
         ``EstimateWarning`` (:mod:`~forestgen.families.chain.queries`).
     density_floor : 1e-5 — ``log_prob`` of a row outside the support (as ARF); ``None``: exact.
     numeric_leaf, discrete_leaf : leaf models (registry name, class or instance) replacing the
-        defaults above for every numeric / discrete column.
+        defaults above for every numeric / discrete column (``numeric_leaf="truncnorm"``: the
+        truncated normal of the leaf's mean and SD, the default before the kernel leaf;
+        ``"kernel"``: the kernel leaf with its bandwidth by leave-one-out likelihood).
     splitter : a labelled tree splitter or an ``@numba.njit`` gain (default ``"gini"``).
     ensembler, sampler : ruled out (``ruled_out``).
     """
@@ -204,7 +216,8 @@ class Chain(ChainQueries, GenerativeForest):
         """The (numeric, discrete) leaf models: ``numeric_leaf`` / ``discrete_leaf``, else a
         kernel density of the leaf's values and a categorical pmf with the ``prior_strength``
         prior."""
-        numeric = self.numeric_leaf if self.numeric_leaf is not None else KernelLeaf()
+        numeric = self.numeric_leaf if self.numeric_leaf is not None else \
+            KernelLeaf(bandwidth=NUMERIC_BANDWIDTH, defensive=NUMERIC_DEFENSIVE)
         discrete = self.discrete_leaf if self.discrete_leaf is not None else \
             CategoricalLeaf(prior=self.prior_strength, floor=0.0)
         return numeric, discrete
