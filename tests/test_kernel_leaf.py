@@ -20,11 +20,15 @@ def _fit(x, **kw):
 
 def test_loo_bandwidth_is_wide_for_a_normal_and_narrow_for_tight_clusters():
     rng = np.random.default_rng(0)
-    smooth, _ = _fit(rng.normal(size=400))
+    normal = rng.normal(size=400)
+    plain, _ = _fit(normal, keep_variance=False)
+    shrunk, _ = _fit(normal)
     clusters, _ = _fit(rng.choice([-3.0, 0.0, 3.0], 400) + 0.02 * rng.normal(size=400))
-    # Silverman's rule for a normal is c = 1.06; three clusters of SD 0.02 in a spread of
-    # SD 2.5 need a bandwidth far below the spread's
-    assert 0.65 <= smooth.factor_ <= 1.75
+    # Silverman's rule for a normal is c = 1.06; the shrunk estimate tends to the fitted
+    # normal as c grows, the right law here: the widest factor; three clusters of SD 0.02 in a
+    # spread of SD 2.5 need a bandwidth far below the spread's
+    assert 0.65 <= plain.factor_ <= 1.75
+    assert shrunk.factor_ == max(fg.leaves.kernel.FACTORS)
     assert clusters.factor_ <= 0.05
     # the narrow choice is the better density of fresh rows from the same clusters
     fresh = rng.choice([-3.0, 0.0, 3.0], 400) + 0.02 * rng.normal(size=400)
@@ -75,3 +79,41 @@ def test_arf_with_kernel_leaves_is_a_normalised_density():
     s = m.sample(2000, random_state=0)
     assert s.x.between(df.x.min(), df.x.max()).all()
     assert abs(np.corrcoef(s.x, s.y)[0, 1] - np.corrcoef(df.x, df.y)[0, 1]) < 0.1
+
+
+def test_shrunk_kernels_keep_the_leaf_variance_and_plain_ones_inflate_it():
+    rng = np.random.default_rng(3)
+    x = rng.gamma(2.0, 1.0, 40)
+    var = x.var()  # the leaf's own (biased) variance
+    for keep, expect in ((True, var), (False, None)):
+        # a cell far wider than the kernels: truncation changes nothing measurable
+        cell = ColumnCell(lower=np.array([x.min() - 30.0]), upper=np.array([x.max() + 30.0]),
+                          allowed=None, data_min=float(x.min()), data_max=float(x.max()))
+        lm = KernelLeaf(bandwidth=1.0, keep_variance=keep).fit(x, np.zeros(40, np.int64), cell)
+        g = np.linspace(cell.lower[0], cell.upper[0], 200001)
+        dens = np.exp(lm.log_prob(np.zeros(g.size, np.int64), g))
+        mean = np.trapezoid(g * dens, g)
+        v = np.trapezoid((g - mean) ** 2 * dens, g)
+        assert abs(mean - x.mean()) < 1e-3
+        if keep:
+            assert abs(v - expect) < 1e-3 * var
+        else:  # the plain estimate adds the squared bandwidth
+            assert abs(v - (var + lm.h_[0] ** 2)) < 1e-3 * var
+
+
+def test_the_defensive_share_bounds_the_density_away_from_the_values():
+    x = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 5.0, 5.1, 5.2, 5.3, 5.4])
+    narrow, _ = _fit(x, bandwidth=0.05)
+    safe, _ = _fit(x, bandwidth=0.05, defensive=0.1)
+    z = np.zeros(1, np.int64)
+    mid = np.array([2.7])  # between the two clusters: far from every value
+    assert narrow.log_prob(z, mid)[0] < -50
+    m, s = x.mean(), x.std(ddof=1)
+    wide_pdf = np.exp(-0.5 * ((2.7 - m) / s) ** 2) / (s * np.sqrt(2 * np.pi))
+    assert safe.log_prob(z, mid)[0] >= np.log(0.1 * wide_pdf)  # at least eps times the normal
+    d = safe.sample(np.zeros(4000, np.int64), np.random.default_rng(0))
+    near = np.abs(d[:, None] - x[None, :]).min(1) < 0.1
+    assert 0.85 < near.mean() < 0.95  # 1 - eps of the draws from the narrow kernels (and
+    # a few of the wide kernel's that land near a value)
+    with pytest.raises(ValueError, match="KernelLeaf: defensive"):
+        _fit(x, defensive=1.0)

@@ -2,29 +2,42 @@
 to the leaf cell (issue 37).
 
 synthpop's sequential CART draws an *observed* value of the leaf a row falls in (Nowok, Raab &
-Dibben 2016, §3); a truncated normal fitted to the leaf's 5-10 values smooths them into one bump.
-This leaf keeps both: in leaf ``l`` with values ``v_i`` (weights ``w_i``, merged where equal)
+Dibben 2016); a truncated normal fitted to the leaf's 5-10 values smooths them into one bump.
+This leaf keeps both. In leaf ``l`` with values ``v_i`` (weights ``w_i``, equal values merged),
+mean ``m_l``, variance ``var_l`` and weighted count ``n_l``,
 
-    p(x | l) = sum_i (w_i / W_l) N(x; v_i, h_l) / Z_i      on the cell (lo_l, hi_l],
+    p(x | l) = (1 - eps) sum_i (w_i / n_l) N(x; m_l + k (v_i - m_l), (k h_l)^2) / Z_i
+               + eps N(x; m_l, s_l^2) / Z_l                          on the cell (lo_l, hi_l],
 
-``Z_i`` the mass of kernel ``i`` inside the cell, so each kernel, and the mixture, integrates
-to one over the cell (a boundary-renormalised kernel density estimate; Jones 1993). A draw picks
-an observed value by its weight and moves it by a truncated normal of width ``h_l``: with a
-narrow ``h_l`` it rounds back to the observed value on a grid column (synthpop's draw), with a
-wide one it is the smooth law. The bandwidth is Silverman's scale of the leaf, ``h_l = c * s_l *
-n_l ** (-1/5)`` (``s_l`` the leaf's SD, at least the column's resolution — the least gap between
-its distinct values —, ARF's width for a one-row leaf, and ``n_l`` its weighted count), with one
-factor ``c`` per column given or chosen by leave-one-out likelihood cross-validation (Habbema, Hermans & van den Broek 1974; Duin 1976):
-the ``c`` of :data:`FACTORS` that maximises the sum over fitting values of the log-probability
-of each value's resolution cell (the value +- half the resolution) under the other values of its
-leaf. Scoring the cell rather than the point keeps the choice from collapsing onto duplicated
-grid values (a point density of a tie grows without bound as ``h -> 0``; a cell's probability is
-at most 1). A leaf without values gets one kernel at its cell's centre with ARF's empty-leaf width
-(:mod:`forestgen.leaves.truncnorm`).
+each normal divided by its mass ``Z`` inside the cell, so each one, and the mixture, integrates
+to one over the cell (a boundary-renormalised kernel estimate, as a truncated normal is a
+renormalised normal). A draw picks a kernel by its weight and moves its centre by a truncated
+normal: with a narrow ``h_l`` it lands next to an observed value (on a grid column it rounds
+back to it: synthpop's draw), with a wide one it is a smooth law.
 
-Storage: a ragged list of kernels per leaf (``offset_ [L + 1]``, ``center_``, ``weight_``), the
-leaf's ``h_``, cell ``lo_``, ``hi_`` and ``count_``: ``16 P + 40 L`` bytes for ``P`` distinct
-(leaf, value) pairs.
+* **Bandwidth**: Silverman's scale of the leaf, ``h_l = c * s_l * n_l ** (-1/5)``, with ``s_l``
+  the leaf's SD (at least the column's resolution, the least gap between its distinct values;
+  ARF's one-row width ``sqrt(2) * halfwidth / 1.96`` for a leaf of one value) and one factor
+  ``c`` per column: given, or chosen by leave-one-out likelihood cross-validation (Habbema,
+  Hermans & van den Broek 1974; Duin 1976) — the ``c`` of :data:`FACTORS` with the largest sum
+  over the fitting values of the log-probability of each value's resolution cell (the value
+  +- half the resolution) under the other values of its leaf. Scoring the cell rather than the
+  point keeps the choice from collapsing onto tied grid values (a point density at a tie grows
+  without bound as ``h -> 0``; a cell's probability is at most 1).
+* **Variance** (``keep_variance``): the centres are shrunk toward the leaf's mean by ``k = (1 +
+  h_l**2 / var_l) ** -1/2`` and the widths by the same ``k``, so the mixture has the leaf's own
+  mean and variance before truncation (Silverman & Young's shrunk smoothed bootstrap, 1987);
+  a plain kernel estimate (``k = 1``) inflates the variance by ``h_l**2``.
+* **Defensive share** ``eps`` (Hesterberg 1995's defensive mixture): one wide kernel ``N(m_l,
+  s_l**2)`` per leaf, so a value away from the leaf's values keeps a density near the
+  truncated normal's (held-out likelihood) while ``1 - eps`` of the draws stay near observed
+  values.
+* A leaf without values gets one kernel at its cell's centre with ARF's empty-leaf width
+  (:mod:`forestgen.leaves.truncnorm`).
+
+Storage: a ragged list of kernels per leaf (``offset_ [L + 1]``; ``center_``, ``weight_``,
+``h_`` per kernel) and the leaf's cell ``lo_``, ``hi_`` and ``count_``: ``24 P + 32 L`` bytes
+for ``P`` kernels.
 """
 
 from __future__ import annotations
@@ -63,11 +76,10 @@ class KernelLeaf(LeafModel):
     bandwidth : ``"loo"`` (default: the factor ``c`` of :data:`FACTORS` with the best
         leave-one-out likelihood of the fitting values, kept as ``factor_``) or a float
         ``c > 0``; the leaf's bandwidth is ``c * s_l * n_l ** (-1/5)``.
-    keep_variance : True (default): the kernels are shrunk toward the leaf's mean, centres
-        ``m + k (v_i - m)`` and width ``k h`` with ``k = (1 + h**2 / var) ** -1/2``, so that the
-        mixture has the leaf's own mean and variance (Silverman & Young 1987's shrunk
-        smoothed bootstrap; before truncation to the cell). ``False``: the plain kernel
-        estimate, whose variance exceeds the leaf's by ``h**2``.
+    keep_variance : True (default): kernels shrunk toward the leaf's mean so that the mixture
+        keeps the leaf's mean and variance (module docstring); ``False``: the plain estimate.
+    defensive : share ``eps`` in ``[0, 1)`` of one wide kernel ``N(m_l, s_l**2)`` per leaf
+        (default 0).
     """
 
     discrete = False
