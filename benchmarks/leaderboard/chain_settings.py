@@ -8,9 +8,10 @@ and ``CONFIGS`` comma-separated (configs: ``table``, ``discrete_first``, ``min_l
 ``DF+min_leaf=10``, ``DF+uniform``, or any ``param=value[+param=value]`` of ``Chain``, values
 read as Python literals, e.g. ``numeric_leaf=truncnorm`` or
 ``numeric_leaf=KernelLeaf(bandwidth=0.3)``; separate configs by ``;`` when one holds a comma).
-Each setting is fitted on 2 of 3 folds of the training rows (2 seeds x 3 folds) and scored as ``AutoForest`` scores candidates: the C2ST of its samples
-against the held-out fold, ``|AUC - 0.5|`` (``dist``), and the held-out log-likelihood. The
-leaderboard's test rows are never read.
+Each setting is fitted on 2 of 3 folds of the training rows (2 seeds x 3 folds) and scored as
+``AutoForest`` scores candidates: the C2ST of its samples against the held-out fold,
+``|AUC - 0.5|`` (``dist``), and the held-out log-likelihood (``cpu_s``: the setting's CPU
+seconds). The leaderboard's test rows are never read.
 """
 import ast
 import json
