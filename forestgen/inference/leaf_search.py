@@ -32,6 +32,7 @@ count or on how rows are batched.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -52,7 +53,7 @@ from forestgen.inference.leaf_factors import (
 )
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.parallel import parallel_kernel
-from forestgen.tree.kernels import evidence_sides
+from forestgen.tree.kernels import EvidenceRows, evidence_sides
 
 #: node visits per row before the row is handed to the enumerating path
 VISIT_BUDGET = 16_384
@@ -314,6 +315,19 @@ def _child_value(c, feature, node_leaf, inner, leaf_val, out):
 # ----------------------------------------------------------------------------- draw kernel
 
 
+class SearchBounds(NamedTuple):
+    """:class:`NodeBounds` of one evidence pattern as the draw kernel reads them: each node's
+    row in the bound tables ``inner``, the pattern's log bounds ``bound``, the level-set
+    bounds ``lvb`` at column offsets ``lvoff`` with scale ``lscale``, the forest's depth."""
+
+    inner: np.ndarray
+    bound: np.ndarray
+    lvb: np.ndarray
+    lvoff: np.ndarray
+    lscale: float
+    max_depth: int
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _mix64(z):
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -354,12 +368,15 @@ def _grown(keys, vals, used, n_used, cap):
 
 
 @parallel_kernel
-def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, threshold, nan_left,
-                  left, right, cat_off, cat_left, n_levels, roots, node_leaf, inner, bound,
-                  lvb, lvoff, lscale, lrow, tabs, budget, max_depth, block):
-    """One leaf per row of evidence (point values ``X [m, d]``, NaN = none; intervals and
-    level sets as in :func:`~forestgen.tree.kernels.evidence_sides`), or -1 (left to the
-    enumerating path); also the node visits per row. See the module docstring."""
+def _bounded_draw(ev, row_id, key, fv, bounds, lrow, tabs, budget, block):
+    """One leaf per row of evidence ``ev`` (:class:`~forestgen.tree.kernels.EvidenceRows`),
+    or -1 (left to the enumerating path); also the node visits per row. ``fv``: the forest's
+    :class:`~forestgen.tree.kernels.ForestView`; ``bounds``: :class:`SearchBounds`. See the
+    module docstring."""
+    X, lo, hi, sact, smask, soff, sk = ev
+    feature, left, right, roots, node_leaf = fv.feature, fv.left, fv.right, fv.roots, \
+        fv.node_leaf
+    inner, bound, lvb, lvoff, lscale, max_depth = bounds
     m, d = X.shape
     B = roots.shape[0]
     out = np.full(m, -1, np.int64)
@@ -456,8 +473,7 @@ def _bounded_draw(X, lo, hi, sact, smask, soff, sk, row_id, key, feature, thresh
                         out[i] = node_leaf[node]
                         break
                     count += 1
-                    sides = evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature,
-                                           threshold, nan_left, cat_off, cat_left, n_levels)
+                    sides = evidence_sides(i, node, ev, fv)
                     go_l = (sides & 1) != 0
                     go_r = (sides & 2) != 0
                     bc = np.zeros(2)
@@ -566,13 +582,13 @@ def draw_leaves_bounded(model, point: np.ndarray, row_id: np.ndarray, key: int,
                 (kinds[pats[p]] == CATEGORICAL).all() else np.zeros(0, np.int64))
         sets = [j for j in sets if sk[j] == model.leaf_models_[j].n_levels]
         lvb, lvoff, lscale = nb.levels(sets)
+        ev_sel = EvidenceRows(np.ascontiguousarray(point[sel]), _rows_of(lo, sel),
+                              _rows_of(hi, sel), _rows_of(sact, sel), _rows_of(smask, sel),
+                              soff, sk)
         out[sel], visits[sel] = _bounded_draw(
-            np.ascontiguousarray(point[sel]), _rows_of(lo, sel), _rows_of(hi, sel),
-            _rows_of(sact, sel), _rows_of(smask, sel), soff, sk, row_id[sel],
-            np.uint64(int(key) % 2**64),
-            f.feature, f.threshold, f.nan_left, f.left, f.right, f.cat_off, f.cat_left,
-            f.n_levels, f.roots, f.node_leaf, nb.inner, bound, lvb, lvoff, lscale, pack.row,
-            pack.args, int(budget), nb.max_depth, max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
+            ev_sel, row_id[sel], np.uint64(int(key) % 2**64), f.view(),
+            SearchBounds(nb.inner, bound, lvb, lvoff, lscale, nb.max_depth), pack.row,
+            pack.args, int(budget), max(1, min(ROW_BLOCK, -(-len(sel) // 16))))
     return out, visits
 
 
@@ -591,11 +607,11 @@ def _rows_of(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _count_reach(X, lo, hi, sact, smask, soff, sk, cap, feature, threshold, nan_left, left,
-                 right, cat_off, cat_left, n_levels, roots, max_nodes):
+def _count_reach(ev, cap, fv, max_nodes):
     """Leaves each evidence row reaches (the walk of :meth:`ForestArrays.reach`), at most
     ``cap``."""
-    m = X.shape[0]
+    feature, left, right, roots = fv.feature, fv.left, fv.right, fv.roots
+    m = ev.X.shape[0]
     out = np.zeros(m, np.int64)
     stack = np.empty(max_nodes + 2, np.int64)
     for i in range(m):
@@ -610,8 +626,7 @@ def _count_reach(X, lo, hi, sact, smask, soff, sk, cap, feature, threshold, nan_
                 if f < 0:
                     cnt += 1
                     continue
-                s = evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature,
-                                   threshold, nan_left, cat_off, cat_left, n_levels)
+                s = evidence_sides(i, node, ev, fv)
                 if s & 1:
                     stack[sp] = left[node]
                     sp += 1
@@ -660,8 +675,7 @@ def bounded_draws(model, ev, rows: np.ndarray, key: int) -> tuple[np.ndarray, di
         probe, rest = mine[:PROBE_ROWS], mine[PROBE_ROWS:]
         pts = np.ascontiguousarray(ev.point[rows[probe]])
         evp = evidence_arrays(ev, rows[probe])
-        walk = _count_reach(pts, *evp, WALK_CAP, f.feature, f.threshold, f.nan_left, f.left,
-                            f.right, f.cat_off, f.cat_left, f.n_levels, f.roots, max_nodes)
+        walk = _count_reach(EvidenceRows(pts, *evp), WALK_CAP, f.view(), max_nodes)
         capped = walk.max() >= WALK_CAP
         leaf[probe], vis = draw_leaves_bounded(
             model, pts, rows[probe], key, CAPPED_BUDGET if capped else int(max(2 * walk.max(), 64)),

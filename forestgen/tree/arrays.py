@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from forestgen.tree.kernels import (
+    EvidenceRows,
+    ForestView,
     apply_kernel,
     boxes_kernel,
     column_box_kernel,
@@ -243,6 +245,12 @@ class ForestArrays:
         return self.node_value[self.leaf_node]
 
     # ------------------------------------------------------------------ queries
+    def view(self) -> ForestView:
+        """The node arrays as the walk kernels take them."""
+        return ForestView(self.feature, self.threshold, self.nan_left, self.left, self.right,
+                          self.cat_off, self.cat_left, self.n_levels, self.roots,
+                          self.node_leaf)
+
     def _args(self):
         return (self.feature, self.threshold, self.nan_left, self.left, self.right, self.cat_off,
                 self.cat_left, self.n_levels)
@@ -289,11 +297,11 @@ class ForestArrays:
                 parts.append(np.broadcast_to(mk, (n, mk.shape[1])))
             smask = np.ascontiguousarray(np.concatenate(parts, axis=1), bool)
         block = max(1, min(WALK_BLOCK, -(-n // 16)))  # >= 16 blocks to share among threads
-        args = (X, lo_a, hi_a, sact, smask, soff, sk, *self._args(), self.roots,
-                self.node_leaf, max_nodes, block)
+        ev = EvidenceRows(X, lo_a, hi_a, sact, smask, soff, sk)
         if per_row is not None:
-            return walk_once_kernel(*args, int(min(max(per_row, 1), self.n_leaves)))
-        return walk_kernel(*args)
+            return walk_once_kernel(ev, self.view(), max_nodes, block,
+                                    int(min(max(per_row, 1), self.n_leaves)))
+        return walk_kernel(ev, self.view(), max_nodes, block)
 
     def reach_chunks(self, X: np.ndarray, budget: int, rows: np.ndarray | None = None,
                      lo: np.ndarray | None = None, hi: np.ndarray | None = None,

@@ -7,10 +7,44 @@ value (NaN) or a level the split has never seen (code outside ``0..k-1``) follow
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
 from forestgen.parallel import parallel_kernel
+
+
+class ForestView(NamedTuple):
+    """The forest's node arrays a walk reads (:class:`~forestgen.tree.arrays.ForestArrays`):
+    split column, threshold, missing side, children, nominal level sets, the columns' level
+    counts, each tree's root and each leaf node's global leaf id."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    nan_left: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    cat_off: np.ndarray
+    cat_left: np.ndarray
+    n_levels: np.ndarray
+    roots: np.ndarray
+    node_leaf: np.ndarray
+
+
+class EvidenceRows(NamedTuple):
+    """Rows of evidence: point values ``X [n, d]`` (NaN: none); intervals ``(lo, hi]``
+    (``lo``/``hi [n, d]``, NaN ``lo``: none; ``[0, d]`` arrays: none at all); level sets:
+    ``sact [n, d]`` marks column ``j``'s set in ``smask[:, soff[j] : soff[j] + sk[j]]``
+    (``sact`` ``[0, d]``: none)."""
+
+    X: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    sact: np.ndarray
+    smask: np.ndarray
+    soff: np.ndarray
+    sk: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -81,36 +115,38 @@ def _set_sides(i, node, f, smask, o, k, threshold, nan_left, cat_off, cat_left, 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def evidence_sides(i, node, X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left,
-                   cat_off, cat_left, n_levels):
+def evidence_sides(i, node, ev, fv):
     """Children of internal ``node`` (``1`` left, ``2`` right, ``3`` both, ``0`` none) that
-    row ``i``'s evidence reaches: a point value ``X[i, f]`` routes (:func:`go_left`); without
-    one, an interval ``(lo, hi]`` (``lo``/``hi [n, d]``, or ``[0, d]``: none) or a level set
-    (``sact``/``smask``/``soff``/``sk`` as in :func:`walk_kernel`) goes to each child it
-    intersects, and no evidence (NaN) goes to both."""
+    row ``i`` of :class:`EvidenceRows` ``ev`` reaches in :class:`ForestView` ``fv``: a point
+    value routes (:func:`go_left`); without one, an interval or a level set goes to each child
+    it intersects, and no evidence (NaN) goes to both."""
+    feature, threshold = fv.feature, fv.threshold
     f = feature[node]
-    x = X[i, f]
+    x = ev.X[i, f]
     if not np.isnan(x):
-        return 1 if go_left(x, node, feature, threshold, nan_left, cat_off, cat_left,
-                            n_levels) else 2
-    if lo.shape[0] > 0 and not np.isnan(lo[i, f]):
+        return 1 if go_left(x, node, feature, threshold, fv.nan_left, fv.cat_off, fv.cat_left,
+                            fv.n_levels) else 2
+    if ev.lo.shape[0] > 0 and not np.isnan(ev.lo[i, f]):
         t = threshold[node]
-        return (1 if lo[i, f] < t else 0) | (2 if hi[i, f] > t else 0)
-    if sact.shape[0] > 0 and sact[i, f]:
-        return _set_sides(i, node, f, smask, soff[f], sk[f], threshold, nan_left, cat_off,
-                          cat_left, n_levels)
+        return (1 if ev.lo[i, f] < t else 0) | (2 if ev.hi[i, f] > t else 0)
+    if ev.sact.shape[0] > 0 and ev.sact[i, f]:
+        return _set_sides(i, node, f, ev.smask, ev.soff[f], ev.sk[f], threshold, fv.nan_left,
+                          fv.cat_off, fv.cat_left, fv.n_levels)
     return 3
 
 
 @njit(cache=True, nogil=True)
-def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold, nan_left,
-              left, right, cat_off, cat_left, n_levels, node_leaf, stack, out, pos, write):
-    """Depth-first walk of tree ``b`` for row ``i``; counts (and with ``write`` stores from
-    ``pos``) the leaves reached, right subtrees first. Returns the next position.
+def _walk_row(i, b, ev, fv, stack, out, pos, write):
+    """Depth-first walk of tree ``b`` for row ``i`` of ``ev`` (:class:`EvidenceRows`) in
+    ``fv`` (:class:`ForestView`); counts (and with ``write`` stores from ``pos``) the leaves
+    reached, right subtrees first. Returns the next position.
 
     At a split on column ``f``: a point value ``X[i, f]`` routes; without one, an interval
     ``(lo, hi]`` or a level set goes to each child it intersects, and no evidence (NaN) goes
     to both."""
+    X, lo, hi, sact, smask, soff, sk = ev
+    feature, threshold, nan_left, left, right, cat_off, cat_left, n_levels, roots, \
+        node_leaf = fv
     has_iv = lo.shape[0] > 0
     has_set = sact.shape[0] > 0
     stack[0] = roots[b]
@@ -146,20 +182,18 @@ def _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature, threshold,
 
 
 @parallel_kernel
-def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, left, right,
-                cat_off, cat_left, n_levels, roots, node_leaf, max_nodes, block):
+def walk_kernel(ev, fv, max_nodes, block):
     """Every leaf each row can reach given its evidence: CSR ``(ptr[n+1], leaves[nnz])`` of
     global leaf ids, per row tree by tree (within a tree, right subtrees first).
 
-    ``X [n, d]``: point values (NaN = marginalised); ``lo``/``hi [n, d]``: interval evidence
-    ``(lo, hi]`` where ``lo`` is not NaN (or ``[0, d]``: none); ``sact [n, d]`` marks level-set
-    evidence on column ``j`` held in ``smask[:, soff[j] : soff[j] + sk[j]]`` (or ``[0, d]``:
-    none). A subtree is skipped only when the evidence excludes its whole cell, so every leaf
-    with non-zero evidence mass is listed. Two parallel passes over row blocks (count, then
-    fill at prefix-sum offsets) give the same output at any thread count and ``block`` size.
+    ``ev``: :class:`EvidenceRows` (point values, NaN = marginalised; intervals; level sets);
+    ``fv``: :class:`ForestView`. A subtree is skipped only when the evidence excludes its
+    whole cell, so every leaf with non-zero evidence mass is listed. Two parallel passes over
+    row blocks (count, then fill at prefix-sum offsets) give the same output at any thread
+    count and ``block`` size.
     """
-    n = X.shape[0]
-    B = roots.shape[0]
+    n = ev.X.shape[0]
+    B = fv.roots.shape[0]
     ptr = np.zeros(n + 1, np.int64)
     n_blocks = (n + block - 1) // block
     dummy = np.empty(0, np.int32)
@@ -169,9 +203,7 @@ def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, 
         r1 = min(n, r0 + block)
         for b in range(B):  # tree-major inside a block: one tree's nodes stay in cache
             for i in range(r0, r1):
-                ptr[i + 1] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
-                                       threshold, nan_left, left, right, cat_off, cat_left,
-                                       n_levels, node_leaf, stack, dummy, ptr[i + 1], False)
+                ptr[i + 1] = _walk_row(i, b, ev, fv, stack, dummy, ptr[i + 1], False)
     for i in range(n):
         ptr[i + 1] += ptr[i]
     out = np.empty(ptr[n], np.int32)
@@ -182,16 +214,12 @@ def walk_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, 
         pos = ptr[r0:r1].copy()
         for b in range(B):
             for i in range(r0, r1):
-                pos[i - r0] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
-                                        threshold, nan_left, left, right, cat_off, cat_left,
-                                        n_levels, node_leaf, stack, out, pos[i - r0], True)
+                pos[i - r0] = _walk_row(i, b, ev, fv, stack, out, pos[i - r0], True)
     return ptr, out
 
 
 @parallel_kernel
-def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_left, left,
-                     right, cat_off, cat_left, n_levels, roots, node_leaf, max_nodes, block,
-                     cap):
+def walk_once_kernel(ev, fv, max_nodes, block, cap):
     """:func:`walk_kernel`'s output in one walk instead of two, given ``cap``, a bound on the
     mean number of leaves per row within each block: every block walks tree-major into a
     buffer of ``cap`` pairs per row, reorders it row by row (stable, so each row keeps the
@@ -199,8 +227,8 @@ def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_l
     that overflows its buffer still counts its rows' leaves exactly; only such blocks are
     walked a second time, writing straight to their CSR offsets. Returns ``(ptr, leaves)``.
     """
-    n = X.shape[0]
-    B = roots.shape[0]
+    n = ev.X.shape[0]
+    B = fv.roots.shape[0]
     n_blocks = (n + block - 1) // block
     counts = np.zeros(n, np.int64)
     buf = np.empty(n * cap, np.int32)
@@ -215,9 +243,7 @@ def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_l
         nb = 0
         for b in range(B):
             for i in range(r0, r1):
-                end = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
-                                threshold, nan_left, left, right, cat_off, cat_left, n_levels,
-                                node_leaf, stack, lleaf, nb, True)
+                end = _walk_row(i, b, ev, fv, stack, lleaf, nb, True)
                 for q in range(nb, min(end, bcap)):
                     lrow[q] = i - r0
                 counts[i] += end - nb
@@ -248,9 +274,7 @@ def walk_once_kernel(X, lo, hi, sact, smask, soff, sk, feature, threshold, nan_l
         pos = ptr[r0:r1].copy()
         for b in range(B):
             for i in range(r0, r1):
-                pos[i - r0] = _walk_row(i, b, X, lo, hi, sact, smask, soff, sk, roots, feature,
-                                        threshold, nan_left, left, right, cat_off, cat_left,
-                                        n_levels, node_leaf, stack, out, pos[i - r0], True)
+                pos[i - r0] = _walk_row(i, b, ev, fv, stack, out, pos[i - r0], True)
     return ptr, out
 
 
