@@ -161,5 +161,5 @@ def test_the_built_in_declarations_docs_components_lists():
                      "categorical": ("categorical", discrete),
                      "ordinal_kernel": ("categorical", discrete),
                      "uniform_levels": ("categorical", discrete),
-                     "point_mass": (None, frozenset()),
+                     "point_mass": (None, frozenset()), "kernel": (None, frozenset()),
                      "rounded_normal_tail": (None, frozenset())}
