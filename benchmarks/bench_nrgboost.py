@@ -158,7 +158,7 @@ def before_after(args, train: pd.DataFrame, test: pd.DataFrame, name: str, T: in
             out = tmp / f"{label}{r}"
             job.write_text(json.dumps({
                 "train": str(tmp / "train.pkl"), "test": str(tmp / "test.pkl"),
-                "params": {"n_trees": T, "pool_size": args.pool_size,
+                "params": {"n_trees": T, "pool_size": args.pool_size, "max_leaves": 256,
                            "n_normaliser_samples": args.n_is, "random_state": 0},
                 "n_samples": args.n_samples, "out": str(out)}))
             env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
@@ -283,7 +283,7 @@ def main() -> None:
                                    f"refill, seed {seed})")
             t0, c0 = time.perf_counter(), time.process_time()
             m = NRGBoost(n_trees=T, pool_size=args.pool_size, n_normaliser_samples=args.n_is,
-                         refill_trees=refill, random_state=seed).fit(train)
+                         max_leaves=256, refill_trees=refill, random_state=seed).fit(train)
             fit_s, fit_c = time.perf_counter() - t0, time.process_time() - c0
             secs = np.diff([0.0] + [r["seconds"] for r in m.rounds_])
             per_round[T, label] = (

@@ -87,7 +87,8 @@ def main() -> None:
                          ["implementation", "protocol", "C2ST AUC (mean ± sd over draws)",
                           "draws", "sample CPU ms per row", "AUC per draw"], rows)])
 
-    m = NRGBoost(n_trees=args.trees, pool_size=args.pool_size, random_state=0).fit(train)
+    m = NRGBoost(n_trees=args.trees, pool_size=args.pool_size, max_leaves=256,
+                 random_state=0).fit(train)
     for name, p in PROTOCOLS.items():
         p = dict(p)
         per_row = p.pop("per_row", False)

@@ -47,7 +47,7 @@ def main() -> None:
     if args.model and Path(args.model).exists():
         m = NRGBoost.load(args.model)
     else:
-        m = NRGBoost(n_trees=args.trees, random_state=0).fit(train)
+        m = NRGBoost(n_trees=args.trees, max_leaves=256, random_state=0).fit(train)
         if args.model:
             m.save(args.model)
     m.sample(50, random_state=0)  # compile outside the timings

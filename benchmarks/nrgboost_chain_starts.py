@@ -38,7 +38,7 @@ def main(work: Path, starts: int, tables: list[str]) -> None:
         for s in range(3):
             d = work / f"{t}_s{s}"
             train = typed(str(d / "train.csv"), meta)
-            model = nb.NRGBoost(**QUICK["nrgboost"], random_state=s).fit(train)
+            model = nb.NRGBoost(**QUICK["nrgboost"], max_leaves=256, random_state=s).fit(train)
             path = out_dir / f"{t}_s{s}.csv"
             model.sample(len(train), random_state=s).to_csv(path, index=False)
             data = {"meta": meta, "train": str(d / "train.csv"), "test": str(d / "test.csv"),

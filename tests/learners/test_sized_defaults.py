@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import forestgen as fg
-from forestgen.families.energy.nrgboost import ROUND_BUDGET, sized_defaults
+from forestgen.families.energy.nrgboost import ROUND_BUDGET, sized_defaults, sized_leaves
 from forestgen.families.intersection.gfboost import SIZES
 
 
@@ -28,10 +28,29 @@ def table(n=300, seed=0):
                          "c": np.where(x > 0, "a", "b")})
 
 
+def test_nrgboost_leaves_follow_rows():
+    # about 8 training rows per leaf, a power of two in [8, 256]
+    assert [sized_leaves(n, "auto") for n in (20, 110, 183, 241, 500, 1500, 2048, 10**6)] == [
+        8, 16, 32, 32, 64, 256, 256, 256]
+    assert sized_leaves(183, 100) == 100  # a given value is kept
+
+
+def leaves_per_tree(m) -> np.ndarray:
+    trees = m.energy_.trees
+    is_leaf = np.r_[0, np.cumsum(trees.feature < 0)]
+    return np.diff(is_leaf[trees.node_offsets])
+
+
 def test_nrgboost_auto_fits_the_sized_model():
     m = fg.NRGBoost(random_state=0).fit(table())
     assert m.pool_size_ == 10_000 and m.n_trees_ <= 30
-    assert m.get_params()["n_trees"] == "auto"
+    assert m.max_leaves_ == 32  # 300 rows / 8, to the nearest power of two
+    assert leaves_per_tree(m).max() <= 32
+    wide = fg.NRGBoost(n_trees=3, max_leaves=256, random_state=0).fit(table())
+    assert leaves_per_tree(wide).max() > 32  # the cap, not the data, stopped the auto trees
+    assert m.get_params()["n_trees"] == "auto" and m.get_params()["max_leaves"] == "auto"
+    with pytest.raises(ValueError, match="max_leaves"):
+        fg.NRGBoost(max_leaves=1).fit(table())
 
 
 @pytest.mark.parametrize("cls", [fg.GFBoost, fg.EOGT])
