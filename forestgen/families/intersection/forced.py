@@ -25,6 +25,7 @@ thread count.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import prange
@@ -80,19 +81,27 @@ def forced_draws(g: TreeGeometry, kind: np.ndarray, lo_e: np.ndarray, hi_e: np.n
     if bound == -math.inf:
         return np.empty((0, len(lo_e))), np.zeros(0, bool)
     seed = int(rng.integers(0, 2**63 - 1))
-    (feature, threshold, left, right, cat_off, cat_left, roots, weight, share, nlo, nhi, nmask,
-     nom_off, nlev) = g.kernel_arrays()
-    out, ok, uni = _forced_kernel(int(n), seed, np.asarray(lo_e, np.float64),
-                                  np.asarray(hi_e, np.float64), weigh, float(bound), float(eps),
-                                  feature, threshold, left, right, cat_off, cat_left, roots,
-                                  weight, share, nlo, nhi, nmask, np.asarray(kind, np.int64),
-                                  nom_off, nlev)
+    ev = ForcedEvidence(np.asarray(lo_e, np.float64), np.asarray(hi_e, np.float64), weigh)
+    out, ok, uni = _forced_kernel(int(n), seed, ev, float(bound), float(eps), g.kernel_arrays(),
+                                  np.asarray(kind, np.int64))
     return out[ok], uni[ok]
 
 
+class ForcedEvidence(NamedTuple):
+    """Evidence ``(elo, ehi]`` per column (NaN ``elo``: free; equal bounds: a point value) and
+    whether each forced column's factor is weighed here (``weigh``)."""
+
+    elo: np.ndarray
+    ehi: np.ndarray
+    weigh: np.ndarray
+
+
 @parallel_kernel
-def _forced_kernel(n, seed, elo, ehi, weigh, bound, eps, feature, threshold, left, right, cat_off,
-                   cat_left, roots, weight, share, nlo, nhi, nmask, kind, nom_off, nlev):
+def _forced_kernel(n, seed, ev, bound, eps, geo, kind):
+    elo, ehi, weigh = ev.elo, ev.ehi, ev.weigh
+    feature, threshold, left, right, cat_off, cat_left, roots = geo.feature, geo.threshold, \
+        geo.left, geo.right, geo.cat_off, geo.cat_left, geo.roots
+    nlo, nhi, nmask, nom_off, nlev = geo.lo, geo.hi, geo.mask, geo.nom_off, geo.nlev
     d = nlo.shape[1]
     out = np.empty((n, d))
     ok = np.zeros(n, np.bool_)
@@ -110,8 +119,7 @@ def _forced_kernel(n, seed, elo, ehi, weigh, bound, eps, feature, threshold, lef
             for t in range(roots.shape[0]):
                 node = roots[t]
                 while feature[node] >= 0 and logw > -math.inf:
-                    q = approx_q(node, feature, threshold, left, right, cat_off, cat_left,
-                                 weight, share, nom_off, nlev, lo, hi, mask)
+                    q = approx_q(node, geo, lo, hi, mask)
                     j = feature[node]
                     free = math.isnan(elo[j])
                     if not free:
@@ -129,8 +137,7 @@ def _forced_kernel(n, seed, elo, ehi, weigh, bound, eps, feature, threshold, lef
                     else:
                         p = q if go_left else 1.0 - q
                         logw = logw + math.log(p) if p > 0 else -math.inf
-                    cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off,
-                               nlev, lo, hi, mask)
+                    cut_region(node, go_left, geo, lo, hi, mask)
                     node = left[node] if go_left else right[node]
         for j in range(d):  # the evidence's uniform density (or share) in the region
             if math.isnan(elo[j]) or logw == -math.inf:

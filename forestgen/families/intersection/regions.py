@@ -57,15 +57,12 @@ def approx_regions(g: TreeGeometry, x: np.ndarray, box_lo: np.ndarray, box_hi: n
         return ApproxRegions(np.zeros(0), np.zeros((0, d)), np.zeros((0, d)),
                              np.zeros((0, g.mask.shape[1]), bool), np.zeros((0, T), np.int32),
                              np.zeros(0))
-    word_off, node_bits, left_bits = g.level_words()
-    (feature, threshold, left, right, cat_off, _, roots, weight, share, nlo, nhi, _, _,
-     nlev) = g.kernel_arrays()
+    lw = g.level_words()
     status, n, lq, lo, hi, words, leaf, mu = _regions_kernel(
-        np.where(obs, x, 0.0), obs.astype(np.uint8), int(budget), feature, threshold, left,
-        right, cat_off, roots, weight, share, nlo, nhi, node_bits, left_bits, word_off, nlev)
+        np.where(obs, x, 0.0), obs.astype(np.uint8), int(budget), g.kernel_arrays(), lw)
     if status:
         return None
-    mask = unpack_levels(words[:n], g.nom_off, g.nlev, word_off, g.mask.shape[1])
+    mask = unpack_levels(words[:n], g.nom_off, g.nlev, lw.word_off, g.mask.shape[1])
     leaves = g.forest.node_leaf[leaf[:n]].astype(np.int32)
     return ApproxRegions(lq[:n].copy(), lo[:n].copy(), hi[:n].copy(), mask, leaves,
                          mu[:n].copy())
@@ -158,9 +155,11 @@ def _level_count_and(words, other, w0, nw):
 
 
 @njit(cache=True, nogil=True)
-def _region_q(node, lo, hi, words, feature, threshold, left, right, cat_off, weight, share,
-              left_bits, word_off, nlev):
-    """``q̂`` (eq. (8)) at ``node`` from a region with level sets as bit words."""
+def _region_q(node, lo, hi, words, geo, lw):
+    """``q̂`` (eq. (8)) at ``node`` from a region with level sets as bit words (``geo``:
+    :class:`~.star.GeometryArrays`, ``lw``: :class:`~.star.LevelWords`)."""
+    feature, threshold, cat_off, nlev = geo.feature, geo.threshold, geo.cat_off, geo.nlev
+    left_bits, word_off = lw.left_bits, lw.word_off
     j = feature[node]
     if cat_off[node] >= 0:
         nw = (nlev[j] + 63) // 64
@@ -169,13 +168,15 @@ def _region_q(node, lo, hi, words, feature, threshold, left, right, cat_off, wei
         s_reg = a / tot if tot > 0 else 0.0
     else:
         s_reg = interval_share(threshold[node], lo[j], hi[j])
-    return branch_q(node, s_reg, left, right, weight, share)
+    return branch_q(node, s_reg, geo.left, geo.right, geo.weight, geo.share)
 
 
 @njit(cache=True, nogil=True)
-def _cut(node, go_left, lo, hi, words, feature, threshold, cat_off, left_bits, word_off, nlev):
+def _cut(node, go_left, lo, hi, words, geo, lw):
     """Intersect the region with the chosen child of ``node`` (in place)."""
-    j = feature[node]
+    threshold, cat_off, nlev = geo.threshold, geo.cat_off, geo.nlev
+    left_bits, word_off = lw.left_bits, lw.word_off
+    j = geo.feature[node]
     if cat_off[node] >= 0:
         for w in range(word_off[j], word_off[j] + (nlev[j] + 63) // 64):
             words[w] &= left_bits[node, w] if go_left else ~left_bits[node, w]
@@ -226,12 +227,16 @@ def _load(i, a_lo, a_hi, a_words, a_leaf, lo, hi, words, leaf):
 
 
 @njit(cache=True, nogil=True)
-def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, roots, weight,
-                    share, nlo, nhi, node_bits, left_bits, word_off, nlev):
+def _regions_kernel(x, obs, budget, geo, lw):
     """Depth-first enumeration of :func:`approx_regions`, level sets as bit words
     (:meth:`~forestgen.families.intersection.star.TreeGeometry.level_words`). Returns ``(status, n,
     log_q, lo, hi, words, leaf_node, log_measure)``, the outputs' first ``n`` rows filled;
     ``status`` 1 when more than ``budget`` paths were live."""
+    feature, threshold, right, cat_off, roots = geo.feature, geo.threshold, geo.right, \
+        geo.cat_off, geo.roots
+    left = geo.left
+    nlo, nhi, nlev = geo.lo, geo.hi, geo.nlev
+    node_bits, left_bits, word_off = lw.node_bits, lw.left_bits, lw.word_off
     d = nlo.shape[1]
     W = node_bits.shape[1]
     T = roots.shape[0]
@@ -279,8 +284,7 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ro
                 node = roots[t]
                 continue
             j = feature[node]
-            q = _region_q(node, lo, hi, words, feature, threshold, left, right, cat_off, weight,
-                          share, left_bits, word_off, nlev)
+            q = _region_q(node, lo, hi, words, geo, lw)
             if obs[j]:
                 if cat_off[node] >= 0:
                     v = int(x[j])
@@ -293,8 +297,7 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ro
                     lp = -math.inf
                     break
                 lp += math.log(p)
-                _cut(node, go_left, lo, hi, words, feature, threshold, cat_off, left_bits,
-                     word_off, nlev)
+                _cut(node, go_left, lo, hi, words, geo, lw)
                 node = left[node] if go_left else right[node]
                 continue
             if q < 1:  # the right branch waits on the stack with a copy of the region
@@ -309,15 +312,13 @@ def _regions_kernel(x, obs, budget, feature, threshold, left, right, cat_off, ro
                 s_node[sp] = right[node]
                 s_lp[sp] = lp + math.log(1.0 - q)
                 _store(sp, s_lo, s_hi, s_words, s_leaf, lo, hi, words, leaf)
-                _cut(node, False, s_lo[sp], s_hi[sp], s_words[sp], feature, threshold, cat_off,
-                     left_bits, word_off, nlev)
+                _cut(node, False, s_lo[sp], s_hi[sp], s_words[sp], geo, lw)
                 sp += 1
             if q <= 0:
                 lp = -math.inf
                 break
             lp += math.log(q)
-            _cut(node, True, lo, hi, words, feature, threshold, cat_off, left_bits, word_off,
-                 nlev)
+            _cut(node, True, lo, hi, words, geo, lw)
             node = left[node]
         if lp == -math.inf:
             n_live -= 1

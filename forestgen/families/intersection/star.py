@@ -17,6 +17,7 @@ iterative order, :func:`approx_log_prob` gives the exact density of that law
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -24,6 +25,36 @@ from numba import njit, prange
 from forestgen.families.intersection.cells import unit_hash
 from forestgen.parallel import parallel_kernel
 from forestgen.tree.arrays import ForestArrays
+
+
+class GeometryArrays(NamedTuple):
+    """A forest and its node boxes as the compiled walks read them
+    (:meth:`TreeGeometry.kernel_arrays`): split column, threshold, children, nominal level
+    sets, roots, training weight per node, ``share`` (each split node's left share of its own
+    extent), node boxes ``lo, hi, mask`` and the nominal columns' offsets and level counts."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    cat_off: np.ndarray
+    cat_left: np.ndarray
+    roots: np.ndarray
+    weight: np.ndarray
+    share: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    mask: np.ndarray
+    nom_off: np.ndarray
+    nlev: np.ndarray
+
+
+class LevelWords(NamedTuple):
+    """Nominal level sets as bit words (:meth:`TreeGeometry.level_words`)."""
+
+    word_off: np.ndarray
+    node_bits: np.ndarray
+    left_bits: np.ndarray
 
 
 class TreeGeometry:
@@ -66,10 +97,10 @@ class TreeGeometry:
                 self.hi[a, j] = min(self.hi[a, j], f.threshold[node])
                 self.lo[b, j] = max(self.lo[b, j], f.threshold[node])
         self.weight = np.asarray(forest.node_value[:, 0], float)
-        self._kernel_arrays: tuple | None = None
-        self._level_words: tuple | None = None
+        self._kernel_arrays: GeometryArrays | None = None
+        self._level_words: LevelWords | None = None
 
-    def level_words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def level_words(self) -> LevelWords:
         """Nominal level sets as bit words (built once): ``word_off [d]`` the first word of
         each nominal column (-1 otherwise; a column takes ``ceil(levels / 64)`` words),
         ``node_bits [N, W]`` each node's allowed levels, ``left_bits [N, W]`` the levels a
@@ -84,12 +115,12 @@ class TreeGeometry:
                 j = f.feature[node]
                 o, k = self.nom_off[j], self.nlev[j]
                 left[node, o: o + k] = f.cat_left[f.cat_off[node]: f.cat_off[node] + k] == 1
-            self._level_words = (word_off, pack_levels(self.mask, self.nom_off, self.nlev,
-                                                       word_off),
-                                 pack_levels(left, self.nom_off, self.nlev, word_off))
+            self._level_words = LevelWords(
+                word_off, pack_levels(self.mask, self.nom_off, self.nlev, word_off),
+                pack_levels(left, self.nom_off, self.nlev, word_off))
         return self._level_words
 
-    def kernel_arrays(self) -> tuple:
+    def kernel_arrays(self) -> GeometryArrays:
         """The forest and node boxes as the typed arrays of the compiled walks (built once):
         ``feature, threshold, left, right, cat_off, cat_left, roots, weight, node_share, lo,
         hi, mask, nom_off, nlev``; ``node_share`` the share of each node's own extent on its
@@ -104,7 +135,7 @@ class TreeGeometry:
             feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, mask = arrays
             share = _node_shares(feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
                                  mask)
-            self._kernel_arrays = (
+            self._kernel_arrays = GeometryArrays(
                 feature, threshold, f.left.astype(np.int64), f.right.astype(np.int64), cat_off,
                 cat_left, f.roots.astype(np.int64), self.weight.astype(np.float64), share, lo,
                 hi, mask, nom_off, nlev)
@@ -309,16 +340,13 @@ def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np
     not depend on the thread count (a fork- and thread-safe parallel kernel,
     :func:`~forestgen.parallel.parallel_kernel`)."""
     seed = int(rng.integers(0, 2**63 - 1))
-    (feature, threshold, left, right, cat_off, cat_left, roots, weight, share, nlo, nhi, nmask,
-     nom_off, nlev) = g.kernel_arrays()
-    return _approx_sample_kernel(int(n), seed, feature, threshold, left, right, cat_off,
-                                 cat_left, roots, weight, share, nlo, nhi, nmask,
-                                 np.asarray(kind, np.int64), nom_off, nlev)
+    return _approx_sample_kernel(int(n), seed, g.kernel_arrays(), np.asarray(kind, np.int64))
 
 
 @parallel_kernel
-def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat_left, roots,
-                          weight, share, nlo, nhi, nmask, kind, nom_off, nlev):
+def _approx_sample_kernel(n, seed, geo, kind):
+    feature, left, right, roots = geo.feature, geo.left, geo.right, geo.roots
+    nlo, nhi, nmask, nom_off, nlev = geo.lo, geo.hi, geo.mask, geo.nom_off, geo.nlev
     d = nlo.shape[1]
     out = np.empty((n, d))
     r0 = roots[0]
@@ -330,12 +358,10 @@ def _approx_sample_kernel(n, seed, feature, threshold, left, right, cat_off, cat
         for t in range(roots.shape[0]):
             node = roots[t]
             while feature[node] >= 0:
-                q = approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight,
-                             share, nom_off, nlev, lo, hi, mask)
+                q = approx_q(node, geo, lo, hi, mask)
                 go_left = unit_hash(seed, i, k) < q
                 k += 1
-                cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nlev,
-                           lo, hi, mask)
+                cut_region(node, go_left, geo, lo, hi, mask)
                 node = left[node] if go_left else right[node]
         for j in range(d):
             u = unit_hash(seed, i, k)
@@ -398,22 +424,21 @@ def branch_q(node, s_reg, left, right, weight, share):
 
 
 @njit(cache=True, nogil=True)
-def approx_q(node, feature, threshold, left, right, cat_off, cat_left, weight, share, nom_off,
-             nlev, lo, hi, mask):
+def approx_q(node, geo, lo, hi, mask):
     """EOGT's ``q̂`` (eq. (8)) of branching left at ``node`` from the region ``(lo, hi, mask)``
-    (as :meth:`TreeGeometry.approx_left`, compiled; ``share`` of
-    :meth:`TreeGeometry.kernel_arrays`)."""
-    s_reg = _left_share(node, feature[node], threshold, cat_off, cat_left, nom_off, nlev, lo,
-                        hi, mask)
-    return branch_q(node, s_reg, left, right, weight, share)
+    (as :meth:`TreeGeometry.approx_left`, compiled; ``geo``: :class:`GeometryArrays`)."""
+    s_reg = _left_share(node, geo.feature[node], geo.threshold, geo.cat_off, geo.cat_left,
+                        geo.nom_off, geo.nlev, lo, hi, mask)
+    return branch_q(node, s_reg, geo.left, geo.right, geo.weight, geo.share)
 
 
 @njit(cache=True, nogil=True)
-def cut_region(node, go_left, feature, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
-               mask):
+def cut_region(node, go_left, geo, lo, hi, mask):
     """Intersect the region with the chosen child of ``node`` in place (as
     :meth:`TreeGeometry.cut`, compiled)."""
-    j = feature[node]
+    threshold, cat_off, cat_left, nom_off, nlev = geo.threshold, geo.cat_off, geo.cat_left, \
+        geo.nom_off, geo.nlev
+    j = geo.feature[node]
     if cat_off[node] >= 0:
         o = nom_off[j]
         for v in range(nlev[j]):
