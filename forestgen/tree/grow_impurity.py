@@ -17,19 +17,24 @@ leaf).
 
 Work per node is kept proportional to the node's rows, not to the bins:
 
-* Rows are kept in one index buffer (``start, end`` ranges, as in scikit-learn's tree builder)
-  and partitioned *stably*, so every node's rows stay in increasing order and the histogram
-  pass reads the code, label and weight arrays front to back.
-* A node with fewer rows than a quarter of a feature's bins builds a *sparse* histogram: only
+* In-bag rows are kept as compact records (codes, weight, id, label: :class:`Records`) in
+  ``start, end`` ranges, as in scikit-learn's tree builder, and partitioned *stably*, so every
+  node's rows stay in increasing order and the histogram pass reads its records front to back.
+  There are two record buffers: a node at depth ``k`` holds its rows in buffer ``k % 2`` and
+  its split moves each record once into the other (a count pass, then one branch-free copy of
+  a few 8-byte words per row), instead of moving the right-hand rows twice through a scratch
+  buffer.
+* A node with fewer rows than a feature's bins (``SPARSE_RATIO``) builds a *sparse* histogram: only
   the bins its rows occupy are cleared, listed (sorted) and scanned. Empty bins never change a
   split's class sums and are skipped by the dense scan too, so both give the same split.
 * The left child's class weights are summed during the partition (the right child's are the
   parent's minus the left's).
 
-Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` they are carried
-in a second index buffer and partitioned along, so the grower also returns the node every row
-reaches (``row_node``): what a forest's out-of-bag votes and the leaves of its training rows
-would otherwise need a second pass over all rows and trees for (``ForestArrays.apply``). Codes
+Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their ids (int32,
+two buffers likewise) are partitioned along, reading the split column's codes from ``Xb``, so
+the grower also returns the node every row reaches (``row_node``): what a forest's out-of-bag
+votes and the leaves of its training rows would otherwise need a second pass over all rows and
+trees for (``ForestArrays.apply``). Codes
 route as the thresholds do (``code <= b`` iff ``x <= thresholds[b]``; missing follows
 ``nan_left``), so ``row_node`` equals that pass's answer.
 
@@ -41,6 +46,8 @@ node, ``O(n_small * d)``, which is more work for ``mtry = sqrt(d)``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -51,15 +58,58 @@ SPARSE_RATIO = 1.0  # a feature's histogram is sparse when the node has < ratio 
 SORT_MAX = 16  # occupied bins sorted by insertion up to this many, else listed from the flags
 
 
+class Records(NamedTuple):
+    """One buffer of row records, ``m`` rows of ``nw`` 8-byte words each, seen through four
+    views: ``codes [m, nw * 8 / itemsize]`` (the row's ``d`` bin codes first), ``words
+    [m, nw]`` (what a partition moves), ``weight [m, nw]`` (float64; the row's weight in
+    column ``nw - 2``) and ``ints [m, 2 nw]`` (int32; row id in column ``2 nw - 2``, label in
+    ``2 nw - 1``)."""
+
+    codes: np.ndarray
+    words: np.ndarray
+    weight: np.ndarray
+    ints: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touched, occ,
-                n_occ):
-    """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the row
-    records ``start:end`` (codes ``rec [m, d]``, labels ``ry``, weights ``rw``). With every
-    feature dense, one pass over the rows fills them all; a feature with ``sparse[t]`` clears
-    and lists (in ``occ[t, :n_occ[t]]``, sorted) only the bins its rows occupy. The missing
-    bin ``n_bins[f]`` is always cleared and never listed."""
+def _records(m, d, dtype_like):
+    """An empty :class:`Records` buffer for ``m`` rows of ``d`` codes of ``dtype_like``'s
+    dtype."""
+    isz = dtype_like.itemsize
+    nw = (d * isz + 7) // 8 + 2
+    codes = np.zeros((m, nw * 8 // isz), dtype_like.dtype)
+    return Records(codes, codes.view(np.uint64), codes.view(np.float64), codes.view(np.int32))
+
+
+@njit(cache=True, nogil=True)
+def _fill_records(Xb, idx, y, w, R):
+    """Records of the rows ``idx``: their codes, weight, id and label."""
+    m = idx.shape[0]
+    wc = R.words.shape[1] - 2
+    ic = 2 * wc + 2
+    for j in range(Xb.shape[0]):
+        col = Xb[j]
+        for r in range(m):
+            R.codes[r, j] = col[idx[r]]
+    for r in range(m):
+        i = idx[r]
+        R.weight[r, wc] = w[i]
+        R.ints[r, ic] = i
+        R.ints[r, ic + 1] = y[i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill_hists(hist, R, feats, mtry, start, end, n_bins, sparse, touched, occ, n_occ):
+    """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the records
+    ``R`` ``start:end``. With every feature dense, one pass over the rows fills them all; a
+    feature with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``, sorted) only the
+    bins its rows occupy. The missing bin ``n_bins[f]`` is always cleared and never listed."""
     C = hist.shape[2]
+    wc = R.words.shape[1] - 2
+    lc = 2 * wc + 3
+    rec = R.codes
+    rw = R.weight
+    ri = R.ints
     any_sparse = False
     for t in range(mtry):
         n_occ[t] = 0
@@ -71,57 +121,62 @@ def _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touc
                 hist[t, b, c] = 0.0
     if not any_sparse:
         for r in range(start, end):
-            yi = ry[r]
-            wi = rw[r]
+            yi = ri[r, lc]
+            wi = rw[r, wc]
             for t in range(mtry):
                 hist[t, rec[r, feats[t]], yi] += wi
         return
     for t in range(mtry):
         f = feats[t]
         if sparse[t]:
-            _fill_sparse(hist[t], touched[t], occ[t], n_occ, t, rec, f, start, end, ry, rw,
-                         n_bins[f])
+            _fill_sparse(hist, touched, occ, n_occ, t, R, f, start, end, n_bins[f])
             continue
         for r in range(start, end):
-            hist[t, rec[r, f], ry[r]] += rw[r]
+            hist[t, rec[r, f], ri[r, lc]] += rw[r, wc]
 
 
-@njit(cache=True, nogil=True)
-def _fill_sparse(h, tch, o, n_occ, t, rec, f, start, end, ry, rw, nb):
-    """One feature's sparse histogram ``h``: bins cleared as the rows first reach them, then
-    listed in increasing order in ``o[:n_occ[t]]`` (flags ``tch`` left clear)."""
-    C = h.shape[1]
+@njit(cache=True, nogil=True, inline="always")
+def _fill_sparse(hist, touched, occ, n_occ, t, R, f, start, end, nb):
+    """Feature ``t``'s sparse histogram ``hist[t]``: bins cleared as the rows first reach
+    them, then listed in increasing order in ``occ[t, :n_occ[t]]`` (flags ``touched[t]`` left
+    clear)."""
+    C = hist.shape[2]
+    wc = R.words.shape[1] - 2
+    lc = 2 * wc + 3
+    rec = R.codes
+    rw = R.weight
+    ri = R.ints
     for c in range(C):
-        h[nb, c] = 0.0
-    tch[nb] = True
+        hist[t, nb, c] = 0.0
+    touched[t, nb] = True
     m = 0
     for r in range(start, end):
         b = rec[r, f]
-        if not tch[b]:
-            tch[b] = True
-            o[m] = b
+        if not touched[t, b]:
+            touched[t, b] = True
+            occ[t, m] = b
             m += 1
             for c in range(C):
-                h[b, c] = 0.0
-        h[b, ry[r]] += rw[r]
-    tch[nb] = False
+                hist[t, b, c] = 0.0
+        hist[t, b, ri[r, lc]] += rw[r, wc]
+    touched[t, nb] = False
     n_occ[t] = m
     if m > SORT_MAX:  # list the flags in bin order (and clear them)
         q = 0
         for b in range(nb):
-            if tch[b]:
-                tch[b] = False
-                o[q] = b
+            if touched[t, b]:
+                touched[t, b] = False
+                occ[t, q] = b
                 q += 1
         return
     for q in range(m):  # insertion sort (m is small), then clear the flags
-        v = o[q]
-        tch[v] = False
+        v = occ[t, q]
+        touched[t, v] = False
         p = q - 1
-        while p >= 0 and o[p] > v:
-            o[p + 1] = o[p]
+        while p >= 0 and occ[t, p] > v:
+            occ[t, p + 1] = occ[t, p]
             p -= 1
-        o[p + 1] = v
+        occ[t, p + 1] = v
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -159,25 +214,26 @@ def _impurity2(code, l0, l1, r0, r1):
     return out
 
 
-@njit(cache=True, nogil=True)
-def _scan_binary(hist, order_buf, n_scan, miss, miss_w, parent, crit, min_leaf, min_class):
+@njit(cache=True, nogil=True, inline="always")
+def _scan_binary(hist, t, nb, order_buf, n_scan, miss_w, value, node, crit, min_leaf,
+                 min_class):
     """The scan of :func:`_scan_feature` for two classes under a built-in criterion, on
     scalars (no per-candidate buffers); same splits, same bits."""
     best_gain = -np.inf
     best_pos = -1
     best_nan_left = False
-    m0 = miss[0]
-    m1 = miss[1]
-    p0 = parent[0]
-    p1 = parent[1]
+    m0 = hist[t, nb, 0]
+    m1 = hist[t, nb, 1]
+    p0 = value[node, 0]
+    p1 = value[node, 1]
     c0 = min_class[0]
     c1 = min_class[1]
     l0 = 0.0
     l1 = 0.0
     for pos in range(n_scan):
         b = order_buf[pos]
-        h0 = hist[b, 0]
-        h1 = hist[b, 1]
+        h0 = hist[t, b, 0]
+        h1 = hist[t, b, 1]
         l0 += h0
         l1 += h1
         if 0.0 + h0 + h1 <= 0.0:
@@ -206,43 +262,43 @@ def _scan_binary(hist, order_buf, n_scan, miss, miss_w, parent, crit, min_leaf, 
     return best_gain, best_pos, best_nan_left
 
 
-@njit(cache=True, nogil=True)
-def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order_buf, m,
-                  is_sparse, keys, left, lbuf, rbuf):
-    """Best split of one feature's histogram under criterion ``crit``.
+@njit(cache=True, nogil=True, inline="always")
+def _scan_feature(hist, t, nb, is_nominal, value, node, crit, min_leaf, min_class, order_buf,
+                  m, is_sparse, keys, left, lbuf, rbuf):
+    """Best split of feature ``t``'s histogram ``hist[t]`` under criterion ``crit``, at
+    ``node`` (its class weights ``value[node]``).
 
     Candidate bins: ``0..nb-1`` (dense numeric), or ``order_buf[:m]`` when ``is_sparse`` (the
     occupied bins, increasing). Nominal columns scan their occupied bins sorted by class ratio
     (stable). Returns (gain, pos, nan_left, n_order); ``order_buf[:n_order]`` holds the bin
     order scanned; bins ``order_buf[:pos+1]`` go left.
     """
-    C = hist.shape[1]
-    miss = hist[nb]
+    C = hist.shape[2]
     miss_w = 0.0
     for c in range(C):
-        miss_w += miss[c]
+        miss_w += hist[t, nb, c]
     if is_nominal:
         if not is_sparse:
             m = 0
             for b in range(nb):
                 tot = 0.0
                 for c in range(C):
-                    tot += hist[b, c]
+                    tot += hist[t, b, c]
                 if tot > 0.0:
                     order_buf[m] = b
                     m += 1
         ref = 0
         best_v = -1.0
         for c in range(C):
-            if parent[c] > best_v:
-                best_v = parent[c]
+            if value[node, c] > best_v:
+                best_v = value[node, c]
                 ref = c
         for q in range(m):
             b = order_buf[q]
             tot = 0.0
             for c in range(C):
-                tot += hist[b, c]
-            keys[q] = hist[b, ref] / tot
+                tot += hist[t, b, c]
+            keys[q] = hist[t, b, ref] / tot
         for q in range(1, m):  # stable insertion sort by key
             kq = keys[q]
             bq = order_buf[q]
@@ -263,7 +319,7 @@ def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order
         m = nb
         n_scan = nb - 1
     if C == 2 and (crit == GINI or crit == ENTROPY):
-        g, pos, nl = _scan_binary(hist, order_buf, n_scan, miss, miss_w, parent, crit,
+        g, pos, nl = _scan_binary(hist, t, nb, order_buf, n_scan, miss_w, value, node, crit,
                                   min_leaf, min_class)
         return g, pos, nl, m
     best_gain = -np.inf
@@ -275,8 +331,8 @@ def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order
         b = order_buf[pos]
         tot = 0.0
         for c in range(C):
-            left[c] += hist[b, c]
-            tot += hist[b, c]
+            left[c] += hist[t, b, c]
+            tot += hist[t, b, c]
         if tot <= 0.0:
             continue
         for side in range(2):
@@ -287,8 +343,8 @@ def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order
             WR = 0.0
             ok = True
             for c in range(C):
-                lc = left[c] + (miss[c] if nan_left else 0.0)
-                rc = parent[c] - lc
+                lc = left[c] + (hist[t, nb, c] if nan_left else 0.0)
+                rc = value[node, c] - lc
                 lbuf[c] = lc
                 rbuf[c] = rc
                 WL += lc
@@ -308,55 +364,54 @@ def _scan_feature(hist, nb, is_nominal, parent, crit, min_leaf, min_class, order
     return best_gain, best_pos, best_nan_left, m
 
 
-@njit(cache=True, nogil=True)
-def _gather_records(Xb, rows, rec, rid):
-    """Row records of ``rows``: their codes ``rec [m, d]`` (row-major) and ids ``rid``."""
-    for r in range(rows.shape[0]):
-        rid[r] = rows[r]
-    for j in range(Xb.shape[0]):
-        col = Xb[j]
-        for r in range(rows.shape[0]):
-            rec[r, j] = col[rows[r]]
-
-
-@njit(cache=True, nogil=True)
-def _partition_records(rec, rid, ry, rw, start, end, f, go_left, s_rec, s_rid, s_y, s_w,
-                       labelled, lsum):
-    """Stable partition of the records ``start:end`` by ``go_left[rec[r, f]]``: the rows going
-    left first, each side keeping its order; with ``labelled``, labels ``ry`` and weights
-    ``rw`` move along and the left rows' class weights are added to ``lsum``. Returns the
-    split point."""
-    d = rec.shape[1]
-    mid = start
-    nr = 0
+@njit(cache=True, nogil=True, inline="always")
+def _split_records(S, D, start, end, f, go_left, value, lnode):
+    """Stable partition of the records ``S`` ``start:end`` into ``D`` (same range) by
+    ``go_left[code of column f]``: the rows going left first, each side in its order; the left
+    rows' class weights are added to ``value[lnode]`` in row order. Returns the split point.
+    One count pass, then each record is moved once (a word copy)."""
+    rec = S.codes
+    n_left = 0
     for r in range(start, end):
         if go_left[rec[r, f]]:
-            if mid != r:
-                for j in range(d):
-                    rec[mid, j] = rec[r, j]
-                rid[mid] = rid[r]
-                if labelled:
-                    ry[mid] = ry[r]
-                    rw[mid] = rw[r]
-            if labelled:
-                lsum[ry[mid]] += rw[mid]
-            mid += 1
-        else:
-            for j in range(d):
-                s_rec[nr, j] = rec[r, j]
-            s_rid[nr] = rid[r]
-            if labelled:
-                s_y[nr] = ry[r]
-                s_w[nr] = rw[r]
-            nr += 1
-    for q in range(nr):
-        for j in range(d):
-            rec[mid + q, j] = s_rec[q, j]
-        rid[mid + q] = s_rid[q]
-        if labelled:
-            ry[mid + q] = s_y[q]
-            rw[mid + q] = s_w[q]
-    return mid
+            n_left += 1
+    nw = S.words.shape[1]
+    wc = nw - 2
+    lc = 2 * wc + 3
+    src = S.words
+    dst = D.words
+    q_l = start
+    q_r = start + n_left
+    for r in range(start, end):  # without branches: the side is a coin flip per row
+        g = np.int64(go_left[rec[r, f]])
+        pos = q_r + g * (q_l - q_r)
+        for k in range(nw):
+            dst[pos, k] = src[r, k]
+        # + 0.0 for a right row leaves the sum's bits unchanged (weights are > 0)
+        value[lnode, S.ints[r, lc]] += S.weight[r, wc] * g
+        q_l += g
+        q_r += 1 - g
+    return start + n_left
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _split_ids(src, dst, start, end, col, go_left):
+    """Stable partition of the row ids ``src[start:end]`` into ``dst`` (same range) by
+    ``go_left[col[id]]`` (``col``: the split column's codes of every row). Returns the split
+    point."""
+    n_left = 0
+    for r in range(start, end):
+        if go_left[col[src[r]]]:
+            n_left += 1
+    q_l = start
+    q_r = start + n_left
+    for r in range(start, end):
+        i = src[r]
+        g = np.int64(go_left[col[i]])
+        dst[q_r + g * (q_l - q_r)] = i
+        q_l += g
+        q_r += 1 - g
+    return start + n_left
 
 
 @njit(cache=True, nogil=True)
@@ -368,15 +423,17 @@ def grow_tree(
     ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``
     and ``row_node [n]`` (the node each row reaches; empty unless ``route_all``).
     ``sparse_ratio``: a feature's histogram is sparse when the node has fewer rows than this
-    times its bins (0: never; any value grows the same tree)."""
+    times its bins (0: never; any value grows the same tree). At most ``2**31 - 1`` rows."""
     d = Xb.shape[0]
     n = Xb.shape[1]
     n_in = 0
     for i in range(n):
         if w[i] > 0.0:
             n_in += 1
+    n_out = n - n_in if route_all else 0
     idx = np.empty(n_in, np.int64)
-    oidx = np.empty(n - n_in if route_all else 0, np.int64)
+    # out-of-bag row ids, partitioned along (two buffers: a node's rows move to the other)
+    oid = (np.empty(n_out, np.int32), np.empty(n_out, np.int32))
     q_in = 0
     q_out = 0
     for i in range(n):
@@ -384,26 +441,12 @@ def grow_tree(
             idx[q_in] = i
             q_in += 1
         elif route_all:
-            oidx[q_out] = i
+            oid[0][q_out] = i
             q_out += 1
-    n_out = q_out
-    # compact row records, kept contiguous per node: codes (row-major), id, label, weight
-    rec = np.empty((n_in, d), Xb.dtype)
-    rid = np.empty(n_in, np.int64)
-    _gather_records(Xb, idx, rec, rid)
-    ry = np.empty(n_in, np.int64)
-    rw = np.empty(n_in)
-    for r in range(n_in):
-        ry[r] = y[idx[r]]
-        rw[r] = w[idx[r]]
-    orec = np.empty((n_out, d), Xb.dtype)
-    orid = np.empty(n_out, np.int64)
-    _gather_records(Xb, oidx, orec, orid)
-    m_s = max(n_in, n_out)
-    s_rec = np.empty((m_s, d), Xb.dtype)
-    s_rid = np.empty(m_s, np.int64)
-    s_y = np.empty(m_s, np.int64)
-    s_w = np.empty(m_s)
+    # compact in-bag row records, contiguous per node, in two buffers: a node at depth k
+    # keeps its rows in buffer k % 2 and partitions them into the other
+    recs = (_records(n_in, d, Xb[:, :0]), _records(n_in, d, Xb[:, :0]))
+    _fill_records(Xb, idx, y, w, recs[0])
     row_node = np.full(n if route_all else 0, -1, np.int32)
     cap = 2 * max(n_in, 1) + 1
     feature = np.full(cap, -1, np.int32)
@@ -434,6 +477,8 @@ def grow_tree(
     rbuf = np.zeros(n_classes)
     go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
+    wc = recs[0].words.shape[1] - 2
+    ic = 2 * wc + 2
 
     st_node = np.empty(cap, np.int64)
     st_start = np.empty(cap, np.int64)
@@ -450,7 +495,7 @@ def grow_tree(
     sp = 1
     n_nodes = 1
     for r in range(n_in):
-        value[0, ry[r]] += rw[r]
+        value[0, recs[0].ints[r, ic + 1]] += recs[0].weight[r, wc]
 
     while sp > 0:
         sp -= 1
@@ -460,15 +505,16 @@ def grow_tree(
         ostart = st_ostart[sp]
         oend = st_oend[sp]
         depth = st_depth[sp]
-        parent = value[node]
+        par = depth % 2
+        R = recs[par]
         W = 0.0
         n_pos = 0
         can = True
         for c in range(n_classes):
-            W += parent[c]
-            if parent[c] > 0.0:
+            W += value[node, c]
+            if value[node, c] > 0.0:
                 n_pos += 1
-            if parent[c] < 2.0 * min_class_leaf[c]:
+            if value[node, c] < 2.0 * min_class_leaf[c]:
                 can = False
         if (max_depth >= 0 and depth >= max_depth) or W < 2.0 * min_samples_leaf or n_pos <= 1:
             can = False
@@ -478,8 +524,7 @@ def grow_tree(
             rows = end - start
             for t in range(mtry):
                 sparse[t] = rows < sparse_ratio * n_bins[feats[t]]
-            _fill_hists(hist, rec, feats, mtry, start, end, ry, rw, n_bins, sparse, touched,
-                        occ, n_occ)
+            _fill_hists(hist, R, feats, mtry, start, end, n_bins, sparse, touched, occ, n_occ)
             best_gain = min_gain
             best_pos = -1
             best_nl = False
@@ -491,8 +536,8 @@ def grow_tree(
                     for q in range(n_occ[t]):
                         order_buf[q] = occ[t, q]
                 g, pos, nl, m = _scan_feature(
-                    hist[t], nb, nominal[f], parent, crit, min_samples_leaf, min_class_leaf,
-                    order_buf, n_occ[t], sparse[t], keys, lsum, lbuf, rbuf,
+                    hist, t, nb, nominal[f], value, node, crit, min_samples_leaf,
+                    min_class_leaf, order_buf, n_occ[t], sparse[t], keys, lsum, lbuf, rbuf,
                 )
                 if pos >= 0 and g > best_gain:
                     best_gain = g
@@ -505,9 +550,10 @@ def grow_tree(
         if best_f < 0:
             if route_all:
                 for r in range(start, end):
-                    row_node[rid[r]] = node
+                    row_node[R.ints[r, ic]] = node
+                ob = oid[par]
                 for r in range(ostart, oend):
-                    row_node[orid[r]] = node
+                    row_node[ob[r]] = node
             continue
         f = best_f
         nb = n_bins[f]
@@ -537,14 +583,12 @@ def grow_tree(
         n_nodes += 2
         left[node] = lnode
         right[node] = rnode
-        mid = _partition_records(rec, rid, ry, rw, start, end, f, go, s_rec, s_rid, s_y, s_w,
-                                 True, value[lnode])
+        mid = _split_records(R, recs[1 - par], start, end, f, go, value, lnode)
         omid = ostart
         if route_all:
-            omid = _partition_records(orec, orid, ry, rw, ostart, oend, f, go, s_rec, s_rid,
-                                      s_y, s_w, False, lsum)
+            omid = _split_ids(oid[par], oid[1 - par], ostart, oend, Xb[f], go)
         for c in range(n_classes):
-            value[rnode, c] = parent[c] - value[lnode, c]
+            value[rnode, c] = value[node, c] - value[lnode, c]
         # push right first so the left subtree is grown first (depth-first)
         st_node[sp] = rnode
         st_start[sp] = mid
