@@ -84,12 +84,8 @@ class CategoricalLeaf(LeafModel):
             codes, lv = codes[inside], lv[inside]
             w = None if w is None else w[inside]
         # distinct (leaf, level) pairs, sorted by leaf then level: the explicit entries
-        key, inv = np.unique(lv * k + codes, return_inverse=True)
-        cnt = np.bincount(inv, weights=w, minlength=len(key)).astype(np.float64)
+        key, cnt = pair_counts(lv * k + codes, L * k, w)
         e_leaf, e_code = key // k, key % k
-        if w is not None:  # zero-weight rows (out of bag) add no entry
-            nz = cnt > 0
-            cnt, e_leaf, e_code = cnt[nz], e_leaf[nz], e_code[nz]
         count = np.bincount(e_leaf, weights=cnt, minlength=L).astype(np.float64)
         bits = np.ones((L, k), bool) if allowed is None else allowed.copy()
         bits[bits.sum(1) == 0] = True  # a cell allowing no level: all levels (as before)
@@ -460,3 +456,21 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
                 break
         out[i] = pick
     return out
+
+
+def pair_counts(flat: np.ndarray, size: int, weight: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys ``flat`` (in ``0..size-1``) holding positive (weighted) counts, in
+    increasing order, and those counts (float64): zero-weight keys (out-of-bag rows) are left
+    out. Counted in a dense table when ``size`` is at most a few times the number of keys
+    (linear time), else by sorting; both sum each key's weights in input order (same bits)."""
+    if size <= max(4 * len(flat), 1 << 16):
+        dense = np.bincount(flat, weights=weight, minlength=size)
+        key = np.flatnonzero(dense > 0)
+        return key, dense[key].astype(np.float64)
+    key, inv = np.unique(flat, return_inverse=True)
+    cnt = np.bincount(inv, weights=weight, minlength=len(key)).astype(np.float64)
+    if weight is not None:
+        nz = cnt > 0
+        key, cnt = key[nz], cnt[nz]
+    return key, cnt

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 
 @dataclass
@@ -45,16 +46,7 @@ class MomentStats:
         ok = ~np.isnan(x)
         x, leaf = x[ok], np.asarray(leaf)[ok]
         w = np.ones(len(x)) if weight is None else np.asarray(weight, float)[ok]
-        ref = np.zeros(n_leaves)
-        ref[leaf] = x
-        xs = x - ref[leaf]
-        cnt = np.bincount(leaf, weights=w, minlength=n_leaves)
-        s1 = np.bincount(leaf, weights=w * xs, minlength=n_leaves)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            shift = s1 / cnt
-            dev = xs - shift[leaf]
-            mean = ref + shift
-        m2 = np.bincount(leaf, weights=w * dev * dev, minlength=n_leaves)
+        cnt, mean, m2 = _moments(x, leaf.astype(np.int64, copy=False), w, n_leaves)
         lo = hi = None
         if minmax:
             lo = np.full(n_leaves, np.inf)
@@ -88,6 +80,35 @@ class MomentStats:
             lo = np.fmin(self.vmin, other.vmin)
             hi = np.fmax(self.vmax, other.vmax)
         return MomentStats(n, mean, m2, self.scale, lo, hi)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _moments(x, leaf, w, n_leaves):
+    """Per-leaf weighted count, mean and ``m2`` of ``x`` (every leaf id in ``0..n_leaves-1``):
+    the values are shifted by their leaf's last value, summed in row order, then the squared
+    deviations from the shifted mean; the operations (and bits) of the bincount formulation
+    ``ref[leaf] = x; cnt, s1 = bincount(w), bincount(w * xs); m2 = bincount(w * dev * dev)``
+    in two linear passes without temporaries."""
+    ref = np.zeros(n_leaves)
+    for i in range(x.shape[0]):
+        ref[leaf[i]] = x[i]
+    cnt = np.zeros(n_leaves)
+    s1 = np.zeros(n_leaves)
+    for i in range(x.shape[0]):
+        j = leaf[i]
+        cnt[j] += w[i]
+        s1[j] += w[i] * (x[i] - ref[j])
+    shift = np.empty(n_leaves)
+    mean = np.empty(n_leaves)
+    for j in range(n_leaves):
+        shift[j] = s1[j] / cnt[j]  # IEEE: NaN in a leaf without pairs
+        mean[j] = ref[j] + shift[j]
+    m2 = np.zeros(n_leaves)
+    for i in range(x.shape[0]):
+        j = leaf[i]
+        dev = (x[i] - ref[j]) - shift[j]
+        m2[j] += w[i] * dev * dev
+    return cnt, mean, m2
 
 
 @dataclass
