@@ -19,6 +19,13 @@ Both floors ignore the per-node work (drawing features, scanning bins) and assum
 streams from memory at full speed, so they are lower bounds, not targets. Writes
 ``results/<--out>.md``.
 
+With ``--before DIR`` (another checkout, e.g. ``git archive REV forestgen | tar -x -C DIR``)
+the grower kernel of ``DIR/forestgen/tree/grow_impurity.py`` is loaded into this process
+beside this checkout's, and the two grow the same trees (same rows, weights and Generators)
+alternately, tree by tree, timed in thread CPU seconds: a side-by-side ratio that a loaded
+machine skews equally for both. Their outputs are compared array by array (they must be
+identical).
+
     /work/bin/heavy --quiet python benchmarks/bench_grower_floor.py --rows 8000,32000,80000
 """
 
@@ -110,6 +117,55 @@ def grow(data, n_trees: int, mns: int, seed: int):
     return cpu() - c0, forest, leaves, W
 
 
+def load_kernel(src: Path):
+    """``grow_tree`` of another checkout's ``forestgen/tree/grow_impurity.py`` (its helpers
+    import from this checkout's unchanged modules)."""
+    import importlib.util
+
+    path = src / "forestgen" / "tree" / "grow_impurity.py"
+    spec = importlib.util.spec_from_file_location("grow_impurity_before", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod.grow_tree
+
+
+def kernel_ab(data, n_trees: int, mns: int, seed: int, before) -> tuple[float, float]:
+    """Thread CPU seconds of this checkout's and ``before``'s ``grow_tree`` growing the same
+    ``n_trees`` trees alternately; raises if any output differs."""
+    from forestgen.ensemble.bagging import draw_weights
+    from forestgen.learners import ARF
+    from forestgen.splitters.base import resolve_max_features
+    from forestgen.tree.forest import tree_generators
+    from forestgen.tree.grow_impurity import grow_tree
+
+    Xb = data.Xb
+    n2 = Xb.shape[1]
+    y = np.r_[np.ones(n2 // 2, np.int64), np.zeros(n2 - n2 // 2, np.int64)]
+    _, limits = ARF(min_node_size=mns).discriminator_setup()
+    args = (Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_), y)
+    rest = (2, -1, float(limits.min_samples_leaf), np.asarray(limits.min_class_leaf, float),
+            resolve_max_features(limits.max_features, Xb.shape[0]), 0.0, 0)
+    t_after = t_before = 0.0
+    for b, (ra, rb) in enumerate(zip(tree_generators(np.random.SeedSequence(seed), n_trees),
+                                     tree_generators(np.random.SeedSequence(seed), n_trees))):
+        wa, wb = draw_weights(n2, ra), draw_weights(n2, rb)
+        first = (grow_tree, ra, wa, "after"), (before, rb, wb, "before")
+        outs = {}
+        for fn, rng, w, name in (first if b % 2 == 0 else first[::-1]):
+            t0 = time.thread_time()
+            outs[name] = fn(*args, w, *rest, rng, True, 1.0)
+            dt = time.thread_time() - t0
+            if name == "after":
+                t_after += dt
+            else:
+                t_before += dt
+        for u, v in zip(outs["after"], outs["before"]):
+            if not np.array_equal(u, v):
+                raise AssertionError(f"tree {b}: the kernels grew different trees")
+    return t_after, t_before
+
+
 def row_levels(forest, leaves, W) -> int:
     """Sum over trees of each in-bag row's leaf depth (internal nodes on its path)."""
     depth = np.zeros(len(forest.feature), np.int64)
@@ -130,12 +186,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--out", default="grower_floor")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="another checkout whose grower kernel is timed alternately")
     args = ap.parse_args()
+    before = load_kernel(args.before) if args.before is not None else None
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     rd, cp = bandwidth(args.mib, args.repeats)
     print(f"bandwidth read {rd:.1f} GB/s, copy {cp:.1f} GB/s", file=sys.stderr)
     small = stacked(2000, 0)
     grow(small, 2, args.min_node_size, 0)  # compile
+    if before is not None:
+        kernel_ab(small, 2, args.min_node_size, 0, before)
     rows = []
     for n in [int(x) for x in args.rows.split(",")]:
         data = stacked(n, 0)
@@ -152,20 +213,34 @@ def main() -> None:
         f_read = read_b / (rd * 1e9)
         f_compact = f_read + move_b / (cp * 1e9)
         t = float(np.median(times))
+        ab = []
+        if before is not None:
+            ka, kb = zip(*(kernel_ab(data, args.trees, args.min_node_size, r, before)
+                           for r in range(args.repeats)))
+            ka, kb = float(np.median(ka)), float(np.median(kb))
+            ab = [kb, ka, kb / ka, ka / f_compact]
         rows.append([n, 2 * n, d, mtry, f"{lv:,}", f"{internal:,}",
                      f"{int(forest.depth().mean())}", t, f_read, f_compact, t / f_read,
-                     t / f_compact, 1e9 * t / lv])
+                     t / f_compact, 1e9 * t / lv, *ab])
         print(rows[-1], file=sys.stderr, flush=True)
     table = md_table(["real rows", "stacked rows", "d", "mtry", "row-levels (30 trees)",
                       "internal nodes", "mean depth", "grow CPU s (median)", "read floor s",
                       "compact floor s", "measured / read floor", "measured / compact floor",
-                      "ns per row-level"], rows, digits=3)
+                      "ns per row-level"]
+                     + (["kernel CPU s before", "kernel CPU s after", "before / after",
+                         "kernel after / compact floor"] if before is not None else []),
+                     rows, digits=3)
     notes = [f"Single-thread bandwidth (Numba loop over {args.mib} MiB, best of "
              f"{args.repeats}): streaming read {rd:.1f} GB/s, copy {cp:.1f} GB/s (read + "
              "written bytes).",
              f"Forest: {args.trees} trees, min_node_size {args.min_node_size} real rows, "
              "bootstrap, one thread, round-0 synthetic rows; grow time includes routing the "
              "out-of-bag rows (row_node) and building the ForestArrays."]
+    if before is not None:
+        notes.append(f"Kernel columns: `grow_tree` alone (no ForestArrays), this checkout "
+                     f"against `{args.before}`, the same {args.trees} trees grown alternately "
+                     f"tree by tree (median over {args.repeats} forests of thread CPU s); "
+                     "every output array identical.")
     write_result(args.out, "Impurity grower vs a memory-bandwidth floor", [table, *notes])
 
 

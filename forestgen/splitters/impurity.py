@@ -49,8 +49,11 @@ class ImpuritySplitter(Splitter):
         C = int(limits.n_classes)
         mcl = (np.zeros(C) if limits.min_class_leaf is None
                else np.asarray(limits.min_class_leaf, float))
+        Xb = data.Xb
+        if Xb.dtype.itemsize < 4 and C > 1 << (8 * Xb.dtype.itemsize):
+            Xb = Xb.astype(np.uint32)  # the grower keeps class labels in a code slot
         feat, thr_bin, nan_left, left, right, cat_off, cat_left, value, row_node = kernel(
-            data.Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
+            Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
             np.asarray(y, np.int64), np.asarray(w, np.float64), C,
             -1 if limits.max_depth is None else int(limits.max_depth),
             float(limits.min_samples_leaf), mcl,

@@ -17,7 +17,7 @@ leaf).
 
 Work per node is kept proportional to the node's rows, not to the bins:
 
-* In-bag rows are kept as compact records (codes, weight, id, label: :class:`Records`) in
+* In-bag rows are kept as compact records (codes, label, id, weight: :class:`Records`) in
   ``start, end`` ranges, as in scikit-learn's tree builder, and partitioned *stably*, so every
   node's rows stay in increasing order and the histogram pass reads its records front to back.
   There are two record buffers: a node at depth ``k`` holds its rows in buffer ``k % 2`` and
@@ -59,57 +59,63 @@ SORT_MAX = 16  # occupied bins sorted by insertion up to this many, else listed 
 
 
 class Records(NamedTuple):
-    """One buffer of row records, ``m`` rows of ``nw`` 8-byte words each, seen through four
-    views: ``codes [m, nw * 8 / itemsize]`` (the row's ``d`` bin codes first), ``words
-    [m, nw]`` (what a partition moves), ``weight [m, nw]`` (float64; the row's weight in
-    column ``nw - 2``) and ``ints [m, 2 nw]`` (int32; row id in column ``2 nw - 2``, label in
-    ``2 nw - 1``)."""
+    """Two buffers (``p = 0, 1``) of ``m`` row records of ``nw`` 8-byte words each, seen
+    through four views: ``codes [2, m, nw * 8 / itemsize]`` (the row's ``d`` bin codes, then
+    its class label in column ``lab = d``), ``words [2, m, nw]`` (what a partition moves),
+    ``weight [2, m, nw]`` (float64; the row's weight in column ``wc = nw - 1``) and
+    ``ints [2, m, 2 nw]`` (int32; the row id in column ``idc``, the first after the label).
+    For 9 uint8 codes: 24 bytes a record."""
 
     codes: np.ndarray
     words: np.ndarray
     weight: np.ndarray
     ints: np.ndarray
+    lab: int
+    idc: int
+    wc: int
 
 
 @njit(cache=True, nogil=True)
 def _records(m, d, dtype_like):
-    """An empty :class:`Records` buffer for ``m`` rows of ``d`` codes of ``dtype_like``'s
+    """Empty :class:`Records` buffers for ``m`` rows of ``d`` codes of ``dtype_like``'s
     dtype."""
     isz = dtype_like.itemsize
-    nw = (d * isz + 7) // 8 + 2
-    codes = np.zeros((m, nw * 8 // isz), dtype_like.dtype)
-    return Records(codes, codes.view(np.uint64), codes.view(np.float64), codes.view(np.int32))
+    idc = ((d + 1) * isz + 3) // 4
+    wc = (4 * (idc + 1) + 7) // 8
+    nw = wc + 1
+    codes = np.zeros((2, m, nw * 8 // isz), dtype_like.dtype)
+    return Records(codes, codes.view(np.uint64), codes.view(np.float64), codes.view(np.int32),
+                   d, idc, wc)
 
 
 @njit(cache=True, nogil=True)
 def _fill_records(Xb, idx, y, w, R):
-    """Records of the rows ``idx``: their codes, weight, id and label."""
+    """Records of the rows ``idx`` in buffer 0: their codes, label, id and weight."""
     m = idx.shape[0]
-    wc = R.words.shape[1] - 2
-    ic = 2 * wc + 2
+    codes, weight, ints = R.codes, R.weight, R.ints  # (locals: no reference count per row)
+    wc, idc, lab = R.wc, R.idc, R.lab
     for j in range(Xb.shape[0]):
-        col = Xb[j]
         for r in range(m):
-            R.codes[r, j] = col[idx[r]]
+            codes[0, r, j] = Xb[j, idx[r]]
     for r in range(m):
         i = idx[r]
-        R.weight[r, wc] = w[i]
-        R.ints[r, ic] = i
-        R.ints[r, ic + 1] = y[i]
+        weight[0, r, wc] = w[i]
+        ints[0, r, idc] = i
+        codes[0, r, lab] = y[i]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_hists(hist, R, feats, mtry, start, end, n_bins, sparse, touched, occ, n_occ):
+def _fill_hists(hist, R, p, feats, mtry, start, end, n_bins, sparse, touched, occ, n_occ):
     """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the records
-    ``R`` ``start:end``. With every feature dense, one pass over the rows fills them all; a
-    feature with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``, sorted) only the
-    bins its rows occupy. The missing bin ``n_bins[f]`` is always cleared and never listed."""
+    ``start:end`` of buffer ``p``. With every feature dense, one pass over the rows fills them
+    all; a feature with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``, sorted) only
+    the bins its rows occupy. The missing bin ``n_bins[f]`` is always cleared and never
+    listed."""
     C = hist.shape[2]
-    wc = R.words.shape[1] - 2
-    lc = 2 * wc + 3
+    wc = R.wc
+    lab = R.lab
     rec = R.codes
     rw = R.weight
-    ri = R.ints
     any_sparse = False
     for t in range(mtry):
         n_occ[t] = 0
@@ -121,44 +127,43 @@ def _fill_hists(hist, R, feats, mtry, start, end, n_bins, sparse, touched, occ, 
                 hist[t, b, c] = 0.0
     if not any_sparse:
         for r in range(start, end):
-            yi = ri[r, lc]
-            wi = rw[r, wc]
+            yi = rec[p, r, lab]
+            wi = rw[p, r, wc]
             for t in range(mtry):
-                hist[t, rec[r, feats[t]], yi] += wi
+                hist[t, rec[p, r, feats[t]], yi] += wi
         return
     for t in range(mtry):
         f = feats[t]
         if sparse[t]:
-            _fill_sparse(hist, touched, occ, n_occ, t, R, f, start, end, n_bins[f])
+            _fill_sparse(hist, touched, occ, n_occ, t, R, p, f, start, end, n_bins[f])
             continue
         for r in range(start, end):
-            hist[t, rec[r, f], ri[r, lc]] += rw[r, wc]
+            hist[t, rec[p, r, f], rec[p, r, lab]] += rw[p, r, wc]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_sparse(hist, touched, occ, n_occ, t, R, f, start, end, nb):
+def _fill_sparse(hist, touched, occ, n_occ, t, R, p, f, start, end, nb):
     """Feature ``t``'s sparse histogram ``hist[t]``: bins cleared as the rows first reach
     them, then listed in increasing order in ``occ[t, :n_occ[t]]`` (flags ``touched[t]`` left
     clear)."""
     C = hist.shape[2]
-    wc = R.words.shape[1] - 2
-    lc = 2 * wc + 3
+    wc = R.wc
+    lab = R.lab
     rec = R.codes
     rw = R.weight
-    ri = R.ints
     for c in range(C):
         hist[t, nb, c] = 0.0
     touched[t, nb] = True
     m = 0
     for r in range(start, end):
-        b = rec[r, f]
+        b = rec[p, r, f]
         if not touched[t, b]:
             touched[t, b] = True
             occ[t, m] = b
             m += 1
             for c in range(C):
                 hist[t, b, c] = 0.0
-        hist[t, b, ri[r, lc]] += rw[r, wc]
+        hist[t, b, rec[p, r, lab]] += rw[p, r, wc]
     touched[t, nb] = False
     n_occ[t] = m
     if m > SORT_MAX:  # list the flags in bin order (and clear them)
@@ -172,11 +177,11 @@ def _fill_sparse(hist, touched, occ, n_occ, t, R, f, start, end, nb):
     for q in range(m):  # insertion sort (m is small), then clear the flags
         v = occ[t, q]
         touched[t, v] = False
-        p = q - 1
-        while p >= 0 and occ[t, p] > v:
-            occ[t, p + 1] = occ[t, p]
-            p -= 1
-        occ[t, p + 1] = v
+        u = q - 1
+        while u >= 0 and occ[t, u] > v:
+            occ[t, u + 1] = occ[t, u]
+            u -= 1
+        occ[t, u + 1] = v
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -365,50 +370,51 @@ def _scan_feature(hist, t, nb, is_nominal, value, node, crit, min_leaf, min_clas
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _split_records(S, D, start, end, f, go_left, value, lnode):
-    """Stable partition of the records ``S`` ``start:end`` into ``D`` (same range) by
-    ``go_left[code of column f]``: the rows going left first, each side in its order; the left
-    rows' class weights are added to ``value[lnode]`` in row order. Returns the split point.
-    One count pass, then each record is moved once (a word copy)."""
-    rec = S.codes
+def _split_records(R, p, start, end, f, go_left, value, lnode):
+    """Stable partition of the records ``start:end`` of buffer ``p`` into buffer ``1 - p``
+    (same range) by ``go_left[code of column f]``: the rows going left first, each side in its
+    order; the left rows' class weights are added to ``value[lnode]`` in row order. Returns the
+    split point. One count pass, then each record is moved once (a word copy)."""
+    rec = R.codes
     n_left = 0
     for r in range(start, end):
-        if go_left[rec[r, f]]:
+        if go_left[rec[p, r, f]]:
             n_left += 1
-    nw = S.words.shape[1]
-    wc = nw - 2
-    lc = 2 * wc + 3
-    src = S.words
-    dst = D.words
+    words = R.words
+    rw = R.weight
+    nw = words.shape[2]
+    wc = R.wc
+    lab = R.lab
+    q = 1 - p
     q_l = start
     q_r = start + n_left
     for r in range(start, end):  # without branches: the side is a coin flip per row
-        g = np.int64(go_left[rec[r, f]])
+        g = np.int64(go_left[rec[p, r, f]])
         pos = q_r + g * (q_l - q_r)
         for k in range(nw):
-            dst[pos, k] = src[r, k]
+            words[q, pos, k] = words[p, r, k]
         # + 0.0 for a right row leaves the sum's bits unchanged (weights are > 0)
-        value[lnode, S.ints[r, lc]] += S.weight[r, wc] * g
+        value[lnode, rec[p, r, lab]] += rw[p, r, wc] * g
         q_l += g
         q_r += 1 - g
     return start + n_left
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _split_ids(src, dst, start, end, col, go_left):
-    """Stable partition of the row ids ``src[start:end]`` into ``dst`` (same range) by
-    ``go_left[col[id]]`` (``col``: the split column's codes of every row). Returns the split
-    point."""
+def _split_ids(ids, p, start, end, Xb, f, go_left):
+    """Stable partition of the row ids ``ids[p, start:end]`` into ``ids[1 - p]`` (same range)
+    by ``go_left[Xb[f, id]]``. Returns the split point."""
     n_left = 0
     for r in range(start, end):
-        if go_left[col[src[r]]]:
+        if go_left[Xb[f, ids[p, r]]]:
             n_left += 1
+    q = 1 - p
     q_l = start
     q_r = start + n_left
     for r in range(start, end):
-        i = src[r]
-        g = np.int64(go_left[col[i]])
-        dst[q_r + g * (q_l - q_r)] = i
+        i = ids[p, r]
+        g = np.int64(go_left[Xb[f, i]])
+        ids[q, q_r + g * (q_l - q_r)] = i
         q_l += g
         q_r += 1 - g
     return start + n_left
@@ -433,7 +439,7 @@ def grow_tree(
     n_out = n - n_in if route_all else 0
     idx = np.empty(n_in, np.int64)
     # out-of-bag row ids, partitioned along (two buffers: a node's rows move to the other)
-    oid = (np.empty(n_out, np.int32), np.empty(n_out, np.int32))
+    oid = np.empty((2, n_out), np.int32)
     q_in = 0
     q_out = 0
     for i in range(n):
@@ -441,12 +447,15 @@ def grow_tree(
             idx[q_in] = i
             q_in += 1
         elif route_all:
-            oid[0][q_out] = i
+            oid[0, q_out] = i
             q_out += 1
     # compact in-bag row records, contiguous per node, in two buffers: a node at depth k
     # keeps its rows in buffer k % 2 and partitions them into the other
-    recs = (_records(n_in, d, Xb[:, :0]), _records(n_in, d, Xb[:, :0]))
-    _fill_records(Xb, idx, y, w, recs[0])
+    if Xb.itemsize < 4 and n_classes > 1 << (8 * Xb.itemsize):  # labels sit in a code slot
+        raise ValueError("grow_tree: more classes than the code dtype holds (widen Xb)")
+    R = _records(n_in, d, Xb[:, :0])
+    _fill_records(Xb, idx, y, w, R)
+    rcodes, rweight, rints, idc = R.codes, R.weight, R.ints, R.idc
     row_node = np.full(n if route_all else 0, -1, np.int32)
     cap = 2 * max(n_in, 1) + 1
     feature = np.full(cap, -1, np.int32)
@@ -477,8 +486,6 @@ def grow_tree(
     rbuf = np.zeros(n_classes)
     go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
-    wc = recs[0].words.shape[1] - 2
-    ic = 2 * wc + 2
 
     st_node = np.empty(cap, np.int64)
     st_start = np.empty(cap, np.int64)
@@ -495,7 +502,7 @@ def grow_tree(
     sp = 1
     n_nodes = 1
     for r in range(n_in):
-        value[0, recs[0].ints[r, ic + 1]] += recs[0].weight[r, wc]
+        value[0, rcodes[0, r, R.lab]] += rweight[0, r, R.wc]
 
     while sp > 0:
         sp -= 1
@@ -506,7 +513,6 @@ def grow_tree(
         oend = st_oend[sp]
         depth = st_depth[sp]
         par = depth % 2
-        R = recs[par]
         W = 0.0
         n_pos = 0
         can = True
@@ -524,7 +530,8 @@ def grow_tree(
             rows = end - start
             for t in range(mtry):
                 sparse[t] = rows < sparse_ratio * n_bins[feats[t]]
-            _fill_hists(hist, R, feats, mtry, start, end, n_bins, sparse, touched, occ, n_occ)
+            _fill_hists(hist, R, par, feats, mtry, start, end, n_bins, sparse, touched, occ,
+                        n_occ)
             best_gain = min_gain
             best_pos = -1
             best_nl = False
@@ -550,10 +557,9 @@ def grow_tree(
         if best_f < 0:
             if route_all:
                 for r in range(start, end):
-                    row_node[R.ints[r, ic]] = node
-                ob = oid[par]
+                    row_node[rints[par, r, idc]] = node
                 for r in range(ostart, oend):
-                    row_node[ob[r]] = node
+                    row_node[oid[par, r]] = node
             continue
         f = best_f
         nb = n_bins[f]
@@ -583,10 +589,10 @@ def grow_tree(
         n_nodes += 2
         left[node] = lnode
         right[node] = rnode
-        mid = _split_records(R, recs[1 - par], start, end, f, go, value, lnode)
+        mid = _split_records(R, par, start, end, f, go, value, lnode)
         omid = ostart
         if route_all:
-            omid = _split_ids(oid[par], oid[1 - par], ostart, oend, Xb[f], go)
+            omid = _split_ids(oid, par, ostart, oend, Xb, f, go)
         for c in range(n_classes):
             value[rnode, c] = value[node, c] - value[lnode, c]
         # push right first so the left subtree is grown first (depth-first)

@@ -83,6 +83,30 @@ def test_row_node_is_where_apply_sends_every_row():
         np.testing.assert_array_equal(getattr(f16, f), getattr(f8, f))
 
 
+def test_more_classes_than_uint8_codes_hold():
+    """The grower keeps each row's class label in a code slot: with 300 classes and uint8
+    codes the splitter widens the codes (same forest as uint16 codes) and the bare kernel
+    refuses, naming the problem."""
+    Z, _, nominal, n_levels = _table(seed=4)
+    b4 = Binner.fit(Z[:, :4], nominal[:4], n_levels[:4])
+    narrow = narrow_codes(b4.transform(Z[:, :4]))
+    assert narrow.dtype == np.uint8
+    y = np.random.default_rng(0).integers(0, 300, len(Z))
+    limits = GrowLimits(n_classes=300)
+    W = np.ones((2, len(Z)))
+    forests = [grow_forest_routed(GiniSplitter(), TreeData(codes, b4.n_bins, b4.nominal,
+                                                           b4.thresholds), y, W,
+                                  tree_generators(np.random.SeedSequence(1), 2), limits,
+                                  n_jobs=1)[0]
+               for codes in (narrow, narrow.astype(np.uint16))]
+    assert forests[0].n_leaves > 10
+    for f in ("feature", "threshold", "left", "right", "node_value"):
+        np.testing.assert_array_equal(getattr(forests[0], f), getattr(forests[1], f))
+    with pytest.raises(ValueError, match="more classes than the code dtype holds"):
+        grow_tree(narrow.copy(), b4.n_bins.astype(np.int64), b4.nominal, y, W[0], 300, -1,
+                  1.0, np.zeros(300), 2, 0.0, 0, np.random.default_rng(0), False, 1.0)
+
+
 def rngs_again(seed, n):
     rngs = tree_generators(np.random.SeedSequence(seed), n)
     for r in rngs:  # the weights above were drawn from these streams first
