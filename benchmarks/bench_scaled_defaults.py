@@ -172,9 +172,9 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
         signal.setitimer(signal.ITIMER_PROF, 0)
     out["fit_cpu_s"] = time.process_time() - c0
     for k in ("n_trees_", "pool_size_", "max_leaves_", "n_splits_", "sizes_", "best_"):
-        v = model.__dict__.get(k)
+        v = getattr(model, k, None)
         if v is not None:
-            out[k] = v if isinstance(v, (int, float, dict)) else str(v)
+            out[k] = v if isinstance(v, (int, float, dict)) else str(v)[:60]
     synth = model.sample(len(test), random_state=1)
     out["c2st"] = fm.c2st(test, synth, kinds=model, random_state=0, n_threads=1).auc
     out["test_ll"] = float(np.mean(model.log_prob(test)))
@@ -228,6 +228,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/forestgen-scaled"))
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/scaled_defaults.md"))
     ap.add_argument("--jsonl", type=Path, default=None)
+    ap.add_argument("--report", action="store_true", help="write the page, run no cell")
     ap.add_argument("--one", nargs=2, metavar=("VARIANT", "TABLE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.work.mkdir(parents=True, exist_ok=True)
@@ -247,7 +248,7 @@ def main(argv=None) -> int:
         hard = 3 * a.limit + 300
         resource.setrlimit(resource.RLIMIT_CPU, (hard, hard + 5))
 
-    for table in a.tables.split(","):
+    for table in a.tables.split(",") if not a.report else ():
         for v in a.variants.split(","):
             if (v, table) in done:
                 continue

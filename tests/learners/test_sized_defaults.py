@@ -16,7 +16,7 @@ def test_nrgboost_sizes_follow_rows_and_columns():
     assert sized_defaults(150, 5, "auto", "auto") == (30, 10_000)
     assert sized_defaults(2400, 10, "auto", "auto") == (200, 10_000)
     t, pool = sized_defaults(5000, 20, "auto", "auto")
-    assert pool == 10_000 and t * pool * 20 <= ROUND_BUDGET
+    assert pool == 10_000 and t == 100 and t * pool * 20 <= ROUND_BUDGET
     assert sized_defaults(100_000, 9, "auto", "auto")[1] == 80_000
     assert sized_defaults(500, 10, 7, 1234) == (7, 1234)  # given values are kept
 

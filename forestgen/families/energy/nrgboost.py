@@ -70,8 +70,10 @@ CHAIN_STARTS = 256  # final training-pool states kept as starts of sampling chai
 
 
 #: pool-row x column evaluations per fit that ``n_trees="auto"`` stays within (a 5,000 x 20
-#: table: a 10,000-row pool, 120 rounds)
-ROUND_BUDGET = 2.4e7
+#: table: a 10,000-row pool, 100 rounds; 36 CPU seconds on 3,750 training rows of such a table
+#: on the loaded 2-core machine, where 120 rounds took 77,
+#: ``benchmarks/results/scaled_defaults_5000x20.md``)
+ROUND_BUDGET = 2.0e7
 
 
 def sized_defaults(n_rows: int, n_cols: int, n_trees: int | str,
