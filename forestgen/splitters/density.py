@@ -9,7 +9,12 @@ import numpy as np
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import DENSITY, USER, criterion_code
-from forestgen.tree.grow_density import grow_density_tree, grow_density_tree_with
+from forestgen.tree.grow_density import (
+    DensityColumns,
+    DensityRule,
+    grow_density_tree,
+    grow_density_tree_with,
+)
 from forestgen.tree.grow_midpoint import (
     KIND_NOMINAL,
     KIND_NUMERIC,
@@ -75,11 +80,13 @@ class DensitySplitter(Splitter):
         max_leaves = 256 if limits.max_leaves is None else int(limits.max_leaves)
         if max_leaves < 1:
             raise ValueError(f"max_leaves must be >= 1, got {max_leaves}")
+        cols = DensityColumns(data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
+                              np.asarray(nom_off, np.int64), data.vref)
+        rule = DensityRule(max(code, 0), resolve_max_features(limits.max_features, data.d),
+                           float(limits.min_samples_leaf))
         feat, tb, left, right, cat_rows, mass, _vol = kernel(
-            data.Xb, np.asarray(w, np.float64), data.n_bins.astype(np.int64),
-            data.nominal.astype(np.bool_), nom_off, n_nom, root_mask(data, n_nom), data.vref,
-            max(code, 0), max_leaves, resolve_max_features(limits.max_features, data.d),
-            float(limits.min_samples_leaf), rng)
+            data.Xb, np.asarray(w, np.float64), cols, n_nom, root_mask(data, n_nom), rule,
+            max_leaves, rng)
         thr = np.zeros(len(feat))
         for node in np.nonzero(feat >= 0)[0]:
             j = feat[node]

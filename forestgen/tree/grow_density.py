@@ -14,6 +14,8 @@ scan prefixes (spec §4.3). Both children must keep ``min_samples_leaf`` (bootst
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -29,6 +31,57 @@ from forestgen.tree.node_ops import (
 )
 
 MIN_GAIN = 1e-12
+
+
+class BinnedRows(NamedTuple):
+    """Bin codes ``Xb [d, n]``, row weights ``w``, the in-bag rows ``idx`` (partitioned node
+    by node) and their total weight ``W``."""
+
+    Xb: np.ndarray
+    w: np.ndarray
+    idx: np.ndarray
+    W: float
+
+
+class DensityColumns(NamedTuple):
+    """Per column: bins, nominal or not, offset into the nominal level masks, and the
+    reference mass of each bin ``vref [d, max bins]``."""
+
+    n_bins: np.ndarray
+    nominal: np.ndarray
+    nom_off: np.ndarray
+    vref: np.ndarray
+
+
+class DensityRule(NamedTuple):
+    """Built-in criterion code, candidate columns per node, least weighted rows per child."""
+
+    crit: int
+    mtry: int
+    min_leaf: float
+
+
+class DensityNode(NamedTuple):
+    """A node: its rows ``idx[start:end]``, reference mass ``V`` and box (bin ranges
+    ``blo..bhi`` of ordered columns, allowed levels ``mask`` of nominal ones)."""
+
+    start: int
+    end: int
+    V: float
+    blo: np.ndarray
+    bhi: np.ndarray
+    mask: np.ndarray
+
+
+class DensityScratch(NamedTuple):
+    """Per-tree buffers of the split search."""
+
+    feats: np.ndarray
+    hist: np.ndarray
+    order: np.ndarray
+    keys: np.ndarray
+    lbuf: np.ndarray
+    rbuf: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -54,10 +107,14 @@ def _user_split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf):
 
 
 @njit(cache=True, nogil=True)
-def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, nom_off, vref,
-                feats, mtry, crit, min_leaf, rng, hist, order, keys, out_set, lbuf, rbuf):
+def _best_split(rows, node, cols, rule, rng, scratch, out_set):
     """Best split of one node. Returns (gain, feature, threshold bin); nominal left levels are
     written to ``out_set`` (1 = left)."""
+    Xb, w, W, idx = rows.Xb, rows.w, rows.W, rows.idx
+    start, end, V, blo, bhi, mask = node
+    n_bins, nominal, nom_off, vref = cols
+    crit, mtry, min_leaf = rule
+    feats, hist, order, keys, lbuf, rbuf = scratch
     best_g = -np.inf
     best_f = -1
     best_t = -1
@@ -119,15 +176,16 @@ def _best_split(Xb, w, W, idx, start, end, V, blo, bhi, mask, nominal, n_bins, n
 
 
 @njit(cache=True, nogil=True)
-def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, root_mask, vref, crit, max_leaves,
-                      mtry, min_leaf, rng):
-    """Grow one DET on binned codes ``Xb [d, n]`` with row weights ``w`` (bootstrap counts); the
-    root's nominal levels are ``root_mask`` (uint8 ``[n_nom]``).
+def grow_density_tree(Xb, w, cols, n_nom, root_mask, rule, max_leaves, rng):
+    """Grow one DET on binned codes ``Xb [d, n]`` with row weights ``w`` (bootstrap counts),
+    columns ``cols`` (:class:`DensityColumns`) and :class:`DensityRule` ``rule``; the root's
+    nominal levels are ``root_mask`` (uint8 ``[n_nom]``).
 
     Returns tree-local ``feature, thr_bin, left, right, cat_rows [n_nodes, max_bins]`` (left level
     sets of nominal splits) and per node ``mass`` (``P``, the weighted fraction of rows) and
     ``vol`` (``V``, normalised reference mass).
     """
+    n_bins, nominal, nom_off, vref = cols
     d, n = Xb.shape
     bmax = 1
     for j in range(d):
@@ -151,9 +209,10 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, root_mask, vref, c
     W = 0.0
     for r in range(m):
         W += w[idx[r]]
-    feats = np.arange(d)
-    lbuf, rbuf, go = np.zeros(2), np.zeros(2), np.zeros(bmax + 1, np.bool_)
-    hist, order, keys = np.zeros(bmax), np.empty(bmax, np.int64), np.empty(bmax)
+    go = np.zeros(bmax + 1, np.bool_)
+    scratch = DensityScratch(np.arange(d), np.zeros(bmax), np.empty(bmax, np.int64),
+                             np.empty(bmax), np.zeros(2), np.zeros(2))
+    rows = BinnedRows(Xb, w, idx, W)
     for j in range(d):
         n_blo[0, j] = 0
         n_bhi[0, j] = n_bins[j] - 1
@@ -162,9 +221,8 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, root_mask, vref, c
     mass[0] = 1.0
     vol[0] = 1.0
     n_nodes = 1
-    g, f, t = _best_split(Xb, w, W, idx, 0, m, 1.0, n_blo[0], n_bhi[0], n_mask[0], nominal,
-                          n_bins, nom_off, vref, feats, mtry, crit, min_leaf, rng, hist, order,
-                          keys, set_best[0], lbuf, rbuf)
+    g, f, t = _best_split(rows, DensityNode(0, m, 1.0, n_blo[0], n_bhi[0], n_mask[0]), cols,
+                          rule, rng, scratch, set_best[0])
     g_best[0], f_best[0], t_best[0] = g, f, t
     is_open[0] = True
     n_leaves = 1
@@ -226,10 +284,8 @@ def grow_density_tree(Xb, w, n_bins, nominal, nom_off, n_nom, root_mask, vref, c
             for r in range(n_start[c], n_end[c]):
                 s += w[idx[r]]
             mass[c] = s / W
-            g, f2, t2 = _best_split(Xb, w, W, idx, n_start[c], n_end[c], vol[c], n_blo[c],
-                                    n_bhi[c], n_mask[c], nominal, n_bins, nom_off, vref, feats,
-                                    mtry, crit, min_leaf, rng, hist, order, keys, set_best[c],
-                                    lbuf, rbuf)
+            span = DensityNode(n_start[c], n_end[c], vol[c], n_blo[c], n_bhi[c], n_mask[c])
+            g, f2, t2 = _best_split(rows, span, cols, rule, rng, scratch, set_best[c])
             g_best[c], f_best[c], t_best[c] = g, f2, t2
             is_open[c] = True
         n_leaves += 1
