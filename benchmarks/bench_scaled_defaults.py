@@ -220,6 +220,27 @@ def fmt_rows(rows: list[dict]) -> str:
     return md_table(cols, body)
 
 
+def summary(rows: list[dict]) -> str:
+    """Per learner and variant: the tables whose held-out LL is below the marginals', whose
+    held-out accuracy is below the majority share, timeouts, and the largest fit CPU."""
+    out = []
+    by = {}
+    for r in rows:
+        by.setdefault((r["learner"], r["variant"]), []).append(r)
+    for (learner, variant), rs in sorted(by.items()):
+        ok = [r for r in rs if "test_ll" in r]
+        below = [r["table"] for r in ok if r["test_ll"] < r["marginal_ll"]]
+        acc = [r["table"] for r in ok if "majority" in r
+               and r["proba_acc_test"] < r["majority"]]
+        cpu = max((r["fit_cpu_s"] for r in ok), default=float("nan"))
+        out.append([learner, variant, f"{len(ok)}/{len(rs)}", ", ".join(below) or "none",
+                    ", ".join(acc) or "none",
+                    ", ".join(r["table"] for r in rs if "test_ll" not in r) or "none", cpu])
+    return md_table(["learner", "variant", "cells done", "held-out LL below the marginals",
+                     "accuracy below the majority", "timeout / error", "max fit CPU s"], out,
+                    digits=1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", default="tips,quine,Cars93,Boston,penguins,wine")
@@ -284,7 +305,7 @@ def main(argv=None) -> int:
         "`proba_acc_*` is held-out / training accuracy of predict_proba's most probable level "
         "of the table's target, `majority` the held-out share of its majority level; "
         "impute_rmse: quine's Days masked on every held-out row, against the training mean.",
-        "", fmt_rows(rows), ""]))
+        "", "## Summary", "", summary(rows), "", "## Cells", "", fmt_rows(rows), ""]))
     print(a.out.read_text())
     return 0
 
