@@ -211,7 +211,8 @@ def _walk_by_rows(m: GFBoost, Z: np.ndarray, x: np.ndarray) -> list:
 
 
 def test_backoff_walk_equals_walk_on_rows():
-    from forestgen.families.intersection.backoff import backoff_regions
+    from forestgen.families.intersection.backoff import BackoffTrees, backoff_regions
+    from forestgen.families.intersection.cells import CellBoxes
 
     df = mixed(n=200, seed=4)
     m = GFBoost(n_trees=5, n_iter=30).fit(df)
@@ -223,12 +224,16 @@ def test_backoff_walk_equals_walk_on_rows():
     mass = m.cell_mass_ * m.n_train_
     stopped = 0
     for x in queries:
+        trees = BackoffTrees(f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
+                             f.right.astype(np.int64), f.cat_off, f.cat_left,
+                             f.roots.astype(np.int64))
+        cells = CellBoxes(np.ascontiguousarray(m.cell_lo_), np.ascontiguousarray(m.cell_hi_),
+                          m.cell_mask_.astype(np.uint8))
+        box = CellBoxes(m.box_lo_, m.box_hi_,
+                        root_mask(m.encoder_.schema, m.cell_mask_.shape[1]))
         R, lo, hi, mask, *_ = backoff_regions(
-            x, f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
-            f.right.astype(np.int64), f.cat_off, f.cat_left, f.roots.astype(np.int64),
-            np.ascontiguousarray(m.cell_hi_), m.cell_mask_.astype(np.uint8), mass,
-            column_layout(m.encoder_.schema)[2], column_layout(m.encoder_.schema)[1],
-            m.box_lo_, m.box_hi_, root_mask(m.encoder_.schema, m.cell_mask_.shape[1]))
+            x, trees, cells, mass, column_layout(m.encoder_.schema)[2],
+            column_layout(m.encoder_.schema)[1], box)
         ref = _walk_by_rows(m, Z, x)
         got = sorted((round(float(r), 9), tuple(a), tuple(b), tuple(c.astype(bool)))
                      for r, a, b, c in zip(R, lo, hi, mask))

@@ -23,6 +23,7 @@ code, volume over the missing columns only).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -30,9 +31,24 @@ from numba import njit
 from forestgen.tree.node_ops import in_bag
 
 
+class BackoffTrees(NamedTuple):
+    """The forest the walk reads: split column, threshold, children, nominal level sets
+    (``cat_left[cat_off[node] + level]``) and each tree's root."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    cat_off: np.ndarray
+    cat_left: np.ndarray
+    roots: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _cell_left(c, node, j, threshold, cat_off, cat_left, is_nom, nom_off, nlev, chi, cmask):
+def _cell_left(c, node, j, trees, is_nom, nom_off, nlev, cells):
     """Side of ``node`` on which cell ``c`` lies (the cells refine every tree)."""
+    threshold, cat_off, cat_left = trees.threshold, trees.cat_off, trees.cat_left
+    chi, cmask = cells.hi, cells.mask
     if is_nom:
         off = nom_off[j]
         for v in range(nlev[j]):
@@ -43,17 +59,19 @@ def _cell_left(c, node, j, threshold, cat_off, cat_left, is_nom, nom_off, nlev, 
 
 
 @njit(cache=True, nogil=True)
-def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots, chi, cmask,
-                    mass, nom_off, nlev, box_lo, box_hi, box_mask):
-    """Final regions of the back-off walk for one encoded row ``x`` (NaN: missing) from the
-    root box ``box_lo, box_hi`` with nominal levels ``box_mask``.
+def backoff_regions(x, trees, cells, mass, nom_off, nlev, box):
+    """Final regions of the back-off walk for one encoded row ``x`` (NaN: missing) through
+    :class:`BackoffTrees` ``trees`` over the forest's cells (``cells``: a
+    :class:`~.cells.CellBoxes`) from the root box ``box`` (a ``CellBoxes`` of one box).
 
     ``mass``: training mass per cell (cells with zero mass are never visited). Returns the
     regions' masses ``[k]``, boxes ``lo, hi [k, d]`` and nominal masks ``[k, n_nom]`` and the
     cells of each region (``cells[start[r]: start[r] + count[r]]``).
     """
+    feature, threshold, left, right, cat_off, cat_left, roots = trees
+    box_lo, box_hi, box_mask = box
     d = x.shape[0]
-    n_nom = cmask.shape[1]
+    n_nom = cells.mask.shape[1]
     T = roots.shape[0]
     pool = in_bag(mass)  # the cells of positive training mass
     n = pool.shape[0]
@@ -107,8 +125,7 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
             wr = 0.0
             for k in range(s, s + cnt):
                 c = pool[k]
-                g = _cell_left(c, node, j, threshold, cat_off, cat_left, is_nom, nom_off, nlev,
-                               chi, cmask)
+                g = _cell_left(c, node, j, trees, is_nom, nom_off, nlev, cells)
                 side[k] = g
                 if g:
                     nl += 1
@@ -141,8 +158,7 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
                 else:
                     s += nl
                     cnt -= nl
-                _cut(node, j, go_left, is_nom, threshold, cat_off, cat_left, nom_off, nlev, lo,
-                     hi, msk)
+                _cut(node, j, go_left, is_nom, trees, nom_off, nlev, lo, hi, msk)
                 node = left[node] if go_left else right[node]
                 continue
             if wl > 0.0 and wr > 0.0:  # missing column: both sides continue
@@ -151,8 +167,8 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
                 st_lo[sp] = lo
                 st_hi[sp] = hi
                 st_mask[sp] = msk
-                _cut(node, j, False, is_nom, threshold, cat_off, cat_left, nom_off, nlev,
-                     st_lo[sp], st_hi[sp], st_mask[sp])
+                _cut(node, j, False, is_nom, trees, nom_off, nlev, st_lo[sp], st_hi[sp],
+                     st_mask[sp])
                 sp += 1
                 cnt = nl
                 go_left = True
@@ -163,8 +179,7 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
                 s += nl
                 cnt -= nl
                 go_left = False
-            _cut(node, j, go_left, is_nom, threshold, cat_off, cat_left, nom_off, nlev, lo, hi,
-                 msk)
+            _cut(node, j, go_left, is_nom, trees, nom_off, nlev, lo, hi, msk)
             node = left[node] if go_left else right[node]
         w = 0.0
         for k in range(s, s + cnt):
@@ -181,8 +196,9 @@ def backoff_regions(x, feature, threshold, left, right, cat_off, cat_left, roots
 
 
 @njit(cache=True, nogil=True)
-def _cut(node, j, go_left, is_nom, threshold, cat_off, cat_left, nom_off, nlev, lo, hi, msk):
+def _cut(node, j, go_left, is_nom, trees, nom_off, nlev, lo, hi, msk):
     """Intersect a region with one child of ``node`` (in place)."""
+    threshold, cat_off, cat_left = trees.threshold, trees.cat_off, trees.cat_left
     if is_nom:
         off = nom_off[j]
         for v in range(nlev[j]):

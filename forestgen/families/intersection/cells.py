@@ -66,6 +66,15 @@ class CellArrays(NamedTuple):
     cf_count: np.ndarray
 
 
+class CellBoxes(NamedTuple):
+    """Boxes ``(lo, hi]`` with nominal level masks: cells (``[n, d]``, ``[n, n_nom]``) or one
+    box (the root's)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    mask: np.ndarray
+
+
 class LeafCellIndex(NamedTuple):
     """Per tree node: the start, count and capacity of its run of cell ids in the pool."""
 

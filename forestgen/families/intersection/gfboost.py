@@ -53,7 +53,7 @@ from forestgen.families.boxes import (
     root_box,
     root_mask,
 )
-from forestgen.families.intersection.cells import CellTable
+from forestgen.families.intersection.cells import CellBoxes, CellTable
 from forestgen.families.intersection.splitter import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.modelfile import check_array, check_box, check_count, check_forest
@@ -467,6 +467,7 @@ class GFBoost(GenerativeForest):
     def _backoff_fill(self, Z: np.ndarray, miss: np.ndarray, method: str,
                       rng: np.random.Generator, score: str, within: str) -> np.ndarray:
         from forestgen.families.intersection.backoff import (
+            BackoffTrees,
             backoff_regions,
             log_measure,
             piece_draw,
@@ -490,11 +491,13 @@ class GFBoost(GenerativeForest):
         same = self._incomplete_index()
         cmask = np.ascontiguousarray(self.cell_mask_, np.uint8)
         data = (frow, fleaf, fw, ptr, self.row_missing_, (self.cell_lo_, self.cell_hi_, cmask))
-        args = (f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
-                f.right.astype(np.int64), f.cat_off, f.cat_left, f.roots.astype(np.int64),
-                np.ascontiguousarray(self.cell_hi_), cmask)
-        box = (self.box_lo_, self.box_hi_)
+        trees = BackoffTrees(f.feature.astype(np.int64), f.threshold, f.left.astype(np.int64),
+                             f.right.astype(np.int64), f.cat_off, f.cat_left,
+                             f.roots.astype(np.int64))
+        cells = CellBoxes(np.ascontiguousarray(self.cell_lo_), np.ascontiguousarray(self.cell_hi_),
+                          cmask)
         box_mask = root_mask(self.encoder_.schema, cmask.shape[1])
+        box = CellBoxes(self.box_lo_, self.box_hi_, box_mask)
         out = Z.copy()
         for i in np.flatnonzero(miss.any(1)):
             x = Z[i].copy()
@@ -504,8 +507,8 @@ class GFBoost(GenerativeForest):
                 mass = base.copy()
                 np.subtract.at(mass, fleaf[sel], fw[sel])
                 mass[mass < 1e-9] = 0.0
-            R, lo, hi, mask, pool, start, count = backoff_regions(x, *args, mass, nom_off,
-                                                                  nlev, *box, box_mask)
+            R, lo, hi, mask, pool, start, count = backoff_regions(x, trees, cells, mass, nom_off,
+                                                                  nlev, box)
             if not len(R):  # no training mass at all: the whole box
                 R, lo, hi = np.ones(1), self.box_lo_[None, :], self.box_hi_[None, :]
                 mask = box_mask[None, :].copy()
@@ -515,9 +518,9 @@ class GFBoost(GenerativeForest):
             lw = np.log(R)
             if score == "exact":
                 lw -= log_measure(lo, hi, mask, np.flatnonzero(~np.isnan(x)), kind, nom_off,
-                                  nlev, *box)
+                                  nlev, box.lo, box.hi)
             p = np.exp(lw - lw.max())
-            dens = lw - log_measure(lo, hi, mask, cols, kind, nom_off, nlev, *box)
+            dens = lw - log_measure(lo, hi, mask, cols, kind, nom_off, nlev, box.lo, box.hi)
             parts = [(j,) for j in cols] if method == "expectation" else [tuple(cols)]
             for use in parts:  # pieces informed on these columns
                 preg, pin, plo, phi, pmask, share = region_pieces(

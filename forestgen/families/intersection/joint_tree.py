@@ -8,10 +8,12 @@ cells with them.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from forestgen.families.intersection.cells import KIND_NOMINAL, CellTable
+from forestgen.families.intersection.cells import KIND_NOMINAL, CellBoxes, CellTable
 from forestgen.tree.record import TreeRecord
 
 
@@ -25,17 +27,20 @@ def partition_tree(table: CellTable) -> tuple[dict, np.ndarray]:
     """
     n = table.n_cells
     roots = np.arange(table.n_trees, dtype=np.int64)
-    feat, thr, left, right, cat, leaf_cell = _partition_kernel(
-        n, roots, table.nfeat, table.nthr, table.nleft, table.nright, table.nsplit, table.kind,
-        table.nom_off, table.clo, table.chi, table.cmask)
+    layout, nodes, cells, _ = table.bundles()
+    feat, thr, left, right, cat, leaf_cell = _partition_kernel(n, roots, layout, nodes, cells)
     tree = _tree_record(feat, thr, left, right, cat, table)
     leaves = np.nonzero(feat < 0)[0]
     return tree, leaf_cell[leaves]
 
 
 @njit(cache=True, nogil=True)
-def _goes_left(c, node, nfeat, nthr, nsplit, kind, nom_off, clo, chi, cmask):
-    j = nfeat[node]
+def _goes_left(c, node, layout, nodes, cells):
+    """Whether cell ``c`` lies on the left of the split at table node ``node``."""
+    kind, nom_off = layout.kind, layout.nom_off
+    nthr, nsplit = nodes.nthr, nodes.nsplit
+    chi, cmask = cells.chi, cells.cmask
+    j = nodes.nfeat[node]
     if kind[j] == 2:
         off = nom_off[j]
         for v in range(nsplit.shape[1] - off):
@@ -46,8 +51,10 @@ def _goes_left(c, node, nfeat, nthr, nsplit, kind, nom_off, clo, chi, cmask):
 
 
 @njit(cache=True, nogil=True)
-def _partition_kernel(n, roots, nfeat, nthr, nleft, nright, nsplit, kind, nom_off, clo, chi,
-                      cmask):
+def _partition_kernel(n, roots, layout, nodes, cells):
+    """:func:`partition_tree` on the table's bundles (:meth:`CellTable.bundles`)."""
+    nfeat, nthr, nleft, nright, nsplit = nodes.nfeat, nodes.nthr, nodes.nleft, nodes.nright, \
+        nodes.nsplit
     N = max(2 * n - 1, 1)
     feat = np.full(N, -1, np.int64)
     thr = np.zeros(N)
@@ -80,8 +87,7 @@ def _partition_kernel(n, roots, nfeat, nthr, nleft, nright, nsplit, kind, nom_of
                 continue
             nl = 0
             for q in range(s, e):
-                side[q] = _goes_left(idx[q], star, nfeat, nthr, nsplit, kind, nom_off, clo,
-                                     chi, cmask)
+                side[q] = _goes_left(idx[q], star, layout, nodes, cells)
                 if side[q]:
                     nl += 1
             if nl == e - s:
@@ -145,21 +151,47 @@ def cover_box(tree: TreeRecord, leaf_cell: np.ndarray, table: CellTable
         o = nom_off[j]
         old_cat[node, o: o + nlev[j]] = tree.cat_left[tree.cat_off[node]: tree.cat_off[node]
                                                       + nlev[j]]
-    args = (tree.feature.astype(np.int64), tree.threshold.astype(np.float64),
-            tree.left.astype(np.int64), tree.right.astype(np.int64), old_cat, old_leaf_cell,
-            kind, nom_off, nlev, table.integer, table.clo, table.chi, table.cmask,
-            table.root_lo, table.root_hi, table.root_mask)
+    args = (PartitionTree(tree.feature.astype(np.int64), tree.threshold.astype(np.float64),
+                          tree.left.astype(np.int64), tree.right.astype(np.int64), old_cat,
+                          old_leaf_cell),
+            CoverColumns(kind, nom_off, nlev, table.integer),
+            CellBoxes(table.clo, table.chi, table.cmask),
+            CellBoxes(table.root_lo, table.root_hi, table.root_mask))
     n_nodes, n_leaves = _cover_kernel(*args, 0, 0, True)[:2]
     (_, _, feat, thr, left, right, cat, lo, hi, mask, cell) = _cover_kernel(
         *args, n_nodes, n_leaves, False)
     return _tree_record(feat, thr, left, right, cat, table), cell, (lo, hi, mask)
 
 
+class PartitionTree(NamedTuple):
+    """The partition tree :func:`cover_box` completes: nodes' split column, threshold,
+    children, nominal left levels ``cat [nodes, levels]`` and each leaf's cell (-1 elsewhere)."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    cat: np.ndarray
+    cell: np.ndarray
+
+
+class CoverColumns(NamedTuple):
+    """Per column: kind code, nominal level offset, level count, integer-coded."""
+
+    kind: np.ndarray
+    nom_off: np.ndarray
+    nlev: np.ndarray
+    integer: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _cover_kernel(ofeat, othr, oleft, oright, ocat, ocell, kind, nom_off, nlev, integer, clo,
-                  chi, cmask, root_lo, root_hi, root_mask, n_nodes, n_leaves, count_only):
+def _cover_kernel(old, cols, cells, root, n_nodes, n_leaves, count_only):
     """Two passes of :func:`cover_box`: ``count_only`` returns the node and leaf counts, then
     the arrays are filled (depth-first, left before right, so leaves come in node order)."""
+    ofeat, othr, oleft, oright, ocat, ocell = old
+    kind, nom_off, nlev, integer = cols
+    clo, chi, cmask = cells
+    root_lo, root_hi, root_mask = root
     d = len(kind)
     n_nom = cmask.shape[1]
     cap = max(n_nodes, 1)
