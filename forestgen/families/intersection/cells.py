@@ -75,6 +75,36 @@ class CellBoxes(NamedTuple):
     mask: np.ndarray
 
 
+class SplitCut(NamedTuple):
+    """The split to apply: tree node, column, threshold, nominal left-level mask."""
+
+    node: int
+    j: int
+    thr: float
+    mask: np.ndarray
+
+
+class CutRule(NamedTuple):
+    """How cells are cut: EOGT's approximate masses, the lightest fragment split by share
+    (lighter ones go to one side at random, hashed from ``seed``), the training rows."""
+
+    approx: bool
+    min_frag: float
+    seed: int
+    m_total: float
+
+
+class FragmentPools(NamedTuple):
+    """The growable pools: row fragments (``f_row``, ``f_w``, ``f_len`` used) and the leaves'
+    cell lists (``lc_pool``, ``lc_len`` used)."""
+
+    f_row: np.ndarray
+    f_w: np.ndarray
+    f_len: int
+    lc_pool: np.ndarray
+    lc_len: int
+
+
 class LeafCellIndex(NamedTuple):
     """Per tree node: the start, count and capacity of its run of cell ids in the pool."""
 
@@ -209,9 +239,11 @@ class CellTable:
             o = self.nom_off[j]
             mask[o: o + len(left_levels)] = left_levels
         out = _apply_split(
-            node, j, float(thr), mask, self.approx, self.min_fragment, self.seed, self.m_total,
+            SplitCut(int(node), int(j), float(thr), mask),
+            CutRule(bool(self.approx), float(self.min_fragment), int(self.seed),
+                    float(self.m_total)),
             self.n_nodes, self.n_cells, *self.bundles(),
-            self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len)
+            FragmentPools(self.f_row, self.f_w, int(self.f_len), self.lc_pool, int(self.lc_len)))
         self.n_cells, self.f_row, self.f_w, self.f_len, self.lc_pool, self.lc_len = out
         left, right = self.n_nodes, self.n_nodes + 1
         self.n_nodes += 2
@@ -313,14 +345,17 @@ def _side_fraction(j, thr, mask, is_nom, off, k, lo, hi, cm, c):
 
 
 @njit(cache=True, nogil=True)
-def _apply_split(node, j, thr, mask, approx, min_frag, seed, m_total, n_nodes, n_cells,
-                 layout, node_arrays, cell_arrays, leaf_cells, f_row, f_w, f_len, lc_pool,
-                 lc_len):
-    """Split tree node ``node`` on column ``j`` at ``thr`` (nominal: left levels ``mask``):
-    the two children's boxes and masses, every cell inside the node cut in two with its row
-    fragments (:class:`Layout`, :class:`NodeArrays`, :class:`CellArrays`,
-    :class:`LeafCellIndex` bundle the table's arrays; the growable pools ``f_row``, ``f_w``
-    and ``lc_pool`` are returned with their new lengths)."""
+def _apply_split(cut, rule, n_nodes, n_cells, layout, node_arrays, cell_arrays, leaf_cells,
+                 pools):
+    """Split tree node ``node`` on column ``j`` at ``thr`` (nominal: left levels ``mask``;
+    :class:`SplitCut`) under :class:`CutRule` ``rule``: the two children's boxes and masses,
+    every cell inside the node cut in two with its row fragments (:class:`Layout`,
+    :class:`NodeArrays`, :class:`CellArrays`, :class:`LeafCellIndex` bundle the table's
+    arrays; the growable :class:`FragmentPools` are returned with their new lengths, after the
+    new cell count)."""
+    node, j, thr, mask = cut
+    approx, min_frag, seed, m_total = rule
+    f_row, f_w, f_len, lc_pool, lc_len = pools
     Z, kind, nom_off, nlev = layout
     nfeat, nthr, nleft, nright, ntree, nsplit, nlo, nhi, nmask, nR = node_arrays
     clo, chi, cmask, cR, cU, cleaf, cf_start, cf_count = cell_arrays
