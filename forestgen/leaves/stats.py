@@ -88,27 +88,27 @@ def _moments(x, leaf, w, n_leaves):
     the values are shifted by their leaf's last value, summed in row order, then the squared
     deviations from the shifted mean; the operations (and bits) of the bincount formulation
     ``ref[leaf] = x; cnt, s1 = bincount(w), bincount(w * xs); m2 = bincount(w * dev * dev)``
-    in two linear passes without temporaries."""
-    ref = np.zeros(n_leaves)
+    in linear passes without temporaries. A leaf's running sums share one cache line
+    (``acc[leaf] = ref, count, s1 then shift, m2``): pairs arrive in row order, so
+    consecutive pairs hit leaves of different trees."""
+    acc = np.zeros((n_leaves, 4))
     for i in range(x.shape[0]):
-        ref[leaf[i]] = x[i]
-    cnt = np.zeros(n_leaves)
-    s1 = np.zeros(n_leaves)
+        acc[leaf[i], 0] = x[i]
     for i in range(x.shape[0]):
         j = leaf[i]
-        cnt[j] += w[i]
-        s1[j] += w[i] * (x[i] - ref[j])
-    shift = np.empty(n_leaves)
+        acc[j, 1] += w[i]
+        acc[j, 2] += w[i] * (x[i] - acc[j, 0])
+    cnt = np.empty(n_leaves)
     mean = np.empty(n_leaves)
     for j in range(n_leaves):
-        shift[j] = s1[j] / cnt[j]  # IEEE: NaN in a leaf without pairs
-        mean[j] = ref[j] + shift[j]
-    m2 = np.zeros(n_leaves)
+        cnt[j] = acc[j, 1]
+        acc[j, 2] = acc[j, 2] / acc[j, 1]  # the shift; IEEE: NaN in a leaf without pairs
+        mean[j] = acc[j, 0] + acc[j, 2]
     for i in range(x.shape[0]):
         j = leaf[i]
-        dev = (x[i] - ref[j]) - shift[j]
-        m2[j] += w[i] * dev * dev
-    return cnt, mean, m2
+        dev = (x[i] - acc[j, 0]) - acc[j, 2]
+        acc[j, 3] += w[i] * dev * dev
+    return cnt, mean, acc[:, 3].copy()
 
 
 @dataclass
