@@ -210,3 +210,26 @@ def test_past_max_branches_an_estimate_is_given_and_said(toy, toy_model):
         pp = tight.predict_proba(q.assign(b=None), target="a")
     want = toy_model.predict_proba(q.assign(b=None), target="a")
     np.testing.assert_allclose(pp.to_numpy(float), want.to_numpy(float), atol=0.05)
+
+
+def test_kernel_leaves_draw_near_observed_values_and_keep_a_density():
+    """The default numeric leaf: draws of a column with few, spread values stay next to the
+    values (synthpop's draw of an observed value), where a truncated normal smears them; fresh
+    rows keep a typical density near the truncated normal's (the defensive share)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=400)
+    levels = np.array([0.0, 1.7, 3.2, 5.9, 8.4])
+    y = levels[np.clip(np.digitize(x + 0.4 * rng.normal(size=400), [-1, -0.3, 0.3, 1]), 0, 4)]
+    df = pd.DataFrame({"x": x, "y": y + 0.01 * rng.normal(size=400)})
+    fit, fresh = df.iloc[:300], df.iloc[300:]
+    m = fg.Chain(random_state=0, n_jobs=1).fit(fit)
+    old = fg.Chain(numeric_leaf="truncnorm", random_state=0, n_jobs=1).fit(fit)
+
+    def near(s):
+        return (np.abs(s.y.to_numpy()[:, None] - levels[None, :]).min(1) < 0.3).mean()
+
+    assert near(m.sample(2000, random_state=1)) > 0.65  # measured 0.76
+    assert near(old.sample(2000, random_state=1)) < 0.55  # measured 0.43
+    # (a fresh row at another level than its leaf's scores far below both medians: the leaf's
+    # SD, and so its wide kernel, is the level's 0.01)
+    assert np.median(m.log_prob(fresh)) > np.median(old.log_prob(fresh)) - 0.5
