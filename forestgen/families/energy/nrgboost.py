@@ -70,7 +70,7 @@ CHAIN_STARTS = 256  # final training-pool states kept as starts of sampling chai
 
 
 #: pool-row x column evaluations per fit that ``n_trees="auto"`` stays within (a 5,000 x 20
-#: table: a 10,000-row pool, 100 rounds; 36 CPU seconds on 3,750 training rows of such a table
+#: table: a 10,000-row pool, 100 rounds; 39 CPU seconds on 3,750 training rows of such a table
 #: on the loaded 2-core machine, where 120 rounds took 77,
 #: ``benchmarks/results/scaled_defaults_5000x20.md``)
 ROUND_BUDGET = 2.0e7
