@@ -35,7 +35,7 @@ from forestgen.testing import (
 #: itself (NRGBoost builds its additive energy from the data)
 TABLE: dict[tuple[str, str], list] = {
     ("leaf", "truncnorm"): [{}, {"epsilon": 0.1}],
-    ("leaf", "kernel"): [{}, {"bandwidth": 0.5}],
+    ("leaf", "kernel"): [{}, {"bandwidth": 0.3, "defensive": 0.1, "defensive_scale": "column"}],
     ("leaf", "uniform"): [{}, {"epsilon": 0.1}],
     ("leaf", "cell_uniform"): [{}],
     ("leaf", "point_mass"): [{}, {"base": "uniform", "prior": 1.0}],

@@ -117,3 +117,27 @@ def test_the_defensive_share_bounds_the_density_away_from_the_values():
     # a few of the wide kernel's that land near a value)
     with pytest.raises(ValueError, match="KernelLeaf: defensive"):
         _fit(x, defensive=1.0)
+
+
+def test_a_column_scale_defensive_kernel_keeps_values_unlike_their_leaf():
+    rng = np.random.default_rng(4)
+    x = np.r_[0.1 * rng.normal(size=50), 10 + 0.1 * rng.normal(size=50)]
+    leaf = np.repeat([0, 1], 50)
+    cell = ColumnCell(lower=np.full(2, -5.0), upper=np.full(2, 15.0), allowed=None,
+                      data_min=float(x.min()), data_max=float(x.max()))
+    by_leaf = KernelLeaf(bandwidth=0.3, defensive=0.1).fit(x, leaf, cell)
+    by_col = KernelLeaf(bandwidth=0.3, defensive=0.1, defensive_scale="column").fit(x, leaf,
+                                                                                    cell)
+    z = np.zeros(1, np.int64)
+    ten = np.array([10.0])  # a value of leaf 1 scored in leaf 0
+    m, s = x.mean(), x.std()
+    col_pdf = np.exp(-0.5 * ((10 - m) / s) ** 2) / (s * np.sqrt(2 * np.pi))
+    assert by_leaf.log_prob(z, ten)[0] < -1000
+    assert by_col.log_prob(z, ten)[0] >= np.log(0.1 * col_pdf)
+    for lm in (by_leaf, by_col):  # both normalised over the cell
+        g = np.linspace(-5, 15, 400001)
+        for j in (0, 1):
+            dens = np.exp(lm.log_prob(np.full(g.size, j), g))
+            assert abs(np.trapezoid(dens, g) - 1.0) < 2e-3
+    with pytest.raises(ValueError, match="defensive_scale"):
+        KernelLeaf(defensive_scale="table").fit(x, leaf, cell)

@@ -78,8 +78,10 @@ class KernelLeaf(LeafModel):
         ``c > 0``; the leaf's bandwidth is ``c * s_l * n_l ** (-1/5)``.
     keep_variance : True (default): kernels shrunk toward the leaf's mean so that the mixture
         keeps the leaf's mean and variance (module docstring); ``False``: the plain estimate.
-    defensive : share ``eps`` in ``[0, 1)`` of one wide kernel ``N(m_l, s_l**2)`` per leaf
-        (default 0).
+    defensive : share ``eps`` in ``[0, 1)`` of one wide kernel per leaf (default 0).
+    defensive_scale : ``"leaf"`` (default: the wide kernel is the leaf's normal ``N(m_l,
+        s_l**2)``) or ``"column"`` (the column's normal, the mean and SD of all its values: a
+        value unlike its leaf keeps ``eps`` times the column's density).
     """
 
     discrete = False
@@ -87,10 +89,11 @@ class KernelLeaf(LeafModel):
     fitted_arrays = ("offset_", "center_", "weight_", "h_", "lo_", "hi_", "count_")
 
     def __init__(self, *, bandwidth: float | str = "loo", keep_variance: bool = True,
-                 defensive: float = 0.0):
+                 defensive: float = 0.0, defensive_scale: str = "leaf"):
         self.bandwidth = bandwidth
         self.keep_variance = keep_variance
         self.defensive = defensive
+        self.defensive_scale = defensive_scale
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, leaf, cell: ColumnCell, weight=None) -> KernelLeaf:
@@ -101,6 +104,9 @@ class KernelLeaf(LeafModel):
             raise ValueError(f"KernelLeaf: bandwidth must be 'loo' or a number > 0, got {b!r}")
         if not (isinstance(self.defensive, (int, float)) and 0 <= self.defensive < 1):
             raise ValueError(f"KernelLeaf: defensive must be in [0, 1), got {self.defensive!r}")
+        if self.defensive_scale not in ("leaf", "column"):
+            raise ValueError(f"KernelLeaf: defensive_scale must be 'leaf' or 'column', got "
+                             f"{self.defensive_scale!r}")
         s = column_scale(cell.data_min, cell.data_max)
         self._fit_scaled(np.asarray(x, np.float64) / s, np.asarray(leaf, np.int64),
                          scaled_cell(cell, s), weight)
@@ -145,12 +151,20 @@ class KernelLeaf(LeafModel):
         wide = np.maximum(wide, floor)
         scale = wide * np.maximum(cnt, 1.0) ** -0.2
         eps = float(self.defensive)
+        if self.defensive_scale == "column":  # the column's normal: mean and SD of all values
+            tot = max(float(w.sum()), 1e-300)
+            cm = float(w @ x) / tot if len(x) else 0.5 * (glo + ghi)
+            csd = float(np.sqrt(w @ (x - cm) ** 2 / tot)) if len(x) else 0.0
+            dcen = np.full(L, cm)
+            dwid = np.full(L, max(csd, res, floor))
+        else:
+            dcen, dwid = mean, wide
         if self.bandwidth != "loo":
             self.factor_ = float(self.bandwidth)
         elif res > 0:
             goff = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
             self.factor_ = _loo_factor(x, leaf, w, group, kc, kw, goff, lo, hi, scale, res,
-                                       cnt, mean, var_b, wide, eps)
+                                       cnt, mean, var_b, dcen, dwid, eps)
         else:  # one distinct value: nothing to choose between
             self.factor_ = 1.0
         h = self.factor_ * scale
@@ -167,7 +181,7 @@ class KernelLeaf(LeafModel):
         centre = np.clip(0.5 * (clo + chi), glo, ghi)
         parts = [(kc, kl, kw, kh), (centre[empty], empty, np.ones(len(empty)), sigma0[empty])]
         if eps > 0:
-            parts.append((mean[full], full, np.full(len(full), eps), wide[full]))
+            parts.append((dcen[full], full, np.full(len(full), eps), dwid[full]))
         kc, kl, kw, kh = (np.concatenate(v) for v in zip(*parts))
         o = np.argsort(kl, kind="stable")
         self.offset_ = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
@@ -348,7 +362,7 @@ def _segment_logsumexp(lm: np.ndarray, first: np.ndarray, rep: np.ndarray) -> np
 
 
 def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt, mean, var_b,
-                wide, eps) -> float:
+                dcen, dwid, eps) -> float:
     """The factor of :data:`FACTORS` with the largest leave-one-out log-probability of the
     fitting values' resolution cells (module docstring); ties go to the wider bandwidth.
     ``group``: each value's kernel (its distinct (leaf, value) pair) among ``kc, kw``."""
@@ -359,7 +373,7 @@ def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt, mean
         rows = np.sort(np.random.default_rng(0).choice(rows, LOO_ROWS, replace=False))
     f = np.asarray(FACTORS, np.float64)
     scores = _loo_scores(offset, kc, kw, lo, hi, scale, float(res), leaf[rows], x[rows],
-                         w[rows], group[rows].astype(np.int64), cnt, mean, var_b, wide, eps,
+                         w[rows], group[rows].astype(np.int64), cnt, mean, var_b, dcen, dwid, eps,
                          f)
     total = scores.sum(0)
     if not np.isfinite(total.max()):
@@ -384,7 +398,7 @@ def _ndtr_diff(a: float, b: float) -> float:
 
 @parallel_kernel
 def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cnt, mean, var_b,
-                wide, eps, factors):
+                dcen, dwid, eps, factors):
     """``[rows, factors]``: log P(value's resolution cell | the other values of its leaf),
     ``res > 0``."""
     R, F = x.shape[0], factors.shape[0]
@@ -413,10 +427,10 @@ def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cn
                 acc += wj * p / z
             p = (1.0 - eps) * acc / (cnt[lf] - w[i])
             if eps > 0.0:  # the defensive kernel
-                a = (lo[lf] - mean[lf]) / wide[lf]
-                b = (hi[lf] - mean[lf]) / wide[lf]
-                lo_c = max(a, (v - 0.5 * res - mean[lf]) / wide[lf])
-                hi_c = min(b, (v + 0.5 * res - mean[lf]) / wide[lf])
+                a = (lo[lf] - dcen[lf]) / dwid[lf]
+                b = (hi[lf] - dcen[lf]) / dwid[lf]
+                lo_c = max(a, (v - 0.5 * res - dcen[lf]) / dwid[lf])
+                hi_c = min(b, (v + 0.5 * res - dcen[lf]) / dwid[lf])
                 z = _ndtr_diff(a, b)
                 if z > 0.0 and hi_c > lo_c:
                     p += eps * _ndtr_diff(lo_c, hi_c) / z
