@@ -75,6 +75,37 @@ class Records(NamedTuple):
     wc: int
 
 
+class Hists(NamedTuple):
+    """Per-node histogram scratch of the ``mtry`` candidates: ``hist [mtry, bins + 1, C]``,
+    sparse-bin flags ``touched`` and lists ``occ`` (``n_occ`` each), and ``sparse [mtry]``."""
+
+    hist: np.ndarray
+    touched: np.ndarray
+    occ: np.ndarray
+    n_occ: np.ndarray
+    sparse: np.ndarray
+
+
+class Scan(NamedTuple):
+    """Bin-scan scratch: the bin ``order`` scanned, nominal sort ``keys``, running class sums
+    ``left`` and the children's class sums ``lbuf``/``rbuf`` for a generic criterion."""
+
+    order: np.ndarray
+    keys: np.ndarray
+    left: np.ndarray
+    lbuf: np.ndarray
+    rbuf: np.ndarray
+
+
+class Rule(NamedTuple):
+    """What a split must satisfy: criterion code ``crit``, weighted child size ``min_leaf``,
+    per-class child weights ``min_class``."""
+
+    crit: int
+    min_leaf: float
+    min_class: np.ndarray
+
+
 @njit(cache=True, nogil=True)
 def _records(m, d, dtype_like):
     """Empty :class:`Records` buffers for ``m`` rows of ``d`` codes of ``dtype_like``'s
@@ -105,12 +136,13 @@ def _fill_records(Xb, idx, y, w, R):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_hists(hist, R, p, feats, mtry, start, end, n_bins, sparse, touched, occ, n_occ):
+def _fill_hists(H, R, p, feats, mtry, start, end, n_bins):
     """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the records
     ``start:end`` of buffer ``p``. With every feature dense, one pass over the rows fills them
     all; a feature with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``, sorted) only
     the bins its rows occupy. The missing bin ``n_bins[f]`` is always cleared and never
     listed."""
+    hist, touched, occ, n_occ, sparse = H
     C = hist.shape[2]
     wc = R.wc
     lab = R.lab
@@ -268,16 +300,17 @@ def _scan_binary(hist, t, nb, order_buf, n_scan, miss_w, value, node, crit, min_
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scan_feature(hist, t, nb, is_nominal, value, node, crit, min_leaf, min_class, order_buf,
-                  m, is_sparse, keys, left, lbuf, rbuf):
+def _scan_feature(hist, t, nb, is_nominal, value, node, rule, S, m, is_sparse):
     """Best split of feature ``t``'s histogram ``hist[t]`` under criterion ``crit``, at
     ``node`` (its class weights ``value[node]``).
 
     Candidate bins: ``0..nb-1`` (dense numeric), or ``order_buf[:m]`` when ``is_sparse`` (the
     occupied bins, increasing). Nominal columns scan their occupied bins sorted by class ratio
     (stable). Returns (gain, pos, nan_left, n_order); ``order_buf[:n_order]`` holds the bin
-    order scanned; bins ``order_buf[:pos+1]`` go left.
+    order scanned; bins ``order_buf[:pos+1]`` go left (``order_buf``: ``S.order``).
     """
+    order_buf, keys, left, lbuf, rbuf = S
+    crit, min_leaf, min_class = rule
     C = hist.shape[2]
     miss_w = 0.0
     for c in range(C):
@@ -473,17 +506,16 @@ def grow_tree(
         if n_bins[f] > max_nb:
             max_nb = n_bins[f]
     mtry = min(max(max_features, 1), d)
-    hist = np.zeros((mtry, max_nb + 1, n_classes))
-    touched = np.zeros((mtry, max_nb + 1), np.bool_)
-    occ = np.zeros((mtry, max_nb + 1), np.int64)
-    n_occ = np.zeros(mtry, np.int64)
-    sparse = np.zeros(mtry, np.bool_)
+    H = Hists(np.zeros((mtry, max_nb + 1, n_classes)), np.zeros((mtry, max_nb + 1), np.bool_),
+              np.zeros((mtry, max_nb + 1), np.int64), np.zeros(mtry, np.int64),
+              np.zeros(mtry, np.bool_))
+    hist, occ, n_occ, sparse = H.hist, H.occ, H.n_occ, H.sparse
     order_buf = np.zeros(max_nb, np.int64)
     best_order = np.zeros(max_nb, np.int64)
     keys = np.zeros(max_nb)
     lsum = np.zeros(n_classes)
-    lbuf = np.zeros(n_classes)
-    rbuf = np.zeros(n_classes)
+    scan = Scan(order_buf, keys, lsum, np.zeros(n_classes), np.zeros(n_classes))
+    rule = Rule(crit, min_samples_leaf, min_class_leaf)
     go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
 
@@ -530,8 +562,7 @@ def grow_tree(
             rows = end - start
             for t in range(mtry):
                 sparse[t] = rows < sparse_ratio * n_bins[feats[t]]
-            _fill_hists(hist, R, par, feats, mtry, start, end, n_bins, sparse, touched, occ,
-                        n_occ)
+            _fill_hists(H, R, par, feats, mtry, start, end, n_bins)
             best_gain = min_gain
             best_pos = -1
             best_nl = False
@@ -542,10 +573,8 @@ def grow_tree(
                 if sparse[t]:
                     for q in range(n_occ[t]):
                         order_buf[q] = occ[t, q]
-                g, pos, nl, m = _scan_feature(
-                    hist, t, nb, nominal[f], value, node, crit, min_samples_leaf,
-                    min_class_leaf, order_buf, n_occ[t], sparse[t], keys, lsum, lbuf, rbuf,
-                )
+                g, pos, nl, m = _scan_feature(hist, t, nb, nominal[f], value, node, rule, scan,
+                                              n_occ[t], sparse[t])
                 if pos >= 0 and g > best_gain:
                     best_gain = g
                     best_f = f
