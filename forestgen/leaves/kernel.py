@@ -43,6 +43,7 @@ for ``P`` kernels.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -372,14 +373,47 @@ def _loo_factor(x, leaf, w, group, kc, kw, offset, lo, hi, scale, res, cnt, mean
     if len(rows) > LOO_ROWS:
         rows = np.sort(np.random.default_rng(0).choice(rows, LOO_ROWS, replace=False))
     f = np.asarray(FACTORS, np.float64)
-    scores = _loo_scores(offset, kc, kw, lo, hi, scale, float(res), leaf[rows], x[rows],
-                         w[rows], group[rows].astype(np.int64), cnt, mean, var_b, dcen, dwid, eps,
-                         f)
+    scores = _loo_scores(LooKernels(offset, kc, kw),
+                         LooLeaves(lo, hi, scale, cnt, mean, var_b, dcen, dwid),
+                         LooRows(leaf[rows], x[rows], w[rows], group[rows].astype(np.int64)),
+                         float(res), float(eps), f)
     total = scores.sum(0)
     if not np.isfinite(total.max()):
         return 1.0
     best = np.flatnonzero(total >= total.max() - 1e-9 * abs(total.max()))
     return float(f[best[-1]])
+
+
+class LooKernels(NamedTuple):
+    """The fitting values' kernels: leaf ``l``'s are ``offset[l]:offset[l + 1]`` of
+    ``center`` and ``weight``."""
+
+    offset: np.ndarray
+    center: np.ndarray
+    weight: np.ndarray
+
+
+class LooLeaves(NamedTuple):
+    """Per leaf: cell ``(lo, hi]``, bandwidth scale, weighted count, mean, variance (for the
+    shrink factor), and the defensive kernel's centre and width."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    scale: np.ndarray
+    cnt: np.ndarray
+    mean: np.ndarray
+    var_b: np.ndarray
+    dcen: np.ndarray
+    dwid: np.ndarray
+
+
+class LooRows(NamedTuple):
+    """The scored values: leaf, value, weight and own kernel (left out of its leaf's sum)."""
+
+    leaf: np.ndarray
+    x: np.ndarray
+    w: np.ndarray
+    kern: np.ndarray
 
 
 @njit(cache=True)
@@ -397,10 +431,12 @@ def _ndtr_diff(a: float, b: float) -> float:
 
 
 @parallel_kernel
-def _loo_scores(offset, center, weight, lo, hi, scale, res, leaf, x, w, kern, cnt, mean, var_b,
-                dcen, dwid, eps, factors):
+def _loo_scores(kernels, leaves, rows, res, eps, factors):
     """``[rows, factors]``: log P(value's resolution cell | the other values of its leaf),
-    ``res > 0``."""
+    ``res > 0`` (:class:`LooKernels`, :class:`LooLeaves`, :class:`LooRows`)."""
+    offset, center, weight = kernels
+    lo, hi, scale, cnt, mean, var_b, dcen, dwid = leaves
+    leaf, x, w, kern = rows
     R, F = x.shape[0], factors.shape[0]
     out = np.empty((R, F))
     for i in prange(R):
