@@ -25,6 +25,7 @@ on the fly (no dense leaf x level table).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -133,8 +134,8 @@ class RoundedNormalTailLeaf(OrdinalKernelLeaf):
     def _has_tail(self) -> bool:
         return getattr(self, "tail_w_", None) is not None
 
-    def _tail_tables(self):
-        return (*self._tables(), *(getattr(self, nm) for nm in TAIL_ARRAYS))
+    def _tail_tables(self) -> TailTables:
+        return TailTables(*self._tables(), *(getattr(self, nm) for nm in TAIL_ARRAYS))
 
     def param_arrays(self):
         out = super().param_arrays()
@@ -163,7 +164,7 @@ class RoundedNormalTailLeaf(OrdinalKernelLeaf):
     def log_prob(self, leaf, x):
         if not self._has_tail:
             return super().log_prob(leaf, x)
-        return tail_log_prob(*self._tail_tables(), np.asarray(leaf, np.int64),
+        return tail_log_prob(self._tail_tables(), np.asarray(leaf, np.int64),
                              np.asarray(x, np.float64), self.n_levels, float(self.floor))
 
     def log_prob_levels(self, leaf, levels):
@@ -171,7 +172,7 @@ class RoundedNormalTailLeaf(OrdinalKernelLeaf):
             return super().log_prob_levels(leaf, levels)
         levels = np.asarray(levels, bool)
         lv2 = levels[None, :] if levels.ndim == 1 else levels
-        p = tail_level_mass(*self._tail_tables(), np.asarray(leaf, np.int64),
+        p = tail_level_mass(self._tail_tables(), np.asarray(leaf, np.int64),
                             np.ascontiguousarray(lv2), levels.ndim == 1)
         with np.errstate(divide="ignore"):
             return np.log(p)
@@ -179,12 +180,12 @@ class RoundedNormalTailLeaf(OrdinalKernelLeaf):
     def probs(self, leaf):
         if not self._has_tail:
             return super().probs(leaf)
-        return tail_dense_rows(*self._tail_tables(), np.asarray(leaf, np.int64), self.n_levels)
+        return tail_dense_rows(self._tail_tables(), np.asarray(leaf, np.int64), self.n_levels)
 
     def mean(self, leaf):
         if not self._has_tail:
             return super().mean(leaf)
-        return tail_mean(*self._tail_tables(), np.asarray(leaf, np.int64), self.n_levels)
+        return tail_mean(self._tail_tables(), np.asarray(leaf, np.int64), self.n_levels)
 
     def support_size(self) -> np.ndarray:
         if not self._has_tail:
@@ -202,10 +203,27 @@ class RoundedNormalTailLeaf(OrdinalKernelLeaf):
         lv = np.ones((1, k), bool) if levels is None else np.asarray(levels, bool)
         shared = lv.ndim == 1 or levels is None
         lv = np.ascontiguousarray(lv[None, :] if lv.ndim == 1 else lv)
-        return tail_sample(*self._tail_tables(), np.asarray(leaf, np.int64), u, lv, shared, k)
+        return tail_sample(self._tail_tables(), np.asarray(leaf, np.int64), u, lv, shared, k)
 
 
 # ------------------------------------------------------------------------------- kernels
+class TailTables(NamedTuple):
+    """A leaf model's level tables (the categorical leaf's sparse pmfs: ``offset``, ``code``,
+    ``prob``, ``rest``, ``bits``, ``base``) and its tail: weight, normal mean and SD, and the
+    normal's mass on the cell's levels, per leaf."""
+
+    offset: np.ndarray
+    code: np.ndarray
+    prob: np.ndarray
+    rest: np.ndarray
+    bits: np.ndarray
+    base: np.ndarray
+    tw: np.ndarray
+    tmu: np.ndarray
+    tsd: np.ndarray
+    tz: np.ndarray
+
+
 @njit(cache=True, inline="always")
 def _cell_mass(mu, sd, c):
     """P(c - 1/2 < X <= c + 1/2) for X ~ N(mu, sd), computed on the side of the smaller tail."""
@@ -218,8 +236,10 @@ def _cell_mass(mu, sd, c):
 
 
 @njit(cache=True, inline="always")
-def _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, c, k):
-    """p(level c | leaf) of the mixture (0 on a level the cell excludes)."""
+def _mix(t, leaf, c, k):
+    """p(level c | leaf) of the mixture (0 on a level the cell excludes); ``t``: the leaf's
+    :class:`TailTables`."""
+    offset, code, prob, rest, bits, base, tw, tmu, tsd, tz = t
     p = level_prob(offset, code, prob, rest, bits, base, leaf, c)
     w = tw[leaf]
     if w > 0.0 and level_allowed(bits, leaf, c):
@@ -228,7 +248,7 @@ def _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, c, k):
 
 
 @parallel_kernel
-def tail_log_prob(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, x, k, floor):
+def tail_log_prob(t, leaf, x, k, floor):
     """log p(x | leaf); NaN -> 0; codes outside 0..k-1 or non-integer -> floor."""
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
@@ -239,15 +259,13 @@ def tail_log_prob(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, 
         else:
             c = int(v)
             ok = c == v and 0 <= c < k
-            p = _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i], c,
-                     k) if ok else 0.0
+            p = _mix(t, leaf[i], c, k) if ok else 0.0
             out[i] = np.log(p) if p > floor else log_floor
     return out
 
 
 @parallel_kernel
-def tail_level_mass(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, levels,
-                    shared):
+def tail_level_mass(t, leaf, levels, shared):
     """P(X in levels[i] | leaf[i]) (``levels`` is ``[1, k]`` when ``shared``)."""
     m = leaf.shape[0]
     k = levels.shape[1]
@@ -257,39 +275,36 @@ def tail_level_mass(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf
         s = 0.0
         for c in range(k):
             if levels[r, c]:
-                s += _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i], c,
-                          k)
+                s += _mix(t, leaf[i], c, k)
         out[i] = s
     return out
 
 
 @parallel_kernel
-def tail_dense_rows(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, k):
+def tail_dense_rows(t, leaf, k):
     """The pmf of each queried leaf as dense rows ``[m, k]``."""
     m = leaf.shape[0]
     out = np.zeros((m, k))
     for i in prange(m):
         for c in range(k):
-            out[i, c] = _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i],
-                             c, k)
+            out[i, c] = _mix(t, leaf[i], c, k)
     return out
 
 
 @parallel_kernel
-def tail_mean(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, k):
+def tail_mean(t, leaf, k):
     m = leaf.shape[0]
     out = np.empty(m)
     for i in prange(m):
         s = 0.0
         for c in range(k):
-            s += c * _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf[i], c, k)
+            s += c * _mix(t, leaf[i], c, k)
         out[i] = s
     return out
 
 
 @parallel_kernel
-def tail_sample(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, u, levels,
-                shared, k):
+def tail_sample(t, leaf, u, levels, shared, k):
     """Inverse-CDF draw over the levels in code order, restricted to ``levels``."""
     m = leaf.shape[0]
     out = np.empty(m)
@@ -299,13 +314,13 @@ def tail_sample(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, leaf, u,
         tot = 0.0
         for c in range(k):
             if levels[r, c]:
-                tot += _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, lf, c, k)
+                tot += _mix(t, lf, c, k)
         target = u[i] * tot
         cdf = 0.0
         pick = k - 1
         for c in range(k):
             if levels[r, c]:
-                cdf += _mix(offset, code, prob, rest, bits, base, tw, tmu, tsd, tz, lf, c, k)
+                cdf += _mix(t, lf, c, k)
             if cdf >= target:
                 pick = c
                 break
