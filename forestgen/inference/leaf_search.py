@@ -286,9 +286,13 @@ def _level_bound(order, feature, left, right, node_leaf, inner, w, lrow, tabs, j
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _static_bound(c, i, bound, inner, shift, lvb, lvoff, lscale, smask, soff, sk, scols, ns):
-    """Linear bound of internal node ``c`` for row ``i``: its pattern bound, or the smaller
-    level-set bound of :meth:`NodeBounds.levels` where the row has one."""
+def _static_bound(c, i, bounds, shift, ev, scols, ns):
+    """Linear bound of internal node ``c`` for row ``i`` of ``ev``: its pattern bound, or the
+    smaller level-set bound of :meth:`NodeBounds.levels` where the row has one
+    (``bounds``: :class:`SearchBounds`)."""
+    inner, bound, lvb, lvoff, lscale = bounds.inner, bounds.bound, bounds.lvb, bounds.lvoff, \
+        bounds.lscale
+    smask, soff, sk = ev.smask, ev.soff, ev.sk
     v = np.exp(np.float64(bound[inner[c]]) - shift)
     if lvb.shape[0] == 0:
         return v
@@ -444,8 +448,7 @@ def _bounded_draw(ev, row_id, key, fv, bounds, lrow, tabs, budget, block):
                     if keys[h] == r:
                         rb[b] = vals[h]
                     elif feature[r] >= 0:
-                        rb[b] = _static_bound(r, i, bound, inner, shift, lvb, lvoff, lscale,
-                                              smask, soff, sk, scols, ns)
+                        rb[b] = _static_bound(r, i, bounds, shift, ev, scols, ns)
                     else:
                         rb[b] = np.exp(row_log_weight(
                             i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni, smask, soff,
@@ -485,8 +488,7 @@ def _bounded_draw(ev, row_id, key, fv, bounds, lrow, tabs, budget, block):
                         if keys[h] == c:
                             bc[side] = vals[h]
                         elif feature[c] >= 0:
-                            bc[side] = _static_bound(c, i, bound, inner, shift, lvb, lvoff,
-                                                     lscale, smask, soff, sk, scols, ns)
+                            bc[side] = _static_bound(c, i, bounds, shift, ev, scols, ns)
                         else:
                             bc[side] = np.exp(row_log_weight(
                                 i, lrow[node_leaf[c]], X, ecols, ne, lo, hi, icols, ni, smask,
