@@ -64,7 +64,7 @@ VARIANTS = [f"{n}:now=" for n in LEARNERS] + [f"{n}:old={v}" for n, v in OLD.ite
 WARM = {"NRGBoost": {"n_trees": 2, "pool_size": 500}, "GFBoost": {"n_trees": 2, "n_iter": 4},
         "EOGT": {"n_trees": 2, "n_iter": 4}, "ARF": {"n_trees": 2}, "GeF": {"n_trees": 2},
         "RFDE": {"n_trees": 2}, "DEF": {"n_trees": 2}, "Chain": {},
-        "AutoForest": {"candidates": [("ARF", "ARF")]}}
+        "AutoForest": {}}
 
 
 def wide5000(n: int = 5000, seed: int = 0) -> pd.DataFrame:
@@ -175,6 +175,11 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
         v = getattr(model, k, None)
         if v is not None:
             out[k] = v if isinstance(v, (int, float, dict)) else str(v)[:60]
+    board = getattr(model, "leaderboard_", None)
+    if board is not None:  # AutoForest: each candidate's scoring CPU and the rows it used
+        out["candidate_cpu_s"] = {str(r["candidate"]): round(float(r["cpu_s"]), 2)
+                                  for _, r in board.iterrows()}
+        out["selection_rows_"] = str(getattr(model, "selection_rows_", ""))
     synth = model.sample(len(test), random_state=1)
     out["c2st"] = fm.c2st(test, synth, kinds=model, random_state=0, n_threads=1).auc
     out["test_ll"] = float(np.mean(model.log_prob(test)))
@@ -214,7 +219,8 @@ def fmt_rows(rows: list[dict]) -> str:
                         "test_ll", "marginal_ll", "train_ll", "proba_acc_test", "majority",
                         "proba_acc_train", "impute_rmse", "impute_rmse_expectation",
                         "mean_rmse", "n_trees_", "pool_size_", "max_leaves_",
-                        "n_splits_", "best_", "error") if c in df]
+                        "n_splits_", "best_", "selection_rows_", "candidate_cpu_s",
+                        "error") if c in df]
     df = df.sort_values(["table", "learner", "variant"], key=lambda s: s.astype(str))
     body = df[cols].astype(object).where(df[cols].notna(), "").to_numpy().tolist()
     return md_table(cols, body)

@@ -97,3 +97,41 @@ def test_a_zero_density_at_validation_rows_is_chosen_only_as_last_resort():
     assert np.isfinite(a.score(df))
     b = fg.AutoForest(candidates=[zero], random_state=0).fit(df)
     assert b.best_name_ == "zero density"
+
+
+class RowCountARF(fg.ARF):
+    """An ARF that records how many rows each fit saw."""
+
+    seen: list = []
+
+    def fit(self, X, y=None, **kw):
+        RowCountARF.seen.append(len(X))
+        return super().fit(X, y, **kw)
+
+
+def test_large_tables_score_candidates_on_capped_rows_and_refit_on_all(monkeypatch):
+    import forestgen.auto as auto
+
+    monkeypatch.setattr(auto, "SMALL_TABLE", 200)
+    monkeypatch.setattr(auto, "SELECT_ROWS", 60)
+    df = table(n=400)
+    RowCountARF.seen = []
+    a = fg.AutoForest(candidates=[("counted", RowCountARF(n_trees=3, max_iters=0))],
+                      random_state=0).fit(df)
+    # one split: 120 validation rows capped at 60, 280 fitting rows capped at 60; refit on 400
+    assert a.n_validation_folds_ == 1 and a.selection_rows_ == (60, 60)
+    assert RowCountARF.seen == [60, 400]
+    assert a.best_.n_features_in_ == 3
+    b = fg.AutoForest(candidates=[("counted", RowCountARF(n_trees=3, max_iters=0))],
+                      random_state=0).fit(df)
+    pd.testing.assert_frame_equal(a.leaderboard_.drop(columns="cpu_s"),
+                                  b.leaderboard_.drop(columns="cpu_s"))
+
+
+def test_small_tables_keep_three_folds_on_every_row():
+    df = table(n=240)
+    RowCountARF.seen = []
+    a = fg.AutoForest(candidates=[("counted", RowCountARF(n_trees=3, max_iters=0))],
+                      random_state=0).fit(df)
+    assert a.n_validation_folds_ == 3 and a.selection_rows_ == (160, 80)
+    assert RowCountARF.seen == [160, 160, 160, 240]
