@@ -127,7 +127,23 @@ def load_kernel(src: Path):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    return mod.grow_tree
+    return positional(mod)
+
+
+def positional(mod):
+    """``mod.grow_tree`` called with the loose arguments of the kernels before stop 43
+    (``Xb, n_bins, nominal, y, w, n_classes, ..., crit, rng, route_all, sparse_ratio``);
+    kernels from stop 43 on take ``LabelledRows`` and ``GrowRule`` bundles."""
+    if not hasattr(mod, "LabelledRows"):
+        return mod.grow_tree
+
+    def call(Xb, n_bins, nominal, y, w, C, depth, msl, mcl, mtry, gain, crit, rng, route,
+             sparse):
+        return mod.grow_tree(mod.LabelledRows(Xb, n_bins, nominal, y, w),
+                             mod.grow_rule(C, depth, msl, mcl, mtry, gain, crit, sparse),
+                             rng, route)
+
+    return call
 
 
 def kernel_ab(data, n_trees: int, mns: int, seed: int, before) -> tuple[float, float]:
@@ -136,8 +152,10 @@ def kernel_ab(data, n_trees: int, mns: int, seed: int, before) -> tuple[float, f
     from forestgen.ensemble.bagging import draw_weights
     from forestgen.learners import ARF
     from forestgen.splitters.base import resolve_max_features
+    from forestgen.tree import grow_impurity
     from forestgen.tree.forest import tree_generators
-    from forestgen.tree.grow_impurity import grow_tree
+
+    grow_tree = positional(grow_impurity)
 
     Xb = data.Xb
     n2 = Xb.shape[1]

@@ -9,7 +9,7 @@ import numpy as np
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import LABELLED, USER, criterion_code
-from forestgen.tree.grow_impurity import SPARSE_RATIO, grow_tree, grow_tree_with
+from forestgen.tree.grow_impurity import LabelledRows, grow_rule, grow_tree, grow_tree_with
 from forestgen.tree.record import TreeRecord
 
 
@@ -52,14 +52,13 @@ class ImpuritySplitter(Splitter):
         Xb = data.Xb
         if Xb.dtype.itemsize < 4 and C > 1 << (8 * Xb.dtype.itemsize):
             Xb = Xb.astype(np.uint32)  # the grower keeps class labels in a code slot
+        rows = LabelledRows(Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
+                            np.asarray(y, np.int64), np.asarray(w, np.float64))
+        rule = grow_rule(C, -1 if limits.max_depth is None else limits.max_depth,
+                         limits.min_samples_leaf, mcl,
+                         resolve_max_features(limits.max_features, data.d), self.min_gain, code)
         feat, thr_bin, nan_left, left, right, cat_off, cat_left, value, row_node = kernel(
-            Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
-            np.asarray(y, np.int64), np.asarray(w, np.float64), C,
-            -1 if limits.max_depth is None else int(limits.max_depth),
-            float(limits.min_samples_leaf), mcl,
-            resolve_max_features(limits.max_features, data.d), float(self.min_gain),
-            code, rng, bool(data.route_rows), SPARSE_RATIO,
-        )
+            rows, rule, rng, bool(data.route_rows))
         thr = np.full(len(feat), np.nan)
         numeric = (feat >= 0) & (cat_off < 0)
         for f in np.unique(feat[numeric]):

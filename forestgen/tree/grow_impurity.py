@@ -97,6 +97,42 @@ class Scan(NamedTuple):
     rbuf: np.ndarray
 
 
+class LabelledRows(NamedTuple):
+    """One tree's rows: bin codes ``Xb [d, n]`` (uint8 / uint16), bins and nominal flag per
+    column, class labels ``y [n]`` and bootstrap weights ``w [n]`` (0: out of bag)."""
+
+    Xb: np.ndarray
+    n_bins: np.ndarray
+    nominal: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+
+
+class GrowRule(NamedTuple):
+    """How one tree grows: ``n_classes``; ``max_depth`` (-1: none); a child's weighted size
+    ``>= min_samples_leaf`` and per-class weight ``>= min_class_leaf[c]``; ``max_features``
+    candidate columns per node; a split must gain more than ``min_gain`` under criterion code
+    ``crit``; ``sparse_ratio`` (see :data:`SPARSE_RATIO`)."""
+
+    n_classes: int
+    max_depth: int
+    min_samples_leaf: float
+    min_class_leaf: np.ndarray
+    max_features: int
+    min_gain: float
+    crit: int
+    sparse_ratio: float
+
+
+def grow_rule(n_classes, max_depth, min_samples_leaf, min_class_leaf, max_features, min_gain,
+              crit, sparse_ratio=SPARSE_RATIO) -> GrowRule:
+    """A :class:`GrowRule` with the field types the compiled grower expects (one compiled
+    specialisation whatever numeric types the caller holds)."""
+    return GrowRule(int(n_classes), int(max_depth), float(min_samples_leaf),
+                    np.asarray(min_class_leaf, np.float64), int(max_features),
+                    float(min_gain), int(crit), float(sparse_ratio))
+
+
 class Rule(NamedTuple):
     """What a split must satisfy: criterion code ``crit``, weighted child size ``min_leaf``,
     per-class child weights ``min_class``."""
@@ -454,15 +490,16 @@ def _split_ids(ids, p, start, end, Xb, f, go_left):
 
 
 @njit(cache=True, nogil=True)
-def grow_tree(
-    Xb, n_bins, nominal, y, w, n_classes, max_depth, min_samples_leaf, min_class_leaf,
-    max_features, min_gain, crit, rng, route_all, sparse_ratio,
-):
-    """Grow one tree; see the module docstring. Returns flat node arrays (tree-local ids):
-    ``feature, thr_bin, nan_left, left, right, cat_off, cat_left, class_weight [n_nodes, C]``
-    and ``row_node [n]`` (the node each row reaches; empty unless ``route_all``).
-    ``sparse_ratio``: a feature's histogram is sparse when the node has fewer rows than this
-    times its bins (0: never; any value grows the same tree). At most ``2**31 - 1`` rows."""
+def grow_tree(rows, limits, rng, route_all):
+    """Grow one tree of :class:`LabelledRows` under a :class:`GrowRule`; see the module
+    docstring. Returns flat node arrays (tree-local ids): ``feature, thr_bin, nan_left, left,
+    right, cat_off, cat_left, class_weight [n_nodes, C]`` and ``row_node [n]`` (the node each
+    row reaches; empty unless ``route_all``). ``limits.sparse_ratio``: a feature's histogram
+    is sparse when the node has fewer rows than this times its bins (0: never; any value grows
+    the same tree). At most ``2**31 - 1`` rows."""
+    Xb, n_bins, nominal, y, w = rows
+    (n_classes, max_depth, min_samples_leaf, min_class_leaf, max_features, min_gain, crit,
+     sparse_ratio) = limits
     d = Xb.shape[0]
     n = Xb.shape[1]
     n_in = 0

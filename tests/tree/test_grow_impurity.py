@@ -16,7 +16,13 @@ from forestgen.learners import ARF
 from forestgen.splitters import GiniSplitter, GrowLimits, TreeData
 from forestgen.tree.criteria import ENTROPY, GINI, USER, criterion_gain
 from forestgen.tree.forest import grow_forest_routed, tree_generators
-from forestgen.tree.grow_impurity import SPARSE_RATIO, grow_tree, grow_tree_with
+from forestgen.tree.grow_impurity import (
+    SPARSE_RATIO,
+    LabelledRows,
+    grow_rule,
+    grow_tree,
+    grow_tree_with,
+)
 
 
 def _table(n=600, seed=0):
@@ -37,8 +43,9 @@ def _table(n=600, seed=0):
 
 def _grow(Xb, b, y, w, seed, sparse_ratio, route_all=True, min_class=(0.0, 1.0), mtry=2):
     rng = np.random.Generator(np.random.PCG64(seed))
-    return grow_tree(Xb, b.n_bins.astype(np.int64), b.nominal, y, w, 2, -1, 1.0,
-                     np.asarray(min_class), mtry, 0.0, 0, rng, route_all, sparse_ratio)
+    rows = LabelledRows(Xb, b.n_bins.astype(np.int64), b.nominal, y, w)
+    return grow_tree(rows, grow_rule(2, -1, 1.0, min_class, mtry, 0.0, 0, sparse_ratio), rng,
+                     route_all)
 
 
 @pytest.mark.parametrize("weights", ["bootstrap", "fractional"])
@@ -103,8 +110,9 @@ def test_more_classes_than_uint8_codes_hold():
     for f in ("feature", "threshold", "left", "right", "node_value"):
         np.testing.assert_array_equal(getattr(forests[0], f), getattr(forests[1], f))
     with pytest.raises(ValueError, match="more classes than the code dtype holds"):
-        grow_tree(narrow.copy(), b4.n_bins.astype(np.int64), b4.nominal, y, W[0], 300, -1,
-                  1.0, np.zeros(300), 2, 0.0, 0, np.random.default_rng(0), False, 1.0)
+        grow_tree(LabelledRows(narrow.copy(), b4.n_bins.astype(np.int64), b4.nominal, y, W[0]),
+                  grow_rule(300, -1, 1.0, np.zeros(300), 2, 0.0, 0),
+                  np.random.default_rng(0), False)
 
 
 def rngs_again(seed, n):
@@ -206,12 +214,12 @@ def test_two_class_scan_equals_the_generic_scan(code, user):
     generic = grow_tree_with(user)
     for seed in range(3):
         w = draw_weights(len(Z), np.random.default_rng(seed))
-        args = (Xb, b.n_bins.astype(np.int64), b.nominal, y, w, 2, -1, 1.0,
-                np.array([0.0, 1.0]), 2, 0.0)
-        fast = grow_tree(*args, code, np.random.Generator(np.random.PCG64(seed)), True,
-                         SPARSE_RATIO)
-        slow = generic(*args, USER, np.random.Generator(np.random.PCG64(seed)), True,
-                       SPARSE_RATIO)
+        rows = LabelledRows(Xb, b.n_bins.astype(np.int64), b.nominal, y, w)
+        limits = (2, -1, 1.0, [0.0, 1.0], 2, 0.0)
+        fast = grow_tree(rows, grow_rule(*limits, code),
+                         np.random.Generator(np.random.PCG64(seed)), True)
+        slow = generic(rows, grow_rule(*limits, USER),
+                       np.random.Generator(np.random.PCG64(seed)), True)
         assert len(fast[0]) > 30
         for a, s in zip(fast, slow):
             np.testing.assert_array_equal(a, s)
