@@ -531,3 +531,24 @@ def test_leaf_bitset_slices_on_a_column_of_65535_values():
         Xk = np.repeat(X[i:i + 1], grid.n_codes[0], 0)
         Xk[:, 0] = np.arange(grid.n_codes[0])
         np.testing.assert_allclose(sl[i], e.energy(Xk), atol=1e-12)
+
+
+def test_leaf_bitset_energy_equals_the_tree_walk_bit_for_bit():
+    # two-word leaf sets, a nominal column of > 64 codes, missing codes; every tree range
+    from forestgen.families.energy.ensembler import energy_kernel
+    from forestgen.families.energy.leaf_sets import leaf_energy_kernel
+
+    rng = np.random.default_rng(15)
+    grid = make_grid([40, 70, 4], [True, False, True], [1, 0, 1])
+    e, cells = random_energy(grid, 4, rng, leaves=100, step=0.5)
+    tr = e.trees
+    X = cells[rng.choice(len(cells), 500, replace=False)]
+    view = tr.leaf_sets(grid).view(tr.value)
+    for start, stop in [(0, 4), (1, 3), (3, 4), (2, 2)]:
+        walk = energy_kernel(X, tr.roots[start:stop], *tr.args())
+        for kernel in (leaf_energy_kernel.parallel, leaf_energy_kernel.serial):
+            for block in (1, 7, 256):
+                np.testing.assert_array_equal(
+                    kernel(X, start, stop, grid.code_offsets, view, block), walk)
+        np.testing.assert_array_equal(e.tree_energy(X, start, stop), walk)
+    assert not np.all(e.tree_energy(X) == 0)

@@ -283,3 +283,39 @@ def slice_logits_kernel(X, j, nc, nv, ordered, off, sets):
                 add_tree(line, t, j, nc, nv, ordered, sets, diff, out[i])
         finish_slice(diff, out[i], nv, ordered)
     return out
+
+
+@parallel_kernel(error_model="numpy")
+def leaf_energy_kernel(C, t0, t1, off, sets, block):
+    """``sum_{t0 <= t < t1} value_t(x)`` per row of codes ``C [n, d]``: tree ``t``'s leaf is the
+    one bit of ``AND_c M_c(x_c)`` over its columns (no walk, no data-dependent branch). Rows run
+    in blocks of ``block``, trees outer, so a tree's tables stay in cache; each row's sum is
+    formed tree by tree from 0, as the walk of
+    :func:`~forestgen.families.energy.ensembler.energy_kernel` forms it (the same bits)."""
+    code_row, masks, leaf_value, col_ptr, cols = sets.code_row, sets.masks, sets.leaf_value, \
+        sets.col_ptr, sets.cols
+    n = C.shape[0]
+    words = masks.shape[1]
+    out = np.zeros(n)
+    nb = (n + block - 1) // block
+    for b in prange(nb):
+        i0 = b * block
+        i1 = min(n, i0 + block)
+        rows = np.empty(C.shape[1], np.int64)  # the mask row of each column of a tree
+        for t in range(t0, t1):
+            p0 = col_ptr[t]
+            k = col_ptr[t + 1] - p0
+            for i in range(i0, i1):
+                for q in range(k):
+                    c = cols[p0 + q]
+                    rows[q] = code_row[t, off[c] + C[i, c]]
+                ell = 0
+                for w in range(words):
+                    a = ALL
+                    for q in range(k):
+                        a &= masks[rows[q], w]
+                    if a != 0:
+                        ell = w * 64 + trailing_zeros(a)
+                        break
+                out[i] += leaf_value[t, ell]
+    return out
