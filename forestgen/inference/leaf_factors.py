@@ -35,6 +35,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+from numba.typed import List
 
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
 _WIDTH = {TRUNCNORM: 5, CATEGORICAL: 2, UNIFORM: 2}
@@ -87,24 +88,11 @@ class LeafPack:
         d = len(models)
         order = _walk_order(f.feature, f.left, f.right, f.roots,
                             int(np.diff(f.node_offsets).max()) if f.n_trees else 1)
-        new = np.empty(len(f.feature), np.int64)
-        new[order] = np.arange(len(order))
-        feat = np.ascontiguousarray(f.feature[order])
-        leaf_nodes = order[feat < 0]
-        self.leaf_id = f.node_leaf[leaf_nodes].astype(np.int64)
+        node, self.leaf_id, self.row, new, self.depth = _pack_nodes(
+            order, f.feature, f.left, f.threshold.view(np.int64), f.cat_off, f.nan_left,
+            f.node_leaf)
         L = len(self.leaf_id)
-        self.row = np.empty(L, np.int64)
-        self.row[self.leaf_id] = np.arange(L)
-        left = np.where(feat >= 0, new[np.maximum(f.left[order], 0)], 0)
-        left[feat < 0] = np.arange(L)
-        cat = f.cat_off[order] >= 0
-        node = np.empty((len(order), 2), np.int64)
-        node[:, 0] = np.where(cat, f.cat_off[order], f.threshold[order].view(np.int64))
-        node[:, 1] = ((left << 24) | (np.maximum(feat, 0).astype(np.int64) << 3)
-                      | ((feat < 0).astype(np.int64) << 2) | (cat.astype(np.int64) << 1)
-                      | (f.nan_left[order] == 1).astype(np.int64))
         self.nodes = (node, node.view(np.float64), new[f.roots].astype(np.int64))
-        self.depth = int(_max_depth(node, self.nodes[2]))
         lid = self.leaf_id
         kind = np.array([leaf_kind(lm) for lm in models], np.int64)
         mask_levels = MASK_LEVELS
@@ -175,7 +163,7 @@ class LeafPack:
         _fill_records(rec, codes, o, nnz, lid,
                       np.array([head, per, ctl * per, bpos[cats[0]] if cats else 0], np.int64),
                       (np.array(words, np.int64),
-                       np.stack([np.asarray(a, np.float64) for a in fields])), cat)
+                       List([np.ascontiguousarray(a, np.float64) for a in fields])), cat)
         self.kind, self.pos = kind, pos
         self._means: dict[int, np.ndarray] = {}
         lay = np.array([head, per, ctl * per, mask_levels], np.int64)
@@ -201,26 +189,41 @@ class LeafPack:
                    + sum(a.nbytes for a in self._means.values()))
 
 
+_FILL_BLOCK = 512  # records written together by _fill_records
+
+
 @njit(cache=True, nogil=True)
 def _fill_records(rec, codes, o, nnz, lid, lay, num, cat):
-    """Write every leaf's record in one pass over the records (each record's cache lines
-    are written once): the numeric words ``num = (words, src)``, ``rec[o + words[f]] =
-    src[f, lid]``; the count of listed levels at code ``lay[2]``; then per categorical column
+    """Write every leaf's record, a block of records at a time (a block's cache lines stay in
+    cache while it is written): the numeric words ``num = (words, src)``, ``rec[o + words[f]]
+    = src[f][lid]`` (``src`` a list of arrays, field by field within the block); the count of
+    listed levels at code ``lay[2]``; then per categorical column
     ``log rest``, the listed levels' bit mask (where ``at[c, 2]``), their ``(start, end)``
     codes, log probabilities and level codes; and the allowed-level bytes of all categorical
     columns from byte ``lay[3]``. ``lay = (header words, codes per word, ...)``; ``cat = (at,
     offsets [C, K + 1], level codes, log probabilities (numpy's logarithm, so the records are
     those of a vectorised build bit for bit), log rest [C, K], allowed bytes [K, B])``."""
     words, src = num
+    n = lid.shape[0]
+    for b0 in range(0, n, _FILL_BLOCK):
+        b1 = min(n, b0 + _FILL_BLOCK)
+        for f in range(words.shape[0]):
+            a, w = src[f], words[f]
+            for i in range(b0, b1):
+                rec[o[i] + w] = a[lid[i]]
+        _fill_levels(rec, codes, o, nnz, lid, lay, cat, b0, b1)
+
+
+@njit(cache=True, nogil=True)
+def _fill_levels(rec, codes, o, nnz, lid, lay, cat, b0, b1):
+    """The categorical part of records ``b0:b1`` (:func:`_fill_records`)."""
     at, offs, code, log_prob, log_rest, allowed = cat
     head, per, nnz_at, bp0 = lay[0], lay[1], lay[2], lay[3]
     bits = rec.view(np.uint8)
     masks = rec.view(np.uint64)
     nby = allowed.shape[1]
-    for i in range(lid.shape[0]):
+    for i in range(b0, b1):
         r, k = o[i], lid[i]
-        for f in range(words.shape[0]):
-            rec[r + words[f]] = src[f, k]
         codes[r * per + nnz_at] = nnz[i]
         acc = 0
         for c in range(at.shape[0]):
@@ -244,17 +247,40 @@ def _fill_records(rec, codes, o, nnz, lid, lay, num, cat):
 
 
 @njit(cache=True, nogil=True)
-def _max_depth(node, roots):
-    """Largest depth of a node (walk order: a parent comes before its children)."""
-    depth = np.zeros(node.shape[0], np.int64)
+def _pack_nodes(order, feature, left, thr_bits, cat_off, nan_left, node_leaf):
+    """The node records of :class:`LeafPack` (``[N, 2]`` int64, see there) of the nodes in
+    walk ``order``, each leaf's id in record order, the record of each leaf id, each node's
+    place in walk order and the largest depth, in two passes over the nodes."""
+    N = order.shape[0]
+    new = np.empty(feature.shape[0], np.int64)
+    n_leaves = 0
+    for t in range(N):
+        new[order[t]] = t
+        n_leaves += feature[order[t]] < 0
+    node = np.empty((N, 2), np.int64)
+    leaf_id = np.empty(n_leaves, np.int64)
+    row = np.empty(n_leaves, np.int64)
+    depth = np.zeros(N, np.int64)
     best = 0
-    for n in range(node.shape[0]):
-        meta = node[n, 1]
-        if not (meta >> 2) & 1:
-            depth[n + 1] = depth[n] + 1
-            depth[meta >> 24] = depth[n] + 1
-            best = max(best, depth[n] + 1)
-    return best
+    r = 0
+    for t in range(N):
+        n = order[t]
+        ft = np.int64(feature[n])
+        cat = np.int64(cat_off[n] >= 0)
+        if ft < 0:
+            lk = np.int64(r)
+            leaf_id[r] = node_leaf[n]
+            row[leaf_id[r]] = r
+            r += 1
+        else:
+            lk = new[max(np.int64(left[n]), 0)]
+            depth[t + 1] = depth[t] + 1
+            depth[lk] = depth[t] + 1
+            best = max(best, depth[t] + 1)
+        node[t, 0] = np.int64(cat_off[n]) if cat else thr_bits[n]
+        node[t, 1] = ((lk << 24) | (max(ft, 0) << 3) | (np.int64(ft < 0) << 2) | (cat << 1)
+                      | np.int64(nan_left[n] == 1))
+    return node, leaf_id, row, new, best
 
 
 @njit(cache=True, nogil=True)

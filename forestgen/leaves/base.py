@@ -156,6 +156,18 @@ class LeafModel:
         """One draw per entry of ``leaf``, optionally restricted to an interval / level set."""
         raise NotImplementedError
 
+    def sample_uniform(self, leaf: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Optional: :meth:`sample` without an interval or level set, from the uniforms ``u
+        [m]`` it would draw first (``rng.random(m)``, its only draw), so equal to ``sample``
+        for the same generator. Samplers may then draw ``u`` themselves and take the entries
+        in any order (e.g. by leaf, for locality) with the same result."""
+        raise NotImplementedError(f"{type(self).__name__} has no sample_uniform")
+
+    @property
+    def has_uniform_sampler(self) -> bool:
+        """Whether :meth:`sample_uniform` is this leaf's own (defined with its ``sample``)."""
+        return _hook_covers(type(self), "sample_uniform", "sample")
+
     def mean(self, leaf: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 

@@ -248,16 +248,21 @@ class CategoricalLeaf(LeafModel):
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
         m = len(leaf)
+        if levels is None:
+            return self.sample_uniform(leaf, rng.random(m))
         u = rng.random(m)
         k = self.n_levels
-        if levels is None:
-            lv, shared = np.ones((1, k), bool), True
-        else:
-            lv = np.asarray(levels, bool)
-            shared = lv.ndim == 1
-            lv = np.ascontiguousarray(lv[None, :] if shared else lv)
+        lv = np.asarray(levels, bool)
+        shared = lv.ndim == 1
+        lv = np.ascontiguousarray(lv[None, :] if shared else lv)
         return _categorical_sample(*self._tables(), np.asarray(leaf, np.int64), u, lv, shared,
                                    k)
+
+    def sample_uniform(self, leaf, u):
+        """:meth:`sample` (no level set) from the uniforms ``u``: the first level whose
+        cumulative mass reaches ``u`` times the leaf's."""
+        return _categorical_sample_all(*self._tables(), np.asarray(leaf, np.int64),
+                                       np.asarray(u, np.float64), self.n_levels)
 
     def mean(self, leaf):
         return _categorical_mean(*self._tables(), np.asarray(leaf, np.int64), self.n_levels)
@@ -455,6 +460,34 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
                 pick = c
                 break
         out[i] = pick
+    return out
+
+
+@parallel_kernel
+def _categorical_sample_all(offset, code, prob, rest, bits, base, leaf, u, k):
+    """:func:`_categorical_sample` over all levels (the same sums in the same order), each
+    leaf's level probabilities computed once, not once per pass."""
+    m = leaf.shape[0]
+    out = np.empty(m)
+    step = 4096
+    for ch in prange((m + step - 1) // step):
+        p = np.empty(max(k, 1))
+        for i in range(ch * step, min(m, (ch + 1) * step)):
+            lf = leaf[i]
+            tot = 0.0
+            e = offset[lf]
+            for c in range(k):
+                p[c], e = _next_level_prob(offset, code, prob, rest, bits, base, lf, c, e)
+                tot += p[c]
+            target = u[i] * tot
+            cdf = 0.0
+            pick = k - 1
+            for c in range(k):
+                cdf += p[c]
+                if cdf >= target:
+                    pick = c
+                    break
+            out[i] = pick
     return out
 
 

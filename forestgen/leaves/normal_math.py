@@ -29,17 +29,30 @@ def _lower_tail(a: np.ndarray, b: np.ndarray):
 
 def log_ndtr_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails (-inf when a == b)."""
+    return log_ndtr_diff_tails(a, b)[0]
+
+
+def log_ndtr_diff_tails(a: np.ndarray, b: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(log_ndtr_diff(a, b), log Phi(lo), log Phi(hi))``, the last two those of
+    :func:`_lower_tail`: what :func:`std_truncnorm_from_tails` reads of ``(a, b]``."""
     a = np.asarray(a, float)
     b = np.asarray(b, float)
     _, _, _, llo, lhi = _lower_tail(a, b)
     with np.errstate(invalid="ignore"):
         out = lhi + log1mexp(np.minimum(llo - lhi, 0.0))
-    return np.where(b > a, out, -np.inf)
+    return np.where(b > a, out, -np.inf), llo, lhi
 
 
 def sample_std_truncnorm(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Inverse-CDF draw from N(0,1) truncated to (a, b] given uniforms ``u``; stable in tails."""
     flip, lo, hi, llo, lhi = _lower_tail(a, b)
+    return std_truncnorm_from_tails(flip, lo, hi, llo, lhi, u)
+
+
+def std_truncnorm_from_tails(flip, lo, hi, llo, lhi, u) -> np.ndarray:
+    """:func:`sample_std_truncnorm` from ``(a, b]``'s :func:`_lower_tail` (so a table of
+    leaves can keep ``log Phi`` of its cells' ends instead of evaluating them per draw)."""
     with np.errstate(divide="ignore"):
         logp = np.logaddexp(llo + np.log1p(-u), lhi + np.log(u))
     z = ndtri_exp(np.minimum(logp, 0.0))

@@ -23,8 +23,11 @@ from forestgen.leaves.base import (
 )
 from forestgen.leaves.normal_math import (
     LOG_SQRT_2PI,
+    _lower_tail,
     log_ndtr_diff,
+    log_ndtr_diff_tails,
     sample_std_truncnorm,
+    std_truncnorm_from_tails,
     std_truncnorm_mean,
     torch_std_truncnorm,
 )
@@ -155,10 +158,18 @@ class TruncNormalLeaf(LeafModel):
         self.count_ = cnt
 
     def _finish(self):
+        """Derived per-leaf arrays (not saved): the standardised cell ``a_, b_``, its log mass
+        ``logz_``, the log normaliser ``lognorm_`` and ``tails_`` (``log Phi`` of the cell's
+        ends mirrored onto the lower tail, :func:`~.normal_math.log_ndtr_diff_tails`, ``[2,
+        L]``), which :meth:`sample_uniform` reads instead of evaluating them per draw."""
         self.a_ = (self.lo_ - self.mu_) / self.sigma_
         self.b_ = (self.hi_ - self.mu_) / self.sigma_
-        self.logz_ = log_ndtr_diff(self.a_, self.b_)
+        self.logz_, llo, lhi = log_ndtr_diff_tails(self.a_, self.b_)
         self.lognorm_ = np.log(self.sigma_) + LOG_SQRT_2PI + self.logz_
+        b = np.maximum(self.a_, self.b_)  # (a draw's cell; the same unless a_ > b_ somewhere)
+        if not np.array_equal(b, self.b_, equal_nan=True):
+            llo, lhi = _lower_tail(self.a_, b)[3:]
+        self.tails_ = np.stack([llo, lhi])
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)
@@ -204,11 +215,29 @@ class TruncNormalLeaf(LeafModel):
             a = np.maximum(a, (np.asarray(lo, float) - mu) / sd)
         if hi is not None:
             b = np.minimum(b, (np.asarray(hi, float) - mu) / sd)
+        if lo is None and hi is None:
+            return self.sample_uniform(leaf, rng.random(len(leaf)))
         u = rng.random(len(leaf))
         x = mu + sd * sample_std_truncnorm(a, np.maximum(a, b), u)
         # inside the cell and interval to the ulp (mu + sd z rounds): (lo, hi] as asked
         low = self.lo_[leaf] if lo is None else np.maximum(self.lo_[leaf], lo)
         high = self.hi_[leaf] if hi is None else np.minimum(self.hi_[leaf], hi)
+        with np.errstate(invalid="ignore"):
+            return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
+
+    def sample_uniform(self, leaf, u):
+        """:meth:`sample` (no interval) from the uniforms ``u``, by the inverse CDF with the
+        cells' tail masses ``tails_`` looked up, not evaluated."""
+        a, mu, sd = self.a_[leaf], self.mu_[leaf], self.sigma_[leaf]
+        b = np.maximum(a, self.b_[leaf])
+        flip = a > 0
+        if getattr(self, "tails_", None) is None:  # (a model unpickled from before tails_)
+            self._finish()
+        llo, lhi = self.tails_[0, leaf], self.tails_[1, leaf]
+        z = std_truncnorm_from_tails(flip, np.where(flip, -b, a), np.where(flip, -a, b), llo,
+                                     lhi, u)
+        x = mu + sd * z
+        low, high = self.lo_[leaf], self.hi_[leaf]
         with np.errstate(invalid="ignore"):
             return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from forestgen.data.support import interval_ends, latent_range, rounded_mean, to_support
 
-__all__ = ["draw_column", "draw_mean", "leaf_cells"]
+__all__ = ["draw_column", "draw_column_uniform", "draw_mean", "leaf_cells"]
 
 
 def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
@@ -35,6 +35,16 @@ def draw_column(model, j: int, leaf: np.ndarray, rng: np.random.Generator,
     z = to_support(lm.sample(leaf, rng, lo=lo, hi=hi), spec)
     a, b = interval_ends(spec, lo, hi)
     return np.where(a <= b, np.clip(z, a, np.maximum(a, b)), z)
+
+
+def draw_column_uniform(model, j: int, leaf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """:func:`draw_column` (no condition) from the uniforms ``u`` its leaf model's ``sample``
+    would draw (:meth:`~forestgen.leaves.base.LeafModel.sample_uniform`)."""
+    lm = model.leaf_models_[j]
+    spec = model.encoder_.schema.columns[j]
+    if spec.is_discrete:
+        return lm.sample_uniform(leaf, u)
+    return to_support(lm.sample_uniform(leaf, u), spec)
 
 
 def leaf_cells(lm, leaf: np.ndarray, spec) -> tuple[np.ndarray, np.ndarray]:
