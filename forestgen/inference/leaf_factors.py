@@ -160,7 +160,7 @@ class LeafPack:
                np.array([t[3] for t in listed], np.float64).reshape(len(listed), K),
                np.concatenate([t[4] for t in listed] + [np.zeros((K, 0))], axis=1
                               ).astype(np.uint8))
-        _fill_records(rec, codes, o, nnz, lid,
+        _fill_records(rec, codes, o, nnz, self.row,
                       np.array([head, per, ctl * per, bpos[cats[0]] if cats else 0], np.int64),
                       (np.array(words, np.int64),
                        List([np.ascontiguousarray(a, np.float64) for a in fields])), cat)
@@ -193,37 +193,40 @@ _FILL_BLOCK = 512  # records written together by _fill_records
 
 
 @njit(cache=True, nogil=True)
-def _fill_records(rec, codes, o, nnz, lid, lay, num, cat):
-    """Write every leaf's record, a block of records at a time (a block's cache lines stay in
-    cache while it is written): the numeric words ``num = (words, src)``, ``rec[o + words[f]]
-    = src[f][lid]`` (``src`` a list of arrays, field by field within the block); the count of
-    listed levels at code ``lay[2]``; then per categorical column
-    ``log rest``, the listed levels' bit mask (where ``at[c, 2]``), their ``(start, end)``
-    codes, log probabilities and level codes; and the allowed-level bytes of all categorical
-    columns from byte ``lay[3]``. ``lay = (header words, codes per word, ...)``; ``cat = (at,
-    offsets [C, K + 1], level codes, log probabilities (numpy's logarithm, so the records are
-    those of a vectorised build bit for bit), log rest [C, K], allowed bytes [K, B])``."""
+def _fill_records(rec, codes, o, nnz, row, lay, num, cat):
+    """Write every leaf's record (``row``: the record of each leaf id), leaf by leaf in id
+    order, so the leaf models' arrays are read in order, a block of leaves at a time (the
+    block's records stay in cache while they are written): the numeric words ``num = (words,
+    src)``, ``rec[o[row[k]] + words[f]] = src[f][k]`` (``src`` a list of arrays, field by
+    field within the block); the count of listed levels at code ``lay[2]``; then per
+    categorical column ``log rest``, the listed levels' bit mask (where ``at[c, 2]``), their
+    ``(start, end)`` codes, log probabilities and level codes; and the allowed-level bytes of
+    all categorical columns from byte ``lay[3]``. ``lay = (header words, codes per word,
+    ...)``; ``cat = (at, offsets [C, K + 1], level codes, log probabilities (numpy's
+    logarithm, so the records are those of a vectorised build bit for bit), log rest [C, K],
+    allowed bytes [K, B])``."""
     words, src = num
-    n = lid.shape[0]
+    n = row.shape[0]
     for b0 in range(0, n, _FILL_BLOCK):
         b1 = min(n, b0 + _FILL_BLOCK)
         for f in range(words.shape[0]):
             a, w = src[f], words[f]
-            for i in range(b0, b1):
-                rec[o[i] + w] = a[lid[i]]
-        _fill_levels(rec, codes, o, nnz, lid, lay, cat, b0, b1)
+            for k in range(b0, b1):
+                rec[o[row[k]] + w] = a[k]
+        _fill_levels(rec, codes, o, nnz, row, lay, cat, b0, b1)
 
 
 @njit(cache=True, nogil=True)
-def _fill_levels(rec, codes, o, nnz, lid, lay, cat, b0, b1):
-    """The categorical part of records ``b0:b1`` (:func:`_fill_records`)."""
+def _fill_levels(rec, codes, o, nnz, row, lay, cat, b0, b1):
+    """The categorical part of the records of leaves ``b0:b1`` (:func:`_fill_records`)."""
     at, offs, code, log_prob, log_rest, allowed = cat
     head, per, nnz_at, bp0 = lay[0], lay[1], lay[2], lay[3]
     bits = rec.view(np.uint8)
     masks = rec.view(np.uint64)
     nby = allowed.shape[1]
-    for i in range(b0, b1):
-        r, k = o[i], lid[i]
+    for k in range(b0, b1):
+        i = row[k]
+        r = o[i]
         codes[r * per + nnz_at] = nnz[i]
         acc = 0
         for c in range(at.shape[0]):

@@ -60,7 +60,10 @@ class LeafModel:
       float64 tensors with leading dimension ``L`` and ``torch_sample(params, leaf [m], u [m])``
       returning one float64 draw per entry by inverse CDF from float64 uniforms ``u`` in
       ``[0, 1)``. Discrete leaves have it by default (a cumulative table from ``probs``, drawn
-      by lookup); a numeric leaf without it makes on-device sampling fall back to numpy.
+      by lookup); a numeric leaf without it makes on-device sampling fall back to numpy;
+    * optionally ``sample_uniform(leaf [m], u [m]) -> [m]``: ``sample`` without an interval or
+      level set from the uniforms it would draw (``rng.random(m)``, its only draw), so the
+      ancestral sampler can take the rows in leaf order with the same result.
 
     Inference and the torch layer use only these methods and the class attributes below,
     never the concrete class. Capabilities are declared, not guessed: ``handles_cells`` (the

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
+from scipy.special import ndtri_exp
 
 from forestgen.leaves.base import (
     ColumnCell,
@@ -27,7 +28,6 @@ from forestgen.leaves.normal_math import (
     log_ndtr_diff,
     log_ndtr_diff_tails,
     sample_std_truncnorm,
-    std_truncnorm_from_tails,
     std_truncnorm_mean,
     torch_std_truncnorm,
 )
@@ -227,19 +227,18 @@ class TruncNormalLeaf(LeafModel):
 
     def sample_uniform(self, leaf, u):
         """:meth:`sample` (no interval) from the uniforms ``u``, by the inverse CDF with the
-        cells' tail masses ``tails_`` looked up, not evaluated."""
-        a, mu, sd = self.a_[leaf], self.mu_[leaf], self.sigma_[leaf]
-        b = np.maximum(a, self.b_[leaf])
-        flip = a > 0
+        cells' tail masses ``tails_`` looked up, not evaluated: the arithmetic of
+        :func:`~.normal_math.sample_std_truncnorm` and :meth:`sample` (numpy's and scipy's
+        functions for the logarithms and the normal quantile, the rest in two passes)."""
         if getattr(self, "tails_", None) is None:  # (a model unpickled from before tails_)
             self._finish()
-        llo, lhi = self.tails_[0, leaf], self.tails_[1, leaf]
-        z = std_truncnorm_from_tails(flip, np.where(flip, -b, a), np.where(flip, -a, b), llo,
-                                     lhi, u)
-        x = mu + sd * z
-        low, high = self.lo_[leaf], self.hi_[leaf]
-        with np.errstate(invalid="ignore"):
-            return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
+        leaf = np.asarray(leaf, np.int64)
+        flip, lo, hi, llo, lhi = _tail_ends(leaf, self.a_, self.b_, self.tails_)
+        with np.errstate(divide="ignore"):
+            logp = np.logaddexp(llo + np.log1p(-u), lhi + np.log(u))
+        z = ndtri_exp(np.minimum(logp, 0.0))
+        return _place_draws(z, (flip, lo, hi), leaf, (self.mu_, self.sigma_, self.lo_,
+                                                       self.hi_))
 
     def mean(self, leaf):
         """Truncated-normal mean ``mu + sigma (phi(a) - phi(b)) / Z``, in log space."""
@@ -312,4 +311,58 @@ def _truncnorm_log_prob(mu, sigma, lognorm, lo, hi, leaf, x):
                 out[i] = -0.5 * z * z - lognorm[k]
             else:
                 out[i] = -np.inf
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _tail_ends(leaf, a_, b_, tails):
+    """Per draw from ``leaf``: the standardised cell ``(a, max(a, b)]`` mirrored onto the lower
+    tail (``flip, lo, hi``, :func:`~.normal_math._lower_tail`) and ``log Phi`` of its ends
+    (``tails``)."""
+    m = leaf.shape[0]
+    flip = np.empty(m, np.bool_)
+    lo, hi, llo, lhi = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    for i in range(m):
+        k = leaf[i]
+        a, b = a_[k], b_[k]
+        if a >= b or np.isnan(a):  # b = np.maximum(a, b)
+            b = a
+        f = a > 0
+        flip[i] = f
+        lo[i] = -b if f else a
+        hi[i] = -a if f else b
+        llo[i] = tails[0, k]
+        lhi[i] = tails[1, k]
+    return flip, lo, hi, llo, lhi
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _clip(x, lo, hi):
+    """``np.clip`` of one value (NaN propagates)."""
+    if not np.isnan(x) and not x > lo:
+        x = lo
+    if not np.isnan(x) and not x < hi:
+        x = hi
+    return x
+
+
+@njit(cache=True, nogil=True)
+def _place_draws(z, ends, leaf, params):
+    """Standard draws ``z`` kept in their cells' ``(lo, hi]`` (mirrored back where ``flip``),
+    scaled to ``mu + sigma z`` and kept in the leaf's cell ``(lo_, hi_]`` to the ulp, as
+    :meth:`TruncNormalLeaf.sample` does with numpy."""
+    flip, lo, hi = ends
+    mu_, sigma_, lo_, hi_ = params
+    out = np.empty(z.shape[0])
+    for i in range(z.shape[0]):
+        k = leaf[i]
+        t = _clip(z[i], lo[i], hi[i])
+        if flip[i]:
+            t = -t
+        x = mu_[k] + sigma_[k] * t
+        high = hi_[k]
+        low = np.nextafter(lo_[k], np.inf)
+        if not (low <= high or np.isnan(low)):  # np.minimum(low, high)
+            low = high
+        out[i] = _clip(x, low, high)
     return out
