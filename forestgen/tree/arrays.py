@@ -86,9 +86,8 @@ class ColumnBoxes:
     def _get(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._cached is None or self._cached[0] != j:
             f = self.forest
-            self._cached = (j, column_box_kernel(
-                f.feature, f.threshold, f.left, f.right, f.cat_off, f.cat_left, f.n_levels,
-                f.node_leaf, f.n_leaves, j, int(self.nominal_levels[j])))
+            self._cached = (j, column_box_kernel(f.view(), f.n_leaves, j,
+                                                 int(self.nominal_levels[j])))
         return self._cached[1]
 
     def column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
@@ -345,10 +344,7 @@ class ForestArrays:
                 acc += int(nominal_levels[j])
         if self.n_leaves and self.cell_lower.shape == (self.n_leaves, d):
             return LeafBoxes(self.cell_lower, self.cell_upper, self.cell_mask, nom_off)
-        lower, upper, mask = boxes_kernel(
-            self.feature, self.threshold, self.left, self.right, self.cat_off, self.cat_left,
-            self.n_levels, self.node_leaf, self.n_leaves, d, nom_off, acc,
-        )
+        lower, upper, mask = boxes_kernel(self.view(), self.n_leaves, d, nom_off, acc)
         return LeafBoxes(lower, upper, mask, nom_off)
 
     def column_boxes(self, d: int, nominal_levels: np.ndarray) -> LeafBoxes | ColumnBoxes:

@@ -20,12 +20,39 @@ cells and get density 0 from the box-exact leaf models.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 KIND_NUMERIC = 0
 KIND_ORDERED = 1
 KIND_NOMINAL = 2
+
+
+class Columns(NamedTuple):
+    """Per column: ``kind`` (``KIND_*``), number of levels ``nlev`` and offset ``nom_off`` of
+    its levels in a nominal mask."""
+
+    kind: np.ndarray
+    nlev: np.ndarray
+    nom_off: np.ndarray
+
+
+class Cell(NamedTuple):
+    """A cell: bounds ``lo < x <= hi`` per column and the allowed nominal levels ``mask``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    mask: np.ndarray
+
+
+class Halving(NamedTuple):
+    """Scratch of a nominal halving: the left level set and the levels' hash keys."""
+
+    left_set: np.ndarray
+    keys: np.ndarray
+    lev: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -53,8 +80,10 @@ def _n_levels_in(kind, lo, hi, mask, off, nlev):
 
 
 @njit(cache=True, nogil=True)
-def _choose(seed, code, kind, lo, hi, mask, nom_off, nlev, cand):
+def _choose(seed, code, cols, cell, cand):
     """Split column of a cell (-1 if none can be split): uniform over splittable columns."""
+    kind, nlev, nom_off = cols
+    lo, hi, mask = cell
     d = kind.shape[0]
     m = 0
     for j in range(d):
@@ -86,8 +115,11 @@ def short_decimal(v):
 
 
 @njit(cache=True, nogil=True)
-def _split(seed, code, j, kind, lo, hi, mask, nom_off, nlev, left_set, keys, lev):
+def _split(seed, code, j, cols, cell, halving):
     """Threshold of the split of column ``j`` (numeric / ordered); fills ``left_set`` (nominal)."""
+    kind, nlev, nom_off = cols
+    lo, hi, mask = cell
+    left_set, keys, lev = halving
     if kind[j] == KIND_NUMERIC:
         return short_decimal(0.5 * (lo[j] + hi[j]))
     m = _n_levels_in(kind[j], lo[j], hi[j], mask, nom_off[j], nlev[j])
@@ -119,7 +151,10 @@ def _goes_left(x, j, kind, thr, left_set):
 
 
 @njit(cache=True, nogil=True)
-def _narrow(left, j, kind, thr, left_set, lo, hi, mask, nom_off, nlev):
+def _narrow(left, j, thr, left_set, cols, cell):
+    """Narrow ``cell`` in place to the ``left`` (or right) side of the split of column ``j``."""
+    kind, nlev, nom_off = cols
+    lo, hi, mask = cell
     if kind[j] == KIND_NOMINAL:
         o = nom_off[j]
         for k in range(nlev[j]):
@@ -133,10 +168,11 @@ def _narrow(left, j, kind, thr, left_set, lo, hi, mask, nom_off, nlev):
 
 @njit(cache=True, nogil=True)
 def _scratch(d, kmax, n_nom):
-    """Per-call buffers of the midpoint rule: candidate columns, a nominal left set with its
-    hash keys and levels, and the current cell (``lo``, ``hi``, nominal ``mask``)."""
-    return (np.empty(d, np.int64), np.zeros(kmax, np.uint8), np.empty(kmax, np.uint64),
-            np.empty(kmax, np.int64), np.empty(d), np.empty(d), np.ones(n_nom, np.uint8))
+    """Per-call buffers of the midpoint rule: candidate columns, a nominal :class:`Halving`
+    and the current :class:`Cell`."""
+    return (np.empty(d, np.int64),
+            Halving(np.zeros(kmax, np.uint8), np.empty(kmax, np.uint64), np.empty(kmax, np.int64)),
+            Cell(np.empty(d), np.empty(d), np.ones(n_nom, np.uint8)))
 
 
 @njit(cache=True, nogil=True)
@@ -176,7 +212,10 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom,
     st_hi = np.empty((S, d))
     st_mask = np.ones((S, n_nom), np.uint8)
     idx = np.arange(n)
-    cand, left_set, keys, lev, lo, hi, mask = _scratch(d, kmax, n_nom)
+    cand, halving, cell = _scratch(d, kmax, n_nom)
+    lo, hi, mask = cell
+    left_set = halving.left_set
+    cols = Columns(kind, nlev, nom_off)
 
     top = 0
     st_start[0] = 0
@@ -209,10 +248,10 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom,
                 right[st_parent[top]] = node
         is_leaf = True
         while dep < depth:
-            j = _choose(seed, code, kind, lo, hi, mask, nom_off, nlev, cand)
+            j = _choose(seed, code, cols, cell, cand)
             if j < 0:
                 break
-            thr = _split(seed, code, j, kind, lo, hi, mask, nom_off, nlev, left_set, keys, lev)
+            thr = _split(seed, code, j, cols, cell, halving)
             # partition idx[start:end]: left rows first
             i = start
             k = end - 1
@@ -227,7 +266,7 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom,
             mid = i
             if mid == end or mid == start:
                 go_left = mid == end
-                _narrow(go_left, j, kind, thr, left_set, lo, hi, mask, nom_off, nlev)
+                _narrow(go_left, j, thr, left_set, cols, cell)
                 code = 2 * code + (0 if go_left else 1)
                 dep += 1
                 continue
@@ -247,8 +286,8 @@ def grow_midpoint_tree(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom,
                 st_lo[top, :] = lo
                 st_hi[top, :] = hi
                 st_mask[top, :] = mask
-                _narrow(side == 0, j, kind, thr, left_set, st_lo[top], st_hi[top],
-                        st_mask[top], nom_off, nlev)
+                _narrow(side == 0, j, thr, left_set, cols,
+                        Cell(st_lo[top], st_hi[top], st_mask[top]))
                 top += 1
             is_leaf = False
             break
@@ -278,7 +317,10 @@ def route_codes(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom, seed, 
         kmax = max(kmax, nlev[j])
     codes = np.empty((n, depth + 1), np.int64)
     logv = np.empty((n, depth + 1))
-    cand, left_set, keys, lev, lo, hi, mask = _scratch(d, kmax, n_nom)
+    cand, halving, cell = _scratch(d, kmax, n_nom)
+    lo, hi, mask = cell
+    left_set = halving.left_set
+    cols = Columns(kind, nlev, nom_off)
     for i in range(n):
         lo[:] = box_lo
         hi[:] = box_hi
@@ -307,11 +349,11 @@ def route_codes(Z, kind, box_lo, box_hi, root_mask, nlev, nom_off, n_nom, seed, 
             logv[i, dep] = lv
             if dep == depth:
                 break
-            j = _choose(seed, code, kind, lo, hi, mask, nom_off, nlev, cand)
+            j = _choose(seed, code, cols, cell, cand)
             if j < 0:
                 continue
-            thr = _split(seed, code, j, kind, lo, hi, mask, nom_off, nlev, left_set, keys, lev)
+            thr = _split(seed, code, j, cols, cell, halving)
             go_left = _goes_left(Z[i, j], j, kind, thr, left_set)
-            _narrow(go_left, j, kind, thr, left_set, lo, hi, mask, nom_off, nlev)
+            _narrow(go_left, j, thr, left_set, cols, cell)
             code = 2 * code + (0 if go_left else 1)
     return codes, logv

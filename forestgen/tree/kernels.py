@@ -279,12 +279,15 @@ def walk_once_kernel(ev, fv, max_nodes, block, cap):
 
 
 @njit(cache=True, nogil=True)
-def boxes_kernel(feature, threshold, left, right, cat_off, cat_left, n_levels, node_leaf,
-                 n_leaves, d, nom_off, n_nom):
-    """Leaf boxes: ``lower, upper [L, d]`` (interval ``(lower, upper]``) and nominal masks.
+def boxes_kernel(view, n_leaves, d, nom_off, n_nom):
+    """Leaf boxes of a :class:`ForestView`: ``lower, upper [L, d]`` (interval
+    ``(lower, upper]``) and nominal masks.
 
     ``nom_off[j]`` is column j's offset into the mask's level axis (-1 for non-nominal).
     """
+    feature, threshold, left, right = view.feature, view.threshold, view.left, view.right
+    cat_off, cat_left, n_levels, node_leaf = view.cat_off, view.cat_left, view.n_levels, \
+        view.node_leaf
     N = feature.shape[0]
     parent = np.full(N, -1, np.int64)
     for node in range(N):
@@ -322,14 +325,16 @@ def boxes_kernel(feature, threshold, left, right, cat_off, cat_left, n_levels, n
 
 
 @njit(cache=True, nogil=True)
-def column_box_kernel(feature, threshold, left, right, cat_off, cat_left, n_levels, node_leaf,
-                      n_leaves, j, k_nom):
+def column_box_kernel(view, n_leaves, j, k_nom):
     """:func:`boxes_kernel` for column ``j`` alone: ``lower, upper [L]`` and, when
     ``k_nom > 0`` (a nominal column with that many levels), the level mask ``[L, k_nom]``.
 
     One pass down each tree (its bounds and mask carried on the stack), so the cost is the
     number of nodes, not leaves times depth; bounds are a min / max and masks an AND over the
     leaf's ancestors, so the result is the same as :func:`boxes_kernel`'s."""
+    feature, threshold, left, right = view.feature, view.threshold, view.left, view.right
+    cat_off, cat_left, n_levels, node_leaf = view.cat_off, view.cat_left, view.n_levels, \
+        view.node_leaf
     N = feature.shape[0]
     is_child = np.zeros(N, np.bool_)
     for node in range(N):

@@ -111,14 +111,15 @@ class TreeRecord:
 def path_cells(rec: TreeRecord, d: int, nominal_levels: np.ndarray):
     """The box each leaf's root path implies: ``lower, upper [n_leaves, d]`` and nominal masks
     (what :meth:`ForestArrays.boxes` computes for a whole forest), for one record."""
-    from forestgen.tree.kernels import boxes_kernel
+    from forestgen.tree.kernels import ForestView, boxes_kernel
 
     nominal_levels = np.asarray(nominal_levels, np.int64)
     nom_off = np.where(nominal_levels > 0, np.cumsum(nominal_levels) - nominal_levels, -1)
     is_leaf = rec.feature < 0
     node_leaf = np.full(rec.n_nodes, -1, np.int32)
     node_leaf[is_leaf] = np.arange(int(is_leaf.sum()), dtype=np.int32)
-    return boxes_kernel(rec.feature, rec.threshold, rec.left, rec.right, rec.cat_off,
-                        rec.cat_left, nominal_levels.astype(np.int32), node_leaf,
-                        int(is_leaf.sum()), d, nom_off.astype(np.int64),
+    view = ForestView(rec.feature, rec.threshold, rec.nan_left, rec.left, rec.right,
+                      rec.cat_off, rec.cat_left, nominal_levels.astype(np.int32),
+                      np.zeros(1, np.int64), node_leaf)
+    return boxes_kernel(view, int(is_leaf.sum()), d, nom_off.astype(np.int64),
                         int(nominal_levels.sum()))

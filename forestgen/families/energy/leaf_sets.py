@@ -45,6 +45,17 @@ class LeafSetView(NamedTuple):
     cols: np.ndarray
 
 
+class SplitNodes(NamedTuple):
+    """The energy trees' node arrays :func:`_build_tree` reads: split column, children and
+    nominal level sets (``cat_off`` into ``cat_left``)."""
+
+    feature: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    cat_off: np.ndarray
+    cat_left: np.ndarray
+
+
 @dataclass
 class LeafSets:
     """Per tree ``t`` (``T`` trees, ``W`` words, ``cap = 64 W`` leaf slots):
@@ -85,9 +96,10 @@ class LeafSets:
 
 
 @njit(cache=True, nogil=True)
-def _build_tree(root, feature, left, right, cat_off, cat_left, n_codes, n_values, off, words,
-                row_base, nw_off):
-    """One tree's tables (see :class:`LeafSets`); rows numbered from ``row_base``."""
+def _build_tree(root, nodes, n_codes, n_values, off, nw_off, words, row_base):
+    """One tree's tables (see :class:`LeafSets`) from :class:`SplitNodes`; rows numbered from
+    ``row_base``."""
+    feature, left, right, cat_off, cat_left = nodes
     d = n_codes.shape[0]
     total = off[d]
     cap = 64 * words
@@ -181,9 +193,9 @@ def build_leaf_sets(trees, n_codes: np.ndarray, n_values: np.ndarray, ordered: n
               np.zeros((0, cap), np.int32), np.zeros((0, d, cap, 2), np.int32),
               np.zeros((0, d, cap), np.uint8), np.zeros((0, int(nw_off[-1]), cap), np.uint64))]
     base = 0
+    nodes = SplitNodes(trees.feature, trees.left, trees.right, trees.cat_off, trees.cat_left)
     for r in trees.roots[start:]:
-        part = _build_tree(int(r), trees.feature, trees.left, trees.right, trees.cat_off,
-                           trees.cat_left, n_codes, n_values, off, int(words), base, nw_off)
+        part = _build_tree(int(r), nodes, n_codes, n_values, off, nw_off, int(words), base)
         base += len(part[1])
         parts.append((part[0][None], part[1], *(p[None] for p in part[2:])))
     uses = trees.uses[start:].reshape(-1, d)
