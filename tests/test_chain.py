@@ -233,3 +233,23 @@ def test_kernel_leaves_draw_near_observed_values_and_keep_a_density():
     # (a fresh row at another level than its leaf's scores far below both medians: the leaf's
     # SD, and so its wide kernel, is the level's 0.01)
     assert np.median(m.log_prob(fresh)) > np.median(old.log_prob(fresh)) - 0.5
+
+
+def test_default_numeric_leaf_keeps_a_tail_for_values_unlike_their_leaf():
+    # b is 666.5-666.55 whenever a == "x" (as Boston's tax in one region): a held-out
+    # (x, 403) sat thousands of nats below the marginals without the column-normal tail
+    from forestgen.families.chain.chain import NUMERIC_TAIL
+
+    rng = np.random.default_rng(0)
+    a = np.repeat(["x", "y"], [60, 140])
+    b = np.where(a == "x", 666.5 + rng.integers(0, 6, 200) / 100,  # no atom: none >= 10%
+                 rng.uniform(187, 470, 200).round(2))
+    df = pd.DataFrame({"a": a, "b": b})
+    ch = fg.Chain(random_state=0).fit(df)
+    assert ch.leaf_prototypes()[0].tail == NUMERIC_TAIL > 0
+    row = pd.DataFrame({"a": ["x"], "b": [403.0]})
+    assert ch.log_prob(row, floor=None)[0] > -30
+    m, s = b.mean(), b.std()
+    col_log_pdf = -0.5 * ((403 - m) / s) ** 2 - np.log(s * np.sqrt(2 * np.pi))
+    bound = np.log(0.3) + np.log(NUMERIC_TAIL) + col_log_pdf  # p(a=x) = 0.3
+    assert ch.log_prob(row)[0] >= bound - 0.1

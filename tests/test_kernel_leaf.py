@@ -141,3 +141,32 @@ def test_a_column_scale_defensive_kernel_keeps_values_unlike_their_leaf():
             assert abs(np.trapezoid(dens, g) - 1.0) < 2e-3
     with pytest.raises(ValueError, match="defensive_scale"):
         KernelLeaf(defensive_scale="table").fit(x, leaf, cell)
+
+
+def test_a_tail_share_keeps_the_column_normal_under_a_leaf_of_equal_values():
+    # leaf 0 holds one repeated value (its SD is the column's resolution, as a leaf of
+    # Boston's tax = 666 rows); leaf 1 the rest of the column
+    rng = np.random.default_rng(5)
+    x = np.r_[np.full(30, 666.0), rng.integers(187, 470, 70).astype(float)]
+    leaf = np.repeat([0, 1], [30, 70])
+    cell = ColumnCell(lower=np.full(2, 180.0), upper=np.full(2, 720.0), allowed=None,
+                      data_min=float(x.min()), data_max=float(x.max()))
+    plain = KernelLeaf(bandwidth=0.3, defensive=0.1).fit(x, leaf, cell)
+    tailed = KernelLeaf(bandwidth=0.3, defensive=0.1, tail=0.03).fit(x, leaf, cell)
+    z = np.zeros(1, np.int64)
+    v = np.array([403.0])
+    m, s = x.mean(), x.std()
+    from scipy.stats import truncnorm
+
+    col_pdf = truncnorm.pdf(403.0, (180 - m) / s, (720 - m) / s, loc=m, scale=s)
+    assert plain.log_prob(z, v)[0] < -1000
+    assert tailed.log_prob(z, v)[0] >= np.log(0.03 * col_pdf) - 1e-9
+    g = np.linspace(180, 720, 400001)
+    for j in (0, 1):  # normalised over the cell with the tail kernel
+        dens = np.exp(tailed.log_prob(np.full(g.size, j), g))
+        assert abs(np.trapezoid(dens, g) - 1.0) < 2e-3
+    # about tau of leaf 0's draws come from the column's normal (away from 666)
+    d = tailed.sample(np.zeros(20000, np.int64), np.random.default_rng(0))
+    assert 0.02 < np.mean(np.abs(d - 666.0) > 5) < 0.04
+    with pytest.raises(ValueError, match="KernelLeaf: tail"):
+        KernelLeaf(tail=1.0).fit(x, leaf, cell)

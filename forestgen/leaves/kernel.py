@@ -32,6 +32,15 @@ back to it: synthpop's draw), with a wide one it is a smooth law.
   s_l**2)`` per leaf, so a value away from the leaf's values keeps a density near the
   truncated normal's (held-out likelihood) while ``1 - eps`` of the draws stay near observed
   values.
+* **Tail share** ``tau`` (``tail``): one more kernel per leaf with values, the column's normal
+  ``N(m, s**2)`` (the mean and SD of all the column's fitting values, at least its
+  resolution) with weight ``tau``, the others scaled by ``1 - tau``: a value unlike its leaf
+  keeps at least ``tau`` times the column's normal density. The leaf's normal alone is no such
+  guard when the leaf's values are (nearly) equal: its SD is then the column's resolution,
+  and a held-out value many resolutions away scored hundreds of nats below the column's
+  marginal (the Chain on Boston, a leaf of ``tax = 666`` rows,
+  ``benchmarks/results/scaled_defaults_s43.md``). ``bandwidth="loo"`` chooses ``c`` without
+  the tail kernel.
 * A leaf without values gets one kernel at its cell's centre with ARF's empty-leaf width
   (:mod:`forestgen.leaves.truncnorm`).
 
@@ -83,6 +92,8 @@ class KernelLeaf(LeafModel):
     defensive_scale : ``"leaf"`` (default: the wide kernel is the leaf's normal ``N(m_l,
         s_l**2)``) or ``"column"`` (the column's normal, the mean and SD of all its values: a
         value unlike its leaf keeps ``eps`` times the column's density).
+    tail : share ``tau`` of the column's normal in every leaf with values (default 0; module
+        docstring); the leaf's own kernels and defensive kernel keep ``1 - tail``.
     """
 
     discrete = False
@@ -90,11 +101,12 @@ class KernelLeaf(LeafModel):
     fitted_arrays = ("offset_", "center_", "weight_", "h_", "lo_", "hi_", "count_")
 
     def __init__(self, *, bandwidth: float | str = "loo", keep_variance: bool = True,
-                 defensive: float = 0.0, defensive_scale: str = "leaf"):
+                 defensive: float = 0.0, defensive_scale: str = "leaf", tail: float = 0.0):
         self.bandwidth = bandwidth
         self.keep_variance = keep_variance
         self.defensive = defensive
         self.defensive_scale = defensive_scale
+        self.tail = tail
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, leaf, cell: ColumnCell, weight=None) -> KernelLeaf:
@@ -105,6 +117,9 @@ class KernelLeaf(LeafModel):
             raise ValueError(f"KernelLeaf: bandwidth must be 'loo' or a number > 0, got {b!r}")
         if not (isinstance(self.defensive, (int, float)) and 0 <= self.defensive < 1):
             raise ValueError(f"KernelLeaf: defensive must be in [0, 1), got {self.defensive!r}")
+        tail = self.tail
+        if not (isinstance(tail, (int, float)) and 0 <= tail < 1):
+            raise ValueError(f"KernelLeaf: tail must be in [0, 1), got {tail!r}")
         if self.defensive_scale not in ("leaf", "column"):
             raise ValueError(f"KernelLeaf: defensive_scale must be 'leaf' or 'column', got "
                              f"{self.defensive_scale!r}")
@@ -152,12 +167,13 @@ class KernelLeaf(LeafModel):
         wide = np.maximum(wide, floor)
         scale = wide * np.maximum(cnt, 1.0) ** -0.2
         eps = float(self.defensive)
-        if self.defensive_scale == "column":  # the column's normal: mean and SD of all values
-            tot = max(float(w.sum()), 1e-300)
-            cm = float(w @ x) / tot if len(x) else 0.5 * (glo + ghi)
-            csd = float(np.sqrt(w @ (x - cm) ** 2 / tot)) if len(x) else 0.0
+        # the column's normal: mean and SD of all values
+        tot = max(float(w.sum()), 1e-300)
+        cm = float(w @ x) / tot if len(x) else 0.5 * (glo + ghi)
+        cwid = max(float(np.sqrt(w @ (x - cm) ** 2 / tot)) if len(x) else 0.0, res, floor)
+        if self.defensive_scale == "column":
             dcen = np.full(L, cm)
-            dwid = np.full(L, max(csd, res, floor))
+            dwid = np.full(L, cwid)
         else:
             dcen, dwid = mean, wide
         if self.bandwidth != "loo":
@@ -174,7 +190,8 @@ class KernelLeaf(LeafModel):
         k = _shrink(h, var_b)
         kc = mean[kl] + k[kl] * (kc - mean[kl])
         kh = (k * h)[kl]
-        kw = kw / cnt[kl] * (1.0 - eps)
+        tau = float(self.tail)
+        kw = kw / cnt[kl] * ((1.0 - eps) * (1.0 - tau))
         full = np.flatnonzero(cnt > 0)
         empty = np.flatnonzero(cnt <= 0)
         # one wide kernel per leaf with values (the defensive share), one kernel at the centre
@@ -182,7 +199,11 @@ class KernelLeaf(LeafModel):
         centre = np.clip(0.5 * (clo + chi), glo, ghi)
         parts = [(kc, kl, kw, kh), (centre[empty], empty, np.ones(len(empty)), sigma0[empty])]
         if eps > 0:
-            parts.append((dcen[full], full, np.full(len(full), eps), dwid[full]))
+            parts.append((dcen[full], full, np.full(len(full), eps * (1.0 - tau)),
+                          dwid[full]))
+        if tau > 0:
+            parts.append((np.full(len(full), cm), full, np.full(len(full), tau),
+                          np.full(len(full), cwid)))
         kc, kl, kw, kh = (np.concatenate(v) for v in zip(*parts))
         o = np.argsort(kl, kind="stable")
         self.offset_ = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
