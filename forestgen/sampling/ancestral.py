@@ -119,18 +119,22 @@ class AncestralSampler(Sampler):
         with :meth:`~forestgen.leaves.base.LeafModel.sample_uniform` takes its uniforms from
         ``rng`` as its ``sample`` would and its rows in leaf order).
         ``within_support`` is accepted for compatibility: every draw is in the support."""
-        n = len(leaf)
-        out = np.empty((n, len(model.leaf_models_)))
-        order = None
-        for j, lm in enumerate(model.leaf_models_):
-            if not lm.has_uniform_sampler:
+        n, models = len(leaf), model.leaf_models_
+        out = np.empty((n, len(models)))
+        if not any(lm.has_uniform_sampler for lm in models):
+            for j in range(len(models)):
                 out[:, j] = draw_column(model, j, leaf, rng)
-                continue
-            if order is None:  # the rows by leaf: the leaves' tables are read in order
-                order = leaf_order(leaf)
-                by_leaf = np.asarray(leaf, np.int64)[order]
-            u = rng.random(n)  # (what lm.sample would draw)
-            out[order, j] = draw_column_uniform(model, j, by_leaf, u[order])
+            return out
+        order = leaf_order(leaf)  # the rows by leaf: the leaves' tables are read in order
+        by_leaf = np.asarray(leaf, np.int64)[order]
+        rows = np.empty((n, len(models)))  # the draws of the rows in that order
+        for j, lm in enumerate(models):
+            if lm.has_uniform_sampler:
+                u = rng.random(n)  # (what lm.sample would draw)
+                rows[:, j] = draw_column_uniform(model, j, by_leaf, u[order])
+            else:
+                rows[:, j] = draw_column(model, j, leaf, rng)[order]
+        out[order] = rows
         return out
 
 
