@@ -77,12 +77,12 @@ def _counting_order(leaf, n_leaves):
 
 def leaf_order(leaf: np.ndarray) -> np.ndarray:
     """The rows sorted by leaf id (stable): by counting where the ids span at most a few
-    times the rows, else by ``argsort``."""
+    times the rows (or 65,536), else by ``argsort``."""
     leaf = np.asarray(leaf, np.int64)
     if len(leaf) == 0:
         return np.zeros(0, np.int64)
     top = int(leaf.max()) + 1
-    if top <= 8 * len(leaf) + 1024:
+    if top <= 8 * len(leaf) + 65536:
         return _counting_order(leaf, top)
     return np.argsort(leaf, kind="stable").astype(np.int64)
 
