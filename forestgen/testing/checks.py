@@ -48,7 +48,8 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     answers after a save/load round trip of ``param_arrays`` and ``get_params``; the torch
     hook, when present, equal to ``log_prob``; the torch sampling hook, when present, drawing
     inside each cell with the numpy sampler's distribution (two-sample KS / level
-    frequencies); a declared packed form (``packed_form`` / ``packed_factors``) with its
+    frequencies); its own ``sample_uniform``, when present, equal to ``sample`` for the same
+    generator; a declared packed form (``packed_form`` / ``packed_factors``) with its
     arrays and equal to ``log_prob`` / ``log_prob_interval`` / ``log_prob_levels``."""
     if not isinstance(leaf, LeafModel):
         raise TypeError(f"check_leaf_model needs a LeafModel instance, got {leaf!r}")
@@ -71,6 +72,13 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     probe = _probe(fitted, cell, rng)
     check_that(np.array_equal(again.log_prob(*probe), fitted.log_prob(*probe)),
                f"{name} persistence", "param_arrays()/get_params() do not rebuild the same model")
+    # its own sample_uniform draws what sample draws from the same generator
+    if fitted.has_uniform_sampler:
+        lf_u = np.random.default_rng(6).integers(0, L, 500)
+        u = np.random.default_rng(7).random(500)
+        check_that(np.array_equal(fitted.sample(lf_u, np.random.default_rng(7)),
+                                  fitted.sample_uniform(lf_u, u)),
+                   f"{name}.sample_uniform", "must equal sample for the same generator")
     # a declared packed form computes what the methods do (the fused walks read it)
     lf, xv = probe
     if leaf.discrete:
