@@ -26,8 +26,9 @@ random validation rows; the chosen one is still refitted on all rows. Scoring is
 between candidates, and 1,000 rows are enough for it: the C2ST AUC of 1,000 validation rows
 has a standard error of about 0.013, near ``tolerance``, and each candidate's cost no longer
 grows with the table (on a generated 5,000 x 20 table, 3,750 training rows, scoring on 2,625
-fitting and 1,125 validation rows cost about 60 CPU seconds, most of them NRGBoost's, and on
-1,000 and 1,000 about 45: ``benchmarks/results/scaled_defaults_s43_5000x20.md``). The price
+fitting and 1,125 validation rows cost 58 CPU seconds, 38 of them NRGBoost's, and on 1,000
+and 1,000, 26; the whole fit 59 and 27: ``benchmarks/results/scaled_defaults_s43_5000x20.md``;
+a refit of NRGBoost on all rows would add its own 40-60). The price
 is a bias toward learners that need fewer rows: a learner whose quality keeps rising past
 1,000 rows is judged as fitted on 1,000. The split, and so the choice, is the same for the
 same ``random_state``; no default depends on elapsed time (``time_budget`` does, and is off
