@@ -59,9 +59,9 @@ def kargs(o, block):
 src = textwrap.dedent(inspect.getsource(em._block_kernel.parallel.py_func))
 src = src[src.index("def "):]
 call = src[src.index("w = row_linear_weight("):src.index("if w >= 0.0:")].rstrip()
-assert "sc,\n" in call
+assert "nsc[q]" in call
 stages = {"walk": src.replace(call, "w = 0.0"),
-          "+ weight": src.replace(call, "w = pi[r]"),
+          "+ weight": src.replace(call, "w = tables.pi[r]"),
           "+ intervals": src.replace(call, call.replace("nsc[q]", "0")),
           "full": src}
 block = max(1, min(em.BLOCK, -(-len(order) // (4 * args["threads"]))))

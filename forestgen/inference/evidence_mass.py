@@ -64,6 +64,7 @@ from forestgen.inference.marginal_walk import PackedForest, range_evidence, walk
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
 from forestgen.logsumexp import lse_push, lse_value
 from forestgen.parallel import parallel_kernel
+from forestgen.tree.kernels import EvidenceRows
 
 BLOCK = 64  # rows that walk the trees together (at most; the pruned linear-space walk)
 MASK_COLUMNS = 63  # columns with a containment bit (bit 63: "never")
@@ -311,8 +312,9 @@ def _block_kernel(X, order, block, ev, forest, tables):
     Each row still meets its leaves and pruned subtrees in its own walk's order (trees in
     order, right subtrees first), whatever the blocks and threads."""
     lo, hi, sact, smask, soff, sk = ev.lo, ev.hi, ev.sact, ev.smask, ev.soff, ev.sk
+    er = EvidenceRows(X, lo, hi, sact, smask, soff, sk)
     nodes, depth, tabs, cat_left, n_levels = forest
-    logw, okb, full, pi, edge, slot = tables
+    logw, okb, full = tables.logw, tables.ok, tables.full
     m = order.shape[0]
     d = full.shape[0]
     node, fnode, roots = nodes
@@ -380,13 +382,13 @@ def _block_kernel(X, order, block, ev, forest, tables):
                         q = ws[k]
                         i = order[r0 + q]
                         scored[i] += 1
-                        w = row_linear_weight(i, r, lo, hi, ic, nic[q], smask, soff, sc,
-                                              nsc[q], tabs, pi, edge, slot, q)
+                        w = row_linear_weight(i, r, er, ic, nic[q], sc, nsc[q], tabs, tables,
+                                              q)
                         if w >= 0.0:
                             lsum[q] += w
                         else:
-                            v = row_log_weight(i, r, X, ecols, 0, lo, hi, ic[q], nic[q], smask,
-                                               soff, sc[q], nsc[q], tabs, scratch)
+                            v = row_log_weight(i, r, er, ecols, 0, ic[q], nic[q], sc[q],
+                                               nsc[q], tabs, scratch)
                             mx[q], acc[q], _, _ = lse_push(mx[q], acc[q], v)
                     continue
                 if t > 0:  # the box: the parent's, cut by its split
@@ -430,8 +432,7 @@ def _block_kernel(X, order, block, ev, forest, tables):
                         else:
                             mx[q], acc[q], _, _ = lse_push(mx[q], acc[q], v)
                         continue
-                    s = range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left,
-                                    n_levels)
+                    s = range_sides(i, n, er, node, fnode, cat_left, n_levels)
                     ws[top] = q
                     top += s & 1
                     rs[nr] = q

@@ -149,24 +149,25 @@ def _truncnorm_interval(rec, p, lo, hi):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff, scols, ns, tabs,
-                   scratch):
-    """``log pi + sum_j log g_j`` of packed leaf record ``r`` under row ``i``'s evidence:
-    point values ``X[i, ecols[:ne]]`` (:func:`leaf_log_weight`), intervals ``(lo, hi][i,
-    icols[:ni]]`` and level sets ``smask[i, soff[j]:]`` of columns ``scols[:ns]``
-    (:func:`range_log_factor`). ``scratch [1, k_max]``: zeros (left as zeros)."""
-    lp = leaf_log_weight(i, r, X, ecols, ne, tabs)
+def row_log_weight(i, r, ev, ecols, ne, icols, ni, scols, ns, tabs, scratch):
+    """``log pi + sum_j log g_j`` of packed leaf record ``r`` under row ``i``'s evidence
+    (:class:`~forestgen.tree.kernels.EvidenceRows`): point values ``X[i, ecols[:ne]]``
+    (:func:`leaf_log_weight`), intervals ``(lo, hi][i, icols[:ni]]`` and level sets
+    ``smask[i, soff[j]:]`` of columns ``scols[:ns]`` (:func:`range_log_factor`).
+    ``scratch [1, k_max]``: zeros (left as zeros)."""
+    lp = leaf_log_weight(i, r, ev.X, ecols, ne, tabs)
     if lp == -np.inf:
         return lp
-    return range_log_factor(lp, i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, scratch)
+    return range_log_factor(lp, i, r, ev, icols, ni, scols, ns, tabs, scratch)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def range_log_factor(lp, i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, scratch):
+def range_log_factor(lp, i, r, ev, icols, ni, scols, ns, tabs, scratch):
     """``lp`` plus the log factors of packed leaf record ``r`` for row ``i``'s intervals
     ``(lo, hi][i, icols[:ni]]`` and level sets ``smask[i, soff[j]:]`` of columns
-    ``scols[:ns]`` (``-inf`` as soon as one is zero). ``scratch [1, k_max]``: zeros (left as
-    zeros)."""
+    ``scols[:ns]`` (of :class:`~forestgen.tree.kernels.EvidenceRows` ``ev``; ``-inf`` as soon
+    as one is zero). ``scratch [1, k_max]``: zeros (left as zeros)."""
+    lo, hi, smask, soff = ev.lo, ev.hi, ev.smask, ev.soff
     rec, pos, kind = tabs[REC], tabs[POS], tabs[KIND]
     o = tabs[START][r]  # record r's first word
     for q in range(ni):
@@ -240,15 +241,17 @@ def _truncnorm_linear(rec, p, edge, r, t, lo, hi):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def row_linear_weight(i, r, lo, hi, icols, ni, smask, soff, scols, ns, tabs, pi, edge, slot,
-                      q=0):
+def row_linear_weight(i, r, ev, icols, ni, scols, ns, tabs, lin, q=0):
     """``pi_r prod_j g_j`` (linear) of packed leaf record ``r`` under row ``i``'s intervals
-    ``icols[q, :ni]`` and level sets ``scols[q, :ns]`` (no point values), the exponential of
-    :func:`row_log_weight`; ``-1.0`` where that must score it instead (a factor in a far tail,
-    a weight below :data:`TINY`).
-    ``pi [L]``, ``edge`` and ``slot [d]`` (each truncated-normal column's first word in
-    ``edge``): :class:`~.evidence_mass.LinearTables`. A level set sums the leaf's
-    probabilities of its levels in level order, as :func:`row_log_weight`."""
+    ``icols[q, :ni]`` and level sets ``scols[q, :ns]`` (of
+    :class:`~forestgen.tree.kernels.EvidenceRows` ``ev``; no point values), the exponential
+    of :func:`row_log_weight`; ``-1.0`` where that must score it instead (a factor in a far
+    tail, a weight below :data:`TINY`).
+    ``lin`` holds ``pi [L]``, ``edge`` and ``slot [d]`` (each truncated-normal column's first
+    word in ``edge``): :class:`~.evidence_mass.LinearTables` (in ``RangeTables``). A level set
+    sums the leaf's probabilities of its levels in level order, as :func:`row_log_weight`."""
+    lo, hi, smask, soff = ev.lo, ev.hi, ev.smask, ev.soff
+    pi, edge, slot = lin.pi, lin.edge, lin.slot
     w = pi[r]
     if not w > 0.0:  # a zero weight, or (-1) one too small for linear space
         return 0.0 if w == 0.0 else -1.0
@@ -314,11 +317,12 @@ def row_columns(i, X, lo, sact, ecols, icols, scols):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def range_sides(i, n, lo, hi, sact, smask, soff, sk, node, fnode, cat_left, n_levels):
-    """Sides a row without a point value on packed node ``n``'s column takes (as
-    :func:`~forestgen.tree.kernels.evidence_sides`): ``1`` left, ``2`` right, ``3`` both
-    (no evidence on the column, or evidence meeting both), ``0`` none. (The packed arrays
-    passed apart, not as a tuple: no reference counting in a serial kernel's loop.)"""
+def range_sides(i, n, ev, node, fnode, cat_left, n_levels):
+    """Sides a row of :class:`~forestgen.tree.kernels.EvidenceRows` ``ev`` without a point
+    value on packed node ``n``'s column takes (as :func:`~forestgen.tree.kernels.evidence_sides`):
+    ``1`` left, ``2`` right, ``3`` both (no evidence on the column, or evidence meeting both),
+    ``0`` none."""
+    lo, hi, sact, smask, soff, sk = ev.lo, ev.hi, ev.sact, ev.smask, ev.soff, ev.sk
     meta = node[n, 1]
     f = (meta >> 3) & 0x1FFFFF
     if lo.shape[0] > 0 and not np.isnan(lo[i, f]):

@@ -420,8 +420,8 @@ def _bounded_draw(ev, row_id, key, fv, bounds, lrow, tabs, budget, block):
                 if feature[r] >= 0:
                     v = np.float64(bound[inner[r]])  # (level bounds only lower it)
                 else:
-                    v = row_log_weight(i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni,
-                                       smask, soff, scols, ns, tabs, scratch)
+                    v = row_log_weight(i, lrow[node_leaf[r]], ev, ecols, ne, icols, ni, scols,
+                                       ns, tabs, scratch)
                 if v > shift or np.isnan(v):
                     shift = v
             if not np.isfinite(shift):
@@ -451,8 +451,8 @@ def _bounded_draw(ev, row_id, key, fv, bounds, lrow, tabs, budget, block):
                         rb[b] = _static_bound(r, i, bounds, shift, ev, scols, ns)
                     else:
                         rb[b] = np.exp(row_log_weight(
-                            i, lrow[node_leaf[r]], X, ecols, ne, lo, hi, icols, ni, smask, soff,
-                            scols, ns, tabs, scratch) - shift)
+                            i, lrow[node_leaf[r]], ev, ecols, ne, icols, ni, scols, ns, tabs,
+                            scratch) - shift)
                         keys[h] = r
                         vals[h] = rb[b]
                         used[n_used] = h
@@ -491,8 +491,8 @@ def _bounded_draw(ev, row_id, key, fv, bounds, lrow, tabs, budget, block):
                             bc[side] = _static_bound(c, i, bounds, shift, ev, scols, ns)
                         else:
                             bc[side] = np.exp(row_log_weight(
-                                i, lrow[node_leaf[c]], X, ecols, ne, lo, hi, icols, ni, smask,
-                                soff, scols, ns, tabs, scratch) - shift)
+                                i, lrow[node_leaf[c]], ev, ecols, ne, icols, ni, scols, ns,
+                                tabs, scratch) - shift)
                             keys[h] = c
                             vals[h] = bc[side]
                             used[n_used] = h

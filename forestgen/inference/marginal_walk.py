@@ -49,6 +49,7 @@ from forestgen.inference.leaf_factors import (
 )
 from forestgen.logsumexp import lse_merge, lse_push
 from forestgen.parallel import parallel_kernel
+from forestgen.tree.kernels import EvidenceRows
 
 BLOCK = 32768  # rows that walk the trees together (more rows share more node and leaf reads)
 GROUPS = 16  # tree groups (at most): each (group, block of rows) is one parallel task
@@ -150,6 +151,7 @@ def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
     and leaf record is read once per block; every row meets its leaves tree by tree, right
     subtrees first, whatever the blocks and threads."""
     X, XT, ecols, ne = rows
+    er = EvidenceRows(X, ev.lo, ev.hi, ev.sact, ev.smask, ev.soff, ev.sk)
     m = X.shape[0]
     block, bounds, threads = plan
     nodes, depth, tabs, cat_left, n_levels = forest
@@ -201,9 +203,8 @@ def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
                             i = r0 + q
                             v = leaf_log_weight(q, r, xb, ecols[i], ne[i], tabs)
                             if ev.active and v > -np.inf:
-                                v = range_log_factor(v, i, r, ev.lo, ev.hi, ev.icols[i],
-                                                     ev.ni[i], ev.smask, ev.soff, ev.scols[i],
-                                                     ev.ns[i], tabs, scratch)
+                                v = range_log_factor(v, i, r, er, ev.icols[i], ev.ni[i],
+                                                     ev.scols[i], ev.ns[i], tabs, scratch)
                             if count:
                                 gcnt[g, i] += 1
                             sb[q, 0], sb[q, 1], w, scale = lse_push(sb[q, 0], sb[q, 1], v)
@@ -221,8 +222,7 @@ def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
                         for k in range(lo, hi):
                             q = ws[k]
                             if np.isnan(xf[q]) and ev.active:
-                                side = range_sides(r0 + q, nd, ev.lo, ev.hi, ev.sact, ev.smask,
-                                                   ev.soff, ev.sk, node, fnode, cat_left,
+                                side = range_sides(r0 + q, nd, er, node, fnode, cat_left,
                                                    n_levels)
                             else:
                                 side = route(xf[q], nd, nodes, cat_left, n_levels)

@@ -5,6 +5,7 @@ batching."""
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -31,6 +32,7 @@ from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.inference.leaf_search import bounded_draws, draw_leaves_bounded, node_bounds
 from forestgen.inference.posterior import iter_posterior
 from forestgen.leaves.normal_math import log_ndtr_diff as np_log_ndtr_diff
+from forestgen.tree.kernels import EvidenceRows
 
 
 def _table(n, seed=0):
@@ -369,9 +371,16 @@ def test_impossible_evidence_raises_with_pruning(prune_models):
 # ----------------------------------------------------------------------------- linear space
 
 
+class _Linear(NamedTuple):
+    pi: np.ndarray
+    edge: np.ndarray
+    slot: np.ndarray
+
+
 @njit
-def _both_weights(X, lo, hi, sact, smask, soff, tabs, pi, edge, slot, n_rec):
+def _both_weights(ev, tabs, lin_tables, n_rec):
     """Per (row, leaf record): the linear-space weight and the log-space one."""
+    X, lo, sact = ev.X, ev.lo, ev.sact
     m, d = X.shape
     lin = np.empty((m, n_rec))
     lg = np.empty((m, n_rec))
@@ -382,10 +391,10 @@ def _both_weights(X, lo, hi, sact, smask, soff, tabs, pi, edge, slot, n_rec):
     for i in range(m):
         ne, ni, ns = row_columns(i, X, lo, sact, ecols, icols, scols)
         for r in range(n_rec):
-            lin[i, r] = row_linear_weight(i, r, lo, hi, icols.reshape(1, d), ni, smask, soff,
-                                          scols.reshape(1, d), ns, tabs, pi, edge, slot)
-            lg[i, r] = row_log_weight(i, r, X, ecols, ne, lo, hi, icols, ni, smask, soff,
-                                      scols, ns, tabs, scratch)
+            lin[i, r] = row_linear_weight(i, r, ev, icols.reshape(1, d), ni,
+                                          scols.reshape(1, d), ns, tabs, lin_tables)
+            lg[i, r] = row_log_weight(i, r, ev, ecols, ne, icols, ni, scols, ns, tabs,
+                                      scratch)
     return lin, lg
 
 
@@ -400,10 +409,10 @@ def test_linear_leaf_weights_equal_log_weights(prune_models, name):
     ev = evidence_from_frame(m, cond)
     ev.point[:] = np.nan  # (intervals and level sets only: the rows the linear path takes)
     rows = np.flatnonzero(kernel_rows(m, ev, np.arange(ev.m)))
-    lo, hi, sact, smask, soff, _ = evidence_arrays(ev, rows)
+    lo, hi, sact, smask, soff, sk = evidence_arrays(ev, rows)
     pack, lt = leaf_pack(m), linear_tables(m)
-    lin, lg = _both_weights(np.ascontiguousarray(ev.point[rows]), lo, hi, sact, smask, soff,
-                            pack.args, lt.pi, lt.edge, lt.slot, len(pack.leaf_id))
+    er = EvidenceRows(np.ascontiguousarray(ev.point[rows]), lo, hi, sact, smask, soff, sk)
+    lin, lg = _both_weights(er, pack.args, _Linear(lt.pi, lt.edge, lt.slot), len(pack.leaf_id))
     fast = lin >= 0
     assert fast.mean() > 0.9
     assert ((lin[fast] == 0) == (lg[fast] == -np.inf)).all()
