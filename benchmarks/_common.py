@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -137,7 +138,7 @@ def write_result(name: str, title: str, sections: Sequence[str], command: str | 
     """Write ``benchmarks/results/<name>.md`` with a machine block, the command and sections."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     info = machine_info()
-    cmd = command or "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    cmd = command or "python " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
     lines = [f"# {title}", "", f"Command: `{cmd}`", ""]
     lines += [md_table(["machine", "value"], list(info.items())), ""]
     for s in sections:
