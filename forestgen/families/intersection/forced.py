@@ -31,7 +31,12 @@ import numpy as np
 from numba import prange
 
 from forestgen.families.intersection.cells import unit_hash
-from forestgen.families.intersection.star import TreeGeometry, approx_q, cut_region
+from forestgen.families.intersection.star import (
+    TreeGeometry,
+    approx_q,
+    cut_region,
+    uniform_coordinate,
+)
 from forestgen.parallel import parallel_kernel
 
 
@@ -184,22 +189,6 @@ def _forced_kernel(n, seed, ev, bound, eps, geo, kind):
             if not math.isnan(elo[j]):  # uniform in the region cut to the interval
                 a = max(lo[j], elo[j])
                 out[i, j] = a + (min(hi[j], ehi[j]) - a) * u
-            elif kind[j] == 2:
-                o = nom_off[j]
-                cnt = 0
-                for v in range(nlev[j]):
-                    cnt += mask[o + v]
-                pick = min(int(u * cnt), cnt - 1)
-                for v in range(nlev[j]):
-                    if mask[o + v]:
-                        if pick == 0:
-                            out[i, j] = v
-                            break
-                        pick -= 1
-            elif kind[j] == 1:
-                a0 = math.floor(lo[j]) + 1
-                cnt = math.floor(hi[j]) - a0 + 1
-                out[i, j] = a0 + min(int(u * cnt), cnt - 1)
             else:
-                out[i, j] = lo[j] + (hi[j] - lo[j]) * u
+                out[i, j] = uniform_coordinate(j, u, kind, lo, hi, mask, geo)
     return out, ok, uni

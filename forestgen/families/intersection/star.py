@@ -346,7 +346,7 @@ def approx_sample(g: TreeGeometry, kind, n: int, rng: np.random.Generator) -> np
 @parallel_kernel
 def _approx_sample_kernel(n, seed, geo, kind):
     feature, left, right, roots = geo.feature, geo.left, geo.right, geo.roots
-    nlo, nhi, nmask, nom_off, nlev = geo.lo, geo.hi, geo.mask, geo.nom_off, geo.nlev
+    nlo, nhi, nmask = geo.lo, geo.hi, geo.mask
     d = nlo.shape[1]
     out = np.empty((n, d))
     r0 = roots[0]
@@ -366,25 +366,31 @@ def _approx_sample_kernel(n, seed, geo, kind):
         for j in range(d):
             u = unit_hash(seed, i, k)
             k += 1
-            if kind[j] == 2:
-                o = nom_off[j]
-                cnt = 0
-                for v in range(nlev[j]):
-                    cnt += mask[o + v]
-                pick = min(int(u * cnt), cnt - 1)
-                for v in range(nlev[j]):
-                    if mask[o + v]:
-                        if pick == 0:
-                            out[i, j] = v
-                            break
-                        pick -= 1
-            elif kind[j] == 1:
-                a0 = math.floor(lo[j]) + 1
-                cnt = math.floor(hi[j]) - a0 + 1
-                out[i, j] = a0 + min(int(u * cnt), cnt - 1)
-            else:
-                out[i, j] = lo[j] + (hi[j] - lo[j]) * u
+            out[i, j] = uniform_coordinate(j, u, kind, lo, hi, mask, geo)
     return out
+
+
+@njit(cache=True, nogil=True)
+def uniform_coordinate(j, u, kind, lo, hi, mask, geo):
+    """Coordinate ``j`` of a uniform draw in the region, from one uniform ``u``: a level of the
+    mask (nominal), an integer in ``(lo, hi]`` (ordered) or a point of ``[lo, hi)``."""
+    if kind[j] == 2:
+        o = geo.nom_off[j]
+        cnt = 0
+        for v in range(geo.nlev[j]):
+            cnt += mask[o + v]
+        pick = min(int(u * cnt), cnt - 1)
+        for v in range(geo.nlev[j]):
+            if mask[o + v]:
+                if pick == 0:
+                    return v
+                pick -= 1
+        return math.nan
+    if kind[j] == 1:
+        a0 = math.floor(lo[j]) + 1
+        cnt = math.floor(hi[j]) - a0 + 1
+        return a0 + min(int(u * cnt), cnt - 1)
+    return lo[j] + (hi[j] - lo[j]) * u
 
 
 @njit(cache=True, nogil=True)
