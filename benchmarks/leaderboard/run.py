@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", nargs="?", const="all", choices=["all", "old-splits"],
                     help="with --merge: score every cell again from its stored sample (or only "
                          "cells of an older split version)")
+    ap.add_argument("--new-tables", action="store_true",
+                    help="the tables the leaderboard never used (tables.py --new: fatality, "
+                         "mroz, wages) instead of the usual ones")
     ap.add_argument("--work", type=Path, default=None,
                     help="where splits and samples are kept (default: a new temporary dir)")
     a = ap.parse_args(argv)
@@ -421,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     ds_py = peers.python_of(root, "datasets")
     if not (setup["datasets"][0] and ds_py.exists()):  # the table sources in this interpreter
         ds_py = Path(sys.executable)
-    subprocess.run([str(ds_py), str(HERE / "tables.py"), str(tables_dir)], check=True)
+    subprocess.run([str(ds_py), str(HERE / "tables.py"), str(tables_dir)]
+                   + (["--new"] if a.new_tables else []), check=True)
     # smallest tables first, so that a run stopped at a time budget has covered the most tables
     tables = sorted((p.name for p in tables_dir.iterdir()), key=lambda t: (json.loads(
         (tables_dir / t / "meta.json").read_text())["rows"], t))
