@@ -1,7 +1,7 @@
 """Runs the reference package (PyPI ``nrgboost`` 0.0.3) for ``bench_nrgboost.py``.
 
-Executed with the peer's own interpreter (``/work/peers/nrgboost/bin/python``); reads a job
-JSON, writes samples (CSV) and a result JSON. Log-likelihood uses the same estimator as
+Executed with the peer's own interpreter (``~/.cache/forestgen-peers/nrgboost/bin/python``);
+reads a job JSON, writes samples (CSV) and a result JSON. Log-likelihood uses the same estimator as
 forestgen's ``NRGBoost.log_z_``: importance sampling from the model's own ``q0``,
 ``log Z = log mean exp(f(x) - log q0(x))``, with its delta-method standard error; grid
 log-probabilities are turned into densities in original units by subtracting the log bin widths

@@ -21,7 +21,10 @@ the flat refill (``NRGBoost(refill_trees=k)``: a constant budget of tree evaluat
 fitted with each ``--seeds`` model seed, schemes alternating within a seed; ``--peer-trees ''``
 skips the reference package.
 
-The reference runs in its own venv (``--peer-python``), through ``_peer_nrgboost.py``.
+The reference runs in its own venv (``--peer-python``, default
+``~/.cache/forestgen-peers/nrgboost``), through ``_peer_nrgboost.py``. Both sides run on one
+thread: the script sets ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and
+``MKL_NUM_THREADS`` to 1 for itself and for every process it starts.
 Its NaN categoricals are given as a "?" level and bools as 0/1 (it corrupts / rejects those).
 """
 
@@ -36,8 +39,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+#: one thread on each side (this process and the reference's), set before numpy / Numba load
+ONE_THREAD = {k: "1" for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                "MKL_NUM_THREADS")}
+if __name__ == "__main__":
+    os.environ.update(ONE_THREAD)
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -129,6 +138,7 @@ def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
     jp.write_text(json.dumps(job))
     t0 = time.perf_counter()
     subprocess.run([args.peer_python, str(PEER), str(jp)], check=True,
+                   env=dict(os.environ, **ONE_THREAD),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     res = json.loads((tmp / "result.json").read_text())
     res["wall_s"] = time.perf_counter() - t0
@@ -161,7 +171,7 @@ def before_after(args, train: pd.DataFrame, test: pd.DataFrame, name: str, T: in
                 "params": {"n_trees": T, "pool_size": args.pool_size, "max_leaves": 256,
                            "n_normaliser_samples": args.n_is, "random_state": 0},
                 "n_samples": args.n_samples, "out": str(out)}))
-            env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
+            env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()), **ONE_THREAD)
             done = subprocess.run([sys.executable, str(side), str(job)], env=env, check=True,
                                   capture_output=True, text=True)
             res[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -213,7 +223,9 @@ def main() -> None:
     ap.add_argument("--n-is", type=int, default=200_000)
     ap.add_argument("--pool-size", type=int, default=80_000,
                     help="model-sample pool M of both implementations (default: theirs)")
-    ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
+    ap.add_argument("--peer-python",
+                    default=str(Path.home() / ".cache/forestgen-peers/nrgboost/bin/python"),
+                    help="the reference's venv interpreter")
     ap.add_argument("--out", default=None,
                     help="results name (default nrgboost, or nrgboost_before_after)")
     ap.add_argument("--before", default=None,

@@ -71,7 +71,8 @@ def main() -> None:
     ap.add_argument("--n-samples", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--pool-size", type=int, default=80_000)
-    ap.add_argument("--peer-python", default="/work/peers/nrgboost/bin/python")
+    ap.add_argument("--peer-python",
+                    default=str(Path.home() / ".cache/forestgen-peers/nrgboost/bin/python"))
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--out", default="nrgboost_protocols")
     ap.add_argument("--note", default="")
