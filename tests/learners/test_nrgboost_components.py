@@ -552,3 +552,79 @@ def test_leaf_bitset_energy_equals_the_tree_walk_bit_for_bit():
                     kernel(X, start, stop, grid.code_offsets, view, block), walk)
         np.testing.assert_array_equal(e.tree_energy(X, start, stop), walk)
     assert not np.all(e.tree_energy(X) == 0)
+
+
+def _lumped_chisquare_p(draws, p):
+    """Chi-square p-value of integer ``draws`` against probabilities ``p``, cells expecting
+    fewer than 5 draws lumped into one."""
+    from scipy.stats import chisquare
+
+    n = len(draws)
+    cnt = np.bincount(draws, minlength=len(p)).astype(float)
+    assert cnt[p == 0].sum() == 0  # never a code of probability zero
+    big = p * n >= 5
+    obs = np.r_[cnt[big], cnt[~big].sum()]
+    exp = np.r_[p[big], p[~big].sum()] * n
+    keep = exp > 0
+    if keep.sum() < 2:  # one possible code: the assert above is the whole test
+        return 1.0
+    return chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_gibbs_update_draws_the_exact_conditional_law(temperature):
+    """One Gibbs update of one column, from the same row in many chains: the drawn codes follow
+    ``softmax_k(f(x with x_j := k) / temperature)`` enumerated from ``energy``, restricted to
+    the allowed codes (two-word leaf sets, a nominal column of > 64 codes, missing codes, and
+    trees that split on ``j`` but are constant along it for the row)."""
+    from forestgen.families.energy.leaf_sets import line_leaves
+
+    rng = np.random.default_rng(21)
+    grid = make_grid([40, 70, 4, 3], [True, False, True, False], [1, 0, 1, 0])
+    e, cells = random_energy(grid, 4, rng, leaves=100, step=1.0)
+    assert e.trees.leaf_sets(grid).words == 2
+    off = grid.code_offsets
+    n = 40_000
+    sets = e.trees.leaf_sets(grid)
+    line = np.empty(sets.words, np.uint64)
+    crossed = []
+    for x in cells[rng.choice(len(cells), 2, replace=False)]:
+        for j in range(grid.d):
+            for t in range(sets.n_trees):
+                if j not in sets.cols[sets.col_ptr[t]: sets.col_ptr[t + 1]]:
+                    continue
+                line_leaves(x, j, t, off, sets.code_row, sets.masks, sets.col_ptr, sets.cols,
+                            line)
+                crossed.append(sum(bin(int(w)).count("1") for w in line))
+            nc = int(grid.n_codes[j])
+            Xk = np.repeat(x[None], nc, 0)
+            Xk[:, j] = np.arange(nc)
+            f = e.energy(Xk) / temperature
+            allowed = np.ones((2, int(off[-1])), np.uint8)
+            allowed[1, off[j]: off[j] + nc: 2] = 0  # chains reading row 1: odd codes only
+            arow = np.arange(n) % 2
+            rec = GibbsSampler(temperature=temperature).run(
+                e, np.repeat(x[None], n, 0), n_sweeps=1, record_from=0, thin=1, n_records=1,
+                rng=np.random.default_rng(j), free_cols=np.array([j]), allowed=allowed,
+                allowed_row=arow)[:, 0]
+            others = np.delete(np.arange(grid.d), j)
+            np.testing.assert_array_equal(rec[:, others], np.repeat(x[None, others], n, 0))
+            for a in (0, 1):
+                p = np.where(allowed[a, off[j]: off[j] + nc] == 1, np.exp(f - f.max()), 0.0)
+                assert _lumped_chisquare_p(rec[arow == a, j], p / p.sum()) > 1e-4
+    assert min(crossed) == 1 < max(crossed)  # some lines skipped as constant, some summed
+
+
+def test_exp_below_is_within_one_ulp_of_exp():
+    import math
+
+    from forestgen.families.energy.gibbs import EXP_FLOOR, exp_below_array
+
+    x = np.r_[np.linspace(EXP_FLOOR + 1e-9, 0.0, 200_001), -np.logspace(-20, 2, 2001), 0.0]
+    ref = np.array([math.exp(v) for v in x])
+    rel = np.abs(exp_below_array(x, 0.0) - ref) / ref
+    assert rel.max() < 2.3e-16
+    # shifted by the maximum; -inf and anything at or below the floor give exactly 0
+    np.testing.assert_array_equal(
+        exp_below_array(np.array([-np.inf, EXP_FLOOR + 2.0, 2.0, 1.0]), 2.0),
+        [0.0, 0.0, 1.0, math.exp(-1.0)])
