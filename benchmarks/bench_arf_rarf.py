@@ -60,7 +60,7 @@ for c in df.columns:
         df[c] = df[c].astype("category")
 trees, mns, seed = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def cpu():
-    t = os.times(); return t.user + t.system
+    return time.process_time()
 np.random.seed(seed)
 c0 = cpu(); m = arf.arf(x=df, num_trees=trees, min_node_size=mns, n_jobs=1, verbose=False)
 c1 = cpu(); m.forde()
@@ -233,7 +233,9 @@ def report(runs: list[dict], sizes: list[int], args) -> list[str]:
         "seed(s) per size (medians of CPU seconds; LL mean ± SD over seeds). One thread on every "
         "side (forestgen n_jobs=1 and NUMBA_NUM_THREADS=1; R arf parallel=FALSE with one "
         "data.table thread; arfpy n_jobs=1). CPU seconds are user + system of each side's own "
-        "process, for the step named; compilation is excluded for forestgen (warm-up fit).",
+        "process, for the step named (forestgen and arfpy: `time.process_time`, nanosecond "
+        "resolution; R: `proc.time()` as arf_run.R reports it); compilation is excluded for "
+        "forestgen (warm-up fit).",
         "R's likelihood time and figure are its normalised `lik` (arf_run.R's "
         "`lik_normalised`); R's shipped `lik` is not a density on mixed tables "
         "(shared/peers/rarf/README.md).",
