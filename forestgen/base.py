@@ -39,6 +39,7 @@ from forestgen.modelfile import (
     read_model_file,
     write_model_file,
 )
+from forestgen.parallel import thread_map
 from forestgen.persistence import model_arrays, restore_fitted
 from forestgen.slots import SLOT_BASES, SLOTS, check_slots
 from forestgen.tree.arrays import ColumnBoxes, LeafBoxes
@@ -264,12 +265,14 @@ class GenerativeForest(BaseEstimator):
         """
         flat_leaf = leaves.ravel()
         B = leaves.shape[1]
-        models: list[LeafModel] = []
-        for j in range(self.encoder_.schema.d):
-            lm, cell = self._leaf_model_and_cell(j, boxes, numeric_leaf, discrete_leaf, overrides)
+
+        def fit(j: int) -> LeafModel:  # columns are independent: one task each
+            lm, cell = self._leaf_model_and_cell(j, boxes, numeric_leaf, discrete_leaf,
+                                                 overrides)
             lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
-            models.append(lm)
-        return models
+            return lm
+
+        return thread_map(fit, self.encoder_.schema.d, getattr(self, "n_jobs", 1))
 
     def _fit_leaves(self, *args, **kwargs) -> list[LeafModel]:
         """Former name of :meth:`fit_leaves`, kept for learners written against it."""

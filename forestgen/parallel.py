@@ -24,6 +24,8 @@ import os
 import threading
 import types
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from numba import njit
 
@@ -75,3 +77,25 @@ def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") 
     call.parallel = par
     call.serial = ser
     return call
+
+
+def default_n_jobs(n_jobs: int | None) -> int:
+    """Threads for ``n_jobs``: ``None`` or 0 -> 1, ``-1`` -> all cores, ``-k`` -> all but
+    ``k - 1``."""
+    if n_jobs is None or n_jobs == 0:
+        return 1
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return int(n_jobs)
+
+
+def thread_map(fn: Callable[[int], Any], n: int, n_jobs: int | None) -> list:
+    """``[fn(k) for k in range(n)]``, on ``n_jobs`` threads (:func:`default_n_jobs`) when
+    there is more than one task: for tasks whose work runs in Numba kernels and NumPy calls
+    that release the GIL. Each task must write only its own outputs, so the results do not
+    depend on ``n_jobs``."""
+    jobs = min(default_n_jobs(n_jobs), n)
+    if jobs <= 1:
+        return [fn(k) for k in range(n)]
+    with ThreadPoolExecutor(jobs) as ex:
+        return list(ex.map(fn, range(n)))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from forestgen.parallel import thread_map
+
 MAX_CODES = np.iinfo(np.uint16).max
 
 
@@ -31,12 +33,13 @@ class Binner:
         nominal: np.ndarray,
         n_levels: np.ndarray,
         max_bins: int = 255,
+        n_jobs: int | None = 1,
     ) -> Binner:
-        """Fit thresholds on the encoded matrix ``Z`` (float64, NaN = missing)."""
+        """Fit thresholds on the encoded matrix ``Z`` (float64, NaN = missing); the columns
+        on ``n_jobs`` threads (the same thresholds for any ``n_jobs``)."""
         if max_bins < 2:
             raise ValueError(f"max_bins must be >= 2, got {max_bins}")
         d = Z.shape[1]
-        thresholds: list[np.ndarray] = []
         n_bins = np.zeros(d, dtype=np.int32)
         for j in range(d):
             if nominal[j]:
@@ -45,21 +48,27 @@ class Binner:
                     raise ValueError(
                         f"column {j} has {k} levels; at most {MAX_CODES - 1} supported"
                     )
-                thresholds.append(np.empty(0))
                 n_bins[j] = max(k, 1)
-                continue
+
+        def column(j: int) -> np.ndarray:
+            if nominal[j]:
+                return np.empty(0)
             col = Z[:, j]
-            col = col[~np.isnan(col)]
-            thr = _thresholds(col, max_bins)
-            thresholds.append(thr)
-            n_bins[j] = len(thr) + 1
+            return _thresholds(col[~np.isnan(col)], max_bins)
+
+        thresholds = thread_map(column, d, n_jobs)
+        for j in range(d):
+            if not nominal[j]:
+                n_bins[j] = len(thresholds[j]) + 1
         return cls(thresholds, n_bins, np.asarray(nominal, dtype=bool).copy())
 
-    def transform(self, Z: np.ndarray) -> np.ndarray:
-        """Codes as uint16, feature-major ``[d, n]`` (contiguous per feature for histograms)."""
+    def transform(self, Z: np.ndarray, n_jobs: int | None = 1) -> np.ndarray:
+        """Codes as uint16, feature-major ``[d, n]`` (contiguous per feature for histograms);
+        the columns on ``n_jobs`` threads."""
         n, d = Z.shape
         out = np.empty((d, n), dtype=np.uint16)
-        for j in range(d):
+
+        def column(j: int) -> None:
             col = Z[:, j]
             miss = np.isnan(col)
             if self.nominal[j]:
@@ -70,6 +79,8 @@ class Binner:
                 codes = np.searchsorted(self.thresholds[j], np.where(miss, 0.0, col), side="left")
                 codes[miss] = self.n_bins[j]
                 out[j] = codes
+
+        thread_map(column, d, n_jobs)
         return out
 
     def threshold_value(self, feature: int, code: int) -> float:

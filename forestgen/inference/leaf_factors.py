@@ -33,9 +33,11 @@ import weakref
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.extending import intrinsic
 from numba.typed import List
+
+from forestgen.parallel import parallel_kernel
 
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
 _WIDTH = {TRUNCNORM: 5, CATEGORICAL: 2, UNIFORM: 2}
@@ -86,11 +88,12 @@ class LeafPack:
         models = model.leaf_models_
         f = model.forest_
         d = len(models)
-        order = _walk_order(f.feature, f.left, f.right, f.roots,
-                            int(np.diff(f.node_offsets).max()) if f.n_trees else 1)
+        order, tree_start = _walk_order(
+            f.feature, f.left, f.right, f.roots, np.asarray(f.node_offsets, np.int64),
+            int(np.diff(f.node_offsets).max()) if f.n_trees else 1)
         node, self.leaf_id, self.row, new, self.depth = _pack_nodes(
-            order, f.feature, f.left, f.threshold.view(np.int64), f.cat_off, f.nan_left,
-            f.node_leaf)
+            order, tree_start, f.feature, f.left, f.threshold.view(np.int64), f.cat_off,
+            f.nan_left, f.node_leaf)
         L = len(self.leaf_id)
         self.nodes = (node, node.view(np.float64), new[f.roots].astype(np.int64))
         lid = self.leaf_id
@@ -192,7 +195,7 @@ class LeafPack:
 _FILL_BLOCK = 512  # records written together by _fill_records
 
 
-@njit(cache=True, nogil=True)
+@parallel_kernel
 def _fill_records(rec, codes, o, nnz, row, lay, num, cat):
     """Write every leaf's record (``row``: the record of each leaf id), leaf by leaf in id
     order, so the leaf models' arrays are read in order, a block of leaves at a time (the
@@ -204,10 +207,12 @@ def _fill_records(rec, codes, o, nnz, row, lay, num, cat):
     all categorical columns from byte ``lay[3]``. ``lay = (header words, codes per word,
     ...)``; ``cat = (at, offsets [C, K + 1], level codes, log probabilities (numpy's
     logarithm, so the records are those of a vectorised build bit for bit), log rest [C, K],
-    allowed bytes [K, B])``."""
+    allowed bytes [K, B])``. The blocks are written in parallel: each writes only its
+    leaves' records, so any thread count gives the same records."""
     words, src = num
     n = row.shape[0]
-    for b0 in range(0, n, _FILL_BLOCK):
+    for blk in prange((n + _FILL_BLOCK - 1) // _FILL_BLOCK):
+        b0 = blk * _FILL_BLOCK
         b1 = min(n, b0 + _FILL_BLOCK)
         for f in range(words.shape[0]):
             a, w = src[f], words[f]
@@ -249,50 +254,65 @@ def _fill_levels(rec, codes, o, nnz, row, lay, cat, b0, b1):
             bits[r * 8 + bp0 + t] = allowed[k, t]
 
 
-@njit(cache=True, nogil=True)
-def _pack_nodes(order, feature, left, thr_bits, cat_off, nan_left, node_leaf):
+@parallel_kernel
+def _pack_nodes(order, tree_start, feature, left, thr_bits, cat_off, nan_left, node_leaf):
     """The node records of :class:`LeafPack` (``[N, 2]`` int64, see there) of the nodes in
-    walk ``order``, each leaf's id in record order, the record of each leaf id, each node's
-    place in walk order and the largest depth, in two passes over the nodes."""
+    walk ``order`` (tree ``b``'s from ``tree_start[b]``), each leaf's id in record order, the
+    record of each leaf id, each node's place in walk order and the largest depth, in two
+    passes over the nodes, the second tree by tree in parallel (a tree's records depend only
+    on its own nodes and the leaves of the trees before it)."""
     N = order.shape[0]
+    B = tree_start.shape[0] - 1
     new = np.empty(feature.shape[0], np.int64)
-    n_leaves = 0
-    for t in range(N):
-        new[order[t]] = t
-        n_leaves += feature[order[t]] < 0
+    tree_leaves = np.zeros(B + 1, np.int64)
+    for b in prange(B):
+        c = 0
+        for t in range(tree_start[b], tree_start[b + 1]):
+            new[order[t]] = t
+            c += feature[order[t]] < 0
+        tree_leaves[b + 1] = c
+    for b in range(B):
+        tree_leaves[b + 1] += tree_leaves[b]
+    n_leaves = tree_leaves[B]
     node = np.empty((N, 2), np.int64)
     leaf_id = np.empty(n_leaves, np.int64)
     row = np.empty(n_leaves, np.int64)
     depth = np.zeros(N, np.int64)
-    best = 0
-    r = 0
-    for t in range(N):
-        n = order[t]
-        ft = np.int64(feature[n])
-        cat = np.int64(cat_off[n] >= 0)
-        if ft < 0:
-            lk = np.int64(r)
-            leaf_id[r] = node_leaf[n]
-            row[leaf_id[r]] = r
-            r += 1
-        else:
-            lk = new[max(np.int64(left[n]), 0)]
-            depth[t + 1] = depth[t] + 1
-            depth[lk] = depth[t] + 1
-            best = max(best, depth[t] + 1)
-        node[t, 0] = np.int64(cat_off[n]) if cat else thr_bits[n]
-        node[t, 1] = ((lk << 24) | (max(ft, 0) << 3) | (np.int64(ft < 0) << 2) | (cat << 1)
-                      | np.int64(nan_left[n] == 1))
-    return node, leaf_id, row, new, best
+    tree_best = np.zeros(B, np.int64)
+    for b in prange(B):
+        best = 0
+        r = tree_leaves[b]
+        for t in range(tree_start[b], tree_start[b + 1]):
+            n = order[t]
+            ft = np.int64(feature[n])
+            cat = np.int64(cat_off[n] >= 0)
+            if ft < 0:
+                lk = np.int64(r)
+                leaf_id[r] = node_leaf[n]
+                row[leaf_id[r]] = r
+                r += 1
+            else:
+                lk = new[max(np.int64(left[n]), 0)]
+                depth[t + 1] = depth[t] + 1
+                depth[lk] = depth[t] + 1
+                best = max(best, depth[t] + 1)
+            node[t, 0] = np.int64(cat_off[n]) if cat else thr_bits[n]
+            node[t, 1] = ((lk << 24) | (max(ft, 0) << 3) | (np.int64(ft < 0) << 2)
+                          | (cat << 1) | np.int64(nan_left[n] == 1))
+        tree_best[b] = best
+    return node, leaf_id, row, new, max(tree_best.max(), 0) if B else 0
 
 
-@njit(cache=True, nogil=True)
-def _walk_order(feature, left, right, roots, max_nodes):
-    """Every node, tree by tree, in depth-first order with right subtrees first."""
+@parallel_kernel
+def _walk_order(feature, left, right, roots, node_offsets, max_nodes):
+    """Every node, tree by tree, in depth-first order with right subtrees first, and where
+    each tree's nodes start in it (trees walked in parallel, each into its own stretch)."""
+    B = roots.shape[0]
     order = np.empty(feature.shape[0], np.int64)
-    stack = np.empty(max_nodes + 2, np.int64)
-    t = 0
-    for b in range(roots.shape[0]):
+    count = np.zeros(B, np.int64)
+    for b in prange(B):
+        stack = np.empty(max_nodes + 2, np.int64)
+        t = node_offsets[b] - node_offsets[0]
         stack[0] = roots[b]
         sp = 1
         while sp > 0:
@@ -304,7 +324,17 @@ def _walk_order(feature, left, right, roots, max_nodes):
                 stack[sp] = left[n]
                 stack[sp + 1] = right[n]
                 sp += 2
-    return order[:t]
+        count[b] = t - (node_offsets[b] - node_offsets[0])
+    start = np.zeros(B + 1, np.int64)
+    for b in range(B):
+        start[b + 1] = start[b] + count[b]
+    if start[B] == order.shape[0]:  # (every node reached: the stretches are contiguous)
+        return order, start
+    out = np.empty(start[B], np.int64)
+    for b in range(B):
+        s = node_offsets[b] - node_offsets[0]
+        out[start[b]:start[b + 1]] = order[s:s + count[b]]
+    return out, start
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

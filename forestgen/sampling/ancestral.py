@@ -9,17 +9,21 @@ search over all leaves), with the result of ``searchsorted``. The column draws r
 leaves' parameters in leaf order (the rows sorted by leaf, the draws put back in row order),
 so the per-leaf tables stream through the cache instead of being read at random; each row's
 values are those of drawing it alone (:meth:`~forestgen.leaves.base.LeafModel.sample_uniform`
-from the uniforms ``sample`` would draw).
+from the uniforms ``sample`` would draw). Every column's uniforms are drawn first, in column
+order, so the columns are then drawn on the model's ``n_jobs`` threads with the same bits.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
+from forestgen.parallel import parallel_kernel, thread_map
 from forestgen.registry import register
 from forestgen.sampling.base import Sampler
 from forestgen.sampling.support import draw_column, draw_column_uniform
+
+THREAD_ROWS = 16384  # draws from which the columns are drawn on the model's n_jobs threads
 
 
 def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -32,25 +36,42 @@ def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarr
     return _inverse_cdf(cdf, rng.random(n))
 
 
-@njit(cache=True, nogil=True)
+GUIDE_CHUNK = 4096  # guide-table entries per parallel task (fixed: any thread count)
+
+
+@parallel_kernel
 def _inverse_cdf(cdf, u):
     """``min(searchsorted(cdf, u, side="right"), len(cdf) - 1)`` for nondecreasing ``cdf``
     and ``u`` in ``[0, 1)``. ``guide[k]`` is the first index whose ``cdf`` exceeds ``k / G``
     (``G`` a power of two at least ``len(cdf)``, so ``u * G`` and ``k / G`` are exact and
-    ``floor(u * G) = k`` implies ``k / G <= u``): each search starts there and steps on."""
+    ``floor(u * G) = k`` implies ``k / G <= u``): each search starts there and steps on. The
+    guide is built in chunks of :data:`GUIDE_CHUNK` entries (a binary search for a chunk's
+    first entry, then a merge), every entry and draw by itself, so any thread count gives
+    the same table and draws."""
     L = cdf.shape[0]
     G = 1
     while G < L:
         G *= 2
     guide = np.empty(G, np.int64)
-    i = 0
-    for k in range(G):
-        t = np.float64(k) / G
-        while i < L and cdf[i] <= t:
-            i += 1
-        guide[k] = i
+    for c in prange((G + GUIDE_CHUNK - 1) // GUIDE_CHUNK):
+        k0 = c * GUIDE_CHUNK
+        t0 = np.float64(k0) / G
+        lo = 0
+        hi = L
+        while lo < hi:  # the first index whose cdf exceeds t0
+            mid = (lo + hi) // 2
+            if cdf[mid] <= t0:
+                lo = mid + 1
+            else:
+                hi = mid
+        i = lo
+        for k in range(k0, min(G, k0 + GUIDE_CHUNK)):
+            t = np.float64(k) / G
+            while i < L and cdf[i] <= t:
+                i += 1
+            guide[k] = i
     out = np.empty(u.shape[0], np.int64)
-    for q in range(u.shape[0]):
+    for q in prange(u.shape[0]):
         x = u[q]
         i = guide[min(int(x * G), G - 1)]
         while i < L and cdf[i] <= x:
@@ -128,12 +149,18 @@ class AncestralSampler(Sampler):
         order = leaf_order(leaf)  # the rows by leaf: the leaves' tables are read in order
         by_leaf = np.asarray(leaf, np.int64)[order]
         rows = np.empty((n, len(models)))  # the draws of the rows in that order
+        todo = []  # (column, its uniforms): drawn from rng in column order, as lm.sample would
         for j, lm in enumerate(models):
             if lm.has_uniform_sampler:
-                u = rng.random(n)  # (what lm.sample would draw)
-                rows[:, j] = draw_column_uniform(model, j, by_leaf, u[order])
+                todo.append((j, rng.random(n)))
             else:
                 rows[:, j] = draw_column(model, j, leaf, rng)[order]
+
+        def column(k: int) -> None:  # no random draws: the columns run in any order
+            j, u = todo[k]
+            rows[:, j] = draw_column_uniform(model, j, by_leaf, u[order])
+
+        thread_map(column, len(todo), getattr(model, "n_jobs", 1) if n >= THREAD_ROWS else 1)
         out[order] = rows
         return out
 

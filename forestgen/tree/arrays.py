@@ -8,6 +8,7 @@ as bytes in ``cat_left[cat_off[node] : cat_off[node] + n_levels[feature]]``.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -76,19 +77,21 @@ def _code_levels(lower: np.ndarray, upper: np.ndarray, k: int) -> np.ndarray:
 class ColumnBoxes:
     """The leaf cells of a forest one column at a time (same values as :class:`LeafBoxes`):
     a fit that visits the columns in turn holds ``[L]`` bounds (and one ``[L, k]`` level mask)
-    instead of ``[L, d]`` tables. The last column asked for is kept."""
+    instead of ``[L, d]`` tables. The last column each thread asked for is kept (threads
+    fitting different columns at once neither share nor evict each other's)."""
 
     def __init__(self, forest: ForestArrays, nominal_levels: np.ndarray):
         self.forest = forest
         self.nominal_levels = np.asarray(nominal_levels, np.int64)
-        self._cached: tuple[int, tuple] | None = None
+        self._cached = threading.local()
 
     def _get(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._cached is None or self._cached[0] != j:
+        hit = getattr(self._cached, "hit", None)
+        if hit is None or hit[0] != j:
             f = self.forest
-            self._cached = (j, column_box_kernel(f.view(), f.n_leaves, j,
-                                                 int(self.nominal_levels[j])))
-        return self._cached[1]
+            hit = (j, column_box_kernel(f.view(), f.n_leaves, j, int(self.nominal_levels[j])))
+            self._cached.hit = hit
+        return hit[1]
 
     def column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """``(lower, upper)`` ``[L]`` of column ``j``."""

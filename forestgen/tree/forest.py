@@ -7,25 +7,16 @@ Generator per tree (:func:`tree_generators`), so results are identical for any `
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from forestgen.parallel import thread_map
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import TreeRecord
-
-
-def default_n_jobs(n_jobs: int | None) -> int:
-    if n_jobs is None or n_jobs == 0:
-        return 1
-    if n_jobs < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
-    return int(n_jobs)
 
 
 def tree_generators(seed_seq: np.random.SeedSequence, n_trees: int) -> list[np.random.Generator]:
@@ -33,12 +24,8 @@ def tree_generators(seed_seq: np.random.SeedSequence, n_trees: int) -> list[np.r
 
 
 def map_trees(fn: Callable[[int], Any], n_trees: int, n_jobs: int | None) -> list:
-    """``[fn(b) for b in range(n_trees)]`` on the shared thread pool (kernels release the GIL)."""
-    jobs = min(default_n_jobs(n_jobs), n_trees)
-    if jobs <= 1:
-        return [fn(b) for b in range(n_trees)]
-    with ThreadPoolExecutor(jobs) as ex:
-        return list(ex.map(fn, range(n_trees)))
+    """``[fn(b) for b in range(n_trees)]`` on ``n_jobs`` threads (kernels release the GIL)."""
+    return thread_map(fn, n_trees, n_jobs)
 
 
 def grow_forest(

@@ -203,9 +203,9 @@ class ARF(GenerativeForest):
         n, d = Z.shape
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
-        binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins)
+        binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins, n_jobs=self.n_jobs)
         # binned once: synthetic rows copy real values, so their codes copy real codes
-        codes = narrow_codes(binner.transform(Z))  # [d, n]
+        codes = narrow_codes(binner.transform(Z, n_jobs=self.n_jobs))  # [d, n]
         root = seed_sequence(self.random_state)
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
         splitter, limits = self.discriminator_setup()

@@ -1,0 +1,96 @@
+"""ARF gives the same bits at one and two threads (issue 33 item 5): the fit (binning on
+threads, trees on threads, FORDE's columns on threads), FORGE (column draws on threads, the
+parallel leaf draw) and the likelihood (the parallel build of the packed leaf records), with
+Numba's thread count and ``n_jobs`` both changed."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pandas as pd
+import pytest
+
+from forestgen import ARF
+from forestgen.inference.leaf_factors import LeafPack, _pack_nodes, _walk_order
+from forestgen.sampling.ancestral import THREAD_ROWS, _inverse_cdf
+
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(3)
+    n = 800
+    z = rng.standard_normal(n)
+    return pd.DataFrame({"x": z, "y": np.exp(z + 0.3 * rng.standard_normal(n)),
+                         "w": rng.gamma(2.0, 1.0, n),
+                         "g": np.array(list("abcd"))[(z > 0) + 2 * (rng.random(n) < 0.3)],
+                         "k": rng.integers(0, 3, n).astype(str)})
+
+
+def _run(table, threads: int):
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        m = ARF(n_trees=6, min_node_size=3, n_jobs=threads, random_state=4).fit(table)
+        s = m.sample_encoded(THREAD_ROWS + 100, random_state=1)  # columns drawn on threads
+        lp = m.log_prob(table)
+        pack = LeafPack(m)
+    finally:
+        numba.set_num_threads(before)
+    return m, s, lp, pack
+
+
+def test_same_bits_at_one_and_two_threads(table):
+    a, sa, la, pa = _run(table, 1)
+    b, sb, lb, pb = _run(table, 2)
+    assert [h["oob_accuracy"] for h in a.fit_diagnostics_] == \
+        [h["oob_accuracy"] for h in b.fit_diagnostics_]
+    for f in ("feature", "threshold", "left", "right", "cat_left", "node_value"):
+        np.testing.assert_array_equal(getattr(a.forest_, f), getattr(b.forest_, f))
+    np.testing.assert_array_equal(a.leaf_log_weight_, b.leaf_log_weight_)
+    for la_m, lb_m in zip(a.leaf_models_, b.leaf_models_):
+        pa_, pb_ = la_m.param_arrays(), lb_m.param_arrays()
+        assert pa_.keys() == pb_.keys()
+        for k in pa_:
+            np.testing.assert_array_equal(pa_[k], pb_[k])
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(la, lb)
+    for x, y in zip(pa.args, pb.args):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(pa.nodes, pb.nodes):
+        np.testing.assert_array_equal(x, y)
+    assert pa.depth == pb.depth
+    # the draws are the model's: inside every column's observed range, all levels seen
+    assert np.isfinite(sa).all()
+    for j, spec in enumerate(a.schema_.columns):
+        if not spec.is_discrete:
+            assert spec.lower <= sa[:, j].min() and sa[:, j].max() <= spec.upper
+
+
+def test_parallel_pack_kernels_equal_their_serial_twins(table):
+    m = ARF(n_trees=6, min_node_size=3, random_state=4).fit(table)
+    f = m.forest_
+    args = (f.feature, f.left, f.right, f.roots, np.asarray(f.node_offsets, np.int64),
+            int(np.diff(f.node_offsets).max()))
+    order, start = _walk_order.parallel(*args)
+    order_s, start_s = _walk_order.serial(*args)
+    np.testing.assert_array_equal(order, order_s)
+    np.testing.assert_array_equal(start, start_s)
+    np.testing.assert_array_equal(start, f.node_offsets)  # every node reached
+    assert sorted(order) == list(range(len(f.feature)))
+    args = (order, start, f.feature, f.left, f.threshold.view(np.int64), f.cat_off,
+            f.nan_left, f.node_leaf)
+    for x, y in zip(_pack_nodes.parallel(*args), _pack_nodes.serial(*args)):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("L", [3, 5000, 70_000])
+def test_parallel_leaf_draw_equals_searchsorted(L):
+    rng = np.random.default_rng(L)
+    w = rng.exponential(size=L) * (rng.random(L) < 0.7)
+    w[0] = 1.0
+    cdf = np.cumsum(w)
+    cdf /= cdf[-1]
+    u = rng.random(50_000)
+    ref = np.minimum(np.searchsorted(cdf, u, side="right"), L - 1)
+    np.testing.assert_array_equal(_inverse_cdf.parallel(cdf, u), ref)
+    np.testing.assert_array_equal(_inverse_cdf.serial(cdf, u), ref)
