@@ -345,6 +345,10 @@ class TableEncoder:
             return cast_numeric(vals, spec.dtype)
         cat_arr = np.empty(k, dtype=object)
         cat_arr[:] = cats
+        dtype = str_to_dtype(spec.dtype)
+        if isinstance(dtype, pd.StringDtype):  # the k levels converted once, then taken
+            codes[missing] = -1
+            return pd.array(cat_arr, dtype=dtype).take(codes, allow_fill=True)
         return cast_labels(cat_arr[codes], missing, spec.dtype)
 
     def decode_mean(self, j: int, values: np.ndarray) -> Any:
