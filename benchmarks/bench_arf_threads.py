@@ -2,14 +2,17 @@
 and ``log_prob``, and whether the results are the same bits.
 
 Each (rows, threads) cell runs in its own process (``NUMBA_NUM_THREADS`` and ``n_jobs`` set to
-the thread count), after a small warm-up (fit, sample, log_prob) that compiles the kernels;
-``log_prob`` is the model's first query, so it includes building the packed leaf records. The
-table is the mixed table of ``bench_arf_rarf.py`` (6 continuous, 3 categorical columns), 30
-trees, min_node_size 5, 4,000 held-out rows; ``sample`` draws as many rows as were fitted. The
-speed-up is wall time at one thread over wall time at two; it only means something on an
-otherwise idle machine, so the load average is written beside it.
+the thread count), after a small warm-up (fit, sample, log_prob) that compiles the kernels.
+The table is the mixed table of ``bench_arf_rarf.py`` (6 continuous, 3 categorical columns), 30
+trees, min_node_size 5. Timed: the fit; the model's first ``log_prob`` (4,000 held-out rows:
+it includes building the packed leaf records); then, for each query size ``q`` of
+``--queries``, ``sample(q)`` and ``log_prob`` of ``q`` held-out rows, each the median of
+``--reps`` calls (the packed records already built). Wall and CPU seconds from
+``time.perf_counter`` and ``time.process_time``. The speed-up is wall time at one thread over
+wall time at two; it only means something on an otherwise idle machine, so the load average
+is written beside it.
 
-    python benchmarks/bench_arf_threads.py --rows 32000,80000 --out arf_threads
+    python benchmarks/bench_arf_threads.py --rows 32000,80000 --queries 4000,40000 --out arf_threads
 """
 
 from __future__ import annotations
@@ -32,62 +35,78 @@ import numpy as np
 from _arf_side import mixed_table
 from forestgen import ARF
 
-n, T = {n}, {threads}
-data = mixed_table(n + 4000, 0)
+n, T, queries, reps = {n}, {threads}, {queries!r}, {reps}
+data = mixed_table(n + max(queries + [4000]), 0)
 train, test = data.iloc[:n].reset_index(drop=True), data.iloc[n:].reset_index(drop=True)
 warm = ARF(n_trees=3, min_node_size=5, n_jobs=T, random_state=1).fit(train.iloc[:2000])
 warm.sample(100, random_state=0)
 warm.log_prob(test.iloc[:100])
 out, digest = {{}}, hashlib.sha256()
-def timed(name, f):
-    c, w = time.process_time(), time.perf_counter()
-    r = f()
-    out[name] = [time.process_time() - c, time.perf_counter() - w]
+def timed(name, f, k=1):
+    runs = []
+    for _ in range(k):
+        c, w = time.process_time(), time.perf_counter()
+        r = f()
+        runs.append((time.process_time() - c, time.perf_counter() - w))
+    out[name] = [float(np.median([x[0] for x in runs])), float(np.median([x[1] for x in runs]))]
     return r
 m = timed("fit", lambda: ARF(n_trees=30, min_node_size=5, n_jobs=T, random_state=0).fit(train))
-s = timed("sample", lambda: m.sample(n, random_state=0))
-lp = timed("log_prob", lambda: m.log_prob(test))
+lp = timed("log_prob first", lambda: m.log_prob(test.iloc[:4000]))
 digest.update(np.asarray(lp).tobytes())
-digest.update(s.to_csv(index=False).encode())
-out["digest"] = digest.hexdigest()[:16]
 out["held_out_ll"] = float(np.mean(lp))
+for q in queries:
+    s = timed(f"sample {{q}}", lambda: m.sample(q, random_state=0), reps)
+    digest.update(s.to_csv(index=False).encode())
+    lq = timed(f"log_prob {{q}}", lambda: m.log_prob(test.iloc[:q]), reps)
+    digest.update(np.asarray(lq).tobytes())
+out["digest"] = digest.hexdigest()[:16]
 print(json.dumps(out))
 """
 
 
-def cell(n: int, threads: int) -> dict:
+def cell(n: int, threads: int, queries: list[int], reps: int) -> dict:
     env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-c", _CELL.format(here=str(HERE), n=n,
-                                                            threads=threads)],
-                         env=env, capture_output=True, text=True, check=True)
+    res = subprocess.run([sys.executable, "-c", _CELL.format(
+        here=str(HERE), n=n, threads=threads, queries=queries, reps=reps)],
+        env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", default="32000,80000")
+    ap.add_argument("--queries", default="4000,40000")
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default="arf_threads")
     args = ap.parse_args()
+    queries = [int(q) for q in args.queries.split(",") if q]
+    steps = ["fit", "log_prob first"] + [f"{k} {q}" for q in queries
+                                         for k in ("sample", "log_prob")]
     lines = ["# ARF at one and two threads", "",
              f"Command: `python benchmarks/bench_arf_threads.py --rows {args.rows} "
-             f"--out {args.out}`", "",
-             "| rows | threads | load avg (1 min) at start | fit CPU s (wall s) | sample | "
-             "log_prob | same bits as 1 thread | held-out LL |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"--queries {args.queries} --reps {args.reps} --out {args.out}`", "",
+             "CPU s (wall s) per step; `log_prob first` is the model's first query (4,000 rows, "
+             "builds the packed leaf records); the other queries are medians of "
+             f"{args.reps} calls.", "",
+             "| rows | threads | load avg (1 min) at start | "
+             + " | ".join(steps) + " | same bits as 1 thread | held-out LL |",
+             "|" + "---|" * (len(steps) + 5)]
     speed = []
     for n in (int(r) for r in args.rows.split(",")):
         res = {}
         for T in (1, 2):
             load = os.getloadavg()[0]
-            res[T] = cell(n, T)
+            res[T] = cell(n, T, queries, args.reps)
             r = res[T]
-            fmt = [f"{r[k][0]:.2f} ({r[k][1]:.2f})" for k in ("fit", "sample", "log_prob")]
+            fmt = [f"{r[k][0]:.4f} ({r[k][1]:.4f})" for k in steps]
             lines.append(f"| {n} | {T} | {load:.2f} | {' | '.join(fmt)} | "
                          f"{'yes' if r['digest'] == res[1]['digest'] else 'NO'} | "
                          f"{r['held_out_ll']:.4f} |")
             print(lines[-1], flush=True)
         speed.append(f"{n} rows: wall time 1 thread / 2 threads: " + ", ".join(
-            f"{k} {res[1][k][1] / res[2][k][1]:.2f}x" for k in ("fit", "sample", "log_prob")))
+            f"{k} {res[1][k][1] / res[2][k][1]:.2f}x" for k in steps))
     lines += ["", *[f"- {s}" for s in speed], ""]
     path = HERE / "results" / f"{args.out}.md"
     path.write_text("\n".join(lines))

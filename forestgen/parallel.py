@@ -79,6 +79,18 @@ def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") 
     return call
 
 
+#: elements of work below which callers run a kernel's serial twin: a parallel region's start
+#: and barrier cost more than they save on small inputs (far more on a loaded machine, where
+#: the barrier waits for a descheduled thread)
+SMALL_WORK = 65_536
+
+
+def sized(kernel: Callable, work: int) -> Callable:
+    """``kernel`` (a :func:`parallel_kernel`) for ``work`` elements: its serial twin below
+    :data:`SMALL_WORK`. Both give the same results."""
+    return kernel.serial if work < SMALL_WORK else kernel
+
+
 def default_n_jobs(n_jobs: int | None) -> int:
     """Threads for ``n_jobs``: ``None`` or 0 -> 1, ``-1`` -> all cores, ``-k`` -> all but
     ``k - 1``."""

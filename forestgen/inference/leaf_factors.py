@@ -37,7 +37,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 from numba.typed import List
 
-from forestgen.parallel import parallel_kernel
+from forestgen.parallel import parallel_kernel, sized
 
 TRUNCNORM, CATEGORICAL, UNIFORM = 1, 2, 3
 _WIDTH = {TRUNCNORM: 5, CATEGORICAL: 2, UNIFORM: 2}
@@ -88,10 +88,11 @@ class LeafPack:
         models = model.leaf_models_
         f = model.forest_
         d = len(models)
-        order, tree_start = _walk_order(
+        N = len(f.feature)
+        order, tree_start = sized(_walk_order, N)(
             f.feature, f.left, f.right, f.roots, np.asarray(f.node_offsets, np.int64),
             int(np.diff(f.node_offsets).max()) if f.n_trees else 1)
-        node, self.leaf_id, self.row, new, self.depth = _pack_nodes(
+        node, self.leaf_id, self.row, new, self.depth = sized(_pack_nodes, N)(
             order, tree_start, f.feature, f.left, f.threshold.view(np.int64), f.cat_off,
             f.nan_left, f.node_leaf)
         L = len(self.leaf_id)
@@ -163,7 +164,7 @@ class LeafPack:
                np.array([t[3] for t in listed], np.float64).reshape(len(listed), K),
                np.concatenate([t[4] for t in listed] + [np.zeros((K, 0))], axis=1
                               ).astype(np.uint8))
-        _fill_records(rec, codes, o, nnz, self.row,
+        sized(_fill_records, len(rec))(rec, codes, o, nnz, self.row,
                       np.array([head, per, ctl * per, bpos[cats[0]] if cats else 0], np.int64),
                       (np.array(words, np.int64),
                        List([np.ascontiguousarray(a, np.float64) for a in fields])), cat)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from forestgen.parallel import parallel_kernel, thread_map
+from forestgen.parallel import parallel_kernel, sized, thread_map
 from forestgen.registry import register
 from forestgen.sampling.base import Sampler
 from forestgen.sampling.support import draw_column, draw_column_uniform
@@ -33,7 +33,7 @@ def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarr
     w = np.exp(log_w - np.max(log_w))
     cdf = np.cumsum(w)
     cdf /= cdf[-1]
-    return _inverse_cdf(cdf, rng.random(n))
+    return sized(_inverse_cdf, n + len(cdf))(cdf, rng.random(n))
 
 
 GUIDE_CHUNK = 4096  # guide-table entries per parallel task (fixed: any thread count)

@@ -39,9 +39,15 @@ def _run(table, threads: int):
     return m, s, lp, pack
 
 
-def test_same_bits_at_one_and_two_threads(table):
+def test_same_bits_at_one_and_two_threads(table, monkeypatch):
+    c, sc, lc, pc = _run(table, 2)  # small work: the serial twins of the new kernels
+    monkeypatch.setattr("forestgen.parallel.SMALL_WORK", 0)  # the parallel kernels
     a, sa, la, pa = _run(table, 1)
     b, sb, lb, pb = _run(table, 2)
+    np.testing.assert_array_equal(sa, sc)
+    np.testing.assert_array_equal(la, lc)
+    for x, y in zip(pa.args, pc.args):
+        np.testing.assert_array_equal(x, y)
     assert [h["oob_accuracy"] for h in a.fit_diagnostics_] == \
         [h["oob_accuracy"] for h in b.fit_diagnostics_]
     for f in ("feature", "threshold", "left", "right", "cat_left", "node_value"):
