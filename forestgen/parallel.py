@@ -10,7 +10,8 @@ then ``range``) — and runs the parallel one only when that is safe under every
 * never in a process created by ``fork`` (``os.register_at_fork``): forked children such as
   ``multiprocessing`` fork-pool or DataLoader workers run the serial kernels;
 * by one thread at a time: a thread that finds another thread inside a parallel kernel runs
-  the serial kernel instead of waiting.
+  the serial kernel instead of waiting
+  (except on the worker threads of :func:`thread_map`, which wait for it).
 
 Both versions compute every output element independently, so results are identical whichever
 runs. The serial version is compiled (or loaded from the cache) in the parent as soon as the
@@ -31,6 +32,7 @@ from numba import njit
 
 _state = {"forked": False}
 _lock = threading.Lock()
+_local = threading.local()  # .wait: this thread is one of thread_map's workers
 
 
 def _in_forked_child() -> None:
@@ -63,7 +65,7 @@ def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") 
 
     @functools.wraps(fn)
     def call(*args):
-        if not _state["forked"] and _lock.acquire(blocking=False):
+        if not _state["forked"] and _lock.acquire(blocking=getattr(_local, "wait", False)):
             try:
                 out = par(*args)
             finally:
@@ -105,9 +107,20 @@ def thread_map(fn: Callable[[int], Any], n: int, n_jobs: int | None) -> list:
     """``[fn(k) for k in range(n)]``, on ``n_jobs`` threads (:func:`default_n_jobs`) when
     there is more than one task: for tasks whose work runs in Numba kernels and NumPy calls
     that release the GIL. Each task must write only its own outputs, so the results do not
-    depend on ``n_jobs``."""
+    depend on ``n_jobs``. On the pool's threads a :func:`parallel_kernel` waits for another
+    thread's parallel kernel to finish instead of running its serial twin: the tasks' kernels
+    take the cores in turn (the serial twins of loop-heavy kernels run several times slower
+    than the parallel ones do on one thread)."""
     jobs = min(default_n_jobs(n_jobs), n)
     if jobs <= 1:
         return [fn(k) for k in range(n)]
+
+    def task(k: int) -> Any:
+        _local.wait = True
+        try:
+            return fn(k)
+        finally:
+            _local.wait = False
+
     with ThreadPoolExecutor(jobs) as ex:
-        return list(ex.map(fn, range(n)))
+        return list(ex.map(task, range(n)))
