@@ -16,11 +16,26 @@ import numpy as np
 
 from forestgen.data.frames import take_rows
 
-__all__ = ["held_out_choice", "HELD_OUT_SHARE"]
+__all__ = ["held_out_choice", "held_out_split", "HELD_OUT_SHARE"]
 
 HELD_OUT_SHARE = 0.2
 #: rows used to compare settings on a larger table
 MAX_ROWS = 1000
+
+
+def held_out_split(n: int, seed: np.random.SeedSequence, max_rows: int | None = MAX_ROWS
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(fitting rows, held-out rows)`` of :func:`held_out_choice`: a random
+    ``HELD_OUT_SHARE`` of ``n`` rows (of a random ``max_rows`` of them on a larger table) held
+    out, sorted; ``None`` with fewer than 10 rows."""
+    if n < 10:
+        return None
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    if max_rows is not None and n > max_rows:
+        perm, n = perm[:max_rows], max_rows
+    k = max(2, int(round(HELD_OUT_SHARE * n)))
+    return np.sort(perm[k:]), np.sort(perm[:k])
 
 
 def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
@@ -34,15 +49,10 @@ def held_out_choice(learner, X: Any, kinds: Any, settings: list[dict],
     setting is returned."""
     from sklearn.base import clone
 
-    n = len(X)
-    if n < 10 or len(settings) == 1:
+    split = held_out_split(len(X), seed, max_rows)
+    if split is None or len(settings) == 1:
         return settings[0], [np.nan] * len(settings)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    if max_rows is not None and n > max_rows:
-        perm, n = perm[:max_rows], max_rows
-    k = max(2, int(round(HELD_OUT_SHARE * n)))
-    val, fit = np.sort(perm[:k]), np.sort(perm[k:])
+    fit, val = split
     scores = []
     for s in settings:
         m = clone(learner).set_params(**s)

@@ -18,6 +18,10 @@ from forestgen.families.intersection.star import StarNodeSampler, TreeGeometry
 from forestgen.inference import ZeroProbabilityError
 from forestgen.learners import EOGT, GFBoost
 
+#: the paper's cells and the spec's uniform smoothing (GF.Boost's defaults shape each cell by
+#: the column marginals and smooth toward them, tests/learners/test_gf_marginal_smoothing.py)
+PAPER = dict(cell_shape="uniform", smooth_toward="uniform")
+
 
 def mixed(n=300, seed=0, missing=False):
     rng = np.random.default_rng(seed)
@@ -36,10 +40,13 @@ def mixed(n=300, seed=0, missing=False):
 
 
 def exact_integral(m: GFBoost) -> float:
-    """∫ q dμ by enumeration: piecewise constant between the thresholds on the continuous
-    column, every integer / level on the others (counting measure)."""
+    """∫ q dμ by enumeration: piecewise constant between the thresholds (and the marginal
+    cells' histogram faces) on the continuous column, every integer / level on the others
+    (counting measure)."""
     f = m.forest_
-    thr = np.sort(f.threshold[(f.feature == 0)])
+    lm = m.leaf_models_[0]
+    thr = np.sort(np.r_[f.threshold[(f.feature == 0)],
+                        getattr(getattr(lm, "base_", lm), "edges", [])])
     edges = np.unique(np.r_[m.box_lo_[0], thr[(thr > m.box_lo_[0]) & (thr < m.box_hi_[0])],
                             m.box_hi_[0]])
     mids, widths = 0.5 * (edges[1:] + edges[:-1]), np.diff(edges)
@@ -69,7 +76,7 @@ def test_density_integrates_to_one_on_mixed_domain(missing):
 
 def test_no_split_is_uniform_on_the_box():
     df = mixed(missing=False)
-    m = GFBoost(n_trees=3, n_iter=0).fit(df)
+    m = GFBoost(n_trees=3, n_iter=0, **PAPER).fit(df)
     vol = (m.box_hi_[0] - m.box_lo_[0]) * (m.box_hi_[1] - m.box_lo_[1]) * 3 * 2
     lp = m.log_prob(df)
     assert np.allclose(lp, -math.log(vol))
@@ -110,13 +117,14 @@ def test_star_node_sampler_has_the_cell_law(order):
 
 @pytest.mark.parametrize("loss", ["matusita", "log", "square"])
 def test_bayes_risk_decreases_and_matches_recomputation(loss):
-    m = GFBoost(n_trees=5, n_iter=40, loss=loss).fit(mixed())
+    m = GFBoost(n_trees=5, n_iter=40, loss=loss, smoothing=1e-3, **PAPER).fit(mixed())
     path = np.asarray(m.risk_path_)
     assert len(path) == 41
     assert np.all(np.diff(path) <= 1e-12)
     assert path[-1] < path[0] - 1e-3
     assert m.cell_risk() == pytest.approx(path[-1], abs=1e-10)
-    ll = [GFBoost(n_trees=5, n_iter=j, loss=loss).fit(mixed()).score(mixed())
+    ll = [GFBoost(n_trees=5, n_iter=j, loss=loss, smoothing=1e-3, **PAPER).fit(mixed())
+          .score(mixed())
           for j in (5, 20, 40)]
     assert ll[0] <= ll[1] + 1e-12 <= ll[2] + 2e-12
 
@@ -145,7 +153,7 @@ def test_stumps_first():
 
 def test_max_density_imputation_equals_brute_force():
     df = mixed(n=250, seed=3)[["a", "c", "b"]]
-    m = GFBoost(n_trees=4, n_iter=20).fit(df)
+    m = GFBoost(n_trees=4, n_iter=20, smoothing=1e-3, **PAPER).fit(df)
     X = df.head(20).copy()
     X.loc[:, "a"] = np.nan
     imp = m.impute(X, method="max_density", random_state=0, walk="exact")
@@ -275,8 +283,8 @@ def test_backoff_imputation_large_forest():
 
 def test_queries_roundtrip_and_determinism(tmp_path):
     df = mixed()
-    m = GFBoost(n_trees=4, n_iter=20).fit(df)
-    m2 = GFBoost(n_trees=4, n_iter=20).fit(df)
+    m = GFBoost(n_trees=4, n_iter=20, random_state=0).fit(df)
+    m2 = GFBoost(n_trees=4, n_iter=20, random_state=0).fit(df)
     assert np.array_equal(m.log_prob(df), m2.log_prob(df))
     path = m.save(tmp_path / "gf.fg")
     m3 = GenerativeForest.load(path)
@@ -344,7 +352,7 @@ def test_eogt_sampler_matches_its_density():
 
 def test_eogt_single_tree_equals_gf():
     df = mixed(n=200)[["a", "n", "c"]]
-    g = GFBoost(n_trees=1, n_iter=8).fit(df)
+    g = GFBoost(n_trees=1, n_iter=8, smoothing=1e-3, **PAPER).fit(df)
     e = EOGT(n_trees=1, n_iter=8).fit(df)
     assert np.allclose(g.log_prob(df), e.log_prob(df))
 
@@ -621,10 +629,10 @@ def test_held_out_rows_have_finite_sensible_density():
     fall; the smoothed model (default) scores every held-out row, above the uniform density on
     the box and no worse than the model's own smoothing floor."""
     train, test = _held_out()
-    exact = GFBoost(n_trees=20, n_iter=100, smoothing=0.0, random_state=0).fit(train)
+    exact = GFBoost(n_trees=20, n_iter=100, smoothing=0.0, random_state=0, **PAPER).fit(train)
     lp0 = exact.log_prob(test, floor=None)
     assert np.isneginf(lp0).mean() > 0.5  # the defect: most held-out rows get -inf
-    m = GFBoost(n_trees=20, n_iter=100, random_state=0).fit(train)
+    m = GFBoost(n_trees=20, n_iter=100, smoothing=1e-3, random_state=0, **PAPER).fit(train)
     lp = m.log_prob(test)
     assert np.isfinite(lp).all()
 
@@ -646,9 +654,12 @@ def test_held_out_rows_have_finite_sensible_density():
     assert np.allclose(m.log_prob(tr), np.logaddexp(
         math.log(1 - 1e-3) + exact.log_prob(tr, floor=None), unif))
     # "auto" (Good-Turing) puts more weight on the uniform and fits held-out rows better
-    auto = GFBoost(n_trees=20, n_iter=100, smoothing="auto", random_state=0).fit(train)
+    auto = GFBoost(n_trees=20, n_iter=100, smoothing="auto", random_state=0, **PAPER).fit(train)
     assert 1e-3 < auto.smoothing_ < 1
     assert auto.score(test) > m.score(test) > -lv + math.log(1e-3)
+    # the defaults (marginal cells, smoothing toward the marginals chosen on held-out rows)
+    default = GFBoost(n_trees=20, n_iter=100, random_state=0).fit(train)
+    assert default.score(test) > auto.score(test)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.3])
@@ -688,7 +699,7 @@ def test_point_mass_zero_inflated_column():
     x = np.where(zero, 0.0, rng.exponential(2.0, n))
     df = pd.DataFrame({"x": x, "y": x + rng.normal(0, 0.5, n),
                        "c": np.where(zero, "a", rng.choice(["a", "b"], n))})
-    m = GFBoost(n_trees=8, n_iter=40, random_state=0).fit(df)
+    m = GFBoost(n_trees=8, n_iter=40, smoothing=1e-3, random_state=0).fit(df)
     assert m.schema_["x"].atoms == [0.0]
     share = zero.mean()
     s = m.sample(20_000, random_state=1)
@@ -795,7 +806,7 @@ def test_gfboost_keeps_spike_levels_of_integer_columns():
     df = pd.DataFrame({"edu": edu, "a": np.exp(rng.normal(0, 2.5, n))})
     df.loc[rng.random(n) < 0.1, "edu"] = np.nan
     df["edu"] = df["edu"].astype("Int64")
-    m = GFBoost(n_trees=2, n_iter=4, smoothing=0.1, random_state=0).fit(df)
+    m = GFBoost(n_trees=2, n_iter=4, smoothing=0.1, random_state=0, **PAPER).fit(df)
     assert not (m.trees_.feature == 0).any()
     spec = m.schema_["edu"]
     assert spec.is_discrete

@@ -63,6 +63,7 @@ def test_gf_sizes_chosen_on_held_out_rows(cls):
     assert set(scores) <= {str(s) for s in SIZES}
     assert "(50, 200)" not in scores  # at most one split per two rows: 150 rows allow 150
     fixed = cls(n_trees=4, n_iter=8, random_state=0).fit(df)
-    assert fixed.sizes_ == {"n_trees": 4, "n_iter": 8} and fixed.n_splits_ <= 8
+    assert {k: fixed.sizes_[k] for k in ("n_trees", "n_iter")} == {"n_trees": 4, "n_iter": 8}
+    assert fixed.n_splits_ <= 8
     with pytest.raises(ValueError, match="n_iter"):
         cls(n_iter=-1).fit(df)

@@ -15,7 +15,7 @@ import numpy as np
 from forestgen.families import INTERSECTION
 from forestgen.families.boxes import fit_cell_leaves
 from forestgen.families.intersection.cells import CellTable
-from forestgen.families.intersection.gfboost import GFBoost, tree_dicts
+from forestgen.families.intersection.gfboost import SMOOTHINGS, GFBoost, tree_dicts
 from forestgen.families.intersection.region_atoms import RegionAtoms, region_leaves
 from forestgen.families.intersection.region_queries import RegionQueries
 from forestgen.registry import register
@@ -85,6 +85,10 @@ class EOGT(RegionQueries, GFBoost):
     _approx = True
     #: per-row cap on the regions enumerated to marginalise missing entries
     max_regions = 100_000
+    #: EOGT's smoothing component is the uniform density on the box (not a parameter: the
+    #: star-node walk's regions are not enumerated at fit, so no per-region marginal mass)
+    smooth_toward = "uniform"
+    cell_shape = "uniform"  # the star-node walk draws uniformly in its regions
 
     def __init__(self, *, n_trees: int | str = "auto", n_iter: int | str = "auto",
                  loss: str = "matusita",
@@ -107,7 +111,9 @@ class EOGT(RegionQueries, GFBoost):
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
-        self.smoothing_ = 0.0 if self.smoothing == "auto" else float(self.smoothing)
+        smoothing = (self.sizes_["smoothing"] if self.smoothing == "held_out"
+                     else float(self.smoothing))
+        self.smoothing_ = smoothing
         self.trees_ = ForestArrays.from_trees(tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.forest_ = self.trees_
         self.n_train_ = int(table.m_total)
@@ -129,13 +135,21 @@ class EOGT(RegionQueries, GFBoost):
                  for j, (lo_j, hi_j) in enumerate(zip(self.box_lo_, self.box_hi_))]
         self.region_atoms_ = RegionAtoms.fit(schema, table.Z, table.row_fragments(), keys,
                                              faces, float(self.prior_strength))
+        rows = getattr(self, "_score_rows", None)
+        if rows is not None:  # the held-out choice of the smoothing weight (_held_out_table)
+            scores = []
+            for s in SMOOTHINGS:
+                self.smoothing_ = s
+                scores.append(float(np.mean(self.log_prob(rows))))
+            self._smoothing_scores = scores
+        self.smoothing_ = smoothing
 
     def validate_params(self) -> None:
         super().validate_params()
         check_real("prior_strength", self.prior_strength, 0.0)
         if self.smoothing == "auto":
             raise ValueError("EOGT keeps no cell masses: smoothing='auto' needs GFBoost; "
-                             "give a number")
+                             "give a number or 'held_out'")
 
     def _extra_arrays(self):
         out = super()._extra_arrays()

@@ -10,10 +10,12 @@ that leaf (spec §2.3-2.5; :class:`~forestgen.families.intersection.splitter.Bay
 
 The fitted partition is compiled into one tree whose leaves are the cells
 (:class:`~forestgen.families.intersection.ensembler.IntersectionEnsembler`), with leaf weight
-``R(C)`` and uniform leaves on the cell (``cell_uniform`` / ``uniform_levels``), so ``forest_``,
-``leaf_log_weight_`` and ``leaf_models_`` describe the model *exactly* and every shared query is
-exact: ``log_prob`` (NaN entries marginalised), ``sample`` (cell ∝ ``R(C)``, then uniform: the
-fast form of the paper's star-node sampler, spec §3.2), conditional sampling, ``predict_proba``,
+``R(C)`` and, with ``cell_shape="uniform"``, uniform leaves on the cell (``cell_uniform`` /
+``uniform_levels``; the default shapes them by the marginals, see the departure below), so
+``forest_``, ``leaf_log_weight_`` and ``leaf_models_`` describe the model *exactly* and every
+shared query is exact: ``log_prob`` (NaN entries marginalised), ``sample`` (cell ∝ its weight,
+then its leaf models: with uniform cells the fast form of the paper's star-node sampler, spec
+§3.2), conditional sampling, ``predict_proba``,
 ``to_torch``, ``save``/``load``. The individual trees are kept in ``trees_``. :meth:`GFBoost.impute`
 follows the paper's walk over the trees, which backs off to a coarser region where the data run
 out (:mod:`~forestgen.families.intersection.backoff`; ``walk="exact"``: the exact conditional); for
@@ -25,13 +27,38 @@ Measure convention of ``log_prob``: Lebesgue on continuous columns, counting on 
 a unit interval, so their density equals the pmf under the counting measure.
 
 Support (spec §4.1, §6.6). The paper's ``q_G`` is zero in every cell without training rows; with
-many trees nearly every held-out row falls in such a cell. ``smoothing = ε`` (default ``1e-3``)
-mixes in the uniform density on the training box, ``(1 - ε) q_G + ε / μ(X)``, exactly: the
+many trees nearly every held-out row falls in such a cell. ``smoothing = ε`` gives every leaf
+``L`` of the compiled tree the weight ``(1 - ε) R(L) + ε T(L)``, uniform on the leaf: the
 compiled tree also holds the empty regions between the cells, so the smoothed model is still one
 partition with one mass per leaf, and density, marginals, sampling, conditionals, imputation and
-``to_torch`` all answer for it. ``smoothing=0`` is the paper's model. Rows outside the training
-box have density zero; :meth:`log_prob` floors them at ``density_floor`` times the uniform
-density on the box, as :class:`~forestgen.families.mixture.rfde.RFDE` and DEF do.
+``to_torch`` all answer for it exactly. ``smoothing=0`` is the paper's model.
+
+*Departure from the paper (issue 37): a back-off toward the column marginals.* With the paper's
+cells (``cell_shape="uniform"``) and the spec's §4.1 smoothing (``smooth_toward="uniform"``,
+``T(L) = U(L)``, the leaf's share of the box's measure: the mixture ``(1 - ε) q_G + ε /
+μ(X)``), GF.Boost at its defaults scored held-out rows of tips, quine and wine below the
+product of the column marginals (``benchmarks/results/scaled_defaults_s43.md``): a held-out row
+in an empty cell got only ``ε / μ(X)``, and a small forest's wide cells spread each column
+flat. By default each column has a marginal
+(:mod:`~forestgen.families.intersection.marginals`: a kernel-smoothed histogram of a numeric
+column, a discrete column's pmf, on the box) and
+
+* ``cell_shape="marginal"``: each leaf spreads its mass over its box by the product of the
+  marginals restricted to the box (:class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`;
+  the pmf over the levels the box allows), not uniformly;
+* ``smooth_toward="marginals"``: ``T(L) = M(L) = prod_j P_j(L_j)``, the leaf's mass under the
+  product of the marginals, so that with those leaves the smoothing component is exactly the
+  product of the marginals (``ε = 1`` would be that product alone);
+* ``smoothing="held_out"``: ``ε`` from :data:`SMOOTHINGS` chosen with the sizes, on the same
+  held-out rows (the partition does not depend on ``ε``: each size is fitted once).
+
+The leaves tile the box, ``M`` is a product measure and every leaf model is normalised on its
+box, so the density integrates to one; sampling picks a leaf by its weight and draws each column
+from its leaf model, the law ``log_prob`` scores, and every shared query stays exact.
+
+Rows outside the training box have density zero; :meth:`log_prob` floors them at
+``density_floor`` times the uniform density on the box, as
+:class:`~forestgen.families.mixture.rfde.RFDE` and DEF do.
 """
 
 from __future__ import annotations
@@ -44,6 +71,7 @@ import numpy as np
 from forestgen import registry
 from forestgen.base import GenerativeForest
 from forestgen.data.encoder import TableEncoder
+from forestgen.data.frames import take_rows
 from forestgen.families import INTERSECTION
 from forestgen.families.boxes import (
     apply_floor,
@@ -54,6 +82,8 @@ from forestgen.families.boxes import (
     root_mask,
 )
 from forestgen.families.intersection.cells import CellBoxes, CellTable
+from forestgen.families.intersection.ensembler import volume_share
+from forestgen.families.intersection.marginals import box_mass, fit_marginals, marginal_leaves
 from forestgen.families.intersection.splitter import CANDIDATES, LOSSES, BayesRiskSplitter
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.modelfile import check_array, check_box, check_count, check_forest
@@ -76,6 +106,13 @@ SPIKE_PRIOR = 1.0
 
 #: ``(n_trees, n_iter)`` settings compared on held-out rows when both are ``"auto"``
 SIZES = ((5, 15), (10, 40), (25, 100), (50, 200))
+#: what the smoothing component is (``smooth_toward``) and how each cell spreads its mass
+#: over its box (``cell_shape``)
+TOWARD = ("marginals", "uniform")
+CELLS = ("marginal", "uniform")
+#: smoothing weights compared on held-out rows when ``smoothing="held_out"`` (the first is
+#: the former fixed default)
+SMOOTHINGS = (1e-3, 0.01, 0.03, 0.1, 0.2, 0.4, 0.6, 0.8)
 #: split x row x column evaluations an ``"auto"`` size may cost (200 splits on 5,000 x 20
 #: rows took 55-74 CPU seconds on the 2-core machine; this allows 130 there)
 SPLIT_BUDGET = 1.3e7
@@ -98,8 +135,10 @@ class GFBoost(GenerativeForest):
         cut small tables into cells of single rows (``tips``, 183 training rows: held-out
         log-likelihood -17.9 against -9.9 for the column marginals, ``predict_proba`` of
         ``day`` 0.15 accurate on held-out rows and 0.99 on training rows; the 5 trees and 15
-        splits chosen now: -11.9 and 0.57, still below the marginals' log-likelihood,
-        ``benchmarks/results/scaled_defaults.md``).
+        splits chosen then, with the uniform smoothing of weight ``1e-3``: -11.9 and 0.57,
+        still below the marginals' log-likelihood, ``benchmarks/results/scaled_defaults.md``;
+        with ``smoothing="held_out"`` toward the marginals the sizes and ``ε`` are chosen
+        together).
     loss : ``"matusita"`` (default, as the reference code), ``"log"`` or ``"square"``.
     prior : ``π``, the weight of the data against the uniform measure (default 0.5).
     candidates : ``"observed"`` (default: leaf values and cell bounds, spec §2.6 [rec]) or
@@ -111,18 +150,29 @@ class GFBoost(GenerativeForest):
         shares, down to fragments of 1/8 of a row, which then go to one side at random with
         that probability; ``"random_hard"`` (the reference code) always sends the whole row to
         one side at random. See :class:`~forestgen.families.intersection.cells.CellTable`.
-    smoothing : ``ε`` in ``[0, 1)``, weight of the uniform density on the training box in the
-        model (default ``1e-3``; ``0``: the paper's exact ``q_G``, zero in empty cells), or
-        ``"auto"``: the Good-Turing estimate of the chance that a new row falls in an empty
-        cell (training mass in cells holding at most one row), which maximises held-out
-        likelihood better but, when most cells hold one row, makes samples nearly uniform.
-        The value used is ``smoothing_``.
+    smoothing : ``ε`` in ``[0, 1)``, weight of the smoothing component (``smooth_toward``) in
+        every leaf (``0``: the paper's exact ``q_G``, zero in empty cells; the former default
+        was ``1e-3``), ``"held_out"`` (default): the weight of :data:`SMOOTHINGS` that gives
+        held-out rows the highest log-likelihood, chosen with ``n_trees`` / ``n_iter``
+        (``sizes_["smoothing_ll"]`` records the scores; with given sizes one extra fit on 80%
+        of the rows), or ``"auto"``: the Good-Turing estimate of the chance that a new row
+        falls in an empty cell (training mass in cells holding at most one row). The value
+        used is ``smoothing_``.
+    smooth_toward : ``"marginals"`` (default): each leaf's smoothing mass is its mass under
+        the product of the column marginals; ``"uniform"``: its share of the box's measure
+        (the spec's §4.1 smoothing). See the module notes.
+    cell_shape : ``"marginal"`` (default): each leaf's mass spread over its box by the product
+        of the column marginals restricted to it; ``"uniform"``: uniformly (the paper's
+        ``R(C) / μ(C)``). ``cell_shape="uniform", smooth_toward="uniform", smoothing=1e-3`` is
+        this learner's model before issue 37.
     density_floor : densities below ``density_floor`` times the uniform density on the box
         (rows outside the training box) are reported as that by :meth:`log_prob` (default
         ``1e-5``, as RFDE/DEF; ``None``: the honest ``-inf``; ``log_prob_encoded`` never floors).
     progress : print a progress line on stderr.
-    random_state : seeds the random side of missing-value fragments; without missing values
-        training is deterministic (ties go to the lowest tree, node and column).
+    random_state : seeds the random side of missing-value fragments and the held-out split of
+        the ``"auto"`` sizes and ``"held_out"`` smoothing; with given sizes and a numeric
+        ``smoothing`` and without missing values training is deterministic (ties go to the
+        lowest tree, node and column).
     splitter : the split rule, a :class:`~forestgen.families.intersection.splitter.
         BayesRiskSplitter` (registry name, class or instance; a subclass may change the
         criterion). ``None``: the Bayes-risk rule with ``loss``, ``prior``, ``candidates``,
@@ -132,7 +182,8 @@ class GFBoost(GenerativeForest):
         ``None``: :class:`~forestgen.families.intersection.ensembler.IntersectionEnsembler`).
     sampler : draws from the compiled cells (a leaf-mixture ``Sampler``; ``None``:
         ancestral).
-    numeric_leaf, discrete_leaf : ruled out (``ruled_out``): the cells are uniform.
+    numeric_leaf, discrete_leaf : ruled out (``ruled_out``): the cells' shape is
+        ``cell_shape``.
 
     Notes
     -----
@@ -157,7 +208,9 @@ class GFBoost(GenerativeForest):
     def __init__(self, *, n_trees: int | str = "auto", n_iter: int | str = "auto",
                  loss: str = "matusita",
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
-                 min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
+                 min_rows: float = 1.0, missing: str = "fractional",
+                 smoothing: float | str = "held_out", smooth_toward: str = "marginals",
+                 cell_shape: str = "marginal",
                  density_floor: float | None = 1e-5, progress: bool = False,
                  random_state: Any = None, splitter: Any = None, numeric_leaf: Any = None,
                  discrete_leaf: Any = None, ensembler: Any = None, sampler: Any = None):
@@ -173,8 +226,10 @@ class GFBoost(GenerativeForest):
         check_int("max_candidates", self.max_candidates, 2)
         check_real("min_rows", self.min_rows, 0.0, low_open=True)
         check_choice("missing", self.missing, ("fractional", "random_hard"))
-        if self.smoothing != "auto":
+        if self.smoothing not in ("auto", "held_out"):
             check_real("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
+        check_choice("smooth_toward", self.smooth_toward, TOWARD)
+        check_choice("cell_shape", self.cell_shape, CELLS)
 
     def _check_slots(self) -> None:
         super()._check_slots()
@@ -229,25 +284,65 @@ class GFBoost(GenerativeForest):
 
     def _sizes(self, X, kinds) -> tuple[int, int]:
         """``(n_trees, n_iter)``: the given ones, or for ``"auto"`` the setting of
-        :data:`SIZES` chosen on held-out rows (recorded in ``sizes_``)."""
+        :data:`SIZES` chosen on held-out rows (recorded in ``sizes_``, with the smoothing
+        weight of :data:`SMOOTHINGS` chosen with it when ``smoothing="held_out"``)."""
         T, J = self.n_trees, self.n_iter
+        held = self.smoothing == "held_out"
         if T != "auto" and J != "auto":
-            self.sizes_ = {"n_trees": int(T), "n_iter": int(J)}
-            return int(T), int(J)
-        from forestgen.tuning import held_out_choice
-
-        grid = [(T if T != "auto" else t, J if J != "auto" else max(j, T if T != "auto" else t))
-                for t, j in SIZES]
-        # at most one split per two training rows, and no more than SPLIT_BUDGET split x row x
-        # column evaluations (a 5,000 x 20 table fits in under a minute of CPU)
-        d = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else 1
-        limit = max(SIZES[0][1], min(len(X) // 2, int(SPLIT_BUDGET / (len(X) * d))))
-        grid = list(dict.fromkeys(g for g in grid if g[1] <= limit)) or [grid[0]]
+            grid = [(int(T), int(J))]
+            if not held:
+                self.sizes_ = {"n_trees": int(T), "n_iter": int(J)}
+                return int(T), int(J)
+        else:
+            grid = [(T if T != "auto" else t,
+                     J if J != "auto" else max(j, T if T != "auto" else t)) for t, j in SIZES]
+            # at most one split per two training rows, and no more than SPLIT_BUDGET split x
+            # row x column evaluations (a 5,000 x 20 table fits in under a minute of CPU)
+            d = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else 1
+            limit = max(SIZES[0][1], min(len(X) // 2, int(SPLIT_BUDGET / (len(X) * d))))
+            grid = list(dict.fromkeys(g for g in grid if g[1] <= limit)) or [grid[0]]
         settings = [{"n_trees": int(t), "n_iter": int(j)} for t, j in grid]
         seed = seed_sequence(self.random_state).spawn(2)[1]
-        best, scores = held_out_choice(self, X, kinds, settings, seed)
-        self.sizes_ = {**best, "held_out_ll": dict(zip(map(str, grid), scores))}
-        return best["n_trees"], best["n_iter"]
+        if not held:
+            from forestgen.tuning import held_out_choice
+
+            best, scores = held_out_choice(self, X, kinds, settings, seed)
+            self.sizes_ = {**best, "held_out_ll": dict(zip(map(str, grid), scores))}
+            return best["n_trees"], best["n_iter"]
+        table = self._held_out_table(X, kinds, settings, seed)  # [settings, SMOOTHINGS]
+        k, a = np.unravel_index(int(np.argmax(table)), table.shape)  # ties: smallest first
+        self.sizes_ = {**settings[k], "smoothing": SMOOTHINGS[a],
+                       "held_out_ll": dict(zip(map(str, grid), table.max(1).tolist())),
+                       "smoothing_ll": dict(zip(map(str, SMOOTHINGS), table[k].tolist()))}
+        return settings[k]["n_trees"], settings[k]["n_iter"]
+
+    def _held_out_table(self, X, kinds, settings: list[dict], seed) -> np.ndarray:
+        """Mean held-out log-likelihood ``[settings, SMOOTHINGS]``: each size fitted once on
+        the fitting rows of :func:`forestgen.tuning.held_out_split`, then weighed with every
+        smoothing weight (the partition does not depend on it) and scored on the others; a
+        size whose fit fails scores ``-inf``; fewer than 10 rows: zeros (the first wins)."""
+        import warnings
+
+        from forestgen.tuning import held_out_split
+
+        out = np.zeros((len(settings), len(SMOOTHINGS)))
+        split = held_out_split(len(X), seed)
+        if split is None:
+            return out
+        fit, val = split
+        rows = take_rows(X, val)
+        for k, s in enumerate(settings):
+            # the same parameters (components shared: the fit builds its own from them)
+            m = type(self)(**{**self.get_params(deep=False), **s, "smoothing": SMOOTHINGS[0]})
+            m._score_rows = rows  # scored by _finish for every weight of SMOOTHINGS
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m.fit(take_rows(X, fit), kinds=kinds)
+                out[k] = m._smoothing_scores
+            except (ValueError, RuntimeError, FloatingPointError):
+                out[k] = -np.inf
+        return out
 
     def _boost(self, table: CellTable, splitter: BayesRiskSplitter,
                n_iter: int) -> list[float]:
@@ -277,21 +372,54 @@ class GFBoost(GenerativeForest):
 
     def _finish(self, table: CellTable, schema, kind, nlev, nom_off) -> None:
         n_levels = np.where(kind == KIND_NOMINAL, nlev, 0)
-        self.smoothing_ = float(self.smoothing) if self.smoothing != "auto" else min(
-            0.99, float(table.R[table.R * table.m_total <= 1 + 1e-9].sum()))
-        self.forest_, self.leaf_log_weight_, leaf_cell, (lo, hi, mask) = (
-            self.component("ensembler").compile(table, n_levels, self.smoothing_))
+        if self.smoothing == "auto":  # Good-Turing: the mass of cells holding one row
+            smoothing = min(0.99, float(table.R[table.R * table.m_total <= 1 + 1e-9].sum()))
+        elif self.smoothing == "held_out":
+            smoothing = self.sizes_["smoothing"]
+        else:
+            smoothing = float(self.smoothing)
+        self.forest_, _, leaf_cell, (lo, hi, mask) = (
+            self.component("ensembler").compile(table, n_levels, 0.0))
         R = np.where(leaf_cell >= 0, table.R[np.maximum(leaf_cell, 0)], 0.0)
         self.cell_mass_ = R / R.sum()
-        self.leaf_models_ = fit_cell_leaves(schema, lo, hi, mask, nom_off,
-                                            self.cell_mass_ * table.m_total)
         self.trees_ = ForestArrays.from_trees(tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.cell_lo_, self.cell_hi_, self.cell_mask_ = lo, hi, mask.astype(bool)
         self.n_train_ = int(table.m_total)
+        self.smooth_toward_, self.cell_shape_ = self.smooth_toward, self.cell_shape
         self._keep_incomplete_rows(table, leaf_cell)
-        self._point_masses(schema, table.Z)
+        marg = fit_marginals(table.Z, schema, kind, nlev, nom_off, self.box_lo_, self.box_hi_,
+                             table.root_mask)
+        self._marginals = marg  # for the atoms' shares of the smoothing component
+        toward = (box_mass(marg, lo, hi, mask, kind, nlev, nom_off)
+                  if self.smooth_toward == "marginals" else volume_share(table, lo, hi, mask))
+        leaves = (marginal_leaves(marg, schema, lo, hi, mask, kind, nlev, nom_off)
+                  if self.cell_shape == "marginal" else None)
+        rows = getattr(self, "_score_rows", None)
+        if rows is not None:  # the held-out choice of the smoothing weight (_held_out_table)
+            scores = []
+            for s in SMOOTHINGS:
+                self._weigh(table, mask, toward, leaves, s)
+                scores.append(float(np.mean(self.log_prob(rows))))
+            self._smoothing_scores = scores
+        self._weigh(table, mask, toward, leaves, smoothing)
 
-    def _point_masses(self, schema, Z: np.ndarray) -> None:
+    def _weigh(self, table: CellTable, mask: np.ndarray, toward: np.ndarray,
+               leaves: list | None, smoothing: float) -> None:
+        """Leaf weights ``(1 - ε) R(L) + ε T(L)`` (``T``: ``toward``, the smoothing
+        component's mass of each leaf) and the leaf models for them (``leaves``: the
+        marginal cells, else uniform ones)."""
+        nom_off = column_layout(self.encoder_.schema)[2]
+        self.smoothing_ = float(smoothing)
+        with np.errstate(divide="ignore"):
+            self.leaf_log_weight_ = np.log((1.0 - smoothing) * self.cell_mass_
+                                           + smoothing * toward)
+        self.leaf_models_ = list(leaves) if leaves is not None else fit_cell_leaves(
+            self.encoder_.schema, self.cell_lo_, self.cell_hi_, mask, nom_off,
+            self.cell_mass_ * table.m_total)
+        self._point_masses(self.encoder_.schema, table.Z,
+                           self._marginals if self.smooth_toward == "marginals" else None)
+
+    def _point_masses(self, schema, Z: np.ndarray, marg: list | None = None) -> None:
         """Cells with point-mass components: a numeric column with atoms (values holding a
         large share of the rows, ``ColumnSpec.atoms``, e.g. zero inflation) gets in every
         cell the share of the cell's training weight at each atom
@@ -300,7 +428,10 @@ class GFBoost(GenerativeForest):
         that a uniform cell would smear. The share is of the leaf's whole weight: fragments
         of rows missing the column (uniform over it, spec §2.7) count as its continuous
         part; the smoothing component has the column's overall atom shares (so a held-out
-        row at an atom keeps a positive density in an empty region)."""
+        row at an atom keeps a positive density in an empty region); toward the marginals
+        (``marg``), each leaf's smoothing mass gives each atom inside the leaf's interval its
+        share under the column's marginal restricted to that interval, so the component
+        stays exactly the product of the marginals."""
         rows, leaf = self.fragments_[:, 0], self.fragments_[:, 1]
         L = len(self.cell_mass_)
         eps = self.smoothing_
@@ -312,12 +443,19 @@ class GFBoost(GenerativeForest):
                 continue
             xj = Z[rows, j]
             seen = ~np.isnan(xj)
-            share = [float(fw[seen & (xj == a)].sum() / fw[seen].sum()) for a in spec.atoms]
-            rest = 1.0 - sum(share)
+            share = np.array([float(fw[seen & (xj == a)].sum() / fw[seen].sum())
+                              for a in spec.atoms])
+            at = np.broadcast_to(share, (L, len(share)))  # smoothing's share at each atom
+            if marg is not None:
+                lo, hi = self.cell_lo_[:, j], self.cell_hi_[:, j]
+                at = marg[j].atoms_inside(lo, hi) * marg[j].atom_share / marg[j].interval_mass(
+                    lo, hi)[:, None]
+            rest = 1.0 - at.sum(1)
             # box_lo_ lies below every value: a stand-in for the continuous part
             x = np.r_[np.where(seen, xj, self.box_lo_[j]), np.full(L, self.box_lo_[j]),
                       np.repeat(spec.atoms, L)]
-            w = np.r_[fw, rest * uniform, np.concatenate([a * uniform for a in share])]
+            w = np.r_[fw, rest * uniform, np.concatenate([at[:, a] * uniform
+                                                          for a in range(len(share))])]
             lv = np.r_[leaf, np.tile(np.arange(L), 1 + len(share))]
             pm = PointMassLeaf(base=self.leaf_models_[j], atoms=spec.atoms)
             self.leaf_models_[j] = pm.fit_masses(x, lv, L, w)
@@ -337,6 +475,8 @@ class GFBoost(GenerativeForest):
         from forestgen.leaves.base import ColumnCell
         from forestgen.leaves.uniform_levels import UniformLevelsLeaf, spike_levels
 
+        if self.cell_shape_ == "marginal":  # each cell has the column's pmf, spikes included
+            return
         L = len(self.cell_mass_)
         for j, spec in enumerate(schema.columns):
             if not (spec.is_discrete and spec.kind in ("integer", "continuous")):
@@ -572,7 +712,9 @@ class GFBoost(GenerativeForest):
         return out
 
     def _extra_meta(self):
-        return {"n_train": int(self.n_train_), "smoothing": getattr(self, "smoothing_", 0.0)}
+        return {"n_train": int(self.n_train_), "smoothing": getattr(self, "smoothing_", 0.0),
+                "smooth_toward": getattr(self, "smooth_toward_", "uniform"),
+                "cell_shape": getattr(self, "cell_shape_", "uniform")}
 
     def _restore_extra(self, arrays, meta):
         _check_extra(arrays, meta, self.encoder_.schema.d, self.forest_.n_leaves)
@@ -584,6 +726,8 @@ class GFBoost(GenerativeForest):
         check_forest(self.trees_, self.encoder_.schema.d, "extra.trees")
         self.n_train_ = int(meta["n_train"])
         self.smoothing_ = float(meta.get("smoothing", 0.0))
+        self.smooth_toward_ = meta.get("smooth_toward", "uniform")  # files before stop 44
+        self.cell_shape_ = meta.get("cell_shape", "uniform")
         for k in ("cell_lo", "cell_hi", "cell_mask", "cell_mass"):
             if k in arrays:
                 setattr(self, k + "_", arrays[k])
@@ -604,6 +748,11 @@ def _check_extra(arrays: dict, meta: dict, d: int, L: int) -> None:
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not (
             0.0 <= smoothing < 1.0):
         raise ValueError(f"extra smoothing must be a number in [0, 1), got {smoothing!r}")
+    if meta.get("smooth_toward", "uniform") not in TOWARD:
+        raise ValueError(f"extra smooth_toward must be one of {TOWARD}, got "
+                         f"{meta['smooth_toward']!r}")
+    if meta.get("cell_shape", "uniform") not in CELLS:
+        raise ValueError(f"extra cell_shape must be one of {CELLS}, got {meta['cell_shape']!r}")
     if "cell_lo" in arrays or "cell_hi" in arrays:
         lo = check_array("extra.cell_lo", arrays.get("cell_lo"), "f", (L, d))
         hi = check_array("extra.cell_hi", arrays.get("cell_hi"), "f", (L, d))

@@ -1,0 +1,207 @@
+"""The training columns' marginals, for GF.Boost's cells and smoothing (issue 37; a departure
+from the paper, described in :mod:`~forestgen.families.intersection.gfboost`).
+
+Each column gets a marginal distribution on the root box: a numeric column a histogram (bins at
+its quantiles, one per two values, at most :data:`MAX_BINS`, faces halfway between two values;
+each bin's mass that of a Gaussian kernel density estimate, its bandwidth a multiple of
+Silverman's rule chosen by leave-one-out likelihood, so neighbouring bins share their values; on a
+column with point masses, of the values off the atoms, which keep their shares; on an integer
+column bin faces at half-integers, so each integer keeps a constant density over its unit
+interval), a discrete column a pmf over its
+levels; both with ``prior`` pseudo-rows spread uniformly over the root box (Lebesgue share on
+numeric columns, one share per level of the support on discrete ones), so that every bin and
+level of the support has positive mass. From them:
+
+* :func:`box_mass` — ``M(L) = prod_j P_j(L_j)``, each box's mass under their product (a
+  product measure: boxes tiling the root box sum to one);
+* :func:`marginal_leaves` — leaf models giving each column, in each leaf, its marginal
+  restricted to the leaf's cell (:class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`;
+  discrete columns: the pmf over the levels the cell allows, renormalised).
+
+With leaf weights ``(1 - ε) R(L) + ε M(L)`` and these leaves, the smoothing component
+``Σ_L M(L) prod_j p_j(x_j) 1[x_j in L_j] / P_j(L_j)`` is exactly the product of the marginals.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import ndtr
+
+from forestgen.leaves.base import ColumnCell
+from forestgen.leaves.marginal_cell import MarginalCellLeaf
+from forestgen.leaves.uniform_levels import UniformLevelsLeaf
+from forestgen.tree.grow_midpoint import KIND_NOMINAL
+
+#: most histogram bins of a numeric column
+MAX_BINS = 128
+
+
+class ColumnMarginal(NamedTuple):
+    """One column's marginal: ``edges`` / ``cdf`` of the histogram of a numeric column's
+    values off its ``atoms``, which hold the shares ``atom_share`` of its values, or the
+    ``pmf`` of a discrete column."""
+
+    edges: np.ndarray | None
+    cdf: np.ndarray | None
+    pmf: np.ndarray | None
+    atoms: np.ndarray | None = None
+    atom_share: np.ndarray | None = None
+
+    def interval_mass(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``P(lo < X <= hi)`` of a numeric column, its atoms included."""
+        h = np.interp(hi, self.edges, self.cdf) - np.interp(lo, self.edges, self.cdf)
+        if self.atoms is None or not len(self.atoms):
+            return h
+        inside = self.atoms_inside(lo, hi)
+        return (1.0 - self.atom_share.sum()) * h + inside @ self.atom_share
+
+    def atoms_inside(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``[boxes, atoms]``: atom ``a`` lies in ``(lo, hi]``."""
+        return (self.atoms[None, :] > lo[:, None]) & (self.atoms[None, :] <= hi[:, None])
+
+
+def fit_marginals(Z: np.ndarray, schema, kind, nlev, nom_off, box_lo, box_hi, root_mask,
+                  prior: float = 1.0) -> list[ColumnMarginal]:
+    """Each column's marginal from the observed values of the encoded rows ``Z`` (module
+    docstring)."""
+    out = []
+    for j, spec in enumerate(schema.columns):
+        z = Z[:, j]
+        z = z[~np.isnan(z)]
+        if spec.is_discrete:
+            k = int(nlev[j])
+            if kind[j] == KIND_NOMINAL:
+                support = np.asarray(root_mask[nom_off[j]: nom_off[j] + k], bool)
+            else:
+                codes = np.arange(k)
+                support = (codes > box_lo[j]) & (codes <= box_hi[j])
+            count = np.bincount(z.astype(np.int64), minlength=k)[:k].astype(float)
+            pmf = (count + prior * support / support.sum()) / (len(z) + prior)
+            out.append(ColumnMarginal(None, None, pmf))
+            continue
+        atoms = np.asarray(spec.atoms or [], float)
+        share = np.array([np.mean(z == a) if len(z) else 0.0 for a in atoms])
+        if len(atoms):
+            z = z[~np.isin(z, atoms)]
+        a, b = float(box_lo[j]), float(box_hi[j])
+        z = np.sort(z)
+        n = len(z)
+        bins = int(np.clip(n // 2, 1, MAX_BINS))
+        inner = np.quantile(z, np.linspace(0, 1, bins + 1)[1:-1]) if n and bins > 1 else \
+            np.zeros(0)
+        if spec.kind == "integer":
+            inner = np.floor(inner) + 0.5
+        elif len(inner):  # between two values, so that no value lies on a bin face
+            uniq = np.unique(z)
+            k = np.searchsorted(uniq, inner, side="right")
+            ok = k < len(uniq)
+            inner = 0.5 * (uniq[np.maximum(k[ok] - 1, 0)] + uniq[k[ok]])
+        edges = _spaced(np.r_[a, inner[(inner > a) & (inner < b)], b], 1e-6 * (b - a))
+        mass = (n * kernel_mass(z, edges) + prior * np.diff(edges) / (b - a)) / (n + prior)
+        mass = np.maximum(mass, 1e-12)  # every bin keeps a positive density
+        cdf = np.r_[0.0, np.cumsum(mass)]
+        out.append(ColumnMarginal(edges, cdf / cdf[-1], None, atoms, share))
+    return out
+
+
+def _spaced(edges: np.ndarray, gap: float) -> np.ndarray:
+    """The sorted ``edges`` without those closer than ``gap`` to the previous one kept (the
+    first and last are kept)."""
+    edges = np.unique(edges)
+    keep = [edges[0]]
+    for e in edges[1:-1]:
+        if e - keep[-1] >= gap and edges[-1] - e >= gap:
+            keep.append(e)
+    return np.array(keep + [edges[-1]])
+
+
+#: bandwidths tried, as multiples of Silverman's rule, by leave-one-out likelihood
+BANDWIDTHS = (0.125, 0.25, 0.5, 1.0, 2.0)
+#: values (evenly spaced order statistics) used to choose the bandwidth
+LOO_ROWS = 500
+
+
+def bandwidth(z: np.ndarray) -> float:
+    """Gaussian kernel bandwidth of the sorted values ``z``: the multiple of Silverman's rule
+    in :data:`BANDWIDTHS` of highest leave-one-out log-likelihood (on at most
+    :data:`LOO_ROWS` evenly spaced order statistics); 0 without spread."""
+    n = len(z)
+    sd = float(np.std(z))
+    iqr = float(np.subtract(*np.percentile(z, [75, 25]))) / 1.34 if n else 0.0
+    h0 = 0.9 * min(sd, iqr if iqr > 0 else sd) * max(n, 1) ** -0.2
+    if not h0 > 0 or n < 3:
+        return h0
+    s = z if n <= LOO_ROWS else z[np.linspace(0, n - 1, LOO_ROWS).astype(np.int64)]
+    d2 = (s[:, None] - s[None, :]) ** 2
+    best, best_h = -np.inf, h0
+    for f in BANDWIDTHS:
+        h = h0 * f
+        k = np.exp(-0.5 * d2 / (h * h))
+        np.fill_diagonal(k, 0.0)
+        score = float(np.mean(np.log(np.maximum(k.sum(1), 1e-300) / h)))
+        if score > best:
+            best, best_h = score, h
+    return best_h
+
+
+def kernel_mass(z: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Each bin's share of a Gaussian kernel density estimate of the sorted values ``z``
+    (:func:`bandwidth`), renormalised to the bins' span; without spread, the bins' counts."""
+    n = len(z)
+    if n == 0:
+        return np.zeros(len(edges) - 1)
+    h = bandwidth(z)
+    if not h > 0:
+        count = np.diff(np.searchsorted(z, edges, side="right")).astype(float)
+        return count / n
+    cdf = ndtr((edges[None, :] - z[:, None]) / h).mean(0)
+    mass = np.diff(cdf)
+    return mass / mass.sum()
+
+
+def _allowed(kind_j, k, o, lo_j, hi_j, mask) -> np.ndarray:
+    """``[boxes, k]``: the levels each box allows on a discrete column."""
+    if kind_j == KIND_NOMINAL:
+        return mask[:, o: o + k].astype(bool)
+    codes = np.arange(k)
+    return (codes[None, :] > lo_j[:, None]) & (codes[None, :] <= hi_j[:, None])
+
+
+def box_mass(marg: list[ColumnMarginal], lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
+             kind, nlev, nom_off) -> np.ndarray:
+    """``M(L) = prod_j P_j(L_j)`` of boxes ``(lo, hi]`` (nominal levels: ``mask``)."""
+    logm = np.zeros(len(lo))
+    for j, m in enumerate(marg):
+        if m.pmf is not None:
+            p = _allowed(kind[j], int(nlev[j]), nom_off[j], lo[:, j], hi[:, j], mask) @ m.pmf
+        else:
+            p = m.interval_mass(lo[:, j], hi[:, j])
+        with np.errstate(divide="ignore"):
+            logm += np.log(np.maximum(p, 0.0))
+    return np.exp(logm)
+
+
+def marginal_leaves(marg: list[ColumnMarginal], schema, lo: np.ndarray, hi: np.ndarray,
+                    mask: np.ndarray, kind, nlev, nom_off) -> list:
+    """Leaf models: in each leaf (box ``(lo, hi]``), each column's marginal restricted to the
+    leaf's cell."""
+    L = len(lo)
+    leaf = np.arange(L)
+    models = []
+    for j, (spec, m) in enumerate(zip(schema.columns, marg)):
+        if m.pmf is None:
+            cell = ColumnCell(lower=lo[:, j], upper=hi[:, j], allowed=None,
+                              data_min=float(spec.lower), data_max=float(spec.upper))
+            models.append(MarginalCellLeaf(edges=m.edges, cdf=m.cdf).fit(np.zeros(L), leaf,
+                                                                         cell))
+            continue
+        k = int(nlev[j])
+        allowed = _allowed(kind[j], k, nom_off[j], lo[:, j], hi[:, j], mask)
+        pl, pc = np.nonzero(allowed)
+        cell = ColumnCell(lower=lo[:, j], upper=hi[:, j], allowed=allowed, data_min=0.0,
+                          data_max=k - 1.0, n_levels=k)
+        models.append(UniformLevelsLeaf(atoms=range(k)).fit(pc.astype(float), pl, cell,
+                                                            m.pmf[pc]))
+    return models

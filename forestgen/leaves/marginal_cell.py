@@ -1,0 +1,188 @@
+"""The column's marginal density restricted to each leaf cell (GF.Boost's ``cells="marginal"``).
+
+One histogram of the column over the root box (bin ``edges`` and the cumulative probability
+``cdf`` at each edge: a piecewise-linear CDF ``F``) is shared by all leaves; leaf ``l`` with the
+finite cell ``(lo_l, hi_l]`` has the density ``f(x) / (F(hi_l) - F(lo_l))`` on its cell and 0
+elsewhere. Where a cell lies inside one bin this is the uniform density on the cell; a wide cell
+keeps the shape of the column's distribution instead of spreading its mass flat.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from forestgen.leaves.base import (
+    LeafModel,
+    cell_bounds_to,
+    edges_to,
+    numpy_dtype,
+    torch_tensor,
+)
+from forestgen.registry import register
+
+
+@register("leaf", "marginal_cell")
+class MarginalCellLeaf(LeafModel):
+    """``f(x) / (F(hi) - F(lo))`` on each leaf's finite cell ``(lo, hi]`` (module docstring).
+
+    ``edges`` (increasing, at least two) and ``cdf`` (non-decreasing from 0 to 1, one value
+    per edge; every bin of positive mass, so that ``F`` is invertible) are the histogram;
+    ``fit`` takes the cells from ``cell.lower`` / ``cell.upper``, which must lie inside
+    ``[edges[0], edges[-1]]`` and have positive mass.
+    """
+
+    discrete = False
+    handles_cells = frozenset({"empty"})  # finite cells of positive width only
+    fitted_arrays = ("lo_", "hi_")
+
+    def __init__(self, *, edges=(0.0, 1.0), cdf=(0.0, 1.0)):
+        self.edges = [float(e) for e in edges]
+        self.cdf = [float(c) for c in cdf]
+
+    def get_params(self) -> dict:
+        return {"edges": list(self.edges), "cdf": list(self.cdf)}
+
+    # ------------------------------------------------------------------ histogram
+    def _hist(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        e = np.asarray(self.edges, float)
+        c = np.asarray(self.cdf, float)
+        if (len(e) < 2 or len(c) != len(e) or not np.all(np.diff(e) > 0)
+                or not np.all(np.diff(c) > 0) or c[0] != 0.0 or abs(c[-1] - 1.0) > 1e-9):
+            raise ValueError("MarginalCellLeaf needs increasing edges and a strictly "
+                             "increasing cdf from 0 to 1 of the same length")
+        return e, c, np.diff(c) / np.diff(e)
+
+    def _F(self, x) -> np.ndarray:
+        e, c, _ = self._hist()
+        return np.interp(np.asarray(x, float), e, c)
+
+    def _mass(self, leaf) -> np.ndarray:
+        return self._F(self.hi_[leaf]) - self._F(self.lo_[leaf])
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, x, leaf, cell, weight=None):
+        e, _, _ = self._hist()
+        lo = np.asarray(cell.lower, float).copy()
+        hi = np.asarray(cell.upper, float).copy()
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()) or np.any(hi <= lo):
+            raise ValueError("MarginalCellLeaf needs finite cells of positive width")
+        if np.any(lo < e[0]) or np.any(hi > e[-1]):
+            raise ValueError("MarginalCellLeaf: a cell reaches outside the histogram's edges")
+        self.lo_, self.hi_ = lo, hi
+        return self
+
+    def check_param_arrays(self, arrays, n_leaves, n_levels):
+        super().check_param_arrays(arrays, n_leaves, n_levels)
+        e, _, _ = self._hist()
+        lo, hi = arrays["lo_"], arrays["hi_"]
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()
+                and (lo >= e[0]).all() and (hi <= e[-1]).all()):
+            raise ValueError("MarginalCellLeaf: cells need finite lo_ < hi_ inside the edges")
+
+    # ------------------------------------------------------------------ queries
+    def log_prob(self, leaf, x):
+        e, _, dens = self._hist()
+        x = np.asarray(x, float)
+        lo, hi = self.lo_[leaf], self.hi_[leaf]
+        b = np.clip(np.searchsorted(e, np.nan_to_num(x), side="left") - 1, 0, len(dens) - 1)
+        inside = (x > lo) & (x <= hi)
+        with np.errstate(divide="ignore"):
+            out = np.where(inside, np.log(dens[b]) - np.log(self._mass(leaf)), -np.inf)
+        return np.where(np.isnan(x), 0.0, out)
+
+    def log_prob_interval(self, leaf, lo, hi):
+        a = np.maximum(np.asarray(lo, float), self.lo_[leaf])
+        b = np.minimum(np.asarray(hi, float), self.hi_[leaf])
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(self._F(np.maximum(a, b)) - self._F(a), 0.0)) - np.log(
+                self._mass(leaf))
+
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        return self._draw(leaf, rng.random(len(leaf)), lo, hi)
+
+    def sample_uniform(self, leaf, u):
+        return self._draw(leaf, u, None, None)
+
+    def _draw(self, leaf, u, lo, hi):
+        e, c, _ = self._hist()
+        a, b = self.lo_[leaf], self.hi_[leaf]
+        if lo is not None:
+            a = np.maximum(a, lo)
+        if hi is not None:
+            b = np.minimum(b, hi)
+        b = np.maximum(a, b)
+        fa, fb = self._F(a), self._F(b)
+        x = np.interp(fa + np.asarray(u, float) * (fb - fa), c, e)
+        return np.clip(x, a, b)  # rounding at the cell's faces
+
+    def mean(self, leaf):
+        return self.mean_interval(leaf, -np.inf, np.inf)
+
+    def mean_interval(self, leaf, lo, hi):
+        e, _, dens = self._hist()
+        a = np.maximum(self.lo_[leaf], lo)
+        b = np.maximum(a, np.minimum(self.hi_[leaf], hi))
+        s = np.clip(a[:, None], e[None, :-1], e[None, 1:])  # [m, bins]: overlap with each bin
+        t = np.clip(b[:, None], e[None, :-1], e[None, 1:])
+        mass = (dens[None, :] * (t - s)).sum(1)
+        first = (dens[None, :] * 0.5 * (t * t - s * s)).sum(1)
+        return np.where(mass > 0, first / np.where(mass > 0, mass, 1.0), 0.5 * (a + b))
+
+    def log_max_density(self, leaf):
+        """Log of the density's maximum on each leaf's cell."""
+        e, _, dens = self._hist()
+        lo, hi = self.lo_[leaf], self.hi_[leaf]
+        overlap = (e[None, :-1] < hi[:, None]) & (e[None, 1:] > lo[:, None])
+        return np.log(np.where(overlap, dens[None, :], 0.0).max(1)) - np.log(self._mass(leaf))
+
+    # ------------------------------------------------------------------ torch
+    def torch_params(self, dtype, device):
+        """Cell bounds and log normaliser per leaf ``[L, 3]``, the shared edges and log
+        densities of the bins (repeated per leaf, the hook's leading dimension)."""
+        e, _, dens = self._hist()
+        L = len(self.lo_)
+        npdt = numpy_dtype(dtype)
+        lo, hi = cell_bounds_to(self.lo_, self.hi_, npdt)
+        table = np.stack([lo, hi, np.log(self._mass(np.arange(L))).astype(npdt)], axis=1)
+        return {"table": torch_tensor(table, dtype, device),
+                "edges": torch_tensor(np.broadcast_to(edges_to(e, npdt), (L, len(e))).copy(),
+                                      dtype, device),
+                "logd": torch_tensor(np.broadcast_to(np.log(dens), (L, len(dens))).copy(),
+                                     dtype, device)}
+
+    @staticmethod
+    def torch_log_prob(params, leaf, x):
+        import torch
+
+        lo, hi, logz = params["table"][leaf].unbind(-1)
+        e = params["edges"][leaf]
+        k = params["logd"].shape[1]
+        b = ((x[..., None] > e).sum(-1) - 1).clamp(0, k - 1)
+        logd = params["logd"][leaf].gather(-1, b[..., None])[..., 0] - logz
+        return torch.where((x > lo) & (x <= hi), logd, torch.full_like(logd, -math.inf))
+
+    def torch_sample_params(self, n_leaves, device):
+        """Per leaf the CDF at its cell's faces, the shared edges and CDF (repeated per
+        leaf), for inverse-CDF draws on the device."""
+        e, c, _ = self._hist()
+        L = len(self.lo_)
+        fa, fb = self._F(self.lo_), self._F(self.hi_)
+        return {"face": torch_tensor(np.stack([fa, fb, self.lo_, self.hi_], axis=1), "float64",
+                                     device),
+                "edges": torch_tensor(np.broadcast_to(e, (L, len(e))).copy(), "float64", device),
+                "cdf": torch_tensor(np.broadcast_to(c, (L, len(c))).copy(), "float64", device)}
+
+    @staticmethod
+    def torch_sample(params, leaf, u):
+        import torch
+
+        fa, fb, lo, hi = params["face"][leaf].unbind(-1)
+        c, e = params["cdf"][leaf], params["edges"][leaf]
+        p = fa + u * (fb - fa)
+        b = (torch.searchsorted(c, p[:, None], right=True)[:, 0] - 1).clamp(0, c.shape[1] - 2)
+        c0, c1 = c.gather(1, b[:, None])[:, 0], c.gather(1, b[:, None] + 1)[:, 0]
+        e0, e1 = e.gather(1, b[:, None])[:, 0], e.gather(1, b[:, None] + 1)[:, 0]
+        x = e0 + (p - c0) / (c1 - c0) * (e1 - e0)
+        return torch.minimum(torch.maximum(x, lo), hi)
