@@ -18,7 +18,14 @@ scoring rule of the same validation rows, with far less noise than a C2ST on the
 without a normalised density ranks last there), then the earlier candidate. A candidate whose
 density is zero at some validation row (held-out log-likelihood ``-inf``, e.g. ARF's ``best
 samples`` preset with leaf bounds at the fitting rows) is chosen only when no candidate gives
-every validation row a positive density: the chosen model answers ``log_prob`` too.
+every validation row a positive density: the chosen model answers ``log_prob`` too. Likewise a
+candidate whose mean validation log-likelihood is below that of the product of the column
+marginals (fitted on the same fitting rows: :func:`marginals_model`) is chosen only when no
+candidate reaches it (issue 37: a default must never score held-out rows worse than the
+column marginals; the leaderboard_ column ``marginal_ll`` records the marginals' score). A
+density worse than independent columns is a poor default density for ``log_prob``,
+anomaly scores and imputation, and the C2ST that would prefer such a candidate is the noisier
+of the two scores (one C2ST on a few hundred rows has a standard error of several hundredths).
 
 **Large tables.** From ``SMALL_TABLE`` rows on, candidates are fitted on at most
 ``SELECT_ROWS`` (1,000) random rows of the fitting part and scored on at most ``SELECT_ROWS``
@@ -49,7 +56,7 @@ from forestgen.base import NotFittedError
 from forestgen.data.frames import take_rows
 from forestgen.validation import check_real
 
-__all__ = ["AutoForest", "default_candidates"]
+__all__ = ["AutoForest", "default_candidates", "marginals_model"]
 
 #: below this many rows, candidates are scored over 3 folds (else on one 30% validation split)
 SMALL_TABLE = 2000
@@ -58,6 +65,15 @@ VALIDATION_SHARE = 0.3
 #: on a table of at least ``SMALL_TABLE`` rows, candidates are fitted on at most this many of
 #: the fitting rows and scored on at most this many validation rows (module docstring)
 SELECT_ROWS = 1000
+
+
+def marginals_model():
+    """The product of the column marginals as a learner: a GF.Boost without a split (one
+    cell, the box, shaped by each column's marginal: a kernel-smoothed histogram of a numeric
+    column, the pmf of a discrete one; :mod:`forestgen.families.intersection.marginals`)."""
+    from forestgen.learners import GFBoost
+
+    return GFBoost(n_trees=1, n_iter=0, smoothing=0.0)
 
 
 def default_candidates() -> list[tuple[str, Any]]:
@@ -87,8 +103,9 @@ class AutoForest(BaseEstimator):
     module docstring says why), and refits the chosen candidate on all rows as ``best_``.
     Queries (``sample``, ``log_prob``, ``score``, ``predict_proba``, ``predict``, ``impute``,
     ``expect``, ``to_torch``, ``save`` and every fitted attribute such as ``schema_``) are those
-    of ``best_``; ``leaderboard_`` holds every candidate's validation scores and
-    ``selection_rows_`` the (fitting, validation) row counts of the first fold.
+    of ``best_``; ``leaderboard_`` holds every candidate's validation scores (and the column
+    marginals' validation log-likelihood, ``marginal_ll``) and ``selection_rows_`` the
+    (fitting, validation) row counts of the first fold.
 
     Parameters
     ----------
@@ -158,6 +175,16 @@ class AutoForest(BaseEstimator):
             k = int(round(VALIDATION_SHARE * n))
             folds = [np.sort(perm[:k][:SELECT_ROWS])]
             fits = [np.sort(perm[k:][:SELECT_ROWS])]
+        marg = []  # the column marginals' validation log-likelihood per fold
+        for val, fit_rows in zip(folds, fits):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m0 = marginals_model().fit(take_rows(X, fit_rows), kinds=kinds)
+                    marg.append(float(np.mean(m0.log_prob(take_rows(X, val)))))
+            except Exception:  # noqa: BLE001 - without the baseline, no candidate is ranked down
+                marg.append(-np.inf)
+        marginal_ll = float(np.mean(marg))
         start = time.process_time()
         rows = []
         for i, (name, est) in enumerate(cands):
@@ -196,6 +223,7 @@ class AutoForest(BaseEstimator):
                          "log_likelihood": float(np.mean(lls)) if ok else np.nan,
                          "cpu_s": cpu, "note": "; ".join(notes)})
         board = pd.DataFrame(rows)
+        board["marginal_ll"] = marginal_ll
         scored = board["c2st_distance"].notna()
         if not scored.any():
             raise RuntimeError("AutoForest: no candidate could be fitted and scored: "
@@ -204,6 +232,10 @@ class AutoForest(BaseEstimator):
         finite = scored & np.isfinite(board["log_likelihood"].fillna(-np.inf))
         if finite.any():
             scored = finite
+        # nor one that scores the validation rows below the column marginals (module docstring)
+        above = scored & (board["log_likelihood"].fillna(-np.inf) >= marginal_ll)
+        if above.any():
+            scored = above
         best = board.loc[scored, "c2st_distance"].min()
         tied = board.index[scored & (board["c2st_distance"] <= best + self.tolerance)]
         ll = board.loc[tied, "log_likelihood"].fillna(-np.inf)

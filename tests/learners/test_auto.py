@@ -135,3 +135,25 @@ def test_small_tables_keep_three_folds_on_every_row():
                       random_state=0).fit(df)
     assert a.n_validation_folds_ == 3 and a.selection_rows_ == (160, 80)
     assert RowCountARF.seen == [160, 160, 160, 240]
+
+
+class LowDensityARF(fg.ARF):
+    """ARF's samples with its density divided by e^50 (not normalised: a stand-in for a
+    candidate whose samples win but whose density is poor)."""
+
+    def log_prob(self, X, conditions=None, **kw):
+        return super().log_prob(X, conditions, **kw) - 50.0
+
+
+def test_a_density_below_the_column_marginals_is_chosen_only_as_last_resort():
+    df = table()
+    low = ("low density", LowDensityARF(n_trees=5, max_iters=0))
+    marg = ("marginals", fg.auto.marginals_model())  # independent columns: a worse C2ST
+    a = fg.AutoForest(candidates=[low, marg], random_state=0).fit(df)
+    board = a.leaderboard_
+    assert board.loc[0, "c2st_distance"] < board.loc[1, "c2st_distance"] - a.tolerance
+    assert board.loc[0, "log_likelihood"] < board.loc[0, "marginal_ll"]
+    assert board.loc[1, "log_likelihood"] == pytest.approx(board.loc[1, "marginal_ll"])
+    assert a.best_name_ == "marginals"
+    b = fg.AutoForest(candidates=[low], random_state=0).fit(df)
+    assert b.best_name_ == "low density"
