@@ -43,6 +43,8 @@ def load(path: Path) -> pd.DataFrame:
     df = pd.read_json(path, lines=True)
     if COL_CHAIN in set(df["generator"]) and COL_CHAIN not in GENERATORS:
         GENERATORS.insert(3, COL_CHAIN)
+    if OLD_CHAIN not in set(df["generator"]) and OLD_CHAIN in GENERATORS:  # optional too
+        GENERATORS.remove(OLD_CHAIN)
     df = df[df["generator"].isin(GENERATORS) & (df["status"] == "ok")].copy()
     # only (table, seed) cells where every generator ran: the comparison stays paired
     full = df.groupby(["table", "seed"])["generator"].nunique() == len(GENERATORS)
@@ -107,6 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("jsonl", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--note", default="")
+    ap.add_argument("--title", default="The Chain, AutoForest and the classical peers over "
+                    "seeds (issue 37)")
     a = ap.parse_args(argv)
     ok = load(a.jsonl)
     for c in ("rule_violation_rate", "dcr_closer_to_train", "exact_copy_rate"):
@@ -117,15 +121,15 @@ def main(argv=None) -> int:
     modern.FORESTGEN = [g for g in GENERATORS if g.startswith("forestgen:")]
     modern.short = short
     cells = ok.groupby("table")["seed"].nunique()
-    L = ["# The Chain, AutoForest and the classical peers over seeds (issue 37)", "", a.note, "",
+    L = [f"# {a.title}", "", a.note, "",
          f"Tables and seeds (cells where all {len(GENERATORS)} generators ran): "
          + ", ".join(f"{t} ({n})" for t, n in cells.items()) + ".", "",
          "## Summary over (table, seed) cells", "", *summary(ok), "",
          "## The chain against synthpop, seed by seed", "",
          "`|AUC - 0.5|` of the chain minus synthpop's (negative: the chain is closer).", "",
          *paired(ok, "forestgen:chain", "synthyverse:synthpop"), "",
-         "The chain's kernel leaves against its earlier truncated-normal leaves:", "",
-         *paired(ok, "forestgen:chain", OLD_CHAIN), "",
+         *(["The chain's kernel leaves against its earlier truncated-normal leaves:", "",
+            *paired(ok, "forestgen:chain", OLD_CHAIN), ""] if OLD_CHAIN in GENERATORS else []),
          *(["The chain with the column's normal as its defensive kernel against synthpop, "
             "and against the chain with the leaf's normal:", "",
             *paired(ok, COL_CHAIN, "synthyverse:synthpop"), "",
