@@ -44,6 +44,7 @@ TABLE: dict[tuple[str, str], list] = {
     ("leaf", "ordinal_kernel"): [{}],
     ("leaf", "gef_gaussian"): [{}],
     ("leaf", "uniform_levels"): [{}],
+    ("leaf", "marginal_cell"): [{}],
     ("splitter", "gini"): [{}],
     ("splitter", "entropy"): [{}],
     ("splitter", "impurity"): [{}],

@@ -27,22 +27,23 @@ from forestgen.registry import register
 class MarginalCellLeaf(LeafModel):
     """``f(x) / (F(hi) - F(lo))`` on each leaf's finite cell ``(lo, hi]`` (module docstring).
 
-    ``edges`` (increasing, at least two) and ``cdf`` (non-decreasing from 0 to 1, one value
-    per edge; every bin of positive mass, so that ``F`` is invertible) are the histogram;
-    ``fit`` takes the cells from ``cell.lower`` / ``cell.upper``, which must lie inside
-    ``[edges[0], edges[-1]]`` and have positive mass.
+    ``edges`` (increasing, at least two) and ``cdf`` (strictly increasing from 0 to 1, one
+    value per edge, so that ``F`` is invertible) are the histogram; ``fit`` takes the cells
+    from ``cell.lower`` / ``cell.upper``, which must lie inside ``[edges[0], edges[-1]]``.
+    Without ``edges`` (``None``), ``fit`` uses one bin spanning the cells (uniform leaves).
     """
 
     discrete = False
     handles_cells = frozenset({"empty"})  # finite cells of positive width only
     fitted_arrays = ("lo_", "hi_")
 
-    def __init__(self, *, edges=(0.0, 1.0), cdf=(0.0, 1.0)):
-        self.edges = [float(e) for e in edges]
-        self.cdf = [float(c) for c in cdf]
+    def __init__(self, *, edges=None, cdf=None):
+        self.edges = None if edges is None else [float(e) for e in edges]
+        self.cdf = None if cdf is None else [float(c) for c in cdf]
 
     def get_params(self) -> dict:
-        return {"edges": list(self.edges), "cdf": list(self.cdf)}
+        return {"edges": None if self.edges is None else list(self.edges),
+                "cdf": None if self.cdf is None else list(self.cdf)}
 
     # ------------------------------------------------------------------ histogram
     def _hist(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,11 +64,13 @@ class MarginalCellLeaf(LeafModel):
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, leaf, cell, weight=None):
-        e, _, _ = self._hist()
         lo = np.asarray(cell.lower, float).copy()
         hi = np.asarray(cell.upper, float).copy()
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()) or np.any(hi <= lo):
             raise ValueError("MarginalCellLeaf needs finite cells of positive width")
+        if self.edges is None:  # one bin over the cells' span: uniform leaves
+            self.edges, self.cdf = [float(lo.min()), float(hi.max())], [0.0, 1.0]
+        e, _, _ = self._hist()
         if np.any(lo < e[0]) or np.any(hi > e[-1]):
             raise ValueError("MarginalCellLeaf: a cell reaches outside the histogram's edges")
         self.lo_, self.hi_ = lo, hi
