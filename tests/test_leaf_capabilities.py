@@ -162,4 +162,5 @@ def test_the_built_in_declarations_docs_components_lists():
                      "ordinal_kernel": ("categorical", discrete),
                      "uniform_levels": ("categorical", discrete),
                      "point_mass": (None, frozenset()), "kernel": (None, frozenset()),
-                     "rounded_normal_tail": (None, frozenset())}
+                     "rounded_normal_tail": (None, frozenset()),
+                     "marginal_cell": (None, frozenset())}
