@@ -9,12 +9,14 @@ with exact queries (:mod:`forestgen.families.chain.queries`), not only a sampler
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
+from forestgen.data.support import latent_range
 from forestgen.families import CHAIN
 from forestgen.families.chain.queries import ChainQueries
 from forestgen.leaves import CategoricalLeaf, KernelLeaf, OrdinalKernelLeaf
@@ -44,6 +46,9 @@ NUMERIC_DEFENSIVE = 0.1
 #: leaderboard's five tables over three seeds it leaves the C2ST as it was (mean
 #: ``|AUC - 0.5|`` 0.128 against 0.135: ``benchmarks/results/chain_tail.md``)
 NUMERIC_TAIL = 0.03
+#: the leaf sizes compared per column when ``min_leaf="held_out"`` (``None``: no split, the
+#: column's marginal under its leaf model); ties go to the first (synthpop's ``minbucket``)
+LEAF_SIZES = (5, 10, 20, 40, 80, None)
 
 
 @register("learner", "chain")
@@ -71,8 +76,19 @@ class Chain(ChainQueries, GenerativeForest):
     ----------
     order : ``"table"`` (default: the table's column order, as synthpop's default visit
         sequence) or a list of every column name in the order to visit them.
-    min_leaf : 5 — fewest training rows in a leaf (synthpop's ``minbucket``); the leaf laws
-        are fitted on at least this many rows.
+    min_leaf : ``"held_out"`` (default) or an int — fewest training rows in a leaf
+        (synthpop's ``minbucket``: 5, the default before stop 45); the leaf laws are fitted on
+        at least this many rows. ``"held_out"`` chooses it *per column* among
+        :data:`LEAF_SIZES` — no split at all (the column's marginal under its leaf model)
+        included — by that column's held-out conditional log-likelihood: chains fitted on 80%
+        of the rows (of at most 1,000, :func:`forestgen.tuning.held_out_split`) score
+        ``log p(x_t | x_<t)`` of the other 20% column by column; since the chain's log density
+        is the sum of these terms and each column's tree is grown on its own, the per-column
+        choice maximises the held-out log-likelihood over every combination of sizes. Values
+        outside a column's support score the ``density_floor`` there (as ``log_prob``). The
+        chosen sizes are ``min_leaf_`` (0: no split). A departure from synthpop (a fixed
+        ``minbucket``): at 5 the chain scored held-out rows below the column marginals on
+        tips, quine, penguins and wine (``benchmarks/results/scaled_defaults_s45.md``).
     max_depth : None (unlimited; the leaf size regularises, as synthpop's ``cp = 1e-8``).
     target_bins : 10 — quantile bins of a numeric column used as the labels of its tree.
     prior_strength : 0.5 — pseudo-rows of the prior toward the column's pmf in discrete leaves
@@ -108,7 +124,8 @@ class Chain(ChainQueries, GenerativeForest):
     # leaves of tree t hold column order[t] on its whole range: no zero-width cells
     edge_cells = frozenset({"empty"})
 
-    def __init__(self, *, order: Any = "table", min_leaf: int = 5, max_depth: int | None = None,
+    def __init__(self, *, order: Any = "table", min_leaf: int | str = "held_out",
+                 max_depth: int | None = None,
                  target_bins: int = 10, prior_strength: float = 0.5,
                  integer_bandwidth: float = 0.5, max_bins: int = 255,
                  max_ordinal_levels: int = 128, max_branches: int = 100_000,
@@ -124,7 +141,12 @@ class Chain(ChainQueries, GenerativeForest):
             if isinstance(self.order, str) or not isinstance(self.order, (list, tuple)):
                 raise ParameterError(f"order must be 'table' or a list of column names, got "
                                      f"{self.order!r}")
-        check_int("min_leaf", self.min_leaf, 1)
+        if not (isinstance(self.min_leaf, str) and self.min_leaf == "held_out"):
+            try:
+                check_int("min_leaf", self.min_leaf, 1)
+            except ParameterError:
+                raise ParameterError(f"min_leaf must be 'held_out' or an int >= 1, got "
+                                     f"{self.min_leaf!r}") from None
         check_int("max_depth", self.max_depth, 0, allow_none=True)
         check_int("target_bins", self.target_bins, 2)
         check_real("prior_strength", self.prior_strength, 0.0)
@@ -144,7 +166,9 @@ class Chain(ChainQueries, GenerativeForest):
         binner = Binner.fit(Z, schema.nominal_mask, schema.n_levels, self.max_bins)
         codes = binner.transform(Z)
         splitter = make_splitter(self.splitter, "Chain", True, ImpuritySplitter)
-        rngs = tree_generators(seed_sequence(self.random_state), d)
+        root = seed_sequence(self.random_state)
+        rngs = tree_generators(root, d)
+        self.min_leaf_ = self._leaf_sizes(X, kinds, d, root.spawn(1)[0])
         bar = ProgressBar("Chain trees", d, self.progress)
 
         def grow(t: int) -> TreeRecord:
@@ -158,6 +182,60 @@ class Chain(ChainQueries, GenerativeForest):
         bar.close(f"{self.forest_.n_leaves} leaves")
         self._fit_chain_leaves(Z)
         return self
+
+    def _leaf_sizes(self, X, kinds, d: int, seed: np.random.SeedSequence) -> np.ndarray:
+        """``min_leaf_`` per column (table order; 0: no split): ``min_leaf`` everywhere, or
+        for ``"held_out"`` each column's size of :data:`LEAF_SIZES` with the highest mean
+        held-out conditional log-likelihood (class docstring; ``leaf_size_ll_`` keeps the
+        scores, ``[sizes, columns]``). Fewer than 10 rows: the first size."""
+        import warnings
+
+        from forestgen.data.frames import take_rows
+        from forestgen.tuning import held_out_split
+
+        if self.min_leaf != "held_out":
+            return np.full(d, int(self.min_leaf), np.int64)
+        sizes = np.array([0 if s is None else s for s in LEAF_SIZES], np.int64)
+        split = held_out_split(len(X), seed)
+        if split is None:
+            return np.full(d, sizes[0], np.int64)
+        fit, val = split
+        scores = np.full((len(sizes), d), -np.inf)
+        params = {**self.get_params(deep=False), "order": self.order, "n_jobs": self.n_jobs}
+        for k, s in enumerate(sizes):
+            m = type(self)(**{**params, "min_leaf": int(s) if s else len(fit) + 1,
+                              "random_state": seed})
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m.fit(take_rows(X, fit), kinds=kinds)
+                    scores[k] = np.nanmean(m.conditional_log_liks(take_rows(X, val)), axis=0)
+            except (ValueError, RuntimeError, FloatingPointError):
+                pass
+        self.leaf_size_ll_ = scores
+        return sizes[np.argmax(np.where(np.isnan(scores), -np.inf, scores), axis=0)]
+
+    def conditional_log_liks(self, X) -> np.ndarray:
+        """``[n, d]``: ``log p(x_j | x_<j)`` of each complete row's column ``j`` (table
+        order) under its tree; NaN for a row with a missing entry. A value outside the
+        column's support scores ``density_floor`` times the uniform density on the column's
+        support (exact ``-inf`` with ``density_floor=None``). The sum over ``j`` is
+        ``log_prob`` of a row inside the support."""
+        self.check_fitted()
+        Z = self.encode_rows(X, missing_columns="nan")
+        out = np.full(Z.shape, np.nan)
+        ok = ~np.isnan(Z).any(axis=1)
+        if not ok.any():
+            return out
+        leaves = self.forest_.apply(Z[ok])
+        for t, j in enumerate(self.order_):
+            j = int(j)
+            lp = self.leaf_models_[j].log_prob(leaves[:, t], Z[ok, j])
+            if self.density_floor is not None:
+                lp = np.maximum(lp, math.log(self.density_floor)
+                                - column_log_measure(self.encoder_.schema.columns[j]))
+            out[ok, j] = lp
+        return out
 
     def _resolve_order(self, schema) -> np.ndarray:
         if isinstance(self.order, str):
@@ -177,7 +255,8 @@ class Chain(ChainQueries, GenerativeForest):
         prev = self.order_[:t]
         x = Z[:, j]
         w = (~np.isnan(x)).astype(np.float64)
-        if t == 0 or w.sum() < 2 * self.min_leaf:
+        min_leaf = int(self.min_leaf_[j])
+        if t == 0 or min_leaf == 0 or w.sum() < 2 * min_leaf:
             return _single_leaf()
         if spec.is_discrete:
             y = np.where(np.isnan(x), 0, x).astype(np.int64)
@@ -191,7 +270,7 @@ class Chain(ChainQueries, GenerativeForest):
         data = TreeData(np.ascontiguousarray(codes[prev]), binner.n_bins[prev],
                         binner.nominal[prev], [binner.thresholds[c] for c in prev])
         limits = GrowLimits(max_features=None, max_depth=self.max_depth,
-                            min_samples_leaf=float(self.min_leaf), n_classes=int(C))
+                            min_samples_leaf=float(min_leaf), n_classes=int(C))
         rec = splitter.grow(data, y, w, rng, limits)
         rec.feature = np.where(rec.feature >= 0, prev[np.maximum(rec.feature, 0)],
                                -1).astype(np.int32)
@@ -246,7 +325,8 @@ class Chain(ChainQueries, GenerativeForest):
 
     # ------------------------------------------------------------------ persistence
     def _extra_arrays(self) -> dict[str, np.ndarray]:
-        return {"order": np.asarray(self.order_, np.int64)}
+        return {"order": np.asarray(self.order_, np.int64),
+                "min_leaf": np.asarray(self.min_leaf_, np.int64)}
 
     def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
         order = np.asarray(arrays.get("order"), np.int64)
@@ -254,6 +334,9 @@ class Chain(ChainQueries, GenerativeForest):
         if order.shape != (d,) or sorted(order.tolist()) != list(range(d)):
             raise ValueError("the chain's order is not a permutation of the columns")
         self.order_ = order
+        # files before stop 45 hold no per-column sizes: their one min_leaf
+        self.min_leaf_ = np.asarray(arrays["min_leaf"], np.int64) if "min_leaf" in arrays \
+            else np.full(d, int(self.min_leaf), np.int64)
         f = self.forest_
         if f.n_trees != d:
             raise ValueError(f"a chain has one tree per column: {f.n_trees} trees for {d} "
@@ -263,6 +346,15 @@ class Chain(ChainQueries, GenerativeForest):
             feats = feats[feats >= 0]
             if not np.isin(feats, order[:t]).all():
                 raise ValueError(f"tree {t} splits on a column after its own in the order")
+
+
+def column_log_measure(spec) -> float:
+    """Log measure of a column's support (as :func:`forestgen.data.support.support_log_volume`
+    for one column)."""
+    if spec.is_discrete:
+        return math.log(max(int(spec.support.sum()), 1))
+    a, b = latent_range(spec)
+    return math.log(b - a) if math.isfinite(a) and math.isfinite(b) and b > a else 0.0
 
 
 def _single_leaf() -> TreeRecord:
