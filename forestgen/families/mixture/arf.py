@@ -18,6 +18,7 @@ from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
+from forestgen.families.mixture.backoff import add_root_tree, held_out_weight
 from forestgen.leaves import (
     CategoricalLeaf,
     OrdinalKernelLeaf,
@@ -105,6 +106,20 @@ class ARF(GenerativeForest):
         leaf smears spiky integers (adult's ``capital-gain`` is 92% zeros), and on adult 128
         lowers the C2ST AUC of FORGE samples from 0.9996 to 0.67. Cost: a dense pmf table of
         ``n_leaves x levels`` per such column.
+    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model, no extra tree) or
+        ``"held_out"`` — weight of one more
+        tree that never splits, whose one leaf holds every training row: under FORDE's leaves
+        the product of the column marginals (:mod:`~forestgen.families.mixture.backoff`).
+        The model is ``(1 - λ) q + λ prod_j f_j``, still one leaf mixture (density, FORGE
+        draws and every query include it). ``"held_out"`` picks ``λ`` of
+        :data:`~forestgen.families.mixture.backoff.WEIGHTS` by the held-out log-likelihood of
+        an ARF fitted on 80% of the rows (kept as ``marginal_weight_``, the scores as
+        ``marginal_weight_ll_``; it costs one more fit on at most 800 rows, and queries one
+        more tree). A forestgen extension (issue 37): at ``λ = 0`` ARF scores quine's
+        held-out rows below the column marginals, with ``"held_out"`` above them
+        (``benchmarks/results/scaled_defaults_s45.md``). Not yet the default: R arf parity
+        and the speed comparisons run at ``λ = 0``. The distributed fit
+        (:mod:`forestgen.distributed`) has no extra tree.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
     density_floor : a row of density zero — a held-out value outside the support
         (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
@@ -156,7 +171,7 @@ class ARF(GenerativeForest):
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
                  discrete_leaf: Any = None, splitter: Any = "gini", ensembler: Any = None,
                  sampler: Any = None,
-                 density_floor: float | None = 1e-5):
+                 density_floor: float | None = 1e-5, marginal_weight: float | str = 0.0):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -187,6 +202,12 @@ class ARF(GenerativeForest):
         check_int("max_depth", self.max_depth, 0, allow_none=True)
         check_int("max_bins", self.max_bins, 2)
         check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
+        if not (isinstance(self.marginal_weight, str) and self.marginal_weight == "held_out"):
+            try:
+                check_real("marginal_weight", self.marginal_weight, 0.0, 1.0, high_open=True)
+            except ParameterError:
+                raise ParameterError(f"marginal_weight must be 'held_out' or a number in "
+                                     f"[0, 1), got {self.marginal_weight!r}") from None
 
     # ------------------------------------------------------------------ fit
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
@@ -261,6 +282,9 @@ class ARF(GenerativeForest):
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
         forest = current = None  # a rejected last round's forest is not held while leaves fit
+        self.marginal_weight_, self.marginal_weight_ll_ = (
+            held_out_weight(self, X, kinds, root.spawn(1)[0])
+            if self.marginal_weight == "held_out" else (float(self.marginal_weight), {}))
         self._forde(Z, *accepted)
         return self
 
@@ -288,12 +312,28 @@ class ARF(GenerativeForest):
         mask = oob.T if self.coverage == "oob" else None
         self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
+        lam = getattr(self, "marginal_weight_", 0.0)
+        if lam > 0:  # the root-only tree: the product of the column marginals (backoff)
+            self._check_mixture_for_backoff()
+            forest, leaves, self.leaf_log_weight_ = add_root_tree(
+                forest, leaves, self.leaf_log_weight_, lam)
+            self.forest_ = forest
+            if mask is not None:
+                mask = np.hstack([mask, np.ones((len(mask), 1), mask.dtype)])
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
                                             self.leaf_overrides())
         self._fit_missing(Z, leaves, pair_w)
+
+    def _check_mixture_for_backoff(self) -> None:
+        """The back-off tree needs a plain mixture of trees (the default ensembler)."""
+        if not self.component("ensembler").logsumexp_combine:
+            raise ParameterError(f"ARF: marginal_weight > 0 adds a tree to the leaf mixture; "
+                                 f"the ensembler {type(self.component('ensembler')).__name__} "
+                                 f"does not combine trees as a mixture: pass "
+                                 f"marginal_weight=0")
 
     def leaf_prototypes(self) -> tuple[Any, Any]:
         """The (numeric, discrete) leaf models FORDE fits: ``numeric_leaf``/``discrete_leaf``,
@@ -321,11 +361,14 @@ class ARF(GenerativeForest):
                 if spec.kind == "integer" and spec.is_discrete}
 
     def _extra_meta(self):
-        return {"fit_diagnostics": self.fit_diagnostics_}
+        return {"fit_diagnostics": self.fit_diagnostics_,
+                "marginal_weight": float(getattr(self, "marginal_weight_", 0.0))}
 
     def _restore_extra(self, arrays, meta):
         self.fit_diagnostics_ = meta.get("fit_diagnostics", [])
         self.n_rounds_ = len(self.fit_diagnostics_)
+        self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 45
+        self.marginal_weight_ll_ = {}
 
 
 def unit_grid(spec) -> bool:
