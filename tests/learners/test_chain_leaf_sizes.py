@@ -1,6 +1,7 @@
 """The Chain's leaf sizes chosen per column on held-out rows (issue 37 item 4): the choice is
 the argmax of each column's held-out conditional log-likelihood (no split — the column's
-marginal — among the candidates), the model stays one normalised chain, and on small public
+marginal — among the candidates, taken only when better by more than one standard error),
+the model stays one normalised chain, and on small public
 tables its held-out rows score at least the column marginals."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 
 import forestgen as fg
-from forestgen.families.chain.chain import LEAF_SIZES
+from forestgen.families.chain.chain import LEAF_SIZES, leaf_size_choice
 from forestgen.testing.statistical import discrete_toy
 from forestgen.tuning import held_out_split
 from tests.learners.test_gf_marginal_smoothing import marginals_ll
@@ -24,7 +25,10 @@ def test_sizes_are_the_argmax_of_each_columns_held_out_score():
     S = m.leaf_size_ll_
     assert S.shape == (len(LEAF_SIZES), df.shape[1]) and np.isfinite(S).all()
     sizes = np.array([0 if s is None else s for s in LEAF_SIZES])
-    assert (m.min_leaf_ == sizes[S.argmax(0)]).all()
+    best_tree = S[:-1].argmax(0)
+    # the best tree, or no split where the marginal scored higher (by more than one SE)
+    assert np.all((m.min_leaf_ == sizes[best_tree])
+                  | ((m.min_leaf_ == 0) & (S[-1] > S[best_tree, np.arange(S.shape[1])])))
     # one score recomputed by hand: a chain with min_leaf=20 fitted on the same fitting rows
     # (the split's seed is the fit's root seed's first child after the trees'), scored by
     # the column's conditional log-likelihood on the other rows
@@ -55,6 +59,17 @@ def test_conditionals_sum_to_the_density_and_the_joint_to_one():
     freq = draws.value_counts(normalize=True).reindex(
         pd.MultiIndex.from_frame(grid), fill_value=0).to_numpy()
     assert np.abs(freq - np.exp(lp)).max() < 0.02
+
+
+def test_no_split_needs_more_than_one_standard_error():
+    rng = np.random.default_rng(0)
+    rows, other = rng.normal(size=200), rng.normal(size=200)
+    tree = -1.0 + 0.1 * rows
+    flat = tree + 0.001 + 0.1 * (other - other.mean())  # better by 0.001, SE about 0.007
+    assert leaf_size_choice(np.vstack([tree - 0.01, tree, flat])) == 1
+    clear = flat + 0.3  # better by 0.3, far beyond its standard error
+    assert leaf_size_choice(np.vstack([tree - 0.01, tree, clear])) == 2
+    assert leaf_size_choice(np.vstack([tree, tree - 0.5, flat - 1])) == 0
 
 
 def test_fixed_min_leaf_is_the_former_model_and_files_load():

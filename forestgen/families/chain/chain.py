@@ -83,8 +83,11 @@ class Chain(ChainQueries, GenerativeForest):
         included — by that column's held-out conditional log-likelihood: chains fitted on 80%
         of the rows (of at most 1,000, :func:`forestgen.tuning.held_out_split`) score
         ``log p(x_t | x_<t)`` of the other 20% column by column; since the chain's log density
-        is the sum of these terms and each column's tree is grown on its own, the per-column
-        choice maximises the held-out log-likelihood over every combination of sizes. Values
+        is the sum of these terms and each column's tree is grown on its own, the choice is
+        made column by column: the size of the highest score, except that no split (the
+        marginal) must beat the best tree by more than one standard error
+        (:func:`leaf_size_choice`: a difference the held-out rows cannot resolve keeps the
+        column's dependence on the others, which the samples need). Values
         outside a column's support score the ``density_floor`` there (as ``log_prob``). The
         chosen sizes are ``min_leaf_`` (0: no split). A departure from synthpop (a fixed
         ``minbucket``): at 5 the chain scored held-out rows below the column marginals on
@@ -185,9 +188,10 @@ class Chain(ChainQueries, GenerativeForest):
 
     def _leaf_sizes(self, X, kinds, d: int, seed: np.random.SeedSequence) -> np.ndarray:
         """``min_leaf_`` per column (table order; 0: no split): ``min_leaf`` everywhere, or
-        for ``"held_out"`` each column's size of :data:`LEAF_SIZES` with the highest mean
-        held-out conditional log-likelihood (class docstring; ``leaf_size_ll_`` keeps the
-        scores, ``[sizes, columns]``). Fewer than 10 rows: the first size."""
+        for ``"held_out"`` each column's size of :data:`LEAF_SIZES` by its held-out
+        conditional log-likelihood and :func:`leaf_size_choice` (class docstring;
+        ``leaf_size_ll_`` keeps the mean scores, ``[sizes, columns]``). Fewer than 10 rows:
+        the first size."""
         import warnings
 
         from forestgen.data.frames import take_rows
@@ -200,7 +204,7 @@ class Chain(ChainQueries, GenerativeForest):
         if split is None:
             return np.full(d, sizes[0], np.int64)
         fit, val = split
-        scores = np.full((len(sizes), d), -np.inf)
+        lls = np.full((len(sizes), len(val), d), np.nan)
         params = {**self.get_params(deep=False), "order": self.order, "n_jobs": self.n_jobs}
         for k, s in enumerate(sizes):
             m = type(self)(**{**params, "min_leaf": int(s) if s else len(fit) + 1,
@@ -209,11 +213,13 @@ class Chain(ChainQueries, GenerativeForest):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     m.fit(take_rows(X, fit), kinds=kinds)
-                    scores[k] = np.nanmean(m.conditional_log_liks(take_rows(X, val)), axis=0)
+                    lls[k] = m.conditional_log_liks(take_rows(X, val))
             except (ValueError, RuntimeError, FloatingPointError):
-                pass
-        self.leaf_size_ll_ = scores
-        return sizes[np.argmax(np.where(np.isnan(scores), -np.inf, scores), axis=0)]
+                lls[k] = -np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a column never observed: NaN
+            self.leaf_size_ll_ = np.nanmean(lls, axis=1)
+        return sizes[[leaf_size_choice(lls[:, :, j]) for j in range(d)]]
 
     def conditional_log_liks(self, X) -> np.ndarray:
         """``[n, d]``: ``log p(x_j | x_<j)`` of each complete row's column ``j`` (table
@@ -346,6 +352,26 @@ class Chain(ChainQueries, GenerativeForest):
             feats = feats[feats >= 0]
             if not np.isin(feats, order[:t]).all():
                 raise ValueError(f"tree {t} splits on a column after its own in the order")
+
+
+def leaf_size_choice(ll: np.ndarray) -> int:
+    """Index of the candidate with the highest mean held-out log-likelihood, ``ll
+    [candidates, rows]`` (NaN: a row missing the column; the last candidate is "no split"),
+    except that the tree is dropped for the column's marginal only when that beats the best
+    tree by more than one standard error of their paired per-row differences (Breiman et
+    al.'s one-SE rule applied to that step): a difference the held-out rows cannot resolve
+    keeps the column's dependence on the others, which the samples need."""
+    ok = ~np.isnan(ll).any(axis=0)
+    if not ok.any():
+        return 0
+    x = np.where(np.isneginf(ll[:, ok]), -1e300, ll[:, ok])
+    mean = x.mean(axis=1)
+    tree = int(np.argmax(mean[:-1]))
+    if mean[-1] <= mean[tree]:
+        return tree
+    diff = x[-1] - x[tree]
+    se = diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+    return len(x) - 1 if diff.mean() > se else tree
 
 
 def column_log_measure(spec) -> float:
