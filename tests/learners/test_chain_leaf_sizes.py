@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import forestgen as fg
-from forestgen.families.chain.chain import LEAF_SIZES, leaf_size_choice
+from forestgen.families.chain.chain import LEAF_SIZES, PRIORS, leaf_size_choice
 from forestgen.testing.statistical import discrete_toy
 from forestgen.tuning import held_out_split
 from tests.learners.test_gf_marginal_smoothing import marginals_ll
@@ -38,8 +38,11 @@ def test_sizes_are_the_argmax_of_each_columns_held_out_score():
     root.spawn(df.shape[1])
     fit, val = held_out_split(len(df), root.spawn(1)[0])
     k = LEAF_SIZES.index(20)
-    ref = fg.Chain(min_leaf=20, random_state=0, n_jobs=1).fit(df.iloc[fit])
-    assert np.allclose(np.nanmean(ref.conditional_log_liks(df.iloc[val]), 0), S[k])
+    ref = [np.nanmean(fg.Chain(min_leaf=20, prior_strength=p, random_state=0, n_jobs=1)
+                      .fit(df.iloc[fit]).conditional_log_liks(df.iloc[val]), 0) for p in PRIORS]
+    assert np.allclose(np.max(ref, axis=0), S[k])  # at the size's best prior per column
+    assert all(m.prior_[j] == PRIORS[int(np.argmax([r[j] for r in ref]))]
+               for j in range(df.shape[1]) if m.min_leaf_[j] == 20)
     # the first column's tree never splits; "no split" makes a column its marginal
     assert m.forest_.n_leaves >= df.shape[1]
     flat = fg.Chain(min_leaf=10_000, random_state=0, n_jobs=1).fit(df)
@@ -74,10 +77,23 @@ def test_no_split_needs_more_than_one_standard_error():
 
 def test_fixed_min_leaf_is_the_former_model_and_files_load():
     df = discrete_toy(n=300)
-    old = fg.Chain(min_leaf=5, random_state=0, n_jobs=1).fit(df)
+    old = fg.Chain(min_leaf=5, prior_strength=0.5, random_state=0, n_jobs=1).fit(df)
     assert (old.min_leaf_ == 5).all() and not hasattr(old, "leaf_size_ll_")
+    assert (old.prior_ == 0.5).all()
     with pytest.raises(ValueError, match="min_leaf"):
         fg.Chain(min_leaf="cv").fit(df)
+    with pytest.raises(ValueError, match="prior_strength"):
+        fg.Chain(prior_strength=-1).fit(df)
+    # a saved chain keeps its per-column sizes and priors
+    import tempfile
+    from pathlib import Path
+
+    m = fg.Chain(random_state=0, n_jobs=1).fit(df)
+    path = Path(tempfile.mkdtemp()) / "chain.fg"
+    m.save(path)
+    back = fg.Chain.load(path)
+    assert (back.min_leaf_ == m.min_leaf_).all() and (back.prior_ == m.prior_).all()
+    assert np.allclose(back.log_prob(df), m.log_prob(df))
 
 
 @pytest.mark.parametrize("name", ["tips", "quine"])

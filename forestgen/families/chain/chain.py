@@ -49,6 +49,11 @@ NUMERIC_TAIL = 0.03
 #: the leaf sizes compared per column when ``min_leaf="held_out"`` (``None``: no split, the
 #: column's marginal under its leaf model); ties go to the first (synthpop's ``minbucket``)
 LEAF_SIZES = (5, 10, 20, 40, 80, None)
+#: pseudo-rows of the discrete leaves' prior toward the column's pmf compared per column when
+#: ``prior_strength="held_out"`` (with each leaf size; ties go to the first)
+PRIORS = (0.5, 2.0, 5.0, 20.0)
+#: the prior at the point masses of numeric columns, and the former default of prior_strength
+PRIOR = 0.5
 
 
 @register("learner", "chain")
@@ -94,8 +99,12 @@ class Chain(ChainQueries, GenerativeForest):
         tips, quine, penguins and wine (``benchmarks/results/scaled_defaults_s45.md``).
     max_depth : None (unlimited; the leaf size regularises, as synthpop's ``cp = 1e-8``).
     target_bins : 10 — quantile bins of a numeric column used as the labels of its tree.
-    prior_strength : 0.5 — pseudo-rows of the prior toward the column's pmf in discrete leaves
-        (and at point masses).
+    prior_strength : ``"held_out"`` (default) or a number ``a >= 0`` — pseudo-rows of the
+        prior toward the column's pmf in discrete leaves (a leaf of ``N`` rows keeps
+        ``N / (N + a)`` of its own pmf: a shrinkage of the conditional toward the column's
+        marginal) and at point masses. ``"held_out"`` chooses ``a`` per discrete column among
+        :data:`PRIORS` with its leaf size (below; point masses keep :data:`PRIOR`); the
+        chosen values are ``prior_``. 0.5 was the default before stop 45.
     integer_bandwidth : 0.5 — the ordered-level kernel of integer columns coded as levels
         (as :class:`~forestgen.families.mixture.arf.ARF`). Discrete leaves report a level
         without mass (a declared level with no training rows) as probability 0, their exact
@@ -129,7 +138,7 @@ class Chain(ChainQueries, GenerativeForest):
 
     def __init__(self, *, order: Any = "table", min_leaf: int | str = "held_out",
                  max_depth: int | None = None,
-                 target_bins: int = 10, prior_strength: float = 0.5,
+                 target_bins: int = 10, prior_strength: float | str = "held_out",
                  integer_bandwidth: float = 0.5, max_bins: int = 255,
                  max_ordinal_levels: int = 128, max_branches: int = 100_000,
                  density_floor: float | None = 1e-5, random_state: Any = None,
@@ -152,7 +161,12 @@ class Chain(ChainQueries, GenerativeForest):
                                      f"{self.min_leaf!r}") from None
         check_int("max_depth", self.max_depth, 0, allow_none=True)
         check_int("target_bins", self.target_bins, 2)
-        check_real("prior_strength", self.prior_strength, 0.0)
+        if not (isinstance(self.prior_strength, str) and self.prior_strength == "held_out"):
+            try:
+                check_real("prior_strength", self.prior_strength, 0.0)
+            except ParameterError:
+                raise ParameterError(f"prior_strength must be 'held_out' or a number >= 0, "
+                                     f"got {self.prior_strength!r}") from None
         check_real("integer_bandwidth", self.integer_bandwidth, 0.0, 1.0, high_open=True)
         check_int("max_bins", self.max_bins, 2)
         check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
@@ -171,7 +185,7 @@ class Chain(ChainQueries, GenerativeForest):
         splitter = make_splitter(self.splitter, "Chain", True, ImpuritySplitter)
         root = seed_sequence(self.random_state)
         rngs = tree_generators(root, d)
-        self.min_leaf_ = self._leaf_sizes(X, kinds, d, root.spawn(1)[0])
+        self.min_leaf_, self.prior_ = self._leaf_sizes(X, kinds, d, root.spawn(1)[0])
         bar = ProgressBar("Chain trees", d, self.progress)
 
         def grow(t: int) -> TreeRecord:
@@ -186,40 +200,55 @@ class Chain(ChainQueries, GenerativeForest):
         self._fit_chain_leaves(Z)
         return self
 
-    def _leaf_sizes(self, X, kinds, d: int, seed: np.random.SeedSequence) -> np.ndarray:
-        """``min_leaf_`` per column (table order; 0: no split): ``min_leaf`` everywhere, or
-        for ``"held_out"`` each column's size of :data:`LEAF_SIZES` by its held-out
-        conditional log-likelihood and :func:`leaf_size_choice` (class docstring;
-        ``leaf_size_ll_`` keeps the mean scores, ``[sizes, columns]``). Fewer than 10 rows:
-        the first size."""
+    def _leaf_sizes(self, X, kinds, d: int, seed: np.random.SeedSequence
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(min_leaf_, prior_)`` per column (table order; size 0: no split): the given
+        ``min_leaf`` / ``prior_strength``, or for ``"held_out"`` each column's pair of
+        :data:`LEAF_SIZES` x :data:`PRIORS` by its held-out conditional log-likelihood: per
+        size the best prior, then the size by :func:`leaf_size_choice` (class docstring;
+        ``leaf_size_ll_`` keeps the mean scores at each size's best prior, ``[sizes,
+        columns]``). Fewer than 10 rows: the first of each."""
         import warnings
 
         from forestgen.data.frames import take_rows
         from forestgen.tuning import held_out_split
 
-        if self.min_leaf != "held_out":
-            return np.full(d, int(self.min_leaf), np.int64)
-        sizes = np.array([0 if s is None else s for s in LEAF_SIZES], np.int64)
-        split = held_out_split(len(X), seed)
+        sizes = (np.array([0 if s is None else s for s in LEAF_SIZES], np.int64)
+                 if self.min_leaf == "held_out" else np.array([int(self.min_leaf)], np.int64))
+        priors = (np.asarray(PRIORS, float) if self.prior_strength == "held_out"
+                  else np.array([float(self.prior_strength)]))
+        split = None if len(sizes) == len(priors) == 1 else held_out_split(len(X), seed)
         if split is None:
-            return np.full(d, sizes[0], np.int64)
+            return np.full(d, sizes[0], np.int64), np.full(d, priors[0])
         fit, val = split
-        lls = np.full((len(sizes), len(val), d), np.nan)
+        Xf, Xv = take_rows(X, fit), take_rows(X, val)
+        lls = np.full((len(sizes), len(priors), len(val), d), -np.inf)
         params = {**self.get_params(deep=False), "order": self.order, "n_jobs": self.n_jobs}
         for k, s in enumerate(sizes):
             m = type(self)(**{**params, "min_leaf": int(s) if s else len(fit) + 1,
-                              "random_state": seed})
+                              "prior_strength": float(priors[0]), "random_state": seed})
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    m.fit(take_rows(X, fit), kinds=kinds)
-                    lls[k] = m.conditional_log_liks(take_rows(X, val))
+                    m.fit(Xf, kinds=kinds)
+                    Zf = m.encode_rows(Xf)
+                    for a, p in enumerate(priors):  # the trees do not depend on the prior
+                        if a:
+                            m.prior_ = np.full(d, float(p))
+                            m._fit_chain_leaves(Zf)
+                        lls[k, a] = m.conditional_log_liks(Xv)
             except (ValueError, RuntimeError, FloatingPointError):
-                lls[k] = -np.inf
+                pass
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a column never observed: NaN
-            self.leaf_size_ll_ = np.nanmean(lls, axis=1)
-        return sizes[[leaf_size_choice(lls[:, :, j]) for j in range(d)]]
+            mean = np.nanmean(np.where(np.isneginf(lls), -1e300, lls), axis=2)  # [K, A, d]
+        best_prior = np.argmax(mean, axis=1)  # [K, d]: per size, ties to the first prior
+        cols = np.arange(d)
+        at_best = lls[np.arange(len(sizes))[:, None], best_prior, :, cols[None, :]]  # [K, d, m]
+        self.leaf_size_ll_ = mean[np.arange(len(sizes))[:, None], best_prior, cols[None, :]]
+        k = (np.array([leaf_size_choice(at_best[:, j, :]) for j in range(d)], np.int64)
+             if len(sizes) > 1 else np.zeros(d, np.int64))
+        return sizes[k], priors[best_prior[k, cols]]
 
     def conditional_log_liks(self, X) -> np.ndarray:
         """``[n, d]``: ``log p(x_j | x_<j)`` of each complete row's column ``j`` (table
@@ -313,26 +342,34 @@ class Chain(ChainQueries, GenerativeForest):
             KernelLeaf(bandwidth=NUMERIC_BANDWIDTH, defensive=NUMERIC_DEFENSIVE,
                        tail=NUMERIC_TAIL)
         discrete = self.discrete_leaf if self.discrete_leaf is not None else \
-            CategoricalLeaf(prior=self.prior_strength, floor=0.0)
+            CategoricalLeaf(prior=self.atom_prior(), floor=0.0)
         return numeric, discrete
 
     def leaf_overrides(self) -> dict[int, Any]:
-        """Integer columns coded as levels get an ordered-level kernel leaf unless
-        ``discrete_leaf`` is given."""
+        """Unless ``discrete_leaf`` is given, each discrete column its leaf with its own prior
+        (``prior_``): integer columns coded as levels an ordered-level kernel leaf, the
+        others a categorical pmf."""
         if self.discrete_leaf is not None:
             return {}
-        return {j: OrdinalKernelLeaf(bandwidth=self.integer_bandwidth,
-                                     prior=self.prior_strength, floor=0.0)
-                for j, spec in enumerate(self.encoder_.schema.columns)
-                if spec.kind == "integer" and spec.is_discrete}
+        prior = getattr(self, "prior_", None)
+        out = {}
+        for j, spec in enumerate(self.encoder_.schema.columns):
+            if not spec.is_discrete:
+                continue
+            a = float(prior[j]) if prior is not None else self.atom_prior()
+            out[j] = (OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, prior=a, floor=0.0)
+                      if spec.kind == "integer" else CategoricalLeaf(prior=a, floor=0.0))
+        return out
 
     def atom_prior(self) -> float:
-        return float(self.prior_strength)
+        """The prior at point masses: ``prior_strength``, :data:`PRIOR` when it is chosen."""
+        return PRIOR if self.prior_strength == "held_out" else float(self.prior_strength)
 
     # ------------------------------------------------------------------ persistence
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         return {"order": np.asarray(self.order_, np.int64),
-                "min_leaf": np.asarray(self.min_leaf_, np.int64)}
+                "min_leaf": np.asarray(self.min_leaf_, np.int64),
+                "prior": np.asarray(self.prior_, np.float64)}
 
     def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
         order = np.asarray(arrays.get("order"), np.int64)
@@ -343,6 +380,8 @@ class Chain(ChainQueries, GenerativeForest):
         # files before stop 45 hold no per-column sizes: their one min_leaf
         self.min_leaf_ = np.asarray(arrays["min_leaf"], np.int64) if "min_leaf" in arrays \
             else np.full(d, int(self.min_leaf), np.int64)
+        self.prior_ = np.asarray(arrays["prior"], np.float64) if "prior" in arrays \
+            else np.full(d, self.atom_prior())
         f = self.forest_
         if f.n_trees != d:
             raise ValueError(f"a chain has one tree per column: {f.n_trees} trees for {d} "
