@@ -255,21 +255,34 @@ class GenerativeForest(BaseEstimator):
 
     def fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes | ColumnBoxes,
                    numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
-                   overrides: dict[int, Any] | None = None) -> list[LeafModel]:
+                   overrides: dict[int, Any] | None = None, *,
+                   tree_major: bool = False) -> list[LeafModel]:
         """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows.
 
         ``numeric_leaf``/``discrete_leaf`` (registry name, class or prototype instance) serve
         every column of that kind; ``overrides`` maps a column index to its own leaf model. A
         numeric column with point masses (``ColumnSpec.atoms``) gets its leaf model inside a
         :class:`~forestgen.leaves.point_mass.PointMassLeaf`.
+
+        The leaf models get the (value, leaf) pairs row by row (``pair_weight`` is in that
+        order, ``[n * B]``), or with ``tree_major`` tree by tree: a tree's leaves are one
+        block of ids, so per-leaf sums stay in cache. A leaf lies in one tree, so its pairs
+        arrive in row order either way and per-leaf sums keep their bits; only sums over all
+        pairs (GeF's global SD) would differ, so learners whose leaf fits take none opt in.
         """
-        flat_leaf = leaves.ravel()
-        B = leaves.shape[1]
+        n, B = leaves.shape
+        if tree_major:
+            flat_leaf = np.ascontiguousarray(leaves.T).ravel()
+            if pair_weight is not None:
+                pair_weight = np.ascontiguousarray(np.reshape(pair_weight, (n, B)).T).ravel()
+        else:
+            flat_leaf = leaves.ravel()
 
         def fit(j: int) -> LeafModel:  # columns are independent: one task each
             lm, cell = self._leaf_model_and_cell(j, boxes, numeric_leaf, discrete_leaf,
                                                  overrides)
-            lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
+            x = np.tile(Z[:, j], B) if tree_major else np.repeat(Z[:, j], B)
+            lm.fit(x, flat_leaf, cell, pair_weight)
             return lm
 
         return thread_map(fit, self.encoder_.schema.d, getattr(self, "n_jobs", 1))

@@ -25,8 +25,10 @@ Work per node is kept proportional to the node's rows, not to the bins:
   a few 8-byte words per row), instead of moving the right-hand rows twice through a scratch
   buffer.
 * A node with fewer rows than a feature's bins (``SPARSE_RATIO``) builds a *sparse* histogram: only
-  the bins its rows occupy are cleared, listed (sorted) and scanned. Empty bins never change a
-  split's class sums and are skipped by the dense scan too, so both give the same split.
+  the bins its rows occupy are listed (in increasing order, from flag bytes read eight at a
+  time), scanned and cleared afterwards, so the histograms are all zero between nodes and the
+  fill needs no branch per row. Empty bins never change a split's class sums and are skipped
+  by the dense scan too, so both give the same split.
 * The left child's class weights are summed during the partition (the right child's are the
   parent's minus the left's).
 
@@ -55,7 +57,13 @@ from forestgen.tree.criteria import ENTROPY, GINI, criterion_gain, specialise
 from forestgen.tree.node_ops import binned_sides, draw_candidates
 
 SPARSE_RATIO = 1.0  # a feature's histogram is sparse when the node has < ratio * n_bins rows
-SORT_MAX = 16  # occupied bins sorted by insertion up to this many, else listed from the flags
+# the lowest set bit's index of a uint64 power of two (de Bruijn multiplication)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_SHIFT = np.uint64(58)
+_ONE = np.uint64(1)
+_CTZ = np.zeros(64, np.int64)
+for _i in range(64):
+    _CTZ[((1 << _i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58] = _i
 
 
 class Records(NamedTuple):
@@ -76,11 +84,14 @@ class Records(NamedTuple):
 
 
 class Hists(NamedTuple):
-    """Per-node histogram scratch of the ``mtry`` candidates: ``hist [mtry, bins + 1, C]``,
-    sparse-bin flags ``touched`` and lists ``occ`` (``n_occ`` each), and ``sparse [mtry]``."""
+    """Per-node histogram scratch of the ``mtry`` candidates: ``hist [mtry, bins + 1, C]``
+    (all zero between nodes), occupied-bin flag bytes ``flags [mtry, 8 w]`` (seen as
+    ``words [mtry, w]`` uint64), sparse lists ``occ`` (``n_occ`` each), and ``sparse
+    [mtry]``."""
 
     hist: np.ndarray
-    touched: np.ndarray
+    flags: np.ndarray
+    words: np.ndarray
     occ: np.ndarray
     n_occ: np.ndarray
     sparse: np.ndarray
@@ -174,25 +185,20 @@ def _fill_records(Xb, idx, y, w, R):
 @njit(cache=True, nogil=True, inline="always")
 def _fill_hists(H, R, p, feats, mtry, start, end, n_bins):
     """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the records
-    ``start:end`` of buffer ``p``. With every feature dense, one pass over the rows fills them
-    all; a feature with ``sparse[t]`` clears and lists (in ``occ[t, :n_occ[t]]``, sorted) only
-    the bins its rows occupy. The missing bin ``n_bins[f]`` is always cleared and never
-    listed."""
-    hist, touched, occ, n_occ, sparse = H
-    C = hist.shape[2]
+    ``start:end`` of buffer ``p``, into ``hist`` (all zero on entry). With every feature
+    dense, one pass over the rows fills them all; a feature with ``sparse[t]`` also lists (in
+    ``occ[t, :n_occ[t]]``, increasing) the bins its rows occupy, the missing bin
+    ``n_bins[f]`` excepted."""
+    hist, sparse = H.hist, H.sparse
     wc = R.wc
     lab = R.lab
     rec = R.codes
     rw = R.weight
     any_sparse = False
     for t in range(mtry):
-        n_occ[t] = 0
+        H.n_occ[t] = 0
         if sparse[t]:
             any_sparse = True
-            continue
-        for b in range(n_bins[feats[t]] + 1):
-            for c in range(C):
-                hist[t, b, c] = 0.0
     if not any_sparse:
         for r in range(start, end):
             yi = rec[p, r, lab]
@@ -203,53 +209,61 @@ def _fill_hists(H, R, p, feats, mtry, start, end, n_bins):
     for t in range(mtry):
         f = feats[t]
         if sparse[t]:
-            _fill_sparse(hist, touched, occ, n_occ, t, R, p, f, start, end, n_bins[f])
+            _fill_sparse(H, t, R, p, f, start, end, n_bins[f])
             continue
         for r in range(start, end):
             hist[t, rec[p, r, f], rec[p, r, lab]] += rw[p, r, wc]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_sparse(hist, touched, occ, n_occ, t, R, p, f, start, end, nb):
-    """Feature ``t``'s sparse histogram ``hist[t]``: bins cleared as the rows first reach
-    them, then listed in increasing order in ``occ[t, :n_occ[t]]`` (flags ``touched[t]`` left
-    clear)."""
-    C = hist.shape[2]
+def _fill_sparse(H, t, R, p, f, start, end, nb):
+    """Feature ``t``'s sparse histogram ``hist[t]`` (clean: all zero) over the records: each
+    row adds its weight and sets its bin's flag byte (no branch), then the occupied bins are
+    listed in increasing order in ``occ[t, :n_occ[t]]`` from the flags read eight at a time
+    (the missing bin ``nb`` is flagged but not listed) and the flags are cleared."""
+    hist, flags, occ, n_occ = H.hist, H.flags, H.occ, H.n_occ
+    words = H.words
     wc = R.wc
     lab = R.lab
     rec = R.codes
     rw = R.weight
-    for c in range(C):
-        hist[t, nb, c] = 0.0
-    touched[t, nb] = True
-    m = 0
     for r in range(start, end):
         b = rec[p, r, f]
-        if not touched[t, b]:
-            touched[t, b] = True
-            occ[t, m] = b
-            m += 1
+        flags[t, b] = 1
+        hist[t, b, rec[p, r, lab]] += rw[p, r, wc]
+    m = 0
+    for k in range((nb + 8) // 8):
+        wd = words[t, k]
+        if wd == 0:
+            continue
+        words[t, k] = 0
+        while wd != 0:
+            low = wd & (~wd + _ONE)
+            b = 8 * k + (_CTZ[(low * _DEBRUIJN) >> _SHIFT] >> 3)
+            if b < nb:
+                occ[t, m] = b
+                m += 1
+            wd ^= low
+    n_occ[t] = m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _clean(H, t, nb, is_sparse):
+    """Leave ``hist[t]`` all zero again (what a sparse fill starts from): the listed bins and
+    the missing bin ``nb`` after a sparse fill, everything after a dense one."""
+    hist = H.hist
+    C = hist.shape[2]
+    if is_sparse:
+        for q in range(H.n_occ[t]):
+            b = H.occ[t, q]
             for c in range(C):
                 hist[t, b, c] = 0.0
-        hist[t, b, rec[p, r, lab]] += rw[p, r, wc]
-    touched[t, nb] = False
-    n_occ[t] = m
-    if m > SORT_MAX:  # list the flags in bin order (and clear them)
-        q = 0
-        for b in range(nb):
-            if touched[t, b]:
-                touched[t, b] = False
-                occ[t, q] = b
-                q += 1
+        for c in range(C):
+            hist[t, nb, c] = 0.0
         return
-    for q in range(m):  # insertion sort (m is small), then clear the flags
-        v = occ[t, q]
-        touched[t, v] = False
-        u = q - 1
-        while u >= 0 and occ[t, u] > v:
-            occ[t, u + 1] = occ[t, u]
-            u -= 1
-        occ[t, u + 1] = v
+    for b in range(nb + 1):
+        for c in range(C):
+            hist[t, b, c] = 0.0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -543,7 +557,9 @@ def grow_tree(rows, limits, rng, route_all):
         if n_bins[f] > max_nb:
             max_nb = n_bins[f]
     mtry = min(max(max_features, 1), d)
-    H = Hists(np.zeros((mtry, max_nb + 1, n_classes)), np.zeros((mtry, max_nb + 1), np.bool_),
+    n_words = (max_nb + 8) // 8  # flag bytes of bins 0..max_nb, eight to a word
+    flags = np.zeros((mtry, 8 * n_words), np.uint8)
+    H = Hists(np.zeros((mtry, max_nb + 1, n_classes)), flags, flags.view(np.uint64),
               np.zeros((mtry, max_nb + 1), np.int64), np.zeros(mtry, np.int64),
               np.zeros(mtry, np.bool_))
     hist, occ, n_occ, sparse = H.hist, H.occ, H.n_occ, H.sparse
@@ -612,6 +628,7 @@ def grow_tree(rows, limits, rng, route_all):
                         order_buf[q] = occ[t, q]
                 g, pos, nl, m = _scan_feature(hist, t, nb, nominal[f], value, node, rule, scan,
                                               n_occ[t], sparse[t])
+                _clean(H, t, nb, sparse[t])
                 if pos >= 0 and g > best_gain:
                     best_gain = g
                     best_f = f

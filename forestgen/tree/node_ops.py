@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.np.random.generator_core import next_uint32
+from numba.np.random.random_methods import buffered_bounded_lemire_uint32
 
 
 @njit(cache=True, nogil=True)
@@ -12,13 +14,27 @@ def draw_candidates(feats, mtry, rng):
     """Partial Fisher-Yates: afterwards ``feats[:mtry]`` are this node's candidate features.
 
     ``feats`` is a permutation of ``0..d-1`` kept across nodes (no reset needed: a partial
-    shuffle of any permutation gives a uniform draw without replacement)."""
+    shuffle of any permutation gives a uniform draw without replacement). Step ``t`` swaps in
+    ``t + rng.integers(0, d - t)``, drawn as :func:`bounded_int` does (the same numbers)."""
     d = feats.shape[0]
     for t in range(min(mtry, d)):
-        s = t + rng.integers(0, d - t)
+        s = t + bounded_int(rng, d - t)
         tmp = feats[t]
         feats[t] = feats[s]
         feats[s] = tmp
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bounded_int(rng, high):
+    """``rng.integers(0, high)`` for ``1 <= high <= 2**32``: the same draw from the same
+    stream (Lemire's bounded 32-bit method, as Numba's and NumPy's ``integers`` take it for
+    such ranges) without the one-element array that ``integers`` allocates per call."""
+    r = np.int64(high) - 1
+    if r == 0:
+        return 0
+    if r == 0xFFFFFFFF:
+        return np.int64(next_uint32(rng.bit_generator))
+    return np.int64(buffered_bounded_lemire_uint32(rng.bit_generator, r))
 
 
 @njit(cache=True, nogil=True)

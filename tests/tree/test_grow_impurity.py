@@ -249,3 +249,22 @@ def test_column_boxes_equal_the_path_boxes():
                                           full.levels(j, levels[j]))
     assert (full.upper < np.inf).any() and not full.mask.all()
 
+
+
+def test_bounded_int_draws_what_integers_draws():
+    """The candidate draw's ``bounded_int`` takes the numbers ``Generator.integers(0, high)``
+    takes from the same stream (trees depend on it), for small and 32-bit ranges."""
+    from forestgen.tree.node_ops import bounded_int
+
+    @njit
+    def draws(rng, highs):
+        out = np.empty(len(highs), np.int64)
+        for i in range(len(highs)):
+            out[i] = bounded_int(rng, highs[i])
+        return out
+
+    highs = np.random.default_rng(0).choice(np.array([1, 2, 3, 9, 255, 2**31 + 7, 2**32]),
+                                            size=400)
+    got = draws(np.random.default_rng(5), highs)
+    ref = np.random.default_rng(5)
+    np.testing.assert_array_equal(got, [ref.integers(0, h) for h in highs])

@@ -323,8 +323,9 @@ class ARF(GenerativeForest):
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
+        builtin = self.numeric_leaf is None and self.discrete_leaf is None  # per-leaf sums only
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
-                                            self.leaf_overrides())
+                                            self.leaf_overrides(), tree_major=builtin)
         self._fit_missing(Z, leaves, pair_w)
 
     def _check_mixture_for_backoff(self) -> None:
