@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import forestgen as fg
-from forestgen.families.chain.chain import LEAF_SIZES, PRIORS, leaf_size_choice
+from forestgen.families.chain.chain import BANDWIDTHS, LEAF_SIZES, PRIORS, leaf_size_choice
 from forestgen.testing.statistical import discrete_toy
 from forestgen.tuning import held_out_split
 from tests.learners.test_gf_marginal_smoothing import marginals_ll
@@ -38,8 +38,10 @@ def test_sizes_are_the_argmax_of_each_columns_held_out_score():
     root.spawn(df.shape[1])
     fit, val = held_out_split(len(df), root.spawn(1)[0])
     k = LEAF_SIZES.index(20)
-    ref = [np.nanmean(fg.Chain(min_leaf=20, prior_strength=p, random_state=0, n_jobs=1)
-                      .fit(df.iloc[fit]).conditional_log_liks(df.iloc[val]), 0) for p in PRIORS]
+    ref = [np.nanmean(fg.Chain(min_leaf=20, prior_strength=p, kernel_bandwidth=c,
+                               random_state=0, n_jobs=1)
+                      .fit(df.iloc[fit]).conditional_log_liks(df.iloc[val]), 0)
+           for p, c in zip(PRIORS, BANDWIDTHS)]
     assert np.allclose(np.max(ref, axis=0), S[k])  # at the size's best prior per column
     assert all(m.prior_[j] == PRIORS[int(np.argmax([r[j] for r in ref]))]
                for j in range(df.shape[1]) if m.min_leaf_[j] == 20)
@@ -77,7 +79,8 @@ def test_no_split_needs_more_than_one_standard_error():
 
 def test_fixed_min_leaf_is_the_former_model_and_files_load():
     df = discrete_toy(n=300)
-    old = fg.Chain(min_leaf=5, prior_strength=0.5, random_state=0, n_jobs=1).fit(df)
+    old = fg.Chain(min_leaf=5, prior_strength=0.5, kernel_bandwidth=0.3, random_state=0,
+                   n_jobs=1).fit(df)
     assert (old.min_leaf_ == 5).all() and not hasattr(old, "leaf_size_ll_")
     assert (old.prior_ == 0.5).all()
     with pytest.raises(ValueError, match="min_leaf"):
@@ -93,7 +96,24 @@ def test_fixed_min_leaf_is_the_former_model_and_files_load():
     m.save(path)
     back = fg.Chain.load(path)
     assert (back.min_leaf_ == m.min_leaf_).all() and (back.prior_ == m.prior_).all()
+    assert (back.bandwidth_ == m.bandwidth_).all()
+    with pytest.raises(ValueError, match="kernel_bandwidth"):
+        fg.Chain(kernel_bandwidth=0).fit(df)
     assert np.allclose(back.log_prob(df), m.log_prob(df))
+
+
+def test_numeric_bandwidth_is_chosen_per_column():
+    """A numeric column's kernel bandwidth is chosen with its leaf size, and the chosen value
+    is the one its kernel leaf uses."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=300)
+    df = pd.DataFrame({"a": a, "b": 2 * a + rng.normal(size=300), "c": rng.choice(list("xy"), 300)})
+    m = fg.Chain(random_state=0, n_jobs=1).fit(df)
+    assert set(m.bandwidth_[:2]) <= set(BANDWIDTHS)
+    lm = m.leaf_models_[1]
+    assert getattr(lm, "base", lm).bandwidth == m.bandwidth_[1]
+    # the conditionals still sum to the density on numeric rows
+    assert np.allclose(m.conditional_log_liks(df.head(50)).sum(1), m.log_prob(df.head(50)))
 
 
 @pytest.mark.parametrize("name", ["tips", "quine"])

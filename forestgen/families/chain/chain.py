@@ -52,6 +52,9 @@ LEAF_SIZES = (5, 10, 20, 40, 80, None)
 #: pseudo-rows of the discrete leaves' prior toward the column's pmf compared per column when
 #: ``prior_strength="held_out"`` (with each leaf size; ties go to the first)
 PRIORS = (0.5, 2.0, 5.0, 20.0)
+#: bandwidth factors of the numeric kernel leaves compared per column when
+#: ``kernel_bandwidth="held_out"`` (paired with :data:`PRIORS`: one smoothing level each)
+BANDWIDTHS = (NUMERIC_BANDWIDTH, 0.6, 1.0, 1.5)
 #: the prior at the point masses of numeric columns, and the former default of prior_strength
 PRIOR = 0.5
 
@@ -105,6 +108,10 @@ class Chain(ChainQueries, GenerativeForest):
         marginal) and at point masses. ``"held_out"`` chooses ``a`` per discrete column among
         :data:`PRIORS` with its leaf size (below; point masses keep :data:`PRIOR`); the
         chosen values are ``prior_``. 0.5 was the default before stop 45.
+    kernel_bandwidth : ``"held_out"`` (default) or a factor ``c > 0`` of the numeric kernel
+        leaves' bandwidth (:data:`NUMERIC_BANDWIDTH`, 0.3, before stop 45). ``"held_out"``
+        chooses it per numeric column among :data:`BANDWIDTHS` with its leaf size (below);
+        the chosen values are ``bandwidth_``. Ignored with ``numeric_leaf``.
     integer_bandwidth : 0.5 — the ordered-level kernel of integer columns coded as levels
         (as :class:`~forestgen.families.mixture.arf.ARF`). Discrete leaves report a level
         without mass (a declared level with no training rows) as probability 0, their exact
@@ -139,7 +146,8 @@ class Chain(ChainQueries, GenerativeForest):
     def __init__(self, *, order: Any = "table", min_leaf: int | str = "held_out",
                  max_depth: int | None = None,
                  target_bins: int = 10, prior_strength: float | str = "held_out",
-                 integer_bandwidth: float = 0.5, max_bins: int = 255,
+                 integer_bandwidth: float = 0.5, kernel_bandwidth: float | str = "held_out",
+                 max_bins: int = 255,
                  max_ordinal_levels: int = 128, max_branches: int = 100_000,
                  density_floor: float | None = 1e-5, random_state: Any = None,
                  n_jobs: int | None = -1, progress: bool = False, splitter: Any = "gini",
@@ -168,6 +176,12 @@ class Chain(ChainQueries, GenerativeForest):
                 raise ParameterError(f"prior_strength must be 'held_out' or a number >= 0, "
                                      f"got {self.prior_strength!r}") from None
         check_real("integer_bandwidth", self.integer_bandwidth, 0.0, 1.0, high_open=True)
+        if not (isinstance(self.kernel_bandwidth, str) and self.kernel_bandwidth == "held_out"):
+            try:
+                check_real("kernel_bandwidth", self.kernel_bandwidth, 0.0, low_open=True)
+            except ParameterError:
+                raise ParameterError(f"kernel_bandwidth must be 'held_out' or a number > 0, "
+                                     f"got {self.kernel_bandwidth!r}") from None
         check_int("max_bins", self.max_bins, 2)
         check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
         check_int("max_branches", self.max_branches, 1)
@@ -185,7 +199,8 @@ class Chain(ChainQueries, GenerativeForest):
         splitter = make_splitter(self.splitter, "Chain", True, ImpuritySplitter)
         root = seed_sequence(self.random_state)
         rngs = tree_generators(root, d)
-        self.min_leaf_, self.prior_ = self._leaf_sizes(X, kinds, d, root.spawn(1)[0])
+        self.min_leaf_, self.prior_, self.bandwidth_ = self._leaf_sizes(X, kinds, d,
+                                                                        root.spawn(1)[0])
         bar = ProgressBar("Chain trees", d, self.progress)
 
         def grow(t: int) -> TreeRecord:
@@ -201,13 +216,15 @@ class Chain(ChainQueries, GenerativeForest):
         return self
 
     def _leaf_sizes(self, X, kinds, d: int, seed: np.random.SeedSequence
-                    ) -> tuple[np.ndarray, np.ndarray]:
-        """``(min_leaf_, prior_)`` per column (table order; size 0: no split): the given
-        ``min_leaf`` / ``prior_strength``, or for ``"held_out"`` each column's pair of
-        :data:`LEAF_SIZES` x :data:`PRIORS` by its held-out conditional log-likelihood: per
-        size the best prior, then the size by :func:`leaf_size_choice` (class docstring;
-        ``leaf_size_ll_`` keeps the mean scores at each size's best prior, ``[sizes,
-        columns]``). Fewer than 10 rows: the first of each."""
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(min_leaf_, prior_, bandwidth_)`` per column (table order; size 0: no split):
+        the given ``min_leaf`` / ``prior_strength`` / ``kernel_bandwidth``, or for
+        ``"held_out"`` each column's size of :data:`LEAF_SIZES` and smoothing level (its
+        prior of :data:`PRIORS` on a discrete column, its bandwidth of :data:`BANDWIDTHS` on
+        a numeric one) by its held-out conditional log-likelihood: per size the best level,
+        then the size by :func:`leaf_size_choice` (class docstring; ``leaf_size_ll_`` keeps
+        the mean scores at each size's best level, ``[sizes, columns]``). Fewer than 10
+        rows: the first of each."""
         import warnings
 
         from forestgen.data.frames import take_rows
@@ -217,24 +234,29 @@ class Chain(ChainQueries, GenerativeForest):
                  if self.min_leaf == "held_out" else np.array([int(self.min_leaf)], np.int64))
         priors = (np.asarray(PRIORS, float) if self.prior_strength == "held_out"
                   else np.array([float(self.prior_strength)]))
-        split = None if len(sizes) == len(priors) == 1 else held_out_split(len(X), seed)
+        bands = (np.asarray(BANDWIDTHS, float) if self.kernel_bandwidth == "held_out"
+                 else np.array([float(self.kernel_bandwidth)]))
+        A = max(len(priors), len(bands))  # smoothing levels: a prior and a bandwidth each
+        priors, bands = np.resize(priors, A), np.resize(bands, A)
+        split = None if len(sizes) == A == 1 else held_out_split(len(X), seed)
         if split is None:
-            return np.full(d, sizes[0], np.int64), np.full(d, priors[0])
+            return np.full(d, sizes[0], np.int64), np.full(d, priors[0]), np.full(d, bands[0])
         fit, val = split
         Xf, Xv = take_rows(X, fit), take_rows(X, val)
-        lls = np.full((len(sizes), len(priors), len(val), d), -np.inf)
+        lls = np.full((len(sizes), A, len(val), d), -np.inf)
         params = {**self.get_params(deep=False), "order": self.order, "n_jobs": self.n_jobs}
         for k, s in enumerate(sizes):
             m = type(self)(**{**params, "min_leaf": int(s) if s else len(fit) + 1,
-                              "prior_strength": float(priors[0]), "random_state": seed})
+                              "prior_strength": float(priors[0]),
+                              "kernel_bandwidth": float(bands[0]), "random_state": seed})
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     m.fit(Xf, kinds=kinds)
                     Zf = m.encode_rows(Xf)
-                    for a, p in enumerate(priors):  # the trees do not depend on the prior
+                    for a in range(A):  # the trees do not depend on the leaves' smoothing
                         if a:
-                            m.prior_ = np.full(d, float(p))
+                            m.prior_, m.bandwidth_ = np.full(d, priors[a]), np.full(d, bands[a])
                             m._fit_chain_leaves(Zf)
                         lls[k, a] = m.conditional_log_liks(Xv)
             except (ValueError, RuntimeError, FloatingPointError):
@@ -248,7 +270,7 @@ class Chain(ChainQueries, GenerativeForest):
         self.leaf_size_ll_ = mean[np.arange(len(sizes))[:, None], best_prior, cols[None, :]]
         k = (np.array([leaf_size_choice(at_best[:, j, :]) for j in range(d)], np.int64)
              if len(sizes) > 1 else np.zeros(d, np.int64))
-        return sizes[k], priors[best_prior[k, cols]]
+        return sizes[k], priors[best_prior[k, cols]], bands[best_prior[k, cols]]
 
     def conditional_log_liks(self, X) -> np.ndarray:
         """``[n, d]``: ``log p(x_j | x_<j)`` of each complete row's column ``j`` (table
@@ -339,8 +361,8 @@ class Chain(ChainQueries, GenerativeForest):
         kernel density of the leaf's values and a categorical pmf with the ``prior_strength``
         prior."""
         numeric = self.numeric_leaf if self.numeric_leaf is not None else \
-            KernelLeaf(bandwidth=NUMERIC_BANDWIDTH, defensive=NUMERIC_DEFENSIVE,
-                       tail=NUMERIC_TAIL)
+            kernel_leaf(NUMERIC_BANDWIDTH if self.kernel_bandwidth == "held_out"
+                        else float(self.kernel_bandwidth))
         discrete = self.discrete_leaf if self.discrete_leaf is not None else \
             CategoricalLeaf(prior=self.atom_prior(), floor=0.0)
         return numeric, discrete
@@ -348,13 +370,17 @@ class Chain(ChainQueries, GenerativeForest):
     def leaf_overrides(self) -> dict[int, Any]:
         """Unless ``discrete_leaf`` is given, each discrete column its leaf with its own prior
         (``prior_``): integer columns coded as levels an ordered-level kernel leaf, the
-        others a categorical pmf."""
-        if self.discrete_leaf is not None:
-            return {}
+        others a categorical pmf; unless ``numeric_leaf`` is given, each numeric column its
+        kernel leaf with its own bandwidth factor (``bandwidth_``)."""
         prior = getattr(self, "prior_", None)
+        band = getattr(self, "bandwidth_", None)
         out = {}
         for j, spec in enumerate(self.encoder_.schema.columns):
             if not spec.is_discrete:
+                if self.numeric_leaf is None and band is not None:
+                    out[j] = kernel_leaf(float(band[j]))
+                continue
+            if self.discrete_leaf is not None:
                 continue
             a = float(prior[j]) if prior is not None else self.atom_prior()
             out[j] = (OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, prior=a, floor=0.0)
@@ -369,7 +395,8 @@ class Chain(ChainQueries, GenerativeForest):
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         return {"order": np.asarray(self.order_, np.int64),
                 "min_leaf": np.asarray(self.min_leaf_, np.int64),
-                "prior": np.asarray(self.prior_, np.float64)}
+                "prior": np.asarray(self.prior_, np.float64),
+                "bandwidth": np.asarray(self.bandwidth_, np.float64)}
 
     def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
         order = np.asarray(arrays.get("order"), np.int64)
@@ -382,6 +409,9 @@ class Chain(ChainQueries, GenerativeForest):
             else np.full(d, int(self.min_leaf), np.int64)
         self.prior_ = np.asarray(arrays["prior"], np.float64) if "prior" in arrays \
             else np.full(d, self.atom_prior())
+        self.bandwidth_ = np.asarray(arrays["bandwidth"], np.float64) if "bandwidth" in arrays \
+            else np.full(d, NUMERIC_BANDWIDTH if self.kernel_bandwidth == "held_out"
+                         else float(self.kernel_bandwidth))
         f = self.forest_
         if f.n_trees != d:
             raise ValueError(f"a chain has one tree per column: {f.n_trees} trees for {d} "
@@ -393,24 +423,31 @@ class Chain(ChainQueries, GenerativeForest):
                 raise ValueError(f"tree {t} splits on a column after its own in the order")
 
 
+def kernel_leaf(bandwidth: float) -> KernelLeaf:
+    """The Chain's numeric leaf with bandwidth factor ``bandwidth``."""
+    return KernelLeaf(bandwidth=bandwidth, defensive=NUMERIC_DEFENSIVE, tail=NUMERIC_TAIL)
+
+
 def leaf_size_choice(ll: np.ndarray) -> int:
-    """Index of the candidate with the highest mean held-out log-likelihood, ``ll
-    [candidates, rows]`` (NaN: a row missing the column; the last candidate is "no split"),
-    except that the tree is dropped for the column's marginal only when that beats the best
-    tree by more than one standard error of their paired per-row differences (Breiman et
-    al.'s one-SE rule applied to that step): a difference the held-out rows cannot resolve
-    keeps the column's dependence on the others, which the samples need."""
+    """Index of the chosen candidate from the held-out log-likelihoods ``ll [candidates,
+    rows]`` (trees first, the last candidate no split; NaN: a row missing the column): the
+    tree of the highest mean, and no split only if it beats that tree by more than one
+    standard error of their paired per-row differences (Breiman et al.'s one-SE rule, applied
+    to that step): a difference the held-out rows cannot resolve keeps the column's
+    dependence on the others, which the samples need."""
     ok = ~np.isnan(ll).any(axis=0)
     if not ok.any():
         return 0
     x = np.where(np.isneginf(ll[:, ok]), -1e300, ll[:, ok])
+    n = x.shape[1]
+
+    def se(diff):
+        return diff.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
+
     mean = x.mean(axis=1)
-    tree = int(np.argmax(mean[:-1]))
-    if mean[-1] <= mean[tree]:
-        return tree
-    diff = x[-1] - x[tree]
-    se = diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
-    return len(x) - 1 if diff.mean() > se else tree
+    best = int(np.argmax(mean[:-1]))
+    diff = x[-1] - x[best]
+    return len(x) - 1 if diff.mean() > se(diff) else best
 
 
 def column_log_measure(spec) -> float:
