@@ -4,8 +4,8 @@ Numba's threading layers are not all safe for every pattern: GNU OpenMP (``omp``
 layer of the Numba wheels) hangs a ``fork``-ed child once the parent has run a parallel kernel,
 and ``workqueue`` aborts the process when two threads launch parallel kernels at once (only
 TBB is safe for both, and it is an optional install). :func:`parallel_kernel` therefore
-compiles each kernel twice — with ``parallel=True`` and as a plain serial loop (``prange`` is
-then ``range``) — and runs the parallel one only when that is safe under every layer:
+compiles each kernel twice — with ``parallel=True`` and as a serial twin — and runs the
+parallel one only when that is safe under every layer:
 
 * never in a process created by ``fork`` (``os.register_at_fork``): forked children such as
   ``multiprocessing`` fork-pool or DataLoader workers run the serial kernels;
@@ -16,6 +16,14 @@ then ``range``) — and runs the parallel one only when that is safe under every
 Both versions compute every output element independently, so results are identical whichever
 runs. The serial version is compiled (or loaded from the cache) in the parent as soon as the
 parallel one is, so a forked child never has to compile.
+
+The twin goes through the same parallel pipeline (array expressions and ``prange`` loops to
+parfors, copy propagation, hoisting) and only its parfors are lowered as plain loops, with no
+call into the threading layer. A twin compiled as a plain ``njit`` loop instead ran 5-11x
+slower than the parallel kernel on one thread: without the parfor passes' copy propagation,
+every helper inlined with ``inline="always"`` kept an atomic reference-count increment and
+decrement per array argument in each iteration of the hot loop
+(``benchmarks/bench_serial_twins.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +36,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numba.parfors.parfor as _parfor
 from numba import njit
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import register_pass
+from numba.core.typed_passes import ParforPass, ParforPreLoweringPass, _reload_parfors
 
 _state = {"forked": False}
 _lock = threading.Lock()
@@ -49,6 +61,38 @@ def in_forked_child() -> bool:
     return _state["forked"]
 
 
+@register_pass(mutates_CFG=True, analysis_only=False)
+class _SequentialParforLowering(ParforPreLoweringPass):
+    """Numba's parfor pre-lowering with the parfors lowered as sequential loops (the switch
+    Numba itself uses for a parfor nested in a parallel region). Passes run under Numba's
+    global compiler lock, so setting the module-level switch here races with nothing."""
+
+    _name = "forestgen_sequential_parfor_lowering"
+
+    def run_pass(self, state):
+        before = _parfor.sequential_parfor_lowering
+        _parfor.sequential_parfor_lowering = True
+        try:
+            ParforPreLoweringPass.run_pass(self, state)
+        finally:
+            _parfor.sequential_parfor_lowering = before
+        # the twin starts no threads: loading it from the cache need not start the layer
+        state.reload_init[:] = [f for f in state.reload_init if f is not _reload_parfors]
+        return True
+
+
+class _SerialTwinCompiler(CompilerBase):
+    """Numba's nopython pipeline with ``parallel=True``, parfors lowered sequentially."""
+
+    def define_pipelines(self):
+        pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.passes = [(_SequentialParforLowering, "parfors as sequential loops")
+                     if p is ParforPreLoweringPass else (p, d) for p, d in pm.passes]
+        assert any(p is ParforPass for p, _ in pm.passes)
+        pm.finalize()
+        return [pm]
+
+
 def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") -> Callable:
     """Decorator: ``fn`` (a kernel written with ``prange``) as a fork- and thread-safe pair of
     compiled kernels (see the module docstring). ``.parallel`` and ``.serial`` expose both.
@@ -60,8 +104,9 @@ def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") 
     par = njit(cache=True, parallel=True, error_model=error_model)(fn)
     twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
                               fn.__defaults__, fn.__closure__)
-    twin.__qualname__ = fn.__qualname__ + "_serial"  # its own on-disk cache entry
-    ser = njit(cache=True, nogil=True, error_model=error_model)(twin)
+    twin.__qualname__ = fn.__qualname__ + "_seq"  # its own on-disk cache entry
+    ser = njit(cache=True, nogil=True, parallel=True, error_model=error_model,
+               pipeline_class=_SerialTwinCompiler)(twin)
 
     @functools.wraps(fn)
     def call(*args):

@@ -24,7 +24,8 @@ allowed-level bits (codes take 32 bits and ``/ 4`` becomes ``/ 2`` when the cate
 columns have 65,536 levels or more in all); ``8 (L + 1)`` for the records' offsets, ``16``
 per node and ``16 L`` for the leaf order, plus a few per column (and ``8 L`` per numeric
 column whose leaf means a query has mixed, :meth:`LeafPack.leaf_means`). The pack is built on
-first use and kept while the model lives (:func:`leaf_pack`).
+first use and kept while the model lives (:func:`leaf_pack`); ARF's FORDE builds it as the last
+step of the fit, so the likelihood's first call finds it.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from numba import njit, prange
 
 from forestgen.leaves.base import LeafModel, torch_tensor
 from forestgen.leaves.stats import LevelStats
-from forestgen.parallel import parallel_kernel
+from forestgen.parallel import parallel_kernel, sized
 from forestgen.registry import register
 
 #: arrays of the dense layout written by model-file formats 1 and 2 (still loaded)
@@ -222,8 +222,9 @@ class CategoricalLeaf(LeafModel):
         return self.offset_, self.code_, self.prob_, self.rest_, self.allowed_, self.base_
 
     def log_prob(self, leaf, x):
-        return _categorical_log_prob(*self._tables(), np.asarray(leaf, np.int64),
-                                     np.asarray(x, np.float64), self.n_levels, float(self.floor))
+        leaf = np.asarray(leaf, np.int64)
+        return sized(_categorical_log_prob, len(leaf))(
+            *self._tables(), leaf, np.asarray(x, np.float64), self.n_levels, float(self.floor))
 
     def log_prob_levels(self, leaf, levels):
         levels = np.asarray(levels, bool)
@@ -261,8 +262,9 @@ class CategoricalLeaf(LeafModel):
     def sample_uniform(self, leaf, u):
         """:meth:`sample` (no level set) from the uniforms ``u``: the first level whose
         cumulative mass reaches ``u`` times the leaf's."""
-        return _categorical_sample_all(*self._tables(), np.asarray(leaf, np.int64),
-                                       np.asarray(u, np.float64), self.n_levels)
+        leaf = np.asarray(leaf, np.int64)
+        return sized(_categorical_sample_all, len(leaf))(
+            *self._tables(), leaf, np.asarray(u, np.float64), self.n_levels)
 
     def mean(self, leaf):
         return _categorical_mean(*self._tables(), np.asarray(leaf, np.int64), self.n_levels)

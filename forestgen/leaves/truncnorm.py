@@ -32,7 +32,7 @@ from forestgen.leaves.normal_math import (
     torch_std_truncnorm,
 )
 from forestgen.leaves.stats import MomentStats, column_scale
-from forestgen.parallel import parallel_kernel
+from forestgen.parallel import parallel_kernel, sized
 from forestgen.registry import register
 
 Z975 = 1.959963984540054
@@ -190,8 +190,10 @@ class TruncNormalLeaf(LeafModel):
     def log_prob(self, leaf, x):
         if not hasattr(self, "lognorm_"):
             self.lognorm_ = np.log(self.sigma_) + LOG_SQRT_2PI + self.logz_
-        return _truncnorm_log_prob(self.mu_, self.sigma_, self.lognorm_, self.lo_, self.hi_,
-                                   np.asarray(leaf, np.int64), np.asarray(x, np.float64))
+        leaf = np.asarray(leaf, np.int64)
+        return sized(_truncnorm_log_prob, len(leaf))(
+            self.mu_, self.sigma_, self.lognorm_, self.lo_, self.hi_, leaf,
+            np.asarray(x, np.float64))
 
     def log_prob_interval(self, leaf, lo, hi):
         mu, sd = self.mu_[leaf], self.sigma_[leaf]

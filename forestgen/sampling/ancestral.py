@@ -5,7 +5,8 @@ draw), then every column independently from its leaf model, mapped to the column
 
 Both steps are inverse-CDF draws from one uniform each. The leaf draw finds each uniform's
 leaf through a guide table (Chen & Asau 1974: ``O(1)`` expected probes instead of a binary
-search over all leaves), with the result of ``searchsorted``. The column draws read the
+search over all leaves), with the result of ``searchsorted``; the model's cumulative leaf
+probabilities and guide table are built once and kept. The column draws read the
 leaves' parameters in leaf order (the rows sorted by leaf, the draws put back in row order),
 so the per-leaf tables stream through the cache instead of being read at random; each row's
 values are those of drawing it alone (:meth:`~forestgen.leaves.base.LeafModel.sample_uniform`
@@ -14,6 +15,8 @@ order, so the columns are then drawn on the model's ``n_jobs`` threads with the 
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 from numba import njit, prange
@@ -24,30 +27,45 @@ from forestgen.sampling.base import Sampler
 from forestgen.sampling.support import draw_column, draw_column_uniform
 
 THREAD_ROWS = 16384  # draws from which the columns are drawn on the model's n_jobs threads
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # AncestralSampler.table
 
 
-def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` leaf ids with probabilities ``exp(log_w)`` (normalised here), by inverse CDF: the
-    first leaf whose cumulative probability exceeds a uniform (``searchsorted(side="right")``,
-    found through a guide table, :func:`_inverse_cdf`)."""
+def leaf_table(log_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse-CDF table of leaf weights ``exp(log_w)`` (normalised here): the cumulative
+    probabilities and their guide table (:func:`_guide_table`). ``O(leaves)``: a model's
+    own table is built once (:meth:`AncestralSampler.table`)."""
     w = np.exp(log_w - np.max(log_w))
     cdf = np.cumsum(w)
     cdf /= cdf[-1]
-    return sized(_inverse_cdf, n + len(cdf))(cdf, rng.random(n))
+    return cdf, sized(_guide_table, len(cdf))(cdf)
+
+
+def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator,
+                table: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """``n`` leaf ids with probabilities ``exp(log_w)`` (normalised here), by inverse CDF: the
+    first leaf whose cumulative probability exceeds a uniform (``searchsorted(side="right")``,
+    found through a guide table, :func:`_guided_draws`); ``table``: ``leaf_table(log_w)``
+    if already built."""
+    cdf, guide = leaf_table(log_w) if table is None else table
+    return sized(_guided_draws, n)(cdf, guide, rng.random(n))
+
+
+def inverse_cdf(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``min(searchsorted(cdf, u, side="right"), len(cdf) - 1)`` for nondecreasing ``cdf``
+    and ``u`` in ``[0, 1)``, through the guide table."""
+    return _guided_draws(cdf, _guide_table(cdf), u)
 
 
 GUIDE_CHUNK = 4096  # guide-table entries per parallel task (fixed: any thread count)
 
 
 @parallel_kernel
-def _inverse_cdf(cdf, u):
-    """``min(searchsorted(cdf, u, side="right"), len(cdf) - 1)`` for nondecreasing ``cdf``
-    and ``u`` in ``[0, 1)``. ``guide[k]`` is the first index whose ``cdf`` exceeds ``k / G``
-    (``G`` a power of two at least ``len(cdf)``, so ``u * G`` and ``k / G`` are exact and
-    ``floor(u * G) = k`` implies ``k / G <= u``): each search starts there and steps on. The
-    guide is built in chunks of :data:`GUIDE_CHUNK` entries (a binary search for a chunk's
-    first entry, then a merge), every entry and draw by itself, so any thread count gives
-    the same table and draws."""
+def _guide_table(cdf):
+    """``guide[k]``: the first index whose ``cdf`` exceeds ``k / G`` (``G`` a power of two at
+    least ``len(cdf)``, so ``u * G`` and ``k / G`` are exact and ``floor(u * G) = k`` implies
+    ``k / G <= u``). Built in chunks of :data:`GUIDE_CHUNK` entries (a binary search for a
+    chunk's first entry, then a merge), every entry by itself, so any thread count gives the
+    same table."""
     L = cdf.shape[0]
     G = 1
     while G < L:
@@ -70,6 +88,15 @@ def _inverse_cdf(cdf, u):
             while i < L and cdf[i] <= t:
                 i += 1
             guide[k] = i
+    return guide
+
+
+@parallel_kernel
+def _guided_draws(cdf, guide, u):
+    """``min(searchsorted(cdf, u, side="right"), len(cdf) - 1)`` per uniform: each search
+    starts at its guide entry (:func:`_guide_table`) and steps on; every draw by itself."""
+    L = cdf.shape[0]
+    G = guide.shape[0]
     out = np.empty(u.shape[0], np.int64)
     for q in prange(u.shape[0]):
         x = u[q]
@@ -124,10 +151,25 @@ class AncestralSampler(Sampler):
         (normalised here), by inverse CDF."""
         return draw_leaves(log_weight, n, rng)
 
+    @staticmethod
+    def table(model) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`leaf_table` of the model's leaf weights: built on first use and kept while
+        the model lives and its ``leaf_log_weight_`` is the same array with the same values
+        (a sample of a few rows from a large forest then costs no ``O(leaves)`` pass)."""
+        lw = model.leaf_log_weight_
+        hit = _TABLES.get(model)
+        if hit is None or hit[0] is not lw or not np.array_equal(hit[1], lw):
+            hit = (lw, lw.copy(), leaf_table(lw))
+            _TABLES[model] = hit
+        return hit[2]
+
     def sample(self, model, n, rng, missing: bool = False, within_support: bool = False,
                log_weight: np.ndarray | None = None):
-        lw = model.leaf_log_weight_ if log_weight is None else log_weight
-        leaf = self.draw_leaves(lw, n, rng)
+        if log_weight is None and type(self).draw_leaves is AncestralSampler.draw_leaves:
+            leaf = draw_leaves(model.leaf_log_weight_, n, rng, self.table(model))
+        else:  # (a subclass's own leaf draw, or a leaf posterior)
+            leaf = self.draw_leaves(model.leaf_log_weight_ if log_weight is None else log_weight,
+                                    n, rng)
         out = self.draw(model, leaf, rng, within_support)
         if missing:
             apply_missing(model, leaf, out, rng)

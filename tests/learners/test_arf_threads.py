@@ -12,7 +12,7 @@ import pytest
 
 from forestgen import ARF
 from forestgen.inference.leaf_factors import LeafPack, _pack_nodes, _walk_order
-from forestgen.sampling.ancestral import THREAD_ROWS, _inverse_cdf
+from forestgen.sampling.ancestral import THREAD_ROWS, _guide_table, _guided_draws
 
 
 @pytest.fixture(scope="module")
@@ -98,5 +98,7 @@ def test_parallel_leaf_draw_equals_searchsorted(L):
     cdf /= cdf[-1]
     u = rng.random(50_000)
     ref = np.minimum(np.searchsorted(cdf, u, side="right"), L - 1)
-    np.testing.assert_array_equal(_inverse_cdf.parallel(cdf, u), ref)
-    np.testing.assert_array_equal(_inverse_cdf.serial(cdf, u), ref)
+    guide = _guide_table.parallel(cdf)
+    np.testing.assert_array_equal(_guide_table.serial(cdf), guide)
+    np.testing.assert_array_equal(_guided_draws.parallel(cdf, guide, u), ref)
+    np.testing.assert_array_equal(_guided_draws.serial(cdf, guide, u), ref)

@@ -10,7 +10,7 @@ import pytest
 
 from forestgen import ARF
 from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.sampling.ancestral import _inverse_cdf, draw_leaves, leaf_order
+from forestgen.sampling.ancestral import draw_leaves, inverse_cdf, leaf_order
 from forestgen.sampling.support import draw_column
 
 
@@ -26,7 +26,7 @@ def test_inverse_cdf_is_searchsorted(L):
     u = rng.random(20_000)
     u[:4] = [0.0, cdf[0], cdf[min(1, L - 1)], np.nextafter(1.0, 0.0)]  # ties and the ends
     ref = np.minimum(np.searchsorted(cdf, u, side="right"), L - 1)
-    assert np.array_equal(_inverse_cdf(cdf, u), ref)
+    assert np.array_equal(inverse_cdf(cdf, u), ref)
     # the leaves drawn follow their weights
     leaf = draw_leaves(lw, 200_000, np.random.default_rng(1))
     freq = np.bincount(leaf, minlength=L) / len(leaf)

@@ -139,3 +139,46 @@ def test_parallel_kernel_error_model():
         out = np.empty(3)
         k(a, b, out)
         np.testing.assert_array_equal(out, [0.5, -np.inf, 0.75])
+
+
+TWIN_SCRIPT = textwrap.dedent("""
+    import numba
+    import numpy as np
+    from numba import prange
+
+    from forestgen.parallel import parallel_kernel
+
+    @parallel_kernel
+    def scaled_rows(X, w):
+        out = np.empty(X.shape[0])
+        for i in prange(X.shape[0]):
+            s = 0.0
+            for j in range(X.shape[1]):
+                s += X[i, j] * w[j]
+            out[i] = s
+        return out * 2.0 + np.sqrt(np.abs(out))   # array expressions: parfors too
+
+    X = np.random.default_rng(0).normal(size=(500, 7))
+    w = np.linspace(-1.0, 1.0, 7)
+    got = scaled_rows.serial(X, w)
+    try:
+        numba.threading_layer()
+        raise SystemExit("the serial twin started a threading layer")
+    except ValueError:
+        pass
+    want = scaled_rows.parallel(X, w)
+    assert numba.threading_layer()
+    assert np.array_equal(got, want)
+    print("OK")
+""")
+
+
+def test_serial_twin_starts_no_threads(tmp_path):
+    """A kernel's serial twin (compiled through the parallel pipeline, its parfors lowered as
+    plain loops) never starts Numba's threading layer, and gives the parallel kernel's bits."""
+    script = tmp_path / "twin.py"  # (a file: the kernels are cached next to it)
+    script.write_text(TWIN_SCRIPT)
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().endswith("OK")

@@ -19,6 +19,7 @@ from forestgen.data.binning import Binner
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import add_root_tree, held_out_weight
+from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.leaves import (
     CategoricalLeaf,
     OrdinalKernelLeaf,
@@ -327,6 +328,7 @@ class ARF(GenerativeForest):
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
                                             self.leaf_overrides(), tree_major=builtin)
         self._fit_missing(Z, leaves, pair_w)
+        leaf_pack(self)  # the likelihood's packed leaf records: FORDE's output, as queries read it
 
     def _check_mixture_for_backoff(self) -> None:
         """The back-off tree needs a plain mixture of trees (the default ensembler)."""
