@@ -238,7 +238,7 @@ def grow_density_tree(Xb, w, cols, n_nom, root_mask, rule, max_leaves, rng):
             cat_rows[node, k] = set_best[node, k]
         start = n_start[node]
         end = n_end[node]
-        binned_sides(go, n_bins[f], nominal[f], set_best[node], tb, True)
+        binned_sides(go, n_bins[f], nominal[f], set_best[node], 0, tb, True)
         mid = partition(idx, start, end, Xb[f], go)
         # reference mass fraction of the left part within the node's range of column f
         vtot = 0.0

@@ -471,7 +471,25 @@ def _split_records(R, p, start, end, f, go_left, value, lnode):
     q = 1 - p
     q_l = start
     q_r = start + n_left
-    for r in range(start, end):  # without branches: the side is a coin flip per row
+    if value.shape[1] == 2:  # two classes: the sums in registers (no store per row)
+        v0 = value[lnode, 0]
+        v1 = value[lnode, 1]
+        for r in range(start, end):  # without branches: the side is a coin flip per row
+            g = np.int64(go_left[rec[p, r, f]])
+            pos = q_r + g * (q_l - q_r)
+            for k in range(nw):
+                words[q, pos, k] = words[p, r, k]
+            # + 0.0 (a right row, or the other class) leaves a sum's bits unchanged
+            wg = rw[p, r, wc] * g
+            c1 = np.int64(rec[p, r, lab])
+            v0 += wg * (1 - c1)
+            v1 += wg * c1
+            q_l += g
+            q_r += 1 - g
+        value[lnode, 0] = v0
+        value[lnode, 1] = v1
+        return start + n_left
+    for r in range(start, end):
         g = np.int64(go_left[rec[p, r, f]])
         pos = q_r + g * (q_l - q_r)
         for k in range(nw):
@@ -666,7 +684,7 @@ def grow_tree(rows, limits, rng, route_all):
             cat_used += nb
         else:
             thr_bin[node] = best_order[best_pos]
-        binned_sides(go, nb, nominal[f], cat_buf[off:off + nb], thr_bin[node], best_nl)
+        binned_sides(go, nb, nominal[f], cat_buf, off, thr_bin[node], best_nl)
         lnode = n_nodes
         rnode = n_nodes + 1
         n_nodes += 2

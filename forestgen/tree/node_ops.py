@@ -72,12 +72,12 @@ def partition(idx, start, end, codes, go_left):
 
 
 @njit(cache=True, nogil=True)
-def binned_sides(go_left, nb, is_nominal, level_set, thr_bin, nan_left):
+def binned_sides(go_left, nb, is_nominal, level_set, off, thr_bin, nan_left):
     """``go_left[code]`` (codes ``0..nb``) of a split on a binned column: code ``nb`` is
-    missing (follows ``nan_left``); nominal levels go left where ``level_set[code] == 1``;
-    ordered codes go left iff ``code <= thr_bin``."""
+    missing (follows ``nan_left``); nominal levels go left where ``level_set[off + code] ==
+    1``; ordered codes go left iff ``code <= thr_bin``."""
     for code in range(nb):
-        go_left[code] = level_set[code] == 1 if is_nominal else code <= thr_bin
+        go_left[code] = level_set[off + code] == 1 if is_nominal else code <= thr_bin
     go_left[nb] = nan_left
 
 
