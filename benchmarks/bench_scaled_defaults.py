@@ -20,10 +20,13 @@ them log-normal, and 8 categorical of 2-5 levels; 25% held out).
 
 Per cell: fit CPU seconds; C2ST AUC of as many samples as held-out rows against the held-out
 rows; mean held-out log-likelihood next to the column marginals' (the product over columns of a
-one-column 10-tree ARF fitted on the training column: the same encoder, hence the same measure
+one-column 10-tree ARF fitted on the training column, its settings pinned
+(:data:`MARGINAL_ARF`): the same encoder, hence the same measure
 and support policy, as the learners; missing entries are marginalised by both);
 held-out ``predict_proba`` accuracy of the table's class target (:data:`TARGETS`; tips: ``day``)
-against the majority level's share; on quine, the RMSE of the learner's default ``impute`` of
+against the majority level's share (the held-out rows' own majority, an oracle's; and
+``train_majority_acc``, what predicting the training rows' majority level scores); on quine,
+the RMSE of the learner's default ``impute`` of
 ``Days`` masked on every held-out row against the training mean's, and of
 ``impute(method="expectation")`` (the conditional mean).
 """
@@ -65,6 +68,13 @@ WARM = {"NRGBoost": {"n_trees": 2, "pool_size": 500}, "GFBoost": {"n_trees": 2, 
         "EOGT": {"n_trees": 2, "n_iter": 4}, "ARF": {"n_trees": 2}, "GeF": {"n_trees": 2},
         "RFDE": {"n_trees": 2}, "DEF": {"n_trees": 2}, "Chain": {},
         "AutoForest": {}}
+#: the column marginals' baseline: a one-column ARF with every setting that changes its law
+#: pinned, so that a change of ARF's defaults cannot move the baseline (stop 45's Cars93
+#: marginals read -183.118 in one run and -183.788 in the others: that run's worktree held
+#: ARF's back-off at ``marginal_weight="held_out"`` by default, uncommitted, while its
+#: records named the clean commit 605ef45)
+MARGINAL_ARF = {"n_trees": 10, "marginal_weight": 0.0, "family": "truncnorm",
+                "prior_strength": 0.3, "min_node_size": 2}
 
 
 def wide5000(n: int = 5000, seed: int = 0) -> pd.DataFrame:
@@ -142,6 +152,18 @@ def accuracy(model, rows: pd.DataFrame, target: str) -> float:
     return float(np.mean(pred == rows[target].astype(str).to_numpy()))
 
 
+def marginal_ll(train: pd.DataFrame, test: pd.DataFrame) -> float:
+    """Mean held-out log-likelihood of the product of the column marginals (one-column ARFs
+    of :data:`MARGINAL_ARF`, seed 0)."""
+    import forestgen as fg
+
+    marg = 0.0
+    for c in train.columns:
+        m1 = fg.ARF(**MARGINAL_ARF, random_state=0).fit(train[[c]])
+        marg = marg + np.asarray(m1.log_prob(test[[c]]), float)
+    return float(np.mean(marg))
+
+
 def one(variant: str, table: str, work: Path, limit: float) -> dict:
     import warnings
 
@@ -184,15 +206,14 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
     out["c2st"] = fm.c2st(test, synth, kinds=model, random_state=0, n_threads=1).auc
     out["test_ll"] = float(np.mean(model.log_prob(test)))
     out["train_ll"] = float(np.mean(model.log_prob(train)))
-    marg = 0.0
-    for c in train.columns:
-        m1 = fg.ARF(n_trees=10, random_state=0).fit(train[[c]])
-        marg = marg + np.asarray(m1.log_prob(test[[c]]), float)
-    out["marginal_ll"] = float(np.mean(marg))
+    out["marginal_ll"] = marginal_ll(train, test)
     if target is not None:
         out["proba_acc_test"] = accuracy(model, test, target)
         out["proba_acc_train"] = accuracy(model, train, target)
         out["majority"] = float(test[target].astype(str).value_counts(normalize=True).max())
+        # what predicting the training rows' majority level scores on the held-out rows
+        top = train[target].astype(str).value_counts().index[0]
+        out["train_majority_acc"] = float(np.mean(test[target].astype(str) == top))
     if table == "quine":  # impute Days on every held-out row
         masked = test.copy()
         masked["Days"] = np.nan
@@ -206,9 +227,18 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
     return out
 
 
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True,
+def git(*args: str, cwd: Path = HERE.parent) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True,
                           text=True).stdout.strip()
+
+
+def commit_label(root: Path = HERE.parent) -> str:
+    """The checkout's short commit, with ``-dirty`` when tracked files under ``forestgen/``
+    or ``benchmarks/`` differ from it: a record then says that it is not that commit's."""
+    head = git("rev-parse", "--short", "HEAD", cwd=root)
+    changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "forestgen", "benchmarks"],
+                             cwd=root, capture_output=True).returncode != 0
+    return head + ("-dirty" if changed else "")
 
 
 def fmt_rows(rows: list[dict]) -> str:
@@ -217,6 +247,7 @@ def fmt_rows(rows: list[dict]) -> str:
         df["error"] = None
     cols = [c for c in ("learner", "variant", "table", "n_train", "d", "fit_cpu_s", "c2st",
                         "test_ll", "marginal_ll", "train_ll", "proba_acc_test", "majority",
+                        "train_majority_acc",
                         "proba_acc_train", "impute_rmse", "impute_rmse_expectation",
                         "mean_rmse", "n_trees_", "pool_size_", "max_leaves_",
                         "n_splits_", "best_", "selection_rows_", "candidate_cpu_s",
@@ -267,7 +298,7 @@ def main(argv=None) -> int:
     if jsonl.exists():
         rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
     done = {(r["variant_spec"], r["table"]) for r in rows}
-    commit = git("rev-parse", "--short", "HEAD")
+    commit = commit_label()
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load0 = os.getloadavg()
 
@@ -309,7 +340,8 @@ def main(argv=None) -> int:
         "code; `now` = the current defaults. fit_cpu_s excludes Numba compilation (a warm-up "
         "fit first); `marginal_ll` is the product of one-column ARF marginals; "
         "`proba_acc_*` is held-out / training accuracy of predict_proba's most probable level "
-        "of the table's target, `majority` the held-out share of its majority level; "
+        "of the table's target, `majority` the held-out share of its majority level, "
+        "`train_majority_acc` the held-out accuracy of the training rows' majority level; "
         "impute_rmse: quine's Days masked on every held-out row, against the training mean.",
         "", "## Summary", "", summary(rows), "", "## Cells", "", fmt_rows(rows), ""]))
     print(a.out.read_text())

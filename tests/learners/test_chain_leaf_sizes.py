@@ -129,3 +129,38 @@ def test_held_out_rows_score_at_least_the_marginals(name):
     train, test = df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])]
     m = fg.Chain(random_state=0, n_jobs=1).fit(train)
     assert float(np.mean(m.log_prob(test))) >= marginals_ll(train, test)
+
+
+def test_same_seed_same_chain_at_one_and_two_threads(monkeypatch):
+    """The held-out split follows ``random_state`` and nothing else: the same seed gives the
+    same choices, trees, densities and draws at one and two threads (Numba's and ``n_jobs``),
+    another seed another split."""
+    import numba
+
+    rng = np.random.default_rng(2)
+    n = 400
+    z = rng.standard_normal(n)
+    df = pd.DataFrame({"x": z, "y": np.exp(z + 0.4 * rng.standard_normal(n)),
+                       "g": np.array(list("abc"))[(z > 0).astype(int) + (rng.random(n) < 0.3)],
+                       "k": rng.integers(0, 4, n)})
+    monkeypatch.setattr("forestgen.parallel.SMALL_WORK", 0)  # the parallel kernels too
+
+    def run(threads, seed=7):
+        before = numba.get_num_threads()
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            m = fg.Chain(random_state=seed, n_jobs=threads).fit(df)
+            return m, m.log_prob(df), m.sample(300, random_state=1)
+        finally:
+            numba.set_num_threads(before)
+
+    a, la, sa = run(1)
+    b, lb, sb = run(2)
+    for f in ("min_leaf_", "prior_", "bandwidth_", "leaf_size_ll_"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    for f in ("feature", "threshold", "left", "right"):
+        np.testing.assert_array_equal(getattr(a.forest_, f), getattr(b.forest_, f))
+    np.testing.assert_array_equal(la, lb)
+    pd.testing.assert_frame_equal(sa, sb)
+    c, _, _ = run(2, seed=8)
+    assert not np.array_equal(c.leaf_size_ll_, a.leaf_size_ll_)  # another seed, another split
