@@ -31,6 +31,10 @@ Work per node is kept proportional to the node's rows, not to the bins:
   by the dense scan too, so both give the same split.
 * The left child's class weights are summed during the partition (the right child's are the
   parent's minus the left's).
+* The histogram fill and the candidates' bin scans are written out in :func:`grow_tree`, not
+  in inlined helpers: Numba gives each array argument of an inlined call an atomic
+  reference-count pair that its pruning pass leaves in place around loops (about 45 pairs a
+  node before; ``benchmarks/results/grower_floor_s46.md``).
 
 Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their ids (int32,
 two buffers likewise) are partitioned along, reading the split column's codes from ``Xb``, so
@@ -83,31 +87,6 @@ class Records(NamedTuple):
     wc: int
 
 
-class Hists(NamedTuple):
-    """Per-node histogram scratch of the ``mtry`` candidates: ``hist [mtry, bins + 1, C]``
-    (all zero between nodes), occupied-bin flag bytes ``flags [mtry, 8 w]`` (seen as
-    ``words [mtry, w]`` uint64), sparse lists ``occ`` (``n_occ`` each), and ``sparse
-    [mtry]``."""
-
-    hist: np.ndarray
-    flags: np.ndarray
-    words: np.ndarray
-    occ: np.ndarray
-    n_occ: np.ndarray
-    sparse: np.ndarray
-
-
-class Scan(NamedTuple):
-    """Bin-scan scratch: the bin ``order`` scanned, nominal sort ``keys``, running class sums
-    ``left`` and the children's class sums ``lbuf``/``rbuf`` for a generic criterion."""
-
-    order: np.ndarray
-    keys: np.ndarray
-    left: np.ndarray
-    lbuf: np.ndarray
-    rbuf: np.ndarray
-
-
 class LabelledRows(NamedTuple):
     """One tree's rows: bin codes ``Xb [d, n]`` (uint8 / uint16), bins and nominal flag per
     column, class labels ``y [n]`` and bootstrap weights ``w [n]`` (0: out of bag)."""
@@ -144,15 +123,6 @@ def grow_rule(n_classes, max_depth, min_samples_leaf, min_class_leaf, max_featur
                     float(min_gain), int(crit), float(sparse_ratio))
 
 
-class Rule(NamedTuple):
-    """What a split must satisfy: criterion code ``crit``, weighted child size ``min_leaf``,
-    per-class child weights ``min_class``."""
-
-    crit: int
-    min_leaf: float
-    min_class: np.ndarray
-
-
 @njit(cache=True, nogil=True)
 def _records(m, d, dtype_like):
     """Empty :class:`Records` buffers for ``m`` rows of ``d`` codes of ``dtype_like``'s
@@ -180,90 +150,6 @@ def _fill_records(Xb, idx, y, w, R):
         weight[0, r, wc] = w[i]
         ints[0, r, idc] = i
         codes[0, r, lab] = y[i]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fill_hists(H, R, p, feats, mtry, start, end, n_bins):
-    """Per-class weight histograms of the candidate features ``feats[:mtry]`` over the records
-    ``start:end`` of buffer ``p``, into ``hist`` (all zero on entry). With every feature
-    dense, one pass over the rows fills them all; a feature with ``sparse[t]`` also lists (in
-    ``occ[t, :n_occ[t]]``, increasing) the bins its rows occupy, the missing bin
-    ``n_bins[f]`` excepted."""
-    hist, sparse = H.hist, H.sparse
-    wc = R.wc
-    lab = R.lab
-    rec = R.codes
-    rw = R.weight
-    any_sparse = False
-    for t in range(mtry):
-        H.n_occ[t] = 0
-        if sparse[t]:
-            any_sparse = True
-    if not any_sparse:
-        for r in range(start, end):
-            yi = rec[p, r, lab]
-            wi = rw[p, r, wc]
-            for t in range(mtry):
-                hist[t, rec[p, r, feats[t]], yi] += wi
-        return
-    for t in range(mtry):
-        f = feats[t]
-        if sparse[t]:
-            _fill_sparse(H, t, R, p, f, start, end, n_bins[f])
-            continue
-        for r in range(start, end):
-            hist[t, rec[p, r, f], rec[p, r, lab]] += rw[p, r, wc]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fill_sparse(H, t, R, p, f, start, end, nb):
-    """Feature ``t``'s sparse histogram ``hist[t]`` (clean: all zero) over the records: each
-    row adds its weight and sets its bin's flag byte (no branch), then the occupied bins are
-    listed in increasing order in ``occ[t, :n_occ[t]]`` from the flags read eight at a time
-    (the missing bin ``nb`` is flagged but not listed) and the flags are cleared."""
-    hist, flags, occ, n_occ = H.hist, H.flags, H.occ, H.n_occ
-    words = H.words
-    wc = R.wc
-    lab = R.lab
-    rec = R.codes
-    rw = R.weight
-    for r in range(start, end):
-        b = rec[p, r, f]
-        flags[t, b] = 1
-        hist[t, b, rec[p, r, lab]] += rw[p, r, wc]
-    m = 0
-    for k in range((nb + 8) // 8):
-        wd = words[t, k]
-        if wd == 0:
-            continue
-        words[t, k] = 0
-        while wd != 0:
-            low = wd & (~wd + _ONE)
-            b = 8 * k + (_CTZ[(low * _DEBRUIJN) >> _SHIFT] >> 3)
-            if b < nb:
-                occ[t, m] = b
-                m += 1
-            wd ^= low
-    n_occ[t] = m
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _clean(H, t, nb, is_sparse):
-    """Leave ``hist[t]`` all zero again (what a sparse fill starts from): the listed bins and
-    the missing bin ``nb`` after a sparse fill, everything after a dense one."""
-    hist = H.hist
-    C = hist.shape[2]
-    if is_sparse:
-        for q in range(H.n_occ[t]):
-            b = H.occ[t, q]
-            for c in range(C):
-                hist[t, b, c] = 0.0
-        for c in range(C):
-            hist[t, nb, c] = 0.0
-        return
-    for b in range(nb + 1):
-        for c in range(C):
-            hist[t, b, c] = 0.0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -302,172 +188,17 @@ def _impurity2(code, l0, l1, r0, r1):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scan_binary(hist, t, nb, order_buf, n_scan, miss_w, value, node, crit, min_leaf,
-                 min_class):
-    """The scan of :func:`_scan_feature` for two classes under a built-in criterion, on
-    scalars (no per-candidate buffers); same splits, same bits."""
-    best_gain = -np.inf
-    best_pos = -1
-    best_nan_left = False
-    m0 = hist[t, nb, 0]
-    m1 = hist[t, nb, 1]
-    p0 = value[node, 0]
-    p1 = value[node, 1]
-    c0 = min_class[0]
-    c1 = min_class[1]
-    l0 = 0.0
-    l1 = 0.0
-    for pos in range(n_scan):
-        b = order_buf[pos]
-        h0 = hist[t, b, 0]
-        h1 = hist[t, b, 1]
-        l0 += h0
-        l1 += h1
-        if 0.0 + h0 + h1 <= 0.0:
-            continue
-        for side in range(2):
-            nan_left = side == 0
-            if miss_w <= 0.0 and not nan_left:
-                continue
-            a0 = l0 + (m0 if nan_left else 0.0)
-            a1 = l1 + (m1 if nan_left else 0.0)
-            r0 = p0 - a0
-            r1 = p1 - a1
-            WL = 0.0 + a0 + a1
-            WR = 0.0 + r0 + r1
-            if (a0 < c0 or r0 < c0 or a1 < c1 or r1 < c1 or WL < min_leaf or WR < min_leaf
-                    or WL <= 0.0 or WR <= 0.0):
-                continue
-            gain = _impurity2(crit, a0, a1, r0, r1)
-            if gain > best_gain:
-                best_gain = gain
-                best_pos = pos
-                if miss_w > 0.0:
-                    best_nan_left = nan_left
-                else:
-                    best_nan_left = WL >= WR
-    return best_gain, best_pos, best_nan_left
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _scan_feature(hist, t, nb, is_nominal, value, node, rule, S, m, is_sparse):
-    """Best split of feature ``t``'s histogram ``hist[t]`` under criterion ``crit``, at
-    ``node`` (its class weights ``value[node]``).
-
-    Candidate bins: ``0..nb-1`` (dense numeric), or ``order_buf[:m]`` when ``is_sparse`` (the
-    occupied bins, increasing). Nominal columns scan their occupied bins sorted by class ratio
-    (stable). Returns (gain, pos, nan_left, n_order); ``order_buf[:n_order]`` holds the bin
-    order scanned; bins ``order_buf[:pos+1]`` go left (``order_buf``: ``S.order``).
-    """
-    order_buf, keys, left, lbuf, rbuf = S
-    crit, min_leaf, min_class = rule
-    C = hist.shape[2]
-    miss_w = 0.0
-    for c in range(C):
-        miss_w += hist[t, nb, c]
-    if is_nominal:
-        if not is_sparse:
-            m = 0
-            for b in range(nb):
-                tot = 0.0
-                for c in range(C):
-                    tot += hist[t, b, c]
-                if tot > 0.0:
-                    order_buf[m] = b
-                    m += 1
-        ref = 0
-        best_v = -1.0
-        for c in range(C):
-            if value[node, c] > best_v:
-                best_v = value[node, c]
-                ref = c
-        for q in range(m):
-            b = order_buf[q]
-            tot = 0.0
-            for c in range(C):
-                tot += hist[t, b, c]
-            keys[q] = hist[t, b, ref] / tot
-        for q in range(1, m):  # stable insertion sort by key
-            kq = keys[q]
-            bq = order_buf[q]
-            p = q - 1
-            while p >= 0 and keys[p] > kq:
-                keys[p + 1] = keys[p]
-                order_buf[p + 1] = order_buf[p]
-                p -= 1
-            keys[p + 1] = kq
-            order_buf[p + 1] = bq
-        n_scan = m - 1
-    elif is_sparse:
-        # the last bin is never a split point (everything would go left)
-        n_scan = m - 1 if m > 0 and order_buf[m - 1] == nb - 1 else m
-    else:
-        for b in range(nb):
-            order_buf[b] = b
-        m = nb
-        n_scan = nb - 1
-    if C == 2 and (crit == GINI or crit == ENTROPY):
-        g, pos, nl = _scan_binary(hist, t, nb, order_buf, n_scan, miss_w, value, node, crit,
-                                  min_leaf, min_class)
-        return g, pos, nl, m
-    best_gain = -np.inf
-    best_pos = -1
-    best_nan_left = False
-    for c in range(C):
-        left[c] = 0.0
-    for pos in range(n_scan):
-        b = order_buf[pos]
-        tot = 0.0
-        for c in range(C):
-            left[c] += hist[t, b, c]
-            tot += hist[t, b, c]
-        if tot <= 0.0:
-            continue
-        for side in range(2):
-            nan_left = side == 0
-            if miss_w <= 0.0 and not nan_left:
-                continue
-            WL = 0.0
-            WR = 0.0
-            ok = True
-            for c in range(C):
-                lc = left[c] + (hist[t, nb, c] if nan_left else 0.0)
-                rc = value[node, c] - lc
-                lbuf[c] = lc
-                rbuf[c] = rc
-                WL += lc
-                WR += rc
-                if lc < min_class[c] or rc < min_class[c]:
-                    ok = False
-            if not ok or WL < min_leaf or WR < min_leaf or WL <= 0.0 or WR <= 0.0:
-                continue
-            gain = criterion_gain(crit, lbuf, rbuf)
-            if gain > best_gain:
-                best_gain = gain
-                best_pos = pos
-                if miss_w > 0.0:
-                    best_nan_left = nan_left
-                else:
-                    best_nan_left = WL >= WR
-    return best_gain, best_pos, best_nan_left, m
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _split_records(R, p, start, end, f, go_left, value, lnode):
+def _split_records(rec, words, rw, lab, wc, p, start, end, f, go_left, value, lnode):
     """Stable partition of the records ``start:end`` of buffer ``p`` into buffer ``1 - p``
     (same range) by ``go_left[code of column f]``: the rows going left first, each side in its
     order; the left rows' class weights are added to ``value[lnode]`` in row order. Returns the
-    split point. One count pass, then each record is moved once (a word copy)."""
-    rec = R.codes
+    split point. One count pass, then each record is moved once (a word copy). ``rec, words,
+    rw``: the :class:`Records` views ``codes, words, weight``."""
     n_left = 0
     for r in range(start, end):
         if go_left[rec[p, r, f]]:
             n_left += 1
-    words = R.words
-    rw = R.weight
     nw = words.shape[2]
-    wc = R.wc
-    lab = R.lab
     q = 1 - p
     q_l = start
     q_r = start + n_left
@@ -557,7 +288,8 @@ def grow_tree(rows, limits, rng, route_all):
         raise ValueError("grow_tree: more classes than the code dtype holds (widen Xb)")
     R = _records(n_in, d, Xb[:, :0])
     _fill_records(Xb, idx, y, w, R)
-    rcodes, rweight, rints, idc = R.codes, R.weight, R.ints, R.idc
+    rcodes, rwords, rweight, rints = R.codes, R.words, R.weight, R.ints
+    lab, idc, wc = R.lab, R.idc, R.wc
     row_node = np.full(n if route_all else 0, -1, np.int32)
     cap = 2 * max(n_in, 1) + 1
     feature = np.full(cap, -1, np.int32)
@@ -577,16 +309,20 @@ def grow_tree(rows, limits, rng, route_all):
     mtry = min(max(max_features, 1), d)
     n_words = (max_nb + 8) // 8  # flag bytes of bins 0..max_nb, eight to a word
     flags = np.zeros((mtry, 8 * n_words), np.uint8)
-    H = Hists(np.zeros((mtry, max_nb + 1, n_classes)), flags, flags.view(np.uint64),
-              np.zeros((mtry, max_nb + 1), np.int64), np.zeros(mtry, np.int64),
-              np.zeros(mtry, np.bool_))
-    hist, occ, n_occ, sparse = H.hist, H.occ, H.n_occ, H.sparse
+    # per-node scratch: histograms hist [mtry, bins + 1, C] (all zero between nodes),
+    # occupied-bin flag bytes (seen as uint64 words), sparse bin lists occ (n_occ each),
+    # the bin order scanned and nominal sort keys, running / child class sums
+    hist = np.zeros((mtry, max_nb + 1, n_classes))
+    fwords = flags.view(np.uint64)
+    occ = np.zeros((mtry, max_nb + 1), np.int64)
+    n_occ = np.zeros(mtry, np.int64)
+    sparse = np.zeros(mtry, np.bool_)
     order_buf = np.zeros(max_nb, np.int64)
     best_order = np.zeros(max_nb, np.int64)
     keys = np.zeros(max_nb)
     lsum = np.zeros(n_classes)
-    scan = Scan(order_buf, keys, lsum, np.zeros(n_classes), np.zeros(n_classes))
-    rule = Rule(crit, min_samples_leaf, min_class_leaf)
+    lbuf = np.zeros(n_classes)
+    rbuf = np.zeros(n_classes)
     go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
 
@@ -605,7 +341,7 @@ def grow_tree(rows, limits, rng, route_all):
     sp = 1
     n_nodes = 1
     for r in range(n_in):
-        value[0, rcodes[0, r, R.lab]] += rweight[0, r, R.wc]
+        value[0, rcodes[0, r, lab]] += rweight[0, r, wc]
 
     while sp > 0:
         sp -= 1
@@ -633,20 +369,193 @@ def grow_tree(rows, limits, rng, route_all):
             rows = end - start
             for t in range(mtry):
                 sparse[t] = rows < sparse_ratio * n_bins[feats[t]]
-            _fill_hists(H, R, par, feats, mtry, start, end, n_bins)
+            # -- per-class weight histograms of the candidates over the node's records (hist
+            # is all zero here): one pass over the rows when every candidate is dense; a
+            # sparse one also lists (occ[t, :n_occ[t]], increasing) the bins its rows occupy,
+            # from flag bytes read eight at a time (the missing bin flagged but not listed)
+            any_sparse = False
+            for t in range(mtry):
+                n_occ[t] = 0
+                if sparse[t]:
+                    any_sparse = True
+            if not any_sparse:
+                for r in range(start, end):
+                    yi = rcodes[par, r, lab]
+                    wi = rweight[par, r, wc]
+                    for t in range(mtry):
+                        hist[t, rcodes[par, r, feats[t]], yi] += wi
+            else:
+                for t in range(mtry):
+                    f = feats[t]
+                    if not sparse[t]:
+                        for r in range(start, end):
+                            hist[t, rcodes[par, r, f], rcodes[par, r, lab]] += rweight[par, r, wc]
+                        continue
+                    nb = n_bins[f]
+                    for r in range(start, end):  # no branch per row
+                        b = rcodes[par, r, f]
+                        flags[t, b] = 1
+                        hist[t, b, rcodes[par, r, lab]] += rweight[par, r, wc]
+                    m = 0
+                    for k in range((nb + 8) // 8):
+                        wd = fwords[t, k]
+                        if wd == 0:
+                            continue
+                        fwords[t, k] = 0
+                        while wd != 0:
+                            low = wd & (~wd + _ONE)
+                            b = 8 * k + (_CTZ[(low * _DEBRUIJN) >> _SHIFT] >> 3)
+                            if b < nb:
+                                occ[t, m] = b
+                                m += 1
+                            wd ^= low
+                    n_occ[t] = m
             best_gain = min_gain
             best_pos = -1
             best_nl = False
             best_m = 0
+            binary = n_classes == 2 and (crit == GINI or crit == ENTROPY)
+            # each candidate's bin scan, written out here rather than in inlined helpers: a
+            # helper's array arguments cost an atomic reference count pair per call
             for t in range(mtry):
                 f = feats[t]
                 nb = n_bins[f]
-                if sparse[t]:
-                    for q in range(n_occ[t]):
+                is_sparse = sparse[t]
+                # -- the bins scanned, in order: order_buf[:m], the first n_scan split points
+                m = n_occ[t]
+                if is_sparse:
+                    for q in range(m):
                         order_buf[q] = occ[t, q]
-                g, pos, nl, m = _scan_feature(hist, t, nb, nominal[f], value, node, rule, scan,
-                                              n_occ[t], sparse[t])
-                _clean(H, t, nb, sparse[t])
+                miss_w = 0.0
+                for c in range(n_classes):
+                    miss_w += hist[t, nb, c]
+                if nominal[f]:  # occupied levels sorted by class ratio (stable)
+                    if not is_sparse:
+                        m = 0
+                        for b in range(nb):
+                            tot = 0.0
+                            for c in range(n_classes):
+                                tot += hist[t, b, c]
+                            if tot > 0.0:
+                                order_buf[m] = b
+                                m += 1
+                    ref = 0
+                    best_v = -1.0
+                    for c in range(n_classes):
+                        if value[node, c] > best_v:
+                            best_v = value[node, c]
+                            ref = c
+                    for q in range(m):
+                        b = order_buf[q]
+                        tot = 0.0
+                        for c in range(n_classes):
+                            tot += hist[t, b, c]
+                        keys[q] = hist[t, b, ref] / tot
+                    for q in range(1, m):  # stable insertion sort by key
+                        kq = keys[q]
+                        bq = order_buf[q]
+                        k = q - 1
+                        while k >= 0 and keys[k] > kq:
+                            keys[k + 1] = keys[k]
+                            order_buf[k + 1] = order_buf[k]
+                            k -= 1
+                        keys[k + 1] = kq
+                        order_buf[k + 1] = bq
+                    n_scan = m - 1
+                elif is_sparse:
+                    # the last bin is never a split point (everything would go left)
+                    n_scan = m - 1 if m > 0 and order_buf[m - 1] == nb - 1 else m
+                else:
+                    for b in range(nb):
+                        order_buf[b] = b
+                    m = nb
+                    n_scan = nb - 1
+                # -- the best split point of this feature: bins order_buf[:pos + 1] go left
+                g = -np.inf
+                pos = -1
+                nl = False
+                if binary:  # two classes, built-in criterion: sums in scalars
+                    m0 = hist[t, nb, 0]
+                    m1 = hist[t, nb, 1]
+                    p0 = value[node, 0]
+                    p1 = value[node, 1]
+                    c0 = min_class_leaf[0]
+                    c1 = min_class_leaf[1]
+                    l0 = 0.0
+                    l1 = 0.0
+                    for k in range(n_scan):
+                        b = order_buf[k]
+                        h0 = hist[t, b, 0]
+                        h1 = hist[t, b, 1]
+                        l0 += h0
+                        l1 += h1
+                        if 0.0 + h0 + h1 <= 0.0:
+                            continue
+                        for side in range(2):
+                            nan_l = side == 0
+                            if miss_w <= 0.0 and not nan_l:
+                                continue
+                            a0 = l0 + (m0 if nan_l else 0.0)
+                            a1 = l1 + (m1 if nan_l else 0.0)
+                            r0 = p0 - a0
+                            r1 = p1 - a1
+                            WL = 0.0 + a0 + a1
+                            WR = 0.0 + r0 + r1
+                            if (a0 < c0 or r0 < c0 or a1 < c1 or r1 < c1 or WL < min_samples_leaf
+                                    or WR < min_samples_leaf or WL <= 0.0 or WR <= 0.0):
+                                continue
+                            gain = _impurity2(crit, a0, a1, r0, r1)
+                            if gain > g:
+                                g = gain
+                                pos = k
+                                nl = nan_l if miss_w > 0.0 else WL >= WR
+                else:  # any class count or criterion: sums in lsum, children in lbuf / rbuf
+                    for c in range(n_classes):
+                        lsum[c] = 0.0
+                    for k in range(n_scan):
+                        b = order_buf[k]
+                        tot = 0.0
+                        for c in range(n_classes):
+                            lsum[c] += hist[t, b, c]
+                            tot += hist[t, b, c]
+                        if tot <= 0.0:
+                            continue
+                        for side in range(2):
+                            nan_l = side == 0
+                            if miss_w <= 0.0 and not nan_l:
+                                continue
+                            WL = 0.0
+                            WR = 0.0
+                            ok = True
+                            for c in range(n_classes):
+                                lc = lsum[c] + (hist[t, nb, c] if nan_l else 0.0)
+                                rc = value[node, c] - lc
+                                lbuf[c] = lc
+                                rbuf[c] = rc
+                                WL += lc
+                                WR += rc
+                                if lc < min_class_leaf[c] or rc < min_class_leaf[c]:
+                                    ok = False
+                            if (not ok or WL < min_samples_leaf or WR < min_samples_leaf
+                                    or WL <= 0.0 or WR <= 0.0):
+                                continue
+                            gain = criterion_gain(crit, lbuf, rbuf)
+                            if gain > g:
+                                g = gain
+                                pos = k
+                                nl = nan_l if miss_w > 0.0 else WL >= WR
+                # -- leave hist[t] all zero again (what a sparse fill starts from)
+                if is_sparse:
+                    for q in range(n_occ[t]):
+                        b = occ[t, q]
+                        for c in range(n_classes):
+                            hist[t, b, c] = 0.0
+                    for c in range(n_classes):
+                        hist[t, nb, c] = 0.0
+                else:
+                    for b in range(nb + 1):
+                        for c in range(n_classes):
+                            hist[t, b, c] = 0.0
                 if pos >= 0 and g > best_gain:
                     best_gain = g
                     best_f = f
@@ -690,7 +599,8 @@ def grow_tree(rows, limits, rng, route_all):
         n_nodes += 2
         left[node] = lnode
         right[node] = rnode
-        mid = _split_records(R, par, start, end, f, go, value, lnode)
+        mid = _split_records(rcodes, rwords, rweight, lab, wc, par, start, end, f, go, value,
+                             lnode)
         omid = ostart
         if route_all:
             omid = _split_ids(oid, par, ostart, oend, Xb, f, go)
@@ -720,4 +630,4 @@ def grow_tree(rows, limits, rng, route_all):
 
 def grow_tree_with(gain):
     """:func:`grow_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
-    return specialise(grow_tree, (_scan_feature,), gain)
+    return specialise(grow_tree, (), gain)
