@@ -47,10 +47,12 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from forestgen.families.energy.ensembler import AdditiveEnergy
-from forestgen.families.energy.leaf_sets import ALL, add_tree, finish_slice
+from forestgen.families.energy.leaf_sets import ALL
 from forestgen.logsumexp import logsumexp
 from forestgen.parallel import parallel_kernel
 from forestgen.registry import register
@@ -167,29 +169,86 @@ def column_trees(col_ptr, cols, d):
     return ptr, tree, pos
 
 
+@intrinsic
+def popcount(typingctx, x):
+    """The number of set bits of an integer (LLVM ``ctpop``)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.ctpop(args[0])
+    return x(x), codegen
+
+
+class NominalCodes(NamedTuple):
+    """Each leaf's codes on the nominal columns of at most ``NOMINAL_DENSE`` codes as bytes:
+    ``mask [T, cap, S]`` (1: the leaf admits the code), column ``j`` at
+    ``start[j]..start[j] + n_codes[j]`` (``start[j] = -1``: not stored)."""
+
+    mask: np.ndarray
+    start: np.ndarray
+
+
+#: nominal columns of at most this many codes add a crossed leaf's value through a dense
+#: 0/1 byte row (a vectorised loop) instead of a loop over the bits of its code set
+NOMINAL_DENSE = 64
+
+
+def nominal_codes(sets, n_codes: np.ndarray, ordered: np.ndarray) -> NominalCodes:
+    """:class:`NominalCodes` of the leaf sets ``sets`` (from their per-leaf code bitsets)."""
+    T, _, cap = sets.codes.shape
+    start = np.full(len(n_codes), -1, np.int64)
+    S = 0
+    for j in range(len(n_codes)):
+        if not ordered[j] and n_codes[j] <= NOMINAL_DENSE:
+            start[j] = S
+            S += int(n_codes[j])
+    mask = np.zeros((T, cap, max(S, 1)), np.uint8)
+    for j in np.flatnonzero(start >= 0):
+        k = np.arange(n_codes[j])
+        w = sets.codes[:, sets.nw_off[j] + (k >> 6), :]  # [T, nc, cap]
+        bit = (w >> (k & 63).astype(np.uint64)[None, :, None]) & np.uint64(1)
+        mask[:, :, start[j]:start[j] + n_codes[j]] = bit.transpose(0, 2, 1)
+    return NominalCodes(mask, start)
+
+
 @parallel_kernel
-def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
+def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
     """Run one chain per row of ``X0 [c, d]`` under :class:`Schedule` ``sched``, with
-    :class:`ChainEvidence` ``ev`` on :class:`CodeGrid` ``grid`` and the energy's
-    :class:`~forestgen.families.energy.leaf_sets.LeafSetView` ``sets``; returns the recorded
-    states ``[c, n_rec, d]``.
+    :class:`ChainEvidence` ``ev`` on :class:`CodeGrid` ``grid``, the energy's
+    :class:`~forestgen.families.energy.leaf_sets.LeafSetView` ``sets`` and its
+    :class:`NominalCodes` ``nominal``; returns the recorded states ``[c, n_rec, d]``.
 
     ``free_cols`` ascending. The leaves each tree's line crosses for column ``j`` are
     ``prefix & suffix``: the AND of the bitsets of the tree's columns before ``j`` (current
     values, folded in as the sweep passes them) and after ``j`` (values at the start of the
     sweep, unchanged until the sweep reaches them; computed once per sweep); a line that
     crosses one leaf is skipped (a constant). Chains run in blocks of ``block`` (spread over the
-    threads), trees outer and chains inner; each chain's arithmetic and random stream are the
-    same whatever the blocks, so the output is too."""
+    threads), trees outer and chains inner, every per-chain table chains-last so that the
+    ANDs and bit counts run over chains in vector lanes. Per tree, the crossed leaves of all
+    chains are first listed (four slots written per bitset word whatever its bits, so no branch
+    depends on the data), word by word, then added: each chain's additions happen in the
+    order of its leaves, as in a leaf-by-leaf loop, so every logit has the same bits. The
+    per-code prefix sums and cumulative masses run four chains at a time (four independent
+    dependency chains), and the drawn code is the number of cumulative masses ``<= u``.
+    Each chain's arithmetic and random stream are the same whatever the blocks, so the
+    output is too."""
     n_sweeps, record_from, thin, n_rec = sched.n_sweeps, sched.record_from, sched.thin, \
         sched.n_rec
     free_cols, allowed, arow = ev.free_cols, ev.allowed, ev.arow
     log_q0, off, n_codes, n_values, ordered = grid.log_q0, grid.off, grid.n_codes, \
         grid.n_values, grid.ordered
     code_row, masks, col_ptr, cols = sets.code_row, sets.masks, sets.col_ptr, sets.cols
+    leaf_value, span, mi, codes, nw_off = sets.leaf_value, sets.span, sets.mi, sets.codes, \
+        sets.nw_off
+    nmask, nstart = nominal.mask, nominal.start
     c, d = X0.shape
     T = col_ptr.shape[0] - 1
     W = masks.shape[1]
+    sh = 6  # an entry of the crossed-leaf list: chain << sh | leaf
+    while (1 << sh) < 64 * W:
+        sh += 1
+    lmask = (1 << sh) - 1
     nnz = cols.shape[0]
     cmax = 1
     for j in range(d):
@@ -200,41 +259,49 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     for b in prange(nb):
         c0 = b * block
         m = min(c, c0 + block) - c0
-        X = X0[c0:c0 + m].copy()
+        XT = np.ascontiguousarray(X0[c0:c0 + m].T)  # [d, m]: the chains' current codes
         st = seeds[c0:c0 + m].copy()
-        line = np.empty(W, np.uint64)
-        diff = np.empty((m, cmax + 1))
-        lg = np.empty((m, cmax))
-        suf = np.empty((nnz, m, W), np.uint64)  # AND of the tree's bitsets after position p
-        pre = np.empty((T, m, W), np.uint64)  # AND of the bitsets before position nxt
-        nxt = np.empty((T, m), np.int64)
+        rows = np.empty(m, np.int64)
+        tot = np.empty(m, np.int64)
+        line = np.empty((W, m), np.uint64)
+        ent = np.empty((m << sh) + 64, np.int64)  # crossed leaves, + slack for the 4 slots
+        mp = (m + 3) // 4 * 4  # rows padded to four chains (the padding stays 0)
+        diff = np.zeros((mp, cmax + 1))
+        lg = np.zeros((mp, cmax))
+        suf = np.empty((nnz, W, m), np.uint64)  # AND of the tree's bitsets after position p
+        pre = np.empty((T, W, m), np.uint64)  # AND of the bitsets before position nxt[t]
+        nxt = np.empty(T, np.int64)
         bits = np.empty(cmax, np.int64)  # exp_below's scratch
         scale = bits.view(np.float64)
         r = 0
         for sweep in range(n_sweeps):
             for t in range(T):
                 s0 = col_ptr[t]
-                for i in range(m):
-                    nxt[t, i] = s0
+                nxt[t] = s0
+                for w in range(W):
+                    for i in range(m):
+                        pre[t, w, i] = ALL
+                p = col_ptr[t + 1] - 1
+                if p < s0:
+                    continue
+                for w in range(W):
+                    for i in range(m):
+                        suf[p, w, i] = ALL
+                while p > s0:
+                    g = cols[p]
+                    for i in range(m):
+                        rows[i] = code_row[t, off[g] + XT[g, i]]
                     for w in range(W):
-                        pre[t, i, w] = ALL
-                    p = col_ptr[t + 1] - 1
-                    if p < s0:
-                        continue
-                    for w in range(W):
-                        suf[p, i, w] = ALL
-                    while p > s0:
-                        g = cols[p]
-                        row = code_row[t, off[g] + X[i, g]]
-                        for w in range(W):
-                            suf[p - 1, i, w] = suf[p, i, w] & masks[row, w]
-                        p -= 1
+                        for i in range(m):
+                            suf[p - 1, w, i] = suf[p, w, i] & masks[rows[i], w]
+                    p -= 1
             for jj in range(free_cols.shape[0]):
                 j = free_cols[jj]
                 nc = n_codes[j]
                 nv = n_values[j]
                 o = off[j]
                 oj = ordered[j]
+                sj = nstart[j]
                 for i in range(m):
                     for k in range(nc):
                         lg[i, k] = 0.0
@@ -244,25 +311,84 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                 for q in range(ptr[j], ptr[j + 1]):
                     t = ctree[q]
                     pj = cpos[q]
-                    for i in range(m):
-                        p = nxt[t, i]
-                        while p < pj:
-                            g = cols[p]
-                            row = code_row[t, off[g] + X[i, g]]
-                            for w in range(W):
-                                pre[t, i, w] &= masks[row, w]
-                            p += 1
-                        nxt[t, i] = p
-                        one = 0  # 1: the line crosses exactly one leaf
+                    for p in range(nxt[t], pj):
+                        g = cols[p]
+                        for i in range(m):
+                            rows[i] = code_row[t, off[g] + XT[g, i]]
                         for w in range(W):
-                            b = pre[t, i, w] & suf[pj, i, w]
-                            line[w] = b
-                            if b != 0:
-                                one += 1 if (b & (b - np.uint64(1))) == 0 else 2
-                        if one > 1:
-                            add_tree(line, t, j, nc, nv, oj, sets, diff[i], lg[i])
+                            for i in range(m):
+                                pre[t, w, i] &= masks[rows[i], w]
+                    nxt[t] = pj
+                    for i in range(m):
+                        tot[i] = 0
+                    for w in range(W):
+                        for i in range(m):
+                            lb = pre[t, w, i] & suf[pj, w, i]
+                            line[w, i] = lb
+                            tot[i] += np.int64(popcount(lb))
+                    n = 0
+                    for w in range(W):
+                        for i in range(m):
+                            lb = line[w, i]
+                            cw = np.int64(popcount(lb))
+                            e0 = (i << sh) + (w << 6)
+                            for u in range(4):
+                                ent[n + u] = e0 + trailing_zeros(lb)
+                                lb &= lb - np.uint64(1)
+                            for u in range(4, cw):
+                                ent[n + u] = e0 + trailing_zeros(lb)
+                                lb &= lb - np.uint64(1)
+                            n += cw if tot[i] > 1 else 0
+                    if oj:  # a difference array over the value codes, the missing code apart
+                        for u in range(n):
+                            i = ent[u] >> sh
+                            ell = ent[u] & lmask
+                            a = span[t, j, ell, 0]
+                            z = span[t, j, ell, 1]
+                            v = leaf_value[t, ell] if a < z else 0.0
+                            diff[i, a] += v
+                            diff[i, z] -= v
+                        if nc > nv:
+                            for u in range(n):
+                                i = ent[u] >> sh
+                                ell = ent[u] & lmask
+                                lg[i, nv] += leaf_value[t, ell] * mi[t, j, ell]
+                    elif sj >= 0:  # adding 0 * v to the codes outside the leaf changes no bit
+                        for u in range(n):
+                            i = ent[u] >> sh
+                            ell = ent[u] & lmask
+                            v = leaf_value[t, ell]
+                            lrow = lg[i]
+                            mrow = nmask[t, ell, sj:sj + nc]
+                            for k in range(nc):
+                                lrow[k] += v * mrow[k]
+                    else:
+                        for u in range(n):
+                            i = ent[u] >> sh
+                            ell = ent[u] & lmask
+                            v = leaf_value[t, ell]
+                            for uu in range(nw_off[j], nw_off[j + 1]):
+                                cb = codes[t, uu, ell]
+                                k0 = (uu - nw_off[j]) * 64
+                                while cb != 0:
+                                    lg[i, k0 + trailing_zeros(cb)] += v
+                                    cb &= cb - np.uint64(1)
+                if oj:  # the prefix sums of the difference arrays
+                    for i0 in range(0, m, 4):
+                        a0 = 0.0
+                        a1 = 0.0
+                        a2 = 0.0
+                        a3 = 0.0
+                        for k in range(nv):
+                            a0 += diff[i0, k]
+                            a1 += diff[i0 + 1, k]
+                            a2 += diff[i0 + 2, k]
+                            a3 += diff[i0 + 3, k]
+                            lg[i0, k] += a0
+                            lg[i0 + 1, k] += a1
+                            lg[i0 + 2, k] += a2
+                            lg[i0 + 3, k] += a3
                 for i in range(m):
-                    finish_slice(diff[i], lg[i], nv, oj)
                     a = arow[c0 + i]
                     mx = -np.inf
                     for k in range(nc):
@@ -271,23 +397,35 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                         lg[i, k] = v
                         mx = max(mx, v)
                     exp_below(lg[i], nc, mx, bits, scale)
-                    tot = 0.0
+                for i0 in range(0, m, 4):  # cumulative masses, in place
+                    a0 = 0.0
+                    a1 = 0.0
+                    a2 = 0.0
+                    a3 = 0.0
                     for k in range(nc):
-                        tot += lg[i, k]
-                    u = _uniform(st, i) * tot
-                    acc = 0.0
-                    pick = -1
+                        a0 += lg[i0, k]
+                        a1 += lg[i0 + 1, k]
+                        a2 += lg[i0 + 2, k]
+                        a3 += lg[i0 + 3, k]
+                        lg[i0, k] = a0
+                        lg[i0 + 1, k] = a1
+                        lg[i0 + 2, k] = a2
+                        lg[i0 + 3, k] = a3
+                for i in range(m):
+                    # the first code whose cumulative mass exceeds u (it has mass > 0)
+                    u = _uniform(st, i) * lg[i, nc - 1]
+                    pick = 0
                     for k in range(nc):
-                        if lg[i, k] > 0.0:
-                            pick = k
-                            acc += lg[i, k]
-                            if acc > u:
-                                break
-                    X[i, j] = pick
+                        pick += 1 if lg[i, k] <= u else 0
+                    if pick == nc:  # u rounded up to the total: the last code of mass > 0
+                        pick = nc - 1
+                        while pick > 0 and lg[i, pick] == lg[i, pick - 1]:
+                            pick -= 1
+                    XT[j, i] = pick
             if sweep >= record_from and (sweep - record_from) % thin == 0 and r < n_rec:
                 for i in range(m):
                     for j in range(d):
-                        out[c0 + i, r, j] = X[i, j]
+                        out[c0 + i, r, j] = XT[j, i]
                 r += 1
     return out
 
@@ -346,7 +484,9 @@ class GibbsSampler(Sampler):
         codes = CodeGrid(energy.log_q0, grid.code_offsets, grid.n_codes.astype(np.int64),
                          grid.n_values.astype(np.int64), grid.ordered)
         return gibbs_kernel(np.ascontiguousarray(X0, np.int32), sched, ev, codes,
-                            sets.view(energy.trees.value), 1.0 / float(self.temperature),
+                            sets.view(energy.trees.value),
+                            nominal_codes(sets, grid.n_codes, grid.ordered),
+                            1.0 / float(self.temperature),
                             chain_seeds(rng, c), block)
 
 
