@@ -494,23 +494,18 @@ def test_leaf_sets_cache_grows_with_the_trees():
         np.testing.assert_array_equal(a, b)
 
 
-def test_gibbs_sweep_draws_from_the_brute_force_conditional():
+def _replay_against_brute_force(grid, e, X0, free, n_sweeps=8):
     """Replays the kernel's random stream with conditionals enumerated from ``energy``: the
     chains must agree exactly (the fast slices change no draw)."""
     from forestgen.families.energy.gibbs import _uniform, chain_seeds
 
-    rng = np.random.default_rng(13)
-    grid = make_grid([6, 5, 4, 3], [True, False, True, True], [1, 0, 0, 1])
-    e, _ = random_energy(grid, 5, rng, leaves=10, step=1.0)
-    X0 = e.sample_q0(6, rng)
-    free = np.array([0, 1, 3])
-    rec = GibbsSampler().run(e, X0, n_sweeps=8, record_from=0, thin=1, n_records=8,
-                             rng=np.random.default_rng(3), free_cols=free)
+    rec = GibbsSampler().run(e, X0, n_sweeps=n_sweeps, record_from=0, thin=1,
+                             n_records=n_sweeps, rng=np.random.default_rng(3), free_cols=free)
     seeds = chain_seeds(np.random.default_rng(3), len(X0))
     for ch in range(len(X0)):
         x = X0[ch].copy()
         st = seeds[ch:ch + 1].copy()
-        for sweep in range(8):
+        for sweep in range(n_sweeps):
             for j in free:
                 Xk = np.repeat(x[None], grid.n_codes[j], 0)
                 Xk[:, j] = np.arange(grid.n_codes[j])
@@ -518,6 +513,40 @@ def test_gibbs_sweep_draws_from_the_brute_force_conditional():
                 x[j] = min(np.searchsorted(np.cumsum(p), _uniform(st, 0), side="right"),
                            len(p) - 1)
             np.testing.assert_array_equal(rec[ch, sweep], x)
+
+
+def test_gibbs_sweep_draws_from_the_brute_force_conditional():
+    rng = np.random.default_rng(13)
+    grid = make_grid([6, 5, 4, 3], [True, False, True, True], [1, 0, 0, 1])
+    e, _ = random_energy(grid, 5, rng, leaves=10, step=1.0)
+    _replay_against_brute_force(grid, e, e.sample_q0(6, rng), np.array([0, 1, 3]))
+
+
+def test_gibbs_sweep_replay_with_a_wide_nominal_column_and_two_words():
+    # a nominal column of 70 codes (added code by code, not through the dense byte rows),
+    # one of 9 (dense rows), missing codes, two-word leaf sets, 5 chains (a padded group of 4)
+    rng = np.random.default_rng(16)
+    grid = make_grid([7, 70, 9, 4], [True, False, False, True], [1, 1, 0, 1])
+    e, _ = random_energy(grid, 3, rng, leaves=90, step=1.0)
+    assert e.trees.leaf_sets(grid).words == 2
+    _replay_against_brute_force(grid, e, e.sample_q0(5, rng), np.arange(4), n_sweeps=5)
+
+
+def test_nominal_codes_are_the_leaf_code_bitsets_as_bytes():
+    from forestgen.families.energy.gibbs import NOMINAL_DENSE, nominal_codes
+
+    rng = np.random.default_rng(17)
+    grid = make_grid([5, 70, 9, 3], [True, False, False, False])
+    e, _ = random_energy(grid, 3, rng, leaves=20)
+    sets = e.trees.leaf_sets(grid)
+    nom = nominal_codes(sets, grid.n_codes, grid.ordered)
+    assert list(nom.start) == [-1, -1, 0, 9]  # ordered, and more than NOMINAL_DENSE codes
+    assert grid.n_codes[1] > NOMINAL_DENSE
+    for j in (2, 3):
+        for k in range(grid.n_codes[j]):
+            word = sets.codes[:, sets.nw_off[j] + k // 64, :]
+            bit = (word >> np.uint64(k % 64)) & np.uint64(1)
+            np.testing.assert_array_equal(nom.mask[:, :, nom.start[j] + k], bit)
 
 
 def test_leaf_bitset_slices_on_a_column_of_65535_values():
