@@ -226,8 +226,9 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
     crosses one leaf is skipped (a constant). Chains run in blocks of ``block`` (spread over the
     threads), trees outer and chains inner, every per-chain table chains-last so that the
     ANDs and bit counts run over chains in vector lanes. Per tree, the crossed leaves of all
-    chains are first listed (four slots written per bitset word whatever its bits, so no branch
-    depends on the data), word by word, then added: each chain's additions happen in the
+    chains are first listed, word by word (the chains with bits in the word gathered first,
+    then four slots written per word whatever its bits, so that few branches depend on the
+    data), then added: each chain's additions happen in the
     order of its leaves, as in a leaf-by-leaf loop, so every logit has the same bits. The
     per-code prefix sums and cumulative masses run four chains at a time (four independent
     dependency chains), and the drawn code is the number of cumulative masses ``<= u``.
@@ -263,6 +264,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
         st = seeds[c0:c0 + m].copy()
         rows = np.empty(m, np.int64)
         tot = np.empty(m, np.int64)
+        idx = np.empty(m, np.int64)
         line = np.empty((W, m), np.uint64)
         ent = np.empty((m << sh) + 64, np.int64)  # crossed leaves, + slack for the 4 slots
         mp = (m + 3) // 4 * 4  # rows padded to four chains (the padding stays 0)
@@ -328,7 +330,12 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
                             tot[i] += np.int64(popcount(lb))
                     n = 0
                     for w in range(W):
+                        nz = 0  # the chains with leaves in word w (lines of one leaf: none)
                         for i in range(m):
+                            idx[nz] = i
+                            nz += 1 if (line[w, i] != 0) & (tot[i] > 1) else 0
+                        for x in range(nz):
+                            i = idx[x]
                             lb = line[w, i]
                             cw = np.int64(popcount(lb))
                             e0 = (i << sh) + (w << 6)
@@ -338,7 +345,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
                             for u in range(4, cw):
                                 ent[n + u] = e0 + trailing_zeros(lb)
                                 lb &= lb - np.uint64(1)
-                            n += cw if tot[i] > 1 else 0
+                            n += cw
                     if oj:  # a difference array over the value codes, the missing code apart
                         for u in range(n):
                             i = ent[u] >> sh
