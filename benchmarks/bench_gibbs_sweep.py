@@ -3,7 +3,8 @@ another forestgen checkout (each in a fresh process, alternating), on the same s
 
 The model: ``NRGBoost(n_trees=T, random_state=0)`` fitted on the 10,000 synthetic training rows
 of ``bench_nrgboost.py`` (fitted once by this checkout and saved; pass ``--model`` to reuse
-one). Each side runs 16 chains from the model's kept chain starts for ``--sweeps`` sweeps,
+one). Each side runs ``--chains`` chains (16) from the model's kept chain starts (repeated)
+for ``--sweeps`` sweeps,
 single-threaded (``NUMBA_NUM_THREADS=1``), best of 3, after a warm-up call; it also prints a
 checksum of the recorded states, so equal checksums mean the two samplers drew the same
 chains.
@@ -30,10 +31,10 @@ import json, sys, time
 import numpy as np
 from forestgen import NRGBoost
 from forestgen.families.energy.gibbs import GibbsSampler
-path, T, nsw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, T, nsw, nch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 full = NRGBoost.load(path)
 m = full.truncated(T) if T < full.n_trees_ else full
-X0 = full.chain_start_[:16].copy()
+X0 = full.chain_start_[np.arange(nch) % len(full.chain_start_)].copy()
 S = GibbsSampler()
 S.run(m.energy_, X0, n_sweeps=2, record_from=0, thin=1, n_records=2,
       rng=np.random.default_rng(0))
@@ -45,14 +46,15 @@ for _ in range(3):
     best = min(best, time.process_time() - c)
 w = np.arange(1, out.size + 1, dtype=np.int64).reshape(out.shape)
 import forestgen
-print(json.dumps({"us": 1e6 * best / (16 * nsw), "checksum": int((out * w).sum() % 1000003),
+print(json.dumps({"us": 1e6 * best / (nch * nsw), "checksum": int((out * w).sum() % 1000003),
                   "src": forestgen.__file__}))
 """
 
 
-def side(src: str, model: str, T: int, sweeps: int) -> dict:
+def side(src: str, model: str, T: int, sweeps: int, chains: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()), NUMBA_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-c", CHILD, model, str(T), str(sweeps)], env=env,
+    done = subprocess.run([sys.executable, "-c", CHILD, model, str(T), str(sweeps),
+                           str(chains)], env=env,
                           cwd=str(Path(src).resolve()), check=True, capture_output=True,
                           text=True)  # cwd: ``-c`` puts it first on sys.path
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -63,6 +65,8 @@ def main() -> None:
     ap.add_argument("--trees", default="1,20,80", help="model prefixes timed")
     ap.add_argument("--fit-trees", type=int, default=None, help="trees fitted (default: max)")
     ap.add_argument("--sweeps", type=int, default=300)
+    ap.add_argument("--chains", type=int, default=16,
+                    help="chains (the kept chain starts, repeated); blocks of up to 64")
     ap.add_argument("--model", default=None, help="a saved NRGBoost to reuse")
     ap.add_argument("--before", default=None, help="another forestgen checkout to compare")
     ap.add_argument("--out", default="nrgboost_gibbs_sweep")
@@ -80,10 +84,10 @@ def main() -> None:
                      progress=False).fit(synthetic(13_000).iloc[:10_000]).save(model)
         rows = []
         for T in trees:
-            after = side(str(REPO), model, T, args.sweeps)
+            after = side(str(REPO), model, T, args.sweeps, args.chains)
             row = [T, after["us"]]
             if args.before:
-                before = side(args.before, model, T, args.sweeps)
+                before = side(args.before, model, T, args.sweeps, args.chains)
                 assert before["src"] != after["src"], "both sides imported the same forestgen"
                 row += [before["us"], before["us"] / after["us"],
                         "yes" if before["checksum"] == after["checksum"] else "NO"]
@@ -95,8 +99,9 @@ def main() -> None:
     write_result(args.out, "NRGBoost Gibbs sweep: CPU per chain-sweep",
                  ([args.note] if args.note else [])
                  + [md_table(headers, rows),
-                    f"This checkout: {REPO}; before: {args.before or 'not run'}. 16 chains, "
-                    f"{args.sweeps} sweeps, single thread, best of 3 (process CPU time)."])
+                    f"This checkout: {REPO}; before: {args.before or 'not run'}. "
+                    f"{args.chains} chains, {args.sweeps} sweeps, single thread, best of 3 "
+                    "(process CPU time)."])
 
 
 if __name__ == "__main__":
