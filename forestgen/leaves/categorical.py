@@ -72,19 +72,16 @@ class CategoricalLeaf(LeafModel):
         if not 0 <= self.floor < 1:
             raise ValueError(f"floor must be in [0, 1), got {self.floor}")
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
-        ok = ~np.isnan(x)
-        codes = x[ok].astype(np.int64)
-        lv = leaf[ok].astype(np.int64)
-        keep = (codes >= 0) & (codes < k)
-        w = None if weight is None else np.asarray(weight, float)[ok][keep]
-        codes, lv = codes[keep], lv[keep]
         allowed = None if cell.allowed is None else np.asarray(cell.allowed, bool)
-        if allowed is not None:  # rows outside the leaf's allowed set carry no mass
-            inside = allowed[lv, codes]
-            codes, lv = codes[inside], lv[inside]
-            w = None if w is None else w[inside]
+        # the pairs' keys leaf * k + level, in pair order, without NaN values, codes outside
+        # 0..k-1 or levels outside the leaf's allowed set (those carry no mass): one pass
+        flat, w = _level_keys(np.asarray(x, np.float64), np.asarray(leaf), k,
+                              np.ones((1, 1), bool) if allowed is None else allowed,
+                              allowed is not None,
+                              np.empty(0) if weight is None else np.asarray(weight, float),
+                              weight is not None)
         # distinct (leaf, level) pairs, sorted by leaf then level: the explicit entries
-        key, cnt = pair_counts(lv * k + codes, L * k, w)
+        key, cnt = pair_counts(flat, L * k, None if weight is None else w)
         e_leaf, e_code = key // k, key % k
         count = np.bincount(e_leaf, weights=cnt, minlength=L).astype(np.float64)
         bits = np.ones((L, k), bool) if allowed is None else allowed.copy()
@@ -491,6 +488,32 @@ def _categorical_sample_all(offset, code, prob, rest, bits, base, leaf, u, k):
                     break
             out[i] = pick
     return out
+
+
+@njit(cache=True, nogil=True)
+def _level_keys(x, leaf, k, allowed, use_allowed, w, weighted):
+    """Keys ``leaf * k + code`` of the pairs whose value ``x`` is not NaN, whose code
+    (``x`` truncated, as ``astype(int64)``) is in ``0..k-1`` and, with ``use_allowed``, whose
+    level ``allowed[leaf]`` admits; in pair order, with their weights when ``weighted``."""
+    n = x.shape[0]
+    keys = np.empty(n, np.int64)
+    ws = np.empty(n if weighted else 0)
+    m = 0
+    for i in range(n):
+        v = x[i]
+        if np.isnan(v):
+            continue
+        c = np.int64(v)
+        if c < 0 or c >= k:
+            continue
+        lf = np.int64(leaf[i])
+        if use_allowed and not allowed[lf, c]:
+            continue
+        keys[m] = lf * k + c
+        if weighted:
+            ws[m] = w[i]
+        m += 1
+    return keys[:m], ws[:m]
 
 
 def pair_counts(flat: np.ndarray, size: int, weight: np.ndarray | None

@@ -43,12 +43,16 @@ class MomentStats:
         x = np.asarray(x, np.float64)
         if scale != 1.0:
             x = x / scale
-        ok = ~np.isnan(x)
-        x, leaf = x[ok], np.asarray(leaf)[ok]
-        w = np.ones(len(x)) if weight is None else np.asarray(weight, float)[ok]
-        cnt, mean, m2 = _moments(x, leaf.astype(np.int64, copy=False), w, n_leaves)
+        leaf = np.asarray(leaf)
+        if leaf.dtype != np.int32:  # int32 leaves (a forest's) go in as they are
+            leaf = leaf.astype(np.int64, copy=False)
+        # the kernel skips NaN values and reads unit weights as 1.0: no filtered copies
+        w = np.empty(0) if weight is None else np.asarray(weight, float)
+        cnt, mean, m2 = _moments(x, leaf, w, weight is None, n_leaves)
         lo = hi = None
         if minmax:
+            ok = ~np.isnan(x)
+            x, leaf = x[ok], leaf[ok]
             lo = np.full(n_leaves, np.inf)
             hi = np.full(n_leaves, -np.inf)
             np.minimum.at(lo, leaf, x)
@@ -83,8 +87,9 @@ class MomentStats:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _moments(x, leaf, w, n_leaves):
-    """Per-leaf weighted count, mean and ``m2`` of ``x`` (every leaf id in ``0..n_leaves-1``):
+def _moments(x, leaf, w, unit, n_leaves):
+    """Per-leaf weighted count, mean and ``m2`` of the non-NaN ``x`` (every leaf id in
+    ``0..n_leaves-1``; weights ``w``, or 1.0 each with ``unit``, which multiplies exactly):
     the values are shifted by their leaf's last value, summed in row order, then the squared
     deviations from the shifted mean; the operations (and bits) of the bincount formulation
     ``ref[leaf] = x; cnt, s1 = bincount(w), bincount(w * xs); m2 = bincount(w * dev * dev)``
@@ -93,11 +98,15 @@ def _moments(x, leaf, w, n_leaves):
     consecutive pairs hit leaves of different trees."""
     acc = np.zeros((n_leaves, 4))
     for i in range(x.shape[0]):
-        acc[leaf[i], 0] = x[i]
+        if not np.isnan(x[i]):
+            acc[leaf[i], 0] = x[i]
     for i in range(x.shape[0]):
+        if np.isnan(x[i]):
+            continue
         j = leaf[i]
-        acc[j, 1] += w[i]
-        acc[j, 2] += w[i] * (x[i] - acc[j, 0])
+        wi = 1.0 if unit else w[i]
+        acc[j, 1] += wi
+        acc[j, 2] += wi * (x[i] - acc[j, 0])
     cnt = np.empty(n_leaves)
     mean = np.empty(n_leaves)
     for j in range(n_leaves):
@@ -105,9 +114,11 @@ def _moments(x, leaf, w, n_leaves):
         acc[j, 2] = acc[j, 2] / acc[j, 1]  # the shift; IEEE: NaN in a leaf without pairs
         mean[j] = acc[j, 0] + acc[j, 2]
     for i in range(x.shape[0]):
+        if np.isnan(x[i]):
+            continue
         j = leaf[i]
         dev = (x[i] - acc[j, 0]) - acc[j, 2]
-        acc[j, 3] += w[i] * dev * dev
+        acc[j, 3] += (1.0 if unit else w[i]) * dev * dev
     return cnt, mean, acc[:, 3].copy()
 
 

@@ -1,0 +1,70 @@
+"""FORDE's per-column pair statistics in one pass (no filtered copies of the n * B pairs) give
+the bits of the filter-then-count formulation: NaN values, out-of-range codes, levels a leaf
+does not allow, int32 or int64 leaf ids, with and without pair weights."""
+
+import numpy as np
+
+from forestgen.leaves.base import ColumnCell
+from forestgen.leaves.categorical import CategoricalLeaf, pair_counts
+from forestgen.leaves.stats import MomentStats
+
+
+def _pairs(seed=0, n=3000, L=40):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(2.0, 3.0, n)
+    x[rng.random(n) < 0.1] = np.nan
+    return x, rng.integers(0, L, n), rng.uniform(0.5, 2.0, n), L
+
+
+def _reference_moments(x, leaf, w, L):
+    """The bincount formulation of :func:`forestgen.leaves.stats._moments` on the non-NaN
+    pairs (sums in pair order)."""
+    ok = ~np.isnan(x)
+    x, leaf, w = x[ok], leaf[ok], w[ok]
+    ref = np.zeros(L)
+    ref[leaf] = x  # the last value of each leaf
+    cnt = np.bincount(leaf, weights=w, minlength=L)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift = np.bincount(leaf, weights=w * (x - ref[leaf]), minlength=L) / cnt
+    dev = (x - ref[leaf]) - shift[leaf]
+    return cnt, ref + shift, np.bincount(leaf, weights=w * dev * dev, minlength=L)
+
+
+def test_moments_skip_nan_and_match_the_filtered_sums_bit_for_bit():
+    x, leaf, w, L = _pairs()
+    for lv in (leaf.astype(np.int32), leaf.astype(np.int64)):
+        for weight in (None, w):
+            st = MomentStats.from_pairs(x, lv, L + 2, weight=weight)
+            cnt, mean, m2 = _reference_moments(x, leaf, np.ones(len(x)) if weight is None
+                                               else w, L + 2)
+            np.testing.assert_array_equal(st.count, cnt)
+            np.testing.assert_array_equal(st.mean, mean)
+            np.testing.assert_array_equal(st.m2, m2)
+    st = MomentStats.from_pairs(x, leaf.astype(np.int32), L, minmax=True)
+    ok = ~np.isnan(x)
+    for j in range(L):
+        v = x[ok & (leaf == j)]
+        assert st.vmin[j] == v.min() and st.vmax[j] == v.max()
+
+
+def test_categorical_counts_keep_only_valid_allowed_pairs():
+    rng = np.random.default_rng(1)
+    n, L, k = 4000, 30, 5
+    x = rng.integers(-1, k + 1, n).astype(float)  # -1 and k: outside 0..k-1
+    x[rng.random(n) < 0.1] = np.nan
+    leaf = rng.integers(0, L, n)
+    w = rng.uniform(0.5, 2.0, n)
+    allowed = rng.random((L, k)) < 0.7
+    cell = ColumnCell(lower=np.zeros(L), upper=np.ones(L), allowed=allowed, data_min=0.0,
+                      data_max=k - 1.0, n_levels=k)
+    for weight in (None, w):
+        lm = CategoricalLeaf().fit(x, leaf.astype(np.int32), cell, weight)
+        ok = ~np.isnan(x)
+        c = np.where(ok, x, -1).astype(np.int64)
+        keep = ok & (c >= 0) & (c < k)
+        keep[keep] &= allowed[leaf[keep], c[keep]]
+        key, cnt = pair_counts(leaf[keep] * k + c[keep], L * k,
+                               None if weight is None else w[keep])
+        np.testing.assert_array_equal(lm.count_, np.bincount(key // k, weights=cnt,
+                                                             minlength=L))
+        np.testing.assert_array_equal(lm.code_, key % k)
