@@ -25,7 +25,8 @@ one-column 10-tree ARF fitted on the training column, its settings pinned
 and support policy, as the learners; missing entries are marginalised by both);
 held-out ``predict_proba`` accuracy of the table's class target (:data:`TARGETS`; tips: ``day``)
 against the majority level's share (the held-out rows' own majority, an oracle's; and
-``train_majority_acc``, what predicting the training rows' majority level scores); on quine,
+``train_majority_acc``, what predicting the training rows' majority level scores) and its
+mean log-probability of the true level (``proba_ll_test``); on quine,
 the RMSE of the learner's default ``impute`` of
 ``Days`` masked on every held-out row against the training mean's, and of
 ``impute(method="expectation")`` (the conditional mean).
@@ -152,6 +153,17 @@ def accuracy(model, rows: pd.DataFrame, target: str) -> float:
     return float(np.mean(pred == rows[target].astype(str).to_numpy()))
 
 
+def proba_log_loss(model, rows: pd.DataFrame, target: str) -> float:
+    """Mean log-probability ``predict_proba`` gives each row's own ``target`` level (the
+    log-likelihood counterpart of :func:`accuracy`; a level without an answer scores 1e-12)."""
+    P = model.predict_proba(rows, target=target)
+    cols = list(np.asarray(P.columns.astype(str)))
+    V = np.nan_to_num(P.to_numpy(float))
+    p = np.array([V[i, cols.index(v)] if v in cols else 0.0
+                  for i, v in enumerate(rows[target].astype(str))])
+    return float(np.mean(np.log(np.maximum(p, 1e-12))))
+
+
 def marginal_ll(train: pd.DataFrame, test: pd.DataFrame) -> float:
     """Mean held-out log-likelihood of the product of the column marginals (one-column ARFs
     of :data:`MARGINAL_ARF`, seed 0)."""
@@ -210,6 +222,7 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
     if target is not None:
         out["proba_acc_test"] = accuracy(model, test, target)
         out["proba_acc_train"] = accuracy(model, train, target)
+        out["proba_ll_test"] = proba_log_loss(model, test, target)
         out["majority"] = float(test[target].astype(str).value_counts(normalize=True).max())
         # what predicting the training rows' majority level scores on the held-out rows
         top = train[target].astype(str).value_counts().index[0]
@@ -247,7 +260,7 @@ def fmt_rows(rows: list[dict]) -> str:
         df["error"] = None
     cols = [c for c in ("learner", "variant", "table", "n_train", "d", "fit_cpu_s", "c2st",
                         "test_ll", "marginal_ll", "train_ll", "proba_acc_test", "majority",
-                        "train_majority_acc",
+                        "train_majority_acc", "proba_ll_test",
                         "proba_acc_train", "impute_rmse", "impute_rmse_expectation",
                         "mean_rmse", "n_trees_", "pool_size_", "max_leaves_",
                         "n_splits_", "best_", "selection_rows_", "candidate_cpu_s",
@@ -341,7 +354,8 @@ def main(argv=None) -> int:
         "fit first); `marginal_ll` is the product of one-column ARF marginals; "
         "`proba_acc_*` is held-out / training accuracy of predict_proba's most probable level "
         "of the table's target, `majority` the held-out share of its majority level, "
-        "`train_majority_acc` the held-out accuracy of the training rows' majority level; "
+        "`train_majority_acc` the held-out accuracy of the training rows' majority level, "
+        "`proba_ll_test` the mean log-probability predict_proba gives the true level; "
         "impute_rmse: quine's Days masked on every held-out row, against the training mean.",
         "", "## Summary", "", summary(rows), "", "## Cells", "", fmt_rows(rows), ""]))
     print(a.out.read_text())
