@@ -93,12 +93,16 @@ class _SerialTwinCompiler(CompilerBase):
         return [pm]
 
 
-def parallel_kernel(fn: Callable | None = None, *, error_model: str = "python") -> Callable:
+def parallel_kernel(fn: Callable | None = None, *, error_model: str = "numpy") -> Callable:
     """Decorator: ``fn`` (a kernel written with ``prange``) as a fork- and thread-safe pair of
     compiled kernels (see the module docstring). ``.parallel`` and ``.serial`` expose both.
-    ``@parallel_kernel(error_model="numpy")`` compiles a kernel whose float division never
-    raises (its raise paths keep Numba from pruning the reference counting of the arrays that
-    inlined helpers take: atomic increments in every iteration of a hot loop)."""
+
+    Division follows NumPy by default (``x / 0.0`` is ``inf`` or ``nan``, never an exception)
+    in both kernels. With ``error_model="python"`` the two would disagree: a ``prange`` body
+    run in parallel cannot raise, so it returns ``inf``, while the serial twin raises
+    ``ZeroDivisionError`` — a result that would depend on the input's size or the caller's
+    thread. Python's model also keeps raise paths that stop Numba from pruning the reference
+    counting of the arrays inlined helpers take (atomic increments in every iteration)."""
     if fn is None:
         return functools.partial(parallel_kernel, error_model=error_model)
     par = njit(cache=True, parallel=True, error_model=error_model)(fn)

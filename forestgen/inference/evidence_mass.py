@@ -297,7 +297,7 @@ def _build(node, fnode, cat_left, n_levels, tabs, colkind, depth):
     return logw, ok
 
 
-@parallel_kernel(error_model="numpy")
+@parallel_kernel
 def _block_kernel(X, order, block, ev, forest, tables):
     """The walk (:func:`~.marginal_walk.walk`) for rows with only intervals and level sets
     ``ev`` (:class:`~.marginal_walk.RangeEvidence`) on the packed ``forest``

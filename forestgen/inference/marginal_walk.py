@@ -137,7 +137,7 @@ def _add_moments(ab, q, xb, w, r, tabs, queries, pv, seen, visit):
                 ab[q, o] += w * qmean[qrow[t], r]
 
 
-@parallel_kernel(error_model="numpy")
+@parallel_kernel
 def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
     """Each row ``q`` adds every leaf it reaches in the trees of group ``g``
     (``plan.bounds[g]:plan.bounds[g + 1]``) to its running sums ``gst[g, q]``
@@ -251,7 +251,7 @@ def _batch_walk(rows, ev, plan, forest, queries, gst, gacc, gcnt):
                         sp += 1
 
 
-@parallel_kernel(error_model="numpy")
+@parallel_kernel
 def _fold_groups(gst, gacc, order, st, acc):
     """Row ``order[q]``'s sums ``st``, ``acc``: the groups' sums ``gst[:, q]``, ``gacc[:, q]``
     added in group order (:func:`~forestgen.logsumexp.lse_merge`)."""

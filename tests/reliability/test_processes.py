@@ -141,6 +141,26 @@ def test_parallel_kernel_error_model():
         np.testing.assert_array_equal(out, [0.5, -np.inf, 0.75])
 
 
+def test_parallel_kernel_twins_agree_on_division_by_zero():
+    """At the default error model the parallel kernel and its serial twin give the same
+    ``inf`` / ``nan`` (under Python's model the twin raised where the parallel one did not)."""
+    from numba import prange
+
+    from forestgen.parallel import parallel_kernel
+
+    @parallel_kernel
+    def ratio(a, b):
+        out = np.empty(a.shape[0])
+        for i in prange(a.shape[0]):
+            out[i] = a[i] / b[i]
+        return out
+
+    a, b = np.array([1.0, -2.0, 0.0, 3.0]), np.array([2.0, 0.0, 0.0, 4.0])
+    want = [0.5, -np.inf, np.nan, 0.75]
+    np.testing.assert_array_equal(ratio.parallel(a, b), want)
+    np.testing.assert_array_equal(ratio.serial(a, b), want)
+
+
 TWIN_SCRIPT = textwrap.dedent("""
     import numba
     import numpy as np
