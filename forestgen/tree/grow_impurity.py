@@ -31,10 +31,10 @@ Work per node is kept proportional to the node's rows, not to the bins:
   by the dense scan too, so both give the same split.
 * The left child's class weights are summed during the partition (the right child's are the
   parent's minus the left's).
-* The histogram fill and the candidates' bin scans are written out in :func:`grow_tree`, not
-  in inlined helpers: Numba gives each array argument of an inlined call an atomic
-  reference-count pair that its pruning pass leaves in place around loops (about 45 pairs a
-  node before; ``benchmarks/results/grower_floor_s46.md``).
+* The histogram fill, the candidates' bin scans and the partitions are written out in
+  :func:`grow_tree`, not in inlined helpers: Numba gives each array argument of an inlined
+  call an atomic reference-count pair that its pruning pass leaves in place around loops
+  (about 45 pairs a node before; ``benchmarks/results/grower_floor_s46.md``).
 
 Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their ids (int32,
 two buffers likewise) are partitioned along, reading the split column's codes from ``Xb``, so
@@ -187,71 +187,6 @@ def _impurity2(code, l0, l1, r0, r1):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _split_records(rec, words, rw, lab, wc, p, start, end, f, go_left, value, lnode):
-    """Stable partition of the records ``start:end`` of buffer ``p`` into buffer ``1 - p``
-    (same range) by ``go_left[code of column f]``: the rows going left first, each side in its
-    order; the left rows' class weights are added to ``value[lnode]`` in row order. Returns the
-    split point. One count pass, then each record is moved once (a word copy). ``rec, words,
-    rw``: the :class:`Records` views ``codes, words, weight``."""
-    n_left = 0
-    for r in range(start, end):
-        if go_left[rec[p, r, f]]:
-            n_left += 1
-    nw = words.shape[2]
-    q = 1 - p
-    q_l = start
-    q_r = start + n_left
-    if value.shape[1] == 2:  # two classes: the sums in registers (no store per row)
-        v0 = value[lnode, 0]
-        v1 = value[lnode, 1]
-        for r in range(start, end):  # without branches: the side is a coin flip per row
-            g = np.int64(go_left[rec[p, r, f]])
-            pos = q_r + g * (q_l - q_r)
-            for k in range(nw):
-                words[q, pos, k] = words[p, r, k]
-            # + 0.0 (a right row, or the other class) leaves a sum's bits unchanged
-            wg = rw[p, r, wc] * g
-            c1 = np.int64(rec[p, r, lab])
-            v0 += wg * (1 - c1)
-            v1 += wg * c1
-            q_l += g
-            q_r += 1 - g
-        value[lnode, 0] = v0
-        value[lnode, 1] = v1
-        return start + n_left
-    for r in range(start, end):
-        g = np.int64(go_left[rec[p, r, f]])
-        pos = q_r + g * (q_l - q_r)
-        for k in range(nw):
-            words[q, pos, k] = words[p, r, k]
-        # + 0.0 for a right row leaves the sum's bits unchanged (weights are > 0)
-        value[lnode, rec[p, r, lab]] += rw[p, r, wc] * g
-        q_l += g
-        q_r += 1 - g
-    return start + n_left
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _split_ids(ids, p, start, end, Xb, f, go_left):
-    """Stable partition of the row ids ``ids[p, start:end]`` into ``ids[1 - p]`` (same range)
-    by ``go_left[Xb[f, id]]``. Returns the split point."""
-    n_left = 0
-    for r in range(start, end):
-        if go_left[Xb[f, ids[p, r]]]:
-            n_left += 1
-    q = 1 - p
-    q_l = start
-    q_r = start + n_left
-    for r in range(start, end):
-        i = ids[p, r]
-        g = np.int64(go_left[Xb[f, i]])
-        ids[q, q_r + g * (q_l - q_r)] = i
-        q_l += g
-        q_r += 1 - g
-    return start + n_left
-
-
 @njit(cache=True, nogil=True)
 def grow_tree(rows, limits, rng, route_all):
     """Grow one tree of :class:`LabelledRows` under a :class:`GrowRule`; see the module
@@ -290,6 +225,7 @@ def grow_tree(rows, limits, rng, route_all):
     _fill_records(Xb, idx, y, w, R)
     rcodes, rwords, rweight, rints = R.codes, R.words, R.weight, R.ints
     lab, idc, wc = R.lab, R.idc, R.wc
+    nw = rwords.shape[2]
     row_node = np.full(n if route_all else 0, -1, np.int32)
     cap = 2 * max(n_in, 1) + 1
     feature = np.full(cap, -1, np.int32)
@@ -599,11 +535,58 @@ def grow_tree(rows, limits, rng, route_all):
         n_nodes += 2
         left[node] = lnode
         right[node] = rnode
-        mid = _split_records(rcodes, rwords, rweight, lab, wc, par, start, end, f, go, value,
-                             lnode)
+        # -- stable partition of the records start:end of buffer par into the other buffer
+        # by go[code of column f]: the left rows first, each side in its order (a count
+        # pass, then each record moved once, a word copy, without branches: the side is a
+        # coin flip per row); the left rows' class weights are summed into value[lnode] in
+        # row order (+ 0.0 for a right row or the other class leaves a sum's bits unchanged)
+        n_left = 0
+        for r in range(start, end):
+            if go[rcodes[par, r, f]]:
+                n_left += 1
+        mid = start + n_left
+        q = 1 - par
+        q_l = start
+        q_r = mid
+        if n_classes == 2:  # the sums in registers (no store per row)
+            v0 = value[lnode, 0]
+            v1 = value[lnode, 1]
+            for r in range(start, end):
+                g = np.int64(go[rcodes[par, r, f]])
+                pos = q_r + g * (q_l - q_r)
+                for k in range(nw):
+                    rwords[q, pos, k] = rwords[par, r, k]
+                wg = rweight[par, r, wc] * g
+                c1 = np.int64(rcodes[par, r, lab])
+                v0 += wg * (1 - c1)
+                v1 += wg * c1
+                q_l += g
+                q_r += 1 - g
+            value[lnode, 0] = v0
+            value[lnode, 1] = v1
+        else:
+            for r in range(start, end):
+                g = np.int64(go[rcodes[par, r, f]])
+                pos = q_r + g * (q_l - q_r)
+                for k in range(nw):
+                    rwords[q, pos, k] = rwords[par, r, k]
+                value[lnode, rcodes[par, r, lab]] += rweight[par, r, wc] * g
+                q_l += g
+                q_r += 1 - g
+        # -- the out-of-bag row ids likewise, reading the codes from Xb
         omid = ostart
         if route_all:
-            omid = _split_ids(oid, par, ostart, oend, Xb, f, go)
+            for r in range(ostart, oend):
+                if go[Xb[f, oid[par, r]]]:
+                    omid += 1
+            q_l = ostart
+            q_r = omid
+            for r in range(ostart, oend):
+                i = oid[par, r]
+                g = np.int64(go[Xb[f, i]])
+                oid[q, q_r + g * (q_l - q_r)] = i
+                q_l += g
+                q_r += 1 - g
         for c in range(n_classes):
             value[rnode, c] = value[node, c] - value[lnode, c]
         # push right first so the left subtree is grown first (depth-first)
