@@ -523,30 +523,17 @@ def test_gibbs_sweep_draws_from_the_brute_force_conditional():
 
 
 def test_gibbs_sweep_replay_with_a_wide_nominal_column_and_two_words():
-    # a nominal column of 70 codes (added code by code, not through the dense byte rows),
-    # one of 9 (dense rows), missing codes, two-word leaf sets, 5 chains (a padded group of 4)
+    # a nominal column of 71 codes (more than NOMINAL_DENSE: added bit by bit), one of 9 (a
+    # leaf's value added to every code, 0 outside it), missing codes, two-word leaf sets,
+    # 5 chains (a padded group of 4)
+    from forestgen.families.energy.gibbs import NOMINAL_DENSE
+
+    assert 9 <= NOMINAL_DENSE < 71
     rng = np.random.default_rng(16)
     grid = make_grid([7, 70, 9, 4], [True, False, False, True], [1, 1, 0, 1])
     e, _ = random_energy(grid, 3, rng, leaves=90, step=1.0)
     assert e.trees.leaf_sets(grid).words == 2
     _replay_against_brute_force(grid, e, e.sample_q0(5, rng), np.arange(4), n_sweeps=5)
-
-
-def test_nominal_codes_are_the_leaf_code_bitsets_as_bytes():
-    from forestgen.families.energy.gibbs import NOMINAL_DENSE, nominal_codes
-
-    rng = np.random.default_rng(17)
-    grid = make_grid([5, 70, 9, 3], [True, False, False, False])
-    e, _ = random_energy(grid, 3, rng, leaves=20)
-    sets = e.trees.leaf_sets(grid)
-    nom = nominal_codes(sets, grid.n_codes, grid.ordered)
-    assert list(nom.start) == [-1, -1, 0, 9]  # ordered, and more than NOMINAL_DENSE codes
-    assert grid.n_codes[1] > NOMINAL_DENSE
-    for j in (2, 3):
-        for k in range(grid.n_codes[j]):
-            word = sets.codes[:, sets.nw_off[j] + k // 64, :]
-            bit = (word >> np.uint64(k % 64)) & np.uint64(1)
-            np.testing.assert_array_equal(nom.mask[:, :, nom.start[j] + k], bit)
 
 
 def test_leaf_bitset_slices_on_a_column_of_65535_values():

@@ -180,44 +180,18 @@ def popcount(typingctx, x):
     return x(x), codegen
 
 
-class NominalCodes(NamedTuple):
-    """Each leaf's codes on the nominal columns of at most ``NOMINAL_DENSE`` codes as bytes:
-    ``mask [T, cap, S]`` (1: the leaf admits the code), column ``j`` at
-    ``start[j]..start[j] + n_codes[j]`` (``start[j] = -1``: not stored)."""
-
-    mask: np.ndarray
-    start: np.ndarray
-
-
-#: nominal columns of at most this many codes add a crossed leaf's value through a dense
-#: 0/1 byte row (a vectorised loop) instead of a loop over the bits of its code set
+#: nominal columns of at most this many codes (one bitset word) add a crossed leaf's value to
+#: every code, 0 outside the leaf (a loop the compiler vectorises), instead of a loop over the
+#: bits of its code set
 NOMINAL_DENSE = 64
 
 
-def nominal_codes(sets, n_codes: np.ndarray, ordered: np.ndarray) -> NominalCodes:
-    """:class:`NominalCodes` of the leaf sets ``sets`` (from their per-leaf code bitsets)."""
-    T, _, cap = sets.codes.shape
-    start = np.full(len(n_codes), -1, np.int64)
-    S = 0
-    for j in range(len(n_codes)):
-        if not ordered[j] and n_codes[j] <= NOMINAL_DENSE:
-            start[j] = S
-            S += int(n_codes[j])
-    mask = np.zeros((T, cap, max(S, 1)), np.uint8)
-    for j in np.flatnonzero(start >= 0):
-        k = np.arange(n_codes[j])
-        w = sets.codes[:, sets.nw_off[j] + (k >> 6), :]  # [T, nc, cap]
-        bit = (w >> (k & 63).astype(np.uint64)[None, :, None]) & np.uint64(1)
-        mask[:, :, start[j]:start[j] + n_codes[j]] = bit.transpose(0, 2, 1)
-    return NominalCodes(mask, start)
-
-
 @parallel_kernel
-def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
+def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     """Run one chain per row of ``X0 [c, d]`` under :class:`Schedule` ``sched``, with
-    :class:`ChainEvidence` ``ev`` on :class:`CodeGrid` ``grid``, the energy's
-    :class:`~forestgen.families.energy.leaf_sets.LeafSetView` ``sets`` and its
-    :class:`NominalCodes` ``nominal``; returns the recorded states ``[c, n_rec, d]``.
+    :class:`ChainEvidence` ``ev`` on :class:`CodeGrid` ``grid`` and the energy's
+    :class:`~forestgen.families.energy.leaf_sets.LeafSetView` ``sets``; returns the recorded
+    states ``[c, n_rec, d]``.
 
     ``free_cols`` ascending. The leaves each tree's line crosses for column ``j`` are
     ``prefix & suffix``: the AND of the bitsets of the tree's columns before ``j`` (current
@@ -228,7 +202,8 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
     ANDs and bit counts run over chains in vector lanes. Per tree, the crossed leaves of all
     chains are first listed, word by word (the chains with bits in the word gathered first,
     then four slots written per word whatever its bits, so that few branches depend on the
-    data), then added: each chain's additions happen in the
+    data), then added (a leaf's value to all codes of a nominal column of at most
+    ``NOMINAL_DENSE`` codes, 0 outside the leaf): each chain's additions happen in the
     order of its leaves, as in a leaf-by-leaf loop, so every logit has the same bits. The
     per-code prefix sums and cumulative masses run four chains at a time (four independent
     dependency chains), and the drawn code is the number of cumulative masses ``<= u``.
@@ -242,7 +217,6 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
     code_row, masks, col_ptr, cols = sets.code_row, sets.masks, sets.col_ptr, sets.cols
     leaf_value, span, mi, codes, nw_off = sets.leaf_value, sets.span, sets.mi, sets.codes, \
         sets.nw_off
-    nmask, nstart = nominal.mask, nominal.start
     c, d = X0.shape
     T = col_ptr.shape[0] - 1
     W = masks.shape[1]
@@ -303,7 +277,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
                 nv = n_values[j]
                 o = off[j]
                 oj = ordered[j]
-                sj = nstart[j]
+                dense = not oj and nc <= NOMINAL_DENSE
                 for i in range(m):
                     for k in range(nc):
                         lg[i, k] = 0.0
@@ -360,15 +334,16 @@ def gibbs_kernel(X0, sched, ev, grid, sets, nominal, inv_temp, seeds, block):
                                 i = ent[u] >> sh
                                 ell = ent[u] & lmask
                                 lg[i, nv] += leaf_value[t, ell] * mi[t, j, ell]
-                    elif sj >= 0:  # adding 0 * v to the codes outside the leaf changes no bit
+                    elif dense:  # adding 0 to the codes outside the leaf changes no bit
+                        w0 = nw_off[j]
                         for u in range(n):
                             i = ent[u] >> sh
                             ell = ent[u] & lmask
                             v = leaf_value[t, ell]
+                            cb = codes[t, w0, ell]
                             lrow = lg[i]
-                            mrow = nmask[t, ell, sj:sj + nc]
                             for k in range(nc):
-                                lrow[k] += v * mrow[k]
+                                lrow[k] += v if (cb >> np.uint64(k)) & np.uint64(1) else 0.0
                     else:
                         for u in range(n):
                             i = ent[u] >> sh
@@ -491,9 +466,7 @@ class GibbsSampler(Sampler):
         codes = CodeGrid(energy.log_q0, grid.code_offsets, grid.n_codes.astype(np.int64),
                          grid.n_values.astype(np.int64), grid.ordered)
         return gibbs_kernel(np.ascontiguousarray(X0, np.int32), sched, ev, codes,
-                            sets.view(energy.trees.value),
-                            nominal_codes(sets, grid.n_codes, grid.ordered),
-                            1.0 / float(self.temperature),
+                            sets.view(energy.trees.value), 1.0 / float(self.temperature),
                             chain_seeds(rng, c), block)
 
 
