@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 
 @dataclass
@@ -16,6 +17,50 @@ class LeafCells:
     lower: np.ndarray
     upper: np.ndarray
     mask: np.ndarray
+
+
+def _bad_links_numpy(feature, left, right, row_node) -> int:
+    """:func:`_bad_links` for node arrays of any dtype."""
+    n = len(feature)
+    internal = feature >= 0
+    for code, a in ((1, left), (2, right)):
+        if np.any(internal & ((a <= 0) | (a >= n))) or np.any(~internal & (a != -1)):
+            return code
+    if len(row_node) and (row_node.min() < 0 or row_node.max() >= n
+                          or np.any(feature[row_node] >= 0)):
+        return 3
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _bad_children(feature, a):
+    """Whether some internal node's child id ``a`` lies outside ``1..n-1`` or a leaf's is not
+    -1."""
+    n = feature.shape[0]
+    for i in range(n):
+        if feature[i] >= 0:
+            if a[i] <= 0 or a[i] >= n:
+                return True
+        elif a[i] != -1:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _bad_links(feature, left, right, row_node):
+    """0 when every internal node's ``left`` / ``right`` child id lies in ``1..n-1``, every
+    leaf's is -1 and every ``row_node`` entry is a leaf's id; else 1 (``left`` bad), 2
+    (``right``) or 3 (``row_node``), checked in that order."""
+    if _bad_children(feature, left):
+        return 1
+    if _bad_children(feature, right):
+        return 2
+    n = feature.shape[0]
+    for i in range(row_node.shape[0]):
+        r = row_node[i]
+        if r < 0 or r >= n or feature[r] >= 0:
+            return 3
+    return 0
 
 
 @dataclass
@@ -64,15 +109,16 @@ class TreeRecord:
             if len(getattr(self, name)) != n:
                 raise ValueError(f"TreeRecord.{name} has {len(getattr(self, name))} entries, "
                                  f"feature has {n}")
-        internal = self.feature >= 0
-        for name in ("left", "right"):
-            a = getattr(self, name)
-            if np.any(internal & ((a <= 0) | (a >= n))) or np.any(~internal & (a != -1)):
-                raise ValueError(f"TreeRecord.{name} must hold child ids in 1..{n - 1} at "
-                                 "internal nodes and -1 at leaves")
-        if self.row_node is not None and len(self.row_node) and (
-                self.row_node.min() < 0 or self.row_node.max() >= n
-                or np.any(self.feature[self.row_node] >= 0)):
+        rows = self.row_node if self.row_node is not None else self.feature[:0]
+        arrays = (self.feature, self.left, self.right, rows)
+        if all(a.dtype.kind in "iu" for a in arrays):  # one compiled pass over the links
+            bad = _bad_links(*arrays)
+        else:
+            bad = _bad_links_numpy(*arrays)
+        if bad in (1, 2):
+            raise ValueError(f"TreeRecord.{('left', 'right')[bad - 1]} must hold child ids in "
+                             f"1..{n - 1} at internal nodes and -1 at leaves")
+        if bad == 3:
             raise ValueError("TreeRecord.row_node must hold a leaf's node id for every row")
         for name in ("class_weight", "node_mass"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
