@@ -118,10 +118,16 @@ def grow(data, n_trees: int, mns: int, seed: int):
 
 def load_kernel(src: Path):
     """``grow_tree`` of another checkout's ``forestgen/tree/grow_impurity.py`` (its helpers
-    import from this checkout's unchanged modules)."""
+    import from this checkout's unchanged modules). Loaded from a copy in a temporary
+    folder: Numba caches the compiled kernel beside its source file, and an entry written
+    under this module's name into the other checkout would break that checkout's own
+    ``grow_tree`` (its cache index matches, the pickled module does not import)."""
     import importlib.util
+    import shutil
+    import tempfile
 
-    path = src / "forestgen" / "tree" / "grow_impurity.py"
+    path = Path(tempfile.mkdtemp(prefix="grow_impurity_before_")) / "grow_impurity_before.py"
+    shutil.copyfile(src / "forestgen" / "tree" / "grow_impurity.py", path)
     spec = importlib.util.spec_from_file_location("grow_impurity_before", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
