@@ -139,6 +139,31 @@ def test_stray_strings_refused_by_name_unless_declared(tmp_path, capsys):
     assert "read as missing" in _err(capsys)
 
 
+def test_none_text_is_a_level_of_text_columns_and_missing_elsewhere(tmp_path):
+    # R's Arthritis codes Improved as None / Some / Marked: pandas alone reads "None" as missing
+    rows = ["None,3,2020-01-01,True,None,1", "Some,None,None,None,None,None",
+            "Marked,5,2020-01-03,False,None,x"] + ["Some,4,2020-01-02,True,None,2"] * 20
+    path = tmp_path / "none.csv"
+    path.write_text("Improved,age,day,flag,empty,code\n" + "\n".join(rows) + "\n")
+    df = read_table(path, {"code": {"sdtype": "categorical"}})
+    assert df["Improved"].tolist()[:3] == ["None", "Some", "Marked"]
+    assert df["Improved"].isna().sum() == 0
+    assert str(df["age"].dtype) == "Int64" and df["age"].isna().sum() == 1
+    assert str(df["day"].dtype).startswith("datetime64") and df["day"].isna().sum() == 1
+    assert str(df["flag"].dtype) == "boolean" and df["flag"].isna().sum() == 1
+    assert df["empty"].isna().all()
+    assert df["code"].tolist()[:3] == ["1", "None", "x"]  # declared categorical: a level
+    # named as missing, or declared numerical: missing
+    cat = {"code": {"sdtype": "categorical"}}
+    assert read_table(path, cat, na_values=["None"])["Improved"].isna().sum() == 1
+    declared = read_table(path, {"age": {"sdtype": "numerical"}, "code": {"sdtype": "categorical"}})
+    assert declared["age"].isna().sum() == 1
+    # a mostly numeric column keeps naming its real strays, not "None"
+    with pytest.raises(ValueError, match="'x'") as e:
+        read_table(path)
+    assert "None" not in str(e.value).split("holds numbers except")[1].split(";")[0]
+
+
 def test_schema_declares_ranges_decimals_and_datetime_format(tmp_path, capsys):
     df = _table(150)
     df["day"] = pd.to_datetime(df["day"]).dt.strftime("%d.%m.%Y")  # not ISO: needs a format

@@ -14,7 +14,10 @@ each text column the type its values have, so a model sees dates as dates:
 - a column whose values are numbers except for a few stray strings (at least
   ``NUMERIC_SHARE`` of its values parse as numbers) is refused, naming the column and the
   strings, unless ``metadata`` declares it: as ``numerical`` (the strays become missing, with
-  a warning) or as ``categorical`` (the column is kept as text).
+  a warning) or as ``categorical`` (the column is kept as text);
+- the text ``None`` is a level of a text column (R tables such as ``Arthritis`` code an
+  outcome ``None`` / ``Some`` / ``Marked``) and missing in any other column (numbers, dates,
+  booleans; a column of nothing else), or wherever ``na_values`` names it.
 
 ``metadata`` is the SDV-style dict that ``kinds=`` takes (:mod:`forestgen.data.metadata`);
 columns it declares are converted to the declared type. :func:`write_table` writes a frame in
@@ -35,8 +38,12 @@ from pandas.api import types as pdt
 __all__ = ["NA_VALUES", "NUMERIC_SHARE", "StrayValuesError", "read_table", "table_format",
            "write_table"]
 
-#: text read as missing besides pandas' defaults (``""``, ``NA``, ``N/A``, ``NaN``, ``null``...)
-NA_VALUES = ["?", ""]
+#: text read as missing: pandas' defaults except ``None`` (a level of text columns, see
+#: :func:`read_table`), and ``?``
+NA_VALUES = ["", "?", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+             "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null"]
+#: text that is missing in a column of numbers, dates or booleans, and a level of a text column
+NONE_TEXT = "None"
 #: a text column where at least this share of the values are numbers is numeric with strays
 NUMERIC_SHARE = 0.9
 
@@ -80,15 +87,16 @@ def read_table(path: str | Path, metadata: dict | None = None,
             raise ImportError("reading Parquet needs pyarrow: pip install pyarrow") from None
     else:
         sep = "\t" if path.name.lower().endswith((".tsv", ".tsv.gz")) else ","
-        try:
-            df = pd.read_csv(path, sep=sep, na_values=NA_VALUES + list(na_values or []),
-                             keep_default_na=True, skipinitialspace=True)
-        except pd.errors.EmptyDataError:
-            raise ValueError(f"{path}: the file is empty (no header, no rows)") from None
-        except (pd.errors.ParserError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path}: not a readable CSV ({' '.join(str(e).split())})") \
-                from None
+        df = _read_csv(path, sep, NA_VALUES + list(na_values or []))
     declared = _declared_columns(as_metadata_dict(metadata) if metadata else None)
+    holds_none = [c for c in df.columns if kind == "csv" and _holds_none(df[c])]
+    if holds_none:  # "None" is missing where the column is not text without it
+        as_missing = _read_csv(path, sep, NA_VALUES + list(na_values or []) + [NONE_TEXT])
+        for c in holds_none:
+            sdtype = declared.get(c, {}).get("sdtype")
+            if sdtype in ("numerical", "datetime", "boolean") or (
+                    sdtype is None and _not_text(as_missing[c], path)):
+                df[c] = as_missing[c]
     unknown = [c for c in declared if c not in df.columns]
     if unknown and not absent_ok:
         raise ValueError(f"{path}: the schema declares column(s) {unknown} that the file does "
@@ -96,6 +104,36 @@ def read_table(path: str | Path, metadata: dict | None = None,
     for c in df.columns:
         df[c] = _typed(df[c], declared.get(c), path)
     return df
+
+
+def _read_csv(path: Path, sep: str, na_values: list[str]) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, sep=sep, na_values=na_values, keep_default_na=False,
+                           skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty (no header, no rows)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a readable CSV ({' '.join(str(e).split())})") from None
+
+
+def _holds_none(col: pd.Series) -> bool:
+    if not (pdt.is_object_dtype(col.dtype) or pdt.is_string_dtype(col.dtype)):
+        return False
+    return bool((col.dropna().astype(str).str.strip() == NONE_TEXT).any())
+
+
+def _not_text(col: pd.Series, path: Path) -> bool:
+    """Whether a column read with ``None`` as missing is not a text column: numbers (with a
+    few stray strings too), dates, times, booleans, or nothing at all."""
+    if col.isna().all():
+        return True
+    try:
+        typed = _typed(col, None, path)
+    except StrayValuesError:
+        return True
+    except ValueError:  # unparseable dates: a text column
+        return False
+    return not (pdt.is_object_dtype(typed.dtype) or pdt.is_string_dtype(typed.dtype))
 
 
 def _declared_columns(meta: dict | None) -> dict:

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_evaluate_parser", "main", "read_table", "run_evaluate"]
 
-NA_VALUES = ["?", ""]
 
 
 def read_table(path: str | Path, metadata: dict | None = None) -> pd.DataFrame:
