@@ -32,12 +32,11 @@ _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # AncestralSam
 
 def leaf_table(log_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The inverse-CDF table of leaf weights ``exp(log_w)`` (normalised here): the cumulative
-    probabilities and their guide table (:func:`_guide_table`). ``O(leaves)``: a model's
-    own table is built once (:meth:`AncestralSampler.table`)."""
+    probabilities and their guide table (:func:`_guide_table`). ``O(leaves)``, in two
+    passes: a model's own table is built once (:meth:`AncestralSampler.table`)."""
     w = np.exp(log_w - np.max(log_w))
-    cdf = np.cumsum(w)
-    cdf /= cdf[-1]
-    return cdf, sized(_guide_table, len(cdf))(cdf)
+    cdf = _normalised_cumsum(w)
+    return cdf, _guide_table(cdf)
 
 
 def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator,
@@ -56,39 +55,42 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
     return _guided_draws(cdf, _guide_table(cdf), u)
 
 
-GUIDE_CHUNK = 4096  # guide-table entries per parallel task (fixed: any thread count)
-
-
-@parallel_kernel
+@njit(cache=True, nogil=True)
 def _guide_table(cdf):
     """``guide[k]``: the first index whose ``cdf`` exceeds ``k / G`` (``G`` a power of two at
     least ``len(cdf)``, so ``u * G`` and ``k / G`` are exact and ``floor(u * G) = k`` implies
-    ``k / G <= u``). Built in chunks of :data:`GUIDE_CHUNK` entries (a binary search for a
-    chunk's first entry, then a merge), every entry by itself, so any thread count gives the
-    same table."""
+    ``k / G <= u``); ``len(cdf)`` where none does. One pass over both: ``k / G < cdf[i]``
+    exactly when ``k < ceil(cdf[i] * G)`` (scaling by a power of two is exact), so leaf ``i``
+    is the guide entry of the ``k`` from the previous leaf's bound up to its own."""
     L = cdf.shape[0]
     G = 1
     while G < L:
         G *= 2
     guide = np.empty(G, np.int64)
-    for c in prange((G + GUIDE_CHUNK - 1) // GUIDE_CHUNK):
-        k0 = c * GUIDE_CHUNK
-        t0 = np.float64(k0) / G
-        lo = 0
-        hi = L
-        while lo < hi:  # the first index whose cdf exceeds t0
-            mid = (lo + hi) // 2
-            if cdf[mid] <= t0:
-                lo = mid + 1
-            else:
-                hi = mid
-        i = lo
-        for k in range(k0, min(G, k0 + GUIDE_CHUNK)):
-            t = np.float64(k) / G
-            while i < L and cdf[i] <= t:
-                i += 1
+    k = 0
+    for i in range(L):
+        c = cdf[i] * G
+        e = np.int64(np.ceil(c)) if c <= G else np.int64(G)  # (NaN stops every search: G)
+        while k < e:
             guide[k] = i
+            k += 1
+    while k < G:
+        guide[k] = L
+        k += 1
     return guide
+
+
+@njit(cache=True, nogil=True)
+def _normalised_cumsum(w):
+    """``np.cumsum(w) / its last entry`` (the same sums, in the same order)."""
+    cdf = np.empty(w.shape[0])
+    s = 0.0
+    for i in range(w.shape[0]):
+        s += w[i]
+        cdf[i] = s
+    for i in range(w.shape[0]):
+        cdf[i] = cdf[i] / s
+    return cdf
 
 
 @parallel_kernel
@@ -121,6 +123,26 @@ def _counting_order(leaf, n_leaves):
         order[start[k]] = q
         start[k] += 1
     return order
+
+
+@njit(cache=True, nogil=True)
+def _gather(u, order):
+    """``u[order]``."""
+    out = np.empty(order.shape[0])
+    for i in range(order.shape[0]):
+        out[i] = u[order[i]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _scatter_rows(cols, order, out):
+    """``out[order[i], j] = cols[j, i]``: the columns drawn in leaf order put back as rows, one
+    row of ``out`` written whole at a time."""
+    d = cols.shape[0]
+    for i in range(order.shape[0]):
+        r = order[i]
+        for j in range(d):
+            out[r, j] = cols[j, i]
 
 
 def leaf_order(leaf: np.ndarray) -> np.ndarray:
@@ -190,20 +212,20 @@ class AncestralSampler(Sampler):
             return out
         order = leaf_order(leaf)  # the rows by leaf: the leaves' tables are read in order
         by_leaf = np.asarray(leaf, np.int64)[order]
-        rows = np.empty((n, len(models)))  # the draws of the rows in that order
+        cols = np.empty((len(models), n))  # each column's draws of the rows in that order
         todo = []  # (column, its uniforms): drawn from rng in column order, as lm.sample would
         for j, lm in enumerate(models):
             if lm.has_uniform_sampler:
                 todo.append((j, rng.random(n)))
             else:
-                rows[:, j] = draw_column(model, j, leaf, rng)[order]
+                cols[j] = draw_column(model, j, leaf, rng)[order]
 
         def column(k: int) -> None:  # no random draws: the columns run in any order
             j, u = todo[k]
-            rows[:, j] = draw_column_uniform(model, j, by_leaf, u[order])
+            cols[j] = draw_column_uniform(model, j, by_leaf, _gather(u, order))
 
         thread_map(column, len(todo), getattr(model, "n_jobs", 1) if n >= THREAD_ROWS else 1)
-        out[order] = rows
+        _scatter_rows(cols, order, out)
         return out
 
 

@@ -10,7 +10,13 @@ import pytest
 
 from forestgen import ARF
 from forestgen.leaves.truncnorm import TruncNormalLeaf
-from forestgen.sampling.ancestral import draw_leaves, inverse_cdf, leaf_order
+from forestgen.sampling.ancestral import (
+    _guide_table,
+    draw_leaves,
+    inverse_cdf,
+    leaf_order,
+    leaf_table,
+)
 from forestgen.sampling.support import draw_column
 
 
@@ -32,6 +38,28 @@ def test_inverse_cdf_is_searchsorted(L):
     freq = np.bincount(leaf, minlength=L) / len(leaf)
     assert np.abs(freq - w / w.sum()).max() < 0.01
     assert (freq[w == 0] == 0).all()
+
+
+@pytest.mark.parametrize("L", [0, 1, 2, 7, 1024, 1025, 70_000])
+def test_leaf_table_is_the_normalised_cumsum_and_its_guide(L):
+    rng = np.random.default_rng(L)
+    lw = 3 * rng.standard_normal(L)
+    lw[rng.random(L) < 0.3] = -np.inf
+    if L:
+        lw[-1] = -np.inf  # a flat end: the last leaves reach 1 together
+        lw[0] = 0.0
+        cdf, guide = leaf_table(lw)
+        w = np.exp(lw - lw.max())
+        ref = np.cumsum(w)
+        assert np.array_equal(cdf, ref / ref[-1])  # the same sums, bit for bit
+        G = len(guide)
+        assert G >= L and G & (G - 1) == 0
+        assert np.array_equal(guide, np.searchsorted(cdf, np.arange(G) / G, side="right"))
+    # a CDF with entries on the guide's grid (k / G exactly), ties, and one below its end
+    cdf = np.array([0.0, 0.25, 0.25, 0.5, 0.75, 0.9, 1.0])
+    assert np.array_equal(_guide_table(cdf), np.searchsorted(cdf, np.arange(8) / 8, "right"))
+    short = np.array([0.125, 0.5])  # never reaches k / G = 0.5: those entries get len(cdf)
+    assert np.array_equal(_guide_table(short), [0, 2])
 
 
 def test_leaf_order_is_a_stable_sort():
