@@ -125,6 +125,13 @@ class CategoricalLeaf(LeafModel):
         self.rest_ = np.asarray(rest, np.float64)
         self.allowed_ = np.packbits(allowed_bool, axis=1, bitorder="little")
         self.shape_ = np.asarray(allowed_bool.shape, np.int64)  # (leaves, levels)
+        self._finish()
+
+    def _finish(self) -> None:
+        """Derived per-leaf array (not saved): ``total_``, each leaf's level probabilities
+        summed in code order (the sum :meth:`sample_uniform`'s inverse CDF scales its uniform
+        by), so a draw walks the levels once."""
+        self.total_ = sized(_level_totals, len(self.rest_))(*self._tables(), self.n_levels)
 
     @classmethod
     def from_pmf(cls, pmf: np.ndarray, count: np.ndarray, **params) -> CategoricalLeaf:
@@ -162,6 +169,7 @@ class CategoricalLeaf(LeafModel):
             setattr(self, k, np.asarray(v))
         if "base_" not in arrays:  # files written before the marginal prior: uniform rest
             self.base_ = np.ones(int(self.shape_[1]))
+        self._finish()
         return self
 
     def check_param_arrays(self, arrays, n_leaves, n_levels):
@@ -258,10 +266,12 @@ class CategoricalLeaf(LeafModel):
 
     def sample_uniform(self, leaf, u):
         """:meth:`sample` (no level set) from the uniforms ``u``: the first level whose
-        cumulative mass reaches ``u`` times the leaf's."""
+        cumulative mass reaches ``u`` times the leaf's (``total_``, summed once)."""
+        if getattr(self, "total_", None) is None:  # (a model unpickled from before total_)
+            self._finish()
         leaf = np.asarray(leaf, np.int64)
         return sized(_categorical_sample_all, len(leaf))(
-            *self._tables(), leaf, np.asarray(u, np.float64), self.n_levels)
+            *self._tables(), leaf, np.asarray(u, np.float64), self.n_levels, self.total_)
 
     def mean(self, leaf):
         return _categorical_mean(*self._tables(), np.asarray(leaf, np.int64), self.n_levels)
@@ -463,26 +473,39 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
 
 
 @parallel_kernel
-def _categorical_sample_all(offset, code, prob, rest, bits, base, leaf, u, k):
-    """:func:`_categorical_sample` over all levels (the same sums in the same order), each
-    leaf's level probabilities computed once, not once per pass."""
+def _level_totals(offset, code, prob, rest, bits, base, k):
+    """Each leaf's level probabilities summed in code order (:func:`_categorical_sample`'s
+    total over all levels, the same sums in the same order)."""
+    L = offset.shape[0] - 1
+    out = np.empty(L)
+    for lf in prange(L):
+        tot = 0.0
+        e = offset[lf]
+        for c in range(k):
+            p, e = _next_level_prob(offset, code, prob, rest, bits, base, lf, c, e)
+            tot += p
+        out[lf] = tot
+    return out
+
+
+@parallel_kernel
+def _categorical_sample_all(offset, code, prob, rest, bits, base, leaf, u, k, total):
+    """:func:`_categorical_sample` over all levels (the same sums in the same order), the
+    leaves' totals read from ``total`` (:func:`_level_totals`): one walk over the levels,
+    up to the one drawn."""
     m = leaf.shape[0]
     out = np.empty(m)
     step = 4096
     for ch in prange((m + step - 1) // step):
-        p = np.empty(max(k, 1))
         for i in range(ch * step, min(m, (ch + 1) * step)):
             lf = leaf[i]
-            tot = 0.0
-            e = offset[lf]
-            for c in range(k):
-                p[c], e = _next_level_prob(offset, code, prob, rest, bits, base, lf, c, e)
-                tot += p[c]
-            target = u[i] * tot
+            target = u[i] * total[lf]
             cdf = 0.0
             pick = k - 1
+            e = offset[lf]
             for c in range(k):
-                cdf += p[c]
+                p, e = _next_level_prob(offset, code, prob, rest, bits, base, lf, c, e)
+                cdf += p
                 if cdf >= target:
                     pick = c
                     break

@@ -86,6 +86,20 @@ def test_draws_equal_the_dense_inverse_cdf(case):
     np.testing.assert_array_equal(got, _dense_sample(pmf, leaf, u, lv))
 
 
+def test_leaf_totals_are_the_level_sums_in_code_order(case):
+    lm, pmf, _ = case
+    L, k = pmf.shape
+    seq = np.cumsum(lm.probs(np.arange(L)), axis=1)[:, -1]  # summed in code order
+    np.testing.assert_array_equal(lm.total_, seq)
+    loaded = CategoricalLeaf(alpha=lm.alpha).set_param_arrays(lm.param_arrays())
+    np.testing.assert_array_equal(loaded.total_, seq)  # derived again on load, not saved
+    assert "total_" not in lm.param_arrays()
+    del lm.__dict__["total_"]  # (a model unpickled from before total_): derived on first draw
+    leaf = np.random.default_rng(2).integers(0, L, 500)
+    u = np.random.default_rng(3).random(len(leaf))
+    np.testing.assert_array_equal(lm.sample_uniform(leaf, u), _dense_sample(pmf, leaf, u))
+
+
 def test_legacy_dense_arrays_load_to_the_same_model(case):
     lm, pmf, count = case
     L, k = pmf.shape
