@@ -3,12 +3,26 @@ numpy and (the ``torch_`` functions, for on-device sampling) in torch."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
+from numba import njit
+from numba.extending import get_cython_function_address
 from scipy.special import log_ndtr, ndtri_exp
 
 LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+
+def _scipy_scalar(name: str):
+    """scipy's compiled scalar ``double name(double)`` (``scipy.special.cython_special``) as a
+    function Numba kernels take as an argument and call (the same code as the ufunc)."""
+    return ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(
+        get_cython_function_address("scipy.special.cython_special", name))
+
+
+#: ``Phi^-1`` and ``Phi^-1(exp(.))`` for Numba kernels (:func:`std_truncnorm_draw` and its log form)
+NDTRI, NDTRI_EXP = _scipy_scalar("ndtri"), _scipy_scalar("ndtri_exp")
 
 
 def log1mexp(x: np.ndarray) -> np.ndarray:
@@ -58,6 +72,56 @@ def std_truncnorm_from_tails(flip, lo, hi, llo, lhi, u) -> np.ndarray:
     z = ndtri_exp(np.minimum(logp, 0.0))
     z = np.clip(z, lo, hi)
     return np.where(flip, -z, z)
+
+
+def cdf_ends(logz: np.ndarray, lhi: np.ndarray, llo: np.ndarray) -> np.ndarray:
+    """``[3, L]``: ``Phi(lo)``, the mass ``Phi(hi) - Phi(lo)`` and ``1 - Phi(hi)`` of cells
+    ``(lo, hi]`` (as :func:`_lower_tail` mirrors them) from their logarithms ``llo``,
+    ``logz`` (:func:`log_ndtr_diff_tails`) and ``lhi``; each to a few ulp (exp of an accurate
+    logarithm; ``1 - Phi(hi)`` as ``-expm1``), a mass too small to draw from linearly
+    (:data:`LINEAR_MASS`) included."""
+    with np.errstate(invalid="ignore"):
+        return np.stack([np.exp(llo), np.exp(logz), -np.expm1(lhi)])
+
+
+#: the least cell mass :func:`std_truncnorm_draw` draws in linear probabilities; the
+#: few cells of less mass (far in a tail) are drawn in log space
+LINEAR_MASS = 1e-280
+
+
+@njit(cache=True, nogil=True, inline="always")
+def std_truncnorm_draw(ndtri, u, p_lo, mass, q_hi):
+    """The inverse-CDF draw at ``u`` of N(0,1) truncated to a cell ``(lo, hi]`` on the lower
+    tail (as :func:`_lower_tail` mirrors cells; the quantile function of
+    :func:`sample_std_truncnorm`): ``z = Phi^-1(p)``, ``p = Phi(lo) + u m`` (``m`` the cell's
+    mass), or where ``p > 1/2`` ``z = -Phi^-1(1 - Phi(hi) + (1 - u) m)`` (``1 - u`` is exact
+    for ``rng.random``'s uniforms): sums of positive terms, from the cell's
+    :func:`cdf_ends` ``p_lo, mass, q_hi``, so ``p`` keeps its relative precision down to the
+    tail ends. For cells of mass at least :data:`LINEAR_MASS` (the others:
+    :func:`std_truncnorm_draw_log`). ``z`` can leave the cell by rounding: the caller keeps
+    its draws in their cells. ``ndtri``: :data:`NDTRI`."""
+    p = p_lo + u * mass
+    if p <= 0.5:
+        return ndtri(p)
+    return -ndtri(q_hi + (1.0 - u) * mass)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def std_truncnorm_draw_log(ndtri_exp_, u, llo, lhi):
+    """:func:`std_truncnorm_draw` in log space, from ``llo, lhi`` (``log Phi`` of the cell's
+    ends), as :func:`std_truncnorm_from_tails` computes it (before its clipping), for cells of
+    mass below :data:`LINEAR_MASS`. ``ndtri_exp_``: :data:`NDTRI_EXP`."""
+    la = llo + np.log1p(-u)
+    lb = lhi + np.log(u)
+    if la == lb:  # np.logaddexp
+        lp = la + 0.6931471805599453
+    elif la > lb:
+        lp = la + np.log1p(np.exp(lb - la))
+    elif la < lb:
+        lp = lb + np.log1p(np.exp(la - lb))
+    else:
+        lp = la - lb
+    return ndtri_exp_(min(lp, 0.0))
 
 
 def _torch_ndtri_log(logp):

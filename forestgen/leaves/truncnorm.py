@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 from numba import njit, prange
-from scipy.special import ndtri_exp
 
 from forestgen.leaves.base import (
     ColumnCell,
@@ -23,11 +22,17 @@ from forestgen.leaves.base import (
     torch_tensor,
 )
 from forestgen.leaves.normal_math import (
+    LINEAR_MASS,
     LOG_SQRT_2PI,
+    NDTRI,
+    NDTRI_EXP,
     _lower_tail,
+    cdf_ends,
     log_ndtr_diff,
     log_ndtr_diff_tails,
     sample_std_truncnorm,
+    std_truncnorm_draw,
+    std_truncnorm_draw_log,
     std_truncnorm_mean,
     torch_std_truncnorm,
 )
@@ -159,9 +164,13 @@ class TruncNormalLeaf(LeafModel):
 
     def _finish(self):
         """Derived per-leaf arrays (not saved): the standardised cell ``a_, b_``, its log mass
-        ``logz_``, the log normaliser ``lognorm_`` and ``tails_`` (``log Phi`` of the cell's
+        ``logz_``, the log normaliser ``lognorm_``, ``tails_`` (``log Phi`` of the cell's
         ends mirrored onto the lower tail, :func:`~.normal_math.log_ndtr_diff_tails`, ``[2,
-        L]``), which :meth:`sample_uniform` reads instead of evaluating them per draw."""
+        L]``) and ``draw_table_`` (``[5, L]``), what :meth:`sample_uniform` reads of a leaf
+        besides ``mu_`` and ``hi_`` instead of evaluating it per draw: the mirrored cell's
+        :func:`~.normal_math.cdf_ends`, ``sigma`` (negated where the cell is mirrored) and the
+        least value its draws are kept above (the float above ``lo_``, at most ``hi_``).
+        Leaves read in order stream through each row."""
         self.a_ = (self.lo_ - self.mu_) / self.sigma_
         self.b_ = (self.hi_ - self.mu_) / self.sigma_
         self.logz_, llo, lhi = log_ndtr_diff_tails(self.a_, self.b_)
@@ -170,6 +179,10 @@ class TruncNormalLeaf(LeafModel):
         if not np.array_equal(b, self.b_, equal_nan=True):
             llo, lhi = _lower_tail(self.a_, b)[3:]
         self.tails_ = np.stack([llo, lhi])
+        self.draw_table_ = np.concatenate([
+            cdf_ends(self.logz_, lhi, llo),  # (a_ > b_: mass 0, as the draw's cell)
+            [np.where(self.a_ > 0, -self.sigma_, self.sigma_),
+             np.minimum(np.nextafter(self.lo_, np.inf), self.hi_)]])
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)
@@ -228,19 +241,16 @@ class TruncNormalLeaf(LeafModel):
             return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
 
     def sample_uniform(self, leaf, u):
-        """:meth:`sample` (no interval) from the uniforms ``u``, by the inverse CDF with the
-        cells' tail masses ``tails_`` looked up, not evaluated: the arithmetic of
-        :func:`~.normal_math.sample_std_truncnorm` and :meth:`sample` (numpy's and scipy's
-        functions for the logarithms and the normal quantile, the rest in two passes)."""
-        if getattr(self, "tails_", None) is None:  # (a model unpickled from before tails_)
+        """:meth:`sample` (no interval) from the uniforms ``u``: the inverse CDF of
+        :func:`~.normal_math.sample_std_truncnorm` (the same quantile function), evaluated
+        from the cells' probabilities looked up in ``draw_table_``, not from their logarithms
+        (:func:`~.normal_math.std_truncnorm_draw`: one normal quantile per draw), then ``mu +
+        sigma z`` kept in the leaf's cell to the ulp, as :meth:`sample` keeps it."""
+        if getattr(self, "draw_table_", None) is None:  # (unpickled from before draw_table_)
             self._finish()
-        leaf = np.asarray(leaf, np.int64)
-        flip, lo, hi, llo, lhi = _tail_ends(leaf, self.a_, self.b_, self.tails_)
-        with np.errstate(divide="ignore"):
-            logp = np.logaddexp(llo + np.log1p(-u), lhi + np.log(u))
-        z = ndtri_exp(np.minimum(logp, 0.0))
-        return _place_draws(z, (flip, lo, hi), leaf, (self.mu_, self.sigma_, self.lo_,
-                                                       self.hi_))
+        return _truncnorm_draws(NDTRI, NDTRI_EXP, np.asarray(leaf, np.int64),
+                                np.asarray(u, np.float64), self.draw_table_, self.mu_,
+                                self.hi_, self.tails_)
 
     def mean(self, leaf):
         """Truncated-normal mean ``mu + sigma (phi(a) - phi(b)) / Z``, in log space."""
@@ -316,28 +326,6 @@ def _truncnorm_log_prob(mu, sigma, lognorm, lo, hi, leaf, x):
     return out
 
 
-@njit(cache=True, nogil=True)
-def _tail_ends(leaf, a_, b_, tails):
-    """Per draw from ``leaf``: the standardised cell ``(a, max(a, b)]`` mirrored onto the lower
-    tail (``flip, lo, hi``, :func:`~.normal_math._lower_tail`) and ``log Phi`` of its ends
-    (``tails``)."""
-    m = leaf.shape[0]
-    flip = np.empty(m, np.bool_)
-    lo, hi, llo, lhi = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
-    for i in range(m):
-        k = leaf[i]
-        a, b = a_[k], b_[k]
-        if a >= b or np.isnan(a):  # b = np.maximum(a, b)
-            b = a
-        f = a > 0
-        flip[i] = f
-        lo[i] = -b if f else a
-        hi[i] = -a if f else b
-        llo[i] = tails[0, k]
-        lhi[i] = tails[1, k]
-    return flip, lo, hi, llo, lhi
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _clip(x, lo, hi):
     """``np.clip`` of one value (NaN propagates)."""
@@ -349,22 +337,20 @@ def _clip(x, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _place_draws(z, ends, leaf, params):
-    """Standard draws ``z`` kept in their cells' ``(lo, hi]`` (mirrored back where ``flip``),
-    scaled to ``mu + sigma z`` and kept in the leaf's cell ``(lo_, hi_]`` to the ulp, as
-    :meth:`TruncNormalLeaf.sample` does with numpy."""
-    flip, lo, hi = ends
-    mu_, sigma_, lo_, hi_ = params
-    out = np.empty(z.shape[0])
-    for i in range(z.shape[0]):
+def _truncnorm_draws(ndtri, ndtri_exp_, leaf, u, table, mu_, hi_, tails):
+    """Per draw: the standard draw :func:`~.normal_math.std_truncnorm_draw` (or
+    :func:`~.normal_math.std_truncnorm_draw_log`, by the cell's mass) in the leaf's
+    mirrored standardised cell, ``mu + sigma z`` (``sigma`` signed: mirrored back), kept in
+    the leaf's cell to the ulp (``table``: :meth:`TruncNormalLeaf._finish`'s
+    ``draw_table_``)."""
+    out = np.empty(leaf.shape[0])
+    for i in range(leaf.shape[0]):
         k = leaf[i]
-        t = _clip(z[i], lo[i], hi[i])
-        if flip[i]:
-            t = -t
-        x = mu_[k] + sigma_[k] * t
-        high = hi_[k]
-        low = np.nextafter(lo_[k], np.inf)
-        if not (low <= high or np.isnan(low)):  # np.minimum(low, high)
-            low = high
-        out[i] = _clip(x, low, high)
+        mass = table[1, k]
+        if mass >= LINEAR_MASS:
+            t = std_truncnorm_draw(ndtri, u[i], table[0, k], mass, table[2, k])
+        else:  # (a cell far in a tail)
+            t = std_truncnorm_draw_log(ndtri_exp_, u[i], tails[0, k], tails[1, k])
+        x = mu_[k] + table[3, k] * t
+        out[i] = _clip(x, table[4, k], hi_[k])
     return out
