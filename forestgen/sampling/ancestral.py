@@ -59,24 +59,23 @@ def inverse_cdf(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
 def _guide_table(cdf):
     """``guide[k]``: the first index whose ``cdf`` exceeds ``k / G`` (``G`` a power of two at
     least ``len(cdf)``, so ``u * G`` and ``k / G`` are exact and ``floor(u * G) = k`` implies
-    ``k / G <= u``); ``len(cdf)`` where none does. One pass over both: ``k / G < cdf[i]``
-    exactly when ``k < ceil(cdf[i] * G)`` (scaling by a power of two is exact), so leaf ``i``
-    is the guide entry of the ``k`` from the previous leaf's bound up to its own."""
+    ``k / G <= u``); ``len(cdf)`` where none does. Without a search: ``k / G < cdf[i]``
+    exactly when ``k < ceil(cdf[i] * G)`` (scaling by a power of two is exact), so
+    ``guide[k]`` counts the leaves whose bound ``ceil(cdf[i] * G)`` is at most ``k`` (a NaN
+    entry stops every search: bound ``G``), a prefix sum of the bounds' counts."""
     L = cdf.shape[0]
     G = 1
     while G < L:
         G *= 2
-    guide = np.empty(G, np.int64)
-    k = 0
+    count = np.zeros(G + 1, np.int64)
     for i in range(L):
         c = cdf[i] * G
-        e = np.int64(np.ceil(c)) if c <= G else np.int64(G)  # (NaN stops every search: G)
-        while k < e:
-            guide[k] = i
-            k += 1
-    while k < G:
-        guide[k] = L
-        k += 1
+        count[np.int64(np.ceil(c)) if c <= G else G] += 1
+    guide = np.empty(G, np.int64)
+    s = 0
+    for k in range(G):
+        s += count[k]
+        guide[k] = s
     return guide
 
 
