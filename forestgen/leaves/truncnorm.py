@@ -166,10 +166,9 @@ class TruncNormalLeaf(LeafModel):
         """Derived per-leaf arrays (not saved): the standardised cell ``a_, b_``, its log mass
         ``logz_``, the log normaliser ``lognorm_``, ``tails_`` (``log Phi`` of the cell's
         ends mirrored onto the lower tail, :func:`~.normal_math.log_ndtr_diff_tails`, ``[2,
-        L]``) and ``draw_table_`` (``[5, L]``), what :meth:`sample_uniform` reads of a leaf
-        besides ``mu_`` and ``hi_`` instead of evaluating it per draw: the mirrored cell's
-        :func:`~.normal_math.cdf_ends`, ``sigma`` (negated where the cell is mirrored) and the
-        least value its draws are kept above (the float above ``lo_``, at most ``hi_``).
+        L]``) and ``draw_table_`` (``[4, L]``), what :meth:`sample_uniform` reads of a leaf
+        besides ``mu_`` and its cell instead of evaluating it per draw: the mirrored cell's
+        :func:`~.normal_math.cdf_ends` and ``sigma`` (negated where the cell is mirrored).
         Leaves read in order stream through each row."""
         self.a_ = (self.lo_ - self.mu_) / self.sigma_
         self.b_ = (self.hi_ - self.mu_) / self.sigma_
@@ -181,8 +180,7 @@ class TruncNormalLeaf(LeafModel):
         self.tails_ = np.stack([llo, lhi])
         self.draw_table_ = np.concatenate([
             cdf_ends(self.logz_, lhi, llo),  # (a_ > b_: mass 0, as the draw's cell)
-            [np.where(self.a_ > 0, -self.sigma_, self.sigma_),
-             np.minimum(np.nextafter(self.lo_, np.inf), self.hi_)]])
+            [np.where(self.a_ > 0, -self.sigma_, self.sigma_)]])
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)
@@ -249,8 +247,8 @@ class TruncNormalLeaf(LeafModel):
         if getattr(self, "draw_table_", None) is None:  # (unpickled from before draw_table_)
             self._finish()
         return _truncnorm_draws(NDTRI, NDTRI_EXP, np.asarray(leaf, np.int64),
-                                np.asarray(u, np.float64), self.draw_table_, self.mu_,
-                                self.hi_, self.tails_)
+                                np.asarray(u, np.float64), self.draw_table_,
+                                (self.mu_, self.lo_, self.hi_), self.tails_)
 
     def mean(self, leaf):
         """Truncated-normal mean ``mu + sigma (phi(a) - phi(b)) / Z``, in log space."""
@@ -337,12 +335,13 @@ def _clip(x, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _truncnorm_draws(ndtri, ndtri_exp_, leaf, u, table, mu_, hi_, tails):
+def _truncnorm_draws(ndtri, ndtri_exp_, leaf, u, table, params, tails):
     """Per draw: the standard draw :func:`~.normal_math.std_truncnorm_draw` (or
     :func:`~.normal_math.std_truncnorm_draw_log`, by the cell's mass) in the leaf's
     mirrored standardised cell, ``mu + sigma z`` (``sigma`` signed: mirrored back), kept in
     the leaf's cell to the ulp (``table``: :meth:`TruncNormalLeaf._finish`'s
     ``draw_table_``)."""
+    mu_, lo_, hi_ = params
     out = np.empty(leaf.shape[0])
     for i in range(leaf.shape[0]):
         k = leaf[i]
@@ -352,5 +351,9 @@ def _truncnorm_draws(ndtri, ndtri_exp_, leaf, u, table, mu_, hi_, tails):
         else:  # (a cell far in a tail)
             t = std_truncnorm_draw_log(ndtri_exp_, u[i], tails[0, k], tails[1, k])
         x = mu_[k] + table[3, k] * t
-        out[i] = _clip(x, table[4, k], hi_[k])
+        high = hi_[k]
+        low = np.nextafter(lo_[k], np.inf)
+        if not (low <= high or np.isnan(low)):  # np.minimum(low, high)
+            low = high
+        out[i] = _clip(x, low, high)
     return out
