@@ -502,8 +502,10 @@ class GenerativeForest(BaseEstimator):
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
-        Z = self.component("sampler").sample(self, int(n), rng, missing=missing)
-        return constrain(rows_to_support(Z, self.schema_), self.schema_)
+        sampler = self.component("sampler")
+        Z = sampler.sample(self, int(n), rng, missing=missing)
+        return constrain(Z if getattr(sampler, "in_support", False)
+                         else rows_to_support(Z, self.schema_), self.schema_)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
                on_empty: str | None = None, missing: bool = True) -> pd.DataFrame:

@@ -165,6 +165,7 @@ class AncestralSampler(Sampler):
 
     serves = frozenset({"leaf mixture"})
     device_twin = True
+    in_support = True  # every column goes through draw_column / draw_column_uniform
 
     def draw_leaves(self, log_weight: np.ndarray, n: int, rng: np.random.Generator
                     ) -> np.ndarray:

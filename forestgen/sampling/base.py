@@ -33,12 +33,16 @@ class Sampler(Component):
     not accept ``within_support`` is called without it and its exact draws are used.
     ``device_twin`` (not inherited: a subclass draws otherwise unless it says so) declares that
     the torch device sampler (:mod:`forestgen.torch.sampling`) reproduces its draws, so
-    ``to_torch().sample`` and ``as_dataset`` may draw on the device instead.
+    ``to_torch().sample`` and ``as_dataset`` may draw on the device instead. ``in_support``
+    (not inherited either) declares that ``sample``'s rows are in the model's support already
+    (every numeric value through :func:`~forestgen.data.support.to_support`), so
+    ``sample_encoded`` need not map them again.
     """
 
     serves: ClassVar[frozenset] = frozenset()
     device_twin: ClassVar[bool] = False
-    not_inherited = ("device_twin",)
+    in_support: ClassVar[bool] = False
+    not_inherited = ("device_twin", "in_support")
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError

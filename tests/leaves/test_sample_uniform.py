@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from forestgen import ARF
+from forestgen.data.support import rows_to_support
 from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.sampling.ancestral import (
+    AncestralSampler,
     _guide_table,
     draw_leaves,
     inverse_cdf,
@@ -107,3 +109,26 @@ def test_a_subclass_changing_sample_is_drawn_by_its_sample():
 
     assert TruncNormalLeaf().has_uniform_sampler
     assert not Shifted().has_uniform_sampler
+
+
+def test_ancestral_rows_are_in_the_support_already():
+    # sample_encoded skips rows_to_support for a sampler declaring in_support: its rows must
+    # be mapped already (a grid column rounded, every numeric value in the observed range)
+    rng = np.random.default_rng(5)
+    n = 800
+    z = rng.standard_normal(n)
+    df = pd.DataFrame({"r": np.round(z + 0.3 * rng.standard_normal(n), 2),
+                       "s": np.round(np.exp(z), 1), "u": rng.random(n) * (z > 0),
+                       "g": np.array(list("ab"))[(z > 0).astype(int)]})
+    df.loc[::9, "s"] = np.nan
+    m = ARF(n_trees=5, random_state=0).fit(df)
+    assert m.component("sampler").in_support
+    Z = m.sample_encoded(5000, 1, missing=True)
+    assert np.isnan(Z[:, 1]).any()
+    assert np.array_equal(Z, rows_to_support(Z.copy(), m.schema_), equal_nan=True)
+    assert np.array_equal(Z[:, 0], np.round(Z[:, 0], 2), equal_nan=True)
+
+    class Redrawn(AncestralSampler):  # a subclass does not inherit the declaration
+        pass
+
+    assert not Redrawn.in_support
