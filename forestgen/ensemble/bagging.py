@@ -25,6 +25,9 @@ def draw_weights(
         raise ValueError(f"sample fraction {fraction} out of range")
     if mode == "none":
         return np.ones(n)
+    if strata is None and n and mode == "bootstrap":  # one group, all rows: the counts as is
+        m = max(1, int(round(fraction * n)))
+        return np.bincount(rng.integers(0, n, m), minlength=n).astype(np.float64)
     groups = [np.arange(n)] if strata is None else [np.nonzero(strata == s)[0]
                                                       for s in np.unique(strata)]
     w = np.zeros(n)
