@@ -131,7 +131,7 @@ class CategoricalLeaf(LeafModel):
         """Derived per-leaf array (not saved): ``total_``, each leaf's level probabilities
         summed in code order (the sum :meth:`sample_uniform`'s inverse CDF scales its uniform
         by), so a draw walks the levels once."""
-        self.total_ = sized(_level_totals, len(self.rest_))(*self._tables(), self.n_levels)
+        self.total_ = _level_totals.serial(*self._tables(), self.n_levels)
 
     @classmethod
     def from_pmf(cls, pmf: np.ndarray, count: np.ndarray, **params) -> CategoricalLeaf:
@@ -475,7 +475,8 @@ def _categorical_sample(offset, code, prob, rest, bits, base, leaf, u, levels, s
 @parallel_kernel
 def _level_totals(offset, code, prob, rest, bits, base, k):
     """Each leaf's level probabilities summed in code order (:func:`_categorical_sample`'s
-    total over all levels, the same sums in the same order)."""
+    total over all levels, the same sums in the same order). Run as its serial twin: a few
+    ms at 200k leaves, less than loading the parallel kernel on its first use in a process."""
     L = offset.shape[0] - 1
     out = np.empty(L)
     for lf in prange(L):
