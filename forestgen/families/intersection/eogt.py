@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 
 from forestgen.families import INTERSECTION
-from forestgen.families.boxes import fit_cell_leaves
+from forestgen.families.boxes import column_layout, fit_cell_leaves
 from forestgen.families.intersection.cells import CellTable
 from forestgen.families.intersection.gfboost import SMOOTHINGS, GFBoost, tree_dicts
+from forestgen.families.intersection.marginals import fit_marginals
 from forestgen.families.intersection.region_atoms import RegionAtoms, region_leaves
 from forestgen.families.intersection.region_queries import RegionQueries
+from forestgen.families.intersection.region_shape import MarginalShape
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.grow_midpoint import KIND_NOMINAL
@@ -85,15 +87,13 @@ class EOGT(RegionQueries, GFBoost):
     _approx = True
     #: per-row cap on the regions enumerated to marginalise missing entries
     max_regions = 100_000
-    #: EOGT's smoothing component is the uniform density on the box (not a parameter: the
-    #: star-node walk's regions are not enumerated at fit, so no per-region marginal mass)
-    smooth_toward = "uniform"
-    cell_shape = "uniform"  # the star-node walk draws uniformly in its regions
 
     def __init__(self, *, n_trees: int | str = "auto", n_iter: int | str = "auto",
                  loss: str = "matusita",
                  prior: float = 0.5, candidates: str = "observed", max_candidates: int = 255,
-                 min_rows: float = 1.0, missing: str = "fractional", smoothing: float = 1e-3,
+                 min_rows: float = 1.0, missing: str = "fractional",
+                 smoothing: float | str = "held_out", smooth_toward: str = "marginals",
+                 cell_shape: str = "marginal",
                  prior_strength: float = 1.0, density_floor: float | None = 1e-5,
                  progress: bool = False, random_state: Any = None, splitter: Any = None,
                  numeric_leaf: Any = None, discrete_leaf: Any = None, ensembler: Any = None,
@@ -114,6 +114,12 @@ class EOGT(RegionQueries, GFBoost):
         smoothing = (self.sizes_["smoothing"] if self.smoothing == "held_out"
                      else float(self.smoothing))
         self.smoothing_ = smoothing
+        self.cell_shape_, self.smooth_toward_ = self.cell_shape, self.smooth_toward
+        self.shape_ = None
+        if self.cell_shape == "marginal" or self.smooth_toward == "marginals":
+            self.shape_ = MarginalShape(fit_marginals(
+                table.Z, schema, kind, nlev, nom_off, self.box_lo_, self.box_hi_,
+                table.root_mask), kind, nlev, nom_off)
         self.trees_ = ForestArrays.from_trees(tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.forest_ = self.trees_
         self.n_train_ = int(table.m_total)
@@ -155,6 +161,8 @@ class EOGT(RegionQueries, GFBoost):
         out = super()._extra_arrays()
         if self._atoms() is not None:
             out.update(self.region_atoms_.to_arrays("region_atoms."))
+        if self._shape() is not None:
+            out.update(self.shape_.to_arrays("shape."))
         return out
 
     def _restore_extra(self, arrays, meta):
@@ -163,3 +171,9 @@ class EOGT(RegionQueries, GFBoost):
         if "region_atoms.columns" in arrays:
             self.region_atoms_ = RegionAtoms.from_arrays(arrays, "region_atoms.")
             self.region_atoms_.check(self.encoder_.schema, self.trees_)
+        self.shape_ = None
+        if "shape.counts" in arrays:
+            kind, nlev, nom_off = column_layout(self.encoder_.schema)[:3]
+            self.shape_ = MarginalShape.from_arrays(arrays, "shape.", kind, nlev, nom_off)
+        elif self._cells_marginal() or self._smooth_marginal():
+            raise ValueError("extra: an EOGT shaped by the marginals needs its shape.* arrays")

@@ -242,7 +242,13 @@ class RegionConditionals:
         while need > 0:  # batches grow geometrically: few Python rounds for rare evidence
             batch = min(max(256, 4 * need, 2 * batch), max(REJECTION_BATCH, 4 * need),
                         limit - tried)
-            if given:
+            if given and self._shape() is not None:  # every factor weighed here
+                Z, uni = forced_draws(self._geometry(), self._layout[0], forced[0], forced[1],
+                                      batch, self.smoothing_, rng, np.zeros(len(forced[0]), bool))
+                Z, uni = self._shape_accept(Z, uni, forced, rng)
+                self._place_atoms(Z, uni, np.isnan(forced[0]), rng)
+                Z = constrain(rows_to_support(Z, self.schema_), self.schema_)
+            elif given:
                 Z, uni = forced_draws(self._geometry(), self._layout[0], forced[0], forced[1],
                                       batch, self.smoothing_, rng, forced[2])
                 Z, uni = self._atom_accept(Z, uni, forced, rng)
@@ -268,6 +274,116 @@ class RegionConditionals:
                     f"{m - need + 1} of {tried} draws of the law and its compatible regions "
                     f"exceed max_regions={self.max_regions}")
         return np.vstack(got)
+
+    def _shape_accept(self, Z: np.ndarray, uni: np.ndarray, forced: tuple, rng
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Where regions or the smoothing component are spread by the marginals
+        (:mod:`~.region_shape`): the forced draws (walks forced to the evidence, every factor
+        left out by the kernel) kept with probability their piece's factor on the evidence
+        columns — the density of each point value (a level's probability), the probability
+        of each interval — over :meth:`_shape_bound`, which bounds it over every piece, so
+        the rejection stays exact."""
+        from forestgen.families.intersection.regions import region_log_measures
+
+        lo_e, hi_e, _ = forced
+        bound = self._shape_bound(lo_e, hi_e)
+        if not len(Z) or bound == -np.inf:
+            return Z[:0], uni[:0]
+        lo, hi, mask = self._draw_regions(Z, uni)
+        shares = self._draw_region_shares(Z, uni, lo, hi)
+        given = ~np.isnan(lo_e)
+        point = given & (np.nan_to_num(lo_e) == np.nan_to_num(hi_e))
+        interval = given & ~point
+        x = np.where(point, lo_e, np.nan)
+        marg = np.where(uni, self._smooth_marginal(), self._cells_marginal())
+        logf = np.zeros(len(Z))
+        shape, atoms = self._shape(), self._atoms()
+        with np.errstate(divide="ignore"):
+            for sel in (marg, ~marg):
+                if not sel.any():
+                    continue
+                sh = [s[sel] for s in shares]
+                args = (lo[sel], hi[sel], mask[sel])
+                if sel is marg:
+                    f = shape.log_factor(x, *args, atoms, sh)
+                else:
+                    f = -region_log_measures(self._geometry(), *args, np.flatnonzero(point))
+                    if atoms:
+                        f = f + atoms.log_factor(x, sh, lo[sel], hi[sel])
+                for j in map(int, np.flatnonzero(interval)):
+                    f = f + np.log(self._evidence_share(j, (lo_e[j], hi_e[j]), *args, sh,
+                                                        np.full(int(sel.sum()), sel is marg)))
+                logf[sel] = f
+        if np.any(logf > bound + 1e-9):
+            raise RuntimeError("EOGT rejection sampler: a factor exceeds its bound")
+        ok = rng.random(len(Z)) < np.exp(logf - bound)
+        return Z[ok], uni[ok]
+
+    def _shape_bound(self, lo_e: np.ndarray, hi_e: np.ndarray) -> float:
+        """Log of a bound on :meth:`_shape_accept`'s factor over every piece the law has:
+        per numeric evidence column (point off the atoms, or interval on a column without
+        atoms), the larger of the uniform pieces' bound
+        (:func:`~forestgen.families.intersection.forced.log_bound`) and the marginal ones':
+        the marginal's density at the point over the least continuous mass of a cell between
+        consecutive split faces that holds it (an interval: its mass over the least mass of
+        such a cell meeting it, at most 1); 0 elsewhere (levels and atoms: probabilities)."""
+        from forestgen.families.intersection.forced import log_bound
+
+        g = self._geometry()
+        f = self.trees_
+        r0 = f.roots[0]
+        kind = self._layout[0]
+        atoms = self._atoms()
+        atom_cols = set(map(int, atoms.columns)) if atoms else set()
+        kinds = {self._cells_marginal()} | ({self._smooth_marginal()} if self.smoothing_ > 0
+                                            else set())
+        shape = self._shape()
+        out = 0.0
+        for j in map(int, np.flatnonzero(~np.isnan(lo_e))):
+            if kind[j] != 0:
+                continue
+            a, b = float(lo_e[j]), float(hi_e[j])
+            if j in atom_cols and (a < b or np.isin(a, atoms.atoms[
+                    list(atoms.columns).index(j)]).any()):
+                continue
+            one = np.zeros(len(lo_e), bool)
+            one[j] = True
+            flat = log_bound(g, lo_e, hi_e, kind, one)
+            if flat == -np.inf:
+                return -np.inf
+            best = flat if False in kinds else -np.inf
+            if True in kinds:
+                lo, hi = float(g.lo[r0][j]), float(g.hi[r0][j])
+                t = f.threshold[(f.feature == j) & (f.cat_off < 0)]
+                faces = np.unique(np.r_[lo, hi, t[(t > lo) & (t < hi)]])
+                mass = shape.cont_mass(j, faces[:-1], faces[1:])
+                with np.errstate(divide="ignore"):
+                    if a == b:
+                        k = int(np.searchsorted(faces, a, side="left"))
+                        m = shape.cont_log_density(j, a) - np.log(mass[k - 1])
+                    else:
+                        k0 = max(int(np.searchsorted(faces, max(a, lo), side="right")), 1)
+                        k1 = int(np.searchsorted(faces, min(b, hi), side="left"))
+                        m = min(0.0, float(np.log(shape.cont_mass(j, max(a, lo), min(b, hi)))
+                                           - np.log(mass[k0 - 1:k1].min())))
+                best = max(best, m)
+            out += best
+        return out
+
+    def _draw_region_shares(self, Z: np.ndarray, uni: np.ndarray, lo, hi) -> list:
+        """Atom shares of the region of each draw (boxes ``lo, hi`` of
+        :meth:`_draw_regions`; ``uni``: the smoothing component's, the column's overall
+        shares)."""
+        atoms = self._atoms()
+        if not atoms:
+            return []
+        rid = np.full(len(Z), -1, np.int64)
+        tree = np.flatnonzero(~uni)
+        rid[tree] = atoms.region_ids(self.trees_.apply(Z[tree]))
+        shares = atoms.shares(rid, lo, hi)
+        for s, b in zip(shares, self._box_shares()):
+            s[uni] = b
+        return shares
 
     def _atom_accept(self, Z: np.ndarray, uni: np.ndarray, forced: tuple, rng
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -326,9 +442,10 @@ class RegionConditionals:
         lo, hi = np.vstack([lo, g.lo[r0]]), np.vstack([hi, g.hi[r0]])
         mask = np.vstack([mask, g.mask[r0]])
         shares = [np.vstack([a, b]) for a, b in zip(shares, self._box_shares())]
+        marg = self._piece_marginal(len(lw)) if self._shape() is not None else None
         for j, c in cons.items():
             with np.errstate(divide="ignore"):
-                w = w + np.log(self._evidence_share(j, c, lo, hi, mask, shares))
+                w = w + np.log(self._evidence_share(j, c, lo, hi, mask, shares, marg))
         return w, lo, hi, mask, shares
 
     def _shared_regions(self, walks: dict, sig: int, x: np.ndarray, cons: dict):
@@ -348,8 +465,19 @@ class RegionConditionals:
         rounding cells of the values it holds)."""
         return float(c[0]), float(c[1])
 
-    def _evidence_share(self, j: int, c, lo, hi, mask, shares) -> np.ndarray:
-        """Probability of column ``j``'s range or level set within each region."""
+    def _evidence_share(self, j: int, c, lo, hi, mask, shares, marg=None) -> np.ndarray:
+        """Probability of column ``j``'s range or level set within each region (``marg
+        [m]``: the regions spread by the marginals, :mod:`~.region_shape`)."""
+        if marg is not None and marg.any():
+            shape, atoms = self._shape(), self._atoms()
+            if self._layout[0][j] != 0:
+                m_part = shape.column_pmf(j, lo, hi, mask, atoms, shares) @ c.astype(float)
+            else:
+                a, b = self._effective_range(j, c)
+                m_part = shape.range_share(j, a, b, lo, hi, atoms, shares)
+            if marg.all():
+                return m_part
+            return np.where(marg, m_part, self._evidence_share(j, c, lo, hi, mask, shares))
         kind, nlev, nom_off = self._layout
         if kind[j] == 2:
             o = nom_off[j]
@@ -377,6 +505,7 @@ class RegionConditionals:
 
         _, lo, hi, mask, shares = reg
         kind, nlev, nom_off = self._layout
+        marg = bool(self._piece_marginal(len(reg[0]) - 1)[k])
         m = mask[k].copy()
         for j, c in cons.items():
             if kind[j] == 2:
@@ -384,21 +513,27 @@ class RegionConditionals:
         free = np.isnan(x)
         for j in cons:
             free[j] = False
-        out = self._draw_in((lo[k], hi[k], m, [s[k] for s in shares]), free, rng)
-        out = np.where(np.isnan(x), out, x)
+        nominal = [j for j in cons if kind[j] == 2]
+        free[nominal] = marg  # drawn from the marginal's pmf over the allowed levels
+        out = self._draw_in((lo[k], hi[k], m, [s[k] for s in shares], marg), free, rng)
+        out = np.where(np.isnan(x) | np.isin(np.arange(len(x)), nominal), out, x)
         atoms = self._atoms()
         for j, c in cons.items():
             if kind[j] == 2:
                 continue
             if kind[j] == 1:
                 p = self._level_pmf(j, lo[k: k + 1], hi[k: k + 1],
-                                    [s[k: k + 1] for s in shares])[0] * c
+                                    [s[k: k + 1] for s in shares], marg)[0] * c
                 out[j] = min(int(np.searchsorted(np.cumsum(p) / p.sum(), rng.random(),
                                                  "right")), len(p) - 1)
                 continue
             a, b = self._effective_range(j, c)
             l, h = max(lo[k, j], a), min(hi[k, j], b)
-            cont = max(h - l, 0.0) / (hi[k, j] - lo[k, j])
+            if marg:
+                shape = self._shape()
+                cont = float(shape.cont_mass(j, l, h) / shape.cont_mass(j, lo[k, j], hi[k, j]))
+            else:
+                cont = max(h - l, 0.0) / (hi[k, j] - lo[k, j])
             vals, ws = [], []
             if atoms and j in atoms.columns:
                 ci = int(np.flatnonzero(atoms.columns == j)[0])
@@ -414,17 +549,21 @@ class RegionConditionals:
             if pick < len(vals):
                 out[j] = vals[pick]
                 continue
-            v = l + (h - l) * rng.random()
+            v = (float(self._shape().cont_draw(j, l, h, rng.random())) if marg
+                 else l + (h - l) * rng.random())
             spec = self.schema_.columns[j]
             va, vb = interval_ends(spec, np.array([c[0]]), np.array([c[1]]))
             out[j] = float(np.clip(to_support(np.array([v]), spec), va, vb)[0])
         return out
 
-    def _level_pmf(self, j: int, lo, hi, shares) -> np.ndarray:
+    def _level_pmf(self, j: int, lo, hi, shares, marginal: bool = False) -> np.ndarray:
         """``[m, k]``: the pmf of ordered level column ``j`` in regions ``(lo, hi]``: uniform
         over their codes, or with its spike levels' shares
-        (:meth:`~forestgen.families.intersection.region_atoms.RegionAtoms.level_probs`)."""
+        (:meth:`~forestgen.families.intersection.region_atoms.RegionAtoms.level_probs`);
+        ``marginal``: the column's pmf restricted to them (:mod:`~.region_shape`)."""
         atoms = self._atoms()
+        if marginal:
+            return self._shape().column_pmf(j, lo, hi, None, atoms, shares)
         if atoms and j in atoms.columns:
             ci = int(np.flatnonzero(atoms.columns == j)[0])
             return atoms.level_probs(ci, shares[ci], lo[:, j], hi[:, j])

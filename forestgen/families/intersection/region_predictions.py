@@ -34,7 +34,9 @@ class RegionPredictions:
         g = self._geometry()
         lw, lo, hi, mask, shares = reg
         r0 = self.trees_.roots[0]
-        box = (g.lo[r0], g.hi[r0], g.mask[r0], [s[0] for s in self._box_shares()])
+        box = (g.lo[r0], g.hi[r0], g.mask[r0], [s[0] for s in self._box_shares()],
+               self._smooth_marginal())
+        cells = self._cells_marginal()
         if method == "max_density":
             if not len(lw):
                 return box if np.isfinite(self._uniform_log_weight(x)) and self._inside(x) \
@@ -47,7 +49,7 @@ class RegionPredictions:
             best = np.flatnonzero(score == score.max())
             k = best[rng.integers(len(best))]
             return lo[k], hi[k], mask[k], ([s[k] for s in fixed[1]] if fixed is not None
-                                           else [s[k] for s in shares])
+                                           else [s[k] for s in shares]), cells
         w = np.r_[math.log1p(-self.smoothing_) + lw,
                   self._uniform_log_weight(x) if self._inside(x) else -np.inf]
         if not np.isfinite(w).any():
@@ -55,7 +57,7 @@ class RegionPredictions:
         p = np.exp(w - w.max())
         k = int(np.searchsorted(np.cumsum(p) / p.sum(), rng.random(), side="right"))
         k = min(k, len(p) - 1)
-        return box if k == len(lw) else (lo[k], hi[k], mask[k], [s[k] for s in shares])
+        return box if k == len(lw) else (lo[k], hi[k], mask[k], [s[k] for s in shares], cells)
 
     def _densest_pieces(self, x: np.ndarray, shares, lo, hi):
         """For maximum-density imputation of missing atom columns: in each region, the
@@ -95,9 +97,13 @@ class RegionPredictions:
         column on its atoms with the region's shares."""
         from forestgen.families.intersection.star import draw_uniform
 
-        lo, hi, mask, shares = pick
+        lo, hi, mask, shares = pick[:4]
         kind, nlev, nom_off = self._layout
         x = draw_uniform(lo, hi, mask, kind, nom_off, nlev, rng)[None, :]
+        if len(pick) > 4 and pick[4]:  # spread by the marginals (region_shape)
+            self._shape().draw(x, free, lo[None, :], hi[None, :], mask[None, :], self._atoms(),
+                               [s[None, :] for s in shares], rng)
+            return x[0]
         if shares:
             self._atoms().draw(x, free[None, :], [s[None, :] for s in shares], lo[None, :],
                                hi[None, :], rng)
@@ -108,7 +114,9 @@ class RegionPredictions:
         lw, lo, hi, mask, shares = reg
         kind, nlev, nom_off = self._layout
         k = int(nlev[j])
-        if kind[j] == 2:
+        if self._cells_marginal():
+            pmf = self._shape().column_pmf(j, lo, hi, mask, self._atoms(), shares)
+        elif kind[j] == 2:
             allowed = mask[:, nom_off[j]: nom_off[j] + k].astype(float)
             pmf = allowed / np.maximum(allowed.sum(1), 1)[:, None]
         else:
@@ -119,9 +127,15 @@ class RegionPredictions:
         if np.isfinite(u) and self._inside(x):
             g = self._geometry()
             r0 = self.trees_.roots[0]
-            box = (self._level_pmf(j, g.lo[r0][None, :], g.hi[r0][None, :], self._box_shares())[0]
-                   if kind[j] == 1 else g.mask[r0][nom_off[j]: nom_off[j] + k]
-                   / g.mask[r0][nom_off[j]: nom_off[j] + k].sum())
+            if self._smooth_marginal():
+                box = self._shape().column_pmf(j, g.lo[r0][None, :], g.hi[r0][None, :],
+                                               g.mask[r0][None, :], self._atoms(),
+                                               self._box_shares())[0]
+            else:
+                box = (self._level_pmf(j, g.lo[r0][None, :], g.hi[r0][None, :],
+                                       self._box_shares())[0]
+                       if kind[j] == 1 else g.mask[r0][nom_off[j]: nom_off[j] + k]
+                       / g.mask[r0][nom_off[j]: nom_off[j] + k].sum())
             p = p + np.exp(u - (lw.max() if len(lw) else 0.0)) * box
         return p / p.sum() if p.sum() > 0 else np.full(k, np.nan)
 
@@ -139,14 +153,20 @@ class RegionPredictions:
 
         w = math.log1p(-self.smoothing_) + lw
         c = centre(lo[:, j], hi[:, j])
-        if spiky and len(c):  # the region's point masses move its mean
+        if self._cells_marginal() and len(c):  # the marginal's mean in the region
+            c = self._shape().mean(j, lo, hi, reg[2], atoms, shares)
+        elif spiky and len(c):  # the region's point masses move its mean
             c = atoms.mean_shift(j, shares, c, lo[:, j], hi[:, j])
         u = self._uniform_log_weight(x)
         if np.isfinite(u) and self._inside(x):
             cb = float(centre(g.lo[r0, j], g.hi[r0, j]))
-            cb = (float(atoms.mean_shift(j, self._box_shares(), np.array([cb]),
-                                         g.lo[r0, j: j + 1], g.hi[r0, j: j + 1])[0])
-                  if spiky else cb)
+            if self._smooth_marginal():
+                cb = float(self._shape().mean(j, g.lo[r0][None, :], g.hi[r0][None, :],
+                                              g.mask[r0][None, :], atoms,
+                                              self._box_shares())[0])
+            elif spiky:
+                cb = float(atoms.mean_shift(j, self._box_shares(), np.array([cb]),
+                                            g.lo[r0, j: j + 1], g.hi[r0, j: j + 1])[0])
             w, c = np.r_[w, u], np.r_[c, cb]
         if not len(w):
             return np.nan

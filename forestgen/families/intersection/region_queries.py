@@ -55,11 +55,36 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         if reg is None:
             return None
         lo, hi, mask = reg.lo, reg.hi, reg.mask
-        lw = reg.log_q - reg.log_measure
         shares = self._region_shares(lo, hi, reg.leaves)
+        if self._cells_marginal():
+            lw = reg.log_q + self._shape().log_factor(x, lo, hi, mask, self._atoms(), shares)
+            return lw, lo, hi, mask, shares
+        lw = reg.log_q - reg.log_measure
         if len(lw) and self._atoms():
             lw = lw + self._atoms().log_factor(x, shares, lo, hi)
         return lw, lo, hi, mask, shares
+
+    def _shape(self):
+        """The column marginals shaping the regions or the smoothing component
+        (:class:`~forestgen.families.intersection.region_shape.MarginalShape`; ``None`` for
+        the paper's uniform regions and smoothing)."""
+        return getattr(self, "shape_", None)
+
+    def _cells_marginal(self) -> bool:
+        """Whether the walk's regions are spread by the marginals (``cell_shape_``)."""
+        return getattr(self, "cell_shape_", "uniform") == "marginal"
+
+    def _smooth_marginal(self) -> bool:
+        """Whether the smoothing component is the product of the marginals."""
+        return getattr(self, "smooth_toward_", "uniform") == "marginals"
+
+    def _piece_marginal(self, n: int, box: bool = True) -> np.ndarray:
+        """``[n (+1)]``: whether each of ``n`` regions (then, with ``box``, the smoothing
+        component) is spread by the marginals."""
+        out = np.full(n + int(box), self._cells_marginal())
+        if box:
+            out[-1] = self._smooth_marginal()
+        return out
 
     def _atoms(self) -> RegionAtoms | None:
         """The per-region atom shares (``None`` for files saved before they existed)."""
@@ -88,6 +113,10 @@ class RegionQueries(RegionConditionals, RegionPredictions):
             return -np.inf
         g = self._geometry()
         r0 = self.trees_.roots[0]
+        if self._smooth_marginal():
+            return math.log(self.smoothing_) + float(self._shape().log_factor(
+                x, g.lo[r0][None, :], g.hi[r0][None, :], g.mask[r0][None, :], self._atoms(),
+                self._box_shares())[0])
         out = math.log(self.smoothing_) - float(region_log_measures(
             g, g.lo[r0], g.hi[r0], g.mask[r0], np.flatnonzero(~np.isnan(x)))[0])
         if self._atoms():
@@ -115,8 +144,12 @@ class RegionQueries(RegionConditionals, RegionPredictions):
                        else {})
         keys = np.empty((len(Z), Z.shape[1] + len(atom_values)))
         box_mask = root_mask(self.encoder_.schema).astype(bool)
+        shape = self._shape()  # the marginals' density differs between levels and bins
         for j in range(Z.shape[1]):
             col = Z[:, j]
+            if shape is not None and self._layout[0][j] != 0:
+                keys[:, j] = np.where(np.isnan(col), -2.0, col)
+                continue
             if nominal[j]:
                 k = int(nlev[j])
                 valid = (col >= 0) & (col < k) & (col == np.floor(col))
@@ -128,7 +161,8 @@ class RegionQueries(RegionConditionals, RegionPredictions):
                     valid, route[np.where(valid, col, 0).astype(np.int64)], -3.0))
                 continue
             faces = np.unique(np.r_[f.threshold[f.feature == j], self.box_lo_[j],
-                                    self.box_hi_[j]])
+                                    self.box_hi_[j],
+                                    shape.marg[j].edges if shape is not None else []])
             keys[:, j] = np.where(np.isnan(col), -2.0, np.searchsorted(faces, col, "left"))
         for k, (j, a) in enumerate(atom_values.items()):  # which atom, if any
             keys[:, Z.shape[1] + k] = (Z[:, j, None] == a[None, :]) @ np.arange(1, len(a) + 1)
@@ -197,10 +231,54 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         """Put the draws ``out`` (uniform in their regions; ``uni``: from the smoothing
         component) on the point masses of their region, in the columns ``free [d]`` (in place)."""
         atoms = self._atoms()
+        if self._shape() is not None:
+            self._shape_draws(out, uni, free, rng)
+            return
         if not atoms or not len(out):
             return
         shares, lo, hi = self._draw_shares(out, uni)
         atoms.draw(out, np.broadcast_to(free, out.shape), shares, lo, hi, rng)
+
+    def _shape_draws(self, out: np.ndarray, uni: np.ndarray, free: np.ndarray, rng) -> None:
+        """:meth:`_place_atoms` where regions or the smoothing component are spread by the
+        marginals: the draws ``out`` (uniform in their regions) drawn again in the columns
+        ``free`` from their region's marginal shape; those of uniform pieces put on their
+        atoms (in place)."""
+        if not len(out):
+            return
+        atoms = self._atoms()
+        lo, hi, mask = self._draw_regions(out, uni)
+        shares = self._draw_region_shares(out, uni, lo, hi)
+        marg = np.where(uni, self._smooth_marginal(), self._cells_marginal())
+        flat = ~marg
+        if atoms and flat.any():
+            sub = out[flat]
+            atoms.draw(sub, np.broadcast_to(free, sub.shape), [s[flat] for s in shares],
+                       lo[flat], hi[flat], rng)
+            out[flat] = sub
+        if marg.any():
+            sub = out[marg]
+            self._shape().draw(sub, free, lo[marg], hi[marg], mask[marg], atoms,
+                               [s[marg] for s in shares], rng)
+            out[marg] = sub
+
+    def _draw_regions(self, out: np.ndarray, uni: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The region ``(lo, hi, mask)`` of each draw (``[m, d]``, ``[m, L]``): the
+        intersection of its leaves' boxes (``uni``: the smoothing component's, the box)."""
+        geo = self._geometry()
+        r0 = self.trees_.roots[0]
+        lo = np.repeat(geo.lo[r0][None, :], len(out), 0)
+        hi = np.repeat(geo.hi[r0][None, :], len(out), 0)
+        mask = np.repeat(geo.mask[r0][None, :], len(out), 0)
+        tree = np.flatnonzero(~uni)
+        if len(tree):
+            nodes = self.trees_.leaf_node[self.trees_.apply(out[tree])]
+            for t in range(nodes.shape[1]):
+                n = nodes[:, t]
+                lo[tree] = np.maximum(lo[tree], geo.lo[n])
+                hi[tree] = np.minimum(hi[tree], geo.hi[n])
+                mask[tree] &= geo.mask[n]
+        return lo, hi, mask
 
     def _draw_shares(self, out: np.ndarray, uni: np.ndarray) -> tuple[list, np.ndarray,
                                                                       np.ndarray]:
