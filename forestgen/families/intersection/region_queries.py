@@ -134,7 +134,10 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         """Representative rows and the inverse map: the walk sees a row only through which
         side of every threshold (and box face) each entry lies, and a level only through the
         sides its splits send it to, so rows agreeing on that are answered once (e.g. the grid
-        of a marginal's quadrature, or per-row evidence on an id column no tree splits)."""
+        of a marginal's quadrature, or per-row evidence on an id column no tree splits).
+        Where regions or the smoothing component are spread by the marginals, their density
+        also differs between histogram bins and between levels: then rows are told apart by
+        those too (each level a class of its own)."""
         self._geometry()
         f = self.trees_
         nominal = self._layout[2] >= 0
