@@ -25,6 +25,7 @@ def table(n=240, seed=0):
     a = rng.normal(size=n)
     return pd.DataFrame({
         "a": a,
+        "r": np.round(2 * a, 1),  # a grid (one decimal) of repeated values
         "c": np.where(a > 0, rng.choice(["x", "y"], n), rng.choice(["y", "z"], n)),
         "z": np.where(rng.random(n) < 0.4, 0.0, rng.exponential(size=n) + (a > 0)),
     })
@@ -57,6 +58,11 @@ def test_density_integrates_to_one(cells, toward):
     _, mids, widths = grid(m, 0)
     cats = list(m.schema_["c"].categories)
     rows = pd.DataFrame([(x, c) for x in mids for c in cats], columns=["a", "c"])
+    assert col_mass(m, rows, 0, np.repeat(widths, len(cats))) == pytest.approx(1.0, abs=1e-9)
+    # a column with a grid and its repeated values' spikes
+    m = fit(df[["r", "c"]], cells, toward)
+    _, mids, widths = grid(m, 0)
+    rows = pd.DataFrame([(x, c) for x in mids for c in cats], columns=["r", "c"])
     assert col_mass(m, rows, 0, np.repeat(widths, len(cats))) == pytest.approx(1.0, abs=1e-9)
     # with point masses: zeros of "z" (counting measure) plus its continuous part
     m = fit(df[["z", "c"]], cells, toward)
@@ -104,6 +110,16 @@ def test_draws_follow_the_density(cells, toward):
     p = np.exp(m.log_prob(pd.DataFrame({"a": np.nan, "c": cats}), floor=None))
     obs = S["c"].astype(str).value_counts().reindex(cats).fillna(0).to_numpy()
     assert stats.chisquare(obs, p / p.sum() * len(S)).pvalue > 1e-3
+    # a column with a grid: the draws land on it, each value with its cell's mass
+    m = fit(df[["r"]], cells, toward)
+    S = m.sample(6000, random_state=3)["r"].to_numpy()
+    cdf, tot = _cdf(m, lambda v: pd.DataFrame({"r": v}), 0)
+    vals = np.round(np.arange(m.box_lo_[0], m.box_hi_[0] + 0.1, 0.1), 1)
+    p = cdf(vals + 0.05) - cdf(vals - 0.05)
+    keep = p > 0
+    obs = np.array([np.sum(np.isclose(S, v)) for v in vals[keep]])
+    assert obs.sum() == len(S) and p.sum() == pytest.approx(1.0, abs=1e-9)
+    assert stats.chisquare(obs, p[keep] / p[keep].sum() * len(S)).pvalue > 1e-3
     # the point mass of "z" at zero
     m = fit(df[["z"]], cells, toward)
     S = m.sample(6000, random_state=2)["z"].to_numpy()

@@ -28,6 +28,10 @@ from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.grow_midpoint import KIND_NOMINAL
 from forestgen.validation import check_real
 
+#: EOGT's marginals keep repeated grid values' mass on their grid cells
+#: (:func:`~forestgen.families.intersection.marginals.grid_spikes`)
+SPIKES = True
+
 
 @register("learner", "eogt")
 class EOGT(RegionQueries, GFBoost):
@@ -76,7 +80,10 @@ class EOGT(RegionQueries, GFBoost):
     ``smoothing=1e-3``, scored held-out rows of tips, Boston, penguins, wine and a 5,000 x 20
     table below the product of the column marginals, with C2ST 0.89-0.999
     (``benchmarks/results/scaled_defaults_s43.md``). By default each column has GF.Boost's
-    marginal (:mod:`~forestgen.families.intersection.marginals`) and
+    marginal (:mod:`~forestgen.families.intersection.marginals`), in which a numeric column with
+    a grid keeps part of the mass of each value seen twice or more on its grid cell
+    (:func:`~forestgen.families.intersection.marginals.grid_spikes`, :data:`SPIKES`; round
+    tips, a wine's magnesium), and
 
     * ``cell_shape="marginal"``: each region ``C`` of the walk spreads its mass ``Q̂(C)`` by the
       product of the marginals restricted to it, density ``Q̂(C) prod_j p_j(x_j) / P_j(C_j)``
@@ -151,7 +158,7 @@ class EOGT(RegionQueries, GFBoost):
         if self.cell_shape == "marginal" or self.smooth_toward == "marginals":
             self.shape_ = MarginalShape(fit_marginals(
                 table.Z, schema, kind, nlev, nom_off, self.box_lo_, self.box_hi_,
-                table.root_mask), kind, nlev, nom_off)
+                table.root_mask, spikes=SPIKES), kind, nlev, nom_off)
         self.trees_ = ForestArrays.from_trees(tree_dicts(table, kind, nom_off, nlev), n_levels)
         self.forest_ = self.trees_
         self.n_train_ = int(table.m_total)

@@ -10,7 +10,11 @@ column bin faces at half-integers, so each integer keeps a constant density over
 interval), a discrete column a pmf over its
 levels; both with ``prior`` pseudo-rows spread uniformly over the root box (Lebesgue share on
 numeric columns, one share per level of the support on discrete ones), so that every bin and
-level of the support has positive mass. From them:
+level of the support has positive mass. With ``spikes`` (EOGT's marginals) a numeric column
+with a grid (fixed decimals or a step) also gets a bin on the grid cell of every value seen at
+least twice, and a share ``λ`` of its mass goes to those values in proportion to their
+repetitions (:func:`grid_spikes`, ``λ`` by leave-one-out likelihood): measured values that
+recur (round tips, integer readings) keep their spikes, which a kernel smooths away. From them:
 
 * :func:`box_mass` — ``M(L) = prod_j P_j(L_j)``, each box's mass under their product (a
   product measure: boxes tiling the root box sum to one);
@@ -63,9 +67,10 @@ class ColumnMarginal(NamedTuple):
 
 
 def fit_marginals(Z: np.ndarray, schema, kind, nlev, nom_off, box_lo, box_hi, root_mask,
-                  prior: float = 1.0) -> list[ColumnMarginal]:
+                  prior: float = 1.0, spikes: bool = False) -> list[ColumnMarginal]:
     """Each column's marginal from the observed values of the encoded rows ``Z`` (module
-    docstring)."""
+    docstring); ``spikes``: on a numeric column with a grid, repeated values keep part of their
+    mass on their grid cell (:func:`grid_spikes`)."""
     out = []
     for j, spec in enumerate(schema.columns):
         z = Z[:, j]
@@ -99,11 +104,60 @@ def fit_marginals(Z: np.ndarray, schema, kind, nlev, nom_off, box_lo, box_hi, ro
             ok = k < len(uniq)
             inner = 0.5 * (uniq[np.maximum(k[ok] - 1, 0)] + uniq[k[ok]])
         edges = _spaced(np.r_[a, inner[(inner > a) & (inner < b)], b], 1e-6 * (b - a))
+        cells = grid_cells(z, spec, a, b) if spikes else None
+        if cells is not None:
+            edges = _spaced(np.r_[edges, cells[0], cells[1]], 1e-6 * (b - a))
         mass = (n * kernel_mass(z, edges) + prior * np.diff(edges) / (b - a)) / (n + prior)
+        if cells is not None:
+            mass = grid_spikes(z, edges, mass, cells)
         mass = np.maximum(mass, 1e-12)  # every bin keeps a positive density
         cdf = np.r_[0.0, np.cumsum(mass)]
         out.append(ColumnMarginal(edges, cdf / cdf[-1], None, atoms, share))
     return out
+
+
+#: weights of the repeated values' grid cells tried by leave-one-out likelihood
+SPIKE_WEIGHTS = (0.0, 0.1, 0.25, 0.5, 0.75)
+
+
+def grid_cells(z: np.ndarray, spec, a: float, b: float) -> tuple | None:
+    """``(lo, hi, count)``: the grid cells ``(v - h/2, v + h/2]`` (inside ``(a, b]``) of the
+    values ``v`` of sorted ``z`` seen at least twice on a column with a grid of step ``h``;
+    ``None`` without a grid or a repeated value."""
+    if not spec.has_grid or len(z) < 4:
+        return None
+    h = spec.step if spec.step is not None else 10.0 ** -spec.decimals
+    vals, cnt = np.unique(z, return_counts=True)
+    rep = cnt >= 2
+    if not rep.any() or not h > 0:
+        return None
+    v = vals[rep]
+    return np.maximum(v - h / 2, a), np.minimum(v + h / 2, b), cnt[rep].astype(float)
+
+
+def grid_spikes(z: np.ndarray, edges: np.ndarray, mass: np.ndarray, cells: tuple) -> np.ndarray:
+    """Bin masses ``(1 - λ) mass + λ e``: ``e`` the repeated values' shares of their
+    repetitions, each on the bin holding it (its grid cell), ``λ`` of :data:`SPIKE_WEIGHTS`
+    of highest leave-one-out log-likelihood of the values (a value's own repetition left
+    out of ``e``)."""
+    lo, hi, cnt = cells
+    n_rep = cnt.sum()
+    v = 0.5 * (lo + hi)
+    k = np.clip(np.searchsorted(edges, v, side="left") - 1, 0, len(mass) - 1)
+    e = np.bincount(k, weights=cnt, minlength=len(mass)) / n_rep
+    width = np.diff(edges)
+    kz = np.clip(np.searchsorted(edges, z, side="left") - 1, 0, len(mass) - 1)
+    f_kde = mass[kz] / width[kz]
+    ez = np.bincount(k, weights=cnt, minlength=len(mass))[kz]  # repetitions in z's bin
+    rep = np.isin(kz, k)
+    e_loo = np.where(rep, (ez - 1) / max(n_rep - 1, 1), 0.0) / width[kz]
+    best, best_l = -np.inf, 0.0
+    for lam in SPIKE_WEIGHTS:
+        with np.errstate(divide="ignore"):
+            score = float(np.mean(np.log((1 - lam) * f_kde + lam * e_loo)))
+        if score > best:
+            best, best_l = score, lam
+    return (1 - best_l) * mass + best_l * e
 
 
 def _spaced(edges: np.ndarray, gap: float) -> np.ndarray:
