@@ -53,8 +53,12 @@ def check_that(cond: bool, what: str, detail: str) -> None:
 
 def leaf_faces(m, j: int, a: float, b: float) -> np.ndarray:
     """``a``, ``b`` and the faces of model ``m``'s leaf cells on column ``j`` inside ``[a,
-    b]``, sorted: where a tree mixture's density can jump (smooth between them)."""
+    b]``, sorted: where a tree mixture's density can jump (smooth between them); with those of
+    ``m.density_faces(j)`` where the model has it (EOGT's marginal histograms)."""
     faces = [a, b]
+    extra = getattr(m, "density_faces", None)
+    if extra is not None:
+        faces += list(extra(j))
     forest = getattr(m, "forest_", None)
     if forest is not None:
         schema = m.schema_

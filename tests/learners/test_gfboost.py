@@ -19,7 +19,8 @@ from forestgen.inference import ZeroProbabilityError
 from forestgen.learners import EOGT, GFBoost
 
 #: the paper's cells and the spec's uniform smoothing (GF.Boost's defaults shape each cell by
-#: the column marginals and smooth toward them, tests/learners/test_gf_marginal_smoothing.py)
+#: the column marginals and smooth toward them, tests/learners/test_gf_marginal_smoothing.py);
+#: with ``smoothing=1e-3`` also EOGT's paper model (tests/learners/test_eogt_backoff.py)
 PAPER = dict(cell_shape="uniform", smooth_toward="uniform")
 
 
@@ -320,7 +321,7 @@ def test_eogt_sampler_matches_its_density():
     n = 400
     a = rng.normal(size=n)
     df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.5, n)})
-    m = EOGT(n_trees=3, n_iter=10).fit(df)
+    m = EOGT(**PAPER, smoothing=1e-3, n_trees=3, n_iter=10).fit(df)
     f = m.trees_
     edges = []
     for j in range(2):
@@ -353,12 +354,12 @@ def test_eogt_sampler_matches_its_density():
 def test_eogt_single_tree_equals_gf():
     df = mixed(n=200)[["a", "n", "c"]]
     g = GFBoost(n_trees=1, n_iter=8, smoothing=1e-3, **PAPER).fit(df)
-    e = EOGT(n_trees=1, n_iter=8).fit(df)
+    e = EOGT(**PAPER, smoothing=1e-3, n_trees=1, n_iter=8).fit(df)
     assert np.allclose(g.log_prob(df), e.log_prob(df))
 
 
 def test_eogt_unsupported_queries_raise():
-    m = EOGT(n_trees=2, n_iter=4).fit(mixed())
+    m = EOGT(**PAPER, smoothing=1e-3, n_trees=2, n_iter=4).fit(mixed())
     with pytest.raises(NotImplementedError, match="EOGT.*'expect' queries"):
         m.expect("a")
     with pytest.raises(ZeroProbabilityError, match="EOGT"):  # torch condition: numpy queries
@@ -370,7 +371,7 @@ def test_eogt_ranges_and_level_sets_are_exact():
     it, conditional densities integrate to one, and draws stay inside the evidence with the
     conditional's frequencies."""
     df = mixed(n=300)[["a", "n", "c"]]
-    m = EOGT(n_trees=3, n_iter=15, smoothing=0.05).fit(df)
+    m = EOGT(**PAPER, n_trees=3, n_iter=15, smoothing=0.05).fit(df)
     (ma,), (wa,) = _eogt_grid(m, cols=(0,))
     ints = np.arange(m.schema_["n"].lower, m.schema_["n"].upper + 1)
     levels = list(m.schema_["c"].categories)
@@ -451,7 +452,7 @@ def test_eogt_conditions_on_values_are_exact():
     n = 300
     a = rng.normal(size=n)
     df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n)})
-    m = EOGT(n_trees=3, n_iter=15).fit(df)
+    m = EOGT(**PAPER, smoothing=1e-3, n_trees=3, n_iter=15).fit(df)
     (ma, mb), (wa, wb) = _eogt_grid(m)
     v = float(df["a"].iloc[0])
     G = pd.DataFrame({"a": 0.0, "b": mb})  # "a" in X is ignored: the evidence gives it
@@ -481,7 +482,7 @@ def test_eogt_values_past_max_regions_are_exact(smoothing):
     n = 300
     a = rng.normal(size=n)
     df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n)})
-    m = EOGT(n_trees=3, n_iter=15, smoothing=smoothing).fit(df)
+    m = EOGT(**PAPER, n_trees=3, n_iter=15, smoothing=smoothing).fit(df)
     (ma, mb), (wa, wb) = _eogt_grid(m)
     edges = np.r_[mb - wb / 2, mb[-1] + wb[-1] / 2]
     for v in (float(df["a"].iloc[0]), float(ma[0]), float(ma[-1])):
@@ -517,7 +518,7 @@ def test_eogt_marginals_are_exact_integrals():
     a = rng.normal(size=n)
     df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.5, n),
                        "c": pd.Categorical(np.where(a > 0, "p", rng.choice(["q", "r"], n)))})
-    m = EOGT(n_trees=3, n_iter=12, smoothing=0.05).fit(df)
+    m = EOGT(**PAPER, n_trees=3, n_iter=12, smoothing=0.05).fit(df)
     (ma, mb), (wa, wb) = _eogt_grid(m)
     levels = m.schema_["c"].categories
     # a missing categorical = the sum over its levels
@@ -547,7 +548,7 @@ def test_eogt_imputation_modes():
     n = 300
     a = rng.normal(size=n)
     df = pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n)})
-    m = EOGT(n_trees=3, n_iter=15).fit(df)
+    m = EOGT(**PAPER, smoothing=1e-3, n_trees=3, n_iter=15).fit(df)
     X = df.head(12).copy()
     X["b"] = np.nan
     (ma, mb), (wa, wb) = _eogt_grid(m)
@@ -585,7 +586,8 @@ def test_grid100_candidates_and_thread_count():
     # a root split on the continuous column sits on the 100-point grid of the box
     k = (root_thr - lo) / (hi - lo) * 101
     assert np.allclose(k, np.round(k)) and len(a) > 0
-    e = EOGT(n_trees=3, n_iter=15).fit(df)  # its compiled star-node sampler runs in parallel
+    # its compiled star-node sampler runs in parallel
+    e = EOGT(**PAPER, smoothing=1e-3, n_trees=3, n_iter=15).fit(df)
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
@@ -732,7 +734,7 @@ def test_eogt_point_mass_density_is_exactly_normalised(smoothing):
     off it) sums and integrates to one over the mixed domain, and a NaN entry is the sum of
     the atom and the integral off it."""
     df, _ = _zero_inflated()
-    m = EOGT(n_trees=4, n_iter=24, smoothing=smoothing).fit(df)
+    m = EOGT(**PAPER, n_trees=4, n_iter=24, smoothing=smoothing).fit(df)
     assert m.schema_["x"].atoms == [0.0]
     (mx, my), (wx, wy) = _eogt_grid(m)
     assert not np.isin(0.0, mx)
@@ -760,7 +762,7 @@ def test_eogt_keeps_point_masses_in_samples_and_imputations(tmp_path):
     """fair-like zero inflation (60% of x is exactly 0): EOGT's samples hit the atom at the
     data's share, at the rate its own density gives, and more where the data put zeros."""
     df, zero = _zero_inflated()
-    m = EOGT(n_trees=8, n_iter=40).fit(df)
+    m = EOGT(**PAPER, smoothing=1e-3, n_trees=8, n_iter=40).fit(df)
     N = 20_000
     s = m.sample(N, random_state=1)
     share = float((s["x"] == 0).mean())
@@ -836,7 +838,7 @@ def test_eogt_keeps_spike_levels_of_integer_columns(tmp_path):
     df = pd.DataFrame({"edu": edu, "a": np.exp(rng.normal(0, 2.5, n)) + 0.1 * edu})
     df.loc[rng.random(n) < 0.1, "edu"] = np.nan
     df["edu"] = df["edu"].astype("Int64")
-    m = EOGT(n_trees=3, n_iter=12, smoothing=0.1, random_state=0).fit(df)
+    m = EOGT(**PAPER, n_trees=3, n_iter=12, smoothing=0.1, random_state=0).fit(df)
     spec = m.schema_["edu"]
     assert spec.is_discrete
     (ma,), (wa,) = _eogt_grid(m, cols=(1,))
@@ -909,7 +911,7 @@ def test_eogt_level_outside_the_training_levels_scores_zero_per_row():
     edu = np.where(rng.random(n) < 0.35, 9, rng.integers(1, 17, n))
     df = pd.DataFrame({"edu": pd.array(edu, "Int64"), "c": rng.choice(["x", "y"], n),
                        "a": np.exp(rng.normal(0, 2.5, n)) + 0.1 * edu})
-    m = EOGT(n_trees=3, n_iter=12, smoothing=0.1, random_state=0).fit(df)
+    m = EOGT(**PAPER, n_trees=3, n_iter=12, smoothing=0.1, random_state=0).fit(df)
     q = pd.DataFrame({"edu": pd.array([17, 9], "Int64"), "c": ["x", "x"], "a": [1.0, 1.0]})
     lp = m.log_prob(q, floor=None)
     assert lp[0] == -np.inf and np.isfinite(lp[1])
@@ -930,7 +932,7 @@ def test_eogt_point_mass_values_past_max_regions_are_exact(decimals):
     if decimals is not None:
         a = np.round(a, decimals)
     df = pd.DataFrame({"a": a, "b": z + rng.normal(0, 0.4, n)})
-    m = EOGT(n_trees=3, n_iter=15, smoothing=0.05).fit(df)
+    m = EOGT(**PAPER, n_trees=3, n_iter=15, smoothing=0.05).fit(df)
     assert m.schema_["a"].atoms is not None and 0.0 in m.schema_["a"].atoms
     (mb,), (wb,) = _eogt_grid(m, cols=(1,))
     edges = np.r_[mb - wb / 2, mb[-1] + wb[-1] / 2]

@@ -189,6 +189,15 @@ class EOGT(RegionQueries, GFBoost):
             self._smoothing_scores = scores
         self.smoothing_ = smoothing
 
+    def density_faces(self, j: int) -> np.ndarray:
+        """Where the density of numeric column ``j`` can jump besides the trees' thresholds:
+        the bin faces of its marginal's histogram when regions or the smoothing component are
+        spread by the marginals (empty otherwise, and on discrete columns)."""
+        shape = self._shape()
+        if shape is None or shape.marg[j].edges is None:
+            return np.zeros(0)
+        return np.asarray(shape.marg[j].edges, float)
+
     def validate_params(self) -> None:
         super().validate_params()
         check_real("prior_strength", self.prior_strength, 0.0)
