@@ -109,13 +109,13 @@ EXP_FLOOR = -708.0
 
 @njit(cache=True, nogil=True, inline="always")
 def exp_below(lg, n, mx, bits, scale):
-    """``lg[:n] := exp(lg[:n] - mx)`` for ``lg <= mx`` (0 below ``EXP_FLOOR``, so for
-    ``-inf``): ``2^q`` times a degree-13 Taylor polynomial on ``|r| <= ln2 / 2`` (within one
-    ulp of ``exp``: relative error below ``2.3e-16``), written without branches so that the
-    loops vectorise; ``bits`` (int64) and ``scale`` (its float64 view) are scratch of at least
-    ``n``."""
+    """``lg[:n] := exp(lg[:n] - mx[:n])`` for ``lg <= mx`` elementwise (0 below
+    ``EXP_FLOOR``, so for ``-inf``): ``2^q`` times a degree-13 Taylor polynomial on
+    ``|r| <= ln2 / 2`` (within one ulp of ``exp``: relative error below ``2.3e-16``), written
+    without branches so that the loops vectorise; ``bits`` (int64) and ``scale`` (its float64
+    view) are scratch of at least ``n``."""
     for k in range(n):
-        y0 = lg[k] - mx
+        y0 = lg[k] - mx[k]
         y = max(y0, EXP_FLOOR)
         q = math.floor(y * _LOG2E + 0.5)
         r = (y - q * _LN2_HI) - q * _LN2_LO
@@ -141,10 +141,11 @@ def exp_below(lg, n, mx, bits, scale):
 
 @njit(cache=True, nogil=True)
 def exp_below_array(x, mx):
-    """:func:`exp_below` on a copy of ``x`` (float64, 1-d), for tests."""
+    """:func:`exp_below` on a copy of ``x`` (float64, 1-d), every element shifted by the
+    scalar ``mx``, for tests."""
     out = x.copy()
     bits = np.empty(len(x), np.int64)
-    exp_below(out, len(x), mx, bits, bits.view(np.float64))
+    exp_below(out, len(x), np.full(len(x), mx), bits, bits.view(np.float64))
     return out
 
 
@@ -205,10 +206,12 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     data), then added (a leaf's value to all codes of a nominal column of at most
     ``NOMINAL_DENSE`` codes, 0 outside the leaf): each chain's additions happen in the
     order of its leaves, as in a leaf-by-leaf loop, so every logit has the same bits. The
-    per-code prefix sums and cumulative masses run four chains at a time (four independent
-    dependency chains), and the drawn code is the number of cumulative masses ``<= u``.
-    Each chain's arithmetic and random stream are the same whatever the blocks, so the
-    output is too."""
+    logits, their maxima, :func:`exp_below`, the cumulative masses and the drawn codes (the
+    number of cumulative masses ``<= u``) run code by code over the chains in vector lanes
+    (chains-last: a nominal column's logits are transposed first, an ordered column's are
+    the prefix sums of its difference array). Mask rows and crossed-leaf entries index the
+    tables as unsigned integers (no negative-index fix-up). Each chain's arithmetic and random
+    stream are the same whatever the blocks, so the output is too."""
     n_sweeps, record_from, thin, n_rec = sched.n_sweeps, sched.record_from, sched.thin, \
         sched.n_rec
     free_cols, allowed, arow = ev.free_cols, ev.allowed, ev.arow
@@ -223,7 +226,8 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     sh = 6  # an entry of the crossed-leaf list: chain << sh | leaf
     while (1 << sh) < 64 * W:
         sh += 1
-    lmask = (1 << sh) - 1
+    ush = np.uint64(sh)
+    lmask = np.uint64((1 << sh) - 1)
     nnz = cols.shape[0]
     cmax = 1
     for j in range(d):
@@ -236,19 +240,28 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
         m = min(c, c0 + block) - c0
         XT = np.ascontiguousarray(X0[c0:c0 + m].T)  # [d, m]: the chains' current codes
         st = seeds[c0:c0 + m].copy()
-        rows = np.empty(m, np.int64)
+        same_row = True  # every chain of the block reads the same row of ``allowed``
+        for i in range(m):
+            same_row = same_row and arow[c0 + i] == arow[c0]
+        rows = np.empty(m, np.uint64)
         tot = np.empty(m, np.int64)
-        idx = np.empty(m, np.int64)
+        idx = np.empty(m, np.uint64)
         line = np.empty((W, m), np.uint64)
+        has = np.empty((W, m), np.int64)  # 1: the chain lists the leaves of word w
         ent = np.empty((m << sh) + 64, np.int64)  # crossed leaves, + slack for the 4 slots
-        mp = (m + 3) // 4 * 4  # rows padded to four chains (the padding stays 0)
-        diff = np.zeros((mp, cmax + 1))
-        lg = np.zeros((mp, cmax))
+        diff = np.zeros((cmax + 1, m))  # chains-last tables, one row per code
+        lgT = np.zeros((cmax, m))
+        lg = np.zeros((m, cmax))  # a nominal column's sums, chains-first
+        mx = np.empty(m)
+        acc = np.empty(m)
+        thr = np.empty(m)
+        pick = np.empty(m, np.int64)
+        alk = np.empty(m, np.uint8)
+        bits = np.empty(m, np.int64)  # exp_below's scratch
+        scale = bits.view(np.float64)
         suf = np.empty((nnz, W, m), np.uint64)  # AND of the tree's bitsets after position p
         pre = np.empty((T, W, m), np.uint64)  # AND of the bitsets before position nxt[t]
         nxt = np.empty(T, np.int64)
-        bits = np.empty(cmax, np.int64)  # exp_below's scratch
-        scale = bits.view(np.float64)
         r = 0
         for sweep in range(n_sweeps):
             for t in range(T):
@@ -266,7 +279,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                 while p > s0:
                     g = cols[p]
                     for i in range(m):
-                        rows[i] = code_row[t, off[g] + XT[g, i]]
+                        rows[i] = np.uint64(code_row[t, off[g] + XT[g, i]])
                     for w in range(W):
                         for i in range(m):
                             suf[p - 1, w, i] = suf[p, w, i] & masks[rows[i], w]
@@ -278,19 +291,24 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                 o = off[j]
                 oj = ordered[j]
                 dense = not oj and nc <= NOMINAL_DENSE
-                for i in range(m):
-                    for k in range(nc):
-                        lg[i, k] = 0.0
-                    if oj:
-                        for k in range(nv + 1):
-                            diff[i, k] = 0.0
+                if oj:  # the value codes' rows of diff, the missing code's row of lgT
+                    for k in range(nv):
+                        for i in range(m):
+                            diff[k, i] = 0.0
+                    for k in range(nv, nc):
+                        for i in range(m):
+                            lgT[k, i] = 0.0
+                else:
+                    for i in range(m):
+                        for k in range(nc):
+                            lg[i, k] = 0.0
                 for q in range(ptr[j], ptr[j + 1]):
                     t = ctree[q]
                     pj = cpos[q]
                     for p in range(nxt[t], pj):
                         g = cols[p]
                         for i in range(m):
-                            rows[i] = code_row[t, off[g] + XT[g, i]]
+                            rows[i] = np.uint64(code_row[t, off[g] + XT[g, i]])
                         for w in range(W):
                             for i in range(m):
                                 pre[t, w, i] &= masks[rows[i], w]
@@ -302,17 +320,21 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                             lb = pre[t, w, i] & suf[pj, w, i]
                             line[w, i] = lb
                             tot[i] += np.int64(popcount(lb))
+                    for w in range(W):  # lines of one leaf list nothing
+                        for i in range(m):
+                            has[w, i] = 1 if (line[w, i] != 0) & (tot[i] > 1) else 0
                     n = 0
                     for w in range(W):
-                        nz = 0  # the chains with leaves in word w (lines of one leaf: none)
+                        nz = 0  # the chains with leaves in word w
+                        hw = has[w]
                         for i in range(m):
-                            idx[nz] = i
-                            nz += 1 if (line[w, i] != 0) & (tot[i] > 1) else 0
+                            idx[nz] = np.uint64(i)
+                            nz += hw[i]
                         for x in range(nz):
                             i = idx[x]
                             lb = line[w, i]
                             cw = np.int64(popcount(lb))
-                            e0 = (i << sh) + (w << 6)
+                            e0 = np.int64((i << ush) + np.uint64(w << 6))
                             for u in range(4):
                                 ent[n + u] = e0 + trailing_zeros(lb)
                                 lb &= lb - np.uint64(1)
@@ -320,90 +342,96 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                                 ent[n + u] = e0 + trailing_zeros(lb)
                                 lb &= lb - np.uint64(1)
                             n += cw
+                    lvt = leaf_value[t]
                     if oj:  # a difference array over the value codes, the missing code apart
+                        spt = span[t, j]
                         for u in range(n):
-                            i = ent[u] >> sh
-                            ell = ent[u] & lmask
-                            a = span[t, j, ell, 0]
-                            z = span[t, j, ell, 1]
-                            v = leaf_value[t, ell] if a < z else 0.0
-                            diff[i, a] += v
-                            diff[i, z] -= v
+                            e = np.uint64(ent[u])
+                            i = e >> ush
+                            ell = e & lmask
+                            a = spt[ell, 0]
+                            z = spt[ell, 1]
+                            v = lvt[ell] if a < z else 0.0
+                            diff[a, i] += v
+                            diff[z, i] -= v
                         if nc > nv:
+                            mit = mi[t, j]
                             for u in range(n):
-                                i = ent[u] >> sh
-                                ell = ent[u] & lmask
-                                lg[i, nv] += leaf_value[t, ell] * mi[t, j, ell]
+                                e = np.uint64(ent[u])
+                                i = e >> ush
+                                ell = e & lmask
+                                lgT[nv, i] += lvt[ell] * mit[ell]
                     elif dense:  # adding 0 to the codes outside the leaf changes no bit
-                        w0 = nw_off[j]
+                        cbt = codes[t, nw_off[j]]
                         for u in range(n):
-                            i = ent[u] >> sh
-                            ell = ent[u] & lmask
-                            v = leaf_value[t, ell]
-                            cb = codes[t, w0, ell]
+                            e = np.uint64(ent[u])
+                            i = e >> ush
+                            ell = e & lmask
+                            v = lvt[ell]
+                            cb = cbt[ell]
                             lrow = lg[i]
                             for k in range(nc):
                                 lrow[k] += v if (cb >> np.uint64(k)) & np.uint64(1) else 0.0
                     else:
                         for u in range(n):
-                            i = ent[u] >> sh
-                            ell = ent[u] & lmask
-                            v = leaf_value[t, ell]
+                            e = np.uint64(ent[u])
+                            i = e >> ush
+                            ell = e & lmask
+                            v = lvt[ell]
                             for uu in range(nw_off[j], nw_off[j + 1]):
                                 cb = codes[t, uu, ell]
                                 k0 = (uu - nw_off[j]) * 64
                                 while cb != 0:
                                     lg[i, k0 + trailing_zeros(cb)] += v
                                     cb &= cb - np.uint64(1)
-                if oj:  # the prefix sums of the difference arrays
-                    for i0 in range(0, m, 4):
-                        a0 = 0.0
-                        a1 = 0.0
-                        a2 = 0.0
-                        a3 = 0.0
-                        for k in range(nv):
-                            a0 += diff[i0, k]
-                            a1 += diff[i0 + 1, k]
-                            a2 += diff[i0 + 2, k]
-                            a3 += diff[i0 + 3, k]
-                            lg[i0, k] += a0
-                            lg[i0 + 1, k] += a1
-                            lg[i0 + 2, k] += a2
-                            lg[i0 + 3, k] += a3
                 for i in range(m):
-                    a = arow[c0 + i]
-                    mx = -np.inf
-                    for k in range(nc):
-                        v = (lg[i, k] + log_q0[o + k]) * inv_temp
-                        v = v if allowed[a, o + k] else -np.inf
-                        lg[i, k] = v
-                        mx = max(mx, v)
-                    exp_below(lg[i], nc, mx, bits, scale)
-                for i0 in range(0, m, 4):  # cumulative masses, in place
-                    a0 = 0.0
-                    a1 = 0.0
-                    a2 = 0.0
-                    a3 = 0.0
-                    for k in range(nc):
-                        a0 += lg[i0, k]
-                        a1 += lg[i0 + 1, k]
-                        a2 += lg[i0 + 2, k]
-                        a3 += lg[i0 + 3, k]
-                        lg[i0, k] = a0
-                        lg[i0 + 1, k] = a1
-                        lg[i0 + 2, k] = a2
-                        lg[i0 + 3, k] = a3
+                    mx[i] = -np.inf
+                    acc[i] = 0.0
+                for k in range(nc):  # the logits and their maxima, code by code
+                    q0 = log_q0[o + k]
+                    if same_row:
+                        a0 = allowed[arow[c0], o + k]
+                        for i in range(m):
+                            alk[i] = a0
+                    else:
+                        for i in range(m):
+                            alk[i] = allowed[arow[c0 + i], o + k]
+                    lrow = lgT[k]
+                    if oj and k < nv:  # the prefix sums of the difference arrays
+                        drow = diff[k]
+                        for i in range(m):
+                            acc[i] += drow[i]
+                            lrow[i] = 0.0 + acc[i]
+                    elif not oj:
+                        for i in range(m):
+                            lrow[i] = lg[i, k]
+                    for i in range(m):
+                        v = (lrow[i] + q0) * inv_temp
+                        v = v if alk[i] else -np.inf
+                        lrow[i] = v
+                        mx[i] = max(mx[i], v)
                 for i in range(m):
-                    # the first code whose cumulative mass exceeds u (it has mass > 0)
-                    u = _uniform(st, i) * lg[i, nc - 1]
-                    pick = 0
-                    for k in range(nc):
-                        pick += 1 if lg[i, k] <= u else 0
-                    if pick == nc:  # u rounded up to the total: the last code of mass > 0
-                        pick = nc - 1
-                        while pick > 0 and lg[i, pick] == lg[i, pick - 1]:
-                            pick -= 1
-                    XT[j, i] = pick
+                    acc[i] = 0.0
+                for k in range(nc):  # the masses and the cumulative masses, in place
+                    lrow = lgT[k]
+                    exp_below(lrow, m, mx, bits, scale)
+                    for i in range(m):
+                        acc[i] += lrow[i]
+                        lrow[i] = acc[i]
+                for i in range(m):
+                    thr[i] = _uniform(st, i) * acc[i]
+                    pick[i] = 0
+                for k in range(nc):  # the first code whose cumulative mass exceeds u
+                    lrow = lgT[k]
+                    for i in range(m):
+                        pick[i] += 1 if lrow[i] <= thr[i] else 0
+                for i in range(m):
+                    pk = pick[i]
+                    if pk == nc:  # u rounded up to the total: the last code of mass > 0
+                        pk = nc - 1
+                        while pk > 0 and lgT[pk, i] == lgT[pk - 1, i]:
+                            pk -= 1
+                    XT[j, i] = pk
             if sweep >= record_from and (sweep - record_from) % thin == 0 and r < n_rec:
                 for i in range(m):
                     for j in range(d):
