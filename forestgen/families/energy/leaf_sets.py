@@ -297,7 +297,7 @@ def slice_logits_kernel(X, j, nc, nv, ordered, off, sets):
     return out
 
 
-@parallel_kernel(error_model="numpy")
+@parallel_kernel
 def leaf_energy_kernel(C, t0, t1, off, sets, block):
     """``sum_{t0 <= t < t1} value_t(x)`` per row of codes ``C [n, d]``: tree ``t``'s leaf is the
     one bit of ``AND_c M_c(x_c)`` over its columns (no walk, no data-dependent branch). Rows run
