@@ -187,6 +187,39 @@ def popcount(typingctx, x):
 NOMINAL_DENSE = 64
 
 
+@njit(cache=True, nogil=True)
+def add_ordered(ent, n, sh, lmask, value, span, diff):
+    """Each crossed leaf ``ent[:n]`` (``chain << sh | leaf``) of one tree adds its ``value``
+    over its value codes ``span[leaf] = (lo, end)`` to the chain's difference array
+    ``diff [codes + 1, chains]`` (nothing for a leaf with no value code), in list order.
+    A function of its own (not inlined): the kernel's loop ran slower inlined."""
+    for u in range(n):
+        e = np.uint64(ent[u])
+        i = e >> sh
+        ell = e & lmask
+        a = span[ell, 0]
+        z = span[ell, 1]
+        v = value[ell] if a < z else 0.0
+        diff[a, i] += v
+        diff[z, i] -= v
+
+
+@njit(cache=True, nogil=True)
+def add_nominal(ent, n, sh, lmask, value, code_word, lg, nc):
+    """Each crossed leaf ``ent[:n]`` of one tree adds its ``value`` to the codes of its
+    ``code_word`` (a nominal column of at most 64 codes) in the chain's row of
+    ``lg [chains, nc]``, and 0 to the others (which changes no bit), in list order."""
+    for u in range(n):
+        e = np.uint64(ent[u])
+        i = e >> sh
+        ell = e & lmask
+        v = value[ell]
+        cb = code_word[ell]
+        lrow = lg[i]
+        for k in range(nc):
+            lrow[k] += v if (cb >> np.uint64(k)) & np.uint64(1) else 0.0
+
+
 @parallel_kernel
 def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     """Run one chain per row of ``X0 [c, d]`` under :class:`Schedule` ``sched``, with
@@ -344,16 +377,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                             n += cw
                     lvt = leaf_value[t]
                     if oj:  # a difference array over the value codes, the missing code apart
-                        spt = span[t, j]
-                        for u in range(n):
-                            e = np.uint64(ent[u])
-                            i = e >> ush
-                            ell = e & lmask
-                            a = spt[ell, 0]
-                            z = spt[ell, 1]
-                            v = lvt[ell] if a < z else 0.0
-                            diff[a, i] += v
-                            diff[z, i] -= v
+                        add_ordered(ent, n, ush, lmask, lvt, span[t, j], diff)
                         if nc > nv:
                             mit = mi[t, j]
                             for u in range(n):
@@ -362,16 +386,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                                 ell = e & lmask
                                 lgT[nv, i] += lvt[ell] * mit[ell]
                     elif dense:  # adding 0 to the codes outside the leaf changes no bit
-                        cbt = codes[t, nw_off[j]]
-                        for u in range(n):
-                            e = np.uint64(ent[u])
-                            i = e >> ush
-                            ell = e & lmask
-                            v = lvt[ell]
-                            cb = cbt[ell]
-                            lrow = lg[i]
-                            for k in range(nc):
-                                lrow[k] += v if (cb >> np.uint64(k)) & np.uint64(1) else 0.0
+                        add_nominal(ent, n, ush, lmask, lvt, codes[t, nw_off[j]], lg, nc)
                     else:
                         for u in range(n):
                             e = np.uint64(ent[u])
