@@ -99,9 +99,9 @@ class EOGT(RegionQueries, GFBoost):
     rejection sampler weighs each forced draw by its piece's density or probability of the
     evidence against a bound over all pieces). ``cell_shape="uniform", smooth_toward="uniform",
     smoothing=1e-3`` is the paper's model, bit for bit the learner before this change.
-    ``benchmarks/results/eogt_backoff_s47.md`` measures the options: the defaults lift Boston
-    above the marginals and quine further above them, but tips, penguins and wine stay below,
-    where GF.Boost's marginals themselves score below the benchmark's one-column marginals.
+    ``benchmarks/results/eogt_backoff_s47.md`` measures the options: the defaults score held-out
+    rows above the benchmark's column marginals on tips, quine, penguins, Boston and the 5,000 x
+    20 table; wine stays below; ``predict_proba`` and quine's imputation got worse.
 
     Slots: ``splitter`` as :class:`GFBoost` (a Bayes-risk splitter with approximate masses);
     ``numeric_leaf``, ``discrete_leaf``, ``ensembler`` and ``sampler`` are ruled out
