@@ -9,6 +9,7 @@ decoded values the training dtype (nullable where values are missing).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,9 @@ def parse_category(dtype_str: str) -> tuple[str | None, bool]:
     return (parts[0] if parts else None), ordered
 
 
+@lru_cache(maxsize=512)
 def str_to_dtype(dtype_str: str) -> Any:
+    """The dtype a schema's dtype string names (parsed once per string: dtypes are immutable)."""
     return pd.api.types.pandas_dtype(dtype_str)
 
 

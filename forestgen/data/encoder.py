@@ -374,10 +374,7 @@ class TableEncoder:
         if Z.ndim != 2 or Z.shape[1] != schema.d:
             raise ValueError(f"expected an array of shape (n, {schema.d}), got {Z.shape}")
         constrain(Z, schema)
-        data = {
-            j: pd.Series(self._decode(Z[:, j], spec), copy=False)
-            for j, spec in enumerate(schema.columns)
-        }
-        out = pd.DataFrame(data, index=pd.RangeIndex(Z.shape[0]))
+        data = {j: self._decode(Z[:, j], spec) for j, spec in enumerate(schema.columns)}
+        out = pd.DataFrame(data, index=pd.RangeIndex(Z.shape[0]), copy=False)
         out.columns = pd.Index(np.array(schema.names + [None], dtype=object)[:-1]).infer_objects()
         return out
