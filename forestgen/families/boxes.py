@@ -189,6 +189,16 @@ def with_uniform_component(forest: ForestArrays, log_weight: np.ndarray, smoothi
     value no leaf gives mass to) keep a positive density. ``smoothing=0``: unchanged."""
     if smoothing <= 0:
         return forest, log_weight
+    return (ForestArrays.concat([forest, box_tree(forest, box_lo, box_hi, box_mask)]),
+            np.r_[math.log1p(-smoothing) + log_weight, math.log(smoothing)])
+
+
+def box_tree(forest: ForestArrays, box_lo: np.ndarray, box_hi: np.ndarray,
+             box_mask: np.ndarray) -> ForestArrays:
+    """A one-tree forest laid out as ``forest`` (its level counts and cell-mask width) whose
+    tree never splits: one leaf, of mass 1, whose stored cell is the root box (nominal levels
+    ``box_mask``, :func:`root_mask`). The tree of :func:`with_uniform_component` and of the
+    back-off toward the column marginals (:mod:`~forestgen.families.mixture.backoff`)."""
     n_mask = forest.cell_mask.shape[1] if forest.cell_mask.ndim == 2 else 0
     rec = TreeRecord(feature=np.array([-1], np.int32), threshold=np.zeros(1),
                      nan_left=np.ones(1, np.uint8), left=np.array([-1], np.int32),
@@ -197,9 +207,7 @@ def with_uniform_component(forest: ForestArrays, log_weight: np.ndarray, smoothi
                      cells=LeafCells(box_lo[None, :].copy(), box_hi[None, :].copy(),
                                      np.asarray(box_mask, bool)[None, :n_mask].copy()),
                      leaf_mass=np.ones(1)).check()
-    root = ForestArrays.from_trees([rec], forest.n_levels)
-    return (ForestArrays.concat([forest, root]),
-            np.r_[math.log1p(-smoothing) + log_weight, math.log(smoothing)])
+    return ForestArrays.from_trees([rec], forest.n_levels)
 
 
 def box_log_volume(schema, lo: np.ndarray, hi: np.ndarray) -> float:

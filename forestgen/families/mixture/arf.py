@@ -18,7 +18,7 @@ from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
-from forestgen.families.mixture.backoff import add_root_tree, held_out_weight
+from forestgen.families.mixture.backoff import add_root_tree, check_weight, resolve_weight
 from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.leaves import (
     CategoricalLeaf,
@@ -203,12 +203,7 @@ class ARF(GenerativeForest):
         check_int("max_depth", self.max_depth, 0, allow_none=True)
         check_int("max_bins", self.max_bins, 2)
         check_int("max_ordinal_levels", self.max_ordinal_levels, 0)
-        if not (isinstance(self.marginal_weight, str) and self.marginal_weight == "held_out"):
-            try:
-                check_real("marginal_weight", self.marginal_weight, 0.0, 1.0, high_open=True)
-            except ParameterError:
-                raise ParameterError(f"marginal_weight must be 'held_out' or a number in "
-                                     f"[0, 1), got {self.marginal_weight!r}") from None
+        check_weight("ARF", self.marginal_weight)
 
     # ------------------------------------------------------------------ fit
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
@@ -283,9 +278,7 @@ class ARF(GenerativeForest):
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
         forest = current = None  # a rejected last round's forest is not held while leaves fit
-        self.marginal_weight_, self.marginal_weight_ll_ = (
-            held_out_weight(self, X, kinds, root.spawn(1)[0])
-            if self.marginal_weight == "held_out" else (float(self.marginal_weight), {}))
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, root)
         self._forde(Z, *accepted)
         return self
 

@@ -31,16 +31,25 @@ import numpy as np
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import LeafCells, TreeRecord
 
-__all__ = ["WEIGHTS", "add_root_tree", "component_log_probs", "best_weight",
-           "held_out_weight"]
+__all__ = ["GUARD_Z", "RULES", "WEIGHTS", "add_root_tree", "append_marginal_tree",
+           "best_weight", "check_weight", "component_log_probs", "guard_t", "guarded_weight",
+           "held_out_weight", "marginal_leaf_models", "resolve_weight", "weight_log_probs"]
 
 #: back-off weights ``λ`` compared on held-out rows (0, no back-off, first: ties keep it)
 WEIGHTS = (0.0, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+#: the rules that choose ``λ`` on held-out rows: ``"held_out"`` (the best of :data:`WEIGHTS`)
+#: and ``"auto"`` (the same, but only where the model alone scores the held-out rows below
+#: the marginals alone by more than :data:`GUARD_Z` standard errors; :func:`guarded_weight`)
+RULES = ("auto", "held_out")
+#: standard errors by which the marginals alone must beat the model alone on the held-out
+#: rows before ``"auto"`` backs off (``benchmarks/results/backoff_s47.md``)
+GUARD_Z = 2.0
 
 
-def root_tree(forest: ForestArrays) -> ForestArrays:
+def root_tree(forest: ForestArrays, class_weight: np.ndarray | None = None) -> ForestArrays:
     """A one-tree forest whose tree never splits (its root is its one leaf), with an
-    unbounded stored cell (every level allowed) where ``forest`` stores its leaf cells."""
+    unbounded stored cell (every level allowed) where ``forest`` stores its leaf cells, and
+    the leaf's per-class weights ``class_weight [K]`` where given (GeF's class counts)."""
     cells = None
     if len(forest.cell_lower):
         d = forest.cell_lower.shape[1]
@@ -49,7 +58,9 @@ def root_tree(forest: ForestArrays) -> ForestArrays:
     rec = TreeRecord(feature=np.array([-1], np.int32), threshold=np.array([np.nan]),
                      nan_left=np.zeros(1, np.uint8), left=np.array([-1], np.int32),
                      right=np.array([-1], np.int32), cat_off=np.array([-1], np.int64),
-                     cat_left=np.zeros(0, np.uint8), cells=cells)
+                     cat_left=np.zeros(0, np.uint8), cells=cells,
+                     class_weight=None if class_weight is None
+                     else np.asarray(class_weight, float)[None, :])
     return ForestArrays.from_trees([rec], forest.n_levels)
 
 
@@ -89,31 +100,95 @@ def component_log_probs(model, X: Any) -> tuple[np.ndarray, np.ndarray]:
 def best_weight(lp_forest: np.ndarray, lp_root: np.ndarray, floor: float,
                 weights=WEIGHTS) -> tuple[float, list[float]]:
     """``(λ, mean held-out log-likelihood per weight)``: the weight of ``weights`` whose
-    mixture ``log((1 - λ) e^lp_forest + λ e^lp_root)`` has the highest mean, each row floored
-    at ``floor`` (a row outside the support scores the same under every weight); ties go to
-    the first."""
+    mixture ``log((1 - λ) e^lp_forest + λ e^lp_root)`` has the highest mean, a row of density
+    zero scored ``floor`` (:func:`floored`); ties go to the first."""
     scores = []
     for w in weights:
         a = np.log1p(-w) + lp_forest if w < 1 else np.full_like(lp_forest, -np.inf)
         b = math.log(w) + lp_root if w > 0 else np.full_like(lp_root, -np.inf)
-        mix = np.logaddexp(a, b)
-        scores.append(float(np.mean(np.maximum(mix, floor))))
+        scores.append(float(np.mean(floored(np.logaddexp(a, b), floor))))
     return float(weights[int(np.argmax(scores))]), scores
 
 
+def floored(lp: np.ndarray, floor: float) -> np.ndarray:
+    """``lp`` with the rows of density zero (``-inf``: outside the support) at ``floor``, as
+    ARF's and GeF's ``log_prob`` report them; every other row keeps its exact value (a floor
+    on every row would flatten the scores of a wide table, whose rows all lie far below the
+    uniform density on its support: Cars93's 27 columns)."""
+    return np.where(np.isneginf(lp), floor, lp)
+
+
+def guarded_weight(lp_forest: np.ndarray, lp_root: np.ndarray, floor: float,
+                   z: float = GUARD_Z, weights=WEIGHTS) -> tuple[float, list[float], float]:
+    """``(λ, scores, t)``: :func:`best_weight`, but ``λ = 0`` (the model alone, unchanged)
+    unless the root-only component alone (the marginals) beats the model alone on the held-out
+    rows by more than ``z`` standard errors of the mean per-row difference: :func:`guard_t`
+    of the rows' floored log densities (returned as ``t``) above ``z``."""
+    w, scores = best_weight(lp_forest, lp_root, floor, weights)
+    t = guard_t(floored(lp_forest, floor), floored(lp_root, floor))
+    return (w if t > z else 0.0), scores, t
+
+
+def guard_t(lp_forest: np.ndarray, lp_root: np.ndarray) -> float:
+    """``t = mean(d) / (sd(d) / sqrt(m))`` of the ``m`` rows' ``d = lp_root - lp_forest``
+    (finite log densities): how many standard errors the marginals alone score the rows above
+    the model alone. ``+inf`` when they win on every row by the same amount, 0 when equal."""
+    d = np.asarray(lp_root, float) - np.asarray(lp_forest, float)
+    mean = float(np.mean(d))
+    se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
+    return mean / se if se > 0 else (math.inf if mean > 0 else 0.0)
+
+
+def weight_log_probs(model, X: Any, weights=WEIGHTS) -> np.ndarray:
+    """``[len(weights) + 1, m]``: the model's own ``log_prob`` of the rows ``X`` (its floor
+    included: a row of density zero, or below the floor where the learner floors every row,
+    scores it) at each back-off weight ``λ`` of ``weights``, then at ``λ = 1`` (the root-only
+    tree alone: the marginals), for a model fitted with the root-only tree as its last tree;
+    its leaf weights are restored."""
+    lw = np.asarray(model.leaf_log_weight_, float)
+    root = int(model.forest_.leaf_offsets[-2])
+    forest_w = lw[:root] - np.logaddexp.reduce(lw[:root])
+    root_w = lw[root:] - np.logaddexp.reduce(lw[root:])
+    out = []
+    try:
+        for w in (*weights, 1.0):
+            a = np.log1p(-w) + forest_w if w < 1 else np.full(root, -np.inf)
+            b = math.log(w) + root_w if w > 0 else np.full(len(root_w), -np.inf)
+            model.leaf_log_weight_ = np.r_[a, b]
+            out.append(np.asarray(model.log_prob(X), float))
+    finally:
+        model.leaf_log_weight_ = lw
+    return np.stack(out)
+
+
+def check_weight(who: str, value: Any) -> None:
+    """``marginal_weight``: one of :data:`RULES` or a number in ``[0, 1)``; a ``ParameterError``
+    naming ``who`` otherwise."""
+    from forestgen.validation import ParameterError, check_real
+
+    if isinstance(value, str) and value in RULES:
+        return
+    try:
+        check_real("marginal_weight", value, 0.0, 1.0, high_open=True)
+    except ParameterError:
+        raise ParameterError(f"{who}: marginal_weight must be 'auto', 'held_out' or a number "
+                             f"in [0, 1), got {value!r}") from None
+
+
 def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
-                    param: str = "marginal_weight", fit_kwargs: dict | None = None
-                    ) -> tuple[float, dict[str, float]]:
+                    param: str = "marginal_weight", fit_kwargs: dict | None = None,
+                    rule: str = "held_out") -> tuple[float, dict[str, float]]:
     """``(λ, {weight: held-out score})`` for ``model`` (unfitted): a copy with ``param`` =
     0.5 (the root-only tree present; its weight does not change either component) fitted on
-    the fitting rows of :func:`forestgen.tuning.held_out_split` and its two components scored
-    on the others (:func:`component_log_probs`, :func:`best_weight`; the floor is the model's
-    ``density_floor`` times the uniform density on its support). Fewer than 10 rows, or a fit
-    that fails: 0 (no back-off)."""
+    the fitting rows of :func:`forestgen.tuning.held_out_split` and scored on the others by
+    its own ``log_prob`` at each weight (:func:`weight_log_probs`, the learner's
+    ``density_floor`` included); the weight of :data:`WEIGHTS` with the highest mean wins,
+    ties to the first (0). ``rule="auto"``: that weight only if the marginals alone beat the
+    model alone by more than :data:`GUARD_Z` standard errors (:func:`guard_t`, kept as the
+    score ``"t"``), else 0. Fewer than 10 rows, or a fit that fails: 0 (no back-off)."""
     from sklearn.base import clone
 
     from forestgen.data.frames import take_rows
-    from forestgen.data.support import support_log_volume
     from forestgen.tuning import held_out_split
 
     split = held_out_split(len(X), seed)
@@ -126,9 +201,147 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m.fit(take_rows(X, fit), kinds=kinds, **(fit_kwargs or {}))
-            lp_f, lp_r = component_log_probs(m, take_rows(X, val))
+            lp = weight_log_probs(m, take_rows(X, val))
     except (ValueError, RuntimeError, FloatingPointError):
         return 0.0, {}
-    floor = math.log(m.density_floor or 1e-5) - support_log_volume(m.encoder_.schema)
-    w, scores = best_weight(lp_f, lp_r, floor)
-    return w, dict(zip(map(str, WEIGHTS), scores))
+    with np.errstate(invalid="ignore"):
+        scores = [float(v) for v in lp[:-1].mean(axis=1)]
+    w = float(WEIGHTS[int(np.argmax(scores))])
+    out = dict(zip(map(str, WEIGHTS), scores))
+    if rule == "auto":
+        ok = np.isfinite(lp[0]) & np.isfinite(lp[-1])
+        t = guard_t(lp[0][ok], lp[-1][ok]) if ok.sum() > 1 else 0.0
+        return (w if t > GUARD_Z else 0.0), {**out, "t": t}
+    return w, out
+
+
+def resolve_weight(model, X: Any, kinds: Any, seed_source: np.random.SeedSequence,
+                   fit_kwargs: dict | None = None) -> tuple[float, dict[str, float]]:
+    """``(marginal_weight_, marginal_weight_ll_)`` of ``model`` (its ``marginal_weight``
+    parameter: a number is kept; a rule of :data:`RULES` is run on ``X`` with a seed spawned
+    from ``seed_source``, only then, and gives 0 without fitting for an ensembler that does
+    not combine trees as a mixture)."""
+    v = model.marginal_weight
+    if isinstance(v, str):
+        if not model.component("ensembler").logsumexp_combine:
+            return 0.0, {}  # not a mixture of trees: no back-off tree to weigh
+        return held_out_weight(model, X, kinds, seed_source.spawn(1)[0],
+                               fit_kwargs=fit_kwargs, rule=v)
+    return float(v), {}
+
+
+#: additive smoothing of the marginal pmf in the back-off leaf of RFDE, DEF and GeF (a level of
+#: the support seen in few rows keeps a share; Jeffreys' pseudo-count)
+MARGINAL_ALPHA = 0.5
+#: bandwidth factor ``c`` of the marginal kernel density in that leaf (``h = c s n^-1/5``,
+#: Silverman's rule-of-thumb factor 0.9; fixed, so the fit costs no cross-validation)
+MARGINAL_BANDWIDTH = 0.9
+#: kernels of that density at most: a column's values off its point masses are pooled into
+#: this many groups of consecutive sorted values, each a kernel at its mean weighted by its
+#: size (a binned kernel estimate), so a query costs the same on any number of rows
+MARGINAL_KERNELS = 512
+
+
+def pooled(x: np.ndarray, k: int = MARGINAL_KERNELS) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, weights)``: ``x`` (no NaN) as at most ``k`` weighted points: itself with unit
+    weights when it holds at most ``k`` distinct values, else the means of ``k`` groups of
+    consecutive sorted values of (nearly) equal size, weighted by their sizes."""
+    u, c = np.unique(x, return_counts=True)
+    if len(u) <= k:
+        return u, c.astype(float)
+    xs = np.sort(x)
+    edges = np.linspace(0, len(xs), k + 1).round().astype(np.int64)
+    sums = np.add.reduceat(xs, edges[:-1])
+    sizes = np.diff(edges).astype(float)
+    return sums / sizes, sizes
+
+
+def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
+                         overrides: dict[int, Any] | None = None) -> list:
+    """The column marginals as leaf models of the one leaf of ``root`` (a one-tree forest whose
+    tree never splits), fitted on every row of ``Z``: for a numeric column a kernel density
+    (:class:`~forestgen.leaves.kernel.KernelLeaf`, bandwidth factor
+    :data:`MARGINAL_BANDWIDTH`, at most :data:`MARGINAL_KERNELS` kernels, :func:`pooled`)
+    with its point masses at their shares (:class:`~forestgen.leaves.point_mass.PointMassLeaf`),
+    for a discrete one the pmf smoothed by :data:`MARGINAL_ALPHA` over the levels of the root
+    cell (:class:`~forestgen.leaves.categorical.CategoricalLeaf`); ``overrides`` maps a column
+    to its own (discrete) leaf model. Each is restricted to the root cell, as every leaf model
+    is to its cell. The back-off leaf of RFDE, DEF and GeF, whose own leaves under one unsplit
+    cell would be a uniform box (RFDE, DEF) or one Gaussian (GeF)."""
+    from forestgen.data.support import restrict_cells
+    from forestgen.leaves.base import ColumnCell
+    from forestgen.leaves.categorical import CategoricalLeaf
+    from forestgen.leaves.kernel import KernelLeaf
+    from forestgen.leaves.point_mass import PointMassLeaf
+
+    schema = model.encoder_.schema
+    boxes = root.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+    out = []
+    for j, spec in enumerate(schema.columns):
+        x = Z[:, j][~np.isnan(Z[:, j])]
+        one = np.zeros(len(x), np.int64)
+        if spec.is_discrete:
+            k = spec.n_levels
+            lo, hi = boxes.column(j)
+            cell = ColumnCell(lower=lo, upper=hi, allowed=boxes.levels(j, k), data_min=0.0,
+                              data_max=k - 1.0, n_levels=k)
+            lm = (overrides or {}).get(j) or CategoricalLeaf(alpha=MARGINAL_ALPHA)
+            out.append(lm.fit(x, one, cell))
+            continue
+        lo, hi = restrict_cells(spec, *boxes.column(j))
+        cell = ColumnCell(lower=lo, upper=hi, allowed=None, data_min=float(spec.lower),
+                          data_max=float(spec.upper))
+        atoms = np.asarray(spec.atoms or (), float)
+        on = np.isin(x, atoms)
+        v, w = pooled(x[~on])
+        a, c = np.unique(x[on], return_counts=True)
+        vals, wts = np.r_[v, a], np.r_[w, c.astype(float)]
+        kde = KernelLeaf(bandwidth=MARGINAL_BANDWIDTH)
+        lm = PointMassLeaf(base=kde, atoms=spec.atoms) if spec.atoms else kde
+        out.append(lm.fit(vals, np.zeros(len(vals), np.int64), cell, wts))
+    return out
+
+
+def append_marginal_tree(model, Z: np.ndarray, weight: float, root: ForestArrays,
+                         overrides: dict[int, Any] | None = None
+                         ) -> tuple[ForestArrays, np.ndarray, list]:
+    """``(forest, leaf log-weights, leaf models)`` of ``model`` (fitted: ``forest_``,
+    ``leaf_log_weight_``, ``leaf_models_``) with the tree ``root`` appended as its last tree,
+    of weight ``weight``: its one leaf carries :func:`marginal_leaf_models` of the rows ``Z``,
+    the forest's leaves keep their models (a :class:`StackedLeaf` per column), and the
+    forest's leaf weights are scaled by ``1 - weight``."""
+    from forestgen.families.mixture.stacked import StackedLeaf
+
+    ms = marginal_leaf_models(model, Z, root, overrides)
+    L = model.forest_.n_leaves
+    stacked = [StackedLeaf(parts=[a, b], sizes=[L, root.n_leaves])
+               for a, b in zip(model.leaf_models_, ms)]
+    return (ForestArrays.concat([model.forest_, root]),
+            np.r_[math.log1p(-weight) + np.asarray(model.leaf_log_weight_, float),
+                  math.log(weight)], stacked)
+
+
+def marginal_box(forest: ForestArrays, schema, box_lo: np.ndarray, box_hi: np.ndarray
+                 ) -> ForestArrays:
+    """The back-off tree of a partition learner (RFDE, DEF): one leaf whose cell is the root
+    box on the discrete columns (the levels of the support) and unbounded on the numeric ones,
+    so the column marginals give a held-out value beyond a column's training range the density
+    of their tails, as ARF's marginals do, instead of the floor every box gives it
+    (:func:`~forestgen.families.boxes.box_tree`)."""
+    from forestgen.families.boxes import box_tree, root_mask
+
+    num = ~np.array([c.is_discrete for c in schema.columns], bool)
+    return box_tree(forest, np.where(num, -np.inf, box_lo), np.where(num, np.inf, box_hi),
+                    root_mask(schema))
+
+
+def check_mixture(model, who: str) -> None:
+    """A ``ParameterError`` naming ``who`` unless ``model``'s ensembler combines its trees as
+    a mixture (the back-off adds a tree to it)."""
+    from forestgen.validation import ParameterError
+
+    ens = model.component("ensembler")
+    if not ens.logsumexp_combine:
+        raise ParameterError(f"{who}: marginal_weight > 0 adds a tree to the leaf mixture; "
+                             f"the ensembler {type(ens).__name__} does not combine trees as a "
+                             f"mixture: pass marginal_weight=0")

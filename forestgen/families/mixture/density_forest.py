@@ -26,6 +26,13 @@ from forestgen.families.boxes import (
     root_mask,
     with_uniform_component,
 )
+from forestgen.families.mixture.backoff import (
+    append_marginal_tree,
+    check_mixture,
+    check_weight,
+    marginal_box,
+    resolve_weight,
+)
 from forestgen.modelfile import check_box, check_count
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -101,11 +108,12 @@ class DEF(GenerativeForest):
                  prior_strength: float = 1.0, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
                  discrete_leaf: Any = None, progress: bool = False, ensembler: Any = None,
-                 sampler: Any = None):
+                 sampler: Any = None, marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:
         super().validate_params()
+        check_weight("DEF", self.marginal_weight)
         check_choice("criterion", self.criterion, ("kl", "ise"))
         check_int("max_leaves", self.max_leaves, 1)
         check_real("min_samples_leaf", self.min_samples_leaf, 0.0)
@@ -135,7 +143,8 @@ class DEF(GenerativeForest):
                         Z=Z, n_levels=nlev, box_lo=self.box_lo_, box_hi=self.box_hi_,
                         vref=self._reference(binner, schema, nominal, nlev),
                         root_mask=root_mask(schema))
-        rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
+        seed = seed_sequence(self.random_state)
+        rngs = tree_generators(seed, int(self.n_trees))
         W = np.empty((len(rngs), n))
         for b, r in enumerate(rngs):
             W[b] = (np.bincount(r.integers(0, n, size=n), minlength=n).astype(float)
@@ -164,6 +173,12 @@ class DEF(GenerativeForest):
                                        self.forest_.leaf_mass * n,
                                        np.ascontiguousarray(W.T).ravel())
         self.n_train_ = n
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, seed)
+        if self.marginal_weight_ > 0:  # the back-off tree: the column marginals on the box
+            check_mixture(self, "DEF")
+            self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
+                self, Z, self.marginal_weight_,
+                marginal_box(self.forest_, schema, self.box_lo_, self.box_hi_))
         return self
 
     def _reference(self, binner: Binner, schema, nominal, nlev) -> np.ndarray:
@@ -201,10 +216,12 @@ class DEF(GenerativeForest):
         return {"box_lo": self.box_lo_, "box_hi": self.box_hi_}
 
     def _extra_meta(self):
-        return {"n_train": int(self.n_train_)}
+        return {"n_train": int(self.n_train_), "marginal_weight": float(self.marginal_weight_)}
 
     def _restore_extra(self, arrays, meta):
         check_box("extra.", arrays["box_lo"], arrays["box_hi"], self.encoder_.schema.d)
         self.box_lo_ = arrays["box_lo"]
         self.box_hi_ = arrays["box_hi"]
         self.n_train_ = check_count("extra n_train", meta["n_train"], 1)
+        self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 47
+        self.marginal_weight_ll_ = {}

@@ -24,6 +24,13 @@ from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.support import clamp_query_rows, floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
+from forestgen.families.mixture.backoff import (
+    append_marginal_tree,
+    check_mixture,
+    check_weight,
+    resolve_weight,
+    root_tree,
+)
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
@@ -164,12 +171,13 @@ class GeF(GenerativeForest):
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False,
                  ensembler: Any = None, sampler: Any = None,
-                 density_floor: float | None = 1e-5):
+                 density_floor: float | None = 1e-5, marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
         super().validate_params()
+        check_weight("GeF", self.marginal_weight)
         check_max_features(self.max_features)
         check_real("min_samples_leaf", self.min_samples_leaf, 0.0, low_open=True)
         check_int("max_depth", self.max_depth, 0, allow_none=True)
@@ -356,7 +364,8 @@ class GeF(GenerativeForest):
         limits = GrowLimits(max_features=self._resolve_max_features(d - 1),
                             max_depth=self.max_depth,
                             min_samples_leaf=float(self.min_samples_leaf), n_classes=K)
-        rngs = tree_generators(seed_sequence(self.random_state), self.n_trees)
+        seed = seed_sequence(self.random_state)
+        rngs = tree_generators(seed, self.n_trees)
         mode = "bootstrap" if self.sampling == "stratified" else self.sampling
         strata = y_codes if self.sampling == "stratified" else None
         W = np.stack([draw_weights(n, r, mode=mode, strata=strata) for r in rngs])
@@ -370,14 +379,19 @@ class GeF(GenerativeForest):
         feature = np.where(forest.feature >= 0, feat_idx[np.maximum(forest.feature, 0)], -1)
         self.forest_ = dataclasses.replace(forest, feature=feature.astype(np.int32),
                                            n_levels=n_levels_full)
-        self._fit_generative(Z, W)
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
+            self, frame, kinds, seed, {"target": name})
+        self._fit_generative(Z, W, self.marginal_weight_)
         self.fit_info_ = {"source": "gef", "inbag": "bootstrap counts"
                           if self.sampling != "none" else "all rows"}
         return self
 
-    def _fit_generative(self, Z: np.ndarray, W: np.ndarray) -> None:
+    def _fit_generative(self, Z: np.ndarray, W: np.ndarray, marginal_weight: float = 0.0
+                        ) -> None:
         """Leaf weights (in-bag count shares, Thm 1) and leaf factors from the in-bag multisets
-        ``W [B, n]`` of the rows ``Z``."""
+        ``W [B, n]`` of the rows ``Z``; with ``marginal_weight > 0`` the back-off tree
+        (:mod:`~forestgen.families.mixture.backoff`) follows, its leaf holding every row once
+        (the class column's marginal: its class shares, smoothed by ``class_alpha``)."""
         forest = self.forest_
         leaves = forest.apply(Z)
         self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights(
@@ -389,6 +403,16 @@ class GeF(GenerativeForest):
         target_leaf = CategoricalLeaf(alpha=self.class_alpha, floor=0.0)
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, num, dis, pair_w,
                                             overrides={self.target_index_: target_leaf})
+        self.marginal_weight_ = float(marginal_weight)
+        if marginal_weight > 0:
+            check_mixture(self, "GeF")
+            c = self.target_index_
+            counts = np.bincount(Z[:, c].astype(np.int64), minlength=int(schema.n_levels[c]))
+            self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
+                self, Z, marginal_weight, root_tree(forest, counts),
+                overrides={c: CategoricalLeaf(alpha=self.class_alpha, floor=0.0)})
+            leaves = np.hstack([leaves, np.full((len(Z), 1), forest.n_leaves, leaves.dtype)])
+            pair_w = np.ascontiguousarray(np.vstack([W, np.ones((1, len(Z)))]).T).ravel()
         self._fit_missing(Z, leaves, pair_w)
 
     # ------------------------------------------------------------------ scikit-learn import
@@ -463,6 +487,7 @@ class GeF(GenerativeForest):
         cnt = np.concatenate(leaf_cnt)
         W, how = _sklearn_inbag(rf, forest, Z, n)
         model._fit_generative(Z, W)
+        model.marginal_weight_ll_ = {}
         # Theorem 1: leaf weights and class pmfs from the sklearn trees' own statistics
         model.leaf_log_weight_ = model.component("ensembler").leaf_log_weights_from_counts(
             cnt, forest.leaf_tree, forest.n_trees)
@@ -617,7 +642,8 @@ class GeF(GenerativeForest):
 
     # ------------------------------------------------------------------ persistence
     def _extra_meta(self) -> dict[str, Any]:
-        return {"target_index": int(self.target_index_), "fit_info": self.fit_info_}
+        return {"target_index": int(self.target_index_), "fit_info": self.fit_info_,
+                "marginal_weight": float(getattr(self, "marginal_weight_", 0.0))}
 
     def _restore_extra(self, arrays, meta) -> None:
         schema = self.encoder_.schema
@@ -626,6 +652,8 @@ class GeF(GenerativeForest):
             raise ValueError(f"extra target_index {self.target_index_} is not a discrete "
                              f"column of the {schema.d}")
         self.fit_info_ = meta.get("fit_info", {})
+        self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 47
+        self.marginal_weight_ll_ = {}
 
 
 # ---------------------------------------------------------------------- helpers

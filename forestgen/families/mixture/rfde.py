@@ -27,6 +27,13 @@ from forestgen.families.boxes import (
     root_mask,
     with_uniform_component,
 )
+from forestgen.families.mixture.backoff import (
+    append_marginal_tree,
+    check_mixture,
+    check_weight,
+    marginal_box,
+    resolve_weight,
+)
 from forestgen.logsumexp import logmeanexp
 from forestgen.modelfile import check_array, check_box, check_count
 from forestgen.progress import ProgressBar
@@ -121,12 +128,14 @@ class RFDE(GenerativeForest):
                  smoothing: float = 1e-3, prior_strength: float = 1.0,
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
                  numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False,
-                 ensembler: Any = None, sampler: Any = None):
+                 ensembler: Any = None, sampler: Any = None,
+                 marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
         super().validate_params()
+        check_weight("RFDE", self.marginal_weight)
         if isinstance(self.depth, str):
             check_choice("depth", self.depth, ("cv", "theory"))
         else:
@@ -165,7 +174,8 @@ class RFDE(GenerativeForest):
         self.box_lo_, self.box_hi_ = root_box(Z, schema, float(self.margin), self.box)
         Z = drop_missing_rows(Z, schema, "RFDE")
         self._layout = column_layout(schema)
-        self._rngs = tree_generators(seed_sequence(self.random_state), int(self.n_trees))
+        root = seed_sequence(self.random_state)
+        self._rngs = tree_generators(root, int(self.n_trees))
         # a tree's hashed seed is the first draw of its Generator (MidpointSplitter)
         self.seeds_ = np.array([copy.deepcopy(r).integers(0, 2**63 - 1) for r in self._rngs],
                                np.int64)
@@ -181,10 +191,11 @@ class RFDE(GenerativeForest):
         else:
             self.depth_ = int(self.depth)
         self.n_train_ = n
-        self._grow(Z)
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, root)
+        self._grow(Z, self.marginal_weight_)
         return self
 
-    def _grow(self, Z: np.ndarray) -> None:
+    def _grow(self, Z: np.ndarray, marginal_weight: float = 0.0) -> None:
         schema = self.encoder_.schema
         nominal, nlev = discrete_levels(schema)
         n, d = Z.shape
@@ -207,7 +218,13 @@ class RFDE(GenerativeForest):
             root_mask(schema))
         boxes = self.forest_.boxes(d, n_levels)
         self.leaf_models_ = box_leaves(self, Z, boxes, self.forest_.leaf_mass * n)
-        # the uniform component's leaf (the root box, heap code 1) follows the trees' leaves
+        if marginal_weight > 0:  # the back-off tree: the column marginals on the root box
+            check_mixture(self, "RFDE")
+            self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
+                self, Z, marginal_weight,
+                marginal_box(self.forest_, schema, self.box_lo_, self.box_hi_))
+        # the uniform component's and the back-off tree's leaves (the root box, heap code 1)
+        # follow the trees' leaves
         self.leaf_code_ = None if codes is None else np.r_[
             codes, np.ones(self.forest_.n_leaves - len(codes), np.int64)]
 
@@ -337,7 +354,8 @@ class RFDE(GenerativeForest):
         return out
 
     def _extra_meta(self):
-        return {"depth": int(self.depth_), "n_train": int(self.n_train_)}
+        return {"depth": int(self.depth_), "n_train": int(self.n_train_),
+                "marginal_weight": float(self.marginal_weight_)}
 
     def _restore_extra(self, arrays, meta):
         d, L = self.encoder_.schema.d, self.forest_.n_leaves
@@ -352,6 +370,8 @@ class RFDE(GenerativeForest):
                         high=2 ** min(self.depth_ + 1, 62))
         self.n_train_ = check_count("extra n_train", meta["n_train"], 1)
         self._layout = column_layout(self.encoder_.schema)
+        self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 47
+        self.marginal_weight_ll_ = {}
 
 
 def infinite_forest_density(model: RFDE, X_train: np.ndarray, X: np.ndarray,

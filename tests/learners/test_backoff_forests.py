@@ -1,0 +1,190 @@
+"""The back-off toward the column marginals of RFDE, DEF and GeF, and the guard that chooses
+its weight (issue 37 item 4): one more tree, whose one leaf carries each column's marginal law
+(:func:`forestgen.families.mixture.backoff.marginal_leaf_models`), weighted ``λ``; the model
+stays one normalised leaf mixture whose density, draws, conditionals and model file include it,
+and ``marginal_weight="auto"`` backs off only where the held-out rows ask for it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import forestgen as fg
+from forestgen.ensemble.mixture import MixtureEnsembler
+from forestgen.families.mixture.backoff import (
+    GUARD_Z,
+    MARGINAL_ALPHA,
+    guarded_weight,
+    pooled,
+)
+from forestgen.families.mixture.stacked import StackedLeaf
+from forestgen.testing.statistical import discrete_toy
+
+BOX = (fg.RFDE, fg.DEF)
+
+
+def _grid(df):
+    levels = [sorted(df[c].unique()) for c in df.columns]
+    return pd.DataFrame(list(itertools.product(*levels)), columns=df.columns)
+
+
+def _fit(cls, df, **kw):
+    kw.setdefault("random_state", 0)
+    kw.setdefault("n_jobs", 1)
+    if cls is fg.GeF:
+        return cls(n_trees=20, **kw).fit(df, target="c")
+    if cls is fg.RFDE:
+        kw.setdefault("depth", 3)
+    return cls(n_trees=20, **kw).fit(df)
+
+
+@pytest.mark.parametrize("cls", [*BOX, fg.GeF], ids=lambda c: c.__name__)
+def test_discrete_backoff_is_the_mixture_with_the_product_of_marginal_pmfs(cls):
+    df = discrete_toy(n=300)
+    grid = _grid(df)
+    paper = _fit(cls, df, marginal_weight=0)
+    m = _fit(cls, df, marginal_weight=0.3)
+    assert m.forest_.n_trees == paper.forest_.n_trees + 1
+    assert all(isinstance(lm, StackedLeaf) for lm in m.leaf_models_)
+    # the root leaf: each column's pmf smoothed by MARGINAL_ALPHA (GeF's class by class_alpha)
+    prod = np.ones(len(grid))
+    for c in df.columns:
+        cnt = df[c].value_counts()
+        a = m.class_alpha if cls is fg.GeF and c == "c" else MARGINAL_ALPHA
+        prod *= ((cnt + a) / (len(df) + a * len(cnt))).reindex(grid[c]).to_numpy()
+    p = np.exp(m.log_prob(grid, floor=None))
+    assert np.allclose(p, 0.7 * np.exp(paper.log_prob(grid, floor=None)) + 0.3 * prod,
+                       rtol=1e-9)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    # draws follow the density (chi-square over the grid's cells)
+    draws = m.sample(20_000, random_state=1)
+    got = draws.value_counts().reindex(pd.MultiIndex.from_frame(grid), fill_value=0)
+    assert stats.chisquare(got.to_numpy(), p * len(draws)).pvalue > 1e-3
+    # conditionals are those of the same mixture
+    cond = np.exp(m.log_prob(grid[["c"]].drop_duplicates(), conditions={"a": "p", "b": "u"}))
+    joint = p[(grid["a"] == "p") & (grid["b"] == "u")]
+    assert np.allclose(cond, joint / joint.sum(), rtol=1e-9)
+    # a missing entry is marginalised exactly
+    half = grid[["a", "b"]].drop_duplicates().assign(c=np.nan)
+    marg = pd.Series(p).groupby([grid["a"], grid["b"]]).sum()
+    want = marg.reindex(pd.MultiIndex.from_frame(half[["a", "b"]])).to_numpy()
+    assert np.allclose(np.exp(m.log_prob(half, floor=None)), want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("cls", BOX, ids=lambda c: c.__name__)
+def test_numeric_backoff_density_integrates_to_one_and_draws_follow_it(cls):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": np.r_[rng.normal(0, 1, 150), rng.normal(5, 0.5, 150)]})
+    m = _fit(cls, df, marginal_weight=0.4)
+    lo, hi = float(m.box_lo_[0]), float(m.box_hi_[0])
+    xs = np.linspace(lo, hi, 400_001)[1:]
+    dens = np.exp(m.log_prob(pd.DataFrame({"x": xs}), floor=None))
+    assert dens.sum() * (xs[1] - xs[0]) == pytest.approx(1.0, abs=2e-3)
+    draws = m.sample(5_000, random_state=2)["x"].to_numpy()
+    cdf = np.cumsum(dens) * (xs[1] - xs[0])
+    assert stats.kstest(draws, lambda v: np.interp(v, xs, cdf)).pvalue > 1e-3
+    # the marginal part alone is a kernel density with the training rows' mean
+    assert m.expect(["x"])["x"] == pytest.approx(df["x"].mean(), abs=0.15)
+
+
+def test_pooled_keeps_the_mean_and_the_total_weight():
+    x = np.random.default_rng(1).gamma(2.0, size=5_000)
+    v, w = pooled(x, 64)
+    assert len(v) == 64 and w.sum() == len(x)
+    assert np.dot(v, w) / w.sum() == pytest.approx(x.mean(), rel=1e-12)
+    v, w = pooled(np.array([1.0, 1.0, 2.0]), 64)
+    assert v.tolist() == [1.0, 2.0] and w.tolist() == [2.0, 1.0]
+
+
+def _dependent(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return pd.DataFrame({"x": x, "y": x + 0.05 * rng.normal(size=n),
+                         "c": np.where(x > 0, "a", "b")})
+
+
+def _independent(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({f"x{j}": rng.normal(size=n) for j in range(4)}
+                        | {"c": rng.choice(["a", "b"], n)})
+
+
+@pytest.mark.parametrize("cls", [fg.ARF, *BOX, fg.GeF], ids=lambda c: c.__name__)
+def test_auto_keeps_the_paper_model_bit_identical_where_the_forest_wins(cls):
+    df = _dependent()
+    kw = {"depth": "cv"} if cls is fg.RFDE else {}
+    paper = _fit(cls, df, marginal_weight=0, **kw)
+    m = _fit(cls, df, marginal_weight="auto", **kw)
+    assert m.marginal_weight_ == 0.0
+    assert m.marginal_weight_ll_["t"] < -GUARD_Z  # the marginals lose by many SEs
+    assert m.forest_.n_trees == paper.forest_.n_trees
+    assert np.array_equal(m.leaf_log_weight_, paper.leaf_log_weight_)
+    assert np.array_equal(m.log_prob(df), paper.log_prob(df))
+    pd.testing.assert_frame_equal(m.sample(50, random_state=3), paper.sample(50, random_state=3))
+
+
+@pytest.mark.parametrize("cls", [fg.DEF, fg.GeF], ids=lambda c: c.__name__)
+def test_auto_backs_off_where_the_marginals_win(cls):
+    """Independent columns and few rows: the forest's cells fit noise, and the held-out rows
+    score the marginals above it."""
+    df = _independent()
+    m = _fit(cls, df, marginal_weight="auto")
+    assert m.marginal_weight_ll_["t"] > GUARD_Z
+    assert m.marginal_weight_ > 0
+    scores = {k: v for k, v in m.marginal_weight_ll_.items() if k != "t"}
+    assert scores[str(m.marginal_weight_)] == max(scores.values())
+    test = _independent(seed=1)
+    assert m.score(test) > _fit(cls, df, marginal_weight=0).score(test)
+
+
+def test_guarded_weight_backs_off_only_past_the_margin():
+    rng = np.random.default_rng(0)
+    lf = rng.normal(-2.0, 0.3, 200)
+    better = lf + 0.2 + rng.normal(0, 0.1, 200)  # the marginals win on almost every row
+    w, _, t = guarded_weight(lf, better, -50.0)
+    assert t > GUARD_Z and w > 0
+    worse = lf - 0.2 + rng.normal(0, 0.1, 200)
+    w, scores, t = guarded_weight(lf, worse, -50.0)
+    assert t < 0 and w == 0.0
+    # equal components: no evidence, no back-off; rows of density zero score the floor
+    assert guarded_weight(lf, lf, -50.0)[::2] == (0.0, 0.0)
+    w, _, t = guarded_weight(np.full(5, -np.inf), np.full(5, -1.0), -50.0)
+    assert t == math.inf and w > 0
+
+
+@pytest.mark.parametrize("cls", [*BOX, fg.GeF], ids=lambda c: c.__name__)
+def test_backoff_model_file_round_trip(cls, tmp_path):
+    rng = np.random.default_rng(0)
+    # z: a numeric column with a point mass at 0 (the root leaf's kernel density inside a
+    # point-mass leaf)
+    df = pd.DataFrame({"x": rng.normal(size=200),
+                       "z": np.where(rng.random(200) < 0.4, 0.0, rng.gamma(2.0, size=200)),
+                       "c": rng.choice(["a", "b", "c"], 200)})
+    m = _fit(cls, df, marginal_weight=0.25)
+    m.save(tmp_path / "m.fg")
+    back = type(m).load(tmp_path / "m.fg")
+    assert back.marginal_weight_ == 0.25
+    assert np.array_equal(back.log_prob(df), m.log_prob(df))
+    pd.testing.assert_frame_equal(back.sample(30, random_state=4), m.sample(30, random_state=4))
+    q = df.head(10).assign(x=np.nan)
+    pd.testing.assert_frame_equal(back.impute(q, random_state=0), m.impute(q, random_state=0))
+
+
+class NotAMixture(MixtureEnsembler):
+    """Leaf weights as the mixture's, but trees not combined by a log-sum-exp."""
+
+    logsumexp_combine = False
+
+
+@pytest.mark.parametrize("cls", [fg.ARF, *BOX, fg.GeF], ids=lambda c: c.__name__)
+def test_backoff_needs_a_mixture_ensembler(cls):
+    df = discrete_toy(n=120)
+    with pytest.raises(ValueError, match=f"{cls.__name__}: marginal_weight > 0 adds a tree"):
+        _fit(cls, df, marginal_weight=0.2, ensembler=NotAMixture())
+    with pytest.raises(ValueError, match=f"{cls.__name__}: marginal_weight must be"):
+        _fit(cls, df, marginal_weight="sometimes")
