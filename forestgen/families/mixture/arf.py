@@ -107,20 +107,23 @@ class ARF(GenerativeForest):
         leaf smears spiky integers (adult's ``capital-gain`` is 92% zeros), and on adult 128
         lowers the C2ST AUC of FORGE samples from 0.9996 to 0.67. Cost: a dense pmf table of
         ``n_leaves x levels`` per such column.
-    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model, no extra tree) or
-        ``"held_out"`` — weight of one more
-        tree that never splits, whose one leaf holds every training row: under FORDE's leaves
-        the product of the column marginals (:mod:`~forestgen.families.mixture.backoff`).
-        The model is ``(1 - λ) q + λ prod_j f_j``, still one leaf mixture (density, FORGE
-        draws and every query include it). ``"held_out"`` picks ``λ`` of
-        :data:`~forestgen.families.mixture.backoff.WEIGHTS` by the held-out log-likelihood of
-        an ARF fitted on 80% of the rows (kept as ``marginal_weight_``, the scores as
-        ``marginal_weight_ll_``; it costs one more fit on at most 800 rows, and queries one
-        more tree). A forestgen extension (issue 37): at ``λ = 0`` ARF scores quine's
-        held-out rows below the column marginals, with ``"held_out"`` above them
-        (``benchmarks/results/scaled_defaults_s45.md``). Not yet the default: R arf parity
-        and the speed comparisons run at ``λ = 0``. The distributed fit
-        (:mod:`forestgen.distributed`) has no extra tree.
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` — weight of
+        one more tree that never splits, whose one leaf holds every training row: under
+        FORDE's leaves the product of the column marginals
+        (:mod:`~forestgen.families.mixture.backoff`). The model is ``(1 - λ) q + λ prod_j
+        f_j``, still one leaf mixture (density, FORGE draws and every query include it).
+        ``"held_out"`` picks ``λ`` of :data:`~forestgen.families.mixture.backoff.WEIGHTS` by
+        the held-out log-likelihood of an ARF fitted on 80% of the rows (of at most 1,000);
+        ``"auto"`` does the same but keeps ``λ = 0`` unless the marginals alone score those
+        held-out rows above the ARF alone by more than
+        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, so where the
+        forest beats the marginals the model is the paper's, bit for bit. The choice is kept
+        as ``marginal_weight_``, the scores (and the guard's statistic ``"t"``) as
+        ``marginal_weight_ll_``; it costs one more fit on at most 800 rows (adult: see
+        ``benchmarks/results/backoff_s47.md``). A forestgen extension (issue 37): at ``λ = 0``
+        ARF scores quine's held-out rows below the column marginals (-8.29 against -7.64),
+        at ``"auto"`` above them. ``0`` is the paper's model (R arf parity). The distributed
+        fit (:mod:`forestgen.distributed`) has no extra tree.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
     density_floor : a row of density zero — a held-out value outside the support
         (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
@@ -172,7 +175,7 @@ class ARF(GenerativeForest):
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
                  discrete_leaf: Any = None, splitter: Any = "gini", ensembler: Any = None,
                  sampler: Any = None,
-                 density_floor: float | None = 1e-5, marginal_weight: float | str = 0.0):
+                 density_floor: float | None = 1e-5, marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation

@@ -87,6 +87,11 @@ class DEF(GenerativeForest):
         class or instance; see ``docs/components.md``).
     random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
     progress : print a progress bar over trees on stderr.
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)``: the
+        back-off toward the column marginals of
+        :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree whose leaf carries the
+        product of the marginals, weight chosen on held-out rows, ``λ = 0`` where the forest
+        beats the marginals there). A forestgen extension (issue 37).
 
     Notes
     -----

@@ -142,6 +142,15 @@ class GeF(GenerativeForest):
         ``density_floor`` (default ``1e-5``) times the uniform density on the support in
         ``log_prob`` instead of ``-inf``; every other row keeps its exact density. ``None`` or
         ``log_prob(..., floor=None)``: exact. A forestgen extension (no floor in the paper).
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)``: the
+        back-off toward the column marginals of
+        :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree, unsplit, whose leaf
+        carries a kernel density per numeric feature, the smoothed pmf of each discrete one and
+        the class shares smoothed by ``class_alpha``; weight chosen on held-out rows, ``λ = 0``
+        where the forest beats the marginals there). With ``λ > 0`` the class queries count
+        that tree as one more tree (``mode="gef"`` averages its posterior, the class prior,
+        with the others'). A forestgen extension (issue 37: at ``λ = 0`` GeF scores Cars93's
+        held-out rows below the column marginals).
 
     Differences from the authors' code: numeric thresholds come from histogram bins, not the
     largest left value; no standardisation / clipping to ±6 SD (the Gaussian floor is relative

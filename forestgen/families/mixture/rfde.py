@@ -103,6 +103,20 @@ class RFDE(GenerativeForest):
         class or instance; see ``docs/components.md``).
         A split criterion is ruled out (``ruled_out``): the midpoint rule is data-independent.
     progress : print progress bars (depth CV, growth) on stderr.
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` — weight of
+        one more tree that never splits, whose one leaf carries the product of the column
+        marginals fitted on all rows (:mod:`~forestgen.families.mixture.backoff`: a kernel
+        density per numeric column, unbounded, so a held-out value beyond the training range
+        keeps a density; the smoothed pmf of each discrete column). A root-only tree under
+        RFDE's own leaves would be the uniform box (``smoothing``); this one's leaf models
+        sit beside the forest's in a :class:`~forestgen.families.mixture.stacked.StackedLeaf`.
+        The model ``(1 - λ) f + λ prod_j f_j`` stays one normalised leaf mixture. ``"auto"``
+        chooses ``λ`` as ARF's ``marginal_weight`` does: an RFDE fitted on 80% of the rows (of
+        at most 1,000) scores the others at each weight, and ``λ > 0`` is kept only where the
+        marginals alone beat the forest alone there by more than
+        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors (``0`` elsewhere:
+        the paper's model, bit for bit). ``marginal_weight_`` / ``marginal_weight_ll_`` keep
+        the choice. A forestgen extension (issue 37; ``benchmarks/results/backoff_s47.md``).
 
     Notes
     -----
