@@ -22,6 +22,7 @@ marginals as far as the held-out rows ask, and no further.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from typing import Any
@@ -191,8 +192,6 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     ties to the first (0). ``rule="auto"``: that weight only if the marginals alone beat the
     model alone by more than :data:`GUARD_Z` standard errors (:func:`guard_t`, kept as the
     score ``"t"``), else 0. Fewer than 10 rows, or a fit that fails: 0 (no back-off)."""
-    from sklearn.base import clone
-
     from forestgen.data.frames import take_rows
     from forestgen.tuning import held_out_split
 
@@ -200,8 +199,11 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     if split is None:
         return 0.0, {}
     fit, val = split
-    m = clone(model).set_params(**{param: 0.5, "random_state": seed.spawn(1)[0],
-                                   "progress": False})
+    # a fresh learner of the same parameters (copied: components given as instances stay
+    # the model's own; scikit-learn's clone would ask each component for get_params(deep=))
+    params = copy.deepcopy(model.get_params())
+    params.update({param: 0.5, "random_state": seed.spawn(1)[0], "progress": False})
+    m = type(model)(**params)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

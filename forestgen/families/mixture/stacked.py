@@ -64,12 +64,15 @@ class StackedLeaf(LeafModel):
 
     @staticmethod
     def _take(a, sel, m: int, per_entry_ndim: int = 1):
-        """``a`` for the entries ``sel``: per-entry arrays (leading dimension ``m`` and at
-        least ``per_entry_ndim`` dimensions) are indexed, scalars and shared arrays kept."""
+        """``a`` for the entries ``sel``: an array of at least ``per_entry_ndim`` dimensions
+        holds one row per entry and is indexed (a ``ValueError`` unless it has ``m`` rows);
+        scalars and shared arrays (a level mask ``[k]``) are kept."""
         if a is None:
             return None
         arr = np.asarray(a)
-        if arr.ndim >= per_entry_ndim and arr.ndim >= 1 and arr.shape[0] == m:
+        if arr.ndim >= max(per_entry_ndim, 1):
+            if arr.shape[0] != m:
+                raise ValueError(f"StackedLeaf: {m} leaves but {arr.shape[0]} values")
             return arr[sel]
         return a
 
