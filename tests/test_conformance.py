@@ -45,6 +45,8 @@ TABLE: dict[tuple[str, str], list] = {
     ("leaf", "gef_gaussian"): [{}],
     ("leaf", "uniform_levels"): [{}],
     ("leaf", "marginal_cell"): [{}],
+    ("leaf", "stacked"): [{"parts": ["truncnorm", "kernel"], "sizes": [4, 1]},
+                          {"parts": ["categorical", "uniform_levels"], "sizes": [3, 2]}],
     ("splitter", "gini"): [{}],
     ("splitter", "entropy"): [{}],
     ("splitter", "impurity"): [{}],

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from forestgen.families.mixture.stacked import StackedLeaf  # registers the "stacked" leaf
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import LeafCells, TreeRecord
 
@@ -320,8 +321,6 @@ def append_marginal_tree(model, Z: np.ndarray, weight: float, root: ForestArrays
     of weight ``weight``: its one leaf carries :func:`marginal_leaf_models` of the rows ``Z``,
     the forest's leaves keep their models (a :class:`StackedLeaf` per column), and the
     forest's leaf weights are scaled by ``1 - weight``."""
-    from forestgen.families.mixture.stacked import StackedLeaf
-
     ms = marginal_leaf_models(model, Z, root, overrides)
     L = model.forest_.n_leaves
     stacked = [StackedLeaf(parts=[a, b], sizes=[L, root.n_leaves])

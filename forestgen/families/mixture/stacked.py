@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from forestgen import registry
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.registry import register
 
@@ -26,14 +27,15 @@ __all__ = ["StackedLeaf"]
 class StackedLeaf(LeafModel):
     """Fitted leaf models ``parts`` of ``sizes`` consecutive leaves each (module docstring).
 
-    All parts are numeric or all discrete. Built from fitted parts (``fit`` refuses: there is
-    nothing to fit); saved and loaded like any leaf model (each part's arrays under the
-    prefix ``p<i>_``). No packed form: the fused walks call its methods (the enumerating
-    path), which dispatch each entry to its part.
+    All parts are numeric or all discrete (registry names, classes or instances). Built from
+    fitted parts (the back-off), or fitted: each part on the pairs of its own leaves; saved
+    and loaded like any leaf model (each part's arrays under the prefix ``p<i>_``). No packed
+    form: the fused walks call its methods (the enumerating path), which dispatch each entry
+    to its part.
     """
 
     def __init__(self, *, parts: Any = (), sizes: Any = ()):
-        self.parts = list(parts)
+        self.parts = [registry.resolve("leaf", p, LeafModel) for p in parts]
         self.sizes = [int(s) for s in sizes]
         if len(self.parts) != len(self.sizes) or not self.parts:
             raise ValueError(f"StackedLeaf needs one size per part, got {len(self.parts)} "
@@ -42,6 +44,8 @@ class StackedLeaf(LeafModel):
         if len(kinds) != 1:
             raise ValueError("StackedLeaf: parts must be all numeric or all discrete")
         self.discrete = kinds.pop()
+        # the edge cells every part fits
+        self.handles_cells = frozenset.intersection(*(p.handles_cells for p in self.parts))
 
     def get_params(self) -> dict:
         return {"parts": list(self.parts), "sizes": list(self.sizes)}
@@ -87,7 +91,29 @@ class StackedLeaf(LeafModel):
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, leaf, cell: ColumnCell, weight=None) -> StackedLeaf:
-        raise NotImplementedError("StackedLeaf is built from fitted parts; fit each part")
+        """Fit a fresh copy of each part on the pairs of its leaves (renumbered from 0) and
+        its leaves' cells. The parts after the first keep their ``sizes``; the first takes the
+        leaves of ``cell`` they leave (possibly none)."""
+        first = len(cell.lower) - sum(self.sizes[1:])
+        if first < 0:
+            raise ValueError(f"StackedLeaf: {len(cell.lower)} leaves, but the parts after the "
+                             f"first take {sum(self.sizes[1:])}")
+        self.sizes = [first, *self.sizes[1:]]
+        off = self.offsets
+        x = np.asarray(x, np.float64)
+        leaf = np.asarray(leaf, np.int64)
+        parts = []
+        for i, p in enumerate(self.parts):
+            a, b = int(off[i]), int(off[i + 1])
+            sel = (leaf >= a) & (leaf < b)
+            sub = ColumnCell(lower=np.asarray(cell.lower)[a:b], upper=np.asarray(cell.upper)[a:b],
+                             allowed=None if cell.allowed is None else cell.allowed[a:b],
+                             data_min=cell.data_min, data_max=cell.data_max,
+                             n_levels=cell.n_levels)
+            w = None if weight is None else np.asarray(weight, np.float64)[sel]
+            parts.append(type(p)(**p.get_params()).fit(x[sel], leaf[sel] - a, sub, w))
+        self.parts = parts
+        return self
 
     # ------------------------------------------------------------------ queries
     def log_prob(self, leaf, x):
@@ -116,9 +142,12 @@ class StackedLeaf(LeafModel):
         return out
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
-        """Each part draws its entries in turn (part order) from ``rng``."""
+        """Without a condition, :meth:`sample_uniform` of ``rng.random(m)`` where every part
+        has it; otherwise each part draws its entries in turn (part order) from ``rng``."""
         leaf = np.asarray(leaf, np.int64)
         m = len(leaf)
+        if lo is None and hi is None and levels is None and self.has_uniform_sampler:
+            return self.sample_uniform(leaf, rng.random(m))
         out = np.empty(m)
         for i, sel, local in self._split(leaf):
             out[sel] = self.parts[i].sample(local, rng, lo=self._take(lo, sel, m),
