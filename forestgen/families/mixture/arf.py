@@ -113,13 +113,13 @@ class ARF(GenerativeForest):
         (:mod:`~forestgen.families.mixture.backoff`). The model is ``(1 - λ) q + λ prod_j
         f_j``, still one leaf mixture (density, FORGE draws and every query include it).
         ``"held_out"`` picks ``λ`` of :data:`~forestgen.families.mixture.backoff.WEIGHTS` by
-        the held-out log-likelihood of an ARF fitted on 80% of the rows (of at most 1,000);
+        the held-out log-likelihood of an ARF fitted on 80% of the rows (of at most 10,000);
         ``"auto"`` does the same but keeps ``λ = 0`` unless the marginals alone score those
         held-out rows above the ARF alone by more than
         :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, so where the
         forest beats the marginals the model is the paper's, bit for bit. The choice is kept
         as ``marginal_weight_``, the scores (and the guard's statistic ``"t"``) as
-        ``marginal_weight_ll_``; it costs one more fit on at most 800 rows (adult: see
+        ``marginal_weight_ll_``; it costs one more fit on at most 8,000 rows (adult: see
         ``benchmarks/results/backoff_s47.md``). A forestgen extension (issue 37): at ``λ = 0``
         ARF scores quine's held-out rows below the column marginals (-8.29 against -7.64),
         at ``"auto"`` above them. ``0`` is the paper's model (R arf parity). The distributed

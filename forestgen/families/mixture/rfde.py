@@ -112,7 +112,7 @@ class RFDE(GenerativeForest):
         sit beside the forest's in a :class:`~forestgen.families.mixture.stacked.StackedLeaf`.
         The model ``(1 - λ) f + λ prod_j f_j`` stays one normalised leaf mixture. ``"auto"``
         chooses ``λ`` as ARF's ``marginal_weight`` does: an RFDE fitted on 80% of the rows (of
-        at most 1,000) scores the others at each weight, and ``λ > 0`` is kept only where the
+        at most 10,000) scores the others at each weight, and ``λ > 0`` is kept only where the
         marginals alone beat the forest alone there by more than
         :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors (``0`` elsewhere:
         the paper's model, bit for bit). ``marginal_weight_`` / ``marginal_weight_ll_`` keep
