@@ -292,14 +292,15 @@ def test_arf_small_leaves_give_levels_seen_elsewhere_their_marginal_share():
     chosen per column by leave-one-out likelihood with ``prior_strength="auto"``)."""
     df = _airquality_like()
     train, test = df.iloc[:120], df.iloc[120:]
-    default = fg.ARF(random_state=0).fit(train)
-    plain = fg.ARF(random_state=0, prior_strength=0.0).fit(train)
+    # the leaf priors alone, without the back-off tree (marginal_weight=0)
+    default = fg.ARF(random_state=0, marginal_weight=0).fit(train)
+    plain = fg.ARF(random_state=0, prior_strength=0.0, marginal_weight=0).fit(train)
     assert default.leaf_models_[default.schema_.index("Day")].prior == 0.3
     # Wind's common values are point masses (a mass, not a density, at them): the comparison
     # with the baseline's densities marginalises it out
     test = test.drop(columns="Wind")
     lp, lp0 = default.log_prob(test), plain.log_prob(test)
-    auto = fg.ARF(random_state=0, prior_strength="auto").fit(train)
+    auto = fg.ARF(random_state=0, prior_strength="auto", marginal_weight=0).fit(train)
     assert auto.leaf_models_[auto.schema_.index("Day")].prior_ >= 1.0  # leaves say little
     assert np.median(auto.log_prob(test)) > np.median(lp) - 1.0
     # the product of the training marginals (an independence baseline, Laplace-smoothed)
@@ -441,6 +442,7 @@ def test_many_columns_every_in_range_row_has_density_and_imputes(name):
     test = test[_in_range(train, test)].reset_index(drop=True)
     assert len(test) > 120
     kw = {"rfde": dict(n_trees=10, depth=12), "def": dict(n_trees=6)}[name]
+    kw["marginal_weight"] = 0  # the smoothing alone, without the back-off tree
     cls = fg.RFDE if name == "rfde" else fg.DEF
     paper = cls(**kw, smoothing=0, prior_strength=0, random_state=0).fit(train)
     assert np.isneginf(paper.log_prob(test, floor=None)).mean() > 0.1  # what the issue saw
