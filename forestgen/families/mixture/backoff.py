@@ -280,7 +280,8 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
     :data:`MARGINAL_BANDWIDTH`, at most :data:`MARGINAL_KERNELS` kernels, :func:`pooled`)
     with its point masses at their shares (:class:`~forestgen.leaves.point_mass.PointMassLeaf`),
     for a discrete one the pmf smoothed by :data:`MARGINAL_ALPHA` over the levels of the root
-    cell (:class:`~forestgen.leaves.categorical.CategoricalLeaf`); ``overrides`` maps a column
+    cell (:class:`~forestgen.leaves.categorical.CategoricalLeaf`, no floor: a level outside
+    the cell has probability zero, as in RFDE's and DEF's leaves); ``overrides`` maps a column
     to its own (discrete) leaf model. Each is restricted to the root cell, as every leaf model
     is to its cell. The back-off leaf of RFDE, DEF and GeF, whose own leaves under one unsplit
     cell would be a uniform box (RFDE, DEF) or one Gaussian (GeF)."""
@@ -301,7 +302,7 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
             lo, hi = boxes.column(j)
             cell = ColumnCell(lower=lo, upper=hi, allowed=boxes.levels(j, k), data_min=0.0,
                               data_max=k - 1.0, n_levels=k)
-            lm = (overrides or {}).get(j) or CategoricalLeaf(alpha=MARGINAL_ALPHA)
+            lm = (overrides or {}).get(j) or CategoricalLeaf(alpha=MARGINAL_ALPHA, floor=0.0)
             out.append(lm.fit(x, one, cell))
             continue
         lo, hi = restrict_cells(spec, *boxes.column(j))
