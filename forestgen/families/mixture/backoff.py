@@ -52,7 +52,7 @@ RULES = ("auto", "held_out")
 #: 2,400 rows). Measured
 #: (``benchmarks/results/backoff_s47.md``): where the back-off lifted a model above the
 #: marginals the statistic was 1.11 (ARF on quine; 0.81 to 4.9 over eight seeds), 3.2 (GeF on
-#: Cars93) and 13.8 (RFDE on the 5,000 x 20 table); where the model was far above them, -2.1
+#: Cars93) and 22.5 (RFDE on the 5,000 x 20 table); where the model was far above them, -2.1
 #: or lower
 GUARD_Z = 1.0
 #: rows of the table (at most) that the held-out choice splits 80/20: a forest fitted on far
