@@ -14,9 +14,10 @@ probabilities of the levels seen in it (a ragged CSR list ``offset_``/``code_``/
 shared scale ``rest_`` for its other allowed levels, which get ``rest_[leaf] * base_[v]``
 (``base_ = m / max m``, ``rest_ = max m / (N + sum m)``; ``base_ = 1`` and ``rest_ = 0``
 without smoothing),
-and its allowed-level set as packed bits ``allowed_`` (``k/8`` bytes). A model with ``L``
+and its allowed-level set as packed bits ``allowed_`` (``k/8`` bytes); in memory it also keeps
+each leaf's level total ``total_`` for sampling (derived at fit, not saved). A model with ``L``
 leaves and ``P`` distinct (leaf, level) pairs in its fitting data takes
-``12 P + L (24 + ceil(k / 8)) + 8 k + 24`` bytes per discrete column instead of ``8 L k``.
+``12 P + L (32 + ceil(k / 8)) + 8 k + 24`` bytes per discrete column instead of ``8 L k``.
 """
 
 from __future__ import annotations
