@@ -117,6 +117,15 @@ def walk_plan(n_trees: int, width: int) -> tuple[int, np.ndarray]:
     return rows, np.linspace(0, n_trees, g + 1).round().astype(np.int64)
 
 
+def even_block(m: int) -> int:
+    """Rows per task for a call of ``m`` rows: as few blocks as :data:`BLOCK` allows, of
+    nearly equal sizes, so the threads that deal the (group, block) tasks in turn get equal
+    work (40,000 rows: two blocks of 20,000, not 32,768 and 7,232). Each row's sums do not
+    depend on the blocks."""
+    n_blocks = max(1, -(-m // BLOCK))
+    return max(1, -(-m // n_blocks))
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _add_moments(ab, q, xb, w, r, tabs, queries, pv, seen, visit):
     """Adds leaf record ``r``'s pmfs or means, weighted ``w``, to row ``q``'s moments
@@ -345,7 +354,7 @@ def walk(model, Z: np.ndarray, ev: RangeEvidence | None = None, queries: tuple |
             gst = np.empty((n_groups, len(idx), 2))
             gacc = np.empty((n_groups, len(idx), width))
             gcnt = np.empty((n_groups, len(idx) if count else 0), np.int64)
-            plan = Plan(min(BLOCK, len(idx)), bounds, numba.get_num_threads())
+            plan = Plan(even_block(len(idx)), bounds, numba.get_num_threads())
             _batch_walk(walk_rows(Z[idx]), _take(ev, idx) if ev.active else ev, plan, forest,
                         queries, gst, gacc, gcnt)
             _fold_groups(gst, gacc, idx, st, acc)

@@ -244,6 +244,16 @@ def test_tree_groups_are_balanced_and_bounded(n_trees, width):
     assert len(sizes) == min(n_trees, marginal_walk.GROUPS) or width == 1000
 
 
+@pytest.mark.parametrize("m", [1, 5, 32768, 32769, 40000, 65536, 70000, 262144])
+def test_row_blocks_are_as_few_as_allowed_and_even(m):
+    """The threads deal (group, block) tasks in turn: blocks of nearly equal size keep them
+    equally busy (40,000 rows were a block of 32,768 and one of 7,232)."""
+    block = marginal_walk.even_block(m)
+    n_blocks = -(-m // block)
+    assert block <= marginal_walk.BLOCK and n_blocks == -(-m // marginal_walk.BLOCK)
+    assert block * n_blocks - m < n_blocks  # the last block is at most one row short
+
+
 def test_same_bits_for_any_thread_count_chunk_and_block(plain, monkeypatch):
     """The tasks (a group of trees, a block of rows) are dealt to any number of threads, and
     the rows come in chunks and blocks of any size: every row adds its leaves and its groups
