@@ -82,11 +82,11 @@ _ARFPY_SCRIPT = textwrap.dedent("""
 
 def warmup() -> None:
     df = load_adult_csv().sample(300, random_state=0)
-    m = ARF(n_trees=3, random_state=0).fit(df)
+    m = ARF(n_trees=3, marginal_weight=0.0, random_state=0).fit(df)
     m.sample(100, random_state=0)
     m.log_prob(df)
     rng = np.random.default_rng(0)
-    g = ARF(n_trees=2, random_state=0).fit(rng.normal(size=(200, 3)))
+    g = ARF(n_trees=2, marginal_weight=0.0, random_state=0).fit(rng.normal(size=(200, 3)))
     g.sample(100, random_state=0)
     _grow_ours(*_stacked(df, 0), n_jobs=1)
 
@@ -100,7 +100,7 @@ def section_a(args, full) -> tuple[str, list[str]]:
         models = []
 
         def fit(df=df, models=models):
-            models.append(ARF(random_state=len(models)).fit(df))
+            models.append(ARF(marginal_weight=0.0, random_state=len(models)).fit(df))
 
         t_fit, fits = median_time(fit, args.repeats)
         m = models[-1]
@@ -245,13 +245,13 @@ def section_c(args) -> tuple[str, list[str]]:
     d = 10
     cov = 0.9 ** np.abs(np.subtract.outer(np.arange(d), np.arange(d)))
     G = rng.multivariate_normal(np.zeros(d), cov, size=10_000)
-    g, t_gfit = timed(lambda: ARF(random_state=0).fit(G))
+    g, t_gfit = timed(lambda: ARF(marginal_weight=0.0, random_state=0).fit(G))
     t_s_enc, _ = median_time(lambda: g.sample_encoded(args.sample_rows, random_state=1),
                              args.repeats)
     t_s_df, _ = median_time(lambda: g.sample(args.sample_rows, random_state=1), args.repeats)
 
     train, test = load_adult_csv("train"), load_adult_csv("test")
-    m, t_mfit = timed(lambda: ARF(n_trees=100, random_state=0).fit(train))
+    m, t_mfit = timed(lambda: ARF(n_trees=100, marginal_weight=0.0, random_state=0).fit(train))
     Zte = m.encoder_.transform(test)
     t_lp, _ = median_time(lambda: m.log_prob(test), args.repeats)
     t_lpe, _ = median_time(lambda: m.log_prob_encoded(Zte), args.repeats)
@@ -351,7 +351,7 @@ def section_d(args, full) -> tuple[str, list[str]]:
     fits = {}
     for label, sp in (("gini", "gini"), ("hellinger", hellinger)):
         t, _ = median_time(lambda sp=sp, label=label: fits.__setitem__(
-            label, ARF(splitter=sp, random_state=0).fit(sub)), args.repeats)
+            label, ARF(splitter=sp, marginal_weight=0.0, random_state=0).fit(sub)), args.repeats)
         fits[label + "_t"] = t
     rows2 = [[f"ARF(splitter={k!r})" if k == "gini" else "ARF(splitter=hellinger)",
               fits[k + "_t"], fits[k].n_rounds_, fits[k].forest_.n_leaves,

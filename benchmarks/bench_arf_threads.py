@@ -40,7 +40,7 @@ from forestgen import ARF
 n, T, queries, reps = {n}, {threads}, {queries!r}, {reps}
 data = mixed_table(n + max(queries + [4000]), 0)
 train, test = data.iloc[:n].reset_index(drop=True), data.iloc[n:].reset_index(drop=True)
-warm = ARF(n_trees=30, min_node_size=5, n_jobs=T, random_state=1).fit(train)
+warm = ARF(n_trees=30, min_node_size=5, n_jobs=T, marginal_weight=0.0, random_state=1).fit(train)
 warm.log_prob(test.iloc[:4000])
 for q in queries:
     warm.sample(q, random_state=1)
@@ -55,7 +55,8 @@ def timed(name, f, k=1):
         runs.append((time.process_time() - c, time.perf_counter() - w))
     out[name] = [float(np.median([x[0] for x in runs])), float(np.median([x[1] for x in runs]))]
     return r
-m = timed("fit", lambda: ARF(n_trees=30, min_node_size=5, n_jobs=T, random_state=0).fit(train))
+m = timed("fit", lambda: ARF(n_trees=30, min_node_size=5, n_jobs=T, marginal_weight=0.0,
+                                     random_state=0).fit(train))
 lp = timed("log_prob first", lambda: m.log_prob(test.iloc[:4000]))
 digest.update(np.asarray(lp).tobytes())
 out["held_out_ll"] = float(np.mean(lp))

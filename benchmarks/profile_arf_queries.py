@@ -43,7 +43,7 @@ from forestgen.inference import leaf_factors, marginal_walk
 tr, te = read_table(sys.argv[1]), read_table(sys.argv[2])
 reps = int(sys.argv[3])
 T = time.process_time
-kw = dict(n_trees=30, min_node_size=5, n_jobs=1)
+kw = dict(n_trees=30, min_node_size=5, n_jobs=1, marginal_weight=0.0)
 w = fg.ARF(**kw, random_state=1).fit(tr.iloc[:500]); w.sample(50); w.log_prob(te.iloc[:50])
 m = fg.ARF(**kw, random_state=0).fit(tr)
 n = len(tr)

@@ -35,7 +35,8 @@ from forestgen import ARF
 n, T = {n}, {threads}
 data = mixed_table(n + 4000, 0)
 train, test = data.iloc[:n].reset_index(drop=True), data.iloc[n:].reset_index(drop=True)
-warm = ARF(n_trees=3, min_node_size=5, n_jobs=T, random_state=1).fit(train.iloc[:2000])
+warm = ARF(n_trees=3, min_node_size=5, n_jobs=T, marginal_weight=0.0,
+           random_state=1).fit(train.iloc[:2000])
 warm.sample(100, random_state=0)
 warm.log_prob(test.iloc[:100])
 acc, lock = {{}}, threading.Lock()
@@ -99,7 +100,8 @@ def timed(label, f):
     r = f()
     acc[label] = [time.perf_counter() - w, time.process_time() - c, 1]
     return r
-m = timed("fit", lambda: ARF(n_trees=30, min_node_size=5, n_jobs=T, random_state=0).fit(train))
+m = timed("fit", lambda: ARF(n_trees=30, min_node_size=5, n_jobs=T, marginal_weight=0.0,
+                                     random_state=0).fit(train))
 s = timed("sample", lambda: m.sample(n, random_state=0))
 lp = timed("log_prob", lambda: m.log_prob(test))
 lp2 = timed("log_prob again", lambda: m.log_prob(test))
