@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "and a quality report", formatter_class=formatter, epilog=EXIT_CODES,
                        description=wrap("Fit ARF on the bundled UCI adult data, draw as many "
                        "synthetic rows, score held-out rows and write a quality report."))
-    d.add_argument("--out", default="forestgen_demo_out", metavar="DIR",
+    d.add_argument("-o", "--out", default="forestgen_demo_out", metavar="DIR",
                    help="output folder (default: %(default)s)")
     d.add_argument("--n-rows", type=int, default=None, metavar="N",
                    help="training rows (default: all 32,561)")
@@ -380,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "command line, metadata)")
     f.add_argument("--target", default=None, metavar="COLUMN",
                    help="class column, for supervised learners (gef)")
-    f.add_argument("--out", default="model.forestgen", metavar="PATH",
+    f.add_argument("-o", "--out", default="model.forestgen", metavar="PATH",
                    help="where to save the model (default: %(default)s)")
     f.add_argument("--seed", type=int, default=None,
                    help="random seed of the learner (default: the config's, else random)")
@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "their training types (dates, integers, booleans, levels)."))
     s.add_argument("model", help="a model saved by forestgen fit (or model.save)")
     s.add_argument("-n", type=int, required=True, metavar="N", help="number of rows to draw")
-    s.add_argument("--out", default="synthetic.csv", metavar="PATH",
+    s.add_argument("-o", "--out", default="synthetic.csv", metavar="PATH",
                    help="output table: .csv, .csv.gz, .tsv or .parquet (default: %(default)s)")
     s.add_argument("--seed", type=int, default=None,
                    help="random seed (default: random; the same seed gives the same rows)")
@@ -413,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "must have the model's columns (or pass --marginalise)."))
     c.add_argument("model", help="a model saved by forestgen fit")
     c.add_argument("data", help="table to score: .csv, .csv.gz, .tsv or .parquet")
-    c.add_argument("--out", default=None, metavar="PATH",
+    c.add_argument("-o", "--out", default=None, metavar="PATH",
                    help="also write the per-row log densities (one column, log_prob)")
     c.add_argument("--marginalise", action="store_true",
                    help="score a table lacking some of the model's columns by the marginal "

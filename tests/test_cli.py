@@ -32,6 +32,17 @@ def test_fit_sample_score_roundtrip(tmp_path, mixed_2d, capsys):
     assert "mean log-likelihood" in capsys.readouterr().out
 
 
+def test_short_out_option(tmp_path, mixed_2d):
+    """``-o`` is ``--out`` for fit, sample and evaluate: the files land where it says."""
+    data = tmp_path / "data.csv"
+    mixed_2d.to_csv(data, index=False)
+    model, out, rep = tmp_path / "short.forestgen", tmp_path / "short.csv", tmp_path / "r.md"
+    assert main(["fit", str(data), "--config", str(CONFIGS / "arf.yaml"), "-o", str(model)]) == 0
+    assert main(["sample", str(model), "-n", "40", "-o", str(out), "--seed", "2"]) == 0
+    assert len(pd.read_csv(out)) == 40
+    assert main(["evaluate", str(data), str(out), "--metrics", "marginals", "-o", str(rep)]) == 0
+    assert rep.read_text().strip()
+
 def test_all_presets_build():
     for path in sorted(CONFIGS.glob("*.yaml")):
         learner = build_learner(load_config(path))

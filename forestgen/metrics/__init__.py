@@ -35,8 +35,8 @@ _EXPORTS = {
     "sliced_wasserstein": "forestgen.metrics.fidelity",
     "DCRResult": "forestgen.metrics.privacy",
     "dcr": "forestgen.metrics.privacy",
-    "QualityReport": "forestgen.metrics.report",
-    "report": "forestgen.metrics.report",
+    "QualityReport": "forestgen.metrics.quality",
+    "report": "forestgen.metrics.quality",
     "RuleViolations": "forestgen.metrics.rules",
     "rule_violations": "forestgen.metrics.rules",
     "SDMetricsScores": "forestgen.metrics.sdmetrics_scores",
@@ -107,7 +107,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager names
         sliced_wasserstein,
     )
     from forestgen.metrics.privacy import DCRResult, dcr
-    from forestgen.metrics.report import QualityReport, report
+    from forestgen.metrics.quality import QualityReport, report
     from forestgen.metrics.rules import RuleViolations, rule_violations
     from forestgen.metrics.sdmetrics_scores import (
         SDMetricsScores,

@@ -39,7 +39,8 @@ def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("synthetic", help="synthetic table (same columns)")
     p.add_argument("--target", default=None, help="target column for TSTR/TRTR utility")
     p.add_argument("--holdout", default=None, help="real holdout CSV (TSTR test set, DCR baseline)")
-    p.add_argument("--out", default=None, help="write the report (.html/.htm or .md/.markdown)")
+    p.add_argument("-o", "--out", default=None,
+                   help="write the report (.html/.htm or .md/.markdown)")
     p.add_argument("--metrics", default=None,
                    help="comma-separated subset of metrics (default: all)")
     p.add_argument("--schema", default=None, metavar="JSON",
@@ -55,7 +56,7 @@ def add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Run ``evaluate``; returns a process exit code (0 ok, 2 bad input)."""
-    from forestgen.metrics.report import report
+    from forestgen.metrics.quality import report
 
     out = Path(args.out) if getattr(args, "out", None) else None
     if out is not None and out.suffix.lower() not in (".html", ".htm", ".md", ".markdown"):

@@ -176,3 +176,29 @@ def test_report_runs_c2st_against_the_holdout(table):
     with pytest.warns(fm.BelowChanceWarning):
         alone = fm.report(train, copies, metrics=["c2st"])
     assert alone.info["c2st_reference"] == "training" and alone.c2st.auc < 0.5
+
+
+@pytest.mark.filterwarnings("ignore::forestgen.metrics.fidelity.SmallSampleWarning")
+def test_report_summary_without_holdout_prints_no_nan(table):
+    """Without holdout rows the privacy line states there is nothing to compare (it printed
+    ``vs holdout nan | closer-to-train share nan``); with them it gives both figures."""
+    train, holdout, copies = _copies(table, 20, 0)
+    alone = fm.report(train, copies, metrics=["dcr"]).summary()
+    line = next(s for s in alone.splitlines() if "privacy" in s)
+    assert "nan" not in line and "no holdout rows" in line and "exact matches" in line
+    both = fm.report(train, copies, holdout=holdout, metrics=["dcr"]).summary()
+    line = next(s for s in both.splitlines() if "privacy" in s)
+    assert "vs holdout" in line and "closer-to-train share" in line and "nan" not in line
+
+
+def test_report_function_not_shadowed_by_its_module():
+    """``forestgen.metrics.report`` stays the function after its module is imported first
+    (the module was ``forestgen/metrics/report.py``, so importing it replaced the function on
+    the package: ``forestgen evaluate`` then broke ``fm.report`` for the rest of a process)."""
+    import subprocess
+    import sys
+
+    code = ("import forestgen.metrics.quality\nimport forestgen.metrics.cli\n"
+            "import forestgen.metrics as fm\nassert callable(fm.report), fm.report\n"
+            "from forestgen.metrics import report\nassert callable(report)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from forestgen.metrics import report  # noqa: E402
-from forestgen.metrics.report import MAX_LEVELS  # noqa: E402
+from forestgen.metrics.quality import MAX_LEVELS  # noqa: E402
 
 
 def _table(n: int, seed: int) -> pd.DataFrame:

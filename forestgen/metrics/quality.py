@@ -128,11 +128,14 @@ class QualityReport:
             lines.append(f"  utility  : ({u.task}, target {u.target!r}) " + " | ".join(parts))
         if self.privacy is not None:
             p = self.privacy
-            lines.append(
-                f"  privacy  : DCR p5 synthetic {p.dcr_synthetic_p5:.3f} vs holdout "
-                f"{p.dcr_holdout_p5:.3f} | closer-to-train share {p.share_closer_to_train:.3f}"
-                f" | exact matches {p.exact_match_synthetic:.3%}"
-                + (" | COPYING SUSPECTED" if p.copying else ""))
+            dcr = f"DCR p5 synthetic {p.dcr_synthetic_p5:.3f}"
+            if np.isfinite(p.dcr_holdout_p5):
+                dcr += (f" vs holdout {p.dcr_holdout_p5:.3f} | closer-to-train share "
+                        f"{p.share_closer_to_train:.3f}")
+            else:
+                dcr += " (no holdout rows to compare)"
+            lines.append(f"  privacy  : {dcr} | exact matches {p.exact_match_synthetic:.3%}"
+                         + (" | COPYING SUSPECTED" if p.copying else ""))
         if self.timings:
             lines.append(f"  time     : {sum(self.timings.values()):.1f} s")
         return "\n".join(lines)
