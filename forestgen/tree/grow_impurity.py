@@ -19,25 +19,38 @@ Work per node is kept proportional to the node's rows, not to the bins:
 
 * In-bag rows are kept as compact records (codes, label, id, weight: :class:`Records`) in
   ``start, end`` ranges, as in scikit-learn's tree builder, and partitioned *stably*, so every
-  node's rows stay in increasing order and the histogram pass reads its records front to back.
-  There are two record buffers: a node at depth ``k`` holds its rows in buffer ``k % 2`` and
-  its split moves each record once into the other (a count pass, then one branch-free copy of
-  a few 8-byte words per row), instead of moving the right-hand rows twice through a scratch
-  buffer.
-* A node with fewer rows than a feature's bins (``SPARSE_RATIO``) builds a *sparse* histogram: only
-  the bins its rows occupy are listed (in increasing order, from flag bytes read eight at a
-  time), scanned and cleared afterwards, so the histograms are all zero between nodes and the
-  fill needs no branch per row. Empty bins never change a split's class sums and are skipped
-  by the dense scan too, so both give the same split.
+  node's rows stay in increasing order and the histogram pass reads its records front to back
+  (with exact sums, below, the order within a node is free). There are two record buffers: a
+  node at depth ``k`` holds its rows in buffer ``k % 2`` and its split moves each record once
+  into the other (a count pass, then one branch-free copy of a few 8-byte words per row),
+  instead of moving the right-hand rows twice through a scratch buffer.
+* A node with fewer rows than a feature's bins (``SPARSE_RATIO``) builds a *sparse* histogram:
+  only the bins its rows occupy are listed (in increasing order, from flag bytes read eight at
+  a time, and a second level of flag bytes that lists the flag words to read), scanned and
+  cleared afterwards, so the histograms are all zero between nodes and the fill needs no
+  branch per row. Empty bins never change a split's class sums and are left out of the dense
+  scan's list too (listed without a branch per bin), so both give the same split.
 * The left child's class weights are summed during the partition (the right child's are the
   parent's minus the left's).
+* *Exact sums.* When every weight is an integer and they total less than ``2**26`` (bootstrap
+  counts, subsamples), every class sum and every square in the Gini gain is an exact integer,
+  so no sum depends on the order of its terms. Then (two classes, records of three words) a
+  split moves its records in one pass, left rows forward from the node's start and right rows
+  backward from its end (no count pass), and takes the left child's class sums from the scan
+  instead of summing them; a column with fewer than :data:`SPLIT_BINS` bins fills four
+  interleaved histograms (no chain of store-to-load waits on its few sums); and the two-class
+  Gini scan without missing rows computes the parent term once per node and scores a split
+  point only if a division-free bound says it can reach the best gain so far (with a margin
+  far above rounding: a point it skips scores below that gain). Each gives the bits of the
+  ordered paths (``tests/tree/test_grow_impurity.py``).
 * The histogram fill, the candidates' bin scans and the partitions are written out in
   :func:`grow_tree`, not in inlined helpers: Numba gives each array argument of an inlined
   call an atomic reference-count pair that its pruning pass leaves in place around loops
   (about 45 pairs a node before; ``benchmarks/results/grower_floor_s46.md``).
 
 Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their ids (int32,
-two buffers likewise) are partitioned along, reading the split column's codes from ``Xb``, so
+two buffers likewise) are partitioned along in one pass (left forward, right backward: their
+order never matters), reading the split column's codes from ``Xb``, so
 the grower also returns the node every row reaches (``row_node``): what a forest's out-of-bag
 votes and the leaves of its training rows would otherwise need a second pass over all rows and
 trees for (``ForestArrays.apply``). Codes
@@ -56,18 +69,14 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from forestgen.tree.criteria import ENTROPY, GINI, criterion_gain, specialise
 from forestgen.tree.node_ops import binned_sides, draw_candidates
 
+SPLIT_BINS = 32  # a column with fewer bins fills four interleaved histograms (exact sums)
 SPARSE_RATIO = 1.0  # a feature's histogram is sparse when the node has < ratio * n_bins rows
-# the lowest set bit's index of a uint64 power of two (de Bruijn multiplication)
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_SHIFT = np.uint64(58)
 _ONE = np.uint64(1)
-_CTZ = np.zeros(64, np.int64)
-for _i in range(64):
-    _CTZ[((1 << _i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58] = _i
 
 
 class Records(NamedTuple):
@@ -201,9 +210,15 @@ def grow_tree(rows, limits, rng, route_all):
     d = Xb.shape[0]
     n = Xb.shape[1]
     n_in = 0
+    w_tot = 0.0
+    exact = True  # integral weights, sums below 2**26: every sum exact in any order
     for i in range(n):
         if w[i] > 0.0:
             n_in += 1
+            w_tot += w[i]
+            if w[i] != np.floor(w[i]):
+                exact = False
+    exact = exact and w_tot < 2.0**26
     n_out = n - n_in if route_all else 0
     idx = np.empty(n_in, np.int64)
     # out-of-bag row ids, partitioned along (two buffers: a node's rows move to the other)
@@ -248,8 +263,13 @@ def grow_tree(rows, limits, rng, route_all):
     # per-node scratch: histograms hist [mtry, bins + 1, C] (all zero between nodes),
     # occupied-bin flag bytes (seen as uint64 words), sparse bin lists occ (n_occ each),
     # the bin order scanned and nominal sort keys, running / child class sums
-    hist = np.zeros((mtry, max_nb + 1, n_classes))
+    # (bins padded: feature histograms 4 KiB apart would alias in the store buffer)
+    hist = np.zeros((mtry, max_nb + 1 + 8 // n_classes + 1, n_classes))
     fwords = flags.view(np.uint64)
+    # summary flag bytes: byte k set when flag word k (bins 8k..8k+7) has a set byte
+    sflags = np.zeros((mtry, 8 * ((n_words + 7) // 8)), np.uint8)
+    swords = sflags.view(np.uint64)
+    hist4 = np.zeros((mtry, 4, SPLIT_BINS + 1, n_classes))
     occ = np.zeros((mtry, max_nb + 1), np.int64)
     n_occ = np.zeros(mtry, np.int64)
     sparse = np.zeros(mtry, np.bool_)
@@ -314,7 +334,7 @@ def grow_tree(rows, limits, rng, route_all):
                 n_occ[t] = 0
                 if sparse[t]:
                     any_sparse = True
-            if not any_sparse:
+            if not any_sparse and not exact:
                 for r in range(start, end):
                     yi = rcodes[par, r, lab]
                     wi = rweight[par, r, wc]
@@ -323,6 +343,22 @@ def grow_tree(rows, limits, rng, route_all):
             else:
                 for t in range(mtry):
                     f = feats[t]
+                    if not sparse[t] and exact and n_bins[f] < SPLIT_BINS:
+                        # few bins: rows hit the same few sums one after another, a chain of
+                        # store-to-load waits; four interleaved copies (exact sums: merged in
+                        # any order, the same bits)
+                        for r in range(start, end):
+                            hist4[t, r & 3, rcodes[par, r, f], rcodes[par, r, lab]] += \
+                                rweight[par, r, wc]
+                        for b in range(n_bins[f] + 1):
+                            for c in range(n_classes):
+                                hist[t, b, c] = ((hist4[t, 0, b, c] + hist4[t, 1, b, c])
+                                                 + (hist4[t, 2, b, c] + hist4[t, 3, b, c]))
+                                hist4[t, 0, b, c] = 0.0
+                                hist4[t, 1, b, c] = 0.0
+                                hist4[t, 2, b, c] = 0.0
+                                hist4[t, 3, b, c] = 0.0
+                        continue
                     if not sparse[t]:
                         for r in range(start, end):
                             hist[t, rcodes[par, r, f], rcodes[par, r, lab]] += rweight[par, r, wc]
@@ -331,25 +367,32 @@ def grow_tree(rows, limits, rng, route_all):
                     for r in range(start, end):  # no branch per row
                         b = rcodes[par, r, f]
                         flags[t, b] = 1
+                        sflags[t, b >> 3] = 1  # the flag word of bin b is not all zero
                         hist[t, b, rcodes[par, r, lab]] += rweight[par, r, wc]
                     m = 0
-                    for k in range((nb + 8) // 8):
-                        wd = fwords[t, k]
-                        if wd == 0:
+                    for kk in range((nb + 64) // 64):
+                        sw = swords[t, kk]
+                        if sw == 0:
                             continue
-                        fwords[t, k] = 0
-                        while wd != 0:
-                            low = wd & (~wd + _ONE)
-                            b = 8 * k + (_CTZ[(low * _DEBRUIJN) >> _SHIFT] >> 3)
-                            if b < nb:
-                                occ[t, m] = b
-                                m += 1
-                            wd ^= low
+                        swords[t, kk] = 0
+                        while sw != 0:  # one set bit per set flag byte, lowest first
+                            k = 8 * kk + (np.int64(trailing_zeros(sw)) >> 3)
+                            sw &= sw - _ONE
+                            wd = fwords[t, k]
+                            fwords[t, k] = 0
+                            while wd != 0:
+                                b = 8 * k + (np.int64(trailing_zeros(wd)) >> 3)
+                                wd &= wd - _ONE
+                                if b < nb:
+                                    occ[t, m] = b
+                                    m += 1
                     n_occ[t] = m
             best_gain = min_gain
             best_pos = -1
             best_nl = False
             best_m = 0
+            best_l0 = -1.0
+            best_l1 = -1.0
             binary = n_classes == 2 and (crit == GINI or crit == ENTROPY)
             # each candidate's bin scan, written out here rather than in inlined helpers: a
             # helper's array arguments cost an atomic reference count pair per call
@@ -401,16 +444,68 @@ def grow_tree(rows, limits, rng, route_all):
                 elif is_sparse:
                     # the last bin is never a split point (everything would go left)
                     n_scan = m - 1 if m > 0 and order_buf[m - 1] == nb - 1 else m
-                else:
+                else:  # the occupied bins, listed without a branch per bin (empty bins
+                    # change no sum, so skipping them scores the same split points)
+                    m = 0
                     for b in range(nb):
-                        order_buf[b] = b
-                    m = nb
-                    n_scan = nb - 1
+                        order_buf[m] = b
+                        tot = 0.0
+                        for c in range(n_classes):
+                            tot += hist[t, b, c]
+                        m += np.int64(tot > 0.0)
+                    n_scan = m - 1 if m > 0 and order_buf[m - 1] == nb - 1 else m
                 # -- the best split point of this feature: bins order_buf[:pos + 1] go left
                 g = -np.inf
                 pos = -1
                 nl = False
-                if binary:  # two classes, built-in criterion: sums in scalars
+                fl0 = -1.0  # the left child's class sums at pos (exact binary scan), or -1
+                fl1 = -1.0
+                if binary and exact and crit == GINI and miss_w <= 0.0:
+                    # exact sums, no missing rows: a child pair's parent term W - sP / W
+                    # is the node's (same operands, same bits), computed once. A split
+                    # point is scored only if it can reach thr = max(g, best_gain): in real
+                    # numbers its gain is base - W + sL / WL + sR / WR, compared without
+                    # division (sL WR + sR WL against T WL WR) with a margin of 1e-9 (W +
+                    # |thr|), far above the rounding of either side; a point it skips scores
+                    # below thr, so cannot be this feature's first best nor beat best_gain
+                    p0 = value[node, 0]
+                    p1 = value[node, 1]
+                    c0 = min_class_leaf[0]
+                    c1 = min_class_leaf[1]
+                    Wn = 0.0 + p0 + p1
+                    base = Wn - (0.0 + p0 * p0 + p1 * p1) / Wn
+                    thr = best_gain
+                    T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
+                    l0 = 0.0
+                    l1 = 0.0
+                    for k in range(n_scan):  # every listed bin is occupied
+                        b = order_buf[k]
+                        l0 += hist[t, b, 0]
+                        l1 += hist[t, b, 1]
+                        r0 = p0 - l0
+                        r1 = p1 - l1
+                        WL = 0.0 + l0 + l1
+                        WR = 0.0 + r0 + r1
+                        sL = 0.0 + l0 * l0 + l1 * l1
+                        sR = 0.0 + r0 * r0 + r1 * r1
+                        # one branch: the constraints and the bound together
+                        if ((l0 < c0) | (r0 < c0) | (l1 < c1) | (r1 < c1)
+                                | (WL < min_samples_leaf) | (WR < min_samples_leaf)
+                                | (WL <= 0.0) | (WR <= 0.0)
+                                | (sL * WR + sR * WL < T * WL * WR)):
+                            continue
+                        gain = base - (WL - sL / WL)
+                        gain -= WR - sR / WR
+                        if gain > g:
+                            g = gain
+                            pos = k
+                            nl = WL >= WR
+                            fl0 = l0
+                            fl1 = l1
+                            if g > thr:
+                                thr = g
+                                T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
+                elif binary:  # two classes, built-in criterion: sums in scalars
                     m0 = hist[t, nb, 0]
                     m1 = hist[t, nb, 1]
                     p0 = value[node, 0]
@@ -498,6 +593,8 @@ def grow_tree(rows, limits, rng, route_all):
                     best_pos = pos
                     best_nl = nl
                     best_m = m
+                    best_l0 = fl0
+                    best_l1 = fl1
                     for q in range(m):
                         best_order[q] = order_buf[q]
         if best_f < 0:
@@ -535,58 +632,99 @@ def grow_tree(rows, limits, rng, route_all):
         n_nodes += 2
         left[node] = lnode
         right[node] = rnode
-        # -- stable partition of the records start:end of buffer par into the other buffer
-        # by go[code of column f]: the left rows first, each side in its order (a count
-        # pass, then each record moved once, a word copy, without branches: the side is a
-        # coin flip per row); the left rows' class weights are summed into value[lnode] in
-        # row order (+ 0.0 for a right row or the other class leaves a sum's bits unchanged)
-        n_left = 0
-        for r in range(start, end):
-            if go[rcodes[par, r, f]]:
-                n_left += 1
-        mid = start + n_left
+        # -- partition of the records start:end of buffer par into the other buffer by
+        # go[code of column f], each record moved once, a word copy, without branches (the
+        # side is a coin flip per row). Exact sums (integral weights): row order within a
+        # node does not matter, so in one pass the left rows go forward from start and the
+        # right rows backward from end, and the left child's class sums are the scan's
+        # (best_l0, best_l1: the same bits as summing its rows) when it recorded them.
+        # Otherwise a stable partition (a count pass, then the left rows first, each side
+        # in its order) with the left rows' class weights summed into value[lnode] in row
+        # order (+ 0.0 for a right row or the other class leaves a sum's bits unchanged)
         q = 1 - par
-        q_l = start
-        q_r = mid
-        if n_classes == 2:  # the sums in registers (no store per row)
-            v0 = value[lnode, 0]
-            v1 = value[lnode, 1]
-            for r in range(start, end):
-                g = np.int64(go[rcodes[par, r, f]])
-                pos = q_r + g * (q_l - q_r)
-                for k in range(nw):
-                    rwords[q, pos, k] = rwords[par, r, k]
-                wg = rweight[par, r, wc] * g
-                c1 = np.int64(rcodes[par, r, lab])
-                v0 += wg * (1 - c1)
-                v1 += wg * c1
-                q_l += g
-                q_r += 1 - g
-            value[lnode, 0] = v0
-            value[lnode, 1] = v1
+        if exact and n_classes == 2 and nw == 3:
+            q_l = start
+            q_r = end - 1
+            if best_l0 >= 0.0:
+                for r in range(start, end):
+                    g = np.int64(go[rcodes[par, r, f]])
+                    pos = q_r + g * (q_l - q_r)
+                    w0 = rwords[par, r, 0]
+                    w1 = rwords[par, r, 1]
+                    w2 = rwords[par, r, 2]
+                    rwords[q, pos, 0] = w0
+                    rwords[q, pos, 1] = w1
+                    rwords[q, pos, 2] = w2
+                    q_l += g
+                    q_r -= 1 - g
+                value[lnode, 0] = best_l0
+                value[lnode, 1] = best_l1
+            else:
+                v0 = value[lnode, 0]
+                v1 = value[lnode, 1]
+                for r in range(start, end):
+                    g = np.int64(go[rcodes[par, r, f]])
+                    pos = q_r + g * (q_l - q_r)
+                    w0 = rwords[par, r, 0]
+                    w1 = rwords[par, r, 1]
+                    w2 = rwords[par, r, 2]
+                    rwords[q, pos, 0] = w0
+                    rwords[q, pos, 1] = w1
+                    rwords[q, pos, 2] = w2
+                    wg = rweight[par, r, wc] * g
+                    c1 = np.int64(rcodes[par, r, lab])
+                    v0 += wg * (1 - c1)
+                    v1 += wg * c1
+                    q_l += g
+                    q_r -= 1 - g
+                value[lnode, 0] = v0
+                value[lnode, 1] = v1
+            mid = q_l
         else:
+            n_left = 0
             for r in range(start, end):
-                g = np.int64(go[rcodes[par, r, f]])
-                pos = q_r + g * (q_l - q_r)
-                for k in range(nw):
-                    rwords[q, pos, k] = rwords[par, r, k]
-                value[lnode, rcodes[par, r, lab]] += rweight[par, r, wc] * g
-                q_l += g
-                q_r += 1 - g
+                if go[rcodes[par, r, f]]:
+                    n_left += 1
+            mid = start + n_left
+            q_l = start
+            q_r = mid
+            if n_classes == 2:  # the sums in registers (no store per row)
+                v0 = value[lnode, 0]
+                v1 = value[lnode, 1]
+                for r in range(start, end):
+                    g = np.int64(go[rcodes[par, r, f]])
+                    pos = q_r + g * (q_l - q_r)
+                    for k in range(nw):
+                        rwords[q, pos, k] = rwords[par, r, k]
+                    wg = rweight[par, r, wc] * g
+                    c1 = np.int64(rcodes[par, r, lab])
+                    v0 += wg * (1 - c1)
+                    v1 += wg * c1
+                    q_l += g
+                    q_r += 1 - g
+                value[lnode, 0] = v0
+                value[lnode, 1] = v1
+            else:
+                for r in range(start, end):
+                    g = np.int64(go[rcodes[par, r, f]])
+                    pos = q_r + g * (q_l - q_r)
+                    for k in range(nw):
+                        rwords[q, pos, k] = rwords[par, r, k]
+                    value[lnode, rcodes[par, r, lab]] += rweight[par, r, wc] * g
+                    q_l += g
+                    q_r += 1 - g
         # -- the out-of-bag row ids likewise, reading the codes from Xb
         omid = ostart
-        if route_all:
-            for r in range(ostart, oend):
-                if go[Xb[f, oid[par, r]]]:
-                    omid += 1
+        if route_all:  # their order never matters: left forward, right backward, one pass
             q_l = ostart
-            q_r = omid
+            q_r = oend - 1
             for r in range(ostart, oend):
                 i = oid[par, r]
                 g = np.int64(go[Xb[f, i]])
                 oid[q, q_r + g * (q_l - q_r)] = i
                 q_l += g
-                q_r += 1 - g
+                q_r -= 1 - g
+            omid = q_l
         for c in range(n_classes):
             value[rnode, c] = value[node, c] - value[lnode, c]
         # push right first so the left subtree is grown first (depth-first)

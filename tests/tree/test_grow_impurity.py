@@ -268,3 +268,28 @@ def test_bounded_int_draws_what_integers_draws():
     got = draws(np.random.default_rng(5), highs)
     ref = np.random.default_rng(5)
     np.testing.assert_array_equal(got, [ref.integers(0, h) for h in highs])
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_exact_sum_paths_grow_the_ordered_tree(missing):
+    """Integral weights take the exact-sum paths (one-pass partitions in any row order, the
+    parent term once per node, split points bounded before they are scored, the left sums
+    from the scan); halving every weight and size limit (exact in binary floating point)
+    takes the ordered paths and must grow the same tree with half the class weights."""
+    Z, y, nominal, n_levels = _table(n=900, seed=3)
+    if not missing:
+        Z = np.nan_to_num(Z, nan=0.5)
+    b = Binner.fit(Z, nominal, n_levels)
+    Xb = narrow_codes(b.transform(Z))[:4]  # uint8 codes: three-word records
+    n_bins = b.n_bins.astype(np.int64)[:4]
+    for seed in range(3):
+        w = draw_weights(len(Z), np.random.default_rng(seed))
+        out = []
+        for scale in (1.0, 0.5):
+            rows = LabelledRows(Xb, n_bins, b.nominal[:4], y, w * scale)
+            rule = grow_rule(2, -1, 1.0 * scale, [0.0, 3.0 * scale], 2, 0.0, GINI)
+            out.append(grow_tree(rows, rule, np.random.Generator(np.random.PCG64(seed)), True))
+        exact, ordered = out
+        assert len(exact[0]) > 30
+        for k, (a, o) in enumerate(zip(exact, ordered)):
+            np.testing.assert_array_equal(a, 2 * o if k == 7 else o)
