@@ -3,6 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
+
+from forestgen.tree.node_ops import bounded_int
+
+
+@njit(cache=True, nogil=True)
+def _bootstrap_counts(rng, n, m):
+    """``np.bincount(rng.integers(0, n, m), minlength=n)`` as float64 for ``1 <= n <= 2**32``:
+    the same draws from the same stream (:func:`~forestgen.tree.node_ops.bounded_int`),
+    counted as they are drawn, without the ``[m]`` array of draws."""
+    w = np.zeros(n)
+    for _ in range(m):
+        w[bounded_int(rng, n)] += 1.0
+    return w
 
 
 def draw_weights(
@@ -27,6 +41,8 @@ def draw_weights(
         return np.ones(n)
     if strata is None and n and mode == "bootstrap":  # one group, all rows: the counts as is
         m = max(1, int(round(fraction * n)))
+        if n <= 2**32:
+            return _bootstrap_counts(rng, n, m)
         return np.bincount(rng.integers(0, n, m), minlength=n).astype(np.float64)
     groups = [np.arange(n)] if strata is None else [np.nonzero(strata == s)[0]
                                                       for s in np.unique(strata)]

@@ -39,7 +39,8 @@ Work per node is kept proportional to the node's rows, not to the bins:
   backward from its end (no count pass), and takes the left child's class sums from the scan
   instead of summing them; a column with fewer than :data:`SPLIT_BINS` bins fills four
   interleaved histograms (no chain of store-to-load waits on its few sums); and the two-class
-  Gini scan without missing rows computes the parent term once per node and scores a split
+  Gini scan without missing rows computes the parent term once per node, visits only the run
+  of split points the size constraints allow (sums are monotone along the scan) and scores a
   point only if a division-free bound says it can reach the best gain so far (with a margin
   far above rounding: a point it skips scores below that gain). Each gives the bits of the
   ordered paths (``tests/tree/test_grow_impurity.py``).
@@ -478,33 +479,45 @@ def grow_tree(rows, limits, rng, route_all):
                     T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
                     l0 = 0.0
                     l1 = 0.0
-                    for k in range(n_scan):  # every listed bin is occupied
+                    # every listed bin is occupied, and weights are positive: the left
+                    # sums only grow and the right ones only shrink along the scan, so the
+                    # split points every constraint allows are one run of k; skip to its
+                    # start, stop at its end, and test only the bound inside it
+                    k = 0
+                    while k < n_scan:
                         b = order_buf[k]
                         l0 += hist[t, b, 0]
                         l1 += hist[t, b, 1]
+                        WL = 0.0 + l0 + l1
+                        if l0 >= c0 and l1 >= c1 and WL >= min_samples_leaf and WL > 0.0:
+                            break
+                        k += 1
+                    while k < n_scan:
                         r0 = p0 - l0
                         r1 = p1 - l1
                         WL = 0.0 + l0 + l1
                         WR = 0.0 + r0 + r1
+                        if r0 < c0 or r1 < c1 or WR < min_samples_leaf or WR <= 0.0:
+                            break
                         sL = 0.0 + l0 * l0 + l1 * l1
                         sR = 0.0 + r0 * r0 + r1 * r1
-                        # one branch: the constraints and the bound together
-                        if ((l0 < c0) | (r0 < c0) | (l1 < c1) | (r1 < c1)
-                                | (WL < min_samples_leaf) | (WR < min_samples_leaf)
-                                | (WL <= 0.0) | (WR <= 0.0)
-                                | (sL * WR + sR * WL < T * WL * WR)):
-                            continue
-                        gain = base - (WL - sL / WL)
-                        gain -= WR - sR / WR
-                        if gain > g:
-                            g = gain
-                            pos = k
-                            nl = WL >= WR
-                            fl0 = l0
-                            fl1 = l1
-                            if g > thr:
-                                thr = g
-                                T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
+                        if sL * WR + sR * WL >= T * WL * WR:
+                            gain = base - (WL - sL / WL)
+                            gain -= WR - sR / WR
+                            if gain > g:
+                                g = gain
+                                pos = k
+                                nl = WL >= WR
+                                fl0 = l0
+                                fl1 = l1
+                                if g > thr:
+                                    thr = g
+                                    T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
+                        k += 1
+                        if k < n_scan:
+                            b = order_buf[k]
+                            l0 += hist[t, b, 0]
+                            l1 += hist[t, b, 1]
                 elif binary:  # two classes, built-in criterion: sums in scalars
                     m0 = hist[t, nb, 0]
                     m1 = hist[t, nb, 1]

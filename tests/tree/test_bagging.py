@@ -12,11 +12,14 @@ from forestgen.ensemble.bagging import draw_weights
 @pytest.mark.parametrize("n", [1, 2, 7, 1000])
 @pytest.mark.parametrize("fraction", [0.3, 1.0, 2.5])
 def test_bootstrap_weights_are_the_counts_of_the_draws(n, fraction):
-    w = draw_weights(n, np.random.default_rng(n), fraction=fraction)
+    rng = np.random.default_rng(n)
+    w = draw_weights(n, rng, fraction=fraction)
     m = max(1, int(round(fraction * n)))
-    draws = np.random.default_rng(n).integers(0, n, m)  # the same generator's draws
+    ref = np.random.default_rng(n)
+    draws = ref.integers(0, n, m)  # the same generator's draws
     assert w.dtype == np.float64 and w.shape == (n,)
     np.testing.assert_array_equal(w, np.bincount(draws, minlength=n))
+    assert rng.random() == ref.random()  # and the stream continues where integers leaves it
     assert w.sum() == m
     # one stratum holding every row draws the same weights
     np.testing.assert_array_equal(
