@@ -234,8 +234,9 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     crosses one leaf is skipped (a constant). Chains run in blocks of ``block`` (spread over the
     threads), trees outer and chains inner, every per-chain table chains-last so that the
     ANDs and bit counts run over chains in vector lanes. Per tree, the crossed leaves of all
-    chains are first listed, word by word (the chains with bits in the word gathered first,
-    then four slots written per word whatever its bits, so that few branches depend on the
+    chains are first listed, word by word (the chains with bits in the word are the set bits
+    of one 64-bit mask, built in one pass over the chains: blocks hold at most 64; then four slots
+    are written per chain and word whatever its bits, so that few branches depend on the
     data), then added (a leaf's value to all codes of a nominal column of at most
     ``NOMINAL_DENSE`` codes, 0 outside the leaf): each chain's additions happen in the
     order of its leaves, as in a leaf-by-leaf loop, so every logit has the same bits. The
@@ -254,6 +255,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     leaf_value, span, mi, codes, nw_off = sets.leaf_value, sets.span, sets.mi, sets.codes, \
         sets.nw_off
     c, d = X0.shape
+    block = max(1, min(block, 64))  # the listing's chain masks are one word
     T = col_ptr.shape[0] - 1
     W = masks.shape[1]
     sh = 6  # an entry of the crossed-leaf list: chain << sh | leaf
@@ -278,9 +280,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
             same_row = same_row and arow[c0 + i] == arow[c0]
         rows = np.empty(m, np.uint64)
         tot = np.empty(m, np.int64)
-        idx = np.empty(m, np.uint64)
         line = np.empty((W, m), np.uint64)
-        has = np.empty((W, m), np.int64)  # 1: the chain lists the leaves of word w
         ent = np.empty((m << sh) + 64, np.int64)  # crossed leaves, + slack for the 4 slots
         diff = np.zeros((cmax + 1, m))  # chains-last tables, one row per code
         lgT = np.zeros((cmax, m))
@@ -353,19 +353,16 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                             lb = pre[t, w, i] & suf[pj, w, i]
                             line[w, i] = lb
                             tot[i] += np.int64(popcount(lb))
-                    for w in range(W):  # lines of one leaf list nothing
-                        for i in range(m):
-                            has[w, i] = 1 if (line[w, i] != 0) & (tot[i] > 1) else 0
                     n = 0
                     for w in range(W):
-                        nz = 0  # the chains with leaves in word w
-                        hw = has[w]
-                        for i in range(m):
-                            idx[nz] = np.uint64(i)
-                            nz += hw[i]
-                        for x in range(nz):
-                            i = idx[x]
-                            lb = line[w, i]
+                        lw = line[w]
+                        cm = np.uint64(0)  # bit i: chain i lists leaves of word w
+                        for i in range(m):  # (lines of one leaf list nothing)
+                            cm |= np.uint64((lw[i] != 0) & (tot[i] > 1)) << np.uint64(i)
+                        while cm != 0:
+                            i = np.uint64(trailing_zeros(cm))
+                            cm &= cm - np.uint64(1)
+                            lb = lw[i]
                             cw = np.int64(popcount(lb))
                             e0 = np.int64((i << ush) + np.uint64(w << 6))
                             for u in range(4):
