@@ -9,8 +9,11 @@ log-likelihood by the same estimator for both (importance sampling from each mod
 rows outside the training range or with unseen levels are excluded for both, and counted).
 
 Sampling protocols: the reference draws each row from its own chain of 100 Gibbs sweeps
-started at q0 (its default); forestgen is timed with that same protocol (``chains=n``,
-``burn_in=100``, ``start="q0"``) and with its default (one chain per kept final training-pool
+started at q0 (its default: ``sample(n, num_steps=100)`` runs 100 systematic-scan sweeps per
+chain from an ``initial_model`` draw and keeps the state after the last); forestgen is timed
+with that same protocol (``chains=n``, ``start="q0"``, ``burn_in=99``: forestgen keeps the
+state after ``burn_in + 1`` sweeps, so exactly 100 sweeps; up to stop 47 this script passed
+``burn_in=100``, 101 sweeps) and with its default (one chain per kept final training-pool
 state, 256, a row every ``sample_thin`` sweeps from the first sweep on: 3 since
 ``nrgboost_protocols.md``, 1 before).
 
@@ -58,6 +61,8 @@ from forestgen import NRGBoost, load_adult  # noqa: E402
 from forestgen.metrics import c2st  # noqa: E402
 
 PEER = Path(__file__).with_name("_peer_nrgboost.py")
+#: Gibbs sweeps per row of the 100-sweep protocol, on both sides (the reference's num_steps)
+REF_SWEEPS = 100
 LL_NOTE = (
     "Held-out log-likelihood (nats per row, test rows inside the training support): the same "
     "estimator for both — log Z by importance sampling from each model's own q0 — and the same "
@@ -145,7 +150,7 @@ def run_peer(args, train, test, n_trees, tmp: Path) -> dict:
     for_peer(test, ptrain).to_pickle(te)
     job = {"train": str(tr), "test": str(te),
            "params": {"num_trees": n_trees, "num_model_samples": args.pool_size},
-           "seed": 0, "n_samples": args.n_samples, "num_steps": 100,
+           "seed": 0, "n_samples": args.n_samples, "num_steps": REF_SWEEPS,
            "samples_out": str(tmp / "samples.pkl"), "result_out": str(tmp / "result.json"),
            "n_is": args.n_is}
     jp = tmp / "job.json"
@@ -320,8 +325,8 @@ def main() -> None:
             s_def = m.sample(args.n_samples, random_state=1)
             samp_def, samp_def_c = time.perf_counter() - t0, time.process_time() - c0
             t0, c0 = time.perf_counter(), time.process_time()
-            s_ind = m.sample(args.n_samples, random_state=1, chains=args.n_samples, burn_in=100,
-                             thin=1, start="q0")
+            s_ind = m.sample(args.n_samples, random_state=1, chains=args.n_samples,
+                             burn_in=REF_SWEEPS - 1, thin=1, start="q0")
             samp_ind, samp_ind_c = time.perf_counter() - t0, time.process_time() - c0
             ll = m.log_prob(test_in)
             auc_def = c2st(test_in, s_def).auc

@@ -333,3 +333,31 @@ def test_boosting_starts_when_q0_matches_every_marginal():
     assert np.corrcoef(s.u, s.v)[0, 1] > 0.5
     q0_only = NRGBoost(n_trees=1, max_leaves=2, random_state=0, **FAST).fit(df)
     assert m.score(df) > q0_only.score(df) + 0.3
+
+
+def test_sample_burn_in_b_first_keeps_the_state_after_b_plus_one_sweeps(toy):
+    # the reference package's sample(num_steps=100) keeps the state after 100 sweeps from a q0
+    # draw: here that is chains=n, burn_in=99, thin=1, start="q0" (benchmarks/bench_nrgboost.py)
+    import copy
+
+    from forestgen.families.energy.gibbs import GibbsSampler
+
+    calls = []
+
+    class Recording(GibbsSampler):
+        def run(self, energy, X0, **kw):
+            out = super().run(energy, X0, **kw)
+            calls.append((len(X0), kw["n_sweeps"], kw["record_from"], kw["thin"],
+                          out.shape[1]))
+            return out
+
+    model = copy.deepcopy(toy[2])
+    for b, thin, n, chains in [(99, 1, 7, 7), (0, 1, 3, 3), (4, 3, 8, 2)]:
+        model.set_params(sampler=Recording())
+        calls.clear()
+        model.sample(n, random_state=0, chains=chains, burn_in=b, thin=thin, start="q0")
+        (c, sweeps, first, th, n_rec), = calls
+        per = -(-n // chains)
+        assert (c, first, th, n_rec) == (chains, b, thin, per)
+        # records after sweeps b + 1, b + 1 + thin, ...: the last one is the last sweep
+        assert sweeps == b + 1 + (per - 1) * thin

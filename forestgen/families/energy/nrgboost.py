@@ -150,17 +150,19 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         (:class:`~forestgen.families.energy.grid.Grid`).
     sample_chains, sample_thin : default :meth:`sample` protocol — after their burn-in,
         parallel chains emit a row every ``thin`` sweeps (3; 1 = one row per sweep, as the
-        training pool is drawn): ``sample_chains`` chains (64) from ``q0`` starts, one chain
-        per kept training state (256) from training starts. Rows of one chain are
-        correlated; ``sample(n, chains=n)`` gives independent chains. ``thin=3`` was chosen
-        on the leaderboard (C2ST closer to 0.5 on 7 of 13 tables, further on 1) and matches
-        the paper's 100 sweeps per row from ``q0`` at a thirtieth of the cost
-        (``benchmarks/results/nrgboost_protocols.md``).
+        training pool is drawn), the first one sweep after the burn-in (``burn_in=b``: the
+        state after ``b + 1`` sweeps is the first row): ``sample_chains`` chains (64) from
+        ``q0`` starts, one chain per kept training state (256) from training starts. Rows
+        of one chain are correlated; ``sample(n, chains=n)`` gives independent chains.
+        ``thin=3`` was chosen on the leaderboard (C2ST closer to 0.5 on 7 of 13 tables,
+        further on 1) and matches the paper's 100 sweeps per row from ``q0`` at a thirtieth
+        of the cost (``benchmarks/results/nrgboost_protocols.md``).
     sample_start : where unconditional chains start: ``"training"`` (default) = the 256
         states drawn from the final training pool by their importance weights (approximate
         draws of the model already), then ``sample_warm_burn_in`` sweeps (0: the first row
         is one sweep away from a pool state); ``"q0"`` = exact ``q0``
-        draws, then ``sample_burn_in`` sweeps (100, the paper's protocol). Conditional
+        draws, then ``sample_burn_in`` sweeps (100; the reference package's ``sample``
+        keeps the state after 100 sweeps, ``burn_in=99`` here). Conditional
         sampling, :meth:`expect` and :meth:`impute` start at ``q0`` with ``sample_burn_in``;
         a model without training states (``truncated``) starts at ``q0``.
     normaliser : how ``log Z`` is estimated, a registry name

@@ -482,7 +482,7 @@ class EnergyQueries:
 
         ``conditions``: a dict (one evidence set: values clamp their column, intervals and
         level sets restrict it) or a DataFrame of per-row evidence (one chain per row, the
-        state after ``burn_in`` sweeps is kept). ``missing``: allow the missing state of
+        state after ``max(burn_in, 1) + 1`` sweeps is kept). ``missing``: allow the missing state of
         columns that had missing values at fit. ``chains``/``burn_in``/``thin`` override the
         default protocol; ``start`` (``"training"`` / ``"q0"``) overrides ``sample_start`` for
         unconditional draws. Evidence of zero probability (outside the training range, an unseen
