@@ -342,15 +342,22 @@ def grow_tree(rows, limits, rng, route_all):
                     for t in range(mtry):
                         hist[t, rcodes[par, r, feats[t]], yi] += wi
             else:
+                cpar = rcodes[par]  # (2-D views, unsigned indices: no wraparound per row)
+                wpar = rweight[par]
+                labu = np.uint64(lab)
+                wcu = np.uint64(wc)
                 for t in range(mtry):
                     f = feats[t]
+                    fu = np.uint64(f)
+                    ht = hist[t]
                     if not sparse[t] and exact and n_bins[f] < SPLIT_BINS:
                         # few bins: rows hit the same few sums one after another, a chain of
                         # store-to-load waits; four interleaved copies (exact sums: merged in
                         # any order, the same bits)
+                        h4 = hist4[t]
                         for r in range(start, end):
-                            hist4[t, r & 3, rcodes[par, r, f], rcodes[par, r, lab]] += \
-                                rweight[par, r, wc]
+                            ru = np.uint64(r)
+                            h4[ru & np.uint64(3), cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
                         for b in range(n_bins[f] + 1):
                             for c in range(n_classes):
                                 hist[t, b, c] = ((hist4[t, 0, b, c] + hist4[t, 1, b, c])
@@ -362,14 +369,18 @@ def grow_tree(rows, limits, rng, route_all):
                         continue
                     if not sparse[t]:
                         for r in range(start, end):
-                            hist[t, rcodes[par, r, f], rcodes[par, r, lab]] += rweight[par, r, wc]
+                            ru = np.uint64(r)
+                            ht[cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
                         continue
                     nb = n_bins[f]
+                    ft = flags[t]
+                    st = sflags[t]
                     for r in range(start, end):  # no branch per row
-                        b = rcodes[par, r, f]
-                        flags[t, b] = 1
-                        sflags[t, b >> 3] = 1  # the flag word of bin b is not all zero
-                        hist[t, b, rcodes[par, r, lab]] += rweight[par, r, wc]
+                        ru = np.uint64(r)
+                        b = cpar[ru, fu]
+                        ft[b] = 1
+                        st[b >> 3] = 1  # the flag word of bin b is not all zero
+                        ht[b, cpar[ru, labu]] += wpar[ru, wcu]
                     m = 0
                     for kk in range((nb + 64) // 64):
                         sw = swords[t, kk]
@@ -483,11 +494,12 @@ def grow_tree(rows, limits, rng, route_all):
                     # sums only grow and the right ones only shrink along the scan, so the
                     # split points every constraint allows are one run of k; skip to its
                     # start, stop at its end, and test only the bound inside it
+                    hs = hist[t]
                     k = 0
                     while k < n_scan:
-                        b = order_buf[k]
-                        l0 += hist[t, b, 0]
-                        l1 += hist[t, b, 1]
+                        bu = np.uint64(order_buf[k])
+                        l0 += hs[bu, 0]
+                        l1 += hs[bu, 1]
                         WL = 0.0 + l0 + l1
                         if l0 >= c0 and l1 >= c1 and WL >= min_samples_leaf and WL > 0.0:
                             break
@@ -515,9 +527,9 @@ def grow_tree(rows, limits, rng, route_all):
                                     T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
                         k += 1
                         if k < n_scan:
-                            b = order_buf[k]
-                            l0 += hist[t, b, 0]
-                            l1 += hist[t, b, 1]
+                            bu = np.uint64(order_buf[k])
+                            l0 += hs[bu, 0]
+                            l1 += hs[bu, 1]
                 elif binary:  # two classes, built-in criterion: sums in scalars
                     m0 = hist[t, nb, 0]
                     m1 = hist[t, nb, 1]
@@ -659,15 +671,20 @@ def grow_tree(rows, limits, rng, route_all):
             q_l = start
             q_r = end - 1
             if best_l0 >= 0.0:
+                src = rwords[par]  # (2-D views, unsigned row indices: no wraparound)
+                dst = rwords[q]
+                cpar = rcodes[par]
+                fu = np.uint64(f)
                 for r in range(start, end):
-                    g = np.int64(go[rcodes[par, r, f]])
-                    pos = q_r + g * (q_l - q_r)
-                    w0 = rwords[par, r, 0]
-                    w1 = rwords[par, r, 1]
-                    w2 = rwords[par, r, 2]
-                    rwords[q, pos, 0] = w0
-                    rwords[q, pos, 1] = w1
-                    rwords[q, pos, 2] = w2
+                    ru = np.uint64(r)
+                    g = np.int64(go[cpar[ru, fu]])
+                    pos = np.uint64(q_r + g * (q_l - q_r))
+                    w0 = src[ru, 0]
+                    w1 = src[ru, 1]
+                    w2 = src[ru, 2]
+                    dst[pos, 0] = w0
+                    dst[pos, 1] = w1
+                    dst[pos, 2] = w2
                     q_l += g
                     q_r -= 1 - g
                 value[lnode, 0] = best_l0
@@ -731,9 +748,10 @@ def grow_tree(rows, limits, rng, route_all):
         if route_all:  # their order never matters: left forward, right backward, one pass
             q_l = ostart
             q_r = oend - 1
+            Xf = Xb[f]
             for r in range(ostart, oend):
                 i = oid[par, r]
-                g = np.int64(go[Xb[f, i]])
+                g = np.int64(go[Xf[np.uint32(i)]])  # (an unsigned index: no wraparound)
                 oid[q, q_r + g * (q_l - q_r)] = i
                 q_l += g
                 q_r -= 1 - g
