@@ -41,7 +41,8 @@ product of the column marginals (``benchmarks/results/scaled_defaults_s43.md``):
 in an empty cell got only ``ε / μ(X)``, and a small forest's wide cells spread each column
 flat. By default each column has a marginal
 (:mod:`~forestgen.families.intersection.marginals`: a kernel-smoothed histogram of a numeric
-column, a discrete column's pmf, on the box) and
+column, a discrete column's pmf, on the box; on a numeric column with a grid, part of the mass
+of each value seen twice or more stays on its grid cell, :data:`SPIKES`) and
 
 * ``cell_shape="marginal"``: each leaf spreads its mass over its box by the product of the
   marginals restricted to the box (:class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`;
@@ -116,6 +117,9 @@ SMOOTHINGS = (1e-3, 0.01, 0.03, 0.1, 0.2, 0.4, 0.6, 0.8)
 #: split x row x column evaluations an ``"auto"`` size may cost (200 splits on 5,000 x 20
 #: rows took 55-74 CPU seconds on the 2-core machine; this allows 130 there)
 SPLIT_BUDGET = 1.3e7
+#: GF.Boost's marginals keep repeated grid values' mass on their grid cells
+#: (:func:`~forestgen.families.intersection.marginals.grid_spikes`), as EOGT's
+SPIKES = True
 
 
 @register("learner", "gfboost")
@@ -282,6 +286,9 @@ class GFBoost(GenerativeForest):
         self._finish(table, schema, kind, nlev, nom_off)
         return self
 
+    #: what ``smoothing="held_out"`` maximises on the held-out rows (``sizes_["criterion"]``)
+    held_out_criterion = "log-likelihood"
+
     def _sizes(self, X, kinds) -> tuple[int, int]:
         """``(n_trees, n_iter)``: the given ones, or for ``"auto"`` the setting of
         :data:`SIZES` chosen on held-out rows (recorded in ``sizes_``, with the smoothing
@@ -312,6 +319,7 @@ class GFBoost(GenerativeForest):
         table = self._held_out_table(X, kinds, settings, seed)  # [settings, SMOOTHINGS]
         k, a = np.unravel_index(int(np.argmax(table)), table.shape)  # ties: smallest first
         self.sizes_ = {**settings[k], "smoothing": SMOOTHINGS[a],
+                       "criterion": self.held_out_criterion,
                        "held_out_ll": dict(zip(map(str, grid), table.max(1).tolist())),
                        "smoothing_ll": dict(zip(map(str, SMOOTHINGS), table[k].tolist()))}
         return settings[k]["n_trees"], settings[k]["n_iter"]
@@ -388,7 +396,7 @@ class GFBoost(GenerativeForest):
         self.smooth_toward_, self.cell_shape_ = self.smooth_toward, self.cell_shape
         self._keep_incomplete_rows(table, leaf_cell)
         marg = fit_marginals(table.Z, schema, kind, nlev, nom_off, self.box_lo_, self.box_hi_,
-                             table.root_mask)
+                             table.root_mask, spikes=SPIKES)
         self._marginals = marg  # for the atoms' shares of the smoothing component
         toward = (box_mass(marg, lo, hi, mask, kind, nlev, nom_off)
                   if self.smooth_toward == "marginals" else volume_share(table, lo, hi, mask))

@@ -138,8 +138,8 @@ def grid_cells(z: np.ndarray, spec, a: float, b: float) -> tuple | None:
 def grid_spikes(z: np.ndarray, edges: np.ndarray, mass: np.ndarray, cells: tuple) -> np.ndarray:
     """Bin masses ``(1 - λ) mass + λ e``: ``e`` the repeated values' shares of their
     repetitions, each on the bin holding it (its grid cell), ``λ`` of :data:`SPIKE_WEIGHTS`
-    of highest leave-one-out log-likelihood of the values (a value's own repetition left
-    out of ``e``)."""
+    of highest leave-one-out log-likelihood of the values (a value left out of ``e``, which
+    keeps its spike only where it is still repeated without it)."""
     lo, hi, cnt = cells
     n_rep = cnt.sum()
     v = 0.5 * (lo + hi)
@@ -149,8 +149,11 @@ def grid_spikes(z: np.ndarray, edges: np.ndarray, mass: np.ndarray, cells: tuple
     kz = np.clip(np.searchsorted(edges, z, side="left") - 1, 0, len(mass) - 1)
     f_kde = mass[kz] / width[kz]
     ez = np.bincount(k, weights=cnt, minlength=len(mass))[kz]  # repetitions in z's bin
-    rep = np.isin(kz, k)
-    e_loo = np.where(rep, (ez - 1) / max(n_rep - 1, 1), 0.0) / width[kz]
+    # left out, a value keeps a spike only if the others still repeat it (seen 3+ times);
+    # one seen twice takes its spike, and both its repetitions, out of the others' ``e``
+    kept = np.isin(kz, k) & (ez >= 3)
+    others = np.where(kept, n_rep - 1, n_rep - 2)
+    e_loo = np.where(kept, (ez - 1) / np.maximum(others, 1), 0.0) / width[kz]
     best, best_l = -np.inf, 0.0
     for lam in SPIKE_WEIGHTS:
         with np.errstate(divide="ignore"):

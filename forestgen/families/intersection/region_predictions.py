@@ -42,8 +42,12 @@ class RegionPredictions:
                 return box if np.isfinite(self._uniform_log_weight(x)) and self._inside(x) \
                     else None
             miss = np.flatnonzero(np.isnan(x))
-            score = lw - region_log_measures(g, lo, hi, mask, miss)
-            fixed = self._densest_pieces(x, shares, lo, hi)
+            if cells:  # density against the marginals, the regions' base measure
+                fixed = self._densest_marginal(x, shares, lo, hi, mask)
+                score = lw + fixed[0]
+            else:
+                score = lw - region_log_measures(g, lo, hi, mask, miss)
+                fixed = self._densest_pieces(x, shares, lo, hi)
             if fixed is not None:
                 score = score + fixed[0]
             best = np.flatnonzero(score == score.max())
@@ -90,6 +94,62 @@ class RegionPredictions:
                 pick = np.argmax(opts, 1)  # relative to the score's -log |C_j|
                 gain += opts[np.arange(len(lo)), pick]
                 forced.append((pick[:, None] == np.arange(s.shape[1])[None, :]).astype(float))
+        return gain, forced
+
+    def _densest_marginal(self, x: np.ndarray, shares, lo, hi, mask):
+        """:meth:`_densest_pieces` for regions spread by the marginals: there the conditional
+        density of the missing entries relative to the product of their marginals (the base
+        measure of the regions' shape, as Lebesgue measure is of the paper's uniform regions)
+        is constant on each region's pieces — ``1 / P_j(C_j)`` on a discrete column's levels
+        and on a numeric column's continuous part (``(1 - Σ s) / ((1 - Σ α) P_j^c(C_j))``
+        with atoms ``α``: the marginal's shares, ``s``: the region's), ``s_a / α_a`` at an atom
+        and ``p_C(v) / p(v)`` at a spike level. Returns, per region, the log of the largest
+        piece's ratio summed over the missing columns, and the atom shares forcing the
+        draw onto those pieces (one-hot on an atom or spike level, zero for the rest)."""
+        shape, atoms = self._shape(), self._atoms()
+        kind = self._layout[0]
+        gain = np.zeros(len(lo))
+        forced = [np.asarray(s, float).copy() for s in shares]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for j in map(int, np.flatnonzero(np.isnan(x))):
+                c = None
+                if atoms:
+                    hit = np.flatnonzero(atoms.columns == j)
+                    c = int(hit[0]) if len(hit) else None
+                if kind[j] != 0:
+                    if c is None:
+                        allowed = shape.allowed(j, lo, hi, mask)
+                        gain -= np.log((allowed * shape.marg[j].pmf[None, :]).sum(1))
+                        continue
+                    p = shape.column_pmf(j, lo, hi, mask, atoms, shares)
+                    ratio = p / shape.marg[j].pmf[None, :]
+                    pick = np.argmax(np.nan_to_num(ratio, nan=-1.0), 1)
+                    gain += np.log(ratio[np.arange(len(lo)), pick])
+                    spikes = atoms.atoms[c].astype(np.int64)
+                    forced[c] = (pick[:, None] == spikes[None, :]).astype(float)
+                    continue
+                cont = shape.cont_mass(j, lo[:, j], hi[:, j])
+                if c is None:
+                    gain -= np.log(cont)
+                    continue
+                m = shape.marg[j]
+                alpha = np.zeros(len(atoms.atoms[c]))
+                if m.atoms is not None and len(m.atoms):
+                    for q, a in enumerate(atoms.atoms[c]):
+                        k = np.flatnonzero(m.atoms == a)
+                        alpha[q] = m.atom_share[k[0]] if len(k) else 0.0
+                s = np.asarray(shares[c], float)
+                inside = ((atoms.atoms[c][None, :] > lo[:, j, None])
+                          & (atoms.atoms[c][None, :] <= hi[:, j, None]))
+                opts = np.column_stack([
+                    np.where(inside & (alpha[None, :] > 0), np.log(s) - np.log(alpha)[None, :],
+                             -np.inf),
+                    np.log(np.maximum(1.0 - s.sum(1), 0.0)) - np.log1p(-alpha.sum())
+                    - np.log(cont)])
+                opts = np.where(np.isnan(opts), -np.inf, opts)
+                pick = np.argmax(opts, 1)
+                gain += opts[np.arange(len(lo)), pick]
+                forced[c] = (pick[:, None] == np.arange(s.shape[1])[None, :]).astype(float)
         return gain, forced
 
     def _draw_in(self, pick: tuple, free: np.ndarray, rng) -> np.ndarray:
@@ -183,8 +243,9 @@ class RegionPredictions:
         kind, nlev, nom_off = self._layout
         out = Z.copy()
         big, empty = [], []
-        for i in np.flatnonzero(miss.any(1)):
-            x = np.where(miss[i], np.nan, Z[i])
+        rows = np.flatnonzero(miss.any(1))
+        evidence = self._free_outside(np.where(miss, np.nan, Z)[rows], "impute")
+        for i, x in zip(rows, evidence):
             reg = self._regions(x)
             if reg is None:
                 big.append(int(i))
@@ -279,4 +340,38 @@ class RegionPredictions:
         j = names.index(target)
         Z = self.encode_rows(X, missing_columns="nan")
         Z[:, j] = np.nan
-        return j, clamp_query_rows(self, Z, query)
+        return j, self._free_outside(clamp_query_rows(self, Z, query), query)
+
+    def _free_outside(self, Z: np.ndarray, query: str) -> np.ndarray:
+        """Leave out of the evidence (NaN, in place) the observed entries of encoded rows
+        ``Z`` that lie outside the training box: a level without training rows (unseen at
+        fit, or declared but absent) or an ordered code past the seen ones (numeric entries
+        were moved to the nearest end of their range first, ``clamp_query_rows``). The law
+        gives such an entry probability zero, so a conditional on it is undefined; its row is
+        answered from its other entries, with one ``RuntimeWarning`` naming the columns."""
+        from forestgen.families.boxes import root_mask
+
+        self._geometry()
+        kind, nlev, nom_off = self._layout
+        box_mask = root_mask(self.encoder_.schema).astype(bool)
+        freed = []
+        with np.errstate(invalid="ignore"):
+            for j in range(Z.shape[1]):
+                z = Z[:, j]
+                if nom_off[j] >= 0:
+                    k = int(nlev[j])
+                    code = np.where(np.isnan(z), 0.0, z)
+                    ok = (code >= 0) & (code < k) & (code == np.floor(code))
+                    ok &= box_mask[nom_off[j] + np.where(ok, code, 0).astype(np.int64)]
+                else:
+                    ok = (z > self.box_lo_[j]) & (z <= self.box_hi_[j])
+                bad = ~np.isnan(z) & ~ok
+                if bad.any():
+                    Z[bad, j] = np.nan
+                    freed.append(self.schema_.names[j])
+        if freed:
+            warnings.warn(f"EOGT {query}: observed entries of column(s) {freed} lie outside "
+                          f"the training box (a level or value without training rows), where "
+                          f"the law has no mass; they are left out of the evidence of their "
+                          f"rows", RuntimeWarning, stacklevel=3)
+        return Z

@@ -198,6 +198,45 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         self._too_many(big, "log_prob")
         return out
 
+    def log_parts_encoded(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(tree, smooth)``: the log densities of encoded rows ``Z`` (NaN marginalised) under
+        the walk's regions and under the smoothing component, each normalised on its own, so
+        that ``log_prob = logaddexp(log(1 - ε) + tree, log ε + smooth)`` for every ``ε``
+        (``-inf`` for both outside the box; NaN for both past ``max_regions``)."""
+        self.check_fitted()
+        Z = np.asarray(Z, float)
+        if len(Z) == 0:
+            return np.zeros(0), np.zeros(0)
+        first, inverse = self._row_keys(Z)
+        tree = np.full(len(first), -np.inf)
+        smooth = np.full(len(first), -np.inf)
+        for i, x in enumerate(Z[first]):
+            reg = self._regions(x)
+            if reg is None:
+                tree[i] = smooth[i] = np.nan
+            elif self._inside(x):
+                tree[i] = logsumexp(reg[0])
+                smooth[i] = self._smooth_log_density(x)
+        return tree[inverse], smooth[inverse]
+
+    def _smooth_log_density(self, x: np.ndarray) -> float:
+        """The smoothing component's log density of the observed entries of ``x``: the box
+        spread by the marginals, or uniformly (``-log μ_o(X_o)``, times the atom shares)."""
+        from forestgen.families.intersection.regions import region_log_measures
+
+        g = self._geometry()
+        r0 = self.trees_.roots[0]
+        if self._smooth_marginal():
+            return float(self._shape().log_factor(
+                x, g.lo[r0][None, :], g.hi[r0][None, :], g.mask[r0][None, :], self._atoms(),
+                self._box_shares())[0])
+        out = -float(region_log_measures(
+            g, g.lo[r0], g.hi[r0], g.mask[r0], np.flatnonzero(~np.isnan(x)))[0])
+        if self._atoms():
+            out += float(self._atoms().log_factor(x, self._box_shares(), g.lo[r0][None, :],
+                                                  g.hi[r0][None, :])[0])
+        return out
+
     def _inside(self, x: np.ndarray) -> bool:
         obs = ~np.isnan(x)
         nom = self._layout[2] >= 0
