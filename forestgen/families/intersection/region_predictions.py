@@ -48,8 +48,8 @@ class RegionPredictions:
             else:
                 score = lw - region_log_measures(g, lo, hi, mask, miss)
                 fixed = self._densest_pieces(x, shares, lo, hi)
-            if fixed is not None:
-                score = score + fixed[0]
+                if fixed is not None:
+                    score = score + fixed[0]
             best = np.flatnonzero(score == score.max())
             k = best[rng.integers(len(best))]
             return lo[k], hi[k], mask[k], ([s[k] for s in fixed[1]] if fixed is not None
