@@ -94,13 +94,29 @@ class EOGT(RegionQueries, GFBoost):
     * ``smooth_toward="marginals"``: the smoothing component is the product of the marginals
       (the root box spread the same way; spike levels take the column's observed shares);
     * ``smoothing="held_out"``: ``ε`` from :data:`~.gfboost.SMOOTHINGS` chosen with the sizes
-      on held-out rows, as GF.Boost.
+      on held-out rows, as GF.Boost, but on their log-likelihood *plus* their
+      pseudo-log-likelihood ``Σ_j log p(x_j | x_-j)`` (:meth:`held_out_scores`): chosen on the
+      log-likelihood alone, the sizes and a large ``ε`` pulled the conditionals that
+      ``predict_proba``, ``predict`` and ``impute`` answer with toward the marginals.
 
     Every region and the box stay exactly normalised, so the law is, and every query above
     answers for it exactly (:mod:`~forestgen.families.intersection.region_shape`; the
     rejection sampler weighs each forced draw by its piece's density or probability of the
     evidence against a bound over all pieces). ``cell_shape="uniform", smooth_toward="uniform",
     smoothing=1e-3`` is the paper's model, bit for bit the learner before this change.
+    With the regions spread by the marginals, ``impute(method="max_density")`` picks the
+    compatible region where the conditional density *relative to the product of the missing
+    columns' marginals* peaks (constant on each region and on each atom or spike level: the
+    regions' base measure, as Lebesgue measure is of the paper's uniform regions) and draws
+    from its shape.
+
+    Outside the training box the law has no mass (:meth:`log_prob` floors such rows).
+    ``predict_proba``, ``predict`` and ``impute`` answer a row from its entries inside the box:
+    a numeric entry outside the training range is moved to its nearest end (as every
+    learner's), and a level or ordered code without training rows (unseen at fit, or declared
+    but absent) is left out of the row's evidence, with a ``RuntimeWarning`` naming the
+    columns; no row gets NaN for it.
+
     ``benchmarks/results/eogt_backoff_s47.md`` measures the options: the defaults score held-out
     rows above the benchmark's column marginals on tips, quine, penguins, Boston and the 5,000 x
     20 table; wine stays below; ``predict_proba`` and quine's imputation got worse.

@@ -237,8 +237,11 @@ class RegionPredictions:
                        rng: np.random.Generator) -> np.ndarray:
         """Fill ``Z[miss]`` (encoded rows) from EOGT's conditional: ``"max_density"``
         (uniform in the compatible region of highest density, paper §7.2 with approximation
-        (8)), ``"sample"`` (exact conditional draw) or ``"expectation"`` (mean / mode).
-        Rows of zero probability stay NaN (a warning names them)."""
+        (8); in regions spread by the marginals, of highest density relative to the missing
+        columns' marginals, drawn from its shape), ``"sample"`` (exact conditional draw) or
+        ``"expectation"`` (mean / mode). Observed entries outside the box are left out of the
+        evidence (:meth:`_free_outside`); rows of zero probability stay NaN (a warning names
+        them)."""
         self._geometry()
         kind, nlev, nom_off = self._layout
         out = Z.copy()
@@ -283,7 +286,8 @@ class RegionPredictions:
                       random_state=random_state, filler=self.impute_encoded)
 
     def predict_proba(self, X, target=None):
-        """P(level of a discrete ``target`` | each row's other observed entries)."""
+        """P(level of a discrete ``target`` | each row's other observed entries inside the
+        training box; see :meth:`_free_outside`)."""
         self.check_fitted()
         j, Z = self._target_rows(X, target, "predict_proba")
         spec = self.schema_.columns[j]
