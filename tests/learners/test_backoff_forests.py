@@ -20,7 +20,6 @@ from forestgen.families.mixture.backoff import (
     GUARD_Z,
     MARGINAL_ALPHA,
     guarded_weight,
-    pooled,
 )
 from forestgen.families.mixture.stacked import StackedLeaf
 from forestgen.testing.statistical import discrete_toy
@@ -88,17 +87,8 @@ def test_numeric_backoff_density_integrates_to_one_and_draws_follow_it(cls):
     draws = m.sample(5_000, random_state=2)["x"].to_numpy()
     cdf = np.cumsum(dens) * (xs[1] - xs[0])
     assert stats.kstest(draws, lambda v: np.interp(v, xs, cdf)).pvalue > 1e-3
-    # the marginal part alone is a kernel density with the training rows' mean
+    # the marginal part alone is a histogram of the training rows with their mean
     assert m.expect(["x"])["x"] == pytest.approx(df["x"].mean(), abs=0.15)
-
-
-def test_pooled_keeps_the_mean_and_the_total_weight():
-    x = np.random.default_rng(1).gamma(2.0, size=5_000)
-    v, w = pooled(x, 64)
-    assert len(v) == 64 and w.sum() == len(x)
-    assert np.dot(v, w) / w.sum() == pytest.approx(x.mean(), rel=1e-12)
-    v, w = pooled(np.array([1.0, 1.0, 2.0]), 64)
-    assert v.tolist() == [1.0, 2.0] and w.tolist() == [2.0, 1.0]
 
 
 def _dependent(n=400, seed=0):
@@ -210,3 +200,37 @@ def test_arf_auto_backs_off_on_quine_and_not_on_tips():
         ll = float(np.mean(m.log_prob(test)))
         assert ll >= marginals_ll(train, test) if backs_off else \
             ll == float(np.mean(paper.log_prob(test)))
+
+
+@pytest.mark.parametrize("cls", [*BOX, fg.GeF], ids=lambda c: c.__name__)
+def test_backed_off_model_scores_and_samples_on_the_torch_path(cls):
+    """The back-off leaf's histograms and pmfs have torch hooks: ``to_torch()`` of a
+    backed-off model scores (with gradients, missing entries marginalised) and draws on the
+    device, no numpy fallback."""
+    import torch
+
+    from forestgen.torch.sampling import device_sampler_supported
+
+    rng = np.random.default_rng(0)
+    n = 300
+    x = rng.normal(size=n)
+    df = pd.DataFrame({"x": x, "y": np.round(x + rng.normal(size=n), 1),
+                       "z": np.where(rng.random(n) < 0.3, 0.0, rng.gamma(2.0, size=n)),
+                       "c": np.where(x > 0, "a", "b")})
+    m = _fit(cls, df, marginal_weight=0.4)
+    assert isinstance(m.leaf_models_[0], StackedLeaf)
+    dist = m.to_torch(dtype=torch.float64)
+    assert dist.torch_path and device_sampler_supported(m)
+    Z = m.encoder_.transform(df)
+    Z[::7, 0] = np.nan
+    t = torch.tensor(Z, dtype=torch.float64, requires_grad=True)
+    lp = dist.log_prob(t)
+    np.testing.assert_allclose(lp.detach().numpy(), m.log_prob_encoded(Z), rtol=1e-10,
+                               atol=1e-10)
+    lp[torch.isfinite(lp)].sum().backward()
+    assert np.isfinite(t.grad.numpy()).all()
+    draws = dist.sample((3000,), generator=torch.Generator().manual_seed(0)).numpy()
+    assert np.isfinite(m.log_prob_encoded(draws)).all()  # every draw inside the support
+    ref = m.sample_encoded(3000, random_state=1)
+    for j in range(Z.shape[1]):
+        assert stats.ks_2samp(draws[:, j], ref[:, j]).pvalue > 1e-3

@@ -257,50 +257,56 @@ def resolve_weight(model, X: Any, kinds: Any, seed_source: np.random.SeedSequenc
 #: additive smoothing of the marginal pmf in the back-off leaf of RFDE, DEF and GeF (a level of
 #: the support seen in few rows keeps a share; Jeffreys' pseudo-count)
 MARGINAL_ALPHA = 0.5
-#: bandwidth factor ``c`` of the marginal kernel density in that leaf (``h = c s n^-1/5``,
-#: Silverman's rule-of-thumb factor 0.9; fixed, so the fit costs no cross-validation)
-MARGINAL_BANDWIDTH = 0.9
-#: kernels of that density at most: a column's values off its point masses are pooled into
-#: this many groups of consecutive sorted values, each a kernel at its mean weighted by its
-#: size (a binned kernel estimate), so a query costs the same on any number of rows
-MARGINAL_KERNELS = 512
 
 
-def pooled(x: np.ndarray, k: int = MARGINAL_KERNELS) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, weights)``: ``x`` (no NaN) as at most ``k`` weighted points: itself with unit
-    weights when it holds at most ``k`` distinct values, else the means of ``k`` groups of
-    consecutive sorted values of (nearly) equal size, weighted by their sizes."""
-    u, c = np.unique(x, return_counts=True)
-    if len(u) <= k:
-        return u, c.astype(float)
-    xs = np.sort(x)
-    edges = np.linspace(0, len(xs), k + 1).round().astype(np.int64)
-    sums = np.add.reduceat(xs, edges[:-1])
-    sizes = np.diff(edges).astype(float)
-    return sums / sizes, sizes
+def column_histograms(Z: np.ndarray, schema, box_lo: np.ndarray, box_hi: np.ndarray) -> list:
+    """Each column's marginal on the box ``(box_lo, box_hi]`` as EOGT fits it
+    (:func:`forestgen.families.intersection.marginals.fit_marginals` with ``spikes``: a
+    histogram whose bin masses are those of a kernel density of the values off the point
+    masses, its bandwidth by leave-one-out likelihood, and on a column recorded on a grid a
+    share of the mass on the grid cells of the repeated values): ``(edges, cdf)`` of a
+    numeric column, the :class:`~forestgen.families.intersection.marginals.ColumnMarginal`
+    of a discrete one."""
+    from forestgen.families.boxes import column_layout, root_mask
+    from forestgen.families.intersection.marginals import fit_marginals
+
+    kind, nlev, nom_off, _ = column_layout(schema)
+    marg = fit_marginals(Z, schema, kind, nlev, nom_off, box_lo, box_hi, root_mask(schema),
+                         spikes=True)
+    return [m if m.pmf is not None else (m.edges, m.cdf) for m in marg]
 
 
 def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
                          overrides: dict[int, Any] | None = None) -> list:
     """The column marginals as leaf models of the one leaf of ``root`` (a one-tree forest whose
-    tree never splits), fitted on every row of ``Z``: for a numeric column a kernel density
-    (:class:`~forestgen.leaves.kernel.KernelLeaf`, bandwidth factor
-    :data:`MARGINAL_BANDWIDTH`, at most :data:`MARGINAL_KERNELS` kernels, :func:`pooled`)
-    with its point masses at their shares (:class:`~forestgen.leaves.point_mass.PointMassLeaf`),
-    for a discrete one the pmf smoothed by :data:`MARGINAL_ALPHA` over the levels of the root
-    cell (:class:`~forestgen.leaves.categorical.CategoricalLeaf`, no floor: a level outside
-    the cell has probability zero, as in RFDE's and DEF's leaves); ``overrides`` maps a column
-    to its own (discrete) leaf model. Each is restricted to the root cell, as every leaf model
-    is to its cell. The back-off leaf of RFDE, DEF and GeF, whose own leaves under one unsplit
-    cell would be a uniform box (RFDE, DEF) or one Gaussian (GeF)."""
+    tree never splits), fitted on every row of ``Z``: for a numeric column the histogram of
+    :func:`column_histograms` on the model's root box (``box_lo_`` / ``box_hi_``; GeF: the
+    training rows' :func:`~forestgen.families.boxes.root_box`)
+    (:class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf` on the box, intersected with
+    the column's support, :func:`~forestgen.data.support.restrict_cells`; its point masses
+    at their shares, :class:`~forestgen.leaves.point_mass.PointMassLeaf`), for a discrete one
+    the pmf smoothed
+    by :data:`MARGINAL_ALPHA` over the levels of the root cell
+    (:class:`~forestgen.leaves.categorical.CategoricalLeaf`, no floor: a level outside the
+    cell has probability zero, as in RFDE's and DEF's leaves); ``overrides`` maps a column to
+    its own (discrete) leaf model. Both kinds have torch hooks, so ``to_torch()`` of a
+    backed-off model scores and samples on the device. The back-off leaf of RFDE, DEF and GeF,
+    whose own leaves under one unsplit cell would be a uniform box (RFDE, DEF) or one Gaussian
+    (GeF)."""
     from forestgen.data.support import restrict_cells
+    from forestgen.families.boxes import root_box
     from forestgen.leaves.base import ColumnCell
     from forestgen.leaves.categorical import CategoricalLeaf
-    from forestgen.leaves.kernel import KernelLeaf
+    from forestgen.leaves.marginal_cell import MarginalCellLeaf
     from forestgen.leaves.point_mass import PointMassLeaf
 
     schema = model.encoder_.schema
     boxes = root.boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
+    if hasattr(model, "box_lo_"):
+        box_lo, box_hi = model.box_lo_, model.box_hi_
+    else:
+        box_lo, box_hi = root_box(Z, schema)
+    hists = column_histograms(Z, schema, box_lo, box_hi)
     out = []
     for j, spec in enumerate(schema.columns):
         x = Z[:, j][~np.isnan(Z[:, j])]
@@ -313,17 +319,16 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
             lm = (overrides or {}).get(j) or CategoricalLeaf(alpha=MARGINAL_ALPHA, floor=0.0)
             out.append(lm.fit(x, one, cell))
             continue
-        lo, hi = restrict_cells(spec, *boxes.column(j))
+        edges, cdf = hists[j]
+        lo, hi = boxes.column(j)
+        lo = np.maximum(np.asarray(lo, float), edges[0])
+        hi = np.minimum(np.asarray(hi, float), edges[-1])
+        lo, hi = restrict_cells(spec, lo, hi)
         cell = ColumnCell(lower=lo, upper=hi, allowed=None, data_min=float(spec.lower),
                           data_max=float(spec.upper))
-        atoms = np.asarray(spec.atoms or (), float)
-        on = np.isin(x, atoms)
-        v, w = pooled(x[~on])
-        a, c = np.unique(x[on], return_counts=True)
-        vals, wts = np.r_[v, a], np.r_[w, c.astype(float)]
-        kde = KernelLeaf(bandwidth=MARGINAL_BANDWIDTH)
-        lm = PointMassLeaf(base=kde, atoms=spec.atoms) if spec.atoms else kde
-        out.append(lm.fit(vals, np.zeros(len(vals), np.int64), cell, wts))
+        base = MarginalCellLeaf(edges=edges, cdf=cdf)
+        lm = PointMassLeaf(base=base, atoms=spec.atoms) if spec.atoms else base
+        out.append(lm.fit(x, one, cell))
     return out
 
 
@@ -347,10 +352,9 @@ def append_marginal_tree(model, Z: np.ndarray, weight: float, root: ForestArrays
 def marginal_box(forest: ForestArrays, schema, box_lo: np.ndarray, box_hi: np.ndarray
                  ) -> ForestArrays:
     """The back-off tree of a partition learner (RFDE, DEF): one leaf whose cell is the root
-    box on the discrete columns (the levels of the support) and unbounded on the numeric ones,
-    so the column marginals give a held-out value beyond a column's training range the density
-    of their tails, as ARF's marginals do, instead of the floor every box gives it
-    (:func:`~forestgen.families.boxes.box_tree`)."""
+    box on the discrete columns (the levels of the support) and unbounded on the numeric ones
+    (:func:`~forestgen.families.boxes.box_tree`), whose marginal leaf keeps to the root box
+    and the column's support itself (:func:`marginal_leaf_models`)."""
     from forestgen.families.boxes import box_tree, root_mask
 
     num = ~np.array([c.is_discrete for c in schema.columns], bool)

@@ -145,7 +145,7 @@ class GeF(GenerativeForest):
     marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
         ``"held_out"``: the back-off toward the column marginals of
         :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree, unsplit, whose leaf
-        carries a kernel density per numeric feature, the smoothed pmf of each discrete one and
+        carries a histogram per numeric feature, the smoothed pmf of each discrete one and
         the class shares smoothed by ``class_alpha``; weight chosen on held-out rows, ``λ = 0``
         where the forest beats the marginals there). With ``λ > 0`` the class queries count
         that tree as one more tree (``mode="gef"`` averages its posterior, the class prior,

@@ -106,9 +106,9 @@ class RFDE(GenerativeForest):
     marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
         ``"held_out"`` — weight of one more tree that never splits, whose one leaf carries
         the product of the column marginals fitted on all rows
-        (:mod:`~forestgen.families.mixture.backoff`: a kernel density per numeric column,
-        unbounded, so a held-out value beyond the training range
-        keeps a density; the smoothed pmf of each discrete column). A root-only tree under
+        (:mod:`~forestgen.families.mixture.backoff`: EOGT's histogram per numeric column on
+        the root box, with the grid cells of repeated values, and the smoothed pmf of each
+        discrete column; both with torch hooks). A root-only tree under
         RFDE's own leaves would be the uniform box (``smoothing``); this one's leaf models
         sit beside the forest's in a :class:`~forestgen.families.mixture.stacked.StackedLeaf`.
         The model ``(1 - λ) f + λ prod_j f_j`` stays one normalised leaf mixture. ``"auto"``

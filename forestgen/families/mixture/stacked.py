@@ -1,7 +1,7 @@
 """One column's leaf laws given by different leaf models for consecutive blocks of leaves.
 
 The back-off of RFDE, DEF and GeF (:mod:`~forestgen.families.mixture.backoff`) appends one
-tree whose one leaf holds every training row and carries the column's marginal law, a kernel
+tree whose one leaf holds every training row and carries the column's marginal law, a histogram
 density or an empirical pmf fitted on all rows, while the forest's own leaves keep the
 learner's leaf models (RFDE's and DEF's uniform cells, GeF's Gaussians). A
 :class:`StackedLeaf` is that column's leaf model: part ``i``, a fitted leaf model of
