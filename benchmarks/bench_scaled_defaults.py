@@ -211,8 +211,9 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
         if v is not None:
             out[k] = v if isinstance(v, (int, float, dict)) else str(v)[:60]
     guard = getattr(model, "marginal_weight_ll_", None) or {}
-    if "t" in guard:  # the back-off guard's statistic (forestgen.families.mixture.backoff)
-        out["guard_t"] = float(guard["t"])
+    for k in ("t", "t_screen"):  # the back-off guard's statistics (families.mixture.backoff)
+        if k in guard:
+            out["guard_" + k] = float(guard[k])
     board = getattr(model, "leaderboard_", None)
     if board is not None:  # AutoForest: each candidate's scoring CPU and the rows it used
         out["candidate_cpu_s"] = {str(r["candidate"]): round(float(r["cpu_s"]), 2)
@@ -266,7 +267,8 @@ def fmt_rows(rows: list[dict]) -> str:
                         "test_ll", "marginal_ll", "train_ll", "proba_acc_test", "majority",
                         "train_majority_acc", "proba_ll_test",
                         "proba_acc_train", "impute_rmse", "impute_rmse_expectation",
-                        "mean_rmse", "marginal_weight_", "guard_t", "n_trees_", "pool_size_",
+                        "mean_rmse", "marginal_weight_", "guard_t", "guard_t_screen", "n_trees_",
+                        "pool_size_",
                         "max_leaves_",
                         "n_splits_", "best_", "selection_rows_", "candidate_cpu_s",
                         "error") if c in df]
