@@ -43,12 +43,19 @@ def test_torch_log_prob_matches_numpy_with_gradients(name, table):
     g = x.grad.numpy()
     assert np.isfinite(g).all()
     numeric = [j for j, c in enumerate(m.schema_.columns) if not c.is_discrete]
-    piecewise = all(type(m.leaf_models_[j]).__name__ in ("CellUniformLeaf", "UniformLeaf")
-                    for j in numeric)
+    piecewise = all(_piecewise(m.leaf_models_[j]) for j in numeric)
     if piecewise:  # uniform-in-cell leaves: exactly zero gradient
         assert (g == 0).all()
     else:
         assert np.abs(g[:, numeric]).sum() > 0
+
+
+def _piecewise(lm) -> bool:
+    """A leaf law constant on intervals: uniform cells, a histogram (the back-off leaf of
+    ``marginal_weight``), or stacked parts that all are."""
+    if type(lm).__name__ == "StackedLeaf":
+        return all(_piecewise(p) for p in lm.parts)
+    return type(lm).__name__ in ("CellUniformLeaf", "UniformLeaf", "MarginalCellLeaf")
 
 
 class _NoHook(LeafModel):

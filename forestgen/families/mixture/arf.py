@@ -107,8 +107,8 @@ class ARF(GenerativeForest):
         leaf smears spiky integers (adult's ``capital-gain`` is 92% zeros), and on adult 128
         lowers the C2ST AUC of FORGE samples from 0.9996 to 0.67. Cost: a dense pmf table of
         ``n_leaves x levels`` per such column.
-    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
-        ``"held_out"`` — weight of one more tree that never splits, whose one leaf holds
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the
+        paper's model) — weight of one more tree that never splits, whose one leaf holds
         every training row: under FORDE's leaves the product of the column marginals
         (:mod:`~forestgen.families.mixture.backoff`). The model is ``(1 - λ) q + λ prod_j
         f_j``, still one leaf mixture (density, FORGE draws and every query include it).
@@ -119,13 +119,15 @@ class ARF(GenerativeForest):
         :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, so where the
         forest beats the marginals the model is the paper's, bit for bit. The choice is kept
         as ``marginal_weight_``, the scores (and the guard's statistic ``"t"``) as
-        ``marginal_weight_ll_``; it costs one more fit on at most 8,000 rows (adult: see
-        ``benchmarks/results/backoff_s47.md``). A forestgen extension (issue 37): at ``λ = 0``
-        ARF scores quine's held-out rows below the column marginals (-8.29 against -7.64),
-        at ``"auto"`` above them, and on the six other tables of
-        ``bench_scaled_defaults`` it keeps ``λ = 0``. Not yet the default: fits of a few trees
-        on small tables in other tests back off and change shape
-        (``benchmarks/results/backoff_s47.md``). The distributed fit
+        ``marginal_weight_ll_``. It costs a cheap held-out fit (at most 5,000 rows), which
+        settles ``λ = 0`` where even it finds the forest ahead (kept as ``"t_screen"``), else
+        one more fit on at most 8,000 rows: one ARF fit on 4,000 rows more than the paper's on
+        adult (``benchmarks/results/flip_s48.md``); and the held-out fit calls ``fit`` of the
+        learner's class once more (a subclass that counts its fits sees it). A forestgen
+        extension (issue 37), the default since stop 48: at ``λ = 0`` ARF scores quine's
+        held-out rows below the column marginals (-8.29 against -7.64), at ``"auto"`` above
+        them, and on the six other tables of ``bench_scaled_defaults`` it keeps ``λ = 0``.
+        ``marginal_weight=0`` is the paper's (and R arf's) model. The distributed fit
         (:mod:`forestgen.distributed`) has no extra tree.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
     density_floor : a row of density zero — a held-out value outside the support
@@ -178,7 +180,7 @@ class ARF(GenerativeForest):
                  n_jobs: int | None = -1, progress: bool = False, numeric_leaf: Any = None,
                  discrete_leaf: Any = None, splitter: Any = "gini", ensembler: Any = None,
                  sampler: Any = None,
-                 density_floor: float | None = 1e-5, marginal_weight: float | str = 0.0):
+                 density_floor: float | None = 1e-5, marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation

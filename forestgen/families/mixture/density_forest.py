@@ -87,8 +87,8 @@ class DEF(GenerativeForest):
         class or instance; see ``docs/components.md``).
     random_state, n_jobs : one Generator per tree; identical results for any ``n_jobs``.
     progress : print a progress bar over trees on stderr.
-    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
-        ``"held_out"``: the back-off toward the column marginals of
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the
+        paper's model): the back-off toward the column marginals of
         :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree whose leaf carries the
         product of the marginals, weight chosen on held-out rows, ``λ = 0`` where the forest
         beats the marginals there). A forestgen extension (issue 37).
@@ -113,7 +113,7 @@ class DEF(GenerativeForest):
                  prior_strength: float = 1.0, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
                  discrete_leaf: Any = None, progress: bool = False, ensembler: Any = None,
-                 sampler: Any = None, marginal_weight: float | str = 0.0):
+                 sampler: Any = None, marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:

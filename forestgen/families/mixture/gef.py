@@ -142,8 +142,8 @@ class GeF(GenerativeForest):
         ``density_floor`` (default ``1e-5``) times the uniform density on the support in
         ``log_prob`` instead of ``-inf``; every other row keeps its exact density. ``None`` or
         ``log_prob(..., floor=None)``: exact. A forestgen extension (no floor in the paper).
-    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
-        ``"held_out"``: the back-off toward the column marginals of
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the
+        paper's model): the back-off toward the column marginals of
         :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree, unsplit, whose leaf
         carries a histogram per numeric feature, the smoothed pmf of each discrete one and
         the class shares smoothed by ``class_alpha``; weight chosen on held-out rows, ``λ = 0``
@@ -180,7 +180,7 @@ class GeF(GenerativeForest):
                  mode: str = "gef", max_bins: int = 255, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "gini", progress: bool = False,
                  ensembler: Any = None, sampler: Any = None,
-                 density_floor: float | None = 1e-5, marginal_weight: float | str = 0.0):
+                 density_floor: float | None = 1e-5, marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation

@@ -103,8 +103,8 @@ class RFDE(GenerativeForest):
         class or instance; see ``docs/components.md``).
         A split criterion is ruled out (``ruled_out``): the midpoint rule is data-independent.
     progress : print progress bars (depth CV, growth) on stderr.
-    marginal_weight : ``λ`` in ``[0, 1)`` (default 0: the paper's model), ``"auto"`` or
-        ``"held_out"`` — weight of one more tree that never splits, whose one leaf carries
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the
+        paper's model) — weight of one more tree that never splits, whose one leaf carries
         the product of the column marginals fitted on all rows
         (:mod:`~forestgen.families.mixture.backoff`: EOGT's histogram per numeric column on
         the root box, with the grid cells of repeated values, and the smoothed pmf of each
@@ -144,7 +144,7 @@ class RFDE(GenerativeForest):
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
                  numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False,
                  ensembler: Any = None, sampler: Any = None,
-                 marginal_weight: float | str = 0.0):
+                 marginal_weight: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
