@@ -243,9 +243,10 @@ def test_point_mass_column_refits_from_distributed_statistics(clients):
     df = pd.DataFrame({"x": rng.normal(size=n),
                        "spend": np.where(rng.random(n) < 0.6, 0.0, rng.gamma(2.0, 50.0, n)),
                        "g": rng.choice(list("abc"), n)})
-    model = ARF(n_trees=5, random_state=3).fit(df)
+    # the paper's model: the distributed statistics carry no back-off tree (marginal_weight)
+    model = ARF(n_trees=5, random_state=3, marginal_weight=0).fit(df)
     assert type(model.leaf_models_[1]).__name__ == "PointMassLeaf"
-    refit = ARF(n_trees=5, random_state=3).fit(df)
+    refit = ARF(n_trees=5, random_state=3, marginal_weight=0).fit(df)
     with clients[2].as_current():
         fd.refit_leaves(refit, dd.from_pandas(df, npartitions=4))
     for k, v in model.leaf_models_[1].param_arrays().items():

@@ -100,13 +100,19 @@ def test_a_zero_density_at_validation_rows_is_chosen_only_as_last_resort():
 
 
 class RowCountARF(fg.ARF):
-    """An ARF that records how many rows each fit saw."""
+    """An ARF that records how many rows each fit saw (built with ``marginal_weight=0``: at
+    ``"auto"`` each fit also fits a held-out copy of its class on 80% of its rows, which
+    would be recorded too)."""
 
     seen: list = []
 
     def fit(self, X, y=None, **kw):
         RowCountARF.seen.append(len(X))
         return super().fit(X, y, **kw)
+
+
+def _counted():
+    return RowCountARF(n_trees=3, max_iters=0, marginal_weight=0)
 
 
 def test_large_tables_score_candidates_on_capped_rows_and_refit_on_all(monkeypatch):
@@ -116,13 +122,13 @@ def test_large_tables_score_candidates_on_capped_rows_and_refit_on_all(monkeypat
     monkeypatch.setattr(auto, "SELECT_ROWS", 60)
     df = table(n=400)
     RowCountARF.seen = []
-    a = fg.AutoForest(candidates=[("counted", RowCountARF(n_trees=3, max_iters=0))],
+    a = fg.AutoForest(candidates=[("counted", _counted())],
                       random_state=0).fit(df)
     # one split: 120 validation rows capped at 60, 280 fitting rows capped at 60; refit on 400
     assert a.n_validation_folds_ == 1 and a.selection_rows_ == (60, 60)
     assert RowCountARF.seen == [60, 400]
     assert a.best_.n_features_in_ == 3
-    b = fg.AutoForest(candidates=[("counted", RowCountARF(n_trees=3, max_iters=0))],
+    b = fg.AutoForest(candidates=[("counted", _counted())],
                       random_state=0).fit(df)
     pd.testing.assert_frame_equal(a.leaderboard_.drop(columns="cpu_s"),
                                   b.leaderboard_.drop(columns="cpu_s"))
@@ -131,7 +137,7 @@ def test_large_tables_score_candidates_on_capped_rows_and_refit_on_all(monkeypat
 def test_small_tables_keep_three_folds_on_every_row():
     df = table(n=240)
     RowCountARF.seen = []
-    a = fg.AutoForest(candidates=[("counted", RowCountARF(n_trees=3, max_iters=0))],
+    a = fg.AutoForest(candidates=[("counted", _counted())],
                       random_state=0).fit(df)
     assert a.n_validation_folds_ == 3 and a.selection_rows_ == (160, 80)
     assert RowCountARF.seen == [160, 160, 160, 240]

@@ -111,13 +111,41 @@ def test_auto_keeps_the_paper_model_bit_identical_where_the_forest_wins(cls):
     paper = _fit(cls, df, marginal_weight=0, **kw)
     m = _fit(cls, df, marginal_weight="auto", **kw)
     assert m.marginal_weight_ == 0.0
-    # the marginals lose by many SEs, already to the cheap look's forest of fewer trees
-    assert m.marginal_weight_ll_["t_screen"] < -GUARD_Z
-    assert set(m.marginal_weight_ll_) == {"t_screen"}
+    assert m.marginal_weight_ll_["t"] < -GUARD_Z  # the marginals lose by many SEs
     assert m.forest_.n_trees == paper.forest_.n_trees
     assert np.array_equal(m.leaf_log_weight_, paper.leaf_log_weight_)
     assert np.array_equal(m.log_prob(df), paper.log_prob(df))
     pd.testing.assert_frame_equal(m.sample(50, random_state=3), paper.sample(50, random_state=3))
+
+
+@pytest.mark.parametrize("cls", [fg.ARF, fg.GeF], ids=lambda c: c.__name__)
+def test_cheap_look_settles_the_paper_model_on_a_larger_table(cls, monkeypatch):
+    """On a table of more than ``SCREEN_ROWS`` rows a held-out fit on at most that many rows
+    comes first; where even it finds the forest ahead by more than ``GUARD_Z`` SEs, ``λ = 0``
+    with no full held-out fit (only its statistic is kept), the paper's model bit for bit."""
+    import forestgen.families.mixture.backoff as backoff
+
+    df = _dependent()
+    fits = []
+    real = backoff.held_out_fit
+
+    def counted(*a, **k):
+        fits.append(a[5])  # max_rows of each held-out fit
+        return real(*a, **k)
+
+    monkeypatch.setattr(backoff, "SCREEN_ROWS", 150)
+    monkeypatch.setattr(backoff, "held_out_fit", counted)
+    m = _fit(cls, df, marginal_weight="auto")
+    assert fits == [150]
+    assert set(m.marginal_weight_ll_) == {"t_screen"}
+    assert m.marginal_weight_ll_["t_screen"] < -GUARD_Z and m.marginal_weight_ == 0.0
+    paper = _fit(cls, df, marginal_weight=0)
+    assert np.array_equal(m.log_prob(df), paper.log_prob(df))
+    # a table of at most SCREEN_ROWS rows: the full held-out fit only
+    fits.clear()
+    monkeypatch.setattr(backoff, "SCREEN_ROWS", len(df))
+    _fit(cls, df, marginal_weight="auto")
+    assert fits == [backoff.HELD_OUT_ROWS]
 
 
 @pytest.mark.parametrize("cls", [fg.DEF, fg.GeF], ids=lambda c: c.__name__)

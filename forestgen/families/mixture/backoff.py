@@ -198,20 +198,15 @@ def check_weight(who: str, value: Any) -> None:
                              f"in [0, 1), got {value!r}") from None
 
 
-#: the first, cheap look of ``"auto"`` (:func:`held_out_weight`): a held-out fit on the
-#: rows of at most :data:`SCREEN_ROWS` rows with ``n_trees / SCREEN_TREE_SHARE`` trees, at
-#: least :data:`SCREEN_MIN_TREES` (ARF's 10 stay 10: two trees of ARF on adult score 2 nats
-#: below the marginals, ten 0.8 above). Its forest under-rates the full one: a forest of
-#: ``K`` trees grown independently is, in distribution, ``K`` trees drawn from a larger
-#: forest, and the mean of ``log`` of the drawn trees' mean density is at most ``log`` of
-#: the full mean (Jensen), row by row; fewer fitting rows make a forest worse, not the
-#: marginals. So when even the cheap forest beats the marginals by more than
-#: :data:`GUARD_Z` standard errors, ``λ = 0`` stands without the full held-out fit
-SCREEN_TREE_SHARE = 5
-SCREEN_MIN_TREES = 10
-#: rows (at most) of the cheap look, split 80/20 as :data:`HELD_OUT_ROWS` (ARF on adult: a
-#: held-out fit on 4,000 rows costs 0.40 CPU s against 0.72 on 8,000, and scores the guard's
-#: statistic -7.5 against -14.5; on 2,000 rows -0.66, no verdict)
+#: rows (at most) of the first, cheap look of ``"auto"`` on a larger table
+#: (:func:`held_out_weight`), split 80/20 as :data:`HELD_OUT_ROWS`. A forest fitted on fewer
+#: rows scores held-out rows worse, the marginals hardly so; when even it beats the marginals
+#: by more than :data:`GUARD_Z` standard errors, ``λ = 0`` stands without the full held-out
+#: fit. ARF on adult: a held-out fit on 4,000 rows costs 0.40 CPU s against 0.72 on 8,000,
+#: and scores the guard's statistic -7.5 against -14.5 (on 2,000 rows -0.66, no verdict).
+#: A look with a fifth of the trees settled none of the 28 cells of the seven small tables
+#: of ``bench_scaled_defaults`` and cost up to half the full held-out fit again
+#: (``benchmarks/results/flip_s48.md``), so the look keeps the learner's trees
 SCREEN_ROWS = 5_000
 
 
@@ -262,18 +257,14 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     :data:`WEIGHTS` with the highest mean wins, ties to the first (0). ``rule="auto"``:
     that weight only if the marginals alone beat the model alone by more than
     :data:`GUARD_Z` standard errors (:func:`guard_t`, kept as the score ``"t"``), else 0;
-    a cheap look first (:data:`SCREEN_TREE_SHARE`: fewer trees, at most
-    :data:`SCREEN_ROWS` rows) settles ``λ = 0`` where even it finds the model ahead by more
-    than :data:`GUARD_Z` standard errors (its statistic kept as ``"t_screen"``, and no
+    on a table of more than :data:`SCREEN_ROWS` rows a cheap look first (the same on at
+    most :data:`SCREEN_ROWS` rows) settles ``λ = 0`` where even it finds the model ahead by
+    more than :data:`GUARD_Z` standard errors (its statistic kept as ``"t_screen"``, and no
     weights scored). Fewer than 10 rows, or a fit that fails: 0 (no back-off)."""
     model_seed, screen = seed.spawn(2)
-    n = len(X)
-    trees = getattr(model, "n_trees", None)
-    if rule == "auto" and isinstance(trees, int) and (
-            n > SCREEN_ROWS or trees > SCREEN_MIN_TREES):  # else the cheap look is the full one
-        k = min(trees, max(SCREEN_MIN_TREES, -(-trees // SCREEN_TREE_SHARE)))
+    if rule == "auto" and len(X) > SCREEN_ROWS:
         lp = held_out_fit(model, X, kinds, screen, screen.spawn(1)[0], SCREEN_ROWS, param,
-                          fit_kwargs, n_trees=k)
+                          fit_kwargs)
         if lp is not None and lp_guard_t(lp) < -GUARD_Z:
             return 0.0, {"t_screen": lp_guard_t(lp)}
     lp = held_out_fit(model, X, kinds, seed, model_seed, HELD_OUT_ROWS, param, fit_kwargs)
@@ -316,14 +307,53 @@ def column_histograms(Z: np.ndarray, schema, box_lo: np.ndarray, box_hi: np.ndar
     masses, its bandwidth by leave-one-out likelihood, and on a column recorded on a grid a
     share of the mass on the grid cells of the repeated values): ``(edges, cdf)`` of a
     numeric column, the :class:`~forestgen.families.intersection.marginals.ColumnMarginal`
-    of a discrete one."""
+    of a discrete one. A non-integer numeric column is fitted in units of ``2**k``, its box's
+    width rounded down to a power of two (exact), so the histogram scales exactly with the
+    column at any magnitude (squared differences of values near 1e300 overflow)."""
+    import dataclasses
+    import types
+
     from forestgen.families.boxes import column_layout, root_mask
     from forestgen.families.intersection.marginals import fit_marginals
 
     kind, nlev, nom_off, _ = column_layout(schema)
-    marg = fit_marginals(Z, schema, kind, nlev, nom_off, box_lo, box_hi, root_mask(schema),
-                         spikes=True)
-    return [m if m.pmf is not None else (m.edges, m.cdf) for m in marg]
+    Z = np.array(Z, float)
+    box_lo, box_hi = np.array(box_lo, float), np.array(box_hi, float)
+    unit = np.ones(schema.d)
+    specs = []
+    for j, spec in enumerate(schema.columns):
+        width = float(box_hi[j] - box_lo[j])
+        if spec.is_discrete or spec.kind == "integer" or not (math.isfinite(width)
+                                                               and width > 0):
+            specs.append(spec)
+            continue
+        unit[j] = math.ldexp(1.0, math.frexp(width)[1])
+        Z[:, j] /= unit[j]
+        box_lo[j] /= unit[j]
+        box_hi[j] /= unit[j]
+        step = None
+        if spec.has_grid:
+            step = (spec.step if spec.step is not None else 10.0 ** -spec.decimals) / unit[j]
+        specs.append(dataclasses.replace(spec, step=step, decimals=None,
+                                         atoms=[a / unit[j] for a in (spec.atoms or ())] or
+                                         spec.atoms))
+    marg = fit_marginals(Z, types.SimpleNamespace(columns=specs), kind, nlev, nom_off,
+                         box_lo, box_hi, root_mask(schema), spikes=True)
+    return [m if m.pmf is not None else (m.edges * u, m.cdf) for m, u in zip(marg, unit)]
+
+
+def density_faces(model, j: int) -> np.ndarray:
+    """Where the density of a backed-off model's numeric column ``j`` can jump besides its
+    leaf cells: the bin faces of the back-off leaf's histogram (empty without one)."""
+    from forestgen.leaves.marginal_cell import MarginalCellLeaf
+
+    lm = model.leaf_models_[j]
+    out = [np.zeros(0)]
+    for part in getattr(lm, "parts", ()) if isinstance(lm, StackedLeaf) else ():
+        base = getattr(part, "base_", part)  # a PointMassLeaf's fitted base
+        if isinstance(base, MarginalCellLeaf) and base.edges is not None:
+            out.append(np.asarray(base.edges, float))
+    return np.concatenate(out)
 
 
 def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,

@@ -30,6 +30,7 @@ from forestgen.families.mixture.backoff import (
     append_marginal_tree,
     check_mixture,
     check_weight,
+    density_faces,
     marginal_box,
     resolve_weight,
 )
@@ -219,6 +220,11 @@ class DEF(GenerativeForest):
 
     def _extra_arrays(self):
         return {"box_lo": self.box_lo_, "box_hi": self.box_hi_}
+
+    def density_faces(self, j: int) -> np.ndarray:
+        """Where the density of numeric column ``j`` can jump besides the leaf cells: the bin
+        faces of the back-off leaf's histogram (``marginal_weight``; empty without one)."""
+        return density_faces(self, j)
 
     def _extra_meta(self):
         return {"n_train": int(self.n_train_), "marginal_weight": float(self.marginal_weight_)}

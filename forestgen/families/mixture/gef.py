@@ -28,6 +28,7 @@ from forestgen.families.mixture.backoff import (
     append_marginal_tree,
     check_mixture,
     check_weight,
+    density_faces,
     resolve_weight,
     root_tree,
 )
@@ -650,6 +651,11 @@ class GeF(GenerativeForest):
         return -self.score_samples_features(X)
 
     # ------------------------------------------------------------------ persistence
+    def density_faces(self, j: int) -> np.ndarray:
+        """Where the density of numeric column ``j`` can jump besides the leaf cells: the bin
+        faces of the back-off leaf's histogram (``marginal_weight``; empty without one)."""
+        return density_faces(self, j)
+
     def _extra_meta(self) -> dict[str, Any]:
         return {"target_index": int(self.target_index_), "fit_info": self.fit_info_,
                 "marginal_weight": float(getattr(self, "marginal_weight_", 0.0))}

@@ -31,6 +31,7 @@ from forestgen.families.mixture.backoff import (
     append_marginal_tree,
     check_mixture,
     check_weight,
+    density_faces,
     marginal_box,
     resolve_weight,
 )
@@ -367,6 +368,11 @@ class RFDE(GenerativeForest):
         if self.leaf_code_ is not None:
             out["leaf_code"] = self.leaf_code_
         return out
+
+    def density_faces(self, j: int) -> np.ndarray:
+        """Where the density of numeric column ``j`` can jump besides the leaf cells: the bin
+        faces of the back-off leaf's histogram (``marginal_weight``; empty without one)."""
+        return density_faces(self, j)
 
     def _extra_meta(self):
         return {"depth": int(self.depth_), "n_train": int(self.n_train_),
