@@ -221,15 +221,24 @@ def check_text_in_numbers(series: Any, name: Any) -> None:
     obs = series.dropna()
     if obs.empty:
         return
-    values = obs.astype(object).to_numpy()
-    is_bool = np.array([isinstance(v, (bool, np.bool_)) for v in values])
-    num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").notna().to_numpy()
-    num = num & ~is_bool
+    if pdt.infer_dtype(obs, skipna=False) == "string":
+        # all text: test each distinct value once and weigh it by its count
+        codes, uniq = pd.factorize(obs, sort=False)
+        values = np.asarray(uniq, dtype=object)
+        counts = np.bincount(codes, minlength=values.size)
+        num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").notna().to_numpy()
+    else:  # mixed objects: True and 1 hash alike, so no grouping
+        values = obs.astype(object).to_numpy()
+        counts = np.ones(values.size, dtype=np.int64)
+        is_bool = np.array([isinstance(v, (bool, np.bool_)) for v in values])
+        num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").notna().to_numpy()
+        num = num & ~is_bool
     bad = ~num
-    if num.any() and 0 < bad.sum() <= NUMERIC_TEXT_SHARE * len(values):
+    n_bad = int(counts[bad].sum())
+    if num.any() and 0 < n_bad <= NUMERIC_TEXT_SHARE * counts.sum():
         example = values[bad][0]
         raise ValueError(
-            f"column {name!r} holds numbers and {int(bad.sum())} value(s) that are not (e.g. "
+            f"column {name!r} holds numbers and {n_bad} value(s) that are not (e.g. "
             f"{example!r}); make them missing (pd.to_numeric(df[{name!r}], errors='coerce'), "
             f"or na_values= when reading a CSV) or declare the column "
             f"kinds={{{name!r}: 'categorical'}} if it is nominal")

@@ -166,3 +166,18 @@ def test_clean_queries_stay_silent(arf, gef):
     assert _input_warnings(lambda: (arf.log_prob(q), arf.predict_proba(q, target="c"),
                                     gef.predict_proba(q.drop(columns="c")),
                                     arf.impute(q.assign(x=[np.nan, 1.0, 0.0])))) == []
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_stray_text_share_counts_repeated_values(dtype):
+    """Numbers stored as text with a repeated stray value: refused while the strays are at
+    most 5% of the observed values (counted with their repeats), kept as levels above it."""
+    from forestgen.validation import check_text_in_numbers
+
+    few = pd.Series(["1.5", "2", "3"] * 32 + ["n/a"] * 4 + [None] * 9, dtype=dtype)
+    with pytest.raises(ValueError, match=r"'t' holds numbers and 4 value\(s\).*'n/a'"):
+        check_text_in_numbers(few, "t")
+    many = pd.Series(["1.5", "2", "3"] * 30 + ["n/a"] * 10, dtype=dtype)
+    check_text_in_numbers(many, "t")  # 10% strays: a nominal column, not refused
+    flags = pd.Series([True, False] * 50 + [1, 2, 3], dtype=object)
+    check_text_in_numbers(flags, "t")  # booleans are not numbers: 97% strays, not refused
