@@ -349,6 +349,13 @@ class GenerativeForest(BaseEstimator):
         ``forest_`` from :class:`~forestgen.leaves.stats.ForestStats` (e.g. merged over the
         partitions of a Dask DataFrame, :mod:`forestgen.distributed`): the same fit as from
         the rows the statistics summarise. Re-fitting on other rows is honest estimation."""
+        lam = float(getattr(self, "marginal_weight_", 0.0))
+        if lam > 0:
+            raise NotImplementedError(
+                f"{type(self).__name__}.fit_leaves_from_stats (forestgen.distributed."
+                f"refit_leaves): this model backed off toward the column marginals "
+                f"(marginal_weight_={lam:g}), whose leaf the forest statistics do not carry; "
+                f"fit with marginal_weight=0 to re-estimate the leaves from statistics")
         schema = self.encoder_.schema
         forest = self.forest_
         if len(stats.coverage) != forest.n_leaves or len(stats.columns) != schema.d:

@@ -258,3 +258,25 @@ def test_point_mass_column_refits_from_distributed_statistics(clients):
         fitted = fd.fit_arf(dd.from_pandas(df, npartitions=4), n_trees=4, random_state=0)
     zero_share = float((fitted.sample(4000, random_state=1)["spend"] == 0).mean())
     assert abs(zero_share - 0.6) < 0.05
+
+
+def test_back_off_is_refused_where_statistics_cannot_carry_it(clients):
+    """A model backed off toward the marginals (``marginal_weight_ > 0``) cannot refit its
+    leaves from forest statistics (the back-off leaf is not among them): a clear error, not
+    a silently different model. ``fit_arf`` fits the paper's model under the default
+    ``"auto"`` and refuses an explicit weight."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({f"x{j}": rng.normal(size=120) for j in range(4)}
+                      | {"c": rng.choice(["a", "b"], 120)})  # independent columns
+    backed = ARF(n_trees=5, random_state=0).fit(df)
+    assert backed.marginal_weight_ > 0
+    ddf = dd.from_pandas(df, npartitions=2)
+    with clients[2].as_current():
+        with pytest.raises(NotImplementedError, match=r"ARF\.fit_leaves_from_stats.*"
+                                                      r"marginal_weight=0"):
+            fd.refit_leaves(backed, ddf)
+        with pytest.raises(NotImplementedError, match=r"fit_arf: marginal_weight=0\.5"):
+            fd.fit_arf(ddf, n_trees=3, random_state=0, marginal_weight=0.5)
+        fitted = fd.fit_arf(ddf, n_trees=3, random_state=0)
+    assert fitted.marginal_weight == "auto" and fitted.marginal_weight_ == 0.0
+    assert np.isfinite(fitted.log_prob(df.head(20))).all()
