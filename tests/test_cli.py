@@ -47,6 +47,8 @@ def test_all_presets_build():
     for path in sorted(CONFIGS.glob("*.yaml")):
         learner = build_learner(load_config(path))
         assert hasattr(learner, "fit"), path
+    for name in ("arf.yaml", "arf_density.yaml"):  # the paper's model, not the back-off
+        assert build_learner(load_config(CONFIGS / name)).marginal_weight == 0, name
 
 
 def test_config_errors(tmp_path):
