@@ -173,8 +173,12 @@ def main() -> None:
                 with open(jsonl, "w") as fh:
                     for x in runs:
                         fh.write(json.dumps(x) + "\n")
+    sections = report(runs, sizes, args)
+    if args.src.resolve() != REPO.resolve():
+        sections.insert(0, f"The `forestgen` side ran the code under `{args.src}` (`--src`); the "
+                           f"commit in the machine table is this checkout's, not that code's.")
     write_result(args.out, "ARF side by side with R arf and arfpy (one thread each, CPU s)",
-                 report(runs, sizes, args))
+                 sections)
 
 
 def report(runs: list[dict], sizes: list[int], args) -> list[str]:

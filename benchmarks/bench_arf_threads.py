@@ -72,7 +72,7 @@ print(json.dumps(out))
 
 def cell(n: int, threads: int, queries: list[int], reps: int) -> dict:
     env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-c", _CELL.format(
+    res = subprocess.run([sys.executable, "-P", "-c", _CELL.format(
         here=str(HERE), n=n, threads=threads, queries=queries, reps=reps)],
         env=env, capture_output=True, text=True)
     if res.returncode:

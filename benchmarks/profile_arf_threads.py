@@ -116,7 +116,7 @@ ORDER = ["fit", "sample", "log_prob", "log_prob again"]
 def cell(n: int, threads: int) -> dict:
     env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS="1",
                PYTHONHASHSEED="0")
-    res = subprocess.run([sys.executable, "-c", _CELL.format(here=str(HERE), n=n,
+    res = subprocess.run([sys.executable, "-P", "-c", _CELL.format(here=str(HERE), n=n,
                                                             threads=threads)],
                          env=env, capture_output=True, text=True)
     if res.returncode:
