@@ -129,3 +129,20 @@ def test_held_out_rows_score_at_least_the_marginals(name):
     train, test = df.iloc[np.sort(perm[k:])], df.iloc[np.sort(perm[:k])]
     m = GFBoost(random_state=0).fit(train)
     assert float(np.mean(m.log_prob(test))) >= marginals_ll(train, test)
+
+
+def test_kernel_cdf_equals_the_dense_kernel_mean():
+    """The kernel marginals' CDF at the bin edges (each distinct value once, weighed by its
+    count) equals the mean over all rows of ``ndtr((edge - z) / h)``, ties and all."""
+    from scipy.special import ndtr
+
+    from forestgen.families.intersection.marginals import kernel_cdf
+
+    rng = np.random.default_rng(3)
+    for z in (np.sort(rng.normal(size=700)), np.sort(rng.integers(0, 9, 900).astype(float)),
+              np.sort(np.r_[np.zeros(500), rng.gamma(2.0, 3.0, 300)])):
+        edges = np.r_[z[0] - 1.0, np.quantile(z, np.linspace(0.05, 0.95, 40)) + 1e-3,
+                      z[-1] + 1.0]
+        for h in (0.05, 0.7):
+            dense = ndtr((edges[None, :] - z[:, None]) / h).mean(0)
+            np.testing.assert_allclose(kernel_cdf(z, edges, h), dense, rtol=0, atol=1e-13)

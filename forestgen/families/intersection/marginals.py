@@ -213,9 +213,20 @@ def kernel_mass(z: np.ndarray, edges: np.ndarray) -> np.ndarray:
     if not h > 0:
         count = np.diff(np.searchsorted(z, edges, side="right")).astype(float)
         return count / n
-    cdf = ndtr((edges[None, :] - z[:, None]) / h).mean(0)
+    cdf = kernel_cdf(z, edges, h)
     mass = np.diff(cdf)
     return mass / mass.sum()
+
+
+def kernel_cdf(z: np.ndarray, edges: np.ndarray, h: float) -> np.ndarray:
+    """``mean_i ndtr((edges - z_i) / h)`` of the sorted values ``z``, each distinct value
+    evaluated once and weighed by its count: the dense mean up to the order of the sum (which
+    here adds the counts exactly), and a column of few distinct values (adult's ``age``:
+    73 of 32,561) costs its distinct values, not its rows."""
+    cut = np.flatnonzero(np.diff(z)) + 1
+    u = z[np.r_[0, cut]]
+    counts = np.diff(np.r_[0, cut, len(z)]).astype(float)
+    return counts @ ndtr((edges[None, :] - u[:, None]) / h) / len(z)
 
 
 def _allowed(kind_j, k, o, lo_j, hi_j, mask) -> np.ndarray:
