@@ -8,6 +8,9 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+#: names a package's ``__init__`` imports to set itself up, not part of its interface
+_PLUMBING = frozenset({"lazy_attributes", "TYPE_CHECKING", "annotations"})
+
 
 def lazy_attributes(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any],
                                                                      Callable[[], list[str]]]:
@@ -29,6 +32,7 @@ def lazy_attributes(package: str, exports: dict[str, str]) -> tuple[Callable[[st
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(importlib.import_module(package).__dict__) | set(exports))
+        names = set(importlib.import_module(package).__dict__) | set(exports)
+        return sorted(names - _PLUMBING)
 
     return __getattr__, __dir__

@@ -150,3 +150,15 @@ def test_no_import_cycles():
     if found:
         lines = [f"{len(c)} modules: " + " -> ".join(_path(graph, c)) for c in found]
         pytest.fail("import cycles:\n" + "\n".join(lines))
+
+
+def test_dir_lists_the_interface_not_the_plumbing():
+    """``dir()`` of a lazily exported package shows its public names, and not the helpers its
+    ``__init__`` imports to set itself up."""
+    import forestgen
+    import forestgen.metrics
+
+    for package in (forestgen, forestgen.metrics):
+        names = dir(package)
+        assert set(package.__all__) <= set(names)
+        assert not {"lazy_attributes", "TYPE_CHECKING"} & set(names), package.__name__
