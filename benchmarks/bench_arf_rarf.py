@@ -14,12 +14,14 @@ training rows and 4,000 held-out rows. Every side runs in its own subprocess wit
   + ``forge(n)``, scikit-learn with ``n_jobs=1`` (arfpy has no likelihood).
 
 Ratios are reference CPU seconds over forestgen's: fit + FORDE (R: ``adversarial_rf`` +
-``forde``), FORGE of n rows, and the likelihood of the held-out rows (R: its normalised
-``lik``, see ``shared/peers/rarf/README.md``: R's own ``lik`` is not a normalised density on
-mixed tables). Held-out log-likelihoods: R's normalised figure beside forestgen's, mean and SD
-over ``--seeds`` seeds. forestgen's fit is also split into steps (encoding and binning,
-growing, out-of-bag accuracy, resampling, FORDE). Writes ``results/<--out>.md`` and the raw
-runs to ``results/<--out>.jsonl``.
+``forde``), FORGE of n rows (mean CPU s per draw, each side drawing n rows again and again after
+its fit until the draws add up to ``FORGE_MIN_CPU`` CPU s, default 0.5: R through ``arf_run.R``
+plus a repeat loop of ``forge``, forestgen in ``_arf_side.py``), and the likelihood of the
+held-out rows (R: its normalised ``lik``, see ``shared/peers/rarf/README.md``: R's own ``lik``
+is not a normalised density on mixed tables). Held-out log-likelihoods: R's normalised figure
+beside forestgen's, mean and SD over ``--seeds`` seeds. forestgen's fit is also split into steps
+(encoding and binning, growing, out-of-bag accuracy, resampling, FORDE). Writes
+``results/<--out>.md`` and the raw runs to ``results/<--out>.jsonl``.
 
     /work/bin/heavy --quiet python benchmarks/bench_arf_rarf.py --before /tmp/fg_before
     python benchmarks/bench_arf_rarf.py --rows 8000 --seeds 3 --arfpy-rows 8000
@@ -76,6 +78,22 @@ print("RESULT " + json.dumps({"cpu_fit": c1 - c0, "cpu_forde": c2 - c1,
 '''
 
 
+# arf_run.R, then forge(n) repeated until the draws add up to FORGE_MIN_CPU CPU seconds (the
+# same rule as _arf_side.py's): one draw at 8k is ~0.1 s, too close to the clock's resolution
+RFORGE = r'''
+source(Sys.getenv("ARF_RUN_R"))
+min_cpu <- as.numeric(Sys.getenv("FORGE_MIN_CPU", "0.5"))
+reps <- 0L; c0 <- cput()
+repeat {
+  invisible(forge(p$v, n_synth, parallel = FALSE, verbose = FALSE))
+  reps <- reps + 1L; c1 <- cput()
+  if (c1 - c0 >= min_cpu) break
+}
+cat(sprintf('{"cpu_forge_rep": %.6f, "forge_reps": %d}\n', (c1 - c0) / reps, reps),
+    file = file.path(outdir, "forge_rep.json"))
+'''
+
+
 def run(cmd: list[str], env: dict | None = None, timeout: float = 7200) -> str:
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, **ONE_THREAD, **(env or {})})
@@ -93,9 +111,13 @@ def side_forestgen(src: Path, train: Path, test: Path, out: Path, trees: int, mn
 
 def side_rarf(rlib: Path, train: Path, test: Path, outdir: Path, trees: int, mns: int,
               seed: int) -> dict:
-    run(["Rscript", str(RARF / "arf_run.R"), str(train), str(test), str(outdir), str(trees),
-         str(mns), str(seed)], env={"R_LIBS": str(rlib)})
-    return json.loads((outdir / "result.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "rforge.R"
+        script.write_text(RFORGE)
+        run(["Rscript", str(script), str(train), str(test), str(outdir), str(trees), str(mns),
+             str(seed)], env={"R_LIBS": str(rlib), "ARF_RUN_R": str(RARF / "arf_run.R")})
+    return {**json.loads((outdir / "result.json").read_text()),
+            **json.loads((outdir / "forge_rep.json").read_text())}
 
 
 def side_arfpy(python: str, train: Path, trees: int, mns: int, seed: int) -> dict:
@@ -195,7 +217,8 @@ def report(runs: list[dict], sizes: list[int], args) -> list[str]:
     for n in sizes:
         r = sel("R arf", n)
         r_fit = med(r, lambda x: x["cpu_fit"] + x["cpu_forde"])
-        r_forge = med(r, lambda x: x["cpu_forge"])
+        r_forge = med(r, lambda x: x["cpu_forge_rep"])
+        r_reps = med(r, lambda x: x["forge_reps"])
         r_lik = med(r, lambda x: x["cpu_lik_normalised"])
         py = sel("arfpy", n)
         py_fit = med(py, lambda x: x["cpu_fit"] + x["cpu_forde"])
@@ -203,16 +226,21 @@ def report(runs: list[dict], sizes: list[int], args) -> list[str]:
         for side in fg_sides:
             f = sel(side, n)
             f_fit = med(f, lambda x: x["cpu_fit"])
-            f_forge = med(f, lambda x: x["cpu_forge"])
+            f_forge = med(f, lambda x: x["cpu_forge_rep"])
+            f_reps = med(f, lambda x: x["forge_reps"])
             f_lik = med(f, lambda x: x["cpu_lik"])
-            rows.append([n, side, f_fit, r_fit, r_fit / f_fit, f_forge, r_forge,
-                         r_forge / f_forge, f_lik, r_lik, r_lik / f_lik,
+            rows.append([n, side, f_fit, r_fit, r_fit / f_fit, f"{1e3 * f_forge:.2f}",
+                         f"{1e3 * r_forge:.1f}" if r else "",
+                         r_forge / f_forge,
+                         f"{f_reps:.0f} / {r_reps:.0f}" if r else f"{f_reps:.0f}",
+                         f_lik, r_lik, r_lik / f_lik,
                          py_fit / f_fit if py else "", py_forge / f_forge if py else "",
                          mean_sd([x["test_ll"] for x in f]),
                          mean_sd([x["test_ll_normalised"] for x in r]) if r else "",
                          max(x["peak_rss_mib"] for x in f)])
     t1 = md_table(["rows", "side", "fit+FORDE CPU s", "R arf fit+forde CPU s", "ratio R/ours",
-                   "FORGE CPU s", "R forge CPU s", "ratio", "likelihood CPU s",
+                   "FORGE CPU ms per draw", "R forge CPU ms per draw", "ratio",
+                   "FORGE draws (ours / R)", "likelihood CPU s",
                    "R lik (normalised) CPU s", "ratio", "arfpy/ours fit+FORDE",
                    "arfpy/ours FORGE", "held-out LL (ours)", "held-out LL (R, normalised)",
                    "peak RSS MiB (ours)"], rows, digits=3)
@@ -240,6 +268,11 @@ def report(runs: list[dict], sizes: list[int], args) -> list[str]:
         "process, for the step named (forestgen and arfpy: `time.process_time`, nanosecond "
         "resolution; R: `proc.time()` as arf_run.R reports it); compilation is excluded for "
         "forestgen (warm-up fit).",
+        "FORGE: `sample(n)` / `forge(n)` of n rows drawn again and again in each side's "
+        "process (after the fitted model's first draw) until the draws add up to "
+        f"{os.environ.get('FORGE_MIN_CPU', '0.5')} CPU s; the figure is the mean CPU s per "
+        "draw (median over seeds), the draws column the median count. arfpy's FORGE is one "
+        "draw.",
         "R's likelihood time and figure are its normalised `lik` (arf_run.R's "
         "`lik_normalised`); R's shipped `lik` is not a density on mixed tables "
         "(shared/peers/rarf/README.md).",
