@@ -380,8 +380,8 @@ class GenerativeForest(BaseEstimator):
         """Fits ``encoder_`` (a :class:`~forestgen.data.encoder.TableEncoder` with ``kinds``
         and ``options``) on the training table ``X`` and returns ``X`` encoded; a
         ``ValueError`` naming the learner for fewer than ``min_rows`` rows."""
-        self.encoder_ = TableEncoder(kinds=kinds, **options).fit(X)
-        Z = self.encoder_.transform(X)
+        self.encoder_ = TableEncoder(kinds=kinds, **options)
+        Z = self.encoder_.fit_transform(X)
         if len(Z) < min_rows:
             raise ValueError(f"{type(self).__name__} needs at least {min_rows} rows, "
                              f"got {len(Z)}")

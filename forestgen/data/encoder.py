@@ -73,6 +73,24 @@ def _levels_from_text(values: np.ndarray, idx: np.ndarray, spec: ColumnSpec,
         notes.append(("text", spec.name, count, first[0], first[1]))
 
 
+def _text_dtype(dtype: Any) -> bool:
+    """A pandas string dtype (values are ``str`` or missing), not ``object``."""
+    return isinstance(dtype, pd.StringDtype)
+
+
+def _encode_distinct(series: pd.Series, index: pd.Index, k: int,
+                     strict: bool) -> np.ndarray | None:
+    """Codes of a text column (``k`` for a value not in ``index``, NaN for a missing one) from
+    its distinct values: the codes a lookup of every row gives. ``None`` when ``strict`` and
+    a value is not a level (the caller's row-by-row path reads such values and notes them)."""
+    rows, distinct = pd.factorize(series, use_na_sentinel=True)
+    idx = index.get_indexer(np.asarray(distinct, dtype=object))
+    if strict and (idx < 0).any():
+        return None
+    table = np.append(np.where(idx < 0, k, idx).astype(np.float64), np.nan)
+    return table[rows]  # (row code -1, a missing value, reads the last entry: NaN)
+
+
 class TableEncoder:
     """Fit a :class:`Schema` on a table and map it to/from a float64 matrix.
 
@@ -142,6 +160,12 @@ class TableEncoder:
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any) -> TableEncoder:
         """Infer the schema of ``X`` (DataFrame, 2-D ndarray or torch.Tensor)."""
+        self._fit(X)
+        return self
+
+    def _fit(self, X: Any) -> np.ndarray:
+        """Fit on ``X`` and return its encoding (encoded once: the unobserved levels and the
+        rules are read off the same matrix :meth:`transform` returns)."""
         df, input_type = as_frame(X)
         if df.shape[0] == 0 or df.shape[1] == 0:
             raise ValueError(f"cannot fit on an empty table of shape {df.shape}")
@@ -161,14 +185,15 @@ class TableEncoder:
         specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
         self._prepare()
+        Z = self.transform(df)  # (the encoding reads neither unobserved levels nor rules)
         for j, spec in enumerate(specs):
             if spec.kind in ("categorical", "bool", "binary"):
-                mark_unobserved(spec, self._encode(df.iloc[:, j], spec, self._level_index[j]))
+                mark_unobserved(spec, Z[:, j])
         warn_identifiers(df, specs)
         if self.detect_mappings or self.constraints:
-            rules = self._find_rules(self.transform(df))
+            rules = self._find_rules(Z)
             self.schema.rules = rules.to_dict() if rules else None
-        return self
+        return Z
 
     def _find_rules(self, Z: np.ndarray) -> Rules:
         """The mappings that hold in every encoded training row and the declared constraints."""
@@ -277,6 +302,11 @@ class TableEncoder:
             codes[np.isnan(v)] = np.nan
             return codes
         assert index is not None
+        if _text_dtype(series.dtype) and spec.kind != "bool":
+            # text columns: each distinct value looked up once (no Python object per row)
+            codes = _encode_distinct(series, index, k, notes is not None)
+            if codes is not None:
+                return codes
         missing = series.isna().to_numpy()
         values = series.astype(object).to_numpy()
         if spec.kind == "bool" and (pdt.is_object_dtype(series.dtype)
@@ -310,8 +340,9 @@ class TableEncoder:
         return Z
 
     def fit_transform(self, X: Any) -> np.ndarray:
-        """Fit on ``X`` and return its encoding."""
-        return self.fit(X).transform(X)
+        """Fit on ``X`` and return its encoding (the same matrix as ``fit(X).transform(X)``,
+        with ``X`` encoded once instead of twice)."""
+        return self._fit(X)
 
     # ------------------------------------------------------------------ inverse
     @staticmethod
