@@ -46,7 +46,7 @@ from forestgen.tree.arrays import ColumnBoxes, LeafBoxes
 from forestgen.validation import as_generator, check_int, warn_input
 
 __all__ = ["ATOM_PRIOR", "COMMON_CHECKS", "PAIR_BUDGET", "SAMPLE_BLOCK", "SLOTS", "SLOT_BASES",
-           "GenerativeForest", "NotFittedError"]
+           "EncodedTable", "GenerativeForest", "NotFittedError"]
 
 PAIR_BUDGET = 4_000_000  # (row, leaf) pairs evaluated per batch: bounds memory of queries
 SAMPLE_BLOCK = 100_000  # rows drawn at a time by sample / sample_to: bounds their temporaries
@@ -55,6 +55,25 @@ ATOM_PRIOR = 0.3
 
 # SLOTS, SLOT_BASES (forestgen.slots) and COMMON_CHECKS (forestgen.learner_params) are
 # re-exported here, where they stood before.
+
+
+class EncodedTable:
+    """Rows already encoded by a fitted :class:`~forestgen.data.encoder.TableEncoder`, as a
+    learner's ``fit`` takes a table: :meth:`GenerativeForest.fit_encoder` adopts ``encoder``
+    and ``rows`` instead of fitting an encoder. A learner's held-out copy fitted on part of its
+    training table (:func:`forestgen.families.mixture.backoff.held_out_fit`) so shares the
+    full fit's encoder and encoding (same columns, levels and support)."""
+
+    def __init__(self, encoder: TableEncoder, rows: np.ndarray):
+        self.encoder = encoder
+        self.rows = np.asarray(rows, float)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, idx: np.ndarray) -> EncodedTable:
+        """The rows ``idx``, with the same encoder."""
+        return EncodedTable(self.encoder, self.rows[idx])
 
 
 class NotFittedError(_SklearnNotFittedError):
@@ -379,9 +398,14 @@ class GenerativeForest(BaseEstimator):
                     **options: Any) -> np.ndarray:
         """Fits ``encoder_`` (a :class:`~forestgen.data.encoder.TableEncoder` with ``kinds``
         and ``options``) on the training table ``X`` and returns ``X`` encoded; a
-        ``ValueError`` naming the learner for fewer than ``min_rows`` rows."""
-        self.encoder_ = TableEncoder(kinds=kinds, **options)
-        Z = self.encoder_.fit_transform(X)
+        ``ValueError`` naming the learner for fewer than ``min_rows`` rows. An
+        :class:`EncodedTable` is taken as it is: its encoder becomes ``encoder_`` (``kinds``
+        and ``options`` unused) and a copy of its rows is returned."""
+        if isinstance(X, EncodedTable):  # rows a fitted encoder has encoded: adopted as is
+            self.encoder_, Z = X.encoder, np.array(X.rows, float)
+        else:
+            self.encoder_ = TableEncoder(kinds=kinds, **options)
+            Z = self.encoder_.fit_transform(X)
         if len(Z) < min_rows:
             raise ValueError(f"{type(self).__name__} needs at least {min_rows} rows, "
                              f"got {len(Z)}")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from forestgen.base import GenerativeForest
+from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
@@ -286,7 +286,8 @@ class ARF(GenerativeForest):
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
         forest = current = None  # a rejected last round's forest is not held while leaves fit
-        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, root)
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
+            self, X, kinds, root, encoded=EncodedTable(self.encoder_, Z))
         self._forde(Z, *accepted)
         return self
 

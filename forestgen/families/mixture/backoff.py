@@ -112,6 +112,48 @@ def component_log_probs(model, X: Any) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+def encoded_component_log_probs(model, Z: np.ndarray
+                                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`component_log_probs` of rows ``Z`` already encoded by the model's encoder, in one
+    walk of the forest: the forest alone through
+    :meth:`~forestgen.base.GenerativeForest.log_prob_encoded` (the root-only tree weighed
+    zero), the root-only tree alone from its one leaf's column models (a missing entry
+    marginalised: 0). The table's mappings are applied as ``log_prob`` applies them (a
+    determined column marginalised, a row breaking one ``-inf`` under both); ``None`` where
+    ``log_prob`` would do more (declared constraints, or a row giving a determined value but
+    not its determinant): score the decoded rows with :func:`component_log_probs` then."""
+    from forestgen.inference.rules import rules_of
+
+    Z = np.array(Z, float)
+    bad = np.zeros(len(Z), bool)
+    rules = rules_of(model)
+    if rules:
+        if rules.constraints or any(
+                (np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined])).any()
+                for m in rules.mappings):
+            return None
+        bad = np.asarray(rules.broken_mappings(Z), bool)
+        for m in rules.mappings:
+            Z[:, m.determined] = np.nan
+    lw = np.asarray(model.leaf_log_weight_, float)
+    root = int(model.forest_.leaf_offsets[-2])
+    forest_w = lw.copy()
+    forest_w[root:] = -np.inf
+    forest_w -= np.logaddexp.reduce(forest_w[:root])
+    try:
+        model.leaf_log_weight_ = forest_w
+        lp_forest = np.asarray(model.log_prob_encoded(Z), float).copy()
+    finally:
+        model.leaf_log_weight_ = lw
+    leaf = np.full(len(Z), root, np.int64)
+    lp_root = np.zeros(len(Z))
+    for j, lm in enumerate(model.leaf_models_):
+        lp_root += np.asarray(lm.log_prob(leaf, Z[:, j]), float)
+    lp_forest[bad] = -np.inf
+    lp_root[bad] = -np.inf
+    return lp_forest, lp_root
+
+
 def best_weight(lp_forest: np.ndarray, lp_root: np.ndarray, floor: float,
                 weights=WEIGHTS) -> tuple[float, list[float]]:
     """``(λ, mean held-out log-likelihood per weight)``: the weight of ``weights`` whose
@@ -161,6 +203,11 @@ def weight_log_probs(model, X: Any, weights=WEIGHTS) -> np.ndarray:
     ``log_prob`` floors it (:func:`learner_floor`). The two components are scored once
     (:func:`component_log_probs`) and mixed here."""
     lp_f, lp_r = component_log_probs(model, X)
+    return mix_log_probs(model, lp_f, lp_r, weights)
+
+
+def mix_log_probs(model, lp_f: np.ndarray, lp_r: np.ndarray, weights=WEIGHTS) -> np.ndarray:
+    """:func:`weight_log_probs` from the two components' exact log densities."""
     out = []
     for w in (*weights, 1.0):
         a = np.log1p(-w) + lp_f if w < 1 else np.full_like(lp_f, -np.inf)
@@ -221,7 +268,12 @@ def held_out_fit(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     :func:`forestgen.tuning.held_out_split` (``seed``, at most ``max_rows``) under a copy of
     ``model`` with ``param`` = 0.5 (the root-only tree present; its weight does not change
     either component), ``random_state=model_seed`` and ``params``, fitted on the other rows;
-    ``None`` with fewer than 10 rows or a fit that fails."""
+    ``None`` with fewer than 10 rows or a fit that fails. The held-out rows are encoded once
+    and both components scored in one walk (:func:`encoded_component_log_probs`). ``X`` an
+    :class:`~forestgen.base.EncodedTable` (the cheap look): the copy adopts its encoder and
+    rows (no encoder fitted on the slice), and the held-out rows are read as the fitting rows
+    alone would have seen them (:func:`as_unseen`)."""
+    from forestgen.base import EncodedTable
     from forestgen.data.frames import take_rows
     from forestgen.tuning import held_out_split
 
@@ -237,10 +289,42 @@ def held_out_fit(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m.fit(take_rows(X, fit), kinds=kinds, **(fit_kwargs or {}))
-            return weight_log_probs(m, take_rows(X, val))
+            outside = None
+            if not isinstance(X, EncodedTable):
+                m.fit(take_rows(X, fit), kinds=kinds, **(fit_kwargs or {}))
+                Zv = m.encode_rows(take_rows(X, val))
+            else:
+                m.fit(X.take(fit), kinds=kinds, **(fit_kwargs or {}))
+                Zv, outside = as_unseen(X.encoder.schema, X.rows[fit], X.rows[val])
+            parts = encoded_component_log_probs(m, Zv)
+            if parts is None:  # rules the encoded path does not apply: the public query
+                return weight_log_probs(m, take_rows(X, val) if outside is None else
+                                        X.encoder.inverse_transform(X.rows[val]))
+            if outside is not None:
+                for part in parts:
+                    part[outside] = -np.inf
+            return mix_log_probs(m, *parts)
     except (ValueError, RuntimeError, FloatingPointError):
         return None
+
+
+def as_unseen(schema, Z_fit: np.ndarray, Z_val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Z_val', outside)``: held-out rows encoded by the full table's encoder, as the
+    fitting rows alone would have seen them: a discrete level no fitting row holds is an
+    unseen level (missing: marginalised, as ``log_prob`` treats a level its encoder never saw),
+    and ``outside`` marks the rows with a numeric value outside the fitting rows' range
+    (outside the support an encoder fitted on them would record: density zero)."""
+    Z_val = np.array(Z_val, float)
+    outside = np.zeros(len(Z_val), bool)
+    for j, spec in enumerate(schema.columns):
+        seen = Z_fit[:, j][~np.isnan(Z_fit[:, j])]
+        v = Z_val[:, j]
+        known = ~np.isnan(v)
+        if spec.is_discrete:
+            Z_val[known & ~np.isin(v, seen), j] = np.nan
+        elif len(seen):
+            outside |= known & ((v < seen.min()) | (v > seen.max()))
+    return Z_val, outside
 
 
 def lp_guard_t(lp: np.ndarray) -> float:
@@ -252,7 +336,8 @@ def lp_guard_t(lp: np.ndarray) -> float:
 
 def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
                     param: str = "marginal_weight", fit_kwargs: dict | None = None,
-                    rule: str = "held_out") -> tuple[float, dict[str, float]]:
+                    rule: str = "held_out", encoded: Any = None
+                    ) -> tuple[float, dict[str, float]]:
     """``(λ, {weight: held-out score})`` for ``model`` (unfitted): a copy fitted on the
     fitting rows of :func:`forestgen.tuning.held_out_split` (of at most
     :data:`HELD_OUT_ROWS`) and scored on the others by its own ``log_prob`` at each weight
@@ -263,11 +348,13 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     on a table of more than :data:`SCREEN_ROWS` rows a cheap look first (the same on at
     most :data:`SCREEN_ROWS` rows) settles ``λ = 0`` where even it finds the model ahead by
     more than :data:`GUARD_Z` standard errors (its statistic kept as ``"t_screen"``, and no
-    weights scored). Fewer than 10 rows, or a fit that fails: 0 (no back-off)."""
+    weights scored; ``encoded``, an :class:`~forestgen.base.EncodedTable` of ``X`` under the
+    full fit's encoder, is what that look fits on, where given). Fewer than 10 rows, or a fit
+    that fails: 0 (no back-off)."""
     model_seed, screen = seed.spawn(2)
     if rule == "auto" and len(X) > SCREEN_ROWS:
-        lp = held_out_fit(model, X, kinds, screen, screen.spawn(1)[0], SCREEN_ROWS, param,
-                          fit_kwargs)
+        lp = held_out_fit(model, X if encoded is None else encoded, kinds, screen,
+                          screen.spawn(1)[0], SCREEN_ROWS, param, fit_kwargs)
         if lp is not None and lp_guard_t(lp) < -GUARD_Z:
             return 0.0, {"t_screen": lp_guard_t(lp)}
     lp = held_out_fit(model, X, kinds, seed, model_seed, HELD_OUT_ROWS, param, fit_kwargs)
@@ -284,17 +371,18 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
 
 
 def resolve_weight(model, X: Any, kinds: Any, seed_source: np.random.SeedSequence,
-                   fit_kwargs: dict | None = None) -> tuple[float, dict[str, float]]:
+                   fit_kwargs: dict | None = None, encoded: Any = None
+                   ) -> tuple[float, dict[str, float]]:
     """``(marginal_weight_, marginal_weight_ll_)`` of ``model`` (its ``marginal_weight``
     parameter: a number is kept; a rule of :data:`RULES` is run on ``X`` with a seed spawned
     from ``seed_source``, only then, and gives 0 without fitting for an ensembler that does
-    not combine trees as a mixture)."""
+    not combine trees as a mixture; ``encoded``: as :func:`held_out_weight`'s)."""
     v = model.marginal_weight
     if isinstance(v, str):
         if not model.component("ensembler").logsumexp_combine:
             return 0.0, {}  # not a mixture of trees: no back-off tree to weigh
         return held_out_weight(model, X, kinds, seed_source.spawn(1)[0],
-                               fit_kwargs=fit_kwargs, rule=v)
+                               fit_kwargs=fit_kwargs, rule=v, encoded=encoded)
     return float(v), {}
 
 

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from forestgen.base import GenerativeForest
+from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.encoder import TableEncoder
 from forestgen.families.boxes import (
     apply_floor,
     box_leaves,
@@ -136,9 +135,9 @@ class DEF(GenerativeForest):
     def fit(self, X, y=None, *, kinds: dict | None = None) -> DEF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
-        self.encoder_ = TableEncoder(kinds=kinds).fit(X)
+        Z = self.fit_encoder(X, kinds, min_rows=0)
         schema = self.encoder_.schema
-        Z = self.encoder_.transform(X)
+        table = EncodedTable(self.encoder_, Z)  # every row, for the back-off's cheap look
         self.box_lo_, self.box_hi_ = root_box(Z, schema)
         Z = drop_missing_rows(Z, schema, "DEF")
         n, d = Z.shape
@@ -179,7 +178,8 @@ class DEF(GenerativeForest):
                                        self.forest_.leaf_mass * n,
                                        np.ascontiguousarray(W.T).ravel())
         self.n_train_ = n
-        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, seed)
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, seed,
+                                                                      encoded=table)
         if self.marginal_weight_ > 0:  # the back-off tree: the column marginals on the box
             check_mixture(self, "DEF")
             self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen import registry
-from forestgen.base import GenerativeForest
+from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.support import clamp_query_rows, floor_log_prob
@@ -346,21 +346,25 @@ class GeF(GenerativeForest):
         ``ValueError`` naming it, unless ``kinds`` declares it ``"categorical"``.
         """
         self.validate_params()
-        feats, ys, name = self._split_xy(X, y, target)
-        self._check_labels(ys, name, (kinds or {}).get(name))
-        if feats.shape[1] == 0:
-            raise ValueError("X has no feature columns")
-        frame = feats.copy()
-        frame[name] = ys.to_numpy() if not isinstance(ys.dtype, pd.CategoricalDtype) else ys
-        if target is not None:  # keep the table's own column order (class column in place)
-            frame = frame[list(X.columns)]
-        kinds = dict(kinds or {})
-        if not isinstance(ys.dtype, pd.CategoricalDtype):
-            kinds[name] = "categorical"
-        self.encoder_ = TableEncoder(kinds=kinds).fit(frame)
-        Z = self.encoder_.transform(frame)
+        if isinstance(X, EncodedTable):  # a held-out copy: the full fit's encoder and rows
+            frame, name = X, target
+            Z = self.fit_encoder(X)
+        else:
+            feats, ys, name = self._split_xy(X, y, target)
+            self._check_labels(ys, name, (kinds or {}).get(name))
+            if feats.shape[1] == 0:
+                raise ValueError("X has no feature columns")
+            frame = feats.copy()
+            frame[name] = ys.to_numpy() if not isinstance(ys.dtype, pd.CategoricalDtype) else ys
+            if target is not None:  # keep the table's own column order (class column in place)
+                frame = frame[list(X.columns)]
+            kinds = dict(kinds or {})
+            if not isinstance(ys.dtype, pd.CategoricalDtype):
+                kinds[name] = "categorical"
+            self.encoder_ = TableEncoder(kinds=kinds).fit(frame)
+            Z = self.encoder_.transform(frame)
         n, d = Z.shape
-        c = int(list(frame.columns).index(name))
+        c = int(self.encoder_.schema.index(name))
         self.target_index_ = c
         schema = self.encoder_.schema
         y_codes = Z[:, c].astype(np.int64)
@@ -390,7 +394,7 @@ class GeF(GenerativeForest):
         self.forest_ = dataclasses.replace(forest, feature=feature.astype(np.int32),
                                            n_levels=n_levels_full)
         self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
-            self, frame, kinds, seed, {"target": name})
+            self, frame, kinds, seed, {"target": name}, EncodedTable(self.encoder_, Z))
         self._fit_generative(Z, W, self.marginal_weight_)
         self.fit_info_ = {"source": "gef", "inbag": "bootstrap counts"
                           if self.sampling != "none" else "all rows"}

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from forestgen.base import GenerativeForest
-from forestgen.data.encoder import TableEncoder
+from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.families.boxes import (
     apply_floor,
     box_leaves,
@@ -184,9 +183,9 @@ class RFDE(GenerativeForest):
     def fit(self, X, y=None, *, kinds: dict | None = None) -> RFDE:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
-        self.encoder_ = TableEncoder(kinds=kinds).fit(X)
+        Z = self.fit_encoder(X, kinds, min_rows=0)
         schema = self.encoder_.schema
-        Z = self.encoder_.transform(X)
+        table = EncodedTable(self.encoder_, Z)  # every row, for the back-off's cheap look
         self.box_lo_, self.box_hi_ = root_box(Z, schema, float(self.margin), self.box)
         Z = drop_missing_rows(Z, schema, "RFDE")
         self._layout = column_layout(schema)
@@ -207,7 +206,8 @@ class RFDE(GenerativeForest):
         else:
             self.depth_ = int(self.depth)
         self.n_train_ = n
-        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, root)
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, root,
+                                                                      encoded=table)
         self._grow(Z, self.marginal_weight_)
         return self
 

@@ -1,0 +1,83 @@
+"""The back-off choice's cheap parts (issue 37 item 4): the held-out rows are scored under the
+forest alone and the marginals alone in one walk of encoded rows, the same log densities as
+the two public queries; a learner fitted on an :class:`~forestgen.base.EncodedTable` is the
+learner fitted on the table; the cheap look on a larger table reuses the full fit's encoding
+and scores a level its fitting rows never hold as an unseen level."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen as fg
+from forestgen.base import EncodedTable
+from forestgen.families.mixture.backoff import (
+    as_unseen,
+    component_log_probs,
+    encoded_component_log_probs,
+)
+
+LEARNERS = [fg.ARF, fg.RFDE, fg.DEF, fg.GeF]
+
+
+def _table(n=400, seed=0):
+    """A numeric pair, a class, and a level column with its one-to-one code (a mapping rule)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    lev = rng.choice(["lo", "mid", "hi"], n)
+    return pd.DataFrame({"x": x, "y": x + 0.3 * rng.normal(size=n),
+                         "c": np.where(x > 0, "a", "b"), "lev": lev,
+                         "lev_num": pd.Series(lev).map({"lo": 1, "mid": 2, "hi": 3})})
+
+
+def _fit(cls, df, **kw):
+    kw = {"random_state": 0, "n_jobs": 1, "n_trees": 10, **kw}
+    if cls is fg.GeF:
+        return cls(**kw).fit(df, target="c")
+    if cls is fg.RFDE:
+        kw.setdefault("depth", 3)
+    return cls(**kw).fit(df)
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+def test_one_walk_scores_the_components_as_the_public_queries_do(cls):
+    df = _table()
+    m = _fit(cls, df, marginal_weight=0.5)
+    assert fg.inference.rules.rules_of(m).mappings  # the mapping is detected and applied
+    rows = _table(60, seed=1)
+    rows.loc[0, "lev_num"] = 3 if rows.loc[0, "lev"] != "hi" else 1  # breaks the mapping
+    rows.loc[1:5, "y"] = np.nan  # missing entries: marginalised
+    rows.loc[6:9, "lev_num"] = np.nan
+    want_f, want_r = component_log_probs(m, rows)
+    got_f, got_r = encoded_component_log_probs(m, m.encode_rows(rows))
+    assert np.isneginf(want_f[0]) and np.isneginf(got_f[0]) and np.isneginf(got_r[0])
+    np.testing.assert_allclose(got_f, want_f, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(got_r, want_r, rtol=1e-12, atol=0)
+    # a row that gives a determined value but not its determinant: the public query's case
+    rows.loc[10, "lev"] = np.nan
+    assert encoded_component_log_probs(m, m.encode_rows(rows)) is None
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+def test_a_fit_on_an_encoded_table_is_the_fit_on_the_table(cls):
+    df = _table()
+    paper = _fit(cls, df, marginal_weight=0)
+    enc = _fit(cls, EncodedTable(paper.encoder_, paper.encoder_.transform(df)),
+               marginal_weight=0)
+    assert enc.encoder_ is paper.encoder_
+    assert np.array_equal(enc.log_prob(df), paper.log_prob(df))
+    pd.testing.assert_frame_equal(enc.sample(40, random_state=2),
+                                  paper.sample(40, random_state=2))
+
+
+def test_the_look_scores_levels_its_rows_never_hold_as_unseen():
+    df = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+                       "k": ["a", "b", "a", "c", "b", "a"]})
+    enc = fg.data.encoder.TableEncoder().fit(df)
+    Z = enc.transform(df)
+    fit, val = np.array([0, 1, 2, 4]), np.array([3, 5])  # 'c' and x = 5 only held out
+    Zv, outside = as_unseen(enc.schema, Z[fit], Z[val])
+    assert np.isnan(Zv[0, 1]) and Zv[1, 1] == Z[5, 1]  # 'c' unseen, 'a' kept
+    assert outside.tolist() == [False, True]  # x = 5 lies beyond the fitting rows' range
+    assert np.array_equal(Zv[:, 0], Z[val, 0])
