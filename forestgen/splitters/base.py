@@ -6,6 +6,7 @@ tree's *shape limits* (its paper's defaults) and passes them as :class:`GrowLimi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -50,6 +51,17 @@ class TreeData:
     @property
     def d(self) -> int:
         return self.Xb.shape[0] if self.Xb is not None else self.Z.shape[1]
+
+    @functools.cached_property
+    def threshold_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every column's bin ``thresholds`` end to end (float64) and each column's offset
+        into them, ``[d + 1]`` (column ``j``'s are ``flat[off[j]:off[j + 1]]``); built once
+        per tree data (its trees read it tree after tree)."""
+        off = np.zeros(len(self.thresholds) + 1, np.int64)
+        np.cumsum([len(t) for t in self.thresholds], out=off[1:])
+        flat = (np.concatenate(self.thresholds).astype(np.float64, copy=False)
+                if len(self.thresholds) else np.zeros(0))
+        return flat, off
 
     def require(self, splitter: Splitter, *names: str) -> None:
         missing = [k for k in names if getattr(self, k) is None]

@@ -62,14 +62,12 @@ class ImpuritySplitter(Splitter):
         thr = np.full(len(feat), np.nan)
         numeric = (feat >= 0) & (cat_off < 0)
         if numeric.any():  # every column's bin thresholds end to end, read at once
-            tables = data.thresholds
-            off = np.zeros(len(tables) + 1, np.int64)
-            np.cumsum([len(t) for t in tables], out=off[1:])
+            flat, off = data.threshold_table
             f = feat[numeric]
             b = thr_bin[numeric]
-            if np.any((b < 0) | (b >= np.diff(off)[f])):
+            if np.any((b < 0) | (b >= off[f + 1] - off[f])):
                 raise IndexError("grow_tree returned a threshold bin outside its column's bins")
-            thr[numeric] = np.concatenate(tables)[off[f] + b]
+            thr[numeric] = flat[off[f] + b]
         return TreeRecord(feature=feat, threshold=thr, nan_left=nan_left, left=left,
                           right=right, cat_off=cat_off, cat_left=cat_left, class_weight=value,
                           row_node=row_node if data.route_rows else None)

@@ -67,14 +67,15 @@ def grow_forest_routed(
     """:func:`grow_forest`, and with ``data.route_rows`` the global leaf id each row of
     ``data`` reaches in each tree, ``[n, B]`` int32 (what ``forest.apply`` of the rows gives),
     from the splitters' ``row_node``; ``None`` when a splitter does not give it (or without
-    ``route_rows``)."""
+    ``route_rows``). The leaves are tree-major in memory (the transpose of a C-contiguous
+    ``[B, n]``: each tree writes one contiguous row, not a column of stride ``4 B``)."""
     lock = threading.Lock()
     n = data.Xb.shape[1] if data.Xb is not None else len(data.Z)
     if y is None:
         y = np.zeros(n, np.int64)
     B = len(rngs)
     get_w = weights if callable(weights) else weights.__getitem__
-    row_leaf = np.empty((n, B), np.int32) if data.route_rows else None
+    row_leaf = np.empty((B, n), np.int32) if data.route_rows else None  # tree-major
     routed = np.zeros(B, bool)
 
     def one(b: int) -> TreeRecord:
@@ -85,7 +86,7 @@ def grow_forest_routed(
         t.check()
         if row_leaf is not None and t.row_node is not None:
             local = np.cumsum(t.feature < 0, dtype=np.int32) - 1
-            row_leaf[:, b] = local[t.row_node]
+            np.take(local, t.row_node, out=row_leaf[b])
             routed[b] = True
         t.row_node = None
         if on_tree_done is not None:
@@ -99,7 +100,8 @@ def grow_forest_routed(
     forest = ForestArrays.from_trees(trees, n_levels)
     if row_leaf is not None:
         if routed.all():
-            row_leaf += forest.leaf_offsets[:-1].astype(np.int32)
+            row_leaf += forest.leaf_offsets[:-1, None].astype(np.int32)
+            row_leaf = row_leaf.T
         else:
             row_leaf = None
     return forest, row_leaf

@@ -210,29 +210,36 @@ def grow_tree(rows, limits, rng, route_all):
      sparse_ratio) = limits
     d = Xb.shape[0]
     n = Xb.shape[1]
+    # (no branch per row: whether a bootstrap weight is 0 is a coin flip, mispredicted often)
     n_in = 0
     w_tot = 0.0
-    exact = True  # integral weights, sums below 2**26: every sum exact in any order
+    frac = False  # a fractional in-bag weight
     for i in range(n):
-        if w[i] > 0.0:
-            n_in += 1
-            w_tot += w[i]
-            if w[i] != np.floor(w[i]):
-                exact = False
-    exact = exact and w_tot < 2.0**26
+        wi = w[i]
+        inb = wi > 0.0
+        n_in += np.int64(inb)
+        w_tot += wi if inb else 0.0
+        frac |= inb & (wi != np.floor(wi))
+    # integral weights, sums below 2**26: every sum exact in any order
+    exact = not frac and w_tot < 2.0**26
     n_out = n - n_in if route_all else 0
-    idx = np.empty(n_in, np.int64)
+    idx_buf = np.empty(n_in + 1, np.int64)
     # out-of-bag row ids, partitioned along (two buffers: a node's rows move to the other)
-    oid = np.empty((2, n_out), np.int32)
+    oid = np.empty((2, n_out + 1), np.int32)
     q_in = 0
     q_out = 0
-    for i in range(n):
-        if w[i] > 0.0:
-            idx[q_in] = i
-            q_in += 1
-        elif route_all:
+    if route_all:  # every id written to both lists, kept in the one its weight says
+        for i in range(n):
+            inb = np.int64(w[i] > 0.0)
+            idx_buf[q_in] = i
             oid[0, q_out] = i
-            q_out += 1
+            q_in += inb
+            q_out += 1 - inb
+    else:
+        for i in range(n):
+            idx_buf[q_in] = i
+            q_in += np.int64(w[i] > 0.0)
+    idx = idx_buf[:n_in]
     # compact in-bag row records, contiguous per node, in two buffers: a node at depth k
     # keeps its rows in buffer k % 2 and partitions them into the other
     if Xb.itemsize < 4 and n_classes > 1 << (8 * Xb.itemsize):  # labels sit in a code slot

@@ -270,7 +270,7 @@ class ARF(GenerativeForest):
             bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
             # the accepted forest keeps its real rows' leaves and out-of-bag mask, not the
             # [2n, B] leaves of the stacked rows nor the [B, 2n] mask
-            current = (forest, np.ascontiguousarray(oob[:, :n]), leaves[:n].copy())
+            current = (forest, np.ascontiguousarray(oob[:, :n]), leaves[:n].copy(order="K"))
             del Xb, data, leaves, oob, weights
             if accepted is None:
                 accepted = current  # round 0's forest is the first generator
@@ -407,20 +407,22 @@ def stack_codes(codes: np.ndarray, donors: np.ndarray) -> np.ndarray:
 
 
 @parallel_kernel
-def _hard_votes_kernel(leaves, oob, p_real):
-    """Per row: summed out-of-bag votes for "real" and the number of out-of-bag trees."""
+def _hard_votes_kernel(leaves, oob, half):
+    """Per row: summed out-of-bag votes for "real", in half votes (``half [L]``: 0, 1 or 2
+    per leaf, a uint8 table that stays in the L1 cache), and the number of out-of-bag trees.
+    Rows in blocks of 1024, trees one after another within a block: a tree's rows are read
+    in order from ``oob [B, N]`` and from tree-major leaves."""
     N, B = leaves.shape
-    votes = np.zeros(N)
+    votes = np.zeros(N, np.int64)
     count = np.zeros(N, np.int64)
-    for i in prange(N):
-        v = 0.0
-        c = 0
+    for k in prange((N + 1023) // 1024):
+        lo = 1024 * k
+        hi = min(N, lo + 1024)
         for b in range(B):
-            if oob[b, i]:
-                v += p_real[leaves[i, b]]
-                c += 1
-        votes[i] = v
-        count[i] = c
+            for i in range(lo, hi):
+                o = np.int64(oob[b, i])
+                votes[i] += np.int64(half[leaves[i, b]]) * o
+                count[i] += o
     return votes, count
 
 
@@ -443,12 +445,16 @@ def votes_from_leaves(p_real: np.ndarray, leaves: np.ndarray, oob: np.ndarray,
                       mode: str) -> tuple[np.ndarray, np.ndarray]:
     """:func:`oob_votes` from the leaves ``[N, B]`` of the rows and the out-of-bag mask
     ``oob [B, N]``. Hard votes (0, ½ or 1) add up exactly in any order: a compiled loop over
-    the rows; soft votes are summed by numpy as in :func:`oob_votes` (same bits)."""
+    the rows counts half votes (an integer, halved exactly); soft votes are summed by numpy
+    as in :func:`oob_votes` (same bits)."""
     if mode == "hard":
-        p = np.where(p_real > 0.5, 1.0, np.where(p_real < 0.5, 0.0, 0.5))
-        return _hard_votes_kernel(leaves, oob, p)
+        half = np.where(p_real > 0.5, 2, np.where(p_real < 0.5, 0, 1)).astype(np.uint8)
+        votes, count = _hard_votes_kernel(leaves, oob, half)
+        return votes * 0.5, count
     oobT = oob.T
-    return (p_real[leaves] * oobT).sum(1), oobT.sum(1)
+    # (row-major leaves, as before the grower routed tree-major ones: numpy's sum over a
+    # contiguous axis adds pairwise, a strided one in order, so the layout sets the bits)
+    return (p_real[np.ascontiguousarray(leaves)] * oobT).sum(1), oobT.sum(1)
 
 
 def leafwise_donors(leaves: np.ndarray, n_leaves: int, d: int,
