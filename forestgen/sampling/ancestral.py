@@ -8,10 +8,14 @@ leaf through a guide table (Chen & Asau 1974: ``O(1)`` expected probes instead o
 search over all leaves), with the result of ``searchsorted``; the model's cumulative leaf
 probabilities and guide table are built once and kept. The column draws read the
 leaves' parameters in leaf order (the rows sorted by leaf, the draws put back in row order),
-so the per-leaf tables stream through the cache instead of being read at random; each row's
-values are those of drawing it alone (:meth:`~forestgen.leaves.base.LeafModel.sample_uniform`
-from the uniforms ``sample`` would draw). Every column's uniforms are drawn first, in column
-order, so the columns are then drawn on the model's ``n_jobs`` threads with the same bits.
+so the per-leaf tables stream through the cache instead of being read at random. Below
+:data:`THREAD_ROWS` rows each row's values are those of drawing it alone
+(:meth:`~forestgen.leaves.base.LeafModel.sample_uniform` from the uniforms ``sample`` would
+draw, every column's uniforms from the one Generator in column order). From
+:data:`THREAD_ROWS` rows on, the rows in leaf order are cut into chunks of
+:data:`THREAD_ROWS`, and each (column, chunk) draws its uniforms from its own stream
+(:func:`chunk_streams`, seeded from the Generator), so the chunks are drawn on the model's
+``n_jobs`` threads with the same bits at any thread count.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from forestgen.registry import register
 from forestgen.sampling.base import Sampler
 from forestgen.sampling.support import draw_column, draw_column_uniform
 
-THREAD_ROWS = 16384  # draws from which the columns are drawn on the model's n_jobs threads
+THREAD_ROWS = 16384  # draws from which (column, chunk) tasks run on the model's n_jobs threads
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # AncestralSampler.table
 
 
@@ -144,6 +148,15 @@ def _scatter_rows(cols, order, out):
             out[r, j] = cols[j, i]
 
 
+def chunk_streams(rng: np.random.Generator, k: int) -> list[np.random.Generator]:
+    """``k`` independent Generators (PCG64) for the chunks of a large draw: children of one
+    ``SeedSequence`` whose entropy is four 63-bit integers drawn from ``rng``. What ``rng``
+    gives next does not depend on ``k``."""
+    entropy = [int(v) for v in rng.integers(0, 2**63, size=4)]
+    return [np.random.Generator(np.random.PCG64(s))
+            for s in np.random.SeedSequence(entropy).spawn(k)]
+
+
 def leaf_order(leaf: np.ndarray) -> np.ndarray:
     """The rows sorted by leaf id (stable): by counting where the ids span at most a few
     times the rows (or 65,536), else by ``argsort``."""
@@ -213,20 +226,45 @@ class AncestralSampler(Sampler):
         order = leaf_order(leaf)  # the rows by leaf: the leaves' tables are read in order
         by_leaf = np.asarray(leaf, np.int64)[order]
         cols = np.empty((len(models), n))  # each column's draws of the rows in that order
+        if n >= THREAD_ROWS:
+            self._draw_chunks(model, leaf, by_leaf, order, rng, cols)
+            _scatter_rows(cols, order, out)
+            return out
         todo = []  # (column, its uniforms): drawn from rng in column order, as lm.sample would
         for j, lm in enumerate(models):
             if lm.has_uniform_sampler:
                 todo.append((j, rng.random(n)))
             else:
                 cols[j] = draw_column(model, j, leaf, rng)[order]
-
-        def column(k: int) -> None:  # no random draws: the columns run in any order
-            j, u = todo[k]
+        for j, u in todo:
             cols[j] = draw_column_uniform(model, j, by_leaf, _gather(u, order))
-
-        thread_map(column, len(todo), getattr(model, "n_jobs", 1) if n >= THREAD_ROWS else 1)
         _scatter_rows(cols, order, out)
         return out
+
+    @staticmethod
+    def _draw_chunks(model, leaf: np.ndarray, by_leaf: np.ndarray, order: np.ndarray,
+                     rng: np.random.Generator, cols: np.ndarray) -> None:
+        """``cols [d, n]`` for ``n >= THREAD_ROWS`` rows, in leaf order, on the model's
+        ``n_jobs`` threads: every (column, chunk of ``THREAD_ROWS`` rows in leaf order) is
+        one task drawing its uniforms from its own stream (:func:`chunk_streams`), so the
+        tasks run in any order and on any thread with the same bits. Columns without
+        :meth:`~forestgen.leaves.base.LeafModel.sample_uniform` draw from ``rng`` first, in
+        column order."""
+        models = model.leaf_models_
+        n = len(by_leaf)
+        for j, lm in enumerate(models):
+            if not lm.has_uniform_sampler:
+                cols[j] = draw_column(model, j, leaf, rng)[order]
+        todo = [j for j, lm in enumerate(models) if lm.has_uniform_sampler]
+        edges = list(range(0, n, THREAD_ROWS)) + [n]
+        tasks = [(j, edges[c], edges[c + 1]) for j in todo for c in range(len(edges) - 1)]
+        streams = chunk_streams(rng, len(tasks))
+
+        def task(k: int) -> None:
+            j, a, b = tasks[k]
+            cols[j, a:b] = draw_column_uniform(model, j, by_leaf[a:b], streams[k].random(b - a))
+
+        thread_map(task, len(tasks), getattr(model, "n_jobs", 1))
 
 
 def apply_missing(model, leaf: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
