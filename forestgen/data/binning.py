@@ -88,7 +88,11 @@ class Binner:
 
 
 def _thresholds(col: np.ndarray, max_bins: int) -> np.ndarray:
-    u = np.unique(col)
+    """Thresholds of a column without NaN: sorted once, the distinct values and the quantiles
+    read off that one sorted copy (``np.unique`` and ``np.quantile`` of ``col`` itself
+    would sort or partition it again)."""
+    s = np.sort(col)
+    u = s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s  # np.unique(col)
     if len(u) <= 1:
         return np.empty(0)
     mids = (u[:-1] + u[1:]) / 2.0
@@ -97,7 +101,7 @@ def _thresholds(col: np.ndarray, max_bins: int) -> np.ndarray:
     if len(u) <= max_bins:
         return mids
     # thin to quantiles of the data, snapped onto the midpoints
-    qs = np.quantile(col, np.linspace(0, 1, max_bins + 1)[1:-1], method="lower")
+    qs = np.quantile(s, np.linspace(0, 1, max_bins + 1)[1:-1], method="lower")
     pos = np.unique(np.searchsorted(u, qs, side="left"))
     pos = pos[pos < len(mids)]
     return mids[pos]
