@@ -14,7 +14,7 @@ so the per-leaf tables stream through the cache instead of being read at random.
 draw, every column's uniforms from the one Generator in column order). From
 :data:`THREAD_ROWS` rows on, the rows in leaf order are cut into chunks of
 :data:`THREAD_ROWS`, and each (column, chunk) draws its uniforms from its own stream
-(:func:`chunk_streams`, seeded from the Generator), so the chunks are drawn on the model's
+(:func:`chunk_seeds`, seeded from the Generator), so the chunks are drawn on the model's
 ``n_jobs`` threads with the same bits at any thread count.
 """
 
@@ -137,24 +137,24 @@ def _gather(u, order):
     return out
 
 
-@njit(cache=True, nogil=True)
+@parallel_kernel
 def _scatter_rows(cols, order, out):
     """``out[order[i], j] = cols[j, i]``: the columns drawn in leaf order put back as rows, one
-    row of ``out`` written whole at a time."""
+    row of ``out`` written whole at a time (``order`` a permutation: every row once)."""
     d = cols.shape[0]
-    for i in range(order.shape[0]):
+    for i in prange(order.shape[0]):
         r = order[i]
         for j in range(d):
             out[r, j] = cols[j, i]
 
 
-def chunk_streams(rng: np.random.Generator, k: int) -> list[np.random.Generator]:
-    """``k`` independent Generators (PCG64) for the chunks of a large draw: children of one
+def chunk_seeds(rng: np.random.Generator, k: int) -> list[np.random.SeedSequence]:
+    """The seeds of ``k`` independent streams for the chunks of a large draw (each task
+    makes its Generator, ``Generator(PCG64(seed))``, on its own thread): children of one
     ``SeedSequence`` whose entropy is four 63-bit integers drawn from ``rng``. What ``rng``
     gives next does not depend on ``k``."""
     entropy = [int(v) for v in rng.integers(0, 2**63, size=4)]
-    return [np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(entropy).spawn(k)]
+    return np.random.SeedSequence(entropy).spawn(k)
 
 
 def leaf_order(leaf: np.ndarray) -> np.ndarray:
@@ -228,7 +228,7 @@ class AncestralSampler(Sampler):
         cols = np.empty((len(models), n))  # each column's draws of the rows in that order
         if n >= THREAD_ROWS:
             self._draw_chunks(model, leaf, by_leaf, order, rng, cols)
-            _scatter_rows(cols, order, out)
+            _scatter_rows(cols, order, out)  # (n >= THREAD_ROWS: the parallel kernel)
             return out
         todo = []  # (column, its uniforms): drawn from rng in column order, as lm.sample would
         for j, lm in enumerate(models):
@@ -238,7 +238,7 @@ class AncestralSampler(Sampler):
                 cols[j] = draw_column(model, j, leaf, rng)[order]
         for j, u in todo:
             cols[j] = draw_column_uniform(model, j, by_leaf, _gather(u, order))
-        _scatter_rows(cols, order, out)
+        _scatter_rows.serial(cols, order, out)
         return out
 
     @staticmethod
@@ -246,7 +246,7 @@ class AncestralSampler(Sampler):
                      rng: np.random.Generator, cols: np.ndarray) -> None:
         """``cols [d, n]`` for ``n >= THREAD_ROWS`` rows, in leaf order, on the model's
         ``n_jobs`` threads: every (column, chunk of ``THREAD_ROWS`` rows in leaf order) is
-        one task drawing its uniforms from its own stream (:func:`chunk_streams`), so the
+        one task drawing its uniforms from its own stream (:func:`chunk_seeds`), so the
         tasks run in any order and on any thread with the same bits. Columns without
         :meth:`~forestgen.leaves.base.LeafModel.sample_uniform` draw from ``rng`` first, in
         column order."""
@@ -258,11 +258,12 @@ class AncestralSampler(Sampler):
         todo = [j for j, lm in enumerate(models) if lm.has_uniform_sampler]
         edges = list(range(0, n, THREAD_ROWS)) + [n]
         tasks = [(j, edges[c], edges[c + 1]) for j in todo for c in range(len(edges) - 1)]
-        streams = chunk_streams(rng, len(tasks))
+        seeds = chunk_seeds(rng, len(tasks))
 
         def task(k: int) -> None:
             j, a, b = tasks[k]
-            cols[j, a:b] = draw_column_uniform(model, j, by_leaf[a:b], streams[k].random(b - a))
+            u = np.random.Generator(np.random.PCG64(seeds[k])).random(b - a)
+            cols[j, a:b] = draw_column_uniform(model, j, by_leaf[a:b], u)
 
         thread_map(task, len(tasks), getattr(model, "n_jobs", 1))
 
