@@ -38,7 +38,8 @@ Work per node is kept proportional to the node's rows, not to the bins:
   split moves its records in one pass, left rows forward from the node's start and right rows
   backward from its end (no count pass), and takes the left child's class sums from the scan
   instead of summing them; a column with fewer than :data:`SPLIT_BINS` bins fills four
-  interleaved histograms (no chain of store-to-load waits on its few sums); and the two-class
+  interleaved histograms in a node of at least :data:`FILL4_ROWS` rows (no chain of
+  store-to-load waits on its few sums; merging them costs more in smaller nodes); and the two-class
   Gini scan without missing rows computes the parent term once per node, visits only the run
   of split points the size constraints allow (sums are monotone along the scan) and scores a
   point only if a division-free bound says it can reach the best gain so far (with a margin
@@ -76,6 +77,7 @@ from forestgen.tree.criteria import ENTROPY, GINI, criterion_gain, specialise
 from forestgen.tree.node_ops import binned_sides, draw_candidates
 
 SPLIT_BINS = 32  # a column with fewer bins fills four interleaved histograms (exact sums)
+FILL4_ROWS = 256  # ... in a node of at least this many rows (below, merging them costs more)
 SPARSE_RATIO = 1.0  # a feature's histogram is sparse when the node has < ratio * n_bins rows
 _ONE = np.uint64(1)
 
@@ -357,7 +359,8 @@ def grow_tree(rows, limits, rng, route_all):
                     f = feats[t]
                     fu = np.uint64(f)
                     ht = hist[t]
-                    if not sparse[t] and exact and n_bins[f] < SPLIT_BINS:
+                    if (not sparse[t] and exact and n_bins[f] < SPLIT_BINS
+                            and rows >= FILL4_ROWS):
                         # few bins: rows hit the same few sums one after another, a chain of
                         # store-to-load waits; four interleaved copies (exact sums: merged in
                         # any order, the same bits)
