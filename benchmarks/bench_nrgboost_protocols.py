@@ -7,7 +7,9 @@ draw's AUC varies by about 0.01-0.02, more than the differences between protocol
 the results gives the mean and sd over the draws and the CPU milliseconds per row.
 
 Protocols (forestgen's ``sample`` arguments): the reference's (each row its own chain of 100
-Gibbs sweeps from q0: ``chains=n, burn_in=100, start="q0"``); chains started at the final
+Gibbs sweeps from q0: ``chains=n, burn_in=99, start="q0"``, as forestgen keeps the state after
+``burn_in + 1`` sweeps; up to stop 48 this script passed ``burn_in=100``, 101 sweeps, and called
+it the reference's 100); chains started at the final
 training-pool states with a row every ``thin`` sweeps (``thin=1`` was the default before
 ``sample_thin=3``). The reference draws ``reps * n_samples`` rows with its own protocol in one
 call; its rows are independent chains, so consecutive blocks are independent draws.
@@ -29,7 +31,14 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_nrgboost import PEER, for_peer, from_peer, in_support, synthetic  # noqa: E402
+from bench_nrgboost import (  # noqa: E402
+    PEER,
+    REF_SWEEPS,
+    for_peer,
+    from_peer,
+    in_support,
+    synthetic,
+)
 
 from benchmarks._common import md_table, write_result  # noqa: E402
 from forestgen import NRGBoost  # noqa: E402
@@ -38,7 +47,8 @@ from forestgen.metrics import c2st  # noqa: E402
 PROTOCOLS = {
     "training starts, thin 1": dict(thin=1, start="training"),
     "training starts, thin 3": dict(thin=3, start="training"),
-    "q0, 100 sweeps per row (the reference's)": dict(burn_in=100, start="q0", per_row=True),
+    "q0, 100 sweeps per row (the reference's)": dict(burn_in=REF_SWEEPS - 1, start="q0",
+                                                     per_row=True),
 }
 
 
@@ -49,7 +59,7 @@ def run_peer(args, train, test, tmp: Path) -> tuple[dict, pd.DataFrame]:
     for_peer(test, ptrain).to_pickle(te)
     job = {"train": str(tr), "test": str(te),
            "params": {"num_trees": args.trees, "num_model_samples": args.pool_size},
-           "seed": 0, "n_samples": args.reps * args.n_samples, "num_steps": 100,
+           "seed": 0, "n_samples": args.reps * args.n_samples, "num_steps": REF_SWEEPS,
            "samples_out": str(tmp / "samples.pkl"), "result_out": str(tmp / "result.json"),
            "n_is": 1000}
     (tmp / "job.json").write_text(json.dumps(job))
