@@ -536,6 +536,32 @@ def test_gibbs_sweep_replay_with_a_wide_nominal_column_and_two_words():
     _replay_against_brute_force(grid, e, e.sample_q0(5, rng), np.arange(4), n_sweeps=5)
 
 
+def test_gibbs_sweep_replay_with_trees_of_one_and_two_columns():
+    # trees of 2 and 3 leaves split on one or two of the three columns: lines at a tree's
+    # first position (no prefix), its last (no suffix), and both at once (every leaf slot)
+    rng = np.random.default_rng(17)
+    grid = make_grid([6, 5, 4], [True, False, True], [1, 0, 0])
+    for leaves in (2, 3):
+        e, _ = random_energy(grid, 6, rng, leaves=leaves, step=1.0)
+        sets = e.trees.leaf_sets(grid)
+        n_cols = np.diff(sets.col_ptr)
+        assert n_cols.min() == 1 and (leaves == 2 or n_cols.max() == 2)
+        _replay_against_brute_force(grid, e, e.sample_q0(5, rng), np.arange(3), n_sweeps=4)
+
+
+def test_chain_seeds_are_numpys_spawned_seed_sequences():
+    from forestgen.families.energy.gibbs import chain_seeds, spawned_seeds
+
+    for entropy in (0, 1, 2**32 - 1, 2**32, 123_456_789_012_345_678, 2**63 - 1):
+        kids = np.random.SeedSequence(entropy).spawn(300)
+        want = np.array([k.generate_state(1, np.uint64)[0] for k in kids], np.uint64)
+        np.testing.assert_array_equal(spawned_seeds(entropy, 300), want)
+    assert len(spawned_seeds(5, 0)) == 0
+    e = int(np.random.default_rng(4).integers(0, 2**63 - 1))
+    np.testing.assert_array_equal(chain_seeds(np.random.default_rng(4), 7),
+                                  spawned_seeds(e, 7))
+
+
 def test_leaf_bitset_slices_on_a_column_of_65535_values():
     rng = np.random.default_rng(14)
     grid = make_grid([65_535, 2], [True, True], [1, 0])

@@ -208,7 +208,10 @@ def add_ordered(ent, n, sh, lmask, value, span, diff):
 def add_nominal(ent, n, sh, lmask, value, code_word, lg, nc):
     """Each crossed leaf ``ent[:n]`` of one tree adds its ``value`` to the codes of its
     ``code_word`` (a nominal column of at most 64 codes) in the chain's row of
-    ``lg [chains, nc]``, and 0 to the others (which changes no bit), in list order."""
+    ``lg [chains, >= nc rounded up to 8]``, and 0 to the others and to the padding up to a
+    multiple of 8 codes (which changes no bit; whole vector lanes, no scalar remainder), in
+    list order."""
+    nc8 = (nc + 7) & ~7
     for u in range(n):
         e = np.uint64(ent[u])
         i = e >> sh
@@ -216,7 +219,7 @@ def add_nominal(ent, n, sh, lmask, value, code_word, lg, nc):
         v = value[ell]
         cb = code_word[ell]
         lrow = lg[i]
-        for k in range(nc):
+        for k in range(nc8):
             lrow[k] += v if (cb >> np.uint64(k)) & np.uint64(1) else 0.0
 
 
@@ -227,25 +230,27 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     :class:`~forestgen.families.energy.leaf_sets.LeafSetView` ``sets``; returns the recorded
     states ``[c, n_rec, d]``.
 
-    ``free_cols`` ascending. The leaves each tree's line crosses for column ``j`` are
-    ``prefix & suffix``: the AND of the bitsets of the tree's columns before ``j`` (current
-    values, folded in as the sweep passes them) and after ``j`` (values at the start of the
-    sweep, unchanged until the sweep reaches them; computed once per sweep); a line that
-    crosses one leaf is skipped (a constant). Chains run in blocks of ``block`` (spread over the
-    threads), trees outer and chains inner, every per-chain table chains-last so that the
-    ANDs and bit counts run over chains in vector lanes. Per tree, the crossed leaves of all
-    chains are first listed, word by word (the chains with bits in the word are the set bits
-    of one 64-bit mask, built in one pass over the chains: blocks hold at most 64; then four slots
-    are written per chain and word whatever its bits, so that few branches depend on the
-    data), then added (a leaf's value to all codes of a nominal column of at most
-    ``NOMINAL_DENSE`` codes, 0 outside the leaf): each chain's additions happen in the
+    ``free_cols`` ascending. The leaves each tree's line crosses for column ``j`` are ``prefix &
+    suffix``: the AND of the bitsets of the tree's columns before ``j`` (current values, folded
+    in as the sweep passes them) and after ``j`` (values at the start of the sweep, unchanged
+    until the sweep reaches them; computed once per sweep). A tree's first position has no
+    prefix and its last no suffix: the line is then the other one alone, and the suffixes start
+    from the last column's bitsets, the prefix from the first's (no table is filled with all
+    ones and ANDed). A line that crosses one leaf is skipped (a constant). Chains run in blocks
+    of ``block`` (spread over the threads), trees outer and chains inner, every per-chain table
+    chains-last so that the ANDs and bit counts run over chains in vector lanes. Per tree, the
+    crossed leaves of all chains are first listed, word by word (the chains with bits in the
+    word are the set bits of one 64-bit mask, built in one pass over the chains: blocks hold at
+    most 64; then four slots are written per chain and word whatever its bits, so that few
+    branches depend on the data), then added (a leaf's value to all codes of a nominal column of
+    at most ``NOMINAL_DENSE`` codes, 0 outside the leaf): each chain's additions happen in the
     order of its leaves, as in a leaf-by-leaf loop, so every logit has the same bits. The
     logits, their maxima, :func:`exp_below`, the cumulative masses and the drawn codes (the
     number of cumulative masses ``<= u``) run code by code over the chains in vector lanes
-    (chains-last: a nominal column's logits are transposed first, an ordered column's are
-    the prefix sums of its difference array). Mask rows and crossed-leaf entries index the
-    tables as unsigned integers (no negative-index fix-up). Each chain's arithmetic and random
-    stream are the same whatever the blocks, so the output is too."""
+    (chains-last: a nominal column's logits are transposed first, an ordered column's are the
+    prefix sums of its difference array). Mask rows and crossed-leaf entries index the tables as
+    unsigned integers (no negative-index fix-up). Each chain's arithmetic and random stream are
+    the same whatever the blocks, so the output is too."""
     n_sweeps, record_from, thin, n_rec = sched.n_sweeps, sched.record_from, sched.thin, \
         sched.n_rec
     free_cols, allowed, arow = ev.free_cols, ev.allowed, ev.arow
@@ -284,7 +289,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
         ent = np.empty((m << sh) + 64, np.int64)  # crossed leaves, + slack for the 4 slots
         diff = np.zeros((cmax + 1, m))  # chains-last tables, one row per code
         lgT = np.zeros((cmax, m))
-        lg = np.zeros((m, cmax))  # a nominal column's sums, chains-first
+        lg = np.zeros((m, (cmax + 7) & ~7))  # a nominal column's sums, chains-first
         mx = np.empty(m)
         acc = np.empty(m)
         thr = np.empty(m)
@@ -297,25 +302,23 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
         nxt = np.empty(T, np.int64)
         r = 0
         for sweep in range(n_sweeps):
-            for t in range(T):
+            for t in range(T):  # suffixes from the last position down (none at the last)
                 s0 = col_ptr[t]
-                nxt[t] = s0
-                for w in range(W):
-                    for i in range(m):
-                        pre[t, w, i] = ALL
-                p = col_ptr[t + 1] - 1
-                if p < s0:
-                    continue
-                for w in range(W):
-                    for i in range(m):
-                        suf[p, w, i] = ALL
+                nxt[t] = s0  # no prefix yet
+                last = col_ptr[t + 1] - 1
+                p = last
                 while p > s0:
                     g = cols[p]
                     for i in range(m):
                         rows[i] = np.uint64(code_row[t, off[g] + XT[g, i]])
-                    for w in range(W):
-                        for i in range(m):
-                            suf[p - 1, w, i] = suf[p, w, i] & masks[rows[i], w]
+                    if p == last:
+                        for w in range(W):
+                            for i in range(m):
+                                suf[p - 1, w, i] = masks[rows[i], w]
+                    else:
+                        for w in range(W):
+                            for i in range(m):
+                                suf[p - 1, w, i] = suf[p, w, i] & masks[rows[i], w]
                     p -= 1
             for jj in range(free_cols.shape[0]):
                 j = free_cols[jj]
@@ -338,21 +341,46 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                 for q in range(ptr[j], ptr[j + 1]):
                     t = ctree[q]
                     pj = cpos[q]
-                    for p in range(nxt[t], pj):
+                    s0 = col_ptr[t]
+                    last = col_ptr[t + 1] - 1
+                    for p in range(nxt[t], pj):  # fold the columns passed into the prefix
                         g = cols[p]
                         for i in range(m):
                             rows[i] = np.uint64(code_row[t, off[g] + XT[g, i]])
-                        for w in range(W):
-                            for i in range(m):
-                                pre[t, w, i] &= masks[rows[i], w]
+                        if p == s0:
+                            for w in range(W):
+                                for i in range(m):
+                                    pre[t, w, i] = masks[rows[i], w]
+                        else:
+                            for w in range(W):
+                                for i in range(m):
+                                    pre[t, w, i] &= masks[rows[i], w]
                     nxt[t] = pj
                     for i in range(m):
                         tot[i] = 0
-                    for w in range(W):
-                        for i in range(m):
-                            lb = pre[t, w, i] & suf[pj, w, i]
-                            line[w, i] = lb
-                            tot[i] += np.int64(popcount(lb))
+                    if s0 < pj < last:
+                        for w in range(W):
+                            for i in range(m):
+                                lb = pre[t, w, i] & suf[pj, w, i]
+                                line[w, i] = lb
+                                tot[i] += np.int64(popcount(lb))
+                    elif pj > s0:  # the last position: no suffix
+                        for w in range(W):
+                            for i in range(m):
+                                lb = pre[t, w, i]
+                                line[w, i] = lb
+                                tot[i] += np.int64(popcount(lb))
+                    elif pj < last:  # the first position: no prefix
+                        for w in range(W):
+                            for i in range(m):
+                                lb = suf[pj, w, i]
+                                line[w, i] = lb
+                                tot[i] += np.int64(popcount(lb))
+                    else:  # a tree of one column: every leaf slot
+                        for w in range(W):
+                            for i in range(m):
+                                line[w, i] = ALL
+                                tot[i] += 64
                     n = 0
                     for w in range(W):
                         lw = line[w]
@@ -452,10 +480,65 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
     return out
 
 
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hashmix(value, hc):
+    """One hash step of ``SeedSequence``'s entropy mixing; ``hc[0]`` is the running hash
+    constant (uint64 holding 32-bit words)."""
+    value = (value ^ hc[0]) & _M32
+    hc[0] = (hc[0] * np.uint64(0x931E8875)) & _M32
+    value = (value * hc[0]) & _M32
+    return value ^ (value >> np.uint64(16))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(x, y):
+    r = (np.uint64(0xCA01F9DD) * x - np.uint64(0x4973F715) * y) & _M32
+    return r ^ (r >> np.uint64(16))
+
+
+@njit(cache=True, nogil=True)
+def spawned_seeds(entropy, n):
+    """``[SeedSequence(entropy).spawn(n)[i].generate_state(1, np.uint64)[0] for i in
+    range(n)]`` for ``0 <= entropy < 2**63`` and ``n < 2**32``, without building ``n``
+    ``SeedSequence`` objects (0.12 ms per chain in Python): child ``i``'s entropy words are
+    ``[lo, hi, 0, 0, i]`` (the run entropy padded to the pool of four words, then its spawn
+    key), mixed into the pool and hashed out as two 32-bit words, low word first.
+    ``tests/learners/test_nrgboost_components.py`` checks it against NumPy's."""
+    out = np.empty(n, np.uint64)
+    ent = np.zeros(5, np.uint64)
+    ent[0] = np.uint64(entropy) & _M32
+    ent[1] = np.uint64(entropy) >> np.uint64(32)
+    pool = np.empty(4, np.uint64)
+    hc = np.empty(1, np.uint64)
+    for i in range(n):
+        ent[4] = np.uint64(i)
+        hc[0] = np.uint64(0x43B0D7E5)
+        for k in range(4):
+            pool[k] = _hashmix(ent[k], hc)
+        for src in range(4):
+            for dst in range(4):
+                if src != dst:
+                    pool[dst] = _mix(pool[dst], _hashmix(pool[src], hc))
+        for dst in range(4):
+            pool[dst] = _mix(pool[dst], _hashmix(ent[4], hc))
+        hb = np.uint64(0x8B51F9DD)
+        words = np.zeros(2, np.uint64)
+        for k in range(2):
+            v = (pool[k] ^ hb) & _M32
+            hb = (hb * np.uint64(0x58F38DED)) & _M32
+            v = (v * hb) & _M32
+            words[k] = v ^ (v >> np.uint64(16))
+        out[i] = words[0] | (words[1] << np.uint64(32))
+    return out
+
+
 def chain_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
-    """One independent 64-bit stream seed per chain (``SeedSequence`` spawned from ``rng``)."""
-    ss = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1)))
-    return np.array([s.generate_state(1, np.uint64)[0] for s in ss.spawn(n)], np.uint64)
+    """One independent 64-bit stream seed per chain: ``SeedSequence(e).spawn(n)``, each
+    child's first 64-bit state word, for ``e`` drawn from ``rng`` (:func:`spawned_seeds`)."""
+    return spawned_seeds(int(rng.integers(0, 2**63 - 1)), int(n))
 
 
 @register("sampler", "gibbs")
