@@ -9,7 +9,8 @@ The table is the mixed table of ``bench_arf_rarf.py`` (6 continuous, 3 categoric
 trees, min_node_size 5. Timed: the fit; the model's first ``log_prob`` (4,000 held-out rows:
 it includes building the packed leaf records); then, for each query size ``q`` of
 ``--queries``, ``sample(q)`` and ``log_prob`` of ``q`` held-out rows, each the median of
-``--reps`` calls (the packed records already built). Wall and CPU seconds from
+``--reps`` calls (the packed records already built); the fit is the median of ``--fit-reps``
+fits (the last one's model is queried). Wall and CPU seconds from
 ``time.perf_counter`` and ``time.process_time``. The speed-up is wall time at one thread over
 wall time at two; it only means something on an otherwise idle machine, so the load average
 is written beside it.
@@ -37,7 +38,7 @@ import numpy as np
 from _arf_side import mixed_table
 from forestgen import ARF
 
-n, T, queries, reps = {n}, {threads}, {queries!r}, {reps}
+n, T, queries, reps, fit_reps = {n}, {threads}, {queries!r}, {reps}, {fit_reps}
 data = mixed_table(n + max(queries + [4000]), 0)
 train, test = data.iloc[:n].reset_index(drop=True), data.iloc[n:].reset_index(drop=True)
 warm = ARF(n_trees=30, min_node_size=5, n_jobs=T, marginal_weight=0.0, random_state=1).fit(train)
@@ -56,7 +57,7 @@ def timed(name, f, k=1):
     out[name] = [float(np.median([x[0] for x in runs])), float(np.median([x[1] for x in runs]))]
     return r
 m = timed("fit", lambda: ARF(n_trees=30, min_node_size=5, n_jobs=T, marginal_weight=0.0,
-                                     random_state=0).fit(train))
+                                     random_state=0).fit(train), fit_reps)
 lp = timed("log_prob first", lambda: m.log_prob(test.iloc[:4000]))
 digest.update(np.asarray(lp).tobytes())
 out["held_out_ll"] = float(np.mean(lp))
@@ -70,10 +71,10 @@ print(json.dumps(out))
 """
 
 
-def cell(n: int, threads: int, queries: list[int], reps: int) -> dict:
+def cell(n: int, threads: int, queries: list[int], reps: int, fit_reps: int = 1) -> dict:
     env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS="1")
     res = subprocess.run([sys.executable, "-P", "-c", _CELL.format(
-        here=str(HERE), n=n, threads=threads, queries=queries, reps=reps)],
+        here=str(HERE), n=n, threads=threads, queries=queries, reps=reps, fit_reps=fit_reps)],
         env=env, capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(res.stderr[-3000:])
@@ -85,6 +86,7 @@ def main() -> None:
     ap.add_argument("--rows", default="32000,80000")
     ap.add_argument("--queries", default="4000,40000")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--fit-reps", type=int, default=1, help="fits timed per cell (median)")
     ap.add_argument("--out", default="arf_threads")
     args = ap.parse_args()
     queries = [int(q) for q in args.queries.split(",") if q]
@@ -92,10 +94,11 @@ def main() -> None:
                                          for k in ("sample", "log_prob")]
     lines = ["# ARF at one and two threads", "",
              f"Command: `python benchmarks/bench_arf_threads.py --rows {args.rows} "
-             f"--queries {args.queries} --reps {args.reps} --out {args.out}`", "",
-             "CPU s (wall s) per step; `log_prob first` is the model's first query (4,000 rows, "
-             "builds the packed leaf records); the other queries are medians of "
-             f"{args.reps} calls.", "",
+             f"--queries {args.queries} --reps {args.reps} --fit-reps {args.fit_reps} "
+             f"--out {args.out}`", "",
+             f"CPU s (wall s) per step; `fit` is the median of {args.fit_reps} fits; `log_prob "
+             "first` is the (last) model's first query (4,000 rows, builds the packed leaf "
+             f"records); the other queries are medians of {args.reps} calls.", "",
              "| rows | threads | load avg (1 min) at start | "
              + " | ".join(steps) + " | same bits as 1 thread | held-out LL |",
              "|" + "---|" * (len(steps) + 5)]
@@ -104,7 +107,7 @@ def main() -> None:
         res = {}
         for T in (1, 2):
             load = os.getloadavg()[0]
-            res[T] = cell(n, T, queries, args.reps)
+            res[T] = cell(n, T, queries, args.reps, args.fit_reps)
             r = res[T]
             fmt = [f"{r[k][0]:.4f} ({r[k][1]:.4f})" for k in steps]
             lines.append(f"| {n} | {T} | {load:.2f} | {' | '.join(fmt)} | "

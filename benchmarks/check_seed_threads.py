@@ -6,9 +6,9 @@ bench_scaled_defaults, as short hashes, in one process per thread count.
         --out benchmarks/results/seed_threads_s46.md
 
 Each learner at its defaults with ``random_state=0`` on bench_scaled_defaults' split; its
-mean held-out log-likelihood, a hash of the per-row values and a hash of 50 draws
-(``random_state=1``). The same hashes at ``NUMBA_NUM_THREADS=1`` and ``2`` (and ``n_jobs``
-following it) mean the same bits.
+mean held-out log-likelihood, a hash of the per-row values and a hash of ``--draws`` draws
+(50 by default; ``random_state=1``). The same hashes at ``NUMBA_NUM_THREADS=1`` and ``2``
+(and ``n_jobs`` following it) mean the same bits.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _hash(a) -> str:
     return hashlib.sha1(np.ascontiguousarray(np.asarray(a, float)).tobytes()).hexdigest()[:10]
 
 
-def one(tables: list[str], work: Path) -> dict:
+def one(tables: list[str], work: Path, draws_n: int = 50) -> dict:
     import forestgen as fg
 
     warnings.simplefilter("ignore")
@@ -49,7 +49,7 @@ def one(tables: list[str], work: Path) -> dict:
         for name in LEARNERS[1:]:
             m = getattr(fg, name)(random_state=0, n_jobs=threads).fit(train)
             lp = m.log_prob(test)
-            draws = m.sample(50, random_state=1)
+            draws = m.sample(draws_n, random_state=1)
             out[f"{table}/{name}"] = [float(np.mean(lp)), _hash(lp),
                                       hashlib.sha1(draws.to_csv().encode()).hexdigest()[:10]]
     return out
@@ -60,16 +60,19 @@ def main(argv=None) -> int:
     ap.add_argument("--tables", default="Cars93,tips,quine,Boston,wide5000")
     ap.add_argument("--work", type=Path, default=Path("/tmp/forestgen-scaled"))
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/seed_threads.md"))
+    ap.add_argument("--draws", type=int, default=50, help="rows sampled per learner (from "
+                    "THREAD_ROWS = 16,384 on, FORGE draws chunks on the threads)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     tables = a.tables.split(",")
     if a.one:
-        print(json.dumps(one(tables, a.work)))
+        print(json.dumps(one(tables, a.work, a.draws)))
         return 0
     runs = {}
     for t in (1, 2):
         r = subprocess.run([sys.executable, __file__, "--one", "--tables", a.tables, "--work",
-                            str(a.work)], env={**os.environ, "NUMBA_NUM_THREADS": str(t)},
+                            str(a.work), "--draws", str(a.draws)],
+                           env={**os.environ, "NUMBA_NUM_THREADS": str(t)},
                            capture_output=True, text=True, check=True)
         runs[t] = json.loads(r.stdout.strip().splitlines()[-1])
     rows = [[k, *runs[1][k], *runs[2][k][:1], *runs[2][k][1:],
