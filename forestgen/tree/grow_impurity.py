@@ -34,7 +34,12 @@ Work per node is kept proportional to the node's rows, not to the bins:
   parent's minus the left's).
 * *Exact sums.* When every weight is an integer and they total less than ``2**26`` (bootstrap
   counts, subsamples), every class sum and every square in the Gini gain is an exact integer,
-  so no sum depends on the order of its terms. Then (two classes, records of three words) a
+  so no sum depends on the order of its terms. With two classes a record's weight word
+  then holds its weight shifted 32 bits per class, and a histogram bin one 64-bit integer
+  (class 0 in the low half, class 1 in the high half: sums below ``2**26`` never carry), so
+  a row adds to a bin in one integer add, with no label read, and the Gini scan sums the
+  packed words and reads both class sums off the total (the values the float sums would
+  have; other scans read the bins unpacked into floats). With records of three words a
   split moves its records in one pass, left rows forward from the node's start and right rows
   backward from its end (no count pass), and takes the left child's class sums from the scan
   instead of summing them; a column with fewer than :data:`SPLIT_BINS` bins fills four
@@ -80,6 +85,8 @@ SPLIT_BINS = 32  # a column with fewer bins fills four interleaved histograms (e
 FILL4_ROWS = 256  # ... in a node of at least this many rows (below, merging them costs more)
 SPARSE_RATIO = 1.0  # a feature's histogram is sparse when the node has < ratio * n_bins rows
 _ONE = np.uint64(1)
+_LO32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
 
 
 class Records(NamedTuple):
@@ -308,6 +315,15 @@ def grow_tree(rows, limits, rng, route_all):
     n_nodes = 1
     for r in range(n_in):
         value[0, rcodes[0, r, lab]] += rweight[0, r, wc]
+    # packed class weights (exact sums, two classes): a record's weight word holds its weight
+    # shifted by 32 bits per class (class 0 low, class 1 high); sums below 2**26 never carry,
+    # so one integer add per row fills both class sums of a bin (hpk), read as two integers
+    packed = exact and n_classes == 2
+    if packed:
+        for r in range(n_in):
+            rwords[0, r, wc] = np.uint64(rweight[0, r, wc]) << (_S32 * np.uint64(rcodes[0, r, lab]))
+    hpk = np.zeros((mtry if packed else 0, max_nb + 1 + 8), np.uint64)
+    pk4 = np.zeros((mtry if packed else 0, 4, SPLIT_BINS + 1), np.uint64)
 
     while sp > 0:
         sp -= 1
@@ -353,44 +369,71 @@ def grow_tree(rows, limits, rng, route_all):
             else:
                 cpar = rcodes[par]  # (2-D views, unsigned indices: no wraparound per row)
                 wpar = rweight[par]
+                upar = rwords[par]
                 labu = np.uint64(lab)
                 wcu = np.uint64(wc)
                 for t in range(mtry):
                     f = feats[t]
                     fu = np.uint64(f)
-                    ht = hist[t]
-                    if (not sparse[t] and exact and n_bins[f] < SPLIT_BINS
-                            and rows >= FILL4_ROWS):
-                        # few bins: rows hit the same few sums one after another, a chain of
-                        # store-to-load waits; four interleaved copies (exact sums: merged in
-                        # any order, the same bits)
-                        h4 = hist4[t]
-                        for r in range(start, end):
-                            ru = np.uint64(r)
-                            h4[ru & np.uint64(3), cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
-                        for b in range(n_bins[f] + 1):
-                            for c in range(n_classes):
-                                hist[t, b, c] = ((hist4[t, 0, b, c] + hist4[t, 1, b, c])
-                                                 + (hist4[t, 2, b, c] + hist4[t, 3, b, c]))
-                                hist4[t, 0, b, c] = 0.0
-                                hist4[t, 1, b, c] = 0.0
-                                hist4[t, 2, b, c] = 0.0
-                                hist4[t, 3, b, c] = 0.0
-                        continue
-                    if not sparse[t]:
-                        for r in range(start, end):
-                            ru = np.uint64(r)
-                            ht[cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
-                        continue
                     nb = n_bins[f]
+                    if not sparse[t]:
+                        if exact and nb < SPLIT_BINS and rows >= FILL4_ROWS:
+                            # few bins: rows hit the same few sums one after another, a chain
+                            # of store-to-load waits; four interleaved copies (exact sums:
+                            # merged in any order, the same bits)
+                            if packed:
+                                p4 = pk4[t]
+                                for r in range(start, end):
+                                    ru = np.uint64(r)
+                                    p4[ru & np.uint64(3), cpar[ru, fu]] += upar[ru, wcu]
+                                for b in range(nb + 1):
+                                    hpk[t, b] = (p4[0, b] + p4[1, b]) + (p4[2, b] + p4[3, b])
+                                    p4[0, b] = 0
+                                    p4[1, b] = 0
+                                    p4[2, b] = 0
+                                    p4[3, b] = 0
+                                continue
+                            h4 = hist4[t]
+                            for r in range(start, end):
+                                ru = np.uint64(r)
+                                h4[ru & np.uint64(3), cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
+                            for b in range(nb + 1):
+                                for c in range(n_classes):
+                                    hist[t, b, c] = ((hist4[t, 0, b, c] + hist4[t, 1, b, c])
+                                                     + (hist4[t, 2, b, c] + hist4[t, 3, b, c]))
+                                    hist4[t, 0, b, c] = 0.0
+                                    hist4[t, 1, b, c] = 0.0
+                                    hist4[t, 2, b, c] = 0.0
+                                    hist4[t, 3, b, c] = 0.0
+                        elif packed:
+                            hp = hpk[t]
+                            for r in range(start, end):
+                                ru = np.uint64(r)
+                                hp[cpar[ru, fu]] += upar[ru, wcu]
+                        else:
+                            ht = hist[t]
+                            for r in range(start, end):
+                                ru = np.uint64(r)
+                                ht[cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
+                        continue
                     ft = flags[t]
                     st = sflags[t]
-                    for r in range(start, end):  # no branch per row
-                        ru = np.uint64(r)
-                        b = cpar[ru, fu]
-                        ft[b] = 1
-                        st[b >> 3] = 1  # the flag word of bin b is not all zero
-                        ht[b, cpar[ru, labu]] += wpar[ru, wcu]
+                    if packed:
+                        hp = hpk[t]
+                        for r in range(start, end):  # no branch per row
+                            ru = np.uint64(r)
+                            b = cpar[ru, fu]
+                            ft[b] = 1
+                            st[b >> 3] = 1  # the flag word of bin b is not all zero
+                            hp[b] += upar[ru, wcu]
+                    else:
+                        ht = hist[t]
+                        for r in range(start, end):  # no branch per row
+                            ru = np.uint64(r)
+                            b = cpar[ru, fu]
+                            ft[b] = 1
+                            st[b >> 3] = 1
+                            ht[b, cpar[ru, labu]] += wpar[ru, wcu]
                     m = 0
                     for kk in range((nb + 64) // 64):
                         sw = swords[t, kk]
@@ -424,20 +467,36 @@ def grow_tree(rows, limits, rng, route_all):
                 is_sparse = sparse[t]
                 # -- the bins scanned, in order: order_buf[:m], the first n_scan split points
                 m = n_occ[t]
+                # packed sums: the exact Gini scan (no missing rows) reads them from hpk;
+                # any other scan reads them from hist, unpacked here (hpk left all zero)
+                fast = packed and crit == GINI and hpk[t, nb] == 0
+                if packed and not fast:
+                    for q in range(m + 1 if is_sparse else nb + 1):
+                        # (sparse: the listed bins, then the missing bin)
+                        b = (occ[t, q] if q < m else nb) if is_sparse else q
+                        h = hpk[t, b]
+                        hist[t, b, 0] = np.float64(h & _LO32)
+                        hist[t, b, 1] = np.float64(h >> _S32)
+                        hpk[t, b] = 0
                 if is_sparse:
                     for q in range(m):
                         order_buf[q] = occ[t, q]
                 miss_w = 0.0
-                for c in range(n_classes):
-                    miss_w += hist[t, nb, c]
+                if not fast:
+                    for c in range(n_classes):
+                        miss_w += hist[t, nb, c]
                 if nominal[f]:  # occupied levels sorted by class ratio (stable)
                     if not is_sparse:
                         m = 0
                         for b in range(nb):
-                            tot = 0.0
-                            for c in range(n_classes):
-                                tot += hist[t, b, c]
-                            if tot > 0.0:
+                            if fast:
+                                occupied = hpk[t, b] != 0
+                            else:
+                                tot = 0.0
+                                for c in range(n_classes):
+                                    tot += hist[t, b, c]
+                                occupied = tot > 0.0
+                            if occupied:
                                 order_buf[m] = b
                                 m += 1
                     ref = 0
@@ -448,10 +507,16 @@ def grow_tree(rows, limits, rng, route_all):
                             ref = c
                     for q in range(m):
                         b = order_buf[q]
-                        tot = 0.0
-                        for c in range(n_classes):
-                            tot += hist[t, b, c]
-                        keys[q] = hist[t, b, ref] / tot
+                        if fast:
+                            h = hpk[t, b]
+                            h0 = np.float64(h & _LO32)
+                            h1 = np.float64(h >> _S32)
+                            keys[q] = (h0 if ref == 0 else h1) / (0.0 + h0 + h1)
+                        else:
+                            tot = 0.0
+                            for c in range(n_classes):
+                                tot += hist[t, b, c]
+                            keys[q] = hist[t, b, ref] / tot
                     for q in range(1, m):  # stable insertion sort by key
                         kq = keys[q]
                         bq = order_buf[q]
@@ -469,12 +534,17 @@ def grow_tree(rows, limits, rng, route_all):
                 else:  # the occupied bins, listed without a branch per bin (empty bins
                     # change no sum, so skipping them scores the same split points)
                     m = 0
-                    for b in range(nb):
-                        order_buf[m] = b
-                        tot = 0.0
-                        for c in range(n_classes):
-                            tot += hist[t, b, c]
-                        m += np.int64(tot > 0.0)
+                    if fast:
+                        for b in range(nb):
+                            order_buf[m] = b
+                            m += np.int64(hpk[t, b] != 0)
+                    else:
+                        for b in range(nb):
+                            order_buf[m] = b
+                            tot = 0.0
+                            for c in range(n_classes):
+                                tot += hist[t, b, c]
+                            m += np.int64(tot > 0.0)
                     n_scan = m - 1 if m > 0 and order_buf[m - 1] == nb - 1 else m
                 # -- the best split point of this feature: bins order_buf[:pos + 1] go left
                 g = -np.inf
@@ -482,7 +552,7 @@ def grow_tree(rows, limits, rng, route_all):
                 nl = False
                 fl0 = -1.0  # the left child's class sums at pos (exact binary scan), or -1
                 fl1 = -1.0
-                if binary and exact and crit == GINI and miss_w <= 0.0:
+                if fast:  # (= binary, exact, Gini, no missing rows)
                     # exact sums, no missing rows: a child pair's parent term W - sP / W
                     # is the node's (same operands, same bits), computed once. A split
                     # point is scored only if it can reach thr = max(g, best_gain): in real
@@ -503,13 +573,15 @@ def grow_tree(rows, limits, rng, route_all):
                     # every listed bin is occupied, and weights are positive: the left
                     # sums only grow and the right ones only shrink along the scan, so the
                     # split points every constraint allows are one run of k; skip to its
-                    # start, stop at its end, and test only the bound inside it
-                    hs = hist[t]
+                    # start, stop at its end, and test only the bound inside it (the left
+                    # sums as packed integers: the values of float sums of the same terms)
+                    hp = hpk[t]
+                    lp = np.uint64(0)
                     k = 0
                     while k < n_scan:
-                        bu = np.uint64(order_buf[k])
-                        l0 += hs[bu, 0]
-                        l1 += hs[bu, 1]
+                        lp += hp[np.uint64(order_buf[k])]
+                        l0 = np.float64(lp & _LO32)
+                        l1 = np.float64(lp >> _S32)
                         WL = 0.0 + l0 + l1
                         if l0 >= c0 and l1 >= c1 and WL >= min_samples_leaf and WL > 0.0:
                             break
@@ -537,9 +609,9 @@ def grow_tree(rows, limits, rng, route_all):
                                     T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
                         k += 1
                         if k < n_scan:
-                            bu = np.uint64(order_buf[k])
-                            l0 += hs[bu, 0]
-                            l1 += hs[bu, 1]
+                            lp += hp[np.uint64(order_buf[k])]
+                            l0 = np.float64(lp & _LO32)
+                            l1 = np.float64(lp >> _S32)
                 elif binary:  # two classes, built-in criterion: sums in scalars
                     m0 = hist[t, nb, 0]
                     m1 = hist[t, nb, 1]
@@ -610,8 +682,11 @@ def grow_tree(rows, limits, rng, route_all):
                                 g = gain
                                 pos = k
                                 nl = nan_l if miss_w > 0.0 else WL >= WR
-                # -- leave hist[t] all zero again (what a sparse fill starts from)
-                if is_sparse:
+                # -- leave hist[t] (hpk[t]) all zero again (what a sparse fill starts from)
+                if fast:
+                    for q in range(m if is_sparse else nb + 1):
+                        hpk[t, occ[t, q] if is_sparse else q] = 0
+                elif is_sparse:
                     for q in range(n_occ[t]):
                         b = occ[t, q]
                         for c in range(n_classes):
@@ -711,10 +786,9 @@ def grow_tree(rows, limits, rng, route_all):
                     rwords[q, pos, 0] = w0
                     rwords[q, pos, 1] = w1
                     rwords[q, pos, 2] = w2
-                    wg = rweight[par, r, wc] * g
-                    c1 = np.int64(rcodes[par, r, lab])
-                    v0 += wg * (1 - c1)
-                    v1 += wg * c1
+                    pw = rwords[par, r, wc]  # packed (exact, two classes)
+                    v0 += np.float64(pw & _LO32) * g
+                    v1 += np.float64(pw >> _S32) * g
                     q_l += g
                     q_r -= 1 - g
                 value[lnode, 0] = v0
@@ -736,10 +810,15 @@ def grow_tree(rows, limits, rng, route_all):
                     pos = q_r + g * (q_l - q_r)
                     for k in range(nw):
                         rwords[q, pos, k] = rwords[par, r, k]
-                    wg = rweight[par, r, wc] * g
-                    c1 = np.int64(rcodes[par, r, lab])
-                    v0 += wg * (1 - c1)
-                    v1 += wg * c1
+                    if packed:
+                        pw = rwords[par, r, wc]
+                        v0 += np.float64(pw & _LO32) * g
+                        v1 += np.float64(pw >> _S32) * g
+                    else:
+                        wg = rweight[par, r, wc] * g
+                        c1 = np.int64(rcodes[par, r, lab])
+                        v0 += wg * (1 - c1)
+                        v1 += wg * c1
                     q_l += g
                     q_r += 1 - g
                 value[lnode, 0] = v0

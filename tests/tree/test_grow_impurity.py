@@ -270,11 +270,13 @@ def test_bounded_int_draws_what_integers_draws():
     np.testing.assert_array_equal(got, [ref.integers(0, h) for h in highs])
 
 
+@pytest.mark.parametrize("crit", [GINI, ENTROPY])
 @pytest.mark.parametrize("missing", [False, True])
-def test_exact_sum_paths_grow_the_ordered_tree(missing):
-    """Integral weights take the exact-sum paths (one-pass partitions in any row order, the
-    parent term once per node, split points bounded before they are scored, the left sums
-    from the scan); halving every weight and size limit (exact in binary floating point)
+def test_exact_sum_paths_grow_the_ordered_tree(missing, crit):
+    """Integral weights take the exact-sum paths (class weights packed in integers, one-pass
+    partitions in any row order, the parent term once per node, split points bounded before
+    they are scored, the left sums from the scan; entropy and missing rows read the packed
+    sums unpacked); halving every weight and size limit (exact in binary floating point)
     takes the ordered paths and must grow the same tree with half the class weights."""
     Z, y, nominal, n_levels = _table(n=900, seed=3)
     if not missing:
@@ -287,7 +289,7 @@ def test_exact_sum_paths_grow_the_ordered_tree(missing):
         out = []
         for scale in (1.0, 0.5):
             rows = LabelledRows(Xb, n_bins, b.nominal[:4], y, w * scale)
-            rule = grow_rule(2, -1, 1.0 * scale, [0.0, 3.0 * scale], 2, 0.0, GINI)
+            rule = grow_rule(2, -1, 1.0 * scale, [0.0, 3.0 * scale], 2, 0.0, crit)
             out.append(grow_tree(rows, rule, np.random.Generator(np.random.PCG64(seed)), True))
         exact, ordered = out
         assert len(exact[0]) > 30
