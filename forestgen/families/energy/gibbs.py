@@ -503,9 +503,9 @@ def _mix(x, y):
 def spawned_seeds(entropy, n):
     """``[SeedSequence(entropy).spawn(n)[i].generate_state(1, np.uint64)[0] for i in
     range(n)]`` for ``0 <= entropy < 2**63`` and ``n < 2**32``, without building ``n``
-    ``SeedSequence`` objects (0.12 ms per chain in Python): child ``i``'s entropy words are
-    ``[lo, hi, 0, 0, i]`` (the run entropy padded to the pool of four words, then its spawn
-    key), mixed into the pool and hashed out as two 32-bit words, low word first.
+    ``SeedSequence`` objects in Python: child ``i``'s entropy words are ``[lo, hi, 0, 0, i]``
+    (the run entropy padded to the pool of four words, then its spawn key), mixed into the
+    pool and hashed out as two 32-bit words, low word first.
     ``tests/learners/test_nrgboost_components.py`` checks it against NumPy's."""
     out = np.empty(n, np.uint64)
     ent = np.zeros(5, np.uint64)
