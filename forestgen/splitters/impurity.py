@@ -9,7 +9,13 @@ import numpy as np
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, resolve_max_features
 from forestgen.tree.criteria import LABELLED, USER, criterion_code
-from forestgen.tree.grow_impurity import LabelledRows, grow_rule, grow_tree, grow_tree_with
+from forestgen.tree.grow_impurity import (
+    LabelledRows,
+    bin_thresholds,
+    grow_rule,
+    grow_tree,
+    grow_tree_with,
+)
 from forestgen.tree.record import TreeRecord
 
 
@@ -59,15 +65,9 @@ class ImpuritySplitter(Splitter):
                          resolve_max_features(limits.max_features, data.d), self.min_gain, code)
         feat, thr_bin, nan_left, left, right, cat_off, cat_left, value, row_node = kernel(
             rows, rule, rng, bool(data.route_rows))
-        thr = np.full(len(feat), np.nan)
-        numeric = (feat >= 0) & (cat_off < 0)
-        if numeric.any():  # every column's bin thresholds end to end, read at once
-            flat, off = data.threshold_table
-            f = feat[numeric]
-            b = thr_bin[numeric]
-            if np.any((b < 0) | (b >= off[f + 1] - off[f])):
-                raise IndexError("grow_tree returned a threshold bin outside its column's bins")
-            thr[numeric] = flat[off[f] + b]
+        thr, ok = bin_thresholds(feat, thr_bin, cat_off, *data.threshold_table)
+        if not ok:
+            raise IndexError("grow_tree returned a threshold bin outside its column's bins")
         return TreeRecord(feature=feat, threshold=thr, nan_left=nan_left, left=left,
                           right=right, cat_off=cat_off, cat_left=cat_left, class_weight=value,
                           row_node=row_node if data.route_rows else None)

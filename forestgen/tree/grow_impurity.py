@@ -869,6 +869,25 @@ def grow_tree(rows, limits, rng, route_all):
     )
 
 
+@njit(cache=True, nogil=True)
+def bin_thresholds(feature, thr_bin, cat_off, flat, off):
+    """Each node's threshold in encoded units: ``flat[off[f] + thr_bin]`` at a numeric split
+    on column ``f`` (``flat``, ``off``: every column's bin thresholds end to end, see
+    :attr:`~forestgen.splitters.base.TreeData.threshold_table`), NaN elsewhere; and whether
+    every such bin lies inside its column's thresholds (else the thresholds are not
+    filled)."""
+    n = feature.shape[0]
+    thr = np.full(n, np.nan)
+    for i in range(n):
+        f = feature[i]
+        if f >= 0 and cat_off[i] < 0:
+            b = thr_bin[i]
+            if b < 0 or b >= off[f + 1] - off[f]:
+                return thr, False
+            thr[i] = flat[off[f] + b]
+    return thr, True
+
+
 def grow_tree_with(gain):
     """:func:`grow_tree` compiled for the user ``@njit`` ``gain`` (once per process)."""
     return specialise(grow_tree, (), gain)

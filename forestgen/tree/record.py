@@ -123,6 +123,8 @@ class TreeRecord:
         for name in ("class_weight", "node_mass"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"TreeRecord.{name} must have one row per node")
+        if self.cells is None and self.leaf_mass is None:
+            return self
         nl = self.n_leaves
         if self.cells is not None and len(self.cells.lower) != nl:
             raise ValueError(f"TreeRecord.cells has {len(self.cells.lower)} rows for {nl} leaves")

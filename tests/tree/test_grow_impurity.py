@@ -19,6 +19,7 @@ from forestgen.tree.forest import grow_forest_routed, tree_generators
 from forestgen.tree.grow_impurity import (
     SPARSE_RATIO,
     LabelledRows,
+    bin_thresholds,
     grow_rule,
     grow_tree,
     grow_tree_with,
@@ -295,3 +296,15 @@ def test_exact_sum_paths_grow_the_ordered_tree(missing, crit):
         assert len(exact[0]) > 30
         for k, (a, o) in enumerate(zip(exact, ordered)):
             np.testing.assert_array_equal(a, 2 * o if k == 7 else o)
+
+
+def test_bin_thresholds_read_numeric_splits_and_refuse_bins_outside_the_column():
+    flat = np.array([0.5, 1.5, 2.5, 10.0, 20.0])  # column 0: 3 thresholds, column 1: 2
+    off = np.array([0, 3, 5])
+    feature = np.array([0, 1, -1, 1, 0], np.int32)
+    cat_off = np.array([-1, -1, -1, 0, -1], np.int64)  # node 3: a nominal split
+    thr, ok = bin_thresholds(feature, np.array([2, 1, -1, 7, 0], np.int32), cat_off, flat, off)
+    assert ok
+    np.testing.assert_array_equal(thr, [2.5, 20.0, np.nan, np.nan, 0.5])
+    _, ok = bin_thresholds(feature, np.array([2, 2, -1, 0, 0], np.int32), cat_off, flat, off)
+    assert not ok  # column 1 has bins 0 and 1 only
