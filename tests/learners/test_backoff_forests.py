@@ -19,6 +19,7 @@ from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.families.mixture.backoff import (
     GUARD_Z,
     MARGINAL_ALPHA,
+    WEIGHTS,
     guarded_weight,
 )
 from forestgen.families.mixture.stacked import StackedLeaf
@@ -111,7 +112,8 @@ def test_auto_keeps_the_paper_model_bit_identical_where_the_forest_wins(cls):
     paper = _fit(cls, df, marginal_weight=0, **kw)
     m = _fit(cls, df, marginal_weight="auto", **kw)
     assert m.marginal_weight_ == 0.0
-    assert m.marginal_weight_ll_["t"] < -GUARD_Z  # the marginals lose by many SEs
+    assert m.marginal_weight_ll_["t_marginals"] < -GUARD_Z  # the marginals lose by many SEs
+    assert m.marginal_weight_ll_["t"] <= GUARD_Z  # and no mixture wins by more than one
     assert m.forest_.n_trees == paper.forest_.n_trees
     assert np.array_equal(m.leaf_log_weight_, paper.leaf_log_weight_)
     assert np.array_equal(m.log_prob(df), paper.log_prob(df))
@@ -156,8 +158,10 @@ def test_auto_backs_off_where_the_marginals_win(cls):
     m = _fit(cls, df, marginal_weight="auto")
     assert m.marginal_weight_ll_["t"] > GUARD_Z
     assert m.marginal_weight_ > 0
-    scores = {k: v for k, v in m.marginal_weight_ll_.items() if k != "t"}
+    ll = m.marginal_weight_ll_
+    scores = {k: ll[k] for k in map(str, WEIGHTS)}
     assert scores[str(m.marginal_weight_)] == max(scores.values())
+    assert ll["t_marginals"] > GUARD_Z
     test = _independent(seed=1)
     assert m.score(test) > _fit(cls, df, marginal_weight=0).score(test)
 

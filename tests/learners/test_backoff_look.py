@@ -13,8 +13,12 @@ import pytest
 import forestgen as fg
 from forestgen.base import EncodedTable
 from forestgen.families.mixture.backoff import (
+    GUARD_Z,
+    WEIGHTS,
     as_unseen,
+    choose_weight,
     component_log_probs,
+    conditional_log_probs,
     encoded_component_log_probs,
 )
 
@@ -81,3 +85,62 @@ def test_the_look_scores_levels_its_rows_never_hold_as_unseen():
     assert np.isnan(Zv[0, 1]) and Zv[1, 1] == Z[5, 1]  # 'c' unseen, 'a' kept
     assert outside.tolist() == [False, True]  # x = 5 lies beyond the fitting rows' range
     assert np.array_equal(Zv[:, 0], Z[val, 0])
+
+
+@pytest.mark.parametrize("cls", [fg.ARF, fg.DEF], ids=lambda c: c.__name__)
+def test_the_rule_scores_the_conditionals_predict_proba_answers(cls):
+    """``conditional_log_probs`` at the model's own weight is the sum over the discrete
+    columns of ``log predict_proba`` of the row's level (a mapped column excluded)."""
+    df = _table()
+    m = _fit(cls, df, marginal_weight=0.5)
+    rows = _table(40, seed=2)
+    got = conditional_log_probs(m, m.encode_rows(rows))[WEIGHTS.index(0.5)]
+    want = np.zeros(len(rows))
+    for col in ("c", "lev"):  # lev_num is determined by lev: it adds nothing
+        p = m.predict_proba(rows, target=col)
+        want += np.log(p.to_numpy()[np.arange(len(rows)),
+                                    [list(p.columns).index(v) for v in rows[col]]])
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_choose_weight_keeps_the_conditionals_and_needs_a_clear_gain():
+    rng = np.random.default_rng(0)
+    m = 400
+    base = rng.normal(-10, 1, m)
+    lp = np.stack([base + g + rng.normal(0, 0.3, m) * (g != 0)
+                   for g in (0.0, 0.05, 0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, -1.0)])
+    lp[0] = base
+    # the conditionals: flat up to lambda = 0.2, clearly lower from 0.3 on
+    cond = np.stack([np.zeros(m) if w <= 0.2 else -0.5 + rng.normal(0, 0.1, m)
+                     for w in (*WEIGHTS, 1.0)])
+    w, out = choose_weight(lp, cond)
+    assert w == 0.2  # the best weight among those that keep the conditionals
+    assert out["t"] > GUARD_Z and out["cond:0.3"] < out["cond:0.2"]
+    w, out = choose_weight(lp, None)
+    assert w == 0.9  # without discrete columns: the best log-likelihood
+    # a gain within one standard error keeps the paper's model
+    wiggle = 0.05 * np.where(np.arange(m) % 2, 1.0, -1.0)  # mean gain 0.001, SE 0.0025
+    small = np.stack([base, *(base + 0.001 * (i + 1) / len(WEIGHTS) + wiggle
+                              for i in range(len(WEIGHTS)))])
+    w, out = choose_weight(small, None)
+    assert w == 0.0 and out["t"] <= GUARD_Z
+
+
+def test_gef_backoff_scores_an_unseen_level_at_its_leaves_floor():
+    """A level no training row holds scores in GeF's back-off leaf as in its own discrete
+    leaves (their floor), so the marginals keep mass on a row with a new level."""
+    rng = np.random.default_rng(0)
+    n = 120
+    df = pd.DataFrame({"x": rng.normal(size=n), "id": [f"r{i}" for i in range(n)],
+                       "c": rng.choice(["a", "b"], n)})
+    m = fg.GeF(n_trees=10, random_state=0, marginal_weight=0.5).fit(df, target="c")
+    new = pd.DataFrame({"x": [0.1, -0.3], "id": ["new1", "new2"], "c": ["a", "b"]})
+    with pytest.warns(Warning):  # the unseen levels are reported
+        Z = m.encode_rows(new)
+    f, r = encoded_component_log_probs(m, Z)
+    assert np.isfinite(r).all() and np.isfinite(f).all()
+    floor = m.leaf_models_[1].parts[0].floor
+    assert floor > 0
+    lone = np.asarray(m.leaf_models_[1].log_prob(np.full(2, int(m.forest_.leaf_offsets[-2])),
+                                                 Z[:, 1]))
+    np.testing.assert_allclose(lone, np.log(floor))

@@ -114,18 +114,20 @@ class ARF(GenerativeForest):
         f_j``, still one leaf mixture (density, FORGE draws and every query include it).
         ``"held_out"`` picks ``λ`` of :data:`~forestgen.families.mixture.backoff.WEIGHTS` by
         the held-out log-likelihood of an ARF fitted on 80% of the rows (of at most 10,000);
-        ``"auto"`` does the same but keeps ``λ = 0`` unless the marginals alone score those
-        held-out rows above the ARF alone by more than
-        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, so where the
-        forest beats the marginals the model is the paper's, bit for bit. The choice is kept
-        as ``marginal_weight_``, the scores (and the guard's statistic ``"t"``) as
-        ``marginal_weight_ll_``. It costs one more fit on at most 8,000 rows; on a table of
-        more than 5,000 rows a cheaper one on 4,000 rows comes first and settles ``λ = 0``
-        where even it finds the forest ahead (its statistic kept as ``"t_screen"``; adult:
-        ``benchmarks/results/flip_s48.md``). The held-out fit calls ``fit`` of the learner's
-        class once more (a subclass that counts its fits sees it). A forestgen
-        extension (issue 37), the default since stop 48: at ``λ = 0`` ARF scores quine's
-        held-out rows below the column marginals (-8.29 against -7.64), at ``"auto"`` above
+        ``"auto"`` (:func:`~forestgen.families.mixture.backoff.choose_weight`) takes, among
+        the weights that do not lower the held-out conditionals ``log p(x_j | x_-j)`` of the
+        discrete columns (what ``predict_proba`` answers) by more than
+        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, the one of
+        highest held-out log-likelihood, and keeps it only where it beats the ARF alone by
+        more than ``GUARD_Z`` standard errors; else ``λ = 0``, the paper's model bit for
+        bit. The choice is kept as ``marginal_weight_``, the scores (and the rule's
+        statistic ``"t"``) as ``marginal_weight_ll_``. It costs one more fit on at most
+        8,000 rows; on a table of more than 5,000 rows a cheaper one on 4,000 rows comes
+        first and settles ``λ = 0`` where even it finds the forest ahead of the marginals (its
+        statistic kept as ``"t_screen"``; adult: ``benchmarks/results/flip_s48.md``). The held-out
+        fit calls ``fit`` of the learner's class once more (a subclass that counts its fits sees
+        it). A forestgen extension (issue 37), the default since stop 48: at ``λ = 0`` ARF scores
+        quine's held-out rows below the column marginals (-8.29 against -7.64), at ``"auto"`` above
         them, and on the six other tables of ``bench_scaled_defaults`` it keeps ``λ = 0``.
         ``marginal_weight=0`` is the paper's (and R arf's) model. The distributed fit
         (:mod:`forestgen.distributed`) has no extra tree.

@@ -90,8 +90,10 @@ class DEF(GenerativeForest):
     marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the
         paper's model): the back-off toward the column marginals of
         :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree whose leaf carries the
-        product of the marginals, weight chosen on held-out rows, ``λ = 0`` where the forest
-        beats the marginals there). A forestgen extension (issue 37).
+        product of the marginals, weight chosen on held-out rows by
+        :func:`~forestgen.families.mixture.backoff.choose_weight`, ``λ = 0`` unless backing
+        off beats the forest there without lowering the discrete columns' conditionals).
+        A forestgen extension (issue 37).
 
     Notes
     -----

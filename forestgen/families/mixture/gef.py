@@ -25,6 +25,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.support import clamp_query_rows, floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
+    MARGINAL_ALPHA,
     append_marginal_tree,
     check_mixture,
     check_weight,
@@ -147,8 +148,11 @@ class GeF(GenerativeForest):
         paper's model): the back-off toward the column marginals of
         :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree, unsplit, whose leaf
         carries a histogram per numeric feature, the smoothed pmf of each discrete one and
-        the class shares smoothed by ``class_alpha``; weight chosen on held-out rows, ``λ = 0``
-        where the forest beats the marginals there). With ``λ > 0`` the class queries count
+        the class shares smoothed by ``class_alpha``; a level no training row holds scores
+        there as in GeF's discrete leaves, their ``floor``; weight chosen on held-out rows by
+        :func:`~forestgen.families.mixture.backoff.choose_weight`, ``λ = 0`` unless backing
+        off beats the forest there without lowering the conditionals of the class and the
+        discrete features). With ``λ > 0`` the class queries count
         that tree as one more tree (``mode="gef"`` averages its posterior, the class prior,
         with the others'). A forestgen extension (issue 37: at ``λ = 0`` GeF scores Cars93's
         held-out rows below the column marginals).
@@ -422,9 +426,15 @@ class GeF(GenerativeForest):
             check_mixture(self, "GeF")
             c = self.target_index_
             counts = np.bincount(Z[:, c].astype(np.int64), minlength=int(schema.n_levels[c]))
+            # a level no training row holds scores in the back-off leaf as in GeF's own
+            # discrete leaves (their floor), not zero: else one unseen level (Cars93's Model,
+            # unique per car) leaves the marginals no mass on any new row
+            floor = float(getattr(dis, "floor", 0.0))
+            over = {j: CategoricalLeaf(alpha=MARGINAL_ALPHA, floor=floor)
+                    for j, spec in enumerate(schema.columns) if spec.is_discrete and j != c}
+            over[c] = CategoricalLeaf(alpha=self.class_alpha, floor=0.0)
             self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
-                self, Z, marginal_weight, root_tree(forest, counts),
-                overrides={c: CategoricalLeaf(alpha=self.class_alpha, floor=0.0)})
+                self, Z, marginal_weight, root_tree(forest, counts), overrides=over)
             leaves = np.hstack([leaves, np.full((len(Z), 1), forest.n_leaves, leaves.dtype)])
             pair_w = np.ascontiguousarray(np.vstack([W, np.ones((1, len(Z)))]).T).ravel()
         self._fit_missing(Z, leaves, pair_w)
