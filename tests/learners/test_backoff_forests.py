@@ -113,7 +113,6 @@ def test_auto_keeps_the_paper_model_bit_identical_where_the_forest_wins(cls):
     m = _fit(cls, df, marginal_weight="auto", **kw)
     assert m.marginal_weight_ == 0.0
     assert m.marginal_weight_ll_["t_marginals"] < -GUARD_Z  # the marginals lose by many SEs
-    assert m.marginal_weight_ll_["t"] <= GUARD_Z  # and no mixture wins by more than one
     assert m.forest_.n_trees == paper.forest_.n_trees
     assert np.array_equal(m.leaf_log_weight_, paper.leaf_log_weight_)
     assert np.array_equal(m.log_prob(df), paper.log_prob(df))

@@ -107,23 +107,28 @@ def test_choose_weight_keeps_the_conditionals_and_needs_a_clear_gain():
     rng = np.random.default_rng(0)
     m = 400
     base = rng.normal(-10, 1, m)
-    lp = np.stack([base + g + rng.normal(0, 0.3, m) * (g != 0)
-                   for g in (0.0, 0.05, 0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, -1.0)])
-    lp[0] = base
+    gains = (0.0, 0.05, 0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.2)  # the last: marginals alone
+    lp = np.stack([base + g + rng.normal(0, 0.3, m) * (g != 0) for g in gains])
     # the conditionals: flat up to lambda = 0.2, clearly lower from 0.3 on
     cond = np.stack([np.zeros(m) if w <= 0.2 else -0.5 + rng.normal(0, 0.1, m)
                      for w in (*WEIGHTS, 1.0)])
     w, out = choose_weight(lp, cond)
+    assert out["t_marginals"] > GUARD_Z
     assert w == 0.2  # the best weight among those that keep the conditionals
     assert out["t"] > GUARD_Z and out["cond:0.3"] < out["cond:0.2"]
     w, out = choose_weight(lp, None)
     assert w == 0.9  # without discrete columns: the best log-likelihood
+    # where the marginals alone do not beat the model alone, the paper's model stands
+    lp[-1] = base - 0.2 + rng.normal(0, 0.3, m)
+    w, out = choose_weight(lp, None)
+    assert w == 0.0 and out["t_marginals"] < -GUARD_Z and out["t"] > GUARD_Z
     # a gain within one standard error keeps the paper's model
     wiggle = 0.05 * np.where(np.arange(m) % 2, 1.0, -1.0)  # mean gain 0.001, SE 0.0025
     small = np.stack([base, *(base + 0.001 * (i + 1) / len(WEIGHTS) + wiggle
-                              for i in range(len(WEIGHTS)))])
+                              for i in range(len(WEIGHTS) - 1)),
+                      base + 0.5 + rng.normal(0, 0.3, m)])
     w, out = choose_weight(small, None)
-    assert w == 0.0 and out["t"] <= GUARD_Z
+    assert w == 0.0 and out["t"] <= GUARD_Z < out["t_marginals"]
 
 
 def test_gef_backoff_scores_an_unseen_level_at_its_leaves_floor():

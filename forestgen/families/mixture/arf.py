@@ -114,13 +114,14 @@ class ARF(GenerativeForest):
         f_j``, still one leaf mixture (density, FORGE draws and every query include it).
         ``"held_out"`` picks ``λ`` of :data:`~forestgen.families.mixture.backoff.WEIGHTS` by
         the held-out log-likelihood of an ARF fitted on 80% of the rows (of at most 10,000);
-        ``"auto"`` (:func:`~forestgen.families.mixture.backoff.choose_weight`) takes, among
-        the weights that do not lower the held-out conditionals ``log p(x_j | x_-j)`` of the
-        discrete columns (what ``predict_proba`` answers) by more than
-        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, the one of
-        highest held-out log-likelihood, and keeps it only where it beats the ARF alone by
-        more than ``GUARD_Z`` standard errors; else ``λ = 0``, the paper's model bit for
-        bit. The choice is kept as ``marginal_weight_``, the scores (and the rule's
+        ``"auto"`` (:func:`~forestgen.families.mixture.backoff.choose_weight`), only where
+        the marginals alone score those rows above the ARF alone by more than
+        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, takes among the
+        weights that do not lower the held-out conditionals ``log p(x_j | x_-j)`` of the
+        discrete columns (what ``predict_proba`` answers) by more than ``GUARD_Z`` standard
+        errors the one of highest held-out log-likelihood, and keeps it if it beats the ARF
+        alone by as much; else ``λ = 0``, the paper's model bit for bit. The choice is kept as
+        ``marginal_weight_``, the scores (and the rule's
         statistic ``"t"``) as ``marginal_weight_ll_``. It costs one more fit on at most
         8,000 rows; on a table of more than 5,000 rows a cheaper one on 4,000 rows comes
         first and settles ``λ = 0`` where even it finds the forest ahead of the marginals (its

@@ -91,8 +91,9 @@ class DEF(GenerativeForest):
         paper's model): the back-off toward the column marginals of
         :class:`~forestgen.families.mixture.rfde.RFDE` (one more tree whose leaf carries the
         product of the marginals, weight chosen on held-out rows by
-        :func:`~forestgen.families.mixture.backoff.choose_weight`, ``λ = 0`` unless backing
-        off beats the forest there without lowering the discrete columns' conditionals).
+        :func:`~forestgen.families.mixture.backoff.choose_weight`, ``λ = 0`` unless the
+        marginals beat the forest there and backing off does without lowering the discrete
+        columns' conditionals).
         A forestgen extension (issue 37).
 
     Notes

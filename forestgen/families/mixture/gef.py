@@ -150,9 +150,9 @@ class GeF(GenerativeForest):
         carries a histogram per numeric feature, the smoothed pmf of each discrete one and
         the class shares smoothed by ``class_alpha``; a level no training row holds scores
         there as in GeF's discrete leaves, their ``floor``; weight chosen on held-out rows by
-        :func:`~forestgen.families.mixture.backoff.choose_weight`, ``λ = 0`` unless backing
-        off beats the forest there without lowering the conditionals of the class and the
-        discrete features). With ``λ > 0`` the class queries count
+        :func:`~forestgen.families.mixture.backoff.choose_weight`, ``λ = 0`` unless the
+        marginals beat the forest there and backing off does without lowering the
+        conditionals of the class and the discrete features). With ``λ > 0`` the class queries count
         that tree as one more tree (``mode="gef"`` averages its posterior, the class prior,
         with the others'). A forestgen extension (issue 37: at ``λ = 0`` GeF scores Cars93's
         held-out rows below the column marginals).

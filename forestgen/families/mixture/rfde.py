@@ -114,9 +114,10 @@ class RFDE(GenerativeForest):
         The model ``(1 - λ) f + λ prod_j f_j`` stays one normalised leaf mixture. ``"auto"``
         chooses ``λ`` as ARF's ``marginal_weight`` does: an RFDE fitted on 80% of the rows (of
         at most 10,000) scores the others at each weight, and ``λ > 0`` is kept only where the
-        best weight that keeps the discrete columns' conditionals beats the forest alone
-        there by more than :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard
-        errors (:func:`~forestgen.families.mixture.backoff.choose_weight`; ``0`` elsewhere:
+        marginals alone and the best weight that keeps the discrete columns' conditionals
+        each beat the forest alone there by more than
+        :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors
+        (:func:`~forestgen.families.mixture.backoff.choose_weight`; ``0`` elsewhere:
         the paper's model, bit for bit). ``marginal_weight_`` / ``marginal_weight_ll_`` keep
         the choice. A forestgen extension (issue 37; ``benchmarks/results/backoff_s47.md``).
 
