@@ -22,6 +22,7 @@ from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 from forestgen import registry
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
+from forestgen.data.rules import missing_parents
 from forestgen.data.schema import Schema
 from forestgen.data.support import restrict_cells, rows_to_support
 from forestgen.families import LEAF_MIXTURE, Family
@@ -629,7 +630,8 @@ class GenerativeForest(BaseEstimator):
 
     def _fit_missing(self, Z: np.ndarray, leaves: np.ndarray,
                      pair_weight: np.ndarray | None = None) -> None:
-        """Per-leaf missing rate of every column that had missing training values."""
+        """Per-leaf missing rate of every column that had missing training values, and which
+        of them are missing only where another is (:func:`forestgen.data.rules.missing_parents`)."""
         cols = np.nonzero(np.isnan(Z).any(axis=0))[0]
         L = self.forest_.n_leaves
         flat = leaves.ravel()
@@ -641,12 +643,15 @@ class GenerativeForest(BaseEstimator):
             miss[:, k] = np.bincount(flat, weights=w * np.repeat(np.isnan(Z[:, j]), B),
                                      minlength=L)
         self._set_missing_rates(cols, tot, miss)
+        self.missing_parent_ = missing_parents(np.isnan(Z[:, cols]))
 
     def _set_missing_rates(self, cols: np.ndarray, total: np.ndarray,
                            missing: np.ndarray) -> None:
         """Missing rate per leaf of columns ``cols`` from the (weighted) count of training
-        rows per leaf ``total [L]`` and of those missing each column, ``missing [L, len(cols)]``."""
+        rows per leaf ``total [L]`` and of those missing each column, ``missing [L, len(cols)]``
+        (no nesting of missing columns known: :meth:`_fit_missing` finds it from the rows)."""
         self.missing_cols_ = np.asarray(cols, np.int64)
+        self.missing_parent_ = None
         self.missing_rate_ = missing / np.maximum(total, 1e-300)[:, None]
 
     # ----------------------------------------------------------------- inference

@@ -36,6 +36,8 @@ def model_arrays(model: Any, extra_arrays: dict[str, np.ndarray], extra_meta: di
     if getattr(model, "missing_cols_", None) is not None:
         arrays["missing_cols"] = model.missing_cols_
         arrays["missing_rate"] = model.missing_rate_
+        if getattr(model, "missing_parent_", None) is not None:
+            arrays["missing_parent"] = model.missing_parent_
     leaves_meta = []
     for j, lm in enumerate(model.leaf_models_):
         for k, v in lm.param_arrays().items():
@@ -69,6 +71,7 @@ def restore_fitted(model: Any, arrays: dict[str, np.ndarray], meta: dict,
     if "missing_cols" in arrays:
         model.missing_cols_ = arrays["missing_cols"]
         model.missing_rate_ = arrays["missing_rate"]
+        model.missing_parent_ = arrays.get("missing_parent")  # absent: written before nesting
     leaves_meta = meta["leaves"]
     if not isinstance(leaves_meta, list) or len(leaves_meta) != schema.d:
         raise ValueError(f"the metadata lists {len(leaves_meta)} leaf models for "
@@ -105,9 +108,13 @@ def check_model(model: Any, arrays: dict[str, np.ndarray]) -> None:
                 or rate is None or rate.shape != (L, len(cols))
                 or not ((rate >= 0) & (rate <= 1)).all()):
             raise ValueError("missing_cols / missing_rate do not match the columns and leaves")
+        parent = arrays.get("missing_parent")
+        if parent is not None and not _is_forest_of_parents(parent, len(cols)):
+            raise ValueError("missing_parent must give each missing column another one (or -1), "
+                             "without cycles")
     if len(model.leaf_models_) != d:
         raise ValueError(f"{len(model.leaf_models_)} leaf models for {d} columns")
-    known = {"leaf_log_weight", "missing_cols", "missing_rate"}
+    known = {"leaf_log_weight", "missing_cols", "missing_rate", "missing_parent"}
     known |= {f"forest.{f}" for f in model.forest_.to_arrays(prefix="")}
     for j, (spec, lm) in enumerate(zip(schema.columns, model.leaf_models_)):
         if lm.discrete != spec.is_discrete:
@@ -123,3 +130,17 @@ def check_model(model: Any, arrays: dict[str, np.ndarray]) -> None:
     stray = [k for k in arrays if k not in known and not k.startswith("extra.")]
     if stray:
         raise ValueError(f"unexpected arrays {sorted(stray)[:5]}")
+
+
+def _is_forest_of_parents(parent: np.ndarray, k: int) -> bool:
+    """``parent`` is ``k`` integers, each ``-1`` or another index, with no cycle."""
+    if parent.dtype.kind != "i" or parent.shape != (k,) or np.any(parent < -1) \
+            or np.any(parent >= k) or np.any(parent == np.arange(k)):
+        return False
+    for start in range(k):
+        seen, j = 0, start
+        while j >= 0:
+            j, seen = int(parent[j]), seen + 1
+            if seen > k:
+                return False
+    return True

@@ -24,6 +24,12 @@ the allowed combinations' marginal probabilities) and otherwise estimated from m
 A mapping is detected between two columns without missing values in training, ``A`` discrete
 with at most one level per ``MIN_ROWS_PER_LEVEL`` training rows (so a column with a level per
 row, which determines everything by accident, never qualifies) and ``B`` not constant.
+
+**Nested missingness** (detected at fit, :func:`missing_parents`): a column ``B`` missing only
+in rows where ``A`` is missing too (a follow-up recorded only when its question was: ``pctime``
+and ``pcdx`` in the ``mgus`` table, missing in the same rows). Learners that reproduce missing
+entries blank ``B`` only where ``A`` is blank (:func:`forestgen.sampling.missingness.blank`).
+Missing entries are unobserved, not scored, so the density is not involved.
 """
 
 from __future__ import annotations
@@ -35,10 +41,14 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["FixedCombinations", "Inequality", "Mapping", "Rules", "find_mappings",
-           "parse_constraints"]
+           "missing_parents", "parse_constraints"]
 
 #: a determinant needs at least this many training rows per observed level on average
 MIN_ROWS_PER_LEVEL = 5
+
+#: a nesting of missing entries is a rule only if columns missing independently, at their
+#: missing rates, would nest with probability below this
+NESTING_CHANCE = 1e-3
 
 
 # --------------------------------------------------------------------------- detection
@@ -88,6 +98,42 @@ def find_mappings(codes: list[np.ndarray], values: list[np.ndarray], discrete: l
             determined[b] = a
             used.add(a)
     return sorted(((a, b) for b, a in determined.items()), key=lambda p: p[1])
+
+
+def missing_parents(missing: np.ndarray, chance: float = NESTING_CHANCE) -> np.ndarray:
+    """Nested missingness among the columns of the boolean ``missing [n, K]``: ``parent[k]`` is
+    the column missing in every row where ``k`` is (the one missing in fewest rows; for equal
+    masks the first), or ``-1``.
+
+    A nesting counts only if it is unlikely by chance: were ``k`` missing independently of
+    ``p`` in ``c_k`` rows, all of them would fall among ``p``'s ``c_p`` of ``n`` with
+    probability about ``(c_p / n) ** c_k``, which must be below ``chance``. A column missing in
+    every row is nobody's parent (it constrains nothing).
+    """
+    missing = np.asarray(missing, bool)
+    n, K = missing.shape
+    parent = np.full(K, -1, np.int64)
+    if n == 0 or K < 2:
+        return parent
+    count = missing.sum(axis=0)
+    packed = np.packbits(missing, axis=0).T  # [K, ceil(n / 8)]: a column's rows as bits
+    for k in range(K):
+        if count[k] < 2:
+            continue
+        best = -1
+        for p in range(K):
+            if p == k or not (count[k] <= count[p] < n):
+                continue
+            if count[p] == count[k] and p > k:
+                continue  # equal masks: the first column is the parent, so no cycle
+            if count[k] * np.log(count[p] / n) >= np.log(chance):
+                continue
+            if (packed[k] & ~packed[p]).any():
+                continue  # k is missing in a row where p is not
+            if best < 0 or count[p] < count[best]:
+                best = p
+        parent[k] = best
+    return parent
 
 
 # --------------------------------------------------------------------------- rules

@@ -2,7 +2,8 @@
 
 The rules are the mappings that hold in every real row (a column that is a function of a
 discrete column: adult's ``education`` -> ``education-num``; found as forestgen's encoder finds
-them, :func:`forestgen.data.rules.find_mappings`) and, optionally, declared SDV-style
+them, :func:`forestgen.data.rules.find_mappings`), nested missing entries (a column missing only
+where another is, :func:`forestgen.data.rules.missing_parents`) and, optionally, declared SDV-style
 ``constraints`` (``Inequality``, ``Range``, ``FixedCombinations``). Any generator's output can
 be scored: the rules are read from the real rows alone.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forestgen.data.rules import find_mappings, frame_codes
+from forestgen.data.rules import find_mappings, frame_codes, missing_parents
 from forestgen.metrics._prep import prepare
 
 __all__ = ["RuleViolations", "rule_violations"]
@@ -48,7 +49,9 @@ def rule_violations(real: object, synthetic: object, constraints: list | None = 
     """Share of ``synthetic`` rows breaking the rules of ``real``: its detected mappings and
     the declared ``constraints`` (SDV-style dicts, as in forestgen's metadata). A synthetic
     row whose determinant holds a value no real row has breaks no mapping (that is a support
-    question, not a rule); a missing entry breaks nothing."""
+    question, not a rule); a missing entry breaks no mapping and no constraint, only a nesting
+    of missing entries (kind ``"missing"``: ``"b missing => a missing"``, or ``<=>`` where the
+    real rows miss both in the same rows)."""
     real, synthetic = prepare(real, synthetic, names=["synthetic"])[:2]
     codes, values, discrete = frame_codes(real)
     cols = list(real.columns)
@@ -62,6 +65,19 @@ def rule_violations(real: object, synthetic: object, constraints: list | None = 
         bad = (img.notna() & sb.notna() & (img != sb)).to_numpy()
         broken |= bad
         rows.append({"rule": f"{ca} -> {cb}", "kind": "mapping", "violations": int(bad.sum()),
+                     "share": float(bad.mean()) if len(bad) else 0.0})
+    miss = real.isna().to_numpy()
+    some = np.flatnonzero(miss.any(axis=0))
+    for k, p in enumerate(missing_parents(miss[:, some])):
+        if p < 0:
+            continue
+        ck, cp = cols[some[k]], cols[some[p]]
+        sk, sp = synthetic[ck].isna().to_numpy(), synthetic[cp].isna().to_numpy()
+        same = bool((miss[:, some[k]] == miss[:, some[p]]).all())
+        bad = (sk & ~sp) | ((sp & ~sk) if same else False)
+        broken |= bad
+        rows.append({"rule": f"{ck} missing {'<=>' if same else '=>'} {cp} missing",
+                     "kind": "missing", "violations": int(bad.sum()),
                      "share": float(bad.mean()) if len(bad) else 0.0})
     for c in constraints or []:
         cls, p = c.get("constraint_class"), dict(c.get("constraint_parameters") or {})

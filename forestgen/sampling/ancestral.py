@@ -28,6 +28,7 @@ from numba import njit, prange
 from forestgen.parallel import parallel_kernel, sized, thread_map
 from forestgen.registry import register
 from forestgen.sampling.base import Sampler
+from forestgen.sampling.missingness import blank
 from forestgen.sampling.support import draw_column, draw_column_uniform
 
 THREAD_ROWS = 16384  # draws from which (column, chunk) tasks run on the model's n_jobs threads
@@ -269,11 +270,15 @@ class AncestralSampler(Sampler):
 
 
 def apply_missing(model, leaf: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
-    """Set ``out[i, j]`` to NaN with probability ``missing_rate_[leaf[i], k]`` (in place)."""
+    """Set ``out[i, j]`` to NaN with probability ``missing_rate_[leaf[i], k]`` (in place),
+    nested columns only where their parent is NaN (:mod:`forestgen.sampling.missingness`)."""
     cols = getattr(model, "missing_cols_", None)
     if cols is None or len(cols) == 0:
         return
     u = rng.random((len(leaf), len(cols)))
-    hit = u < model.missing_rate_[leaf]
+    rate = model.missing_rate_[leaf]
+    parent = getattr(model, "missing_parent_", None)
+    hit = blank(u, rate, rate[:, np.maximum(parent, 0)] if parent is not None else rate,
+                parent)
     for k, j in enumerate(cols):
         out[hit[:, k], j] = np.nan

@@ -173,3 +173,78 @@ def test_rule_violation_metric():
     assert fm.rule_violations(df, df.astype(str)).rate == 0.0
     rep = fm.report(df, syn, metrics=["rules"])
     assert rep.table.query("metric == 'rule_violation_rate'")["value"].iloc[0] == rv.rate
+
+
+# --------------------------------------------------------------------------- nested missingness
+
+
+def missing_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    """``stage`` and ``days`` missing in the same rows (not progressed), ``dose`` missing there
+    and in some other rows, ``lab`` missing at random: a follow-up is recorded only when its
+    question was asked."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    progressed = rng.random(n) < 0.3 + 0.3 * (x > 0)
+    stage = np.where(progressed, rng.choice(["I", "II", "III"], n), None)
+    days = np.where(progressed, np.round(rng.gamma(3, 200, n)), np.nan)
+    dose = np.where(progressed & (rng.random(n) < 0.6), np.round(rng.normal(5, 1, n), 1),
+                    np.nan)
+    lab = np.where(rng.random(n) < 0.2, np.nan, np.round(rng.normal(size=n) + x, 2))
+    arm = np.where(x + rng.normal(size=n) > 0, "a", "b")
+    return pd.DataFrame({"x": x, "arm": arm, "stage": stage, "days": days, "dose": dose,
+                         "lab": lab})
+
+
+def test_missing_parents_finds_nesting_but_not_chance():
+    from forestgen.data.rules import missing_parents
+
+    df = missing_table()
+    m = df[["stage", "days", "dose", "lab"]].isna().to_numpy()
+    # days and stage: same rows (the first is the parent); stage missing only where dose is
+    assert missing_parents(m).tolist() == [2, 0, -1, -1]
+    # a column missing in 3 rows that all happen to fall where another (90% missing) is: chance
+    rng = np.random.default_rng(1)
+    big = rng.random(1000) < 0.9
+    small = np.zeros(1000, bool)
+    small[np.flatnonzero(big)[:3]] = True
+    assert missing_parents(np.c_[big, small]).tolist() == [-1, -1]
+    # ... but 100 such rows (0.9 ** 100 < 1e-3) are a rule; a column missing everywhere is
+    # nobody's parent
+    small[np.flatnonzero(big)[:100]] = True
+    assert missing_parents(np.c_[big, small]).tolist() == [-1, 0]
+    assert missing_parents(np.c_[np.ones(1000, bool), small]).tolist() == [-1, -1]
+
+
+@pytest.mark.parametrize("model", [fg.ARF(n_trees=10, random_state=0, marginal_weight=0),
+                                   fg.GeF(n_trees=5, random_state=0, marginal_weight=0),
+                                   fg.Chain(random_state=0, n_jobs=1)],
+                         ids=lambda m: type(m).__name__)
+def test_samples_keep_nested_missingness_at_the_training_rates(model, tmp_path):
+    df = missing_table()
+    fit = model.fit(df, target="arm") if isinstance(model, fg.GeF) else model.fit(df)
+    s = fit.sample(6000, random_state=1)
+    na = s.isna()
+    assert (na.stage == na.days).all()
+    assert not (na.stage & ~na.dose).any()
+    real = df.isna().mean()
+    for c in ["stage", "days", "dose", "lab"]:  # each column's missing share as in training
+        se = np.sqrt(real[c] * (1 - real[c]) / len(s))
+        assert abs(na[c].mean() - real[c]) < 4 * se + 0.02, c
+    # lab stays independent of the nested group given the leaf: not forced into it
+    assert 0 < (na.lab & ~na.days).mean() and 0 < (~na.lab & na.days).mean()
+    assert fm.rule_violations(df, s).rate == 0.0
+    # the nesting survives a model file
+    back = type(fit).load(fit.save(tmp_path / "m.forestgen"))
+    np.testing.assert_array_equal(back.missing_parent_, fit.missing_parent_)
+    pd.testing.assert_frame_equal(back.sample(500, random_state=2), fit.sample(500, random_state=2))
+
+
+def test_rule_violation_metric_counts_broken_missingness():
+    df = missing_table()
+    syn = df.copy()
+    syn.loc[:9, "days"] = np.where(syn.loc[:9, "days"].isna(), 1.0, np.nan)  # 10 rows broken
+    rv = fm.rule_violations(df, syn)
+    rules = dict(zip(rv.table.rule, rv.table.violations))
+    assert rules == {"stage missing => dose missing": 0, "days missing <=> stage missing": 10}
+    assert rv.rate == pytest.approx(10 / len(df))
+

@@ -107,6 +107,7 @@ def test_distributed_leaf_statistics_equal_single_machine(clients):
         fd.refit_leaves(refit, ddf)
     np.testing.assert_array_equal(refit.leaf_log_weight_, model.leaf_log_weight_)
     np.testing.assert_array_equal(refit.missing_rate_, model.missing_rate_)
+    assert refit.missing_parent_ is None  # the statistics do not say which rows nest
     for la, lb in zip(refit.leaf_models_, model.leaf_models_):
         for k, v in la.param_arrays().items():
             if v.dtype.kind != "f" or k in ("count_", "lo_", "hi_"):

@@ -104,6 +104,10 @@ def _missing_rate_shape(a, m):
     a["missing_rate"] = a["missing_rate"][:, :0]
 
 
+def _missing_parent_cycle(a, m):
+    a["missing_parent"] = np.zeros(len(a["missing_cols"]), np.int64)  # column 0 its own parent
+
+
 def _stray_array(a, m):
     a["leaf9.mu_"] = np.zeros(3)
 
@@ -155,6 +159,7 @@ CASES = {
     "dropped column": (_dropped_column, "3 leaf models for 2 columns"),
     "leaf weight shape": (_leaf_weight_shape, "leaf_log_weight"),
     "missing-rate shape": (_missing_rate_shape, "missing_rate"),
+    "missing-parent cycle": (_missing_parent_cycle, "missing_parent"),
     "stray array": (_stray_array, "unexpected arrays"),
     "array shadowing a method": (_shadow_method, "needs arrays.*log_prob"),
     "pickled object array": (_object_array, "dtype"),

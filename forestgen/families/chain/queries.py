@@ -40,6 +40,7 @@ from forestgen.inference.conditions import (
     report_empty,
     sample_conditions,
 )
+from forestgen.sampling.missingness import blank, nesting_roots
 from forestgen.sampling.support import draw_column, draw_mean
 from forestgen.validation import as_generator, check_int
 
@@ -244,10 +245,38 @@ class ChainQueries:
             leaf = self.forest_.apply(Z[rows], n_trees=t + 1)[:, t].astype(np.int64)
             Z[rows, j] = draw_column(self, int(j), leaf, rng)
 
+    def _ancestral_missing(self, Z: np.ndarray, rng: np.random.Generator) -> None:
+        """Draw every row in place, column by column in the chain's order, blanking entries as
+        the training rows were: a column's missingness is drawn in the leaf its tree routes the
+        row to (earlier blanks routed as the training rows' missing entries were), a nested
+        group's at the first of its columns, jointly (:mod:`forestgen.sampling.missingness`)."""
+        n, cols = len(Z), self.missing_cols_
+        u = rng.random((n, len(cols)))
+        parent = getattr(self, "missing_parent_", None)
+        roots = nesting_roots(parent, len(cols))
+        slot = {int(j): k for k, j in enumerate(cols)}
+        hit = np.zeros((n, len(cols)), bool)
+        decided = np.zeros(len(cols), bool)
+        for t, j in enumerate(self.order_):
+            leaf = self.forest_.apply(Z, n_trees=t + 1)[:, t].astype(np.int64)
+            Z[:, j] = draw_column(self, int(j), leaf, rng)
+            k = slot.get(int(j))
+            if k is None:
+                continue
+            if not decided[roots[k]]:
+                group = roots == roots[k]
+                rate = self.missing_rate_[leaf]
+                both = blank(u, rate, rate if parent is None else rate[:, np.maximum(parent, 0)],
+                             parent)
+                hit[:, group] = both[:, group]
+                decided[group] = True
+            Z[hit[:, k], j] = np.nan
+
     def sample_encoded(self, n: int, random_state=None, missing: bool = False,
                        within_support: bool = True) -> np.ndarray:
-        """``n`` encoded rows drawn ancestrally (exact); ``missing=True`` blanks each entry
-        with the missing rate of its column among the training rows of its tree's leaf."""
+        """``n`` encoded rows drawn ancestrally (exact); ``missing=True`` blanks entries with
+        the missing rates of the training rows in each column's leaf, the chain's law of what
+        is missing (:meth:`_ancestral_missing`)."""
         self.check_fitted()
         check_int("n", n, 0)
         rng = as_generator(random_state)
@@ -255,14 +284,10 @@ class ChainQueries:
         Z = np.full((int(n), d), np.nan)
         if n == 0:
             return Z
-        self._ancestral(Z, np.zeros(int(n), np.int64), rng)
         if missing and len(getattr(self, "missing_cols_", [])):
-            leaves = self.forest_.apply(Z)
-            pos = self._positions()
-            u = rng.random((int(n), len(self.missing_cols_)))
-            for k, j in enumerate(self.missing_cols_):
-                rate = self.missing_rate_[leaves[:, pos[j]], k]
-                Z[u[:, k] < rate, j] = np.nan
+            self._ancestral_missing(Z, rng)
+        else:
+            self._ancestral(Z, np.zeros(int(n), np.int64), rng)
         return constrain(rows_to_support(Z, self.schema_), self.schema_)
 
     def sample(self, n: int | None = None, random_state=None, conditions=None,
