@@ -111,6 +111,10 @@ class QualityReport:
                        f"{i.get('c2st_reference', 'training')} rows")
         fid += [f"MMD^2 {g('mmd2'):.4f}", f"energy {g('energy_distance'):.4f}",
                 f"SW {g('sliced_wasserstein'):.4f}"]
+        n_rules = int((self.table["metric"] == "rule_violation_share").sum())
+        if n_rules:
+            fid.append(f"rules broken by {g('rule_violation_rate'):.1%} of rows ({n_rules} "
+                       f"rule{'s' if n_rules > 1 else ''})")
         lines.append("  fidelity : " + " | ".join(s for s in fid if "nan" not in s))
         sdm = [f"overall {g('sdmetrics_overall'):.3f}",
                f"Column Shapes {g('sdmetrics_column_shapes'):.3f}",

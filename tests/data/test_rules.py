@@ -173,6 +173,7 @@ def test_rule_violation_metric():
     assert fm.rule_violations(df, df.astype(str)).rate == 0.0
     rep = fm.report(df, syn, metrics=["rules"])
     assert rep.table.query("metric == 'rule_violation_rate'")["value"].iloc[0] == rv.rate
+    assert "rules broken by 3.3% of rows (2 rules)" in rep.summary()
 
 
 # --------------------------------------------------------------------------- nested missingness
