@@ -67,11 +67,13 @@ holes = te.mask(np.random.default_rng(1).random(te.shape) < 0.3)
 query = {"cond": lambda r, k: m.sample(conditions=te.iloc[r, :2], random_state=k),
          "cond1": lambda r, k: m.sample(conditions=te.iloc[r, :2], random_state=k),
          "nan_logprob": lambda r, k: m.log_prob(holes.iloc[r]),
-         "impute": lambda r, k: m.impute(holes.iloc[r], random_state=k)}[task]
+         "impute": lambda r, k: m.impute(holes.iloc[r], method="max_density",
+                                         random_state=k)}[task]
 warm = {"cond": lambda: m.sample(conditions=te.iloc[:1], random_state=0),
         "cond1": lambda: m.sample(conditions=te.iloc[:1], random_state=0),
         "nan_logprob": lambda: m.log_prob(te.iloc[:1]),
-        "impute": lambda: m.impute(te.iloc[:1].mask(np.eye(1, te.shape[1], 2, dtype=bool)))}
+        "impute": lambda: m.impute(te.iloc[:1].mask(np.eye(1, te.shape[1], 2, dtype=bool)),
+                                   method="max_density")}
 warm[task]()  # imports and compiled kernels, on a row with (almost) nothing missing,
 m.log_prob(te.iloc[:1].mask(np.ones((1, te.shape[1]), bool)))  # and a row with everything
 n = min(args["rows"], len(te))

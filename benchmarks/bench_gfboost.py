@@ -263,7 +263,8 @@ def imputers(masked: pd.DataFrame, rep: int, rng: np.random.Generator) -> dict:
         200, 500, walk="exact", missing="random_hard")
     cands["GF T=20 J=20 (back-off walk, sample)"] = lambda: gf(20, 20, "sample")
     cands["EOGT T=20 J=20 (max density)"] = lambda: (EOGT(
-        n_trees=20, n_iter=20, random_state=rep).fit(masked).impute(masked, random_state=rep),
+        n_trees=20, n_iter=20, random_state=rep).fit(masked).impute(
+            masked, method="max_density", random_state=rep),
         None)
     cands["ARF min_node_size=30 (expectation)"] = lambda: (ARF(
         min_node_size=30, random_state=rep, n_jobs=1).fit(masked).impute(masked), None)

@@ -257,7 +257,7 @@ def test_defaults_are_the_back_off_and_the_paper_model_is_unchanged():
             "cond_sample": h(m.encode_rows(m.sample(50, conditions={"a": 0.3, "b": ["x", "y"]},
                                                     random_state=2))),
             "cond_log_prob": h(m.log_prob(df.iloc[:10], conditions={"c": 2})),
-            "impute": h(m.encode_rows(m.impute(q, random_state=3))),
+            "impute": h(m.encode_rows(m.impute(q, method="max_density", random_state=3))),
             "impute_exp": h(m.encode_rows(m.impute(q, method="expectation"))),
             "proba": h(m.predict_proba(df.iloc[:10], target="b").to_numpy()),
         }

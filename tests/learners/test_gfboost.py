@@ -270,14 +270,15 @@ def test_backoff_imputation_large_forest():
         err = imp["b"].to_numpy()[hole] - df["b"].to_numpy()[hole]
         return float(np.sqrt(np.mean(err**2)))
 
-    exact = rmse(m.impute(masked, walk="exact", random_state=0))
-    walk = rmse(m.impute(masked, random_state=0))
-    mean = rmse(m.impute(masked, method="expectation"))
+    exact = rmse(m.impute(masked, walk="exact", method="max_density", random_state=0))
+    walk = rmse(m.impute(masked, method="max_density", random_state=0))
+    mean = rmse(m.impute(masked))  # the default: the mean along the back-off walk
     sd = float(df["b"].std())
     # (seeded: exact 1.25, walk 0.63, mean 0.53 for sd 1.03; a draw from the marginal: 1.46)
     assert walk < 0.75 * sd and mean < 0.65 * sd and walk < 0.6 * exact
     # the reference code's score and a uniform draw in the chosen region also impute sensibly
-    assert rmse(m.impute(masked, score="reference", within="uniform", random_state=0)) < sd
+    assert rmse(m.impute(masked, method="max_density", score="reference", within="uniform",
+                         random_state=0)) < sd
     assert np.array_equal(m.impute(masked, method="sample", random_state=3),
                           m.impute(masked, method="sample", random_state=3))
 
@@ -715,7 +716,7 @@ def test_point_mass_zero_inflated_column():
     # imputing x: the back-off walk draws the atom exactly
     masked = df.copy()
     masked.loc[::4, "x"] = np.nan
-    imp = m.impute(masked, random_state=0)
+    imp = m.impute(masked, method="max_density", random_state=0)
     assert (imp["x"].to_numpy()[::4] == 0).mean() > 0.3
     assert m.cell_risk() > 0
 

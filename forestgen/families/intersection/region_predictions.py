@@ -278,8 +278,10 @@ class RegionPredictions:
                           RuntimeWarning, stacklevel=2)
         return out
 
-    def impute(self, X, method="max_density", n_imputations=1, random_state=None):
-        """Fill missing entries from EOGT's conditional (see :meth:`impute_encoded`)."""
+    def impute(self, X, method="expectation", n_imputations=1, random_state=None):
+        """Fill missing entries from EOGT's conditional (see :meth:`impute_encoded`):
+        ``"expectation"`` (default: the conditional mean / most probable level, every
+        learner's default), ``"max_density"`` (paper §7.2) or ``"sample"``."""
         from forestgen.inference.api import impute
 
         return impute(self, X, method=method, n_imputations=n_imputations,
