@@ -54,7 +54,7 @@ Work per node is kept proportional to the node's rows, not to the bins:
   ordered paths (``tests/tree/test_grow_impurity.py``).
 * :func:`grow_tree` is compiled with NumPy's error model: no zero test before each division
   (every divisor in it is positive where it divides) and no exception path, which also lets
-  Numba drop reference counting it kept for those paths (1.07-1.10x, the same trees).
+  Numba drop reference counting it kept for those paths (the same trees).
 * The histogram fill, the candidates' bin scans and the partitions are written out in
   :func:`grow_tree`, not in inlined helpers: Numba gives each array argument of an inlined
   call an atomic reference-count pair that its pruning pass leaves in place around loops
