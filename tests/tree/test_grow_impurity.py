@@ -78,6 +78,7 @@ def test_row_node_is_where_apply_sends_every_row():
     forest, leaves = grow_forest_routed(GiniSplitter(), data, y, W, rngs, limits, n_jobs=1)
     assert (W == 0).any(axis=1).all()  # out-of-bag rows are routed too
     np.testing.assert_array_equal(leaves, forest.apply(Z))
+    assert leaves.T.flags.c_contiguous  # tree-major: each tree's leaves one row in memory
     # uint8 codes where they fit grow the same forest
     narrow = narrow_codes(b.transform(Z[:, :4]))
     assert narrow.dtype == np.uint8 and narrow_codes(data.Xb).dtype == np.uint16
