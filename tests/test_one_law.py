@@ -84,6 +84,7 @@ def _tips_like(n=244, seed=0):
         "sex": rng.choice(["Female", "Male"], n),
         "size": rng.choice([1, 2, 2, 2, 3, 4, 6], n),
         "guests": rng.poisson(30, n) * 7,  # a wide integer column, modelled as a number
+        "hours": np.round(rng.gamma(4, 2, n) * 2) / 2,  # counted in halves: a 0.5 step
     })
 
 
@@ -107,6 +108,14 @@ def _check_values(m, df, Z):
         assert v.max() <= df[name].max() + 1e-6 * abs(df[name].max())
         on_grid = np.round(v, spec.decimals)
         assert np.allclose(on_grid, v, rtol=1e-7, atol=0), name
+        if spec.step is not None:  # a coarser step than the decimals': multiples of it
+            assert np.allclose(np.rint(v / spec.step) * spec.step, v, rtol=1e-7, atol=0), name
+
+
+def test_steps_are_detected(tips):
+    df, m = tips
+    assert m.schema_["hours"].step == 0.5 and m.schema_["guests"].step == 7
+    assert m.schema_["tip"].step is None  # cents: the decimals are the grid
 
 
 def test_every_draw_path_is_in_the_support(tips):
@@ -211,13 +220,13 @@ def test_torch_capabilities_of_eogt_and_nrgboost():
     np.testing.assert_array_equal(dist.log_prob(torch.as_tensor(Z)).numpy(),
                                   eogt.log_prob_encoded(Z))
     draws = dist.sample((500,), generator=torch.Generator().manual_seed(0))
-    assert draws.shape == (500, 5) and draws.dtype == torch.float64
+    assert draws.shape == (500, df.shape[1]) and draws.dtype == torch.float64
     _check_values(eogt, df, draws)
     nrg = fg.NRGBoost(n_trees=3, max_leaves=8, n_normaliser_samples=2000,
                       random_state=0).fit(df)
     for m in (eogt, nrg):
         cd = m.to_torch(dtype=torch.float64).condition({"sex": "Male"})
-        assert cd.columns == ["total_bill", "tip", "size", "guests"]
+        assert cd.columns == ["total_bill", "tip", "size", "guests", "hours"]
         T = cd.sample((2000,), generator=torch.Generator().manual_seed(0))
         full = np.tile(m.encoder_.transform(df[df.sex == "Male"].head(1)), (len(T), 1))
         full[:, cd._free] = T.numpy()
@@ -243,7 +252,7 @@ def test_chain_has_no_torch_form_and_its_dataset_draws_its_law():
     with pytest.raises(NotImplementedError, match="Chain.*'torch'"):
         m.to_torch()
     batch = next(iter(m.as_dataset(batch_size=500, n_batches=1, seed=0).batches()))
-    assert tuple(batch.shape) == (500, 5)
+    assert tuple(batch.shape) == (500, df.shape[1])
     _check_values(m, df, np.asarray(batch, np.float64))
 
 

@@ -8,6 +8,7 @@ encoder fits on a column's values (DESIGN.md §2).
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -81,6 +82,31 @@ def _decimals(values: np.ndarray) -> int | None:
 
 
 _TIME_STEPS = (86400.0, 3600.0, 60.0)  # a day, an hour, a minute, in seconds
+
+#: a coarser step than the decimals' counts only if values whose last digit fell at random
+#: would all be multiples of it with probability below this (about ``k ** -m`` for a step of
+#: ``k`` grid units and ``m`` distinct values that use the last decimal: with decimals, a
+#: value with fewer, such as ``1.5`` among thousandths, says nothing about the last digit)
+STEP_CHANCE = 1e-3
+
+
+def _value_step(values: np.ndarray, decimals: int | None) -> float | None:
+    """The coarsest step of ``k * 10**-decimals`` (``k >= 2``) that every value is a whole
+    multiple of: halves (``2.5``, ``13.0``), nickels, thousands — ``None`` when there is none,
+    or when so few distinct values bear it out that chance could (:data:`STEP_CHANCE`)."""
+    if decimals is None:
+        return None
+    q = 10.0 ** decimals
+    units = np.abs(np.rint(np.unique(values) * q))
+    units = units[units != 0]
+    if units.size == 0 or units.max() > 2.0 ** 53:
+        return None
+    units = units.astype(np.int64)
+    k = int(np.gcd.reduce(units))
+    m = int(np.sum(units % 10 != 0)) if decimals > 0 else units.size
+    if k < 2 or m * math.log(k) < math.log(1 / STEP_CHANCE):
+        return None
+    return k / q
 
 
 def _time_step(seconds: np.ndarray) -> float | None:
@@ -190,7 +216,8 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
             return ColumnSpec(name, "continuous", dtype_str, lower=lo, upper=hi,
                               decimals=decimals, has_missing=has_missing,
                               atoms=_atoms(uniq, counts, obs.size, series.dtype, decimals),
-                              step=_time_step(obs) if is_time_dtype(series.dtype) else None)
+                              step=_time_step(obs) if is_time_dtype(series.dtype)
+                              else _value_step(uniq, decimals))
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)
@@ -212,7 +239,8 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
         # so an unseen in-range value gets the density of its neighbourhood
         return ColumnSpec(name, "integer", dtype_str, lower=lo, upper=hi, decimals=0,
                           has_missing=has_missing, atoms=_atoms(uniq, counts, obs.size,
-                                                                series.dtype, 0))
+                                                                series.dtype, 0),
+                          step=_value_step(uniq, 0))
 
     levels = _observed_levels(series)
     if kind == "bool":

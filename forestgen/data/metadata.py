@@ -253,7 +253,7 @@ def apply_column_metadata(spec: ColumnSpec, series: pd.Series, entry: dict) -> C
 
 def declared_bounds(schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     """Per-column declared bounds ``(lo [d], hi [d])`` in encoded units: a numeric column's
-    ``[range_min, range_max]`` narrowed to the grid of its declared decimals; ``-inf``/``inf``
+    ``[range_min, range_max]`` narrowed to its grid (step or decimals); ``-inf``/``inf``
     where nothing is declared and for discrete columns (their codes are the declared levels)."""
     lo = np.full(schema.d, -np.inf)
     hi = np.full(schema.d, np.inf)
@@ -261,7 +261,12 @@ def declared_bounds(schema: Schema) -> tuple[np.ndarray, np.ndarray]:
         if spec.is_discrete:
             continue
         a, b = spec.range_min, spec.range_max
-        if spec.decimals is not None:
+        if spec.step is not None:
+            if math.isfinite(a):
+                a = float(spec.on_step(math.ceil(round(a / spec.step, 6))))
+            if math.isfinite(b):
+                b = float(spec.on_step(math.floor(round(b / spec.step, 6))))
+        elif spec.decimals is not None:
             scale = 10.0 ** spec.decimals
             if math.isfinite(a):
                 a = math.ceil(round(a * scale, 6)) / scale

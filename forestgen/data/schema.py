@@ -70,8 +70,10 @@ class ColumnSpec:
     e.g. zero inflation; in a discrete-valued column every value holding >= 1% and seen twice, see
     ``forestgen.data.encoder``): leaves model them exactly (:mod:`forestgen.leaves.point_mass`).
     ``decimals`` and ``step`` put decoded values on a grid: multiples of ``10**-decimals`` for
-    numbers, multiples of ``step`` seconds for a datetime/timedelta column whose training values
-    all fall on whole days, hours or minutes (so dates stay dates).
+    numbers, or of a coarser ``step`` their training values all keep (``0.5`` for years of
+    experience counted in halves, ``1000`` for incomes in thousands; written with ``decimals``,
+    :meth:`on_step`), or of ``step`` seconds for a datetime/timedelta column whose training
+    values all fall on whole days, hours or minutes (so dates stay dates).
     ``unobserved`` lists the codes of a label column's levels (categorical, boolean, binary) that
     no training row takes, e.g. declared ``values`` or unused categories of a categorical dtype;
     they lie outside the column's support (:attr:`support`).
@@ -145,13 +147,23 @@ class ColumnSpec:
         one below (``floor``) or above (``ceil``). Columns without a grid return ``x``."""
         op = {"nearest": np.round, "floor": np.floor, "ceil": np.ceil}[how]
         if self.step is not None:
-            return op(x / self.step) * self.step
+            return self.on_step(op(x / self.step))
         if self.decimals is None:
             return x
         if how == "nearest":
             return np.round(x, self.decimals)
         q = 10.0 ** self.decimals
         return np.round(op(x * q) / q, self.decimals)
+
+    def on_step(self, k):
+        """The grid points ``k * step`` (``k`` whole numbers, array or scalar), written with the
+        column's decimals (``3 * 0.1`` is ``0.3``, not ``0.30000000000000004``); the same
+        float64 operations as :func:`forestgen.data.support.torch_to_support`."""
+        z = k * self.step
+        if self.decimals is None:
+            return z
+        q = 10.0 ** int(self.decimals)
+        return np.rint(z * q) / q
 
     def to_dict(self) -> dict:
         """JSON-serialisable representation (label types are preserved)."""

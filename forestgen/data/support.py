@@ -9,8 +9,9 @@ layer describe one distribution:
   the leaves are fitted (:func:`restrict_cells`) and every leaf model normalises over its
   cell, so the density integrates to one over exactly this range: there is no mass past it
   to clip.
-* **decimals / time step** — a numeric column whose training values lie on a grid (at most
-  8 decimals, or whole days / hours / minutes) is a *continuous latent* ``X`` observed
+* **decimals / step** — a numeric column whose training values lie on a grid (at most
+  8 decimals, a coarser step such as halves or thousands, or whole days / hours / minutes)
+  is a *continuous latent* ``X`` observed
   rounded: the value is ``round(X)``, the grid point nearest ``X`` (:func:`round_to_grid`).
   ``log_prob`` is the density of ``X``; every draw (numpy or torch, conditional or not)
   is ``round(X)``; ``expect`` is ``E[round(X)]`` (:func:`rounded_mean`); an interval
@@ -90,7 +91,7 @@ def round_to_grid(x: np.ndarray, spec: ColumnSpec) -> np.ndarray:
     :func:`torch_to_support` computes on a device."""
     x = np.asarray(x, np.float64)
     if spec.step is not None and spec.has_grid:
-        return np.rint(x / spec.step) * spec.step
+        return spec.on_step(np.rint(x / spec.step))
     if spec.has_grid:
         q = 10.0 ** int(spec.decimals)
         return np.rint(x * q) / q
@@ -119,7 +120,7 @@ def rows_to_support(Z: np.ndarray, schema: Schema) -> np.ndarray:
 def _grid_ceil(v: float, spec: ColumnSpec) -> float:
     s = grid_step(spec)
     if spec.step is not None:
-        return math.ceil(v / s) * s
+        return float(spec.on_step(math.ceil(round(v / s, 6))))
     q = 10.0 ** int(spec.decimals)
     return math.ceil(round(v * q, 6)) / q
 
@@ -127,7 +128,7 @@ def _grid_ceil(v: float, spec: ColumnSpec) -> float:
 def _grid_floor(v: float, spec: ColumnSpec) -> float:
     s = grid_step(spec)
     if spec.step is not None:
-        return math.floor(v / s) * s
+        return float(spec.on_step(math.floor(round(v / s, 6))))
     q = 10.0 ** int(spec.decimals)
     return math.floor(round(v * q, 6)) / q
 
@@ -176,7 +177,8 @@ def interval_ends(spec: ColumnSpec, lo: np.ndarray, hi: np.ndarray
         if s is None:
             a, b = np.nextafter(lo, np.inf), hi
         elif spec.step is not None:
-            a, b = np.ceil(lo / s) * s, np.floor(hi / s) * s
+            a = spec.on_step(np.ceil(np.round(lo / s, 6)))
+            b = spec.on_step(np.floor(np.round(hi / s, 6)))
         else:
             q = 10.0 ** int(spec.decimals)
             a = np.ceil(np.round(lo * q, 6)) / q
@@ -291,6 +293,9 @@ def torch_to_support(x, spec: ColumnSpec):
     if spec.has_grid:
         if spec.step is not None:
             x = torch.round(x / spec.step) * spec.step
+            if spec.decimals is not None:
+                q = 10.0 ** int(spec.decimals)
+                x = torch.round(x * q) / q
         else:
             q = 10.0 ** int(spec.decimals)
             x = torch.round(x * q) / q

@@ -42,15 +42,19 @@ def test_bin_draws_spread_values_seen_once_and_keep_recurring_ones():
 
 
 def test_bin_draws_of_thinned_bins_cover_the_gaps_between_training_values():
-    vals = np.arange(0, 120, 2.0)  # 60 even integers seen once, 8 quantile bins
+    vals = np.r_[np.arange(0, 118, 2.0), 119.0]  # 60 integers seen once, 8 quantile bins
     g, _ = _grid(vals, max_bins=8)
     assert g.n_values[0] == 8
     d = np.concatenate([_draws(g, k, 2000, k) for k in range(8)])
-    assert d.min() >= 0 and d.max() <= 118 and np.all(d == np.round(d))
+    assert d.min() >= 0 and d.max() <= 119 and np.all(d == np.round(d))
     assert np.mean(d % 2 == 1) > 0.4  # odd values, unseen in training, are drawn too
     go, _ = _grid(vals, max_bins=8, decode="observed")
     do = np.concatenate([_draws(go, k, 2000, k) for k in range(8)])
-    assert do.min() >= 0 and do.max() <= 118
+    assert do.min() >= 0 and do.max() <= 119
+    # values all even are on a step of 2: the gaps are filled with even values only
+    ge, _ = _grid(np.arange(0, 120, 2.0), max_bins=8)
+    de = np.concatenate([_draws(ge, k, 2000, k) for k in range(8)])
+    assert np.all(de % 2 == 0) and len(np.unique(de)) > 40
 
 
 def test_grid_bins_give_one_bin_per_grid_point_with_exact_draws():

@@ -349,3 +349,28 @@ def test_adult_round_trip() -> None:
     df = load_adult(n=2000, random_state=0)
     enc = TableEncoder().fit(df)
     pd.testing.assert_frame_equal(enc.inverse_transform(enc.transform(df)), df)
+
+
+def test_value_steps_coarser_than_the_decimals() -> None:
+    """Numbers all on a coarser grid than their decimals (halves, fives, thousands) decode on
+    it; a grid so few values share that chance could explain it does not count."""
+    rng = np.random.default_rng(0)
+    n = 500
+    df = pd.DataFrame({
+        "half": np.round(rng.gamma(4, 3, n) * 2) / 2,
+        "tenth": np.round(rng.gamma(4, 3, n), 1),
+        "thousands": (rng.lognormal(4, 1, n).astype(int) + 1) * 1000,
+        "nickels": np.round(rng.uniform(0, 20, n) * 20) / 20,
+    })
+    enc = TableEncoder().fit(df)
+    steps = {c.name: c.step for c in enc.schema.columns}
+    assert steps["half"] == 0.5 and steps["thousands"] == 1000.0 and steps["nickels"] == 0.05
+    assert steps["tenth"] is None
+    few = TableEncoder().fit(pd.DataFrame({"x": np.linspace(0.2, 0.6, 3)}))
+    assert few.schema["x"].step is None  # 0.2, 0.4, 0.6: 2 ** -3 > 1e-3
+    # eighths, but only 2.125 uses the third decimal: 125 ** -1 > 1e-3, so thousandths
+    eighths = TableEncoder().fit(pd.DataFrame({"x": [0.25, 1.5, 2.125, 3.0, 4.5, 0.75]}))
+    assert eighths.schema["x"].step is None and eighths.schema["x"].decimals == 3
+    spec = enc.schema["nickels"]
+    z = spec.to_grid(np.array([0.33, 0.07, 19.99]))
+    assert z.tolist() == [0.35, 0.05, 20.0]  # written with the decimals, no 0.35000000000000003
