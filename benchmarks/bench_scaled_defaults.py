@@ -298,6 +298,15 @@ def summary(rows: list[dict]) -> str:
                     digits=1)
 
 
+def load_records(jsonl: Path) -> list[dict]:
+    """The cells recorded so far (a run resumes after them), except cells killed from outside
+    (a signal other than the CPU cap's), which run again."""
+    if not jsonl.exists():
+        return []
+    rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
+    return [r for r in rows if r.get("error") != "killed"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", default="tips,quine,Cars93,Boston,penguins,wine")
@@ -314,9 +323,7 @@ def main(argv=None) -> int:
         print(json.dumps(one(a.one[0], a.one[1], a.work, a.limit), default=str))
         return 0
     jsonl = a.jsonl or a.out.with_suffix(".jsonl")
-    rows = []
-    if jsonl.exists():
-        rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
+    rows = load_records(jsonl)
     done = {(r["variant_spec"], r["table"]) for r in rows}
     commit = commit_label()
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -339,7 +346,8 @@ def main(argv=None) -> int:
             else:
                 learner, label, params = parse_variant(v)
                 rec = {"learner": learner, "variant": label, "table": table, "params": params,
-                       "error": "killed" if r.returncode < 0 else r.stderr.strip()[-300:]}
+                       "error": ("killed (CPU cap)" if r.returncode == -signal.SIGXCPU else
+                                 "killed" if r.returncode < 0 else r.stderr.strip()[-300:])}
             rec.update(variant_spec=v, commit=commit, load1=load)
             rows.append(rec)
             with open(jsonl, "a") as fh:

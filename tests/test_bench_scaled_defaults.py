@@ -63,3 +63,19 @@ def test_commit_label_marks_a_changed_checkout(tmp_path):
     assert bench.commit_label(tmp_path) == head
     (tmp_path / "forestgen" / "a.py").write_text("x = 2\n")
     assert bench.commit_label(tmp_path) == head + "-dirty"
+
+
+def test_a_killed_cell_runs_again_on_resume(tmp_path):
+    """A cell killed from outside (stop 49: a helper's interrupted run) is not a result: resuming
+    runs it again; a cell stopped by its own CPU cap or timeout stays recorded."""
+    import json
+
+    recs = [{"variant_spec": "ARF:now=", "table": "tips", "test_ll": -8.7},
+            {"variant_spec": "RFDE:now=", "table": "tips", "error": "killed"},
+            {"variant_spec": "DEF:now=", "table": "tips", "error": "killed (CPU cap)"},
+            {"variant_spec": "GeF:now=", "table": "tips", "error": "timeout (300 CPU s)"}]
+    path = tmp_path / "cells.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    kept = bench.load_records(path)
+    assert [r["variant_spec"] for r in kept] == ["ARF:now=", "DEF:now=", "GeF:now="]
+    assert bench.load_records(tmp_path / "none.jsonl") == []
