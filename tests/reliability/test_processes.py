@@ -6,6 +6,7 @@ abort fails the test instead of blocking or killing the test run."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -202,3 +203,58 @@ def test_serial_twin_starts_no_threads(tmp_path):
                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().endswith("OK")
+
+
+IDLE_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import numpy as np
+    from numba import prange
+    from forestgen.parallel import openmp_waits_passively, parallel_kernel
+
+    @parallel_kernel
+    def total(x):
+        s = 0.0
+        for i in prange(x.shape[0]):
+            s += x[i]
+        return s
+
+    x = np.ones(1_000_000)
+    total(x)
+    idle = 0.0
+    for _ in range(10):  # CPU the process burns while its thread sleeps after a kernel
+        total(x)
+        c = time.process_time()
+        time.sleep(0.03)
+        idle += time.process_time() - c
+    print(json.dumps({"policy": os.environ.get("OMP_WAIT_POLICY"),
+                      "passive": openmp_waits_passively(), "idle": idle}))
+""")
+
+
+def _idle_run(tmp_path, **env):
+    script = tmp_path / "idle.py"
+    script.write_text(IDLE_SCRIPT)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, env={**base, "PYTHONPATH": str(REPO),
+                                           "NUMBA_NUM_THREADS": "2",
+                                           "NUMBA_THREADING_LAYER": "omp", **env})
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_openmp_workers_sleep_after_a_kernel(tmp_path):
+    """Unless the environment chooses a wait policy, forestgen sets ``OMP_WAIT_POLICY=PASSIVE``
+    before the OpenMP runtime loads: the workers of a finished kernel sleep instead of spinning
+    on the second core (with ``ACTIVE``, kept as the user's choice, they spin through the
+    calling thread's sleep)."""
+    pytest.importorskip("numba.np.ufunc.omppool")
+    ours = _idle_run(tmp_path)
+    assert ours["policy"] == "PASSIVE" and ours["passive"]
+    spin = _idle_run(tmp_path, OMP_WAIT_POLICY="ACTIVE")
+    assert spin["policy"] == "ACTIVE" and not spin["passive"]
+    assert spin["idle"] > 0.05  # a spinning worker: most of the 0.3 s slept
+    assert ours["idle"] < spin["idle"] / 4
+    kept = _idle_run(tmp_path, GOMP_SPINCOUNT="1000")
+    assert kept["policy"] is None and not kept["passive"]
