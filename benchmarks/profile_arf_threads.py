@@ -10,7 +10,9 @@ the sampler and the likelihood walk are wrapped with wall-clock and process-time
 step called inside another is listed under it (indented), and ``grow one tree`` sums the trees'
 wall times over the pool's threads. The speed-up of a step is its wall time at one thread
 over two; a step near 1.0x is serial. Wall times mean something only on an otherwise idle
-machine: the load average is written beside them.
+machine: the load average is written beside them. The warm-up fits and queries a model of
+the same size with another seed, so each kernel the timed calls run (parallel or serial twin:
+:func:`~forestgen.parallel.sized` picks by size) is compiled or loaded before the clock starts.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ from forestgen import ARF
 n, T = {n}, {threads}
 data = mixed_table(n + 4000, 0)
 train, test = data.iloc[:n].reset_index(drop=True), data.iloc[n:].reset_index(drop=True)
-warm = ARF(n_trees=3, min_node_size=5, n_jobs=T, marginal_weight=0.0,
-           random_state=1).fit(train.iloc[:2000])
-warm.sample(100, random_state=0)
-warm.log_prob(test.iloc[:100])
+warm = ARF(n_trees=30, min_node_size=5, n_jobs=T, marginal_weight=0.0,
+           random_state=1).fit(train)  # (full size: every kernel the timed calls run is loaded)
+warm.sample(n, random_state=1)
+warm.log_prob(test)
+del warm
 acc, lock = {{}}, threading.Lock()
 STEPS = [  # (label, module, attribute); "A.b" is attribute b of class A
     ("encode", "forestgen.base", "GenerativeForest.fit_encoder"),
