@@ -45,7 +45,7 @@ import os
 import threading
 import types
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numba.parfors.parfor as _parfor
@@ -88,10 +88,16 @@ _lock = threading.Lock()
 _local = threading.local()  # .wait: this thread is one of thread_map's workers
 
 
+_pools: dict[int, ThreadPoolExecutor] = {}  # thread_map's pools, by thread count
+_pools_lock = threading.Lock()
+
+
 def _in_forked_child() -> None:
-    global _lock
+    global _lock, _pools_lock
     _state["forked"] = True
     _lock = threading.Lock()  # the parent's lock may have been held at fork time
+    _pools_lock = threading.Lock()
+    _pools.clear()  # (the parent's pool threads do not exist in the child)
 
 
 os.register_at_fork(after_in_child=_in_forked_child)
@@ -193,6 +199,15 @@ def default_n_jobs(n_jobs: int | None) -> int:
     return int(n_jobs)
 
 
+def _pool(jobs: int) -> ThreadPoolExecutor:
+    """The process's pool of ``jobs`` threads (started on first use and kept)."""
+    with _pools_lock:
+        pool = _pools.get(jobs)
+        if pool is None:
+            pool = _pools[jobs] = ThreadPoolExecutor(jobs, thread_name_prefix="forestgen")
+        return pool
+
+
 def thread_map(fn: Callable[[int], Any], n: int, n_jobs: int | None) -> list:
     """``[fn(k) for k in range(n)]``, on ``n_jobs`` threads (:func:`default_n_jobs`) when
     there is more than one task: for tasks whose work runs in Numba kernels and NumPy calls
@@ -200,9 +215,16 @@ def thread_map(fn: Callable[[int], Any], n: int, n_jobs: int | None) -> list:
     depend on ``n_jobs``. On the pool's threads a :func:`parallel_kernel` waits for another
     thread's parallel kernel to finish instead of running its serial twin: the tasks' kernels
     take the cores in turn (the serial twins of loop-heavy kernels run several times slower
-    than the parallel ones do on one thread)."""
+    than the parallel ones do on one thread).
+
+    The threads are kept between calls (one pool per thread count, started on first use, and
+    anew in a forked child), so a call does not pay for starting and joining them. A call
+    made from inside a task runs its tasks in that task's thread, in order (a task waiting for
+    tasks queued behind it in the same pool would never see them run). Every task has ended
+    when the call returns or raises; an exception is the first failing task's, in task order.
+    """
     jobs = min(default_n_jobs(n_jobs), n)
-    if jobs <= 1:
+    if jobs <= 1 or getattr(_local, "wait", False):
         return [fn(k) for k in range(n)]
 
     def task(k: int) -> Any:
@@ -212,5 +234,6 @@ def thread_map(fn: Callable[[int], Any], n: int, n_jobs: int | None) -> list:
         finally:
             _local.wait = False
 
-    with ThreadPoolExecutor(jobs) as ex:
-        return list(ex.map(task, range(n)))
+    futures = [_pool(jobs).submit(task, k) for k in range(n)]
+    wait(futures)
+    return [f.result() for f in futures]

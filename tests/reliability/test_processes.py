@@ -258,3 +258,64 @@ def test_openmp_workers_sleep_after_a_kernel(tmp_path):
     assert ours["idle"] < spin["idle"] / 4
     kept = _idle_run(tmp_path, GOMP_SPINCOUNT="1000")
     assert kept["policy"] is None and not kept["passive"]
+
+
+def test_thread_map_keeps_its_threads_and_runs_nested_calls_inline():
+    """thread_map's pool threads serve later calls; a call from inside a task runs in that
+    task's thread; every task has ended when a call raises (the first failing task's error)."""
+    import threading
+    import time
+
+    from forestgen.parallel import thread_map
+
+    def who(k):
+        time.sleep(0.002)
+        return threading.current_thread()
+
+    first, second = thread_map(who, 8, 2), thread_map(who, 8, 2)
+    assert set(second) <= set(first) and threading.main_thread() not in first
+    outer = thread_map(lambda k: (threading.current_thread(),
+                                  thread_map(lambda j: threading.current_thread(), 4, 2)), 3, 2)
+    assert all(inner == [t] * 4 for t, inner in outer)
+    done = []
+
+    def task(k):
+        if k == 1:
+            raise KeyError("task 1")
+        if k == 3:
+            raise KeyError("task 3")
+        time.sleep(0.01)
+        done.append(k)
+        return k
+
+    with pytest.raises(KeyError, match="task 1"):
+        thread_map(task, 6, 2)
+    assert sorted(done) == [0, 2, 4, 5]
+
+
+FORK_POOL_SCRIPT = textwrap.dedent("""
+    import multiprocessing as mp
+    from forestgen.parallel import thread_map
+
+    def child(q):
+        q.put(thread_map(lambda k: k * k, 6, 2))
+
+    if __name__ == "__main__":
+        assert thread_map(lambda k: k, 6, 2) == list(range(6))  # the parent's pool is started
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(q,))
+        p.start()
+        print(q.get(timeout=60))
+        p.join(60)
+""")
+
+
+def test_thread_map_in_a_forked_child(tmp_path):
+    """A forked child starts its own pool (the parent's threads are not in it)."""
+    script = tmp_path / "forkpool.py"
+    script.write_text(FORK_POOL_SCRIPT)
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().endswith("[0, 1, 4, 9, 16, 25]")
