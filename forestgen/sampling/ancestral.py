@@ -11,7 +11,9 @@ leaves' parameters in leaf order (the rows sorted by leaf, the draws put back in
 so the per-leaf tables stream through the cache instead of being read at random. Below
 :data:`THREAD_ROWS` rows each row's values are those of drawing it alone
 (:meth:`~forestgen.leaves.base.LeafModel.sample_uniform` from the uniforms ``sample`` would
-draw, every column's uniforms from the one Generator in column order). From
+draw, every column's uniforms from the one Generator in column order; from
+:data:`COLUMN_ROWS` rows the columns are then drawn from their uniforms on the model's ``n_jobs``
+threads, one task per column). From
 :data:`THREAD_ROWS` rows on, the rows in leaf order are cut into chunks of
 :data:`THREAD_ROWS`, and each (column, chunk) draws its uniforms from its own stream
 (:func:`chunk_seeds`, seeded from the Generator), so the chunks are drawn on the model's
@@ -32,6 +34,7 @@ from forestgen.sampling.missingness import blank
 from forestgen.sampling.support import draw_column, draw_column_uniform
 
 THREAD_ROWS = 16384  # draws from which (column, chunk) tasks run on the model's n_jobs threads
+COLUMN_ROWS = 2048  # draws from which the columns (below THREAD_ROWS) run on n_jobs threads
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # AncestralSampler.table
 
 
@@ -237,8 +240,12 @@ class AncestralSampler(Sampler):
                 todo.append((j, rng.random(n)))
             else:
                 cols[j] = draw_column(model, j, leaf, rng)[order]
-        for j, u in todo:
+
+        def task(k: int) -> None:  # (each column's uniforms already drawn: any order)
+            j, u = todo[k]
             cols[j] = draw_column_uniform(model, j, by_leaf, _gather(u, order))
+
+        thread_map(task, len(todo), getattr(model, "n_jobs", 1) if n >= COLUMN_ROWS else 1)
         _scatter_rows.serial(cols, order, out)
         return out
 

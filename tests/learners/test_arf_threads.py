@@ -12,7 +12,7 @@ import pytest
 
 from forestgen import ARF
 from forestgen.inference.leaf_factors import LeafPack, _pack_nodes, _walk_order
-from forestgen.sampling.ancestral import THREAD_ROWS, _guide_table, _guided_draws
+from forestgen.sampling.ancestral import COLUMN_ROWS, THREAD_ROWS, _guide_table, _guided_draws
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,8 @@ def _run(table, threads: int):
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
         m = ARF(n_trees=6, min_node_size=3, n_jobs=threads, random_state=4).fit(table)
-        s = m.sample_encoded(THREAD_ROWS + 100, random_state=1)  # columns drawn on threads
+        s = m.sample_encoded(THREAD_ROWS + 100, random_state=1)  # (column, chunk) tasks
+        s = (s, m.sample_encoded(COLUMN_ROWS + 100, random_state=2))  # one task per column
         lp = m.log_prob(table)
         pack = LeafPack(m)
     finally:
@@ -44,7 +45,10 @@ def test_same_bits_at_one_and_two_threads(table, monkeypatch):
     monkeypatch.setattr("forestgen.parallel.SMALL_WORK", 0)  # the parallel kernels
     a, sa, la, pa = _run(table, 1)
     b, sb, lb, pb = _run(table, 2)
-    np.testing.assert_array_equal(sa, sc)
+    for x, y, z in zip(sa, sb, sc):
+        np.testing.assert_array_equal(x, z)
+        np.testing.assert_array_equal(x, y)
+    sa = sa[0]
     np.testing.assert_array_equal(la, lc)
     for x, y in zip(pa.args, pc.args):
         np.testing.assert_array_equal(x, y)
@@ -58,7 +62,6 @@ def test_same_bits_at_one_and_two_threads(table, monkeypatch):
         assert pa_.keys() == pb_.keys()
         for k in pa_:
             np.testing.assert_array_equal(pa_[k], pb_[k])
-    np.testing.assert_array_equal(sa, sb)
     np.testing.assert_array_equal(la, lb)
     for x, y in zip(pa.args, pb.args):
         np.testing.assert_array_equal(x, y)
