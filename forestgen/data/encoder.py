@@ -49,7 +49,7 @@ __all__ = ["TableEncoder", "infer_kind", "mark_unobserved", "time_scalar_to_seco
 
 #: rows from which the encoder fits, encodes and decodes the columns on threads (below, a
 #: thread pool's start costs more than it saves)
-_THREAD_ROWS = 8192
+_THREAD_ROWS = 2048
 
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
