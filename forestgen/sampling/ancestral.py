@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 from numba import njit, prange
 
-from forestgen.parallel import parallel_kernel, sized, thread_map
+from forestgen.parallel import parallel_kernel, thread_map
 from forestgen.registry import register
 from forestgen.sampling.base import Sampler
 from forestgen.sampling.missingness import blank
@@ -51,10 +51,11 @@ def draw_leaves(log_w: np.ndarray, n: int, rng: np.random.Generator,
                 table: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``n`` leaf ids with probabilities ``exp(log_w)`` (normalised here), by inverse CDF: the
     first leaf whose cumulative probability exceeds a uniform (``searchsorted(side="right")``,
-    found through a guide table, :func:`_guided_draws`); ``table``: ``leaf_table(log_w)``
-    if already built."""
+    found through a guide table, :func:`_guided_draws`, in parallel from
+    :data:`THREAD_ROWS` draws); ``table``: ``leaf_table(log_w)`` if already built."""
     cdf, guide = leaf_table(log_w) if table is None else table
-    return sized(_guided_draws, n)(cdf, guide, rng.random(n))
+    kernel = _guided_draws if n >= THREAD_ROWS else _guided_draws.serial
+    return kernel(cdf, guide, rng.random(n))
 
 
 def inverse_cdf(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -152,13 +153,26 @@ def _scatter_rows(cols, order, out):
             out[r, j] = cols[j, i]
 
 
+def chunk_entropy(rng: np.random.Generator) -> list[int]:
+    """The entropy of a large draw's chunk streams: four 63-bit integers drawn from ``rng``
+    (what ``rng`` gives next does not depend on the number of chunks)."""
+    return [int(v) for v in rng.integers(0, 2**63, size=4)]
+
+
+def chunk_seed(entropy: list[int], k: int) -> np.random.SeedSequence:
+    """Chunk ``k``'s seed: child ``k`` of ``SeedSequence(entropy)`` (what its ``spawn``
+    gives as the ``k``-th child), made without the others, in the chunk's own task."""
+    return np.random.SeedSequence(entropy, spawn_key=(k,))
+
+
 def chunk_seeds(rng: np.random.Generator, k: int) -> list[np.random.SeedSequence]:
     """The seeds of ``k`` independent streams for the chunks of a large draw (each task
     makes its Generator, ``Generator(PCG64(seed))``, on its own thread): children of one
-    ``SeedSequence`` whose entropy is four 63-bit integers drawn from ``rng``. What ``rng``
-    gives next does not depend on ``k``."""
-    entropy = [int(v) for v in rng.integers(0, 2**63, size=4)]
-    return np.random.SeedSequence(entropy).spawn(k)
+    ``SeedSequence`` whose entropy is four 63-bit integers drawn from ``rng``
+    (:func:`chunk_entropy`, :func:`chunk_seed`). What ``rng`` gives next does not depend on
+    ``k``."""
+    entropy = chunk_entropy(rng)
+    return [chunk_seed(entropy, i) for i in range(k)]
 
 
 def leaf_order(leaf: np.ndarray) -> np.ndarray:
@@ -266,11 +280,11 @@ class AncestralSampler(Sampler):
         todo = [j for j, lm in enumerate(models) if lm.has_uniform_sampler]
         edges = list(range(0, n, THREAD_ROWS)) + [n]
         tasks = [(j, edges[c], edges[c + 1]) for j in todo for c in range(len(edges) - 1)]
-        seeds = chunk_seeds(rng, len(tasks))
+        entropy = chunk_entropy(rng)  # (the streams of chunk_seeds, each made in its task)
 
         def task(k: int) -> None:
             j, a, b = tasks[k]
-            u = np.random.Generator(np.random.PCG64(seeds[k])).random(b - a)
+            u = np.random.Generator(np.random.PCG64(chunk_seed(entropy, k))).random(b - a)
             cols[j, a:b] = draw_column_uniform(model, j, by_leaf[a:b], u)
 
         thread_map(task, len(tasks), getattr(model, "n_jobs", 1))

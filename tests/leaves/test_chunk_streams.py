@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from forestgen import ARF
-from forestgen.sampling.ancestral import THREAD_ROWS, chunk_seeds
+from forestgen.sampling.ancestral import THREAD_ROWS, chunk_entropy, chunk_seed, chunk_seeds
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +56,15 @@ def test_chunk_seeds_leave_the_generator_where_any_count_would():
 
     assert first(sa) == first(sb[:3])  # spawn order is stable
     assert len(set(first(sb))) == 9
+
+
+def test_chunk_seed_is_the_spawned_child():
+    """A task's own seed (made in the task) is the child spawn would have given it."""
+    a, b = np.random.default_rng(11), np.random.default_rng(11)
+    spawned, entropy = chunk_seeds(a, 6), chunk_entropy(b)
+    assert a.random() == b.random()
+    for k, s in enumerate(spawned):
+        own = chunk_seed(entropy, k)
+        assert np.array_equal(own.generate_state(8), s.generate_state(8))
+        assert np.random.Generator(np.random.PCG64(own)).random(5).tolist() == \
+            np.random.Generator(np.random.PCG64(s)).random(5).tolist()
