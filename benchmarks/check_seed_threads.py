@@ -6,9 +6,9 @@ bench_scaled_defaults, as short hashes, in one process per thread count.
         --out benchmarks/results/seed_threads_s46.md
 
 Each learner at its defaults with ``random_state=0`` on bench_scaled_defaults' split; its
-mean held-out log-likelihood, a hash of the per-row values and a hash of ``--draws`` draws
-(50 by default; ``random_state=1``). The same hashes at ``NUMBA_NUM_THREADS=1`` and ``2``
-(and ``n_jobs`` following it) mean the same bits.
+mean held-out log-likelihood, a hash of the per-row values and one hash of the draws of each
+size in ``--draws`` (a comma list, ``50`` by default; ``random_state=1``). The same hashes at
+``NUMBA_NUM_THREADS=1`` and ``2`` (and ``n_jobs`` following it) mean the same bits.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _hash(a) -> str:
     return hashlib.sha1(np.ascontiguousarray(np.asarray(a, float)).tobytes()).hexdigest()[:10]
 
 
-def one(tables: list[str], work: Path, draws_n: int = 50) -> dict:
+def one(tables: list[str], work: Path, draws_n: str = "50") -> dict:
     import forestgen as fg
 
     warnings.simplefilter("ignore")
@@ -49,9 +49,10 @@ def one(tables: list[str], work: Path, draws_n: int = 50) -> dict:
         for name in LEARNERS[1:]:
             m = getattr(fg, name)(random_state=0, n_jobs=threads).fit(train)
             lp = m.log_prob(test)
-            draws = m.sample(draws_n, random_state=1)
-            out[f"{table}/{name}"] = [float(np.mean(lp)), _hash(lp),
-                                      hashlib.sha1(draws.to_csv().encode()).hexdigest()[:10]]
+            h = hashlib.sha1()
+            for q in draws_n.split(","):
+                h.update(m.sample(int(q), random_state=1).to_csv().encode())
+            out[f"{table}/{name}"] = [float(np.mean(lp)), _hash(lp), h.hexdigest()[:10]]
     return out
 
 
@@ -60,8 +61,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tables", default="Cars93,tips,quine,Boston,wide5000")
     ap.add_argument("--work", type=Path, default=Path("/tmp/forestgen-scaled"))
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/seed_threads.md"))
-    ap.add_argument("--draws", type=int, default=50, help="rows sampled per learner (from "
-                    "THREAD_ROWS = 16,384 on, FORGE draws chunks on the threads)")
+    ap.add_argument("--draws", default="50", help="rows sampled per learner, a comma list "
+                    "(from COLUMN_ROWS = 2,048 FORGE draws the columns on the threads, from "
+                    "THREAD_ROWS = 16,384 on chunks of them)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     tables = a.tables.split(",")
