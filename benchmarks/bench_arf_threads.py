@@ -6,10 +6,10 @@ the thread count), after a warm-up that makes every timed call once on a model f
 same rows with another seed, so each kernel the timed calls run (parallel or serial twin, every
 signature) is compiled or loaded from the cache before the clock starts.
 The table is the mixed table of ``bench_arf_rarf.py`` (6 continuous, 3 categorical columns), 30
-trees, min_node_size 5. Timed: the fit; the model's first ``log_prob`` (4,000 held-out rows:
-it includes building the packed leaf records); then, for each query size ``q`` of
-``--queries``, ``sample(q)`` and ``log_prob`` of ``q`` held-out rows, each the median of
-``--reps`` calls (the packed records already built); the fit is the median of ``--fit-reps``
+trees, min_node_size 5. Timed: the fit (which builds the packed leaf records, since FORDE
+ends with them); the model's first ``log_prob`` (4,000 held-out rows); then, for each query
+size ``q`` of ``--queries``, ``sample(q)`` and ``log_prob`` of ``q`` held-out rows, each the
+median of ``--reps`` calls; the fit is the median of ``--fit-reps``
 fits (the last one's model is queried). Wall and CPU seconds from
 ``time.perf_counter`` and ``time.process_time``. The speed-up is wall time at one thread over
 wall time at two; it only means something on an otherwise idle machine, so the load average
@@ -97,8 +97,8 @@ def main() -> None:
              f"--queries {args.queries} --reps {args.reps} --fit-reps {args.fit_reps} "
              f"--out {args.out}`", "",
              f"CPU s (wall s) per step; `fit` is the median of {args.fit_reps} fits; `log_prob "
-             "first` is the (last) model's first query (4,000 rows, builds the packed leaf "
-             f"records); the other queries are medians of {args.reps} calls.", "",
+             "first` is the (last) model's first query (4,000 rows; the fit built the packed "
+             f"leaf records); the other queries are medians of {args.reps} calls.", "",
              "| rows | threads | load avg (1 min) at start | "
              + " | ".join(steps) + " | same bits as 1 thread | held-out LL |",
              "|" + "---|" * (len(steps) + 5)]
