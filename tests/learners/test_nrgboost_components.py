@@ -562,11 +562,13 @@ def test_chain_seeds_are_numpys_spawned_seed_sequences():
                                   spawned_seeds(e, 7))
 
 
-def test_leaf_bitset_slices_on_a_column_of_65535_values():
+@pytest.mark.parametrize("n_values, dtype", [(255, np.uint8), (256, np.uint16),
+                                              (65_535, np.uint16), (65_536, np.int32)])
+def test_leaf_bitset_slices_on_a_column_of_many_values(n_values, dtype):
     rng = np.random.default_rng(14)
-    grid = make_grid([65_535, 2], [True, True], [1, 0])
+    grid = make_grid([n_values, 2], [True, True], [1, 0])
     e, cells = random_energy(grid, 1, rng, leaves=6)
-    assert e.trees.leaf_sets(grid).span.dtype == np.int32  # too many values for uint16
+    assert e.trees.leaf_sets(grid).span.dtype == dtype  # the smallest that holds the ends
     X = cells[rng.choice(len(cells), 5, replace=False)]
     sl = e.energy_slice(X, 0, full=True)
     for i in range(len(X)):

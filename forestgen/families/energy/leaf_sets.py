@@ -62,7 +62,7 @@ class LeafSets:
 
     ``code_row [T, sum(n_codes)]`` int32 — the row of ``masks [R, W]`` holding ``M_c(k)``;
     ``leaf_node [T, cap]`` int32 — global node id of each leaf (-1: no leaf);
-    ``span [T, d, cap, 2]`` (uint16, or int32 for columns of 65,535 values or more) and
+    ``span [T, d, cap, 2]`` (:func:`span_dtype`: uint8 up to 255 values a column) and
     ``mi [T, d, cap]`` uint8 — each leaf's extent on each ordered column (value codes
     ``lo <= k < end``, ``lo = end`` if none; ``mi``: admits the missing code);
     ``codes [T, nw_off[d], cap]`` uint64 — each leaf's codes on each nominal column ``c`` as a
@@ -178,6 +178,13 @@ def _build_tree(root, nodes, n_codes, n_values, off, nw_off, words, row_base):
     return code_row, rows, leaf_node, span, mi, codes
 
 
+def span_dtype(n_values: np.ndarray) -> type:
+    """The smallest unsigned type of the leaf extents ``span`` (ends up to the most values of a
+    column): ``uint8`` up to 255 values, ``uint16`` up to 65,535, else ``int32``."""
+    most = int(np.max(n_values, initial=0))
+    return np.uint8 if most <= 255 else np.uint16 if most <= 65535 else np.int32
+
+
 def build_leaf_sets(trees, n_codes: np.ndarray, n_values: np.ndarray, ordered: np.ndarray,
                     words: int, start: int = 0) -> LeafSets:
     """Tables of trees ``start..`` of an :class:`~forestgen.families.energy.ensembler.EnergyTrees`
@@ -202,8 +209,7 @@ def build_leaf_sets(trees, n_codes: np.ndarray, n_values: np.ndarray, ordered: n
     col_ptr = np.r_[0, np.cumsum(uses.sum(axis=1))].astype(np.int64)
     cols = np.nonzero(uses)[1].astype(np.int64)
     sets = [np.concatenate([p[i] for p in parts]) for i in range(6)]
-    if n_values.max(initial=0) < 65535:  # half the memory traffic of the leaf extents
-        sets[3] = sets[3].astype(np.uint16)
+    sets[3] = sets[3].astype(span_dtype(n_values))  # less memory traffic than int32
     return LeafSets(*sets, nw_off, col_ptr, cols)
 
 
