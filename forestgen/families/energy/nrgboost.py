@@ -30,6 +30,21 @@ are left to the user (defaults are the official code's). The normaliser ``Z`` is
 intractable: ``log_prob`` subtracts an estimate (``log_z_``, standard error ``log_z_se_``;
 importance sampling from ``q0`` or AIS, :mod:`forestgen.families.energy.normaliser`) — normalised
 log-likelihoods are **estimates**; conditionals of one column are exact.
+
+Nested missingness (:func:`forestgen.data.rules.missing_parents`: a column ``k`` missing only
+in training rows where its parent ``p`` is, e.g. ``pctime`` and ``pcdx`` of ``mgus``, missing in
+the same rows) is kept exactly: at fit ``k``'s missing entries are filled with draws of its
+observed values (:func:`fill_nested`), so the grid gives ``k`` no missing state and the energy
+models its value in every row; a draw blanks ``k`` only where ``p`` is blank, there with
+probability ``rate_k`` = ``k``'s training missing rows over ``p``'s (1 for columns missing in
+the same rows: blank together), parents first (``forestgen.sampling.missingness.blank``). The
+density is the energy's with ``k``'s value summed out where ``k`` is missing, times the missing
+state's probability given the parent's: ``rate_k`` (``k`` and ``p`` missing), ``1 - rate_k``
+(``k`` present, ``p`` missing), 1 (both present) and 0 (``k`` missing, ``p`` present) — it still
+sums to one, and a row that breaks the nesting has density zero. ``k``'s missingness given
+``p``'s does not depend on the other columns (as within an ARF leaf). Given evidence, a column
+with a value keeps the parents missing in the same rows present; a parent missing in more rows
+is drawn by the energy alone (without the ``1 - rate_k`` weight of the present ``k``).
 """
 
 from __future__ import annotations
@@ -269,6 +284,9 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = self.encoder_.transform(X)
+        boost_seed, self.normaliser_seed_, fill_seed = seed_sequence(self.random_state).spawn(3)
+        self.nest_parent_, self.nest_rate_ = nested_missing(Z)
+        Z = fill_nested(Z, self.nest_parent_, np.random.default_rng(fill_seed))
         self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins),
                               grid_bins=self.grid_bins, decode=self.decode)
         C, _ = self.grid_.codes(Z)
@@ -277,7 +295,6 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         energy = ensembler(self.grid_, ensembler.blend_marginals(
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
-        boost_seed, self.normaliser_seed_ = seed_sequence(self.random_state).spawn(2)
         n_rounds, self.pool_size_ = sized_defaults(
             len(C), self.encoder_.schema.d, self.n_trees, self.pool_size)
         self.max_leaves_ = sized_leaves(len(C), self.max_leaves)
@@ -356,6 +373,8 @@ class NRGBoost(EnergyQueries, GenerativeForest):
             raise ValueError(f"n_trees must be in [0, {self.n_trees_}], got {n_trees!r}")
         out = type(self)(**self.get_params())
         out.encoder_, out.grid_ = self.encoder_, self.grid_
+        out.nest_parent_ = getattr(self, "nest_parent_", None)
+        out.nest_rate_ = getattr(self, "nest_rate_", None)
         out.energy_ = type(self.energy_)(self.grid_, self.energy_.log_q0,
                                      self.energy_.trees.truncate(int(n_trees)))
         seed = getattr(self, "normaliser_seed_", None) or seed_sequence(self.random_state)
@@ -400,6 +419,9 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         arrays["log_q0"] = self.energy_.log_q0
         if getattr(self, "chain_start_", None) is not None:
             arrays["chain_start"] = self.chain_start_
+        if getattr(self, "nest_parent_", None) is not None:
+            arrays["nest_parent"] = self.nest_parent_
+            arrays["nest_rate"] = self.nest_rate_
         arrays.update({f"grid.{k}": v for k, v in self.grid_.to_arrays().items()})
         meta = {"format_version": FORMAT_VERSION, "learner": registry.name_of("learner", self),
                 "params": {k: to_json(v, k) for k, v in self.get_params().items()},
@@ -440,6 +462,10 @@ class NRGBoost(EnergyQueries, GenerativeForest):
                     or np.any(cs < 0) or np.any(cs >= grid.n_codes[None, :])):
                 raise ValueError("chain_start does not match the grid")
             model.chain_start_ = cs.astype(np.int32)
+        model.nest_parent_ = model.nest_rate_ = None  # absent: written before nesting
+        if "nest_parent" in arrays:
+            model.nest_parent_, model.nest_rate_ = _checked_nesting(
+                arrays["nest_parent"], arrays.get("nest_rate"), grid)
         ex = meta["extra"]
         for key in ("log_z", "log_z_se", "log_z_tracker"):  # the estimate the queries use
             v = ex[key]
@@ -450,6 +476,64 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         model.log_z_, model.log_z_se_ = float(ex["log_z"]), float(ex["log_z_se"])
         model.log_z_tracker_ = float(ex["log_z_tracker"])
         return model
+
+
+def nested_missing(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(parent [d], rate [d])``: per column missing only where another is
+    (:func:`forestgen.data.rules.missing_parents`), that parent (else -1) and its training
+    missing rows over the parent's (1 for columns missing in the same rows; 1 where no
+    parent)."""
+    from forestgen.data.rules import missing_parents
+
+    miss = np.isnan(Z)
+    d = Z.shape[1]
+    parent = np.full(d, -1, np.int64)
+    rate = np.ones(d)
+    cols = np.flatnonzero(miss.any(axis=0))
+    if len(cols) >= 2:
+        count = miss.sum(axis=0)
+        for i, p in enumerate(missing_parents(miss[:, cols])):
+            if p >= 0:
+                k, q = cols[i], cols[p]
+                parent[k], rate[k] = q, count[k] / count[q]
+    return parent, rate
+
+
+def fill_nested(Z: np.ndarray, parent: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``Z`` with each nested column's missing entries filled by draws of its observed values
+    (a copy; ``Z`` itself where nothing is nested): the energy then models a nested column's
+    value everywhere and its missingness is left to its parent's and ``rate`` (see
+    :class:`NRGBoost`)."""
+    nested = np.flatnonzero(parent >= 0)
+    if len(nested) == 0:
+        return Z
+    Z = Z.copy()
+    for k in nested:
+        miss = np.isnan(Z[:, k])
+        Z[miss, k] = rng.choice(Z[~miss, k], int(miss.sum()))
+    return Z
+
+
+def _checked_nesting(parent, rate, grid: Grid) -> tuple[np.ndarray, np.ndarray]:
+    """A model file's nesting, checked: parents in range, acyclic, nested columns without a
+    missing state on the grid, rates in (0, 1]."""
+    parent = np.asarray(parent)
+    if rate is None or parent.shape != (grid.d,) or np.shape(rate) != (grid.d,) or \
+            not np.issubdtype(parent.dtype, np.integer):
+        raise ValueError("nest_parent / nest_rate do not match the grid")
+    parent = parent.astype(np.int64)
+    rate = np.asarray(rate, np.float64)
+    nested = parent >= 0
+    if np.any(parent < -1) or np.any(parent >= grid.d) or np.any(grid.has_missing[nested]) \
+            or not np.all((rate[nested] > 0) & (rate[nested] <= 1)):
+        raise ValueError("nest_parent / nest_rate hold a bad parent or rate")
+    for k in np.flatnonzero(nested):  # no cycles: every chain of parents ends
+        j, steps = k, 0
+        while j >= 0:
+            j, steps = parent[j], steps + 1
+            if steps > grid.d:
+                raise ValueError("nest_parent has a cycle")
+    return parent, rate
 
 
 def _check_trees(tr: EnergyTrees, grid: Grid) -> None:

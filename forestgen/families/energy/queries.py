@@ -58,11 +58,78 @@ class EnergyQueries:
         if query is not None:
             clamp_query_rows(self, Z, query, skip)
         C, outside = self.grid_.codes(Z)
-        if isinstance(X, pd.DataFrame):
-            absent = [j for j, name in enumerate(self.schema_.names)
-                      if not any(c == name for c in X.columns)]
-            C[:, absent] = UNKNOWN
+        C[:, self._absent(X)] = UNKNOWN
         return Z, C, outside
+
+    def _absent(self, X) -> list[int]:
+        """The columns a DataFrame ``X`` lacks (none for arrays)."""
+        if not isinstance(X, pd.DataFrame):
+            return []
+        return [j for j, name in enumerate(self.schema_.names)
+                if not any(c == name for c in X.columns)]
+
+    # ------------------------------------------------------------------ nested missingness
+    def _nesting(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(parent [d], rate [d])`` of the nested missing columns (``parent[k] >= 0``), or
+        ``None`` (no nesting found at fit, or a model written before it was kept)."""
+        parent = getattr(self, "nest_parent_", None)
+        if parent is None or not (parent >= 0).any():
+            return None
+        return parent, self.nest_rate_
+
+    def _missing_codes(self, C: np.ndarray) -> np.ndarray:
+        """``[n, d]``: the entries that are missing — a column's missing state, or NaN
+        (:data:`UNKNOWN`) in a nested column, which has no missing state on the grid."""
+        g = self.grid_
+        return np.where(g.has_missing[None, :], C == g.n_values[None, :], C == UNKNOWN)
+
+    def _nest_log_factor(self, miss: np.ndarray, known: np.ndarray) -> np.ndarray:
+        """Per row, the log-probability of the nested columns' missing states given their
+        parents' (``rate_k`` = ``k``'s training missing rows over its parent's): ``log rate_k``
+        missing where the parent is, ``log(1 - rate_k)`` present where the parent is missing,
+        0 present where the parent is present, ``-inf`` missing where the parent is present.
+        Columns not ``known`` (marginalised) add nothing (their factor sums to one over their
+        states); a known nested column whose parent is marginalised is not supported."""
+        out = np.zeros(len(miss))
+        nest = self._nesting()
+        if nest is None:
+            return out
+        parent, rate = nest
+        for k in np.flatnonzero(parent >= 0):
+            p = int(parent[k])
+            kk = known[:, k]
+            if (kk & ~known[:, p]).any():
+                names = self.schema_.names
+                raise NotImplementedError(
+                    f"{type(self).__name__}: {names[k]!r} is missing only where {names[p]!r} "
+                    f"is; a density with {names[k]!r} given and {names[p]!r} marginalised is "
+                    f"not supported")
+            mk, mp = miss[:, k], miss[:, p]
+            with np.errstate(divide="ignore"):
+                f = np.where(mk, np.where(mp, math.log(rate[k]), -np.inf),
+                             np.where(mp, np.log1p(-rate[k]), 0.0))
+            out += np.where(kk, f, 0.0)
+        return out
+
+    def _blank_nested(self, Z: np.ndarray, rng: np.random.Generator,
+                      present: np.ndarray | None = None) -> np.ndarray:
+        """Blank the nested columns of decoded rows ``Z`` (in place): each only where its
+        parent is blank, there with probability ``rate_k``
+        (:func:`forestgen.sampling.missingness.blank`, parents first); ``present [n, d]``
+        (evidence) columns are never blanked. Draws from ``rng`` only if there is nesting."""
+        nest = self._nesting()
+        if nest is None or len(Z) == 0:
+            return Z
+        from forestgen.sampling.missingness import blank
+
+        parent, rate = nest
+        nested = parent >= 0
+        own = np.where(nested[None, :], rate[None, :], np.isnan(Z).astype(float))
+        if present is not None:
+            own = np.where(present, 0.0, own)
+        hit = blank(rng.random(Z.shape), own, np.ones_like(own), parent)
+        Z[:, nested] = np.where(hit[:, nested], np.nan, Z[:, nested])
+        return Z
 
     def _log_marginal(self, C: np.ndarray) -> np.ndarray:
         """``log sum_{x_U} exp f(x_obs, x_U)`` per row, ``U`` = its :data:`UNKNOWN` columns
@@ -112,10 +179,18 @@ class EnergyQueries:
             out[i] = logsumexp(e.energy(X) - log_q0_u) - math.log(MARGINAL_DRAWS)
         return out
 
-    def score_codes(self, C: np.ndarray, outside: np.ndarray) -> np.ndarray:
-        """Estimated log density of code rows (see :meth:`log_prob`)."""
+    def score_codes(self, C: np.ndarray, outside: np.ndarray,
+                    known: np.ndarray | None = None) -> np.ndarray:
+        """Estimated log density of code rows (see :meth:`log_prob`); ``known [n, d]``: the
+        entries not marginalised (default: all)."""
+        if self._nesting() is not None:
+            miss = self._missing_codes(C)
+            nest = self._nest_log_factor(miss, np.ones(C.shape, bool) if known is None
+                                         else known)
+        else:
+            nest = 0.0
         C = np.where(outside, UNKNOWN, C).astype(np.int32)
-        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C)
+        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C) + nest
         bad = outside.any(axis=1)
         if bad.any():
             if self.density_floor is None:
@@ -155,7 +230,9 @@ class EnergyQueries:
         if conditions is not None:
             return self._conditional_log_prob(X, conditions)
         Z, C, outside = self._codes(X)
-        return self.score_codes(C, outside)
+        known = np.ones(C.shape, bool)
+        known[:, self._absent(X)] = False
+        return self.score_codes(C, outside, known)
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """:meth:`log_prob` of already encoded rows."""
@@ -194,6 +271,13 @@ class EnergyQueries:
         Cm[:, free] = UNKNOWN
         joint = self._log_marginal(C)
         marg = self._log_marginal(Cm)
+        if self._nesting() is not None:
+            miss = self._missing_codes(C)
+            known = np.ones(C.shape, bool)
+            known[:, self._absent(df)] = False
+            joint += self._nest_log_factor(miss, known)
+            known[:, free] = False
+            marg += self._nest_log_factor(miss, known)
         Cw = np.full_like(C, UNKNOWN)
         Cw[:, free] = C[:, free]
         lp = joint - marg - self.grid_.log_width(Cw)
@@ -301,6 +385,7 @@ class EnergyQueries:
                           f"their result is NaN, the other rows are unaffected", RuntimeWarning,
                           stacklevel=2)
             ev = _without_rows(ev, bad)
+        present = self._force_present(ev, allowed)
         Z = None
         if per_row:
             m = ev.m
@@ -321,6 +406,9 @@ class EnergyQueries:
         if Z is None:
             Z = _respect_evidence(rows_to_support(self.grid_.decode(C, rng), self.schema_), C,
                                   ev, erow, self.grid_, self.schema_, rng)
+            if self._nesting() is not None:  # nested columns blanked as sample() does
+                self._blank_nested(Z, rng, present[erow])
+                C = np.where(np.isnan(Z) & ~self.grid_.has_missing[None, :], UNKNOWN, C)
         order = np.argsort(erow, kind="stable")  # rows grouped by evidence row
         Z, C = Z[order].reshape(m, -1, schema.d), C[order].reshape(m, -1, schema.d)
         point = np.full((m, schema.d), np.nan)
@@ -409,6 +497,27 @@ class EnergyQueries:
         allowed[bad] = free
         return allowed, bad, msg
 
+    def _force_present(self, ev, allowed: np.ndarray) -> np.ndarray:
+        """``[m, d]``: per evidence row, the columns that must be present — those with point
+        evidence and, up from each, the parents missing in exactly the same training rows
+        (rate 1): their missing state is excluded from ``allowed`` (in place)."""
+        present = ~np.isnan(ev.point)
+        nest = self._nesting()
+        if nest is None:
+            return present
+        parent, rate = nest
+        g = self.grid_
+        for _ in range(g.d):  # up the nesting chains
+            up = present.copy()
+            for k in np.flatnonzero((parent >= 0) & (rate >= 1.0)):
+                up[:, parent[k]] |= present[:, k]
+            if np.array_equal(up, present):
+                break
+            present = up
+        for j in np.flatnonzero(g.has_missing):
+            allowed[present[:, j], g.code_offsets[j] + g.n_values[j]] = 0
+        return present
+
     def _init_chains(self, n: int, allowed: np.ndarray, arow: np.ndarray,
                      rng: np.random.Generator) -> np.ndarray:
         """``q0`` draws restricted to each chain's allowed codes."""
@@ -463,8 +572,8 @@ class EnergyQueries:
             ch, b, th = self._protocol(n, chains, burn_in, thin)
             X0 = None
         C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, X0=X0)
-        return constrain(rows_to_support(self.grid_.decode(C, rng), self.schema_),
-                         self.schema_)
+        Z = constrain(rows_to_support(self.grid_.decode(C, rng), self.schema_), self.schema_)
+        return self._blank_nested(Z, rng) if missing else Z
 
     def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
         ch = int(self.sample_chains if chains is None else chains)
@@ -504,6 +613,7 @@ class EnergyQueries:
         ev, per_row = parse_conditions(self, conditions, on_empty)
         on_empty = check_on_empty(on_empty, per_row)
         allowed, bad, msg = self._allowed(ev, missing)
+        present = self._force_present(ev, allowed)
         given_pts = ev.point[bad].copy()
         if bad.any():
             report_empty(msg, int(bad.sum()), on_empty, "evidence row(s)", stacklevel=2)
@@ -524,6 +634,8 @@ class EnergyQueries:
             erow = np.zeros(int(n), np.int64)
         Z = self.grid_.decode(C, rng)
         Z = _respect_evidence(Z, C, ev, erow, self.grid_, self.schema_, rng)
+        if missing:
+            self._blank_nested(Z, rng, present[erow])
         rows = np.zeros(0, np.int64)
         if on_empty == "nan" and bad.any():  # bad: per evidence row (one for a dict)
             rows = np.flatnonzero(bad) if per_row else np.arange(len(Z))
