@@ -176,6 +176,24 @@ def _fill_records(Xb, idx, y, w, R):
         codes[0, r, lab] = y[i]
 
 
+@njit(cache=True, nogil=True)
+def _node_cap(n_in, class_w, w_tot, min_samples_leaf, min_class_leaf):
+    """Room for every node of a tree of ``n_in`` in-bag rows: each leaf holds an in-bag
+    row, weight ``>= min_samples_leaf`` and class weight ``>= min_class_leaf[c]`` (``class_w``:
+    the root's), so it has at most ``L`` leaves and ``2 L - 1`` nodes (the bounds by weight
+    with a relative margin of ``1e-6`` for rounding in float sums; a bound that is not a
+    finite number is not used)."""
+    L = max(n_in, 1)
+    lim = w_tot / min_samples_leaf * (1.0 + 1e-6) + 1.0
+    if lim < L:
+        L = max(np.int64(lim), 1)
+    for c in range(class_w.shape[0]):
+        lim = class_w[c] / min_class_leaf[c] * (1.0 + 1e-6) + 1.0
+        if lim < L:
+            L = max(np.int64(lim), 1)
+    return 2 * L + 1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _impurity2(code, l0, l1, r0, r1):
     """:func:`~forestgen.tree.criteria.criterion_gain` of two classes (Gini or entropy) from
@@ -264,7 +282,23 @@ def grow_tree(rows, limits, rng, route_all):
     lab, idc, wc = R.lab, R.idc, R.wc
     nw = rwords.shape[2]
     row_node = np.full(n if route_all else 0, -1, np.int32)
-    cap = 2 * max(n_in, 1) + 1
+    # the root's class weights (in record order; two classes: in registers, + 0.0 for the
+    # other class leaves a sum's bits unchanged), then room for every node the limits allow
+    root_w = np.zeros(n_classes)
+    if n_classes == 2:
+        v0 = 0.0
+        v1 = 0.0
+        for r in range(n_in):
+            wr = rweight[0, r, wc]
+            c1 = np.float64(rcodes[0, r, lab])
+            v0 += wr * (1.0 - c1)
+            v1 += wr * c1
+        root_w[0] = v0
+        root_w[1] = v1
+    else:
+        for r in range(n_in):
+            root_w[rcodes[0, r, lab]] += rweight[0, r, wc]
+    cap = _node_cap(n_in, root_w, w_tot, min_samples_leaf, min_class_leaf)
     feature = np.full(cap, -1, np.int32)
     thr_bin = np.full(cap, -1, np.int32)
     nan_left = np.zeros(cap, np.uint8)
@@ -318,8 +352,8 @@ def grow_tree(rows, limits, rng, route_all):
     st_depth[0] = 0
     sp = 1
     n_nodes = 1
-    for r in range(n_in):
-        value[0, rcodes[0, r, lab]] += rweight[0, r, wc]
+    for c in range(n_classes):
+        value[0, c] = root_w[c]
     # packed class weights (exact sums, two classes): a record's weight word holds its weight
     # shifted by 32 bits per class (class 0 low, class 1 high); sums below 2**26 never carry,
     # so one integer add per row fills both class sums of a bin (hpk), read as two integers
@@ -480,8 +514,8 @@ def grow_tree(rows, limits, rng, route_all):
                         # (sparse: the listed bins, then the missing bin)
                         b = (occ[t, q] if q < m else nb) if is_sparse else q
                         h = hpk[t, b]
-                        hist[t, b, 0] = np.float64(h & _LO32)
-                        hist[t, b, 1] = np.float64(h >> _S32)
+                        hist[t, b, 0] = np.float64(np.int64(h & _LO32))
+                        hist[t, b, 1] = np.float64(np.int64(h >> _S32))
                         hpk[t, b] = 0
                 if is_sparse:
                     for q in range(m):
@@ -514,8 +548,8 @@ def grow_tree(rows, limits, rng, route_all):
                         b = order_buf[q]
                         if fast:
                             h = hpk[t, b]
-                            h0 = np.float64(h & _LO32)
-                            h1 = np.float64(h >> _S32)
+                            h0 = np.float64(np.int64(h & _LO32))
+                            h1 = np.float64(np.int64(h >> _S32))
                             keys[q] = (h0 if ref == 0 else h1) / (0.0 + h0 + h1)
                         else:
                             tot = 0.0
@@ -585,8 +619,8 @@ def grow_tree(rows, limits, rng, route_all):
                     k = 0
                     while k < n_scan:
                         lp += hp[np.uint64(order_buf[k])]
-                        l0 = np.float64(lp & _LO32)
-                        l1 = np.float64(lp >> _S32)
+                        l0 = np.float64(np.int64(lp & _LO32))
+                        l1 = np.float64(np.int64(lp >> _S32))
                         WL = 0.0 + l0 + l1
                         if l0 >= c0 and l1 >= c1 and WL >= min_samples_leaf and WL > 0.0:
                             break
@@ -615,8 +649,8 @@ def grow_tree(rows, limits, rng, route_all):
                         k += 1
                         if k < n_scan:
                             lp += hp[np.uint64(order_buf[k])]
-                            l0 = np.float64(lp & _LO32)
-                            l1 = np.float64(lp >> _S32)
+                            l0 = np.float64(np.int64(lp & _LO32))
+                            l1 = np.float64(np.int64(lp >> _S32))
                 elif binary:  # two classes, built-in criterion: sums in scalars
                     m0 = hist[t, nb, 0]
                     m1 = hist[t, nb, 1]
@@ -688,9 +722,11 @@ def grow_tree(rows, limits, rng, route_all):
                                 pos = k
                                 nl = nan_l if miss_w > 0.0 else WL >= WR
                 # -- leave hist[t] (hpk[t]) all zero again (what a sparse fill starts from)
-                if fast:
-                    for q in range(m if is_sparse else nb + 1):
-                        hpk[t, occ[t, q] if is_sparse else q] = 0
+                if fast and is_sparse:
+                    for q in range(m):
+                        hpk[t, occ[t, q]] = 0
+                elif fast:
+                    hpk[t, :nb + 1] = 0
                 elif is_sparse:
                     for q in range(n_occ[t]):
                         b = occ[t, q]
@@ -792,8 +828,8 @@ def grow_tree(rows, limits, rng, route_all):
                     rwords[q, pos, 1] = w1
                     rwords[q, pos, 2] = w2
                     pw = rwords[par, r, wc]  # packed (exact, two classes)
-                    v0 += np.float64(pw & _LO32) * g
-                    v1 += np.float64(pw >> _S32) * g
+                    v0 += np.float64(np.int64(pw & _LO32)) * g
+                    v1 += np.float64(np.int64(pw >> _S32)) * g
                     q_l += g
                     q_r -= 1 - g
                 value[lnode, 0] = v0
@@ -817,8 +853,8 @@ def grow_tree(rows, limits, rng, route_all):
                         rwords[q, pos, k] = rwords[par, r, k]
                     if packed:
                         pw = rwords[par, r, wc]
-                        v0 += np.float64(pw & _LO32) * g
-                        v1 += np.float64(pw >> _S32) * g
+                        v0 += np.float64(np.int64(pw & _LO32)) * g
+                        v1 += np.float64(np.int64(pw >> _S32)) * g
                     else:
                         wg = rweight[par, r, wc] * g
                         c1 = np.int64(rcodes[par, r, lab])

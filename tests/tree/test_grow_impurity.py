@@ -309,3 +309,45 @@ def test_bin_thresholds_read_numeric_splits_and_refuse_bins_outside_the_column()
     np.testing.assert_array_equal(thr, [2.5, 20.0, np.nan, np.nan, 0.5])
     _, ok = bin_thresholds(feature, np.array([2, 2, -1, 0, 0], np.int32), cat_off, flat, off)
     assert not ok  # column 1 has bins 0 and 1 only
+
+
+@pytest.mark.parametrize("weights", ["bootstrap", "fractional"])
+def test_node_room_holds_every_tree_the_limits_allow(weights):
+    """The grower makes room (``_node_cap``) for ``2 L + 1`` nodes, ``L`` the most leaves
+    the leaf limits allow; trees grown to small limits never pass it (the kernel has no
+    bounds checks: this is what keeps it inside its arrays)."""
+    from forestgen.tree.grow_impurity import _node_cap
+
+    Z, _, nominal, n_levels = _table(n=800)
+    b = Binner.fit(Z, nominal, n_levels)
+    Xb = b.transform(Z)
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, len(Z))  # labels unrelated to the codes: few pure nodes
+    fill = []
+    for seed in range(12):
+        w = draw_weights(len(Z), rng)
+        if weights == "fractional":
+            w = w * rng.uniform(0.3, 1.7, len(w))
+        msl = [1.0, 0.5, 2.0][seed % 3]
+        mcl = np.array([[0.0, 1.0], [1.0, 1.0], [0.0, 5.0], [0.3, 0.0]][seed % 4])
+        rows = LabelledRows(Xb, b.n_bins.astype(np.int64), b.nominal, y, w)
+        out = grow_tree(rows, grow_rule(2, -1, msl, mcl, 5, -1.0, GINI),
+                        np.random.Generator(np.random.PCG64(seed)), True)
+        inb = w > 0
+        cap = _node_cap(int(inb.sum()), np.array([w[inb & (y == c)].sum() for c in (0, 1)]),
+                        w.sum(), msl, mcl)
+        assert len(out[0]) <= cap <= 2 * inb.sum() + 1
+        fill.append(len(out[0]) / cap)
+    assert max(fill) > 0.3  # the bound is close for some limits (the old room, 2 n + 1, was
+    # 8-30 times these trees' nodes)
+
+
+def test_node_room_ignores_limits_that_bound_nothing():
+    from forestgen.tree.grow_impurity import _node_cap
+
+    w = np.array([3.0, 5.0])
+    assert _node_cap(10, w, 8.0, 0.0, np.zeros(2)) == 21
+    assert _node_cap(10, w, 8.0, 1e-320, np.array([np.nan, 1e-320])) == 21
+    assert _node_cap(10, w, 8.0, 4.0, np.zeros(2)) == 2 * 3 + 1  # 8 / 4 (+ margin)
+    assert _node_cap(10, w, 8.0, 1.0, np.array([0.0, 5.0])) == 2 * 2 + 1
+    assert _node_cap(0, np.zeros(2), 0.0, 1.0, np.ones(2)) == 3
