@@ -131,36 +131,43 @@ class ForestArrays:
     def from_trees(cls, trees: list[TreeRecord], n_levels: np.ndarray) -> ForestArrays:
         """Concatenate per-tree records (tree-local ids). Optional outputs are kept when every
         record has them: class weights, exact leaf cells, leaf masses."""
+        # whole-forest array operations (not a handful per tree): global leaf ids count the
+        # leaves before each node, children and level offsets shift by their tree's start
+        sizes = np.array([len(t.feature) for t in trees], np.int64)
         node_off = np.zeros(len(trees) + 1, np.int64)
-        leaf_off = np.zeros(len(trees) + 1, np.int64)
+        np.cumsum(sizes, out=node_off[1:])
         cat_sizes = np.zeros(len(trees) + 1, np.int64)
-        for b, t in enumerate(trees):
-            node_off[b + 1] = node_off[b] + t.n_nodes
-            leaf_off[b + 1] = leaf_off[b] + t.n_leaves
-            cat_sizes[b + 1] = cat_sizes[b] + len(t.cat_left)
+        np.cumsum(np.array([len(t.cat_left) for t in trees], np.int64), out=cat_sizes[1:])
 
         def cat(parts, dtype, empty):
             return np.concatenate(parts).astype(dtype) if parts else empty
 
-        node_leaf, left, right, cat_off = [], [], [], []
-        for b, t in enumerate(trees):
-            is_leaf = t.feature < 0
-            nl = np.full(t.n_nodes, -1, np.int32)
-            nl[is_leaf] = leaf_off[b] + np.arange(int(is_leaf.sum()), dtype=np.int32)
-            node_leaf.append(nl)
-            left.append(np.where(t.left >= 0, t.left + node_off[b], -1))
-            right.append(np.where(t.right >= 0, t.right + node_off[b], -1))
-            cat_off.append(np.where(t.cat_off >= 0, t.cat_off + cat_sizes[b], -1))
+        feature = cat([t.feature for t in trees], np.int32, np.zeros(0, np.int32))
+        is_leaf = feature < 0
+        n_before = np.zeros(len(feature) + 1, np.int64)  # leaves before each node
+        np.cumsum(is_leaf, out=n_before[1:])
+        leaf_off = n_before[node_off]
+        node_leaf = np.where(is_leaf, n_before[:-1], -1).astype(np.int32)
+        node_shift = np.repeat(node_off[:-1], sizes)
+
+        def shifted(parts, shift, dtype, empty):
+            a = cat(parts, np.int64, empty)
+            return np.where(a >= 0, a + shift, -1).astype(dtype)
+
+        left = shifted([t.left for t in trees], node_shift, np.int32, np.zeros(0, np.int32))
+        right = shifted([t.right for t in trees], node_shift, np.int32, np.zeros(0, np.int32))
+        cat_off = shifted([t.cat_off for t in trees], np.repeat(cat_sizes[:-1], sizes),
+                          np.int64, np.zeros(0, np.int64))
         every = len(trees) > 0
         out = cls(
-            feature=cat([t.feature for t in trees], np.int32, np.zeros(0, np.int32)),
+            feature=feature,
             threshold=cat([t.threshold for t in trees], np.float64, np.zeros(0)),
             nan_left=cat([t.nan_left for t in trees], np.uint8, np.zeros(0, np.uint8)),
-            left=cat(left, np.int32, np.zeros(0, np.int32)),
-            right=cat(right, np.int32, np.zeros(0, np.int32)),
-            cat_off=cat(cat_off, np.int64, np.zeros(0, np.int64)),
+            left=left,
+            right=right,
+            cat_off=cat_off,
             cat_left=cat([t.cat_left for t in trees], np.uint8, np.zeros(0, np.uint8)),
-            node_leaf=cat(node_leaf, np.int32, np.zeros(0, np.int32)),
+            node_leaf=node_leaf,
             node_offsets=node_off, leaf_offsets=leaf_off,
             n_levels=np.asarray(n_levels, np.int32),
         )

@@ -329,9 +329,97 @@ def column_box_kernel(view, n_leaves, j, k_nom):
     """:func:`boxes_kernel` for column ``j`` alone: ``lower, upper [L]`` and, when
     ``k_nom > 0`` (a nominal column with that many levels), the level mask ``[L, k_nom]``.
 
-    One pass down each tree (its bounds and mask carried on the stack), so the cost is the
-    number of nodes, not leaves times depth; bounds are a min / max and masks an AND over the
-    leaf's ancestors, so the result is the same as :func:`boxes_kernel`'s."""
+    The cost is the number of nodes, not leaves times depth; bounds are a min / max and masks
+    an AND over the leaf's ancestors, so the result is the same as :func:`boxes_kernel`'s.
+    When every child's id is above its parent's (the growers number nodes so) one forward
+    pass over the nodes hands each node's bounds to its children; otherwise one walk down
+    each tree (:func:`_column_box_walk`)."""
+    feature, left, right = view.feature, view.left, view.right
+    N = feature.shape[0]
+    backward = False  # (no branch per node)
+    for node in range(N):
+        backward |= (feature[node] >= 0) & ((left[node] <= node) | (right[node] <= node))
+    if backward:
+        return _column_box_walk(view, n_leaves, j, k_nom)
+    threshold, cat_off, cat_left, n_levels, node_leaf = (view.threshold, view.cat_off,
+                                                         view.cat_left, view.n_levels,
+                                                         view.node_leaf)
+    lower = np.full(n_leaves, -np.inf)
+    upper = np.full(n_leaves, np.inf)
+    lo_n = np.full(N, -np.inf)  # each node's bounds (a root keeps the whole line)
+    hi_n = np.full(N, np.inf)
+    if k_nom == 0:  # bounds only (written apart: no level loops in the pass)
+        for node in range(N):
+            lo = lo_n[node]
+            hi = hi_n[node]
+            f = feature[node]
+            if f < 0:
+                leaf = node_leaf[node]
+                if leaf >= 0:
+                    lower[leaf] = lo
+                    upper[leaf] = hi
+                continue
+            a = left[node]
+            b = right[node]
+            lhi = hi
+            rlo = lo
+            if f == j and cat_off[node] < 0:
+                t = threshold[node]
+                if t < lhi:
+                    lhi = t
+                if t > rlo:
+                    rlo = t
+            lo_n[a] = lo
+            hi_n[a] = lhi
+            lo_n[b] = rlo
+            hi_n[b] = hi
+        return lower, upper, np.ones((0, 0), np.bool_)
+    mask = np.ones((n_leaves, k_nom), np.bool_)
+    kq = min(n_levels[j], k_nom)
+    mask_n = np.ones((N, k_nom), np.bool_)
+    for node in range(N):
+        f = feature[node]
+        if f < 0:
+            leaf = node_leaf[node]
+            if leaf >= 0:
+                lower[leaf] = lo_n[node]
+                upper[leaf] = hi_n[node]
+                for q in range(k_nom):
+                    mask[leaf, q] = mask_n[node, q]
+            continue
+        a = left[node]
+        b = right[node]
+        lo = lo_n[node]
+        hi = hi_n[node]
+        lhi = hi
+        rlo = lo
+        if f == j and cat_off[node] < 0:
+            t = threshold[node]
+            if t < lhi:
+                lhi = t
+            if t > rlo:
+                rlo = t
+        lo_n[a] = lo
+        hi_n[a] = lhi
+        lo_n[b] = rlo
+        hi_n[b] = hi
+        for q in range(k_nom):
+            mask_n[a, q] = mask_n[node, q]
+            mask_n[b, q] = mask_n[node, q]
+        if f == j and cat_off[node] >= 0:
+            off = cat_off[node]
+            for q in range(kq):
+                if cat_left[off + q] == 1:
+                    mask_n[b, q] = False  # level goes left: not in the right child
+                else:
+                    mask_n[a, q] = False
+    return lower, upper, mask
+
+
+@njit(cache=True, nogil=True)
+def _column_box_walk(view, n_leaves, j, k_nom):
+    """:func:`column_box_kernel` for nodes in any order: one pass down each tree (its bounds
+    and mask carried on the stack)."""
     feature, threshold, left, right = view.feature, view.threshold, view.left, view.right
     cat_off, cat_left, n_levels, node_leaf = view.cat_off, view.cat_left, view.n_levels, \
         view.node_leaf

@@ -250,6 +250,26 @@ def test_column_boxes_equal_the_path_boxes():
             np.testing.assert_array_equal(cols.levels(j, levels[j]),
                                           full.levels(j, levels[j]))
     assert (full.upper < np.inf).any() and not full.mask.all()
+    # nodes numbered backwards (children below their parents): the walk down each tree
+    from forestgen.tree.kernels import ForestView, _column_box_walk, column_box_kernel
+
+    N = len(f.feature)
+    new = N - 1 - np.arange(N)  # its own inverse: the old id of new id i is new[i]
+    inv = new
+
+    def relabel(a):
+        return np.where(a >= 0, new[np.maximum(a, 0)], -1).astype(a.dtype)
+
+    back = ForestView(f.feature[inv], f.threshold[inv], f.nan_left[inv], relabel(f.left)[inv],
+                      relabel(f.right)[inv], f.cat_off[inv], f.cat_left, f.n_levels,
+                      new[f.roots], f.node_leaf[inv])
+    for j in range(schema.d):
+        k = int(levels[j])
+        want = column_box_kernel(f.view(), f.n_leaves, j, k)
+        for got in (column_box_kernel(back, f.n_leaves, j, k),
+                    _column_box_walk(f.view(), f.n_leaves, j, k)):
+            for u, v in zip(got, want):
+                np.testing.assert_array_equal(u, v)
 
 
 
