@@ -102,9 +102,12 @@ def drop_missing_rows(Z: np.ndarray, schema, who: str) -> np.ndarray:
 
 
 def fit_cell_leaves(schema, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
-                    nom_off: np.ndarray, count: np.ndarray) -> list:
+                    nom_off: np.ndarray, count: np.ndarray, shapes: list | None = None) -> list:
     """Uniform-in-cell leaf models from finite per-leaf boxes (numeric: Lebesgue on
-    ``(lo, hi]``; discrete: uniform over the allowed levels)."""
+    ``(lo, hi]``; discrete: uniform over the allowed levels). ``shapes`` (per column, or
+    ``None``): a numeric column's ``(edges, cdf)`` gives its leaves that law restricted to
+    each cell instead (:func:`shaped_cdf`,
+    :class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`)."""
     L = len(lo)
     leaf = np.arange(L)
     x = np.zeros(L)
@@ -123,14 +126,38 @@ def fit_cell_leaves(schema, lo: np.ndarray, hi: np.ndarray, mask: np.ndarray,
         else:
             cell = ColumnCell(lower=lo[:, j], upper=hi[:, j], allowed=None,
                               data_min=float(spec.lower), data_max=float(spec.upper))
-            lm = CellUniformLeaf()
+            shape = None if shapes is None else shapes[j]
+            if shape is None:
+                lm = CellUniformLeaf()
+            else:
+                from forestgen.leaves.marginal_cell import MarginalCellLeaf
+
+                lm = MarginalCellLeaf(edges=shape[0], cdf=shape[1])
         lm.fit(x, leaf, cell, count.astype(float))
         models.append(lm)
     return models
 
 
+def shaped_cdf(edges: np.ndarray, cdf: np.ndarray, weight: float, lo: float, hi: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(edges, cdf)`` of the law ``(1 - weight) Unif(lo, hi] + weight g`` on the root
+    interval ``(lo, hi]`` of a numeric column, ``g`` the histogram ``(edges, cdf)`` (the
+    column's marginal: :func:`~forestgen.families.mixture.backoff.column_histograms`); its
+    first and last edges are moved onto ``lo`` / ``hi`` where rounding put them inside (a
+    histogram fitted in scaled units, a face one ulp below a value), so that every leaf cell
+    of the root box lies within the edges. With ``weight < 1`` or a strictly increasing
+    ``cdf`` the result is strictly increasing: a density positive on the whole interval."""
+    e = np.array(edges, float)
+    c = np.array(cdf, float)
+    e[0], e[-1] = min(e[0], lo), max(e[-1], hi)
+    c = (1.0 - weight) * (e - e[0]) / (e[-1] - e[0]) + weight * c
+    c[0], c[-1] = 0.0, 1.0
+    return e, c
+
+
 def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
-               pair_weight: np.ndarray | None = None) -> list:
+               pair_weight: np.ndarray | None = None, shape: float = 0.0,
+               hists: list | None = None) -> list:
     """Leaf models on the finite leaf cells ``boxes`` of ``model.forest_`` (RFDE, DEF): the
     paper's uniform-in-cell leaves from the leaf counts unless the model was given
     ``numeric_leaf`` / ``discrete_leaf``, which are fitted on the rows ``Z`` in their cells
@@ -141,12 +168,20 @@ def box_leaves(model, Z: np.ndarray, boxes, count: np.ndarray,
     (:func:`~forestgen.leaves.uniform_levels.spike_levels`, :class:`UniformLevelsLeaf`
     ``atoms``). Those shares shrink toward the column's overall shares with the model's
     ``prior_strength`` pseudo-rows (a leaf of one row would otherwise give an atom, or the
-    values off it, zero mass)."""
+    values off it, zero mass). ``shape`` ``μ > 0`` (``cell_shape``; the paper's leaves
+    only): each numeric column's cells carry the law ``(1 - μ) Unif(root interval) + μ g_j``
+    restricted to the cell, ``g_j`` the column's marginal histogram ``hists[j]`` on the root
+    box (:func:`shaped_cdf`), instead of the uniform density on the cell."""
     if model.numeric_leaf is None and model.discrete_leaf is None:
         prior = model.atom_prior()
         schema = model.encoder_.schema
+        shapes = None
+        if shape > 0:
+            shapes = [None if spec.is_discrete else
+                      shaped_cdf(*hists[j], shape, model.box_lo_[j], model.box_hi_[j])
+                      for j, spec in enumerate(schema.columns)]
         models = fit_cell_leaves(schema, boxes.lower, boxes.upper,
-                                 boxes.mask.astype(np.uint8), boxes.nom_off, count)
+                                 boxes.mask.astype(np.uint8), boxes.nom_off, count, shapes)
         spiky = [j for j, spec in enumerate(schema.columns)
                  if spec.atoms and not spec.is_discrete]
         spiky_levels = {j: spike_levels(Z[:, j], spec.n_levels)

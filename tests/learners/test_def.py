@@ -120,6 +120,7 @@ def test_first_split_maximises_gain_and_gain_identities(criterion):
 def test_single_tree_without_bootstrap_fits_training_masses():
     X = np.random.default_rng(2).normal(size=(400, 2))
     m = DEF(n_trees=1, max_leaves=20, bootstrap=False, smoothing=0, marginal_weight=0,
+            cell_shape="uniform",
             random_state=0).fit(X)
     leaves = m.forest_.apply(X)[:, 0]
     frac = np.bincount(leaves, minlength=m.forest_.n_leaves) / len(X)

@@ -49,7 +49,8 @@ def grid_integral(model, n_per_axis: int, extra=None) -> float:
 @pytest.mark.parametrize("d,p", [(1, 9), (2, 8), (3, 6)])
 def test_integrates_to_one(d, p):
     X = np.random.default_rng(d).beta(2, 5, size=(300, d))
-    m = RFDE(n_trees=7, depth=p, smoothing=0, marginal_weight=0, random_state=0).fit(X)
+    m = RFDE(n_trees=7, depth=p, smoothing=0, marginal_weight=0,
+             cell_shape="uniform", random_state=0).fit(X)
     assert exact_box_mass(m) == pytest.approx(1.0, abs=1e-12)
     # fine dyadic midpoint grid: each depth-p cell holds the same number of grid points, so
     # the Riemann sum of the density is exact
@@ -65,7 +66,7 @@ def test_integrates_to_one_with_categorical_and_marginal():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"x": rng.normal(size=400), "c": rng.choice(list("abcde"), 400),
                        "y": rng.exponential(size=400)})
-    m = RFDE(n_trees=5, depth=7, marginal_weight=0, random_state=1).fit(df)
+    m = RFDE(n_trees=5, depth=7, marginal_weight=0, cell_shape="uniform", random_state=1).fit(df)
     assert exact_box_mass(m) == pytest.approx(1.0, abs=1e-12)
     codes = m.encoder_.schema["c"].categories
     total = 0.0
@@ -91,8 +92,10 @@ def test_partition_is_independent_of_data():
     A = np.vstack([X, rng.uniform(0, 1, size=(200, 2))])
     B = np.vstack([X, rng.normal(0.5, 0.1, size=(300, 2)).clip(0, 1)])
     box = {0: (0.0, 1.0), 1: (0.0, 1.0)}
-    ma = RFDE(n_trees=6, depth=9, box=box, marginal_weight=0, random_state=3).fit(A)
-    mb = RFDE(n_trees=6, depth=9, box=box, marginal_weight=0, random_state=3).fit(B)
+    ma = RFDE(n_trees=6, depth=9, box=box, marginal_weight=0,
+              cell_shape="uniform", random_state=3).fit(A)
+    mb = RFDE(n_trees=6, depth=9, box=box, marginal_weight=0,
+              cell_shape="uniform", random_state=3).fit(B)
     la, lb = ma.forest_.apply(X), mb.forest_.apply(X)
     for j in range(2):
         for attr in ("lo_", "hi_"):
@@ -100,14 +103,16 @@ def test_partition_is_independent_of_data():
                                           getattr(mb.leaf_models_[j], attr)[lb])
     np.testing.assert_array_equal(ma.leaf_code_[la], mb.leaf_code_[lb])
     # a different seed gives a different partition
-    mc = RFDE(n_trees=6, depth=9, box=box, marginal_weight=0, random_state=4).fit(A)
+    mc = RFDE(n_trees=6, depth=9, box=box, marginal_weight=0,
+              cell_shape="uniform", random_state=4).fit(A)
     assert not np.array_equal(ma.leaf_code_[la], mc.leaf_code_[mc.forest_.apply(X)])
 
 
 def test_split_coordinates_are_uniform():
     # S_j(x) ~ Multinomial(p, 1/d) across trees: the side along j of x's leaf is 2^-S_j of B's
     X = np.random.default_rng(2).uniform(size=(200, 3))
-    m = RFDE(n_trees=150, depth=6, smoothing=0, marginal_weight=0, random_state=5).fit(X)
+    m = RFDE(n_trees=150, depth=6, smoothing=0, marginal_weight=0,
+             cell_shape="uniform", random_state=5).fit(X)
     leaf = m.forest_.apply(X[:1])[0]
     side = np.stack([lm.hi_[leaf] - lm.lo_[leaf] for lm in m.leaf_models_], 1)
     S = np.rint(-np.log2(side / (m.box_hi_ - m.box_lo_))).astype(int)
@@ -119,7 +124,8 @@ def test_infinite_forest_kernel_matches_large_forest():
     rng = np.random.default_rng(3)
     Xtr = rng.beta(2, 3, size=(25, 2))
     p, T = 4, 3000
-    m = RFDE(n_trees=T, depth=p, smoothing=0, marginal_weight=0, random_state=0).fit(Xtr)
+    m = RFDE(n_trees=T, depth=p, smoothing=0, marginal_weight=0,
+             cell_shape="uniform", random_state=0).fit(Xtr)
     Q = m.box_lo_ + (m.box_hi_ - m.box_lo_) * rng.uniform(0.05, 0.95, size=(12, 2))
     oracle = infinite_forest_density(m, Xtr, Q)
     leaves = m.forest_.apply(Q)

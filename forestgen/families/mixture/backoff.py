@@ -36,10 +36,12 @@ from forestgen.families.mixture.stacked import StackedLeaf  # registers the "sta
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import LeafCells, TreeRecord
 
-__all__ = ["GUARD_Z", "RULES", "WEIGHTS", "add_root_tree", "append_marginal_tree",
-           "best_weight", "check_weight", "choose_weight", "component_log_probs",
+__all__ = ["GUARD_Z", "RULES", "SHAPES", "WEIGHTS", "add_root_tree", "append_marginal_tree",
+           "best_weight", "check_shape", "check_weight", "choose_shape", "choose_weight",
+           "component_log_probs",
            "conditional_log_probs", "guard_t", "guarded_weight",
-           "held_out_weight", "marginal_leaf_models", "resolve_weight", "weight_log_probs"]
+           "held_out_weight", "marginal_leaf_models", "resolve_backoff", "resolve_weight",
+           "shape_grid", "weight_log_probs"]
 
 #: back-off weights ``λ`` compared on held-out rows (0, no back-off, first: ties keep it)
 WEIGHTS = (0.0, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
@@ -395,20 +397,37 @@ def held_out_fit(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
             else:
                 m.fit(X.take(fit), kinds=kinds, **(fit_kwargs or {}))
                 Zv, outside = as_unseen(X.encoder.schema, X.rows[fit], X.rows[val])
-            parts = encoded_component_log_probs(m, Zv)
-            if parts is None:  # rules the encoded path does not apply: the public query
-                lp = weight_log_probs(m, take_rows(X, val) if outside is None else
-                                      X.encoder.inverse_transform(X.rows[val]))
-                return (lp, None) if conditionals else lp
-            if outside is not None:
-                for part in parts:
-                    part[outside] = -np.inf
-            lp = mix_log_probs(m, *parts)
-            if not conditionals:
-                return lp
-            return lp, conditional_log_probs(m, Zv)
+            shaped = getattr(m, "shape_leaf_models_", None)
+            if shaped is None:
+                return score_copy(m, Zv, outside, conditionals, X, val)
+            out = []
+            for models in shaped.values():  # the cell shapes' leaf models, in turn
+                m.leaf_models_ = models
+                out.append(score_copy(m, Zv, outside, conditionals, X, val))
+            return out
     except (ValueError, RuntimeError, FloatingPointError):
         return None
+
+
+def score_copy(m, Zv: np.ndarray, outside: np.ndarray | None, conditionals: bool, X: Any,
+               val: np.ndarray) -> Any:
+    """:func:`held_out_fit`'s scores of the held-out rows (encoded ``Zv``; rows ``val`` of
+    ``X``) under the fitted copy ``m``: :func:`weight_log_probs`, and with ``conditionals``
+    the pair ``(lp, conditional_log_probs)``."""
+    from forestgen.data.frames import take_rows
+
+    parts = encoded_component_log_probs(m, Zv)
+    if parts is None:  # rules the encoded path does not apply: the public query
+        lp = weight_log_probs(m, take_rows(X, val) if outside is None else
+                              X.encoder.inverse_transform(X.rows[val]))
+        return (lp, None) if conditionals else lp
+    if outside is not None:
+        for part in parts:
+            part[outside] = -np.inf
+    lp = mix_log_probs(m, *parts)
+    if not conditionals:
+        return lp
+    return lp, conditional_log_probs(m, Zv)
 
 
 def as_unseen(schema, Z_fit: np.ndarray, Z_val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -488,6 +507,136 @@ def resolve_weight(model, X: Any, kinds: Any, seed_source: np.random.SeedSequenc
     return float(v), {}
 
 
+#: weights ``μ`` of the column marginal in the numeric cells of RFDE and DEF compared on
+#: held-out rows by ``cell_shape="auto"`` (:func:`choose_shape`; 0, the paper's uniform
+#: cells, first: ties keep it)
+SHAPES = (0.0, 0.5, 1.0)
+#: the named cell shapes: the paper's uniform cells and the marginal's shape
+SHAPE_NAMES = {"uniform": 0.0, "marginal": 1.0}
+
+
+def check_shape(who: str, value: Any, model: Any = None) -> None:
+    """``cell_shape``: ``"auto"``, a name of :data:`SHAPE_NAMES` or a number in ``[0, 1]``,
+    and with a leaf model of ``model``'s own (``numeric_leaf`` / ``discrete_leaf``) only
+    ``"auto"`` or a weight of 0 (the shape reshapes the paper's uniform cells); a
+    ``ParameterError`` naming ``who`` otherwise."""
+    from forestgen.validation import ParameterError, check_real
+
+    if not (isinstance(value, str) and (value == "auto" or value in SHAPE_NAMES)):
+        try:
+            check_real("cell_shape", value, 0.0, 1.0)
+        except ParameterError:
+            raise ParameterError(f"{who}: cell_shape must be 'auto', 'uniform', 'marginal' or "
+                                 f"a number in [0, 1], got {value!r}") from None
+    own = model is not None and (model.numeric_leaf is not None
+                                 or model.discrete_leaf is not None)
+    if own and value != "auto" and SHAPE_NAMES.get(value, value) != 0:
+        raise ParameterError(f"{who}: cell_shape={value!r} reshapes the uniform cells; with "
+                             f"numeric_leaf / discrete_leaf given pass cell_shape='uniform'")
+
+
+def shape_grid(model) -> tuple[float, ...]:
+    """The cell-shape weights ``μ`` the fit of ``model`` (RFDE, DEF) chooses among: its
+    ``cell_shape`` (a name or a number: one weight; ``"auto"``: :data:`SHAPES`); ``(0,)``
+    where the model was given its own ``numeric_leaf`` / ``discrete_leaf`` (the shape
+    reshapes the paper's uniform cells only)."""
+    if model.numeric_leaf is not None or model.discrete_leaf is not None:
+        return (0.0,)
+    v = model.cell_shape
+    if isinstance(v, str):
+        return SHAPES if v == "auto" else (SHAPE_NAMES[v],)
+    return (float(v),)
+
+
+def choose_shape(results: list, z: float = GUARD_Z, shapes=SHAPES
+                 ) -> tuple[int, dict[str, float]]:
+    """The held-out choice of the cell shape: ``results[i]`` the pair ``(lp, cond)`` of
+    :func:`held_out_fit` under the weight ``shapes[i]`` (``shapes[0]`` the reference, the
+    paper's uniform cells). Among the shapes whose discrete columns' conditionals at
+    ``λ = 0`` (``cond[0]``, what ``predict_proba`` answers) are not below the reference's by
+    more than ``z`` standard errors of the per-row difference, the one of highest mean
+    held-out log density of the model alone (``lp[0]``), kept if it beats the reference by
+    more than ``z`` standard errors (as :func:`choose_weight`; toward the paper's model);
+    else the reference. Returns ``(index, scores)``: ``"shape:<μ>"`` (mean held-out
+    log-likelihood per weight), ``"t_shape"`` (the best admissible shape's statistic against
+    the reference) and, with conditionals, ``"shape_cond:<μ>"``."""
+    out: dict[str, float] = {}
+    ok = np.ones(len(shapes), bool)
+    means = []
+    for i, (mu, (lp, cond)) in enumerate(zip(shapes, results)):
+        with np.errstate(invalid="ignore"):
+            means.append(float(lp[0].mean()))
+        out[f"shape:{mu}"] = means[-1]
+        if cond is not None:
+            out[f"shape_cond:{mu}"] = float(cond[0].mean())
+            ok[i] = i == 0 or paired_t(results[0][1][0], cond[0]) >= -z
+    order = np.flatnonzero(ok)
+    best = int(order[np.argmax(np.asarray(means)[order])])
+    t = paired_t(results[0][0][0], results[best][0][0]) if best else 0.0
+    out["t_shape"] = t
+    return (best if best and t > z else 0), out
+
+
+def resolve_backoff(model, X: Any, kinds: Any, seed_source: np.random.SeedSequence,
+                    fit_kwargs: dict | None = None, encoded: Any = None
+                    ) -> tuple[float, float, dict[str, float]]:
+    """``(cell_shape_, marginal_weight_, marginal_weight_ll_)`` of a box learner (RFDE, DEF)
+    from its ``cell_shape`` (:func:`shape_grid`) and ``marginal_weight`` (as
+    :func:`resolve_weight`). Where either is chosen on held-out rows, one look serves both:
+    a copy fitted with the leaf models of every candidate shape (the fit keyword
+    ``cell_shapes``; the trees, cells and leaf weights do not depend on the shape) scores the
+    held-out rows under each (:func:`held_out_fit`); the shape is chosen first
+    (:func:`choose_shape`), then ``λ`` on the scores under that shape (:func:`choose_weight`,
+    ``"held_out"``: the best weight). On a table of more than :data:`SCREEN_ROWS` rows the
+    cheap look chooses the shape; where it also settles ``λ = 0`` (``"t_screen"``) no other
+    look is made, else the full look scores that shape alone. A fixed shape and weight: no
+    look."""
+    shapes = shape_grid(model)
+    v = model.marginal_weight
+    rule = v if isinstance(v, str) else None
+    lam = 0.0 if rule else float(v)
+    if rule and not model.component("ensembler").logsumexp_combine:
+        rule = None  # not a mixture of trees: no back-off tree to weigh
+    if rule is None and len(shapes) == 1:
+        return shapes[0], lam, {}
+    seed = seed_source.spawn(1)[0]
+    model_seed, screen = seed.spawn(2)
+    scores: dict[str, float] = {}
+
+    def look(rows, s, ms, max_rows, grid):
+        return held_out_fit(model, rows, kinds, s, ms, max_rows,
+                            fit_kwargs={**(fit_kwargs or {}), "cell_shapes": grid},
+                            conditionals=True, cell_shape=grid[0])
+
+    if len(X) > SCREEN_ROWS and (rule == "auto" or rule is None):
+        res = look(X if encoded is None else encoded, screen, screen.spawn(1)[0], SCREEN_ROWS,
+                   shapes)
+        if res is not None:
+            i, sc = choose_shape(res, shapes=shapes) if len(shapes) > 1 else (0, {})
+            scores.update(sc)
+            shapes = (shapes[i],)
+            t = lp_guard_t(res[i][0])
+            if rule is None or t < -GUARD_Z:
+                if rule is not None:
+                    scores["t_screen"] = t
+                return shapes[0], lam, scores
+    res = look(X, seed, model_seed, HELD_OUT_ROWS, shapes)
+    if res is None:
+        return 0.0, lam, scores
+    i, sc = choose_shape(res, shapes=shapes) if len(shapes) > 1 else (0, {})
+    scores.update(sc)
+    if rule is None:
+        return shapes[i], lam, scores
+    lp, cond = res[i]
+    if rule == "auto":
+        lam, sc = choose_weight(lp, cond)
+    else:
+        with np.errstate(invalid="ignore"):
+            means = [float(v) for v in lp[:-1].mean(axis=1)]
+        lam, sc = float(WEIGHTS[int(np.argmax(means))]), dict(zip(map(str, WEIGHTS), means))
+    return shapes[i], lam, {**scores, **sc}
+
+
 #: additive smoothing of the marginal pmf in the back-off leaf of RFDE, DEF and GeF (a level of
 #: the support seen in few rows keeps a share; Jeffreys' pseudo-count)
 MARGINAL_ALPHA = 0.5
@@ -550,7 +699,8 @@ def density_faces(model, j: int) -> np.ndarray:
 
 
 def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
-                         overrides: dict[int, Any] | None = None) -> list:
+                         overrides: dict[int, Any] | None = None,
+                         hists: list | None = None) -> list:
     """The column marginals as leaf models of the one leaf of ``root`` (a one-tree forest whose
     tree never splits), fitted on every row of ``Z``: for a numeric column the histogram of
     :func:`column_histograms` on the model's root box (``box_lo_`` / ``box_hi_``; GeF: the
@@ -565,7 +715,8 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
     its own (discrete) leaf model. Both kinds have torch hooks, so ``to_torch()`` of a
     backed-off model scores and samples on the device. The back-off leaf of RFDE, DEF and GeF,
     whose own leaves under one unsplit cell would be a uniform box (RFDE, DEF) or one Gaussian
-    (GeF)."""
+    (GeF). ``hists``: :func:`column_histograms` of ``Z`` on the model's root box, where
+    already computed."""
     from forestgen.data.support import restrict_cells
     from forestgen.families.boxes import root_box
     from forestgen.leaves.base import ColumnCell
@@ -579,7 +730,8 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
         box_lo, box_hi = model.box_lo_, model.box_hi_
     else:
         box_lo, box_hi = root_box(Z, schema)
-    hists = column_histograms(Z, schema, box_lo, box_hi)
+    if hists is None:
+        hists = column_histograms(Z, schema, box_lo, box_hi)
     out = []
     for j, spec in enumerate(schema.columns):
         x = Z[:, j][~np.isnan(Z[:, j])]
@@ -606,17 +758,25 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
 
 
 def append_marginal_tree(model, Z: np.ndarray, weight: float, root: ForestArrays,
-                         overrides: dict[int, Any] | None = None
+                         overrides: dict[int, Any] | None = None,
+                         hists: list | None = None, also: list | None = None
                          ) -> tuple[ForestArrays, np.ndarray, list]:
     """``(forest, leaf log-weights, leaf models)`` of ``model`` (fitted: ``forest_``,
     ``leaf_log_weight_``, ``leaf_models_``) with the tree ``root`` appended as its last tree,
-    of weight ``weight``: its one leaf carries :func:`marginal_leaf_models` of the rows ``Z``,
-    the forest's leaves keep their models (a :class:`StackedLeaf` per column), and the
-    forest's leaf weights are scaled by ``1 - weight``."""
-    ms = marginal_leaf_models(model, Z, root, overrides)
+    of weight ``weight``: its one leaf carries :func:`marginal_leaf_models` of the rows ``Z``
+    (``hists``: as there), the forest's leaves keep their models (a :class:`StackedLeaf` per
+    column), and the forest's leaf weights are scaled by ``1 - weight``. ``also``: other
+    lists of leaf models of the same forest (the cell shapes of RFDE's and DEF's held-out
+    choice), stacked in place with the same marginal leaf models."""
+    ms = marginal_leaf_models(model, Z, root, overrides, hists)
     L = model.forest_.n_leaves
-    stacked = [StackedLeaf(parts=[a, b], sizes=[L, root.n_leaves])
-               for a, b in zip(model.leaf_models_, ms)]
+
+    def stack(models):
+        return [StackedLeaf(parts=[a, b], sizes=[L, root.n_leaves]) for a, b in zip(models, ms)]
+
+    stacked = stack(model.leaf_models_)
+    for models in also or ():
+        models[:] = stack(models)
     return (ForestArrays.concat([model.forest_, root]),
             np.r_[math.log1p(-weight) + np.asarray(model.leaf_log_weight_, float),
                   math.log(weight)], stacked)

@@ -28,10 +28,12 @@ from forestgen.families.boxes import (
 from forestgen.families.mixture.backoff import (
     append_marginal_tree,
     check_mixture,
+    check_shape,
     check_weight,
+    column_histograms,
     density_faces,
     marginal_box,
-    resolve_weight,
+    resolve_backoff,
 )
 from forestgen.modelfile import check_box, check_count
 from forestgen.progress import ProgressBar
@@ -95,11 +97,20 @@ class DEF(GenerativeForest):
         marginals beat the forest there and backing off does without lowering the discrete
         columns' conditionals).
         A forestgen extension (issue 37).
+    cell_shape : ``"auto"`` (default), ``"uniform"`` (the paper's cells), ``"marginal"`` or a
+        weight ``μ`` in ``[0, 1]``: each numeric side of a leaf cell carries the column law
+        ``(1 - μ) Unif(root interval) + μ g_j`` restricted to the cell, ``g_j`` the column's
+        marginal histogram; ``"auto"`` chooses ``μ`` on the held-out rows of the
+        ``marginal_weight`` look, keeping the discrete columns' held-out conditionals, as
+        :class:`~forestgen.families.mixture.rfde.RFDE`'s ``cell_shape`` (which states why
+        the model stays one normalised leaf mixture). ``cell_shape_`` keeps the choice.
+        A forestgen extension (issue 37).
 
     Notes
     -----
-    Leaves: numeric columns uniform on the leaf cell (the root box is the training min/max;
-    integer-valued numeric columns get ±0.5), discrete columns uniform over the allowed levels.
+    Leaves: numeric columns uniform on the leaf cell (``cell_shape="uniform"``; the root box
+    is the training min/max; integer-valued numeric columns get ±0.5), discrete columns
+    uniform over the allowed levels.
     Rows with missing values are dropped at fit, with a warning (the root box still spans
     every row's values); missing values at query time are marginalised.
     """
@@ -116,12 +127,14 @@ class DEF(GenerativeForest):
                  prior_strength: float = 1.0, random_state: Any = None,
                  n_jobs: int | None = -1, splitter: Any = "density", numeric_leaf: Any = None,
                  discrete_leaf: Any = None, progress: bool = False, ensembler: Any = None,
-                 sampler: Any = None, marginal_weight: float | str = "auto"):
+                 sampler: Any = None, marginal_weight: float | str = "auto",
+                 cell_shape: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     def validate_params(self) -> None:
         super().validate_params()
         check_weight("DEF", self.marginal_weight)
+        check_shape("DEF", self.cell_shape, self)
         check_choice("criterion", self.criterion, ("kl", "ise"))
         check_int("max_leaves", self.max_leaves, 1)
         check_real("min_samples_leaf", self.min_samples_leaf, 0.0)
@@ -135,8 +148,9 @@ class DEF(GenerativeForest):
         check_real("prior_strength", self.prior_strength, 0.0)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None, *, kinds: dict | None = None) -> DEF:
-        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+    def fit(self, X, y=None, *, kinds: dict | None = None, cell_shapes=None) -> DEF:
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds.
+        ``cell_shapes``: as :meth:`RFDE.fit <forestgen.families.mixture.rfde.RFDE.fit>`'s."""
         self.validate_params()
         Z = self.fit_encoder(X, kinds, min_rows=0)
         schema = self.encoder_.schema
@@ -177,17 +191,27 @@ class DEF(GenerativeForest):
             root_mask(schema))
         # the uniform component's leaf holds every row once
         W = np.vstack([W, np.ones((self.forest_.n_trees - len(W), n))])
-        self.leaf_models_ = box_leaves(self, Z, self.forest_.boxes(d, n_levels),
-                                       self.forest_.leaf_mass * n,
-                                       np.ascontiguousarray(W.T).ravel())
         self.n_train_ = n
-        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, seed,
-                                                                      encoded=table)
+        self.cell_shape_, self.marginal_weight_, self.marginal_weight_ll_ = resolve_backoff(
+            self, X, kinds, seed, encoded=table)
+        shapes = (self.cell_shape_,) if cell_shapes is None else tuple(map(float, cell_shapes))
+        self.cell_shape_ = shapes[0]
+        hists = (column_histograms(Z, schema, self.box_lo_, self.box_hi_)
+                 if self.marginal_weight_ > 0 or max(shapes) > 0 else None)
+        boxes = self.forest_.boxes(d, n_levels)
+        pair_weight = np.ascontiguousarray(W.T).ravel()
+        lists = [box_leaves(self, Z, boxes, self.forest_.leaf_mass * n, pair_weight, mu, hists)
+                 for mu in shapes]
+        self.leaf_models_ = lists[0]
         if self.marginal_weight_ > 0:  # the back-off tree: the column marginals on the box
             check_mixture(self, "DEF")
             self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
                 self, Z, self.marginal_weight_,
-                marginal_box(self.forest_, schema, self.box_lo_, self.box_hi_))
+                marginal_box(self.forest_, schema, self.box_lo_, self.box_hi_),
+                hists=hists, also=lists[1:])
+            lists[0] = self.leaf_models_
+        if len(shapes) > 1:
+            self.shape_leaf_models_ = dict(zip(shapes, lists))
         return self
 
     def _reference(self, binner: Binner, schema, nominal, nlev) -> np.ndarray:
@@ -230,7 +254,8 @@ class DEF(GenerativeForest):
         return density_faces(self, j)
 
     def _extra_meta(self):
-        return {"n_train": int(self.n_train_), "marginal_weight": float(self.marginal_weight_)}
+        return {"n_train": int(self.n_train_), "marginal_weight": float(self.marginal_weight_),
+                "cell_shape": float(self.cell_shape_)}
 
     def _restore_extra(self, arrays, meta):
         check_box("extra.", arrays["box_lo"], arrays["box_hi"], self.encoder_.schema.d)
@@ -239,3 +264,4 @@ class DEF(GenerativeForest):
         self.n_train_ = check_count("extra n_train", meta["n_train"], 1)
         self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 47
         self.marginal_weight_ll_ = {}
+        self.cell_shape_ = float(meta.get("cell_shape", 0.0))  # 0 before stop 50

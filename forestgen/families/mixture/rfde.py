@@ -29,10 +29,12 @@ from forestgen.families.boxes import (
 from forestgen.families.mixture.backoff import (
     append_marginal_tree,
     check_mixture,
+    check_shape,
     check_weight,
+    column_histograms,
     density_faces,
     marginal_box,
-    resolve_weight,
+    resolve_backoff,
 )
 from forestgen.logsumexp import logmeanexp
 from forestgen.modelfile import check_array, check_box, check_count
@@ -120,6 +122,29 @@ class RFDE(GenerativeForest):
         (:func:`~forestgen.families.mixture.backoff.choose_weight`; ``0`` elsewhere:
         the paper's model, bit for bit). ``marginal_weight_`` / ``marginal_weight_ll_`` keep
         the choice. A forestgen extension (issue 37; ``benchmarks/results/backoff_s47.md``).
+    cell_shape : ``"auto"`` (default), ``"uniform"`` (the paper's cells, eq. 4), ``"marginal"``
+        or a weight ``μ`` in ``[0, 1]`` — how a leaf spreads its mass over a numeric side of
+        its cell: by the law ``q_j = (1 - μ) Unif(root interval) + μ g_j`` restricted to the
+        cell, ``g_j`` the column's marginal histogram on the root box (the back-off leaf's,
+        :func:`~forestgen.families.mixture.backoff.column_histograms`;
+        :class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`). ``μ = 0`` is the uniform
+        cell. A depth-``p`` cell splits few of ``d`` columns; on the others it is the whole
+        root interval, where the uniform density ignores how the column is distributed.
+        Each leaf factor ``q_j(x) 1[x in cell] / Q_j(cell)`` integrates to one over its
+        cell, so every leaf is a normalised density on its cell, the leaf weights and cells
+        (the trees' dependence between columns) and the discrete columns' leaf pmfs are
+        unchanged, and the forest stays one exactly normalised, exactly sampleable leaf
+        mixture (draws: inverse CDF of ``q_j`` inside the cell). The defensive uniform
+        component's leaf (``smoothing``) takes the same shape. ``"auto"`` chooses ``μ`` of
+        :data:`~forestgen.families.mixture.backoff.SHAPES` on the held-out rows of the
+        ``marginal_weight`` look (one fit serves both; the trees do not depend on ``μ``):
+        the shape of highest held-out log-likelihood among those that keep the discrete
+        columns' held-out conditionals (what ``predict_proba`` answers) within one standard
+        error of the uniform cells', kept if it beats the uniform cells by more than one
+        standard error (:func:`~forestgen.families.mixture.backoff.choose_shape`), then
+        ``λ`` under that shape. ``cell_shape_`` keeps the choice. With ``numeric_leaf`` /
+        ``discrete_leaf`` given only ``"auto"`` (then 0) or 0. The depth CV scores uniform
+        cells. A forestgen extension (issue 37; ``benchmarks/results/backoff_s50.md``).
 
     Notes
     -----
@@ -146,13 +171,14 @@ class RFDE(GenerativeForest):
                  random_state: Any = None, n_jobs: int | None = -1, splitter: Any = "midpoint",
                  numeric_leaf: Any = None, discrete_leaf: Any = None, progress: bool = False,
                  ensembler: Any = None, sampler: Any = None,
-                 marginal_weight: float | str = "auto"):
+                 marginal_weight: float | str = "auto", cell_shape: float | str = "auto"):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
     def validate_params(self) -> None:
         super().validate_params()
         check_weight("RFDE", self.marginal_weight)
+        check_shape("RFDE", self.cell_shape, self)
         if isinstance(self.depth, str):
             check_choice("depth", self.depth, ("cv", "theory"))
         else:
@@ -182,8 +208,11 @@ class RFDE(GenerativeForest):
         return out
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None, *, kinds: dict | None = None) -> RFDE:
-        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+    def fit(self, X, y=None, *, kinds: dict | None = None, cell_shapes=None) -> RFDE:
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds.
+        ``cell_shapes`` (the held-out choice of ``cell_shape``): weights ``μ`` whose leaf
+        models are all fitted (``shape_leaf_models_``: ``μ`` -> leaf models, of the same
+        trees); the model is the first's (``cell_shape_``)."""
         self.validate_params()
         Z = self.fit_encoder(X, kinds, min_rows=0)
         schema = self.encoder_.schema
@@ -208,12 +237,15 @@ class RFDE(GenerativeForest):
         else:
             self.depth_ = int(self.depth)
         self.n_train_ = n
-        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(self, X, kinds, root,
-                                                                      encoded=table)
-        self._grow(Z, self.marginal_weight_)
+        self.cell_shape_, self.marginal_weight_, self.marginal_weight_ll_ = resolve_backoff(
+            self, X, kinds, root, encoded=table)
+        shapes = (self.cell_shape_,) if cell_shapes is None else tuple(map(float, cell_shapes))
+        self.cell_shape_ = shapes[0]
+        self._grow(Z, self.marginal_weight_, shapes)
         return self
 
-    def _grow(self, Z: np.ndarray, marginal_weight: float = 0.0) -> None:
+    def _grow(self, Z: np.ndarray, marginal_weight: float = 0.0,
+              shapes: tuple = (0.0,)) -> None:
         schema = self.encoder_.schema
         nominal, nlev = discrete_levels(schema)
         n, d = Z.shape
@@ -235,12 +267,20 @@ class RFDE(GenerativeForest):
             self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_,
             root_mask(schema))
         boxes = self.forest_.boxes(d, n_levels)
-        self.leaf_models_ = box_leaves(self, Z, boxes, self.forest_.leaf_mass * n)
+        hists = (column_histograms(Z, schema, self.box_lo_, self.box_hi_)
+                 if marginal_weight > 0 or max(shapes) > 0 else None)
+        lists = [box_leaves(self, Z, boxes, self.forest_.leaf_mass * n, None, mu, hists)
+                 for mu in shapes]
+        self.leaf_models_ = lists[0]
         if marginal_weight > 0:  # the back-off tree: the column marginals on the root box
             check_mixture(self, "RFDE")
             self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
                 self, Z, marginal_weight,
-                marginal_box(self.forest_, schema, self.box_lo_, self.box_hi_))
+                marginal_box(self.forest_, schema, self.box_lo_, self.box_hi_),
+                hists=hists, also=lists[1:])
+            lists[0] = self.leaf_models_
+        if len(shapes) > 1:
+            self.shape_leaf_models_ = dict(zip(shapes, lists))
         # the uniform component's and the back-off tree's leaves (the root box, heap code 1)
         # follow the trees' leaves
         self.leaf_code_ = None if codes is None else np.r_[
@@ -378,7 +418,8 @@ class RFDE(GenerativeForest):
 
     def _extra_meta(self):
         return {"depth": int(self.depth_), "n_train": int(self.n_train_),
-                "marginal_weight": float(self.marginal_weight_)}
+                "marginal_weight": float(self.marginal_weight_),
+                "cell_shape": float(self.cell_shape_)}
 
     def _restore_extra(self, arrays, meta):
         d, L = self.encoder_.schema.d, self.forest_.n_leaves
@@ -395,6 +436,7 @@ class RFDE(GenerativeForest):
         self._layout = column_layout(self.encoder_.schema)
         self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 47
         self.marginal_weight_ll_ = {}
+        self.cell_shape_ = float(meta.get("cell_shape", 0.0))  # 0 before stop 50
 
 
 def infinite_forest_density(model: RFDE, X_train: np.ndarray, X: np.ndarray,
