@@ -206,12 +206,12 @@ def one(variant: str, table: str, work: Path, limit: float) -> dict:
         signal.setitimer(signal.ITIMER_PROF, 0)
     out["fit_cpu_s"] = time.process_time() - c0
     for k in ("n_trees_", "pool_size_", "max_leaves_", "n_splits_", "sizes_", "best_",
-              "marginal_weight_"):
+              "marginal_weight_", "cell_shape_"):
         v = getattr(model, k, None)
         if v is not None:
             out[k] = v if isinstance(v, (int, float, dict)) else str(v)[:60]
     guard = getattr(model, "marginal_weight_ll_", None) or {}
-    for k in ("t", "t_screen"):  # the back-off guard's statistics (families.mixture.backoff)
+    for k in ("t", "t_screen", "t_shape"):  # the back-off's statistics (families.mixture.backoff)
         if k in guard:
             out["guard_" + k] = float(guard[k])
     board = getattr(model, "leaderboard_", None)
@@ -267,7 +267,8 @@ def fmt_rows(rows: list[dict]) -> str:
                         "test_ll", "marginal_ll", "train_ll", "proba_acc_test", "majority",
                         "train_majority_acc", "proba_ll_test",
                         "proba_acc_train", "impute_rmse", "impute_rmse_expectation",
-                        "mean_rmse", "marginal_weight_", "guard_t", "guard_t_screen", "n_trees_",
+                        "mean_rmse", "marginal_weight_", "guard_t", "guard_t_screen",
+                        "cell_shape_", "guard_t_shape", "n_trees_",
                         "pool_size_",
                         "max_leaves_",
                         "n_splits_", "best_", "selection_rows_", "candidate_cpu_s",
