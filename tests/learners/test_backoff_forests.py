@@ -149,6 +149,30 @@ def test_cheap_look_settles_the_paper_model_on_a_larger_table(cls, monkeypatch):
     assert fits == [backoff.HELD_OUT_ROWS]
 
 
+def test_arf_cheap_look_fits_fewer_trees_and_one_round(monkeypatch):
+    """ARF's cheap look fits ``screen_trees(B)`` of its trees and one adversarial round; the
+    full held-out fit, where one follows, the learner's own."""
+    import forestgen.families.mixture.backoff as backoff
+
+    assert [backoff.screen_trees(b) for b in (1, 2, 10, 100)] == [1, 2, 7, 70]
+    seen = []
+    real = backoff.held_out_fit
+
+    def counted(*a, **k):
+        seen.append((a[5], {p: k.get(p) for p in ("n_trees", "max_iters")}))
+        return real(*a, **k)
+
+    monkeypatch.setattr(backoff, "SCREEN_ROWS", 150)
+    monkeypatch.setattr(backoff, "held_out_fit", counted)
+    _fit(fg.ARF, _dependent(), marginal_weight="auto")  # 20 trees
+    assert seen[0] == (150, {"n_trees": 14, "max_iters": 0})
+    assert all(p == {"n_trees": None, "max_iters": None} for _, p in seen[1:])
+    seen.clear()
+    _fit(fg.ARF, _independent(n=200), marginal_weight="auto")  # no verdict: the full look
+    assert seen[0][1] == {"n_trees": 14, "max_iters": 0}
+    assert seen[1:] == [(backoff.HELD_OUT_ROWS, {"n_trees": None, "max_iters": None})]
+
+
 @pytest.mark.parametrize("cls", [fg.DEF, fg.GeF], ids=lambda c: c.__name__)
 def test_auto_backs_off_where_the_marginals_win(cls):
     """Independent columns and few rows: the forest's cells fit noise, and the held-out rows

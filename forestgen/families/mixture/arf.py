@@ -18,7 +18,12 @@ from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
-from forestgen.families.mixture.backoff import add_root_tree, check_weight, resolve_weight
+from forestgen.families.mixture.backoff import (
+    add_root_tree,
+    check_weight,
+    resolve_weight,
+    screen_trees,
+)
 from forestgen.inference.leaf_factors import leaf_pack
 from forestgen.leaves import (
     CategoricalLeaf,
@@ -289,8 +294,11 @@ class ARF(GenerativeForest):
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
         forest = current = None  # a rejected last round's forest is not held while leaves fit
+        # the cheap look on a larger table: fewer trees and one adversarial round
+        # (backoff.screen_trees)
         self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
-            self, X, kinds, root, encoded=EncodedTable(self.encoder_, Z))
+            self, X, kinds, root, encoded=EncodedTable(self.encoder_, Z),
+            screen_params={"n_trees": screen_trees(int(self.n_trees)), "max_iters": 0})
         self._forde(Z, *accepted)
         return self
 
