@@ -34,6 +34,11 @@ PAPER = {  # Table 1 (signs restored, spec §5.4): (ANLL, MAE) RFDE / KDE
 }
 
 
+#: the paper's model: no back-off tree, uniform cells (the defaults since stops 48 and
+#: 50 back off toward the column marginals: ``marginal_weight``, ``cell_shape``)
+PAPER_MODEL = {"marginal_weight": 0, "cell_shape": "uniform"}
+
+
 def draw(kind: str, n: int, d: int, rng) -> np.ndarray:
     if kind == "I":
         a = rng.beta(2, 10, size=(n, d))
@@ -78,14 +83,15 @@ def table1(args) -> str:
             # absolute 1e-5 floor. RFDE's density_floor is relative to the root box (here the
             # training min/max box), so the absolute floor is FLOOR times the box's volume.
             vol = float(np.prod(Xtr.max(0) - Xtr.min(0)))
-            m = RFDE(n_trees=args.trees, depth="cv", smoothing=0, depth_grid=range(1, 26),
-                     cv_trees=args.cv_trees, density_floor=FLOOR * vol,
+            m = RFDE(n_trees=args.trees, depth="cv", smoothing=0, **PAPER_MODEL,
+                     depth_grid=range(1, 26), cv_trees=args.cv_trees, density_floor=FLOOR * vol,
                      random_state=0).fit(Xtr)
             assert np.allclose(m.box_lo_, Xtr.min(0)) and np.allclose(m.box_hi_, Xtr.max(0))
             lp = m.log_prob(Xte, floor=None)
             secs = time.perf_counter() - t0
             r_anll, r_mae = anll_mae(lp, tl)
-            tree = RFDE(n_trees=1, depth=m.depth_, smoothing=0, random_state=0).fit(Xtr)
+            tree = RFDE(n_trees=1, depth=m.depth_, smoothing=0, **PAPER_MODEL,
+                        random_state=0).fit(Xtr)
             t_anll, _ = anll_mae(tree.log_prob(Xte, floor=None), tl)
             kde = stats.gaussian_kde(Xtr.T)
             k_anll, k_mae = anll_mae(kde.logpdf(Xte.T), tl)
@@ -111,8 +117,9 @@ def rate(args) -> str:
         box = {0: (0.0, 1.0), 1: (0.0, 1.0)}
         pf = round(d * math.log(n) / (1 + d * math.log(2)))
         pt = round(d * math.log(n) / (0.75 + d * math.log(2)))
-        forest = RFDE(n_trees=100, depth=pf, box=box, smoothing=0, random_state=0).fit(X)
-        trees = [RFDE(n_trees=1, depth=pt, box=box, smoothing=0,
+        forest = RFDE(n_trees=100, depth=pf, box=box, smoothing=0, **PAPER_MODEL,
+                      random_state=0).fit(X)
+        trees = [RFDE(n_trees=1, depth=pt, box=box, smoothing=0, **PAPER_MODEL,
                       random_state=s).fit(X) for s in range(5)]
         a = float(np.mean((np.exp(forest.log_prob(U, floor=None)) - f) ** 2))
         b = float(np.mean([np.mean((np.exp(t.log_prob(U, floor=None)) - f) ** 2)
