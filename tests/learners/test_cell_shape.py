@@ -156,3 +156,39 @@ def test_choose_shape_keeps_the_conditionals_and_the_margin():
     i, sc = choose_shape([_scores(lp, None), _scores(lp + rng.normal(0, 1, 200) * 0.01, None),
                           _scores(lp - 0.1, None)], shapes=shapes)
     assert i == 0
+
+
+def test_conditionals_are_scored_only_where_a_rule_needs_them():
+    """The look's conditionals (up to CONDITIONAL_PAIRS rows per weight) are a function the
+    rules call only when a candidate weight or shape needs them; the choice is the same as
+    with the arrays."""
+    from forestgen.families.mixture.backoff import WEIGHTS, choose_weight
+
+    rng = np.random.default_rng(1)
+    m = 300
+    calls = []
+
+    def lazy(arr):
+        def f():
+            calls.append(1)
+            return arr
+        return f
+
+    lp = rng.normal(-5, 1, m)
+    cond = rng.normal(-1, 0.2, m)
+    # no shape beats the uniform cells: no conditionals scored
+    res = [(np.stack([lp, lp]), lazy(np.stack([cond, cond]))),
+           (np.stack([lp - 0.1, lp]), lazy(np.stack([cond, cond])))]
+    assert choose_shape(res, shapes=(0.0, 1.0))[0] == 0 and not calls
+    # a better shape: both conditionals scored once, the same choice as with arrays
+    better = lp + 0.3 + rng.normal(0, 0.1, m)
+    arrays = [(np.stack([lp, lp]), np.stack([cond, cond])),
+              (np.stack([better, lp]), np.stack([cond - 0.3, cond]))]
+    res = [(a, lazy(c)) for a, c in arrays]
+    assert choose_shape(res, shapes=(0.0, 1.0)) == choose_shape(arrays, shapes=(0.0, 1.0))
+    assert len(calls) == 2 and choose_shape(arrays, shapes=(0.0, 1.0))[0] == 0
+    # the weight: where the marginals do not beat the model alone, none
+    calls.clear()
+    W = np.stack([lp] * (len(WEIGHTS) + 1))
+    w, out = choose_weight(W, lazy(np.zeros((len(WEIGHTS) + 1, m))))
+    assert w == 0.0 and not calls and "cond:0.0" not in out

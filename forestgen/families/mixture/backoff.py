@@ -237,11 +237,17 @@ def choose_weight(lp: np.ndarray, cond: np.ndarray | None, z: float = GUARD_Z,
     the mean held-out log-likelihood per weight, ``"t"`` (the chosen weight's statistic
     against the model alone; for ``λ = 0`` the best admissible weight's), ``"t_marginals"``
     (the marginals alone against the model alone: :func:`lp_guard_t`) and, with ``cond``,
-    ``"cond:<λ>"`` (mean conditional log-likelihood per weight)."""
+    ``"cond:<λ>"`` (mean conditional log-likelihood per weight). ``cond`` may be a function
+    that computes them (:func:`held_out_fit`'s): it is called only where the marginals pass
+    the first test (elsewhere no weight is kept whatever the conditionals, and ``"t"`` is the
+    statistic of the weight of best log-likelihood, unscreened)."""
     with np.errstate(invalid="ignore"):
         scores = [float(v) for v in lp[:-1].mean(axis=1)]
     out: dict[str, float] = dict(zip(map(str, weights), scores))
     ok = np.ones(len(weights), bool)
+    out["t_marginals"] = lp_guard_t(lp)
+    if callable(cond):
+        cond = cond() if out["t_marginals"] > z else None
     if cond is not None:
         for i, w in enumerate(weights):
             out[f"cond:{w}"] = float(cond[i].mean())
@@ -250,7 +256,6 @@ def choose_weight(lp: np.ndarray, cond: np.ndarray | None, z: float = GUARD_Z,
     best = int(order[np.argmax(np.asarray(scores)[order])])
     t = paired_t(lp[0], lp[best]) if best else 0.0
     out["t"] = t
-    out["t_marginals"] = lp_guard_t(lp)
     keep = best and t > z and out["t_marginals"] > z
     return (float(weights[best]) if keep else 0.0), out
 
@@ -413,7 +418,9 @@ def score_copy(m, Zv: np.ndarray, outside: np.ndarray | None, conditionals: bool
                val: np.ndarray) -> Any:
     """:func:`held_out_fit`'s scores of the held-out rows (encoded ``Zv``; rows ``val`` of
     ``X``) under the fitted copy ``m``: :func:`weight_log_probs`, and with ``conditionals``
-    the pair ``(lp, conditional_log_probs)``."""
+    the pair ``(lp, cond)``, ``cond`` a function that scores :func:`conditional_log_probs`
+    under the leaf models ``m`` has now (they cost up to :data:`CONDITIONAL_PAIRS` rows per
+    weight, so the rules score them only when a candidate weight needs them)."""
     from forestgen.data.frames import take_rows
 
     parts = encoded_component_log_probs(m, Zv)
@@ -427,7 +434,13 @@ def score_copy(m, Zv: np.ndarray, outside: np.ndarray | None, conditionals: bool
     lp = mix_log_probs(m, *parts)
     if not conditionals:
         return lp
-    return lp, conditional_log_probs(m, Zv)
+    models = m.leaf_models_
+
+    def cond():  # the conditionals, scored only when a rule asks (choose_weight, choose_shape)
+        m.leaf_models_ = models
+        return conditional_log_probs(m, Zv)
+
+    return lp, cond
 
 
 def as_unseen(schema, Z_fit: np.ndarray, Z_val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -585,24 +598,48 @@ def choose_shape(results: list, z: float = GUARD_Z, shapes=SHAPES
     more than ``z`` standard errors of the per-row difference, the one of highest mean
     held-out log density of the model alone (``lp[0]``), kept if it beats the reference by
     more than ``z`` standard errors (as :func:`choose_weight`; toward the paper's model);
-    else the reference. Returns ``(index, scores)``: ``"shape:<μ>"`` (mean held-out
-    log-likelihood per weight), ``"t_shape"`` (the best admissible shape's statistic against
-    the reference) and, with conditionals, ``"shape_cond:<μ>"``."""
+    else the reference. Where no shape beats the reference by more than ``z`` standard
+    errors none can be kept, and the conditionals are not scored (``cond`` may be a function
+    that computes them: :func:`held_out_fit`'s). Returns ``(index, scores)``:
+    ``"shape:<μ>"`` (mean held-out log-likelihood per weight), ``"t_shape"`` (the best
+    admissible shape's statistic against the reference; the best shape's where the
+    conditionals were not scored) and, where scored, ``"shape_cond:<μ>"``."""
     out: dict[str, float] = {}
-    ok = np.ones(len(shapes), bool)
+    lp0 = results[0][0][0]
     means = []
-    for i, (mu, (lp, cond)) in enumerate(zip(shapes, results)):
+    for mu, (lp, _) in zip(shapes, results):
         with np.errstate(invalid="ignore"):
             means.append(float(lp[0].mean()))
         out[f"shape:{mu}"] = means[-1]
-        if cond is not None:
-            out[f"shape_cond:{mu}"] = float(cond[0].mean())
-            ok[i] = i == 0 or paired_t(results[0][1][0], cond[0]) >= -z
-    order = np.flatnonzero(ok)
-    best = int(order[np.argmax(np.asarray(means)[order])])
-    t = paired_t(results[0][0][0], results[best][0][0]) if best else 0.0
-    out["t_shape"] = t
-    return (best if best and t > z else 0), out
+    # the candidates, best log-likelihood first: only they need the conditionals (a function
+    # in ``results`` is called here, once, and its array put back in place)
+    ts = [paired_t(lp0, lp[0]) if i else 0.0 for i, (lp, _) in enumerate(results)]
+    best = 0
+    if max(ts) > z:  # else no shape is kept, whichever is admissible: no conditionals needed
+        for i in sorted(range(1, len(shapes)), key=lambda i: -means[i]):
+            if admissible(results, i, z, shapes, out):
+                best = i
+                break
+    else:
+        best = int(np.argmax(means))
+    out["t_shape"] = ts[best]
+    return (best if ts[best] > z else 0), out
+
+
+def admissible(results: list, i: int, z: float, shapes, out: dict) -> bool:
+    """Whether shape ``i``'s held-out conditionals at ``λ = 0`` are within ``z`` standard
+    errors of the reference's (``results[0]``; :func:`choose_shape`); scores them where
+    ``results`` holds a function, and records their means in ``out``."""
+    for k in (0, i):
+        lp, cond = results[k]
+        if callable(cond):
+            results[k] = (lp, cond())
+    c0, ci = results[0][1], results[i][1]
+    if c0 is None or ci is None:
+        return True
+    out[f"shape_cond:{shapes[0]}"] = float(c0[0].mean())
+    out[f"shape_cond:{shapes[i]}"] = float(ci[0].mean())
+    return paired_t(c0[0], ci[0]) >= -z
 
 
 def resolve_backoff(model, X: Any, kinds: Any, seed_source: np.random.SeedSequence,
