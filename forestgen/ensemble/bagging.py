@@ -5,17 +5,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from forestgen.tree.node_ops import bounded_int
+from forestgen.tree.node_ops import bounded_int_bits
 
 
 @njit(cache=True, nogil=True)
 def _bootstrap_counts(rng, n, m):
     """``np.bincount(rng.integers(0, n, m), minlength=n)`` as float64 for ``1 <= n <= 2**32``:
-    the same draws from the same stream (:func:`~forestgen.tree.node_ops.bounded_int`),
+    the same draws from the same stream (:func:`~forestgen.tree.node_ops.bounded_int_bits`),
     counted as they are drawn, without the ``[m]`` array of draws."""
     w = np.zeros(n)
+    bitgen = rng.bit_generator  # (read once, not per draw)
     for _ in range(m):
-        w[bounded_int(rng, n)] += 1.0
+        w[bounded_int_bits(bitgen, n)] += 1.0
     return w
 
 

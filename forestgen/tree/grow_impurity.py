@@ -58,7 +58,11 @@ Work per node is kept proportional to the node's rows, not to the bins:
 * The histogram fill, the candidates' bin scans and the partitions are written out in
   :func:`grow_tree`, not in inlined helpers: Numba gives each array argument of an inlined
   call an atomic reference-count pair that its pruning pass leaves in place around loops
-  (about 45 pairs a node before; ``benchmarks/results/grower_floor_s46.md``).
+  (about 45 pairs a node before; ``benchmarks/results/grower_floor_s46.md``). For the same
+  reason the node loop takes no views of its buffers (``hpk[t]``, ``rcodes[par]``: each one
+  a pair of out-of-line atomic calls, 10% of the kernel's samples in a ``perf`` profile at
+  8k rows before they went; ~2% remain) and writes out the candidate draw and the split's
+  side table instead of calling ``node_ops``.
 
 Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their ids (int32,
 two buffers likewise) are partitioned along in one pass (left forward, right backward: their
@@ -84,7 +88,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from forestgen.tree.criteria import ENTROPY, GINI, criterion_gain, specialise
-from forestgen.tree.node_ops import binned_sides, draw_candidates
+from forestgen.tree.node_ops import bounded_int_bits
 
 SPLIT_BINS = 32  # a column with fewer bins fills four interleaved histograms (exact sums)
 FILL4_ROWS = 256  # ... in a node of at least this many rows (below, merging them costs more)
@@ -337,6 +341,7 @@ def grow_tree(rows, limits, rng, route_all):
     rbuf = np.zeros(n_classes)
     go = np.zeros(max_nb + 1, np.bool_)
     feats = np.arange(d)
+    bitgen = rng.bit_generator  # (read once: candidate draws below)
 
     st_node = np.empty(cap, np.int64)
     st_start = np.empty(cap, np.int64)
@@ -386,7 +391,13 @@ def grow_tree(rows, limits, rng, route_all):
             can = False
         best_f = -1
         if can:
-            draw_candidates(feats, mtry, rng)
+            # candidate features: a partial Fisher-Yates (node_ops.draw_candidates, written
+            # out: a call with array arguments costs an atomic reference-count pair each)
+            for t in range(mtry):
+                s_ = t + bounded_int_bits(bitgen, d - t)
+                tmp_f = feats[t]
+                feats[t] = feats[s_]
+                feats[s_] = tmp_f
             rows = end - start
             for t in range(mtry):
                 sparse[t] = rows < sparse_ratio * n_bins[feats[t]]
@@ -406,14 +417,15 @@ def grow_tree(rows, limits, rng, route_all):
                     for t in range(mtry):
                         hist[t, rcodes[par, r, feats[t]], yi] += wi
             else:
-                cpar = rcodes[par]  # (2-D views, unsigned indices: no wraparound per row)
-                wpar = rweight[par]
-                upar = rwords[par]
+                # (unsigned indices: no wraparound per row; no views of the buffers: each
+                # view is an atomic reference-count pair, called out of line)
+                pu = np.uint64(par)
                 labu = np.uint64(lab)
                 wcu = np.uint64(wc)
                 for t in range(mtry):
                     f = feats[t]
                     fu = np.uint64(f)
+                    tu = np.uint64(t)
                     nb = n_bins[f]
                     if not sparse[t]:
                         if exact and nb < SPLIT_BINS and rows >= FILL4_ROWS:
@@ -421,21 +433,22 @@ def grow_tree(rows, limits, rng, route_all):
                             # of store-to-load waits; four interleaved copies (exact sums:
                             # merged in any order, the same bits)
                             if packed:
-                                p4 = pk4[t]
                                 for r in range(start, end):
                                     ru = np.uint64(r)
-                                    p4[ru & np.uint64(3), cpar[ru, fu]] += upar[ru, wcu]
+                                    pk4[tu, ru & np.uint64(3), rcodes[pu, ru, fu]] += \
+                                        rwords[pu, ru, wcu]
                                 for b in range(nb + 1):
-                                    hpk[t, b] = (p4[0, b] + p4[1, b]) + (p4[2, b] + p4[3, b])
-                                    p4[0, b] = 0
-                                    p4[1, b] = 0
-                                    p4[2, b] = 0
-                                    p4[3, b] = 0
+                                    hpk[t, b] = ((pk4[t, 0, b] + pk4[t, 1, b])
+                                                 + (pk4[t, 2, b] + pk4[t, 3, b]))
+                                    pk4[t, 0, b] = 0
+                                    pk4[t, 1, b] = 0
+                                    pk4[t, 2, b] = 0
+                                    pk4[t, 3, b] = 0
                                 continue
-                            h4 = hist4[t]
                             for r in range(start, end):
                                 ru = np.uint64(r)
-                                h4[ru & np.uint64(3), cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
+                                hist4[tu, ru & np.uint64(3), rcodes[pu, ru, fu],
+                                      rcodes[pu, ru, labu]] += rweight[pu, ru, wcu]
                             for b in range(nb + 1):
                                 for c in range(n_classes):
                                     hist[t, b, c] = ((hist4[t, 0, b, c] + hist4[t, 1, b, c])
@@ -445,34 +458,29 @@ def grow_tree(rows, limits, rng, route_all):
                                     hist4[t, 2, b, c] = 0.0
                                     hist4[t, 3, b, c] = 0.0
                         elif packed:
-                            hp = hpk[t]
                             for r in range(start, end):
                                 ru = np.uint64(r)
-                                hp[cpar[ru, fu]] += upar[ru, wcu]
+                                hpk[tu, rcodes[pu, ru, fu]] += rwords[pu, ru, wcu]
                         else:
-                            ht = hist[t]
                             for r in range(start, end):
                                 ru = np.uint64(r)
-                                ht[cpar[ru, fu], cpar[ru, labu]] += wpar[ru, wcu]
+                                hist[tu, rcodes[pu, ru, fu], rcodes[pu, ru, labu]] += \
+                                    rweight[pu, ru, wcu]
                         continue
-                    ft = flags[t]
-                    st = sflags[t]
                     if packed:
-                        hp = hpk[t]
                         for r in range(start, end):  # no branch per row
                             ru = np.uint64(r)
-                            b = cpar[ru, fu]
-                            ft[b] = 1
-                            st[b >> 3] = 1  # the flag word of bin b is not all zero
-                            hp[b] += upar[ru, wcu]
+                            b = rcodes[pu, ru, fu]
+                            flags[tu, b] = 1
+                            sflags[tu, b >> 3] = 1  # the flag word of bin b is not all zero
+                            hpk[tu, b] += rwords[pu, ru, wcu]
                     else:
-                        ht = hist[t]
                         for r in range(start, end):  # no branch per row
                             ru = np.uint64(r)
-                            b = cpar[ru, fu]
-                            ft[b] = 1
-                            st[b >> 3] = 1
-                            ht[b, cpar[ru, labu]] += wpar[ru, wcu]
+                            b = rcodes[pu, ru, fu]
+                            flags[tu, b] = 1
+                            sflags[tu, b >> 3] = 1
+                            hist[tu, b, rcodes[pu, ru, labu]] += rweight[pu, ru, wcu]
                     m = 0
                     for kk in range((nb + 64) // 64):
                         sw = swords[t, kk]
@@ -614,11 +622,11 @@ def grow_tree(rows, limits, rng, route_all):
                     # split points every constraint allows are one run of k; skip to its
                     # start, stop at its end, and test only the bound inside it (the left
                     # sums as packed integers: the values of float sums of the same terms)
-                    hp = hpk[t]
+                    tu = np.uint64(t)
                     lp = np.uint64(0)
                     k = 0
                     while k < n_scan:
-                        lp += hp[np.uint64(order_buf[k])]
+                        lp += hpk[tu, np.uint64(order_buf[k])]
                         l0 = np.float64(np.int64(lp & _LO32))
                         l1 = np.float64(np.int64(lp >> _S32))
                         WL = 0.0 + l0 + l1
@@ -648,7 +656,7 @@ def grow_tree(rows, limits, rng, route_all):
                                     T = thr - 1e-9 * (Wn + abs(thr)) - base + Wn
                         k += 1
                         if k < n_scan:
-                            lp += hp[np.uint64(order_buf[k])]
+                            lp += hpk[tu, np.uint64(order_buf[k])]
                             l0 = np.float64(np.int64(lp & _LO32))
                             l1 = np.float64(np.int64(lp >> _S32))
                 elif binary:  # two classes, built-in criterion: sums in scalars
@@ -726,7 +734,8 @@ def grow_tree(rows, limits, rng, route_all):
                     for q in range(m):
                         hpk[t, occ[t, q]] = 0
                 elif fast:
-                    hpk[t, :nb + 1] = 0
+                    for b in range(nb + 1):
+                        hpk[t, b] = 0
                 elif is_sparse:
                     for q in range(n_occ[t]):
                         b = occ[t, q]
@@ -777,7 +786,12 @@ def grow_tree(rows, limits, rng, route_all):
             cat_used += nb
         else:
             thr_bin[node] = best_order[best_pos]
-        binned_sides(go, nb, nominal[f], cat_buf, off, thr_bin[node], best_nl)
+        # go[code]: the side of each code (node_ops.binned_sides, written out)
+        is_nom = nominal[f]
+        tb = thr_bin[node]
+        for code in range(nb):
+            go[code] = cat_buf[off + code] == 1 if is_nom else code <= tb
+        go[nb] = best_nl
         lnode = n_nodes
         rnode = n_nodes + 1
         n_nodes += 2
@@ -797,20 +811,19 @@ def grow_tree(rows, limits, rng, route_all):
             q_l = start
             q_r = end - 1
             if best_l0 >= 0.0:
-                src = rwords[par]  # (2-D views, unsigned row indices: no wraparound)
-                dst = rwords[q]
-                cpar = rcodes[par]
+                pu = np.uint64(par)  # (unsigned indices: no wraparound; no views)
+                qu = np.uint64(q)
                 fu = np.uint64(f)
                 for r in range(start, end):
                     ru = np.uint64(r)
-                    g = np.int64(go[cpar[ru, fu]])
+                    g = np.int64(go[rcodes[pu, ru, fu]])
                     pos = np.uint64(q_r + g * (q_l - q_r))
-                    w0 = src[ru, 0]
-                    w1 = src[ru, 1]
-                    w2 = src[ru, 2]
-                    dst[pos, 0] = w0
-                    dst[pos, 1] = w1
-                    dst[pos, 2] = w2
+                    w0 = rwords[pu, ru, 0]
+                    w1 = rwords[pu, ru, 1]
+                    w2 = rwords[pu, ru, 2]
+                    rwords[qu, pos, 0] = w0
+                    rwords[qu, pos, 1] = w1
+                    rwords[qu, pos, 2] = w2
                     q_l += g
                     q_r -= 1 - g
                 value[lnode, 0] = best_l0
@@ -878,10 +891,10 @@ def grow_tree(rows, limits, rng, route_all):
         if route_all:  # their order never matters: left forward, right backward, one pass
             q_l = ostart
             q_r = oend - 1
-            Xf = Xb[f]
+            fu = np.uint64(f)
             for r in range(ostart, oend):
                 i = oid[par, r]
-                g = np.int64(go[Xf[np.uint32(i)]])  # (an unsigned index: no wraparound)
+                g = np.int64(go[Xb[fu, np.uint32(i)]])  # (unsigned indices: no wraparound)
                 oid[q, q_r + g * (q_l - q_r)] = i
                 q_l += g
                 q_r -= 1 - g

@@ -37,6 +37,18 @@ def bounded_int(rng, high):
     return np.int64(buffered_bounded_lemire_uint32(rng.bit_generator, r))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def bounded_int_bits(bitgen, high):
+    """:func:`bounded_int` from the Generator's ``bit_generator`` (taken once by a caller
+    that draws many: reading the attribute is an atomic reference-count pair per draw)."""
+    r = np.int64(high) - 1
+    if r == 0:
+        return 0
+    if r == 0xFFFFFFFF:
+        return np.int64(next_uint32(bitgen))
+    return np.int64(buffered_bounded_lemire_uint32(bitgen, r))
+
+
 @njit(cache=True, nogil=True)
 def in_bag(w):
     """Ids of the rows with positive weight, in order (rows of weight 0 take no part in a

@@ -274,22 +274,25 @@ def test_column_boxes_equal_the_path_boxes():
 
 
 def test_bounded_int_draws_what_integers_draws():
-    """The candidate draw's ``bounded_int`` takes the numbers ``Generator.integers(0, high)``
-    takes from the same stream (trees depend on it), for small and 32-bit ranges."""
-    from forestgen.tree.node_ops import bounded_int
+    """``bounded_int`` (and ``bounded_int_bits`` on the bit generator, what the candidate
+    draws and bootstrap counts take) takes the numbers ``Generator.integers(0, high)`` takes
+    from the same stream (trees depend on it), for small and 32-bit ranges."""
+    from forestgen.tree.node_ops import bounded_int, bounded_int_bits
 
     @njit
-    def draws(rng, highs):
+    def draws(rng, highs, bits):
         out = np.empty(len(highs), np.int64)
+        bitgen = rng.bit_generator
         for i in range(len(highs)):
-            out[i] = bounded_int(rng, highs[i])
+            out[i] = bounded_int_bits(bitgen, highs[i]) if bits else bounded_int(rng, highs[i])
         return out
 
     highs = np.random.default_rng(0).choice(np.array([1, 2, 3, 9, 255, 2**31 + 7, 2**32]),
                                             size=400)
-    got = draws(np.random.default_rng(5), highs)
-    ref = np.random.default_rng(5)
-    np.testing.assert_array_equal(got, [ref.integers(0, h) for h in highs])
+    for bits in (False, True):
+        got = draws(np.random.default_rng(5), highs, bits)
+        ref = np.random.default_rng(5)
+        np.testing.assert_array_equal(got, [ref.integers(0, h) for h in highs])
 
 
 @pytest.mark.parametrize("crit", [GINI, ENTROPY])
