@@ -47,6 +47,16 @@ class MarginalCellLeaf(LeafModel):
 
     # ------------------------------------------------------------------ histogram
     def _hist(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(edges, cdf, bin densities)``, checked once per ``edges`` / ``cdf`` object (kept
+        while they are the same objects: a new histogram is checked and cached anew)."""
+        cache = getattr(self, "_hist_cache", None)
+        if cache is not None and cache[0] is self.edges and cache[1] is self.cdf:
+            return cache[2]
+        out = self._check_hist()
+        self._hist_cache = (self.edges, self.cdf, out)
+        return out
+
+    def _check_hist(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         e = np.asarray(self.edges, float)
         c = np.asarray(self.cdf, float)
         if (len(e) < 2 or len(c) != len(e) or not np.all(np.diff(e) > 0)
@@ -61,6 +71,18 @@ class MarginalCellLeaf(LeafModel):
 
     def _mass(self, leaf) -> np.ndarray:
         return self._F(self.hi_[leaf]) - self._F(self.lo_[leaf])
+
+    def _log_mass(self, leaf) -> np.ndarray:
+        """``log _mass(leaf)``, from every leaf's value computed once per cells and histogram
+        (the same numbers: ``F`` is evaluated elementwise); recomputed when ``lo_``, ``hi_``
+        or the histogram are other objects (a fit, a load, ``set_param_arrays``)."""
+        key = (self.lo_, self.hi_, self.edges, self.cdf)
+        cache = getattr(self, "_log_mass_cache", None)
+        if cache is None or any(a is not b for a, b in zip(cache[0], key)):
+            with np.errstate(divide="ignore"):
+                cache = (key, np.log(self._mass(np.arange(len(self.lo_)))))
+            self._log_mass_cache = cache
+        return cache[1][leaf]
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, leaf, cell, weight=None):
@@ -92,15 +114,15 @@ class MarginalCellLeaf(LeafModel):
         b = np.clip(np.searchsorted(e, np.nan_to_num(x), side="left") - 1, 0, len(dens) - 1)
         inside = (x > lo) & (x <= hi)
         with np.errstate(divide="ignore"):
-            out = np.where(inside, np.log(dens[b]) - np.log(self._mass(leaf)), -np.inf)
+            out = np.where(inside, np.log(dens[b]) - self._log_mass(leaf), -np.inf)
         return np.where(np.isnan(x), 0.0, out)
 
     def log_prob_interval(self, leaf, lo, hi):
         a = np.maximum(np.asarray(lo, float), self.lo_[leaf])
         b = np.minimum(np.asarray(hi, float), self.hi_[leaf])
         with np.errstate(divide="ignore"):
-            return np.log(np.maximum(self._F(np.maximum(a, b)) - self._F(a), 0.0)) - np.log(
-                self._mass(leaf))
+            return np.log(np.maximum(self._F(np.maximum(a, b)) - self._F(a), 0.0)) - (
+                self._log_mass(leaf))
 
     def sample(self, leaf, rng, lo=None, hi=None, levels=None):
         return self._draw(leaf, rng.random(len(leaf)), lo, hi)
