@@ -12,11 +12,25 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from forestgen.parallel import thread_map
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import TreeRecord
+
+
+@njit(cache=True, nogil=True)
+def _leaf_of_rows(feature, row_node, out):
+    """``out[i]``: the tree-local leaf id (leaves counted in node order) of node
+    ``row_node[i]``."""
+    local = np.empty(feature.shape[0], np.int32)
+    k = 0
+    for node in range(feature.shape[0]):
+        local[node] = k
+        k += np.int32(feature[node] < 0)
+    for i in range(row_node.shape[0]):
+        out[i] = local[row_node[i]]
 
 
 def tree_generators(seed_seq: np.random.SeedSequence, n_trees: int) -> list[np.random.Generator]:
@@ -85,8 +99,7 @@ def grow_forest_routed(
                             f"{type(t).__name__}")
         t.check()
         if row_leaf is not None and t.row_node is not None:
-            local = np.cumsum(t.feature < 0, dtype=np.int32) - 1
-            np.take(local, t.row_node, out=row_leaf[b])
+            _leaf_of_rows(t.feature, t.row_node, row_leaf[b])
             routed[b] = True
         t.row_node = None
         if on_tree_done is not None:
