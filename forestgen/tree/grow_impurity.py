@@ -64,14 +64,17 @@ Work per node is kept proportional to the node's rows, not to the bins:
   8k rows before they went; ~2% remain) and writes out the candidate draw and the split's
   side table instead of calling ``node_ops``.
 
-Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their ids (int32,
-two buffers likewise) are partitioned along in one pass (left forward, right backward: their
-order never matters), reading the split column's codes from ``Xb``, so
+Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their records
+(their codes and row id: 16 bytes for up to 12 uint8 codes; two buffers likewise) are
+partitioned along in one pass (left forward, right backward: their order never matters), so
 the grower also returns the node every row reaches (``row_node``): what a forest's out-of-bag
 votes and the leaves of its training rows would otherwise need a second pass over all rows and
 trees for (``ForestArrays.apply``). Codes
 route as the thresholds do (``code <= b`` iff ``x <= thresholds[b]``; missing follows
-``nan_left``), so ``row_node`` equals that pass's answer.
+``nan_left``), so ``row_node`` equals that pass's answer. (Reading the split column's code
+of each out-of-bag id from ``Xb`` instead, as before stop 50, is a gather whose rows span
+all of ``Xb``'s: at 512k rows and more, once ``Xb``'s rows outgrow the caches, it held about
+half of the kernel's time.)
 
 Histograms are built directly for the node's candidate features, ``O(n_node * mtry)``. Sibling
 subtraction (LightGBM) is not used: with random-forest ``mtry < d`` each node draws new features,
@@ -162,6 +165,28 @@ def _records(m, d, dtype_like):
     codes = np.zeros((2, m, nw * 8 // isz), dtype_like.dtype)
     return Records(codes, codes.view(np.uint64), codes.view(np.float64), codes.view(np.int32),
                    d, idc, wc)
+
+
+@njit(cache=True, nogil=True)
+def _oob_records(Xb, ids):
+    """Out-of-bag records of the rows ``ids`` in buffer 0 of two: ``codes [2, m, k]`` (the
+    row's ``d`` codes, ``Xb``'s dtype), the same memory as 8-byte ``words [2, m, nw]`` and as
+    int32 ``ints [2, m, 2 nw]`` with the row id in column ``idc``; returns ``codes, words,
+    ints, idc``."""
+    d = Xb.shape[0]
+    m = ids.shape[0]
+    isz = Xb.itemsize
+    idc = (d * isz + 3) // 4
+    nw = (4 * (idc + 1) + 7) // 8
+    codes = np.empty((2, m, nw * 8 // isz), Xb.dtype)
+    words = codes.view(np.uint64)
+    ints = codes.view(np.int32)
+    for j in range(d):
+        for r in range(m):
+            codes[0, r, j] = Xb[j, ids[r]]
+    for r in range(m):
+        ints[0, r, idc] = ids[r]
+    return codes, words, ints, idc
 
 
 @njit(cache=True, nogil=True)
@@ -260,15 +285,14 @@ def grow_tree(rows, limits, rng, route_all):
     exact = not frac and w_tot < 2.0**26
     n_out = n - n_in if route_all else 0
     idx_buf = np.empty(n_in + 1, np.int64)
-    # out-of-bag row ids, partitioned along (two buffers: a node's rows move to the other)
-    oid = np.empty((2, n_out + 1), np.int32)
+    oid = np.empty(n_out + 1, np.int32)  # out-of-bag row ids, in order
     q_in = 0
     q_out = 0
     if route_all:  # every id written to both lists, kept in the one its weight says
         for i in range(n):
             inb = np.int64(w[i] > 0.0)
             idx_buf[q_in] = i
-            oid[0, q_out] = i
+            oid[q_out] = i
             q_in += inb
             q_out += 1 - inb
     else:
@@ -276,6 +300,9 @@ def grow_tree(rows, limits, rng, route_all):
             idx_buf[q_in] = i
             q_in += np.int64(w[i] > 0.0)
     idx = idx_buf[:n_in]
+    # out-of-bag records, partitioned along (two buffers: a node's rows move to the other)
+    ocodes, owords, oints, oidc = _oob_records(Xb, oid[:n_out])
+    onw = owords.shape[2]
     # compact in-bag row records, contiguous per node, in two buffers: a node at depth k
     # keeps its rows in buffer k % 2 and partitions them into the other
     if Xb.itemsize < 4 and n_classes > 1 << (8 * Xb.itemsize):  # labels sit in a code slot
@@ -762,7 +789,7 @@ def grow_tree(rows, limits, rng, route_all):
                 for r in range(start, end):
                     row_node[rints[par, r, idc]] = node
                 for r in range(ostart, oend):
-                    row_node[oid[par, r]] = node
+                    row_node[oints[par, r, oidc]] = node
             continue
         f = best_f
         nb = n_bins[f]
@@ -886,18 +913,35 @@ def grow_tree(rows, limits, rng, route_all):
                     value[lnode, rcodes[par, r, lab]] += rweight[par, r, wc] * g
                     q_l += g
                     q_r += 1 - g
-        # -- the out-of-bag row ids likewise, reading the codes from Xb
+        # -- the out-of-bag records likewise (their order never matters: left forward,
+        # right backward, one pass)
         omid = ostart
-        if route_all:  # their order never matters: left forward, right backward, one pass
+        if route_all:
             q_l = ostart
             q_r = oend - 1
+            pu = np.uint64(par)  # (unsigned indices: no wraparound; no views)
+            qu = np.uint64(q)
             fu = np.uint64(f)
-            for r in range(ostart, oend):
-                i = oid[par, r]
-                g = np.int64(go[Xb[fu, np.uint32(i)]])  # (unsigned indices: no wraparound)
-                oid[q, q_r + g * (q_l - q_r)] = i
-                q_l += g
-                q_r -= 1 - g
+            if onw == 2:
+                for r in range(ostart, oend):
+                    ru = np.uint64(r)
+                    g = np.int64(go[ocodes[pu, ru, fu]])
+                    pos = np.uint64(q_r + g * (q_l - q_r))
+                    w0 = owords[pu, ru, 0]
+                    w1 = owords[pu, ru, 1]
+                    owords[qu, pos, 0] = w0
+                    owords[qu, pos, 1] = w1
+                    q_l += g
+                    q_r -= 1 - g
+            else:
+                for r in range(ostart, oend):
+                    ru = np.uint64(r)
+                    g = np.int64(go[ocodes[pu, ru, fu]])
+                    pos = np.uint64(q_r + g * (q_l - q_r))
+                    for k in range(onw):
+                        owords[qu, pos, k] = owords[pu, ru, k]
+                    q_l += g
+                    q_r -= 1 - g
             omid = q_l
         for c in range(n_classes):
             value[rnode, c] = value[node, c] - value[lnode, c]

@@ -68,8 +68,14 @@ def test_sparse_histograms_grow_the_dense_tree(weights):
             np.testing.assert_array_equal(a, v)
 
 
-def test_row_node_is_where_apply_sends_every_row():
+@pytest.mark.parametrize("wide", [False, True])
+def test_row_node_is_where_apply_sends_every_row(wide):
+    """``wide``: 15 columns, so an out-of-bag record (codes and row id) takes three 8-byte
+    words instead of two."""
     Z, y, nominal, n_levels = _table(seed=2)
+    if wide:
+        Z = np.hstack([Z, Z, Z])
+        nominal, n_levels = np.tile(nominal, 3), np.tile(n_levels, 3)
     b = Binner.fit(Z, nominal, n_levels)
     data = TreeData(b.transform(Z), b.n_bins, b.nominal, b.thresholds, route_rows=True)
     rngs = tree_generators(np.random.SeedSequence(5), 4)
