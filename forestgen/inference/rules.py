@@ -129,6 +129,79 @@ def _encoded(model, X, conditions=None) -> np.ndarray:
     return Z
 
 
+def _interval_conditions(model, m) -> list[tuple]:
+    """The user-unit range condition on a threshold's determinant for each interval."""
+    spec = model.encoder_.schema.columns[m.determinant]
+    grid = (spec.step if spec.step is not None else
+            10.0 ** -spec.decimals if spec.decimals is not None else 0.0)
+    edges = np.r_[-np.inf, m.cuts, np.inf]
+    out = []
+    for k in range(len(m.values)):
+        lo, hi = edges[k] + grid / 2, edges[k + 1] - grid / 2
+        if grid:
+            lo, hi = spec.to_grid(np.array([lo]))[0], spec.to_grid(np.array([hi]))[0]
+        out.append((None if not np.isfinite(lo) else float(lo),
+                    None if not np.isfinite(hi) else float(hi)))
+    return out
+
+
+def _interval_log_mass(model, m, sample) -> np.ndarray:
+    """``log P(A in interval k)`` for a threshold mapping's intervals: exact for a leaf mixture
+    (:func:`forestgen.inference.api.evidence_log_prob`), else the share of
+    ``NORMALISER_DRAWS`` model draws (seed 0) in each. Cached on the model."""
+    cache = model.__dict__.setdefault("rules_interval_log_mass_", {})
+    key = (m.determinant, m.determined)
+    if key in cache:
+        return cache[key]
+    name = model.encoder_.schema.names[m.determinant]
+    conds = _interval_conditions(model, m)
+    out = None
+    if type(model).leaf_mixture_law and hasattr(model, "leaf_models_"):
+        from forestgen.inference.api import evidence_log_prob
+
+        try:
+            out = np.array([evidence_log_prob(model, {name: c}) for c in conds], float)
+        except NotImplementedError:  # a learner outside the shared leaf posterior (Chain)
+            out = None
+    if out is None:
+        draws = sample(NORMALISER_DRAWS, random_state=0, missing=False)
+        x = model.encoder_.transform(draws[[name]].reindex(
+            columns=model.encoder_.schema.names), missing_columns="nan")[:, m.determinant]
+        idx = np.searchsorted(m.cuts, x[~np.isnan(x)], side="right")
+        with np.errstate(divide="ignore"):
+            out = np.log(np.bincount(idx, minlength=len(m.values)) / max(len(idx), 1))
+    cache[key] = out
+    return out
+
+
+def _interval_log_joint(model, inner_log_prob, rules: Rules, m, df: pd.DataFrame,
+                        **kw) -> np.ndarray:
+    """``log p(row, A in interval k)`` ``[n, k]`` for a threshold mapping ``A -> B``, the row's
+    ``A`` and every determined column left out: the learner's conditional log density given
+    the interval plus the interval's log probability."""
+    schema = model.encoder_.schema
+    name_a = schema.names[m.determinant]
+    sub = df.copy()
+    _blank(sub, name_a)
+    for mm in rules.mappings:
+        _blank(sub, schema.names[mm.determined])
+    log_mass = _interval_log_mass(model, m, model.sample)
+    out = np.full((len(df), len(m.values)), -np.inf)
+    for k, c in enumerate(_interval_conditions(model, m)):
+        if not np.isfinite(log_mass[k]):
+            continue
+        try:
+            lp = inner_log_prob(sub, {name_a: c}, **kw)
+        except NotImplementedError as e:
+            raise NotImplementedError(
+                f"{type(model).__name__}: column {schema.names[m.determined]!r} is a threshold "
+                f"of the numeric {name_a!r} (a rule of the table), so scoring or predicting it "
+                f"without {name_a!r} needs log p(row | {name_a} in an interval), which "
+                f"{type(model).__name__} does not answer ({e})") from None
+        out[:, k] = np.asarray(lp, float) + log_mass[k]
+    return out
+
+
 # --------------------------------------------------------------------------- log_prob
 
 
@@ -140,6 +213,17 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
     bad = rules.broken_mappings(Z)
     df = _frame(model, X)
     expand: list[tuple[int, int, int]] = []  # (row, determinant column, level code)
+    thresholds: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, log p(row, A in interval))
+    if conditions is not None and any(m.threshold for m in rules.mappings):
+        thresholds_need = [m for m in rules.mappings if m.threshold and
+                           (np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined])).any()]
+        if thresholds_need:
+            n0 = schema.names[thresholds_need[0].determined]
+            raise NotImplementedError(
+                f"{type(model).__name__}: log_prob with conditions of rows that give "
+                f"{n0!r} without its determinant "
+                f"{schema.names[thresholds_need[0].determinant]!r} (a threshold rule) is not "
+                f"implemented; give the determinant or put {n0!r} in the conditions")
     for m in rules.mappings:
         a, b = m.determinant, m.determined
         name_a, name_b = schema.names[a], schema.names[b]
@@ -147,7 +231,15 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
         if isinstance(conditions, dict) and (name_a in conditions or name_b in conditions):
             need[:] = False  # the conditions (translated) carry the determinant
         rows = np.flatnonzero(need)
-        if rows.size:
+        if rows.size and m.threshold:
+            hit = np.isclose(m.values[None, :], Z[rows, b][:, None], rtol=1e-9, atol=0.0)
+            bad[rows[~hit.any(axis=1)]] = True
+            ok = hit.any(axis=1)
+            if ok.any():
+                joint = _interval_log_joint(model, inner, rules, m, df.iloc[rows[ok]], **kw)
+                thresholds.append((rows[ok], joint[np.arange(ok.sum()),
+                                                   np.argmax(hit[ok], axis=1)]))
+        elif rows.size:
             hit = np.isclose(m.values[None, :], Z[rows, b][:, None], rtol=1e-9, atol=0.0)
             cats = schema.columns[a].categories
             one = hit.sum(axis=1) == 1
@@ -173,6 +265,8 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
             v = lp[rows == r]
             mx = np.max(v)
             out[r] = mx + math.log(np.sum(np.exp(v - mx))) if np.isfinite(mx) else mx
+    for rows, joint in thresholds:  # rows with B but not A: log p(rest, A in B's interval)
+        out[rows] = joint
     out[bad] = -np.inf
     return out
 
@@ -316,17 +410,51 @@ def _determinant_proba(model, inner_proba, rules: Rules, df: pd.DataFrame, a: in
         return np.where(empty[:, None], np.nan, p / tot)
 
 
+def _interval_proba(model, rules: Rules, m, df: pd.DataFrame) -> np.ndarray:
+    """``P(A in interval k | row)`` ``[n, k]`` for a threshold mapping ``A -> B``: the image's
+    interval where the row gives ``A``; else the learner's law given the rest of the row
+    (NaN, with a warning, for rows of probability zero)."""
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    p = np.zeros((len(df), len(m.values)))
+    a = Z[:, m.determinant]
+    given = ~np.isnan(a)
+    p[np.flatnonzero(given), np.searchsorted(m.cuts, a[given], side="right")] = 1.0
+    rows = np.flatnonzero(~given)
+    if rows.size:
+        inner = functools.partial(getattr(type(model).log_prob, "__wrapped__",
+                                          type(model).log_prob), model)
+        lj = _interval_log_joint(model, inner, rules, m, df.iloc[rows])
+        mx = lj.max(axis=1, keepdims=True)
+        ok = np.isfinite(mx[:, 0])
+        w = np.exp(lj[ok] - mx[ok])
+        p[rows[ok]] = w / w.sum(axis=1, keepdims=True)
+        p[rows[~ok]] = np.nan
+        if (~ok).any():
+            warnings.warn(f"{int((~ok).sum())} row(s) break a rule of the table (their values "
+                          f"have probability zero): their prediction is NaN", RuntimeWarning,
+                          stacklevel=4)
+    return p
+
+
 def _predict_proba(model, inner, rules: Rules, X, target=None, **kw):
     schema = model.encoder_.schema
     if target is None:
         return inner(X, target, **kw)
     j = schema.index(target)
     m = _mapping_for(rules, j)
-    is_determinant = any(mm.determinant == j for mm in rules.mappings)
+    is_determinant = any(mm.determinant == j and not mm.threshold for mm in rules.mappings)
     if m is None and not is_determinant:
         return inner(X, target, **kw)
     df = _frame(model, X)
-    if m is None:
+    if m is not None and m.threshold:
+        if not schema.columns[j].is_discrete:
+            return inner(df, target, **kw)  # raises: a numeric target has no pmf
+        pa = _interval_proba(model, rules, m, df)
+        p = np.zeros((len(df), schema.columns[j].n_levels))
+        for k, v in enumerate(m.values):
+            p[:, int(v)] += pa[:, k]
+        p[np.isnan(pa).any(axis=1)] = np.nan
+    elif m is None:
         p = _determinant_proba(model, inner, rules, df, j, **kw)
     else:
         if not schema.columns[j].is_discrete:
@@ -351,6 +479,12 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
         return inner(X, target, **kw)
     df = _frame(model, X)
     spec = schema.columns[j]
+    if m is None and not spec.is_discrete:  # a threshold's numeric determinant
+        return _into_intervals(model, rules, df, inner(_without_determined(model, rules, df),
+                                                       target, **kw), j)
+    if m is not None and m.threshold and not spec.is_discrete:
+        pa = _interval_proba(model, rules, m, df)
+        return pd.Series(pa @ m.values, index=df.index, name=spec.name)
     if not spec.is_discrete:  # a numeric determined column: the mean of its images
         pa = _determinant_proba(model, model.predict_proba, rules, df, m.determinant)
         vals = np.where(np.isnan(m.values), 0.0, m.values)
@@ -367,6 +501,38 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
     out = pd.Series(cats[codes], index=df.index, name=spec.name, dtype=object)
     out[bad] = None
     return out
+
+
+def _without_determined(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the threshold-determined columns blanked (the learner's own law would read
+    them as evidence on their own, not through the rule)."""
+    out = df.copy()
+    for m in rules.mappings:
+        if m.threshold:
+            _blank(out, model.encoder_.schema.names[m.determined])
+    return out
+
+
+def _into_intervals(model, rules: Rules, df: pd.DataFrame, pred: pd.Series, j: int
+                    ) -> pd.Series:
+    """Predictions of a threshold determinant ``j`` moved into the interval that the row's
+    determined values allow (to its nearest end)."""
+    schema = model.encoder_.schema
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    vals = pd.to_numeric(pred, errors="coerce").to_numpy(float).copy()
+    for m in rules.mappings:
+        if not (m.threshold and m.determinant == j):
+            continue
+        conds = _interval_conditions(model, m)
+        b = Z[:, m.determined]
+        for k, (lo, hi) in enumerate(conds):
+            rows = np.isclose(b, m.values[k], rtol=1e-9, atol=0.0) & np.isnan(Z[:, j])
+            vals[rows] = np.clip(vals[rows], -np.inf if lo is None else lo,
+                                 np.inf if hi is None else hi)
+    given = ~np.isnan(Z[:, j])
+    vals[given] = pd.to_numeric(df[schema.names[j]], errors="coerce").to_numpy(float)[given] \
+        if schema.names[j] in df.columns else vals[given]
+    return pd.Series(vals, index=pred.index, name=pred.name)
 
 
 # --------------------------------------------------------------------------- imputation
@@ -386,12 +552,19 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
     Z = model.encoder_.transform(X, missing_columns="nan")
     df = X.copy()
     pending = []  # (mapping, rows) whose determinant is chosen among several levels
+    clips = []  # (mapping, rows, interval) of threshold determinants imputed into B's interval
     for m in rules.mappings:
         a, b = m.determinant, m.determined
         if schema.names[a] not in names:
             continue
         rows = np.flatnonzero(np.isnan(Z[:, a]) & ~np.isnan(Z[:, b]))
-        if rows.size:
+        if rows.size and m.threshold:
+            conds = _interval_conditions(model, m)
+            for k in range(len(m.values)):
+                hit = rows[np.isclose(Z[rows, b], m.values[k], rtol=1e-9, atol=0.0)]
+                if hit.size:
+                    clips.append((m, hit, conds[k]))
+        elif rows.size:
             hit = np.isclose(m.values[None, :], Z[rows, b][:, None], rtol=1e-9, atol=0.0)
             one = hit.sum(axis=1) == 1
             cats = schema.columns[a].categories
@@ -414,6 +587,14 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
                 codes = [int(np.argmax(p)) if np.isfinite(p).all() else -1 for p in P]
             ok = np.array([c >= 0 for c in codes])
             _set_labels(f, schema.names[a], rows[ok], [cats[c] for c in np.array(codes)[ok]])
+    for m, rows, (lo, hi) in clips:  # the determinant inside its determined value's interval
+        name = schema.names[m.determinant]
+        for f in frames:
+            col = f[name].copy()
+            v = pd.to_numeric(col.iloc[rows], errors="coerce").to_numpy(float)
+            col.iloc[rows] = np.clip(v, -np.inf if lo is None else lo,
+                                     np.inf if hi is None else hi).astype(col.dtype)
+            f[name] = col
     for f in frames:  # a missing determined value is its determinant's image
         Zf = model.encoder_.transform(f, missing_columns="nan")
         for m in rules.mappings:

@@ -2,7 +2,9 @@
 
 The rules are the mappings that hold in every real row (a column that is a function of a
 discrete column: adult's ``education`` -> ``education-num``; found as forestgen's encoder finds
-them, :func:`forestgen.data.rules.find_mappings`), nested missing entries (a column missing only
+them, :func:`forestgen.data.rules.find_mappings`), thresholds (a column that is a step function
+of a numeric one, one interval per value: ``birthwt``'s ``low`` = ``bwt < 2500``,
+:func:`forestgen.data.rules.find_thresholds`), nested missing entries (a column missing only
 where another is, :func:`forestgen.data.rules.missing_parents`) and, optionally, declared SDV-style
 ``constraints`` (``Inequality``, ``Range``, ``FixedCombinations``). Any generator's output can
 be scored: the rules are read from the real rows alone.
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forestgen.data.rules import find_mappings, frame_codes, missing_parents
+from forestgen.data.rules import find_mappings, find_thresholds, frame_codes, missing_parents
 from forestgen.metrics._prep import prepare
 
 __all__ = ["RuleViolations", "rule_violations"]
@@ -65,6 +67,26 @@ def rule_violations(real: object, synthetic: object, constraints: list | None = 
         bad = (img.notna() & sb.notna() & (img != sb)).to_numpy()
         broken |= bad
         rows.append({"rule": f"{ca} -> {cb}", "kind": "mapping", "violations": int(bad.sum()),
+                     "share": float(bad.mean()) if len(bad) else 0.0})
+    taken = {j for pair in find_mappings(codes, values, discrete) for j in pair}
+    numeric = [pd.api.types.is_numeric_dtype(real[c].dtype) and
+               not pd.api.types.is_bool_dtype(real[c].dtype) for c in cols]
+    for a, b, gaps, images in find_thresholds(values, numeric, taken):
+        ca, cb = cols[a], cols[b]
+        x = pd.to_numeric(synthetic[ca], errors="coerce").to_numpy(float)
+        y = synthetic[cb].map(_key)
+        labels = dict(zip(values[b], map(_key, real[cb])))
+        # interval k spans [first real value, last real value] of its run (the ends open):
+        # a synthetic value in a gap between runs is judged by neither side
+        lo = np.r_[-np.inf, gaps[:, 1]]
+        hi = np.r_[gaps[:, 0], np.inf]
+        bad = np.zeros(len(synthetic), bool)
+        for k, v in enumerate(images):
+            inside = (x >= lo[k]) & (x <= hi[k])
+            bad |= inside & y.notna().to_numpy() & (y != labels[v]).to_numpy()
+        broken |= bad
+        rows.append({"rule": f"{ca} -> {cb} (threshold)", "kind": "threshold",
+                     "violations": int(bad.sum()),
                      "share": float(bad.mean()) if len(bad) else 0.0})
     miss = real.isna().to_numpy()
     some = np.flatnonzero(miss.any(axis=0))

@@ -61,6 +61,13 @@ class RuleKeeper:
             vals = torch.as_tensor(m.values, dtype=out.dtype, device=out.device)
             codes = out[:, a] if a is not None else torch.full(
                 (len(out),), float(self.fill[m.determinant]), dtype=out.dtype, device=out.device)
+            if m.threshold:  # the interval of the determinant's value
+                cuts = torch.as_tensor(m.cuts, dtype=out.dtype, device=out.device)
+                ok = ~torch.isnan(codes)
+                idx = torch.bucketize(torch.where(ok, codes, torch.zeros_like(codes)), cuts,
+                                      right=True)
+                out[:, b] = torch.where(ok, vals[idx], out[:, b])
+                continue
             ok = torch.isfinite(codes) & (codes >= 0) & (codes < len(vals))
             img = vals[torch.where(ok, codes, torch.zeros_like(codes)).long()]
             ok &= ~torch.isnan(img)
@@ -106,6 +113,12 @@ class RuleKeeper:
             if a is not None:
                 rows = np.flatnonzero(np.isnan(Z[:, m.determinant]) &
                                       ~np.isnan(Z[:, m.determined]) & ~bad)
+                if rows.size and m.threshold:
+                    names = self.model.schema_.names
+                    raise NotImplementedError(
+                        f"{type(self.model).__name__}: torch log_prob of rows that give "
+                        f"{names[m.determined]!r} without {names[m.determinant]!r}, of which a "
+                        f"rule makes it a threshold, is not implemented (use model.log_prob)")
                 if rows.size:
                     hit = np.isclose(m.values[None, :], Z[rows, m.determined][:, None],
                                      rtol=1e-9, atol=0.0)

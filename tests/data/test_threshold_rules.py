@@ -1,0 +1,156 @@
+"""Threshold rules (issue 37): a column that is a step function of a numeric column in every
+training row (``low`` = ``bwt < 2500`` in the ``birthwt`` table) is detected at fit and kept
+exactly by every learner's samples, conditional samples, density and predictions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen as fg
+import forestgen.metrics as fm
+from forestgen.data.encoder import TableEncoder
+from forestgen.data.rules import find_thresholds, round_cut
+
+
+def table(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    """``bwt`` (grams, integers) -> ``low`` (bwt < 2500) and ``band`` (three ordered bands of
+    ``age``, cut at 25 and 35), plus a column that depends on ``low``."""
+    rng = np.random.default_rng(seed)
+    smoke = rng.random(n) < 0.4
+    bwt = np.round(rng.normal(3000 - 300 * smoke, 600)).astype(np.int64)
+    age = np.round(rng.uniform(16, 45, n), 1)
+    return pd.DataFrame({
+        "low": (bwt < 2500).astype(np.int64), "bwt": bwt, "smoke": smoke, "age": age,
+        "band": np.where(age < 25, "young", np.where(age < 35, "mid", "old")),
+        "visits": rng.poisson(np.where(bwt < 2500, 4, 1))})
+
+
+def broken(df: pd.DataFrame) -> pd.Series:
+    band = np.where(df["age"] < 25, "young", np.where(df["age"] < 35, "mid", "old"))
+    return (df["low"] != (df["bwt"] < 2500).astype(int)) | (df["band"] != band)
+
+
+def rules_of(model) -> dict:
+    s = model.schema_ if hasattr(model, "schema_") else model.schema
+    return {(s.names[m["determinant"]], s.names[m["determined"]]): m
+            for m in s.rules["mappings"]}
+
+
+def test_round_cut_picks_the_roundest_number_between_neighbours():
+    assert round_cut(2495, 2523, 1.0) == 2500
+    assert round_cut(24.9, 25.0, 0.1) == 25.0     # on a grid the upper neighbour may be the cut
+    assert round_cut(17.2, 17.9) == 17.5
+    assert 3.3 < round_cut(3.3, 3.3000001) < 3.3000001   # no grid: strictly between
+    with pytest.raises(ValueError):
+        round_cut(2.0, 2.0)
+
+
+def test_detects_thresholds_but_not_chance_or_non_monotone_steps():
+    df = table()
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=len(df))
+    df["coin"] = rng.random(len(df)) < 0.5                 # unrelated to everything
+    df["x"] = x
+    df["outer"] = np.where(np.abs(x) > 1, "far", "near")   # two intervals for "far": no rule
+    enc = TableEncoder().fit(df)
+    found = rules_of(enc)
+    assert set(found) == {("bwt", "low"), ("age", "band")}
+    # cuts at the round numbers, half a grid step down (decoded values are rounded)
+    np.testing.assert_allclose(found[("bwt", "low")]["cuts"], [2499.5])
+    np.testing.assert_allclose(found[("age", "band")]["cuts"], [24.95, 34.95])
+    # a tiny table's perfect split is chance (2 / C(8, 4) > 1e-3), a larger one's is not
+    vals = [np.arange(8.0), np.r_[np.zeros(4), np.ones(4)]]
+    assert find_thresholds(vals, [True, False], set()) == []
+    vals = [np.arange(40.0), np.r_[np.zeros(20), np.ones(20)]]
+    assert [(a, b) for a, b, *_ in find_thresholds(vals, [True, False], set())] == [(0, 1)]
+
+
+def learners():
+    return [fg.ARF(n_trees=10, random_state=0), fg.GeF(n_trees=5, random_state=0),
+            fg.RFDE(n_trees=10, random_state=0), fg.DEF(n_trees=5, random_state=0),
+            fg.GFBoost(n_trees=5, random_state=0), fg.EOGT(n_trees=5, random_state=0),
+            fg.NRGBoost(n_trees=5, pool_size=2000, random_state=0),
+            fg.Chain(random_state=0, n_jobs=1)]
+
+
+def fit(model, df):
+    return model.fit(df, **({"target": "smoke"} if isinstance(model, fg.GeF) else {}))
+
+
+@pytest.mark.parametrize("model", learners(), ids=lambda m: type(m).__name__)
+def test_every_learner_keeps_thresholds(model):
+    df = table()
+    m = fit(model, df)
+    s = m.sample(1000, random_state=1)
+    assert not broken(s).any()
+    # the determined column's share is the determinant's mass below the cut, as in training
+    assert abs(s["low"].mean() - df["low"].mean()) < 4 * np.sqrt(0.25 / 300 + 0.25 / 1000)
+    c = m.sample(200, conditions={"low": 1, "smoke": True}, random_state=2)
+    assert (c["low"] == 1).all() and (c["bwt"] <= 2499).all() and not broken(c).any()
+    c = m.sample(100, conditions={"band": "mid"}, random_state=3)
+    assert c["age"].between(25.0, 34.9).all() and (c["band"] == "mid").all()
+    x = df.head(6).copy()
+    assert np.isfinite(m.log_prob(x)).all()
+    x["low"] = 1 - x["low"]
+    assert np.isneginf(m.log_prob(x)).all()
+    gaps = df.head(6).copy()
+    gaps["bwt"] = np.nan                # determinant missing, determined value given
+    gaps.loc[4:, "low"] = np.nan        # both missing: low is bwt's image
+    filled = m.impute(gaps, random_state=0)
+    assert not broken(filled).any()
+    assert (filled.loc[:3, "low"] == df.loc[:3, "low"]).all()
+
+
+@pytest.mark.parametrize("model", [fg.ARF(n_trees=10, random_state=0),
+                                   fg.RFDE(n_trees=10, random_state=0)],
+                         ids=lambda m: type(m).__name__)
+def test_density_sums_over_the_determined_column_and_predicts_through_the_rule(model):
+    """Without ``bwt``, ``p(rest, low = 0) + p(rest, low = 1) = p(rest)`` (exact for a leaf
+    mixture), and ``predict_proba`` of ``low`` is that split normalised; given ``bwt`` it is
+    the rule's image."""
+    df = table()
+    m = model.fit(df)
+    rows = df.head(8).drop(columns=["bwt"])
+    both = [m.log_prob(rows.assign(low=v)) for v in (0, 1)]
+    np.testing.assert_allclose(np.logaddexp(*both), m.log_prob(rows.drop(columns=["low"])),
+                               rtol=1e-9)
+    p = m.predict_proba(rows.drop(columns=["low"]), target="low").to_numpy()
+    np.testing.assert_allclose(p[:, 1], np.exp(both[1] - np.logaddexp(*both)), rtol=1e-9)
+    given = m.predict_proba(df.head(8).drop(columns=["low"]), target="low").to_numpy()
+    np.testing.assert_array_equal(given[:, 1], (df.head(8)["bwt"] < 2500).astype(float))
+
+
+def test_a_learner_without_interval_evidence_names_the_query():
+    df = table()
+    m = fg.NRGBoost(n_trees=5, pool_size=2000, random_state=0).fit(df)
+    with pytest.raises(NotImplementedError, match="NRGBoost.*'low'.*threshold.*'bwt'"):
+        m.predict_proba(df.head(3).drop(columns=["bwt", "low"]), target="low")
+
+
+def test_thresholds_survive_save_and_load_and_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    df = table()
+    m = fg.ARF(n_trees=10, random_state=0).fit(df)
+    m2 = fg.ARF.load(m.save(tmp_path / "m.forestgen"))
+    assert rules_of(m2) == rules_of(m)
+    pd.testing.assert_frame_equal(m2.sample(300, random_state=4), m.sample(300, random_state=4))
+    dist = m.to_torch()
+    x = dist.sample((2000,), generator=torch.Generator().manual_seed(0))
+    rows = m.encoder_.inverse_transform(x.numpy().astype(float))
+    assert not broken(rows).any()
+    np.testing.assert_allclose(dist.log_prob(torch.as_tensor(m.encode_rows(df.head(5)))).numpy(),
+                               m.log_prob(df.head(5)), rtol=1e-6)
+
+
+def test_rule_violation_metric_counts_broken_thresholds():
+    df = table()
+    rng = np.random.default_rng(0)
+    bad = df.copy()
+    bad["low"] = rng.permutation(bad["low"].to_numpy())
+    v = fm.rule_violations(df, bad)
+    row = v.table.set_index("rule").loc["bwt -> low (threshold)"]
+    expected = (bad["low"] != (bad["bwt"] < 2500).astype(int)).mean()
+    assert row["kind"] == "threshold" and row["share"] == pytest.approx(expected)
+    assert fm.rule_violations(df, df).rate == 0.0
