@@ -602,18 +602,21 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
             if schema.names[b] not in names:
                 continue
             img = m.image(Zf[:, m.determinant])
-            rows = np.flatnonzero(np.isnan(Z[:, b]) & ~np.isnan(img))
+            # (a row the learner left missing had evidence of probability zero: kept so)
+            rows = np.flatnonzero(np.isnan(Z[:, b]) & ~np.isnan(img) &
+                                  f[schema.names[b]].notna().to_numpy())
             if rows.size:
                 spec = schema.columns[b]
                 vals = ([spec.categories[int(v)] for v in img[rows]] if spec.is_discrete
                         else list(img[rows]))
                 col = f[schema.names[b]]
-                if spec.is_discrete or col.dtype == object:
-                    col = col.astype(object)
-                col = col.copy()
+                dtype = col.dtype  # the learner's imputed column: the training dtype
+                col = col.astype(object).copy()
                 col.iloc[rows] = vals
-                f[schema.names[b]] = col.astype(X[schema.names[b]].dtype) \
-                    if not col.isna().any() else col
+                try:
+                    f[schema.names[b]] = col.astype(dtype)
+                except (TypeError, ValueError):
+                    f[schema.names[b]] = col
     return out
 
 

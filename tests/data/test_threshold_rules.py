@@ -154,3 +154,22 @@ def test_rule_violation_metric_counts_broken_thresholds():
     expected = (bad["low"] != (bad["bwt"] < 2500).astype(int)).mean()
     assert row["kind"] == "threshold" and row["share"] == pytest.approx(expected)
     assert fm.rule_violations(df, df).rate == 0.0
+
+
+def test_learners_outside_the_leaf_mixtures_estimate_the_interval_mass():
+    """EOGT and Chain weigh ``log p(row | bwt in the interval)`` by the interval's probability
+    estimated from 20,000 draws: the two values of ``low`` still sum to ``p(rest)`` closely."""
+    df = table()
+    rows = df.head(8).drop(columns=["bwt"])
+    for m in (fg.EOGT(n_trees=5, random_state=0).fit(df), fg.Chain(random_state=0).fit(df)):
+        both = [m.log_prob(rows.assign(low=v)) for v in (0, 1)]
+        np.testing.assert_allclose(np.logaddexp(*both), m.log_prob(rows.drop(columns=["low"])),
+                                   atol=0.05)
+
+
+def test_levels_on_intervals_that_are_not_adjacent_raise():
+    m = fg.ARF(n_trees=10, random_state=0).fit(table())
+    with pytest.raises(NotImplementedError, match="not adjacent"):
+        m.sample(10, conditions={"band": {"young", "old"}}, random_state=0)
+    s = m.sample(100, conditions={"band": {"young", "mid"}}, random_state=0)
+    assert (s["age"] <= 34.9).all() and s["band"].isin(["young", "mid"]).all()

@@ -32,7 +32,8 @@ def _own_table(n: int = 300) -> pd.DataFrame:
     x = rng.normal(size=n)
     return pd.DataFrame({
         "flag": x + rng.normal(0, 0.5, n) > 0,
-        "count": np.clip(np.round(3 + 2 * x), 0, 9).astype(np.int64),
+        # (noisy: an exact step function of x would be a threshold rule of the table)
+        "count": np.clip(np.round(3 + 2 * x + rng.normal(0, 0.5, n)), 0, 9).astype(np.int64),
         "big": rng.integers(1000, 100000, n).astype(np.int32),
         "when": pd.Timestamp("2021-01-01") + pd.to_timedelta(
             np.round(200 + 60 * x).astype(int), unit="D"),

@@ -17,7 +17,7 @@ def table():
     n = 300
     x = rng.normal(size=n)
     return pd.DataFrame({"x": x, "y": x + rng.normal(size=n), "k": rng.integers(0, 4, n),
-                         "c": np.where(x > 0, "a", "b")})
+                         "c": np.where(x + 0.3 * rng.normal(size=n) > 0, "a", "b")})
 
 
 LEARNERS = {
