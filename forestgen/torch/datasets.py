@@ -73,7 +73,13 @@ class _RowDrawer:
             raise ValueError("class_probs needs a target column (target=...)")
         spec = schema.columns[self.target_index]
         if rules and self.target_index in rules.determined:
-            a = schema.names[rules.determined[self.target_index].determinant]
+            rule = rules.determined[self.target_index]
+            a = schema.names[rule.determinant]
+            if rule.threshold:
+                raise NotImplementedError(
+                    f"{type(model).__name__}: class_probs on {spec.name!r}, a threshold of the "
+                    f"numeric {a!r} (a rule of the table), is not implemented: draw each class "
+                    f"with model.sample(conditions={{{spec.name!r}: ...}})")
             raise NotImplementedError(
                 f"{type(model).__name__}: class_probs on {spec.name!r}, which a rule of the "
                 f"table determines from {a!r}: draw classes of {a!r} instead")

@@ -173,3 +173,10 @@ def test_levels_on_intervals_that_are_not_adjacent_raise():
         m.sample(10, conditions={"band": {"young", "old"}}, random_state=0)
     s = m.sample(100, conditions={"band": {"young", "mid"}}, random_state=0)
     assert (s["age"] <= 34.9).all() and s["band"].isin(["young", "mid"]).all()
+
+
+def test_class_balanced_loader_on_a_threshold_target_names_the_way_out():
+    pytest.importorskip("torch")
+    m = fg.ARF(n_trees=10, random_state=0).fit(table())
+    with pytest.raises(NotImplementedError, match="threshold of the numeric 'bwt'.*conditions"):
+        m.as_dataset(target="low", class_probs="balanced")
