@@ -43,7 +43,7 @@ from forestgen.data.rules import (
     find_mappings,
     find_thresholds,
     parse_constraints,
-    round_cut,
+    threshold_cuts,
 )
 from forestgen.data.schema import KINDS, ColumnSpec, Schema, to_python_scalar
 from forestgen.parallel import thread_map
@@ -233,8 +233,10 @@ class TableEncoder:
                 spec = schema.columns[a]
                 grid = (spec.step if spec.step is not None else
                         10.0 ** -spec.decimals if spec.decimals is not None else 0.0)
-                cuts = np.array([round_cut(lo, hi, grid) - grid / 2 for lo, hi in gaps])
-                maps.append(Mapping(a, b, images.astype(np.float64), cuts))
+                cuts = threshold_cuts(gaps, float(np.min(Z[:, a])), float(np.max(Z[:, a])),
+                                      grid)
+                if cuts is not None:
+                    maps.append(Mapping(a, b, images.astype(np.float64), cuts))
         return Rules(maps, parse_constraints(self.constraints, schema.names, Z, schema))
 
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:

@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["FixedCombinations", "Inequality", "Mapping", "Rules", "find_mappings",
-           "find_thresholds", "missing_parents", "parse_constraints", "round_cut"]
+           "find_thresholds", "missing_parents", "parse_constraints", "round_cut",
+           "roundness", "threshold_cuts"]
 
 #: a determinant needs at least this many training rows per observed level on average
 MIN_ROWS_PER_LEVEL = 5
@@ -64,6 +65,9 @@ NESTING_CHANCE = 1e-3
 THRESHOLD_CHANCE = 1e-3
 #: a threshold's determined column takes at most this many values
 MAX_THRESHOLD_VALUES = 16
+#: an interior threshold's cut must be a multiple of a step this many times the column's
+#: resolution (:func:`threshold_cuts`)
+THRESHOLD_ROUNDNESS = 10
 
 
 # --------------------------------------------------------------------------- detection
@@ -182,6 +186,45 @@ def round_cut(lo: float, hi: float, grid: float = 0.0) -> float:
                     continue
                 return c
     return hi if grid > 0 else 0.5 * (lo + hi)
+
+
+def roundness(c: float) -> float:
+    """The largest step ``m * 10**e`` (``m`` in 1, 0.5, 0.25, 0.2) of which ``c`` is a multiple
+    (``inf`` for 0): 500 for 2500, 5 for 665, 0.1 for 17.3."""
+    if c == 0:
+        return np.inf
+    for e in range(int(np.floor(np.log10(abs(c)))) + 1, -16, -1):
+        for m in (1.0, 0.5, 0.25, 0.2):
+            step = m * 10.0 ** e
+            q = c / step
+            if abs(q - np.round(q)) < 1e-9 * max(1.0, abs(q)):
+                return step
+    return 0.0
+
+
+def threshold_cuts(gaps: np.ndarray, lowest: float, highest: float, grid: float = 0.0
+                   ) -> np.ndarray | None:
+    """Cuts (encoded units) of a threshold between training runs, or None when a cut is not
+    evident. ``gaps[i] = (last value of run i, first value of run i + 1)``; ``grid``: the
+    column's decoding grid (0: none). A run holding only the column's lowest (highest) value
+    is that value alone (``hours > 0``: the cut just above 0). Any other cut is the roundest
+    number in its gap (:func:`round_cut`), and must be a multiple of a step at least
+    ``THRESHOLD_ROUNDNESS`` times the gap's width (and grid): 2500 between 2495 and 2523 is; in
+    a gap between neighbouring values of a dense column (identifiers: 663 | 667) any cut is
+    arbitrary, and held-out rows in the gap would break it. On a grid the cut moves half a
+    step down, so that the rule holds for decoded (rounded) values."""
+    cuts = []
+    for i, (lo, hi) in enumerate(gaps):
+        if i == 0 and lo == lowest:
+            c = lo + grid if grid else np.nextafter(lo, np.inf)
+        elif i == len(gaps) - 1 and hi == highest:
+            c = hi
+        else:
+            c = round_cut(lo, hi, grid)
+            if roundness(c) < THRESHOLD_ROUNDNESS * max(grid, hi - lo):
+                return None
+        cuts.append(c - grid / 2)
+    return np.asarray(cuts, np.float64)
 
 
 def missing_parents(missing: np.ndarray, chance: float = NESTING_CHANCE) -> np.ndarray:

@@ -180,3 +180,22 @@ def test_class_balanced_loader_on_a_threshold_target_names_the_way_out():
     m = fg.ARF(n_trees=10, random_state=0).fit(table())
     with pytest.raises(NotImplementedError, match="threshold of the numeric 'bwt'.*conditions"):
         m.as_dataset(target="low", class_probs="balanced")
+
+
+def test_cuts_are_evident_or_there_is_no_rule():
+    """A point mass at the lowest value is cut just above it (hours > 0); an interior cut
+    must be a round number at a coarser scale than the column's grid: between neighbouring
+    identifiers (663 | 667) any cut is arbitrary, so no rule is kept there."""
+    from forestgen.data.rules import roundness, threshold_cuts
+
+    assert roundness(2500) == 2500 and roundness(665) == 5 and roundness(0.0) == np.inf
+    np.testing.assert_allclose(threshold_cuts(np.array([[0.0, 12.0]]), 0, 5000, 1.0), [0.5])
+    assert threshold_cuts(np.array([[663.0, 667.0]]), 1, 3000, 1.0) is None
+    rng = np.random.default_rng(0)
+    hours = np.where(rng.random(400) < 0.4, 0, rng.integers(12, 3000, 400))
+    ids = np.arange(1, 401) * 3 + rng.integers(0, 2, 400)   # sorted by group, dense
+    df = pd.DataFrame({"hours": hours, "work": (hours > 0).astype(int), "id": ids,
+                       "group": np.where(np.arange(400) < 173, "a", "b")})
+    found = rules_of(TableEncoder().fit(df))
+    assert set(found) == {("hours", "work")}
+    np.testing.assert_allclose(found[("hours", "work")]["cuts"], [0.5])
