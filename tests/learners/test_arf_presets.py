@@ -44,12 +44,15 @@ def test_best_samples_stays_in_the_training_range(table):
 
 def test_best_density_smooths_unseen_levels(table):
     row = pd.DataFrame({"x": [3.0], "y": [3.0], "c": ["low"]})  # "low" never occurs at x = 3
-    plain = ARF(random_state=0, prior_strength=0.0).fit(table).log_prob(row)[0]
-    smooth = ARF.preset("best density", random_state=0).fit(table).log_prob(row)[0]
+    # c = (x > 1) is a threshold rule of the table: kept, the row has density zero
+    assert ARF(random_state=0).fit(table).log_prob(row)[0] == -np.inf
+    off = {"detect_mappings": False}  # the leaf pmfs alone
+    plain = ARF(random_state=0, prior_strength=0.0).fit(table, kinds=off).log_prob(row)[0]
+    smooth = ARF.preset("best density", random_state=0).fit(table, kinds=off).log_prob(row)[0]
     assert plain < -40.0  # the 1e-20 floor of an unseen level (R arf's plain leaf pmfs)
     assert smooth > plain + 20.0 and np.isfinite(smooth)
     # since issue 11 the defaults shrink leaf pmfs toward the marginal: no floor either
-    default = ARF(random_state=0).fit(table).log_prob(row)[0]
+    default = ARF(random_state=0).fit(table, kinds=off).log_prob(row)[0]
     assert default > plain + 20.0 and np.isfinite(default)
 
 

@@ -95,8 +95,10 @@ def test_numeric_backoff_density_integrates_to_one_and_draws_follow_it(cls):
 def _dependent(n=400, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=n)
+    # (c noisy: an exact step function of x would be a threshold rule of the table)
+    jitter = np.random.default_rng(seed + 100).normal(0, 0.1, n)
     return pd.DataFrame({"x": x, "y": x + 0.05 * rng.normal(size=n),
-                         "c": np.where(x > 0, "a", "b")})
+                         "c": np.where(x + jitter > 0, "a", "b")})
 
 
 def _independent(n=120, seed=0):
@@ -273,7 +275,8 @@ def test_backed_off_model_scores_and_samples_on_the_torch_path(cls):
     x = rng.normal(size=n)
     df = pd.DataFrame({"x": x, "y": np.round(x + rng.normal(size=n), 1),
                        "z": np.where(rng.random(n) < 0.3, 0.0, rng.gamma(2.0, size=n)),
-                       "c": np.where(x > 0, "a", "b")})
+                       "c": np.where(x + np.random.default_rng(1).normal(0, 0.3, n) > 0,
+                                     "a", "b")})  # (noisy: not a threshold rule)
     m = _fit(cls, df, marginal_weight=0.4)
     assert isinstance(m.leaf_models_[0], StackedLeaf)
     dist = m.to_torch(dtype=torch.float64)

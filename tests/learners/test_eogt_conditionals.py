@@ -137,7 +137,8 @@ def test_held_out_criterion_is_log_likelihood_plus_pseudo_log_likelihood():
 def off_box_table(n=200, seed=1):
     rng = np.random.default_rng(seed)
     a = rng.normal(size=n)
-    c = pd.Categorical(np.where(a > 0, "x", "y"), categories=["x", "y", "w"])  # "w": no row
+    noisy = a + np.random.default_rng(seed + 100).normal(0, 0.3, n)  # (not a threshold rule)
+    c = pd.Categorical(np.where(noisy > 0, "x", "y"), categories=["x", "y", "w"])  # "w": no row
     return pd.DataFrame({"a": a, "b": a + rng.normal(0, 0.3, n), "c": c,
                          "t": np.where(a + rng.normal(0, 0.5, n) > 0, "p", "q")})
 
