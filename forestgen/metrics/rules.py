@@ -17,7 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forestgen.data.rules import find_mappings, find_thresholds, frame_codes, missing_parents
+from forestgen.data.rules import (
+    find_mappings,
+    find_thresholds,
+    frame_codes,
+    missing_parents,
+    threshold_cuts,
+)
 from forestgen.metrics._prep import prepare
 
 __all__ = ["RuleViolations", "rule_violations"]
@@ -72,6 +78,8 @@ def rule_violations(real: object, synthetic: object, constraints: list | None = 
     numeric = [pd.api.types.is_numeric_dtype(real[c].dtype) and
                not pd.api.types.is_bool_dtype(real[c].dtype) for c in cols]
     for a, b, gaps, images in find_thresholds(values, numeric, taken):
+        if threshold_cuts(gaps, np.nanmin(values[a]), np.nanmax(values[a])) is None:
+            continue  # no evident cut (neighbouring identifiers): not a rule forestgen keeps
         ca, cb = cols[a], cols[b]
         x = pd.to_numeric(synthetic[ca], errors="coerce").to_numpy(float)
         y = synthetic[cb].map(_key)

@@ -199,3 +199,6 @@ def test_cuts_are_evident_or_there_is_no_rule():
     found = rules_of(TableEncoder().fit(df))
     assert set(found) == {("hours", "work")}
     np.testing.assert_allclose(found[("hours", "work")]["cuts"], [0.5])
+    # the metric reports the same rules: none between identifiers
+    shuffled = df.assign(group=np.random.default_rng(1).permutation(df["group"]))
+    assert list(fm.rule_violations(df, shuffled).table["rule"]) == ["hours -> work (threshold)"]
