@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+from numba import njit
 
 from forestgen.tree.kernels import (
     EvidenceRows,
@@ -106,6 +107,29 @@ class ColumnBoxes:
         return _code_levels(lower, upper, k)
 
 
+@njit(cache=True, nogil=True)
+def _global_ids(feature, left, right, cat_off, node_off, cat_start):
+    """Turn the concatenated trees' tree-local ``left``, ``right`` and ``cat_off`` (in place)
+    into global ids (-1 stays -1); return each node's global leaf id (-1 at internal nodes)
+    and each tree's first leaf, ``[B + 1]``."""
+    node_leaf = np.full(feature.shape[0], -1, np.int32)
+    leaf_off = np.zeros(node_off.shape[0], np.int64)
+    k = 0
+    for b in range(node_off.shape[0] - 1):
+        leaf_off[b] = k
+        base = node_off[b]
+        cbase = cat_start[b]
+        for i in range(node_off[b], node_off[b + 1]):
+            if feature[i] < 0:
+                node_leaf[i] = k
+                k += 1
+            left[i] = left[i] + base if left[i] >= 0 else -1
+            right[i] = right[i] + base if right[i] >= 0 else -1
+            cat_off[i] = cat_off[i] + cbase if cat_off[i] >= 0 else -1
+    leaf_off[node_off.shape[0] - 1] = k
+    return node_leaf, leaf_off
+
+
 @dataclass
 class ForestArrays:
     feature: np.ndarray  # int32 [N], -1 at leaves
@@ -131,8 +155,9 @@ class ForestArrays:
     def from_trees(cls, trees: list[TreeRecord], n_levels: np.ndarray) -> ForestArrays:
         """Concatenate per-tree records (tree-local ids). Optional outputs are kept when every
         record has them: class weights, exact leaf cells, leaf masses."""
-        # whole-forest array operations (not a handful per tree): global leaf ids count the
-        # leaves before each node, children and level offsets shift by their tree's start
+        # one compiled pass over the concatenated nodes (not a handful of numpy calls per
+        # tree): global leaf ids count the leaves before each node, children and level
+        # offsets shift by their tree's start
         sizes = np.array([len(t.feature) for t in trees], np.int64)
         node_off = np.zeros(len(trees) + 1, np.int64)
         np.cumsum(sizes, out=node_off[1:])
@@ -140,24 +165,13 @@ class ForestArrays:
         np.cumsum(np.array([len(t.cat_left) for t in trees], np.int64), out=cat_sizes[1:])
 
         def cat(parts, dtype, empty):
-            return np.concatenate(parts).astype(dtype) if parts else empty
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else empty
 
         feature = cat([t.feature for t in trees], np.int32, np.zeros(0, np.int32))
-        is_leaf = feature < 0
-        n_before = np.zeros(len(feature) + 1, np.int64)  # leaves before each node
-        np.cumsum(is_leaf, out=n_before[1:])
-        leaf_off = n_before[node_off]
-        node_leaf = np.where(is_leaf, n_before[:-1], -1).astype(np.int32)
-        node_shift = np.repeat(node_off[:-1], sizes)
-
-        def shifted(parts, shift, dtype, empty):
-            a = cat(parts, np.int64, empty)
-            return np.where(a >= 0, a + shift, -1).astype(dtype)
-
-        left = shifted([t.left for t in trees], node_shift, np.int32, np.zeros(0, np.int32))
-        right = shifted([t.right for t in trees], node_shift, np.int32, np.zeros(0, np.int32))
-        cat_off = shifted([t.cat_off for t in trees], np.repeat(cat_sizes[:-1], sizes),
-                          np.int64, np.zeros(0, np.int64))
+        left = cat([t.left for t in trees], np.int32, np.zeros(0, np.int32))
+        right = cat([t.right for t in trees], np.int32, np.zeros(0, np.int32))
+        cat_off = cat([t.cat_off for t in trees], np.int64, np.zeros(0, np.int64))
+        node_leaf, leaf_off = _global_ids(feature, left, right, cat_off, node_off, cat_sizes)
         every = len(trees) > 0
         out = cls(
             feature=feature,
