@@ -192,3 +192,29 @@ def test_conditionals_are_scored_only_where_a_rule_needs_them():
     W = np.stack([lp] * (len(WEIGHTS) + 1))
     w, out = choose_weight(W, lazy(np.zeros((len(WEIGHTS) + 1, m))))
     assert w == 0.0 and not calls and "cond:0.0" not in out
+
+
+@pytest.mark.parametrize("cls", BOX, ids=lambda c: c.__name__)
+def test_cheap_look_chooses_the_shape_then_the_full_look_weighs(cls, monkeypatch):
+    """On a table of more than SCREEN_ROWS rows the cheap look chooses the shape; where it
+    does not settle the weight, the full look scores that one shape (its copy keeps one set
+    of leaf models) and chooses the weight."""
+    import forestgen.families.mixture.backoff as backoff
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({f"x{j}": rng.normal(size=160) for j in range(4)}
+                      | {"c": rng.choice(["a", "b"], 160)})  # independent: marginals win
+    grids = []
+    real = backoff.held_out_fit
+
+    def counted(*a, **k):
+        grids.append((a[5], tuple(k["fit_kwargs"]["cell_shapes"])))
+        return real(*a, **k)
+
+    monkeypatch.setattr(backoff, "SCREEN_ROWS", 100)
+    monkeypatch.setattr(backoff, "held_out_fit", counted)
+    m = _fit(cls, df, marginal_weight="auto", cell_shape="auto")
+    assert grids[0] == (100, SHAPES)
+    assert "t_screen" not in m.marginal_weight_ll_  # the cheap look did not settle λ
+    assert grids[1:] == [(backoff.HELD_OUT_ROWS, (m.cell_shape_,))]
+    assert "t_marginals" in m.marginal_weight_ll_

@@ -669,9 +669,11 @@ def resolve_backoff(model, X: Any, kinds: Any, seed_source: np.random.SeedSequen
     scores: dict[str, float] = {}
 
     def look(rows, s, ms, max_rows, grid):
-        return held_out_fit(model, rows, kinds, s, ms, max_rows,
-                            fit_kwargs={**(fit_kwargs or {}), "cell_shapes": grid},
-                            conditionals=True, cell_shape=grid[0])
+        res = held_out_fit(model, rows, kinds, s, ms, max_rows,
+                           fit_kwargs={**(fit_kwargs or {}), "cell_shapes": grid},
+                           conditionals=True, cell_shape=grid[0])
+        # one (lp, cond) pair per shape (a copy of one shape keeps no shape_leaf_models_)
+        return [res] if isinstance(res, tuple) else res
 
     if len(X) > SCREEN_ROWS and (rule == "auto" or rule is None):
         res = look(X if encoded is None else encoded, screen, screen.spawn(1)[0], SCREEN_ROWS,
