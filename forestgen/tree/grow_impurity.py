@@ -814,10 +814,14 @@ def grow_tree(rows, limits, rng, route_all):
         else:
             thr_bin[node] = best_order[best_pos]
         # go[code]: the side of each code (node_ops.binned_sides, written out)
-        is_nom = nominal[f]
-        tb = thr_bin[node]
-        for code in range(nb):
-            go[code] = cat_buf[off + code] == 1 if is_nom else code <= tb
+        # (two loops, no choice per code: the ordered one is a vector compare)
+        if nominal[f]:
+            for code in range(nb):
+                go[code] = cat_buf[off + code] == 1
+        else:
+            tb = thr_bin[node]
+            for code in range(nb):
+                go[code] = code <= tb
         go[nb] = best_nl
         lnode = n_nodes
         rnode = n_nodes + 1
