@@ -406,7 +406,7 @@ class GenerativeForest(BaseEstimator):
             self.encoder_, Z = X.encoder, np.array(X.rows, float)
         else:
             self.encoder_ = TableEncoder(kinds=kinds, **options)
-            Z = self.encoder_.fit_transform(X, n_jobs=getattr(self, "n_jobs", 1))
+            Z = self.encoder_.fit_transform(X)
         if len(Z) < min_rows:
             raise ValueError(f"{type(self).__name__} needs at least {min_rows} rows, "
                              f"got {len(Z)}")
@@ -420,7 +420,7 @@ class GenerativeForest(BaseEstimator):
         :class:`~forestgen.validation.InputWarning`."""
         self.check_fitted()
         notes: list = []
-        Z = self.encoder_.transform(X, missing_columns, notes, n_jobs=getattr(self, "n_jobs", 1))
+        Z = self.encoder_.transform(X, missing_columns, notes)
         warn_input(notes, type(self).__name__)
         return Z
 
@@ -573,8 +573,7 @@ class GenerativeForest(BaseEstimator):
         rng = as_generator(random_state)
         for s in range(0, max(n, 1), SAMPLE_BLOCK):
             m = min(SAMPLE_BLOCK, n - s)
-            yield self.encoder_.inverse_transform(self.sample_encoded(m, rng, missing),
-                                                  n_jobs=getattr(self, "n_jobs", 1))
+            yield self.encoder_.inverse_transform(self.sample_encoded(m, rng, missing))
 
     def sample_to(self, path: str | Path, n: int, random_state=None, missing: bool = True,
                   progress: bool = False) -> Path:

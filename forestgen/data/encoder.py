@@ -46,17 +46,12 @@ from forestgen.data.rules import (
     threshold_cuts,
 )
 from forestgen.data.schema import KINDS, ColumnSpec, Schema, to_python_scalar
-from forestgen.parallel import thread_map
 from forestgen.validation import check_text_in_numbers
 
 # infer_kind, mark_unobserved, time_scalar_to_seconds and time_seconds stood here before and
 # are re-exported
 __all__ = ["TableEncoder", "infer_kind", "mark_unobserved", "time_scalar_to_seconds",
            "time_seconds"]
-
-#: rows from which the encoder fits, encodes and decodes the columns on threads (below, a
-#: thread pool's start costs more than it saves)
-_THREAD_ROWS = 2048
 
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
@@ -175,11 +170,9 @@ class TableEncoder:
         self._fit(X)
         return self
 
-    def _fit(self, X: Any, n_jobs: int | None = None) -> np.ndarray:
+    def _fit(self, X: Any) -> np.ndarray:
         """Fit on ``X`` and return its encoding (encoded once: the unobserved levels and the
-        rules are read off the same matrix :meth:`transform` returns); the columns are fitted
-        and encoded on ``n_jobs`` threads (:func:`~forestgen.parallel.thread_map`), each into
-        its own spec and column, so any thread count gives the same encoder and matrix."""
+        rules are read off the same matrix :meth:`transform` returns)."""
         df, input_type = as_frame(X)
         if df.shape[0] == 0 or df.shape[1] == 0:
             raise ValueError(f"cannot fit on an empty table of shape {df.shape}")
@@ -196,12 +189,10 @@ class TableEncoder:
                     f"invalid kind {kind!r} for column {key!r}; expected one of {KINDS}"
                 )
         self._discrete_floats = input_type == "dataframe"
-        cols = [df.iloc[:, j] for j in range(df.shape[1])]
-        specs = thread_map(lambda j: self._fit_declared(cols[j], names[j]), len(cols),
-                           n_jobs if len(df) >= _THREAD_ROWS else 1)
+        specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
         self._prepare()
-        Z = self.transform(df, n_jobs=n_jobs)  # (reads neither unobserved levels nor rules)
+        Z = self.transform(df)  # (the encoding reads neither unobserved levels nor rules)
         for j, spec in enumerate(specs):
             if spec.kind in ("categorical", "bool", "binary"):
                 mark_unobserved(spec, Z[:, j])
@@ -350,7 +341,7 @@ class TableEncoder:
         return codes
 
     def transform(self, X: Any, missing_columns: str = "raise",
-                  notes: list | None = None, n_jobs: int | None = None) -> np.ndarray:
+                  notes: list | None = None) -> np.ndarray:
         """Encode ``X`` as a float64 matrix ``[n, d]`` (NaN = missing, code k = unseen level).
         ``missing_columns="nan"`` encodes columns absent from a DataFrame as missing.
 
@@ -358,29 +349,19 @@ class TableEncoder:
         (:func:`forestgen.validation.warn_input`): ``("absent", column)``, ``("unseen",
         column, count, example, levels)`` and ``("text", column, count, example, level)`` — a
         value of a column whose levels are not text, given as text (``'10'``), is read as
-        the level whose text it is (``10``) when exactly one level has that text.
-
-        ``n_jobs``: threads encoding the columns (each its own column of the matrix and its own
-        notes, appended in column order: the same matrix and notes for any count)."""
+        the level whose text it is (``10``) when exactly one level has that text."""
         schema = self._require_schema()
         cols = self._columns_of(X, missing_columns, notes)
         n = len(cols[0]) if cols else 0
         Z = np.empty((n, schema.d), dtype=np.float64)
-        each: list[list | None] = [None if notes is None else [] for _ in cols]
-
-        def encode(j: int) -> None:
-            Z[:, j] = self._encode(cols[j], schema.columns[j], self._level_index[j], each[j])
-
-        thread_map(encode, len(cols), n_jobs if n >= _THREAD_ROWS else 1)
-        if notes is not None:
-            for e in each:
-                notes.extend(e)
+        for j, (series, spec) in enumerate(zip(cols, schema.columns)):
+            Z[:, j] = self._encode(series, spec, self._level_index[j], notes)
         return Z
 
-    def fit_transform(self, X: Any, n_jobs: int | None = None) -> np.ndarray:
+    def fit_transform(self, X: Any) -> np.ndarray:
         """Fit on ``X`` and return its encoding (the same matrix as ``fit(X).transform(X)``,
-        with ``X`` encoded once instead of twice); ``n_jobs`` threads fit the columns."""
-        return self._fit(X, n_jobs)
+        with ``X`` encoded once instead of twice)."""
+        return self._fit(X)
 
     # ------------------------------------------------------------------ inverse
     @staticmethod
@@ -434,9 +415,8 @@ class TableEncoder:
             return vals
         return cast_numeric(vals, spec.dtype)
 
-    def inverse_transform(self, Z: Any, n_jobs: int | None = None) -> pd.DataFrame:
-        """Decode a float matrix back to a DataFrame with the fitted columns and dtypes
-        (``n_jobs`` threads decode the columns, each its own: the same frame for any count)."""
+    def inverse_transform(self, Z: Any) -> pd.DataFrame:
+        """Decode a float matrix back to a DataFrame with the fitted columns and dtypes."""
         schema = self._require_schema()
         if is_tensor(Z):
             Z = Z.detach().cpu().numpy()
@@ -444,10 +424,7 @@ class TableEncoder:
         if Z.ndim != 2 or Z.shape[1] != schema.d:
             raise ValueError(f"expected an array of shape (n, {schema.d}), got {Z.shape}")
         constrain(Z, schema)
-        specs = schema.columns
-        cols = thread_map(lambda j: self._decode(Z[:, j], specs[j]), schema.d,
-                          n_jobs if len(Z) >= _THREAD_ROWS else 1)
-        data = dict(enumerate(cols))
+        data = {j: self._decode(Z[:, j], spec) for j, spec in enumerate(schema.columns)}
         out = pd.DataFrame(data, index=pd.RangeIndex(Z.shape[0]), copy=False)
         out.columns = pd.Index(np.array(schema.names + [None], dtype=object)[:-1]).infer_objects()
         return out
