@@ -23,8 +23,8 @@ OpenMP's worker threads sleep as soon as a parallel kernel ends: importing this 
 when it loads, which Numba's ``omp`` layer does at the first parallel kernel; torch loads the
 same runtime at its import, so a learner (or this module) has to be imported before torch for
 this to take effect (:func:`openmp_waits_passively` says whether it did). Child processes
-inherit the variable. Left to their default, GNU OpenMP's idle workers spin for about 4 ms
-of CPU after each kernel (``benchmarks/results/arf_threads_s50.md``); they took the core a
+inherit the variable. Left to their default, GNU OpenMP's idle workers spin for 4-7 ms of
+CPU after each kernel (``benchmarks/results/arf_threads_s50.md``); they took the core a
 :func:`thread_map` worker or the next serial step needed (``sample(40000)`` at two threads:
 18.9 CPU ms for 10.9 ms wall with spinning workers, 11.7 CPU ms for 8.5 ms without,
 ``benchmarks/results/arf_threads_s49.md``).
