@@ -13,10 +13,24 @@ def _bootstrap_counts(rng, n, m):
     """``np.bincount(rng.integers(0, n, m), minlength=n)`` as float64 for ``1 <= n <= 2**32``:
     the same draws from the same stream (:func:`~forestgen.tree.node_ops.bounded_int_bits`),
     counted as they are drawn, without the ``[m]`` array of draws."""
-    w = np.zeros(n)
+    # counted in bytes (an 8x smaller table for the random increments: at 2M rows 2 MB, not
+    # 16 MB of float64); each count that wraps past 255 is listed (at most m // 256 of
+    # them, without a branch) and adds 256 back
+    c = np.zeros(n, np.uint8)
+    wraps = np.empty(m // 256 + 1, np.int64)
+    k = 0
     bitgen = rng.bit_generator  # (read once, not per draw)
     for _ in range(m):
-        w[bounded_int_bits(bitgen, n)] += 1.0
+        i = bounded_int_bits(bitgen, n)
+        v = np.uint8(c[i] + 1)  # (wraps at 256)
+        c[i] = v
+        wraps[k] = i
+        k += np.int64(v == 0)
+    w = np.empty(n)
+    for i in range(n):
+        w[i] = np.float64(c[i])
+    for q in range(k):
+        w[wraps[q]] += 256.0
     return w
 
 

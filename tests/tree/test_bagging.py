@@ -35,3 +35,16 @@ def test_stratified_and_subsampled_weights_keep_their_rules():
     assert draw_weights(0, np.random.default_rng(1)).shape == (0,)
     np.testing.assert_array_equal(draw_weights(5, np.random.default_rng(1), mode="none"),
                                   np.ones(5))
+
+
+def test_bootstrap_counts_are_bincounts_past_a_byte():
+    """The byte-counted bootstrap gives ``bincount`` of the same draws, also where a row is
+    drawn 256 times or more (a count that wraps)."""
+    from forestgen.ensemble.bagging import _bootstrap_counts
+
+    for n, m in [(1, 1000), (3, 5000), (1000, 1000), (16000, 16000), (7, 3)]:
+        got = _bootstrap_counts(np.random.default_rng(5), n, m)
+        want = np.bincount(np.random.default_rng(5).integers(0, n, m), minlength=n)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+    assert _bootstrap_counts(np.random.default_rng(5), 1, 1000)[0] == 1000.0
