@@ -6,6 +6,7 @@ package (or running ``forestgen --help``) stays fast.
 
 from typing import TYPE_CHECKING
 
+from forestgen import openmp_policy as _openmp_policy  # noqa: F401 - before any OpenMP loads
 from forestgen.lazy import lazy_attributes
 
 __version__ = "0.1.0"

@@ -17,12 +17,13 @@ Both versions compute every output element independently, so results are identic
 runs. The serial version is compiled (or loaded from the cache) in the parent as soon as the
 parallel one is, so a forked child never has to compile.
 
-OpenMP's worker threads sleep as soon as a parallel kernel ends: importing this module sets
+OpenMP's worker threads sleep as soon as a parallel kernel ends: importing forestgen sets
 ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already chooses how OpenMP threads wait
-(``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` set). The OpenMP runtime reads it
-when it loads, which Numba's ``omp`` layer does at the first parallel kernel; torch loads the
-same runtime at its import, so a learner (or this module) has to be imported before torch for
-this to take effect (:func:`openmp_waits_passively` says whether it did). Child processes
+(``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` set;
+:mod:`forestgen.openmp_policy`). The OpenMP runtime reads it when it loads, which Numba's
+``omp`` layer does at the first parallel kernel; torch loads the same runtime at its import, so
+forestgen has to be imported before torch for this to take effect
+(:func:`openmp_waits_passively` says whether it did). Child processes
 inherit the variable. Left to their default, GNU OpenMP's idle workers spin for 4-7 ms of
 CPU after each kernel (``benchmarks/results/arf_threads_s50.md``); they took the core a
 :func:`thread_map` worker or the next serial step needed (``sample(40000)`` at two threads:
@@ -54,34 +55,8 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import register_pass
 from numba.core.typed_passes import ParforPass, ParforPreLoweringPass, _reload_parfors
 
-#: the variables by which a user chooses how idle OpenMP threads wait (GNU, LLVM and Intel)
-WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-
-
-def _openmp_loaded() -> bool:
-    """Whether an OpenMP runtime Numba's layer would share is already mapped into this
-    process (Linux; elsewhere assumed not). Copies vendored under a hashed name
-    (``scikit_learn.libs/libgomp-<hash>.so``) are separate runtimes and do not count."""
-    try:
-        with open("/proc/self/maps") as f:
-            names = {line.rsplit("/", 1)[-1].strip() for line in f if ".so" in line}
-    except OSError:
-        return False
-    return any(n.startswith(("libgomp.so", "libiomp5.so", "libomp.so")) for n in names)
-
-
-_PASSIVE = not any(v in os.environ for v in WAIT_VARIABLES)
-if _PASSIVE:
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    _PASSIVE = not _openmp_loaded()
-
-
-def openmp_waits_passively() -> bool:
-    """True when forestgen chose ``OMP_WAIT_POLICY=PASSIVE`` before any OpenMP runtime was
-    loaded (so idle OpenMP workers sleep); False when the environment set the wait policy or a
-    runtime was already loaded (torch imported before forestgen)."""
-    return _PASSIVE
-
+from forestgen.openmp_policy import WAIT_VARIABLES as WAIT_VARIABLES  # (re-exported)
+from forestgen.openmp_policy import openmp_waits_passively as openmp_waits_passively
 
 _state = {"forked": False}
 _lock = threading.Lock()

@@ -38,6 +38,7 @@ from forestgen.data.dtypes import (
 from forestgen.data.frames import as_frame, check_duplicates, is_tensor
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
 from forestgen.data.rules import (
+    MAX_THRESHOLD_VALUES,
     Mapping,
     Rules,
     find_mappings,
@@ -219,8 +220,10 @@ class TableEncoder:
             taken = {m.determined for m in maps} | {m.determinant for m in maps}
             numeric = [not s.is_discrete and not str(s.dtype).startswith(("datetime", "timedelta"))
                        for s in schema.columns]
+            few = {j for j, s in enumerate(schema.columns)  # level-coded, few levels
+                   if s.is_discrete and 2 <= k[j] <= MAX_THRESHOLD_VALUES}
             for a, b, gaps, images in find_thresholds([Z[:, j] for j in range(schema.d)],
-                                                      numeric, taken):
+                                                      numeric, taken, candidates=few):
                 spec = schema.columns[a]
                 grid = (spec.step if spec.step is not None else
                         10.0 ** -spec.decimals if spec.decimals is not None else 0.0)

@@ -120,51 +120,69 @@ def find_mappings(codes: list[np.ndarray], values: list[np.ndarray], discrete: l
 
 
 def find_thresholds(values: list[np.ndarray], numeric: list[bool], taken: set[int],
-                    chance: float = THRESHOLD_CHANCE
+                    chance: float = THRESHOLD_CHANCE, candidates: set[int] | None = None,
                     ) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
     """``(a, b, gaps, images)``: column ``b`` is a step function of the numeric column ``a`` in
     every row, with one interval of ``a`` per value of ``b``.
 
     ``values[j]``: column ``j`` as floats (NaN = missing; columns with a missing value take no
     part); ``numeric[j]``: whether ``j`` may be a determinant; ``taken``: columns already in a
-    rule (never determined here). ``gaps[i] = (last a of interval i, first a of interval
-    i + 1)`` and ``images``: ``b``'s value on each interval, in increasing ``a``. The step
-    function counts only if ``b``'s values, shuffled over the rows, would form one run per value
-    with probability ``k! prod(n_v!) / n!`` below ``chance``. A determined column gets the first
-    determinant found; determinants are never determined.
+    rule (never in one here); ``candidates``: the columns that may be determined (default:
+    all). ``gaps[i] = (last a of interval i, first a of interval i + 1)`` and ``images``:
+    ``b``'s value on each interval, in increasing ``a``. The step function counts only if
+    ``b``'s values, shuffled over the rows, would form one run per value with probability
+    ``k! prod(n_v!) / n!`` below ``chance``. A determined column gets the first determinant
+    found; determinants are never determined. Each pair costs one gather of ``a`` in ``b``'s
+    value order: the values of ``b`` hold disjoint ranges of ``a`` exactly when ``b`` is such a
+    step function.
     """
     from scipy.special import gammaln
 
     d = len(values)
     complete = [bool(len(v)) and not np.isnan(v).any() for v in values]
+    groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for b in range(d):
+        if not complete[b] or b in taken or (candidates is not None and b not in candidates):
+            continue
+        v = values[b]
+        small = bool(len(v)) and v.min() >= 0 and v.max() < 2 ** 16 and \
+            np.array_equal(v, np.floor(v))
+        if small:  # level codes: counted and ordered without a comparison sort
+            codes = v.astype(np.uint16)
+            counts = np.bincount(codes)
+            levels = np.flatnonzero(counts)
+            counts = counts[levels]
+        else:
+            levels, codes, counts = np.unique(v, return_inverse=True, return_counts=True)
+        k = len(levels)
+        if not 2 <= k <= MAX_THRESHOLD_VALUES:
+            continue
+        if gammaln(k + 1) + gammaln(counts + 1).sum() - gammaln(len(v) + 1) >= np.log(chance):
+            continue
+        order = np.argsort(codes, kind="stable")
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        groups[b] = (order, starts, levels.astype(np.float64))
     out: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     done = set(taken)  # columns already determined or determining
     for a in range(d):
-        if not (numeric[a] and complete[a]) or a in done:
+        if not groups or not (numeric[a] and complete[a]) or a in done:
             continue
-        order = np.argsort(values[a], kind="stable")
-        xa = values[a][order]
-        same_x = xa[1:] == xa[:-1]
-        for b in range(d):
-            if b == a or b in done or not complete[b]:
+        for b, (order, starts, levels) in list(groups.items()):
+            if b == a or b in done:
                 continue
-            yb = values[b][order]
-            change = yb[1:] != yb[:-1]
-            if not change.any() or (change & same_x).any():
+            xa = values[a][order]
+            lo = np.minimum.reduceat(xa, starts)
+            hi = np.maximum.reduceat(xa, starts)
+            rank = np.argsort(lo, kind="stable")
+            lo, hi = lo[rank], hi[rank]
+            if not (hi[:-1] < lo[1:]).all():
                 continue
-            at = np.flatnonzero(change)
-            images = np.r_[yb[0], yb[at + 1]]
-            k = len(images)
-            if k > MAX_THRESHOLD_VALUES or np.unique(images).size != k:
-                continue
-            counts = np.unique(yb, return_counts=True)[1]
-            log_chance = gammaln(k + 1) + gammaln(counts + 1).sum() - gammaln(len(yb) + 1)
-            if log_chance >= np.log(chance):
-                continue
-            out.append((a, b, np.stack([xa[at], xa[at + 1]], axis=1), images))
+            out.append((a, b, np.stack([hi[:-1], lo[1:]], axis=1), levels[rank]))
             done.add(b)
+            groups.pop(b)
         if any(o[0] == a for o in out):
             done.add(a)
+            groups.pop(a, None)
     return out
 
 
@@ -207,8 +225,10 @@ def threshold_cuts(gaps: np.ndarray, lowest: float, highest: float, grid: float 
     """Cuts (encoded units) of a threshold between training runs, or None when a cut is not
     evident. ``gaps[i] = (last value of run i, first value of run i + 1)``; ``grid``: the
     column's decoding grid (0: none). A run holding only the column's lowest (highest) value
-    is that value alone (``hours > 0``: the cut just above 0). Any other cut is the roundest
-    number in its gap (:func:`round_cut`), and must be a multiple of a step at least
+    is that value alone (``hours > 0``: the cut just above 0), and so is the gap between
+    neighbouring grid values. Any other cut is the roundest number in its gap
+    (:func:`round_cut`) or just above the gap's lower end where that is rounder (``x > 0.5``),
+    and must be a multiple of a step at least
     ``THRESHOLD_ROUNDNESS`` times the gap's width (and grid): 2500 between 2495 and 2523 is; in
     a gap between neighbouring values of a dense column (identifiers: 663 | 667) any cut is
     arbitrary, and held-out rows in the gap would break it. On a grid the cut moves half a
@@ -219,9 +239,14 @@ def threshold_cuts(gaps: np.ndarray, lowest: float, highest: float, grid: float 
             c = lo + grid if grid else np.nextafter(lo, np.inf)
         elif i == len(gaps) - 1 and hi == highest:
             c = hi
+        elif grid and hi - lo <= grid * (1 + 1e-9):
+            c = hi  # neighbouring grid values: no value falls between them
         else:
             c = round_cut(lo, hi, grid)
-            if roundness(c) < THRESHOLD_ROUNDNESS * max(grid, hi - lo):
+            need = THRESHOLD_ROUNDNESS * max(grid, hi - lo)
+            if roundness(lo) > roundness(c) and roundness(lo) >= need:
+                c = lo + grid if grid else np.nextafter(lo, np.inf)  # ``a <= lo`` (x > 0.5)
+            elif roundness(c) < need:
                 return None
         cuts.append(c - grid / 2)
     return np.asarray(cuts, np.float64)

@@ -191,6 +191,12 @@ def test_cuts_are_evident_or_there_is_no_rule():
     assert roundness(2500) == 2500 and roundness(665) == 5 and roundness(0.0) == np.inf
     np.testing.assert_allclose(threshold_cuts(np.array([[0.0, 12.0]]), 0, 5000, 1.0), [0.5])
     assert threshold_cuts(np.array([[663.0, 667.0]]), 1, 3000, 1.0) is None
+    np.testing.assert_allclose(threshold_cuts(np.array([[0.5, 0.501]]), -3, 3, 0.001), [0.5005])
+    np.testing.assert_allclose(threshold_cuts(np.array([[2500.0, 2523.0]]), 1, 5000, 1.0),
+                               [2500.5])   # x > 2500: the round end of the gap
+    assert 0.5 < threshold_cuts(np.array([[0.5, 0.51]]), -3, 3)[0] < 0.5 + 1e-12
+    np.testing.assert_allclose(threshold_cuts(np.array([[2495.0, 2523.0]]), 1, 5000, 1.0),
+                               [2499.5])
     rng = np.random.default_rng(0)
     hours = np.where(rng.random(400) < 0.4, 0, rng.integers(12, 3000, 400))
     ids = np.arange(1, 401) * 3 + rng.integers(0, 2, 400)   # sorted by group, dense

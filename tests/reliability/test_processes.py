@@ -260,6 +260,21 @@ def test_openmp_workers_sleep_after_a_kernel(tmp_path):
     assert kept["policy"] is None and not kept["passive"]
 
 
+def test_import_forestgen_before_torch_is_enough_for_the_wait_policy():
+    """``import forestgen`` (lazy: no learner, no Numba) already chooses the policy, so a torch
+    imported next loads its OpenMP runtime with it."""
+    pytest.importorskip("torch")
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
+    code = ("import os, sys, forestgen, torch; "
+            "from forestgen.openmp_policy import openmp_waits_passively as p; "
+            "print(os.environ.get('OMP_WAIT_POLICY'), p(), 'numba' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env={**base, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["PASSIVE", "True", "False"]
+
+
 def test_thread_map_keeps_its_threads_and_runs_nested_calls_inline():
     """thread_map's pool threads serve later calls; a call from inside a task runs in that
     task's thread; every task has ended when a call raises (the first failing task's error)."""
