@@ -96,9 +96,9 @@ def main() -> None:
             rows.append([name, len(tr), label, n_kept, "; ".join(thr.rule) or "-",
                          float(thr.share.max()) if len(thr) else 0.0, auc, ll])
             print(json.dumps(rows[-1]), file=sys.stderr)
-    table = md_table(["table", "training rows", "code", "thresholds found (this checkout)", "threshold rules of "
-                      "the real rows", "share of synthetic rows breaking one", "C2ST vs test",
-                      "held-out LL"], rows)
+    table = md_table(["table", "training rows", "code", "thresholds found (this checkout)",
+                      "threshold rules of the real rows", "share of synthetic rows breaking one",
+                      "C2ST vs test", "held-out LL"], rows)
     write_result(args.out, "Threshold rules: ARF() before and after", [
         f"Before: forestgen at `{args.before}`; after: this checkout. ARF() at its defaults, "
         "seed 0, on a 70/30 split (seed 0); samples as many as the test rows; both sides "
