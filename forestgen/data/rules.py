@@ -85,9 +85,11 @@ def find_mappings(codes: list[np.ndarray], values: list[np.ndarray], discrete: l
     """
     d = len(codes)
     n = len(codes[0]) if d else 0
-    complete = [bool(n) and not (codes[j] < 0).any() and not np.isnan(values[j]).any()
-                for j in range(d)]
-    levels = [int(np.unique(codes[j]).size) if complete[j] else 0 for j in range(d)]
+    # (a numeric column is only ever determined: its values, not its codes, must be complete)
+    complete = [bool(n) and not np.isnan(values[j]).any() and
+                (not discrete[j] or not (codes[j] < 0).any()) for j in range(d)]
+    levels = [int(np.unique(codes[j]).size) if complete[j] and discrete[j] else 0
+              for j in range(d)]
     into: dict[int, list[int]] = {b: [] for b in range(d)}
     for a in range(d):
         if not (discrete[a] and complete[a]) or levels[a] < 2 \

@@ -249,3 +249,18 @@ def test_rule_violation_metric_counts_broken_missingness():
     assert rules == {"stage missing => dose missing": 0, "days missing <=> stage missing": 10}
     assert rv.rate == pytest.approx(10 / len(df))
 
+
+
+def test_a_continuous_column_determined_by_a_category_is_kept():
+    """A price per product (60 products, 60 distinct prices: a continuous column) is a
+    mapping too; it was missed while continuous values above 1 counted as missing codes."""
+    rng = np.random.default_rng(0)
+    cat = rng.choice([f"p{i}" for i in range(60)], 400)
+    prices = {f"p{i}": round(1 + 3.7 * i + rng.random(), 2) for i in range(60)}
+    df = pd.DataFrame({"cat": cat, "price": pd.Series(cat).map(prices), "x": rng.normal(size=400)})
+    m = fg.ARF(n_trees=5, random_state=0).fit(df)
+    assert not m.schema_.columns[1].is_discrete
+    assert names(m, m.schema_.rules["mappings"]) == {("cat", "price")}
+    s = m.sample(500, random_state=0)
+    assert (s["price"] == s["cat"].map(prices)).all()
+    assert np.isneginf(m.log_prob(df.head(3).assign(price=0.5))).all()
