@@ -608,8 +608,9 @@ def test_per_row_evidence_of_probability_zero_fails_only_its_row(name):
     rng = np.random.default_rng(0)
     n = 300
     x = np.round(rng.uniform(10, 30, n), 1)
+    noisy = x + np.random.default_rng(1).normal(0, 1, n)  # (c = x > 20 would be a rule)
     df = pd.DataFrame({"x": x, "k": rng.integers(0, 4, n) + (x > 20),
-                       "c": pd.Categorical(np.where(x > 20, "hi", "lo")),
+                       "c": pd.Categorical(np.where(noisy > 20, "hi", "lo")),
                        "y": np.round(x * 2 + rng.normal(0, 1, n), 2)})
     model = {"arf": lambda: fg.ARF(finite_bounds="local", random_state=0),
              "rfde": lambda: fg.RFDE(n_trees=10, random_state=0),

@@ -496,18 +496,16 @@ class Rules:
                     f"determinant (column {a}) that are not adjacent; give them one at a time")
             lo, hi = span
             pa = ev.point[r, a]
-            if not np.isnan(pa):
-                if not lo <= pa < hi:
-                    ev.point[r, a] = np.nan
-                    lo = hi = np.inf
-                else:
-                    lo = hi = np.nan
+            if not np.isnan(pa):  # (the given value stays: an empty interval beside it)
+                lo = hi = np.inf if not lo <= pa < hi else np.nan
             elif not np.isnan(ev.lo[r, a]):
                 lo, hi = max(lo, ev.lo[r, a]), min(hi, ev.hi[r, a])
                 if lo > hi:
                     lo = hi = np.inf
             if not np.isnan(lo):
                 ev.lo[r, a], ev.hi[r, a] = lo, hi
+            if lo == np.inf:
+                continue  # probability zero: the row's given values stay as given
             ev.point[r, b] = ev.lo[r, b] = ev.hi[r, b] = np.nan
             if b in ev.sets:
                 ev.sets[b][0][r] = False

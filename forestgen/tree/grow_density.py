@@ -89,8 +89,8 @@ def _split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf):
     """Gain of sending data mass ``cP`` (of ``Ptot``) and reference mass ``cV`` (of ``vtot``)
     left in a node of reference mass ``V``; ``-inf`` if a child keeps fewer than ``min_leaf``."""
     PR = Ptot - cP
-    if cP < min_leaf or PR < min_leaf:
-        return -np.inf
+    if cP < min_leaf or PR < min_leaf or not (0.0 < cV < vtot):
+        return -np.inf  # (a child of zero reference mass, e.g. duplicated values: no cut)
     return density_gain(crit, cP / W, V * cV / vtot, PR / W, V * (vtot - cV) / vtot)
 
 
@@ -99,7 +99,7 @@ def _user_split_gain(cP, cV, Ptot, vtot, V, W, min_leaf, crit, lbuf, rbuf):
     """:func:`_split_gain` for a user gain, which reads ``[P, V]`` of each child from the
     buffers ``lbuf``, ``rbuf`` (bound in its place by :func:`grow_density_tree_with`)."""
     PR = Ptot - cP
-    if cP < min_leaf or PR < min_leaf:
+    if cP < min_leaf or PR < min_leaf or not (0.0 < cV < vtot):
         return -np.inf
     lbuf[0], lbuf[1] = cP / W, V * cV / vtot
     rbuf[0], rbuf[1] = PR / W, V * (vtot - cV) / vtot
