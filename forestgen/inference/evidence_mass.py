@@ -58,6 +58,7 @@ from forestgen.inference.leaf_factors import (
     TRUNCNORM,
     UNIFORM,
     add_pmf,
+    cached_for,
     leaf_pack,
 )
 from forestgen.inference.marginal_walk import PackedForest, range_evidence, walk
@@ -115,13 +116,8 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def subtree_tables(model) -> SubtreeTables:
     """The model's :class:`SubtreeTables` (built on first use, kept while the model lives and
     its forest, leaf models and leaf weights are the same objects)."""
-    key = (id(model.forest_), id(model.leaf_log_weight_),
-           tuple(id(lm) for lm in model.leaf_models_))
-    hit = _CACHE.get(model)
-    if hit is None or hit[0] != key:
-        hit = (key, SubtreeTables(model))
-        _CACHE[model] = hit
-    return hit[1]
+    return cached_for(_CACHE, model, (model.forest_, model.leaf_log_weight_,
+                                      *model.leaf_models_), SubtreeTables)
 
 
 class LinearTables:
@@ -177,12 +173,8 @@ _LCACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def linear_tables(model) -> LinearTables:
     """The model's :class:`LinearTables` (built on first use, kept while the model lives and
     its leaf models and leaf weights are the same objects)."""
-    key = (id(model.leaf_log_weight_), tuple(id(lm) for lm in model.leaf_models_))
-    hit = _LCACHE.get(model)
-    if hit is None or hit[0] != key:
-        hit = (key, LinearTables(model))
-        _LCACHE[model] = hit
-    return hit[1]
+    return cached_for(_LCACHE, model, (model.leaf_log_weight_, *model.leaf_models_),
+                      LinearTables)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -342,15 +342,22 @@ def _walk_order(feature, left, right, roots, node_offsets, max_nodes):
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def cached_for(cache, model, parts: tuple, build):
+    """``build(model)``, kept in ``cache`` (a weak-key dict) while ``parts`` are the same
+    objects. The entry holds ``parts`` themselves: keyed by ``id()`` alone, a freed weights
+    array's id could be reused by a new one, and a stale table returned for it."""
+    hit = cache.get(model)
+    if hit is None or len(hit[0]) != len(parts) or any(
+            a is not b for a, b in zip(hit[0], parts)):
+        hit = (parts, build(model))
+        cache[model] = hit
+    return hit[1]
+
+
 def leaf_pack(model) -> LeafPack:
     """The model's :class:`LeafPack` (built on first use, kept while the model lives and its
     leaf models and leaf weights are the same objects)."""
-    key = (id(model.leaf_log_weight_), tuple(id(lm) for lm in model.leaf_models_))
-    hit = _CACHE.get(model)
-    if hit is None or hit[0] != key:
-        hit = (key, LeafPack(model))
-        _CACHE[model] = hit
-    return hit[1]
+    return cached_for(_CACHE, model, (model.leaf_log_weight_, *model.leaf_models_), LeafPack)
 
 
 @intrinsic

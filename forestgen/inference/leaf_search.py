@@ -48,6 +48,7 @@ from forestgen.inference.leaf_factors import (
     CATEGORICAL,
     UNIFORM,
     add_pmf,
+    cached_for,
     leaf_kind,
     leaf_pack,
 )
@@ -175,12 +176,7 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def node_bounds(model) -> NodeBounds:
     """The model's :class:`NodeBounds` (built on first use, kept while the model lives and its
     forest and leaf weights are the same objects)."""
-    key = (id(model.forest_), id(model.leaf_log_weight_))
-    hit = _CACHE.get(model)
-    if hit is None or hit[0] != key:
-        hit = (key, NodeBounds(model))
-        _CACHE[model] = hit
-    return hit[1]
+    return cached_for(_CACHE, model, (model.forest_, model.leaf_log_weight_), NodeBounds)
 
 
 # ----------------------------------------------------------------------------- build kernels
