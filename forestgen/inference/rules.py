@@ -15,7 +15,13 @@ the outermost public query (:func:`keeps_rules` wraps ``log_prob``, ``sample``,
   pushed through the mapping; of a determinant: its law restricted to the levels consistent
   with the row's determined values;
 * ``impute``: a missing determinant takes a level whose image is the row's determined value,
-  a missing determined value is its determinant's image.
+  a missing determined value is its determinant's image;
+* affine rules (``B = alpha + beta A``, :class:`forestgen.data.rules.Affine`): a row giving
+  ``B`` but not ``A`` is the row with ``A = (B - alpha) / beta`` (its density times
+  ``1 / |beta|``, the change of variables from ``A`` to ``B``, except where that value is a
+  point mass of ``A``), ``B`` is left out of what the learner sees in every query, and
+  ``predict`` / ``expect`` of ``B`` are ``alpha + beta`` times those of ``A`` (exact:
+  expectation is linear).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import pandas as pd
 
 from forestgen.data.rules import FixedCombinations, Rules
 
-__all__ = ["constraint_log_normaliser", "keeps_rules", "rules_of"]
+__all__ = ["affine_frame", "constraint_log_normaliser", "keeps_rules", "rules_of"]
 
 _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("forestgen_rules", default=False)
 #: model draws used to estimate the probability of declared constraints (other than a single
@@ -105,6 +111,47 @@ def _set_labels(df: pd.DataFrame, name, rows: np.ndarray, labels: list) -> None:
     col = col.astype(object).copy()
     col.iloc[rows] = labels
     df[name] = col
+
+
+def _set_numbers(df: pd.DataFrame, name, rows: np.ndarray, vals: np.ndarray) -> None:
+    col = df[name] if name in df.columns else pd.Series(np.nan, index=df.index)
+    col = pd.to_numeric(col, errors="coerce").astype(float).copy()
+    col.iloc[rows] = vals
+    df[name] = col
+
+
+def _affine_log_jacobian(model, m, astar: np.ndarray) -> np.ndarray:
+    """``-log |beta|`` per value ``astar`` of an affine rule's determinant, 0 where it is a
+    point mass of the determinant (a probability, not a density, which the change of
+    variables leaves alone)."""
+    out = np.full(len(astar), -math.log(abs(m.beta)))
+    atoms = np.asarray(model.encoder_.schema.columns[m.determinant].atoms or [], float)
+    if atoms.size:
+        at = np.isclose(astar[:, None], atoms[None, :], rtol=1e-9, atol=1e-12).any(axis=1)
+        out[at] = 0.0
+    return out
+
+
+def affine_frame(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as the learner must see it under the affine rules: a missing determinant set
+    from a given determined value, ``(B - alpha) / beta``, and every affine-determined column
+    blanked (its value is the rule's, not the learner's)."""
+    schema = model.encoder_.schema
+    aff = [m for m in rules.mappings if m.affine]
+    if not aff:
+        return df
+    out = df.copy()
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    for m in aff:
+        a, b = m.determinant, m.determined
+        rows = np.flatnonzero(np.isnan(Z[:, a]) & ~np.isnan(Z[:, b]))
+        if rows.size:
+            astar = m.inverse(Z[rows, b])
+            _set_numbers(out, schema.names[a], rows, astar)
+            Z[rows, a] = astar
+    for m in aff:
+        _blank(out, schema.names[m.determined])
+    return out
 
 
 def _encoded(model, X, conditions=None) -> np.ndarray:
@@ -224,14 +271,27 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
                 f"{n0!r} without its determinant "
                 f"{schema.names[thresholds_need[0].determinant]!r} (a threshold rule) is not "
                 f"implemented; give the determinant or put {n0!r} in the conditions")
+    log_jac = np.zeros(len(Z))
     for m in rules.mappings:
         a, b = m.determinant, m.determined
         name_a, name_b = schema.names[a], schema.names[b]
         need = np.isnan(Z[:, a]) & ~np.isnan(Z[:, b]) & ~bad
+        if m.affine and isinstance(conditions, dict) and name_a in conditions and \
+                name_b not in conditions and need.any():
+            raise NotImplementedError(
+                f"{type(model).__name__}: log_prob with a range condition on {name_a!r} of "
+                f"rows that give {name_b!r} (= {m.describe(schema.names)}, a rule of the "
+                f"table) is not implemented; put {name_b!r} in the conditions or leave it out")
         if isinstance(conditions, dict) and (name_a in conditions or name_b in conditions):
             need[:] = False  # the conditions (translated) carry the determinant
         rows = np.flatnonzero(need)
-        if rows.size and m.threshold:
+        if m.affine:  # B given, A not: the row at A = (B - alpha) / beta, density / |beta|
+            if rows.size:
+                astar = m.inverse(Z[rows, b])
+                _set_numbers(df, name_a, rows, astar)
+                Z[rows, a] = astar
+                log_jac[rows] += _affine_log_jacobian(model, m, astar)
+        elif rows.size and m.threshold:
             hit = np.isclose(m.values[None, :], Z[rows, b][:, None], rtol=1e-9, atol=0.0)
             bad[rows[~hit.any(axis=1)]] = True
             ok = hit.any(axis=1)
@@ -250,6 +310,7 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
             for r, h in zip(rows[hit.sum(axis=1) > 1], hit[hit.sum(axis=1) > 1]):
                 expand += [(int(r), a, int(c)) for c in np.flatnonzero(h)]
         _blank(df, name_b)
+    bad |= rules.broken_mappings(Z)  # A set from one affine rule must keep the others
     out = np.asarray(inner(df, conditions, **kw) if conditions is not None else
                      inner(df, **kw), dtype=float).copy()
     if expand:
@@ -267,6 +328,7 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
             out[r] = mx + math.log(np.sum(np.exp(v - mx))) if np.isfinite(mx) else mx
     for rows, joint in thresholds:  # rows with B but not A: log p(rest, A in B's interval)
         out[rows] = joint
+    out += log_jac
     out[bad] = -np.inf
     return out
 
@@ -442,10 +504,13 @@ def _predict_proba(model, inner, rules: Rules, X, target=None, **kw):
         return inner(X, target, **kw)
     j = schema.index(target)
     m = _mapping_for(rules, j)
-    is_determinant = any(mm.determinant == j and not mm.threshold for mm in rules.mappings)
-    if m is None and not is_determinant:
-        return inner(X, target, **kw)
-    df = _frame(model, X)
+    is_determinant = any(mm.determinant == j and not mm.threshold and not mm.affine
+                         for mm in rules.mappings)
+    if m is None and not is_determinant or m is not None and m.affine:
+        if not any(mm.affine for mm in rules.mappings):
+            return inner(X, target, **kw)
+        return inner(affine_frame(model, rules, _frame(model, X)), target, **kw)
+    df = affine_frame(model, rules, _frame(model, X))
     if m is not None and m.threshold:
         if not schema.columns[j].is_discrete:
             return inner(df, target, **kw)  # raises: a numeric target has no pmf
@@ -475,9 +540,14 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
         return inner(X, target, **kw)
     j = schema.index(target)
     m = _mapping_for(rules, j)
+    if m is not None and m.affine or any(mm.affine and mm.determinant == j
+                                         for mm in rules.mappings):
+        return _affine_predict(model, inner, rules, _frame(model, X), j, **kw)
     if m is None and not any(mm.determinant == j for mm in rules.mappings):
-        return inner(X, target, **kw)
-    df = _frame(model, X)
+        if not any(mm.affine for mm in rules.mappings):
+            return inner(X, target, **kw)
+        return inner(affine_frame(model, rules, _frame(model, X)), target, **kw)
+    df = affine_frame(model, rules, _frame(model, X))
     spec = schema.columns[j]
     if m is None and not spec.is_discrete:  # a threshold's numeric determinant
         return _into_intervals(model, rules, df, inner(_without_determined(model, rules, df),
@@ -501,6 +571,62 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
     out = pd.Series(cats[codes], index=df.index, name=spec.name, dtype=object)
     out[bad] = None
     return out
+
+
+def _affine_predict(model, inner, rules: Rules, df: pd.DataFrame, j: int, **kw) -> pd.Series:
+    """``predict`` of a column in an affine rule: the determinant ``A`` from the row where the
+    row gives it (predicting ``B``) or gives a column it determines (``(B - alpha) / beta``),
+    else the learner's prediction of ``A`` from the row seen through the rules; of ``B``,
+    ``alpha + beta`` times that (the conditional mean of ``B``, expectation being linear)."""
+    schema = model.encoder_.schema
+    m = _mapping_for(rules, j)
+    a = m.determinant if m is not None else j
+    outs = [mm for mm in rules.mappings if mm.affine and mm.determinant == a]
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    known = Z[:, a].copy() if m is not None else np.full(len(df), np.nan)
+    for mm in outs:
+        if mm.determined != j:
+            fill = np.isnan(known) & ~np.isnan(Z[:, mm.determined])
+            known[fill] = mm.inverse(Z[fill, mm.determined])
+    rows = np.flatnonzero(np.isnan(known))
+    if rows.size:
+        sub = affine_frame(model, rules, df.iloc[rows])
+        pred = inner(sub, schema.names[a], **kw)
+        known[rows] = pd.to_numeric(pd.Series(np.asarray(pred)), errors="coerce").to_numpy(float)
+    return pd.Series(known if m is None else m.image(known), index=df.index,
+                     name=schema.names[j])
+
+
+def _expect(model, inner, rules: Rules, columns=None, conditions=None, **kw):
+    """``expect`` with the columns of affine rules at ``alpha + beta E[A | conditions]`` (the
+    learner's own answer elsewhere; conditions on ``B`` become conditions on ``A``)."""
+    schema = model.encoder_.schema
+    aff = {m.determined: m for m in rules.mappings if m.affine}
+    single = columns is not None and not isinstance(columns, (list, tuple, pd.Index, np.ndarray))
+    wanted = schema.names if columns is None else [columns] if single else list(columns)
+    token = _ACTIVE.set(False)  # the learner's own expect, whose inner queries keep the rules
+    try:
+        idx = [schema.index(c) for c in wanted]
+        if not any(j in aff for j in idx):
+            return inner(columns, conditions, **kw)
+        need = list(dict.fromkeys(schema.names[aff[j].determinant] if j in aff else
+                                  schema.names[j] for j in idx))
+        res = inner(need, conditions, **kw)
+    finally:
+        _ACTIVE.reset(token)
+    if isinstance(res, pd.Series) and list(res.index) == need:  # one answer per column
+        vals = {c: res[schema.names[aff[j].determinant]] if j in aff else res[c]
+                for c, j in zip(wanted, idx)}
+        for c, j in zip(wanted, idx):
+            if j in aff:
+                vals[c] = float(aff[j].image(float(vals[c])))
+        return pd.Series(vals, dtype=object)
+    frame = res.to_frame(need[0]) if isinstance(res, pd.Series) else res
+    out = pd.DataFrame(index=frame.index)
+    for c, j in zip(wanted, idx):
+        out[c] = aff[j].image(frame[schema.names[aff[j].determinant]].to_numpy(float)) \
+            if j in aff else frame[c]
+    return out.iloc[:, 0] if single else out
 
 
 def _without_determined(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:
@@ -550,7 +676,7 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
     method = kw.get("method", args[0] if args else None)
     random_state = kw.get("random_state", args[2] if len(args) > 2 else None)
     Z = model.encoder_.transform(X, missing_columns="nan")
-    df = X.copy()
+    df = affine_frame(model, rules, X)[names]
     pending = []  # (mapping, rows) whose determinant is chosen among several levels
     clips = []  # (mapping, rows, interval) of threshold determinants imputed into B's interval
     for m in rules.mappings:
@@ -558,6 +684,8 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
         if schema.names[a] not in names:
             continue
         rows = np.flatnonzero(np.isnan(Z[:, a]) & ~np.isnan(Z[:, b]))
+        if m.affine:
+            continue  # (the determinant set from the determined value: affine_frame)
         if rows.size and m.threshold:
             conds = _interval_conditions(model, m)
             for k in range(len(m.values)):
@@ -601,6 +729,12 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
             b = m.determined
             if schema.names[b] not in names:
                 continue
+            if m.affine:  # the given values as given, the others the determinant's image
+                given = ~np.isnan(Z[:, b])
+                img = m.image(Zf[:, m.determinant])
+                vals = np.where(given, Z[:, b], img)
+                _set_numbers(f, schema.names[b], np.arange(len(f)), vals)
+                continue
             img = m.image(Zf[:, m.determinant])
             # (a row the learner left missing had evidence of probability zero: kept so)
             rows = np.flatnonzero(np.isnan(Z[:, b]) & ~np.isnan(img) &
@@ -621,4 +755,4 @@ def _impute(model, inner, rules: Rules, X, *args, **kw):
 
 
 _QUERIES = {"log_prob": _log_prob, "sample": _sample, "predict_proba": _predict_proba,
-            "predict": _predict, "impute": _impute}
+            "predict": _predict, "impute": _impute, "expect": _expect}

@@ -4,10 +4,13 @@ The rules are the mappings that hold in every real row (a column that is a funct
 discrete column: adult's ``education`` -> ``education-num``; found as forestgen's encoder finds
 them, :func:`forestgen.data.rules.find_mappings`), thresholds (a column that is a step function
 of a numeric one, one interval per value: ``birthwt``'s ``low`` = ``bwt < 2500``,
-:func:`forestgen.data.rules.find_thresholds`), nested missing entries (a column missing only
-where another is, :func:`forestgen.data.rules.missing_parents`) and, optionally, declared SDV-style
-``constraints`` (``Inequality``, ``Range``, ``FixedCombinations``). Any generator's output can
-be scored: the rules are read from the real rows alone.
+:func:`forestgen.data.rules.find_thresholds`), affine relations between numeric columns
+(``msleep``'s ``awake = 24 - sleep_total``, to the columns' rounding, each column's decimals
+read off its real values: :func:`forestgen.data.rules.find_affine`), nested missing entries (a
+column missing only where another is, :func:`forestgen.data.rules.missing_parents`) and,
+optionally, declared SDV-style ``constraints`` (``Inequality``, ``Range``,
+``FixedCombinations``). Any generator's output can be scored: the rules are read from the real
+rows alone.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.rules import (
+    Affine,
+    decimal_grid,
+    find_affine,
     find_mappings,
     find_thresholds,
     frame_codes,
@@ -94,6 +100,19 @@ def rule_violations(real: object, synthetic: object, constraints: list | None = 
             bad |= inside & y.notna().to_numpy() & (y != labels[v]).to_numpy()
         broken |= bad
         rows.append({"rule": f"{ca} -> {cb} (threshold)", "kind": "threshold",
+                     "violations": int(bad.sum()),
+                     "share": float(bad.mean()) if len(bad) else 0.0})
+    taken |= {j for a, b, *_ in find_thresholds(values, numeric, taken) for j in (a, b)}
+    numbers = [numeric[j] and not pd.api.types.is_integer_dtype(real[c].dtype) or
+               numeric[j] and real[c].nunique() > 32 for j, c in enumerate(cols)]
+    grids = [decimal_grid(values[j]) if numbers[j] else 0.0 for j in range(len(cols))]
+    for a, b, alpha, beta, tol, grid in find_affine(values, numbers, taken, grids):
+        rule = Affine(a, b, alpha, beta, tol, grid)
+        x = pd.to_numeric(synthetic[cols[a]], errors="coerce").to_numpy(float)
+        y = pd.to_numeric(synthetic[cols[b]], errors="coerce").to_numpy(float)
+        bad = rule.broken(x, y)
+        broken |= bad
+        rows.append({"rule": rule.describe(cols), "kind": "affine",
                      "violations": int(bad.sum()),
                      "share": float(bad.mean()) if len(bad) else 0.0})
     miss = real.isna().to_numpy()

@@ -6,6 +6,10 @@ the numpy queries keep them (:mod:`forestgen.inference.rules`), so that ``to_tor
   density and set to ``f(A)`` in every draw: ``p'(x) = p(x_{-B}) 1[x_B = f(x_A)]``, so a row
   breaking the mapping has log density ``-inf``, and a row giving ``B`` but not ``A`` sums over
   the levels of ``A`` whose image is ``x_B``;
+* an affine rule ``B = alpha + beta A`` (numeric columns) is such a mapping: ``B`` set to
+  ``alpha + beta A`` in every draw, a row whose ``B`` is further than the rule's tolerance
+  from it ``-inf``, and a row giving ``B`` but not ``A`` scored at ``A = (B - alpha) / beta``
+  plus ``-log |beta|`` (no term where that value is a point mass of ``A``);
 * declared constraints (``FixedCombinations``, ``Inequality``, ``Range``) restrict the law to
   the rows ``C`` they allow: ``log p'(x) - log P'(C)`` inside ``C`` (``P'(C)`` is the model's
   own, :func:`forestgen.inference.rules.constraint_log_normaliser`), ``-inf`` outside; draws
@@ -58,9 +62,16 @@ class RuleKeeper:
             if b is None:
                 continue
             a = self.pos.get(m.determinant)
-            vals = torch.as_tensor(m.values, dtype=out.dtype, device=out.device)
             codes = out[:, a] if a is not None else torch.full(
                 (len(out),), float(self.fill[m.determinant]), dtype=out.dtype, device=out.device)
+            if m.affine:  # (the determinant on its grid first, as it decodes)
+                if m.grid > 0:
+                    codes = torch.round(codes / m.grid) * m.grid
+                    if a is not None:
+                        out[:, a] = codes
+                out[:, b] = torch.where(torch.isnan(codes), out[:, b], m.alpha + m.beta * codes)
+                continue
+            vals = torch.as_tensor(m.values, dtype=out.dtype, device=out.device)
             if m.threshold:  # the interval of the determinant's value
                 cuts = torch.as_tensor(m.cuts, dtype=out.dtype, device=out.device)
                 ok = ~torch.isnan(codes)
@@ -105,6 +116,7 @@ class RuleKeeper:
         bad = self.rules.broken_mappings(Z)
         xm = x.clone()
         expand: list[tuple[int, int, int]] = []  # (row, free position of A, level of A)
+        log_jac = np.zeros(len(Z))
         for m in self.rules.mappings:
             b = self.pos.get(m.determined)
             if b is None:
@@ -113,19 +125,32 @@ class RuleKeeper:
             if a is not None:
                 rows = np.flatnonzero(np.isnan(Z[:, m.determinant]) &
                                       ~np.isnan(Z[:, m.determined]) & ~bad)
-                if rows.size and m.threshold:
+                if rows.size and m.affine:  # A = (B - alpha) / beta, density / |beta|
+                    astar = m.inverse(Z[rows, m.determined])
+                    xm[torch.as_tensor(rows, device=x.device), a] = torch.as_tensor(
+                        astar, dtype=xm.dtype, device=x.device)
+                    Z[rows, m.determinant] = astar  # (a second rule from A: checked below)
+                    jac = np.full(len(rows), -math.log(abs(m.beta)))
+                    atoms = np.asarray(self.model.encoder_.schema.columns[m.determinant].atoms
+                                       or [], float)
+                    if atoms.size:
+                        jac[np.isclose(astar[:, None], atoms[None, :], rtol=1e-9,
+                                       atol=1e-12).any(axis=1)] = 0.0
+                    log_jac[rows] += jac
+                elif rows.size and m.threshold:
                     names = self.model.schema_.names
                     raise NotImplementedError(
                         f"{type(self.model).__name__}: torch log_prob of rows that give "
                         f"{names[m.determined]!r} without {names[m.determinant]!r}, of which a "
                         f"rule makes it a threshold, is not implemented (use model.log_prob)")
-                if rows.size:
+                elif rows.size:
                     hit = np.isclose(m.values[None, :], Z[rows, m.determined][:, None],
                                      rtol=1e-9, atol=0.0)
                     bad[rows[~hit.any(axis=1)]] = True
                     for r, h in zip(rows, hit):
                         expand += [(int(r), a, int(c)) for c in np.flatnonzero(h)]
             xm[:, b] = math.nan
+        bad |= self.rules.broken_mappings(Z)  # A set from one rule must keep the others
         res = score(xm)
         if expand:
             rows = torch.as_tensor([e[0] for e in expand], device=x.device)
@@ -136,6 +161,8 @@ class RuleKeeper:
             uniq = torch.unique(rows)
             combined = torch.stack([torch.logsumexp(se[rows == r], 0) for r in uniq])
             res = res.index_put((uniq,), combined)
+        if log_jac.any():
+            res = res + torch.as_tensor(log_jac, dtype=res.dtype, device=res.device)
         ok = ~bad
         if self.rules.constraints:
             ok &= self.rules.holds(Z, self.model.encoder_.schema)
