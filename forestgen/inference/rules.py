@@ -154,6 +154,11 @@ def affine_frame(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _plain(v) -> bool:
+    """Whether a dict condition's value is a single value (not a range, set or ``Not``)."""
+    return not isinstance(v, (tuple, set, frozenset, list)) and type(v).__name__ != "Not"
+
+
 def _encoded(model, X, conditions=None) -> np.ndarray:
     """The rows' encoded values as a conditional query reads them: a column a dict condition
     names holds the condition's value (a plain value) or nothing (a range or set), whatever
@@ -163,9 +168,7 @@ def _encoded(model, X, conditions=None) -> np.ndarray:
         schema = model.encoder_.schema
         for name in conditions:
             Z[:, schema.index(name)] = np.nan
-        plain = {k: v for k, v in conditions.items()
-                 if not isinstance(v, (tuple, set, frozenset, list)) and
-                 type(v).__name__ != "Not"}
+        plain = {k: v for k, v in conditions.items() if _plain(v)}
         if plain:
             names = model.encoder_.schema.names
             row = pd.DataFrame([{n: plain.get(n, np.nan) for n in names}])
@@ -282,6 +285,13 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
                 f"{type(model).__name__}: log_prob with a range condition on {name_a!r} of "
                 f"rows that give {name_b!r} (= {m.describe(schema.names)}, a rule of the "
                 f"table) is not implemented; put {name_b!r} in the conditions or leave it out")
+        if m.affine and isinstance(conditions, dict) and name_b in conditions and \
+                name_a not in conditions and not _plain(conditions[name_b]) and \
+                (~np.isnan(Z[:, a])).any():
+            raise NotImplementedError(
+                f"{type(model).__name__}: log_prob with a range condition on {name_b!r} "
+                f"(= {m.describe(schema.names)}, a rule of the table) of rows that give "
+                f"{name_a!r} is not implemented; condition on {name_a!r} instead")
         if isinstance(conditions, dict) and (name_a in conditions or name_b in conditions):
             need[:] = False  # the conditions (translated) carry the determinant
         rows = np.flatnonzero(need)

@@ -173,10 +173,16 @@ def test_predictions_and_expectations_go_through_the_rule():
     assert m.expect("x", conditions={"y": 10.0})["x"] == pytest.approx(8.0)
 
 
-def test_a_range_on_the_determinant_with_the_determined_value_given_raises():
+def test_a_range_on_one_column_of_a_rule_with_the_other_given_raises():
     m = fg.ARF(n_trees=10, random_state=0).fit(table())
+    rows = table().head(3)
     with pytest.raises(NotImplementedError, match="ARF.*range condition on 'x'.*'y'"):
-        m.log_prob(table().head(3).drop(columns=["x"]), conditions={"x": (1.0, 9.0)})
+        m.log_prob(rows.drop(columns=["x"]), conditions={"x": (1.0, 9.0)})
+    with pytest.raises(NotImplementedError, match="ARF.*range condition on 'y'.*give 'x'"):
+        m.log_prob(rows, conditions={"y": (5.0, 10.0)})
+    # a value of y given: x must be its preimage, and x2 x's copy
+    lp = m.log_prob(rows.drop(columns=["x"]), conditions={"y": 10.0})
+    assert np.isfinite(lp[rows["x"] == 8.0]).all() and np.isneginf(lp[rows["x"] != 8.0]).all()
 
 
 def test_affine_rules_survive_save_and_load_and_torch(tmp_path):
