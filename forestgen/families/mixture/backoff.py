@@ -404,14 +404,13 @@ def held_out_fit(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     and both components scored in one walk (:func:`encoded_component_log_probs`). ``X`` an
     :class:`~forestgen.base.EncodedTable` (the cheap look): the copy adopts its encoder and
     rows (no encoder fitted on the slice), and the held-out rows are read as the fitting rows
-    alone would have seen them (:func:`as_unseen`). ``folds > 1`` (``X`` a frame of at most
+    alone would have seen them (:func:`as_unseen`). ``folds > 1`` (``X`` of at most
     ``max_rows`` rows): the same for each fold of :func:`fold_splits` (a copy per fold, its
     seed spawned from ``model_seed``), every row held out once, the folds' scores side by
     side in the folds' order (:func:`merge_looks`; ``None`` if any fold's fit fails)."""
-    from forestgen.base import EncodedTable
     from forestgen.tuning import held_out_split
 
-    if folds > 1 and not isinstance(X, EncodedTable) and len(X) <= max_rows:
+    if folds > 1 and len(X) <= max_rows:
         splits = fold_splits(len(X), seed, folds)
         seeds = model_seed.spawn(len(splits))
     else:
@@ -731,7 +730,9 @@ def resolve_backoff(model, X: Any, kinds: Any, seed_source: np.random.SeedSequen
     ``cell_shapes``; the trees, cells and leaf weights do not depend on the shape) scores the
     held-out rows under each (:func:`held_out_fit`); the shape is chosen first
     (:func:`choose_shape`), then ``λ`` on the scores under that shape (:func:`choose_weight`,
-    ``"held_out"``: the best weight). On a table of more than :data:`SCREEN_ROWS` rows the
+    ``"held_out"``: the best weight). On a table of fewer than :data:`FOLD_ROWS` rows the
+    look is :data:`LOOK_FOLDS`-fold (:func:`held_out_fit`'s ``folds``: every row scored
+    once). On a table of more than :data:`SCREEN_ROWS` rows the
     cheap look chooses the shape; where it also settles ``λ = 0`` (``"t_screen"``) no other
     look is made, else the full look scores that shape alone. A fixed shape and weight: no
     look."""

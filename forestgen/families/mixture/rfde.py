@@ -115,7 +115,10 @@ class RFDE(GenerativeForest):
         sit beside the forest's in a :class:`~forestgen.families.mixture.stacked.StackedLeaf`.
         The model ``(1 - λ) f + λ prod_j f_j`` stays one normalised leaf mixture. ``"auto"``
         chooses ``λ`` as ARF's ``marginal_weight`` does: an RFDE fitted on 80% of the rows (of
-        at most 10,000) scores the others at each weight, and ``λ > 0`` is kept only where the
+        at most 10,000) scores the others at each weight (on a table of fewer than
+        :data:`~forestgen.families.mixture.backoff.FOLD_ROWS` rows, one fitted per fold of
+        :data:`~forestgen.families.mixture.backoff.LOOK_FOLDS`, every row scored once),
+        and ``λ > 0`` is kept only where the
         marginals alone and the best weight that keeps the discrete columns' conditionals
         each beat the forest alone there by more than
         :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors
@@ -140,8 +143,10 @@ class RFDE(GenerativeForest):
         ``marginal_weight`` look (one fit serves both; the trees do not depend on ``μ``):
         the shape of highest held-out log-likelihood among those that keep the discrete
         columns' held-out conditionals (what ``predict_proba`` answers) within one standard
-        error of the uniform cells', kept if it beats the uniform cells by more than one
-        standard error (:func:`~forestgen.families.mixture.backoff.choose_shape`), then
+        error of the uniform cells' (any shape where the column marginals beat the uniform
+        cells there by more than one standard error: the floor first), kept if it beats the
+        uniform cells by more than one standard error
+        (:func:`~forestgen.families.mixture.backoff.choose_shape`), then
         ``λ`` under that shape. ``cell_shape_`` keeps the choice. With ``numeric_leaf`` /
         ``discrete_leaf`` given only ``"auto"`` (then 0) or 0. The depth CV scores uniform
         cells. A forestgen extension (issue 37; ``benchmarks/results/backoff_s50.md``).
