@@ -36,6 +36,7 @@ from forestgen.data.dtypes import (
     to_float,
 )
 from forestgen.data.frames import as_frame, check_duplicates, is_tensor
+from forestgen.data.inequalities import detected_inequalities
 from forestgen.data.metadata import apply_column_metadata, constrain, kind_for, split_kinds
 from forestgen.data.rules import (
     MAX_THRESHOLD_VALUES,
@@ -125,20 +126,26 @@ class TableEncoder:
     -----
     The table's logical rules (:mod:`forestgen.data.rules`) are found at fit and kept in the
     schema: mappings between columns that hold in every training row (unless the metadata
-    says ``"detect_mappings": False``) and the metadata's declared ``"constraints"`` (SDV's
+    says ``"detect_mappings": False``), the inequalities between numeric columns that hold in
+    every training row and are unlikely by chance (:mod:`forestgen.data.inequalities`; off with
+    ``"detect_inequalities": False``) and the metadata's declared ``"constraints"`` (SDV's
     ``FixedCombinations``, ``Inequality``, ``Range``).
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:
         self.constraints: list = []
         self.detect_mappings = True
+        self.detect_inequalities = True
         if isinstance(kinds, dict) and (isinstance(kinds.get("constraints"), list)
-                                        or isinstance(kinds.get("detect_mappings"), bool)):
+                                        or isinstance(kinds.get("detect_mappings"), bool)
+                                        or isinstance(kinds.get("detect_inequalities"), bool)):
             kinds = dict(kinds)
             if isinstance(kinds.get("constraints"), list):
                 self.constraints = kinds.pop("constraints")
             if isinstance(kinds.get("detect_mappings"), bool):
                 self.detect_mappings = kinds.pop("detect_mappings")
+            if isinstance(kinds.get("detect_inequalities"), bool):
+                self.detect_inequalities = kinds.pop("detect_inequalities")
         self.kinds, self.metadata = split_kinds(kinds)
         self.max_ordinal_levels = int(max_ordinal_levels)
         self.schema: Schema | None = None
@@ -200,7 +207,7 @@ class TableEncoder:
             if spec.kind in ("categorical", "bool", "binary"):
                 mark_unobserved(spec, Z[:, j])
         warn_identifiers(df, specs)
-        if self.detect_mappings or self.constraints:
+        if self.detect_mappings or self.detect_inequalities or self.constraints:
             rules = self._find_rules(Z)
             self.schema.rules = rules.to_dict() if rules else None
         return Z
@@ -240,7 +247,10 @@ class TableEncoder:
             for a, b, alpha, beta, tol, grid in find_affine(
                     [Z[:, j] for j in range(schema.d)], numeric, taken, grids):
                 maps.append(Affine(a, b, alpha, beta, tol, grid))
-        return Rules(maps, parse_constraints(self.constraints, schema.names, Z, schema))
+        cons = parse_constraints(self.constraints, schema.names, Z, schema)
+        if self.detect_inequalities:
+            cons += detected_inequalities(Z, schema, {m.determined for m in maps}, cons)
+        return Rules(maps, cons)
 
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
         entry = self._lookup(self.metadata, name)

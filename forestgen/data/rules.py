@@ -584,11 +584,14 @@ class FixedCombinations:
 
 @dataclass
 class Inequality:
-    """``Z[:, low] <= Z[:, high]`` (``<`` when ``strict``); a row missing either holds."""
+    """``Z[:, low] <= Z[:, high]`` (``<`` when ``strict``); a row missing either holds.
+    ``detected``: found in the training rows (:mod:`forestgen.data.inequalities`), not
+    declared."""
 
     low: int
     high: int
     strict: bool = False
+    detected: bool = False
 
     def holds(self, Z: np.ndarray) -> np.ndarray:
         a, b = Z[:, self.low], Z[:, self.high]
@@ -597,7 +600,10 @@ class Inequality:
         return ok | np.isnan(a) | np.isnan(b)
 
     def to_dict(self) -> dict:
-        return {"kind": "inequality", "low": self.low, "high": self.high, "strict": self.strict}
+        out = {"kind": "inequality", "low": self.low, "high": self.high, "strict": self.strict}
+        if self.detected:
+            out["detected"] = True
+        return out
 
 
 @dataclass
@@ -805,7 +811,8 @@ class Rules:
                                               np.asarray(c["allowed"], np.float64).reshape(
                                                   -1, len(c["columns"]))))
             elif c["kind"] == "inequality":
-                cons.append(Inequality(int(c["low"]), int(c["high"]), bool(c["strict"])))
+                cons.append(Inequality(int(c["low"]), int(c["high"]), bool(c["strict"]),
+                                       bool(c.get("detected", False))))
             else:
                 raise ValueError(f"unknown rule kind {c['kind']!r}")
         return cls(maps, cons)

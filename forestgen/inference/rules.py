@@ -9,7 +9,8 @@ the outermost public query (:func:`keeps_rules` wraps ``log_prob``, ``sample``,
 * ``log_prob``: a determined column is marginalised (its value is the rule's, not the
   learner's), a row breaking a rule scores ``-inf``, a row that gives a determined value but
   not its determinant sums over the determinant's levels with that image, and declared
-  constraints divide by their probability under the model (``rules_log_z_``);
+  constraints divide by their probability under the model (``rules_log_z_``; given the
+  conditions, for a conditional ``log_prob``: estimated from draws given them);
 * ``sample``: rejection against declared constraints (mappings need none);
 * ``predict_proba`` / ``predict`` of a determined column: the determinant's conditional law
   pushed through the mapping; of a determinant: its law restricted to the levels consistent
@@ -42,6 +43,8 @@ _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("forestgen_rules"
 #: model draws used to estimate the probability of declared constraints (other than a single
 #: FixedCombinations, whose probability is exact)
 NORMALISER_DRAWS = 20_000
+#: model draws per distinct row of per-row conditions for the constraints' probability given them
+CONDITIONAL_DRAWS = 2_000
 MAX_REJECTION_ROUNDS = 50
 
 
@@ -393,13 +396,37 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
     if not rules.constraints:
         return out
     if conditions is not None:
-        raise NotImplementedError(
-            f"{type(model).__name__}: log_prob with conditions under declared constraints "
-            f"(the constraints' probability given the conditions) is not implemented; "
-            f"detected mappings are supported")
+        log_z = _conditional_log_normaliser(model, rules, conditions, len(out))
+        ok = rules.holds(_encoded(model, X, conditions), model.encoder_.schema)
+        return np.where(ok, out - log_z, -np.inf)
     log_z, _ = _log_normaliser(model, inner, model.sample, rules)
     ok = rules.holds(_encoded(model, X), model.encoder_.schema)
     return np.where(ok, out - log_z, -np.inf)
+
+
+def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.ndarray:
+    """``log P'(C | conditions)`` ``[n]``: the share of model draws given the conditions (seed
+    0) that keep the constraints; ``NORMALISER_DRAWS`` draws for a dict, and for per-row
+    conditions ``max(CONDITIONAL_DRAWS, NORMALISER_DRAWS // m)`` draws for each of its ``m``
+    distinct rows. A share of zero counts half a draw (the row itself keeps the constraints,
+    so the probability is not zero)."""
+    schema = model.encoder_.schema
+    if isinstance(conditions, pd.Series):
+        conditions = conditions.to_frame().T
+    if not isinstance(conditions, pd.DataFrame):
+        draws = model.sample(NORMALISER_DRAWS, random_state=0, conditions=conditions,
+                             missing=False)
+        k = int(rules.holds(model.encoder_.transform(draws), schema).sum())
+        return np.full(n, math.log(max(k, 0.5) / NORMALISER_DRAWS))
+    key = conditions.astype(object).where(conditions.notna(), None).astype(str)
+    first, group = np.unique(key.agg("\x1f".join, axis=1).to_numpy(), return_inverse=True,
+                             return_index=True)[1:]
+    m = len(first)
+    per = max(CONDITIONAL_DRAWS, NORMALISER_DRAWS // m)
+    reps = conditions.iloc[np.repeat(first, per)].reset_index(drop=True)
+    draws = model.sample(None, random_state=0, conditions=reps, missing=False)
+    ok = rules.holds(model.encoder_.transform(draws), schema).reshape(m, per)
+    return np.log(np.maximum(ok.sum(axis=1), 0.5) / per)[group]
 
 
 # --------------------------------------------------------------------------- sample
