@@ -37,7 +37,8 @@ import pandas as pd
 
 from forestgen.data.rules import FixedCombinations, Rules
 
-__all__ = ["affine_frame", "constraint_log_normaliser", "keeps_rules", "rules_of"]
+__all__ = ["affine_frame", "conditional_constraint_log_normaliser", "constraint_log_normaliser",
+           "keeps_rules", "rules_of"]
 
 _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("forestgen_rules", default=False)
 #: model draws used to estimate the probability of declared constraints (other than a single
@@ -387,6 +388,20 @@ def constraint_log_normaliser(model) -> tuple[float, float]:
     token = _ACTIVE.set(True)  # the learner's own queries: the law before the constraints
     try:
         return _log_normaliser(model, functools.partial(inner, model), model.sample, rules)
+    finally:
+        _ACTIVE.reset(token)
+
+
+def conditional_constraint_log_normaliser(model, conditions: dict) -> float:
+    """``log P'(C | conditions)``: the probability the model (with its mappings) gives its
+    declared or detected constraints given the ``conditions`` dict, estimated from
+    ``NORMALISER_DRAWS`` draws given them (``0.0`` without constraints)."""
+    rules = rules_of(model)
+    if not rules or not rules.constraints:
+        return 0.0
+    token = _ACTIVE.set(True)  # the learner's own draws: the law before the constraints
+    try:
+        return float(_conditional_log_normaliser(model, rules, conditions, 1)[0])
     finally:
         _ACTIVE.reset(token)
 

@@ -41,7 +41,11 @@ import numpy as np
 import torch
 from torch.distributions import Distribution, constraints
 
-from forestgen.inference.rules import constraint_log_normaliser, rules_of
+from forestgen.inference.rules import (
+    conditional_constraint_log_normaliser,
+    constraint_log_normaliser,
+    rules_of,
+)
 from forestgen.leaves.base import CUTS_AT_VALUES, torch_tensor
 from forestgen.logsumexp import torch_logsumexp, torch_segment_logsumexp
 from forestgen.torch.routing import PackedTrees, route, routing_forest
@@ -176,6 +180,8 @@ class _Conditional:
     leaf_log_weight: np.ndarray | None  # [L], -inf outside the posterior
     #: the evidence dict, for a model off the torch path: its own numpy conditional queries
     evidence: dict | None = None
+    #: log P'(C | evidence) of the table's constraints, for a model on the torch path
+    log_z: float = 0.0
 
     def rows(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Free-column rows ``x [n, f]`` -> (scored rows: evidence columns NaN, so they add 0
@@ -382,8 +388,10 @@ class ForestDistribution(Distribution):
         with np.errstate(divide="ignore"):
             lw[leaf] = np.log(w)
         active = ev.active()[0]
+        log_z = (conditional_constraint_log_normaliser(self.model, evidence)
+                 if self._keeper is not None else 0.0)
         cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
-                            leaf_log_weight=lw)
+                            leaf_log_weight=lw, log_z=log_z)
         return ForestDistribution(self.model, dtype=self._out_dtype, device=self._out_device,
                                   validate_args=self._validate_args, _conditional=cond)
 
@@ -413,10 +421,6 @@ class ForestDistribution(Distribution):
         schema = self.model.schema_
         given = {schema.index(k): v for k, v in evidence.items()}
         name = type(self.model).__name__
-        if self._keeper.rules.constraints:
-            raise NotImplementedError(
-                f"{name}: torch condition() under declared constraints is not implemented "
-                f"(use model.sample(conditions=...) / model.log_prob(X, conditions=...))")
         for m in self._keeper.rules.mappings:
             a, b = m.determinant, m.determined
             names = (schema.names[a], schema.names[b])
@@ -480,7 +484,8 @@ class ForestDistribution(Distribution):
         if self._keeper is None:
             res = self._score(x)
         else:
-            log_z = constraint_log_normaliser(self.model)[0] if self._cond is None else 0.0
+            log_z = (constraint_log_normaliser(self.model)[0] if self._cond is None
+                     else self._cond.log_z)  # (numpy conditionals divide by it themselves)
             res = self._keeper.log_prob(self._score, x, log_z)
         return res.to(out_dtype).reshape(batch)
 
