@@ -6,11 +6,12 @@ them, :func:`forestgen.data.rules.find_mappings`), thresholds (a column that is 
 of a numeric one, one interval per value: ``birthwt``'s ``low`` = ``bwt < 2500``,
 :func:`forestgen.data.rules.find_thresholds`), affine relations between numeric columns
 (``msleep``'s ``awake = 24 - sleep_total``, to the columns' rounding, each column's decimals
-read off its real values: :func:`forestgen.data.rules.find_affine`), nested missing entries (a
-column missing only where another is, :func:`forestgen.data.rules.missing_parents`) and,
-optionally, declared SDV-style ``constraints`` (``Inequality``, ``Range``,
-``FixedCombinations``). Any generator's output can be scored: the rules are read from the real
-rows alone.
+read off its real values: :func:`forestgen.data.rules.find_affine`), orders two numeric
+columns never break (``mean radius <= worst radius``,
+:func:`forestgen.data.inequalities.find_inequalities`), nested missing entries (a column
+missing only where another is, :func:`forestgen.data.rules.missing_parents`) and, optionally,
+declared SDV-style ``constraints`` (``Inequality``, ``Range``, ``FixedCombinations``). Any
+generator's output can be scored: the rules are read from the real rows alone.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from forestgen.data.inequalities import find_inequalities
 from forestgen.data.rules import (
     Affine,
     decimal_grid,
@@ -106,13 +108,27 @@ def rule_violations(real: object, synthetic: object, constraints: list | None = 
     numbers = [numeric[j] and not pd.api.types.is_integer_dtype(real[c].dtype) or
                numeric[j] and real[c].nunique() > 32 for j, c in enumerate(cols)]
     grids = [decimal_grid(values[j]) if numbers[j] else 0.0 for j in range(len(cols))]
-    for a, b, alpha, beta, tol, grid in find_affine(values, numbers, taken, grids):
+    affine = find_affine(values, numbers, taken, grids)
+    for a, b, alpha, beta, tol, grid in affine:
         rule = Affine(a, b, alpha, beta, tol, grid)
         x = pd.to_numeric(synthetic[cols[a]], errors="coerce").to_numpy(float)
         y = pd.to_numeric(synthetic[cols[b]], errors="coerce").to_numpy(float)
         bad = rule.broken(x, y)
         broken |= bad
         rows.append({"rule": rule.describe(cols), "kind": "affine",
+                     "violations": int(bad.sum()),
+                     "share": float(bad.mean()) if len(bad) else 0.0})
+    determined = ({b for _, b in find_mappings(codes, values, discrete)}
+                  | {b for _, b, *_ in affine})
+    for a, b in find_inequalities(values, [j for j in range(len(cols))
+                                           if numeric[j] and j not in determined]):
+        ca, cb = cols[a], cols[b]
+        x = pd.to_numeric(synthetic[ca], errors="coerce").to_numpy(float)
+        y = pd.to_numeric(synthetic[cb], errors="coerce").to_numpy(float)
+        with np.errstate(invalid="ignore"):
+            bad = x > y
+        broken |= bad
+        rows.append({"rule": f"{ca} <= {cb}", "kind": "inequality",
                      "violations": int(bad.sum()),
                      "share": float(bad.mean()) if len(bad) else 0.0})
     miss = real.isna().to_numpy()

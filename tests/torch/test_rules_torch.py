@@ -93,8 +93,13 @@ def test_declared_constraints_on_torch():
     assert np.exp(lt).sum() == pytest.approx(1.0, abs=1e-9)
     drawn = dist.decode(dist.sample((1000,), generator=torch.Generator().manual_seed(2)))
     assert not ((drawn.k == "a") & (drawn.h == "r")).any()
-    with pytest.raises(NotImplementedError, match="declared constraints"):
-        dist.condition({"k": "a"})
+    cond = dist.condition({"k": "a"})  # divided by P(constraints | k = a), from draws
+    hs = pd.DataFrame({"k": ["a"] * 3, "h": list("pqr")})
+    lc = cond.log_prob(torch.as_tensor(model.encoder_.transform(hs)[:, [1]])).numpy()
+    np.testing.assert_allclose(lc, model.log_prob(hs, conditions={"k": "a"}), atol=1e-9)
+    assert np.isneginf(lc[2]) and np.exp(lc).sum() == pytest.approx(1.0, abs=0.02)
+    kept = cond.sample((500,), generator=torch.Generator().manual_seed(3))
+    assert set(kept[:, 0].tolist()) <= {0.0, 1.0}  # never r
 
 
 def test_adult_torch_log_prob_equals_numpy_with_its_mapping(adult_test):
