@@ -116,6 +116,13 @@ class Splitter(Component):
              limits: GrowLimits) -> TreeRecord:
         raise NotImplementedError
 
+    def tree_grower(self, data: TreeData, y: np.ndarray | None, limits: GrowLimits):
+        """A function ``(w, rng) -> TreeRecord`` that grows one tree of a forest on ``data``,
+        ``y`` and ``limits``: the same tree as :meth:`grow` with those arguments. A forest
+        calls this once and the function once per tree, so a splitter can do the per-forest
+        setup (argument checks and conversions) once; by default it calls :meth:`grow`."""
+        return lambda w, rng: self.grow(data, y, w, rng, limits)
+
 
 def resolve_max_features(max_features, d: int) -> int:
     """``"sqrt"`` (floor, at least 1), ``"log2"``, ``None``/``"all"``, an int or a fraction."""

@@ -47,6 +47,16 @@ class ImpuritySplitter(Splitter):
         return (grow_tree_with(crit), USER) if code == USER else (grow_tree, code)
 
     def grow(self, data: TreeData, y, w, rng, limits: GrowLimits) -> TreeRecord:
+        return self._grower(data, y, limits)(w, rng)
+
+    def tree_grower(self, data: TreeData, y, limits: GrowLimits):
+        """:meth:`Splitter.tree_grower`: the limits checked and the rows, rule and kernel set
+        up once per forest; each tree converts only its weights."""
+        if type(self).grow is not ImpuritySplitter.grow:  # a subclass growing its own way
+            return super().tree_grower(data, y, limits)
+        return self._grower(data, y, limits)
+
+    def _grower(self, data: TreeData, y, limits: GrowLimits):
         if limits.max_depth is not None and limits.max_depth < 0:
             raise ValueError(f"max_depth must be >= 0 or None, got {limits.max_depth}")
         if not limits.min_samples_leaf > 0:
@@ -58,19 +68,27 @@ class ImpuritySplitter(Splitter):
         Xb = data.Xb
         if Xb.dtype.itemsize < 4 and C > 1 << (8 * Xb.dtype.itemsize):
             Xb = Xb.astype(np.uint32)  # the grower keeps class labels in a code slot
-        rows = LabelledRows(Xb, data.n_bins.astype(np.int64), data.nominal.astype(np.bool_),
-                            np.asarray(y, np.int64), np.asarray(w, np.float64))
+        n_bins = data.n_bins.astype(np.int64)
+        nominal = data.nominal.astype(np.bool_)
+        y = np.asarray(y, np.int64)
         rule = grow_rule(C, -1 if limits.max_depth is None else limits.max_depth,
                          limits.min_samples_leaf, mcl,
                          resolve_max_features(limits.max_features, data.d), self.min_gain, code)
-        feat, thr_bin, nan_left, left, right, cat_off, cat_left, value, row_node = kernel(
-            rows, rule, rng, bool(data.route_rows))
-        thr, ok = bin_thresholds(feat, thr_bin, cat_off, *data.threshold_table)
-        if not ok:
-            raise IndexError("grow_tree returned a threshold bin outside its column's bins")
-        return TreeRecord(feature=feat, threshold=thr, nan_left=nan_left, left=left,
-                          right=right, cat_off=cat_off, cat_left=cat_left, class_weight=value,
-                          row_node=row_node if data.route_rows else None)
+        route = bool(data.route_rows)
+        flat, off = data.threshold_table
+
+        def grow_one(w, rng) -> TreeRecord:
+            rows = LabelledRows(Xb, n_bins, nominal, y, np.asarray(w, np.float64))
+            feat, thr_bin, nan_left, left, right, cat_off, cat_left, value, row_node = kernel(
+                rows, rule, rng, route)
+            thr, ok = bin_thresholds(feat, thr_bin, cat_off, flat, off)
+            if not ok:
+                raise IndexError("grow_tree returned a threshold bin outside its column's bins")
+            return TreeRecord(feature=feat, threshold=thr, nan_left=nan_left, left=left,
+                              right=right, cat_off=cat_off, cat_left=cat_left,
+                              class_weight=value, row_node=row_node if route else None)
+
+        return grow_one
 
 
 class _FixedCriterion(ImpuritySplitter):

@@ -23,14 +23,23 @@ from forestgen.tree.record import TreeRecord
 @njit(cache=True, nogil=True)
 def _leaf_of_rows(feature, row_node, out):
     """``out[i]``: the tree-local leaf id (leaves counted in node order) of node
-    ``row_node[i]``."""
-    local = np.empty(feature.shape[0], np.int32)
+    ``row_node[i]``; False (``out`` unfinished) when some ``row_node`` entry is not a leaf's
+    node id (the check :meth:`TreeRecord.check` makes of ``row_node``, in the same pass)."""
+    n = feature.shape[0]
+    local = np.empty(n + 1, np.int32)  # -1: not a leaf (entry n: ids outside 0..n-1)
+    local[n] = -1
     k = 0
-    for node in range(feature.shape[0]):
-        local[node] = k
-        k += np.int32(feature[node] < 0)
+    for node in range(n):
+        leaf = feature[node] < 0
+        local[node] = k if leaf else -1
+        k += np.int32(leaf)
     for i in range(row_node.shape[0]):
-        out[i] = local[row_node[i]]
+        r = row_node[i]
+        v = local[r if 0 <= r < n else n]
+        if v < 0:
+            return False
+        out[i] = v
+    return True
 
 
 def tree_generators(seed_seq: np.random.SeedSequence, n_trees: int) -> list[np.random.Generator]:
@@ -92,14 +101,19 @@ def grow_forest_routed(
     row_leaf = np.empty((B, n), np.int32) if data.route_rows else None  # tree-major
     routed = np.zeros(B, bool)
 
+    grow_one = splitter.tree_grower(data, y, limits)  # per-forest setup, once
+
     def one(b: int) -> TreeRecord:
-        t = splitter.grow(data, y, get_w(b), rngs[b], limits)
+        t = grow_one(get_w(b), rngs[b])
         if not isinstance(t, TreeRecord):
             raise TypeError(f"{type(splitter).__name__}.grow must return a TreeRecord, got "
                             f"{type(t).__name__}")
-        t.check()
-        if row_leaf is not None and t.row_node is not None:
-            _leaf_of_rows(t.feature, t.row_node, row_leaf[b])
+        route = row_leaf is not None and t.row_node is not None
+        t.check(rows=not route)  # (routed rows: checked while their leaves are listed)
+        if route:
+            if t.row_node.dtype.kind not in "iu" or not _leaf_of_rows(
+                    t.feature, t.row_node, row_leaf[b]):
+                raise ValueError("TreeRecord.row_node must hold a leaf's node id for every row")
             routed[b] = True
         t.row_node = None
         if on_tree_done is not None:

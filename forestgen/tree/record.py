@@ -102,14 +102,15 @@ class TreeRecord:
     def n_leaves(self) -> int:
         return int((self.feature < 0).sum())
 
-    def check(self) -> TreeRecord:
-        """Validate shapes and links; raises ``ValueError`` naming the bad field."""
+    def check(self, *, rows: bool = True) -> TreeRecord:
+        """Validate shapes and links; raises ``ValueError`` naming the bad field. ``rows=False``
+        leaves ``row_node`` to the caller (a forest checks it while it reads it)."""
         n = self.n_nodes
         for name in ("threshold", "nan_left", "left", "right", "cat_off"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"TreeRecord.{name} has {len(getattr(self, name))} entries, "
                                  f"feature has {n}")
-        rows = self.row_node if self.row_node is not None else self.feature[:0]
+        rows = self.row_node if rows and self.row_node is not None else self.feature[:0]
         arrays = (self.feature, self.left, self.right, rows)
         if all(a.dtype.kind in "iu" for a in arrays):  # one compiled pass over the links
             bad = _bad_links(*arrays)
