@@ -91,9 +91,10 @@ def _text_dtype(dtype: Any) -> bool:
 
 def _encode_distinct(series: pd.Series, index: pd.Index, k: int,
                      strict: bool) -> np.ndarray | None:
-    """Codes of a text column (``k`` for a value not in ``index``, NaN for a missing one) from
-    its distinct values: the codes a lookup of every row gives. ``None`` when ``strict`` and
-    a value is not a level (the caller's row-by-row path reads such values and notes them)."""
+    """Codes of a text or categorical column (``k`` for a value not in ``index``, NaN for a
+    missing one) from its distinct values: the codes a lookup of every row gives. ``None``
+    when ``strict`` and a value is not a level (the caller's row-by-row path reads such values
+    and notes them)."""
     rows, distinct = pd.factorize(series, use_na_sentinel=True)
     idx = index.get_indexer(np.asarray(distinct, dtype=object))
     if strict and (idx < 0).any():
@@ -343,8 +344,10 @@ class TableEncoder:
             codes[np.isnan(v)] = np.nan
             return codes
         assert index is not None
-        if _text_dtype(series.dtype) and spec.kind != "bool":
-            # text columns: each distinct value looked up once (no Python object per row)
+        if (_text_dtype(series.dtype) or isinstance(series.dtype, pd.CategoricalDtype)) \
+                and spec.kind != "bool":
+            # text and categorical columns: each distinct value looked up once (no Python
+            # object per row)
             codes = _encode_distinct(series, index, k, notes is not None)
             if codes is not None:
                 return codes

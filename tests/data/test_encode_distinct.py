@@ -57,3 +57,30 @@ def test_fit_transform_encodes_once(monkeypatch):
     monkeypatch.setattr(enc_mod.TableEncoder, "transform", real)
     np.testing.assert_array_equal(Z, TableEncoder().fit(df).transform(df))
     assert enc.schema.to_dict() == TableEncoder().fit(df).schema.to_dict()
+
+
+@pytest.mark.parametrize("cats", [["lo", "mid", "hi", "x y", ""], [3, 1, 2, 7, 5],
+                                  [0.5, 2.5, -1.0, 4.0, 8.0]])
+def test_categorical_codes_match_object_lookup(cats, monkeypatch):
+    rng = np.random.default_rng(2)
+
+    def frame(n, extra=()):
+        vals = np.array(cats, dtype=object)[rng.integers(0, 5, n)]
+        vals[rng.random(n) < 0.1] = None
+        return pd.DataFrame({"c": pd.Categorical(vals, categories=list(cats) + list(extra)),
+                             "x": rng.standard_normal(n)})
+
+    train = frame(400)
+    enc = TableEncoder().fit(train)
+    query = frame(300, extra=["new"])
+    query.loc[[3, 7], "c"] = "new"  # a category the training rows did not have
+    calls = []
+    monkeypatch.setattr(enc_mod, "_encode_distinct", lambda *a, f=enc_mod._encode_distinct:
+                        calls.append(1) or f(*a))
+    fast = enc.transform(query)
+    assert calls  # the categorical column took the distinct-value path
+    slow = enc.transform(query.astype({"c": object}))  # the row-by-row path
+    np.testing.assert_array_equal(fast, slow)
+    assert np.isnan(fast[:, 0]).sum() == query["c"].isna().sum() > 0
+    assert (fast[[3, 7], 0] == enc.schema.columns[0].n_levels).all()  # unseen: code k
+    np.testing.assert_array_equal(enc.transform(train), enc.fit_transform(train))
