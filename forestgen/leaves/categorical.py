@@ -97,7 +97,7 @@ class CategoricalLeaf(LeafModel):
             empty = count <= 0  # no rows and no smoothing: uniform over the allowed levels
             rest = np.where(empty, 1.0 / bits.sum(1), 0.0)
             prob = cnt / np.where(empty, 1.0, count)[e_leaf]
-            self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits)
+            self._set(leaf_offsets(e_leaf, L), e_code, prob, rest, bits)
             return self
         m = float(self.alpha) + prior * g  # pseudo-counts (g: marginal pmf of the pairs)
         tot = count + _allowed_sum(bits, m)
@@ -114,7 +114,7 @@ class CategoricalLeaf(LeafModel):
             order = np.lexsort((np.r_[e_code, ec], np.r_[e_leaf, el]))
             e_leaf, e_code, prob = (np.r_[e_leaf, el][order], np.r_[e_code, ec][order],
                                     np.r_[prob, ep][order])
-        self._set(np.searchsorted(e_leaf, np.arange(L + 1)), e_code, prob, rest, bits, m / top)
+        self._set(leaf_offsets(e_leaf, L), e_code, prob, rest, bits, m / top)
         return self
 
     def _set(self, offset, code, prob, rest, allowed_bool, base=None):
@@ -146,7 +146,7 @@ class CategoricalLeaf(LeafModel):
         """Hold the dense table ``pmf [L, k]`` (its positive entries, listed per leaf)."""
         pmf = np.asarray(pmf, np.float64)
         e_leaf, e_code = np.nonzero(pmf)
-        self._set(np.searchsorted(e_leaf, np.arange(len(pmf) + 1)), e_code,
+        self._set(leaf_offsets(e_leaf, len(pmf)), e_code,
                   pmf[e_leaf, e_code], np.zeros(len(pmf)), pmf > 0)
 
     def fit_stats(self, stats: LevelStats, cell) -> CategoricalLeaf:
@@ -539,6 +539,15 @@ def _level_keys(x, leaf, k, allowed, use_allowed, w, weighted):
             ws[m] = w[i]
         m += 1
     return keys[:m], ws[:m]
+
+
+def leaf_offsets(e_leaf: np.ndarray, n_leaves: int) -> np.ndarray:
+    """Where each leaf's entries start in the sorted leaf ids ``e_leaf`` (in ``0..L-1``),
+    ``[L + 1]`` int64: ``np.searchsorted(e_leaf, np.arange(L + 1))``, from the counts per
+    leaf (linear, no binary search per leaf)."""
+    out = np.zeros(n_leaves + 1, np.int64)
+    np.cumsum(np.bincount(e_leaf, minlength=n_leaves), out=out[1:])
+    return out
 
 
 def pair_counts(flat: np.ndarray, size: int, weight: np.ndarray | None
