@@ -552,8 +552,34 @@ def oob_accuracy_from_leaves(forest: ForestArrays, leaves: np.ndarray, oob: np.n
     mask ``oob [B, N]`` (``inbag() [B, N]``: the in-bag weights, needed only when the splitter
     did not record class weights)."""
     p_real = leaf_p_real(forest, leaves, y, inbag)
-    correct, used = oob_correct(*votes_from_leaves(p_real, leaves, oob, mode), y, mode, rng)
+    if mode == "hard":  # (the counts of oob_correct in one compiled pass, same draws)
+        half = np.where(p_real > 0.5, 2, np.where(p_real < 0.5, 0, 1)).astype(np.uint8)
+        votes, count = _hard_votes_kernel(leaves, oob, half)
+        correct, used = _hard_correct(votes, count, np.asarray(y, np.int64),
+                                      rng.random(len(y)))
+    else:
+        correct, used = oob_correct(*votes_from_leaves(p_real, leaves, oob, mode), y, mode,
+                                    rng)
     return correct / used if used else float("nan")
+
+
+@njit(cache=True, nogil=True)
+def _hard_correct(half_votes, count, y, u):
+    """:func:`oob_correct` of hard votes from the summed half votes and out-of-bag counts of
+    :func:`_hard_votes_kernel` and the tie-breaking uniforms ``u`` (one per row, drawn
+    whether used or not): the same fractions, the same ``np.isclose`` test of a tie (default
+    tolerances) and the same predictions."""
+    correct = 0
+    used = 0
+    tol = 1e-08 + 1e-05 * 0.5
+    for i in range(count.shape[0]):
+        c = count[i]
+        frac = (half_votes[i] * 0.5) / max(c, 1)
+        pred = (u[i] < 0.5) if abs(frac - 0.5) <= tol else (frac > 0.5)
+        if c > 0:
+            used += 1
+            correct += np.int64(pred == (y[i] == 1))
+    return correct, used
 
 
 def oob_accuracy(forest: ForestArrays, X: np.ndarray, y: np.ndarray, W: np.ndarray,
