@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from forestgen.parallel import thread_map
 
@@ -70,15 +71,13 @@ class Binner:
 
         def column(j: int) -> None:
             col = Z[:, j]
-            miss = np.isnan(col)
             if self.nominal[j]:
+                miss = np.isnan(col)
                 codes = np.where(miss, -1, col)
                 codes = np.where((codes < 0) | (codes >= self.n_bins[j]), self.n_bins[j], codes)
                 out[j] = codes.astype(np.uint16)
             else:
-                codes = np.searchsorted(self.thresholds[j], np.where(miss, 0.0, col), side="left")
-                codes[miss] = self.n_bins[j]
-                out[j] = codes
+                _bin_codes(col, np.asarray(self.thresholds[j], np.float64), out[j])
 
         thread_map(column, d, n_jobs)
         return out
@@ -105,3 +104,24 @@ def _thresholds(col: np.ndarray, max_bins: int) -> np.ndarray:
     pos = np.unique(np.searchsorted(u, qs, side="left"))
     pos = pos[pos < len(mids)]
     return mids[pos]
+
+
+@njit(cache=True, nogil=True)
+def _bin_codes(col, thr, out):
+    """``out[i]``: the number of thresholds ``thr`` (sorted) strictly below ``col[i]``
+    (``np.searchsorted(thr, col, side="left")``), ``len(thr) + 1`` (the missing code) where
+    ``col[i]`` is NaN; a branch-free binary search per value."""
+    m = thr.shape[0]
+    for i in range(col.shape[0]):
+        v = col[i]
+        if np.isnan(v):
+            out[i] = m + 1
+            continue
+        lo = 0  # thr[:lo] < v; search the first threshold >= v in lo..lo + size
+        size = m
+        while size > 0:
+            half = size >> 1
+            below = thr[lo + half] < v
+            lo = lo + half + 1 if below else lo
+            size = size - half - 1 if below else half
+        out[i] = lo

@@ -29,3 +29,18 @@ def test_thresholds_equal_the_unique_quantile_definition(seed, max_bins):
     for col in cols:
         got, want = _thresholds(col, max_bins), _reference(col, max_bins)
         assert got.tobytes() == want.tobytes()  # same values, same signs of zero
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 3, 7, 254])
+def test_codes_count_the_thresholds_below_each_value(m):
+    from forestgen.data.binning import _bin_codes
+
+    rng = np.random.default_rng(m)
+    thr = np.sort(rng.normal(size=m))
+    col = np.r_[rng.normal(size=3000), thr, [np.nan, np.inf, -np.inf, 0.0]]
+    out = np.empty(len(col), np.uint16)
+    _bin_codes(col, thr, out)
+    want = np.searchsorted(thr, np.where(np.isnan(col), 0.0, col), side="left")
+    want[np.isnan(col)] = m + 1  # the missing code
+    np.testing.assert_array_equal(out, want)
+    assert len(np.unique(out)) == m + 2  # every code 0..m and the missing one
