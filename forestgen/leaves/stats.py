@@ -41,14 +41,20 @@ class MomentStats:
         by one value of their leaf, so a leaf of equal values has exactly that mean and
         ``m2 = 0`` (unshifted, the rounded mean left an SD of ~1e-17 that passed for a spread)."""
         x = np.asarray(x, np.float64)
+        inv = 1.0
         if scale != 1.0:
-            x = x / scale
+            # a power of two: x / scale == x * (1 / scale) exactly, read so by the kernel
+            # (no scaled copy of the pairs); else (or for min / max) a scaled copy
+            if not minmax and np.frexp(scale)[0] == 0.5 and np.isfinite(1.0 / scale):
+                inv = 1.0 / scale
+            else:
+                x = x / scale
         leaf = np.asarray(leaf)
         if leaf.dtype != np.int32:  # int32 leaves (a forest's) go in as they are
             leaf = leaf.astype(np.int64, copy=False)
         # the kernel skips NaN values and reads unit weights as 1.0: no filtered copies
         w = np.empty(0) if weight is None else np.asarray(weight, float)
-        cnt, mean, m2 = _moments(x, leaf, w, weight is None, n_leaves)
+        cnt, mean, m2 = _moments(x, leaf, w, weight is None, n_leaves, inv)
         lo = hi = None
         if minmax:
             ok = ~np.isnan(x)
@@ -87,8 +93,9 @@ class MomentStats:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _moments(x, leaf, w, unit, n_leaves):
-    """Per-leaf weighted count, mean and ``m2`` of the non-NaN ``x`` (every leaf id in
+def _moments(x, leaf, w, unit, n_leaves, inv):
+    """Per-leaf weighted count, mean and ``m2`` of the non-NaN ``x * inv`` (``inv``: 1, or
+    the reciprocal of a power of two, so the product is exact; every leaf id in
     ``0..n_leaves-1``; weights ``w``, or 1.0 each with ``unit``, which multiplies exactly):
     the values are shifted by their leaf's last value, summed in row order, then the squared
     deviations from the shifted mean; the operations (and bits) of the bincount formulation
@@ -99,14 +106,14 @@ def _moments(x, leaf, w, unit, n_leaves):
     acc = np.zeros((n_leaves, 4))
     for i in range(x.shape[0]):
         if not np.isnan(x[i]):
-            acc[leaf[i], 0] = x[i]
+            acc[leaf[i], 0] = x[i] * inv
     for i in range(x.shape[0]):
         if np.isnan(x[i]):
             continue
         j = leaf[i]
         wi = 1.0 if unit else w[i]
         acc[j, 1] += wi
-        acc[j, 2] += wi * (x[i] - acc[j, 0])
+        acc[j, 2] += wi * (x[i] * inv - acc[j, 0])
     cnt = np.empty(n_leaves)
     mean = np.empty(n_leaves)
     for j in range(n_leaves):
@@ -117,7 +124,7 @@ def _moments(x, leaf, w, unit, n_leaves):
         if np.isnan(x[i]):
             continue
         j = leaf[i]
-        dev = (x[i] - acc[j, 0]) - acc[j, 2]
+        dev = (x[i] * inv - acc[j, 0]) - acc[j, 2]
         acc[j, 3] += (1.0 if unit else w[i]) * dev * dev
     return cnt, mean, acc[:, 3].copy()
 

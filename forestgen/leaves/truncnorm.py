@@ -104,7 +104,11 @@ class TruncNormalLeaf(LeafModel):
     def fit(self, x, leaf, cell, weight=None):
         """Fit in units of :func:`column_scale` (exact rescaling), then convert back."""
         s = column_scale(cell.data_min, cell.data_max)
-        self._fit_scaled(np.asarray(x, np.float64) / s, leaf, scaled_cell(cell, s), weight)
+        if self.fits_from_stats and self.finite_bounds != "local":  # (scaled as they are read)
+            self._fit_moments(MomentStats.from_pairs(x, leaf, len(cell.lower), scale=s,
+                                                     weight=weight), scaled_cell(cell, s))
+        else:
+            self._fit_scaled(np.asarray(x, np.float64) / s, leaf, scaled_cell(cell, s), weight)
         return self._unscale(s)
 
     def fit_stats(self, stats: MomentStats, cell: ColumnCell) -> TruncNormalLeaf:

@@ -3,6 +3,7 @@ the bits of the filter-then-count formulation: NaN values, out-of-range codes, l
 does not allow, int32 or int64 leaf ids, with and without pair weights."""
 
 import numpy as np
+import pytest
 
 from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.categorical import CategoricalLeaf, pair_counts
@@ -68,3 +69,42 @@ def test_categorical_counts_keep_only_valid_allowed_pairs():
         np.testing.assert_array_equal(lm.count_, np.bincount(key // k, weights=cnt,
                                                              minlength=L))
         np.testing.assert_array_equal(lm.code_, key % k)
+
+
+@pytest.mark.parametrize("scale", [0.25, 8.0, 2.0 ** -60, 3.0])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_scaled_as_read_equals_scaled_copy(scale, weighted):
+    """A power-of-two ``scale`` is applied as the kernel reads each value (no scaled copy):
+    the same bits as the statistics of ``x / scale``; any other scale divides a copy."""
+    rng = np.random.default_rng(4)
+    n, L = 4000, 60
+    x = rng.normal(size=n) * 1e3
+    x[rng.random(n) < 0.05] = np.nan
+    leaf = rng.integers(0, L, n)
+    w = rng.random(n) if weighted else None
+    a = MomentStats.from_pairs(x, leaf, L, scale=scale, weight=w)
+    b = MomentStats.from_pairs(x / scale, leaf, L, weight=w)
+    for f in ("count", "mean", "m2"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    assert np.isfinite(a.m2).sum() == L
+
+
+def test_truncnorm_fit_reads_scaled_values_as_before():
+    from forestgen.leaves import TruncNormalLeaf
+    from forestgen.leaves.base import ColumnCell, scaled_cell
+    from forestgen.leaves.stats import column_scale
+
+    rng = np.random.default_rng(5)
+    n, L = 3000, 40
+    x = rng.normal(size=n) * 37.0 + 5.0
+    leaf = rng.integers(0, L, n)
+    cell = ColumnCell(lower=np.full(L, -200.0), upper=np.full(L, 250.0), allowed=None,
+                      data_min=float(x.min()), data_max=float(x.max()), n_levels=0)
+    s = column_scale(cell.data_min, cell.data_max)
+    assert s != 1.0
+    a = TruncNormalLeaf().fit(x, leaf, cell)
+    b = TruncNormalLeaf()
+    b._fit_scaled(x / s, leaf, scaled_cell(cell, s))  # the former path: a scaled copy
+    b._unscale(s)
+    for f in ("mu_", "sigma_", "lo_", "hi_", "count_", "logz_"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
