@@ -8,11 +8,12 @@ mixed table of ``bench_arf_rarf.py`` (30 trees, min_node_size 5, 4,000 held-out 
 warm-up that compiles the kernels. The step functions of the ARF module, the grower, FORDE,
 the sampler and the likelihood walk are wrapped with wall-clock and process-time timers; a
 step called inside another is listed under it (indented), and ``grow one tree`` sums the trees'
-wall times over the pool's threads. The speed-up of a step is its wall time at one thread
-over two; a step near 1.0x is serial. Wall times mean something only on an otherwise idle
-machine: the load average is written beside them. The warm-up fits and queries a model of
-the same size with another seed, so each kernel the timed calls run (parallel or serial twin:
-:func:`~forestgen.parallel.sized` picks by size) is compiled or loaded before the clock starts.
+wall times over the pool's threads (the grower kernel's calls). The speed-up of a step is its
+wall time at one thread over two; a step near 1.0x is serial. Wall times mean something only
+on an otherwise idle machine: the load average is written beside them. The warm-up fits and
+queries a model of the same size with another seed, so each kernel the timed calls run
+(parallel or serial twin: :func:`~forestgen.parallel.sized` picks by size) is compiled or
+loaded before the clock starts.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ STEPS = [  # (label, module, attribute); "A.b" is attribute b of class A
     ("bin", "forestgen.families.mixture.arf", "Binner.transform"),
     ("stack codes", "forestgen.families.mixture.arf", "stack_codes"),
     ("grow forest", "forestgen.families.mixture.arf", "grow_forest_routed"),
-    ("grow forest/grow one tree (sum)", "forestgen.splitters.impurity",
-     "ImpuritySplitter.grow"),
+    # (the kernel, looked up in the module as each forest starts: the same step in checkouts
+    # that call ImpuritySplitter.grow per tree and in those that set up once per forest)
+    ("grow forest/grow one tree (kernel sum)", "forestgen.splitters.impurity", "grow_tree"),
     ("grow forest/from_trees", "forestgen.tree.arrays", "ForestArrays.from_trees"),
     ("oob accuracy", "forestgen.families.mixture.arf", "oob_accuracy_from_leaves"),
     ("donors", "forestgen.families.mixture.arf", "leafwise_donors"),
