@@ -70,7 +70,10 @@ def hwm_mib() -> float:
 FORGE_MIN_CPU = float(os.environ.get("FORGE_MIN_CPU", "0.5"))
 ARF_MODULES = ("forestgen.learners.arf", "forestgen.families.mixture.arf")  # before / after
 STEPS = {  # step -> (module, attribute) pairs whose calls it times; absent ones are skipped
-    "encoding": [("forestgen.data.encoder", "TableEncoder.fit"),
+    # (fit_encoder: the schema search and rule detection too, not only TableEncoder.fit;
+    # the calls inside it are nested and counted once)
+    "encoding": [("forestgen.base", "GenerativeForest.fit_encoder"),
+                 ("forestgen.data.encoder", "TableEncoder.fit"),
                  ("forestgen.data.encoder", "TableEncoder.transform"),
                  ("forestgen.data.binning", "Binner.fit"),
                  ("forestgen.data.binning", "Binner.transform")],
