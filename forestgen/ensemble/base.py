@@ -62,6 +62,10 @@ class Ensembler(Component):
         """:meth:`leaf_log_weights_from_counts` of the training rows that fall in ``leaves
         [n, B]`` (``mask [n, B]`` restricts a tree's count, e.g. to out-of-bag rows)."""
         n, B = leaves.shape
+        if mask is None and sample_weight is None:  # counts: no [n, B] weights, no copy of
+            # the leaves in C order (a sum of ones is the count, exactly, in any order)
+            cnt = np.bincount(leaves.ravel(order="K"), minlength=n_leaves).astype(np.float64)
+            return self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
         w = np.ones((n, B)) if sample_weight is None else np.broadcast_to(
             np.asarray(sample_weight, float)[:, None], (n, B)).copy()
         if mask is not None:
