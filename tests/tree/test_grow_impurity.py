@@ -139,10 +139,13 @@ def test_stack_codes_bins_the_stacked_values():
                                   b.transform(np.vstack([Z, synth])))
 
 
-def test_leafwise_donors_match_a_stable_argsort():
+@pytest.mark.parametrize("tree_major", [False, True])
+def test_leafwise_donors_match_a_stable_argsort(tree_major):
     rng = np.random.default_rng(0)
     n, B, L = 500, 6, 90
     leaves = np.sort(rng.integers(0, L, size=(n, B)), axis=1).astype(np.int32)
+    if tree_major:  # (a forest's leaves: the transpose of a C-ordered [B, n])
+        leaves = np.ascontiguousarray(leaves.T).T
     got = leafwise_donors(leaves, L, 3, np.random.default_rng(7))
     # the rule written out: (row, tree) pairs by leaf in a stable order
     flat = leaves.ravel()

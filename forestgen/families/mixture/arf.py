@@ -32,7 +32,7 @@ from forestgen.leaves import (
     TruncNormalLeaf,
     UniformLeaf,
 )
-from forestgen.parallel import parallel_kernel
+from forestgen.parallel import parallel_kernel, sized
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, make_splitter
@@ -474,37 +474,58 @@ def leafwise_donors(leaves: np.ndarray, n_leaves: int, d: int,
     resampling, see :func:`leafwise_resample`), from the real rows' leaves ``[n, B]``: draw n
     (real row, tree) pairs uniformly (a tree, then a leaf by coverage) and, per column, a
     uniformly drawn real row of that pair's leaf. A leaf's rows are listed by a counting sort
-    (linear in ``n B``)."""
+    (linear in ``n B``, in (row, tree) pair order, read from the leaves in their memory layout
+    without a copy); the column draws are made first, column after column, then the donors
+    filled in one pass over the rows (on threads: each row is written by one)."""
     n, B = leaves.shape
-    flat = leaves.ravel()
     members = np.empty(n * B, np.int32 if n < 2**31 else np.int64)
-    counts, starts = _leaf_members(flat, n_leaves, B, members)
-    pick = flat[rng.integers(0, n * B, size=n)]
-    out = np.empty((n, d), np.int64)
+    counts, starts = _leaf_members(leaves, n_leaves, members)
+    k = rng.integers(0, n * B, size=n)  # (row, tree) pairs, as indices into leaves.ravel()
+    pick = leaves[k // B, k % B]
+    U = np.empty((d, n))
     for j in range(d):
-        pos = starts[pick] + (rng.random(n) * counts[pick]).astype(np.int64)
-        out[:, j] = members[pos]
+        U[j] = rng.random(n)
+    return sized(_donor_rows, n * d)(members, starts, counts, pick, U)
+
+
+@parallel_kernel
+def _donor_rows(members, starts, counts, pick, U):
+    """``out[i, j] = members[starts[p] + int64(U[j, i] * counts[p])]``, ``p = pick[i]``: the
+    position numpy computes as ``starts[pick] + (u * counts[pick]).astype(int64)`` (the
+    same float product, truncated)."""
+    d, n = U.shape
+    out = np.empty((n, d), np.int64)
+    for i in prange(n):
+        p = pick[i]
+        s0 = starts[p]
+        c = np.float64(counts[p])
+        for j in range(d):
+            out[i, j] = members[s0 + np.int64(U[j, i] * c)]
     return out
 
 
 @njit(cache=True, nogil=True)
-def _leaf_members(flat, n_leaves, B, members):
-    """Counting sort of the (row, tree) pairs ``flat [n B]`` by leaf: per leaf its count and
-    its first position; ``members`` gets the rows of its pairs in pair order (as a stable
-    argsort would list them)."""
+def _leaf_members(leaves, n_leaves, members):
+    """Counting sort of the (row, tree) pairs of ``leaves [n, B]`` (any memory layout) by
+    leaf, in pair order (row by row, trees in order within a row: the order of
+    ``leaves.ravel()``): per leaf its count and its first position; ``members`` gets the rows
+    of its pairs in that order (as a stable argsort would list them)."""
+    n, B = leaves.shape
     counts = np.zeros(n_leaves, np.int64)
-    for k in range(flat.shape[0]):
-        counts[flat[k]] += 1
+    for b in range(B):  # (counts: any order; tree by tree reads tree-major leaves in order)
+        for i in range(n):
+            counts[leaves[i, b]] += 1
     starts = np.zeros(n_leaves, np.int64)
     acc = 0
     for leaf in range(n_leaves):
         starts[leaf] = acc
         acc += counts[leaf]
     pos = starts.copy()
-    for k in range(flat.shape[0]):
-        leaf = flat[k]
-        members[pos[leaf]] = k // B
-        pos[leaf] += 1
+    for i in range(n):
+        for b in range(B):
+            leaf = leaves[i, b]
+            members[pos[leaf]] = i
+            pos[leaf] += 1
     return counts, starts
 
 
