@@ -71,6 +71,9 @@ SMALL_TABLE = 2000
 #: still be preferred to those below them (module docstring)
 MARGINAL_SLACK = 0.05
 N_FOLDS = 3
+#: validation rows a fold needs (the C2ST's own folds): fewer rows than ``N_FOLDS`` times this
+#: and the first candidate is fitted unscored
+MIN_VALIDATION_ROWS = 5
 VALIDATION_SHARE = 0.3
 #: on a table of at least ``SMALL_TABLE`` rows, candidates are fitted on at most this many of
 #: the fitting rows and scored on at most this many validation rows (module docstring)
@@ -107,7 +110,9 @@ class AutoForest(BaseEstimator):
     """A generator that chooses among candidate learners on held-out evidence.
 
     ``fit`` splits the training rows (3 folds below ``SMALL_TABLE`` rows, else one 30%
-    validation split, each side capped at ``SELECT_ROWS`` rows), fits every candidate on the
+    validation split, each side capped at ``SELECT_ROWS`` rows; below ``N_FOLDS *
+    MIN_VALIDATION_ROWS`` = 15 rows the first candidate is fitted unscored, with a warning),
+    fits every candidate on the
     fitting part, scores its samples against the
     validation rows by C2ST (ties within ``tolerance`` broken by held-out log-likelihood; the
     module docstring says why), and refits the chosen candidate on all rows as ``best_``.
@@ -173,10 +178,10 @@ class AutoForest(BaseEstimator):
         check_real("tolerance", self.tolerance, 0.0)
         cands = self._candidates()
         n = len(X)
-        if n < 2 * N_FOLDS:
-            raise ValueError(f"AutoForest needs at least {2 * N_FOLDS} rows, got {n}")
         seeds = np.random.SeedSequence(_entropy(self.random_state))
         split_seed, fit_seed = seeds.spawn(2)
+        if n < N_FOLDS * MIN_VALIDATION_ROWS:
+            return self._unscored(X, kinds, cands, fit_seed, n)
         perm = np.random.default_rng(split_seed).permutation(n)
         if n < SMALL_TABLE:
             folds = [np.sort(perm[k::N_FOLDS]) for k in range(N_FOLDS)]
@@ -196,7 +201,8 @@ class AutoForest(BaseEstimator):
                 marg.append(-np.inf)
         marginal_ll = float(np.mean(marg))
         start = time.process_time()
-        rows = []
+        rows: list[dict] = []
+        errors: list[Exception] = []
         for i, (name, est) in enumerate(cands):
             spent = time.process_time() - start
             if i and self.time_budget is not None and spent > self.time_budget:
@@ -223,6 +229,7 @@ class AutoForest(BaseEstimator):
                             lls.append(-np.inf)
                 except Exception as exc:  # a failing candidate is recorded, never fatal
                     notes.append(f"fold {k}: {type(exc).__name__}: {exc}"[:200])
+                    errors.append(exc)
                     break
             cpu = time.process_time() - t0
             ok = len(aucs) == len(folds)
@@ -236,6 +243,8 @@ class AutoForest(BaseEstimator):
         board["marginal_ll"] = marginal_ll
         scored = board["c2st_distance"].notna()
         if not scored.any():
+            if len(errors) == len(cands) and len({(type(e), str(e)) for e in errors}) == 1:
+                raise errors[0]  # one cause (a bad column, say): the learners' own error
             raise RuntimeError("AutoForest: no candidate could be fitted and scored: "
                                + " | ".join(board["note"]))
         # a density that is zero at a real validation row cannot be the default's density
@@ -258,6 +267,26 @@ class AutoForest(BaseEstimator):
         self.n_validation_folds_ = len(folds)
         self.selection_rows_ = (len(fits[0]), len(folds[0]))
         name, est = cands[chosen]
+        self.best_name_ = name
+        final_seed = int(np.random.default_rng(fit_seed.spawn(1)[0]).integers(2**31))
+        self.best_ = clone(est).set_params(random_state=final_seed).fit(X, kinds=kinds)
+        return self
+
+    def _unscored(self, X: Any, kinds: Any, cands: list, fit_seed, n: int) -> AutoForest:
+        """Too few rows for ``N_FOLDS`` validation folds of ``MIN_VALIDATION_ROWS``: the
+        first candidate, unscored, with a warning."""
+        warnings.warn(f"AutoForest: {n} rows are too few to score candidates (3 validation "
+                      f"folds of {MIN_VALIDATION_ROWS} rows need {N_FOLDS * MIN_VALIDATION_ROWS})"
+                      f"; fitted the first candidate, {cands[0][0]!r}, unscored", UserWarning,
+                      stacklevel=3)
+        self.leaderboard_ = pd.DataFrame(
+            [{"candidate": name, "c2st_auc": np.nan, "c2st_distance": np.nan,
+              "c2st_sd": np.nan, "log_likelihood": np.nan, "cpu_s": 0.0,
+              "note": f"not scored: {n} rows", "marginal_ll": np.nan, "chosen": i == 0}
+             for i, (name, _) in enumerate(cands)])
+        self.n_validation_folds_ = 0
+        self.selection_rows_ = (0, 0)
+        name, est = cands[0]
         self.best_name_ = name
         final_seed = int(np.random.default_rng(fit_seed.spawn(1)[0]).integers(2**31))
         self.best_ = clone(est).set_params(random_state=final_seed).fit(X, kinds=kinds)

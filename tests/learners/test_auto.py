@@ -170,3 +170,19 @@ def test_a_density_below_the_column_marginals_yields_to_one_that_samples_nearly_
             == chosen
     b = fg.AutoForest(candidates=[low], random_state=0).fit(df)
     assert b.best_name_ == "low density"
+
+
+def test_a_table_too_small_to_score_gets_the_first_candidate_with_a_warning():
+    df = table().head(12)
+    with pytest.warns(UserWarning, match="too few to score candidates"):
+        a = fg.AutoForest(random_state=0).fit(df)
+    assert a.best_name_ == "ARF" and a.n_validation_folds_ == 0
+    assert a.leaderboard_["chosen"].tolist()[0] and a.leaderboard_["c2st_auc"].isna().all()
+    assert len(a.sample(20, random_state=0)) == 20
+    assert np.isfinite(a.log_prob(df)).all()
+
+
+def test_a_bad_column_raises_the_learners_own_error():
+    df = table().assign(empty=np.nan)
+    with pytest.raises(ValueError, match="column 'empty' is entirely missing"):
+        fg.AutoForest(random_state=0).fit(df)
