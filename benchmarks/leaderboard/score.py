@@ -34,6 +34,25 @@ def _read(path: str, columns: list[str], kinds: dict) -> pd.DataFrame:
     return df
 
 
+def rule_scores(train: pd.DataFrame, syn: pd.DataFrame) -> dict:
+    """The rules that hold in every training row (mappings such as adult's education ->
+    education-num, thresholds, nested missing entries; :func:`forestgen.metrics.rule_violations`)
+    and the share of synthetic rows breaking each, with each rule's kind."""
+    rv = fm.rule_violations(train, syn)
+    return {"rule_violation_rate": rv.rate, "rules_detected": rv.n_rules,
+            "rule_violations": {r.rule: round(r.share, 4) for r in rv.table.itertuples()},
+            "rule_kinds": {r.rule: r.kind for r in rv.table.itertuples()}}
+
+
+def rescore_rules(rec: dict) -> dict:
+    """:func:`rule_scores` of a cell again from its stored training and synthetic files."""
+    meta = rec["meta_full"]
+    kinds = {c: "categorical" if s["kind"] in ("categorical", "ordered", "bool") else "numeric"
+             for c, s in meta["columns"].items()}
+    cols = list(meta["columns"])
+    return rule_scores(_read(rec["train"], cols, kinds), _read(rec["synth"], cols, kinds))
+
+
 def score_cell(data: dict, synth_path: str, kinds: dict, seed: int) -> dict:
     """Every leaderboard metric for one sample (all with forestgen.metrics or plain counts)."""
     meta = data["meta"]
@@ -60,10 +79,7 @@ def score_cell(data: dict, synth_path: str, kinds: dict, seed: int) -> dict:
                dcr_synthetic_p5=d.dcr_synthetic_p5, dcr_holdout_p5=d.dcr_holdout_p5,
                exact_copy_rate=d.exact_match_synthetic,
                exact_copy_rate_holdout=d.exact_match_holdout, copying=d.copying)
-    # the mappings that hold in every training row (adult's education -> education-num)
-    rv = fm.rule_violations(train, syn)
-    out.update(rule_violation_rate=rv.rate, rules_detected=rv.n_rules,
-               rule_violations={r.rule: round(r.share, 4) for r in rv.table.itertuples()})
+    out.update(rule_scores(train, syn))
     marg = fm.marginal_distances(train, syn, kinds=kinds)
     ks = marg.loc[marg.metric == "ks", "statistic"]
     tv = marg.loc[marg.metric == "tv", "statistic"]
