@@ -299,3 +299,23 @@ def test_def_on_wine_scores_held_out_rows_above_the_marginals():
                                      prior_strength=0.3, min_node_size=2, random_state=0)
                               .fit(tr[[c]]).log_prob(te[[c]])) for c in tr.columns)
         assert np.mean(m.log_prob(te)) >= np.mean(marg), seed
+
+
+def test_a_shape_may_give_up_a_small_share_of_its_gain_in_the_conditionals():
+    """A shape whose conditionals are lower by more than GUARD_Z standard errors stays
+    admissible when the drop is less than SHAPE_COND_SHARE of its joint gain, not when more."""
+    from forestgen.families.mixture.backoff import SHAPE_COND_SHARE
+
+    rng = np.random.default_rng(4)
+    m = 400
+    lp = rng.normal(-5, 1, m)
+    marg = lp - 1.0  # the uniform cells are above the marginals: no floor
+    cond = rng.normal(-1, 0.2, m)
+    shaped = lp + 1.0 + rng.normal(0, 0.1, m)
+    for drop, kept in ((0.5 * SHAPE_COND_SHARE, True), (2.0 * SHAPE_COND_SHARE, False)):
+        lower = cond - drop + rng.normal(0, 0.01, m)
+        res = [(np.stack([lp, marg]), np.stack([cond, cond])),
+               (np.stack([shaped, marg]), np.stack([lower, cond]))]
+        i, sc = choose_shape(res, shapes=(0.0, 1.0))
+        assert sc["t_floor"] < 0 and sc["shape_cond:1.0"] < sc["shape_cond:0.0"]
+        assert i == int(kept)

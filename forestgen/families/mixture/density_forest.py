@@ -102,8 +102,9 @@ class DEF(GenerativeForest):
         ``(1 - μ) Unif(root interval) + μ g_j`` restricted to the cell, ``g_j`` the column's
         marginal histogram; ``"auto"`` chooses ``μ`` on the held-out rows of the
         ``marginal_weight`` look (five folds on a table of fewer than 1,000 rows), keeping
-        the discrete columns' held-out conditionals unless the column marginals beat the
-        uniform cells there (the floor first), as
+        the discrete columns' held-out conditionals (within one standard error, or a tenth
+        of the shape's gain) unless the column marginals beat the uniform cells there (the
+        floor first), as
         :class:`~forestgen.families.mixture.rfde.RFDE`'s ``cell_shape`` (which states why
         the model stays one normalised leaf mixture). ``cell_shape_`` keeps the choice.
         A forestgen extension (issue 37).

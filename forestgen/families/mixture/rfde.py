@@ -143,7 +143,9 @@ class RFDE(GenerativeForest):
         ``marginal_weight`` look (one fit serves both; the trees do not depend on ``μ``):
         the shape of highest held-out log-likelihood among those that keep the discrete
         columns' held-out conditionals (what ``predict_proba`` answers) within one standard
-        error of the uniform cells' (any shape where the column marginals beat the uniform
+        error of the uniform cells' or lower by less than
+        :data:`~forestgen.families.mixture.backoff.SHAPE_COND_SHARE` of the shape's gain in
+        held-out log-likelihood (any shape where the column marginals beat the uniform
         cells there by more than one standard error: the floor first), kept if it beats the
         uniform cells by more than one standard error
         (:func:`~forestgen.families.mixture.backoff.choose_shape`), then
