@@ -279,46 +279,55 @@ def find_affine(values: list[np.ndarray], numeric: list[bool], taken: set[int],
                 min_values: int = AFFINE_MIN_VALUES,
                 ) -> list[tuple[int, int, float, float, float, float]]:
     """``(a, b, alpha, beta, tol, grid)``: the numeric column ``b`` is ``alpha + beta * a``
-    within ``tol`` in every row (:func:`fit_affine`; ``grids[j]``: column ``j``'s rounding
-    step, 0 for none); ``grid`` is ``a``'s step where the relation is tight (``b`` is rounded
-    from ``alpha + beta *`` the recorded ``a``), else 0 (:class:`Affine`).
+    within ``tol`` in every row where both are observed (:func:`fit_affine`; ``grids[j]``:
+    column ``j``'s rounding step, 0 for none); ``grid`` is ``a``'s step where the relation is
+    tight (``b`` is rounded from ``alpha + beta *`` the recorded ``a``), else 0
+    (:class:`Affine`).
 
-    Columns with a missing value, in ``taken`` (already in a rule), constant, or with fewer
-    than ``min_values`` distinct values take no part (two values make any pair a line: the
-    mapping kinds keep those). A relation counts only if ``b``'s values, put at random in
-    ``b``'s range, would fall within ``tol`` of the line at every distinct ``a`` but the two
-    that fix it with probability ``p ** (k - 2)`` below ``chance``, ``p = min(1, 2 tol /
+    Columns in ``taken`` (already in a rule) or constant take no part, nor pairs with fewer
+    than ``min_values`` distinct values of ``a`` where both are observed (two values make any
+    pair a line: the mapping kinds keep those). A relation counts only if ``b``'s values, put
+    at random in ``b``'s range, would fall within ``tol`` of the line at every distinct ``a``
+    but the two that fix it with probability ``p ** (k - 2)`` below ``chance``, ``p = min(1, 2 tol /
     range(b))`` (on a grid: one grid value of ``range / step + 1``), ``k`` the distinct values
     of ``a``. A determined column gets the first determinant that keeps it (columns in table
     order: of a set of copies the first is the determinant); determinants are never
     determined. Cost: a screen of every pair at once on at most ``AFFINE_SCREEN_ROWS`` rows
     (one matrix product: the least-squares residual variance of ``b`` on ``a``, which the rule
-    bounds by ``tol**2``), then at most ``AFFINE_MAX_PAIRS`` pairs checked on every row."""
+    bounds by ``tol**2``; over the rows where both are observed: masked sums, three matrix
+    products), then at most ``AFFINE_MAX_PAIRS`` pairs checked on every row."""
     d = len(values)
     grids = [0.0] * d if grids is None else [float(g) for g in grids]
     cols = []
     for j in range(d):
         v = values[j]
-        if j in taken or not numeric[j] or not len(v) or np.isnan(v).any() or np.ptp(v) == 0:
+        if j in taken or not numeric[j] or not len(v):
             continue
-        if np.unique(v).size >= min_values:
+        v = v[~np.isnan(v)]
+        if v.size and np.ptp(v) > 0 and np.unique(v).size >= min_values:
             cols.append(j)
     if len(cols) < 2:
         return []
     n = len(values[cols[0]])
     rows = np.unique(np.linspace(0, n - 1, min(n, AFFINE_SCREEN_ROWS)).astype(np.int64))
-    X = np.stack([values[j][rows] for j in cols], axis=1)
-    X = X - X.mean(axis=0)
-    C = X.T @ X / len(rows)
-    var = np.diag(C).copy()
+    V = np.stack([values[j][rows] for j in cols], axis=1)
+    M = (~np.isnan(V)).astype(np.float64)
+    mu = np.nansum(V, axis=0) / np.maximum(M.sum(axis=0), 1)
+    X = np.where(M > 0, V - mu, 0.0)  # (rows where a column is missing add nothing)
+    N = M.T @ M  # [i, k]: screen rows where both are observed
+    Si, Sii, Sik = X.T @ M, (X ** 2).T @ M, X.T @ X
     with np.errstate(divide="ignore", invalid="ignore"):
-        slope = C / var[:, None]  # slope[i, k]: column k on column i
-        resid = var[None, :] - C ** 2 / var[:, None]
+        Nn = np.maximum(N, 1.0)
+        var_i = Sii / Nn - (Si / Nn) ** 2  # of column i over the rows where k is observed
+        var_k = Sii.T / Nn - (Si.T / Nn) ** 2
+        cov = Sik / Nn - Si * Si.T / Nn ** 2
+        slope = cov / var_i  # slope[i, k]: column k on column i
+        resid = var_k - cov ** 2 / var_i
     g = np.asarray([grids[j] for j in cols])
     tol = 0.5 * g[None, :] + 0.5 * np.abs(slope) * g[:, None]
-    scale = np.abs(np.stack([values[j][rows] for j in cols], axis=1)).max(axis=0)
+    scale = np.nanmax(np.abs(V), axis=0, initial=0.0)
     tol = 1.5 * tol + 1e-9 * (scale[None, :] + np.abs(slope) * scale[:, None])
-    ok = (resid <= tol ** 2) & (slope != 0) & np.isfinite(slope)
+    ok = (resid <= tol ** 2) & (slope != 0) & np.isfinite(slope) & (N >= min_values)
     np.fill_diagonal(ok, False)
     cand = np.argwhere(ok)
     if len(cand) > AFFINE_MAX_PAIRS:
@@ -330,16 +339,20 @@ def find_affine(values: list[np.ndarray], numeric: list[bool], taken: set[int],
         a, b = cols[i], cols[k]
         if b in determined or b in determinants or a in determined:
             continue
-        fit = fit_affine(values[a], values[b], grids[a], grids[b])
+        both = ~np.isnan(values[a]) & ~np.isnan(values[b])
+        va, vb = values[a][both], values[b][both]
+        k_a = np.unique(va).size
+        if k_a < min_values:
+            continue
+        fit = fit_affine(va, vb, grids[a], grids[b])
         if fit is None:
             continue
         alpha, beta, t, tight = fit
-        span = float(np.ptp(values[b]))
+        span = float(np.ptp(vb))
         if grids[b] > 0:
             p = min(1.0, (2 * t // grids[b] + 1) / (span / grids[b] + 1))
         else:
             p = min(1.0, 2 * t / span)
-        k_a = np.unique(values[a]).size
         if p > 0 and (k_a - 2) * np.log(p) >= np.log(chance):
             continue
         determined[b] = (a, alpha, beta, t, grids[a] if tight else 0.0)
@@ -622,12 +635,15 @@ class Rules:
 
     def apply(self, Z: np.ndarray) -> np.ndarray:
         """Set every determined column to the image of its determinant (in place), where the
-        determinant is observed; returns ``Z``."""
+        determinant is observed (and, for an affine rule, the determined value is not
+        missing: a learner that reproduces missing entries keeps them); returns ``Z``."""
         for m in self.mappings:
             if m.affine and m.grid > 0:  # the determinant as it decodes, then its image
                 Z[:, m.determinant] = m.on_grid(Z[:, m.determinant])
             img = m.image(Z[:, m.determinant])
             ok = ~np.isnan(img)
+            if m.affine:  # (a determined value the draw left missing stays missing)
+                ok &= ~np.isnan(Z[:, m.determined])
             Z[ok, m.determined] = img[ok]
         return Z
 

@@ -69,7 +69,8 @@ class RuleKeeper:
                     codes = torch.round(codes / m.grid) * m.grid
                     if a is not None:
                         out[:, a] = codes
-                out[:, b] = torch.where(torch.isnan(codes), out[:, b], m.alpha + m.beta * codes)
+                keep = torch.isnan(codes) | torch.isnan(out[:, b])  # (missing stays missing)
+                out[:, b] = torch.where(keep, out[:, b], m.alpha + m.beta * codes)
                 continue
             vals = torch.as_tensor(m.values, dtype=out.dtype, device=out.device)
             if m.threshold:  # the interval of the determinant's value

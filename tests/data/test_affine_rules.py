@@ -213,3 +213,22 @@ def test_rule_violation_metric_counts_broken_affine_rules():
     assert t.loc["y = 30 - 2.5 * x", "violations"] == 50
     assert t.loc["x2 = 0 + 1 * x", "violations"] == 0
     assert fm.rule_violations(df, df).rate == 0.0
+
+
+def test_missing_entries_take_no_part_and_stay_missing():
+    """The rule holds where both columns are observed; ARF, which reproduces missing entries,
+    keeps ``y`` blank at its training rate and the rule wherever both are drawn."""
+    df = table()
+    rng = np.random.default_rng(5)
+    df.loc[rng.random(len(df)) < 0.2, "y"] = np.nan
+    df.loc[rng.random(len(df)) < 0.1, "x"] = np.nan
+    assert set(affine_rules(TableEncoder().fit(df))) == {("x", "y"), ("x", "x2")}
+    m = fg.ARF(n_trees=10, random_state=0).fit(df)
+    s = m.sample(2000, random_state=0)
+    assert abs(s["y"].isna().mean() - df["y"].isna().mean()) < 0.05
+    assert abs(s["x"].isna().mean() - df["x"].isna().mean()) < 0.05
+    both = s["x"].notna() & s["y"].notna()
+    assert both.sum() > 1000 and not broken(s[both & s["x2"].notna()]).any()
+    i = int(np.flatnonzero(df["x"].notna() & df["y"].notna())[0])
+    noisy = df.assign(y=df["y"] + np.where(np.arange(len(df)) == i, 1.0, 0.0))
+    assert ("x", "y") not in affine_rules(TableEncoder().fit(noisy))   # one row breaks it
