@@ -190,6 +190,31 @@ def goal(ok: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:
     return lines, g
 
 
+def compare_auto(ok: pd.DataFrame, earlier: pd.DataFrame, label: str) -> list[str]:
+    """AutoForest's cells here against its cells of an earlier run at the same (table, seed):
+    mean C2ST AUC, ``|AUC - 0.5|``, TSTR and the choices, per table and over all cells."""
+    cols = ["table", "seed", "c2st_auc", "tstr", "auto_choice"]
+    new = ok.loc[ok["generator"] == AUTO, cols]
+    old = earlier.loc[(earlier["generator"] == AUTO) & (earlier["status"] == "ok"), cols]
+    m = new.merge(old, on=["table", "seed"], suffixes=("", "_old"))
+    if m.empty:
+        return []
+    m["d"], m["d_old"] = (m["c2st_auc"] - 0.5).abs(), (m["c2st_auc_old"] - 0.5).abs()
+    rows = []
+    for t, g in m.groupby("table"):
+        rows.append([t, str(len(g)), f"{g['c2st_auc_old'].mean():.3f}",
+                     f"{g['c2st_auc'].mean():.3f}", f"{g['tstr_old'].mean():.3f}",
+                     f"{g['tstr'].mean():.3f}", ", ".join(map(str, g["auto_choice_old"])),
+                     ", ".join(map(str, g["auto_choice"]))])
+    rows.append(["all: mean abs(AUC - 0.5); mean TSTR", str(len(m)), f"{m['d_old'].mean():.3f}",
+                 f"{m['d'].mean():.3f}", f"{m['tstr_old'].mean():.3f}",
+                 f"{m['tstr'].mean():.3f}", "", ""])
+    return [f"AutoForest here against {label}, on the (table, seed) cells both have "
+            f"(choices listed by seed):", "",
+            md_table(["table", "cells", "C2ST before", "C2ST after", "TSTR before",
+                      "TSTR after", "chosen before", "chosen after"], rows), ""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("jsonl", nargs="+", type=Path)
@@ -205,6 +230,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rescore-rules", action="store_true",
                     help="score rule violations again (with each rule's kind) for the cells "
                          "whose training and synthetic files still exist")
+    ap.add_argument("--compare", type=Path, default=None,
+                    help="JSONL of AutoForest cells at earlier code, compared cell by cell")
+    ap.add_argument("--compare-label", default="an earlier run")
     ap.add_argument("--title", default="Leaderboard with the modern peers (issue 37)")
     a = ap.parse_args(argv)
     df = load(a.jsonl, a.stored, rescore_rules=a.rescore_rules)
@@ -265,6 +293,8 @@ def main(argv=None) -> int:
         L += ["`margin`: `|AUC(auto) - 0.5| - |AUC(closest peer) - 0.5|` (<= 0: AutoForest at "
               "least as close as every peer); `TSTR gap`: best peer's TSTR minus AutoForest's.",
               "", md_table(list(gg.columns), gg.to_numpy().tolist()), ""]
+    if a.compare:
+        L += compare_auto(ok, pd.DataFrame(_read([a.compare])), a.compare_label)
     if "auto_choice" in ok:
         ch = ok[ok["generator"] == AUTO].groupby("table")["auto_choice"].agg(
             lambda s: ", ".join(sorted(set(map(str, s)))))
@@ -290,8 +320,8 @@ def main(argv=None) -> int:
             ("out_of_range_rows", "Share of synthetic rows with a numeric value outside the "
                                   "training range", 3),
             ("rule_violation_rate", "Share of synthetic rows breaking a rule that holds in "
-                                    "every training row (mappings, thresholds, nested missing "
-                                    "entries; — : not scored, sample not kept)", 3),
+                                    "every training row (mappings, thresholds, affine relations, "
+                                    "inequalities, nested missing entries; — : not scored)", 3),
             ("exact_copy_rate", "Share of synthetic rows that copy a training row exactly", 3),
             ("dcr_closer_to_train", "DCR: share of synthetic rows closer to a training row than "
                                     "held-out rows are (0.5: as far as unseen real rows)", 3),
