@@ -25,7 +25,8 @@ def table(n=240, seed=0):
     a = rng.normal(size=n)
     return pd.DataFrame({
         "a": a,
-        "r": np.round(2 * a, 1),  # a grid (one decimal) of repeated values
+        # a grid (one decimal) of repeated values, noisy: an exact 2 * a is an affine rule
+        "r": np.round(2 * a + np.random.default_rng(seed + 7).normal(0, 0.5, n), 1),
         "c": np.where(a > 0, rng.choice(["x", "y"], n), rng.choice(["y", "z"], n)),
         "z": np.where(rng.random(n) < 0.4, 0.0, rng.exponential(size=n) + (a > 0)),
     })
