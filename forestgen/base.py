@@ -575,13 +575,28 @@ class GenerativeForest(BaseEstimator):
             m = min(SAMPLE_BLOCK, n - s)
             yield self.encoder_.inverse_transform(self.sample_encoded(m, rng, missing))
 
+    def _blocks_to_write(self, n: int, random_state, missing: bool):
+        """The blocks :meth:`sample_to` writes: :meth:`_sample_blocks`, or where the table has
+        constraints (kept by rejection in :meth:`sample` only) ``sample`` of each block."""
+        from forestgen.inference.rules import rules_of
+
+        rules = rules_of(self)
+        if not rules or not rules.constraints:
+            yield from self._sample_blocks(n, random_state, missing)
+            return
+        rng = as_generator(random_state)
+        for s in range(0, max(n, 1), SAMPLE_BLOCK):
+            yield self.sample(min(SAMPLE_BLOCK, n - s), rng, missing=missing)
+
     def sample_to(self, path: str | Path, n: int, random_state=None, missing: bool = True,
                   progress: bool = False) -> Path:
         """Write ``n`` synthetic rows to a Parquet (``.parquet``, needs ``pyarrow``) or CSV
         (``.csv``, ``.csv.gz``) file, ``SAMPLE_BLOCK`` rows at a time, so ``n`` may exceed
         memory. The rows equal ``sample(n, random_state, missing=missing)`` for the same seed
         (both draw blocks in order from one Generator; NRGBoost's ``sample`` runs its Gibbs
-        chains over all ``n`` rows at once, so for it only the first block agrees).
+        chains over all ``n`` rows at once, so for it only the first block agrees). Under
+        declared or detected constraints (:mod:`forestgen.data.rules`) each block is drawn by
+        ``sample``, which keeps them by rejection, so again only the first block agrees.
         ``progress`` draws a bar on stderr. The file appears at ``path`` only when complete.
         """
         self.check_fitted()
@@ -607,7 +622,8 @@ class GenerativeForest(BaseEstimator):
         writer = None
         try:
             with open(tmp, "wb") as fh:
-                for i, block in enumerate(self._sample_blocks(int(n), random_state, missing)):
+                for i, block in enumerate(self._blocks_to_write(int(n), random_state,
+                                                                missing)):
                     if kind == "csv":
                         block.to_csv(fh, header=i == 0, index=False,
                                      compression="gzip" if name.endswith(".gz") else None)
