@@ -5,6 +5,7 @@ still summing to one."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import warnings
 
@@ -123,3 +124,25 @@ def test_density_with_nesting_sums_to_one_over_every_missing_pattern():
         got = s.groupby(cols).size() / len(s)
         for key, w in want.items():
             assert abs(got.get(key, 0.0) - w) < 0.03, (cols, key)
+
+
+
+def test_an_unseen_level_of_a_nested_column_is_a_value_not_its_missing_state(nested):
+    """An unseen level of a nested column is coded like its NaN on the grid; it must be scored
+    as a present value outside the domain (the ``density_floor``), not as a missing entry whose
+    parent is present, to which the nesting gives zero density (adult's held-out
+    ``occupation`` 'Armed-Forces' scored ``-inf`` this way while every other learner scored
+    it finite)."""
+    df, m = nested
+    row = df[df.stage.notna() & df.dose.notna()].head(1).copy()
+    seen = m.log_prob(row)[0]
+    row.loc[:, "stage"] = "IV"  # a level no training row has
+    lp = m.log_prob(row)[0]
+    assert np.isfinite(lp) and lp < seen
+    # the same row with stage missing while its parent dose is present breaks the nesting
+    blank = row.copy()
+    blank.loc[:, "stage"] = None
+    blank.loc[:, "days"] = np.nan
+    assert m.log_prob(blank)[0] == -np.inf
+    exact = copy.deepcopy(m).set_params(density_floor=None)
+    assert exact.log_prob(row)[0] == -np.inf  # zero density without the floor

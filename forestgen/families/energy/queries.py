@@ -77,11 +77,13 @@ class EnergyQueries:
             return None
         return parent, self.nest_rate_
 
-    def _missing_codes(self, C: np.ndarray) -> np.ndarray:
+    def _missing_codes(self, C: np.ndarray, outside: np.ndarray) -> np.ndarray:
         """``[n, d]``: the entries that are missing — a column's missing state, or NaN
-        (:data:`UNKNOWN`) in a nested column, which has no missing state on the grid."""
+        (:data:`UNKNOWN`) in a nested column, which has no missing state on the grid; an
+        unseen level (``outside``, also coded :data:`UNKNOWN`) is a value, not missing."""
         g = self.grid_
-        return np.where(g.has_missing[None, :], C == g.n_values[None, :], C == UNKNOWN)
+        return np.where(g.has_missing[None, :], C == g.n_values[None, :],
+                        (C == UNKNOWN) & ~outside)
 
     def _nest_log_factor(self, miss: np.ndarray, known: np.ndarray) -> np.ndarray:
         """Per row, the log-probability of the nested columns' missing states given their
@@ -184,7 +186,7 @@ class EnergyQueries:
         """Estimated log density of code rows (see :meth:`log_prob`); ``known [n, d]``: the
         entries not marginalised (default: all)."""
         if self._nesting() is not None:
-            miss = self._missing_codes(C)
+            miss = self._missing_codes(C, outside)
             nest = self._nest_log_factor(miss, np.ones(C.shape, bool) if known is None
                                          else known)
         else:
@@ -272,7 +274,7 @@ class EnergyQueries:
         joint = self._log_marginal(C)
         marg = self._log_marginal(Cm)
         if self._nesting() is not None:
-            miss = self._missing_codes(C)
+            miss = self._missing_codes(C, outside)
             known = np.ones(C.shape, bool)
             known[:, self._absent(df)] = False
             joint += self._nest_log_factor(miss, known)
