@@ -86,12 +86,19 @@ def grow_forest_routed(
     n_levels: np.ndarray | None = None,
     n_jobs: int | None = -1,
     on_tree_done: Callable[[], None] | None = None,
+    on_routed: Callable[[int, TreeRecord, np.ndarray], None] | None = None,
 ) -> tuple[ForestArrays, np.ndarray | None]:
     """:func:`grow_forest`, and with ``data.route_rows`` the global leaf id each row of
     ``data`` reaches in each tree, ``[n, B]`` int32 (what ``forest.apply`` of the rows gives),
     from the splitters' ``row_node``; ``None`` when a splitter does not give it (or without
     ``route_rows``). The leaves are tree-major in memory (the transpose of a C-contiguous
-    ``[B, n]``: each tree writes one contiguous row, not a column of stride ``4 B``)."""
+    ``[B, n]``: each tree writes one contiguous row, not a column of stride ``4 B``).
+
+    ``on_routed(b, record, local)``, if given, is called in tree ``b``'s task (on the pool's
+    threads, concurrently with other trees' tasks) once its rows are routed: ``local [n]``
+    holds each row's tree-local leaf id (leaves counted in node order, the order of
+    ``record``'s leaf nodes), ``record`` the tree (its ``class_weight`` still there). Not
+    called for a tree whose splitter does not route its rows."""
     lock = threading.Lock()
     n = data.Xb.shape[1] if data.Xb is not None else len(data.Z)
     if y is None:
@@ -115,6 +122,8 @@ def grow_forest_routed(
                     t.feature, t.row_node, row_leaf[b]):
                 raise ValueError("TreeRecord.row_node must hold a leaf's node id for every row")
             routed[b] = True
+            if on_routed is not None:
+                on_routed(b, t, row_leaf[b])
         t.row_node = None
         if on_tree_done is not None:
             with lock:

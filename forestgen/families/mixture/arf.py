@@ -7,6 +7,7 @@ accepted forest; FORGE (Alg. 3) samples from them. Spec: ``shared/papers/arf.md`
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -265,14 +266,18 @@ class ARF(GenerativeForest):
                 return w
 
             bar = ProgressBar(f"ARF round {it}", B, self.progress)
+            # hard votes: each tree's out-of-bag votes are counted in its own task as it grows
+            tally = HardVoteTally(2 * n, oob) if self.oob_mode == "hard" else None
             forest, leaves = grow_forest_routed(splitter, data, y_st, weights, rngs, limits,
-                                                n_jobs=self.n_jobs, on_tree_done=bar.step)
+                                                n_jobs=self.n_jobs, on_tree_done=bar.step,
+                                                on_routed=tally)
             if leaves is None:  # a splitter that does not route every row: route them here
                 leaves = forest.apply(np.vstack([Z, Z[donors, np.arange(d)]]))
             acc = oob_accuracy_from_leaves(
                 forest, leaves, oob, y_st, self.oob_mode, rng,
                 lambda kids=kids: np.stack([self._bootstrap(2 * n, r)  # redrawn: same weights
-                                            for r in streams(kids)]))
+                                            for r in streams(kids)]),
+                votes=tally.totals(B) if tally is not None else None)
             history.append({"round": it, "oob_accuracy": acc, "n_leaves": forest.n_leaves,
                             "seconds": time.perf_counter() - t0})
             bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
@@ -568,20 +573,94 @@ def oob_correct(votes: np.ndarray, n_oob: np.ndarray, y: np.ndarray, mode: str,
 
 def oob_accuracy_from_leaves(forest: ForestArrays, leaves: np.ndarray, oob: np.ndarray,
                              y: np.ndarray, mode: str, rng: np.random.Generator,
-                             inbag: Callable[[], np.ndarray]) -> float:
+                             inbag: Callable[[], np.ndarray],
+                             votes: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """:func:`oob_accuracy` from the leaves ``[N, B]`` of the stacked rows and the out-of-bag
     mask ``oob [B, N]`` (``inbag() [B, N]``: the in-bag weights, needed only when the splitter
-    did not record class weights)."""
-    p_real = leaf_p_real(forest, leaves, y, inbag)
+    did not record class weights). ``votes``: the summed half votes and out-of-bag counts of
+    the hard votes, when already counted (:class:`HardVoteTally`; the same counts)."""
     if mode == "hard":  # (the counts of oob_correct in one compiled pass, same draws)
-        half = np.where(p_real > 0.5, 2, np.where(p_real < 0.5, 0, 1)).astype(np.uint8)
-        votes, count = _hard_votes_kernel(leaves, oob, half)
-        correct, used = _hard_correct(votes, count, np.asarray(y, np.int64),
-                                      rng.random(len(y)))
+        if votes is None:
+            p_real = leaf_p_real(forest, leaves, y, inbag)
+            half = np.where(p_real > 0.5, 2, np.where(p_real < 0.5, 0, 1)).astype(np.uint8)
+            votes = _hard_votes_kernel(leaves, oob, half)
+        correct, used = _hard_correct(*votes, np.asarray(y, np.int64), rng.random(len(y)))
     else:
+        p_real = leaf_p_real(forest, leaves, y, inbag)
         correct, used = oob_correct(*votes_from_leaves(p_real, leaves, oob, mode), y, mode,
                                     rng)
     return correct / used if used else float("nan")
+
+
+class HardVoteTally:
+    """Out-of-bag hard votes counted tree by tree while the forest grows (the
+    ``on_routed`` hook of :func:`~forestgen.tree.forest.grow_forest_routed`), in the trees'
+    own tasks: each task adds its tree's half votes (0, 1 or 2: the majority of its leaf's
+    in-bag class weights, as :func:`leaf_p_real` reads them, ties 1) and out-of-bag counts
+    for the rows ``oob [B, N]`` leaves out into one of a few int32 buffers (one per task
+    running at once), and :meth:`totals` adds the buffers up. Integers: the totals are the
+    same in any order and on any number of threads, and equal to
+    :func:`_hard_votes_kernel`'s."""
+
+    def __init__(self, n: int, oob: np.ndarray):
+        self.n, self.oob = n, oob
+        self._lock = threading.Lock()
+        self._free: list[tuple[np.ndarray, np.ndarray]] = []
+        self._buffers: list[tuple[np.ndarray, np.ndarray]] = []
+        self._trees = 0
+
+    def __call__(self, b: int, record: Any, local: np.ndarray) -> None:
+        cw = record.class_weight
+        if cw is None or np.ndim(cw) != 2 or np.shape(cw)[1] != 2:
+            return  # (not counted: totals() gives None and the votes are counted afterwards)
+        with self._lock:
+            if self._free:
+                buf = self._free.pop()
+            else:
+                buf = (np.zeros(self.n, np.int32), np.zeros(self.n, np.int32))
+                self._buffers.append(buf)
+        try:
+            _add_tree_votes(record.feature, np.asarray(cw, np.float64), local, self.oob[b],
+                            buf[0], buf[1])
+        finally:
+            with self._lock:
+                self._free.append(buf)
+                self._trees += 1
+
+    def totals(self, n_trees: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The summed half votes and out-of-bag counts per row (int64), or ``None`` unless
+        all ``n_trees`` trees were counted."""
+        if self._trees != n_trees or not self._buffers:
+            return None
+        votes = np.zeros(self.n, np.int64)
+        count = np.zeros(self.n, np.int64)
+        for v, c in self._buffers:
+            votes += v
+            count += c
+        return votes, count
+
+
+@njit(cache=True, nogil=True)
+def _add_tree_votes(feature, class_weight, local, oob_row, votes, count):
+    """One tree's out-of-bag half votes: per leaf (node order) ``p = w1 / max(w0 + w1,
+    1e-300)`` (½ in an empty leaf), 2 for ``p > ½``, 0 for ``p < ½``, else 1 (the float
+    operations of :func:`leaf_p_real`); ``votes[i] += half[local[i]]`` and ``count[i] += 1``
+    where ``oob_row[i]``."""
+    n_nodes = feature.shape[0]
+    half = np.empty(n_nodes, np.int32)
+    k = 0
+    for node in range(n_nodes):
+        if feature[node] < 0:
+            w0 = class_weight[node, 0]
+            w1 = class_weight[node, 1]
+            tot = w0 + w1
+            p = w1 / max(tot, 1e-300) if tot > 0 else 0.5
+            half[k] = 2 if p > 0.5 else (0 if p < 0.5 else 1)
+            k += 1
+    for i in range(local.shape[0]):
+        if oob_row[i]:
+            votes[i] += half[local[i]]
+            count[i] += 1
 
 
 @njit(cache=True, nogil=True)
