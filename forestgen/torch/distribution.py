@@ -362,7 +362,10 @@ class ForestDistribution(Distribution):
         with point evidence route on the device, interval / set evidence routes on the CPU.
         ``log_prob`` and ``sample`` of the result take and return the free columns only
         (:attr:`columns`). Raises :class:`~forestgen.inference.ZeroProbabilityError` for
-        evidence of probability zero.
+        evidence of probability zero. Under the table's rules, evidence on a column that a
+        rule determines is evidence on its determinant (as in numpy), and a determined column
+        whose determinant is given a range or set is left out with it
+        (:meth:`~forestgen.torch.rules.RuleKeeper.left_out`).
 
         A model off the torch path (EOGT, NRGBoost) answers with its own numpy queries:
         ``sample`` is ``model.sample(n, conditions=evidence)`` moved to the device (NRGBoost:
@@ -380,14 +383,15 @@ class ForestDistribution(Distribution):
                             f"{type(evidence).__name__}")
         if not self.torch_path:
             return self._condition_numpy(evidence)
-        if self._keeper is not None:
-            self._check_rule_evidence(evidence)
         ev, _ = parse_conditions(self.model, evidence)
         leaf, w = leaf_posterior(self.model, evidence)
         lw = np.full(self.model.forest_.n_leaves, -np.inf)
         with np.errstate(divide="ignore"):
             lw[leaf] = np.log(w)
         active = ev.active()[0]
+        if self._keeper is not None:
+            given = {self.model.schema_.index(k) for k in evidence}
+            active = self._keeper.left_out(active, ev.point[0], given)
         log_z = (conditional_constraint_log_normaliser(self.model, evidence)
                  if self._keeper is not None else 0.0)
         cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
@@ -415,26 +419,6 @@ class ForestDistribution(Distribution):
                             leaf_log_weight=None, evidence=dict(evidence))
         return ForestDistribution(m, dtype=self._out_dtype, device=self._out_device,
                                   validate_args=self._validate_args, _conditional=cond)
-
-    def _check_rule_evidence(self, evidence: dict) -> None:
-        """Raise for evidence the torch conditional cannot keep the table's rules under."""
-        schema = self.model.schema_
-        given = {schema.index(k): v for k, v in evidence.items()}
-        name = type(self.model).__name__
-        for m in self._keeper.rules.mappings:
-            a, b = m.determinant, m.determined
-            names = (schema.names[a], schema.names[b])
-            if b in given and a not in given:
-                raise NotImplementedError(
-                    f"{name}: torch condition() on {names[1]!r}, which a rule determines from "
-                    f"{names[0]!r}: condition on {names[0]!r} instead (or use "
-                    f"model.sample(conditions=...))")
-            if a in given and b not in given and isinstance(
-                    given[a], (tuple, list, set, frozenset)):
-                raise NotImplementedError(
-                    f"{name}: torch condition() on a range or set of {names[0]!r} while "
-                    f"{names[1]!r}, which a rule determines from it, is free: give a single "
-                    f"level (or use model.sample(conditions=...))")
 
     def _leaf_log_weight(self) -> np.ndarray:
         return self.model.leaf_log_weight_ if self._cond is None else self._cond.leaf_log_weight

@@ -44,6 +44,20 @@ class RuleKeeper:
         self.fill = np.full(self.d, np.nan) if fill is None else np.asarray(fill, float)
         self.pos = {int(j): i for i, j in enumerate(self.free)}
 
+    def left_out(self, active: np.ndarray, point: np.ndarray, given: set[int]) -> np.ndarray:
+        """The columns a conditional leaves out (``[d]`` bool): those with evidence
+        (``active``, after :func:`~forestgen.inference.conditions.parse_conditions` moved the
+        evidence on a determined column to its determinant), every determined column that
+        was ``given`` (its value is now its determinant's evidence), and every determined
+        column whose determinant is given a range or set (``point`` NaN): it is a function
+        of a column the conditional does not return, and is left out with it."""
+        out = np.asarray(active, bool).copy()
+        for m in self.rules.mappings:
+            a, b = m.determinant, m.determined
+            if b in given or (out[a] and np.isnan(point[a])):
+                out[b] = True
+        return out
+
     # ------------------------------------------------------------------ rows
     def full(self, x: np.ndarray) -> np.ndarray:
         """Free-column rows ``[n, f]`` -> full encoded rows ``[n, d]`` with the evidence."""

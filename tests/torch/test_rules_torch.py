@@ -73,10 +73,49 @@ def test_conditional_draws_and_density_keep_the_mapping(fitted):
     np.testing.assert_allclose(lt[same], lp[same], rtol=0, atol=1e-9)
 
 
-def test_condition_on_a_determined_column_is_refused_by_name(fitted):
-    _, _, dist = fitted
-    with pytest.raises(NotImplementedError, match="'years'.*'edu'"):
-        dist.condition({"years": 13})
+@pytest.mark.filterwarnings("ignore:.*absent from the input")
+@pytest.mark.parametrize("ev", [{"years": 13}, {"years": 13, "smoker": "no"},
+                                {"edu": ["school", "master"]}, {"years": [9, 15]}])
+def test_condition_on_a_determined_column_or_a_level_set_of_its_determinant(fitted, ev):
+    """Evidence on ``years`` is evidence on ``edu`` (the levels whose image it is), and a set
+    of ``edu`` levels leaves ``years`` out with ``edu``: the conditional's density equals numpy's
+    conditional ``log_prob`` and its draws follow numpy's conditional draws."""
+    df, model, dist = fitted
+    cond = dist.condition(ev)
+    assert "years" not in cond.columns and "edu" not in cond.columns
+    rows = df.head(80)
+    x = dist.encode(rows)[:, [model.schema_.index(c) for c in cond.columns]]
+    lt = cond.log_prob(x).numpy()
+    lp = model.log_prob(rows[cond.columns], conditions=ev)
+    assert np.isfinite(lp).all()
+    np.testing.assert_allclose(lt, lp, rtol=0, atol=1e-9)
+    drawn = cond.decode(cond.sample((4000,), generator=torch.Generator().manual_seed(4)))
+    ref = model.sample(4000, conditions=ev, random_state=5)
+    if "smoker" in cond.columns:
+        assert abs((drawn.smoker == "yes").mean() - (ref.smoker == "yes").mean()) < 0.04
+    assert abs(drawn.age.mean() - ref.age.mean()) < 4 * ref.age.std() / np.sqrt(2000)
+
+
+@pytest.mark.filterwarnings("ignore:.*absent from the input")
+def test_condition_on_an_affine_determined_column():
+    """``f = 32 + 1.8 c`` (an affine rule): evidence ``f = 68`` is evidence ``c = 20``; torch's
+    conditional density equals numpy's and its draws of the other column follow numpy's."""
+    rng = np.random.default_rng(3)
+    c = np.round(rng.normal(18, 6, 400), 1)
+    df = pd.DataFrame({"c": c, "f": np.round(32 + 1.8 * c, 2),
+                       "load": np.round(c * 2 + rng.normal(0, 3, 400), 2)})
+    model = fg.ARF(n_trees=5, random_state=0).fit(df)
+    assert any(m.get("kind") == "affine" for m in model.schema_.rules["mappings"])
+    dist = model.to_torch(dtype=torch.float64)
+    cond = dist.condition({"f": 68.0})
+    assert cond.columns == ["load"]
+    x = dist.encode(df.head(50))[:, [2]]
+    np.testing.assert_allclose(cond.log_prob(x).numpy(),
+                               model.log_prob(df.head(50)[["load"]], conditions={"f": 68.0}),
+                               rtol=0, atol=1e-9)
+    drawn = cond.decode(cond.sample((3000,), generator=torch.Generator().manual_seed(6)))
+    ref = model.sample(3000, conditions={"c": 20.0}, random_state=7)
+    assert abs(drawn.load.mean() - ref.load.mean()) < 4 * ref.load.std() / np.sqrt(1500)
 
 
 def test_declared_constraints_on_torch():
