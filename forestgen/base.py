@@ -396,18 +396,21 @@ class GenerativeForest(BaseEstimator):
         return self
 
     def fit_encoder(self, X, kinds: dict | None = None, min_rows: int = 2,
-                    **options: Any) -> np.ndarray:
+                    background_rules: bool = False, **options: Any) -> np.ndarray:
         """Fits ``encoder_`` (a :class:`~forestgen.data.encoder.TableEncoder` with ``kinds``
         and ``options``) on the training table ``X`` and returns ``X`` encoded; a
         ``ValueError`` naming the learner for fewer than ``min_rows`` rows. An
         :class:`EncodedTable` is taken as it is: its encoder becomes ``encoder_`` (``kinds``
-        and ``options`` unused) and a copy of its rows is returned."""
+        and ``options`` unused) and a copy of its rows is returned. ``background_rules``:
+        passed to :meth:`~forestgen.data.encoder.TableEncoder.fit_transform` (the caller then
+        calls ``encoder_.wait_rules()``)."""
         if isinstance(X, EncodedTable):  # rows a fitted encoder has encoded: adopted as is
             self.encoder_, Z = X.encoder, np.array(X.rows, float)
         else:
             self.encoder_ = TableEncoder(kinds=kinds, **options)
-            Z = self.encoder_.fit_transform(X)
+            Z = self.encoder_.fit_transform(X, background_rules=background_rules)
         if len(Z) < min_rows:
+            self.encoder_.wait_rules(reraise=False)
             raise ValueError(f"{type(self).__name__} needs at least {min_rows} rows, "
                              f"got {len(Z)}")
         return Z

@@ -9,6 +9,7 @@ and cast back by :mod:`forestgen.data.dtypes`.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -181,9 +182,10 @@ class TableEncoder:
         self._fit(X)
         return self
 
-    def _fit(self, X: Any) -> np.ndarray:
+    def _fit(self, X: Any, background_rules: bool = False) -> np.ndarray:
         """Fit on ``X`` and return its encoding (encoded once: the unobserved levels and the
         rules are read off the same matrix :meth:`transform` returns)."""
+        self.wait_rules(reraise=False)  # (a search an earlier fit left running: not this fit's)
         df, input_type = as_frame(X)
         if df.shape[0] == 0 or df.shape[1] == 0:
             raise ValueError(f"cannot fit on an empty table of shape {df.shape}")
@@ -208,10 +210,44 @@ class TableEncoder:
             if spec.kind in ("categorical", "bool", "binary"):
                 mark_unobserved(spec, Z[:, j])
         warn_identifiers(df, specs)
-        if self.detect_mappings or self.detect_inequalities or self.constraints:
-            rules = self._find_rules(Z)
+        if self.constraints or (not background_rules and (self.detect_mappings
+                                                          or self.detect_inequalities)):
+            rules = self._find_rules(Z)  # (declared constraints: their errors raised here)
             self.schema.rules = rules.to_dict() if rules else None
+        elif self.detect_mappings or self.detect_inequalities:
+            self._start_rules(Z)
         return Z
+
+    def _start_rules(self, Z: np.ndarray) -> None:
+        """The rule search of ``Z`` on a thread of its own; :meth:`wait_rules` joins it."""
+        box: dict[str, Any] = {}
+
+        def search() -> None:
+            try:
+                rules = self._find_rules(Z)
+                box["rules"] = rules.to_dict() if rules else None
+            except BaseException as e:  # (re-raised by wait_rules in the caller's thread)
+                box["error"] = e
+
+        thread = threading.Thread(target=search, name="forestgen-rules", daemon=True)
+        self._pending_rules = (thread, box)
+        thread.start()
+
+    def wait_rules(self, reraise: bool = True) -> None:
+        """Wait for a rule search that ``fit_transform(..., background_rules=True)`` left
+        running and put its rules in the schema; an error the search raised is raised here
+        (with ``reraise=False`` it is dropped: for a caller already failing for another
+        reason). Nothing to do when no search is pending."""
+        pending, self._pending_rules = getattr(self, "_pending_rules", None), None
+        if pending is None:
+            return
+        thread, box = pending
+        thread.join()
+        if "error" in box:
+            if reraise:
+                raise box["error"]
+            return
+        self._require_schema().rules = box["rules"]
 
     def _find_rules(self, Z: np.ndarray) -> Rules:
         """The mappings that hold in every encoded training row and the declared constraints."""
@@ -383,10 +419,17 @@ class TableEncoder:
             Z[:, j] = self._encode(series, spec, self._level_index[j], notes)
         return Z
 
-    def fit_transform(self, X: Any) -> np.ndarray:
+    def fit_transform(self, X: Any, background_rules: bool = False) -> np.ndarray:
         """Fit on ``X`` and return its encoding (the same matrix as ``fit(X).transform(X)``,
-        with ``X`` encoded once instead of twice)."""
-        return self._fit(X)
+        with ``X`` encoded once instead of twice).
+
+        ``background_rules=True``: the search for detected rules (mappings, thresholds,
+        affine relations, inequalities) runs on a thread of its own while the caller goes
+        on, and ``schema.rules`` stays ``None`` until :meth:`wait_rules`, which the caller
+        must call before anything reads the rules (and also when it fails, so that the
+        thread ends). The rules are the same (a function of the returned matrix). Declared
+        ``constraints`` are always searched at once."""
+        return self._fit(X, background_rules)
 
     # ------------------------------------------------------------------ inverse
     @staticmethod

@@ -33,7 +33,7 @@ from forestgen.leaves import (
     TruncNormalLeaf,
     UniformLeaf,
 )
-from forestgen.parallel import parallel_kernel, sized
+from forestgen.parallel import default_n_jobs, parallel_kernel, sized
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
 from forestgen.splitters.base import GrowLimits, Splitter, TreeData, make_splitter
@@ -233,14 +233,35 @@ class ARF(GenerativeForest):
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
-        Z = self.fit_encoder(X, kinds, max_ordinal_levels=self.max_ordinal_levels)
+        # on two or more threads the rule search runs beside the adversarial rounds (which
+        # read no rules), and is joined before the marginal weight's fit and FORDE
+        Z = self.fit_encoder(X, kinds, max_ordinal_levels=self.max_ordinal_levels,
+                             background_rules=default_n_jobs(self.n_jobs) > 1)
+        root = seed_sequence(self.random_state)
+        try:
+            accepted = self._adversarial_rounds(Z, root)
+        except BaseException:
+            self.encoder_.wait_rules(reraise=False)
+            raise
+        self.encoder_.wait_rules()
+        # the cheap look on a larger table: fewer trees and one adversarial round
+        # (backoff.screen_trees)
+        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
+            self, X, kinds, root, encoded=EncodedTable(self.encoder_, Z),
+            screen_params={"n_trees": screen_trees(int(self.n_trees)), "max_iters": 0})
+        self._forde(Z, *accepted)
+        return self
+
+    def _adversarial_rounds(self, Z: np.ndarray, root: np.random.SeedSequence) -> tuple:
+        """ARF's rounds (Alg. 1) on the encoded rows ``Z`` (streams spawned from ``root``):
+        the accepted forest, its trees' out-of-bag masks of the real rows ``[B, n]`` and the
+        real rows' leaves ``[n, B]``; sets ``fit_diagnostics_`` and ``n_rounds_``."""
         n, d = Z.shape
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
         binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins, n_jobs=self.n_jobs)
         # binned once: synthetic rows copy real values, so their codes copy real codes
         codes = narrow_codes(binner.transform(Z, n_jobs=self.n_jobs))  # [d, n]
-        root = seed_sequence(self.random_state)
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
         splitter, limits = self.discriminator_setup()
         y_st = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
@@ -298,14 +319,7 @@ class ARF(GenerativeForest):
             donors = leafwise_donors(accepted[2], accepted[0].n_leaves, d, rng)
         self.fit_diagnostics_ = history
         self.n_rounds_ = len(history)
-        forest = current = None  # a rejected last round's forest is not held while leaves fit
-        # the cheap look on a larger table: fewer trees and one adversarial round
-        # (backoff.screen_trees)
-        self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
-            self, X, kinds, root, encoded=EncodedTable(self.encoder_, Z),
-            screen_params={"n_trees": screen_trees(int(self.n_trees)), "max_iters": 0})
-        self._forde(Z, *accepted)
-        return self
+        return accepted  # (a rejected last round's forest is not held while leaves fit)
 
     def _bootstrap(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """One tree's row weights (its Generator's first draws)."""
