@@ -6,6 +6,7 @@ the check that targets it."""
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import forestgen as fg
 import forestgen.torch.sampling as torch_sampling
@@ -115,3 +116,21 @@ def test_a_correct_model_passes_and_results_are_reproducible():
     b = check_statistics(m, train, n=2000, checks=("draws", "expect"))
     assert all(r.passed for r in a) and [r.value for r in a] == [r.value for r in b]
     assert all(r.p >= ALPHA for r in a)
+
+
+def test_chi2_pools_small_bins_into_their_neighbour():
+    """Bins expected below 5 counts join the next bin (the last joins the one before): the
+    statistic is the hand-computed one on the pooled bins, and pooling the last bins of a
+    list (the case that raised IndexError on Cars93) works."""
+    from forestgen.testing.statistical import _chi2
+
+    obs = np.array([3, 40, 30, 24, 2, 1])
+    p = np.array([0.02, 0.38, 0.32, 0.24, 0.03, 0.01])
+    # pooled: [0.02+0.38, 0.32, 0.24+0.03+0.01] -> expected [40, 32, 28], observed [43, 30, 27]
+    exp_pooled, obs_pooled = np.array([40.0, 32.0, 28.0]), np.array([43, 30, 27])
+    stat = float(((obs_pooled - exp_pooled) ** 2 / exp_pooled).sum())
+    kind, got, pv = _chi2(obs, p, 100)
+    assert kind == "chi2" and got == pytest.approx(stat)
+    assert pv == pytest.approx(stats.chi2.sf(stat, 2))
+    assert _chi2(np.array([0, 50, 48, 2, 0]), np.array([0.001, 0.5, 0.48, 0.01, 0.009]),
+                 100)[2] > 0.5

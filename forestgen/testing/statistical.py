@@ -212,10 +212,11 @@ def _chi2(obs: np.ndarray, p: np.ndarray, n: int) -> tuple[str, float, float]:
     obs, exp = list(obs[keep]), list(p[keep] * n)
     i = 0
     while i < len(exp) and len(exp) > 1:
-        if exp[i] < 5:
-            k = i + 1 if i + 1 < len(exp) else i - 1
-            exp[k] += exp.pop(i)
-            obs[k] += obs.pop(i)
+        if exp[i] < 5:  # into the next bin (now at i), or the previous one for the last
+            e, o = exp.pop(i), obs.pop(i)
+            k = i if i < len(exp) else i - 1
+            exp[k] += e
+            obs[k] += o
             i = 0
             continue
         i += 1
