@@ -675,7 +675,9 @@ class GenerativeForest(BaseEstimator):
 
     # ----------------------------------------------------------------- inference
     def expect(self, columns=None, conditions=None):
-        """Conditional mean of numeric columns / most probable level of categorical ones."""
+        """Conditional mean of numeric columns / most probable level of categorical ones
+        (under constraints the conditions leave open, of 20,000 draws that keep them:
+        :func:`forestgen.inference.rules.open_rows`)."""
         from forestgen.inference.api import expect
 
         self.require("expect")

@@ -606,6 +606,11 @@ class Inequality:
     strict: bool = False
     detected: bool = False
 
+    @property
+    def columns(self) -> list[int]:
+        """The two columns it compares (as :attr:`FixedCombinations.columns`)."""
+        return [self.low, self.high]
+
     def holds(self, Z: np.ndarray) -> np.ndarray:
         a, b = Z[:, self.low], Z[:, self.high]
         with np.errstate(invalid="ignore"):

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.rules import FixedCombinations, Rules
+from forestgen.inference.conditions import ZeroProbabilityError
 
 __all__ = ["affine_frame", "conditional_constraint_log_normaliser", "constraint_log_normaliser",
            "keeps_rules", "rules_of"]
@@ -47,6 +48,14 @@ NORMALISER_DRAWS = 20_000
 #: model draws per distinct row of per-row conditions for the constraints' probability given them
 CONDITIONAL_DRAWS = 2_000
 MAX_REJECTION_ROUNDS = 50
+#: most candidates drawn at once for one row of per-row conditions that broke a constraint
+MAX_ROW_TRIES = 256
+#: draws per distinct row for a query whose answer depends on a constraint the row leaves
+#: open (:func:`open_rows`): ``P(C | row)`` in ``log_prob``, the constrained conditional law
+#: in ``predict``, ``predict_proba`` and ``impute``
+OPEN_DRAWS = CONDITIONAL_DRAWS
+#: most model draws held at once while answering such rows
+DRAW_CHUNK = 200_000
 
 
 def rules_of(model) -> Rules | None:
@@ -407,16 +416,24 @@ def conditional_constraint_log_normaliser(model, conditions: dict) -> float:
 
 
 def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarray:
+    """``log p'(x_obs | e) = log p(x_obs | e) + log P(C | x_obs, e) - log P(C | e)`` under
+    declared or detected constraints ``C``: ``P(C | x_obs, e)`` is 1 or 0 where the row's
+    entries decide every constraint, else estimated from ``OPEN_DRAWS`` draws given them
+    (:func:`open_rows`): without that factor a marginal would not integrate to one."""
     out = _mapped_log_prob(model, inner, rules, X, conditions, **kw)
     if not rules.constraints:
         return out
     if conditions is not None:
         log_z = _conditional_log_normaliser(model, rules, conditions, len(out))
-        ok = rules.holds(_encoded(model, X, conditions), model.encoder_.schema)
-        return np.where(ok, out - log_z, -np.inf)
-    log_z, _ = _log_normaliser(model, inner, model.sample, rules)
-    ok = rules.holds(_encoded(model, X), model.encoder_.schema)
-    return np.where(ok, out - log_z, -np.inf)
+    else:
+        log_z, _ = _log_normaliser(model, inner, model.sample, rules)
+    Z = _encoded(model, X, conditions)
+    out = np.where(rules.holds(Z, model.encoder_.schema), out - log_z, -np.inf)
+    rows = np.flatnonzero(open_rows(rules, Z) & np.isfinite(out))
+    if rows.size:
+        frame = _row_conditions(model, _frame(model, X).iloc[rows], conditions, rows)
+        out[rows] += _conditional_log_normaliser(model, rules, frame, len(rows))
+    return out
 
 
 def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.ndarray:
@@ -433,21 +450,168 @@ def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.n
                              missing=False)
         k = int(rules.holds(model.encoder_.transform(draws), schema).sum())
         return np.full(n, math.log(max(k, 0.5) / NORMALISER_DRAWS))
-    key = conditions.astype(object).where(conditions.notna(), None).astype(str)
+    key = conditions.astype(object).map(repr)  # (str of NaN stays NaN under pandas 3)
     first, group = np.unique(key.agg("\x1f".join, axis=1).to_numpy(), return_inverse=True,
                              return_index=True)[1:]
-    m = len(first)
-    per = max(CONDITIONAL_DRAWS, NORMALISER_DRAWS // m)
-    reps = conditions.iloc[np.repeat(first, per)].reset_index(drop=True)
-    draws = model.sample(None, random_state=0, conditions=reps, missing=False)
-    ok = rules.holds(model.encoder_.transform(draws), schema).reshape(m, per)
-    return np.log(np.maximum(ok.sum(axis=1), 0.5) / per)[group]
+    per = max(CONDITIONAL_DRAWS, NORMALISER_DRAWS // len(first))
+    kept = np.empty(len(first))
+    for i, cond in enumerate(_row_dicts(conditions.iloc[first])):  # the row's law, once
+        try:
+            draws = model.sample(per, random_state=0, conditions=cond or None, missing=False)
+        except ZeroProbabilityError:  # (a density floor's row: as rare as can be counted)
+            kept[i] = 0.0
+            continue
+        kept[i] = rules.holds(model.encoder_.transform(draws), schema).sum()
+    return np.log(np.maximum(kept, 0.5) / per)[group]
+
+
+def _row_dicts(frame: pd.DataFrame) -> list[dict]:
+    """Each row of per-row conditions as a dict condition (its cells other than NaN)."""
+    return [{k: v for k, v in zip(frame.columns, row) if not (_plain(v) and pd.isna(v))}
+            for row in frame.itertuples(index=False, name=None)]
+
+
+# --------------------------------------------------------------------------- open constraints
+
+
+def open_rows(rules: Rules, Z: np.ndarray, extra: frozenset = frozenset()) -> np.ndarray:
+    """bool ``[n]``: encoded rows that leave a declared or detected constraint open — one of
+    its columns is missing from the row, or is in ``extra`` (a query's target). A query's
+    answer on such a row depends on the constraint through the law of the open columns (the
+    learner's own law restricted to the rows the constraints allow), so it is computed from
+    that law's draws; on the other rows the constraints only allow or forbid the row."""
+    out = np.zeros(len(Z), bool)
+    for c in rules.constraints:
+        cols = list(c.columns)
+        if extra.intersection(cols):
+            return np.ones(len(Z), bool)
+        out |= np.isnan(Z[:, cols]).any(axis=1)
+    return out
+
+
+def _row_conditions(model, df: pd.DataFrame, conditions=None, rows=None) -> pd.DataFrame:
+    """Per-row conditions (NaN = free): each row's observed entries of the model's columns,
+    overridden by ``conditions`` (a dict: the same for every row; a DataFrame of per-row
+    conditions: its ``rows``)."""
+    schema = model.encoder_.schema
+    names = schema.names
+    out = pd.DataFrame({n: (df[n].to_numpy() if n in df.columns else np.full(len(df), np.nan))
+                        for n in names})
+    out.columns = pd.Index(np.array(names + [None], object)[:-1])
+    if isinstance(conditions, dict):
+        for k, v in conditions.items():
+            name = names[schema.index(k)]
+            out[name] = v if _plain(v) else pd.Series([v] * len(out), dtype=object)
+    elif isinstance(conditions, (pd.DataFrame, pd.Series)):
+        cond = conditions.to_frame().T if isinstance(conditions, pd.Series) else conditions
+        cond = cond.iloc[rows] if rows is not None and len(cond) > 1 else cond
+        for k in cond.columns:
+            name = names[schema.index(k)]
+            v = cond[k].to_numpy(object)
+            given = np.array([not (_plain(x) and pd.isna(x)) for x in v], bool)
+            if len(v) == 1:
+                v, given = np.repeat(v, len(out)), np.repeat(given, len(out))
+            col = out[name].astype(object).to_numpy()
+            col[given] = v[given]
+            out[name] = pd.Series(col, dtype=object)
+    return out
+
+
+def _kept_draws(model, rules: Rules, n: int | None, random_state, conditions,
+                **kw) -> pd.DataFrame:
+    """Draws of the learner's own (conditional) law that keep the constraints (rejection:
+    :func:`_sample`), complete rows; ``conditions`` a dict, ``None`` or per-row conditions
+    (``n`` None: one draw per row)."""
+    raw = model.sample  # inside a rule-aware query: the learner's own sampler
+
+    def draw(k, rng, cond, **kw):
+        return raw(k, random_state=rng, conditions=cond, **kw)
+
+    return _sample(model, draw, rules, n, random_state, conditions, give_up=True,
+                   missing=False, **kw)
+
+
+def _kept_row_draws(model, rules: Rules, frame: pd.DataFrame, per: int,
+                    random_state=0, **kw) -> pd.DataFrame:
+    """``per`` draws that keep the constraints for each row of the per-row conditions
+    ``frame`` (row ``i``'s draws are rows ``i * per .. (i + 1) * per - 1``), each row's
+    drawn under its own dict condition (its leaf posterior computed once); a row whose
+    evidence has probability zero, or whose draws rarely keep the constraints, gets missing
+    draws."""
+    from forestgen.validation import as_generator
+
+    rng = as_generator(random_state)
+    parts = []
+    for cond in _row_dicts(frame):
+        try:
+            parts.append(_kept_draws(model, rules, per, rng, cond or None))
+        except (ZeroProbabilityError, RuntimeError):
+            parts.append(None)
+    names = model.encoder_.schema.names
+    blank = pd.DataFrame({n: np.full(per, np.nan) for n in names})
+    blank.columns = pd.Index(np.array(names + [None], object)[:-1])
+    template = next((p for p in parts if p is not None), blank)
+    return pd.concat([p if p is not None else blank.astype(template.dtypes.to_dict(),
+                                                            errors="ignore")
+                      for p in parts], ignore_index=True)
+
+
+def _column_summary(model, j: int, values: np.ndarray):
+    """What ``expect`` / ``predict`` answer from draws of column ``j``: the mean of a numeric
+    or ordinal-number column, the most frequent level of another discrete one."""
+    spec = model.encoder_.schema.columns[j]
+    if not spec.is_discrete:
+        v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
+        v = v[np.isfinite(v)]  # (the mean within the draws' range: exact for equal draws)
+        return float(np.clip(v.mean(), v.min(), v.max())) if v.size else np.nan
+    cats = list(spec.categories)
+    numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in cats)
+    kept = pd.Series(values).dropna()
+    if kept.empty:
+        return None
+    if numeric and spec.ordinal:
+        return float(pd.to_numeric(kept).mean())
+    counts = kept.value_counts()
+    return counts.index[int(np.argmax(counts.to_numpy()))]
+
+
+def _open_answers(model, rules: Rules, X, skip: frozenset, random_state=0):
+    """``(df, rows, draws, broken)`` for a per-row query: the rows of ``X`` that leave a
+    constraint open once the columns ``skip`` (the query's target) are blanked, ``OPEN_DRAWS``
+    draws of the constrained law given each such row's other entries (``draws[i * OPEN_DRAWS:
+    (i + 1) * OPEN_DRAWS]`` for ``rows[i]``; NaN where the row's evidence has probability
+    zero), and the rows whose own entries break a constraint (their answer is NaN)."""
+    schema = model.encoder_.schema
+    df = _frame(model, X)
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    Z[:, sorted(skip)] = np.nan
+    broken = ~rules.holds(Z, schema)
+    rows = np.flatnonzero(open_rows(rules, Z) & ~broken)
+    draws = None
+    if rows.size:
+        frame = _row_conditions(model, df.iloc[rows])
+        for j in skip:
+            frame[schema.names[j]] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (rows of probability zero: NaN, reported below)
+            draws = _kept_row_draws(model, rules, frame, OPEN_DRAWS, random_state)
+    if broken.any():
+        warnings.warn(f"{int(broken.sum())} row(s) break a constraint of the table (their "
+                      f"values have probability zero): their prediction is NaN",
+                      RuntimeWarning, stacklevel=4)
+    return df, rows, draws, broken
 
 
 # --------------------------------------------------------------------------- sample
 
 
-def _sample(model, inner, rules: Rules, n=None, random_state=None, conditions=None, **kw):
+def _sample(model, inner, rules: Rules, n=None, random_state=None, conditions=None,
+            give_up: bool = False, **kw):
+    """Draws that keep the constraints, by rejection. Per-row conditions: each broken row is
+    drawn again, with twice as many candidates each round (at most ``MAX_ROW_TRIES``; its
+    first candidate that keeps them is taken); ``give_up``: rows still broken after
+    ``MAX_REJECTION_ROUNDS`` are returned missing (internal queries answer them NaN) instead
+    of failing the whole batch; of ``n`` draws, those that kept them, then missing rows."""
     if not rules.constraints:
         return inner(n, random_state, conditions, **kw)
     from forestgen.validation import as_generator
@@ -461,14 +625,26 @@ def _sample(model, inner, rules: Rules, n=None, random_state=None, conditions=No
     out = inner(n, rng, conditions, **kw)
     ok = keeps(out)
     if isinstance(conditions, (pd.DataFrame, pd.Series)):  # per-row: draw broken rows again
+        tries = 1
         for _ in range(MAX_REJECTION_ROUNDS):
             if ok.all():
                 return out
             bad = np.flatnonzero(~ok)
-            again = inner(None, rng, conditions.iloc[bad], **kw)
-            again.index = out.index[bad]
-            out = pd.concat([out[ok], again]).loc[out.index]
-            ok[bad] = keeps(again)
+            tries = max(1, min(2 * tries, MAX_ROW_TRIES, DRAW_CHUNK // len(bad)))
+            again = inner(None, rng, conditions.iloc[np.repeat(bad, tries)], **kw)
+            good = keeps(again).reshape(len(bad), tries)
+            hit = good.any(axis=1)
+            take = again.iloc[np.flatnonzero(hit) * tries + np.argmax(good[hit], axis=1)]
+            rows = bad[hit]
+            take.index = out.index[rows]
+            keep = np.ones(len(out), bool)
+            keep[rows] = False
+            out = pd.concat([out[keep], take]).loc[out.index]
+            ok[rows] = True
+        if give_up:
+            out = out.copy()
+            out.iloc[np.flatnonzero(~ok)] = np.nan
+            return out
     else:
         kept, have = [out[ok]], int(ok.sum())
         rate = max(float(ok.mean()), 0.02)
@@ -480,6 +656,9 @@ def _sample(model, inner, rules: Rules, n=None, random_state=None, conditions=No
             mok = keeps(more)
             kept.append(more[mok])
             have += int(mok.sum())
+        if give_up:  # the draws that kept them, then missing rows
+            got = pd.concat(kept, ignore_index=True)
+            return got.reindex(range(len(out)))
     raise RuntimeError(f"{type(model).__name__}.sample: too few draws keep the declared "
                        f"constraints after {MAX_REJECTION_ROUNDS} rounds of rejection")
 
@@ -551,6 +730,28 @@ def _interval_proba(model, rules: Rules, m, df: pd.DataFrame) -> np.ndarray:
 
 
 def _predict_proba(model, inner, rules: Rules, X, target=None, **kw):
+    """The mapped answer; under constraints, rows that leave one open (its target among its
+    columns, or a missing entry) answer from the constrained law's draws (level shares of
+    ``OPEN_DRAWS`` draws), and rows that break one are NaN."""
+    p = _predict_proba_mapped(model, inner, rules, X, target, **kw)
+    if not rules.constraints or target is None:
+        return p
+    schema = model.encoder_.schema
+    j = schema.index(target)
+    _, rows, draws, broken = _open_answers(model, rules, X, frozenset({j}))
+    P = p.to_numpy(float).copy()
+    if rows.size:
+        k = schema.columns[j].n_levels
+        codes = model.encoder_.transform(draws, missing_columns="nan")[:, j]
+        codes = codes.reshape(len(rows), OPEN_DRAWS)
+        for i, r in enumerate(rows):
+            c = codes[i][~np.isnan(codes[i])].astype(np.int64)
+            P[r] = np.bincount(c, minlength=k)[:k] / len(c) if len(c) else np.nan
+    P[broken] = np.nan
+    return pd.DataFrame(P, index=p.index, columns=p.columns)
+
+
+def _predict_proba_mapped(model, inner, rules: Rules, X, target=None, **kw):
     schema = model.encoder_.schema
     if target is None:
         return inner(X, target, **kw)
@@ -587,6 +788,28 @@ def _predict_proba(model, inner, rules: Rules, X, target=None, **kw):
 
 
 def _predict(model, inner, rules: Rules, X, target=None, **kw):
+    """The mapped answer; under constraints, rows that leave one open answer from the
+    constrained law's draws (the mean of a numeric or ordinal-number target, else its most
+    frequent level), and rows that break one are NaN."""
+    pred = _predict_mapped(model, inner, rules, X, target, **kw)
+    if not rules.constraints or target is None:
+        return pred
+    schema = model.encoder_.schema
+    j = schema.index(target)
+    _, rows, draws, broken = _open_answers(model, rules, X, frozenset({j}))
+    if not rows.size and not broken.any():
+        return pred
+    vals = pred.to_numpy(object).copy()
+    if rows.size:
+        col = draws[schema.names[j]].to_numpy(object).reshape(len(rows), OPEN_DRAWS)
+        for i, r in enumerate(rows):
+            vals[r] = _column_summary(model, j, col[i])
+    vals[broken] = np.nan if not schema.columns[j].is_discrete else None
+    out = pd.Series(vals, index=pred.index, name=pred.name)
+    return out.astype(float) if pred.dtype.kind == "f" else out
+
+
+def _predict_mapped(model, inner, rules: Rules, X, target=None, **kw):
     schema = model.encoder_.schema
     if target is None:
         return inner(X, target, **kw)
@@ -611,7 +834,7 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
         pa = _determinant_proba(model, model.predict_proba, rules, df, m.determinant)
         vals = np.where(np.isnan(m.values), 0.0, m.values)
         return pd.Series(pa @ vals, index=df.index, name=spec.name)
-    p = _predict_proba(model, model.predict_proba, rules, df, target)
+    p = _predict_proba_mapped(model, model.predict_proba, rules, df, target)
     cats = np.asarray(spec.categories, dtype=object)
     numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in cats)
     P = p.to_numpy(float)
@@ -651,7 +874,11 @@ def _affine_predict(model, inner, rules: Rules, df: pd.DataFrame, j: int, **kw) 
 
 def _expect(model, inner, rules: Rules, columns=None, conditions=None, **kw):
     """``expect`` with the columns of affine rules at ``alpha + beta E[A | conditions]`` (the
-    learner's own answer elsewhere; conditions on ``B`` become conditions on ``A``)."""
+    learner's own answer elsewhere; conditions on ``B`` become conditions on ``A``). Under
+    constraints the conditions leave open, the mean (most frequent level) of the constrained
+    law's draws (:func:`_constrained_expect`)."""
+    if rules.constraints and _expect_open(model, rules, conditions):
+        return _constrained_expect(model, rules, columns, conditions, **kw)
     schema = model.encoder_.schema
     aff = {m.determined: m for m in rules.mappings if m.affine}
     single = columns is not None and not isinstance(columns, (list, tuple, pd.Index, np.ndarray))
@@ -679,6 +906,43 @@ def _expect(model, inner, rules: Rules, columns=None, conditions=None, **kw):
         out[c] = aff[j].image(frame[schema.names[aff[j].determinant]].to_numpy(float)) \
             if j in aff else frame[c]
     return out.iloc[:, 0] if single else out
+
+
+def _expect_open(model, rules: Rules, conditions) -> bool:
+    """Whether the conditions of ``expect`` leave a constraint open (a dict of plain values
+    that gives every column of every constraint decides them; per-row conditions are taken
+    as open)."""
+    if not isinstance(conditions, dict):
+        return True
+    schema = model.encoder_.schema
+    given = {schema.index(k) for k, v in conditions.items() if _plain(v)}
+    return any(not set(c.columns) <= given for c in rules.constraints)
+
+
+def _constrained_expect(model, rules: Rules, columns, conditions, n_draws=None,
+                        random_state=None, **kw):
+    """``expect`` under constraints: the mean of each numeric (and ordinal-number) column and
+    the most frequent level of each other column over ``n_draws`` (default
+    ``NORMALISER_DRAWS``) draws of the constrained law given the conditions (a dict), or
+    ``OPEN_DRAWS`` per row of per-row conditions; seeded by ``random_state`` (default 0)."""
+    schema = model.encoder_.schema
+    single = columns is not None and not isinstance(columns, (list, tuple, pd.Index, np.ndarray))
+    wanted = schema.names if columns is None else [columns] if single else list(columns)
+    idx = [schema.index(c) for c in wanted]
+    seed = 0 if random_state is None else random_state
+    if isinstance(conditions, (pd.DataFrame, pd.Series)):
+        frame = conditions.to_frame().T if isinstance(conditions, pd.Series) else conditions
+        draws = _kept_row_draws(model, rules, _row_conditions(model, frame.iloc[:, :0],
+                                                              frame), OPEN_DRAWS, seed)
+        out = pd.DataFrame(index=frame.index)
+        for c, j in zip(wanted, idx):
+            col = draws[schema.names[j]].to_numpy(object).reshape(len(frame), OPEN_DRAWS)
+            out[c] = [_column_summary(model, j, r) for r in col]
+        return out.iloc[:, 0] if single else out
+    n = NORMALISER_DRAWS if n_draws is None else int(n_draws)
+    draws = _kept_draws(model, rules, n, seed, conditions)
+    return pd.Series({c: _column_summary(model, j, draws[schema.names[j]].to_numpy())
+                      for c, j in zip(wanted, idx)}, dtype=object)
 
 
 def _without_determined(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:
@@ -717,6 +981,70 @@ def _into_intervals(model, rules: Rules, df: pd.DataFrame, pred: pd.Series, j: i
 
 
 def _impute(model, inner, rules: Rules, X, *args, **kw):
+    """The mapped imputation; under constraints, the missing entries of a row that leaves one
+    open come from the constrained law given the row's observed entries: the mean (most
+    frequent level) of ``OPEN_DRAWS`` draws, or with ``method="sample"`` one draw per
+    imputation; a column a mapping determines is its determinant's image."""
+    out = _impute_mapped(model, inner, rules, X, *args, **kw)
+    if not rules.constraints or not isinstance(X, pd.DataFrame):
+        return out
+    schema = model.encoder_.schema
+    method = kw.get("method", args[0] if args else "expectation")
+    n_imp = kw.get("n_imputations", args[1] if len(args) > 1 else 1)
+    random_state = kw.get("random_state", args[2] if len(args) > 2 else None)
+    Z = model.encoder_.transform(X, missing_columns="nan")
+    rows = np.flatnonzero(open_rows(rules, Z) & rules.holds(Z, schema))
+    if not rows.size:
+        return out
+    frames = out if isinstance(out, list) else [out]
+    per = OPEN_DRAWS if method != "sample" else len(frames)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (rows of probability zero stay as the learner left)
+        draws = _kept_row_draws(model, rules, _row_conditions(model, X.iloc[rows]), per,
+                                0 if method != "sample" else random_state)
+    determined = {m.determined: m for m in rules.mappings}
+    for name in X.columns:
+        j = schema.index(name)
+        miss = np.isnan(Z[rows, j])
+        if not miss.any() or j in determined and schema.names[determined[j].determinant] \
+                in X.columns:
+            continue
+        col = draws[schema.names[j]].to_numpy(object).reshape(len(rows), per)
+        for k, f in enumerate(frames[:int(n_imp)] if method == "sample" else frames):
+            vals = (col[:, k] if method == "sample" else
+                    np.array([_column_summary(model, j, c) for c in col], dtype=object))
+            fill = rows[miss & pd.notna(vals)]
+            if fill.size:
+                series = f[name].astype(object).copy()
+                series.iloc[fill] = vals[miss & pd.notna(vals)]
+                f[name] = _as_column_dtype(series, f[name].dtype)
+    for m in rules.mappings:  # a missing determined value is its determinant's image
+        a, b = schema.names[m.determinant], schema.names[m.determined]
+        if a not in X.columns or b not in X.columns:
+            continue
+        for f in frames:
+            Zf = model.encoder_.transform(f.iloc[rows], missing_columns="nan")
+            img = m.image(Zf[:, m.determinant])
+            fix = np.isnan(Z[rows, m.determined]) & ~np.isnan(img)
+            if fix.any():
+                spec = schema.columns[m.determined]
+                vals = ([spec.categories[int(v)] for v in img[fix]] if spec.is_discrete
+                        else list(img[fix]))
+                series = f[b].astype(object).copy()
+                series.iloc[rows[fix]] = vals
+                f[b] = _as_column_dtype(series, f[b].dtype)
+    return out
+
+
+def _as_column_dtype(series: pd.Series, dtype) -> pd.Series:
+    """``series`` back in an imputed column's dtype where its values allow it."""
+    try:
+        return series.astype(dtype)
+    except (TypeError, ValueError):
+        return series
+
+
+def _impute_mapped(model, inner, rules: Rules, X, *args, **kw):
     """The learner's imputation, kept consistent with the mappings: a missing determinant
     whose determined value is given is the only level with that image when there is one, else
     the most probable (``method="sample"``: a draw) of the levels with that image under the
