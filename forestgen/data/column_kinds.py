@@ -69,8 +69,22 @@ def _observed_levels(series: pd.Series) -> list:
     return _sort_levels([to_python_scalar(v) for v in vals])
 
 
+#: values :func:`_decimals` tries first: its test is made value by value, so one of them
+#: needing more than 8 decimals settles the column (``None``) without a pass over every value
+DECIMALS_SCREEN = 512
+
+
 def _decimals(values: np.ndarray) -> int | None:
     """Max decimals needed to represent ``values``; None if some value needs more than 8."""
+    if values.size > DECIMALS_SCREEN and _fewest_decimals(values[:DECIMALS_SCREEN]) is None:
+        return None  # (a value of full precision: the usual continuous column)
+    return _fewest_decimals(values)
+
+
+def _fewest_decimals(values: np.ndarray) -> int | None:
+    """:func:`_decimals` over every value: each value is tested alone (rounded to ``d``
+    decimals, within 4 ulps of itself) and leaves the search at its fewest decimals, so the
+    answer is the largest of the values' own answers, None if one has none."""
     rest = np.unique(values)
     for d in range(_MAX_DECIMALS + 1):
         r = np.round(rest, d)
