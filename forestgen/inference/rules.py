@@ -39,7 +39,7 @@ from forestgen.data.rules import FixedCombinations, Rules
 from forestgen.inference.conditions import ZeroProbabilityError
 
 __all__ = ["affine_frame", "conditional_constraint_log_normaliser", "constraint_log_normaliser",
-           "keeps_rules", "rules_of"]
+           "keeps_rules", "open_constraint_log_factor", "open_rows", "rules_of"]
 
 _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("forestgen_rules", default=False)
 #: model draws used to estimate the probability of declared constraints (other than a single
@@ -486,6 +486,29 @@ def open_rows(rules: Rules, Z: np.ndarray, extra: frozenset = frozenset()) -> np
         if extra.intersection(cols):
             return np.ones(len(Z), bool)
         out |= np.isnan(Z[:, cols]).any(axis=1)
+    return out
+
+
+def open_constraint_log_factor(model, Z: np.ndarray, conditions: dict | None = None
+                               ) -> np.ndarray:
+    """``log P(C | x_obs, conditions)`` per encoded row of ``Z`` (NaN = missing) under the
+    model's own law (before its constraints ``C``): 0 where the row's entries decide every
+    constraint, else estimated from ``CONDITIONAL_DRAWS`` draws given them
+    (:func:`open_rows`). ``log_prob`` of a row is its learner's (conditional) density, minus
+    ``log P(C | conditions)``, plus this."""
+    out = np.zeros(len(Z))
+    rules = rules_of(model)
+    if not rules or not rules.constraints:
+        return out
+    rows = np.flatnonzero(open_rows(rules, Z))
+    if rows.size:
+        token = _ACTIVE.set(True)  # the learner's own draws: the law before the constraints
+        try:
+            df = model.encoder_.inverse_transform(Z[rows])
+            frame = _row_conditions(model, df, conditions)
+            out[rows] = _conditional_log_normaliser(model, rules, frame, len(rows))
+        finally:
+            _ACTIVE.reset(token)
     return out
 
 

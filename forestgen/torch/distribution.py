@@ -182,6 +182,9 @@ class _Conditional:
     evidence: dict | None = None
     #: log P'(C | evidence) of the table's constraints, for a model on the torch path
     log_z: float = 0.0
+    #: the evidence dict, for a model on the torch path under constraints (the rows that
+    #: leave one open: :func:`forestgen.inference.rules.open_constraint_log_factor`)
+    constrained_by: dict | None = None
 
     def rows(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Free-column rows ``x [n, f]`` -> (scored rows: evidence columns NaN, so they add 0
@@ -237,7 +240,8 @@ class ForestDistribution(Distribution):
         rules = rules_of(model)
         numpy_cond = _conditional is not None and _conditional.evidence is not None
         self._keeper = None if not rules or numpy_cond else RuleKeeper(
-            model, rules, self._free, None if _conditional is None else _conditional.route_fill)
+            model, rules, self._free, None if _conditional is None else _conditional.route_fill,
+            None if _conditional is None else _conditional.constrained_by)
         super().__init__(batch_shape=torch.Size(), event_shape=torch.Size([len(self._free)]),
                          validate_args=validate_args)
     # ------------------------------------------------------------------ properties
@@ -395,7 +399,8 @@ class ForestDistribution(Distribution):
         log_z = (conditional_constraint_log_normaliser(self.model, evidence)
                  if self._keeper is not None else 0.0)
         cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
-                            leaf_log_weight=lw, log_z=log_z)
+                            leaf_log_weight=lw, log_z=log_z,
+                            constrained_by=dict(evidence) if self._keeper is not None else None)
         return ForestDistribution(self.model, dtype=self._out_dtype, device=self._out_device,
                                   validate_args=self._validate_args, _conditional=cond)
 

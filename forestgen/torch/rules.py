@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from forestgen.data.rules import Rules
+from forestgen.inference.rules import open_constraint_log_factor
 
 __all__ = ["RuleKeeper"]
 
@@ -34,15 +35,18 @@ MAX_REJECTION_ROUNDS = 50
 
 class RuleKeeper:
     """Rules of ``model`` over the encoded columns ``free`` (all columns, or the free columns of
-    a conditional whose point evidence is ``fill``, a ``[d]`` array, NaN where none)."""
+    a conditional whose point evidence is ``fill``, a ``[d]`` array, NaN where none, and whose
+    evidence is the dict ``conditions``)."""
 
-    def __init__(self, model, rules: Rules, free: np.ndarray, fill: np.ndarray | None = None):
+    def __init__(self, model, rules: Rules, free: np.ndarray, fill: np.ndarray | None = None,
+                 conditions: dict | None = None):
         self.model = model
         self.rules = rules
         self.d = model.schema_.d
         self.free = np.asarray(free, dtype=np.int64)
         self.fill = np.full(self.d, np.nan) if fill is None else np.asarray(fill, float)
         self.pos = {int(j): i for i, j in enumerate(self.free)}
+        self.conditions = conditions
 
     def left_out(self, active: np.ndarray, point: np.ndarray, given: set[int]) -> np.ndarray:
         """The columns a conditional leaves out (``[d]`` bool): those with evidence
@@ -182,5 +186,11 @@ class RuleKeeper:
         if self.rules.constraints:
             ok &= self.rules.holds(Z, self.model.encoder_.schema)
             res = res - log_z
+            # a row leaving a constraint open: + log P(C | its entries), numpy's estimate
+            # (no gradient through it; forestgen.inference.rules.open_constraint_log_factor)
+            factor = open_constraint_log_factor(self.model, np.where(ok[:, None], Z, 0.0),
+                                                self.conditions)
+            if factor.any():
+                res = res + torch.as_tensor(factor, dtype=res.dtype, device=res.device)
         keep = torch.as_tensor(ok, device=x.device)
         return torch.where(keep, res, torch.full_like(res, -math.inf))

@@ -107,3 +107,20 @@ def test_per_row_samples_under_a_tight_order_do_not_fail_the_batch(fitted):
     s = model.sample(None, conditions=cond, random_state=4)
     assert s["mid"].iloc[0] == pytest.approx(12.3) and s["mid"].iloc[2] == pytest.approx(20.0)
     assert (s["low"] <= s["mid"]).all() and (s["mid"] <= s["high"]).all()
+
+
+def test_torch_log_prob_of_rows_leaving_a_constraint_open_equals_numpy(fitted):
+    torch = pytest.importorskip("torch")
+    df, model = fitted
+    q = df.head(20).copy()
+    q.loc[q.index[:10], "mid"] = np.nan
+    q.loc[q.index[5:15], "high"] = np.nan
+    dist = model.to_torch(dtype=torch.float64)
+    lt = dist.log_prob(dist.encode(q)).numpy()
+    lp = model.log_prob(q)
+    np.testing.assert_allclose(lt, lp, rtol=0, atol=1e-9)
+    cond = dist.condition({"kind": "big"})
+    cols = [model.schema_.index(c) for c in cond.columns]
+    lc = cond.log_prob(dist.encode(q)[:, cols]).numpy()
+    lp_c = model.log_prob(q, conditions={"kind": "big"})  # (the condition overrides kind)
+    np.testing.assert_allclose(lc, lp_c, rtol=0, atol=1e-9)
