@@ -170,3 +170,54 @@ def test_a_tail_share_keeps_the_column_normal_under_a_leaf_of_equal_values():
     assert 0.02 < np.mean(np.abs(d - 666.0) > 5) < 0.04
     with pytest.raises(ValueError, match="KernelLeaf: tail"):
         KernelLeaf(tail=1.0).fit(x, leaf, cell)
+
+
+def test_adaptive_kernel_leaf_conforms():
+    from forestgen.testing import check_leaf_model
+
+    check_leaf_model(KernelLeaf(bandwidth=0.3, adaptive=True))
+    check_leaf_model(KernelLeaf(bandwidth=0.3, defensive=0.1, tail=0.03, adaptive=True))
+
+
+def test_adaptive_widths_follow_a_skewed_leaf_and_keep_its_variance():
+    # a skewed column (anes96's popul: a dense bulk near 0 and a long tail): the SD-scaled
+    # width smears the bulk; Abramson's widths are narrow there and wide in the tail
+    rng = np.random.default_rng(6)
+    x = np.round(rng.lognormal(3.0, 1.5, 400))
+    x = x[x > 0]
+    cell = ColumnCell(lower=np.array([x.min() - 30.0]), upper=np.array([x.max() + 30.0]),
+                      allowed=None, data_min=float(x.min()), data_max=float(x.max()))
+    z = np.zeros(len(x), np.int64)
+    fixed = KernelLeaf(bandwidth=0.3).fit(x, z, cell)
+    ada = KernelLeaf(bandwidth=0.3, adaptive=True).fit(x, z, cell)
+    bulk = ada.center_ < np.quantile(x, 0.5)
+    assert ada.h_[bulk].max() < fixed.h_[0] / 3
+    assert ada.h_[~bulk].max() > ada.h_[bulk].max() * 3
+    # the draws follow the data's quantiles closer than the fixed widths' draws
+    q = np.array([0.1, 0.25, 0.5, 0.75])
+    err = [np.abs(np.quantile(m.sample(np.zeros(20000, np.int64), np.random.default_rng(0)), q)
+                  - np.quantile(x, q)).sum() for m in (fixed, ada)]
+    assert err[1] < err[0] / 2
+    # normalised, with the leaf's mean and (biased) variance: the shrink sees the kernels'
+    # mean square width
+    g = np.linspace(cell.lower[0], cell.upper[0], 400001)
+    dens = np.exp(ada.log_prob(np.zeros(g.size, np.int64), g))
+    assert abs(np.trapezoid(dens, g) - 1.0) < 1e-3
+    mean = np.trapezoid(g * dens, g)
+    assert abs(mean - x.mean()) < 1e-2 * x.std()
+    assert abs(np.trapezoid((g - mean) ** 2 * dens, g) - x.var()) < 2e-2 * x.var()
+
+
+def test_abramson_factors_and_leaf_iqr():
+    from forestgen.leaves.kernel import _abramson, _leaf_iqr
+
+    # leaf 0: one centre (factor 1); leaf 1: a dense pair and an outlier
+    kc = np.array([5.0, 0.0, 0.1, 10.0])
+    kw = np.array([3.0, 1.0, 1.0, 1.0])
+    kl = np.array([0, 1, 1, 1])
+    f = _abramson(kc, kw, kl, np.array([1.0, 1.0]), 2)
+    assert f[0] == 1.0
+    assert f[1] < 1.0 and f[2] < 1.0 and f[3] > 1.0
+    # the weighted geometric mean of the pilot is g: the log factors average to 0
+    assert abs(np.log(f[1:]).mean()) < 1e-12
+    np.testing.assert_allclose(_leaf_iqr(kc, kw, kl, np.array([3.0, 3.0]), 2), [0.0, 10.0])

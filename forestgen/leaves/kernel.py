@@ -28,6 +28,17 @@ back to it: synthpop's draw), with a wide one it is a smooth law.
   h_l**2 / var_l) ** -1/2`` and the widths by the same ``k``, so the mixture has the leaf's own
   mean and variance before truncation (Silverman & Young's shrunk smoothed bootstrap, 1987);
   a plain kernel estimate (``k = 1``) inflates the variance by ``h_l**2``.
+* **Adaptive widths** (``adaptive=True``): the leaf's spread is Silverman's robust
+  ``min(s_l, IQR_l / 1.349)`` (at least the resolution) instead of its SD, and each kernel's
+  width is that bandwidth times Abramson's (1982) factor ``(f(v_i) / g) ** -1/2``, with ``f``
+  the leaf's fixed-width estimate at the kernel's centre and ``g`` its weighted geometric mean
+  over the leaf (factors clipped to ``[1/20, 20]``): narrow kernels where the values are dense,
+  wide ones in the tails. On a skewed column (anes96's ``popul``: a quarter zeros, median 22,
+  a tail to 7,300; seed 0 of the leaderboard) the SD-scaled width, 94, smeared the bulk: the
+  Chain's draws had median 93; with adaptive widths (12 at the median kernel) 27.5. The
+  shrink toward the mean then uses the kernels' mean square width, so the mixture still has
+  the leaf's mean and variance before truncation. ``bandwidth="loo"`` chooses ``c`` with the
+  fixed SD-scaled widths.
 * **Defensive share** ``eps`` (Hesterberg 1995's defensive mixture): one wide kernel ``N(m_l,
   s_l**2)`` per leaf, so a value away from the leaf's values keeps a density near the
   truncated normal's (held-out likelihood) while ``1 - eps`` of the draws stay near observed
@@ -94,6 +105,8 @@ class KernelLeaf(LeafModel):
         value unlike its leaf keeps ``eps`` times the column's density).
     tail : share ``tau`` of the column's normal in every leaf with values (default 0; module
         docstring); the leaf's own kernels and defensive kernel keep ``1 - tail``.
+    adaptive : False (default: one width per leaf) or True: Abramson's widths, each kernel's
+        the leaf's width times ``(f(v_i) / g) ** -1/2`` (module docstring).
     """
 
     discrete = False
@@ -101,8 +114,10 @@ class KernelLeaf(LeafModel):
     fitted_arrays = ("offset_", "center_", "weight_", "h_", "lo_", "hi_", "count_")
 
     def __init__(self, *, bandwidth: float | str = "loo", keep_variance: bool = True,
-                 defensive: float = 0.0, defensive_scale: str = "leaf", tail: float = 0.0):
+                 defensive: float = 0.0, defensive_scale: str = "leaf", tail: float = 0.0,
+                 adaptive: bool = False):
         self.bandwidth = bandwidth
+        self.adaptive = adaptive
         self.keep_variance = keep_variance
         self.defensive = defensive
         self.defensive_scale = defensive_scale
@@ -185,11 +200,23 @@ class KernelLeaf(LeafModel):
         else:  # one distinct value: nothing to choose between
             self.factor_ = 1.0
         h = self.factor_ * scale
+        if self.adaptive and len(kc):
+            # Silverman's robust spread min(SD, IQR / 1.349), at least the resolution
+            iqr = _leaf_iqr(kc, kw, kl, cnt, L)
+            h = self.factor_ * np.maximum(np.minimum(wide, np.maximum(iqr / 1.349, res)),
+                                          floor) * np.maximum(cnt, 1.0) ** -0.2
+        kh = h[kl]
+        if self.adaptive and len(kc):
+            kh = kh * _abramson(kc, kw, kl, h, L)
         # Silverman & Young's shrunk kernels: centres drawn toward the leaf's mean so that the
-        # mixture keeps the leaf's variance
-        k = _shrink(h, var_b)
+        # mixture keeps the leaf's variance (the kernels' mean square width in the leaf)
+        if self.adaptive:
+            msq = np.bincount(kl, weights=kw * kh * kh, minlength=L)
+            k = _shrink(np.sqrt(np.divide(msq, cnt, out=np.zeros(L), where=cnt > 0)), var_b)
+        else:
+            k = _shrink(h, var_b)
         kc = mean[kl] + k[kl] * (kc - mean[kl])
-        kh = (k * h)[kl]
+        kh = k[kl] * kh
         tau = float(self.tail)
         kw = kw / cnt[kl] * ((1.0 - eps) * (1.0 - tau))
         full = np.flatnonzero(cnt > 0)
@@ -356,6 +383,61 @@ class KernelLeaf(LeafModel):
                                                                   rng.random(m))
         with np.errstate(invalid="ignore"):
             return np.clip(x, np.minimum(np.nextafter(low, np.inf), high), high)
+
+
+def _leaf_iqr(kc, kw, kl, cnt, L) -> np.ndarray:
+    """Each leaf's interquartile range of its values ``kc`` (sorted within the leaf
+    ``kl``, weights ``kw``): the first values at cumulative shares 1/4 and 3/4 (0 for a leaf
+    without values)."""
+    off = np.r_[0, np.cumsum(np.bincount(kl, minlength=L))].astype(np.int64)
+    cum = np.cumsum(kw)
+    base = np.r_[0.0, cum][off[:-1]]
+    share = (cum - base[kl]) / np.maximum(cnt[kl], 1e-300)
+    key = kl + np.minimum(share, 1.0)  # sorted: by leaf, then by share in (0, 1]
+    full = np.flatnonzero(np.diff(off) > 0)
+    last = off[full + 1] - 1
+    q1 = np.minimum(np.searchsorted(key, full + 0.25), last)
+    q3 = np.minimum(np.searchsorted(key, full + 0.75), last)
+    out = np.zeros(L)
+    out[full] = kc[q3] - kc[q1]
+    return out
+
+
+def _abramson(kc: np.ndarray, kw: np.ndarray, kl: np.ndarray, h: np.ndarray, L: int
+              ) -> np.ndarray:
+    """Abramson's (1982) width factors ``(f(v_i) / g) ** -1/2`` of kernels at ``kc`` (sorted
+    within each leaf ``kl``, weights ``kw``): ``f`` the leaf's fixed-width kernel estimate
+    (normals of width ``h[leaf]``, untruncated) at each centre, ``g`` the weighted geometric
+    mean of ``f`` over the leaf, the factors clipped to ``[1/20, 20]``; 1 in a leaf of one
+    centre."""
+    f = _pilot(kc, kw, kl, h)
+    lf = np.log(np.maximum(f, 1e-300))
+    tot = np.bincount(kl, weights=kw, minlength=L)
+    lg = np.divide(np.bincount(kl, weights=kw * lf, minlength=L), tot, out=np.zeros(L),
+                   where=tot > 0)
+    return np.clip(np.exp(-0.5 * (lf - lg[kl])), 0.05, 20.0)
+
+
+@njit(cache=True)
+def _pilot(kc, kw, kl, h):
+    """Fixed-width normal kernel estimate of each leaf at its own centres (``kc`` sorted
+    within each leaf; kernels past 8 widths left out, below 1e-13 of their weight)."""
+    n = len(kc)
+    out = np.zeros(n)
+    lo = 0
+    for i in range(n):
+        li = kl[i]
+        hw = h[li]
+        while kl[lo] != li or kc[lo] < kc[i] - 8.0 * hw:
+            lo += 1
+        acc = 0.0
+        j = lo
+        while j < n and kl[j] == li and kc[j] <= kc[i] + 8.0 * hw:
+            z = (kc[j] - kc[i]) / hw
+            acc += kw[j] * math.exp(-0.5 * z * z)
+            j += 1
+        out[i] = acc / hw
+    return out
 
 
 def _shrink(h: np.ndarray, var: np.ndarray) -> np.ndarray:
