@@ -14,6 +14,9 @@ Built-in criteria are dispatched by an integer code inside the cached kernels:
   ``2 ×`` NRGBoost's second-order energy gain with ``V`` = model mass ``Q`` (Bravo 2025, eq. 12);
 * ``kl``: ``P log(P/V)`` summed over the children minus the parent (DEF's likelihood gain);
 * ``energy``: NRGBoost's gain ``½ (P_L^2/Q_L + P_R^2/Q_R - P^2/Q)``.
+* ``rank_variance``: weighted variance decrease of the class *index* (classes ordered, as the
+  quantile bins of a numeric target: a regression CART on the target's bin ranks; the Chain's
+  numeric columns, as synthpop's CART regresses).
 
 A user criterion is any ``@numba.njit`` function with that signature. :func:`specialise`
 compiles a grower once per process for it (the grower's source is reused with the user's
@@ -33,9 +36,11 @@ ENTROPY = 1
 ISE = 2
 KL = 3
 ENERGY = 4
+RANK_VARIANCE = 5
 USER = -1
-BUILTIN = {"gini": GINI, "entropy": ENTROPY, "ise": ISE, "kl": KL, "energy": ENERGY}
-LABELLED = ("gini", "entropy")  # built-ins meant for class-labelled trees
+BUILTIN = {"gini": GINI, "entropy": ENTROPY, "ise": ISE, "kl": KL, "energy": ENERGY,
+           "rank_variance": RANK_VARIANCE}
+LABELLED = ("gini", "entropy", "rank_variance")  # built-ins meant for class-labelled trees
 DENSITY = ("ise", "kl", "energy")  # built-ins meant for [P, V] density trees
 
 
@@ -78,6 +83,26 @@ def _impurity_decrease(left, right, code):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _rank_variance_decrease(left, right):
+    """Weighted sum of squared deviations of the class index in the parent minus those in
+    the children (0 when a child is empty)."""
+    WL = 0.0
+    WR = 0.0
+    SL = 0.0
+    SR = 0.0
+    for c in range(left.shape[0]):
+        WL += left[c]
+        WR += right[c]
+        SL += c * left[c]
+        SR += c * right[c]
+    if WL <= 0.0 or WR <= 0.0:
+        return 0.0
+    # parent SS - children SS = WL WR / W (mean_L - mean_R)^2
+    d = SL / WL - SR / WR
+    return WL * WR / (WL + WR) * d * d
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _score(P, V, code):
     if code == KL:
         if P <= 0.0:
@@ -103,6 +128,8 @@ def criterion_gain(code, left, right):
     """Gain of a split under built-in criterion ``code`` (see the module docstring)."""
     if code == GINI or code == ENTROPY:
         return _impurity_decrease(left, right, code)
+    if code == RANK_VARIANCE:
+        return _rank_variance_decrease(left, right)
     return density_gain(code, left[0], left[1], right[0], right[1])
 
 

@@ -2,6 +2,9 @@
 
 The criterion is a gain of the children's per-class masses (:mod:`forestgen.tree.criteria`):
 built-ins are dispatched by code; :func:`grow_tree_with` compiles this grower for a user gain.
+Numba's on-disk cache of this grower is keyed on this file only, not on ``criteria.py``, whose
+dispatch it inlines: a change there (a new built-in, as ``rank_variance``) must come with a
+change here, or a stale cached grower keeps the old dispatch.
 
 One call grows one tree depth-first on binned codes (``Xb[d, n]``, uint8 or uint16, from
 :class:`forestgen.data.binning.Binner`). Per node it draws ``max_features`` candidate features

@@ -46,6 +46,12 @@ NUMERIC_DEFENSIVE = 0.1
 #: leaderboard's five tables over three seeds it leaves the C2ST as it was (mean
 #: ``|AUC - 0.5|`` 0.128 against 0.135: ``benchmarks/results/chain_tail.md``)
 NUMERIC_TAIL = 0.03
+#: the numeric leaf's adaptive widths (:class:`KernelLeaf` ``adaptive``: Silverman's robust
+#: spread, Abramson's per-kernel widths): on the leaderboard's 13 tables over three seeds mean
+#: ``|AUC - 0.5|`` 0.160 against 0.164 with the SD-scaled widths, which smeared skewed columns
+#: (anes96's held-out log-likelihood rose above the column marginals';
+#: ``benchmarks/results/leaderboard_chain_s52.md``)
+NUMERIC_ADAPTIVE = True
 #: the leaf sizes compared per column when ``min_leaf="held_out"`` (``None``: no split, the
 #: column's marginal under its leaf model); ties go to the first (synthpop's ``minbucket``)
 LEAF_SIZES = (5, 10, 20, 40, 80, None)
@@ -73,9 +79,11 @@ class Chain(ChainQueries, GenerativeForest):
     toward the column's pmf with ``prior_strength`` pseudo-rows), an ordered-level kernel for
     integer levels, and for numeric columns a kernel density of the leaf's own values
     (:class:`~forestgen.leaves.kernel.KernelLeaf`: narrow normals on them, bandwidth factor
-    :data:`NUMERIC_BANDWIDTH`, plus a share :data:`NUMERIC_DEFENSIVE` of the leaf's normal
-    and a share :data:`NUMERIC_TAIL` of the column's normal; each truncated to the column's
-    observed range), so draws stay near observed values as
+    :data:`NUMERIC_BANDWIDTH` of the leaf's robust spread with adaptive widths,
+    :data:`NUMERIC_ADAPTIVE`: narrow where the leaf's values are dense), plus a share
+    :data:`NUMERIC_DEFENSIVE` of the leaf's normal and a share :data:`NUMERIC_TAIL` of the
+    column's normal; each truncated to the column's observed range), so draws stay near
+    observed values as
     synthpop's do while the density stays normalised, with the column's point masses kept as
     atoms (:class:`~forestgen.leaves.point_mass.PointMassLeaf`).
     The first column's tree has no split: its marginal.
@@ -425,7 +433,8 @@ class Chain(ChainQueries, GenerativeForest):
 
 def kernel_leaf(bandwidth: float) -> KernelLeaf:
     """The Chain's numeric leaf with bandwidth factor ``bandwidth``."""
-    return KernelLeaf(bandwidth=bandwidth, defensive=NUMERIC_DEFENSIVE, tail=NUMERIC_TAIL)
+    return KernelLeaf(bandwidth=bandwidth, defensive=NUMERIC_DEFENSIVE, tail=NUMERIC_TAIL,
+                      adaptive=NUMERIC_ADAPTIVE)
 
 
 def leaf_size_choice(ll: np.ndarray) -> int:
