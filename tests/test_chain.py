@@ -276,3 +276,38 @@ def test_default_numeric_leaves_follow_a_skewed_column():
         s = m.sample(4000, random_state=1).x.to_numpy()
         err[adaptive] = np.abs(np.quantile(s, q) / np.quantile(x, q) - 1).max()
     assert err[True] < 0.5 < err[False]  # 12 and 29 against 16 and 35
+
+
+def test_rank_variance_criterion_is_the_variance_decrease_of_the_class_index():
+    from forestgen.tree.criteria import RANK_VARIANCE, criterion_gain
+
+    rng = np.random.default_rng(0)
+    c = np.arange(7.0)
+
+    def ss(w):
+        m = (w * c).sum() / w.sum()
+        return (w * (c - m) ** 2).sum()
+
+    for _ in range(20):
+        left, right = rng.uniform(0, 5, 7), rng.uniform(0, 5, 7)
+
+        want = ss(left + right) - ss(left) - ss(right)
+        assert abs(criterion_gain(RANK_VARIANCE, left, right) - want) < 1e-9 * ss(left + right)
+    assert criterion_gain(RANK_VARIANCE, np.zeros(3), np.ones(3)) == 0.0
+
+
+def test_numeric_columns_regress_on_their_bin_ranks():
+    # y follows x closely: a regression tree on y's ranks keeps splitting x where a Gini tree
+    # on 10 bins of y stops at nodes whose y lies in one bin
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 10, 400)
+    df = pd.DataFrame({"x": x, "y": x + rng.normal(0, 0.1, 400)})
+    err = {}
+    for crit, bins in (("rank_variance", 64), (None, 10)):
+        m = fg.Chain(numeric_criterion=crit, target_bins=bins, min_leaf=5, random_state=0)
+        s = m.fit(df).sample(2000, random_state=1)
+        err[crit] = np.mean(np.abs(s.y - s.x))
+    assert fg.Chain().numeric_criterion == "rank_variance" and fg.Chain().target_bins == 64
+    assert err["rank_variance"] < 0.8 * err[None]
+    with pytest.raises(fg.validation.ParameterError, match="numeric_criterion"):
+        fg.Chain(numeric_criterion="ise").fit(df)
