@@ -177,6 +177,9 @@ def test_a_table_too_small_to_score_gets_the_first_candidate_with_a_warning():
     with pytest.warns(UserWarning, match="too few to score candidates"):
         a = fg.AutoForest(random_state=0).fit(df)
     assert a.best_name_ == "ARF" and a.n_validation_folds_ == 0
+    # the default candidates (GF.Boost dropped at stop 52: forestgen.auto's docstring)
+    assert a.leaderboard_["candidate"].tolist() == ["ARF", "ARF best samples", "NRGBoost",
+                                                   "Chain"]
     assert a.leaderboard_["chosen"].tolist()[0] and a.leaderboard_["c2st_auc"].isna().all()
     assert len(a.sample(20, random_state=0)) == 20
     assert np.isfinite(a.log_prob(df)).all()
