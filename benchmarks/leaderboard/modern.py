@@ -190,12 +190,15 @@ def goal(ok: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:
     return lines, g
 
 
-def compare_auto(ok: pd.DataFrame, earlier: pd.DataFrame, label: str) -> list[str]:
-    """AutoForest's cells here against its cells of an earlier run at the same (table, seed):
-    mean C2ST AUC, ``|AUC - 0.5|``, TSTR and the choices, per table and over all cells."""
-    cols = ["table", "seed", "c2st_auc", "tstr", "auto_choice"]
-    new = ok.loc[ok["generator"] == AUTO, cols]
-    old = earlier.loc[(earlier["generator"] == AUTO) & (earlier["status"] == "ok"), cols]
+def compare_auto(ok: pd.DataFrame, earlier: pd.DataFrame, label: str,
+                 generator: str = AUTO) -> list[str]:
+    """``generator``'s cells here (AutoForest by default) against its cells of an earlier run
+    at the same (table, seed): mean C2ST AUC, ``|AUC - 0.5|``, TSTR and (AutoForest) the
+    choices, per table and over all cells."""
+    auto = generator == AUTO
+    cols = ["table", "seed", "c2st_auc", "tstr"] + (["auto_choice"] if auto else [])
+    new = ok.loc[ok["generator"] == generator, cols]
+    old = earlier.loc[(earlier["generator"] == generator) & (earlier["status"] == "ok"), cols]
     m = new.merge(old, on=["table", "seed"], suffixes=("", "_old"))
     if m.empty:
         return []
@@ -204,15 +207,17 @@ def compare_auto(ok: pd.DataFrame, earlier: pd.DataFrame, label: str) -> list[st
     for t, g in m.groupby("table"):
         rows.append([t, str(len(g)), f"{g['c2st_auc_old'].mean():.3f}",
                      f"{g['c2st_auc'].mean():.3f}", f"{g['tstr_old'].mean():.3f}",
-                     f"{g['tstr'].mean():.3f}", ", ".join(map(str, g["auto_choice_old"])),
-                     ", ".join(map(str, g["auto_choice"]))])
+                     f"{g['tstr'].mean():.3f}"]
+                    + ([", ".join(map(str, g["auto_choice_old"])),
+                        ", ".join(map(str, g["auto_choice"]))] if auto else []))
     rows.append(["all: mean abs(AUC - 0.5); mean TSTR", str(len(m)), f"{m['d_old'].mean():.3f}",
                  f"{m['d'].mean():.3f}", f"{m['tstr_old'].mean():.3f}",
-                 f"{m['tstr'].mean():.3f}", "", ""])
-    return [f"AutoForest here against {label}, on the (table, seed) cells both have "
-            f"(choices listed by seed):", "",
+                 f"{m['tstr'].mean():.3f}"] + (["", ""] if auto else []))
+    return [f"{short(generator)} here against {label}, on the (table, seed) cells both have"
+            + (" (choices listed by seed):" if auto else ":"), "",
             md_table(["table", "cells", "C2ST before", "C2ST after", "TSTR before",
-                      "TSTR after", "chosen before", "chosen after"], rows), ""]
+                      "TSTR after"] + (["chosen before", "chosen after"] if auto else []),
+                     rows), ""]
 
 
 def main(argv=None) -> int:
@@ -233,6 +238,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", type=Path, default=None,
                     help="JSONL of AutoForest cells at earlier code, compared cell by cell")
     ap.add_argument("--compare-label", default="an earlier run")
+    ap.add_argument("--compare-generators", default=AUTO,
+                    help="comma-separated generators compared with --compare (default: auto)")
     ap.add_argument("--title", default="Leaderboard with the modern peers (issue 37)")
     a = ap.parse_args(argv)
     df = load(a.jsonl, a.stored, rescore_rules=a.rescore_rules)
@@ -294,7 +301,9 @@ def main(argv=None) -> int:
               "least as close as every peer); `TSTR gap`: best peer's TSTR minus AutoForest's.",
               "", md_table(list(gg.columns), gg.to_numpy().tolist()), ""]
     if a.compare:
-        L += compare_auto(ok, pd.DataFrame(_read([a.compare])), a.compare_label)
+        earlier = pd.DataFrame(_read([a.compare]))
+        for gen in a.compare_generators.split(","):
+            L += compare_auto(ok, earlier, a.compare_label, gen)
     if "auto_choice" in ok:
         ch = ok[ok["generator"] == AUTO].groupby("table")["auto_choice"].agg(
             lambda s: ", ".join(sorted(set(map(str, s)))))
