@@ -686,6 +686,30 @@ def _sample(model, inner, rules: Rules, n=None, random_state=None, conditions=No
                        f"constraints after {MAX_REJECTION_ROUNDS} rounds of rejection")
 
 
+def _sample_encoded(model, inner, rules: Rules, n, random_state=None, *args, **kw):
+    """Encoded draws that keep the declared or detected constraints (by rejection, as
+    :func:`_sample`; the mappings are kept by the learner's decoding step)."""
+    if not rules.constraints:
+        return inner(n, random_state, *args, **kw)
+    from forestgen.validation import as_generator
+
+    schema = model.encoder_.schema
+    rng = as_generator(random_state)
+    Z = inner(n, rng, *args, **kw)
+    ok = rules.holds(Z, schema)
+    kept, have = [Z[ok]], int(ok.sum())
+    rate = max(float(ok.mean()) if len(ok) else 1.0, 0.02)
+    for _ in range(MAX_REJECTION_ROUNDS):
+        if have >= len(Z):
+            return np.concatenate(kept)[:len(Z)]
+        more = inner(int(math.ceil((len(Z) - have) / rate * 1.2)) + 8, rng, *args, **kw)
+        mok = rules.holds(more, schema)
+        kept.append(more[mok])
+        have += int(mok.sum())
+    raise RuntimeError(f"{type(model).__name__}.sample_encoded: too few draws keep the "
+                       f"declared constraints after {MAX_REJECTION_ROUNDS} rounds of rejection")
+
+
 # --------------------------------------------------------------------------- prediction
 
 
@@ -1157,5 +1181,6 @@ def _impute_mapped(model, inner, rules: Rules, X, *args, **kw):
     return out
 
 
-_QUERIES = {"log_prob": _log_prob, "sample": _sample, "predict_proba": _predict_proba,
+_QUERIES = {"log_prob": _log_prob, "sample": _sample, "sample_encoded": _sample_encoded,
+            "predict_proba": _predict_proba,
             "predict": _predict, "impute": _impute, "expect": _expect}

@@ -124,3 +124,17 @@ def test_torch_log_prob_of_rows_leaving_a_constraint_open_equals_numpy(fitted):
     lc = cond.log_prob(dist.encode(q)[:, cols]).numpy()
     lp_c = model.log_prob(q, conditions={"kind": "big"})  # (the condition overrides kind)
     np.testing.assert_allclose(lc, lp_c, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("learner", ["ARF", "Chain", "GFBoost", "NRGBoost"])
+def test_encoded_draws_keep_the_constraints_for_every_sampler(learner):
+    """``sample_encoded`` (the encoded sampler under ``sample``, and what the statistical
+    checks compare torch draws with) keeps the constraints as ``sample`` does."""
+    from forestgen.data.rules import Rules
+
+    df = priced(200, seed=1)
+    kw = {"n_trees": 5} if learner in ("ARF", "GFBoost") else {}
+    model = getattr(fg, learner)(random_state=0, **kw).fit(df)
+    Z = model.sample_encoded(3000, random_state=0)
+    assert len(Z) == 3000
+    assert Rules.from_dict(model.schema_.rules).holds(Z, model.schema_).all()
