@@ -821,8 +821,8 @@ class GenerativeForest(BaseEstimator):
 
 #: queries that keep the table's logical rules (:mod:`forestgen.inference.rules`), wrapped
 #: wherever a learner defines them
-RULE_QUERIES = ("log_prob", "sample", "sample_encoded", "predict_proba", "predict", "impute",
-                "expect")
+RULE_QUERIES = ("log_prob", "log_prob_encoded", "sample", "sample_encoded", "predict_proba",
+                "predict", "impute", "expect")
 
 
 def _keep_rules_in(cls) -> None:

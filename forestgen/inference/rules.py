@@ -436,6 +436,20 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
     return out
 
 
+def _log_prob_encoded(model, inner, rules: Rules, Z) -> np.ndarray:
+    """``log_prob`` of encoded rows under the rules: the rows as a frame whose numeric columns
+    keep their encoded (latent) values, scored by the rule-aware :func:`_log_prob`."""
+    Z = np.asarray(Z, dtype=np.float64)
+    schema = model.encoder_.schema
+    df = model.encoder_.inverse_transform(Z)
+    for j, spec in enumerate(schema.columns):
+        if not spec.is_discrete:  # (not rounded by decoding)
+            df[schema.names[j]] = Z[:, j]
+    frame_log_prob = functools.partial(getattr(type(model).log_prob, "__wrapped__",
+                                               type(model).log_prob), model)
+    return _log_prob(model, frame_log_prob, rules, df)
+
+
 def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.ndarray:
     """``log P'(C | conditions)`` ``[n]``: the share of model draws given the conditions (seed
     0) that keep the constraints; ``NORMALISER_DRAWS`` draws for a dict, and for per-row
@@ -1181,6 +1195,7 @@ def _impute_mapped(model, inner, rules: Rules, X, *args, **kw):
     return out
 
 
-_QUERIES = {"log_prob": _log_prob, "sample": _sample, "sample_encoded": _sample_encoded,
+_QUERIES = {"log_prob": _log_prob, "log_prob_encoded": _log_prob_encoded, "sample": _sample,
+            "sample_encoded": _sample_encoded,
             "predict_proba": _predict_proba,
             "predict": _predict, "impute": _impute, "expect": _expect}

@@ -138,3 +138,23 @@ def test_encoded_draws_keep_the_constraints_for_every_sampler(learner):
     Z = model.sample_encoded(3000, random_state=0)
     assert len(Z) == 3000
     assert Rules.from_dict(model.schema_.rules).holds(Z, model.schema_).all()
+
+
+def test_log_prob_encoded_is_log_prob_under_rules(fitted):
+    """The encoded density is the same law as ``log_prob``: constraints (a row breaking one
+    ``-inf``, open rows with their factor) and mappings (the determined column marginalised)."""
+    df, model = fitted
+    q = df.head(30).copy()
+    q.loc[q.index[:10], "mid"] = np.nan
+    q.loc[q.index[20:], "high"] = q["low"].iloc[20:] - 1.0  # breaks low <= high
+    Z = model.encoder_.transform(q)
+    np.testing.assert_allclose(model.log_prob_encoded(Z), model.log_prob(q), rtol=0, atol=1e-9)
+    rng = np.random.default_rng(0)
+    edu = rng.choice(["a", "b", "c"], 300)
+    mapped = pd.DataFrame({"edu": edu, "years": pd.Series(edu).map({"a": 9, "b": 12,
+                                                                     "c": 16}).to_numpy(),
+                           "x": rng.normal(size=300)})
+    m2 = fg.ARF(n_trees=5, random_state=0).fit(mapped)
+    assert m2.schema_.rules["mappings"]
+    np.testing.assert_allclose(m2.log_prob_encoded(m2.encoder_.transform(mapped.head(20))),
+                               m2.log_prob(mapped.head(20)), rtol=0, atol=1e-9)
