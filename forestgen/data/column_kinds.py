@@ -65,7 +65,9 @@ def mark_unobserved(spec: ColumnSpec, codes: np.ndarray) -> None:
 
 
 def _observed_levels(series: pd.Series) -> list:
-    vals = pd.unique(series.dropna().astype(object).to_numpy())
+    # the distinct values first, as the column holds them, then as Python objects (not every
+    # row: an Arrow-backed string column is converted row by row by astype(object))
+    vals = np.asarray(series.dropna().unique(), dtype=object)
     return _sort_levels([to_python_scalar(v) for v in vals])
 
 
