@@ -1,6 +1,6 @@
 """Chain settings on the leaderboard_s51 splits in one process (stop 52, issue 37 item 2).
 
-    python leaderboard_chain_s52_ev.py REPO CONFIG OUT.jsonl [TABLES]
+    python benchmarks/leaderboard/chain_cells.py REPO CONFIG OUT.jsonl [TABLES]
 
 ``REPO``: a copy of the repository (its ``forestgen`` and ``benchmarks/leaderboard``);
 ``CONFIG``: ``default`` or ``k=v+k2=v2`` — Chain parameters (values as Python literals),
