@@ -259,9 +259,10 @@ class ARF(GenerativeForest):
         n, d = Z.shape
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
-        binner = Binner.fit(Z, nominal, schema.n_levels, self.max_bins, n_jobs=self.n_jobs)
         # binned once: synthetic rows copy real values, so their codes copy real codes
-        codes = narrow_codes(binner.transform(Z, n_jobs=self.n_jobs))  # [d, n]
+        binner, codes = Binner.fit_transform(Z, nominal, schema.n_levels, self.max_bins,
+                                             n_jobs=self.n_jobs)
+        codes = narrow_codes(codes)  # [d, n]
         rng = np.random.Generator(np.random.PCG64(root.spawn(1)[0]))
         splitter, limits = self.discriminator_setup()
         y_st = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
