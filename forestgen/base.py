@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -276,7 +277,8 @@ class GenerativeForest(BaseEstimator):
     def fit_leaves(self, Z: np.ndarray, leaves: np.ndarray, boxes: LeafBoxes | ColumnBoxes,
                    numeric_leaf: Any, discrete_leaf: Any, pair_weight: np.ndarray | None = None,
                    overrides: dict[int, Any] | None = None, *,
-                   tree_major: bool = False) -> list[LeafModel]:
+                   tree_major: bool = False,
+                   also: Sequence[Callable[[], Any]] = ()) -> list[LeafModel]:
         """Fit one leaf model per column from the leaves ``[n, B]`` of the fitting rows.
 
         ``numeric_leaf``/``discrete_leaf`` (registry name, class or prototype instance) serve
@@ -289,6 +291,10 @@ class GenerativeForest(BaseEstimator):
         block of ids, so per-leaf sums stay in cache. A leaf lies in one tree, so its pairs
         arrive in row order either way and per-leaf sums keep their bits; only sums over all
         pairs (GeF's global SD) would differ, so learners whose leaf fits take none opt in.
+
+        ``also``: more tasks (callables without arguments, results dropped) queued on the same
+        threads behind the columns' tasks, for work that does not read the leaf models: they
+        take a thread that the last columns leave idle.
         """
         n, B = leaves.shape
         if tree_major:
@@ -305,7 +311,9 @@ class GenerativeForest(BaseEstimator):
             lm.fit(x, flat_leaf, cell, pair_weight)
             return lm
 
-        return thread_map(fit, self.encoder_.schema.d, getattr(self, "n_jobs", 1))
+        d = self.encoder_.schema.d
+        tasks = [functools.partial(fit, j) for j in range(d)] + list(also)
+        return thread_map(lambda k: tasks[k](), len(tasks), getattr(self, "n_jobs", 1))[:d]
 
     def _fit_leaves(self, *args, **kwargs) -> list[LeafModel]:
         """Former name of :meth:`fit_leaves`, kept for learners written against it."""
@@ -653,6 +661,10 @@ class GenerativeForest(BaseEstimator):
         of them are missing only where another is (:func:`forestgen.data.rules.missing_parents`)."""
         cols = np.nonzero(np.isnan(Z).any(axis=0))[0]
         L = self.forest_.n_leaves
+        if len(cols) == 0:  # (no missing values: rates of no column, no counts to make)
+            self._set_missing_rates(cols, np.ones(L), np.zeros((L, 0)))
+            self.missing_parent_ = missing_parents(np.isnan(Z[:, cols]))
+            return
         flat = leaves.ravel()
         B = leaves.shape[1]
         w = np.ones(flat.size) if pair_weight is None else np.asarray(pair_weight, float)

@@ -31,6 +31,7 @@ step of the fit, so the likelihood's first call finds it.
 from __future__ import annotations
 
 import weakref
+from typing import Any, NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -85,17 +86,13 @@ class LeafPack:
     its left one; a leaf's ``left`` is its record. ``row [L]``: the record of each leaf id.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, nodes: PackedNodes | None = None):
         models = model.leaf_models_
         f = model.forest_
         d = len(models)
-        N = len(f.feature)
-        order, tree_start = sized(_walk_order, N)(
-            f.feature, f.left, f.right, f.roots, np.asarray(f.node_offsets, np.int64),
-            int(np.diff(f.node_offsets).max()) if f.n_trees else 1)
-        node, self.leaf_id, self.row, new, self.depth = sized(_pack_nodes, N)(
-            order, tree_start, f.feature, f.left, f.threshold.view(np.int64), f.cat_off,
-            f.nan_left, f.node_leaf)
+        if nodes is None or nodes.forest is not f:
+            nodes = pack_nodes(f)
+        node, self.leaf_id, self.row, new, self.depth = nodes.arrays
         L = len(self.leaf_id)
         self.nodes = (node, node.view(np.float64), new[f.roots].astype(np.int64))
         lid = self.leaf_id
@@ -192,6 +189,30 @@ class LeafPack:
         return int(sum(a.nbytes for a in own) + node.nbytes + roots.nbytes
                    + self.row.nbytes + self.leaf_id.nbytes
                    + sum(a.nbytes for a in self._means.values()))
+
+
+class PackedNodes(NamedTuple):
+    """:func:`pack_nodes` of ``forest``: the node records, each leaf's id in record order,
+    the record of each leaf id, each node's place in walk order and the largest depth."""
+
+    forest: Any
+    arrays: tuple
+
+
+def pack_nodes(forest, serial: bool = False) -> PackedNodes:
+    """The node part of a forest's :class:`LeafPack` (it reads no leaf model, so it can be
+    made beside FORDE's leaf fits): the walk order and node records. ``serial``: by the
+    kernels' serial twins (on a thread of a pool whose other threads are busy; the same
+    arrays)."""
+    f = forest
+    N = len(f.feature)
+    walk = _walk_order.serial if serial else sized(_walk_order, N)
+    pack = _pack_nodes.serial if serial else sized(_pack_nodes, N)
+    order, tree_start = walk(f.feature, f.left, f.right, f.roots,
+                             np.asarray(f.node_offsets, np.int64),
+                             int(np.diff(f.node_offsets).max()) if f.n_trees else 1)
+    return PackedNodes(f, pack(order, tree_start, f.feature, f.left, f.threshold.view(np.int64),
+                               f.cat_off, f.nan_left, f.node_leaf))
 
 
 _FILL_BLOCK = 512  # records written together by _fill_records
@@ -354,10 +375,12 @@ def cached_for(cache, model, parts: tuple, build):
     return hit[1]
 
 
-def leaf_pack(model) -> LeafPack:
+def leaf_pack(model, nodes: PackedNodes | None = None) -> LeafPack:
     """The model's :class:`LeafPack` (built on first use, kept while the model lives and its
-    leaf models and leaf weights are the same objects)."""
-    return cached_for(_CACHE, model, (model.leaf_log_weight_, *model.leaf_models_), LeafPack)
+    leaf models and leaf weights are the same objects). ``nodes``: :func:`pack_nodes` of the
+    model's forest, if already made (one of another forest is not used)."""
+    return cached_for(_CACHE, model, (model.leaf_log_weight_, *model.leaf_models_),
+                      lambda m: LeafPack(m, nodes))
 
 
 @intrinsic

@@ -106,3 +106,54 @@ def test_parallel_leaf_draw_equals_searchsorted(L):
     np.testing.assert_array_equal(guide, np.searchsorted(cdf, np.arange(G) / G, side="right"))
     np.testing.assert_array_equal(_guided_draws.parallel(cdf, guide, u), ref)
     np.testing.assert_array_equal(_guided_draws.serial(cdf, guide, u), ref)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.2])
+def test_forde_pool_tasks_equal_the_steps_after_it(table, weight):
+    """FORDE queues the missing rates and the packed nodes behind the columns' tasks
+    (``fit_leaves(also=)``): the model's pack equals one built afresh after the fit, and the
+    missing rates those of ``_fit_missing`` run again (a table with missing values; with the
+    back-off tree's extra leaf too)."""
+    from forestgen.inference.leaf_factors import leaf_pack, pack_nodes
+
+    t = table.copy()
+    t.loc[::7, "w"] = np.nan
+    t.loc[::11, "g"] = None
+    m = ARF(n_trees=6, min_node_size=3, n_jobs=2, random_state=4,
+            marginal_weight=weight).fit(t)
+    assert m.missing_rate_.shape == (m.forest_.n_leaves, 2) and m.missing_rate_.max() > 0
+    fresh = LeafPack(m)
+    kept = leaf_pack(m)
+    assert kept is leaf_pack(m) and kept is not fresh
+    for x, y in zip(kept.args, fresh.args):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(kept.nodes, fresh.nodes):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(pack_nodes(m.forest_).arrays, pack_nodes(m.forest_, serial=True).arrays):
+        np.testing.assert_array_equal(x, y)
+    rate = m.missing_rate_.copy()
+    m._fit_missing(m.encoder_.transform(t), m.forest_.apply(m.encoder_.transform(t)))
+    np.testing.assert_array_equal(rate, m.missing_rate_)
+
+
+def test_fit_leaves_runs_the_also_tasks_on_the_pool(table):
+    """``fit_leaves(also=)``: every extra task runs once (on the pool's threads at two
+    threads), and only the columns' models are returned."""
+    import threading
+
+    m = ARF(n_trees=4, min_node_size=3, n_jobs=2, random_state=1, marginal_weight=0).fit(table)
+    Z = m.encoder_.transform(table)
+    leaves = m.forest_.apply(Z)
+    boxes = m.forest_.column_boxes(m.schema_.d, np.where(m.schema_.nominal_mask,
+                                                         m.schema_.n_levels, 0))
+    ran = []
+    models = m.fit_leaves(Z, leaves, boxes, *m.leaf_prototypes(), None, m.leaf_overrides(),
+                          also=[lambda k=k: ran.append((k, threading.current_thread().name))
+                                for k in range(3)])
+    assert len(models) == m.schema_.d
+    assert sorted(k for k, _ in ran) == [0, 1, 2]
+    assert all(name.startswith("forestgen") for _, name in ran)
+    for a, b in zip(models, m.leaf_models_):
+        pa, pb = a.param_arrays(), b.param_arrays()
+        for k in pa:
+            np.testing.assert_array_equal(pa[k], pb[k])

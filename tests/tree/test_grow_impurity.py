@@ -160,6 +160,38 @@ def test_leafwise_donors_match_a_stable_argsort(tree_major):
         assert (leaves[got[:, j]] == pick[:, None]).any(axis=1).all()  # a row of that leaf
 
 
+@pytest.mark.parametrize("tree_major", [False, True])
+@pytest.mark.parametrize("n", [300, 3000])
+def test_members_by_tree_equal_one_sort_of_all_pairs(tree_major, n):
+    """A forest's leaves (each tree's ids a block above the previous tree's; some ids
+    reached by no row): the per-tree counting sort (serial twin at 300 rows, parallel kernel
+    at 3000) lists the members, counts and starts of one stable sort of all pairs."""
+    from forestgen.families.mixture.arf import _leaf_members, _members_by_tree
+    from forestgen.parallel import sized
+
+    rng = np.random.default_rng(n)
+    B = 30
+    sizes = rng.integers(1, 40, size=B)
+    off = np.r_[0, np.cumsum(sizes + 2)]  # (two ids per tree that no row reaches)
+    L = int(off[-1]) + 3
+    leaves = np.stack([off[b] + rng.integers(0, sizes[b], n) for b in range(B)],
+                      axis=1).astype(np.int32)
+    if tree_major:
+        leaves = np.ascontiguousarray(leaves.T).T
+    got = np.empty(n * B, np.int32)
+    counts, starts, done = sized(_members_by_tree, n * B)(leaves, L, got)
+    assert done
+    want = np.empty(n * B, np.int32)
+    c2, s2 = _leaf_members(leaves, L, want)
+    np.testing.assert_array_equal(counts, c2)
+    np.testing.assert_array_equal(starts, s2)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(want, np.argsort(leaves.ravel(), kind="stable") // B)
+    mixed = leaves.copy()
+    mixed[0, 0] = off[1]  # a row of tree 0 in tree 1's range: interleaved, not done
+    assert not _members_by_tree(mixed, L, got)[2]
+
+
 class _NoRoutes(GiniSplitter):
     """A splitter that does not give ``row_node``: ARF routes the rows itself."""
 

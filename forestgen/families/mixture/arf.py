@@ -25,7 +25,7 @@ from forestgen.families.mixture.backoff import (
     resolve_weight,
     screen_trees,
 )
-from forestgen.inference.leaf_factors import leaf_pack
+from forestgen.inference.leaf_factors import leaf_pack, pack_nodes
 from forestgen.leaves import (
     CategoricalLeaf,
     OrdinalKernelLeaf,
@@ -358,10 +358,15 @@ class ARF(GenerativeForest):
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
         builtin = self.numeric_leaf is None and self.discrete_leaf is None  # per-leaf sums only
+        # the missing rates and the packed nodes read no leaf model: queued behind the columns
+        nodes: list = []
+        also = (lambda: self._fit_missing(Z, leaves, pair_w),
+                lambda: nodes.append(pack_nodes(forest, serial=True)))
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
-                                            self.leaf_overrides(), tree_major=builtin)
-        self._fit_missing(Z, leaves, pair_w)
-        leaf_pack(self)  # the likelihood's packed leaf records: FORDE's output, as queries read it
+                                            self.leaf_overrides(), tree_major=builtin,
+                                            also=also)
+        # the likelihood's packed leaf records: FORDE's output, as queries read it
+        leaf_pack(self, nodes[0])
 
     def _check_mixture_for_backoff(self) -> None:
         """The back-off tree needs a plain mixture of trees (the default ensembler)."""
@@ -499,7 +504,9 @@ def leafwise_donors(leaves: np.ndarray, n_leaves: int, d: int,
     filled in one pass over the rows (on threads: each row is written by one)."""
     n, B = leaves.shape
     members = np.empty(n * B, np.int32 if n < 2**31 else np.int64)
-    counts, starts = _leaf_members(leaves, n_leaves, members)
+    counts, starts, done = sized(_members_by_tree, n * B)(leaves, n_leaves, members)
+    if not done:  # (trees whose leaf ids interleave: one sort of all pairs)
+        counts, starts = _leaf_members(leaves, n_leaves, members)
     k = rng.integers(0, n * B, size=n)  # (row, tree) pairs, as indices into leaves.ravel()
     pick = leaves[k // B, k % B]
     U = np.empty((d, n))
@@ -522,6 +529,50 @@ def _donor_rows(members, starts, counts, pick, U):
         for j in range(d):
             out[i, j] = members[s0 + np.int64(U[j, i] * c)]
     return out
+
+
+@parallel_kernel
+def _members_by_tree(leaves, n_leaves, members):
+    """:func:`_leaf_members` tree by tree (in parallel), when each tree's leaf ids lie in a
+    range of their own above the previous tree's (a forest's: a tree's leaves are one block
+    of ids): a leaf's pairs are then its tree's rows in row order, the pairs of the leaves
+    below a tree's first leaf are all the earlier trees' pairs, and each tree counts and lists
+    its own leaves (a table of its leaves that stays in cache, and a stretch of ``members`` of
+    its own) with the same counts, starts and members as one sort of all pairs. Returns
+    ``counts, starts, True``, or ``False`` third (``members`` untouched) when the trees'
+    ranges interleave."""
+    n, B = leaves.shape
+    lo = np.empty(B, np.int64)
+    hi = np.empty(B, np.int64)
+    for b in prange(B):
+        a = np.int64(n_leaves)
+        z = np.int64(-1)
+        for i in range(n):
+            v = np.int64(leaves[i, b])
+            a = min(a, v)
+            z = max(z, v)
+        lo[b] = a
+        hi[b] = z
+    counts = np.zeros(n_leaves, np.int64)
+    starts = np.zeros(n_leaves, np.int64)
+    for b in range(B - 1):
+        if hi[b] >= lo[b + 1]:
+            return counts, starts, False
+    for b in prange(B):  # (each tree counts only the leaves of its own range)
+        for i in range(n):
+            counts[leaves[i, b]] += 1
+    acc = 0
+    for leaf in range(n_leaves):
+        starts[leaf] = acc
+        acc += counts[leaf]
+    for b in prange(B):
+        base = lo[b]
+        pos = starts[base:hi[b] + 1].copy()
+        for i in range(n):
+            k = leaves[i, b] - base
+            members[pos[k]] = i
+            pos[k] += 1
+    return counts, starts, True
 
 
 @njit(cache=True, nogil=True)
