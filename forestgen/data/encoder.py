@@ -488,7 +488,7 @@ class TableEncoder:
         schema = self._require_schema()
         if is_tensor(Z):
             Z = Z.detach().cpu().numpy()
-        Z = np.array(Z, dtype=np.float64)
+        Z = np.array(Z, dtype=np.float64, order="F")  # (a copy: each column contiguous)
         if Z.ndim != 2 or Z.shape[1] != schema.d:
             raise ValueError(f"expected an array of shape (n, {schema.d}), got {Z.shape}")
         constrain(Z, schema)
