@@ -48,6 +48,7 @@ STEPS = [  # (label, module, attribute); "A.b" is attribute b of class A
     ("encode", "forestgen.base", "GenerativeForest.fit_encoder"),
     ("bin", "forestgen.families.mixture.arf", "Binner.fit"),
     ("bin", "forestgen.families.mixture.arf", "Binner.transform"),
+    ("bin", "forestgen.families.mixture.arf", "Binner.fit_transform"),  # (one task per column)
     ("stack codes", "forestgen.families.mixture.arf", "stack_codes"),
     ("grow forest", "forestgen.families.mixture.arf", "grow_forest_routed"),
     # (the kernel, looked up in the module as each forest starts: the same step in checkouts
@@ -61,6 +62,8 @@ STEPS = [  # (label, module, attribute); "A.b" is attribute b of class A
     ("forde/column boxes", "forestgen.tree.arrays", "ForestArrays.column_boxes"),
     ("forde/fit leaves", "forestgen.base", "GenerativeForest.fit_leaves"),
     ("forde/missing", "forestgen.base", "GenerativeForest._fit_missing"),
+    # (queued behind the column fits since stop 53: inside "fit leaves" there)
+    ("forde/pack nodes", "forestgen.families.mixture.arf", "pack_nodes"),
     ("leaf draw", "forestgen.sampling.ancestral", "AncestralSampler.draw_leaves"),
     ("column draws", "forestgen.sampling.ancestral", "AncestralSampler.draw"),
     ("support map", "forestgen.base", "rows_to_support"),
