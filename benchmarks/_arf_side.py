@@ -76,7 +76,8 @@ STEPS = {  # step -> (module, attribute) pairs whose calls it times; absent ones
                  ("forestgen.data.encoder", "TableEncoder.fit"),
                  ("forestgen.data.encoder", "TableEncoder.transform"),
                  ("forestgen.data.binning", "Binner.fit"),
-                 ("forestgen.data.binning", "Binner.transform")],
+                 ("forestgen.data.binning", "Binner.transform"),
+                 ("forestgen.data.binning", "Binner.fit_transform")],  # (ARF since stop 53)
     "growing": [(m, a) for m in ARF_MODULES for a in ("grow_forest", "grow_forest_routed")],
     "oob": [(m, a) for m in ARF_MODULES for a in ("oob_accuracy", "oob_accuracy_from_leaves")],
     "resampling": [(m, a) for m in ARF_MODULES
