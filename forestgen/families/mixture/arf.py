@@ -20,7 +20,8 @@ from forestgen.data.binning import Binner
 from forestgen.data.support import floor_log_prob
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
-    add_root_tree,
+    GAIN_SHARE,
+    append_root_marginals,
     check_weight,
     resolve_weight,
     screen_trees,
@@ -248,7 +249,8 @@ class ARF(GenerativeForest):
         # (backoff.screen_trees)
         self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
             self, X, kinds, root, encoded=EncodedTable(self.encoder_, Z),
-            screen_params={"n_trees": screen_trees(int(self.n_trees)), "max_iters": 0})
+            screen_params={"n_trees": screen_trees(int(self.n_trees)), "max_iters": 0},
+            gain_share=GAIN_SHARE)
         self._forde(Z, *accepted)
         return self
 
@@ -347,26 +349,26 @@ class ARF(GenerativeForest):
         self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights(
             leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=mask)
         lam = getattr(self, "marginal_weight_", 0.0)
-        if lam > 0:  # the root-only tree: the product of the column marginals (backoff)
+        if lam > 0:
             self._check_mixture_for_backoff()
-            forest, leaves, self.leaf_log_weight_ = add_root_tree(
-                forest, leaves, self.leaf_log_weight_, lam)
-            self.forest_ = forest
-            if mask is not None:
-                mask = np.hstack([mask, np.ones((len(mask), 1), mask.dtype)])
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
         builtin = self.numeric_leaf is None and self.discrete_leaf is None  # per-leaf sums only
         # the missing rates and the packed nodes read no leaf model: queued behind the columns
+        # (with the back-off tree they follow it: its leaf holds every row)
         nodes: list = []
-        also = (lambda: self._fit_missing(Z, leaves, pair_w),
-                lambda: nodes.append(pack_nodes(forest, serial=True)))
+        also = () if lam > 0 else (lambda: self._fit_missing(Z, leaves, pair_w),
+                                   lambda: nodes.append(pack_nodes(forest, serial=True)))
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w,
                                             self.leaf_overrides(), tree_major=builtin,
                                             also=also)
+        if lam > 0:  # the back-off tree: the product of the column marginals (backoff)
+            self.forest_, self.leaf_log_weight_, self.leaf_models_, leaves, pair_w = \
+                append_root_marginals(self, Z, lam, leaves, pair_w, self.root_overrides())
+            self._fit_missing(Z, leaves, pair_w)
         # the likelihood's packed leaf records: FORDE's output, as queries read it
-        leaf_pack(self, nodes[0])
+        leaf_pack(self, nodes[0] if nodes else None)
 
     def _check_mixture_for_backoff(self) -> None:
         """The back-off tree needs a plain mixture of trees (the default ensembler)."""
@@ -388,6 +390,21 @@ class ARF(GenerativeForest):
         if discrete is None:
             discrete = CategoricalLeaf(alpha=self.alpha, prior=self.prior_strength)
         return numeric, discrete
+
+    def root_overrides(self) -> dict[int, Any]:
+        """The discrete columns' leaf models of the back-off tree's one leaf
+        (:func:`~forestgen.families.mixture.backoff.append_root_marginals`): FORDE's own
+        (fresh copies), which in a leaf holding every row are the column's pmf over its
+        support (the leaf prior's global pmf is that pmf; an integer column's ordered kernel
+        smooths it over neighbouring levels); its numeric columns get the marginal histogram."""
+        _, discrete = self.leaf_prototypes()
+        over = self.leaf_overrides()
+        out = {}
+        for j, spec in enumerate(self.encoder_.schema.columns):
+            if spec.is_discrete:
+                lm = over.get(j, discrete)
+                out[j] = type(lm)(**lm.get_params())
+        return out
 
     def leaf_overrides(self) -> dict[int, Any]:
         """Columns with their own leaf model: integer levels get an ordered-kernel leaf unless

@@ -36,8 +36,9 @@ from forestgen.families.mixture.stacked import StackedLeaf  # registers the "sta
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import LeafCells, TreeRecord
 
-__all__ = ["FOLD_ROWS", "GUARD_Z", "LOOK_FOLDS", "RULES", "SHAPES", "SHAPE_COND_SHARE", "WEIGHTS",
-           "add_root_tree", "append_marginal_tree",
+__all__ = ["FOLD_ROWS", "GAIN_SHARE", "GUARD_Z", "LOOK_FOLDS", "RULES", "SHAPES",
+           "SHAPE_COND_SHARE", "WEIGHTS",
+           "append_marginal_tree", "append_root_marginals",
            "best_weight", "check_shape", "check_weight", "choose_shape", "choose_weight",
            "component_log_probs", "conditional_log_probs", "fold_splits", "guard_t",
            "guarded_weight", "held_out_weight", "marginal_leaf_models", "merge_looks",
@@ -64,6 +65,13 @@ RULES = ("auto", "held_out")
 #: Cars93) and 22.5 (RFDE on the 5,000 x 20 table); where the model was far above them, -2.1
 #: or lower
 GUARD_Z = 1.0
+#: ARF's ``"auto"``: where a weight is kept, the smallest that wins at least this share of the
+#: held-out gain of the best one (:func:`choose_weight`'s ``gain_share``). The held-out gain
+#: is concave in ``λ`` (a small share of the marginals already lifts the rows a forest of
+#: two-row leaves scores far too low), while the share ``λ`` of draws that come from the
+#: marginals, columns independent, grows linearly; measured in
+#: ``benchmarks/results/backoff_s53.md``
+GAIN_SHARE = 0.5
 #: rows of the table (at most) that the held-out choice splits 80/20: a forest fitted on far
 #: fewer rows than the table's is no proxy for it (DEF's 256 leaves on 800 of adult's 32,561
 #: rows are leaves of three rows, scored 2.9 standard errors below the marginals)
@@ -88,16 +96,23 @@ def root_tree(forest: ForestArrays, class_weight: np.ndarray | None = None) -> F
     return ForestArrays.from_trees([rec], forest.n_levels)
 
 
-def add_root_tree(forest: ForestArrays, leaves: np.ndarray, log_weight: np.ndarray,
-                  weight: float) -> tuple[ForestArrays, np.ndarray, np.ndarray]:
-    """``(forest, leaves, log_weight)`` with the root-only tree appended as the last tree:
-    the training rows' leaves ``[n, B + 1]`` (every row in the new leaf) and the leaf
-    log-weights ``log(1 - weight) + log_weight`` then ``log(weight)``. The forest's per-node
-    class weights (a splitter output the queries do not read) are dropped."""
-    out = ForestArrays.concat([forest, root_tree(forest)])
-    root = np.full((len(leaves), 1), forest.n_leaves, leaves.dtype)
-    return (out, np.hstack([leaves, root]),
-            np.r_[math.log1p(-weight) + np.asarray(log_weight, float), math.log(weight)])
+def append_root_marginals(model, Z: np.ndarray, weight: float, leaves: np.ndarray,
+                          pair_weight: np.ndarray | None = None,
+                          overrides: dict[int, Any] | None = None) -> tuple:
+    """``(forest, leaf log-weights, leaf models, leaves, pair weights)`` of ``model`` (fitted
+    leaf models on ``forest_``; ARF) with :func:`root_tree` appended by
+    :func:`append_marginal_tree` (its one leaf: :func:`marginal_leaf_models` of the rows
+    ``Z``, ``overrides`` as there), the training rows' leaves ``[n, B + 1]`` (every row in
+    the new leaf) and the (row, tree) pair weights ``[n (B + 1)]`` (each row once in the new
+    tree; ``None`` stays ``None``: every pair counts once), for the missing rates that
+    follow."""
+    forest, log_weight, models = append_marginal_tree(model, Z, weight, root_tree(model.forest_),
+                                                      overrides)
+    root = np.full((len(leaves), 1), model.forest_.n_leaves, leaves.dtype)
+    if pair_weight is not None:
+        pair_weight = np.hstack([np.asarray(pair_weight, float).reshape(len(leaves), -1),
+                                 np.ones((len(leaves), 1))]).ravel()
+    return forest, log_weight, models, np.hstack([leaves, root]), pair_weight
 
 
 def component_log_probs(model, X: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +240,7 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def choose_weight(lp: np.ndarray, cond: np.ndarray | None, z: float = GUARD_Z,
-                  weights=WEIGHTS) -> tuple[float, dict[str, float]]:
+                  weights=WEIGHTS, gain_share: float = 1.0) -> tuple[float, dict[str, float]]:
     """The ``"auto"`` rule on held-out rows: ``lp`` ``[len(weights) + 1, m]`` (floored log
     densities per weight, then the marginals alone: :func:`weight_log_probs`) and ``cond``
     (:func:`conditional_log_probs` of the first rows, or ``None``). Only where the marginals
@@ -241,7 +256,11 @@ def choose_weight(lp: np.ndarray, cond: np.ndarray | None, z: float = GUARD_Z,
     ``"cond:<λ>"`` (mean conditional log-likelihood per weight). ``cond`` may be a function
     that computes them (:func:`held_out_fit`'s): it is called only where the marginals pass
     the first test (elsewhere no weight is kept whatever the conditionals, and ``"t"`` is the
-    statistic of the weight of best log-likelihood, unscreened)."""
+    statistic of the weight of best log-likelihood, unscreened). ``gain_share < 1`` (ARF's
+    :data:`GAIN_SHARE`): where a weight is kept, the smallest admissible weight that wins at
+    least that share of the kept weight's mean held-out gain over the model alone and beats
+    the model alone by more than ``z`` standard errors (kept as ``"best"``: the weight of
+    highest score)."""
     with np.errstate(invalid="ignore"):
         scores = [float(v) for v in lp[:-1].mean(axis=1)]
     out: dict[str, float] = dict(zip(map(str, weights), scores))
@@ -258,6 +277,15 @@ def choose_weight(lp: np.ndarray, cond: np.ndarray | None, z: float = GUARD_Z,
     t = paired_t(lp[0], lp[best]) if best else 0.0
     out["t"] = t
     keep = best and t > z and out["t_marginals"] > z
+    if keep and gain_share < 1.0:
+        out["best"] = float(weights[best])
+        gain = scores[best] - scores[0]
+        for i in order[(order > 0) & (order < best)]:
+            if scores[i] - scores[0] >= gain_share * gain:
+                ti = paired_t(lp[0], lp[i])
+                if ti > z:
+                    best, out["t"] = int(i), ti
+                    break
     return (float(weights[best]) if keep else 0.0), out
 
 
@@ -537,8 +565,8 @@ def lp_guard_t(lp: np.ndarray) -> float:
 
 def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
                     param: str = "marginal_weight", fit_kwargs: dict | None = None,
-                    rule: str = "held_out", encoded: Any = None, screen_params: dict | None = None
-                    ) -> tuple[float, dict[str, float]]:
+                    rule: str = "held_out", encoded: Any = None, screen_params: dict | None = None,
+                    gain_share: float = 1.0) -> tuple[float, dict[str, float]]:
     """``(λ, {weight: held-out score})`` for ``model`` (unfitted): a copy fitted on the
     fitting rows of :func:`forestgen.tuning.held_out_split` (of at most
     :data:`HELD_OUT_ROWS`) and scored on the others by its own ``log_prob`` at each weight
@@ -551,8 +579,8 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     more than :data:`GUARD_Z` standard errors (:func:`lp_guard_t`, kept as ``"t_screen"``,
     and no weights scored; ``encoded``, an :class:`~forestgen.base.EncodedTable` of ``X`` under the
     full fit's encoder, is what that look fits on, where given; ``screen_params``: parameters
-    of that look's copy, e.g. fewer trees: :func:`screen_trees`). Fewer than 10 rows, or a fit
-    that fails: 0 (no back-off)."""
+    of that look's copy, e.g. fewer trees: :func:`screen_trees`; ``gain_share``: as
+    :func:`choose_weight`'s). Fewer than 10 rows, or a fit that fails: 0 (no back-off)."""
     model_seed, screen = seed.spawn(2)
     if rule == "auto" and len(X) > SCREEN_ROWS:
         lp = held_out_fit(model, X if encoded is None else encoded, kinds, screen,
@@ -565,7 +593,7 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
     if res is None:
         return 0.0, {}
     if rule == "auto":
-        return choose_weight(*res)
+        return choose_weight(*res, gain_share=gain_share)
     lp = res
     with np.errstate(invalid="ignore"):
         scores = [float(v) for v in lp[:-1].mean(axis=1)]
@@ -574,11 +602,12 @@ def held_out_weight(model, X: Any, kinds: Any, seed: np.random.SeedSequence,
 
 def resolve_weight(model, X: Any, kinds: Any, seed_source: np.random.SeedSequence,
                    fit_kwargs: dict | None = None, encoded: Any = None,
-                   screen_params: dict | None = None) -> tuple[float, dict[str, float]]:
+                   screen_params: dict | None = None, gain_share: float = 1.0
+                   ) -> tuple[float, dict[str, float]]:
     """``(marginal_weight_, marginal_weight_ll_)`` of ``model`` (its ``marginal_weight``
     parameter: a number is kept; a rule of :data:`RULES` is run on ``X`` with a seed spawned
     from ``seed_source``, only then, and gives 0 without fitting for an ensembler that does
-    not combine trees as a mixture; ``encoded``, ``screen_params``: as
+    not combine trees as a mixture; ``encoded``, ``screen_params``, ``gain_share``: as
     :func:`held_out_weight`'s)."""
     v = model.marginal_weight
     if isinstance(v, str):
@@ -586,7 +615,7 @@ def resolve_weight(model, X: Any, kinds: Any, seed_source: np.random.SeedSequenc
             return 0.0, {}  # not a mixture of trees: no back-off tree to weigh
         return held_out_weight(model, X, kinds, seed_source.spawn(1)[0],
                                fit_kwargs=fit_kwargs, rule=v, encoded=encoded,
-                               screen_params=screen_params)
+                               screen_params=screen_params, gain_share=gain_share)
     return float(v), {}
 
 
@@ -898,6 +927,9 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
         box_lo, box_hi = root_box(Z, schema)
     if hists is None:
         hists = column_histograms(Z, schema, box_lo, box_hi)
+    f = model.forest_
+    cuts = [np.unique(f.threshold[(f.feature == j) & np.isfinite(f.threshold)])
+            for j in range(schema.d)]
     out = []
     for j, spec in enumerate(schema.columns):
         x = Z[:, j][~np.isnan(Z[:, j])]
@@ -910,7 +942,7 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
             lm = (overrides or {}).get(j) or CategoricalLeaf(alpha=MARGINAL_ALPHA, floor=0.0)
             out.append(lm.fit(x, one, cell))
             continue
-        edges, cdf = hists[j]
+        edges, cdf = snap_edges(*hists[j], cuts[j] if j < len(cuts) else np.zeros(0))
         lo, hi = boxes.column(j)
         lo = np.maximum(np.asarray(lo, float), edges[0])
         hi = np.minimum(np.asarray(hi, float), edges[-1])
@@ -921,6 +953,38 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
         lm = PointMassLeaf(base=base, atoms=spec.atoms) if spec.atoms else base
         out.append(lm.fit(x, one, cell))
     return out
+
+
+def snap_edges(edges: np.ndarray, cdf: np.ndarray, cuts: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """A histogram's ``(edges, cdf)`` with each inner face that lies within one float32
+    spacing of a split threshold of the forest (sorted ``cuts``) moved onto that threshold,
+    and faces that then coincide merged (their bins' masses added: the cdf keeps its values
+    at the faces kept, so the histogram still integrates to one). The float32 torch layer
+    rounds a split and a face apart (:func:`~forestgen.leaves.base.edges_to`: a midpoint
+    down, a short decimal to nearest): a float32 row between the two, the rounding of a
+    float64 row on one side of both, would fall in another bin than that row (GeF and ARF on
+    :func:`~forestgen.testing.statistical.statistical_table`'s 0.01 grid: the grid cell face
+    1.865 beside the split 1.8650000000000002). On one face the two layers agree."""
+    edges = np.array(edges, float)
+    cdf = np.asarray(cdf, float)
+    if len(cuts) == 0 or len(edges) < 3:
+        return edges, cdf
+    inner = edges[1:-1]
+    k = np.clip(np.searchsorted(cuts, inner), 1, len(cuts) - 1) if len(cuts) > 1 else \
+        np.zeros(len(inner), np.int64)
+    cand = np.stack([cuts[np.maximum(k - 1, 0)], cuts[k]])
+    near = cand[np.argmin(np.abs(cand - inner), axis=0), np.arange(len(inner))]
+    tol = np.spacing(np.abs(inner).astype(np.float32)).astype(float)
+    move = (near != inner) & (np.abs(near - inner) <= tol)
+    if not move.any():
+        return edges, cdf
+    out = edges.copy()
+    out[1:-1] = np.where(move, near, inner)
+    if not (np.diff(out) >= 0).all():  # a face would pass its neighbour: leave them
+        return edges, cdf
+    keep = np.r_[np.diff(out) > 0, True]  # of equal faces the last (splits lie inside the box)
+    return out[keep], cdf[keep]
 
 
 def append_marginal_tree(model, Z: np.ndarray, weight: float, root: ForestArrays,
