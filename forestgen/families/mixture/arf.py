@@ -116,9 +116,11 @@ class ARF(GenerativeForest):
         ``n_leaves x levels`` per such column.
     marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the
         paper's model) — weight of one more tree that never splits, whose one leaf holds
-        every training row: under FORDE's leaves the product of the column marginals
-        (:mod:`~forestgen.families.mixture.backoff`). The model is ``(1 - λ) q + λ prod_j
-        f_j``, still one leaf mixture (density, FORGE draws and every query include it).
+        every training row and carries the column marginals
+        (:func:`~forestgen.families.mixture.backoff.append_root_marginals`: a histogram per
+        numeric column, as RFDE's, DEF's and GeF's back-off; FORDE's own pmf per discrete
+        column). The model is ``(1 - λ) q + λ prod_j f_j``, still one leaf mixture (density,
+        FORGE draws and every query include it).
         ``"held_out"`` picks ``λ`` of :data:`~forestgen.families.mixture.backoff.WEIGHTS` by
         the held-out log-likelihood of an ARF fitted on 80% of the rows (of at most 10,000);
         ``"auto"`` (:func:`~forestgen.families.mixture.backoff.choose_weight`), only where
@@ -126,17 +128,21 @@ class ARF(GenerativeForest):
         :data:`~forestgen.families.mixture.backoff.GUARD_Z` standard errors, takes among the
         weights that do not lower the held-out conditionals ``log p(x_j | x_-j)`` of the
         discrete columns (what ``predict_proba`` answers) by more than ``GUARD_Z`` standard
-        errors the one of highest held-out log-likelihood, and keeps it if it beats the ARF
-        alone by as much; else ``λ = 0``, the paper's model bit for bit. The choice is kept as
-        ``marginal_weight_``, the scores (and the rule's
-        statistic ``"t"``) as ``marginal_weight_ll_``. It costs one more fit on at most
+        errors the one of highest held-out log-likelihood, and then the smallest weight that
+        wins :data:`~forestgen.families.mixture.backoff.GAIN_SHARE` (half) of its gain over the
+        ARF alone and beats the ARF alone by more than ``GUARD_Z`` standard errors (a share
+        ``λ`` of the draws comes from the marginals, columns independent); else ``λ = 0``,
+        the paper's model bit for bit. The choice is kept as ``marginal_weight_``, the scores
+        (the rule's statistic ``"t"``, the best weight ``"best"``) as
+        ``marginal_weight_ll_``. It costs one more fit on at most
         8,000 rows; on a table of more than 5,000 rows a cheaper one on 4,000 rows comes
         first and settles ``λ = 0`` where even it finds the forest ahead of the marginals (its
         statistic kept as ``"t_screen"``; adult: ``benchmarks/results/flip_s48.md``). The held-out
         fit calls ``fit`` of the learner's class once more (a subclass that counts its fits sees
         it). A forestgen extension (issue 37), the default since stop 48: at ``λ = 0`` ARF scores
-        quine's held-out rows below the column marginals (-8.29 against -7.64), at ``"auto"`` above
-        them, and on the six other tables of ``bench_scaled_defaults`` it keeps ``λ = 0``.
+        quine's held-out rows below the column marginals (-8.29 against -7.64), at ``"auto"``
+        (``λ = 0.2``) -7.72, and on tips it keeps ``λ = 0``
+        (``benchmarks/results/backoff_s53.md``: the leaderboard's tables).
         ``marginal_weight=0`` is the paper's (and R arf's) model. The distributed fit
         (:mod:`forestgen.distributed`) has no extra tree.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
