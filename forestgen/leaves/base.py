@@ -302,34 +302,55 @@ CUTS_AT_VALUES: contextvars.ContextVar[bool] = contextvars.ContextVar("cuts_at_v
                                                                       default=False)
 
 
+#: float64 steps within which an edge counts as the short decimal it was computed from (a
+#: midpoint or dyadic cut of decimal ends is that decimal up to a few rounding steps)
+ULPS_SHORT = 4
+
+
+def short_decimals(v: np.ndarray) -> np.ndarray:
+    """The decimal of at most 9 significant digits that each of ``v`` is, to within
+    :data:`ULPS_SHORT` float64 steps (as its float64), else NaN."""
+    v = np.asarray(v, np.float64)
+    out = np.full(v.shape, np.nan)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        mag = np.floor(np.log10(np.abs(v)))
+        tol = ULPS_SHORT * np.abs(np.spacing(v))
+        for k in range(1, 10):  # v rounded to k significant digits: N / 10^e, or N * 10^-e
+            e = k - 1 - mag
+            p = 10.0 ** np.abs(e)
+            s = np.where(e >= 0, np.round(v * p) / p, np.round(v / p) * p)
+            hit = np.isnan(out) & (np.abs(s - v) <= tol)
+            out[hit] = s[hit]
+    return out
+
+
 def edges_to(a: np.ndarray, np_dtype, at_values: bool | None = None) -> np.ndarray:
     """Split thresholds / cell edges ``a`` for tests ``x <= a`` on rows in ``np_dtype``.
 
     A float32 row holds either the value it is (float32 data) or the rounding of a float64
     value (``float32(18.7) > 18.7``). An edge on a training value (``at_values``, default
-    :data:`CUTS_AT_VALUES`: GF.Boost, EOGT, NRGBoost's grid) or that is a short decimal (at
-    most 9 significant digits: RFDE's dyadic cuts of a box with decimal ends hit decimal data
-    values) is rounded to the nearest value, as a row holding it is, so that row stays on its
-    side. Any other edge (a midpoint, a long dyadic cut) is rounded down (:func:`floor_to`):
+    :data:`CUTS_AT_VALUES`: GF.Boost, EOGT, NRGBoost's grid) is rounded to the nearest value,
+    as a row holding it is, so that row stays on its side. So is an edge that is a short
+    decimal ``s`` (:func:`short_decimals`; RFDE's and DEF's dyadic cuts of a box with decimal
+    ends hit decimal data values, also a float64 step or two off them: ``(10.8 + 12.4) / 2 =
+    11.600000000000001``), with the side of ``s`` kept: a row holding ``s`` goes left iff
+    ``s <= a``, so the edge is ``s``'s rounding, or the value just below it where ``a < s``.
+    Any other edge (a midpoint, a long dyadic cut) is rounded down (:func:`floor_to`):
     ``x <= a`` iff ``x <= floor_to(a)`` for every ``np_dtype`` value, so float32 data next
     to it stay exact."""
     a = np.asarray(a, np.float64)
     if at_values is None:
         at_values = CUTS_AT_VALUES.get()
-    near = a.astype(np_dtype)
     if at_values or np_dtype == np.float64:
-        return near
+        return a.astype(np_dtype)
     out = floor_to(a, np_dtype)
-    cand = np.flatnonzero((near != out) & np.isfinite(a) & (a != 0))
+    cand = np.flatnonzero(np.isfinite(a) & (a != 0))
     if len(cand):
         v = a[cand]
-        mag = np.floor(np.log10(np.abs(v)))
-        short = np.zeros(len(v), bool)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for k in range(1, 10):  # v == v rounded to k significant digits
-                scale = 10.0 ** (k - 1 - mag)
-                short |= np.round(v * scale) / scale == v
-        out[cand[short]] = near[cand[short]]
+        s = short_decimals(v)
+        ok = ~np.isnan(s)
+        s_t = s[ok].astype(np_dtype)
+        out[cand[ok]] = np.where(v[ok] >= s[ok], s_t, np.nextafter(s_t, np_dtype(-np.inf)))
     return out
 
 

@@ -366,7 +366,7 @@ def _cut_rows(m, train: pd.DataFrame) -> np.ndarray:
         for j in num:
             e = np.asarray(grid.edges[j], float)
             cuts[j] = e[np.isfinite(e)]
-    from forestgen.leaves.base import edges_to, floor_to
+    from forestgen.leaves.base import floor_to, short_decimals
 
     rows = []
     rng = np.random.default_rng(0)
@@ -374,14 +374,19 @@ def _cut_rows(m, train: pd.DataFrame) -> np.ndarray:
         if len(t) == 0:
             continue
         t = rng.choice(t, min(len(t), 40))
-        # a cut the float32 layer rounds to nearest (on a training value, a short decimal):
-        # the float64 row at the cut; any other (a long midpoint): the float32 values on
+        # a cut on a training value: the float64 row at the cut; a cut at (or a float64 step
+        # or two off) a short decimal: the float64 row at the decimal (the data value that a
+        # float32 row is the rounding of); any other (a long midpoint): the float32 values on
         # either side of it, which float32 rows can hold exactly
-        near = edges_to(t, np.float32, getattr(m, "cuts_at_values", False)) == \
-            t.astype(np.float32)
-        below = floor_to(t, np.float32).astype(np.float64)
-        above = np.nextafter(floor_to(t, np.float32), np.float32(np.inf)).astype(np.float64)
-        vals = np.concatenate([t[near], below[~near], above[~near]])
+        if getattr(m, "cuts_at_values", False):
+            vals = t
+        else:
+            s = short_decimals(t)
+            long_ = t[np.isnan(s)]
+            below = floor_to(long_, np.float32).astype(np.float64)
+            above = np.nextafter(floor_to(long_, np.float32),
+                                 np.float32(np.inf)).astype(np.float64)
+            vals = np.concatenate([s[~np.isnan(s)], below, above])
         R = Z[rng.integers(0, len(Z), len(vals))].copy()
         R[:, j] = vals
         rows.append(R)
