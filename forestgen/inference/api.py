@@ -35,7 +35,7 @@ from forestgen.inference.posterior import (
     segment_gumbel_argmax,
 )
 from forestgen.sampling.support import draw_column, draw_mean
-from forestgen.validation import as_generator
+from forestgen.validation import as_generator, warn_input
 
 __all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
            "predict_proba", "predict", "impute", "leaf_posterior"]
@@ -231,9 +231,15 @@ def conditional_log_prob(model, X, conditions) -> np.ndarray:
     """``log p(x_U | e)`` per row of ``X``: ``U`` = observed columns of the row that carry no
     evidence (``X``'s entries in evidence columns are ignored; NaN entries are marginalised)."""
     model.check_fitted()
-    Zx = model.encode_rows(X)
-    nx = len(Zx)
     ev, per_row = parse_conditions(model, conditions)
+    notes: list = []
+    Zx = model.encoder_.transform(X, "nan", notes)
+    names = model.encoder_.schema.names
+    given = {names[j] for j in np.flatnonzero(ev.active().any(axis=0))}
+    # a column the conditions give is not "absent" from the rows: it is conditioned on
+    warn_input([n for n in notes if not (n[0] == "absent" and n[1] in given)],
+               type(model).__name__)
+    nx = len(Zx)
     if per_row:
         if ev.m != nx:
             raise ValueError(f"per-row conditions have {ev.m} rows but X has {nx}")
