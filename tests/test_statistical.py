@@ -134,3 +134,26 @@ def test_chi2_pools_small_bins_into_their_neighbour():
     assert pv == pytest.approx(stats.chi2.sf(stat, 2))
     assert _chi2(np.array([0, 50, 48, 2, 0]), np.array([0.001, 0.5, 0.48, 0.01, 0.009]),
                  100)[2] > 0.5
+
+
+def test_leaf_faces_hold_every_jump_of_gfboosts_density():
+    """GF.Boost spreads a leaf's mass by the column's histogram (faces between distinct
+    values, not at the trees' cuts); the checker's quadrature must see those faces, or its CDF
+    is off and a correct model fails (Cars93's ``Max.Price``: p = 1.8e-6)."""
+    import pandas as pd
+
+    from forestgen.testing.fixtures import leaf_faces
+
+    rng = np.random.default_rng(0)
+    n = 150
+    df = pd.DataFrame({"p": np.round(rng.gamma(4.0, 5.0, n), 1),
+                       "t": rng.choice(list("abc"), n)})
+    m = fg.GFBoost(random_state=0).fit(df)
+    lo, hi = float(df.p.min()), float(df.p.max())
+    faces = leaf_faces(m, 0, lo, hi)
+    # the density is constant between consecutive faces (uniform cells times a histogram)
+    u = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+    pts = (faces[:-1, None] + np.diff(faces)[:, None] * u[None, :]).ravel()
+    Z = np.column_stack([pts, np.full(len(pts), np.nan)])
+    lp = m.log_prob_encoded(Z).reshape(len(faces) - 1, len(u))
+    np.testing.assert_allclose(lp, lp[:, :1].repeat(len(u), 1), atol=1e-9)

@@ -51,14 +51,35 @@ def check_that(cond: bool, what: str, detail: str) -> None:
         fail(what, detail)
 
 
+def histogram_faces(leaf_model) -> np.ndarray:
+    """Bin faces of the histograms a leaf model spreads leaf mass by (a
+    :class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`'s ``edges``, also inside a
+    point-mass or stacked leaf); empty for any other leaf model."""
+    from forestgen.families.mixture.stacked import StackedLeaf
+    from forestgen.leaves.marginal_cell import MarginalCellLeaf
+
+    out = [np.zeros(0)]
+    parts = leaf_model.parts if isinstance(leaf_model, StackedLeaf) else [leaf_model]
+    for part in parts:
+        base = getattr(part, "base_", part)
+        if isinstance(base, MarginalCellLeaf) and base.edges is not None:
+            out.append(np.asarray(base.edges, float))
+    return np.concatenate(out)
+
+
 def leaf_faces(m, j: int, a: float, b: float) -> np.ndarray:
     """``a``, ``b`` and the faces of model ``m``'s leaf cells on column ``j`` inside ``[a,
     b]``, sorted: where a tree mixture's density can jump (smooth between them); with those of
-    ``m.density_faces(j)`` where the model has it (EOGT's marginal histograms)."""
+    ``m.density_faces(j)`` where the model has it (EOGT's marginal histograms), and the bin
+    faces of column ``j``'s leaf model where it spreads a leaf's mass by a histogram
+    (:func:`histogram_faces`: GF.Boost's marginal-shaped cells)."""
     faces = [a, b]
     extra = getattr(m, "density_faces", None)
     if extra is not None:
         faces += list(extra(j))
+    leaf_models = getattr(m, "leaf_models_", None)
+    if leaf_models is not None and j < len(leaf_models):
+        faces += list(histogram_faces(leaf_models[j]))
     forest = getattr(m, "forest_", None)
     if forest is not None:
         schema = m.schema_
