@@ -1,12 +1,13 @@
 """ARF's back-off toward the column marginals at its defaults, per leaderboard table and seed.
 
     python benchmarks/bench_backoff_arf.py TABLES_DIR OUT.jsonl [--seeds 3] [--max-train 500]
-        [--label NAME] [--only a,b]
+        [--label NAME] [--only a,b] [--marginal-weight auto]
 
 ``TABLES_DIR``: the leaderboard's exported tables (``benchmarks/leaderboard/tables.py``). Each
 cell uses the leaderboard's split (``run.split``: 70/30, training rows capped), fits ``ARF()``
-at its defaults (``random_state=seed``) and ``ARF(marginal_weight=0)`` (the paper's model:
-its test log densities and a sample hashed as ``paper_bits``), and records the chosen ``λ``
+at its defaults (``random_state=seed``; ``--marginal-weight``: that one parameter set) and
+``ARF(marginal_weight=0)`` (the paper's model: its test log densities and a sample hashed as
+``paper_bits``), and records the chosen ``λ``
 (``marginal_weight_``) and its statistics, the mean held-out log-likelihood of both, that of
 the product of the column marginals (``forestgen.auto.marginals_model``: kernel-smoothed
 histograms, discrete pmfs), and the leaderboard's scores of ``ARF()``'s sample of
@@ -38,7 +39,8 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def cell(table_dir: Path, seed: int, max_train: int, work: Path) -> dict:
+def cell(table_dir: Path, seed: int, max_train: int, work: Path,
+         weight: float | str = "auto") -> dict:
     from cell import typed
     from run import kinds_for_metrics, split
     from score import score_cell
@@ -51,7 +53,7 @@ def cell(table_dir: Path, seed: int, max_train: int, work: Path) -> dict:
     train, test = typed(data["train"], meta), typed(data["test"], meta)
     out = {"table": meta["name"], "seed": seed, "n_train": len(train), "n_test": len(test)}
     t0 = cpu()
-    m = fg.ARF(random_state=seed).fit(train)
+    m = fg.ARF(random_state=seed, marginal_weight=weight).fit(train)
     out["fit_cpu_s"] = cpu() - t0
     out["lambda"] = float(m.marginal_weight_)
     ll = m.marginal_weight_ll_
@@ -83,6 +85,8 @@ def main() -> int:
     ap.add_argument("--max-train", type=int, default=500)
     ap.add_argument("--label", default="")
     ap.add_argument("--only", default=None, help="comma-separated tables")
+    ap.add_argument("--marginal-weight", default="auto",
+                    help="ARF's marginal_weight in place of its default (a rule or a number)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     import forestgen
@@ -101,7 +105,9 @@ def main() -> int:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    rec = cell(a.tables / t, s, a.max_train, work)
+                    w = a.marginal_weight
+                    rec = cell(a.tables / t, s, a.max_train, work,
+                               w if w in ("auto", "held_out") else float(w))
                 except Exception as exc:  # noqa: BLE001 - a failed cell is recorded
                     rec = {"table": t, "seed": s, "error": repr(exc)[:300]}
                 rec.update(label=a.label, forestgen=str(Path(forestgen.__file__).parent),
