@@ -42,12 +42,21 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 
-def candidates():
-    from forestgen.auto import default_candidates
-    from forestgen.learners import Chain
+def extra_candidates() -> dict:
+    """Candidates measured beside :func:`forestgen.auto.default_candidates` (``--extra``)."""
+    from forestgen.learners import Chain, NRGBoost
 
-    return default_candidates() + [("Chain min_leaf=5", Chain(min_leaf=5, prior_strength=0.5,
-                                                              kernel_bandwidth=0.3))]
+    return {"Chain min_leaf=5": Chain(min_leaf=5, prior_strength=0.5, kernel_bandwidth=0.3),
+            "NRGBoost 200 trees": NRGBoost(n_trees=200)}
+
+
+def candidates(extra: list[str] | None = None):
+    from forestgen.auto import default_candidates
+
+    names = ["Chain min_leaf=5"] if extra is None else extra
+    pool = extra_candidates()
+    have = {n for n, _ in default_candidates()}
+    return default_candidates() + [(n, pool[n]) for n in names if n not in have]
 
 
 def _mean_ll(model, X) -> float:
@@ -57,7 +66,19 @@ def _mean_ll(model, X) -> float:
         return float("-inf")
 
 
-def measure(tables_dir: Path, table: str, seed: int, work: Path, fh) -> None:
+def _cond_ll(model, X, target: str) -> float:
+    """Mean validation log-likelihood of ``target`` given the other columns,
+    ``log p(x) - log p(x without target)`` (the target marginalised as missing)."""
+    try:
+        w = X.copy()
+        w[target] = np.nan
+        return float(np.mean(np.asarray(model.log_prob(X)) - np.asarray(model.log_prob(w))))
+    except NotImplementedError:
+        return float("-inf")
+
+
+def measure(tables_dir: Path, table: str, seed: int, work: Path, fh,
+            extra: list[str] | None = None, lean: bool = False) -> None:
     from cell import typed
     from run import kinds_for_metrics, split
     from sklearn.base import clone
@@ -81,10 +102,10 @@ def measure(tables_dir: Path, table: str, seed: int, work: Path, fh) -> None:
     for val, fr in zip(folds, fits):
         m0 = marginals_model().fit(take_rows(train, fr))
         marg.append(_mean_ll(m0, take_rows(train, val)))
-    for name, est in candidates():
+    for name, est in candidates(extra):
         rec = {"table": table, "seed": seed, "candidate": name, "n_train": n,
                "n_test": len(test), "marginal_ll": float(np.mean(marg)),
-               "val_auc": [], "val_auc_rep": [], "val_ll": [], "val_tstr": []}
+               "val_auc": [], "val_auc_rep": [], "val_ll": [], "val_cll": [], "val_tstr": []}
         t0 = time.process_time()
         pooled_val, pooled_syn = [], []
         try:
@@ -95,11 +116,13 @@ def measure(tables_dir: Path, table: str, seed: int, work: Path, fh) -> None:
                 syn = model.sample(len(val), random_state=s + 1)
                 rec["val_auc"].append(fm.c2st(held, syn, kinds=model, random_state=s,
                                               n_threads=1).auc)
-                reps = [fm.c2st(held, model.sample(len(val), random_state=s + 1 + r),
-                                kinds=model, random_state=s + r, n_threads=1).auc
-                        for r in (1, 2)]
-                rec["val_auc_rep"].append(reps)
+                if not lean:
+                    reps = [fm.c2st(held, model.sample(len(val), random_state=s + 1 + r),
+                                    kinds=model, random_state=s + r, n_threads=1).auc
+                            for r in (1, 2)]
+                    rec["val_auc_rep"].append(reps)
                 rec["val_ll"].append(_mean_ll(model, held))
+                rec["val_cll"].append(_cond_ll(model, held, target))
                 big = model.sample(3 * len(val), random_state=s + 7)
                 try:  # a fold too small for a class-stratified TSTR scores NaN
                     u = fm.tstr(take_rows(train, fr), big, target, test=held, kinds=kinds,
@@ -110,9 +133,11 @@ def measure(tables_dir: Path, table: str, seed: int, work: Path, fh) -> None:
                     rec["val_tstr"].append(float("nan"))
                 pooled_val.append(held)
                 pooled_syn.append(syn)
-            rec["val_auc_pooled"] = fm.c2st(pd.concat(pooled_val, ignore_index=True),
-                                            pd.concat(pooled_syn, ignore_index=True),
-                                            kinds=kinds, random_state=seed, n_threads=1).auc
+            if not lean:
+                rec["val_auc_pooled"] = fm.c2st(pd.concat(pooled_val, ignore_index=True),
+                                                pd.concat(pooled_syn, ignore_index=True),
+                                                kinds=kinds, random_state=seed,
+                                                n_threads=1).auc
             rec["val_cpu_s"] = time.process_time() - t0
             t0 = time.process_time()
             model = clone(est).set_params(random_state=seed).fit(train)
@@ -148,6 +173,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--tables", default=None)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--extra", default=None,
+                    help="comma-separated names of extra_candidates() to measure too "
+                         "(default: Chain min_leaf=5; empty: none)")
+    ap.add_argument("--rules", choices=("s52", "s53"), default="s52",
+                    help="the set of rules --analyse replays")
+    ap.add_argument("--lean", action="store_true",
+                    help="skip the repeated and pooled validation C2STs")
     ap.add_argument("--analyse", type=Path, nargs="+", default=None,
                     help="replay the rules on these measurement files and print markdown")
     ap.add_argument("--peers", type=Path, default=None,
@@ -158,7 +190,9 @@ def main() -> int:
     warnings.simplefilter("ignore")
     if a.analyse:
         for i, p in enumerate(a.analyse):
-            print(f"## {p.name}\n\n" + report(p, a.peers if i == 0 else None) + "\n")
+            print(f"## {p.name}\n\n" + report(p, a.peers if i == 0 else None,
+                                                rules if a.rules == "s52" else rules_s53)
+                  + "\n")
         return 0
     if a.export_small_tables:
         small_tables(a.export_small_tables)
@@ -174,7 +208,9 @@ def main() -> int:
         for seed in range(a.seeds):
             for t in tables:
                 if (t, seed) not in done:
-                    measure(a.tables_dir, t, seed, a.work, fh)
+                    measure(a.tables_dir, t, seed, a.work, fh,
+                            None if a.extra is None else [x for x in a.extra.split(",") if x],
+                            a.lean)
     return 0
 
 
@@ -186,8 +222,11 @@ def load_lines(path: Path) -> pd.DataFrame:
     df = df[df["error"].isna()].copy() if "error" in df else df
     df["d_val"] = [abs(np.mean(a) - 0.5) for a in df["val_auc"]]
     df["d_rep"] = [abs(np.mean(np.c_[np.asarray(a)[:, None], np.asarray(r)]) - 0.5)
-                   for a, r in zip(df["val_auc"], df["val_auc_rep"])]
-    df["d_pool"] = (df["val_auc_pooled"] - 0.5).abs()
+                   if len(r) else np.nan for a, r in zip(df["val_auc"], df["val_auc_rep"])]
+    df["d_pool"] = ((df["val_auc_pooled"] - 0.5).abs() if "val_auc_pooled" in df
+                    else np.nan)
+    df["cll"] = ([float(np.mean(v)) if isinstance(v, list) and v else np.nan
+                  for v in df["val_cll"]] if "val_cll" in df else np.nan)
     df["ll"] = [float(np.mean(v)) for v in df["val_ll"]]
     df["tstr_val"] = [float(np.mean(v)) for v in df["val_tstr"]]
     df["d_test"] = (df["test_auc"] - 0.5).abs()
@@ -321,7 +360,70 @@ def rules(df: pd.DataFrame) -> dict:
     return out
 
 
-def report(path: Path, peers: Path | None = None) -> str:
+def _combined(lam: float, pool: list[str]):
+    """The pick minimising ``d_val + lam * (best validation TSTR - validation TSTR)`` after
+    the ``-inf`` and marginals rules."""
+    def pick(g):
+        s = _eligible(g[g["candidate"].isin(pool)])
+        u = s["tstr_val"].fillna(-np.inf)
+        return str(s.loc[(s["d_val"] + lam * (u.max() - u)).idxmin(), "candidate"])
+    return pick
+
+
+def _utility_first(delta: float, pool: list[str]):
+    """Among candidates within ``delta`` of the best validation TSTR, the best C2ST."""
+    def pick(g):
+        s = _eligible(g[g["candidate"].isin(pool)])
+        u = s["tstr_val"].fillna(-np.inf)
+        t = s[u >= u.max() - delta]
+        return str(t.loc[t["d_val"].idxmin(), "candidate"])
+    return pick
+
+
+def _eligible(g: pd.DataFrame, slack: float = 0.05) -> pd.DataFrame:
+    """AutoForest's ``-inf`` and marginals rules on one cell's lines."""
+    ok = np.isfinite(g["ll"])
+    s = g[ok] if ok.any() else g
+    above = s[s["ll"] >= s["marginal_ll"]]
+    return above if len(above) and above["d_val"].min() <= s["d_val"].min() + slack else s
+
+
+def rules_s53(df: pd.DataFrame) -> dict:
+    """Stop 53's rules: utility (the validation TSTR on the table's target, or the target's
+    conditional log-likelihood) weighed beside the C2ST, on the candidates measured."""
+    names = list(dict.fromkeys(df["candidate"]))
+    base = [c for c in ("ARF", "ARF best samples", "NRGBoost", "Chain") if c in names]
+    pools = {"": base}
+    if "NRGBoost 200 trees" in names:
+        pools[" +NRG200"] = base + ["NRGBoost 200 trees"]
+    out = {f"always {c}": _fixed(c) for c in names}
+    out["oracle by test C2ST"] = lambda g: g.loc[g["d_test"].idxmin(), "candidate"]
+    out["oracle by test TSTR"] = lambda g: g.loc[g["test_tstr"].idxmax(), "candidate"]
+    has_cll = "cll" in df and df["cll"].notna().any()
+    for tag, pool in pools.items():
+        out[f"s52 rule{tag}"] = _rule(score="d_val", pool=pool)
+        for k in (1, 2, 3):
+            out[f"ties within {k} se by val TSTR{tag}"] = _rule(
+                k, score="d_val", pool=pool, tiebreak="tstr_val")
+            if has_cll:
+                out[f"ties within {k} se by target cond. LL{tag}"] = _rule(
+                    k, score="d_val", pool=pool, tiebreak="cll")
+        out[f"d_val + 0.5 x val TSTR deficit{tag}"] = _combined(0.5, pool)
+        out[f"best C2ST within 0.02 of best val TSTR{tag}"] = _utility_first(0.02, pool)
+    if "NRGBoost 200 trees" in names:
+        pool = pools[" +NRG200"]
+        out["NRG200 replacing NRGBoost, s52 rule"] = _rule(
+            score="d_val", pool=[c if c != "NRGBoost" else "NRGBoost 200 trees" for c in base])
+        for k in (1, 2):
+            out[f"NRG200 replacing NRGBoost, ties within {k} se by val TSTR"] = _rule(
+                k, score="d_val", tiebreak="tstr_val",
+                pool=[c if c != "NRGBoost" else "NRGBoost 200 trees" for c in base])
+            out[f"prior NRG200 unless beaten by {k} se{' +NRG200'}"] = _rule(
+                k, score="d_val", pool=pool, prior="NRGBoost 200 trees")
+    return out
+
+
+def report(path: Path, peers: Path | None = None, which=rules) -> str:
     """A markdown table: every rule of :func:`rules` replayed on the lines of ``path``."""
     from _common import md_table
 
@@ -330,7 +432,7 @@ def report(path: Path, peers: Path | None = None) -> str:
             == df["candidate"].nunique()]
     pb = peer_best(peers) if peers else None
     rows = []
-    for name, rule in rules(df).items():
+    for name, rule in which(df).items():
         e = evaluate(df, rule, pb)
         row = [name, f"{e['mean |AUC-0.5|']:.3f}", f"{e['hit']:.2f}", f"{e['mean regret']:.3f}",
                f"{e['max regret']:.3f}", f"{e['mean TSTR']:.3f}", str(e["TSTR gap>0.02"])]
@@ -340,11 +442,11 @@ def report(path: Path, peers: Path | None = None) -> str:
     head = ["rule", "mean test abs(AUC-0.5)", "picks test-best", "mean regret", "max regret",
             "mean test TSTR", "cells TSTR > 0.02 below best candidate"]
     if pb is not None:
-        head += ["tables closest to 0.5 vs s51 peers (+ within 0.02)",
+        head += [f"tables closest to 0.5 vs {peers.name} peers (+ within 0.02)",
                  "tables TSTR within 0.02 of best peer"]
     n = df.groupby(["table", "seed"]).ngroups
     note = ""
-    if peers:  # the replay against the leaderboard run's own AutoForest choices
+    if peers and which is rules:  # the replay against the leaderboard's AutoForest choices
         s51 = {(r["table"], r["seed"]): r.get("auto_choice") for r in
                map(json.loads, peers.read_text().splitlines()) if r["generator"] ==
                "forestgen:auto" and r.get("status") == "ok"}
