@@ -117,7 +117,9 @@ def run_forestgen(name, params, train, test, n, seed, target, meta):
     else:
         model = registry.get("learner", name)(**params, random_state=seed)
     kw, extra = {}, {}
-    if "target" in inspect.signature(model.fit).parameters:
+    if name == "auto":  # the table's TSTR target, as SMOTE is given it (forestgen.auto)
+        kw["target"] = target
+    elif "target" in inspect.signature(model.fit).parameters:
         kw["target"] = class_target(train, target, meta)
         extra["class_target"] = kw["target"]
     t0 = time.perf_counter()

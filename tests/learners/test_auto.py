@@ -189,3 +189,61 @@ def test_a_bad_column_raises_the_learners_own_error():
     df = table().assign(empty=np.nan)
     with pytest.raises(ValueError, match="column 'empty' is entirely missing"):
         fg.AutoForest(random_state=0).fit(df)
+
+
+def _fixed_utility(monkeypatch, by_type):
+    """Make the validation TSTR of each candidate a fixed number, by its learner's class."""
+    import forestgen.auto as auto
+
+    monkeypatch.setattr(auto, "_utility", lambda model, *a: by_type[type(model).__name__])
+
+
+def test_with_a_target_ties_within_the_c2st_noise_go_to_validation_tstr(monkeypatch):
+    df = table()
+    a = fg.AutoForest(candidates=cands(), random_state=0).fit(df, target="y")
+    board = a.leaderboard_
+    # the tie width is UTILITY_SE standard errors of the C2ST pooled over all 240 rows
+    assert a.tie_width_ == pytest.approx(max(a.tolerance, fg.auto.UTILITY_SE * 0.41
+                                             / np.sqrt(240)))
+    assert board["tstr"].notna().all()  # R² of y from x and c, trained on samples
+    tied = board["c2st_distance"] <= board["c2st_distance"].min() + a.tie_width_
+    assert board.loc[board["chosen"], "tstr"].iloc[0] == board.loc[tied, "tstr"].max()
+    gap = board.loc[1, "c2st_distance"] - board.loc[0, "c2st_distance"]
+    assert gap > 0  # ARF samples better; RFDE wins on utility only within the tie width
+    _fixed_utility(monkeypatch, {"ARF": 0.1, "RFDE": 0.9})
+    for width, chosen in ((gap + 0.01, "uniform-ish RFDE"), (gap - 0.01, "small ARF")):
+        monkeypatch.setattr(fg.auto, "UTILITY_SE", width * np.sqrt(240) / 0.41)
+        b = fg.AutoForest(candidates=cands(), random_state=0).fit(df, target="y")
+        assert b.best_name_ == chosen
+        np.testing.assert_allclose(b.leaderboard_["tstr"], [0.1, 0.9])
+    # without a target the utility is not computed and ties go to the log-likelihood
+    c = fg.AutoForest(candidates=cands(), tolerance=1.0, random_state=0).fit(df)
+    assert "tstr" not in c.leaderboard_ and c.tie_width_ == 1.0
+
+
+def test_utility_never_overrides_the_zero_density_and_marginals_rules(monkeypatch):
+    df = table()
+    zero = ("zero density", ZeroDensityARF(n_trees=5, max_iters=0))
+    rfde = cands()[1]
+    _fixed_utility(monkeypatch, {"ZeroDensityARF": 1.0, "RFDE": 0.0})
+    a = fg.AutoForest(candidates=[zero, rfde], tolerance=1.0, random_state=0).fit(
+        df, target="c")
+    assert a.best_name_ == rfde[0]
+    low = ("low density", LowDensityARF(n_trees=5, max_iters=0))
+    marg = ("marginals", fg.auto.marginals_model())
+    _fixed_utility(monkeypatch, {"LowDensityARF": 1.0, "GFBoost": 0.0})
+    monkeypatch.setattr(fg.auto, "MARGINAL_SLACK", 1.0)
+    b = fg.AutoForest(candidates=[low, marg], tolerance=1.0, random_state=0).fit(
+        df, target="c")
+    assert b.best_name_ == "marginals"
+
+
+def test_a_target_is_a_column_and_its_choice_is_seeded():
+    df = table()
+    with pytest.raises(ValueError, match="target column 'nope'"):
+        fg.AutoForest(candidates=cands()).fit(df, target="nope")
+    a = fg.AutoForest(candidates=cands(), random_state=5).fit(df, target="c")
+    b = fg.AutoForest(candidates=cands(), random_state=5).fit(df, target="c")
+    pd.testing.assert_frame_equal(a.leaderboard_.drop(columns="cpu_s"),
+                                  b.leaderboard_.drop(columns="cpu_s"))
+    assert 0.5 < a.leaderboard_["tstr"].max() <= 1.0  # ROC AUC of c from x and y
