@@ -343,8 +343,9 @@ class AutoForest(BaseEstimator):
         if target is not None:  # ties within the C2ST's noise go to the best utility
             width = max(width, UTILITY_SE * C2ST_SE / np.sqrt(sum(len(v) for v in folds)))
         tied = board.index[scored & (board["c2st_distance"] <= best + width)]
-        key = "tstr" if target is not None else "log_likelihood"
-        ll = board.loc[tied, key].fillna(-np.inf)
+        ll = board.loc[tied, "log_likelihood"].fillna(-np.inf)
+        if target is not None and board.loc[tied, "tstr"].notna().any():
+            ll = board.loc[tied, "tstr"].fillna(-np.inf)  # else (no fold scored it) by ll
         chosen = int(ll.index[np.argmax(ll.to_numpy())]) if np.isfinite(ll).any() \
             else int(tied[0])
         board["chosen"] = board.index == chosen
@@ -443,7 +444,9 @@ def _utility(model: Any, fit_part: Any, held: pd.DataFrame, target: str, n_val: 
              seed: int) -> float:
     """Validation TSTR on ``target``: a model trained on ``TSTR_ROWS`` x the validation rows
     of ``model``'s samples, scored on the validation rows (ROC AUC for a class target, R²
-    for a numeric one); NaN when it cannot be computed (a class missing from a fold)."""
+    for a numeric one); NaN when it cannot be computed (a class missing from a fold). A
+    candidate without one ranks below those with one; when no tied candidate has one, the
+    log-likelihood breaks the tie as without a target."""
     from forestgen.metrics import tstr
 
     synth = model.sample(TSTR_ROWS * n_val, random_state=seed + 7)

@@ -247,3 +247,17 @@ def test_a_target_is_a_column_and_its_choice_is_seeded():
     pd.testing.assert_frame_equal(a.leaderboard_.drop(columns="cpu_s"),
                                   b.leaderboard_.drop(columns="cpu_s"))
     assert 0.5 < a.leaderboard_["tstr"].max() <= 1.0  # ROC AUC of c from x and y
+
+
+def test_without_any_validation_tstr_ties_go_to_the_log_likelihood(monkeypatch):
+    df = table()
+    _fixed_utility(monkeypatch, {"ARF": float("nan"), "RFDE": float("nan")})
+    first_rfde = cands()[::-1]  # the first tied candidate is not the likelihood's choice
+    a = fg.AutoForest(candidates=first_rfde, tolerance=1.0, random_state=0).fit(df, target="c")
+    board = a.leaderboard_
+    assert board["tstr"].isna().all()
+    assert a.best_name_ == "small ARF"
+    assert board.loc[board["chosen"], "log_likelihood"].iloc[0] == board["log_likelihood"].max()
+    _fixed_utility(monkeypatch, {"ARF": float("nan"), "RFDE": 0.5})
+    b = fg.AutoForest(candidates=cands(), tolerance=1.0, random_state=0).fit(df, target="c")
+    assert b.best_name_ == "uniform-ish RFDE"
