@@ -4,15 +4,18 @@
 
 ``REPO``: a copy of the repository (its ``forestgen`` and ``benchmarks/leaderboard``);
 ``CONFIG``: ``default`` or ``k=v+k2=v2`` — Chain parameters (values as Python literals),
-``C.NAME=v`` sets the constant ``NAME`` of :mod:`forestgen.families.chain.chain`,
-``C.rule=small1se`` replaces ``leaf_size_choice`` by the smallest leaf within one standard
-error of the best, ``C.regress=1`` grows numeric columns' trees with a variance criterion on
-their target bins' ranks (a user ``@njit`` gain). Each cell of ``/tmp/leadlb/WORK`` (the
-leaderboard_s51 work directory: ``<table>_s<seed>/train.csv``, ``test.csv`` and a ``job.json``)
-is fitted and sampled as ``cell.py`` does, scored by ``score.py``'s readers and
-:func:`forestgen.metrics.c2st` / :func:`~forestgen.metrics.tstr` with the cell's seed, and
-written with the held-out log-likelihood and the column marginals'
-(``bench_scaled_defaults.marginal_ll``). Cells already in ``OUT`` are skipped.
+``order=target_last`` visits the TSTR target last (``discrete_first``: the discrete columns
+first, fewest levels first; ``nominal_first``: those but integer columns), ``C.NAME=v`` sets
+the constant ``NAME`` of :mod:`forestgen.families.chain.chain`, ``C.rule=small1se`` replaces
+``leaf_size_choice`` by the smallest leaf within one standard error of the best,
+``C.regress=1`` grows numeric columns' trees with a variance criterion on their target bins'
+ranks (a user ``@njit`` gain). Each cell
+of ``/tmp/leadlb/WORK`` (the leaderboard_s51 work directory: ``<table>_s<seed>/train.csv``,
+``test.csv`` and a ``job.json``) is fitted and sampled as ``cell.py`` does, scored by
+``score.py``'s readers and :func:`forestgen.metrics.c2st` / :func:`~forestgen.metrics.tstr`
+with the cell's seed, and written with the held-out log-likelihood, the column marginals'
+(``bench_scaled_defaults.marginal_ll``) and ``score.py``'s association gaps (numeric pairs,
+numeric-categorical pairs, categorical pairs). Cells already in ``OUT`` are skipped.
 """
 import ast
 import json
@@ -36,7 +39,7 @@ import forestgen as fg  # noqa: E402
 import forestgen.families.chain.chain as CH  # noqa: E402
 import forestgen.metrics as fm  # noqa: E402
 
-W = Path("/tmp/leadlb/WORK")
+W = Path("/tmp/leadlb/WORK")  # the leaderboard_s51 splits (as leaderboard_s52's)
 TABLES = ("abalone adult airquality anes96 breast_cancer california diabetes diamonds fair "
           "iris macrodata penguins wine").split()
 
@@ -128,12 +131,23 @@ def main():
             meta = job["meta"]
             train, test = typed(str(d / "train.csv"), meta), typed(str(d / "test.csv"), meta)
             r0 = resource.getrusage(resource.RUSAGE_SELF)
-            m = fg.Chain(**params, random_state=s).fit(train)
+            kw = dict(params)
+            if kw.get("order") == "target_last":  # the TSTR target visited last
+                cols0 = [c for c in train.columns if c != meta["target"]]
+                kw["order"] = cols0 + [meta["target"]]
+            if kw.get("order") in ("discrete_first", "nominal_first"):  # fewest levels first
+                sch = fg.Chain(min_leaf=5, prior_strength=0.5, kernel_bandwidth=0.3,
+                               random_state=0).fit(train).encoder_.schema
+                disc = sorted([c.name for c in sch.columns if c.is_discrete and (
+                    kw["order"] == "discrete_first" or c.kind != "integer")],
+                    key=lambda name: sch[name].n_levels)
+                kw["order"] = disc + [c for c in train.columns if c not in disc]
+            m = fg.Chain(**kw, random_state=s).fit(train)
             syn = m.sample(job["n_synth"], random_state=s)
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
             ll = float(np.mean(np.asarray(m.log_prob(test), float)))
-            p = out.parent / f"syn_{t}_{s}.csv"
+            p = out.parent / f"{out.stem}.syn_{t}_{s}.csv"  # one per run: runs side by side
             pd.DataFrame(syn).to_csv(p, index=False)
             kinds, cols = kinds_for_metrics(meta), list(meta["columns"])
             tr, te, sy = (_read(str(q), cols, kinds) for q in (d / "train.csv", d / "test.csv", p))
@@ -146,7 +160,17 @@ def main():
 
                 marg[f"{t}_{s}"] = marginal_ll(train, test)
                 mcache.write_text(json.dumps(marg))
+            gap = fm.association_gap(tr, sy, kinds=kinds, max_rows=5000, random_state=s).matrix
+            num = [c for c in cols if kinds[c] == "numeric"]
+            cat = [c for c in cols if kinds[c] == "categorical"]
+
+            def pair_mean(a, b, g=gap):
+                v = [g.loc[x, y] for x in a for y in b if x != y]
+                return float(np.mean(v)) if v else None
+
             rec = dict(config=cfg, table=t, seed=s, c2st_auc=c2.auc, tstr=u.tstr[key],
+                       corr_gap=pair_mean(num, num), mixed_gap=pair_mean(num, cat),
+                       contingency_gap=pair_mean(cat, cat),
                        test_ll=ll, marginal_ll=marg[f"{t}_{s}"], cpu_s=cpu,
                        min_leaf_=np.asarray(m.min_leaf_).tolist())
             with out.open("a") as f:
