@@ -217,3 +217,29 @@ def test_cars93_type_is_predicted_worse_than_with_the_former_leaves():
     old, _ = _true_level(fg.Chain(**OLD_LEAVES, random_state=0, n_jobs=1).fit(train), test,
                          "Type")
     assert new < old - 0.2
+
+
+def test_fine_bandwidths_are_chosen_after_the_leaf_size(monkeypatch):
+    """A numeric column on an integer lattice takes a fine bandwidth factor (kernels that
+    spike on the lattice) at the leaf size chosen without them, and new rows on the lattice
+    score higher than with the regular factors alone."""
+    import forestgen.families.chain.chain as chain_module
+    from forestgen.families.chain.chain import FINE_BANDWIDTHS
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400)
+    y = np.round(90 + 12 * x + rng.normal(0, 6, 400))
+    y[::25] += 1 / 3  # a few thirds: a numeric column, not integer levels
+    df = pd.DataFrame({"x": x, "y": y})
+    train, test = df.iloc[:300], df.iloc[300:]
+    m = fg.Chain(random_state=0, n_jobs=1).fit(train)
+    assert not m.encoder_.schema["y"].is_discrete
+    assert m.bandwidth_[1] in FINE_BANDWIDTHS
+    monkeypatch.setattr(chain_module, "FINE_BANDWIDTHS", ())
+    regular = fg.Chain(random_state=0, n_jobs=1).fit(train)
+    assert regular.bandwidth_[1] in BANDWIDTHS
+    assert (m.min_leaf_ == regular.min_leaf_).all()
+    assert np.mean(m.log_prob(test)) > np.mean(regular.log_prob(test)) + 0.2
+    # the conditionals still sum to the density on rows inside the support
+    rows = train.head(50)
+    assert np.allclose(m.conditional_log_liks(rows).sum(1), m.log_prob(rows))

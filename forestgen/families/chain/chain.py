@@ -79,6 +79,14 @@ PRIORS = (0.5, 2.0, 5.0)
 #: these and :data:`PRIORS` give mean ``|AUC - 0.5|`` 0.138 against 0.1435, TSTR 0.728 against
 #: 0.733 (``benchmarks/results/leaderboard_chain_s53.md``)
 BANDWIDTHS = (0.1, 0.2, 0.4, 1.0)
+#: finer bandwidth factors compared per numeric column *after* its leaf size is chosen (at
+#: that size, with :data:`BANDWIDTHS`; ``kernel_bandwidth="held_out"``): kernels narrower than
+#: a lattice's spacing (diabetes' mostly-integer ``bp``) spike on it, which the held-out
+#: rows reward; in the size choice they pushed it toward marginals and coarse trees (mean
+#: ``|AUC - 0.5|`` 0.157 against 0.138), after it they cost 0.005 (0.143) and lift the held-out
+#: log-likelihood by 1.0 nat per row on average, above the column marginals on all 39 cells
+#: of the leaderboard (3 below without; ``benchmarks/results/leaderboard_chain_s53.md``)
+FINE_BANDWIDTHS = (0.02, 0.05)
 #: the prior at the point masses of numeric columns, and the former default of prior_strength
 PRIOR = 0.5
 
@@ -149,8 +157,9 @@ class Chain(ChainQueries, GenerativeForest):
     kernel_bandwidth : ``"held_out"`` (default) or a factor ``c > 0`` of the numeric kernel
         leaves' bandwidth (:data:`NUMERIC_BANDWIDTH`, 0.3, before stop 45). ``"held_out"``
         chooses it per numeric column among :data:`BANDWIDTHS` with its leaf size (below;
-        (0.3, 0.6, 1.0, 1.5) before stop 53); the chosen values are ``bandwidth_``. Ignored
-        with ``numeric_leaf``.
+        (0.3, 0.6, 1.0, 1.5) before stop 53), then at the chosen size among those and
+        :data:`FINE_BANDWIDTHS` (kernels narrower than a lattice's spacing); the chosen values
+        are ``bandwidth_``. Ignored with ``numeric_leaf``.
     integer_bandwidth : 0.5 — the ordered-level kernel of integer columns coded as levels
         (as :class:`~forestgen.families.mixture.arf.ARF`). Discrete leaves report a level
         without mass (a declared level with no training rows) as probability 0, their exact
@@ -271,7 +280,8 @@ class Chain(ChainQueries, GenerativeForest):
         prior of :data:`PRIORS` on a discrete column, its bandwidth of :data:`BANDWIDTHS` on
         a numeric one) by its held-out conditional log-likelihood: per size the best level,
         then the size by :func:`leaf_size_choice` (class docstring; ``leaf_size_ll_`` keeps
-        the mean scores at each size's best level, ``[sizes, columns]``). Fewer than 10
+        the mean scores at each size's best level, ``[sizes, columns]``), then at that size
+        the best level with :data:`FINE_BANDWIDTHS` added (numeric columns). Fewer than 10
         rows: the first of each."""
         import warnings
 
@@ -286,12 +296,15 @@ class Chain(ChainQueries, GenerativeForest):
                  else np.array([float(self.kernel_bandwidth)]))
         A = max(len(priors), len(bands))  # smoothing levels: a prior and a bandwidth each
         priors, bands = np.resize(priors, A), np.resize(bands, A)
+        fine = FINE_BANDWIDTHS if self.kernel_bandwidth == "held_out" else ()
+        priors = np.concatenate([priors, np.full(len(fine), priors[0])])
+        bands = np.concatenate([bands, np.asarray(fine, float)])
         split = None if len(sizes) == A == 1 else held_out_split(len(X), seed)
         if split is None:
             return np.full(d, sizes[0], np.int64), np.full(d, priors[0]), np.full(d, bands[0])
         fit, val = split
         Xf, Xv = take_rows(X, fit), take_rows(X, val)
-        lls = np.full((len(sizes), A, len(val), d), -np.inf)
+        lls = np.full((len(sizes), len(bands), len(val), d), -np.inf)
         params = {**self.get_params(deep=False), "order": self.order, "n_jobs": self.n_jobs}
         for k, s in enumerate(sizes):
             m = type(self)(**{**params, "min_leaf": int(s) if s else len(fit) + 1,
@@ -302,7 +315,7 @@ class Chain(ChainQueries, GenerativeForest):
                     warnings.simplefilter("ignore")
                     m.fit(Xf, kinds=kinds)
                     Zf = m.encode_rows(Xf)
-                    for a in range(A):  # the trees do not depend on the leaves' smoothing
+                    for a in range(len(bands)):  # the trees do not depend on the smoothing
                         if a:
                             m.prior_, m.bandwidth_ = np.full(d, priors[a]), np.full(d, bands[a])
                             m._fit_chain_leaves(Zf)
@@ -312,13 +325,14 @@ class Chain(ChainQueries, GenerativeForest):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a column never observed: NaN
             mean = np.nanmean(np.where(np.isneginf(lls), -1e300, lls), axis=2)  # [K, A, d]
-        best_prior = np.argmax(mean, axis=1)  # [K, d]: per size, ties to the first prior
+        best_prior = np.argmax(mean[:, :A], axis=1)  # [K, d]: per size, ties to the first
         cols = np.arange(d)
         at_best = lls[np.arange(len(sizes))[:, None], best_prior, :, cols[None, :]]  # [K, d, m]
         self.leaf_size_ll_ = mean[np.arange(len(sizes))[:, None], best_prior, cols[None, :]]
         k = (np.array([leaf_size_choice(at_best[:, j, :]) for j in range(d)], np.int64)
              if len(sizes) > 1 else np.zeros(d, np.int64))
-        return sizes[k], priors[best_prior[k, cols]], bands[best_prior[k, cols]]
+        level = np.argmax(mean[k, :, cols], axis=1)  # at the chosen size, the fine levels too
+        return sizes[k], priors[level], bands[level]
 
     def conditional_log_liks(self, X) -> np.ndarray:
         """``[n, d]``: ``log p(x_j | x_<j)`` of each complete row's column ``j`` (table
