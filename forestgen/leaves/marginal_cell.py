@@ -182,10 +182,11 @@ class MarginalCellLeaf(LeafModel):
         import torch
 
         lo, hi, logz = params["table"][leaf].unbind(-1)
-        e = params["edges"][leaf]
-        k = params["logd"].shape[1]
-        b = ((x[..., None] > e).sum(-1) - 1).clamp(0, k - 1)
-        logd = params["logd"][leaf].gather(-1, b[..., None])[..., 0] - logz
+        if params["edges"].shape[0] == 0:
+            return torch.full_like(x, -math.inf)
+        e, logd_bins = params["edges"][0], params["logd"][0]  # shared by every leaf
+        b = (torch.searchsorted(e, x.contiguous()) - 1).clamp(0, len(logd_bins) - 1)
+        logd = logd_bins[b] - logz  # O(pairs) memory: no per-pair copy of the edges
         return torch.where((x > lo) & (x <= hi), logd, torch.full_like(logd, -math.inf))
 
     def torch_sample_params(self, n_leaves, device):
@@ -204,10 +205,10 @@ class MarginalCellLeaf(LeafModel):
         import torch
 
         fa, fb, lo, hi = params["face"][leaf].unbind(-1)
-        c, e = params["cdf"][leaf], params["edges"][leaf]
+        c, e = params["cdf"][0], params["edges"][0]  # shared by every leaf
         p = fa + u * (fb - fa)
-        b = (torch.searchsorted(c, p[:, None], right=True)[:, 0] - 1).clamp(0, c.shape[1] - 2)
-        c0, c1 = c.gather(1, b[:, None])[:, 0], c.gather(1, b[:, None] + 1)[:, 0]
-        e0, e1 = e.gather(1, b[:, None])[:, 0], e.gather(1, b[:, None] + 1)[:, 0]
+        b = (torch.searchsorted(c, p.contiguous(), right=True) - 1).clamp(0, len(c) - 2)
+        c0, c1 = c[b], c[b + 1]
+        e0, e1 = e[b], e[b + 1]
         x = e0 + (p - c0) / (c1 - c0) * (e1 - e0)
         return torch.minimum(torch.maximum(x, lo), hi)

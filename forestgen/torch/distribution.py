@@ -545,8 +545,18 @@ class ForestDistribution(Distribution):
         """Rows with NaN: all leaves each row can reach (CPU routing), scored with torch."""
         Z = xr.detach().to("cpu", torch.float64).numpy()
         ptr, leaf = self._routing(x.dtype).reach(Z)
-        rows = np.repeat(np.arange(len(Z)), np.diff(ptr))
-        rows_t = torch.as_tensor(rows, device=x.device)
-        leaf_t = torch.as_tensor(leaf.astype(np.int64), device=x.device)
-        s = _leaf_scores(tf, x, leaf_t, rows_t)
-        return torch_segment_logsumexp(s, rows_t, len(Z))
+        # rows in chunks of at most `most` (row, leaf) pairs (at least one row per chunk)
+        budget = MEMORY_BUDGET.get(x.device.type, MEMORY_BUDGET["default"])
+        most = max(1, budget // (12 * x.element_size() * (x.shape[1] + 1)))
+        parts = []
+        start = 0
+        while start < len(Z):
+            end = max(start + 1, int(np.searchsorted(ptr, ptr[start] + most, "right")) - 1)
+            rows = np.repeat(np.arange(end - start), np.diff(ptr[start: end + 1]))
+            rows_t = torch.as_tensor(rows, device=x.device)
+            leaf_t = torch.as_tensor(leaf[ptr[start]: ptr[end]].astype(np.int64),
+                                     device=x.device)
+            s = _leaf_scores(tf, x[start:end], leaf_t, rows_t)
+            parts.append(torch_segment_logsumexp(s, rows_t, end - start))
+            start = end
+        return torch.cat(parts) if parts else x.new_zeros(0)
