@@ -37,6 +37,16 @@ def device_sampler_supported(model) -> bool:
     return all(lm.has_torch_sampler for lm in model.leaf_models_)
 
 
+def _hookless(lm) -> str:
+    """The name of a leaf model without the torch_sample hook; a stacked leaf (a back-off
+    tree's column) names its parts that lack it."""
+    parts = getattr(lm, "parts", None)
+    if parts:
+        inner = ", ".join(_hookless(p) for p in parts if not p.has_torch_sampler)
+        return f"{type(lm).__name__}({inner})"
+    return type(lm).__name__
+
+
 class DeviceSampler:
     """A leaf mixture's sampling tables on one device.
 
@@ -52,7 +62,7 @@ class DeviceSampler:
     def __init__(self, model, device, leaf_log_weight: np.ndarray | None = None,
                  columns: list[int] | None = None):
         if not device_sampler_supported(model):
-            bad = sorted({type(lm).__name__ for lm in getattr(model, "leaf_models_", [])
+            bad = sorted({_hookless(lm) for lm in getattr(model, "leaf_models_", [])
                           if not lm.has_torch_sampler})
             why = (f"leaf models {bad} lack the torch_sample hook" if bad else
                    "its draws do not come from the leaf mixture's ancestral sampler")

@@ -177,7 +177,8 @@ def test_arf_gives_the_tail_only_to_unit_grid_integer_columns():
                        "gain": np.where(rng.random(n) < 0.8, 0,
                                         rng.choice([114, 401, 594, 914, 991], n)),
                        "x": rng.normal(size=n)})
-    m = ARF(n_trees=3, integer_tail=10, random_state=0).fit(df)
+    # the paper's model (no back-off tree, whose columns would be stacked leaves)
+    m = ARF(n_trees=3, integer_tail=10, marginal_weight=0, random_state=0).fit(df)
     kinds = {s.name: (s.kind, len(s.categories or [])) for s in m.encoder_.schema}
     assert kinds["rating"] == ("integer", 10) and kinds["gain"] == ("integer", 6)
     rating, gain = m.leaf_models_[0], m.leaf_models_[1]
@@ -187,5 +188,5 @@ def test_arf_gives_the_tail_only_to_unit_grid_integer_columns():
     # search evaluates in its kernels
     from forestgen.inference.leaf_search import leaf_kind
 
-    plain = ARF(n_trees=3, random_state=0).fit(df)
+    plain = ARF(n_trees=3, marginal_weight=0, random_state=0).fit(df)
     assert type(plain.leaf_models_[0]) is OrdinalKernelLeaf and leaf_kind(plain.leaf_models_[0])
