@@ -88,7 +88,11 @@ of the TSTR did no better on both goals at once. The gains are one table each, w
 noise of two seeds; the TSTR goal is bounded by the candidates (NRGBoost at 200 trees alone
 was within 0.02 of the best peer's TSTR on all 13 tables, but as a fifth candidate it lowered
 the count of tables where the pick is closest to 0.5 under 8 of the 9 rules tried, by 1-3; the
-ninth kept its 4: the measurement's page). Without a target
+ninth kept its 4: the measurement's page). On the stop 53 leaderboard itself, run after ARF's
+back-off and the Chain's new defaults landed, the one-table gains did not carry over: closest
+on 4 tables (+2 within 0.02) and TSTR within 0.02 on 6, against stop 52's 5 (+1) and 7, with
+airquality's choice moving from NRGBoost to ARF (``benchmarks/results/leaderboard_s53.md``).
+Without a target
 nothing changes. The validation TSTR is counted in each candidate's ``cpu_s`` and
 ``time_budget``.
 
