@@ -50,10 +50,10 @@ def _table(n, seed=0):
 @pytest.fixture(scope="module")
 def models():
     df = _table(600)
-    return {"arf": ARF(n_trees=3, random_state=0, n_jobs=1).fit(df),
-            "smooth": ARF(n_trees=3, alpha=0.5, random_state=1, n_jobs=1).fit(df),
-            "unif": ARF(n_trees=3, family="unif", random_state=2, n_jobs=1).fit(df),
-            "tail": ARF(n_trees=2, integer_tail=10, random_state=3, n_jobs=1).fit(df)}
+    return {"arf": ARF(marginal_weight=0, n_trees=3, random_state=0, n_jobs=1).fit(df),
+            "smooth": ARF(marginal_weight=0, n_trees=3, alpha=0.5, random_state=1, n_jobs=1).fit(df),
+            "unif": ARF(marginal_weight=0, n_trees=3, family="unif", random_state=2, n_jobs=1).fit(df),
+            "tail": ARF(marginal_weight=0, n_trees=2, integer_tail=10, random_state=3, n_jobs=1).fit(df)}
 
 
 def _conditions(n, seed):
@@ -301,7 +301,7 @@ def _wide_conditions(n, seed):
 def prune_models(models):
     df = _table(600)
     return {**models,
-            "local": ARF(n_trees=3, finite_bounds="local", epsilon=0.3, alpha=0.2,
+            "local": ARF(marginal_weight=0, n_trees=3, finite_bounds="local", epsilon=0.3, alpha=0.2,
                          random_state=4, n_jobs=1).fit(df),
             "gef": GeF(n_trees=3, random_state=5).fit(df, target="c1")}
 

@@ -44,7 +44,7 @@ def _queries(n, seed, frac=0.3):
 def mixed():
     """Truncated-normal, point-mass, rounded-normal-tail, ordinal-kernel and categorical
     leaves."""
-    m = ARF(n_trees=4, integer_tail=10, random_state=0, n_jobs=1).fit(_table(600))
+    m = ARF(marginal_weight=0, n_trees=4, integer_tail=10, random_state=0, n_jobs=1).fit(_table(600))
     kinds = [type(lm) for lm in m.leaf_models_]
     assert PointMassLeaf in kinds and RoundedNormalTailLeaf in kinds
     assert {leaf_kind(lm) for lm in m.leaf_models_} == {0, TRUNCNORM, CATEGORICAL}
@@ -54,14 +54,14 @@ def mixed():
 @pytest.fixture(scope="module")
 def plain():
     """Every column with an in-kernel leaf factor."""
-    m = ARF(n_trees=4, random_state=1, n_jobs=1).fit(_table(600).drop(columns="spend"))
+    m = ARF(marginal_weight=0, n_trees=4, random_state=1, n_jobs=1).fit(_table(600).drop(columns="spend"))
     assert all(leaf_kind(lm) for lm in m.leaf_models_)
     return m
 
 
 @pytest.fixture(scope="module")
 def unif():
-    return ARF(n_trees=3, family="unif", random_state=2, n_jobs=1).fit(
+    return ARF(marginal_weight=0, n_trees=3, family="unif", random_state=2, n_jobs=1).fit(
         _table(500).drop(columns="spend"))
 
 
