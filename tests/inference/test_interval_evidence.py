@@ -35,6 +35,10 @@ from forestgen.leaves.normal_math import log_ndtr_diff as np_log_ndtr_diff
 from forestgen.tree.kernels import EvidenceRows
 
 
+def paper_arf(**kw):
+    """The paper's ARF (no back-off tree: the walk reads FORDE's leaves, not stacked ones)."""
+    return ARF(marginal_weight=0, **kw)
+
 def _table(n, seed=0):
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n, 2))
@@ -50,10 +54,10 @@ def _table(n, seed=0):
 @pytest.fixture(scope="module")
 def models():
     df = _table(600)
-    return {"arf": ARF(marginal_weight=0, n_trees=3, random_state=0, n_jobs=1).fit(df),
-            "smooth": ARF(marginal_weight=0, n_trees=3, alpha=0.5, random_state=1, n_jobs=1).fit(df),
-            "unif": ARF(marginal_weight=0, n_trees=3, family="unif", random_state=2, n_jobs=1).fit(df),
-            "tail": ARF(marginal_weight=0, n_trees=2, integer_tail=10, random_state=3, n_jobs=1).fit(df)}
+    return {"arf": paper_arf(n_trees=3, random_state=0, n_jobs=1).fit(df),
+            "smooth": paper_arf(n_trees=3, alpha=0.5, random_state=1, n_jobs=1).fit(df),
+            "unif": paper_arf(n_trees=3, family="unif", random_state=2, n_jobs=1).fit(df),
+            "tail": paper_arf(n_trees=2, integer_tail=10, random_state=3, n_jobs=1).fit(df)}
 
 
 def _conditions(n, seed):
@@ -301,7 +305,7 @@ def _wide_conditions(n, seed):
 def prune_models(models):
     df = _table(600)
     return {**models,
-            "local": ARF(marginal_weight=0, n_trees=3, finite_bounds="local", epsilon=0.3, alpha=0.2,
+            "local": paper_arf(n_trees=3, finite_bounds="local", epsilon=0.3, alpha=0.2,
                          random_state=4, n_jobs=1).fit(df),
             "gef": GeF(n_trees=3, random_state=5).fit(df, target="c1")}
 

@@ -20,6 +20,10 @@ from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
 
 
+def paper_arf(**kw):
+    """The paper's ARF (no back-off tree: the walk reads FORDE's leaves, not stacked ones)."""
+    return ARF(marginal_weight=0, **kw)
+
 def _table(n, seed=0):
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n, 2))
@@ -44,7 +48,7 @@ def _queries(n, seed, frac=0.3):
 def mixed():
     """Truncated-normal, point-mass, rounded-normal-tail, ordinal-kernel and categorical
     leaves."""
-    m = ARF(marginal_weight=0, n_trees=4, integer_tail=10, random_state=0, n_jobs=1).fit(_table(600))
+    m = paper_arf(n_trees=4, integer_tail=10, random_state=0, n_jobs=1).fit(_table(600))
     kinds = [type(lm) for lm in m.leaf_models_]
     assert PointMassLeaf in kinds and RoundedNormalTailLeaf in kinds
     assert {leaf_kind(lm) for lm in m.leaf_models_} == {0, TRUNCNORM, CATEGORICAL}
@@ -54,14 +58,14 @@ def mixed():
 @pytest.fixture(scope="module")
 def plain():
     """Every column with an in-kernel leaf factor."""
-    m = ARF(marginal_weight=0, n_trees=4, random_state=1, n_jobs=1).fit(_table(600).drop(columns="spend"))
+    m = paper_arf(n_trees=4, random_state=1, n_jobs=1).fit(_table(600).drop(columns="spend"))
     assert all(leaf_kind(lm) for lm in m.leaf_models_)
     return m
 
 
 @pytest.fixture(scope="module")
 def unif():
-    return ARF(marginal_weight=0, n_trees=3, family="unif", random_state=2, n_jobs=1).fit(
+    return paper_arf(n_trees=3, family="unif", random_state=2, n_jobs=1).fit(
         _table(500).drop(columns="spend"))
 
 
