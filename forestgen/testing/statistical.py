@@ -189,12 +189,16 @@ def _numeric_test(spec, draws: np.ndarray, F, atoms: np.ndarray) -> tuple[str, f
     if s is None and len(atoms) == 0:
         r = stats.kstest(draws, F)
         return "ks", float(r.statistic), float(r.pvalue)
-    # bins: quantiles of the draws moved to rounding boundaries, each point mass its own bin
+    # bins: quantiles of the draws moved to rounding boundaries, each point mass its own bin —
+    # on a grid its rounding cell, which the latent's mass there rounds into too
     qs = np.quantile(draws, np.linspace(0, 1, 21)[1:-1])
     if s is not None:
         qs = np.round(qs / s) * s + 0.5 * s
-    edges = np.unique(np.concatenate([qs, atoms - 1e-12 * np.maximum(1, np.abs(atoms)),
-                                      atoms + 1e-12 * np.maximum(1, np.abs(atoms))]))
+        around = np.concatenate([atoms - 0.5 * s, atoms + 0.5 * s])
+    else:
+        around = np.concatenate([atoms - 1e-12 * np.maximum(1, np.abs(atoms)),
+                                 atoms + 1e-12 * np.maximum(1, np.abs(atoms))])
+    edges = np.unique(np.concatenate([qs, around]))
     cdf = np.concatenate([[0.0], F(edges), [1.0]])
     p = np.diff(cdf)
     obs = np.diff(np.concatenate([[0], np.searchsorted(np.sort(draws), edges, "right"),
