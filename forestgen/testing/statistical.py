@@ -496,11 +496,14 @@ def check_statistics(m, train: pd.DataFrame, *, n: int = 4000, random_state: int
                      nan_marginal: tuple | None = None, checks=CHECKS) -> list[StatResult]:
     """Run the statistical checks (module docstring; ``checks``: which of :data:`CHECKS`) on
     fitted model ``m`` (fitted on ``train``) with ``n`` draws; ``n_expect``: draws of a
-    Monte-Carlo ``expect`` (NRGBoost). ``nan_marginal``: ``(learner class, params,
+    Monte-Carlo ``expect`` (NRGBoost; default ``n`` for a model whose ``expect`` takes
+    ``n_draws``, whose error then counts in the test). ``nan_marginal``: ``(learner class, params,
     fit_kwargs)`` to fit on :func:`discrete_toy`. Queries outside the model's declared
     ``capabilities`` are skipped. Returns the results; raises ``AssertionError`` listing the
     failures unless ``raise_on_failure=False``."""
     caps = _caps(m)
+    if n_expect is None and "n_draws" in _expect_params(m):
+        n_expect = n
     where = type(m).__name__
     res: list[StatResult] = []
     Z = m.sample_encoded(n, random_state=random_state)
@@ -549,9 +552,8 @@ def check_learner_statistics(model, *, fit_kwargs: dict | None = None, n: int = 
     train = statistical_table(random_state=random_state)
     params = model.get_params()
     m = type(model)(**params).fit(train, **fit_kwargs)
-    n_expect = n if "n_draws" in _expect_params(m) else None
     return check_statistics(m, train, n=n, random_state=random_state,
-                            raise_on_failure=raise_on_failure, n_expect=n_expect,
+                            raise_on_failure=raise_on_failure,
                             nan_marginal=(type(model), params, fit_kwargs), checks=checks)
 
 
