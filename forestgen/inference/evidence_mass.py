@@ -59,7 +59,9 @@ from forestgen.inference.leaf_factors import (
     UNIFORM,
     add_pmf,
     cached_for,
+    fused_head,
     leaf_pack,
+    supported_columns,
 )
 from forestgen.inference.marginal_walk import PackedForest, range_evidence, walk
 from forestgen.leaves.normal_math import LOG_SQRT_2PI
@@ -481,11 +483,23 @@ def _similar_order(lo: np.ndarray, hi: np.ndarray, smask: np.ndarray) -> np.ndar
     return np.lexsort(keys[::-1]).astype(np.int64)
 
 
+def head_rows(model, ev: Evidence, rows: np.ndarray) -> np.ndarray:
+    """bool per row of ``rows`` of a model with a :func:`~.leaf_factors.fused_head`: point
+    evidence only, on columns the head's leaf factors weigh (the walk's head and tail; its
+    tail takes no intervals or level sets)."""
+    ok = ~(~np.isnan(ev.point[rows]) & ~supported_columns(model)).any(1)
+    ok &= np.isnan(ev.lo[rows]).all(1)
+    for a, _ in ev.sets.values():
+        ok &= ~a[rows]
+    return ok
+
+
 def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune: bool = True,
                       leaves: bool = False):
     """``(done, log p(e))`` for the evidence rows ``rows`` (default all): ``done`` marks the
-    rows whose evidence has in-kernel factors (:func:`~.interval_factors.kernel_rows`) and
-    were summed here; the others (NaN in the result) are left to the enumerating path.
+    rows whose evidence has in-kernel factors (:func:`~.interval_factors.kernel_rows`; of a
+    model with a :func:`~.leaf_factors.fused_head`, also :func:`head_rows`) and were summed
+    here; the others (NaN in the result) are left to the enumerating path.
     ``prune=False`` scores every reached leaf in log space (the unpruned walk of the log
     weights, a reference for the pruned linear-space one); ``leaves=True`` adds a third
     result, the leaves scored per row (-1 where not done)."""
@@ -493,6 +507,8 @@ def evidence_log_mass(model, ev: Evidence, rows: np.ndarray | None = None, prune
     out = np.full(len(rows), np.nan)
     cnt = np.full(len(rows), -1, np.int64)
     done = kernel_rows(model, ev, rows) if len(rows) else np.zeros(0, bool)
+    if len(rows) and fused_head(model) is not None:
+        done |= head_rows(model, ev, rows)
     sel = rows[done]
     if len(sel):
         model.require_normalised("leaf posterior")

@@ -15,7 +15,10 @@ few consecutive cache lines, and scoring it takes no logarithm.
 that an unlisted allowed level scores ``log rest + log base`` where the leaf model takes
 ``log(rest * base)`` (an ulp apart). Leaf models without an in-kernel evaluator
 (:func:`leaf_kind` 0: no declared packed form, e.g. point masses and rounded-normal tails)
-are left to the per-column paths.
+are left to the per-column paths. A model whose columns are stacked leaves with a tail of
+trees that never split (the back-off of :mod:`~forestgen.families.mixture.backoff`) is packed
+by its :func:`fused_head`: the trees before the tail with each column's first part; the walk
+scores the tail's leaves itself (:mod:`.marginal_walk`).
 
 Memory: ``8 (L h + nnz + sum_k ceil(nnz_k / 4) + 2)`` bytes of records for ``L`` leaves with
 ``nnz`` listed levels (``nnz_k`` in leaf ``k``) and ``h = 1 + 5 n_truncnorm + 2 n_categorical +
@@ -62,8 +65,72 @@ def leaf_kind(lm) -> int:
 
 
 def supported_columns(model) -> np.ndarray:
-    """bool ``[d]``: columns whose point evidence the in-kernel factors can weigh."""
-    return np.array([leaf_kind(lm) > 0 for lm in model.leaf_models_], bool)
+    """bool ``[d]``: columns whose point evidence the in-kernel factors can weigh (of a model
+    with a :func:`fused_head`, the head's leaf models: the walk scores the tail itself)."""
+    head = fused_head(model)
+    models = (model if head is None else head).leaf_models_
+    return np.array([leaf_kind(lm) > 0 for lm in models], bool)
+
+
+class FusedHead:
+    """The part of a model with stacked leaves that the fused walk packs (:func:`fused_head`):
+    its first trees (``forest_``, a prefix of the model's nodes and leaves, so leaf ids are
+    the model's), their leaf weights and each column's first part as ``leaf_models_``, and
+    ``tail``, the model's leaves after them (one per tree: trees that never split, each
+    reached by every row), which the walk scores by the enumerating path's scorer."""
+
+    def __init__(self, model, n_trees: int):
+        f = model.forest_
+        n0, l0 = int(f.node_offsets[n_trees]), int(f.leaf_offsets[n_trees])
+
+        def cut(a, n):
+            return a[:n] if len(a) else a
+
+        self.forest_ = type(f)(
+            feature=f.feature[:n0], threshold=f.threshold[:n0], nan_left=f.nan_left[:n0],
+            left=f.left[:n0], right=f.right[:n0], cat_off=f.cat_off[:n0],
+            cat_left=f.cat_left, node_leaf=f.node_leaf[:n0],
+            node_offsets=f.node_offsets[: n_trees + 1],
+            leaf_offsets=f.leaf_offsets[: n_trees + 1], n_levels=f.n_levels,
+            node_value=cut(f.node_value, n0), cell_lower=cut(f.cell_lower, l0),
+            cell_upper=cut(f.cell_upper, l0), cell_mask=cut(f.cell_mask, l0),
+            leaf_mass=cut(f.leaf_mass, l0))
+        self.leaf_log_weight_ = np.array(model.leaf_log_weight_[:l0], np.float64)
+        self.leaf_models_ = [lm.parts[0] for lm in model.leaf_models_]
+        self.encoder_ = model.encoder_
+        self.tail = np.arange(l0, f.n_leaves, dtype=np.int64)
+
+
+def _find_head(model) -> FusedHead | None:
+    """:func:`fused_head`'s test and build."""
+    models = model.leaf_models_
+    sizes = [getattr(lm, "sizes", None) for lm in models]
+    if not models or any(s is None or len(s) < 2 or not hasattr(lm, "parts")
+                         for s, lm in zip(sizes, models)):
+        return None
+    if any(list(s) != list(sizes[0]) for s in sizes):
+        return None
+    f = model.forest_
+    t = int(np.searchsorted(f.leaf_offsets, sizes[0][0]))
+    if not (0 < t < f.n_trees and f.leaf_offsets[t] == sizes[0][0]):
+        return None
+    if (np.diff(f.node_offsets)[t:] != 1).any():  # the tail: trees that never split
+        return None
+    return FusedHead(model, t)
+
+
+_HEADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fused_head(model) -> FusedHead | None:
+    """The :class:`FusedHead` of a model whose every column's leaf model is stacked
+    (:class:`~forestgen.families.mixture.stacked.StackedLeaf`, the same parts' sizes) with
+    the first part covering the leaves of its first trees and the rest the leaves of trees
+    that never split (the back-off tree of :mod:`~forestgen.families.mixture.backoff`); else
+    ``None``. Kept while the model lives and its forest, leaf weights and leaf models are the
+    same objects."""
+    return cached_for(_HEADS, model, (model.forest_, model.leaf_log_weight_,
+                                      *model.leaf_models_), _find_head)
 
 
 class LeafPack:

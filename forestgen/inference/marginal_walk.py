@@ -14,7 +14,10 @@ reached leaf as it gets there from the packed leaf records of :mod:`.leaf_factor
 for intervals and level sets) and folds it into running per-row sums: the logsumexp of the
 scores and, for query columns missing in the row, the posterior-weighted leaf pmfs or means
 (:func:`_add_moments`); :func:`_fold_groups` adds the tree groups' sums. No list of pairs is
-built; memory is the output plus a row list per open node of a block.
+built; memory is the output plus a row list per open node of a block. A model with stacked
+leaves and a :func:`~.leaf_factors.fused_head` (a backed-off ARF) walks its head's trees so,
+and adds the leaves of its tail (trees that never split: every row reaches them) scored by the
+enumerating path's pair scorer, for point evidence (:func:`_head_and_tail`).
 
 * :func:`marginal_log_prob`: the mixture's log density of rows, complete or with NaN;
 * :func:`marginal_moments`: the moments behind ``predict_proba``, ``predict`` and
@@ -40,6 +43,8 @@ from forestgen.inference.interval_factors import range_log_factor, range_sides
 from forestgen.inference.leaf_factors import (
     BASE,
     CATEGORICAL,
+    FusedHead,
+    fused_head,
     leaf_kind,
     leaf_log_weight,
     leaf_pack,
@@ -333,6 +338,9 @@ def walk(model, Z: np.ndarray, ev: RangeEvidence | None = None, queries: tuple |
     (neighbours share blocks and paths), in the chunks of :func:`walk_plan`; each row's
     result does not depend on that order, the chunks or the threads."""
     Z = np.ascontiguousarray(Z, np.float64)
+    head = fused_head(model)
+    if head is not None and (ev is None or not ev.active):
+        return _head_and_tail(model, head, Z, queries, width, count)
     m, d = Z.shape
     f = model.forest_
     pack = leaf_pack(model)
@@ -366,6 +374,45 @@ def walk(model, Z: np.ndarray, ev: RangeEvidence | None = None, queries: tuple |
     return lognorm, acc / np.where(fin, st[:, 1], np.nan)[:, None], cnt
 
 
+def _head_and_tail(model, head: FusedHead, Z: np.ndarray, queries: tuple | None, width: int,
+                   count: bool):
+    """:func:`walk` of a model with a :class:`~.leaf_factors.FusedHead` (point values only):
+    the head's trees by the fused walk, the tail's leaves, which every row reaches, by the
+    enumerating path's pair scorer (:func:`~.posterior.pair_log_weights`) and its leaf models'
+    pmfs and means (``queries`` hold the means of the head's leaves); the two sums added per
+    row. Equal to the enumerating path's up to rounding."""
+    from forestgen.inference.conditions import Evidence
+    from forestgen.inference.posterior import pair_log_weights
+    from forestgen.sampling.support import draw_mean
+
+    lognorm, mom, cnt = walk(head, Z, queries=queries, width=width, count=count)
+    m, t = len(Z), len(head.tail)
+    nan = np.full(Z.shape, np.nan)
+    leaf = np.tile(head.tail, m)
+    prow = np.repeat(np.arange(m, dtype=np.int64), t)
+    v = pair_log_weights(model, Evidence(Z, nan, nan), np.arange(m), leaf, prow).reshape(m, t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = np.logaddexp(lognorm, np.logaddexp.reduce(v, axis=1))
+        fin = np.isfinite(total)
+        wh = np.where(fin & np.isfinite(lognorm), np.exp(lognorm - total), 0.0)
+        wt = np.where(fin[:, None], np.exp(v - np.where(fin, total, 0.0)[:, None]), 0.0)
+    out = np.where(wh[:, None] > 0, wh[:, None] * np.nan_to_num(mom, nan=0.0), 0.0)
+    if queries is not None:
+        qcol, qoff, qlev = queries[0], queries[1], queries[2]
+        for q, j in enumerate(qcol):
+            free = np.isnan(Z[:, j])
+            o, k = int(qoff[q]), int(qlev[q])
+            if k:  # the tail's pmfs, [t, k]
+                vals = np.zeros((t, k))
+                p = np.asarray(model.leaf_models_[j].probs(head.tail), np.float64)
+                vals[:, : min(k, p.shape[1])] = p[:, :k]
+            else:
+                vals = draw_mean(model, int(j), head.tail)[:, None]
+            out[free, o: o + max(k, 1)] += wt[free] @ vals
+    out[~fin] = np.nan
+    return total, out, None if cnt is None else cnt + t
+
+
 def fused_rows(model, Z: np.ndarray) -> np.ndarray:
     """bool per row of encoded ``Z``: every observed entry has an in-kernel leaf factor."""
     bad = ~supported_columns(model)
@@ -383,9 +430,12 @@ def moment_columns(model, cols) -> bool:
     """Whether :func:`marginal_moments` can mix every column in ``cols`` (a discrete column
     needs an in-kernel categorical leaf; a numeric one any leaf model with ``mean``)."""
     schema = model.encoder_.schema
+    head = fused_head(model)
     for j in cols:
         lm = model.leaf_models_[j]
         if schema.columns[j].is_discrete:
+            if head is not None:
+                lm = head.leaf_models_[j]
             if leaf_kind(lm) != CATEGORICAL:
                 return False
         elif not hasattr(lm, "mean"):
@@ -402,7 +452,8 @@ def marginal_moments(model, Z: np.ndarray, cols) -> tuple[np.ndarray, dict[int, 
     :func:`moment_columns`."""
     Z = np.ascontiguousarray(Z, np.float64)
     schema = model.encoder_.schema
-    pack = leaf_pack(model)
+    head = fused_head(model)
+    pack = leaf_pack(model if head is None else head)  # (the means: the model's leaf models)
     cols = list(cols)
     qoff, qlev, qrow, means = [], [], [], []
     width = 0

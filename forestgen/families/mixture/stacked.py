@@ -30,8 +30,11 @@ class StackedLeaf(LeafModel):
     All parts are numeric or all discrete (registry names, classes or instances). Built from
     fitted parts (the back-off), or fitted: each part on the pairs of its own leaves; saved
     and loaded like any leaf model (each part's arrays under the prefix ``p<i>_``). No packed
-    form: the fused walks call its methods (the enumerating path), which dispatch each entry
-    to its part.
+    form of its own: where the parts after the first hold the leaves of trees that never
+    split (the back-off tree), the fused walk of ``log_prob`` and the moments packs the first
+    part and scores those leaves by its methods
+    (:func:`~forestgen.inference.leaf_factors.fused_head`); other queries call its methods
+    (the enumerating path), which dispatch each entry to its part.
     """
 
     def __init__(self, *, parts: Any = (), sizes: Any = ()):
@@ -57,9 +60,18 @@ class StackedLeaf(LeafModel):
 
     # ------------------------------------------------------------------ dispatch
     def _split(self, leaf):
-        """``(part index, entries of the part, local leaf ids)`` for each part with entries."""
+        """``(part index, entries of the part, local leaf ids)`` for each part with entries:
+        a slice where ``leaf`` is sorted (the enumerating path scores pairs in leaf order, so
+        each part's entries are one stretch: no copies), else an index array."""
         leaf = np.asarray(leaf, np.int64)
         off = self.offsets
+        if len(leaf) > 1 and (leaf[1:] >= leaf[:-1]).all():
+            cut = np.searchsorted(leaf, off)
+            for i in range(len(self.parts)):
+                a, b = int(cut[i]), int(cut[i + 1])
+                if b > a:
+                    yield i, slice(a, b), leaf[a:b] - off[i]
+            return
         which = np.searchsorted(off, leaf, side="right") - 1
         for i in range(len(self.parts)):
             sel = np.flatnonzero(which == i)
