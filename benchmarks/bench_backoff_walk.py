@@ -17,7 +17,9 @@ the backed-off one (its stacked columns through the fused walk's head and tail,
 :func:`forestgen.inference.leaf_factors.fused_head`), and the backed-off one on the enumerating
 path (:func:`enumerating`: the head switched off, as before stop 54); the smallest time of
 each is kept. ``vs_paper``: backed-off / paper; ``speed-up``: enumerating / fused, on the same
-model; ``max_abs_diff``: the largest difference of the two paths' answers.
+model; ``max_abs_diff``: the largest difference of the two paths' answers. ``--hash``
+prints hashes of the backed-off model's answers instead (:func:`output_hashes`; run at
+``--threads 1`` and ``2`` with ``NUMBA_NUM_THREADS=2``: equal output, the same bits).
 """
 
 from __future__ import annotations
@@ -159,6 +161,34 @@ def run_table(name: str, tables: Path, rows: int, repeats: int) -> list[dict]:
     return out
 
 
+def output_hashes(name: str, tables: Path, rows: int, threads: int) -> dict:
+    """Short hashes of the backed-off model's answers (``n_jobs=threads``): its leaf weights,
+    ``log_prob`` with NaN entries, ``predict_proba``, ``impute``, ``expect`` and
+    ``log_prob(conditions=)`` under point evidence, and a sample; equal JSON at one and two
+    threads: the same bits."""
+    import hashlib
+
+    import forestgen as fg
+
+    def h(x) -> str:
+        if isinstance(x, (pd.DataFrame, pd.Series)):
+            x = pd.util.hash_pandas_object(x, index=False).to_numpy()
+        return hashlib.sha1(np.ascontiguousarray(np.asarray(x)).tobytes()).hexdigest()[:10]
+
+    df, _ = load(tables / name)
+    m = fg.ARF(random_state=0, n_jobs=threads).fit(df)
+    qs = queries(df, rows)
+    pts = qs["cond"].iloc[:, :2]
+    out = {"lambda": float(m.marginal_weight_), "llw": h(m.leaf_log_weight_),
+           "log_prob": h(m.log_prob(qs["nan"])), "impute": h(m.impute(qs["nan"])),
+           "expect": h(m.expect(qs["free"], conditions=pts)),
+           "cond_log_prob": h(m.log_prob(qs["nan"], conditions=pts)),
+           "sample": h(m.sample(1000, random_state=0))}
+    if qs["target"] is not None:
+        out["predict_proba"] = h(m.predict_proba(qs["nan"], target=qs["target"]))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tables", type=Path)
@@ -167,16 +197,25 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--name", default="backoff_walk_s54")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--hash", action="store_true",
+                    help="print hashes of the backed-off model's answers (output_hashes)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     import numba
 
     numba.set_num_threads(a.threads)
+    if a.hash:
+        print(json.dumps({t: output_hashes(t, a.tables, a.rows, a.threads)
+                          for t in a.only.split(",")}, indent=1, sort_keys=True))
+        return 0
     res = []
     for name in a.only.split(","):
         res += run_table(name, a.tables, a.rows, a.repeats)
     cols = ["table", "lambda", "trees", "query", "rows", "paper_s", "backed_off_s",
             "enumerating_s", "vs_paper", "enumerating_vs_paper", "speed-up", "max_abs_diff"]
+    for r in res:
+        if "max_abs_diff" in r:
+            r["max_abs_diff"] = f"{r['max_abs_diff']:.1e}"
     body = md_table(cols, [[r.get(c, "") for c in cols] for r in res])
     print(body)
     if a.name:
