@@ -13,10 +13,14 @@ from forestgen.families.intersection.gfboost import SIZES
 
 
 def test_nrgboost_sizes_follow_rows_and_columns():
-    assert sized_defaults(150, 5, "auto", "auto") == (30, 10_000)
-    assert sized_defaults(2400, 10, "auto", "auto") == (200, 10_000)
-    t, pool = sized_defaults(5000, 20, "auto", "auto")
-    assert pool == 10_000 and t == 100 and t * pool * 20 <= ROUND_BUDGET
+    # the most rounds n_trees="auto" tries: 200, fewer where pool x columns x leaf words
+    # (64 leaves a word) exceed the budget
+    assert sized_defaults(150, 5, "auto", "auto") == (200, 10_000)
+    assert sized_defaults(380, 14, "auto", "auto") == (200, 10_000)  # 64 leaves: one word
+    assert sized_defaults(4000, 20, "auto", "auto") == (200, 10_000)
+    t, pool = sized_defaults(20_000, 20, "auto", "auto")  # 256 leaves: four words
+    assert pool == 40_000 and t == 50 and t * pool * 20 * 4 <= ROUND_BUDGET
+    assert sized_defaults(20_000, 20, "auto", "auto", max_leaves=64)[0] == 200
     assert sized_defaults(100_000, 9, "auto", "auto")[1] == 80_000
     assert sized_defaults(500, 10, 7, 1234) == (7, 1234)  # given values are kept
 
@@ -43,7 +47,7 @@ def leaves_per_tree(m) -> np.ndarray:
 
 def test_nrgboost_auto_fits_the_sized_model():
     m = fg.NRGBoost(random_state=0).fit(table())
-    assert m.pool_size_ == 10_000 and m.n_trees_ <= 30
+    assert m.pool_size_ == 10_000 and m.n_trees_ == int(np.argmax(m.rounds_scores_)) > 0
     assert m.max_leaves_ == 32  # 300 rows / 8, to the nearest power of two
     assert leaves_per_tree(m).max() <= 32
     wide = fg.NRGBoost(n_trees=3, max_leaves=256, random_state=0).fit(table())

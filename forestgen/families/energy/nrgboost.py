@@ -25,11 +25,13 @@ default sampling starts chains at final-pool states (``sample_start``); missing
 values are an extra grid state of their column (the paper has none); categorical columns keep
 every level (no 255 cap); a numeric bin holding a single training value that recurs decodes to
 exactly it (other draws are uniform over their bin on the column's decimal grid, §1.2); the
-paper's tuning of ``max_leaves``/``learning_rate`` and best-round selection on a validation set
-are left to the user (defaults are the official code's). The normaliser ``Z`` is
-intractable: ``log_prob`` subtracts an estimate (``log_z_``, standard error ``log_z_se_``;
-importance sampling from ``q0`` or AIS, :mod:`forestgen.families.energy.normaliser`) — normalised
-log-likelihoods are **estimates**; conditionals of one column are exact.
+paper's tuning of ``max_leaves``/``learning_rate`` is left to the user, while the number of
+rounds is chosen on held-out rows by default (``n_trees="auto"``, by log-likelihood, then
+refitted on all rows; the paper keeps the model truncated at its best validation round, spec
+§5). The normaliser ``Z`` is intractable: ``log_prob`` subtracts an estimate (``log_z_``,
+standard error ``log_z_se_``; importance sampling from ``q0`` or AIS,
+:mod:`forestgen.families.energy.normaliser`) — normalised log-likelihoods are **estimates**;
+conditionals of one column are exact.
 
 Nested missingness (:func:`forestgen.data.rules.missing_parents`: a column ``k`` missing only
 in training rows where its parent ``p`` is, e.g. ``pctime`` and ``pcdx`` of ``mgus``, missing in
@@ -70,6 +72,7 @@ from forestgen.families.energy.grid import Grid
 from forestgen.families.energy.leaf import ConstantEnergyLeaf
 from forestgen.families.energy.queries import EnergyQueries
 from forestgen.families.energy.splitter import EnergySplitter, grid_data
+from forestgen.logsumexp import logsumexp
 from forestgen.modelfile import check_mapping
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -84,24 +87,35 @@ from forestgen.validation import (
 CHAIN_STARTS = 256  # final training-pool states kept as starts of sampling chains
 
 
-#: pool-row x column evaluations per fit that ``n_trees="auto"`` stays within (a 5,000 x 20
-#: table: a 10,000-row pool, 100 rounds; 39 CPU seconds on 3,750 training rows of such a table
-#: on the loaded 2-core machine, where 120 rounds took 77,
-#: ``benchmarks/results/scaled_defaults_5000x20.md``)
-ROUND_BUDGET = 2.0e7
+#: pool-row x column x leaf-word evaluations that the rounds ``n_trees="auto"`` tries stay
+#: within (a leaf word: 64 leaves of a tree); the chosen count is then refitted on all rows, so
+#: a fit costs at most twice this (see :func:`sized_defaults`). A 5,000 x 20 table (a pool of
+#: 10,000, 256 leaves) may try 200 rounds: 62 tried and 60 refitted took 8.5 CPU seconds in
+#: all (``benchmarks/results/nrgboost_heldout_rounds_s54.md``)
+ROUND_BUDGET = 1.6e8
+#: the most rounds ``n_trees="auto"`` tries (the official code's 200 trees)
+MAX_ROUNDS = 200
+#: rounds without a better held-out score after which ``n_trees="auto"``'s trial fit stops
+#: (and at least as many rounds as the best score took)
+PATIENCE = 20
+#: ``q0`` draws of the ``log Z`` estimates of the held-out curve (at most
+#: ``n_normaliser_samples``; the same draws at every round, so the curve's steps are smooth)
+SELECTION_DRAWS = 50_000
 
 
 def sized_defaults(n_rows: int, n_cols: int, n_trees: int | str,
-                   pool_size: int | str) -> tuple[int, int]:
+                   pool_size: int | str, max_leaves: int | str = "auto") -> tuple[int, int]:
     """``(n_trees, pool_size)`` for a table of ``n_rows`` x ``n_cols``: the given values, or
-    for ``"auto"``: a pool of ``2 n`` rows between 10,000 and 80,000, and ``n / 12`` rounds
-    between 30 and 200, capped at ``ROUND_BUDGET / (pool x columns)`` (at least 10)."""
+    for ``"auto"``: a pool of ``2 n`` rows between 10,000 and 80,000, and for the rounds the
+    most that ``n_trees="auto"`` tries on held-out rows (:meth:`NRGBoost._choose_rounds`):
+    :data:`MAX_ROUNDS`, capped at ``ROUND_BUDGET / (pool x columns x leaf words)`` (a leaf
+    word per 64 of :func:`sized_leaves`'s leaves; at least 10 rounds)."""
     pool = int(pool_size) if pool_size != "auto" else int(min(80_000, max(10_000, 2 * n_rows)))
     if n_trees != "auto":
         return int(n_trees), pool
-    by_rows = min(200, max(30, round(n_rows / 12)))
-    by_cost = max(10, int(ROUND_BUDGET / (pool * max(n_cols, 1))))
-    return int(min(by_rows, by_cost)), pool
+    words = -(-sized_leaves(n_rows, max_leaves) // 64)
+    by_cost = max(10, int(ROUND_BUDGET / (pool * max(n_cols, 1) * words)))
+    return int(min(MAX_ROUNDS, by_cost)), pool
 
 
 #: training rows per leaf that ``max_leaves="auto"`` aims at
@@ -127,12 +141,29 @@ class NRGBoost(EnergyQueries, GenerativeForest):
 
     Parameters (defaults = the paper's official code, spec §3.9)
     ----------
-    n_trees : boosting rounds; ``"auto"`` (default) follows the table (:func:`sized_defaults`):
-        ``n / 12`` for ``n`` training rows, at least 30 and at most 200 (the official code's
-        200 trees overfit small tables: 60 trees were further from the data than 30 on three
-        500-row leaderboard tables, ``benchmarks/results/nrgboost_samples.md``), and at most as
-        many rounds as fit a fixed budget of pool-row x column evaluations, so that a
-        5,000 x 20 table fits in under a minute of CPU.
+    n_trees : boosting rounds; ``"auto"`` (default): chosen on held-out rows
+        (:meth:`_choose_rounds`). A copy is fitted on 80% of the training rows and the mean
+        log-likelihood of the other 20% recorded after every round (``rounds_scores_[t]``
+        for ``t`` rounds; ``t = 0`` is the base measure ``q0``, the column marginals blended
+        with ``uniform_mix``); the trial stops once 20 rounds, and at least as many as the
+        best took, bring no better score; the model is refitted on all rows with the best
+        count (``n_trees_``; ties to fewer) — or with none (the marginals) when the best
+        count's gain over round 0 is within one standard error, paired over the held-out
+        rows (``rounds_gain_se_``), so that the noise of a few held-out rows grows no trees
+        on a table without structure. The trial tries at most 200 rounds (the official
+        code's value), fewer on a large table (:func:`sized_defaults`: a budget of pool-row
+        x column x leaf-word evaluations). Under 10 rows nothing is held out and no tree is
+        grown. The rule is otherwise the highest held-out log-likelihood, without a
+        one-standard-error shrink toward fewer rounds: it is the proper score of a density
+        and the quantity issue 37 bounds (never below the marginals); the refit has a
+        quarter more rows than the trial, which only supports more rounds; and fixed counts
+        showed fidelity (C2ST) still improving past the best log-likelihood on penguins and
+        Boston (``benchmarks/results/nrgboost_rounds_s53.md``). The held-out scores use the
+        importance-sampling ``log Z`` of :meth:`log_prob`, from the same 50,000 ``q0`` draws
+        at every round (at most ``n_normaliser_samples``), and the energy's own law (before
+        the table's detected rules). An integer is used as given (``rounds_scores_`` and
+        ``rounds_gain_se_`` are then ``None``). Measured: ``benchmarks/results/
+        nrgboost_heldout_rounds_s54.md``.
     max_leaves : leaves per tree; ``"auto"`` (default, :func:`sized_leaves`): about 8 training
         rows per leaf, a power of two between 8 and 256 (256, the official code's value, from
         2,048 rows on; the paper tunes 2^6..2^12). The value used is ``max_leaves_``.
@@ -280,11 +311,27 @@ class NRGBoost(EnergyQueries, GenerativeForest):
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, kinds: dict | None = None) -> NRGBoost:
-        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds.
+        With ``n_trees="auto"`` the rounds are chosen on held-out rows first
+        (:meth:`_choose_rounds`), then the model is refitted on all rows."""
         self.validate_params()
         self.encoder_ = TableEncoder(kinds=kinds).fit(X)
         Z = self.encoder_.transform(X)
-        boost_seed, self.normaliser_seed_, fill_seed = seed_sequence(self.random_state).spawn(3)
+        boost_seed, self.normaliser_seed_, fill_seed, choose_seed = seed_sequence(
+            self.random_state).spawn(4)  # the first three as before the held-out choice
+        if self.n_trees == "auto":
+            n_rounds = self._choose_rounds(Z, choose_seed)
+        else:
+            n_rounds, self.rounds_scores_, self.rounds_gain_se_ = int(self.n_trees), None, None
+        self._fit_encoded(Z, n_rounds, boost_seed, fill_seed)
+        self.log_z_, self.log_z_se_ = self._estimate_log_z(self.normaliser_seed_)
+        return self
+
+    def _fit_encoded(self, Z: np.ndarray, n_rounds: int, boost_seed: np.random.SeedSequence,
+                     fill_seed: np.random.SeedSequence,
+                     held_out: HeldOutRounds | None = None) -> None:
+        """Grid, base measure and ``n_rounds`` boosting rounds on encoded rows ``Z``
+        (``encoder_`` set); ``held_out`` scores the model after every round and may stop it."""
         self.nest_parent_, self.nest_rate_ = nested_missing(Z)
         Z = fill_nested(Z, self.nest_parent_, np.random.default_rng(fill_seed))
         self.grid_ = Grid.fit(Z, self.encoder_.schema, int(self.max_bins),
@@ -295,15 +342,46 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         energy = ensembler(self.grid_, ensembler.blend_marginals(
             C, self.grid_, float(self.uniform_mix)))
         self.energy_ = energy
-        n_rounds, self.pool_size_ = sized_defaults(
-            len(C), self.encoder_.schema.d, self.n_trees, self.pool_size)
+        self.pool_size_ = sized_defaults(len(C), self.encoder_.schema.d, 1, self.pool_size)[1]
         self.max_leaves_ = sized_leaves(len(C), self.max_leaves)
-        self._boost(C, n_rounds, boost_seed)
-        self.log_z_, self.log_z_se_ = self._estimate_log_z(self.normaliser_seed_)
-        return self
+        if held_out is not None:
+            held_out.start(self)
+        self._boost(C, n_rounds, boost_seed, held_out)
 
-    def _boost(self, C: np.ndarray, n_rounds: int, seed: np.random.SeedSequence) -> None:
-        """The training loop (spec §3.7)."""
+    def _choose_rounds(self, Z: np.ndarray, seed: np.random.SeedSequence) -> int:
+        """``n_trees="auto"``: the number of rounds with the highest mean held-out
+        log-likelihood. A copy of this learner is fitted on the fitting rows of
+        :func:`forestgen.tuning.held_out_split` (80%, every row of a large table) for at most
+        :func:`sized_defaults`'s rounds, scored on the other 20% after every round (round 0:
+        the base measure ``q0``, the blended column marginals) and stopped once
+        :data:`PATIENCE` rounds, and at least as many as the best took, bring no better score.
+        The first best count is kept unless its mean gain over round 0 is within one standard
+        error (paired over the held-out rows, ``rounds_gain_se_``): then 0 rounds, the
+        marginals, which no round then beats beyond the noise of the held-out rows. Sets
+        ``rounds_scores_`` and ``rounds_gain_se_``."""
+        from forestgen.tuning import held_out_split
+
+        split_seed, boost_seed, fill_seed, draw_seed = seed.spawn(4)
+        n, d = len(Z), self.encoder_.schema.d
+        split = held_out_split(n, split_seed, max_rows=None)
+        if split is None:  # under 10 rows: nothing to hold out, no trees (the marginals)
+            self.rounds_scores_, self.rounds_gain_se_ = np.zeros(0), math.nan
+            return 0
+        fit, val = split
+        cap = sized_defaults(len(fit), d, "auto", self.pool_size, self.max_leaves)[0]
+        trial = type(self)(**{**self.get_params(), "progress": False})
+        trial.encoder_ = self.encoder_
+        scorer = HeldOutRounds(Z[val], min(int(self.n_normaliser_samples), SELECTION_DRAWS),
+                               np.random.default_rng(draw_seed))
+        trial._fit_encoded(Z[fit], cap, boost_seed, fill_seed, scorer)
+        self.rounds_scores_ = scores = np.asarray(scorer.scores)
+        self.rounds_gain_se_ = scorer.gain_se()
+        best = int(np.argmax(scores))
+        return best if scores[best] - scores[0] > self.rounds_gain_se_ else 0
+
+    def _boost(self, C: np.ndarray, n_rounds: int, seed: np.random.SeedSequence,
+               held_out: HeldOutRounds | None = None) -> None:
+        """The training loop (spec §3.7); ``held_out`` may stop it early."""
         energy = self.energy_
         N = len(C)
         Xd = np.ascontiguousarray(C.T)
@@ -359,6 +437,8 @@ class NRGBoost(EnergyQueries, GenerativeForest):
                                  "grow_seconds": grow_s, "seconds": time.perf_counter() - t0,
                                  "cpu_seconds": time.process_time() - c0})
             bar.step()
+            if held_out is not None and held_out.step(self):
+                break
         bar.close(f"{energy.trees.n_trees} trees")
         self.log_z_tracker_ = log_z
         self.pool_ = pool
@@ -383,6 +463,7 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         rounds = getattr(self, "rounds_", [])[:n_trees]
         out.log_z_tracker_ = rounds[-1]["log_z"] if rounds else 0.0
         out.rounds_ = rounds
+        out.rounds_scores_ = getattr(self, "rounds_scores_", None)
         out.chain_start_ = None  # the training states sample the full model: start at q0
         return out
 
@@ -428,6 +509,9 @@ class NRGBoost(EnergyQueries, GenerativeForest):
                 "schema": self.schema_.to_dict(),
                 "extra": {"log_z": float(self.log_z_), "log_z_se": float(self.log_z_se_),
                           "log_z_tracker": float(self.log_z_tracker_)}}
+        scores = getattr(self, "rounds_scores_", None)
+        if scores is not None:
+            arrays["rounds_scores"] = np.asarray(scores, np.float64)
         return write_model_file(path, arrays, meta, compress=compress)
 
     @classmethod
@@ -462,6 +546,12 @@ class NRGBoost(EnergyQueries, GenerativeForest):
                     or np.any(cs < 0) or np.any(cs >= grid.n_codes[None, :])):
                 raise ValueError("chain_start does not match the grid")
             model.chain_start_ = cs.astype(np.int32)
+        model.rounds_scores_ = None  # absent: a given n_trees, or written before s54
+        if "rounds_scores" in arrays:
+            scores = np.asarray(arrays["rounds_scores"], np.float64)
+            if scores.ndim != 1:
+                raise ValueError("rounds_scores must be one score per round count")
+            model.rounds_scores_ = scores
         model.nest_parent_ = model.nest_rate_ = None  # absent: written before nesting
         if "nest_parent" in arrays:
             model.nest_parent_, model.nest_rate_ = _checked_nesting(
@@ -476,6 +566,65 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         model.log_z_, model.log_z_se_ = float(ex["log_z"]), float(ex["log_z_se"])
         model.log_z_tracker_ = float(ex["log_z_tracker"])
         return model
+
+
+class HeldOutRounds:
+    """The held-out curve of :meth:`NRGBoost._choose_rounds`: after every round, the mean
+    :meth:`~forestgen.families.energy.queries.EnergyQueries.log_prob` of the held-out rows
+    ``Z`` under the model so far (``scores``; the energy's own law, before the table's detected
+    rules, which :mod:`forestgen.inference.rules` applies on top), its ``log Z`` estimated as
+    ``log_z_`` is
+    (importance sampling from ``q0``,
+    :class:`~forestgen.families.energy.normaliser.ImportanceNormaliser`) from the same
+    ``n_draws`` ``q0`` draws at every round, each round adding its tree's energy to theirs
+    (one pass over the draws per tree, not one per round count). Scoring sets the model's
+    ``log_z_`` to that estimate. Rows that score ``-inf`` at round 0 (outside the support with
+    ``density_floor=None``) score so at every round and are left out."""
+
+    def __init__(self, Z: np.ndarray, n_draws: int, rng: np.random.Generator):
+        self.Z, self.n_draws, self.rng = Z, n_draws, rng
+        self.scores: list[float] = []
+
+    def start(self, model: NRGBoost) -> None:
+        """Codes of the held-out rows on ``model``'s grid, the ``q0`` draws, round 0's score."""
+        self.C, self.outside = model.grid_.codes(self.Z)
+        self.draws = model.energy_.sample_q0(self.n_draws, self.rng)
+        self.tree_sum = np.zeros(self.n_draws)
+        self.done = 0
+        self.keep = None
+        lp = self._row_scores(model)
+        self.keep = np.isfinite(lp)
+        self.first = self.best = lp[self.keep]
+        self.scores.append(self._mean(self.first))
+
+    def _row_scores(self, model: NRGBoost) -> np.ndarray:
+        energy = model.energy_
+        t = energy.trees.n_trees
+        if t > self.done:
+            self.tree_sum += energy.tree_energy(self.draws, self.done, t)
+            self.done = t
+        model.log_z_ = float(logsumexp(self.tree_sum) - math.log(self.n_draws))
+        lp = model.score_codes(self.C, self.outside)
+        return lp if self.keep is None else lp[self.keep]
+
+    @staticmethod
+    def _mean(lp: np.ndarray) -> float:
+        return float(np.mean(lp)) if len(lp) else 0.0
+
+    def step(self, model: NRGBoost) -> bool:
+        """Score the model after a round; True once :data:`PATIENCE` rounds, and at least as
+        many as the best count, have passed since the best score."""
+        lp = self._row_scores(model)
+        self.scores.append(self._mean(lp))
+        best = int(np.argmax(self.scores))
+        if best == len(self.scores) - 1:
+            self.best = lp
+        return len(self.scores) - 1 - best >= max(PATIENCE, best)
+
+    def gain_se(self) -> float:
+        """Standard error of the best count's mean gain over round 0 (paired over the rows)."""
+        gain = self.best - self.first
+        return float(gain.std(ddof=1) / math.sqrt(len(gain))) if len(gain) > 1 else math.inf
 
 
 def nested_missing(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
