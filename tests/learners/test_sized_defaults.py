@@ -17,10 +17,10 @@ def test_nrgboost_sizes_follow_rows_and_columns():
     # (64 leaves a word) exceed the budget
     assert sized_defaults(150, 5, "auto", "auto") == (200, 10_000)
     assert sized_defaults(380, 14, "auto", "auto") == (200, 10_000)  # 64 leaves: one word
-    assert sized_defaults(4000, 20, "auto", "auto") == (200, 10_000)
-    t, pool = sized_defaults(20_000, 20, "auto", "auto")  # 256 leaves: four words
-    assert pool == 40_000 and t == 50 and t * pool * 20 * 4 <= ROUND_BUDGET
-    assert sized_defaults(20_000, 20, "auto", "auto", max_leaves=64)[0] == 200
+    t, pool = sized_defaults(4000, 20, "auto", "auto")  # 256 leaves: four words
+    assert pool == 10_000 and t == 100 and t * pool * 20 * 4 <= ROUND_BUDGET
+    assert sized_defaults(4000, 20, "auto", "auto", max_leaves=64)[0] == 200
+    assert sized_defaults(20_000, 20, "auto", "auto") == (25, 40_000)
     assert sized_defaults(100_000, 9, "auto", "auto")[1] == 80_000
     assert sized_defaults(500, 10, 7, 1234) == (7, 1234)  # given values are kept
 
