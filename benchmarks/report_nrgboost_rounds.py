@@ -60,7 +60,7 @@ def main(path: str) -> int:
                      sum(r["fit_cpu_s"] for r in lb + small)])
     print(md_table(["variant", "leaderboard tables", "mean abs(AUC-0.5), leaderboard",
                     "mean LL - marginals', leaderboard", "mean abs(AUC-0.5), tips, quine, "
-                    "Cars93, Boston)", "below the marginals (all tables run)",
+                    "Cars93, Boston", "below the marginals (all tables run)",
                     "fit CPU s (all but the 5,000-row table)"], summ, digits=3))
     return 0
 
