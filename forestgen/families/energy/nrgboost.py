@@ -155,8 +155,8 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         one-standard-error shrink toward fewer rounds: it is the proper score of a density
         and the quantity issue 37 bounds (never below the marginals); the refit has a
         quarter more rows than the trial, which only supports more rounds; and fixed counts
-        showed fidelity (C2ST) still improving past the best log-likelihood on penguins and
-        Boston (``benchmarks/results/nrgboost_rounds_s53.md``). The held-out scores use the
+        showed fidelity (C2ST) still improving past the best log-likelihood on tips and
+        penguins (``benchmarks/results/nrgboost_rounds_s53.md``). The held-out scores use the
         importance-sampling ``log Z`` of :meth:`log_prob`, from the same
         ``n_normaliser_samples`` ``q0`` draws at every round (its noise, common to all
         held-out rows, grows with the rounds: standard error 0.3 at 100 rounds on a
