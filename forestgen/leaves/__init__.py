@@ -3,6 +3,7 @@
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.kernel import KernelLeaf
+from forestgen.leaves.marginal_mix import MarginalMixLeaf
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.leaves.rounded_normal import RoundedNormalTailLeaf
@@ -11,6 +12,7 @@ from forestgen.leaves.uniform import UniformLeaf
 
 __all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
            "KernelLeaf",
+           "MarginalMixLeaf",
            "OrdinalKernelLeaf",
            "PointMassLeaf",
            "RoundedNormalTailLeaf",
