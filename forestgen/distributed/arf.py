@@ -124,6 +124,11 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
             f"forestgen.distributed.fit_arf: marginal_weight={learner.marginal_weight!r} "
             f"needs a held-out single-machine fit; use marginal_weight=0 (or 'auto', which "
             f"fits the paper's model here) or ARF.fit on one machine")
+    if getattr(learner, "numeric_prior", 0) != 0:
+        raise NotImplementedError(
+            f"forestgen.distributed.fit_arf: numeric_prior={learner.numeric_prior!r} needs "
+            f"the columns' marginal histograms and the out-of-bag rows; use numeric_prior=0 "
+            f"(FORDE's law, the default) or ARF.fit on one machine")
     if learner.coverage != "all":
         raise NotImplementedError("forestgen.distributed.fit_arf: coverage='oob' needs each "
                                   "tree's bootstrap weights of every row; use coverage='all'")
