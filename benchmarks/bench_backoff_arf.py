@@ -1,13 +1,16 @@
 """ARF's back-off toward the column marginals at its defaults, per leaderboard table and seed.
 
     python benchmarks/bench_backoff_arf.py TABLES_DIR OUT.jsonl [--seeds 3] [--max-train 500]
-        [--label NAME] [--only a,b] [--marginal-weight auto]
+        [--label NAME] [--only a,b] [--marginal-weight auto] [--params JSON]
 
 ``TABLES_DIR``: the leaderboard's exported tables (``benchmarks/leaderboard/tables.py``). Each
 cell uses the leaderboard's split (``run.split``: 70/30, training rows capped), fits ``ARF()``
-at its defaults (``random_state=seed``; ``--marginal-weight``: that one parameter set) and
-``ARF(marginal_weight=0)`` (the paper's model: its test log densities and a sample hashed as
-``paper_bits``), and records the chosen ``λ``
+at its defaults (``random_state=seed``; ``--marginal-weight``: that one parameter set;
+``--params``: more of ARF's parameters, a JSON object, e.g. ``'{"numeric_prior": 3}'``) and
+``ARF(marginal_weight=0, prior_strength=0.3, numeric_prior=0)`` (the paper's model with the
+leaf law ARF's defaults had until stop 53; a checkout without ``numeric_prior`` gets
+``ARF(marginal_weight=0, prior_strength=0.3)``, the same model: its test log densities and a
+sample hashed as ``paper_bits``), and records the chosen ``λ``
 (``marginal_weight_``) and its statistics, the mean held-out log-likelihood of both, that of
 the product of the column marginals (``forestgen.auto.marginals_model``: kernel-smoothed
 histograms, discrete pmfs), and the leaderboard's scores of ``ARF()``'s sample of
@@ -40,7 +43,7 @@ def cpu() -> float:
 
 
 def cell(table_dir: Path, seed: int, max_train: int, work: Path,
-         weight: float | str = "auto") -> dict:
+         weight: float | str = "auto", params: dict | None = None) -> dict:
     from cell import typed
     from run import kinds_for_metrics, split
     from score import score_cell
@@ -53,14 +56,19 @@ def cell(table_dir: Path, seed: int, max_train: int, work: Path,
     train, test = typed(data["train"], meta), typed(data["test"], meta)
     out = {"table": meta["name"], "seed": seed, "n_train": len(train), "n_test": len(test)}
     t0 = cpu()
-    m = fg.ARF(random_state=seed, marginal_weight=weight).fit(train)
+    m = fg.ARF(random_state=seed, marginal_weight=weight, **(params or {})).fit(train)
     out["fit_cpu_s"] = cpu() - t0
     out["lambda"] = float(m.marginal_weight_)
+    if hasattr(m, "numeric_prior_"):
+        out["numeric_prior"] = m.numeric_prior_
     ll = m.marginal_weight_ll_
     out["t"] = ll.get("t")
     out["t_marginals"] = ll.get("t_marginals", ll.get("t_screen"))
     out["test_ll"] = float(np.mean(m.log_prob(test)))
-    paper = fg.ARF(random_state=seed, marginal_weight=0).fit(train)
+    old_law = {"prior_strength": 0.3}
+    if "numeric_prior" in fg.ARF().get_params():  # (checkouts since stop 54)
+        old_law["numeric_prior"] = 0
+    paper = fg.ARF(random_state=seed, marginal_weight=0, **old_law).fit(train)
     lp_paper = np.asarray(paper.log_prob(test), float)
     out["test_ll_paper"] = float(np.mean(lp_paper))
     # the paper's model, bit for bit: its test log densities and a sample, hashed
@@ -87,6 +95,7 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="comma-separated tables")
     ap.add_argument("--marginal-weight", default="auto",
                     help="ARF's marginal_weight in place of its default (a rule or a number)")
+    ap.add_argument("--params", default="{}", help="more ARF parameters (a JSON object)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     import forestgen
@@ -107,7 +116,8 @@ def main() -> int:
                 try:
                     w = a.marginal_weight
                     rec = cell(a.tables / t, s, a.max_train, work,
-                               w if w in ("auto", "held_out") else float(w))
+                               w if w in ("auto", "held_out") else float(w),
+                               json.loads(a.params))
                 except Exception as exc:  # noqa: BLE001 - a failed cell is recorded
                     rec = {"table": t, "seed": s, "error": repr(exc)[:300]}
                 rec.update(label=a.label, forestgen=str(Path(forestgen.__file__).parent),
