@@ -8,9 +8,9 @@ cell uses the leaderboard's split (``run.split``: 70/30, training rows capped), 
 at its defaults (``random_state=seed``; ``--marginal-weight``: that one parameter set;
 ``--params``: more of ARF's parameters, a JSON object, e.g. ``'{"numeric_prior": 3}'``) and
 ``ARF(marginal_weight=0, prior_strength=0.3, numeric_prior=0)`` (the paper's model with the
-leaf law ARF's defaults had until stop 53; a checkout without ``numeric_prior`` gets
-``ARF(marginal_weight=0, prior_strength=0.3)``, the same model: its test log densities and a
-sample hashed as ``paper_bits``), and records the chosen ``λ``
+default leaf law pinned, whatever ``--params`` sets; a checkout without ``numeric_prior``
+gets ``ARF(marginal_weight=0, prior_strength=0.3)``, the same model: its test log densities
+and a sample hashed as ``paper_bits``), and records the chosen ``λ``
 (``marginal_weight_``) and its statistics, the mean held-out log-likelihood of both, that of
 the product of the column marginals (``forestgen.auto.marginals_model``: kernel-smoothed
 histograms, discrete pmfs), and the leaderboard's scores of ``ARF()``'s sample of

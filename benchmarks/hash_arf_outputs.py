@@ -12,10 +12,9 @@ of 2,000 held-out rows, a 3,000-row draw, the detected rules, the out-of-bag acc
 rounds, the marginal weight, ``predict_proba`` of the first categorical column and
 ``expect()``; one hash of all of them per fit (and the parts). Two trees (``git archive REV
 forestgen``) or two thread counts with equal JSON have the same bits on these fits. The fits
-at ``marginal_weight=0`` take the leaf law of the defaults until stop 53
-(``prior_strength=0.3``, and ``numeric_prior=0`` where the checkout has it), so their hashes
-compare across stop 54's change of the default leaf law; the ``"auto"`` fits take the
-defaults.
+at ``marginal_weight=0`` pin the default leaf law (``prior_strength=0.3``, and
+``numeric_prior=0`` where the checkout has it), so their hashes compare across checkouts
+whatever their defaults; the ``"auto"`` fits take the defaults.
 """
 
 import hashlib
