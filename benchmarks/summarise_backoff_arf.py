@@ -4,10 +4,11 @@
 
 Columns: ``λ`` per seed, held-out log-likelihood of ``ARF()`` (before, after), of the column
 marginals, after minus marginals, C2ST AUC and TSTR (before, after), fit CPU seconds (before,
-after; ``ARF()`` alone, its held-out look included), and whether the hashed outputs of
+after; the median of the seeds' ``ARF()`` fits, its held-out look included: the first cell
+of a fresh checkout also compiles Numba's kernels), and whether the hashed outputs of
 ``ARF(marginal_weight=0, prior_strength=0.3)`` (``paper_bits``) agree in every seed. Then the
-mean over tables of ``|C2ST - 0.5|``, TSTR and fit CPU, and the count of tables at or above
-the marginals.
+mean over tables of ``|C2ST - 0.5|``, TSTR, the held-out log-likelihood's change and fit CPU
+(of the medians), and the count of tables at or above the marginals.
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ def main() -> int:
           "| C2ST before | C2ST after | TSTR before | TSTR after | fit CPU s before | after "
           "| λ=0, prior 0.3 bits |")
     print("|---|" + "---|" * 13)
-    agg = {k: [] for k in ("c2b", "c2a", "tb", "ta", "cb", "ca")}
+    agg = {k: [] for k in ("c2b", "c2a", "tb", "ta", "cb", "ca", "dll")}
     above = [0, 0]
     for t in sorted(after):
         b, a = sorted(before.get(t, []), key=lambda r: r["seed"]), sorted(after[t],
                                                                           key=lambda r: r["seed"])
         if not b:
             continue
-        m = lambda rs, k: float(np.mean([r[k] for r in rs]))  # noqa: E731
+        m = lambda rs, k: float((np.median if k == "fit_cpu_s" else np.mean)(  # noqa: E731
+            [r[k] for r in rs]))
         lam = lambda rs: "/".join(f"{r['lambda']:g}" for r in rs)  # noqa: E731
         same = all(x["paper_bits"] == y["paper_bits"] for x, y in zip(b, a))
         marg = m(a, "test_ll_marginals")
@@ -55,12 +57,15 @@ def main() -> int:
         agg["c2a"].append(np.mean([abs(r["c2st"] - 0.5) for r in a]))
         agg["tb"].append(m(b, "tstr"))
         agg["ta"].append(m(a, "tstr"))
+        agg["dll"].append(m(a, "test_ll") - m(b, "test_ll"))
         agg["cb"].append(m(b, "fit_cpu_s"))
         agg["ca"].append(m(a, "fit_cpu_s"))
     n = len(agg["c2b"])
     print(f"\nMean over {n} tables: |C2ST − 0.5| {np.mean(agg['c2b']):.3f} before, "
           f"{np.mean(agg['c2a']):.3f} after; TSTR {np.mean(agg['tb']):.3f} before, "
-          f"{np.mean(agg['ta']):.3f} after; fit CPU s {np.mean(agg['cb']):.3f} before, "
+          f"{np.mean(agg['ta']):.3f} after; held-out LL {np.mean(agg['dll']):+.3f} nats/row "
+          f"(higher on {sum(x > 0.005 for x in agg['dll'])}, lower on "
+          f"{sum(x < -0.005 for x in agg['dll'])}); fit CPU s {np.mean(agg['cb']):.3f} before, "
           f"{np.mean(agg['ca']):.3f} after (ratio {np.mean(agg['ca']) / np.mean(agg['cb']):.2f}). "
           f"At or above the marginals: {above[0]} of {n} before, {above[1]} of {n} after.")
     return 0
