@@ -169,8 +169,8 @@ class ARF(GenerativeForest):
         on the 13 tables the held-out log-likelihood rose on 12 (none fell; +0.13 nats/row on
         average), C2ST 0.142 to 0.138, TSTR unchanged (0.754), at 1.2 to 2.5 times the fit
         CPU (1.85 summed over the tables; the histograms' bandwidth search), and ARF stays
-        below the marginals on the same four tables, so it is not the default. The distributed fit (:mod:`forestgen.distributed`) refuses
-        it.
+        below the marginals on the same four tables, so it is not the default. The
+        distributed fit (:mod:`forestgen.distributed`) refuses it.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
     density_floor : a row of density zero — a held-out value outside the support
         (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
