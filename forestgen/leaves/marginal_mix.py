@@ -17,9 +17,8 @@ so the mixture does. A leaf whose cell the histogram does not cover (or of zero 
 ``f_l`` alone (``w_l = 0``).
 
 One uniform per draw serves both parts (:meth:`sample_uniform`): ``u < w_l`` draws the
-histogram part from ``u / w_l``, else the base part from ``(u - w_l) / (1 - w_l)`` — the
-inverse CDF of the mixture over its two parts, so the ancestral sampler and the torch sampler
-give the same draws.
+histogram part from ``u / w_l``, else the base part from ``(u - w_l) / (1 - w_l)``: a draw of
+the mixture from one uniform, as the torch sampler makes it.
 """
 
 from __future__ import annotations
