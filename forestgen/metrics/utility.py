@@ -112,7 +112,8 @@ def tstr(real: object, synthetic: object, target: str, *, test: object | None = 
     ``task`` comes from the target's kind ("classification" for categorical, else
     "regression"; kinds from the dtypes or ``kinds``). Classification reports accuracy,
     macro-F1 and AUC (binary ROC AUC; multiclass one-vs-rest macro); regression R² and RMSE.
-    Every gap has a paired bootstrap interval over the scored rows; with fewer than
+    Every gap has a paired bootstrap interval over the scored rows (``n_boot`` resamples; 0:
+    none, the interval is NaN and the scores are unchanged); with fewer than
     ``min_test`` of them a :class:`~forestgen.metrics.fidelity.SmallSampleWarning` is issued.
     The default estimator is :func:`~forestgen.metrics.fidelity.default_model` on an ordinal
     encoding (its capacity scales with the training size); a given ``estimator`` is cloned and

@@ -144,6 +144,15 @@ def test_tstr_on_twenty_rows_detects_broken_labels():
     assert reg_bad.table.set_index("metric").loc["r2", "gap_ci_low"] > 0.3
 
 
+def test_tstr_without_bootstrap_keeps_the_scores():
+    real, synth, test = _labelled(60, 0), _labelled(60, 1), _labelled(60, 2)
+    full = fm.tstr(real, synth, "y", test=test)
+    bare = fm.tstr(real, synth, "y", test=test, n_boot=0)
+    assert bare.tstr == full.tstr and bare.trtr == full.trtr
+    assert bare.table[["gap_ci_low", "gap_ci_high"]].isna().all().all()
+    assert full.table[["gap_ci_low", "gap_ci_high"]].notna().all().all()
+
+
 def _copies(table: pd.DataFrame, n: int, seed: int):
     """Training rows, a disjoint holdout, and a 'generator' that returns the training rows."""
     train, holdout = disjoint(table, n, seed)
