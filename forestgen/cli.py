@@ -26,14 +26,18 @@ from forestgen.cli_common import (  # the exit statuses are part of the command'
     read_schema,
     wrap,
 )
-from forestgen.config import DEFAULT_LEARNER
+from forestgen.config import AUTO, DEFAULT_LEARNER
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: the learners ``--learner`` names (``forestgen.registry``; ``tests/test_cli.py`` checks the
-#: list against the registry), each with what it is for
+#: the learners ``--learner`` names (``forestgen.registry``, and ``auto``; ``tests/test_cli.py``
+#: checks the list against the registry), each with what it is for
 LEARNER_HELP = {
+    AUTO: "AutoForest: fits ARF, ARF 'best samples', NRGBoost and the Chain on part of the "
+          "rows, keeps the one whose samples a classifier tells least from the other rows "
+          "(with --target: the best predictor of that column among the near-tied), refits "
+          "it on all rows and saves it; costs about 13 fits on a small table",
     "arf": "adversarial random forest (Watson et al. 2023): synthetic data, density, "
            "conditional queries; presets 'best samples', 'best density', 'fastest'",
     "gef": "generative forest from a random forest classifier (Correia et al. 2020); needs "
@@ -145,8 +149,8 @@ def _learner_from_args(args: argparse.Namespace):
 
         from forestgen import registry
 
-        cls = registry.get("learner", cfg["learner"])
-        if "progress" in inspect.signature(cls.__init__).parameters:
+        cls = None if cfg["learner"] == AUTO else registry.get("learner", cfg["learner"])
+        if cls is not None and "progress" in inspect.signature(cls.__init__).parameters:
             cfg["params"].setdefault("progress", True)
     return build_learner(cfg), dict(cfg["fit"])
 
@@ -175,7 +179,10 @@ def _fit(args: argparse.Namespace) -> int:
     model.fit(data, **fit_kw)
     path = model.save(args.out)
     kinds = ", ".join(f"{s.name}: {_kind_label(s)}" for s in model.schema_.columns)
-    print(f"fitted {type(model).__name__} on {len(data)} rows x {data.shape[1]} columns in "
+    name = type(model).__name__
+    if hasattr(model, "best_name_"):  # AutoForest saves the learner it chose
+        name += f" (chose {model.best_name_}: {type(model.best_).__name__})"
+    print(f"fitted {name} on {len(data)} rows x {data.shape[1]} columns in "
           f"{time.perf_counter() - t0:.1f} s -> {path}")
     print(f"columns: {kinds}")
     return 0
@@ -379,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "nullability and datetime formats: the dict kinds= takes (docs: "
                         "command line, metadata)")
     f.add_argument("--target", default=None, metavar="COLUMN",
-                   help="class column, for supervised learners (gef)")
+                   help="class column, for supervised learners (gef); for auto, the "
+                        "column the synthetic rows should predict best")
     f.add_argument("-o", "--out", default="model.forestgen", metavar="PATH",
                    help="where to save the model (default: %(default)s)")
     f.add_argument("--seed", type=int, default=None,

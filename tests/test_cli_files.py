@@ -225,7 +225,7 @@ def test_help_lists_learners_presets_and_describes_every_option(capsys):
     # the package's own learners (other test modules register test subclasses of their own)
     builtin = {n for n in registry.available("learner")
                if registry.get("learner", n).__module__.startswith("forestgen.")}
-    assert set(LEARNER_HELP) == builtin
+    assert set(LEARNER_HELP) == builtin | {"auto"}  # auto: AutoForest, which chooses one
     for name, presets in PRESET_HELP.items():
         assert set(presets) == set(registry.get("learner", name).PRESETS)
     parser = build_parser()
@@ -241,3 +241,40 @@ def test_help_lists_learners_presets_and_describes_every_option(capsys):
         assert learner in fit_help
     for preset in PRESET_HELP["arf"]:
         assert preset in fit_help
+
+
+def test_fit_auto_saves_the_learner_it_chose(tmp_path, capsys):
+    from forestgen.base import GenerativeForest
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=90).round(2)
+    df = pd.DataFrame({"x": x, "y": (2 * x + rng.normal(0, 0.3, 90)).round(2),
+                       "g": np.where(x > 0, "hi", "lo")})
+    df.to_csv(tmp_path / "t.csv", index=False)
+    model = tmp_path / "m.forestgen"
+    assert main(["fit", str(tmp_path / "t.csv"), "--learner", "auto", "--target", "g",
+                 "--out", str(model), "--seed", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    m = GenerativeForest.load(model)
+    assert "fitted AutoForest (chose " in out and f": {type(m).__name__})" in out, out
+    assert main(["sample", str(model), "-n", "200", "--out", str(tmp_path / "s.csv"),
+                 "--seed", "1", "--no-progress"]) == 0
+    s = read_table(tmp_path / "s.csv")
+    assert list(s.columns) == ["x", "y", "g"] and len(s) == 200
+    # the mapping g = (x > 0) holds in every training row: kept in every sample
+    assert ((s["x"] > 0) == (s["g"] == "hi")).all()
+    # a preset of a learner without presets is bad input, named
+    assert main(["fit", str(tmp_path / "t.csv"), "--learner", "auto", "--preset", "fastest",
+                 "--out", str(tmp_path / "m2")]) == EXIT_BAD_INPUT
+    assert "'auto'" in _err(capsys)
+
+
+def test_config_names_auto(tmp_path):
+    from forestgen.auto import AutoForest
+    from forestgen.config import build_learner, load_config
+
+    (tmp_path / "c.yaml").write_text("learner: auto\nparams:\n  tolerance: 0.02\n")
+    m = build_learner(load_config(tmp_path / "c.yaml"))
+    assert isinstance(m, AutoForest) and m.tolerance == 0.02
+    with pytest.raises(ValueError, match="'auto'"):
+        build_learner({"learner": "auto", "params": {"n_trees": 3}})
