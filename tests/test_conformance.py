@@ -45,6 +45,7 @@ TABLE: dict[tuple[str, str], list] = {
     ("leaf", "gef_gaussian"): [{}],
     ("leaf", "uniform_levels"): [{}],
     ("leaf", "marginal_cell"): [{}],
+    ("leaf", "grid_spike"): [{}, {"step": 0.1, "weight": 0.6}],
     ("leaf", "marginal_mix"): [{}, {"strength": 5.0, "edges": [-4.0, -0.5, 0.5, 4.0],
                                     "cdf": [0.0, 0.2, 0.8, 1.0]}],
     ("leaf", "stacked"): [{"parts": ["truncnorm", "kernel"], "sizes": [4, 1]},

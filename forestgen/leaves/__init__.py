@@ -2,6 +2,7 @@
 
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
+from forestgen.leaves.grid_spike import GridSpikeLeaf
 from forestgen.leaves.kernel import KernelLeaf
 from forestgen.leaves.marginal_mix import MarginalMixLeaf
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
@@ -11,6 +12,7 @@ from forestgen.leaves.truncnorm import TruncNormalLeaf
 from forestgen.leaves.uniform import UniformLeaf
 
 __all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
+           "GridSpikeLeaf",
            "KernelLeaf",
            "MarginalMixLeaf",
            "OrdinalKernelLeaf",
