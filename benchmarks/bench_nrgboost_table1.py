@@ -83,7 +83,7 @@ def validation_curve(m: NRGBoost, va: pd.DataFrame, target: str) -> np.ndarray:
     if (np.delete(C, j, axis=1) < 0).any():
         raise ValueError("validation rows with unobserved covariates: use predict")
     nv = int(m.grid_.n_values[j])
-    vals = (np.asarray(spec.categories, float) if spec.is_discrete else m.grid_.midpoints(j))
+    vals = (np.asarray(spec.categories, float) if spec.is_discrete else m.grid_.bin_means(j))
     X = np.repeat(C, nv, axis=0)
     X[:, j] = np.tile(np.arange(nv), len(C))
     e = m.energy_

@@ -132,7 +132,10 @@ def test_nan_and_out_of_range_inputs_at_query_time(mixed):
     g = m.grid_
     rows = pd.concat([q.iloc[[0]]] * int(g.n_values[0]), ignore_index=True)
     rows["num"] = g.midpoints(0)
-    full = m.log_prob(rows) + np.log(g.widths(0))
+    Z = m.encode_rows(rows)  # each bin's mass: the density at its midpoint over the law's
+    C = np.full(Z.shape, -1, np.int32)  # density there given the bin (-log width if uniform)
+    C[:, 0] = np.arange(int(g.n_values[0]))
+    full = m.log_prob(rows) - g.log_within(C, Z)
     assert lp[0] == pytest.approx(np.logaddexp.reduce(full), abs=1e-9)
     # out of range = the marginal of the other entries x density_floor x uniform density
     marg = m.log_prob(q.iloc[[1, 2]].assign(num=[np.nan, q.num[2]], many=[q.many[1], np.nan]))

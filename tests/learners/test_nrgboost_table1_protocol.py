@@ -26,7 +26,7 @@ def table(n: int, seed: int) -> pd.DataFrame:
 
 def test_validation_curve_is_the_truncated_models_r2():
     tr, va = table(300, 0), table(80, 1)
-    for target in ("y", "z"):  # an integer target (its levels) and a numeric one (midpoints)
+    for target in ("y", "z"):  # an integer target (its levels) and a numeric one (bin means)
         m = NRGBoost(n_trees=6, max_leaves=8, pool_size=2000, n_normaliser_samples=100,
                      random_state=0).fit(tr)
         curve = validation_curve(m, va, target)

@@ -33,7 +33,7 @@ class EnergyDistribution(ForestDistribution):
         key = ("grid", x.dtype)
         if key not in self._cache:  # float32 rows are binned on edges rounded as they are
             self._cache[key] = self.model.grid_.rounded_to(numpy_dtype(x.dtype))
-        lp = self.model.score_codes(*self._cache[key].codes(Z))
+        lp = self.model.score_codes(*self._cache[key].codes(Z), Z=Z)
         res = torch.as_tensor(lp, device=x.device, dtype=x.dtype)
         # piecewise constant: attach an exactly-zero gradient (NaN entries are marginalised)
         return res + (torch.nan_to_num(x) * 0.0).sum(-1)

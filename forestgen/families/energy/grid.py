@@ -21,6 +21,16 @@ the zeros of a capital-gain column, a value of a discrete scale) decodes to exac
 so that only values seen once spread over their bin; ``"observed"`` = uniform between the
 smallest and largest *training* value inside the bin (a bin holding one training value always
 decodes to it).
+
+A within-bin law (:meth:`Grid.with_within`; NRGBoost's ``base_measure="marginals"``,
+:mod:`~forestgen.families.energy.base_measure`) replaces the uniform spread: per numeric column a
+finer histogram whose pieces tile the bins (``fine_edges`` contain every bin edge,
+``fine_mass`` the pieces' masses). A value then has, given its bin, the density of its piece
+over the bin's mass (:meth:`Grid.log_within`); draws inside a bin follow the pieces (inverse CDF,
+:meth:`Grid.draw_within`), then snap to the column's grid as above (the nearest grid point of the
+bin's draw range), a point-mass bin still decoding to its value; the mean of a bin
+(:meth:`Grid.bin_means`, for ``predict``) is the law's. Without one, all of this is the uniform
+law: ``-log width``, uniform draws, midpoints.
 """
 
 from __future__ import annotations
@@ -53,10 +63,34 @@ class Grid:
     discrete: np.ndarray  # bool [d]
     step: np.ndarray | None = None  # float [d]: draws on multiples of step (0: continuous)
     outside_levels: np.ndarray | None = None
+    #: the within-bin law (``None``: uniform; see :meth:`with_within`): per column, pieces'
+    #: edges (every bin edge among them) and masses; empty arrays: uniform on that column
+    fine_edges: list[np.ndarray] | None = None
+    fine_mass: list[np.ndarray] | None = None
+    fine_start: list[np.ndarray] | None = None  # per column: first piece of each bin, [n + 1]
 
     def __post_init__(self) -> None:
         if self.step is None:
             self.step = np.zeros(len(self.n_values))
+        if self.fine_edges is not None and self.fine_start is None:
+            self.fine_start = [np.searchsorted(f, e).astype(np.int64) if len(f) else
+                               np.empty(0, np.int64)
+                               for f, e in zip(self.fine_edges, self.edges)]
+
+    def with_within(self, fine_edges: list[np.ndarray], fine_mass: list[np.ndarray]) -> Grid:
+        """This grid with a within-bin law (module docstring): per numeric column the sorted
+        ``fine_edges`` of pieces that tile its bins (every bin edge among them) and their
+        positive ``fine_mass``; an empty pair keeps a column uniform within its bins."""
+        fe = [np.asarray(f, np.float64) for f in fine_edges]
+        fm = [np.asarray(m, np.float64) for m in fine_mass]
+        return dataclasses.replace(self, fine_edges=fe, fine_mass=fm, fine_start=None)
+
+    def _law(self, j: int):
+        """``(fine_edges, fine_mass, fine_start)`` of numeric column ``j``, or ``None`` where
+        its bins are uniform."""
+        if self.fine_edges is None or self.discrete[j] or not len(self.fine_edges[j]):
+            return None
+        return self.fine_edges[j], self.fine_mass[j], self.fine_start[j]
 
     @classmethod
     def fit(cls, Z: np.ndarray, schema: Schema, max_bins: int = 255, *,
@@ -150,6 +184,16 @@ class Grid:
         e = self.edges[j]
         return (e[:-1] + e[1:]) / 2.0
 
+    def bin_means(self, j: int) -> np.ndarray:
+        """Mean of each bin of numeric column ``j`` under the within-bin law (the midpoints
+        when uniform)."""
+        law = self._law(j)
+        if law is None:
+            return self.midpoints(j)
+        fe, fm, start = law
+        mid = 0.5 * (fe[:-1] + fe[1:])
+        return np.add.reduceat(fm * mid, start[:-1]) / np.add.reduceat(fm, start[:-1])
+
     def split_thresholds(self) -> list[np.ndarray]:
         """Per column, the encoded value at the top of each value code (numeric: the inner bin
         edges; discrete: the level code itself): a split ``code <= t`` is ``x <= thr[j][t]``,
@@ -218,6 +262,8 @@ class Grid:
             cc = np.where(miss, 0, c)
             if self.discrete[j]:
                 z = cc.astype(np.float64)
+            elif self._law(j) is not None:
+                z = self._decode_within(j, cc, u[:, j])
             elif self.step[j] > 0:  # a uniform grid point in [a, b]
                 a, b = self.obs_lo[j][cc], self.obs_hi[j][cc]
                 h = self.step[j]
@@ -229,6 +275,65 @@ class Grid:
             z[miss] = np.nan
             Z[:, j] = z
         return Z
+
+    def _decode_within(self, j: int, c: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Draws of numeric column ``j`` inside bins ``c`` from the within-bin law: on a grid
+        (``step``), a draw over the whole bin snapped to the nearest grid point of the bin's
+        draw range ``[obs_lo, obs_hi]``; else a draw restricted to that range (the bin itself,
+        or with ``decode="observed"`` its training values' span). A range of one point gives
+        that point."""
+        a, b = self.obs_lo[j][c], self.obs_hi[j][c]
+        h = self.step[j]
+        if h > 0:
+            e = self.edges[j]
+            z = self.draw_within(j, e[c], e[c + 1], u)
+            k = np.clip(np.round((z - a) / h), 0, np.round((b - a) / h))
+            return np.minimum(a + k * h, b)
+        return self.draw_within(j, a, b, u)
+
+    def draw_within(self, j: int, a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Values of numeric column ``j`` in ``[a, b]`` (inside one bin each) from uniforms
+        ``u``: the within-bin law restricted to ``[a, b]`` by its inverse CDF (``a + u (b - a)``
+        when uniform)."""
+        law = self._law(j)
+        if law is None:
+            return a + u * (b - a)
+        fe, fm = law[0], law[1]
+        cdf = np.r_[0.0, np.cumsum(fm)]
+        fa, fb = np.interp(a, fe, cdf), np.interp(b, fe, cdf)
+        z = np.interp(fa + u * (fb - fa), cdf, fe)
+        return np.clip(z, a, b)
+
+    def log_within(self, C: np.ndarray, Z: np.ndarray) -> np.ndarray:
+        """``sum_j log r_j(z_j | bin)`` over numeric columns with positive-width bins [n]: the
+        log density of each value given its bin code (``C``, from :meth:`codes`; entries not a
+        value code are skipped), ``-log width`` where the bins are uniform."""
+        out = np.zeros(len(C))
+        for j in range(self.d):
+            law = self._law(j)
+            if law is None:
+                if not self.discrete[j]:
+                    out -= self._log_width_col(C, j)
+                continue
+            fe, fm, start = law
+            c = C[:, j]
+            val = (c >= 0) & (c < self.n_values[j])
+            cv = c[val]
+            k = np.searchsorted(fe, Z[val, j], side="left") - 1
+            k = np.clip(k, start[cv], start[cv + 1] - 1)
+            bin_mass = np.add.reduceat(fm, start[:-1])
+            out[val] += np.log(fm[k] / (fe[k + 1] - fe[k])) - np.log(bin_mass[cv])
+        return out
+
+    def _log_width_col(self, C: np.ndarray, j: int) -> np.ndarray:
+        out = np.zeros(len(C))
+        w = self.widths(j)
+        if not np.all(w > 0):
+            return out  # a constant column is a point mass
+        c = C[:, j]
+        val = (c >= 0) & (c < self.n_values[j])
+        out[val] = np.log(w[c[val]])
+        return out
 
     def log_width(self, C: np.ndarray) -> np.ndarray:
         """``sum_j log width_j(code)`` over numeric columns with positive-width bins [n]."""
@@ -254,6 +359,9 @@ class Grid:
             out[f"edges{j}"] = e
             out[f"obs_lo{j}"] = self.obs_lo[j]
             out[f"obs_hi{j}"] = self.obs_hi[j]
+            if self.fine_edges is not None:
+                out[f"fine_edges{j}"] = self.fine_edges[j]
+                out[f"fine_mass{j}"] = self.fine_mass[j]
         return out
 
     def check(self, schema: Schema) -> None:
@@ -288,17 +396,53 @@ class Grid:
         if self.outside_levels is not None and self.outside_levels.shape != (
                 int(self.n_values.sum()),):
             raise ValueError("grid.outside_levels does not match the value codes")
+        if self.fine_edges is not None:
+            self._check_within(schema)
+
+    def _check_within(self, schema: Schema) -> None:
+        """The within-bin law: per numeric column either empty or sorted finite pieces that
+        contain every bin edge, with positive finite masses, one per piece."""
+        if len(self.fine_edges) != self.d or len(self.fine_mass) != self.d:
+            raise ValueError("the grid's within-bin law needs fine_edges / fine_mass for every "
+                             "column")
+        for j, spec in enumerate(schema.columns):
+            fe, fm = self.fine_edges[j], self.fine_mass[j]
+            if not len(fe) and not len(fm):
+                continue
+            e = self.edges[j]
+            ok = (not self.discrete[j] and fe.ndim == 1 and fm.shape == (len(fe) - 1,)
+                  and len(fe) >= 2 and np.all(np.isfinite(fe)) and np.all(np.diff(fe) > 0)
+                  and np.all(np.isfinite(fm)) and np.all(fm > 0))
+            if ok:
+                s = np.searchsorted(fe, e)
+                ok = bool(np.all(s < len(fe)) and np.array_equal(fe[np.minimum(s, len(fe) - 1)],
+                                                                 e) and np.all(np.diff(s) > 0))
+            if not ok:
+                raise ValueError(f"grid column {spec.name!r}: its within-bin law needs sorted "
+                                 f"finite pieces containing every bin edge and one positive "
+                                 f"mass per piece")
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> Grid:
         d = len(a["n_values"])
         f = [[np.asarray(a[f"{k}{j}"], np.float64) for j in range(d)]
              for k in ("edges", "obs_lo", "obs_hi")]
-        return cls(f[0], f[1], f[2], np.asarray(a["n_values"], np.int64),
+        grid = cls(f[0], f[1], f[2], np.asarray(a["n_values"], np.int64),
                    np.asarray(a["has_missing"], bool), np.asarray(a["ordered"], bool),
                    np.asarray(a["discrete"], bool),
                    np.asarray(a["step"], np.float64) if "step" in a else None,
                    np.asarray(a["outside_levels"], bool) if "outside_levels" in a else None)
+        if "fine_edges0" not in a:  # uniform within bins (written before s54, or "blend")
+            return grid
+        fe = [np.asarray(a.get(f"fine_edges{j}", np.empty(0)), np.float64) for j in range(d)]
+        fm = [np.asarray(a.get(f"fine_mass{j}", np.empty(0)), np.float64) for j in range(d)]
+        bad = [j for j in range(d) if not (fe[j].ndim == 1 and len(fe[j]) != 1
+                                           and fm[j].shape == (max(len(fe[j]) - 1, 0),)
+                                           and np.all(np.diff(fe[j]) > 0))]
+        if bad:
+            raise ValueError(f"grid column {bad[0]}: its within-bin law needs sorted pieces "
+                             f"and one mass per piece")
+        return grid.with_within(fe, fm)
 
 
 def _grid_step(spec) -> float:

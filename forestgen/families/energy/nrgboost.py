@@ -62,6 +62,7 @@ from forestgen.base import GenerativeForest, NotFittedError
 from forestgen.data.encoder import TableEncoder
 from forestgen.ensemble.base import Ensembler
 from forestgen.families import ENERGY
+from forestgen.families.energy.base_measure import BASE_MEASURES, marginals_base
 from forestgen.families.energy.ensembler import (
     EnergyTrees,
     line_search,
@@ -248,7 +249,8 @@ class NRGBoost(EnergyQueries, GenerativeForest):
 
     def __init__(self, *, n_trees: int | str = "auto", max_leaves: int | str = "auto",
                  learning_rate: float = 0.15, max_ratio: float = 2.0, line_search: bool = True,
-                 uniform_mix: float = 0.1, pool_size: int | str = "auto",
+                 uniform_mix: float = 0.1, base_measure: str = "marginals",
+                 pool_size: int | str = "auto",
                  p_refresh: float = 0.1,
                  gibbs_chains: int = 16, gibbs_burn_in: int = 100, persistent_chains: bool = True,
                  refill_trees: int | None = 30,
@@ -277,6 +279,9 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         check_int("sample_warm_burn_in", self.sample_warm_burn_in, 0)
         if self.decode not in ("bin", "observed"):
             raise ValueError(f"decode must be 'bin' or 'observed', got {self.decode!r}")
+        if self.base_measure not in BASE_MEASURES:
+            raise ValueError(f"base_measure must be one of {BASE_MEASURES}, got "
+                             f"{self.base_measure!r}")
         if self.sample_start not in ("training", "q0"):
             raise ValueError(f"sample_start must be 'training' or 'q0', got "
                              f"{self.sample_start!r}")
@@ -339,8 +344,12 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         C, _ = self.grid_.codes(Z)
         ensembler = registry.component_class(
             "ensembler", self.ensembler or self.model_family.slots["ensembler"], Ensembler)
-        energy = ensembler(self.grid_, ensembler.blend_marginals(
-            C, self.grid_, float(self.uniform_mix)))
+        if self.base_measure == "marginals":
+            log_q0, fine_edges, fine_mass = marginals_base(Z, self.encoder_.schema, self.grid_)
+            self.grid_ = self.grid_.with_within(fine_edges, fine_mass)
+        else:
+            log_q0 = ensembler.blend_marginals(C, self.grid_, float(self.uniform_mix))
+        energy = ensembler(self.grid_, log_q0)
         self.energy_ = energy
         self.pool_size_ = sized_defaults(len(C), self.encoder_.schema.d, 1, self.pool_size)[1]
         self.max_leaves_ = sized_leaves(len(C), self.max_leaves)
@@ -604,7 +613,7 @@ class HeldOutRounds:
             self.tree_sum += energy.tree_energy(self.draws, self.done, t)
             self.done = t
         model.log_z_ = float(logsumexp(self.tree_sum) - math.log(self.n_draws))
-        lp = model.score_codes(self.C, self.outside)
+        lp = model.score_codes(self.C, self.outside, Z=self.Z)
         return lp if self.keep is None else lp[self.keep]
 
     @staticmethod

@@ -182,9 +182,11 @@ class EnergyQueries:
         return out
 
     def score_codes(self, C: np.ndarray, outside: np.ndarray,
-                    known: np.ndarray | None = None) -> np.ndarray:
+                    known: np.ndarray | None = None, Z: np.ndarray | None = None) -> np.ndarray:
         """Estimated log density of code rows (see :meth:`log_prob`); ``known [n, d]``: the
-        entries not marginalised (default: all)."""
+        entries not marginalised (default: all); ``Z``: the encoded rows the codes are of,
+        which a grid with a within-bin law needs (:meth:`~forestgen.families.energy.grid.Grid.
+        log_within`; a uniform one uses the bin widths alone)."""
         if self._nesting() is not None:
             miss = self._missing_codes(C, outside)
             nest = self._nest_log_factor(miss, np.ones(C.shape, bool) if known is None
@@ -192,7 +194,7 @@ class EnergyQueries:
         else:
             nest = 0.0
         C = np.where(outside, UNKNOWN, C).astype(np.int32)
-        lp = self._log_marginal(C) - self.log_z_ - self.grid_.log_width(C) + nest
+        lp = self._log_marginal(C) - self.log_z_ + self._log_within(C, Z) + nest
         bad = outside.any(axis=1)
         if bad.any():
             if self.density_floor is None:
@@ -200,6 +202,16 @@ class EnergyQueries:
             else:
                 lp += outside @ self._log_floor()
         return lp
+
+    def _log_within(self, C: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+        """Log density of the numeric values given their bins (``-log width`` when uniform)."""
+        g = self.grid_
+        if Z is None:
+            if g.fine_edges is not None:
+                raise ValueError("this grid has a within-bin law: score_codes needs the "
+                                 "encoded rows Z")
+            return -g.log_width(C)
+        return g.log_within(C, Z)
 
     def _log_floor(self) -> np.ndarray:
         """Per column: ``log(density_floor x uniform density on its training range)``."""
@@ -234,13 +246,14 @@ class EnergyQueries:
         Z, C, outside = self._codes(X)
         known = np.ones(C.shape, bool)
         known[:, self._absent(X)] = False
-        return self.score_codes(C, outside, known)
+        return self.score_codes(C, outside, known, Z)
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """:meth:`log_prob` of already encoded rows."""
         self.check_fitted()
-        C, outside = self.grid_.codes(np.asarray(Z, np.float64))
-        return self.score_codes(C, outside)
+        Z = np.asarray(Z, np.float64)
+        C, outside = self.grid_.codes(Z)
+        return self.score_codes(C, outside, Z=Z)
 
     def unnormalised_log_prob(self, X) -> np.ndarray:
         """``f(x)`` minus bin log-widths: :meth:`log_prob` without the estimated ``log Z``."""
@@ -282,7 +295,7 @@ class EnergyQueries:
             marg += self._nest_log_factor(miss, known)
         Cw = np.full_like(C, UNKNOWN)
         Cw[:, free] = C[:, free]
-        lp = joint - marg - self.grid_.log_width(Cw)
+        lp = joint - marg + self._log_within(Cw, Z)
         lp[outside[:, free].any(axis=1)] = -np.inf
         return lp
 
@@ -340,15 +353,15 @@ class EnergyQueries:
                             columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
 
     def predict(self, X, target=None) -> pd.Series:
-        """Any column from the row's other entries: the conditional mean over bin midpoints of
-        a numeric column (spec §6.2), the mean level value of an ordinal integer column, the
+        """Any column from the row's other entries: the conditional mean of a numeric column
+        over its bins' means (spec §6.2's midpoints under a uniform within-bin law), the mean level value of an ordinal integer column, the
         most probable level of a categorical one. Exact."""
         target = self._require_target(target, "predict")
         j, p, index = self._column_posterior(X, target, "predict")
         spec = self.schema_.columns[j]
         name = spec.name
         if not spec.is_discrete:
-            return pd.Series(self.encoder_.decode_mean(j, p @ self.grid_.midpoints(j)),
+            return pd.Series(self.encoder_.decode_mean(j, p @ self.grid_.bin_means(j)),
                              index=index, name=name)
         if spec.numeric_levels:
             return pd.Series(p @ np.asarray(spec.categories, float), index=index, name=name)
@@ -655,7 +668,7 @@ class EnergyQueries:
         """Fill NaN cells from the model given each row's observed cells.
 
         A row with one NaN cell uses the exact conditional (``"expectation"``: mean over bin
-        midpoints / ordinal mean / most probable level; ``"sample"``: one exact draw per
+        means / ordinal mean / most probable level; ``"sample"``: one exact draw per
         imputation). Rows with more NaN cells run a Gibbs chain over them with the observed
         cells clamped (``sample_burn_in`` sweeps); ``"expectation"`` then averages 50 states
         (an MCMC estimate). Imputed cells never take the missing state. Input handling and
@@ -728,7 +741,7 @@ class EnergyQueries:
     def _point_value(self, j: int, p: np.ndarray) -> np.ndarray:
         spec = self.schema_.columns[j]
         if not spec.is_discrete:
-            return p @ self.grid_.midpoints(j)
+            return p @ self.grid_.bin_means(j)
         if spec.numeric_levels:
             vals = p @ np.asarray(spec.categories, float)
             return np.argmin(np.abs(np.asarray(spec.categories, float)[None, :]
@@ -751,7 +764,8 @@ def _without_rows(ev, rows: np.ndarray):
 
 def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
     """Point evidence keeps its exact value; numeric intervals are drawn as the bin decodes
-    (:meth:`Grid.decode`: uniform over its draw range, so a point-mass bin gives its value)
+    (:meth:`Grid.draw_within`: the within-bin law, uniform by default, over its draw range, so a
+    point-mass bin gives its value)
     restricted to the interval, else (the draw range misses it) inside bin ∩ interval, then
     snapped to a point of the column's decimals grid inside the interval, so that decoding
     (rounding to the training decimals) keeps the value in it."""
@@ -770,7 +784,7 @@ def _respect_evidence(Z, C, ev, erow, grid: Grid, schema, rng) -> np.ndarray:
             ob = np.minimum(grid.obs_hi[j][c], hi_e)
             use = oa <= ob
             a, b = np.where(use, oa, a), np.where(use, ob, b)
-            z = a + rng.random(int(iv.sum())) * np.maximum(b - a, 0.0)
+            z = grid.draw_within(j, a, np.maximum(b, a), rng.random(int(iv.sum())))
             spec = schema.columns[j]
             va, vb = interval_ends(spec, lo_e, hi_e)
             Z[iv, j] = np.clip(to_support(z, spec), va, vb)

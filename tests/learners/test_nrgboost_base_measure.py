@@ -1,0 +1,124 @@
+"""NRGBoost's base measure ``q0`` = the column marginals' law (``base_measure="marginals"``):
+round 0 scores as ``forestgen.auto.marginals_model()``, and every query follows the same
+within-bin law (densities, draws, bin means, model files)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forestgen import NRGBoost
+from forestgen.auto import marginals_model
+from forestgen.families.energy.grid import Grid
+
+
+def _table(n: int = 240, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "x": rng.gamma(2.0, 1.5, n),  # continuous, skewed
+        "y": rng.normal(0, 1, n) + np.where(rng.random(n) < 0.3, 4.0, 0.0),  # two modes
+        "wind": np.round(rng.choice(np.r_[2.3, 4.6, 5.7, 6.9, 8.0, 9.7],
+                                    n) + rng.normal(0, 0.6, n) * (rng.random(n) < 0.3), 1),
+        "c": rng.choice(["a", "b", "c", "d"], n, p=[0.5, 0.3, 0.15, 0.05]),
+    })
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    df = _table()
+    train, test = df.iloc[:180], df.iloc[180:]
+    m = NRGBoost(n_trees=3, max_leaves=8, pool_size=2000, random_state=0).fit(train)
+    return train, test, m
+
+
+def test_round_zero_scores_as_the_column_marginals(fitted):
+    """Round 0 is the marginals model's law itself: on held-out rows inside the training range
+    the two log-likelihoods agree per row (the marginals' mass outside the grid's range, a
+    margin of an ulp or of half a grid step, is renormalised away: within 0.02 nats)."""
+    train, test, m = fitted
+    q0 = m.truncated(0)
+    inside = np.ones(len(test), bool)
+    for c in ("x", "y", "wind"):
+        inside &= test[c].between(train[c].min(), train[c].max()).to_numpy()
+    rows = test[inside]
+    ours = q0.log_prob(rows)
+    marg = marginals_model().fit(train).log_prob(rows)
+    np.testing.assert_allclose(ours, marg, atol=0.02)
+    # the former base measure (the paper's 10% uniform blend over bins) is below on these rows
+    old = NRGBoost(n_trees=1, max_leaves=8, pool_size=2000, base_measure="blend",
+                   random_state=0).fit(train).truncated(0)
+    assert old.log_prob(rows).mean() < ours.mean() - 0.1
+
+
+def test_density_integrates_to_one_over_the_within_bin_law():
+    """One numeric column: the density summed over the law's pieces (it is constant on each)
+    is 1 at round 0 exactly and within the ``log Z`` estimate's noise after rounds."""
+    df = _table()[["wind"]]
+    m = NRGBoost(n_trees=4, max_leaves=4, pool_size=2000, random_state=0).fit(df)
+    g = m.grid_
+    fe = g.fine_edges[0]
+    mid = 0.5 * (fe[:-1] + fe[1:])
+    for model, tol in ((m.truncated(0), 1e-9), (m, 0.05)):
+        lp = model.log_prob(pd.DataFrame({"wind": mid}))
+        assert float(np.exp(lp) @ np.diff(fe)) == pytest.approx(1.0, abs=tol)
+
+
+def test_draws_inside_a_bin_follow_the_law():
+    """Draws of one bin follow the within-bin law's CDF (Kolmogorov-Smirnov), and their mean
+    is the bin mean ``predict`` uses."""
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"x": rng.gamma(1.5, 2.0, 400)})
+    m = NRGBoost(n_trees=1, max_leaves=4, pool_size=2000, max_bins=4, random_state=0).fit(df)
+    g = m.grid_
+    c = 1
+    C = np.full((40_000, 1), c, np.int32)
+    z = g.decode(C, np.random.default_rng(2))[:, 0]
+    e = g.edges[0]
+    assert (z >= e[c]).all() and (z <= e[c + 1]).all()
+    fe, fm = g.fine_edges[0], g.fine_mass[0]
+    s = g.fine_start[0]
+    cdf = np.r_[0.0, np.cumsum(fm[s[c]:s[c + 1]])]
+    cdf /= cdf[-1]
+    q = np.linspace(e[c], e[c + 1], 200)
+    law = np.interp(q, fe[s[c]:s[c + 1] + 1], cdf)
+    emp = np.searchsorted(np.sort(z), q, side="right") / len(z)
+    assert np.abs(emp - law).max() < 0.015
+    uniform = (q - e[c]) / (e[c + 1] - e[c])
+    assert np.abs(uniform - law).max() > 0.05  # the law is not the uniform one here
+    assert z.mean() == pytest.approx(g.bin_means(0)[c], rel=0.01)
+
+
+def test_repeated_grid_values_keep_their_spikes(fitted):
+    """A value repeated on a decimal grid (``wind``) keeps the marginals' spike: its density
+    is above the uniform spread over its bin, and draws land on it as often as its mass."""
+    train, test, m = fitted
+    j = list(m.schema_.names).index("wind")
+    g = m.grid_
+    v = 4.6
+    row = train.iloc[[0]].assign(wind=v)
+    Z = m.encode_rows(row)
+    C, _ = g.codes(Z)
+    only = np.full_like(C, -1)
+    only[:, j] = C[:, j]
+    assert g.log_within(only, Z)[0] > -np.log(g.widths(j)[C[0, j]]) + 0.5
+    s = m.sample(4000, random_state=3)
+    assert abs(np.mean(s["wind"] == v) - np.mean(train["wind"] == v)) < 0.05
+
+
+def test_model_file_keeps_the_law_and_rejects_a_bad_one(fitted, tmp_path):
+    train, test, m = fitted
+    path = m.save(tmp_path / "m.fgm")
+    back = NRGBoost.load(path)
+    np.testing.assert_array_equal(back.log_prob(test), m.log_prob(test))
+    pd.testing.assert_frame_equal(back.sample(50, random_state=4), m.sample(50, random_state=4))
+    arrays = m.grid_.to_arrays()
+    arrays["fine_mass0"] = -arrays["fine_mass0"]
+    bad = Grid.from_arrays(arrays)
+    with pytest.raises(ValueError, match="'x'.*within-bin law"):
+        bad.check(m.schema_)
+
+
+def test_bad_base_measure_is_refused():
+    with pytest.raises(ValueError, match="base_measure"):
+        NRGBoost(base_measure="uniform").fit(_table(40))
