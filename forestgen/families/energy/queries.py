@@ -354,8 +354,9 @@ class EnergyQueries:
 
     def predict(self, X, target=None) -> pd.Series:
         """Any column from the row's other entries: the conditional mean of a numeric column
-        over its bins' means (spec §6.2's midpoints under a uniform within-bin law), the mean level value of an ordinal integer column, the
-        most probable level of a categorical one. Exact."""
+        over its bins' means (spec §6.2's midpoints under a uniform within-bin law), the mean
+        level value of an ordinal integer column, the most probable level of a categorical
+        one. Exact."""
         target = self._require_target(target, "predict")
         j, p, index = self._column_posterior(X, target, "predict")
         spec = self.schema_.columns[j]
