@@ -181,7 +181,27 @@ def report(path: Path) -> str:
              "mean LL - marginals": f"{np.mean(s['gain']):.3f}",
              "mean abs(AUC-0.5)": f"{np.mean(s['c2st']):.4f}",
              "fit CPU s (sum)": f"{np.sum(s['cpu']):.1f}"} for v, s in summ.items()]
-    return (md_table(head) + "\n\n" + md_table(rows)
+    paired = []  # each later variant against the first, over the cells both completed
+    key = {(r["table"], r["seed"], r["variant"]): r for r in recs if "error" not in r}
+    for v in variants[1:]:
+        both = [(key[t, s, variants[0]], key[t, s, v]) for (t, s, w) in key
+                if w == v and (t, s, variants[0]) in key]
+        dc = np.array([abs(b["c2st"] - 0.5) - abs(a["c2st"] - 0.5) for a, b in both])
+        dl = np.array([b["test_ll"] - a["test_ll"] for a, b in both])
+        cpu = sum(b["fit_cpu_s"] for _, b in both) / sum(a["fit_cpu_s"] for a, _ in both)
+        paired.append({"variant": f"{v} - {variants[0]}", "cells": len(both),
+                       "mean abs(AUC-0.5) difference": f"{dc.mean():+.4f}",
+                       "its SE": f"{dc.std(ddof=1) / np.sqrt(len(dc)):.4f}",
+                       "cells closer to 0.5 / further": f"{(dc < 0).sum()} / {(dc > 0).sum()}",
+                       "mean held-out LL difference": f"{dl.mean():+.3f}",
+                       "higher / lower": f"{(dl > 0).sum()} / {(dl < 0).sum()}",
+                       "fit CPU ratio (sums)": f"{cpu:.2f}"})
+
+    def table(recs: list[dict]) -> str:
+        return md_table(list(recs[0]), [list(r.values()) for r in recs])
+
+    return (table(head) + "\n\n" + (table(paired) + "\n\n" if len(paired) else "")
+            + table(rows)
             + (f"\n\nerrors: {[(r['table'], r['seed'], r['variant'], r['error']) for r in errs]}"
                if errs else "") + "\n")
 

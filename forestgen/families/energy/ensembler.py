@@ -2,9 +2,11 @@
 
 NRGBoost (Bravo, ICLR 2025, Sec. 2-3; spec ``nrgboost_def.md`` §2.1, §3.4, §5.2, §6.1). The model
 ``q(x) = exp(f(x)) / Z`` lives on a :class:`~forestgen.families.energy.grid.Grid`; ``q0`` is a
-normalised product of per-column pmfs (``m_j = (1 - u) p̂_j + u / C_j``, spec §8.1) and each tree is
-piecewise constant on grid codes. Trees are stored flat (global node ids); every split,
-ordered or nominal, keeps a per-code routing byte ``cat_left[cat_off[node] + code]``.
+normalised product of per-column pmfs over the grid's codes (:meth:`AdditiveEnergy.blend_marginals`:
+the paper's ``m_j = (1 - u) p̂_j + u / C_j``, spec §8.1; or the column marginals' masses,
+:mod:`forestgen.families.energy.base_measure`) and each tree is piecewise constant on grid codes.
+Trees are stored flat (global node ids); every split, ordered or nominal, keeps a per-code
+routing byte ``cat_left[cat_off[node] + code]``.
 
 Kernels (module-level, ``cache=True``): the energy of rows and one tree's leaves. The *slice*
 ``f(x with x_j := k)`` for every ``k`` (spec §5.2, T10) is computed from the trees' leaf
@@ -207,7 +209,8 @@ class AdditiveEnergy(Ensembler):
     are stored already scaled by the step ``s_t = gamma·alpha_t``. ``normalised = False``.
 
     In the ``ensembler`` slot of NRGBoost it is given as a class (or registry name): the learner
-    builds it from the data, ``cls(grid, cls.blend_marginals(...))``, and grows its trees; it
+    builds it from the data, ``cls(grid, log_q0)`` (``log_q0`` from :meth:`blend_marginals` or
+    :func:`~forestgen.families.energy.base_measure.marginals_base`), and grows its trees; it
     has no parameters of its own. Its :meth:`combine` adds per-tree leaf energies.
     """
 
