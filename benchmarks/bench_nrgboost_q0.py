@@ -4,6 +4,7 @@ marginals, C2ST and fit CPU per (table, seed, variant).
     python benchmarks/bench_nrgboost_q0.py TABLES_DIR OUT.jsonl [--seeds 3] [--limit 240] \\
         [--variants "blend=base_measure=blend,marginals=base_measure=marginals"] [--chile]
     python benchmarks/bench_nrgboost_q0.py --report OUT.jsonl
+    python benchmarks/bench_nrgboost_q0.py --columns TABLES_DIR airquality,diabetes [VARIANT]
 
 ``TABLES_DIR``: the leaderboard's exported tables (``benchmarks/leaderboard/tables.py``), split as
 the leaderboard does (``run.split``: 70/30, at most 500 training and 500 held-out rows, seed =
@@ -139,6 +140,28 @@ def one(tables: Path, name: str, seed: int, variant: str, work: Path, limit: flo
     return out
 
 
+def columns(tables: Path, names: str, variant: str = "blend=base_measure=blend") -> None:
+    """Per column (seed 0 split): held-out LL of NRGBoost's round 0 fitted on that column
+    alone (``n_trees=1``, ``truncated(0)``) minus ``marginals_model()``'s, where they differ
+    by more than 0.02 nats."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from forestgen import NRGBoost
+    from forestgen.auto import marginals_model
+
+    _, params = parse_variant(variant)
+    work = Path("/tmp") / "bench_nrgboost_q0_columns"
+    for name in names.split(","):
+        train, test = load(tables, name, 0, work)
+        for c in train.columns:
+            q = NRGBoost(**params, n_trees=1, random_state=0).fit(train[[c]]).truncated(0)
+            a = float(np.mean(q.log_prob(test[[c]])))
+            b = float(np.mean(marginals_model().fit(train[[c]]).log_prob(test[[c]])))
+            if abs(a - b) > 0.02:
+                print(f"{name} {c}: round 0 {a:.3f} marginals {b:.3f} difference {a - b:+.3f}")
+
+
 def report(path: Path) -> str:
     """Markdown: per table and variant, LL - marginals per seed (and with the missing state),
     C2ST and fit CPU means, and a summary."""
@@ -210,6 +233,9 @@ def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--cell":
         t, name, s, v, w, lim = json.loads(sys.argv[2])
         print(json.dumps(one(Path(t), name, s, v, Path(w), lim)))
+        return 0
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "--columns":
+        columns(Path(sys.argv[2]), *sys.argv[3:])
         return 0
     if len(sys.argv) == 3 and sys.argv[1] == "--report":
         print(report(Path(sys.argv[2])))
