@@ -326,6 +326,7 @@ class Grid:
         return out
 
     def _log_width_col(self, C: np.ndarray, j: int) -> np.ndarray:
+        """``log width_j(code)`` of numeric column ``j`` per row (0 where not a value code)."""
         out = np.zeros(len(C))
         w = self.widths(j)
         if not np.all(w > 0):
@@ -339,14 +340,8 @@ class Grid:
         """``sum_j log width_j(code)`` over numeric columns with positive-width bins [n]."""
         out = np.zeros(len(C))
         for j in range(self.d):
-            if self.discrete[j]:
-                continue
-            w = self.widths(j)
-            if not np.all(w > 0):
-                continue  # a constant column is a point mass
-            c = C[:, j]
-            val = (c >= 0) & (c < self.n_values[j])
-            out[val] += np.log(w[c[val]])
+            if not self.discrete[j]:
+                out += self._log_width_col(C, j)
         return out
 
     # ------------------------------------------------------------------ persistence
