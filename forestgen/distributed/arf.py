@@ -115,7 +115,9 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
     without its held-out fit (that guard backs off only where the marginals beat the forest
     on held-out rows, which the tables Dask is for do not show: ARF on adult's 32,561 rows
     scores 7 standard errors above them, ``benchmarks/results/flip_s48.md``); a weight or
-    ``"held_out"`` is refused.
+    ``"held_out"`` is refused. ``grid_spikes``: ``"oob"`` is accepted and fits FORDE's law
+    (``grid_spikes_ = {}``: the leaves' statistics carry no repeated values); a weight above
+    0 is refused.
     """
     learner = ARF(**params) if learner is None else learner.set_params(**params)
     learner.validate_params()
@@ -129,6 +131,12 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
             f"forestgen.distributed.fit_arf: numeric_prior={learner.numeric_prior!r} needs "
             f"the columns' marginal histograms and the out-of-bag rows; use numeric_prior=0 "
             f"(FORDE's law, the default) or ARF.fit on one machine")
+    spikes = getattr(learner, "grid_spikes", 0)
+    if not (isinstance(spikes, str) or spikes == 0):
+        raise NotImplementedError(
+            f"forestgen.distributed.fit_arf: grid_spikes={spikes!r} needs the leaves' own "
+            f"repeated values, which the leaves' sufficient statistics do not carry; use "
+            f"grid_spikes=0 (or 'oob', which fits FORDE's law here) or ARF.fit on one machine")
     if learner.coverage != "all":
         raise NotImplementedError("forestgen.distributed.fit_arf: coverage='oob' needs each "
                                   "tree's bootstrap weights of every row; use coverage='all'")
@@ -190,6 +198,7 @@ def fit_arf(ddf, learner: ARF | None = None, *, n_blocks: int | None = None,
                  for b, Z in enumerate(blocks)]
     learner.encoder_ = encoder
     learner.marginal_weight_, learner.marginal_weight_ll_ = 0.0, {}
+    learner.grid_spikes_ = {}  # (FORDE's law: the statistics carry no repeated values)
     learner.forest_ = accepted
     learner.fit_diagnostics_ = history
     learner.n_rounds_ = len(history)

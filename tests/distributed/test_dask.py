@@ -190,6 +190,11 @@ def test_numeric_prior_is_not_supported(clients):
         fd.fit_arf(dd.from_pandas(TRAIN, npartitions=2), n_trees=2, numeric_prior=3.0)
 
 
+def test_grid_spikes_weight_is_not_supported(clients):
+    with clients[2].as_current(), pytest.raises(NotImplementedError, match="grid_spikes=0.5"):
+        fd.fit_arf(dd.from_pandas(TRAIN, npartitions=2), n_trees=2, grid_spikes=0.5)
+
+
 # ---------------------------------------------------------------- sufficient statistics
 def _pairs(seed, n=400, L=7):
     rng = np.random.default_rng(seed)

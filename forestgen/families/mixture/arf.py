@@ -17,10 +17,11 @@ from numba import njit, prange
 
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.support import floor_log_prob
+from forestgen.data.support import floor_log_prob, grid_step
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
     GAIN_SHARE,
+    GUARD_Z,
     append_root_marginals,
     check_weight,
     column_histograms,
@@ -31,6 +32,7 @@ from forestgen.families.mixture.backoff import (
 from forestgen.inference.leaf_factors import leaf_pack, pack_nodes
 from forestgen.leaves import (
     CategoricalLeaf,
+    GridSpikeLeaf,
     MarginalMixLeaf,
     OrdinalKernelLeaf,
     PointMassLeaf,
@@ -171,6 +173,21 @@ class ARF(GenerativeForest):
         CPU (1.85 summed over the tables; the histograms' bandwidth search), and ARF stays
         below the marginals on the same four tables, so it is not the default. The
         distributed fit (:mod:`forestgen.distributed`) refuses it.
+    grid_spikes : 0 (default: FORDE's truncated normals, bit for bit), a weight ``w`` in
+        ``[0, 1]``, or ``"oob"`` — on a numeric column with a grid (``decimals`` / ``step``)
+        whose values repeat in the training rows, mixes each leaf's normal with the leaf's
+        own repeated values, each spread uniformly over its grid cell
+        (:class:`~forestgen.leaves.grid_spike.GridSpikeLeaf`; a leaf whose rows all lie at
+        repeated values gives them the share ``w``). The spikes are part of the density (no
+        point masses: it integrates to one), draws in a spike cell round back to its value,
+        and every query reads the same law. A forestgen extension (not in the paper): the
+        values a column repeats (diabetes' ``bp`` in whole units, airquality's ``Wind``)
+        are what FORDE's normals smear and the column marginals' histogram keeps
+        (``benchmarks/results/arf_leaf_law_s54.md``). ``"oob"`` chooses ``w`` per column
+        from :data:`SPIKE_WEIGHTS` on the trees' out-of-bag rows (:meth:`_oob_spike_weights`)
+        and keeps the choice as ``grid_spikes_`` (column name -> weight). Measured on the
+        leaderboard's tables in ``benchmarks/results/arf_spikes_s54.md``. The distributed fit
+        fits FORDE's law for ``"oob"`` and refuses a weight above 0.
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
     density_floor : a row of density zero — a held-out value outside the support
         (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
@@ -223,7 +240,7 @@ class ARF(GenerativeForest):
                  discrete_leaf: Any = None, splitter: Any = "gini", ensembler: Any = None,
                  sampler: Any = None,
                  density_floor: float | None = 1e-5, marginal_weight: float | str = "auto",
-                 numeric_prior: float | str = 0.0):
+                 numeric_prior: float | str = 0.0, grid_spikes: float | str = 0.0):
         """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
 
     # ------------------------------------------------------------------ validation
@@ -261,6 +278,12 @@ class ARF(GenerativeForest):
             except ParameterError:
                 raise ParameterError(f"numeric_prior must be 'oob' or a number >= 0, got "
                                      f"{self.numeric_prior!r}") from None
+        if not (isinstance(self.grid_spikes, str) and self.grid_spikes == "oob"):
+            try:
+                check_real("grid_spikes", self.grid_spikes, 0.0, 1.0)
+            except ParameterError:
+                raise ParameterError(f"grid_spikes must be 'oob' or a weight in [0, 1], got "
+                                     f"{self.grid_spikes!r}") from None
 
     # ------------------------------------------------------------------ fit
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
@@ -295,8 +318,9 @@ class ARF(GenerativeForest):
 
     def _adversarial_rounds(self, Z: np.ndarray, root: np.random.SeedSequence) -> tuple:
         """ARF's rounds (Alg. 1) on the encoded rows ``Z`` (streams spawned from ``root``):
-        the accepted forest, its trees' out-of-bag masks of the real rows ``[B, n]`` and the
-        real rows' leaves ``[n, B]``; sets ``fit_diagnostics_`` and ``n_rounds_``."""
+        the accepted forest, its trees' out-of-bag masks of the real rows ``[B, n]``, the
+        real rows' leaves ``[n, B]`` and a function giving their in-bag weights ``[B, n]``
+        (redrawn from the trees' streams); sets ``fit_diagnostics_`` and ``n_rounds_``."""
         n, d = Z.shape
         schema = self.encoder_.schema
         nominal = schema.nominal_mask
@@ -346,7 +370,9 @@ class ARF(GenerativeForest):
             bar.close(f"OOB accuracy {acc:.4f}, {forest.n_leaves} leaves")
             # the accepted forest keeps its real rows' leaves and out-of-bag mask, not the
             # [2n, B] leaves of the stacked rows nor the [B, 2n] mask
-            current = (forest, np.ascontiguousarray(oob[:, :n]), leaves[:n].copy(order="K"))
+            current = (forest, np.ascontiguousarray(oob[:, :n]), leaves[:n].copy(order="K"),
+                       lambda kids=kids: np.stack([self._bootstrap(2 * n, r)[:n]
+                                                   for r in streams(kids)]))
             del Xb, data, leaves, oob, weights
             if accepted is None:
                 accepted = current  # round 0's forest is the first generator
@@ -377,9 +403,11 @@ class ARF(GenerativeForest):
         return splitter, limits
 
     def _forde(self, Z: np.ndarray, forest: ForestArrays, oob: np.ndarray,
-               leaves: np.ndarray | None = None) -> None:
+               leaves: np.ndarray | None = None,
+               bag: Callable[[], np.ndarray] | None = None) -> None:
         """FORDE (Alg. 2): coverage and leaf distributions from the real rows (``oob [B, n]``:
-        the rows each tree left out of its bag; ``leaves [n, B]``: their leaves, if known)."""
+        the rows each tree left out of its bag; ``leaves [n, B]``: their leaves, if known;
+        ``bag()``: their in-bag weights ``[B, n]``, if known)."""
         schema = self.encoder_.schema
         self.forest_ = forest
         if leaves is None:
@@ -401,6 +429,7 @@ class ARF(GenerativeForest):
                                    lambda: nodes.append(pack_nodes(forest, serial=True)))
         over = {**self.leaf_overrides(),
                 **self.numeric_prior_leaves(Z, forest, numeric, leaves, oob, boxes)}
+        over.update(self.grid_spike_leaves(Z, forest, numeric, leaves, oob, boxes, over, bag))
         self.leaf_models_ = self.fit_leaves(Z, leaves, boxes, numeric, discrete, pair_w, over,
                                             tree_major=builtin, also=also)
         if lam > 0:  # the back-off tree: the product of the column marginals (backoff)
@@ -517,6 +546,141 @@ class ARF(GenerativeForest):
             return 0.0
         return float(NUMERIC_PRIORS[int(np.argmax(gain >= GAIN_SHARE * best))])
 
+    def grid_spike_leaves(self, Z: np.ndarray, forest: ForestArrays, numeric: Any,
+                          leaves: np.ndarray, oob: np.ndarray, boxes: Any,
+                          over: dict, bag: Callable[[], np.ndarray] | None = None
+                          ) -> dict[int, GridSpikeLeaf]:
+        """Per numeric column with a grid (``decimals`` / ``step``) that repeats values in
+        the training rows, with ``grid_spikes`` and FORDE's own normal leaves: the column's
+        leaf (FORDE's, or ``numeric_prior``'s mixture in ``over``) mixed with the leaf's own
+        repeated values, each uniform on its grid cell
+        (:class:`~forestgen.leaves.grid_spike.GridSpikeLeaf`; the repeated values: those
+        seen at least twice in the training rows, off the column's point masses). The
+        weight: the given one, or for ``"oob"`` one per column chosen on the out-of-bag rows
+        (:meth:`_oob_spike_weights`). Sets ``grid_spikes_`` (column name -> weight taken)."""
+        self.grid_spikes_ = {}
+        if self.grid_spikes == 0 or self.numeric_leaf is not None or \
+                not isinstance(numeric, TruncNormalLeaf):
+            return {}
+        schema = self.encoder_.schema
+        protos: dict[int, GridSpikeLeaf] = {}
+        seen: dict[int, tuple] = {}
+        for j, spec in enumerate(schema.columns):
+            if spec.is_discrete or not spec.has_grid:
+                continue
+            z = Z[:, j]
+            z = z[~np.isnan(z)]
+            if spec.atoms:  # (values at a point mass keep their own mass)
+                z = z[~np.isin(z, np.asarray(spec.atoms, float))]
+            vals, cnt = np.unique(z, return_counts=True)
+            if not (cnt >= 2).any():
+                continue
+            base = over.get(j, numeric)
+            protos[j] = GridSpikeLeaf(base=type(base)(**base.get_params()),
+                                      step=grid_step(spec), values=vals[cnt >= 2], weight=0.0)
+            seen[j] = (vals, cnt)
+        if not protos:
+            return {}
+        if isinstance(self.grid_spikes, str):
+            weights = self._oob_spike_weights(Z, forest, leaves, oob, boxes, numeric, over,
+                                              protos, seen, bag)
+        else:
+            weights = {j: float(self.grid_spikes) for j in protos}
+        self.grid_spikes_ = {schema.columns[j].name: weights[j] for j in protos}
+        out = {}
+        for j, w in weights.items():
+            if w > 0:
+                out[j] = GridSpikeLeaf(**{**protos[j].get_params(), "weight": w})
+        return out
+
+    def _oob_spike_weights(self, Z: np.ndarray, forest: ForestArrays, leaves: np.ndarray,
+                           oob: np.ndarray, boxes: Any, numeric: Any, over: dict,
+                           protos: dict[int, GridSpikeLeaf], seen: dict[int, tuple],
+                           bag: Callable[[], np.ndarray] | None = None) -> dict[int, float]:
+        """Per column of ``protos``, a weight of :data:`SPIKE_WEIGHTS` by the mean
+        out-of-bag log-likelihood of the real rows (per row, at most :data:`OOB_ROWS` evenly
+        spaced, the mixture over the trees that left it out, every column's leaf factor
+        included, as in :meth:`_oob_strength`), the leaf laws fitted per tree on the tree's
+        in-bag real rows weighted by their bootstrap counts (``bag()``; without it, once
+        each), so that a tree's leaves hold about as many rows as in the final fit, whose
+        leaf normals narrow as their counts grow (fitted on the distinct in-bag rows alone,
+        wider normals made the spikes look better than they are on held-out rows). The
+        columns are taken one after another, each at the weights already chosen for those
+        before it; a column's weights are tried in increasing order while each step raises
+        the rows' mean by more than :data:`~forestgen.families.mixture.backoff.GUARD_Z`
+        standard errors of the rows' changes (the back-off's guard: a step up needs
+        evidence, not a tie or noise). A scored row at a value the training rows hold only
+        twice has no spike of its own (left out, its value is seen once: as the marginals'
+        :func:`~forestgen.families.intersection.marginals.grid_spikes` scores it). 0 when no
+        tree left a row out."""
+        n, B = leaves.shape
+        oobT = oob.T  # [n, B]
+        rows = np.flatnonzero(oobT.any(1))
+        if rows.size == 0:
+            return {j: 0.0 for j in protos}
+        if rows.size > OOB_ROWS:
+            rows = rows[np.linspace(0, rows.size - 1, OOB_ROWS).astype(np.int64)]
+        r_idx, b_idx = np.nonzero(oobT[rows])  # the scored (row, tree) pairs, row by row
+        lf = leaves[rows[r_idx], b_idx]
+        flat = leaves.ravel()
+        # the in-bag rows with their bootstrap counts: a tree's leaves then hold about as
+        # many rows as the final fit's, whose leaf normals sharpen with their counts
+        inbag = (~oobT).ravel().astype(np.float64) if bag is None else \
+            np.ascontiguousarray(np.asarray(bag(), np.float64).T).ravel()
+        tot = self.component("ensembler").leaf_log_weights(
+            leaves, forest.n_leaves, forest.leaf_tree, forest.n_trees, mask=~oobT)[lf]
+        _, discrete = self.leaf_prototypes()
+        parts: dict = {}
+        for j in range(self.encoder_.schema.d):
+            lm, cell = self._leaf_model_and_cell(j, boxes, numeric, discrete,
+                                                 {**over, **protos})
+            lm.fit(np.repeat(Z[:, j], B), flat, cell, inbag)
+            x = Z[rows[r_idx], j]
+            if j not in protos:
+                tot = tot + lm.log_prob(lf, x)
+                continue
+            # (the fitted copy: itself, or the base of a point-mass leaf)
+            pm = isinstance(lm, PointMassLeaf)
+            gs = lm.base_ if pm else lm
+            off = ~np.isnan(x)
+            if pm:  # (at a point mass no weight matters)
+                off &= ~np.isin(x, np.asarray(lm.atoms, float))
+            lb, ls = gs.part_log_probs(lf[off], x[off])
+            if pm:
+                tot = tot + lm.log_prob(lf, x)
+            else:  # (at weight 0 the leaf's law is its base's)
+                tot[off] += lb
+            u, c = seen[j]  # (the values off the point masses and their counts)
+            rep = c[np.clip(np.searchsorted(u, x[off]), 0, len(u) - 1)]
+            parts[j] = (gs, off, lb, np.where(rep >= 3, ls, -np.inf))
+        first = np.r_[0, np.flatnonzero(np.diff(r_idx)) + 1]  # each row's first pair
+        count = np.diff(np.r_[first, len(r_idx)])
+
+        def row_ll(t: np.ndarray) -> np.ndarray:
+            top = np.maximum.reduceat(t, first)
+            safe = np.where(np.isfinite(top), top, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.log(np.add.reduceat(np.exp(t - np.repeat(safe, count)), first)) + \
+                    safe - np.log(count)
+
+        ok = np.isfinite(row_ll(tot))  # (a row outside the support: left out)
+        out = {j: 0.0 for j in parts}
+        if not ok.any():
+            return out
+        cur = row_ll(tot)[ok]
+        for j, (gs, off, lb, ls) in parts.items():
+            if not np.isfinite(ls).any():  # (no scored value at a spike of its leaf)
+                continue
+            for w in SPIKE_WEIGHTS[1:]:  # up the weights while the score rises
+                t = tot.copy()
+                t[off] += gs.mix_log_prob(lf[off], lb, ls, w) - lb
+                new = row_ll(t)[ok]
+                d = new - cur  # (a step up must beat GUARD_Z standard errors of the rows)
+                if not d.mean() > GUARD_Z * d.std() / np.sqrt(len(d)):
+                    break
+                out[j], cur, tot = w, new, t
+        return out
+
     def _check_mixture_for_backoff(self) -> None:
         """The back-off tree needs a plain mixture of trees (the default ensembler)."""
         if not self.component("ensembler").logsumexp_combine:
@@ -567,17 +731,22 @@ class ARF(GenerativeForest):
 
     def _extra_meta(self):
         return {"fit_diagnostics": self.fit_diagnostics_,
-                "marginal_weight": float(getattr(self, "marginal_weight_", 0.0))}
+                "marginal_weight": float(getattr(self, "marginal_weight_", 0.0)),
+                "grid_spikes": {str(k): float(v)
+                                for k, v in getattr(self, "grid_spikes_", {}).items()}}
 
     def _restore_extra(self, arrays, meta):
         self.fit_diagnostics_ = meta.get("fit_diagnostics", [])
         self.n_rounds_ = len(self.fit_diagnostics_)
         self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 45
         self.marginal_weight_ll_ = {}
+        self.grid_spikes_ = dict(meta.get("grid_spikes", {}))  # {} before stop 54
 
 
 #: the pseudo-counts ``numeric_prior="oob"`` chooses among (0: FORDE's law)
 NUMERIC_PRIORS = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+#: the spike weights ``grid_spikes="oob"`` chooses among (0: the leaf's law without spikes)
+SPIKE_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
 #: at most this many real rows (evenly spaced) score them, each by its out-of-bag trees
 OOB_ROWS = 5_000
 
