@@ -7,16 +7,17 @@
 cell uses the leaderboard's split (``run.split``: 70/30, training rows capped), fits ``ARF()``
 at its defaults (``random_state=seed``; ``--marginal-weight``: that one parameter set;
 ``--params``: more of ARF's parameters, a JSON object, e.g. ``'{"numeric_prior": 3}'``) and
-``ARF(marginal_weight=0, prior_strength=0.3, numeric_prior=0)`` (the paper's model with the
-default leaf law pinned, whatever ``--params`` sets; a checkout without ``numeric_prior``
-gets ``ARF(marginal_weight=0, prior_strength=0.3)``, the same model: its test log densities
-and a sample hashed as ``paper_bits``), and records the chosen ``λ``
-(``marginal_weight_``) and its statistics, the mean held-out log-likelihood of both, that of
-the product of the column marginals (``forestgen.auto.marginals_model``: kernel-smoothed
-histograms, discrete pmfs), and the leaderboard's scores of ``ARF()``'s sample of
-``n_train`` rows (``score.score_cell``: C2ST AUC against the test rows, TSTR). ``forestgen``
-is imported from ``PYTHONPATH`` (run once per checkout, ``--label`` naming it); the
-leaderboard's code from this file's checkout.
+``ARF(marginal_weight=0, prior_strength=0.3, numeric_prior=0, grid_spikes=0)`` (the paper's
+model with the former default leaf law pinned, whatever ``--params`` sets; a checkout without
+``numeric_prior`` / ``grid_spikes`` gets ``ARF(marginal_weight=0, prior_strength=0.3)``, the
+same model: its test log densities and a sample hashed as ``paper_bits``), and records the
+chosen ``λ`` (``marginal_weight_``) and its statistics, the spike weights
+(``grid_spikes_``), the mean held-out log-likelihood of both, that of the product of the
+column marginals (``forestgen.auto.marginals_model``: kernel-smoothed histograms, discrete
+pmfs), and the leaderboard's scores of ``ARF()``'s sample of ``n_train`` rows
+(``score.score_cell``: C2ST AUC against the test rows, TSTR). ``forestgen`` is imported from
+``PYTHONPATH`` (run once per checkout, ``--label`` naming it); the leaderboard's code from this
+file's checkout.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def cell(table_dir: Path, seed: int, max_train: int, work: Path,
     out["lambda"] = float(m.marginal_weight_)
     if hasattr(m, "numeric_prior_"):
         out["numeric_prior"] = m.numeric_prior_
+    if hasattr(m, "grid_spikes_"):
+        out["grid_spikes"] = {str(k): v for k, v in m.grid_spikes_.items()}
     ll = m.marginal_weight_ll_
     out["t"] = ll.get("t")
     out["t_marginals"] = ll.get("t_marginals", ll.get("t_screen"))
@@ -68,6 +71,8 @@ def cell(table_dir: Path, seed: int, max_train: int, work: Path,
     old_law = {"prior_strength": 0.3}
     if "numeric_prior" in fg.ARF().get_params():  # (checkouts since stop 54)
         old_law["numeric_prior"] = 0
+    if "grid_spikes" in fg.ARF().get_params():  # (checkouts since stop 54's spikes)
+        old_law["grid_spikes"] = 0
     paper = fg.ARF(random_state=seed, marginal_weight=0, **old_law).fit(train)
     lp_paper = np.asarray(paper.log_prob(test), float)
     out["test_ll_paper"] = float(np.mean(lp_paper))

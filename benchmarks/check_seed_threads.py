@@ -7,7 +7,8 @@ bench_scaled_defaults, as short hashes, in one process per thread count.
 
 Each learner at its defaults with ``random_state=0`` on bench_scaled_defaults' split; its
 mean held-out log-likelihood, a hash of the per-row values and one hash of the draws of each
-size in ``--draws`` (a comma list, ``50`` by default; ``random_state=1``). The same hashes at
+size in ``--draws`` (a comma list, ``50`` by default; ``random_state=1``); ``--arf-params``
+(a JSON object) adds parameters to ARF's. The same hashes at
 ``NUMBA_NUM_THREADS=1`` and ``2`` (and ``n_jobs`` following it) mean the same bits.
 """
 
@@ -37,7 +38,7 @@ def _hash(a) -> str:
     return hashlib.sha1(np.ascontiguousarray(np.asarray(a, float)).tobytes()).hexdigest()[:10]
 
 
-def one(tables: list[str], work: Path, draws_n: str = "50") -> dict:
+def one(tables: list[str], work: Path, draws_n: str = "50", arf_params: str = "{}") -> dict:
     import forestgen as fg
 
     warnings.simplefilter("ignore")
@@ -47,7 +48,8 @@ def one(tables: list[str], work: Path, draws_n: str = "50") -> dict:
         train, test, _ = load_table(table, work)
         out[f"{table}/marginals"] = [marginal_ll(train, test), "", ""]
         for name in LEARNERS[1:]:
-            m = getattr(fg, name)(random_state=0, n_jobs=threads).fit(train)
+            extra = json.loads(arf_params) if name == "ARF" else {}
+            m = getattr(fg, name)(random_state=0, n_jobs=threads, **extra).fit(train)
             lp = m.log_prob(test)
             h = hashlib.sha1()
             for q in draws_n.split(","):
@@ -64,16 +66,19 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", default="50", help="rows sampled per learner, a comma list "
                     "(from COLUMN_ROWS = 2,048 FORGE draws the columns on the threads, from "
                     "THREAD_ROWS = 16,384 on chunks of them)")
+    ap.add_argument("--arf-params", default="{}", help="more of ARF's parameters, a JSON "
+                    "object (e.g. '{\"grid_spikes\": \"oob\"}')")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     tables = a.tables.split(",")
     if a.one:
-        print(json.dumps(one(tables, a.work, a.draws)))
+        print(json.dumps(one(tables, a.work, a.draws, a.arf_params)))
         return 0
     runs = {}
     for t in (1, 2):
         r = subprocess.run([sys.executable, __file__, "--one", "--tables", a.tables, "--work",
-                            str(a.work), "--draws", str(a.draws)],
+                            str(a.work), "--draws", str(a.draws),
+                            "--arf-params", a.arf_params],
                            env={**os.environ, "NUMBA_NUM_THREADS": str(t)},
                            capture_output=True, text=True, check=True)
         runs[t] = json.loads(r.stdout.strip().splitlines()[-1])
