@@ -850,5 +850,8 @@ _keep_rules_in(GenerativeForest)
 
 
 def _fresh(lm: LeafModel) -> LeafModel:
-    """A new unfitted copy (the same instance must not be shared between columns)."""
-    return type(lm)(**lm.get_params())
+    """A new unfitted copy (the same instance must not be shared between columns), leaf
+    models among its parameters copied too (a ``PointMassLeaf(base=TruncNormalLeaf())`` given
+    once must not fit one base for every column)."""
+    return type(lm)(**{k: _fresh(v) if isinstance(v, LeafModel) else v
+                       for k, v in lm.get_params().items()})

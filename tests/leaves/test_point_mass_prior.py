@@ -4,6 +4,7 @@ values off it, zero mass)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from forestgen.leaves.base import ColumnCell
@@ -50,3 +51,23 @@ def test_uniform_levels_prior_keeps_each_leaf_a_pmf(prior):
     for i in range(L):  # closed form at the atom where the cell also allows other levels
         if allowed[i, 2] and allowed[i].sum() > 1:
             assert P[i, 2] == pytest.approx((at[i] + prior * g) / (n[i] + prior))
+
+
+def test_a_leaf_given_as_base_is_copied_for_every_column():
+    # one PointMassLeaf(base=<instance>) given for all numeric columns: each column fits its
+    # own copy of the base, so the second column's fit does not overwrite the first's
+    from forestgen import ARF
+    from forestgen.leaves import TruncNormalLeaf
+
+    rng = np.random.default_rng(0)
+    n = 400
+    df = pd.DataFrame({"a": np.where(rng.uniform(size=n) < 0.3, 0.0, rng.normal(5, 1, n)),
+                       "b": np.where(rng.uniform(size=n) < 0.3, 0.0, rng.normal(-50, 10, n))})
+    leaf = PointMassLeaf(base=TruncNormalLeaf(), atoms=[0.0])
+    m = ARF(n_trees=5, numeric_leaf=leaf, marginal_weight=0, random_state=0).fit(df)
+    a, b = m.leaf_models_
+    assert a.base_ is not b.base_ and a.base_ is not leaf.base
+    # each column's law is its own: draws off the atom keep their column's location
+    s = m.sample(4000, random_state=1)
+    off_a, off_b = s["a"][s["a"] != 0], s["b"][s["b"] != 0]
+    assert abs(off_a.mean() - 5) < 0.3 and abs(off_b.mean() + 50) < 3
