@@ -137,3 +137,20 @@ def test_the_command_line_imports_heavy_modules_only_when_a_command_needs_them()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "True"], out
+
+
+def test_readme_command_lines_parse():
+    """Every ``forestgen ...`` line of the README and docs/cli.md is a valid command line."""
+    import shlex
+
+    from forestgen.cli import build_parser
+
+    root = Path(__file__).resolve().parents[1]
+    lines = [ln.split("  #")[0].strip()
+             for doc in ("README.md", "docs/cli.md")
+             for ln in (root / doc).read_text().splitlines() if ln.startswith("forestgen ")]
+    assert any("--learner auto" in ln for ln in lines)
+    parser = build_parser()
+    for ln in lines:
+        args = parser.parse_args(shlex.split(ln)[1:])
+        assert callable(args.func), ln
