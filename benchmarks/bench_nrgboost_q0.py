@@ -22,7 +22,9 @@ missing state counted as NRGBoost counts it (the marginals model marginalises a 
 scoring it 1, while NRGBoost gives the missing state its training share ``pi_j`` and an observed
 value ``1 - pi_j`` times its density: per row ``sum_j log pi_j`` or ``log(1 - pi_j)`` over the
 columns with training missing values, added to the marginals'); C2ST AUC of as many samples as
-held-out rows against them (``forestgen.metrics.c2st``, seed 0, one thread).
+held-out rows against them (``forestgen.metrics.c2st``, seed 0, one thread); on a table with a
+class target, the held-out accuracy of ``predict_proba``'s most probable class
+(``proba_acc``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ def parse_variant(spec: str) -> tuple[str, dict]:
         except (ValueError, SyntaxError):
             params[k] = v
     return label, params
+
+
+def target_of(tables: Path, name: str) -> str | None:
+    """The leaderboard table's class target (``meta.json``), else ``None``."""
+    path = tables / name / "meta.json"
+    if not path.exists():
+        return None
+    meta = json.loads(path.read_text())
+    return meta["target"] if meta["task"] == "classification" else None
 
 
 def load(tables: Path, name: str, seed: int, work: Path):
@@ -137,6 +148,12 @@ def one(tables: Path, name: str, seed: int, variant: str, work: Path, limit: flo
     out["se_missing"] = float((diff - miss).std(ddof=1) / np.sqrt(len(diff)))
     synth = model.sample(len(test), random_state=1)
     out["c2st"] = fm.c2st(test, synth, kinds=model, random_state=0, n_threads=1).auc
+    target = target_of(tables, name)
+    if target is not None:  # held-out accuracy of the most probable class (predict_proba)
+        P = model.predict_proba(test, target=target)
+        pred = np.asarray(P.columns.astype(str))[np.argmax(np.nan_to_num(P.to_numpy(float),
+                                                                         nan=-1), 1)]
+        out["proba_acc"] = float(np.mean(pred == test[target].astype(str).to_numpy()))
     return out
 
 
@@ -196,7 +213,9 @@ def report(path: Path) -> str:
                          "round 0 - marginals": " ".join(f"{x:+.2f}" for x in q),
                          "rounds": " ".join(str(r["n_trees_"]) for r in rs),
                          "C2ST": " ".join(f"{r['c2st']:.3f}" for r in rs),
-                         "fit CPU s": f"{np.mean([r['fit_cpu_s'] for r in rs]):.2f}"})
+                         "fit CPU s": f"{np.mean([r['fit_cpu_s'] for r in rs]):.2f}",
+                         "proba acc": " ".join(f"{r['proba_acc']:.3f}" for r in rs
+                                               if "proba_acc" in r)})
     errs = [r for r in recs if "error" in r]
     head = [{"variant": v, "cells": s["cells"], "below marginals": s["below"],
              "below by > 1 SE": s["below_se"],
@@ -212,13 +231,17 @@ def report(path: Path) -> str:
         dc = np.array([abs(b["c2st"] - 0.5) - abs(a["c2st"] - 0.5) for a, b in both])
         dl = np.array([b["test_ll"] - a["test_ll"] for a, b in both])
         cpu = sum(b["fit_cpu_s"] for _, b in both) / sum(a["fit_cpu_s"] for a, _ in both)
+        da = np.array([b["proba_acc"] - a["proba_acc"] for a, b in both if "proba_acc" in a])
         paired.append({"variant": f"{v} - {variants[0]}", "cells": len(both),
                        "mean abs(AUC-0.5) difference": f"{dc.mean():+.4f}",
                        "its SE": f"{dc.std(ddof=1) / np.sqrt(len(dc)):.4f}",
                        "cells closer to 0.5 / further": f"{(dc < 0).sum()} / {(dc > 0).sum()}",
                        "mean held-out LL difference": f"{dl.mean():+.3f}",
                        "higher / lower": f"{(dl > 0).sum()} / {(dl < 0).sum()}",
-                       "fit CPU ratio (sums)": f"{cpu:.2f}"})
+                       "fit CPU ratio (sums)": f"{cpu:.2f}",
+                       "proba acc difference (SE)": (
+                           f"{da.mean():+.4f} ({da.std(ddof=1) / np.sqrt(len(da)):.4f}), "
+                           f"{len(da)} cells" if len(da) > 1 else "")})
 
     def table(recs: list[dict]) -> str:
         return md_table(list(recs[0]), [list(r.values()) for r in recs])
