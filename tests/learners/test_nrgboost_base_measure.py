@@ -105,3 +105,19 @@ def test_model_file_keeps_the_law_and_rejects_a_bad_one(fitted, tmp_path):
 def test_bad_base_measure_is_refused():
     with pytest.raises(ValueError, match="base_measure"):
         NRGBoost(base_measure="uniform").fit(_table(40))
+
+
+def test_a_file_written_before_the_base_measure_loads_as_blend(tmp_path):
+    """A model file without ``base_measure`` and without a within-bin law (written before
+    them) loads as ``base_measure="blend"``, uniform within bins, scoring as it was saved."""
+    import forestgen.modelfile as mf
+
+    df = _table(120)
+    m = NRGBoost(n_trees=2, max_leaves=4, pool_size=1000, base_measure="blend",
+                 random_state=0).fit(df)
+    arrays, meta = mf.read_model_file(m.save(tmp_path / "new.fgm"), mmap=False)
+    assert not any(k.startswith("grid.fine_") for k in arrays)
+    del meta["params"]["base_measure"]
+    back = NRGBoost.load(mf.write_model_file(tmp_path / "old.fgm", arrays, meta))
+    assert back.base_measure == "blend" and back.grid_.fine_edges is None
+    np.testing.assert_array_equal(back.log_prob(df), m.log_prob(df))
