@@ -12,7 +12,8 @@ from forestgen.lazy import lazy_attributes
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ARF": "forestgen.learners", "Chain": "forestgen.learners", "DEF": "forestgen.learners",
+    "Anchored": "forestgen.learners", "ARF": "forestgen.learners",
+    "Chain": "forestgen.learners", "DEF": "forestgen.learners",
     "EOGT": "forestgen.learners",
     "RFDE": "forestgen.learners", "GeF": "forestgen.learners", "GFBoost": "forestgen.learners",
     "NRGBoost": "forestgen.learners", "ForestImputer": "forestgen.impute",
@@ -21,7 +22,8 @@ _EXPORTS = {
     "TableEncoder": "forestgen.data", "load_adult": "forestgen.data",
 }
 
-__all__ = ["AutoForest", "ARF", "Chain", "DEF", "EOGT", "RFDE", "GeF", "GFBoost", "NRGBoost",
+__all__ = ["AutoForest", "Anchored", "ARF", "Chain", "DEF", "EOGT", "RFDE", "GeF", "GFBoost",
+           "NRGBoost",
            "ForestImputer", "GenerativeForest",
            "NotFittedError",
            "TableEncoder", "load_adult", "registry", "__version__"]
@@ -34,4 +36,4 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager names
     from forestgen.base import GenerativeForest, NotFittedError
     from forestgen.data import TableEncoder, load_adult
     from forestgen.impute import ForestImputer
-    from forestgen.learners import ARF, DEF, EOGT, RFDE, Chain, GeF, GFBoost, NRGBoost
+    from forestgen.learners import ARF, DEF, EOGT, RFDE, Anchored, Chain, GeF, GFBoost, NRGBoost

@@ -173,10 +173,10 @@ def default_candidates() -> list[tuple[str, Any]]:
     on the leaderboard's 13 tables x 2 seeds its samples were the furthest from the test rows
     in every cell, no rule chose it, and scoring it cost a fifth of the selection (module
     docstring, ``benchmarks/results/leaderboard_s52_selection.md``)."""
-    from forestgen.learners import ARF, Chain, NRGBoost
+    from forestgen.learners import ARF, Anchored, Chain, NRGBoost
 
     return [("ARF", ARF()), ("ARF best samples", ARF.preset("best samples")),
-            ("NRGBoost", NRGBoost()), ("Chain", Chain())]
+            ("NRGBoost", NRGBoost()), ("Chain", Chain()), ("Anchored", Anchored())]
 
 
 def _frame(X: Any) -> pd.DataFrame:

@@ -428,8 +428,11 @@ class GenerativeForest(BaseEstimator):
         """Encoded query rows; a column absent from a DataFrame is all-missing, so every query
         (``log_prob``, ``predict_proba``, conditions, ...) marginalises it. Absent columns,
         unseen levels and levels given as text are reported in one
-        :class:`~forestgen.validation.InputWarning`."""
+        :class:`~forestgen.validation.InputWarning`. Rows this model's encoder encoded
+        (an :class:`EncodedTable`) are taken as they are."""
         self.check_fitted()
+        if isinstance(X, EncodedTable) and X.encoder is self.encoder_:
+            return np.array(X.rows, float)
         notes: list = []
         Z = self.encoder_.transform(X, missing_columns, notes)
         warn_input(notes, type(self).__name__)

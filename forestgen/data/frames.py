@@ -75,10 +75,12 @@ def check_duplicates(df: pd.DataFrame) -> None:
 
 
 def take_rows(X: Any, idx: np.ndarray) -> Any:
-    """Rows ``idx`` of a table in its own form: a DataFrame (positions), a torch tensor, else
-    as a NumPy array."""
+    """Rows ``idx`` of a table in its own form: a DataFrame (positions), encoded rows
+    (:class:`~forestgen.base.EncodedTable`), a torch tensor, else as a NumPy array."""
     if isinstance(X, pd.DataFrame):
         return X.iloc[idx]
+    if hasattr(X, "encoder") and hasattr(X, "take"):  # rows already encoded (EncodedTable)
+        return X.take(idx)
     if is_tensor(X):
         return X[idx]
     return np.asarray(X)[idx]

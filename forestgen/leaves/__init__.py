@@ -3,6 +3,7 @@
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.grid_spike import GridSpikeLeaf
+from forestgen.leaves.indexed import IndexedLeaf
 from forestgen.leaves.kernel import KernelLeaf
 from forestgen.leaves.marginal_mix import MarginalMixLeaf
 from forestgen.leaves.ordinal_kernel import OrdinalKernelLeaf
@@ -13,6 +14,7 @@ from forestgen.leaves.uniform import UniformLeaf
 
 __all__ = ["ColumnCell", "LeafModel", "leaf_stats", "CategoricalLeaf",
            "GridSpikeLeaf",
+           "IndexedLeaf",
            "KernelLeaf",
            "MarginalMixLeaf",
            "OrdinalKernelLeaf",

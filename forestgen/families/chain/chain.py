@@ -160,6 +160,10 @@ class Chain(ChainQueries, GenerativeForest):
         (0.3, 0.6, 1.0, 1.5) before stop 53), then at the chosen size among those and
         :data:`FINE_BANDWIDTHS` (kernels narrower than a lattice's spacing); the chosen values
         are ``bandwidth_``. Ignored with ``numeric_leaf``.
+    kernel_defensive, kernel_tail : :data:`NUMERIC_DEFENSIVE` (0.1) and :data:`NUMERIC_TAIL`
+        (0.03) — the numeric kernel leaf's shares of the leaf's normal and of the column's
+        normal (:class:`~forestgen.leaves.kernel.KernelLeaf` ``defensive`` and ``tail``).
+        Ignored with ``numeric_leaf``.
     integer_bandwidth : 0.5 — the ordered-level kernel of integer columns coded as levels
         (as :class:`~forestgen.families.mixture.arf.ARF`). Discrete leaves report a level
         without mass (a declared level with no training rows) as probability 0, their exact
@@ -196,6 +200,7 @@ class Chain(ChainQueries, GenerativeForest):
                  max_depth: int | None = None,
                  target_bins: int = TARGET_BINS, prior_strength: float | str = "held_out",
                  integer_bandwidth: float = 0.5, kernel_bandwidth: float | str = "held_out",
+                 kernel_defensive: float = NUMERIC_DEFENSIVE, kernel_tail: float = NUMERIC_TAIL,
                  max_bins: int = 255,
                  max_ordinal_levels: int = 128, max_branches: int = 100_000,
                  density_floor: float | None = 1e-5, random_state: Any = None,
@@ -231,6 +236,8 @@ class Chain(ChainQueries, GenerativeForest):
             except ParameterError:
                 raise ParameterError(f"kernel_bandwidth must be 'held_out' or a number > 0, "
                                      f"got {self.kernel_bandwidth!r}") from None
+        check_real("kernel_defensive", self.kernel_defensive, 0.0, 1.0, high_open=True)
+        check_real("kernel_tail", self.kernel_tail, 0.0, 1.0, high_open=True)
         if self.numeric_criterion is not None and self.numeric_criterion not in LABELLED:
             raise ParameterError(f"numeric_criterion must be None or one of {LABELLED}, got "
                                  f"{self.numeric_criterion!r}")
@@ -255,7 +262,7 @@ class Chain(ChainQueries, GenerativeForest):
         rngs = tree_generators(root, d)
         self.min_leaf_, self.prior_, self.bandwidth_ = self._leaf_sizes(X, kinds, d,
                                                                         root.spawn(1)[0])
-        bar = ProgressBar("Chain trees", d, self.progress)
+        bar = ProgressBar(f"{self.method_name} trees", d, self.progress)
 
         def grow(t: int) -> TreeRecord:
             spec = self.encoder_.schema.columns[int(self.order_[t])]
@@ -365,17 +372,22 @@ class Chain(ChainQueries, GenerativeForest):
                              f"columns are {schema.names}")
         return np.array([schema.names.index(c) for c in names], np.int64)
 
+    def predictors(self, t: int) -> np.ndarray:
+        """The columns tree ``t`` may split on: those before its own in the order."""
+        return self.order_[:t]
+
     def _grow_one(self, t: int, Z: np.ndarray, codes: np.ndarray, binner: Binner, splitter,
                   rng: np.random.Generator) -> TreeRecord:
-        """Tree ``t``: column ``order_[t]`` as the label, the columns before it as predictors;
-        rows missing the column weigh 0. Feature ids are mapped back to the table's."""
+        """Tree ``t``: column ``order_[t]`` as the label, :meth:`predictors` (the columns
+        before it) as predictors; rows missing the column weigh 0. Feature ids are mapped
+        back to the table's."""
         j = int(self.order_[t])
         spec = self.encoder_.schema.columns[j]
-        prev = self.order_[:t]
+        prev = self.predictors(t)
         x = Z[:, j]
         w = (~np.isnan(x)).astype(np.float64)
         min_leaf = int(self.min_leaf_[j])
-        if t == 0 or min_leaf == 0 or w.sum() < 2 * min_leaf:
+        if len(prev) == 0 or min_leaf == 0 or w.sum() < 2 * min_leaf:
             return _single_leaf()
         if spec.is_discrete:
             y = np.where(np.isnan(x), 0, x).astype(np.int64)
@@ -423,8 +435,8 @@ class Chain(ChainQueries, GenerativeForest):
         kernel density of the leaf's values and a categorical pmf with the ``prior_strength``
         prior."""
         numeric = self.numeric_leaf if self.numeric_leaf is not None else \
-            kernel_leaf(NUMERIC_BANDWIDTH if self.kernel_bandwidth == "held_out"
-                        else float(self.kernel_bandwidth))
+            self.kernel_leaf(NUMERIC_BANDWIDTH if self.kernel_bandwidth == "held_out"
+                             else float(self.kernel_bandwidth))
         discrete = self.discrete_leaf if self.discrete_leaf is not None else \
             CategoricalLeaf(prior=self.atom_prior(), floor=0.0)
         return numeric, discrete
@@ -440,7 +452,7 @@ class Chain(ChainQueries, GenerativeForest):
         for j, spec in enumerate(self.encoder_.schema.columns):
             if not spec.is_discrete:
                 if self.numeric_leaf is None and band is not None:
-                    out[j] = kernel_leaf(float(band[j]))
+                    out[j] = self.kernel_leaf(float(band[j]))
                 continue
             if self.discrete_leaf is not None:
                 continue
@@ -448,6 +460,12 @@ class Chain(ChainQueries, GenerativeForest):
             out[j] = (OrdinalKernelLeaf(bandwidth=self.integer_bandwidth, prior=a, floor=0.0)
                       if spec.kind == "integer" else CategoricalLeaf(prior=a, floor=0.0))
         return out
+
+    def kernel_leaf(self, bandwidth: float) -> KernelLeaf:
+        """The numeric leaf with bandwidth factor ``bandwidth`` and this model's shares of
+        the leaf's and the column's normals (``kernel_defensive``, ``kernel_tail``)."""
+        return KernelLeaf(bandwidth=bandwidth, defensive=self.kernel_defensive,
+                          tail=self.kernel_tail, adaptive=NUMERIC_ADAPTIVE)
 
     def atom_prior(self) -> float:
         """The prior at point masses: ``prior_strength``, :data:`PRIOR` when it is chosen."""
@@ -485,10 +503,6 @@ class Chain(ChainQueries, GenerativeForest):
                 raise ValueError(f"tree {t} splits on a column after its own in the order")
 
 
-def kernel_leaf(bandwidth: float) -> KernelLeaf:
-    """The Chain's numeric leaf with bandwidth factor ``bandwidth``."""
-    return KernelLeaf(bandwidth=bandwidth, defensive=NUMERIC_DEFENSIVE, tail=NUMERIC_TAIL,
-                      adaptive=NUMERIC_ADAPTIVE)
 
 
 def leaf_size_choice(ll: np.ndarray) -> int:

@@ -1,0 +1,206 @@
+"""Anchored conditional resampling: training rows redrawn column by column through trees
+grown on all the other columns, as a normalised leaf mixture.
+
+The sampler of the ``synthpop`` generator in ``synthyverse`` 0.2.7 (after Nowok, Raab &
+Dibben, "synthpop: Bespoke creation of synthetic data in R", J. Stat. Softw. 74(11), 2016, whose
+R package instead visits the columns in sequence — :class:`~forestgen.families.chain.chain.Chain`)
+grows one CART per column on *every other* column, then makes each synthetic row from a
+training row drawn at random, its *anchor*: every column is redrawn from the leaf that the
+anchor's other columns reach in that column's tree. On the project leaderboard it was the peer
+closest to the held-out rows on most tables (``benchmarks/results/leaderboard_s54.md``).
+
+That sampler has a closed-form law. With ``m`` anchors ``a`` and ``l_j(a)`` the leaf of column
+``j``'s tree at the anchor's other columns,
+
+    p(x) = (1/m) sum_a prod_j p_j(x_j | l_j(a)),
+
+a mixture of ``m`` product components, one per anchor: a leaf mixture of ``m`` one-leaf trees
+(:data:`~forestgen.families.LEAF_MIXTURE`), whose column-``j`` factor at anchor ``a`` is the
+leaf law of ``l_j(a)`` shared through an :class:`~forestgen.leaves.indexed.IndexedLeaf`. Every
+leaf-mixture query is then exact — ``log_prob`` with open entries, conditional draws and
+densities, ``expect``, ``predict_proba``, ``impute``, ``to_torch`` — and ``sample`` draws an
+anchor and each column from its factor, the synthyverse sampler with leaf *densities* (the
+Chain's kernel leaves: narrow kernels on the leaf's values, the column's point masses kept as
+atoms) in place of donor values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from forestgen.base import EncodedTable, GenerativeForest
+from forestgen.data.support import floor_log_prob
+from forestgen.families.chain.chain import NUMERIC_CRITERION, TARGET_BINS, Chain
+from forestgen.leaves.indexed import IndexedLeaf
+from forestgen.registry import register
+from forestgen.tree.arrays import ForestArrays
+from forestgen.tree.record import TreeRecord
+from forestgen.validation import check_int, seed_sequence
+
+#: the Chain's parameters that shape the conditional trees and their leaf laws
+TREE_PARAMS = ("min_leaf", "max_depth", "target_bins", "prior_strength", "integer_bandwidth",
+               "kernel_bandwidth", "kernel_defensive", "kernel_tail", "max_bins",
+               "max_ordinal_levels", "density_floor",
+               "n_jobs", "progress", "splitter", "numeric_criterion", "numeric_leaf",
+               "discrete_leaf")
+
+
+#: synthpop's ``minbucket``: the held-out choice of the Chain (by each column's conditional
+#: log-likelihood) took larger leaves and no split often, and the draws lost the joint law
+#: (``benchmarks/results/anchored_s55.md``)
+MIN_LEAF = 5
+#: the numeric kernels' bandwidth factor (of the leaf's robust spread; the Chain's finest
+#: held-out candidate): draws stay at the leaf's values as synthpop's donors do
+BANDWIDTH = 0.02
+#: pseudo-rows of the discrete leaves' prior toward the column's pmf: near the leaf's own pmf
+PRIOR_STRENGTH = 0.1
+#: the numeric kernel leaf's share of the column's normal: a held-out value far from every
+#: leaf value keeps a density, while few draws leave the leaf's values (the Chain: 0.03, and
+#: 0.1 of the leaf's normal, which made the draws of many-column tables easy to tell apart)
+KERNEL_TAIL = 0.001
+
+
+class ConditionalTrees(Chain):
+    """One tree per column grown on every other column (a dependency network): the Chain's
+    trees, leaf laws and held-out choices with :meth:`predictors` all the other columns, so
+    ``conditional_log_liks`` gives ``log p(x_j | x_-j)``. Fitted inside :class:`Anchored` on
+    its encoded rows (:class:`~forestgen.base.EncodedTable`); not a model of the joint law."""
+
+    method_name = "Anchored"
+
+    def predictors(self, t: int) -> np.ndarray:
+        j = self.order_[t]
+        return self.order_[self.order_ != j]
+
+
+@register("learner", "anchored")
+class Anchored(GenerativeForest):
+    """Training rows redrawn column by column from trees grown on all the other columns, as a
+    normalised mixture over the rows (module docstring; the sampler of synthyverse's
+    ``synthpop``, after Nowok et al. 2016).
+
+    Column ``j``'s tree is the Chain's tree for ``j`` grown on every other column (the label:
+    its levels, or its quantile bins split by ``numeric_criterion``), with the Chain's leaf
+    laws. The model is the uniform mixture over the anchors (the training rows, or
+    ``max_anchors`` of them drawn at random) of the product of each column's leaf law at the
+    leaf the anchor's other columns reach. Defaults keep the draws at the leaves' values, as
+    synthpop's donors: leaves of :data:`MIN_LEAF` rows, kernels of :data:`BANDWIDTH` times the
+    leaf's spread, a :data:`PRIOR_STRENGTH` pseudo-row prior and a :data:`KERNEL_TAIL` share of
+    the column's normal. ``"held_out"`` choices as in the Chain are accepted (scored by each
+    column's conditional log-likelihood given all the others), but on the leaderboard's
+    tables they took large leaves and the draws lost the joint law
+    (``benchmarks/results/anchored_s55.md``).
+
+    Parameters
+    ----------
+    min_leaf : 5 (an int, or ``"held_out"``). prior_strength : 0.1. kernel_bandwidth : 0.02.
+    kernel_defensive : 0.0. kernel_tail : 0.001.
+    max_depth, target_bins, integer_bandwidth, max_bins, max_ordinal_levels, splitter,
+    numeric_criterion, numeric_leaf, discrete_leaf : as in
+        :class:`~forestgen.families.chain.chain.Chain` (the same defaults).
+    max_anchors : None (default: every training row) or an int — the components of the
+        mixture; each query costs time proportional to it.
+    density_floor : 1e-5 — ``log_prob`` of a row of density zero (outside the support):
+        ``density_floor`` times the uniform density on the support (as ARF); ``None``: exact.
+    ensembler, sampler : the leaf-mixture slots (defaults ``"mixture"``, ``"ancestral"``).
+    """
+
+    method_name = "Anchored"
+    splitter_labelled = Chain.splitter_labelled
+    tree_data = Chain.tree_data
+    # the components are one-leaf trees: every leaf law lives on the column's whole range
+    edge_cells = frozenset({"empty"})
+
+    def __init__(self, *, min_leaf: int | str = MIN_LEAF, max_depth: int | None = None,
+                 target_bins: int = TARGET_BINS, prior_strength: float | str = PRIOR_STRENGTH,
+                 integer_bandwidth: float = 0.5, kernel_bandwidth: float | str = BANDWIDTH,
+                 kernel_defensive: float = 0.0, kernel_tail: float = KERNEL_TAIL,
+                 max_bins: int = 255, max_ordinal_levels: int = 128,
+                 max_anchors: int | None = None, density_floor: float | None = 1e-5,
+                 random_state: Any = None, n_jobs: int | None = -1, progress: bool = False,
+                 splitter: Any = "gini", numeric_criterion: str | None = NUMERIC_CRITERION,
+                 numeric_leaf: Any = None, discrete_leaf: Any = None, ensembler: Any = None,
+                 sampler: Any = None):
+        """Parameters: see the class docstring (stored by ``GenerativeForest``)."""
+
+    def trees_model(self) -> ConditionalTrees:
+        """The unfitted conditional trees this learner grows (its tree parameters)."""
+        return ConditionalTrees(**{k: getattr(self, k) for k in TREE_PARAMS},
+                                random_state=self.random_state)
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        check_int("max_anchors", self.max_anchors, 1, allow_none=True)
+        self.trees_model().validate_params()
+
+    def fit(self, X, y=None, *, kinds: dict | None = None) -> Anchored:
+        """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
+        self.validate_params()
+        anchor_seed = seed_sequence(self.random_state).spawn(2)[1]
+        Z = self.fit_encoder(X, kinds, max_ordinal_levels=self.max_ordinal_levels)
+        net = self.trees_model().fit(EncodedTable(self.encoder_, Z))
+        n, d = Z.shape
+        rows = np.arange(n)
+        if self.max_anchors is not None and n > self.max_anchors:
+            rows = np.sort(np.random.default_rng(anchor_seed).choice(
+                n, int(self.max_anchors), replace=False))
+        m = len(rows)
+        leaves = net.forest_.apply(Z[rows])  # [m, d]: tree t is column order_[t]'s
+        tree_of = np.empty(d, np.int64)
+        tree_of[net.order_] = np.arange(d)
+        schema = self.encoder_.schema
+        self.forest_ = _one_leaf_trees(m, np.where(schema.nominal_mask, schema.n_levels, 0))
+        self.leaf_log_weight_ = np.full(m, -np.log(m))
+        self.leaf_models_ = [IndexedLeaf.of(net.leaf_models_[j], leaves[:, tree_of[j]],
+                                            net.forest_.n_leaves)
+                             for j in range(d)]
+        self.anchor_rows_ = rows
+        self.min_leaf_, self.prior_ = net.min_leaf_, net.prior_
+        self.bandwidth_ = net.bandwidth_
+        self.missing_cols_ = net.missing_cols_
+        self.missing_parent_ = net.missing_parent_
+        self.missing_rate_ = np.empty((m, len(net.missing_cols_)))
+        for k, j in enumerate(net.missing_cols_):
+            self.missing_rate_[:, k] = net.missing_rate_[leaves[:, tree_of[int(j)]], k]
+        return self
+
+    def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
+        """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
+        support scores ``density_floor`` times the uniform density on the support unless
+        ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
+        out = super().log_prob(X, conditions)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+
+    # ------------------------------------------------------------------ persistence
+    def _extra_arrays(self) -> dict[str, np.ndarray]:
+        return {"anchor_rows": np.asarray(self.anchor_rows_, np.int64),
+                "min_leaf": np.asarray(self.min_leaf_, np.int64),
+                "prior": np.asarray(self.prior_, np.float64),
+                "bandwidth": np.asarray(self.bandwidth_, np.float64)}
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
+        d = self.encoder_.schema.d
+        m = self.forest_.n_trees
+        rows = np.asarray(arrays.get("anchor_rows", np.arange(m)), np.int64)
+        if rows.shape != (m,):
+            raise ValueError(f"anchored model: {m} components but {rows.shape} anchor rows")
+        self.anchor_rows_ = rows
+        for name, dtype in (("min_leaf", np.int64), ("prior", np.float64),
+                            ("bandwidth", np.float64)):
+            v = np.asarray(arrays.get(name, np.zeros(d)), dtype)
+            if v.shape != (d,):
+                raise ValueError(f"anchored model: {name} must hold one value per column")
+            setattr(self, name + "_", v)
+        if not (self.forest_.feature < 0).all():
+            raise ValueError("anchored model: every component is a one-leaf tree")
+
+
+def _one_leaf_trees(m: int, n_levels: np.ndarray) -> ForestArrays:
+    """``m`` trees of one leaf (the mixture's components)."""
+    leaf = TreeRecord(feature=np.array([-1], np.int32), threshold=np.array([np.nan]),
+                      nan_left=np.zeros(1, np.uint8), left=np.array([-1], np.int32),
+                      right=np.array([-1], np.int32), cat_off=np.array([-1], np.int64),
+                      cat_left=np.zeros(0, np.uint8))
+    return ForestArrays.from_trees([leaf] * m, n_levels)

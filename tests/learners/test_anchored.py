@@ -1,0 +1,162 @@
+"""Anchored: training rows redrawn column by column through trees on all the other columns,
+as a normalised leaf mixture over the anchors (forestgen.families.mixture.anchored)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import forestgen as fg
+from forestgen.families.mixture.anchored import ConditionalTrees
+from forestgen.leaves import IndexedLeaf, TruncNormalLeaf
+from forestgen.leaves.base import ColumnCell
+
+
+def _discrete_table(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 3, n)
+    b = np.where(rng.random(n) < 0.8, a, rng.integers(0, 3, n))
+    c = np.where(rng.random(n) < 0.7, (a + b) % 2, rng.integers(0, 2, n))
+    return pd.DataFrame({"a": pd.Categorical(a.astype(str)), "b": pd.Categorical(b.astype(str)),
+                         "c": pd.Categorical(c.astype(str))})
+
+
+def test_pmf_sums_to_one_and_draws_follow_it():
+    df = _discrete_table()
+    m = fg.Anchored(random_state=0, n_jobs=1).fit(df)
+    grid = pd.DataFrame(list(itertools.product("012", "012", "01")), columns=["a", "b", "c"])
+    p = np.exp(m.log_prob(grid))
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
+    draws = m.sample(20000, random_state=1)
+    key = draws.astype(str).agg("".join, axis=1).value_counts()
+    expected = 20000 * p
+    observed = np.array([key.get("".join(r), 0) for r in grid.astype(str).itertuples(index=False)])
+    keep = expected > 5
+    chi2 = ((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum()
+    assert stats.chi2.sf(chi2, keep.sum() - 1) > 1e-4
+    # one component per training row, each weighing 1/n
+    assert m.forest_.n_trees == len(df)
+    assert np.allclose(m.leaf_log_weight_, -np.log(len(df)))
+
+
+def test_density_is_the_mixture_over_anchors_of_the_conditional_leaves():
+    """log p(x) = log mean_a prod_j p_j(x_j | leaf of column j's tree at anchor a's other
+    columns), computed from the conditional trees themselves."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=200)
+    df = pd.DataFrame({"x": x, "y": 2 * x + rng.normal(scale=0.5, size=200),
+                       "k": pd.Categorical(np.where(x + rng.normal(size=200) > 0, "hi", "lo"))})
+    params = dict(min_leaf=10, kernel_bandwidth=0.3, prior_strength=1.0, random_state=0,
+                  n_jobs=1)
+    m = fg.Anchored(**params).fit(df)
+    net = m.trees_model().fit(df)
+    assert isinstance(net, ConditionalTrees)
+    Ztr = net.encode_rows(df)
+    q = df.sample(20, random_state=3)
+    Zq = net.encode_rows(q)
+    leaves = net.forest_.apply(Ztr)  # [anchors, columns]: tree t models column t
+    terms = np.zeros((len(q), len(df)))
+    for j, lm in enumerate(net.leaf_models_):
+        for i in range(len(q)):
+            terms[i] += lm.log_prob(leaves[:, j], np.full(len(df), Zq[i, j]))
+    expected = np.logaddexp.reduce(terms, axis=1) - np.log(len(df))
+    np.testing.assert_allclose(m.log_prob(q), expected, rtol=1e-10)
+
+
+def test_numeric_density_integrates_to_one():
+    rng = np.random.default_rng(4)
+    u = rng.uniform(0, 1, 150)
+    df = pd.DataFrame({"u": u, "v": np.sin(3 * u) + rng.normal(scale=0.2, size=150)})
+    # kernels of a tenth of the leaf's spread (the default's are a fiftieth: too narrow for a
+    # grid integral)
+    m = fg.Anchored(kernel_bandwidth=0.1, random_state=0, n_jobs=1, density_floor=None).fit(df)
+    gu = np.linspace(df.u.min(), df.u.max(), 801)
+    gv = np.linspace(df.v.min(), df.v.max(), 801)
+    U, V = np.meshgrid(gu, gv, indexing="ij")
+    p = np.exp(m.log_prob(pd.DataFrame({"u": U.ravel(), "v": V.ravel()}))).reshape(U.shape)
+    total = np.trapezoid(np.trapezoid(p, gv, axis=1), gu)
+    assert total == pytest.approx(1.0, abs=0.02)
+    # the marginal of u (v open) integrates to one too
+    pu = np.exp(m.log_prob(pd.DataFrame({"u": gu, "v": np.nan})))
+    assert np.trapezoid(pu, gu) == pytest.approx(1.0, abs=0.01)
+
+
+def test_draws_keep_the_dependence_and_stay_in_range():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=400)
+    df = pd.DataFrame({"x": x, "y": x ** 2 + rng.normal(scale=0.1, size=400)})
+    s = fg.Anchored(random_state=0, n_jobs=1).fit(df).sample(4000, random_state=0)
+    assert s.x.between(df.x.min(), df.x.max()).all() and s.y.between(df.y.min(), df.y.max()).all()
+    # y follows x**2 in the draws as in the rows (a product of marginals would not)
+    resid = s.y - s.x ** 2
+    assert np.mean(np.abs(resid)) < 0.35
+    assert abs(np.corrcoef(s.x ** 2, s.y)[0, 1] - np.corrcoef(df.x ** 2, df.y)[0, 1]) < 0.05
+
+
+def test_max_anchors_and_same_seed_same_model():
+    df = _discrete_table(500)
+    m1 = fg.Anchored(max_anchors=120, random_state=7, n_jobs=1).fit(df)
+    m2 = fg.Anchored(max_anchors=120, random_state=7, n_jobs=2).fit(df)
+    assert m1.forest_.n_trees == 120 and len(np.unique(m1.anchor_rows_)) == 120
+    np.testing.assert_array_equal(m1.anchor_rows_, m2.anchor_rows_)
+    pd.testing.assert_frame_equal(m1.sample(300, random_state=1), m2.sample(300, random_state=1))
+    np.testing.assert_array_equal(m1.log_prob(df.head(50)), m2.log_prob(df.head(50)))
+    with pytest.raises(ValueError, match="max_anchors"):
+        fg.Anchored(max_anchors=0).fit(df)
+
+
+def test_missing_entries_are_drawn_at_the_rows_rate(tmp_path):
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=600)
+    y = np.where(x > 0.5, np.nan, x + rng.normal(scale=0.3, size=600))  # missing when x high
+    df = pd.DataFrame({"x": x, "y": y})
+    m = fg.Anchored(random_state=0, n_jobs=1).fit(df)
+    s = m.sample(6000, random_state=2)
+    assert s.y.isna().mean() == pytest.approx(df.y.isna().mean(), abs=0.03)
+    # and where x is high, as in the rows
+    assert s.y[s.x > 0.7].isna().mean() > 0.8
+    path = m.save(tmp_path / "a.fgm")
+    back = fg.Anchored.load(path)
+    np.testing.assert_array_equal(back.log_prob(df.head(40)), m.log_prob(df.head(40)))
+    np.testing.assert_array_equal(back.anchor_rows_, m.anchor_rows_)
+
+
+def test_kept_mapping_rule():
+    rng = np.random.default_rng(8)
+    edu = rng.choice(["HS", "BSc", "MSc", "PhD"], 400)
+    num = pd.Series(edu).map({"HS": 9, "BSc": 13, "MSc": 14, "PhD": 16}).to_numpy()
+    df = pd.DataFrame({"education": edu, "education_num": num, "age": rng.integers(18, 70, 400)})
+    s = fg.Anchored(random_state=0, n_jobs=1).fit(df).sample(3000, random_state=0)
+    table = df.drop_duplicates(["education", "education_num"]).set_index("education")
+    assert (s.education.map(table.education_num) == s.education_num).all()
+
+
+def test_indexed_leaf_shares_its_base_laws():
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=300)
+    leaf = rng.integers(0, 3, 300)
+    cell = ColumnCell(lower=np.full(3, -5.0), upper=np.full(3, 5.0), allowed=None,
+                      data_min=-5.0, data_max=5.0, n_levels=0)
+    base = TruncNormalLeaf().fit(x + leaf, leaf, cell, None)
+    index = np.array([2, 0, 2, 1, 1])
+    lm = IndexedLeaf.of(base, index, 3)
+    v = np.linspace(-1, 3, 5)
+    np.testing.assert_array_equal(lm.log_prob(np.arange(5), v), base.log_prob(index, v))
+    np.testing.assert_array_equal(lm.mean(np.arange(5)), base.mean(index))
+    arrays = lm.param_arrays()
+    lm.check_param_arrays(arrays, 5, 0)
+    with pytest.raises(ValueError, match="outside"):
+        lm.check_param_arrays({**arrays, "index_": np.array([0, 1, 2, 3, 0])}, 5, 0)
+    with pytest.raises(ValueError, match="outside"):
+        IndexedLeaf.of(base, np.array([0, 3]), 3)
+    # fitted with an index, leaves sharing a base leaf must share their cell
+    shared = IndexedLeaf(base="truncnorm")
+    shared.index_ = np.array([0, 0, 1])
+    bad = ColumnCell(lower=np.array([-5.0, -4.0, -5.0]), upper=np.full(3, 5.0), allowed=None,
+                     data_min=-5.0, data_max=5.0, n_levels=0)
+    with pytest.raises(ValueError, match="share their cell"):
+        shared.fit(x[:30], np.arange(30) % 3, bad, None)
