@@ -505,7 +505,7 @@ def _check_marginals(m, train, where):
             continue  # a point mass: no density to integrate on a grid
         lo, hi = v.min(), v.max()
         pad = max(hi - lo, 1.0)
-        g, wq = _quadrature(m, cols.index(c), lo - 3 * pad, hi + 3 * pad)
+        g, wq = _quadrature(m, cols.index(c), lo - 3 * pad, hi + 3 * pad, points=v)
         frame = pd.DataFrame({k: np.full(len(g), np.nan) for k in cols})
         frame[c] = g
         total = float(np.exp(m.log_prob_encoded(m.encoder_.transform(frame))) @ wq)
@@ -539,13 +539,21 @@ def _check_marginals(m, train, where):
                        f"{where}: NaN marginal", f"a missing {c!r} is not the sum over its levels")
 
 
-def _quadrature(m, j: int, a: float, b: float, per_piece: int = 16):
+def _quadrature(m, j: int, a: float, b: float, per_piece: int = 16, points=None):
     """Nodes and weights integrating over ``(a, b)`` piecewise between every leaf-cell face of
-    column ``j`` (the mixture is smooth between faces), Gauss-Legendre on each piece."""
+    column ``j`` (the mixture is smooth between faces), Gauss-Legendre on each piece. Around
+    each of ``points`` (the training values, where kernel leaves centre narrow kernels) faces
+    at geometrically shrinking distances resolve peaks far narrower than the grid."""
     faces = leaf_faces(m, j, a, b)
     # split long pieces too, so a smooth density far from any face is resolved
     fine = np.linspace(a, b, 2001)
-    faces = np.unique(np.concatenate([faces, fine]))
+    extra = []
+    if points is not None and len(points):
+        steps = (b - a) * np.geomspace(1e-3, 1e-7, 9)
+        p = np.unique(np.asarray(points, float))
+        extra = [p] + [p + sgn * h for h in steps for sgn in (-1.0, 1.0)]
+    faces = np.unique(np.concatenate([faces, fine, *extra]))
+    faces = faces[(faces >= a) & (faces <= b)]
     x, w = np.polynomial.legendre.leggauss(per_piece)
     left, width = faces[:-1], np.diff(faces)
     nodes = (left[:, None] + 0.5 * width[:, None] * (x[None, :] + 1)).ravel()

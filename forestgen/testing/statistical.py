@@ -114,18 +114,32 @@ def discrete_toy(n: int = 200, random_state: int = 0) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- laws
 
 
-def _faces(m, j: int, a: float, b: float) -> tuple[np.ndarray, int]:
+def _faces(m, j: int, a: float, b: float, points=None) -> tuple[np.ndarray, int]:
     """Cell faces of column ``j`` in ``[a, b]`` and the Gauss-Legendre nodes per piece: a grid
     model (NRGBoost) has a constant density between its bin edges, one node each; others are
-    smooth between leaf faces, refined to at least 400 pieces with 8 nodes each."""
+    smooth between leaf faces, refined to at least 400 pieces with 8 nodes each, and around
+    each of ``points`` (values drawn: kernel leaves put narrow peaks at training values) at
+    geometrically shrinking distances, from half the column's grid step (or a thousandth of
+    the range) down, so that peaks far narrower than the pieces are resolved."""
     if getattr(m, "grid_", None) is not None:
         e = np.asarray(m.grid_.edges[j], float)
         return np.unique(np.clip(np.concatenate([[a, b], e[np.isfinite(e)]]), a, b)), 1
-    faces = leaf_faces(m, j, a, b)
-    return np.unique(np.concatenate([faces, np.linspace(a, b, 401)])), 8
+    faces = [leaf_faces(m, j, a, b), np.linspace(a, b, 401)]
+    if points is not None and len(points):
+        from forestgen.data.support import grid_step
+
+        p = np.unique(np.asarray(points, float))
+        if len(p) > 2000:
+            p = p[np.linspace(0, len(p) - 1, 2000).astype(np.int64)]
+        step = grid_step(m.schema_.columns[j])
+        half = 0.5 * step if step else 1e-3 * (b - a)
+        faces += [p] + [p + sgn * h for h in half * np.geomspace(1.0, 1e-4, 7)
+                        for sgn in (-1.0, 1.0)]
+    faces = np.unique(np.concatenate(faces))
+    return faces[(faces >= a) & (faces <= b)], 8
 
 
-def _marginal_cdf(m, j: int, conditions: dict | None = None):
+def _marginal_cdf(m, j: int, conditions: dict | None = None, points=None):
     """``(F, atoms, mass)``: the latent CDF of numeric column ``j`` (a callable, continuous
     part and point masses together, normalised) from the NaN-marginal (or conditional)
     ``log_prob`` integrated piecewise between the model's cell faces (Gauss-Legendre)."""
@@ -134,7 +148,7 @@ def _marginal_cdf(m, j: int, conditions: dict | None = None):
 
     a, b = latent_range(spec)
     a = float(np.nextafter(a, np.inf))
-    faces, per_piece = _faces(m, j, a, b)
+    faces, per_piece = _faces(m, j, a, b, points)
     x, w = np.polynomial.legendre.leggauss(per_piece)
     left, width = faces[:-1], np.diff(faces)
     nodes = (left[:, None] + 0.5 * width[:, None] * (x[None, :] + 1)).ravel()
@@ -261,7 +275,7 @@ def _draw_checks(m, Z: np.ndarray, check: str, conditions=None, skip=()) -> list
             v = Z[:, j][~np.isnan(Z[:, j])].astype(np.int64)
             kind, stat, pv = _chi2(np.bincount(v, minlength=len(p)), p, len(v))
         else:
-            F, atoms, _ = _marginal_cdf(m, j, conditions)
+            F, atoms, _ = _marginal_cdf(m, j, conditions, points=Z[:, j][~np.isnan(Z[:, j])])
             kind, stat, pv = _numeric_test(spec, Z[:, j], F, atoms)
         out.append(StatResult(check, name, kind, stat, pv, pv >= ALPHA))
     return out

@@ -160,3 +160,18 @@ def test_indexed_leaf_shares_its_base_laws():
                      data_min=-5.0, data_max=5.0, n_levels=0)
     with pytest.raises(ValueError, match="share their cell"):
         shared.fit(x[:30], np.arange(30) % 3, bad, None)
+
+
+def test_draws_keep_the_rows_missing_patterns():
+    """Columns missing together in every training row stay missing together in every draw
+    (each component misses what its anchor row misses)."""
+    rng = np.random.default_rng(10)
+    n = 300
+    df = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                       "c": rng.normal(size=n), "k": rng.choice(["u", "v"], n)})
+    gone = rng.random(n) < 0.2
+    df.loc[gone, ["a", "b"]] = np.nan
+    df.loc[rng.random(n) < 0.1, "c"] = np.nan
+    s = fg.Anchored(random_state=0, n_jobs=1).fit(df).sample(5000, random_state=3)
+    assert (s.a.isna() == s.b.isna()).all()
+    assert s.a.isna().mean() == pytest.approx(0.2, abs=0.04)

@@ -159,11 +159,11 @@ class Anchored(GenerativeForest):
         self.anchor_rows_ = rows
         self.min_leaf_, self.prior_ = net.min_leaf_, net.prior_
         self.bandwidth_ = net.bandwidth_
+        # each component misses what its anchor row misses: the draws keep the rows' own
+        # patterns, so nested and equal missingness hold exactly
         self.missing_cols_ = net.missing_cols_
         self.missing_parent_ = net.missing_parent_
-        self.missing_rate_ = np.empty((m, len(net.missing_cols_)))
-        for k, j in enumerate(net.missing_cols_):
-            self.missing_rate_[:, k] = net.missing_rate_[leaves[:, tree_of[int(j)]], k]
+        self.missing_rate_ = np.isnan(Z[rows][:, net.missing_cols_]).astype(np.float64)
         return self
 
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
