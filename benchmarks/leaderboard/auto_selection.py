@@ -176,7 +176,7 @@ def main() -> int:
     ap.add_argument("--extra", default=None,
                     help="comma-separated names of extra_candidates() to measure too "
                          "(default: Chain min_leaf=5; empty: none)")
-    ap.add_argument("--rules", choices=("s52", "s53"), default="s52",
+    ap.add_argument("--rules", choices=("s52", "s53", "s55"), default="s52",
                     help="the set of rules --analyse replays")
     ap.add_argument("--lean", action="store_true",
                     help="skip the repeated and pooled validation C2STs")
@@ -190,8 +190,8 @@ def main() -> int:
     warnings.simplefilter("ignore")
     if a.analyse:
         for i, p in enumerate(a.analyse):
-            print(f"## {p.name}\n\n" + report(p, a.peers if i == 0 else None,
-                                                rules if a.rules == "s52" else rules_s53)
+            which = {"s52": rules, "s53": rules_s53, "s55": rules_s55}[a.rules]
+            print(f"## {p.name}\n\n" + report(p, a.peers if i == 0 else None, which)
                   + "\n")
         return 0
     if a.export_small_tables:
@@ -420,6 +420,25 @@ def rules_s53(df: pd.DataFrame) -> dict:
                 pool=[c if c != "NRGBoost" else "NRGBoost 200 trees" for c in base])
             out[f"prior NRG200 unless beaten by {k} se{' +NRG200'}"] = _rule(
                 k, score="d_val", pool=pool, prior="NRGBoost 200 trees")
+    return out
+
+
+def rules_s55(df: pd.DataFrame) -> dict:
+    """Stop 55's rules: ``Anchored`` (synthyverse's synthpop sampler as a leaf mixture) beside
+    stop 54's four candidates, with and without the marginals rule (its held-out
+    log-likelihood is below the column marginals' on continuous tables), and as a prior."""
+    names = list(dict.fromkeys(df["candidate"]))
+    s54 = [c for c in ("ARF", "ARF best samples", "NRGBoost", "Chain") if c in names]
+    s55 = s54 + [c for c in ("Anchored",) if c in names]
+    out = {f"always {c}": _fixed(c) for c in names}
+    out["oracle by test C2ST"] = lambda g: g.loc[g["d_test"].idxmin(), "candidate"]
+    out["s53 rule, s54 candidates"] = _rule(2, score="d_val", pool=s54, tiebreak="tstr_val")
+    out["s53 rule, + Anchored"] = _rule(2, score="d_val", pool=s55, tiebreak="tstr_val")
+    out["s53 rule, + Anchored, no marginals rule"] = _rule(
+        2, score="d_val", pool=s55, tiebreak="tstr_val", slack=-1.0)
+    for k in (1, 2, 3):
+        out[f"prior Anchored unless beaten by {k} se, no marginals rule"] = _rule(
+            k, score="d_val", pool=s55, tiebreak="tstr_val", slack=-1.0, prior="Anchored")
     return out
 
 
