@@ -29,10 +29,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import md_table  # noqa: E402
 
-#: forestgen entries shown beside the peers (the README's learner, AutoForest, and the chain of
-#: conditional trees built after synthpop's sequential CART)
-FORESTGEN = ["forestgen:auto", "forestgen:arf", "forestgen:chain", "forestgen:nrgboost",
-             "forestgen:gfboost"]
+#: forestgen entries shown beside the peers (AutoForest, Anchored: synthyverse's synthpop
+#: sampler as a leaf mixture, the README's learner, and the chain of conditional trees built
+#: after synthpop's sequential CART)
+FORESTGEN = ["forestgen:auto", "forestgen:anchored", "forestgen:arf", "forestgen:chain",
+             "forestgen:nrgboost", "forestgen:gfboost"]
 AUTO = "forestgen:auto"
 DIFFUSION = ["synthyverse:tabddpm", "synthyverse:tabsyn", "synthyverse:tabdiff",
              "synthyverse:cdtd"]
