@@ -114,9 +114,11 @@ class Anchored(GenerativeForest):
 
     Parameters
     ----------
-    min_leaf : 5 (an int, or ``"held_out"``). prior_strength : 0.1. kernel_bandwidth :
-    ``"held_out"`` (above) or a factor.
-    kernel_defensive : 0.0. kernel_tail : 0.01.
+    min_leaf : 5 — fewest training rows in a leaf (an int, or ``"held_out"``).
+    prior_strength : 0.1 — pseudo-rows of the discrete leaves' prior (or ``"held_out"``).
+    kernel_bandwidth : ``"held_out"`` (above) or a factor of the leaf's robust spread.
+    kernel_defensive : 0.0 — the kernel leaf's share of the leaf's normal.
+    kernel_tail : 0.01 — the kernel leaf's share of the column's normal.
     max_depth, target_bins, integer_bandwidth, max_bins, max_ordinal_levels, splitter,
     numeric_criterion, numeric_leaf, discrete_leaf : as in
         :class:`~forestgen.families.chain.chain.Chain` (the same defaults).
