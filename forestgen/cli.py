@@ -34,10 +34,14 @@ if TYPE_CHECKING:
 #: the learners ``--learner`` names (``forestgen.registry``, and ``auto``; ``tests/test_cli.py``
 #: checks the list against the registry), each with what it is for
 LEARNER_HELP = {
-    AUTO: "AutoForest: fits ARF, ARF 'best samples', NRGBoost and the Chain on part of the "
-          "rows, keeps the one whose samples a classifier tells least from the other rows "
-          "(with --target: the best predictor of that column among the near-tied), refits "
-          "it on all rows and saves it; costs about 13 fits on a small table",
+    AUTO: "AutoForest: fits ARF, ARF 'best samples', NRGBoost, the Chain and Anchored on "
+          "part of the rows, keeps the one whose samples a classifier tells least from the "
+          "other rows (with --target: the best predictor of that column among the near-tied; "
+          "Anchored unless clearly beaten), refits it on all rows and saves it; costs about "
+          "16 fits on a small table",
+    "anchored": "training rows redrawn column by column from trees on all the other columns "
+                "(the sampler of synthyverse's synthpop, as a normalised mixture): the "
+                "samples closest to the real rows on the project leaderboard",
     "arf": "adversarial random forest (Watson et al. 2023): synthetic data, density, "
            "conditional queries; presets 'best samples', 'best density', 'fastest'",
     "gef": "generative forest from a random forest classifier (Correia et al. 2020); needs "

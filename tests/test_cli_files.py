@@ -261,8 +261,12 @@ def test_fit_auto_saves_the_learner_it_chose(tmp_path, capsys):
                  "--seed", "1", "--no-progress"]) == 0
     s = read_table(tmp_path / "s.csv")
     assert list(s.columns) == ["x", "y", "g"] and len(s) == 200
-    # the mapping g = (x > 0) holds in every training row: kept in every sample
-    assert ((s["x"] > 0) == (s["g"] == "hi")).all()
+    # g is a threshold of x in every training row (lo up to -0.02, hi from 0.02): kept in
+    # every sample, with one cut in the gap (the roundest value, 0, rounded down half a step:
+    # forestgen.data.rules.threshold_cuts, so a drawn 0.00 is "hi")
+    hi = s["g"] == "hi"
+    assert s["x"][hi].min() > s["x"][~hi].max()
+    assert (s["x"][hi] >= 0).all() and (s["x"][~hi] <= -0.01).all()
     # a preset of a learner without presets is bad input, named
     assert main(["fit", str(tmp_path / "t.csv"), "--learner", "auto", "--preset", "fastest",
                  "--out", str(tmp_path / "m2")]) == EXIT_BAD_INPUT

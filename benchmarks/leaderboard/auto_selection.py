@@ -439,7 +439,26 @@ def rules_s55(df: pd.DataFrame) -> dict:
     for k in (1, 2, 3):
         out[f"prior Anchored unless beaten by {k} se, no marginals rule"] = _rule(
             k, score="d_val", pool=s55, tiebreak="tstr_val", slack=-1.0, prior="Anchored")
+    current = _rule(2, score="d_val", pool=s55, tiebreak="tstr_val")
+    for k in (1, 2, 3):
+        out[f"s53 rule + Anchored, then Anchored unless its pick beats it by {k} se"] = \
+            _prior_over(current, "Anchored", k)
     return out
+
+
+def _prior_over(rule, prior: str, k: float):
+    """``rule``'s pick, replaced by ``prior`` unless the pick's validation C2ST distance beats
+    the prior's by more than ``k`` standard errors (``0.41 / sqrt(n)``); the prior needs a
+    finite validation log-likelihood (AutoForest's rule with a prior candidate, stop 55)."""
+    def pick(g):
+        c = rule(g)
+        p = g[g["candidate"] == prior]
+        if c == prior or p.empty or not np.isfinite(p["ll"].iloc[0]):
+            return c
+        se = 0.41 / np.sqrt(g["n_train"].iloc[0])
+        d_pick = g.loc[g["candidate"] == c, "d_val"].iloc[0]
+        return c if d_pick < p["d_val"].iloc[0] - k * se else prior
+    return pick
 
 
 def report(path: Path, peers: Path | None = None, which=rules) -> str:

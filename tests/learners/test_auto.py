@@ -172,15 +172,18 @@ def test_a_density_below_the_column_marginals_yields_to_one_that_samples_nearly_
     assert b.best_name_ == "low density"
 
 
-def test_a_table_too_small_to_score_gets_the_first_candidate_with_a_warning():
+def test_a_table_too_small_to_score_gets_the_prior_with_a_warning():
     df = table().head(12)
-    with pytest.warns(UserWarning, match="too few to score candidates"):
+    with pytest.warns(UserWarning, match="too few to score candidates.*the prior candidate"):
         a = fg.AutoForest(random_state=0).fit(df)
-    assert a.best_name_ == "ARF" and a.n_validation_folds_ == 0
-    # the default candidates (GF.Boost dropped at stop 52: forestgen.auto's docstring)
+    assert a.best_name_ == "Anchored" and a.n_validation_folds_ == 0
+    # the default candidates (GF.Boost dropped at stop 52, Anchored added at stop 55)
     assert a.leaderboard_["candidate"].tolist() == ["ARF", "ARF best samples", "NRGBoost",
-                                                   "Chain"]
-    assert a.leaderboard_["chosen"].tolist()[0] and a.leaderboard_["c2st_auc"].isna().all()
+                                                   "Chain", "Anchored"]
+    assert a.leaderboard_["chosen"].tolist()[-1] and a.leaderboard_["c2st_auc"].isna().all()
+    with pytest.warns(UserWarning, match="the first candidate, 'ARF'"):
+        b = fg.AutoForest(random_state=0, prior=None).fit(df)
+    assert b.best_name_ == "ARF"
     assert len(a.sample(20, random_state=0)) == 20
     assert np.isfinite(a.log_prob(df)).all()
 
@@ -261,3 +264,25 @@ def test_without_any_validation_tstr_ties_go_to_the_log_likelihood(monkeypatch):
     _fixed_utility(monkeypatch, {"ARF": float("nan"), "RFDE": 0.5})
     b = fg.AutoForest(candidates=cands(), tolerance=1.0, random_state=0).fit(df, target="c")
     assert b.best_name_ == "uniform-ish RFDE"
+
+
+def test_the_prior_stays_unless_clearly_beaten():
+    """The prior candidate is kept unless the rule's pick has a validation C2ST distance
+    smaller than the prior's by more than PRIOR_SE standard errors of the C2ST."""
+    df = table()
+    se = 0.41 / np.sqrt(len(df))
+    # the heavily smoothed RFDE as the prior: beaten by far more than two standard errors
+    a = fg.AutoForest(candidates=cands(), prior="uniform-ish RFDE", random_state=0).fit(df)
+    board = a.leaderboard_
+    gap = board.loc[1, "c2st_distance"] - board.loc[0, "c2st_distance"]
+    assert gap > fg.auto.PRIOR_SE * se and a.best_name_ == "small ARF"
+    # the same evidence with a wider margin keeps the prior
+    wide = gap / se + 0.5
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fg.auto, "PRIOR_SE", wide)
+        b = fg.AutoForest(candidates=cands(), prior="uniform-ish RFDE", random_state=0).fit(df)
+    np.testing.assert_allclose(b.leaderboard_["c2st_distance"], board["c2st_distance"])
+    assert b.best_name_ == "uniform-ish RFDE"
+    # a prior that is not a candidate's name changes nothing
+    c = fg.AutoForest(candidates=cands(), prior="absent", random_state=0).fit(df)
+    assert c.best_name_ == "small ARF"
