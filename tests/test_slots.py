@@ -17,10 +17,10 @@ from forestgen.base import SLOTS, GenerativeForest
 from forestgen.ensemble.mixture import MixtureEnsembler
 from forestgen.families.energy.gibbs import GibbsSampler
 from forestgen.families.intersection.splitter import BayesRiskSplitter
-from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost, NRGBoost
+from forestgen.learners import ARF, DEF, EOGT, RFDE, Anchored, GeF, GFBoost, NRGBoost
 from forestgen.sampling.ancestral import AncestralSampler
 
-LEARNERS = [ARF, GeF, RFDE, DEF, GFBoost, EOGT, NRGBoost]
+LEARNERS = [ARF, GeF, RFDE, DEF, GFBoost, EOGT, NRGBoost, Anchored]
 
 
 @njit(cache=True)

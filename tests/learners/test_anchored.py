@@ -179,3 +179,26 @@ def test_draws_keep_the_rows_missing_patterns():
     s = fg.Anchored(random_state=0, n_jobs=1).fit(df).sample(5000, random_state=3)
     assert (s.a.isna() == s.b.isna()).all()
     assert s.a.isna().mean() == pytest.approx(0.2, abs=0.04)
+
+
+def test_the_ensembler_slot_weighs_the_components():
+    """A mixture ensembler given as ``ensembler=`` weighs the anchors (here the first anchor
+    half the mass); the pmf still sums to one and the draws follow it."""
+    from forestgen.ensemble.mixture import MixtureEnsembler
+
+    class FirstHalf(MixtureEnsembler):
+        logsumexp_combine = True
+
+        def leaf_log_weights_from_counts(self, cnt, leaf_tree, n_trees):
+            w = np.full(n_trees, 0.5 / (n_trees - 1))
+            w[0] = 0.5
+            return np.log(w)[leaf_tree]
+
+    df = _discrete_table(200)
+    m = fg.Anchored(ensembler=FirstHalf(), random_state=0, n_jobs=1).fit(df)
+    assert np.isclose(np.exp(m.leaf_log_weight_[0]), 0.5)
+    grid = pd.DataFrame(list(itertools.product("012", "012", "01")), columns=["a", "b", "c"])
+    p = np.exp(m.log_prob(grid))
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
+    ref = np.exp(fg.Anchored(random_state=0, n_jobs=1).fit(df).log_prob(grid))
+    assert np.abs(p - ref).max() > 0.05

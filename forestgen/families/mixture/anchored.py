@@ -179,7 +179,10 @@ class Anchored(GenerativeForest):
         tree_of[net.order_] = np.arange(d)
         schema = self.encoder_.schema
         self.forest_ = _one_leaf_trees(m, np.where(schema.nominal_mask, schema.n_levels, 0))
-        self.leaf_log_weight_ = np.full(m, -np.log(m))
+        # every component covers its one-leaf tree: the ensembler weighs the trees (the
+        # default mixture: 1/m each)
+        self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights_from_counts(
+            np.ones(m), np.arange(m), m)
         self.leaf_models_ = [IndexedLeaf.of(net.leaf_models_[j], leaves[:, tree_of[j]],
                                             net.forest_.n_leaves)
                              for j in range(d)]
@@ -199,15 +202,13 @@ class Anchored(GenerativeForest):
         ``log_prob``); the middle one with fewer than 10 rows. Ties go to the first."""
         import warnings
 
-        from sklearn.base import clone
-
         split = held_out_split(len(Z), seed)
         if split is None:
             return BANDWIDTHS[len(BANDWIDTHS) // 2], None
         fit, val = split
         scores = []
         for f in BANDWIDTHS:
-            m = clone(self).set_params(kernel_bandwidth=f)
+            m = type(self)(**{**self.get_params(), "kernel_bandwidth": f})
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
