@@ -164,4 +164,5 @@ def test_the_built_in_declarations_docs_components_lists():
                      "point_mass": (None, frozenset()), "kernel": (None, frozenset()),
                      "rounded_normal_tail": (None, frozenset()),
                      "marginal_cell": (None, frozenset()), "stacked": (None, frozenset()),
-                     "marginal_mix": (None, frozenset()), "grid_spike": (None, frozenset())}
+                     "marginal_mix": (None, frozenset()), "grid_spike": (None, frozenset()),
+                     "indexed": (None, frozenset())}
