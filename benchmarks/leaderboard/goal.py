@@ -1,7 +1,8 @@
 """Issue 37's goal lines for any generator's cells against every peer's (means over seeds).
 
     python benchmarks/leaderboard/goal.py CELLS.jsonl [MORE.jsonl ...] \\
-        --peers benchmarks/results/leaderboard_s54.jsonl --generators forestgen:anchored,...
+        --peers benchmarks/results/leaderboard_s54.jsonl [MORE.jsonl ...] \\
+        --generators forestgen:anchored,...
 
 Peers are the cells of ``--peers`` whose generator is not ``forestgen:*`` (the page's own
 reuse rule keeps only cells at the same split; the splits of ``run.py`` are fixed by seed).
@@ -67,13 +68,13 @@ def lines(gen: str, cells: list[dict], peers: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("cells", nargs="+", type=Path)
-    ap.add_argument("--peers", type=Path, required=True)
+    ap.add_argument("--peers", type=Path, nargs="+", required=True)
     ap.add_argument("--generators", required=True)
     ap.add_argument("--seeds", default=None, help="comma-separated seeds to keep")
     a = ap.parse_args(argv)
     keep = None if a.seeds is None else {int(s) for s in a.seeds.split(",")}
     cells = [r for r in read(a.cells) if keep is None or r["seed"] in keep]
-    peers = [r for r in read([a.peers]) if not r["generator"].startswith("forestgen:")
+    peers = [r for r in read(a.peers) if not r["generator"].startswith("forestgen:")
              and (keep is None or r["seed"] in keep)]
     for g in a.generators.split(","):
         print(lines(g, cells, peers))

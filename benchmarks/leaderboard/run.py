@@ -39,7 +39,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import peers  # noqa: E402
 from page import write_page  # noqa: E402
-from score import score_cell  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 #: Version of :func:`split`: cells of an older version are scored again by ``--rescore``
@@ -252,6 +251,8 @@ def run_cell(gen: str, env: str, params: dict, data: dict, seed: int, root: Path
 
 def score(rec: dict, data: dict, seed: int) -> dict:
     """Score an ``ok`` cell's sample in place (a scoring failure is a recorded cell too)."""
+    from score import score_cell  # forestgen.metrics: not needed to run cells elsewhere
+
     try:
         rec.update(score_cell(data, rec["synth"], kinds_for_metrics(data["meta"]), seed))
     except Exception as exc:
