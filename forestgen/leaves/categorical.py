@@ -74,30 +74,20 @@ class CategoricalLeaf(LeafModel):
             raise ValueError(f"floor must be in [0, 1), got {self.floor}")
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
         allowed = None if cell.allowed is None else np.asarray(cell.allowed, bool)
-        # the pairs' keys leaf * k + level, in pair order, without NaN values, codes outside
-        # 0..k-1 or levels outside the leaf's allowed set (those carry no mass): one pass
-        flat, w = _level_keys(np.asarray(x, np.float64), np.asarray(leaf), k,
-                              np.ones((1, 1), bool) if allowed is None else allowed,
-                              allowed is not None,
-                              np.empty(0) if weight is None else np.asarray(weight, float),
-                              weight is not None)
         # distinct (leaf, level) pairs, sorted by leaf then level: the explicit entries
-        key, cnt = pair_counts(flat, L * k, None if weight is None else w)
-        e_leaf, e_code = key // k, key % k
-        count = np.bincount(e_leaf, weights=cnt, minlength=L).astype(np.float64)
+        e_leaf, e_code, cnt, count, off, marg = level_entries(x, leaf, k, allowed, weight, L)
         bits = np.ones((L, k), bool) if allowed is None else allowed.copy()
-        bits[bits.sum(1) == 0] = True  # a cell allowing no level: all levels (as before)
+        n_allowed = _allowed_counts(bits)  # (a cell allowing no level: all levels, as before)
         self.count_ = count
-        marg = np.bincount(e_code, weights=cnt, minlength=k)
         g = marg / marg.sum() if marg.sum() > 0 else marg
-        prior = (loo_prior(cnt, e_leaf, e_code, count, self.alpha, g, k_allowed=bits.sum(1),
+        prior = (loo_prior(cnt, e_leaf, e_code, count, self.alpha, g, k_allowed=n_allowed,
                            g_allowed=_allowed_sum(bits, g)) if auto else float(self.prior))
         self.prior_ = prior
         if self.alpha == 0 and prior == 0:
             empty = count <= 0  # no rows and no smoothing: uniform over the allowed levels
-            rest = np.where(empty, 1.0 / bits.sum(1), 0.0)
+            rest = np.where(empty, 1.0 / n_allowed, 0.0)
             prob = cnt / np.where(empty, 1.0, count)[e_leaf]
-            self._set(leaf_offsets(e_leaf, L), e_code, prob, rest, bits)
+            self._set(off, e_code, prob, rest, bits)
             return self
         m = float(self.alpha) + prior * g  # pseudo-counts (g: marginal pmf of the pairs)
         tot = count + _allowed_sum(bits, m)
@@ -109,7 +99,7 @@ class CategoricalLeaf(LeafModel):
         prob = (cnt + m[e_code]) / np.where(empty, 1.0, tot)[e_leaf]
         if empty.any():  # no rows and no pseudo-count on the allowed levels: uniform over them
             el, ec = np.nonzero(bits & empty[:, None])
-            ep = 1.0 / bits.sum(1)[el]
+            ep = 1.0 / n_allowed[el]
             rest = np.where(empty, 0.0, rest)
             order = np.lexsort((np.r_[e_code, ec], np.r_[e_leaf, el]))
             e_leaf, e_code, prob = (np.r_[e_leaf, el][order], np.r_[e_code, ec][order],
@@ -124,7 +114,7 @@ class CategoricalLeaf(LeafModel):
         self.code_ = np.asarray(code, np.int32)
         self.prob_ = np.asarray(prob, np.float64)
         self.rest_ = np.asarray(rest, np.float64)
-        self.allowed_ = np.packbits(allowed_bool, axis=1, bitorder="little")
+        self.allowed_ = _pack_rows(np.asarray(allowed_bool, np.bool_))
         self.shape_ = np.asarray(allowed_bool.shape, np.int64)  # (leaves, levels)
         self._finish()
 
@@ -539,6 +529,106 @@ def _level_keys(x, leaf, k, allowed, use_allowed, w, weighted):
             ws[m] = w[i]
         m += 1
     return keys[:m], ws[:m]
+
+
+def level_entries(x, leaf, k: int, allowed: np.ndarray | None, weight: np.ndarray | None,
+                  L: int, dense: bool | None = None) -> tuple:
+    """The distinct (leaf, level) pairs of the values ``x`` (level codes) in leaves ``leaf``,
+    sorted by leaf then level, skipping NaN values, codes outside ``0..k-1`` and levels
+    outside the leaf's ``allowed [L, k]`` set (those carry no mass): ``e_leaf, e_code``
+    (int64), their (weighted) counts, each leaf's total, :func:`leaf_offsets` and the level
+    totals, every sum in pair order then key order. ``dense`` (default: when the ``[L, k]``
+    table is at most a few times the pairs): in one pass into a dense table
+    (:func:`_dense_level_counts`), else from the keys sorted (:func:`pair_counts`); both give
+    the same arrays, bit for bit."""
+    x = np.asarray(x, np.float64)
+    args = (x, np.asarray(leaf), k,
+            np.ones((1, 1), bool) if allowed is None else allowed, allowed is not None,
+            np.empty(0) if weight is None else np.asarray(weight, float), weight is not None)
+    if dense is None:
+        dense = L * k <= max(4 * len(x), 1 << 16)
+    if dense:
+        return _dense_level_counts(*args, L)
+    flat, w = _level_keys(*args)
+    key, cnt = pair_counts(flat, L * k, None if weight is None else w)
+    e_leaf, e_code = key // k, key % k
+    return (e_leaf, e_code, cnt,
+            np.bincount(e_leaf, weights=cnt, minlength=L).astype(np.float64),
+            leaf_offsets(e_leaf, L), np.bincount(e_code, weights=cnt, minlength=k))
+
+
+@njit(cache=True, nogil=True)
+def _dense_level_counts(x, leaf, k, allowed, use_allowed, w, weighted, L):
+    """:func:`_level_keys` and the dense branch of :func:`pair_counts` in one pass (the
+    weights of each key summed in pair order into a dense ``[L * k]`` table), then the
+    table's positive entries in key order: ``e_leaf, e_code`` (int64), their counts, each
+    leaf's total (the entries' counts summed in key order, as ``np.bincount(e_leaf,
+    weights=cnt)``), :func:`leaf_offsets` and the level totals (``np.bincount(e_code,
+    weights=cnt)``: summed in key order) -- the same numbers, bit for bit."""
+    dense = np.zeros(L * k)
+    for i in range(x.shape[0]):
+        v = x[i]
+        if np.isnan(v):
+            continue
+        c = np.int64(v)
+        if c < 0 or c >= k:
+            continue
+        lf = np.int64(leaf[i])
+        if use_allowed and not allowed[lf, c]:
+            continue
+        dense[lf * k + c] += w[i] if weighted else 1.0
+    m = 0
+    for q in range(L * k):
+        m += np.int64(dense[q] > 0.0)
+    e_leaf = np.empty(m, np.int64)
+    e_code = np.empty(m, np.int64)
+    cnt = np.empty(m)
+    count = np.zeros(L)
+    off = np.zeros(L + 1, np.int64)
+    marg = np.zeros(k)
+    e = 0
+    for lf in range(L):
+        for c in range(k):
+            v = dense[lf * k + c]
+            if v > 0.0:
+                e_leaf[e] = lf
+                e_code[e] = c
+                cnt[e] = v
+                count[lf] += v
+                marg[c] += v
+                e += 1
+        off[lf + 1] = e
+    return e_leaf, e_code, cnt, count, off, marg
+
+
+@njit(cache=True, nogil=True)
+def _allowed_counts(bits):
+    """The number of allowed levels of each row of the bool ``bits [L, k]`` (int64), after
+    a row allowing none is set to allow all (in place)."""
+    L, k = bits.shape
+    out = np.empty(L, np.int64)
+    for i in range(L):
+        t = 0
+        for c in range(k):
+            t += np.int64(bits[i, c])
+        if t == 0:
+            for c in range(k):
+                bits[i, c] = True
+            t = k
+        out[i] = t
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _pack_rows(bits):
+    """``np.packbits(bits, axis=1, bitorder="little")`` of a bool ``[L, k]`` array."""
+    L, k = bits.shape
+    nb = (k + 7) // 8
+    out = np.zeros((L, nb), np.uint8)
+    for i in range(L):
+        for c in range(k):
+            out[i, c >> 3] |= np.uint8(bits[i, c]) << np.uint8(c & 7)
+    return out
 
 
 def leaf_offsets(e_leaf: np.ndarray, n_leaves: int) -> np.ndarray:

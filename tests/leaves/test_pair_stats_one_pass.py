@@ -108,3 +108,36 @@ def test_truncnorm_fit_reads_scaled_values_as_before():
     b._unscale(s)
     for f in ("mu_", "sigma_", "lo_", "hi_", "count_", "logz_"):
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("use_allowed", [False, True])
+def test_level_entries_dense_pass_equals_the_sorted_keys(weighted, use_allowed):
+    """The categorical leaf's counts in one pass into a dense table give the arrays of the
+    keys-then-sort formulation bit for bit (NaN values, codes outside 0..k-1, levels a leaf
+    does not allow, leaves without pairs); the allowed-level helpers equal numpy's."""
+    from forestgen.leaves.categorical import _allowed_counts, _pack_rows, level_entries
+
+    rng = np.random.default_rng(2)
+    n, L, k = 5000, 70, 11
+    x = rng.integers(-1, k + 1, n).astype(float)
+    x[rng.random(n) < 0.1] = np.nan
+    leaf = rng.integers(0, L - 3, n).astype(np.int32)  # the last leaves get no pairs
+    w = rng.uniform(0.5, 2.0, n) if weighted else None
+    allowed = rng.random((L, k)) < 0.6 if use_allowed else None
+    a = level_entries(x, leaf, k, allowed, w, L, dense=True)
+    b = level_entries(x, leaf, k, allowed, w, L, dense=False)
+    assert len(a[0]) > 100
+    for u, v in zip(a, b):
+        assert u.dtype == v.dtype
+        np.testing.assert_array_equal(u, v)
+    bits = rng.random((L, k)) < 0.3
+    bits[:5] = False  # rows allowing no level: all levels
+    ref = bits.copy()
+    ref[ref.sum(1) == 0] = True
+    got = bits.copy()
+    np.testing.assert_array_equal(_allowed_counts(got), ref.sum(1))
+    np.testing.assert_array_equal(got, ref)
+    for kk in (1, 7, 8, 9, 17):
+        m = rng.random((L, kk)) < 0.5
+        np.testing.assert_array_equal(_pack_rows(m), np.packbits(m, axis=1, bitorder="little"))
