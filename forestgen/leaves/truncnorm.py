@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
+from scipy.special import log_ndtr
 
 from forestgen.leaves.base import (
     ColumnCell,
@@ -27,9 +28,8 @@ from forestgen.leaves.normal_math import (
     NDTRI,
     NDTRI_EXP,
     _lower_tail,
-    cdf_ends,
+    log1mexp,
     log_ndtr_diff,
-    log_ndtr_diff_tails,
     sample_std_truncnorm,
     std_truncnorm_draw,
     std_truncnorm_draw_log,
@@ -78,6 +78,85 @@ def finite_cell(cell: ColumnCell, finite_bounds: str, epsilon: float,
     new_hi = np.where(new_hi != hi, new_hi + slack, hi)
     # never past the cell (which ends at the column's support, forestgen.data.support)
     return np.maximum(new_lo, lo), np.minimum(new_hi, hi)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max(a, b):
+    """``np.maximum`` of two floats (NaN if either is)."""
+    if np.isnan(a):
+        return a
+    if np.isnan(b):
+        return b
+    return a if a >= b else b
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min(a, b):
+    """``np.minimum`` of two floats (NaN if either is)."""
+    if np.isnan(a):
+        return a
+    if np.isnan(b):
+        return b
+    return a if a <= b else b
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _normal_params(cnt, mean, m2, lower, upper, glo, ghi, floor, truncate):
+    """:meth:`TruncNormalLeaf._fit_moments` with ``finite_bounds="no"`` in one pass over the
+    leaves, the same operations in the same order per leaf (the same bits as its numpy
+    steps): ``mu, sigma, lo, hi`` from the leaves' weighted counts, means and ``m2``, their
+    cells ``(lower, upper]`` (or the whole line without ``truncate``), the data range
+    ``glo, ghi`` and the SD floor."""
+    L = cnt.shape[0]
+    mu = np.empty(L)
+    sd = np.empty(L)
+    lo = np.empty(L)
+    hi = np.empty(L)
+    for i in range(L):
+        a = lower[i] if truncate else -np.inf
+        b = upper[i] if truncate else np.inf
+        lo[i] = a
+        hi[i] = b
+        clo = a if np.isfinite(a) else glo  # empty leaves: centre of the clipped cell
+        chi = b if np.isfinite(b) else ghi
+        left = _max(clo, glo)
+        right = _min(chi, ghi)
+        centre = _min(_max(0.5 * (left + right), glo), ghi)
+        c = cnt[i]
+        mu[i] = mean[i] if c > 0 else centre
+        var = m2[i] / (c - 1.0)  # (MomentStats.var)
+        s = np.sqrt(_max(var, 0.0) if np.isfinite(var) else 0.0)
+        sigma0 = _max(0.5 * (right - left), 0.0) / Z975
+        prior = np.sqrt(2.0 / _max(c, 1.0)) * sigma0
+        sd[i] = _max(s if (c >= 2 and s > 0) else prior, floor)
+    return mu, sd, lo, hi
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _standardised(lo, hi, mu, sigma, sign):
+    """The standardised cells ``a = (lo - mu) / sigma``, ``b = (hi - mu) / sigma`` and
+    their ends mirrored onto the lower tail (``-b, -a`` where ``a > 0``: the ``lo, hi`` of
+    :func:`~.normal_math._lower_tail`), ``sign`` filled with ``sigma`` negated where
+    mirrored, and whether ``np.maximum(a, b)`` differs from ``b`` anywhere (``a > b``, or
+    ``a`` NaN where ``b`` is not) -- the numpy steps of :meth:`TruncNormalLeaf._finish`
+    in one pass, the same bits."""
+    L = lo.shape[0]
+    a = np.empty(L)
+    b = np.empty(L)
+    mlo = np.empty(L)
+    mhi = np.empty(L)
+    wider = False
+    for i in range(L):
+        ai = (lo[i] - mu[i]) / sigma[i]
+        bi = (hi[i] - mu[i]) / sigma[i]
+        a[i] = ai
+        b[i] = bi
+        flip = ai > 0
+        mlo[i] = -bi if flip else ai
+        mhi[i] = -ai if flip else bi
+        sign[i] = -sigma[i] if flip else sigma[i]
+        wider |= (ai > bi) or (np.isnan(ai) and not np.isnan(bi))
+    return a, b, mlo, mhi, wider
 
 
 @register("leaf", "truncnorm")
@@ -143,13 +222,23 @@ class TruncNormalLeaf(LeafModel):
     def _fit_moments(self, stats: MomentStats, cell: ColumnCell) -> None:
         if self.epsilon < 0:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
+        glo, ghi = cell.data_min, cell.data_max
+        # SD floor: relative to the spread, and resolvable at the magnitude of the values
+        floor = max(1e-9 * max(abs(ghi - glo), 1.0), 4.0 * np.spacing(max(abs(glo), abs(ghi))))
+        if self.finite_bounds == "no":  # the cell as is: the steps below in one pass
+            self.mu_, self.sigma_, self.lo_, self.hi_ = _normal_params(
+                np.asarray(stats.count, np.float64), np.asarray(stats.mean, np.float64),
+                np.asarray(stats.m2, np.float64), np.asarray(cell.lower, np.float64),
+                np.asarray(cell.upper, np.float64), float(glo), float(ghi), float(floor),
+                bool(self.truncate))
+            self.count_ = stats.count
+            return
         L = len(cell.lower)
         cnt, mu, var = stats.count, stats.mean, stats.var
         local = None if stats.vmin is None else (stats.vmin, stats.vmax)
         lo, hi = finite_cell(cell, self.finite_bounds, self.epsilon, local)
         if not self.truncate:
             lo, hi = np.full(L, -np.inf), np.full(L, np.inf)
-        glo, ghi = cell.data_min, cell.data_max
         # empty leaves: centre of the (globally clipped) cell
         clo = np.where(np.isfinite(lo), lo, glo)
         chi = np.where(np.isfinite(hi), hi, ghi)
@@ -159,8 +248,6 @@ class TruncNormalLeaf(LeafModel):
         half = 0.5 * (np.minimum(chi, ghi) - np.maximum(clo, glo))
         sigma0 = np.maximum(half, 0.0) / Z975
         prior = np.sqrt(2.0 / np.maximum(cnt, 1.0)) * sigma0
-        # SD floor: relative to the spread, and resolvable at the magnitude of the values
-        floor = max(1e-9 * max(abs(ghi - glo), 1.0), 4.0 * np.spacing(max(abs(glo), abs(ghi))))
         sd = np.where((cnt >= 2) & (sd > 0), sd, prior)
         sd = np.maximum(sd, floor)
         self.mu_ = mu.astype(np.float64)
@@ -177,17 +264,30 @@ class TruncNormalLeaf(LeafModel):
         besides ``mu_`` and its cell instead of evaluating it per draw: the mirrored cell's
         :func:`~.normal_math.cdf_ends` and ``sigma`` (negated where the cell is mirrored).
         Leaves read in order stream through each row."""
-        self.a_ = (self.lo_ - self.mu_) / self.sigma_
-        self.b_ = (self.hi_ - self.mu_) / self.sigma_
-        self.logz_, llo, lhi = log_ndtr_diff_tails(self.a_, self.b_)
-        self.lognorm_ = np.log(self.sigma_) + LOG_SQRT_2PI + self.logz_
-        b = np.maximum(self.a_, self.b_)  # (a draw's cell; the same unless a_ > b_ somewhere)
-        if not np.array_equal(b, self.b_, equal_nan=True):
-            llo, lhi = _lower_tail(self.a_, b)[3:]
-        self.tails_ = np.stack([llo, lhi])
-        self.draw_table_ = np.concatenate([
-            cdf_ends(self.logz_, lhi, llo),  # (a_ > b_: mass 0, as the draw's cell)
-            [np.where(self.a_ > 0, -self.sigma_, self.sigma_)]])
+        # the arithmetic in one pass (_standardised: the numpy steps' bits), the
+        # transcendental functions by numpy and scipy as before, written into their rows
+        sigma = np.asarray(self.sigma_, np.float64)
+        L = len(sigma)
+        table = np.empty((4, L))
+        a, b, lo, hi, wider = _standardised(np.asarray(self.lo_, np.float64),
+                                            np.asarray(self.hi_, np.float64),
+                                            np.asarray(self.mu_, np.float64), sigma, table[3])
+        self.a_, self.b_ = a, b
+        tails = np.empty((2, L))
+        llo, lhi = log_ndtr(lo, out=tails[0]), log_ndtr(hi, out=tails[1])
+        with np.errstate(invalid="ignore"):  # (log_ndtr_diff_tails)
+            out = lhi + log1mexp(np.minimum(llo - lhi, 0.0))
+        self.logz_ = np.where(b > a, out, -np.inf)
+        self.lognorm_ = np.log(sigma) + LOG_SQRT_2PI + self.logz_
+        if wider:  # a_ > b_ somewhere: a draw's cell is (a_, max(a_, b_)]
+            tails = np.stack(_lower_tail(a, np.maximum(a, b))[3:])
+            llo, lhi = tails
+        self.tails_ = tails
+        with np.errstate(invalid="ignore"):  # (cdf_ends; a_ > b_: mass 0, as the draw's cell)
+            np.exp(llo, out=table[0])
+            np.exp(self.logz_, out=table[1])
+            np.negative(np.expm1(lhi, out=table[2]), out=table[2])
+        self.draw_table_ = table
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)

@@ -1,0 +1,102 @@
+"""The truncated-normal leaf's parameters and derived tables in one pass per leaf
+(``_normal_params``, ``_standardised``) give the bits of the numpy steps they replace: empty
+leaves, one-row and fractional-count leaves, leaves of equal values, unbounded cells, cells
+whose standardised ends cross (``a_ > b_``), with and without truncation."""
+
+import numpy as np
+import pytest
+from scipy.special import log_ndtr
+
+from forestgen.leaves.base import ColumnCell
+from forestgen.leaves.normal_math import _lower_tail, cdf_ends, log_ndtr_diff_tails
+from forestgen.leaves.stats import MomentStats
+from forestgen.leaves.truncnorm import Z975, TruncNormalLeaf
+
+
+def _reference_params(stats, cell, truncate):
+    """TruncNormalLeaf._fit_moments with finite_bounds="no", step by step in numpy."""
+    L = len(cell.lower)
+    cnt, mu, var = stats.count, stats.mean, stats.var
+    lo, hi = cell.lower.copy(), cell.upper.copy()
+    if not truncate:
+        lo, hi = np.full(L, -np.inf), np.full(L, np.inf)
+    glo, ghi = cell.data_min, cell.data_max
+    clo = np.where(np.isfinite(lo), lo, glo)
+    chi = np.where(np.isfinite(hi), hi, ghi)
+    centre = np.clip(0.5 * (np.maximum(clo, glo) + np.minimum(chi, ghi)), glo, ghi)
+    mu = np.where(cnt > 0, mu, centre)
+    with np.errstate(invalid="ignore"):
+        sd = np.sqrt(np.where(np.isfinite(var), np.maximum(var, 0.0), 0.0))
+    half = 0.5 * (np.minimum(chi, ghi) - np.maximum(clo, glo))
+    sigma0 = np.maximum(half, 0.0) / Z975
+    prior = np.sqrt(2.0 / np.maximum(cnt, 1.0)) * sigma0
+    floor = max(1e-9 * max(abs(ghi - glo), 1.0), 4.0 * np.spacing(max(abs(glo), abs(ghi))))
+    sd = np.maximum(np.where((cnt >= 2) & (sd > 0), sd, prior), floor)
+    return mu, sd, lo, hi
+
+
+def _reference_tables(lm):
+    """TruncNormalLeaf._finish step by step in numpy."""
+    a = (lm.lo_ - lm.mu_) / lm.sigma_
+    b = (lm.hi_ - lm.mu_) / lm.sigma_
+    logz, llo, lhi = log_ndtr_diff_tails(a, b)
+    lognorm = np.log(lm.sigma_) + 0.5 * np.log(2.0 * np.pi) + logz
+    bb = np.maximum(a, b)
+    if not np.array_equal(bb, b, equal_nan=True):
+        llo, lhi = _lower_tail(a, bb)[3:]
+    table = np.concatenate([cdf_ends(logz, lhi, llo), [np.where(a > 0, -lm.sigma_, lm.sigma_)]])
+    return {"a_": a, "b_": b, "logz_": logz, "lognorm_": lognorm,
+            "tails_": np.stack([llo, lhi]), "draw_table_": table}
+
+
+def _cell_and_stats(seed):
+    rng = np.random.default_rng(seed)
+    L, n = 1500, 4000
+    leaf = rng.integers(0, L - 20, n)  # the last 20 leaves: no rows
+    x = rng.normal(0.0, 2.0, n)
+    x[leaf < 100] = 0.75  # leaves of equal values
+    lower = np.sort(rng.normal(0.0, 3.0, L))
+    upper = lower + rng.exponential(1.0, L)
+    lower[:10], upper[10:20] = -np.inf, np.inf  # unbounded sides
+    upper[20:30] = lower[20:30]  # zero-width cells
+    w = rng.uniform(0.3, 1.7, n)  # fractional counts: some leaves between 1 and 2
+    cell = ColumnCell(lower=lower, upper=upper, allowed=None, data_min=-6.0, data_max=7.0,
+                      n_levels=0)
+    return MomentStats.from_pairs(x, leaf, L, weight=w), cell, (x, leaf, w)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_pass_params_and_tables_match_the_numpy_steps(truncate, seed):
+    stats, cell, _ = _cell_and_stats(seed)
+    assert ((stats.count > 1) & (stats.count < 2)).any() and (stats.count == 0).any()
+    lm = TruncNormalLeaf(truncate=truncate)
+    lm._fit_moments(stats, cell)
+    for got, ref in zip((lm.mu_, lm.sigma_, lm.lo_, lm.hi_),
+                        _reference_params(stats, cell, truncate)):
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, ref)
+        assert np.array_equal(np.signbit(got), np.signbit(ref))
+    lm._finish()
+    for k, ref in _reference_tables(lm).items():
+        got = getattr(lm, k)
+        assert got.shape == ref.shape, k
+        assert got.tobytes() == ref.tobytes(), k
+
+
+def test_crossed_cells_take_the_draw_cell_tails():
+    """Where a cell's standardised ends cross (``a_ > b_``, a cell given by hand), the
+    tails are those of ``(a_, max(a_, b_)]`` as before."""
+    rng = np.random.default_rng(3)
+    L = 50
+    lm = TruncNormalLeaf()
+    lm.mu_ = rng.normal(size=L)
+    lm.sigma_ = rng.uniform(0.5, 2.0, L)
+    lm.lo_ = lm.mu_ + rng.normal(size=L)
+    lm.hi_ = lm.lo_ + rng.exponential(1.0, L)
+    lm.hi_[::7] = lm.lo_[::7] - 0.5  # crossed
+    lm._finish()
+    assert (lm.a_ > lm.b_).any()
+    for k, ref in _reference_tables(lm).items():
+        assert getattr(lm, k).tobytes() == ref.tobytes(), k
+    assert np.array_equal(lm.tails_[0][::7], log_ndtr(np.where(lm.a_ > 0, -lm.a_, lm.a_))[::7])
