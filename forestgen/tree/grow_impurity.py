@@ -29,8 +29,7 @@ Work per node is kept proportional to the node's rows, not to the bins:
   instead of moving the right-hand rows twice through a scratch buffer.
 * A node with fewer rows than three eighths of a feature's bins (``SPARSE_RATIO``; in larger
   nodes listing the occupied bins from flags costs more than one pass over all bins, with
-  packed sums; at 8k-32k rows 0.3-0.45 grow ARF's trees ~7-10% faster than 0.25,
-  ``benchmarks/results/arf_s56.md``) builds a *sparse* histogram:
+  packed sums) builds a *sparse* histogram:
   only the bins its rows occupy are listed (in increasing order, from flag bytes read eight at
   a time, and a second level of flag bytes that lists the flag words to read), scanned and
   cleared afterwards, so the histograms are all zero between nodes and the fill needs no
