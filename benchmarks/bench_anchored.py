@@ -1,6 +1,6 @@
 """Anchored against the Chain, ARF and a donor sampler, by C2ST against held-out rows.
 
-    python benchmarks/bench_anchored.py TABLES_DIR TABLE[,TABLE...] SEED[,SEED...] GEN[/GEN...]
+    python benchmarks/bench_anchored.py TABLES_DIR TABLE[,...] SEED[,...] GEN[/GEN...] [tstr]
 
 ``TABLES_DIR``: the leaderboard's exported tables (``benchmarks/leaderboard/tables.py``); each
 (table, seed) is the leaderboard's split (70/30, at most 500 training and 500 test rows;
@@ -18,7 +18,10 @@ test rows against as many synthetic rows, one thread). Generators, separated by 
 * ``marginals``: the product of the column marginals (``forestgen.auto.marginals_model``).
 
 Prints one line per (table, seed): ``table seed {generator: (AUC, test log-likelihood per
-row, CPU s)}`` (no log-likelihood for ``donor``).
+row, CPU s)}`` (no log-likelihood for ``donor``). With ``tstr`` last, each generator draws as
+many rows as the training rows (as the leaderboard's cells) and the tuple ends with the
+leaderboard's TSTR of the table's target (``forestgen.metrics.tstr``: AUC or R^2 on the test
+rows of a model trained on the draws).
 """
 
 from __future__ import annotations
@@ -117,10 +120,12 @@ def main() -> None:
 
     tables, names, seeds, gens = (Path(sys.argv[1]), sys.argv[2].split(","),
                                   [int(s) for s in sys.argv[3].split(",")], sys.argv[4].split("/"))
+    with_tstr = sys.argv[5:] == ["tstr"]
     for name in names:
+        target = json.loads((tables / name / "meta.json").read_text())["target"]
         for seed in seeds:
             train, test, kinds = split(tables, name, seed)
-            n, res = len(test), {}
+            n, res = len(train) if with_tstr else len(test), {}
             for g in gens:
                 t0 = time.process_time()
                 model = None
@@ -142,6 +147,13 @@ def main() -> None:
                     auc = fm.c2st(test, syn, kinds=kinds, random_state=seed, n_threads=1).auc
                     ll = np.nan if model is None else float(np.mean(model.log_prob(test)))
                 res[g] = (round(float(auc), 3), round(ll, 2), round(cpu, 1))
+                if with_tstr:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        u = fm.tstr(train, syn, target, test=test, kinds=kinds,
+                                    random_state=seed, n_threads=1)
+                    res[g] += (round(float(u.tstr["auc" if u.task == "classification"
+                                                   else "r2"]), 3),)
             print(name, seed, res, flush=True)
 
 
