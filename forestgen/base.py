@@ -147,6 +147,11 @@ class GenerativeForest(BaseEstimator):
     #: fills and ``"max_depth"`` if its limits set a depth; a splitter whose ``needs`` are not
     #: all here is refused at construction
     tree_data: ClassVar[frozenset] = frozenset()
+    #: whether the enumerating path scores its (row, leaf) pairs sorted by leaf
+    #: (:func:`~forestgen.tree.arrays.in_leaf_order`: the leaf tables in memory order); a
+    #: learner whose leaf models share laws by index keeps the pairs row by row instead
+    #: (:class:`~forestgen.leaves.indexed.IndexedLeaf` scores each shared law once per row)
+    pairs_in_leaf_order: ClassVar[bool] = True
 
     def component(self, slot: str):
         """The component filling ``slot`` (``"ensembler"`` or ``"sampler"``): the learner's

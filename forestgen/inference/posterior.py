@@ -119,8 +119,11 @@ def pair_log_weights(model, ev: Evidence, rows: np.ndarray, leaf: np.ndarray, pr
     enumerating path, for ``log_prob`` of rows with missing entries (point evidence) and for
     every conditional query."""
     lw = model.leaf_log_weight_
-    return in_leaf_order(lambda lf, pr: lw[lf] + evidence_log_factor(model, ev, pr, lf, rows,
-                                                                     skip=skip), leaf, prow)
+
+    def score(lf, pr):
+        return lw[lf] + evidence_log_factor(model, ev, pr, lf, rows, skip=skip)
+
+    return in_leaf_order(score, leaf, prow) if model.pairs_in_leaf_order else score(leaf, prow)
 
 
 def segment_gumbel_argmax(ptr: np.ndarray, logw: np.ndarray,

@@ -17,7 +17,7 @@ from forestgen import registry
 from forestgen.leaves.base import ColumnCell, LeafModel
 from forestgen.registry import register
 
-__all__ = ["IndexedLeaf"]
+__all__ = ["IndexedLeaf", "crossed"]
 
 _BASE = "b_"
 
@@ -82,12 +82,30 @@ class IndexedLeaf(LeafModel):
     def _at(self, leaf) -> np.ndarray:
         return self.index_[np.asarray(leaf, np.int64)]
 
+    def _shared(self, fn, leaf, *vals) -> np.ndarray:
+        """``fn(index_[leaf], *vals)`` pair by pair, each base leaf scored once per row where
+        the pairs cross rows with leaves (:func:`crossed`) and fewer base leaves than leaves
+        are used: the same values, computed on the ``rows x used base leaves`` table."""
+        leaf = np.asarray(leaf, np.int64)
+        vals = tuple(np.asarray(v) for v in vals)
+        grid = crossed(leaf, vals, len(self.index_))
+        if grid is None:
+            return fn(self.index_[leaf], *vals)
+        runs, row_vals, leaf_major = grid
+        used, inv = np.unique(self.index_[runs], return_inverse=True)
+        if 2 * len(used) > len(runs):  # little sharing: not worth the table
+            return fn(self.index_[leaf], *vals)
+        r = len(row_vals[0])
+        table = np.asarray(fn(np.repeat(used, r), *(np.tile(v, len(used)) for v in row_vals)))
+        table = table.reshape(len(used), r)[inv]  # [runs, rows]
+        return (table if leaf_major else table.T).ravel()
+
     # ------------------------------------------------------------------ queries
     def log_prob(self, leaf, x):
-        return self.base.log_prob(self._at(leaf), x)
+        return self._shared(self.base.log_prob, leaf, x)
 
     def log_prob_interval(self, leaf, lo, hi):
-        return self.base.log_prob_interval(self._at(leaf), lo, hi)
+        return self._shared(self.base.log_prob_interval, leaf, lo, hi)
 
     def mean_interval(self, leaf, lo, hi):
         return self.base.mean_interval(self._at(leaf), lo, hi)
@@ -191,3 +209,34 @@ class IndexedLeaf(LeafModel):
         if n_leaves and (index.min() < 0 or index.max() >= n_base):
             raise ValueError(f"IndexedLeaf.index_ points outside the base's {n_base} leaves")
         self.base.check_param_arrays(base, n_base, n_levels)
+
+
+def _same_rows(a: np.ndarray) -> bool:
+    """Whether every row of the 2-D ``a`` equals its first (NaN equal to NaN)."""
+    eq = a == a[:1]
+    if a.dtype.kind == "f":
+        eq |= np.isnan(a) & np.isnan(a[:1])
+    return bool(eq.all())
+
+
+def crossed(leaf: np.ndarray, vals: tuple, n_leaves: int):
+    """The (row, leaf) pairs as a cross of ``R`` rows with ``K`` leaves, if they are one:
+    leaf-major (``K`` runs of ``R`` pairs, each run one leaf, the same ``R`` values in every
+    run: a forest's complete rows, tree by tree) or row-major (``R`` runs of the same
+    ``n_leaves`` leaves, each run one row's values: every row reaching every leaf). Returns
+    ``(leaf of each run or of each row's run, the R rows' values per array, leaf_major)``, or
+    ``None``. Checking costs a few comparisons per pair."""
+    p = len(leaf)
+    if p < 2 or any(v.shape != leaf.shape for v in vals):
+        return None
+    change = np.flatnonzero(leaf[1:] != leaf[:-1])
+    r = int(change[0]) + 1 if len(change) else p
+    if 1 < r < p and p % r == 0:  # leaf-major
+        lk = leaf.reshape(-1, r)
+        if (lk == lk[:, :1]).all() and all(_same_rows(v.reshape(-1, r)) for v in vals):
+            return lk[:, 0], tuple(v[:r] for v in vals), True
+    if n_leaves <= p and p % n_leaves == 0:  # row-major
+        lk = leaf.reshape(-1, n_leaves)
+        if _same_rows(lk) and all(_same_rows(v.reshape(-1, n_leaves).T) for v in vals):
+            return lk[0], tuple(v[::n_leaves] for v in vals), False
+    return None

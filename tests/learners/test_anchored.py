@@ -166,6 +166,46 @@ def test_indexed_leaf_shares_its_base_laws():
         shared.fit(x[:30], np.arange(30) % 3, bad, None)
 
 
+def test_indexed_leaf_scores_crossed_pairs_once_per_base_leaf(monkeypatch):
+    """Pairs crossing rows with leaves (leaf-major: a forest's complete rows tree by tree;
+    row-major: every row reaching every component) are scored on the rows x base-leaves
+    table: the same values as pair by pair, bit for bit, and fewer base evaluations."""
+    from forestgen.leaves.indexed import crossed
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=400)
+    base_leaf = rng.integers(0, 4, 400)
+    cell = ColumnCell(lower=np.full(4, -9.0), upper=np.full(4, 9.0), allowed=None,
+                      data_min=-9.0, data_max=9.0, n_levels=0)
+    base = TruncNormalLeaf().fit(x + base_leaf, base_leaf, cell, None)
+    index = rng.integers(0, 4, 50)  # 50 leaves sharing 4 laws
+    lm = IndexedLeaf.of(base, index, 4)
+    rows = np.r_[rng.normal(size=6), np.nan]  # a missing entry is a value like any other
+    lo, hi = rows - 0.5, rows + 1.0
+    layouts = {"leaf-major": (np.repeat(np.arange(50), 7), np.tile(rows, 50)),
+               "row-major": (np.tile(np.arange(50), 7), np.repeat(rows, 50))}
+    calls = []
+    real = TruncNormalLeaf.log_prob
+    monkeypatch.setattr(TruncNormalLeaf, "log_prob",
+                        lambda self, leaf, v: calls.append(len(leaf)) or real(self, leaf, v))
+    for name, (leaf, v) in layouts.items():
+        assert crossed(leaf, (v,), 50) is not None, name
+        calls.clear()
+        got = lm.log_prob(leaf, v)
+        assert calls == [4 * 7], name  # 4 base laws x 7 rows, not 350 pairs
+        np.testing.assert_array_equal(got, real(base, index[leaf], v))
+        span = (np.repeat(lo, 50), np.repeat(hi, 50)) if name == "row-major" else \
+            (np.tile(lo, 50), np.tile(hi, 50))
+        np.testing.assert_array_equal(lm.log_prob_interval(leaf, *span),
+                                      base.log_prob_interval(index[leaf], *span))
+    # pairs that do not cross (a row missing one leaf, scrambled order) are scored pair by pair
+    leaf, v = layouts["row-major"]
+    perm = rng.permutation(len(leaf))
+    for bad in ((leaf[1:], v[1:]), (leaf[perm], v[perm])):
+        assert crossed(bad[0], (bad[1],), 50) is None
+        np.testing.assert_array_equal(lm.log_prob(*bad), real(base, index[bad[0]], bad[1]))
+
+
 def test_draws_keep_the_rows_missing_patterns():
     """Columns missing together in every training row stay missing together in every draw
     (each component misses what its anchor row misses)."""

@@ -134,6 +134,9 @@ class Anchored(GenerativeForest):
     tree_data = Chain.tree_data
     # the components are one-leaf trees: every leaf law lives on the column's whole range
     edge_cells = frozenset({"empty"})
+    # every row reaches every component, row by row: IndexedLeaf scores each of the trees'
+    # leaf laws once per row and spreads it over the components sharing it
+    pairs_in_leaf_order = False
 
     def __init__(self, *, min_leaf: int | str = MIN_LEAF, max_depth: int | None = None,
                  target_bins: int = TARGET_BINS, prior_strength: float | str = PRIOR_STRENGTH,
