@@ -95,10 +95,13 @@ class IndexedLeaf(LeafModel):
         used, inv = np.unique(self.index_[runs], return_inverse=True)
         if 2 * len(used) > len(runs):  # little sharing: not worth the table
             return fn(self.index_[leaf], *vals)
-        r = len(row_vals[0])
-        table = np.asarray(fn(np.repeat(used, r), *(np.tile(v, len(used)) for v in row_vals)))
-        table = table.reshape(len(used), r)[inv]  # [runs, rows]
-        return (table if leaf_major else table.T).ravel()
+        r, u = len(row_vals[0]), len(used)
+        if leaf_major:  # [used, rows], a run per leaf
+            table = np.asarray(fn(np.repeat(used, r), *(np.tile(v, u) for v in row_vals)))
+            return table.reshape(u, r)[inv].ravel()
+        # [rows, used], a run per row
+        table = np.asarray(fn(np.tile(used, r), *(np.repeat(v, u) for v in row_vals)))
+        return table.reshape(r, u)[:, inv].ravel()
 
     # ------------------------------------------------------------------ queries
     def log_prob(self, leaf, x):
@@ -219,6 +222,14 @@ def _same_rows(a: np.ndarray) -> bool:
     return bool(eq.all())
 
 
+def _constant_rows(a: np.ndarray) -> bool:
+    """Whether each row of the 2-D ``a`` holds one value (NaN equal to NaN)."""
+    eq = a == a[:, :1]
+    if a.dtype.kind == "f":
+        eq |= np.isnan(a) & np.isnan(a[:, :1])
+    return bool(eq.all())
+
+
 def crossed(leaf: np.ndarray, vals: tuple, n_leaves: int):
     """The (row, leaf) pairs as a cross of ``R`` rows with ``K`` leaves, if they are one:
     leaf-major (``K`` runs of ``R`` pairs, each run one leaf, the same ``R`` values in every
@@ -229,14 +240,16 @@ def crossed(leaf: np.ndarray, vals: tuple, n_leaves: int):
     p = len(leaf)
     if p < 2 or any(v.shape != leaf.shape for v in vals):
         return None
-    change = np.flatnonzero(leaf[1:] != leaf[:-1])
-    r = int(change[0]) + 1 if len(change) else p
-    if 1 < r < p and p % r == 0:  # leaf-major
-        lk = leaf.reshape(-1, r)
-        if (lk == lk[:, :1]).all() and all(_same_rows(v.reshape(-1, r)) for v in vals):
-            return lk[:, 0], tuple(v[:r] for v in vals), True
+    if leaf[1] == leaf[0]:  # leaf-major: runs of one leaf
+        step = leaf[1:] != leaf[:-1]
+        r = int(np.argmax(step)) + 1 if step.any() else p
+        if r < p and p % r == 0:
+            lk = leaf.reshape(-1, r)
+            if _constant_rows(lk) and all(_same_rows(v.reshape(-1, r)) for v in vals):
+                return lk[:, 0], tuple(v[:r] for v in vals), True
+        return None
     if n_leaves <= p and p % n_leaves == 0:  # row-major
         lk = leaf.reshape(-1, n_leaves)
-        if _same_rows(lk) and all(_same_rows(v.reshape(-1, n_leaves).T) for v in vals):
+        if _same_rows(lk) and all(_constant_rows(v.reshape(-1, n_leaves)) for v in vals):
             return lk[0], tuple(v[::n_leaves] for v in vals), False
     return None
