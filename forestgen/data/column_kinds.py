@@ -298,14 +298,23 @@ def warn_identifiers(df: pd.DataFrame, specs: list[ColumnSpec]) -> None:
     for j, spec in enumerate(specs):
         if not (spec.is_discrete and spec.is_nominal):
             continue
-        col = df.iloc[:, j].dropna()
-        if len(col) < MIN_ROWS_DISCRETE_FLOAT // 2:
-            continue
-        counts = col.value_counts()
-        once = int((counts == 1).sum())
-        if once >= IDENTIFIER_SHARE * len(col):
+        col = df.iloc[:, j]
+        if isinstance(col.dtype, pd.CategoricalDtype):  # counted from the codes (-1: missing)
+            codes = col.cat.codes.to_numpy()
+            codes = codes[codes >= 0]
+            n_obs = len(codes)
+            if n_obs < MIN_ROWS_DISCRETE_FLOAT // 2:
+                continue
+            once = int((np.bincount(codes) == 1).sum())
+        else:
+            col = col.dropna()
+            n_obs = len(col)
+            if n_obs < MIN_ROWS_DISCRETE_FLOAT // 2:
+                continue
+            once = int((col.value_counts() == 1).sum())
+        if once >= IDENTIFIER_SHARE * n_obs:
             warnings.warn(f"column {spec.name!r} looks like an identifier: {once} of its "
-                          f"{len(col)} rows hold a value no other row has, so most new rows "
+                          f"{n_obs} rows hold a value no other row has, so most new rows "
                           f"will hold an unseen level, which scores at the leaf models' floor "
                           f"(log_prob, score) and is never sampled; drop the column or give "
                           f"it kinds={{{spec.name!r}: ...}} if it is not nominal",
