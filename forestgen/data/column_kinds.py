@@ -151,8 +151,8 @@ def infer_kind(series: pd.Series) -> ColumnKind:
         return "continuous"  # modelled as seconds; decoded to the same dtype and time zone
     if is_numeric_dtype(dtype):
         v = series.to_numpy(dtype=np.float64, na_value=np.nan)
-        uniq = np.unique(v[~np.isnan(v)])
-        if uniq.size in (1, 2) and set(uniq.tolist()) <= {0.0, 1.0}:
+        v = v[~np.isnan(v)]
+        if v.size and np.all((v == 0.0) | (v == 1.0)):  # (one pass: no sort of the values)
             return "binary"  # also a 0/1 column constant in training (levels stay {0, 1})
         return "integer" if pdt.is_integer_dtype(dtype) else "continuous"
     if pdt.is_object_dtype(dtype):

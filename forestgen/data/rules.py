@@ -274,6 +274,12 @@ def fit_affine(a: np.ndarray, b: np.ndarray, grid_a: float = 0.0, grid_b: float 
     return None
 
 
+def _distinct_at_least(v: np.ndarray, k: int) -> bool:
+    """Whether ``v`` holds at least ``k`` distinct values: settled by its first ``8 k`` values
+    when they do (the usual continuous column, no sort of all of ``v``), else by all."""
+    return bool(np.unique(v[:8 * k]).size >= k or np.unique(v).size >= k)
+
+
 def find_affine(values: list[np.ndarray], numeric: list[bool], taken: set[int],
                 grids: list[float] | None = None, chance: float = AFFINE_CHANCE,
                 min_values: int = AFFINE_MIN_VALUES,
@@ -304,7 +310,7 @@ def find_affine(values: list[np.ndarray], numeric: list[bool], taken: set[int],
         if j in taken or not numeric[j] or not len(v):
             continue
         v = v[~np.isnan(v)]
-        if v.size and np.ptp(v) > 0 and np.unique(v).size >= min_values:
+        if v.size and np.ptp(v) > 0 and _distinct_at_least(v, min_values):
             cols.append(j)
     if len(cols) < 2:
         return []

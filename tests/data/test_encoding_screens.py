@@ -1,6 +1,6 @@
-"""The identifier warning (``warn_identifiers``) counts a categorical column from its codes and
-any other nominal column from its values: the same rows, the same count of levels seen once,
-the same message, with missing values left out either way."""
+"""Encoding screens that skip work without changing an answer: the identifier warning
+(``warn_identifiers``) counted from a categorical column's codes as from its values, the binary
+column test and the affine rules' distinct-value screen without a sort of every value."""
 
 import warnings
 
@@ -40,3 +40,22 @@ def test_identifier_counted_alike_from_codes_and_values(as_category):
     df2.loc[20:35, "name"] = df2.loc[20, "name"]
     assert _caught(df2) == []
     assert _caught(df.head(20)) == []
+
+
+def test_binary_inference_and_distinct_screen_without_a_full_sort():
+    """``infer_kind`` calls a numeric column binary exactly when its observed values are all
+    0 or 1 (one pass, no sort); ``find_affine``'s screen of at least ``k`` distinct values
+    agrees with ``np.unique`` whether its first values settle it or not."""
+    from forestgen.data.column_kinds import infer_kind
+    from forestgen.data.rules import _distinct_at_least
+
+    for vals, kind in (([0, 1, 1, np.nan], "binary"), ([1.0, 1.0], "binary"),
+                       ([-0.0, 1.0], "binary"), ([0, 1, 2], "continuous"),
+                       ([0.5, 1.0], "continuous"), ([np.nan, np.nan], "continuous"),
+                       ([0, 1, np.inf], "continuous")):
+        assert infer_kind(pd.Series(np.asarray(vals, float))) == kind, vals
+    rng = np.random.default_rng(1)
+    for v in (rng.normal(size=500), np.r_[np.zeros(100), 1.0, 2.0], np.r_[np.ones(50), 3.0],
+              np.zeros(3), rng.integers(0, 3, 200).astype(float)):
+        for k in (1, 2, 3, 4):
+            assert _distinct_at_least(v, k) == (np.unique(v).size >= k)
