@@ -34,6 +34,7 @@ import hashlib, json, sys, time
 sys.path.insert(0, sys.argv[1])
 from _arf_side import mixed_table
 import forestgen as fg
+print("SOURCE " + fg.__file__)
 rows, fits, trees, mns = (int(a) for a in sys.argv[2:6])
 tr = mixed_table(rows, 0)
 for c in ("c0", "c1", "c2"):
@@ -59,9 +60,13 @@ print("RESULT " + json.dumps({"cpu": cpu, "hash": h.hexdigest()[:16]}))
 def child(src: Path, args) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "NUMBA_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(HERE), str(args.rows),
+    # -P: no working directory on sys.path (a checkout's own forestgen/ would shadow src)
+    out = subprocess.run([sys.executable, "-P", "-c", CHILD, str(HERE), str(args.rows),
                           str(args.fits), str(args.trees), str(args.min_node_size)],
                          capture_output=True, text=True, env=env, check=True).stdout
+    source = [x for x in out.splitlines() if x.startswith("SOURCE ")][-1][len("SOURCE "):]
+    if not Path(source).resolve().is_relative_to(src.resolve()):
+        raise RuntimeError(f"the child imported forestgen from {source}, not from {src}")
     line = [x for x in out.splitlines() if x.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 

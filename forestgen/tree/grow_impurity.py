@@ -27,7 +27,7 @@ Work per node is kept proportional to the node's rows, not to the bins:
   node at depth ``k`` holds its rows in buffer ``k % 2`` and its split moves each record once
   into the other (a count pass, then one branch-free copy of a few 8-byte words per row),
   instead of moving the right-hand rows twice through a scratch buffer.
-* A node with fewer rows than three eighths of a feature's bins (``SPARSE_RATIO``; in larger
+* A node with fewer rows than a quarter of a feature's bins (``SPARSE_RATIO``; in larger
   nodes listing the occupied bins from flags costs more than one pass over all bins, with
   packed sums) builds a *sparse* histogram:
   only the bins its rows occupy are listed (in increasing order, from flag bytes read eight at
@@ -98,7 +98,7 @@ from forestgen.tree.node_ops import bounded_int_bits
 
 SPLIT_BINS = 32  # a column with fewer bins fills four interleaved histograms (exact sums)
 FILL4_ROWS = 256  # ... in a node of at least this many rows (below, merging them costs more)
-SPARSE_RATIO = 0.375  # a feature's histogram is sparse when the node has < ratio * n_bins rows
+SPARSE_RATIO = 0.25  # a feature's histogram is sparse when the node has < ratio * n_bins rows
 _ONE = np.uint64(1)
 _LO32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
