@@ -66,7 +66,7 @@ BANDWIDTHS = (0.02, 0.1, 0.3, 1.0)
 #: integer columns of at most this many levels are coded as ordered levels (categorical leaves),
 #: larger ones as numbers (kernel leaves, their repeated values kept as atoms): on seven public
 #: tables the leaderboard never used, 16 in place of the Chain's 128 drew closer rows on six
-#: (fatality 0.624 -> 0.590, ahead of synthpop's sampler's 0.608) with a higher held-out
+#: (fatality 0.624 -> 0.590; synthyverse's synthpop 0.603) with a higher held-out
 #: log-likelihood on six; on the leaderboard's 13 tables closest to C2ST 0.5 on 7 against 4,
 #: further than 0.02 on 2 (adult, macrodata) against 1 (``benchmarks/results/anchored_s56.md``)
 MAX_ORDINAL_LEVELS = 16
