@@ -190,7 +190,13 @@ def _atoms(uniq: np.ndarray, counts: np.ndarray, n: int, dtype: Any,
 
 
 def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
-                discrete_floats: bool = True) -> ColumnSpec:
+                discrete_floats: bool = True, max_spiky_levels: int | None = None
+                ) -> ColumnSpec:
+    """The :class:`ColumnSpec` of ``series`` (``kind`` given, or inferred): the codings of
+    :class:`~forestgen.data.encoder.TableEncoder`'s docstring, with ``max_spiky_levels``
+    (default: ``max_ordinal_levels``) the most distinct values of a column with a point mass
+    coded as ordered levels, ``max_ordinal_levels`` those of a dense integer scale."""
+    spiky_levels = max_ordinal_levels if max_spiky_levels is None else max_spiky_levels
     name = to_python_scalar(series.name)
     dtype_str = dtype_to_str(series.dtype)
     missing = series.isna().to_numpy()
@@ -217,7 +223,7 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
             decimals = _decimals(obs)
             if (inferred and discrete_floats and not is_time_dtype(series.dtype)
                     and obs.size >= MIN_ROWS_DISCRETE_FLOAT
-                    and uniq.size <= max_ordinal_levels
+                    and uniq.size <= spiky_levels
                     and counts.max() >= POINT_MASS_SHARE * obs.size
                     and np.sum(counts == 1) <= MAX_UNSEEN_SHARE * obs.size):
                 # discrete-valued floats with a point mass whose values all recur (a 0-12
@@ -238,14 +244,18 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)
         span = int(uniq[-1] - uniq[0]) + 1
-        if uniq.size <= max_ordinal_levels and span <= min(max_ordinal_levels, 2 * uniq.size):
+        spiky = counts.max() >= POINT_MASS_SHARE * obs.size
+        # past max_ordinal_levels values, a spiky column still gets levels up to spiky_levels
+        scale_levels = spiky_levels if spiky and uniq.size > max_ordinal_levels \
+            else max_ordinal_levels
+        if uniq.size <= scale_levels and span <= min(scale_levels, 2 * uniq.size):
             # a dense integer scale (ratings, ages, small counts): one level per integer of the
             # observed range, so an in-range value unseen in training is still a level
             levels = list(range(int(uniq[0]), int(uniq[-1]) + 1))
             return ColumnSpec(name, "integer", dtype_str, categories=levels, ordinal=True,
                               lower=0.0, upper=float(span - 1), decimals=0,
                               has_missing=has_missing)
-        if uniq.size <= max_ordinal_levels and counts.max() >= POINT_MASS_SHARE * obs.size:
+        if uniq.size <= spiky_levels and spiky:
             # sparse but spiky (adult's capital-gain: 92% zeros): a pmf over the observed values
             # keeps the point masses a continuous leaf would smear
             return ColumnSpec(name, "integer", dtype_str, categories=[int(u) for u in uniq],

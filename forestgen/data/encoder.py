@@ -123,6 +123,11 @@ class TableEncoder:
         ordered levels too (point masses and discrete values kept) when at most 1% of the rows
         hold a value seen once (the Good-Turing estimate of the chance that a new row holds an
         unseen value); otherwise they are numeric with those point masses as atoms.
+    max_spiky_levels:
+        ``None`` (default: ``max_ordinal_levels``) or the most distinct values of a column with
+        a point mass (the two codings above that need one) coded as ordered levels, so that a
+        learner may code spiky columns as levels and dense scales past ``max_ordinal_levels``
+        as numbers (``Anchored``: 128 and 16).
 
     Notes
     -----
@@ -134,7 +139,8 @@ class TableEncoder:
     ``FixedCombinations``, ``Inequality``, ``Range``).
     """
 
-    def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32) -> None:
+    def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32,
+                 max_spiky_levels: int | None = None) -> None:
         self.constraints: list = []
         self.detect_mappings = True
         self.detect_inequalities = True
@@ -150,6 +156,7 @@ class TableEncoder:
                 self.detect_inequalities = kinds.pop("detect_inequalities")
         self.kinds, self.metadata = split_kinds(kinds)
         self.max_ordinal_levels = int(max_ordinal_levels)
+        self.max_spiky_levels = None if max_spiky_levels is None else int(max_spiky_levels)
         self.schema: Schema | None = None
         self._level_index: list[pd.Index | None] = []
 
@@ -297,10 +304,12 @@ class TableEncoder:
                 check_text_in_numbers(series, name)
             return check_level_count(fit_column(
                 series, kind, self.max_ordinal_levels,
-                discrete_floats=getattr(self, "_discrete_floats", True)))
+                discrete_floats=getattr(self, "_discrete_floats", True),
+                max_spiky_levels=self.max_spiky_levels))
         kind = kind_for(series, entry, infer_kind(series))
         spec = fit_column(series, kind, self.max_ordinal_levels,
-                           discrete_floats=getattr(self, "_discrete_floats", True))
+                          discrete_floats=getattr(self, "_discrete_floats", True),
+                          max_spiky_levels=self.max_spiky_levels)
         return check_level_count(apply_column_metadata(spec, series, entry))
 
     @staticmethod

@@ -374,3 +374,27 @@ def test_value_steps_coarser_than_the_decimals() -> None:
     spec = enc.schema["nickels"]
     z = spec.to_grid(np.array([0.33, 0.07, 19.99]))
     assert z.tolist() == [0.35, 0.05, 20.0]  # written with the decimals, no 0.35000000000000003
+
+
+def test_spiky_columns_keep_levels_past_max_ordinal_levels() -> None:
+    rng = np.random.default_rng(0)
+    n = 600
+    # 40 sparse values, half the rows at 40 (hours-per-week); 40 values of a dense scale with a
+    # point mass; 40 sparse values without one (readings)
+    sparse_spiky = np.where(rng.random(n) < 0.5, 40, rng.choice(np.arange(0, 200, 5), n))
+    dense_spiky = np.where(rng.random(n) < 0.3, 20, rng.integers(0, 40, n))
+    sparse_flat = rng.choice(np.arange(0, 400, 10), n)
+    df = pd.DataFrame({"s": sparse_spiky, "d": dense_spiky, "f": sparse_flat})
+    before = TableEncoder(max_ordinal_levels=16).fit(df).schema
+    assert all(before[c].categories is None for c in "sdf")  # numbers: past 16 values
+    s = TableEncoder(max_ordinal_levels=16, max_spiky_levels=128).fit(df).schema
+    # spiky: ordered levels, the observed values (sparse) or the whole range (a dense scale)
+    assert s["s"].ordinal and s["s"].categories == sorted(np.unique(sparse_spiky).tolist())
+    assert s["d"].ordinal and s["d"].categories == list(range(40))
+    assert s["f"].categories is None  # no point mass: still a number
+    # a spiky column past max_spiky_levels values stays a number
+    assert TableEncoder(max_ordinal_levels=16, max_spiky_levels=30).fit(df).schema[
+        "s"].categories is None
+    # the default (None) is max_ordinal_levels for both, as before
+    same = TableEncoder(max_ordinal_levels=64).fit(df).schema
+    assert same == TableEncoder(max_ordinal_levels=64, max_spiky_levels=64).fit(df).schema

@@ -244,3 +244,23 @@ def test_the_ensembler_slot_weighs_the_components():
     assert p.sum() == pytest.approx(1.0, abs=1e-9)
     ref = np.exp(fg.Anchored(random_state=0, n_jobs=1).fit(df).log_prob(grid))
     assert np.abs(p - ref).max() > 0.05
+
+
+def test_spiky_integer_columns_are_levels_and_draws_keep_the_point_mass():
+    rng = np.random.default_rng(3)
+    n = 500
+    x = rng.normal(size=n)
+    # hours-per-week-like: 40 in half the rows, 40 other sparse values, higher with x
+    hours = np.where(rng.random(n) < 0.5, 40, 5 * np.clip(np.round(20 + 8 * x), 0, 39))
+    df = pd.DataFrame({"x": x, "hours": hours.astype(int)})
+    m = fg.Anchored(random_state=0, n_jobs=1).fit(df)
+    spec = m.encoder_.schema["hours"]
+    assert spec.ordinal and set(spec.categories) == set(np.unique(hours).tolist())
+    s = m.sample(4000, random_state=1)
+    assert set(s.hours.unique()) <= set(np.unique(hours).tolist())  # observed values only
+    assert abs((s.hours == 40).mean() - (hours == 40).mean()) < 0.04
+    # capped below its 41 values, the column is a number (kernel leaves), as before stop 57
+    m16 = fg.Anchored(max_spiky_levels=16, random_state=0, n_jobs=1).fit(df)
+    assert m16.encoder_.schema["hours"].categories is None
+    with pytest.raises(ValueError, match="max_spiky_levels"):
+        fg.Anchored(max_spiky_levels=-1).fit(df)
