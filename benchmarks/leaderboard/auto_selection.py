@@ -176,7 +176,7 @@ def main() -> int:
     ap.add_argument("--extra", default=None,
                     help="comma-separated names of extra_candidates() to measure too "
                          "(default: Chain min_leaf=5; empty: none)")
-    ap.add_argument("--rules", choices=("s52", "s53", "s55"), default="s52",
+    ap.add_argument("--rules", choices=("s52", "s53", "s55", "s57"), default="s52",
                     help="the set of rules --analyse replays")
     ap.add_argument("--lean", action="store_true",
                     help="skip the repeated and pooled validation C2STs")
@@ -190,7 +190,8 @@ def main() -> int:
     warnings.simplefilter("ignore")
     if a.analyse:
         for i, p in enumerate(a.analyse):
-            which = {"s52": rules, "s53": rules_s53, "s55": rules_s55}[a.rules]
+            which = {"s52": rules, "s53": rules_s53, "s55": rules_s55,
+                     "s57": rules_s57}[a.rules]
             print(f"## {p.name}\n\n" + report(p, a.peers if i == 0 else None, which)
                   + "\n")
         return 0
@@ -446,7 +447,27 @@ def rules_s55(df: pd.DataFrame) -> dict:
     return out
 
 
-def _prior_over(rule, prior: str, k: float):
+def rules_s57(df: pd.DataFrame) -> dict:
+    """Stop 57's question: AutoForest's rule (stop 55: the s53 rule, then ``Anchored`` unless
+    its pick beats it by 2 standard errors) against a prior that also yields to a pick whose
+    validation TSTR is higher by more than ``delta`` while its validation C2ST distance is
+    within 2 standard errors of the prior's (utility deciding between draws a C2ST cannot
+    tell apart, as the s53 rule's ties do)."""
+    names = list(dict.fromkeys(df["candidate"]))
+    pool = [c for c in ("ARF", "ARF best samples", "NRGBoost", "Chain", "Anchored")
+            if c in names]
+    out = {f"always {c}": _fixed(c) for c in names}
+    out["oracle by test C2ST"] = lambda g: g.loc[g["d_test"].idxmin(), "candidate"]
+    out["oracle by test TSTR"] = lambda g: g.loc[g["test_tstr"].idxmax(), "candidate"]
+    current = _rule(2, score="d_val", pool=pool, tiebreak="tstr_val")
+    out["AutoForest's rule (stop 55)"] = _prior_over(current, "Anchored", 2)
+    for delta in (0.01, 0.02, 0.05):
+        out[f"prior yields to val TSTR + {delta} within 2 se"] = _prior_over(
+            current, "Anchored", 2, utility=delta)
+    return out
+
+
+def _prior_over(rule, prior: str, k: float, utility: float | None = None):
     """``rule``'s pick, replaced by ``prior`` unless the pick's validation C2ST distance beats
     the prior's by more than ``k`` standard errors (``0.41 / sqrt(n)``); the prior needs a
     finite validation log-likelihood (AutoForest's rule with a prior candidate, stop 55)."""
@@ -457,7 +478,13 @@ def _prior_over(rule, prior: str, k: float):
             return c
         se = 0.41 / np.sqrt(g["n_train"].iloc[0])
         d_pick = g.loc[g["candidate"] == c, "d_val"].iloc[0]
-        return c if d_pick < p["d_val"].iloc[0] - k * se else prior
+        if d_pick < p["d_val"].iloc[0] - k * se:
+            return c
+        if utility is not None and d_pick <= p["d_val"].iloc[0] + k * se:
+            u_pick = g.loc[g["candidate"] == c, "tstr_val"].iloc[0]
+            if np.isfinite(u_pick) and u_pick > p["tstr_val"].iloc[0] + utility:
+                return c
+        return prior
     return pick
 
 
