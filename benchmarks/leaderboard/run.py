@@ -342,9 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", nargs="?", const="all", choices=["all", "old-splits"],
                     help="with --merge: score every cell again from its stored sample (or only "
                          "cells of an older split version)")
-    ap.add_argument("--new-tables", action="store_true",
-                    help="the tables the leaderboard never used (tables.py --new: fatality, "
-                         "mroz, wages) instead of the usual ones")
+    ap.add_argument("--new-tables", nargs="?", const="new", default=None,
+                    choices=("new", "regression", "counts"),
+                    help="tables the leaderboard never used instead of the usual ones: "
+                         "'new' (the default; tables.py --new: fatality, mroz, wages), "
+                         "'regression' (--new-regression) or 'counts' (--new-counts: randhie, "
+                         "rwm1984, doctor)")
     ap.add_argument("--work", type=Path, default=None,
                     help="where splits and samples are kept (default: a new temporary dir)")
     a = ap.parse_args(argv)
@@ -426,7 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (setup["datasets"][0] and ds_py.exists()):  # the table sources in this interpreter
         ds_py = Path(sys.executable)
     subprocess.run([str(ds_py), str(HERE / "tables.py"), str(tables_dir)]
-                   + (["--new"] if a.new_tables else []), check=True)
+                   + ([{"new": "--new", "regression": "--new-regression",
+                        "counts": "--new-counts"}[a.new_tables]] if a.new_tables else []),
+                   check=True)
     # smallest tables first, so that a run stopped at a time budget has covered the most tables
     tables = sorted((p.name for p in tables_dir.iterdir()), key=lambda t: (json.loads(
         (tables_dir / t / "meta.json").read_text())["rows"], t))
