@@ -128,6 +128,12 @@ class TableEncoder:
         a point mass (the two codings above that need one) coded as ordered levels, so that a
         learner may code spiky columns as levels and dense scales past ``max_ordinal_levels``
         as numbers (``Anchored``: 128 and 16).
+    heaps:
+        ``True``: a numeric column's heaps (:func:`~forestgen.data.column_kinds.heaps`: values
+        that recur far more often than their neighbours, such as rounded incomes) are point
+        masses (atoms) beside the values holding >= 10% of its rows, and so are the values seen
+        twice or more of a discrete-valued column without such a value (a score on a sparse
+        set of values); ``Anchored`` asks for them; default ``False``.
 
     Notes
     -----
@@ -140,7 +146,7 @@ class TableEncoder:
     """
 
     def __init__(self, kinds: dict | None = None, max_ordinal_levels: int = 32,
-                 max_spiky_levels: int | None = None) -> None:
+                 max_spiky_levels: int | None = None, heaps: bool = False) -> None:
         self.constraints: list = []
         self.detect_mappings = True
         self.detect_inequalities = True
@@ -157,6 +163,7 @@ class TableEncoder:
         self.kinds, self.metadata = split_kinds(kinds)
         self.max_ordinal_levels = int(max_ordinal_levels)
         self.max_spiky_levels = None if max_spiky_levels is None else int(max_spiky_levels)
+        self.heaps = bool(heaps)
         self.schema: Schema | None = None
         self._level_index: list[pd.Index | None] = []
 
@@ -305,11 +312,11 @@ class TableEncoder:
             return check_level_count(fit_column(
                 series, kind, self.max_ordinal_levels,
                 discrete_floats=getattr(self, "_discrete_floats", True),
-                max_spiky_levels=self.max_spiky_levels))
+                max_spiky_levels=self.max_spiky_levels, with_heaps=self.heaps))
         kind = kind_for(series, entry, infer_kind(series))
         spec = fit_column(series, kind, self.max_ordinal_levels,
                           discrete_floats=getattr(self, "_discrete_floats", True),
-                          max_spiky_levels=self.max_spiky_levels)
+                          max_spiky_levels=self.max_spiky_levels, with_heaps=self.heaps)
         return check_level_count(apply_column_metadata(spec, series, entry))
 
     @staticmethod

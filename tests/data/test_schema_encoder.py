@@ -398,3 +398,56 @@ def test_spiky_columns_keep_levels_past_max_ordinal_levels() -> None:
     # the default (None) is max_ordinal_levels for both, as before
     same = TableEncoder(max_ordinal_levels=64).fit(df).schema
     assert same == TableEncoder(max_ordinal_levels=64, max_spiky_levels=64).fit(df).schema
+
+
+def test_heaps_are_counts_the_neighbours_cannot_explain():
+    from forestgen.data.column_kinds import HEAP_MIN_ROWS, MAX_ATOMS, heaps
+    rng = np.random.default_rng(0)
+
+    def found(v):
+        uniq, counts = np.unique(v, return_counts=True)
+        return heaps(uniq, counts).tolist()
+
+    income = np.round(rng.lognormal(1.0, 0.4, 500), 2)
+    income[:40] = 3.0  # a rounded report in 8% of the rows
+    income[40:52] = 5.0
+    assert found(income) == [3.0, 5.0]
+    # a smooth integer scale (every value recurs, like its neighbours) has no heap
+    assert found(rng.poisson(60, 500)) == []
+    # nor do a 0.1 grid's chance repeats on a small table (wine-sized: 125 rows)
+    assert found(np.round(rng.normal(13.0, 0.8, 125), 1)) == []
+    # a heap needs HEAP_MIN_ROWS rows however sparse its neighbours
+    few = np.round(rng.normal(0, 1, 300), 3)
+    few[: HEAP_MIN_ROWS - 1] = 0.5
+    assert 0.5 not in found(few)
+    # the encoder keeps them as atoms only when asked (Anchored does), the largest first
+    df = pd.DataFrame({"income": income})
+    assert TableEncoder().fit(df).schema["income"].atoms is None
+    assert TableEncoder(heaps=True).fit(df).schema["income"].atoms == [3.0, 5.0]
+    many = np.round(rng.normal(0, 10, 4000), 3)
+    for k in range(MAX_ATOMS + 8):
+        many[k * 20:(k + 1) * 20 - 2 * (k % 2)] = 0.5 * k - 9.75  # 40 heaps of 18 or 20 rows
+    atoms = TableEncoder(heaps=True).fit(pd.DataFrame({"v": many})).schema["v"].atoms
+    assert len(atoms) == MAX_ATOMS  # the 20 heaps of 20 rows before those of 18
+    assert {0.5 * k - 9.75 for k in range(0, 40, 2)} <= set(atoms)
+
+
+def test_discrete_values_without_a_spike_are_atoms_with_heaps():
+    from forestgen.data.column_kinds import MAX_ATOMS
+    rng = np.random.default_rng(1)
+    # a standardised score (Doctor's health): 40 irregular values to 0.001, none in 10% of rows
+    values = np.round((np.arange(40) - 17.3) / 7.1, 3)
+    score = values[np.clip(np.round(rng.normal(20, 9, 400)), 0, 39).astype(int)]
+    df = pd.DataFrame({"score": score})
+    assert TableEncoder().fit(df).schema["score"].atoms is None
+    atoms = TableEncoder(heaps=True).fit(df).schema["score"].atoms
+    uniq, counts = np.unique(score, return_counts=True)
+    top = uniq[counts >= 2][np.argsort(-counts[counts >= 2], kind="stable")][:MAX_ATOMS]
+    assert atoms == sorted(float(v) for v in top)
+    # the same grid with most values seen once is a continuous column: no such atoms
+    fine = np.round(rng.normal(0, 1, 400), 3)
+    assert TableEncoder(heaps=True).fit(pd.DataFrame({"v": fine})).schema["v"].atoms is None
+    # a regular grid (steps of 0.005, abalone's lengths) is not sparse in its own steps
+    grid = np.round(rng.normal(0.5, 0.1, 400) / 0.005) * 0.005
+    assert TableEncoder(heaps=True).fit(pd.DataFrame({"v": np.round(grid, 3)})).schema["v"].atoms \
+        is None

