@@ -18,7 +18,8 @@ test rows against as many synthetic rows, one thread). Generators, separated by 
 * ``marginals``: the product of the column marginals (``forestgen.auto.marginals_model``).
 
 Prints one line per (table, seed): ``table seed {generator: (AUC, test log-likelihood per
-row, CPU s)}`` (no log-likelihood for ``donor``). With ``tstr`` last, each generator draws as
+row, CPU s)}`` (no log-likelihood for ``donor``), and for ``Anchored`` the back-off weight it
+kept (``"<generator> weight"``: ``marginal_weight_``). With ``tstr`` last, each generator draws as
 many rows as the training rows (as the leaderboard's cells) and the tuple ends with the
 leaderboard's TSTR of the table's target (``forestgen.metrics.tstr``: AUC or R^2 on the test
 rows of a model trained on the draws).
@@ -147,6 +148,8 @@ def main() -> None:
                     auc = fm.c2st(test, syn, kinds=kinds, random_state=seed, n_threads=1).auc
                     ll = np.nan if model is None else float(np.mean(model.log_prob(test)))
                 res[g] = (round(float(auc), 3), round(ll, 2), round(cpu, 1))
+                if hasattr(model, "marginal_weight_"):  # the back-off weight it chose
+                    res[g + " weight"] = model.marginal_weight_
                 if with_tstr:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")

@@ -288,3 +288,93 @@ def test_heaps_are_atoms_and_draws_keep_them():
     assert (off.sample(4000, random_state=1).income == 3.0).mean() < share / 2
     with pytest.raises(ValueError, match="heaps"):
         fg.Anchored(heaps="yes").fit(df)
+
+
+def test_backed_off_model_answers_every_query_as_one_law():
+    """With the column marginals as one more component (``marginal_weight``), every query of
+    the conformance battery and the statistical checks (draws against the density, ``expect``
+    against the draws, torch against numpy, save/load) answer for the mixture."""
+    from forestgen.testing.checks import check_learner
+
+    m = fg.Anchored(marginal_weight=0.3, random_state=0, n_jobs=1)
+    check_learner(m)
+    fitted = fg.Anchored(marginal_weight=0.3, random_state=0, n_jobs=1).fit(_discrete_table())
+    # the anchors' components weigh 0.7 / n each, the marginals 0.3
+    w = np.exp(fitted.leaf_log_weight_)
+    assert fitted.forest_.n_trees == 301 and w[-1] == pytest.approx(0.3)
+    np.testing.assert_allclose(w[:-1], 0.7 / 300)
+
+
+def test_backed_off_pmf_is_the_mixture_with_the_product_of_marginals():
+    df = _discrete_table()
+    grid = pd.DataFrame(list(itertools.product("012", "012", "01")), columns=["a", "b", "c"])
+    p0 = np.exp(fg.Anchored(marginal_weight=0, random_state=0, n_jobs=1).fit(df).log_prob(grid))
+    m = fg.Anchored(marginal_weight=0.2, random_state=0, n_jobs=1).fit(df)
+    p = np.exp(m.log_prob(grid))
+    # the marginal component: the smoothed pmf of each column (alpha = 0.5), independent
+    marg = np.ones(len(grid))
+    for c in df.columns:
+        pmf = (df[c].astype(str).value_counts() + 0.5) / (len(df) + 0.5 * df[c].nunique())
+        marg *= grid[c].map(pmf).to_numpy()
+    np.testing.assert_allclose(p, 0.8 * p0 + 0.2 * marg, rtol=1e-9)
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
+    draws = m.sample(20000, random_state=1)
+    key = draws.astype(str).agg("".join, axis=1).value_counts()
+    observed = np.array([key.get("".join(r), 0) for r in grid.astype(str).itertuples(index=False)])
+    chi2 = ((observed - 20000 * p) ** 2 / (20000 * p)).sum()
+    assert stats.chi2.sf(chi2, len(grid) - 1) > 1e-4
+
+
+def test_split_components_score_as_the_backed_off_model():
+    """The look's two components scored apart (the plain model and the marginals' leaf
+    models: ``split``) equal those of the model fitted with the back-off tree, conditionals
+    of the discrete columns included."""
+    from forestgen.families.mixture.backoff import (
+        conditional_log_probs,
+        encoded_component_log_probs,
+        marginal_leaf_models,
+        root_tree,
+    )
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=300)
+    df = pd.DataFrame({"x": x, "y": x + rng.normal(size=300),
+                       "k": pd.Categorical(np.where(x + rng.normal(size=300) > 0, "a", "b"))})
+    plain = fg.Anchored(marginal_weight=0, random_state=0, n_jobs=1).fit(df)
+    backed = fg.Anchored(marginal_weight=0.5, random_state=0, n_jobs=1).fit(df)
+    Z = plain.encode_rows(df)
+    split = (marginal_leaf_models(plain, Z, root_tree(plain.forest_)),)
+    q = plain.encode_rows(pd.DataFrame({"x": [0.1, 5.0, np.nan], "y": [0.0, 1.0, 2.0],
+                                        "k": ["a", "b", "a"]}))
+    for got, want in zip(encoded_component_log_probs(plain, q, split),
+                         encoded_component_log_probs(backed, q)):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(conditional_log_probs(plain, q, split=split),
+                               conditional_log_probs(backed, q), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n", [500, 1500])
+def test_auto_backs_off_where_the_anchors_miss_new_rows(n):
+    """``marginal_weight="auto"`` (ARF's rule): where the marginals alone score held-out rows
+    above the model alone, a weight is kept and the test rows score higher (500 rows: the
+    bandwidth's look decides; 1,500: a look of its own); on strongly dependent columns the
+    model stays as it was, bit for bit."""
+    rng = np.random.default_rng(11)
+    d = 12  # independent columns, few rows per dimension: the anchors miss new rows
+    X = pd.DataFrame(rng.standard_t(3, size=(2 * n, d)), columns=[f"x{j}" for j in range(d)])
+    train, test = X.iloc[:n], X.iloc[n:]
+    auto = fg.Anchored(random_state=0, n_jobs=1).fit(train)
+    plain = fg.Anchored(marginal_weight=0, random_state=0, n_jobs=1).fit(train)
+    assert auto.marginal_weight_ > 0 and auto.marginal_weight_ll_["t_marginals"] > 1
+    assert auto.log_prob(test).mean() > plain.log_prob(test).mean() + 0.5
+    x = rng.normal(size=400)
+    dep = pd.DataFrame({"x": x, "y": x ** 2 + rng.normal(scale=0.05, size=400),
+                        "k": pd.Categorical(np.where(x > 0, "p", "n"))})
+    a = fg.Anchored(random_state=0, n_jobs=1).fit(dep)
+    b = fg.Anchored(marginal_weight=0, random_state=0, n_jobs=1).fit(dep)
+    assert a.marginal_weight_ == 0.0
+    pd.testing.assert_frame_equal(a.sample(500, random_state=2), b.sample(500, random_state=2))
+    from forestgen.validation import ParameterError
+
+    with pytest.raises(ParameterError, match="Anchored: marginal_weight"):
+        fg.Anchored(marginal_weight=1.0).fit(dep)

@@ -26,6 +26,7 @@ atoms) in place of donor values.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -33,10 +34,19 @@ import numpy as np
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.support import floor_log_prob
 from forestgen.families.chain.chain import NUMERIC_CRITERION, TARGET_BINS, Chain
+from forestgen.families.mixture.backoff import (
+    GAIN_SHARE,
+    append_marginal_tree,
+    check_mixture,
+    check_weight,
+    resolve_weight,
+    root_tree,
+)
 from forestgen.leaves.indexed import IndexedLeaf
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import TreeRecord
+from forestgen.tuning import MAX_ROWS as HELD_OUT_MAX_ROWS
 from forestgen.tuning import held_out_split
 from forestgen.validation import check_bool, check_int, seed_sequence
 
@@ -131,14 +141,24 @@ class Anchored(GenerativeForest):
 
     The density is normalised and exact, but sharper than the forests': each component sits
     on its anchor's neighbours, so a held-out row far from every training row in some column
-    scores little more than the kernels' tails. At the defaults, on seed 0 of the
+    scores little more than the kernels' tails. Without a back-off, on seed 0 of the
     leaderboard's splits, its held-out log-likelihood is above the column marginals' on
     abalone, california, fair, iris and macrodata (macrodata -63.3 against -78.7 nats per
     row) and below on adult, anes96, breast_cancer, diabetes and wine (breast_cancer -21.4
     against 7.5, anes96 -25.0 against -22.3; ``anchored_s55.md``). Every setting tried that
     lifts it above the marginals (wider kernels, a larger ``kernel_tail`` or
     ``prior_strength``, pooled leaf variances) moved the draws further from held-out rows
-    (``anchored_s57.md``). For held-out densities prefer ARF or the Chain.
+    (``anchored_s57.md``). Since stop 59 ``marginal_weight="auto"`` adds the product of the
+    column marginals as one more component of weight ``λ``
+    (:mod:`~forestgen.families.mixture.backoff`, ARF's rule: only where the marginals alone
+    beat the model alone on held-out rows, the smallest weight that wins half the best
+    weight's gain), so ``p = (1 - λ) p_anchors + λ prod_j f_j`` and a share ``λ`` of the
+    draws comes from the marginals. On the leaderboard's 13 tables x 10 seeds it kept a weight
+    on breast_cancer, diabetes and anes96 in every split (mean ``λ`` 0.010, 0.024, 0.093) and
+    rarely elsewhere; test log-likelihood -23.27 -> -1.56, -42.76 -> -39.58, -23.55 -> -22.53,
+    still below the marginals' (4.84, -31.52, -22.24) there; mean ``|AUC - 0.5|`` within seed
+    noise (``benchmarks/results/anchored_backoff_s59.md``). For held-out densities prefer
+    ARF or the Chain.
 
     Parameters
     ----------
@@ -162,6 +182,13 @@ class Anchored(GenerativeForest):
         mixture; each query costs time proportional to it.
     density_floor : 1e-5 — ``log_prob`` of a row of density zero (outside the support):
         ``density_floor`` times the uniform density on the support (as ARF); ``None``: exact.
+    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` — the
+        back-off toward the column marginals (above; as ARF's parameter). The rule is run by
+        one more fit at the chosen bandwidth on 80% of at most 10,000 rows, scored on the
+        rest (on a table of more than 5,000 rows a look on 5,000 first, which settles ``λ =
+        0`` where the model is ahead;
+        :func:`~forestgen.families.mixture.backoff.resolve_weight`); the choice is
+        ``marginal_weight_``, the scores ``marginal_weight_ll_``. ``0``: no back-off.
     ensembler, sampler : the leaf-mixture slots (defaults ``"mixture"``, ``"ancestral"``).
     """
 
@@ -181,7 +208,8 @@ class Anchored(GenerativeForest):
                  max_bins: int = 255, max_ordinal_levels: int = MAX_ORDINAL_LEVELS,
                  max_spiky_levels: int = MAX_SPIKY_LEVELS, heaps: bool = HEAPS,
                  max_anchors: int | None = None, density_floor: float | None = 1e-5,
-                 random_state: Any = None, n_jobs: int | None = -1, progress: bool = False,
+                 marginal_weight: float | str = "auto", random_state: Any = None,
+                 n_jobs: int | None = -1, progress: bool = False,
                  splitter: Any = "gini", numeric_criterion: str | None = NUMERIC_CRITERION,
                  numeric_leaf: Any = None, discrete_leaf: Any = None, ensembler: Any = None,
                  sampler: Any = None):
@@ -198,18 +226,30 @@ class Anchored(GenerativeForest):
         check_int("max_anchors", self.max_anchors, 1, allow_none=True)
         check_int("max_spiky_levels", self.max_spiky_levels, 0)
         check_bool("heaps", self.heaps)
+        check_weight("Anchored", self.marginal_weight)
         self.trees_model().validate_params()
 
     def fit(self, X, y=None, *, kinds: dict | None = None) -> Anchored:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""
         self.validate_params()
-        _, anchor_seed, band_seed = seed_sequence(self.random_state).spawn(3)
+        _, anchor_seed, band_seed, weight_seed = seed_sequence(self.random_state).spawn(4)
         Z = self.fit_encoder(X, kinds, max_ordinal_levels=self.max_ordinal_levels,
                              max_spiky_levels=self.max_spiky_levels, heaps=self.heaps)
-        band = self.kernel_bandwidth
-        self.bandwidth_ll_ = None
+        band, rule = self.kernel_bandwidth, self.marginal_weight
+        self.bandwidth_ll_, look = None, None
         if isinstance(band, str):  # "held_out": one factor, by the model's held-out likelihood
-            band, self.bandwidth_ll_ = self._held_out_bandwidth(Z, band_seed)
+            band, self.bandwidth_ll_, look = self._held_out_bandwidth(Z, band_seed)
+        self.marginal_weight_, self.marginal_weight_ll_ = (0.0 if isinstance(rule, str)
+                                                           else float(rule)), {}
+        if isinstance(rule, str):  # the back-off's weight, by ARF's rule and gain share
+            if look is not None and len(Z) <= HELD_OUT_MAX_ROWS:
+                # a table the bandwidth's look covers: its chosen copy and held-out rows
+                self.marginal_weight_, self.marginal_weight_ll_ = look(rule)
+            else:  # a look of its own at the chosen bandwidth, on up to 10,000 rows
+                probe = type(self)(**{**self.get_params(), "kernel_bandwidth": band})
+                self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
+                    probe, X, kinds, weight_seed, encoded=EncodedTable(self.encoder_, Z),
+                    gain_share=GAIN_SHARE)
         net = self.trees_model(kernel_bandwidth=band).fit(EncodedTable(self.encoder_, Z))
         n, d = Z.shape
         rows = np.arange(n)
@@ -237,30 +277,50 @@ class Anchored(GenerativeForest):
         self.missing_cols_ = net.missing_cols_
         self.missing_parent_ = net.missing_parent_
         self.missing_rate_ = np.isnan(Z[rows][:, net.missing_cols_]).astype(np.float64)
+        if self.marginal_weight_ > 0:  # one more component: the product of the marginals
+            check_mixture(self, "Anchored")
+            self.forest_, self.leaf_log_weight_, self.leaf_models_ = append_marginal_tree(
+                self, Z, self.marginal_weight_, root_tree(self.forest_))
+            rate = np.isnan(Z[:, net.missing_cols_]).mean(axis=0)  # missing independently
+            self.missing_rate_ = np.vstack([self.missing_rate_, rate[None, :]])
         return self
 
-    def _held_out_bandwidth(self, Z: np.ndarray, seed) -> tuple[float, list[float] | None]:
-        """The factor of :data:`BANDWIDTHS` whose model, fitted on 80% of (at most 1,000 of)
-        the encoded rows ``Z``, gives the other rows the highest mean log density (floored as
-        ``log_prob``); the middle one with fewer than 10 rows. Ties go to the first."""
+    def _held_out_bandwidth(self, Z: np.ndarray, seed) -> tuple[float, list[float] | None, Any]:
+        """``(factor, scores, look)``: the factor of :data:`BANDWIDTHS` whose model, fitted on
+        80% of (at most 1,000 of) the encoded rows ``Z``, gives the other rows the highest
+        mean log density (floored as ``log_prob``); the middle one with fewer than 10 rows.
+        Ties go to the first. ``look(rule)`` gives ``(λ, scores)`` of the back-off rule
+        ``rule`` on the same held-out rows under the chosen copy (:func:`weight_look`);
+        ``None`` without a split or a copy that fitted."""
         import warnings
 
         split = held_out_split(len(Z), seed)
         if split is None:
-            return BANDWIDTHS[len(BANDWIDTHS) // 2], None
+            return BANDWIDTHS[len(BANDWIDTHS) // 2], None, None
         fit, val = split
-        scores = []
+        scores, copies = [], []
         for f in BANDWIDTHS:
-            m = type(self)(**{**self.get_params(), "kernel_bandwidth": f})
+            m = type(self)(**{**self.get_params(), "kernel_bandwidth": f,
+                              "marginal_weight": 0.0})
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     m.fit(EncodedTable(self.encoder_, Z[fit]))
                     lp = floor_log_prob(m, m.log_prob_encoded(Z[val]), m.density_floor)
                 scores.append(float(np.mean(lp)))
+                copies.append(m)
             except (ValueError, RuntimeError, FloatingPointError):
                 scores.append(-np.inf)
-        return BANDWIDTHS[int(np.argmax(scores))], scores
+                copies.append(None)
+        best = int(np.argmax(scores))
+        chosen = copies[best]
+        if chosen is None:
+            return BANDWIDTHS[best], scores, None
+
+        def look(rule: str) -> tuple[float, dict[str, float]]:
+            return weight_look(chosen, Z[fit], Z[val], rule)
+
+        return BANDWIDTHS[best], scores, look
 
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
@@ -270,6 +330,9 @@ class Anchored(GenerativeForest):
         return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
 
     # ------------------------------------------------------------------ persistence
+    def _extra_meta(self) -> dict[str, Any]:
+        return {"marginal_weight": float(getattr(self, "marginal_weight_", 0.0))}
+
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         return {"anchor_rows": np.asarray(self.anchor_rows_, np.int64),
                 "min_leaf": np.asarray(self.min_leaf_, np.int64),
@@ -278,7 +341,10 @@ class Anchored(GenerativeForest):
 
     def _restore_extra(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
         d = self.encoder_.schema.d
-        m = self.forest_.n_trees
+        self.marginal_weight_ = float(meta.get("marginal_weight", 0.0))  # 0 before stop 59
+        self.marginal_weight_ll_ = {}
+        # the anchors' components, then the marginals' where backed off
+        m = self.forest_.n_trees - (self.marginal_weight_ > 0)
         rows = np.asarray(arrays.get("anchor_rows", np.arange(m)), np.int64)
         if rows.shape != (m,):
             raise ValueError(f"anchored model: {m} components but {rows.shape} anchor rows")
@@ -300,3 +366,47 @@ def _one_leaf_trees(m: int, n_levels: np.ndarray) -> ForestArrays:
                       right=np.array([-1], np.int32), cat_off=np.array([-1], np.int64),
                       cat_left=np.zeros(0, np.uint8))
     return ForestArrays.from_trees([leaf] * m, n_levels)
+
+
+def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
+                rule: str) -> tuple[float, dict[str, float]]:
+    """``(λ, scores)`` of the back-off rule ``rule`` (``"auto"``:
+    :func:`~forestgen.families.mixture.backoff.choose_weight` with the discrete columns'
+    conditionals and ARF's :data:`~forestgen.families.mixture.backoff.GAIN_SHARE`;
+    ``"held_out"``: the best mean) on the held-out rows ``Z_val`` under ``model`` (fitted on
+    ``Z_fit`` without a back-off) mixed with the marginals of ``Z_fit``
+    (:func:`~forestgen.families.mixture.backoff.marginal_leaf_models`), the held-out rows
+    read as the fitting rows alone would see them
+    (:func:`~forestgen.families.mixture.backoff.as_unseen`)."""
+    from forestgen.families.mixture.backoff import (
+        WEIGHTS,
+        as_unseen,
+        choose_weight,
+        conditional_log_probs,
+        encoded_component_log_probs,
+        marginal_leaf_models,
+        mix_log_probs,
+        weight_log_probs,
+    )
+
+    Zv, outside = as_unseen(model.encoder_.schema, Z_fit, Z_val)
+    split = (marginal_leaf_models(model, Z_fit, root_tree(model.forest_)),)
+    parts = encoded_component_log_probs(model, Zv, split)
+    cond = None
+    if parts is None:  # declared constraints: the public query, on a backed-off copy
+        backed = copy.deepcopy(model)
+        backed.forest_, backed.leaf_log_weight_, backed.leaf_models_ = append_marginal_tree(
+            model, Z_fit, 0.5, root_tree(model.forest_))
+        lp = weight_log_probs(backed, model.encoder_.inverse_transform(Z_val))
+    else:
+        for part in parts:
+            part[outside] = -np.inf
+        lp = mix_log_probs(model, *parts)
+
+        def cond():
+            return conditional_log_probs(model, Zv, split=split)
+    if rule == "auto":
+        return choose_weight(lp, cond, gain_share=GAIN_SHARE)
+    with np.errstate(invalid="ignore"):
+        means = [float(v) for v in lp[:-1].mean(axis=1)]
+    return float(WEIGHTS[int(np.argmax(means))]), dict(zip(map(str, WEIGHTS), means))

@@ -143,7 +143,7 @@ def component_log_probs(model, X: Any) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
-def encoded_component_log_probs(model, Z: np.ndarray
+def encoded_component_log_probs(model, Z: np.ndarray, split: tuple | None = None
                                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`component_log_probs` of rows ``Z`` already encoded by the model's encoder, in one
     walk of the forest: the forest alone through
@@ -152,7 +152,11 @@ def encoded_component_log_probs(model, Z: np.ndarray
     marginalised: 0). The table's mappings are applied as ``log_prob`` applies them (a
     determined column marginalised, a row breaking one ``-inf`` under both); ``None`` where
     ``log_prob`` would do more (declared constraints, or a row giving a determined value but
-    not its determinant): score the decoded rows with :func:`component_log_probs` then."""
+    not its determinant): score the decoded rows with :func:`component_log_probs` then.
+    ``split``: ``(root models,)`` — ``model`` fitted *without* the root-only tree, scored
+    as the forest alone, and the column models of the root-only tree's one leaf
+    (:func:`marginal_leaf_models`) as the marginals (a learner whose forest walks faster
+    without the stacked leaves: :class:`~forestgen.families.mixture.anchored.Anchored`)."""
     from forestgen.inference.rules import rules_of
 
     Z = np.array(Z, float)
@@ -166,19 +170,23 @@ def encoded_component_log_probs(model, Z: np.ndarray
         bad = np.asarray(rules.broken_mappings(Z), bool)
         for m in rules.mappings:
             Z[:, m.determined] = np.nan
-    lw = np.asarray(model.leaf_log_weight_, float)
-    root = int(model.forest_.leaf_offsets[-2])
-    forest_w = lw.copy()
-    forest_w[root:] = -np.inf
-    forest_w -= np.logaddexp.reduce(forest_w[:root])
-    try:
-        model.leaf_log_weight_ = forest_w
+    if split is not None:
         lp_forest = np.asarray(model.log_prob_encoded(Z), float).copy()
-    finally:
-        model.leaf_log_weight_ = lw
+        root, root_models = 0, split[0]
+    else:
+        lw = np.asarray(model.leaf_log_weight_, float)
+        root, root_models = int(model.forest_.leaf_offsets[-2]), model.leaf_models_
+        forest_w = lw.copy()
+        forest_w[root:] = -np.inf
+        forest_w -= np.logaddexp.reduce(forest_w[:root])
+        try:
+            model.leaf_log_weight_ = forest_w
+            lp_forest = np.asarray(model.log_prob_encoded(Z), float).copy()
+        finally:
+            model.leaf_log_weight_ = lw
     leaf = np.full(len(Z), root, np.int64)
     lp_root = np.zeros(len(Z))
-    for j, lm in enumerate(model.leaf_models_):
+    for j, lm in enumerate(root_models):
         lp_root += np.asarray(lm.log_prob(leaf, Z[:, j]), float)
     lp_forest[bad] = -np.inf
     lp_root[bad] = -np.inf
@@ -192,16 +200,17 @@ CONDITIONAL_PAIRS = 20_000
 CONDITIONAL_ROWS = 50
 
 
-def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS) -> np.ndarray | None:
+def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS, split: tuple | None = None
+                          ) -> np.ndarray | None:
     """``[len(weights) + 1, m']``: per row of encoded ``Z`` (its first ``m'`` rows, at most
     :data:`CONDITIONAL_PAIRS` row-level pairs), the sum over the model's discrete columns of
     ``log p_λ(x_j | x_-j)`` (what ``predict_proba`` answers) under the mixture at each weight
     ``λ`` of ``weights`` and at ``λ = 1``, from the two components scored with each level of
-    the column in turn (:func:`encoded_component_log_probs`); a missing entry, and a column
-    a mapping determines, and a code outside the column's levels (an integer value beyond
-    the fitting rows' range) add nothing; a row the mixture gives no mass at any level scores
-    ``log(1/k)`` (no information). ``None`` without discrete columns, or where the encoded
-    path does not apply."""
+    the column in turn (:func:`encoded_component_log_probs`, ``split`` as there); a missing
+    entry, and a column a mapping determines, and a code outside the column's levels (an
+    integer value beyond the fitting rows' range) add nothing; a row the mixture gives no
+    mass at any level scores ``log(1/k)`` (no information). ``None`` without discrete
+    columns, or where the encoded path does not apply."""
     from forestgen.inference.rules import rules_of
 
     schema = model.encoder_.schema
@@ -219,7 +228,7 @@ def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS) -> np.ndarray |
         k = int(schema.columns[j].n_levels)
         Zs = np.repeat(Z[None], k, axis=0)
         Zs[:, :, j] = np.arange(k, dtype=float)[:, None]
-        parts = encoded_component_log_probs(model, Zs.reshape(k * m, -1))
+        parts = encoded_component_log_probs(model, Zs.reshape(k * m, -1), split)
         if parts is None:
             return None
         f, r = (p.reshape(k, m) for p in parts)
