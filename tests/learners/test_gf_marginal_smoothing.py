@@ -146,3 +146,26 @@ def test_kernel_cdf_equals_the_dense_kernel_mean():
         for h in (0.05, 0.7):
             dense = ndtr((edges[None, :] - z[:, None]) / h).mean(0)
             np.testing.assert_allclose(kernel_cdf(z, edges, h), dense, rtol=0, atol=1e-13)
+
+
+def test_kernel_cdf_of_many_distinct_values_and_a_narrow_kernel():
+    """The windowed sum (values beyond KERNEL_REACH bandwidths count whole or not at all)
+    equals the dense mean on a column of many distinct values, with the edges in blocks."""
+    from scipy.special import ndtr
+
+    import forestgen.families.intersection.marginals as mg
+
+    rng = np.random.default_rng(4)
+    z = np.sort(np.r_[rng.lognormal(10, 1, 20000), np.full(300, 5e4)])
+    edges = np.r_[z[0] - 1.0, np.quantile(z, np.linspace(0.01, 0.99, 300)), z[-1] + 1.0]
+    for h in (10.0, 2000.0, 1e6):
+        dense = ndtr((edges[None, :] - z[:, None]) / h).mean(0)
+        np.testing.assert_allclose(mg.kernel_cdf(z, edges, h), dense, rtol=0, atol=1e-13)
+    old = mg.KERNEL_BLOCK
+    try:
+        mg.KERNEL_BLOCK = 1000  # many blocks, one edge's window larger than a block
+        np.testing.assert_allclose(mg.kernel_cdf(z, edges, 2000.0),
+                                   ndtr((edges[None, :] - z[:, None]) / 2000.0).mean(0),
+                                   rtol=0, atol=1e-13)
+    finally:
+        mg.KERNEL_BLOCK = old

@@ -218,15 +218,47 @@ def kernel_mass(z: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return mass / mass.sum()
 
 
+#: standard deviations beyond which a value's kernel CDF at an edge is taken as exactly 1
+#: (below the edge) or 0 (above): ``ndtr(-KERNEL_REACH)`` is 1e-17, under the sum's own
+#: rounding (:func:`kernel_cdf`)
+KERNEL_REACH = 8.5
+#: (edge, value) pairs at most evaluated at once by :func:`kernel_cdf`
+KERNEL_BLOCK = 1 << 22
+
+
 def kernel_cdf(z: np.ndarray, edges: np.ndarray, h: float) -> np.ndarray:
     """``mean_i ndtr((edges - z_i) / h)`` of the sorted values ``z``, each distinct value
-    evaluated once and weighed by its count: the dense mean up to the order of the sum (which
-    here adds the counts exactly), and a column of few distinct values (adult's ``age``:
-    73 of 32,561) costs its distinct values, not its rows."""
+    evaluated once and weighed by its count, and only the values within
+    :data:`KERNEL_REACH` bandwidths of an edge evaluated there (those further below count
+    whole, those further above not at all): the dense mean to about 1e-16, and a column of
+    many distinct values (adult's ``fnlwgt``: 21,648 of 32,561) costs the values near each
+    edge, not all of them; a column of few (adult's ``age``: 73) costs its distinct
+    values."""
     cut = np.flatnonzero(np.diff(z)) + 1
     u = z[np.r_[0, cut]]
     counts = np.diff(np.r_[0, cut, len(z)]).astype(float)
-    return counts @ ndtr((edges[None, :] - u[:, None]) / h) / len(z)
+    below = np.r_[0.0, np.cumsum(counts)]  # rows with a value under each distinct value
+    edges = np.asarray(edges, float)
+    lo = np.searchsorted(u, edges - KERNEL_REACH * h, side="left")
+    hi = np.searchsorted(u, edges + KERNEL_REACH * h, side="right")
+    out = below[lo].copy()
+    size = hi - lo
+    start = 0
+    while start < len(edges):  # blocks of edges, each at most KERNEL_BLOCK pairs
+        stop = start + 1
+        total = size[start]
+        while stop < len(edges) and total + size[stop] <= KERNEL_BLOCK:
+            total += size[stop]
+            stop += 1
+        sz = size[start:stop]
+        if total:
+            edge = np.repeat(np.arange(start, stop), sz)
+            first = np.repeat(np.cumsum(sz) - sz, sz)
+            idx = np.repeat(lo[start:stop], sz) + np.arange(total) - first
+            part = counts[idx] * ndtr((edges[edge] - u[idx]) / h)
+            out[start:stop] += np.bincount(edge - start, weights=part, minlength=stop - start)
+        start = stop
+    return out / len(z)
 
 
 def _allowed(kind_j, k, o, lo_j, hi_j, mask) -> np.ndarray:

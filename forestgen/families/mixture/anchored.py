@@ -35,18 +35,17 @@ from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.support import floor_log_prob
 from forestgen.families.chain.chain import NUMERIC_CRITERION, TARGET_BINS, Chain
 from forestgen.families.mixture.backoff import (
+    SCREEN_ROWS,
     append_marginal_tree,
     check_mixture,
     check_weight,
-    resolve_weight,
     root_tree,
 )
 from forestgen.leaves.indexed import IndexedLeaf
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
 from forestgen.tree.record import TreeRecord
-from forestgen.tuning import MAX_ROWS as HELD_OUT_MAX_ROWS
-from forestgen.tuning import held_out_split
+from forestgen.tuning import MAX_ROWS, held_out_split
 from forestgen.validation import check_bool, check_int, seed_sequence
 
 #: the Chain's parameters that shape the conditional trees and their leaf laws
@@ -107,6 +106,13 @@ PRIOR_STRENGTH = 0.1
 #: ARF's half-gain share (0.5) kept 0.01-0.1 on the leaderboard's tables
 #: (``benchmarks/results/anchored_backoff_s59.md``)
 GAIN_SHARE = 0.0
+#: rows (at most) of the bandwidth's look (``forestgen.tuning.held_out_split``): on a table
+#: of more rows the back-off has a look of its own on up to
+#: :data:`~forestgen.families.mixture.backoff.SCREEN_ROWS` (5,000), at the chosen bandwidth: a
+#: copy of 800 anchors under-rates the full model of a larger table (adult's 32,561 rows: the
+#: marginals ahead of it by 3.6 standard errors, behind a copy of 4,000 anchors by 6.3), and a
+#: look on up to 10,000 rows as ARF's cost 28.9 CPU s on a 4,000 x 14 table (the fit: 1.6)
+LOOK_ROWS = MAX_ROWS
 #: the numeric kernel leaf's share of the column's normal: a held-out value far from the leaf's
 #: values keeps a density (breast_cancer -39.7 nats per row at 0.001, -21.4 at 0.01, the
 #: samples' C2ST unchanged within noise; the Chain: 0.03, and 0.1 of the leaf's normal)
@@ -194,11 +200,10 @@ class Anchored(GenerativeForest):
     density_floor : 1e-5 — ``log_prob`` of a row of density zero (outside the support):
         ``density_floor`` times the uniform density on the support (as ARF); ``None``: exact.
     marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` — the
-        back-off toward the column marginals (above; as ARF's parameter). The rule is run by
-        one more fit at the chosen bandwidth on 80% of at most 10,000 rows, scored on the
-        rest (on a table of more than 5,000 rows a look on 5,000 first, which settles ``λ =
-        0`` where the model is ahead;
-        :func:`~forestgen.families.mixture.backoff.resolve_weight`); the choice is
+        back-off toward the column marginals (above; as ARF's parameter). The rule runs on
+        the bandwidth's look (its chosen copy, fitted on 80% of the rows, and the other
+        rows) on a table of at most 1,000 rows, else on a copy of its own at the chosen
+        bandwidth fitted on 80% of at most 5,000 rows (:data:`LOOK_ROWS`). The choice is
         ``marginal_weight_``, the scores ``marginal_weight_ll_``. ``0``: no back-off.
     ensembler, sampler : the leaf-mixture slots (defaults ``"mixture"``, ``"ancestral"``).
     """
@@ -252,15 +257,11 @@ class Anchored(GenerativeForest):
             band, self.bandwidth_ll_, look = self._held_out_bandwidth(Z, band_seed)
         self.marginal_weight_, self.marginal_weight_ll_ = (0.0 if isinstance(rule, str)
                                                            else float(rule)), {}
-        if isinstance(rule, str):  # the back-off's weight: ARF's rule, GAIN_SHARE
-            if look is not None and len(Z) <= HELD_OUT_MAX_ROWS:
-                # a table the bandwidth's look covers: its chosen copy and held-out rows
+        if isinstance(rule, str):  # the back-off's weight (GAIN_SHARE)
+            if look is None or len(Z) > LOOK_ROWS:  # the bandwidth's look: not the table's
+                look = self._held_out_look(Z, band, weight_seed, SCREEN_ROWS)
+            if look is not None:
                 self.marginal_weight_, self.marginal_weight_ll_ = look(rule)
-            else:  # a look of its own at the chosen bandwidth, on up to 10,000 rows
-                probe = type(self)(**{**self.get_params(), "kernel_bandwidth": band})
-                self.marginal_weight_, self.marginal_weight_ll_ = resolve_weight(
-                    probe, X, kinds, weight_seed, encoded=EncodedTable(self.encoder_, Z),
-                    gain_share=GAIN_SHARE)
         net = self.trees_model(kernel_bandwidth=band).fit(EncodedTable(self.encoder_, Z))
         n, d = Z.shape
         rows = np.arange(n)
@@ -333,6 +334,25 @@ class Anchored(GenerativeForest):
 
         return BANDWIDTHS[best], scores, look
 
+    def _held_out_look(self, Z: np.ndarray, band: float, seed, max_rows: int) -> Any:
+        """The back-off's ``look(rule)`` (:meth:`_held_out_bandwidth`'s) at bandwidth
+        ``band``: a copy fitted on 80% of (at most ``max_rows`` of) the encoded rows ``Z``;
+        ``None`` with fewer than 10 rows or a copy that fails to fit."""
+        import warnings
+
+        split = held_out_split(len(Z), seed, max_rows)
+        if split is None:
+            return None
+        fit, val = split
+        m = type(self)(**{**self.get_params(), "kernel_bandwidth": band, "marginal_weight": 0.0})
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m.fit(EncodedTable(self.encoder_, Z[fit]))
+        except (ValueError, RuntimeError, FloatingPointError):
+            return None
+        return lambda rule: weight_look(m, Z[fit], Z[val], rule)
+
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
         support scores ``density_floor`` times the uniform density on the support unless
@@ -382,17 +402,20 @@ def _one_leaf_trees(m: int, n_levels: np.ndarray) -> ForestArrays:
 def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
                 rule: str) -> tuple[float, dict[str, float]]:
     """``(λ, scores)`` of the back-off rule ``rule`` (``"auto"``:
-    :func:`~forestgen.families.mixture.backoff.choose_weight` with the discrete columns'
-    conditionals and :data:`GAIN_SHARE`; ``"held_out"``: the best mean) on the held-out
-    rows ``Z_val`` under ``model`` (fitted on ``Z_fit`` without a back-off) mixed with the
-    marginals of ``Z_fit`` (:func:`~forestgen.families.mixture.backoff.marginal_leaf_models`),
-    the held-out rows read as the fitting rows alone would see them
-    (:func:`~forestgen.families.mixture.backoff.as_unseen`)."""
+    :func:`~forestgen.families.mixture.backoff.choose_weight` with :data:`GAIN_SHARE` and
+    without the discrete columns' conditionals; ``"held_out"``: the best mean) on the
+    held-out rows ``Z_val`` under ``model`` (fitted on ``Z_fit`` without a back-off) mixed
+    with the marginals of ``Z_fit``
+    (:func:`~forestgen.families.mixture.backoff.marginal_leaf_models`), the held-out rows
+    read as the fitting rows alone would see them
+    (:func:`~forestgen.families.mixture.backoff.as_unseen`). The conditionals are not scored:
+    each (row, level) pair costs a density under every anchor of the copy (adult's 15 columns
+    and 800 anchors: 5 CPU s for the 5,500 pairs of 50 rows), and on the leaderboard's 13
+    tables x 10 seeds they never changed the weight kept (``anchored_backoff_s59.md``)."""
     from forestgen.families.mixture.backoff import (
         WEIGHTS,
         as_unseen,
         choose_weight,
-        conditional_log_probs,
         encoded_component_log_probs,
         marginal_leaf_models,
         mix_log_probs,
@@ -402,7 +425,6 @@ def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
     Zv, outside = as_unseen(model.encoder_.schema, Z_fit, Z_val)
     split = (marginal_leaf_models(model, Z_fit, root_tree(model.forest_)),)
     parts = encoded_component_log_probs(model, Zv, split)
-    cond = None
     if parts is None:  # declared constraints: the public query, on a backed-off copy
         backed = copy.deepcopy(model)
         backed.forest_, backed.leaf_log_weight_, backed.leaf_models_ = append_marginal_tree(
@@ -412,11 +434,8 @@ def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
         for part in parts:
             part[outside] = -np.inf
         lp = mix_log_probs(model, *parts)
-
-        def cond():
-            return conditional_log_probs(model, Zv, split=split)
     if rule == "auto":
-        return choose_weight(lp, cond, gain_share=GAIN_SHARE)
+        return choose_weight(lp, None, gain_share=GAIN_SHARE)
     with np.errstate(invalid="ignore"):
         means = [float(v) for v in lp[:-1].mean(axis=1)]
     return float(WEIGHTS[int(np.argmax(means))]), dict(zip(map(str, WEIGHTS), means))

@@ -200,17 +200,16 @@ CONDITIONAL_PAIRS = 20_000
 CONDITIONAL_ROWS = 50
 
 
-def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS, split: tuple | None = None
-                          ) -> np.ndarray | None:
+def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS) -> np.ndarray | None:
     """``[len(weights) + 1, m']``: per row of encoded ``Z`` (its first ``m'`` rows, at most
     :data:`CONDITIONAL_PAIRS` row-level pairs), the sum over the model's discrete columns of
     ``log p_λ(x_j | x_-j)`` (what ``predict_proba`` answers) under the mixture at each weight
     ``λ`` of ``weights`` and at ``λ = 1``, from the two components scored with each level of
-    the column in turn (:func:`encoded_component_log_probs`, ``split`` as there); a missing
-    entry, and a column a mapping determines, and a code outside the column's levels (an
-    integer value beyond the fitting rows' range) add nothing; a row the mixture gives no
-    mass at any level scores ``log(1/k)`` (no information). ``None`` without discrete
-    columns, or where the encoded path does not apply."""
+    the column in turn (:func:`encoded_component_log_probs`); a missing entry, and a column
+    a mapping determines, and a code outside the column's levels (an integer value beyond
+    the fitting rows' range) add nothing; a row the mixture gives no mass at any level scores
+    ``log(1/k)`` (no information). ``None`` without discrete columns, or where the encoded
+    path does not apply."""
     from forestgen.inference.rules import rules_of
 
     schema = model.encoder_.schema
@@ -228,7 +227,7 @@ def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS, split: tuple | 
         k = int(schema.columns[j].n_levels)
         Zs = np.repeat(Z[None], k, axis=0)
         Zs[:, :, j] = np.arange(k, dtype=float)[:, None]
-        parts = encoded_component_log_probs(model, Zs.reshape(k * m, -1), split)
+        parts = encoded_component_log_probs(model, Zs.reshape(k * m, -1))
         if parts is None:
             return None
         f, r = (p.reshape(k, m) for p in parts)
