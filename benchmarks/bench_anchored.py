@@ -8,7 +8,8 @@
 test rows against as many synthetic rows, one thread). Generators, separated by ``/``:
 
 * ``chain``, ``arf``: ``Chain()`` and ``ARF()`` at their defaults;
-* ``anchored`` or ``anchored:k=v:...``: ``Anchored`` with parameters (``nl=c[:tl=t]``: the
+* ``anchored`` or ``anchored:k=v:...``: ``Anchored`` with parameters (a number, or a
+  rule such as ``marginal_weight=auto``; ``nl=c[:tl=t]``: the
   numeric leaf a kernel of bandwidth factor ``c``, no defensive share, column share ``t``);
 * ``donor``: the sampler of synthyverse's ``synthpop`` written here from its description —
   scikit-learn trees per column on all the other columns (leaves of at least 5 rows), an anchor
@@ -108,7 +109,10 @@ def anchored(spec: str, train: pd.DataFrame, seed: int):
     kw: dict = {}
     for part in spec.split(":")[1:]:
         k, v = part.split("=")
-        kw[k] = v if v == "held_out" else (float(v) if "." in v else int(v))
+        try:
+            kw[k] = float(v) if "." in v else int(v)
+        except ValueError:  # a rule: "held_out", "auto"
+            kw[k] = v
     if "nl" in kw:
         kw["numeric_leaf"] = KernelLeaf(bandwidth=kw.pop("nl"), defensive=0.0,
                                         tail=kw.pop("tl", 0.001), adaptive=True)

@@ -327,8 +327,10 @@ def test_backed_off_pmf_is_the_mixture_with_the_product_of_marginals():
 
 def test_split_components_score_as_the_backed_off_model():
     """The look's two components scored apart (the plain model and the marginals' leaf
-    models: ``split``) equal those of the model fitted with the back-off tree."""
+    models: ``split``) equal those of the model fitted with the back-off tree, conditionals
+    of the discrete columns included."""
     from forestgen.families.mixture.backoff import (
+        conditional_log_probs,
         encoded_component_log_probs,
         marginal_leaf_models,
         root_tree,
@@ -347,6 +349,8 @@ def test_split_components_score_as_the_backed_off_model():
     for got, want in zip(encoded_component_log_probs(plain, q, split),
                          encoded_component_log_probs(backed, q)):
         np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(conditional_log_probs(plain, q, split=split),
+                               conditional_log_probs(backed, q), rtol=1e-10)
 
 
 @pytest.mark.parametrize("n", [500, 1500])
@@ -359,8 +363,9 @@ def test_auto_backs_off_where_the_anchors_miss_new_rows(n):
     d = 12  # independent columns, few rows per dimension: the anchors miss new rows
     X = pd.DataFrame(rng.standard_t(3, size=(2 * n, d)), columns=[f"x{j}" for j in range(d)])
     train, test = X.iloc[:n], X.iloc[n:]
-    auto = fg.Anchored(random_state=0, n_jobs=1).fit(train)
-    plain = fg.Anchored(marginal_weight=0, random_state=0, n_jobs=1).fit(train)
+    auto = fg.Anchored(marginal_weight="auto", random_state=0, n_jobs=1).fit(train)
+    plain = fg.Anchored(random_state=0, n_jobs=1).fit(train)  # the default: no back-off
+    assert plain.marginal_weight_ == 0.0
     look = auto.marginal_weight_ll_
     assert auto.marginal_weight_ > 0 and look["t_marginals"] > 1 and look["t"] > 1
     # the smallest weight of the grid that beats the anchors alone by one standard error
@@ -370,8 +375,8 @@ def test_auto_backs_off_where_the_anchors_miss_new_rows(n):
     x = rng.normal(size=400)
     dep = pd.DataFrame({"x": x, "y": x ** 2 + rng.normal(scale=0.05, size=400),
                         "k": pd.Categorical(np.where(x > 0, "p", "n"))})
-    a = fg.Anchored(random_state=0, n_jobs=1).fit(dep)
-    b = fg.Anchored(marginal_weight=0, random_state=0, n_jobs=1).fit(dep)
+    a = fg.Anchored(marginal_weight="auto", random_state=0, n_jobs=1).fit(dep)
+    b = fg.Anchored(random_state=0, n_jobs=1).fit(dep)
     assert a.marginal_weight_ == 0.0
     pd.testing.assert_frame_equal(a.sample(500, random_state=2), b.sample(500, random_state=2))
     from forestgen.validation import ParameterError

@@ -106,6 +106,14 @@ PRIOR_STRENGTH = 0.1
 #: ARF's half-gain share (0.5) kept 0.01-0.1 on the leaderboard's tables
 #: (``benchmarks/results/anchored_backoff_s59.md``)
 GAIN_SHARE = 0.0
+#: the back-off is not the default (``marginal_weight=0``): where ``"auto"`` keeps its
+#: smallest weight (0.01) it lifts the held-out log-likelihood (breast_cancer -23.3 -> -1.6
+#: nats per row) but not above the marginals on any table it backs off on, while the draws'
+#: utility and the class predictions fall (5 leaderboard splits: ``predict_proba`` accuracy
+#: wine 0.955 -> 0.906 at 0.01 without the conditionals' guard, adult 0.794 -> 0.783, anes96
+#: 0.878 -> 0.866; on the leaderboard's protocol TSTR within 0.02 of the best peer on 7 tables
+#: against 9; ``benchmarks/results/anchored_backoff_s59.md``); ``Anchored`` is a sampler first
+MARGINAL_WEIGHT = 0.0
 #: rows (at most) of the bandwidth's look (``forestgen.tuning.held_out_split``): on a table
 #: of more rows the back-off has a look of its own on up to
 #: :data:`~forestgen.families.mixture.backoff.SCREEN_ROWS` (5,000), at the chosen bandwidth: a
@@ -113,6 +121,11 @@ GAIN_SHARE = 0.0
 #: marginals ahead of it by 3.6 standard errors, behind a copy of 4,000 anchors by 6.3), and a
 #: look on up to 10,000 rows as ARF's cost 28.9 CPU s on a 4,000 x 14 table (the fit: 1.6)
 LOOK_ROWS = MAX_ROWS
+#: (held-out row, level) pairs at most whose discrete conditionals the ``"auto"`` rule scores
+#: (:func:`~forestgen.families.mixture.backoff.conditional_log_probs`; ARF's: 20,000, and at
+#: least 50 rows): each pair costs a density under every anchor of the look's copy (adult's
+#: 15 columns and 800 anchors: 5 CPU s for the 5,500 pairs of 50 rows)
+LOOK_PAIRS = 5_000
 #: the numeric kernel leaf's share of the column's normal: a held-out value far from the leaf's
 #: values keeps a density (breast_cancer -39.7 nats per row at 0.001, -21.4 at 0.01, the
 #: samples' C2ST unchanged within noise; the Chain: 0.03, and 0.1 of the leaf's normal)
@@ -163,19 +176,19 @@ class Anchored(GenerativeForest):
     against 7.5, anes96 -25.0 against -22.3; ``anchored_s55.md``). Every setting tried that
     lifts it above the marginals (wider kernels, a larger ``kernel_tail`` or
     ``prior_strength``, pooled leaf variances) moved the draws further from held-out rows
-    (``anchored_s57.md``). Since stop 59 ``marginal_weight="auto"`` adds the product of the
-    column marginals as one more component of weight ``λ``
-    (:mod:`~forestgen.families.mixture.backoff`, ARF's ``"auto"`` rule: only where the
-    marginals alone beat the model alone on held-out rows, and then the smallest weight of the
-    grid that beats the model alone by more than one standard error: :data:`GAIN_SHARE`),
-    so ``p = (1 - λ) p_anchors + λ prod_j f_j`` and a share ``λ`` of the draws comes from
-    the marginals. On the leaderboard's 13 tables x 10 seeds it kept ``λ = 0.01`` on
-    breast_cancer, diabetes and anes96 in every split, adult in 9 and airquality in 6, no
-    other table; test log-likelihood -23.27 -> -1.56, -42.76 -> -40.04, -23.55 -> -23.05,
-    -33.73 -> -32.98, still below the marginals' (4.84, -31.52, -22.24, -32.35) there; mean
-    ``|AUC - 0.5|`` 0.1137 against 0.1143 without, the TSTR of diabetes about 0.02 lower
-    (``benchmarks/results/anchored_backoff_s59.md``). For held-out densities prefer ARF or
-    the Chain.
+    (``anchored_s57.md``). ``marginal_weight="auto"`` (stop 59; not the default:
+    :data:`MARGINAL_WEIGHT`) adds the product of the column marginals as one more component
+    of weight ``λ`` (:mod:`~forestgen.families.mixture.backoff`, ARF's ``"auto"`` rule: only
+    where the marginals alone beat the model alone on held-out rows, and then the smallest
+    weight of the grid that beats the model alone by more than one standard error and keeps
+    the discrete columns' held-out conditionals: :data:`GAIN_SHARE`), so ``p = (1 - λ)
+    p_anchors + λ prod_j f_j`` and a share ``λ`` of the draws comes from the marginals. On
+    the leaderboard's 13 tables x 10 seeds it kept ``λ = 0.01`` on breast_cancer, diabetes
+    and anes96 in every split, adult in 9 and airquality in 6, no other table; test
+    log-likelihood -23.27 -> -1.56, -42.76 -> -40.04, -23.55 -> -23.05, -33.73 -> -32.98,
+    still below the marginals' (4.84, -31.52, -22.24, -32.35) there, at a cost to the
+    draws' utility and to ``predict_proba`` (``benchmarks/results/anchored_backoff_s59.md``).
+    For held-out densities prefer ARF or the Chain.
 
     Parameters
     ----------
@@ -199,7 +212,8 @@ class Anchored(GenerativeForest):
         mixture; each query costs time proportional to it.
     density_floor : 1e-5 — ``log_prob`` of a row of density zero (outside the support):
         ``density_floor`` times the uniform density on the support (as ARF); ``None``: exact.
-    marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` — the
+    marginal_weight : 0 (default: :data:`MARGINAL_WEIGHT`), ``"auto"``, ``"held_out"`` or
+        ``λ`` in ``[0, 1)`` — the
         back-off toward the column marginals (above; as ARF's parameter). The rule runs on
         the bandwidth's look (its chosen copy, fitted on 80% of the rows, and the other
         rows) on a table of at most 1,000 rows, else on a copy of its own at the chosen
@@ -224,7 +238,7 @@ class Anchored(GenerativeForest):
                  max_bins: int = 255, max_ordinal_levels: int = MAX_ORDINAL_LEVELS,
                  max_spiky_levels: int = MAX_SPIKY_LEVELS, heaps: bool = HEAPS,
                  max_anchors: int | None = None, density_floor: float | None = 1e-5,
-                 marginal_weight: float | str = "auto", random_state: Any = None,
+                 marginal_weight: float | str = MARGINAL_WEIGHT, random_state: Any = None,
                  n_jobs: int | None = -1, progress: bool = False,
                  splitter: Any = "gini", numeric_criterion: str | None = NUMERIC_CRITERION,
                  numeric_leaf: Any = None, discrete_leaf: Any = None, ensembler: Any = None,
@@ -402,20 +416,18 @@ def _one_leaf_trees(m: int, n_levels: np.ndarray) -> ForestArrays:
 def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
                 rule: str) -> tuple[float, dict[str, float]]:
     """``(λ, scores)`` of the back-off rule ``rule`` (``"auto"``:
-    :func:`~forestgen.families.mixture.backoff.choose_weight` with :data:`GAIN_SHARE` and
-    without the discrete columns' conditionals; ``"held_out"``: the best mean) on the
-    held-out rows ``Z_val`` under ``model`` (fitted on ``Z_fit`` without a back-off) mixed
-    with the marginals of ``Z_fit``
+    :func:`~forestgen.families.mixture.backoff.choose_weight` with the discrete columns'
+    conditionals, of at most :data:`LOOK_PAIRS` (row, level) pairs, and :data:`GAIN_SHARE`;
+    ``"held_out"``: the best mean) on the held-out rows ``Z_val`` under ``model`` (fitted on
+    ``Z_fit`` without a back-off) mixed with the marginals of ``Z_fit``
     (:func:`~forestgen.families.mixture.backoff.marginal_leaf_models`), the held-out rows
     read as the fitting rows alone would see them
-    (:func:`~forestgen.families.mixture.backoff.as_unseen`). The conditionals are not scored:
-    each (row, level) pair costs a density under every anchor of the copy (adult's 15 columns
-    and 800 anchors: 5 CPU s for the 5,500 pairs of 50 rows), and on the leaderboard's 13
-    tables x 10 seeds they never changed the weight kept (``anchored_backoff_s59.md``)."""
+    (:func:`~forestgen.families.mixture.backoff.as_unseen`)."""
     from forestgen.families.mixture.backoff import (
         WEIGHTS,
         as_unseen,
         choose_weight,
+        conditional_log_probs,
         encoded_component_log_probs,
         marginal_leaf_models,
         mix_log_probs,
@@ -425,6 +437,7 @@ def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
     Zv, outside = as_unseen(model.encoder_.schema, Z_fit, Z_val)
     split = (marginal_leaf_models(model, Z_fit, root_tree(model.forest_)),)
     parts = encoded_component_log_probs(model, Zv, split)
+    cond = None
     if parts is None:  # declared constraints: the public query, on a backed-off copy
         backed = copy.deepcopy(model)
         backed.forest_, backed.leaf_log_weight_, backed.leaf_models_ = append_marginal_tree(
@@ -434,8 +447,11 @@ def weight_look(model: Anchored, Z_fit: np.ndarray, Z_val: np.ndarray,
         for part in parts:
             part[outside] = -np.inf
         lp = mix_log_probs(model, *parts)
+
+        def cond():
+            return conditional_log_probs(model, Zv, split=split, pairs=LOOK_PAIRS)
     if rule == "auto":
-        return choose_weight(lp, None, gain_share=GAIN_SHARE)
+        return choose_weight(lp, cond, gain_share=GAIN_SHARE)
     with np.errstate(invalid="ignore"):
         means = [float(v) for v in lp[:-1].mean(axis=1)]
     return float(WEIGHTS[int(np.argmax(means))]), dict(zip(map(str, WEIGHTS), means))

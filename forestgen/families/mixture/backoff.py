@@ -200,16 +200,18 @@ CONDITIONAL_PAIRS = 20_000
 CONDITIONAL_ROWS = 50
 
 
-def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS) -> np.ndarray | None:
+def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS, split: tuple | None = None,
+                          pairs: int = CONDITIONAL_PAIRS) -> np.ndarray | None:
     """``[len(weights) + 1, m']``: per row of encoded ``Z`` (its first ``m'`` rows, at most
-    :data:`CONDITIONAL_PAIRS` row-level pairs), the sum over the model's discrete columns of
-    ``log p_λ(x_j | x_-j)`` (what ``predict_proba`` answers) under the mixture at each weight
-    ``λ`` of ``weights`` and at ``λ = 1``, from the two components scored with each level of
-    the column in turn (:func:`encoded_component_log_probs`); a missing entry, and a column
-    a mapping determines, and a code outside the column's levels (an integer value beyond
-    the fitting rows' range) add nothing; a row the mixture gives no mass at any level scores
-    ``log(1/k)`` (no information). ``None`` without discrete columns, or where the encoded
-    path does not apply."""
+    ``pairs`` row-level pairs, at least :data:`CONDITIONAL_ROWS`), the sum over the model's
+    discrete columns of ``log p_λ(x_j | x_-j)`` (what ``predict_proba`` answers) under the
+    mixture at each weight ``λ`` of ``weights`` and at ``λ = 1``, from the two components
+    scored with each level of the column in turn (:func:`encoded_component_log_probs`,
+    ``split`` as there); a missing entry, and a column a mapping determines, and a code
+    outside the column's levels (an integer value beyond the fitting rows' range) add
+    nothing; a row the mixture gives no mass at any level scores ``log(1/k)`` (no
+    information). ``None`` without discrete columns, or where the encoded path does not
+    apply."""
     from forestgen.inference.rules import rules_of
 
     schema = model.encoder_.schema
@@ -220,14 +222,14 @@ def conditional_log_probs(model, Z: np.ndarray, weights=WEIGHTS) -> np.ndarray |
     if not cols:
         return None
     k_sum = sum(int(schema.columns[j].n_levels) for j in cols)
-    m = min(len(Z), max(CONDITIONAL_ROWS, CONDITIONAL_PAIRS // k_sum))
+    m = min(len(Z), max(CONDITIONAL_ROWS, int(pairs) // k_sum))
     Z = np.asarray(Z, float)[:m]
     out = np.zeros((len(weights) + 1, m))
     for j in cols:
         k = int(schema.columns[j].n_levels)
         Zs = np.repeat(Z[None], k, axis=0)
         Zs[:, :, j] = np.arange(k, dtype=float)[:, None]
-        parts = encoded_component_log_probs(model, Zs.reshape(k * m, -1))
+        parts = encoded_component_log_probs(model, Zs.reshape(k * m, -1), split)
         if parts is None:
             return None
         f, r = (p.reshape(k, m) for p in parts)
