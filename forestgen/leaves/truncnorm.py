@@ -177,6 +177,9 @@ class TruncNormalLeaf(LeafModel):
 
     discrete = False
     fitted_arrays = ("mu_", "sigma_", "lo_", "hi_", "count_")
+    #: per-leaf arrays derived from the fitted ones (:meth:`_finish`; not saved): built
+    #: together when a query first reads one, so a fit holds only :attr:`fitted_arrays`
+    derived_arrays = ("a_", "b_", "logz_", "lognorm_", "tails_", "draw_table_")
 
     def __init__(self, *, finite_bounds: str = "no", epsilon: float = 0.0, truncate: bool = True):
         self.finite_bounds = finite_bounds
@@ -211,8 +214,21 @@ class TruncNormalLeaf(LeafModel):
     def _unscale(self, s: float) -> TruncNormalLeaf:
         for k in ("mu_", "sigma_", "lo_", "hi_"):
             setattr(self, k, getattr(self, k) * s)
-        self._finish()
+        self._forget()
         return self
+
+    def __getattr__(self, name: str):
+        """A derived array (:attr:`derived_arrays`) not yet built: :meth:`_finish` builds
+        them all, from the fitted arrays as they are now."""
+        if name in TruncNormalLeaf.derived_arrays and "sigma_" in self.__dict__:
+            self._finish()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _forget(self) -> None:
+        """Drop the derived arrays (the fitted ones changed); the next read rebuilds them."""
+        for k in TruncNormalLeaf.derived_arrays:
+            self.__dict__.pop(k, None)
 
     def _fit_scaled(self, x, leaf, cell, weight=None) -> None:
         """Set ``mu_, sigma_, lo_, hi_, count_`` from data in units of the column's spread."""
@@ -257,11 +273,12 @@ class TruncNormalLeaf(LeafModel):
         self.count_ = cnt
 
     def _finish(self):
-        """Derived per-leaf arrays (not saved): the standardised cell ``a_, b_``, its log mass
-        ``logz_``, the log normaliser ``lognorm_``, ``tails_`` (``log Phi`` of the cell's
-        ends mirrored onto the lower tail, :func:`~.normal_math.log_ndtr_diff_tails`, ``[2,
-        L]``) and ``draw_table_`` (``[4, L]``), what :meth:`sample_uniform` reads of a leaf
-        besides ``mu_`` and its cell instead of evaluating it per draw: the mirrored cell's
+        """The derived per-leaf arrays (:attr:`derived_arrays`, built on first use): the
+        standardised cell ``a_, b_``, its log mass ``logz_``, the log normaliser
+        ``lognorm_``, ``tails_`` (``log Phi`` of the cell's ends mirrored onto the lower
+        tail, :func:`~.normal_math.log_ndtr_diff_tails`, ``[2, L]``) and ``draw_table_``
+        (``[4, L]``), what :meth:`sample_uniform` reads of a leaf besides ``mu_`` and its
+        cell instead of evaluating it per draw: the mirrored cell's
         :func:`~.normal_math.cdf_ends` and ``sigma`` (negated where the cell is mirrored).
         Leaves read in order stream through each row."""
         # the arithmetic in one pass (_standardised: the numpy steps' bits), the
@@ -291,7 +308,7 @@ class TruncNormalLeaf(LeafModel):
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)
-        self._finish()
+        self._forget()
         return self
 
     def param_arrays(self):
@@ -306,8 +323,6 @@ class TruncNormalLeaf(LeafModel):
             raise ValueError(f"{type(self).__name__}: every cell needs lo_ <= hi_")
 
     def log_prob(self, leaf, x):
-        if not hasattr(self, "lognorm_"):
-            self.lognorm_ = np.log(self.sigma_) + LOG_SQRT_2PI + self.logz_
         leaf = np.asarray(leaf, np.int64)
         return sized(_truncnorm_log_prob, len(leaf))(
             self.mu_, self.sigma_, self.lognorm_, self.lo_, self.hi_, leaf,
@@ -351,8 +366,6 @@ class TruncNormalLeaf(LeafModel):
         from the cells' probabilities looked up in ``draw_table_``, not from their logarithms
         (:func:`~.normal_math.std_truncnorm_draw`: one normal quantile per draw), then ``mu +
         sigma z`` kept in the leaf's cell to the ulp, as :meth:`sample` keeps it."""
-        if getattr(self, "draw_table_", None) is None:  # (unpickled from before draw_table_)
-            self._finish()
         return _truncnorm_draws(NDTRI, NDTRI_EXP, np.asarray(leaf, np.int64),
                                 np.asarray(u, np.float64), self.draw_table_,
                                 (self.mu_, self.lo_, self.hi_), self.tails_)

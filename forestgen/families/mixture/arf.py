@@ -29,7 +29,6 @@ from forestgen.families.mixture.backoff import (
     screen_trees,
     snap_edges,
 )
-from forestgen.inference.leaf_factors import leaf_pack, pack_nodes
 from forestgen.leaves import (
     CategoricalLeaf,
     GridSpikeLeaf,
@@ -427,11 +426,9 @@ class ARF(GenerativeForest):
         numeric, discrete = self.leaf_prototypes()
         pair_w = mask.ravel().astype(float) if mask is not None else None
         builtin = self.numeric_leaf is None and self.discrete_leaf is None  # per-leaf sums only
-        # the missing rates and the packed nodes read no leaf model: queued behind the columns
-        # (with the back-off tree they follow it: its leaf holds every row)
-        nodes: list = []
-        also = () if lam > 0 else (lambda: self._fit_missing(Z, leaves, pair_w),
-                                   lambda: nodes.append(pack_nodes(forest, serial=True)))
+        # the missing rates read no leaf model: queued behind the columns (with the back-off
+        # tree they follow it: its leaf holds every row)
+        also = () if lam > 0 else (lambda: self._fit_missing(Z, leaves, pair_w),)
         over = {**self.leaf_overrides(),
                 **self.numeric_prior_leaves(Z, forest, numeric, leaves, oob, boxes)}
         over.update(self.grid_spike_leaves(Z, forest, numeric, leaves, oob, boxes, over, bag))
@@ -441,8 +438,8 @@ class ARF(GenerativeForest):
             self.forest_, self.leaf_log_weight_, self.leaf_models_, leaves, pair_w = \
                 append_root_marginals(self, Z, lam, leaves, pair_w, self.root_overrides())
             self._fit_missing(Z, leaves, pair_w)
-        # the likelihood's packed leaf records: FORDE's output, as queries read it
-        leaf_pack(self, nodes[0] if nodes else None)
+        # (the likelihood's packed leaf records, inference.leaf_factors.leaf_pack, and the
+        # truncated normals' draw tables are built by the first query that reads them)
 
     def numeric_prior_leaves(self, Z: np.ndarray, forest: ForestArrays, numeric: Any,
                              leaves: np.ndarray, oob: np.ndarray,
