@@ -149,6 +149,7 @@ def main() -> None:
     c0, w0 = cpu(), time.perf_counter()
     model = fg.ARF(**kw, random_state=int(seed)).fit(tr)
     c1, w1 = cpu(), time.perf_counter()
+    fit_hwm = hwm_mib()  # the fit's peak (the queries below build their own tables)
     syn = model.sample(len(tr), random_state=int(seed))
     c2, w2 = cpu(), time.perf_counter()
     ll = model.log_prob(te)
@@ -171,6 +172,7 @@ def main() -> None:
            "rounds": model.n_rounds_,
            "oob": [round(h["oob_accuracy"], 4) for h in model.fit_diagnostics_],
            "n_leaves": int(model.forest_.n_leaves), "peak_rss_mib": hwm_mib(),
+           "peak_rss_fit_mib": fit_hwm,
            "threads": threads, "n_synth": len(syn), "steps": steps}
     Path(out).write_text(json.dumps(res))
     print(json.dumps(res))
