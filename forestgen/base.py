@@ -292,8 +292,10 @@ class GenerativeForest(BaseEstimator):
         :class:`~forestgen.leaves.point_mass.PointMassLeaf`.
 
         The leaf models get the (value, leaf) pairs row by row (``pair_weight`` is in that
-        order, ``[n * B]``), or with ``tree_major`` tree by tree: a tree's leaves are one
-        block of ids, so per-leaf sums stay in cache. A leaf lies in one tree, so its pairs
+        order, ``[n * B]``), or with ``tree_major`` tree by tree
+        (:meth:`~forestgen.leaves.base.LeafModel.fit_column`: the column's values and the
+        leaves ``[B, n]``): a tree's leaves are one block of ids, so per-leaf sums stay in
+        cache. A leaf lies in one tree, so its pairs
         arrive in row order either way and per-leaf sums keep their bits; only sums over all
         pairs (GeF's global SD) would differ, so learners whose leaf fits take none opt in.
 
@@ -302,18 +304,20 @@ class GenerativeForest(BaseEstimator):
         take a thread that the last columns leave idle.
         """
         n, B = leaves.shape
-        if tree_major:
-            flat_leaf = np.ascontiguousarray(leaves.T).ravel()
+        if tree_major:  # [B, n]: leaf models read each column's values in place
+            leaves = np.ascontiguousarray(leaves.T)
             if pair_weight is not None:
-                pair_weight = np.ascontiguousarray(np.reshape(pair_weight, (n, B)).T).ravel()
+                pair_weight = np.ascontiguousarray(np.reshape(pair_weight, (n, B)).T)
         else:
             flat_leaf = leaves.ravel()
 
         def fit(j: int) -> LeafModel:  # columns are independent: one task each
             lm, cell = self._leaf_model_and_cell(j, boxes, numeric_leaf, discrete_leaf,
                                                  overrides)
-            x = np.tile(Z[:, j], B) if tree_major else np.repeat(Z[:, j], B)
-            lm.fit(x, flat_leaf, cell, pair_weight)
+            if tree_major:
+                lm.fit_column(np.ascontiguousarray(Z[:, j]), leaves, cell, pair_weight)
+            else:
+                lm.fit(np.repeat(Z[:, j], B), flat_leaf, cell, pair_weight)
             return lm
 
         d = self.encoder_.schema.d

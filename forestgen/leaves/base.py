@@ -121,6 +121,16 @@ class LeafModel:
             weight: np.ndarray | None = None) -> LeafModel:
         raise NotImplementedError
 
+    def fit_column(self, x: np.ndarray, leaves: np.ndarray, cell: ColumnCell,
+                   weight: np.ndarray | None = None) -> LeafModel:
+        """Fit on one column's values ``x [n]`` in the leaves ``[B, n]`` of ``B`` trees
+        (weights ``[B, n]``): :meth:`fit` of the pairs tree by tree, ``np.tile(x, B)`` with
+        ``leaves.ravel()``. A leaf model that reads the values in place overrides this (the
+        truncated normal: :meth:`MomentStats.from_column`), with the same fit."""
+        B = leaves.shape[0]
+        return self.fit(np.tile(x, B), leaves.ravel(), cell,
+                        None if weight is None else weight.ravel())
+
     def fit_stats(self, stats: MomentStats | LevelStats, cell: ColumnCell) -> LeafModel:
         """Fit from merged sufficient statistics (:mod:`forestgen.leaves.stats`): a
         :class:`LevelStats` for a discrete column, for a numeric one a :class:`MomentStats` of

@@ -107,6 +107,14 @@ class CategoricalLeaf(LeafModel):
         self._set(leaf_offsets(e_leaf, L), e_code, prob, rest, bits, m / top)
         return self
 
+    def fit_column(self, x, leaves, cell, weight=None):
+        """:meth:`fit` of the pairs tree by tree (see
+        :meth:`~forestgen.leaves.base.LeafModel.fit_column`), the values read in place
+        (:func:`level_entries` of ``leaves [B, n]``): the same fit, bit for bit."""
+        if type(self).fit is not CategoricalLeaf.fit:
+            return super().fit_column(x, leaves, cell, weight)
+        return self.fit(x, leaves, cell, weight)
+
     def _set(self, offset, code, prob, rest, allowed_bool, base=None):
         self.base_ = (np.ones(allowed_bool.shape[1]) if base is None
                       else np.asarray(base, np.float64))
@@ -507,27 +515,29 @@ def _categorical_sample_all(offset, code, prob, rest, bits, base, leaf, u, k, to
 
 @njit(cache=True, nogil=True)
 def _level_keys(x, leaf, k, allowed, use_allowed, w, weighted):
-    """Keys ``leaf * k + code`` of the pairs whose value ``x`` is not NaN, whose code
-    (``x`` truncated, as ``astype(int64)``) is in ``0..k-1`` and, with ``use_allowed``, whose
-    level ``allowed[leaf]`` admits; in pair order, with their weights when ``weighted``."""
-    n = x.shape[0]
-    keys = np.empty(n, np.int64)
-    ws = np.empty(n if weighted else 0)
+    """Keys ``leaf * k + code`` of the pairs ``(x[i], leaf[t, i])`` (order ``t`` then ``i``)
+    whose value ``x`` is not NaN, whose code (``x`` truncated, as ``astype(int64)``) is in
+    ``0..k-1`` and, with ``use_allowed``, whose level ``allowed[leaf]`` admits; in pair
+    order, with their weights ``w[t, i]`` when ``weighted``."""
+    B, n = leaf.shape
+    keys = np.empty(B * n, np.int64)
+    ws = np.empty(B * n if weighted else 0)
     m = 0
-    for i in range(n):
-        v = x[i]
-        if np.isnan(v):
-            continue
-        c = np.int64(v)
-        if c < 0 or c >= k:
-            continue
-        lf = np.int64(leaf[i])
-        if use_allowed and not allowed[lf, c]:
-            continue
-        keys[m] = lf * k + c
-        if weighted:
-            ws[m] = w[i]
-        m += 1
+    for t in range(B):
+        for i in range(n):
+            v = x[i]
+            if np.isnan(v):
+                continue
+            c = np.int64(v)
+            if c < 0 or c >= k:
+                continue
+            lf = np.int64(leaf[t, i])
+            if use_allowed and not allowed[lf, c]:
+                continue
+            keys[m] = lf * k + c
+            if weighted:
+                ws[m] = w[t, i]
+            m += 1
     return keys[:m], ws[:m]
 
 
@@ -540,13 +550,24 @@ def level_entries(x, leaf, k: int, allowed: np.ndarray | None, weight: np.ndarra
     totals, every sum in pair order then key order. ``dense`` (default: when the ``[L, k]``
     table is at most a few times the pairs): in one pass into a dense table
     (:func:`_dense_level_counts`), else from the keys sorted (:func:`pair_counts`); both give
-    the same arrays, bit for bit."""
+    the same arrays, bit for bit. ``leaf [B, n]`` with ``x [n]`` (weights ``[B, n]``): the
+    pairs ``(x[i], leaf[t, i])`` tree by tree, a column's values in the leaves of ``B``
+    trees read in place (the same arrays as ``np.tile(x, B)``, ``leaf.ravel()``)."""
     x = np.asarray(x, np.float64)
-    args = (x, np.asarray(leaf), k,
+    leaf = np.asarray(leaf)
+    if leaf.ndim == 1:  # a list of pairs: one row of pairs
+        leaf = leaf.reshape(1, -1)
+        if weight is not None:
+            weight = np.asarray(weight, float).reshape(1, -1)
+    if leaf.shape[1] != len(x) or (weight is not None and np.shape(weight) != leaf.shape):
+        raise ValueError(f"level_entries: leaves [B, {len(x)}] and weights of their shape "
+                         f"expected, got {leaf.shape} and {np.shape(weight)}")
+    args = (x, leaf, k,
             np.ones((1, 1), bool) if allowed is None else allowed, allowed is not None,
-            np.empty(0) if weight is None else np.asarray(weight, float), weight is not None)
+            np.empty((0, 0)) if weight is None else np.asarray(weight, float),
+            weight is not None)
     if dense is None:
-        dense = L * k <= max(4 * len(x), 1 << 16)
+        dense = L * k <= max(4 * leaf.size, 1 << 16)
     if dense:
         return _dense_level_counts(*args, L)
     flat, w = _level_keys(*args)
@@ -566,17 +587,18 @@ def _dense_level_counts(x, leaf, k, allowed, use_allowed, w, weighted, L):
     weights=cnt)``), :func:`leaf_offsets` and the level totals (``np.bincount(e_code,
     weights=cnt)``: summed in key order) -- the same numbers, bit for bit."""
     dense = np.zeros(L * k)
-    for i in range(x.shape[0]):
-        v = x[i]
-        if np.isnan(v):
-            continue
-        c = np.int64(v)
-        if c < 0 or c >= k:
-            continue
-        lf = np.int64(leaf[i])
-        if use_allowed and not allowed[lf, c]:
-            continue
-        dense[lf * k + c] += w[i] if weighted else 1.0
+    for t in range(leaf.shape[0]):
+        for i in range(leaf.shape[1]):
+            v = x[i]
+            if np.isnan(v):
+                continue
+            c = np.int64(v)
+            if c < 0 or c >= k:
+                continue
+            lf = np.int64(leaf[t, i])
+            if use_allowed and not allowed[lf, c]:
+                continue
+            dense[lf * k + c] += w[t, i] if weighted else 1.0
     m = 0
     for q in range(L * k):
         m += np.int64(dense[q] > 0.0)

@@ -40,21 +40,11 @@ class MomentStats:
         then squared deviations) as :func:`~forestgen.leaves.base.leaf_stats`, on values shifted
         by one value of their leaf, so a leaf of equal values has exactly that mean and
         ``m2 = 0`` (unshifted, the rounded mean left an SD of ~1e-17 that passed for a spread)."""
-        x = np.asarray(x, np.float64)
-        inv = 1.0
-        if scale != 1.0:
-            # a power of two: x / scale == x * (1 / scale) exactly, read so by the kernel
-            # (no scaled copy of the pairs); else (or for min / max) a scaled copy
-            if not minmax and np.frexp(scale)[0] == 0.5 and np.isfinite(1.0 / scale):
-                inv = 1.0 / scale
-            else:
-                x = x / scale
-        leaf = np.asarray(leaf)
-        if leaf.dtype != np.int32:  # int32 leaves (a forest's) go in as they are
-            leaf = leaf.astype(np.int64, copy=False)
+        x, inv = _scaled(x, scale, minmax)
+        leaf = _leaf_ids(leaf)
         # the kernel skips NaN values and reads unit weights as 1.0: no filtered copies
-        w = np.empty(0) if weight is None else np.asarray(weight, float)
-        cnt, mean, m2 = _moments(x, leaf, w, weight is None, n_leaves, inv)
+        w = np.empty((0, 0)) if weight is None else np.asarray(weight, float).reshape(1, -1)
+        cnt, mean, m2 = _moments(x, leaf.reshape(1, -1), w, weight is None, n_leaves, inv)
         lo = hi = None
         if minmax:
             ok = ~np.isnan(x)
@@ -66,6 +56,23 @@ class MomentStats:
             lo[np.isinf(lo)] = np.nan
             hi[np.isinf(hi)] = np.nan
         return cls(cnt, mean, m2, float(scale), lo, hi)
+
+    @classmethod
+    def from_column(cls, x: np.ndarray, leaves: np.ndarray, n_leaves: int, *,
+                    scale: float = 1.0, weight: np.ndarray | None = None) -> MomentStats:
+        """:meth:`from_pairs` of the pairs ``(x[i], leaves[t, i])`` (weights ``weight[t,
+        i]``) taken tree by tree: the values ``x [n]`` of one column in the leaves ``[B, n]``
+        of ``B`` trees, read in place (no copy of the values per tree). The same statistics,
+        bit for bit, as :meth:`from_pairs` of ``np.tile(x, B)``, ``leaves.ravel()`` and
+        ``weight.ravel()``."""
+        x, inv = _scaled(x, scale, False)
+        leaves = _leaf_ids(leaves)
+        w = np.empty((0, 0)) if weight is None else np.asarray(weight, float)
+        if leaves.ndim != 2 or leaves.shape[1] != len(x) or (
+                weight is not None and w.shape != leaves.shape):
+            raise ValueError(f"MomentStats.from_column: leaves [B, {len(x)}] and weights of "
+                             f"their shape expected, got {leaves.shape} and {w.shape}")
+        return cls(*_moments(x, leaves, w, weight is None, n_leaves, inv), float(scale))
 
     @property
     def var(self) -> np.ndarray:
@@ -92,40 +99,64 @@ class MomentStats:
         return MomentStats(n, mean, m2, self.scale, lo, hi)
 
 
+def _scaled(x: np.ndarray, scale: float, copy: bool) -> tuple[np.ndarray, float]:
+    """``x`` as float64 and the factor the kernel reads it with: a power-of-two ``scale``
+    as its reciprocal (``x / scale == x * (1 / scale)`` exactly: no scaled copy), else
+    (or with ``copy``) a scaled copy and 1."""
+    x = np.asarray(x, np.float64)
+    if scale == 1.0:
+        return x, 1.0
+    if not copy and np.frexp(scale)[0] == 0.5 and np.isfinite(1.0 / scale):
+        return x, 1.0 / scale
+    return x / scale, 1.0
+
+
+def _leaf_ids(leaf: np.ndarray) -> np.ndarray:
+    """Leaf ids as the kernel reads them: int32 (a forest's) as they are, else int64."""
+    leaf = np.asarray(leaf)
+    return leaf if leaf.dtype == np.int32 else leaf.astype(np.int64, copy=False)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _moments(x, leaf, w, unit, n_leaves, inv):
     """Per-leaf weighted count, mean and ``m2`` of the non-NaN ``x * inv`` (``inv``: 1, or
     the reciprocal of a power of two, so the product is exact; every leaf id in
-    ``0..n_leaves-1``; weights ``w``, or 1.0 each with ``unit``, which multiplies exactly):
-    the values are shifted by their leaf's last value, summed in row order, then the squared
-    deviations from the shifted mean; the operations (and bits) of the bincount formulation
-    ``ref[leaf] = x; cnt, s1 = bincount(w), bincount(w * xs); m2 = bincount(w * dev * dev)``
-    in linear passes without temporaries. A leaf's running sums share one cache line
-    (``acc[leaf] = ref, count, s1 then shift, m2``): pairs arrive in row order, so
-    consecutive pairs hit leaves of different trees."""
+    ``0..n_leaves-1``; weights ``w``, or 1.0 each with ``unit``, which multiplies exactly).
+    The pairs are ``(x[i], leaf[t, i])`` (weight ``w[t, i]``) in the order ``t`` then ``i``:
+    ``leaf [1, N]`` for a list of pairs, ``leaf [B, n]`` for a column of ``n`` values in the
+    leaves of ``B`` trees (:meth:`MomentStats.from_column`: no copy of the values per tree).
+    The values are shifted by their leaf's last value, summed in pair order, then the
+    squared deviations from the shifted mean; the operations (and bits) of the bincount
+    formulation ``ref[leaf] = x; cnt, s1 = bincount(w), bincount(w * xs); m2 = bincount(w *
+    dev * dev)`` in linear passes without temporaries. A leaf's running sums share one cache
+    line (``acc[leaf] = ref, count, s1 then shift, m2``)."""
     acc = np.zeros((n_leaves, 4))
-    for i in range(x.shape[0]):
-        if not np.isnan(x[i]):
-            acc[leaf[i], 0] = x[i] * inv
-    for i in range(x.shape[0]):
-        if np.isnan(x[i]):
-            continue
-        j = leaf[i]
-        wi = 1.0 if unit else w[i]
-        acc[j, 1] += wi
-        acc[j, 2] += wi * (x[i] * inv - acc[j, 0])
+    B, n = leaf.shape
+    for t in range(B):
+        for i in range(n):
+            if not np.isnan(x[i]):
+                acc[leaf[t, i], 0] = x[i] * inv
+    for t in range(B):
+        for i in range(n):
+            if np.isnan(x[i]):
+                continue
+            j = leaf[t, i]
+            wi = 1.0 if unit else w[t, i]
+            acc[j, 1] += wi
+            acc[j, 2] += wi * (x[i] * inv - acc[j, 0])
     cnt = np.empty(n_leaves)
     mean = np.empty(n_leaves)
     for j in range(n_leaves):
         cnt[j] = acc[j, 1]
         acc[j, 2] = acc[j, 2] / acc[j, 1]  # the shift; IEEE: NaN in a leaf without pairs
         mean[j] = acc[j, 0] + acc[j, 2]
-    for i in range(x.shape[0]):
-        if np.isnan(x[i]):
-            continue
-        j = leaf[i]
-        dev = (x[i] * inv - acc[j, 0]) - acc[j, 2]
-        acc[j, 3] += (1.0 if unit else w[i]) * dev * dev
+    for t in range(B):
+        for i in range(n):
+            if np.isnan(x[i]):
+                continue
+            j = leaf[t, i]
+            dev = (x[i] * inv - acc[j, 0]) - acc[j, 2]
+            acc[j, 3] += (1.0 if unit else w[t, i]) * dev * dev
     return cnt, mean, acc[:, 3].copy()
 
 

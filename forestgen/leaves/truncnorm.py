@@ -196,6 +196,18 @@ class TruncNormalLeaf(LeafModel):
             self._fit_scaled(np.asarray(x, np.float64) / s, leaf, scaled_cell(cell, s), weight)
         return self._unscale(s)
 
+    def fit_column(self, x, leaves, cell, weight=None):
+        """:meth:`fit` of the pairs tree by tree (see :meth:`LeafModel.fit_column`), the
+        values read in place where this model fits from moments: the same fit, bit for
+        bit."""
+        if not (self.fits_from_stats and self.finite_bounds != "local"
+                and type(self).fit is TruncNormalLeaf.fit):
+            return super().fit_column(x, leaves, cell, weight)
+        s = column_scale(cell.data_min, cell.data_max)
+        self._fit_moments(MomentStats.from_column(x, leaves, len(cell.lower), scale=s,
+                                                  weight=weight), scaled_cell(cell, s))
+        return self._unscale(s)
+
     def fit_stats(self, stats: MomentStats, cell: ColumnCell) -> TruncNormalLeaf:
         """Fit from merged :class:`MomentStats` (see :meth:`LeafModel.fit_stats`)."""
         if not self.fits_from_stats:  # a subclass fitting from the raw values

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from forestgen.leaves.base import ColumnCell
-from forestgen.leaves.categorical import CategoricalLeaf, pair_counts
+from forestgen.leaves.categorical import CategoricalLeaf, level_entries, pair_counts
 from forestgen.leaves.stats import MomentStats
+from forestgen.leaves.truncnorm import TruncNormalLeaf
 
 
 def _pairs(seed=0, n=3000, L=40):
@@ -141,3 +142,72 @@ def test_level_entries_dense_pass_equals_the_sorted_keys(weighted, use_allowed):
     for kk in (1, 7, 8, 9, 17):
         m = rng.random((L, kk)) < 0.5
         np.testing.assert_array_equal(_pack_rows(m), np.packbits(m, axis=1, bitorder="little"))
+
+
+def _tree_leaves(seed=1, n=2500, B=6, per_tree=150):
+    """A column of ``n`` values (some NaN) and their leaves ``[B, n]`` in ``B`` trees of
+    ``per_tree`` leaves each (ids one block per tree, as a forest's), pair weights ``[B, n]``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(-1.0, 4.0, n)
+    x[rng.random(n) < 0.05] = np.nan
+    leaves = (rng.integers(0, per_tree, (B, n)) + per_tree * np.arange(B)[:, None])
+    return x, leaves.astype(np.int32), rng.uniform(0.3, 2.0, (B, n)), B * per_tree + 3
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.25, 3.0])  # exact reciprocal, scaled copy
+def test_column_moments_equal_the_tiled_pairs_bit_for_bit(scale):
+    x, leaves, w, L = _tree_leaves()
+    B = leaves.shape[0]
+    for weight in (None, w):
+        got = MomentStats.from_column(x, leaves, L, scale=scale, weight=weight)
+        ref = MomentStats.from_pairs(np.tile(x, B), leaves.ravel(), L, scale=scale,
+                                     weight=None if weight is None else weight.ravel())
+        for k in ("count", "mean", "m2"):
+            assert getattr(got, k).tobytes() == getattr(ref, k).tobytes(), k
+        assert got.scale == ref.scale
+    with pytest.raises(ValueError, match="from_column"):
+        MomentStats.from_column(x[:-1], leaves, L)
+
+
+def test_fit_column_fits_what_fit_fits_on_the_tiled_pairs():
+    """The truncated normal reads the column in place; a leaf model without its own
+    ``fit_column`` (here the categorical one) is given the tiled pairs by the base class:
+    both fit what ``fit`` fits on ``np.tile(x, B)``, ``leaves.ravel()``."""
+    x, leaves, w, L = _tree_leaves(seed=2)
+    B = leaves.shape[0]
+    rng = np.random.default_rng(3)
+    lower = np.sort(rng.normal(-1.0, 4.0, L))
+    upper = lower + rng.exponential(2.0, L)
+    lower[:5] = -np.inf
+    cell = ColumnCell(lower=lower, upper=upper, allowed=None, data_min=-15.0, data_max=13.0,
+                      n_levels=0)
+    for weight in (None, w):
+        flat_w = None if weight is None else weight.ravel()
+        a = TruncNormalLeaf().fit_column(x, leaves, cell, weight)
+        b = TruncNormalLeaf().fit(np.tile(x, B), leaves.ravel(), cell, flat_w)
+        for k in TruncNormalLeaf.fitted_arrays:
+            assert np.asarray(getattr(a, k)).tobytes() == np.asarray(getattr(b, k)).tobytes()
+        assert a.lognorm_.tobytes() == b.lognorm_.tobytes()  # (derived on first read)
+    codes = np.where(np.isnan(x), np.nan, np.floor(np.abs(x)) % 4)
+    lcell = ColumnCell(lower=np.zeros(L), upper=np.zeros(L), allowed=None, data_min=0.0,
+                       data_max=3.0, n_levels=4)
+    a = CategoricalLeaf(alpha=0.5).fit_column(codes, leaves, lcell, w)
+    b = CategoricalLeaf(alpha=0.5).fit(np.tile(codes, B), leaves.ravel(), lcell, w.ravel())
+    for k in ("offset_", "code_", "prob_", "rest_"):
+        assert getattr(a, k).tobytes() == getattr(b, k).tobytes(), k
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_level_entries_of_a_column_in_trees_equal_the_tiled_pairs(dense):
+    x, leaves, w, L = _tree_leaves(seed=4)
+    B, k = leaves.shape[0], 5
+    codes = np.where(np.isnan(x), np.nan, np.floor(np.abs(x)) % (k + 1))  # (code k: skipped)
+    allowed = np.random.default_rng(5).random((L, k)) < 0.8
+    for weight in (None, w):
+        got = level_entries(codes, leaves, k, allowed, weight, L, dense=dense)
+        ref = level_entries(np.tile(codes, B), leaves.ravel(), k, allowed,
+                            None if weight is None else weight.ravel(), L, dense=dense)
+        for a, b in zip(got, ref):
+            assert a.tobytes() == b.tobytes()
+    with pytest.raises(ValueError, match="level_entries"):
+        level_entries(codes, leaves, k, allowed, w[:, :-1], L)
