@@ -28,7 +28,6 @@ from forestgen.leaves.normal_math import (
     NDTRI,
     NDTRI_EXP,
     _lower_tail,
-    log1mexp,
     log_ndtr_diff,
     sample_std_truncnorm,
     std_truncnorm_draw,
@@ -41,6 +40,7 @@ from forestgen.parallel import parallel_kernel, sized
 from forestgen.registry import register
 
 Z975 = 1.959963984540054
+LOG2 = math.log(2.0)
 
 
 def finite_cell(cell: ColumnCell, finite_bounds: str, epsilon: float,
@@ -133,18 +133,16 @@ def _normal_params(cnt, mean, m2, lower, upper, glo, ghi, floor, truncate):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _standardised(lo, hi, mu, sigma, sign):
-    """The standardised cells ``a = (lo - mu) / sigma``, ``b = (hi - mu) / sigma`` and
-    their ends mirrored onto the lower tail (``-b, -a`` where ``a > 0``: the ``lo, hi`` of
-    :func:`~.normal_math._lower_tail`), ``sign`` filled with ``sigma`` negated where
-    mirrored, and whether ``np.maximum(a, b)`` differs from ``b`` anywhere (``a > b``, or
-    ``a`` NaN where ``b`` is not) -- the numpy steps of :meth:`TruncNormalLeaf._finish`
-    in one pass, the same bits."""
+def _standardised(lo, hi, mu, sigma, sign, ends):
+    """The standardised cells ``a = (lo - mu) / sigma``, ``b = (hi - mu) / sigma``, their
+    ends mirrored onto the lower tail written into ``ends [2, L]`` (``-b, -a`` where ``a >
+    0``: the ``lo, hi`` of :func:`~.normal_math._lower_tail`), ``sign`` filled with
+    ``sigma`` negated where mirrored, and whether ``np.maximum(a, b)`` differs from ``b``
+    anywhere (``a > b``, or ``a`` NaN where ``b`` is not) -- the numpy steps of
+    :meth:`TruncNormalLeaf._finish` in one pass, the same bits."""
     L = lo.shape[0]
     a = np.empty(L)
     b = np.empty(L)
-    mlo = np.empty(L)
-    mhi = np.empty(L)
     wider = False
     for i in range(L):
         ai = (lo[i] - mu[i]) / sigma[i]
@@ -152,11 +150,40 @@ def _standardised(lo, hi, mu, sigma, sign):
         a[i] = ai
         b[i] = bi
         flip = ai > 0
-        mlo[i] = -bi if flip else ai
-        mhi[i] = -ai if flip else bi
+        ends[0, i] = -bi if flip else ai
+        ends[1, i] = -ai if flip else bi
         sign[i] = -sigma[i] if flip else sigma[i]
         wider |= (ai > bi) or (np.isnan(ai) and not np.isnan(bi))
-    return a, b, mlo, mhi, wider
+    return a, b, wider
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _log_mass_and_table(llo, lhi, a, b, sigma, draw, table):
+    """Per leaf, from ``log Phi`` of its mirrored cell's ends ``llo, lhi``: the cell's log
+    mass ``logz`` (``lhi + log(1 - exp(llo - lhi))``, Mächler's two branches as
+    :func:`~.normal_math.log1mexp`; ``-inf`` unless ``b > a``), the log normaliser
+    ``log sigma + log sqrt(2 pi) + logz``, and rows 0-2 of ``table``:
+    :func:`~.normal_math.cdf_ends` from ``draw`` (the draw cell's ``log Phi`` ends) and
+    ``logz``. One pass; the functions of the C library, so the last bit may differ from
+    numpy's vectorised ones."""
+    L = llo.shape[0]
+    logz = np.empty(L)
+    lognorm = np.empty(L)
+    for i in range(L):
+        d = llo[i] - lhi[i]
+        if d > 0.0:
+            d = 0.0
+        if d > -LOG2:
+            m = np.log(-np.expm1(d))
+        else:
+            m = np.log1p(-np.exp(d))
+        z = lhi[i] + m if b[i] > a[i] else -np.inf
+        logz[i] = z
+        lognorm[i] = np.log(sigma[i]) + LOG_SQRT_2PI + z
+        table[0, i] = np.exp(draw[0, i])
+        table[1, i] = np.exp(z)
+        table[2, i] = -np.expm1(draw[1, i])
+    return logz, lognorm
 
 
 @register("leaf", "truncnorm")
@@ -293,29 +320,22 @@ class TruncNormalLeaf(LeafModel):
         cell instead of evaluating it per draw: the mirrored cell's
         :func:`~.normal_math.cdf_ends` and ``sigma`` (negated where the cell is mirrored).
         Leaves read in order stream through each row."""
-        # the arithmetic in one pass (_standardised: the numpy steps' bits), the
-        # transcendental functions by numpy and scipy as before, written into their rows
+        # the standardised cells in one pass (_standardised: the numpy steps' bits), the
+        # cells' log Phi by scipy (in place), then the rest in one pass (_log_mass_and_table)
         sigma = np.asarray(self.sigma_, np.float64)
         L = len(sigma)
         table = np.empty((4, L))
-        a, b, lo, hi, wider = _standardised(np.asarray(self.lo_, np.float64),
-                                            np.asarray(self.hi_, np.float64),
-                                            np.asarray(self.mu_, np.float64), sigma, table[3])
-        self.a_, self.b_ = a, b
         tails = np.empty((2, L))
-        llo, lhi = log_ndtr(lo, out=tails[0]), log_ndtr(hi, out=tails[1])
-        with np.errstate(invalid="ignore"):  # (log_ndtr_diff_tails)
-            out = lhi + log1mexp(np.minimum(llo - lhi, 0.0))
-        self.logz_ = np.where(b > a, out, -np.inf)
-        self.lognorm_ = np.log(sigma) + LOG_SQRT_2PI + self.logz_
+        a, b, wider = _standardised(np.asarray(self.lo_, np.float64),
+                                    np.asarray(self.hi_, np.float64),
+                                    np.asarray(self.mu_, np.float64), sigma, table[3], tails)
+        self.a_, self.b_ = a, b
+        llo, lhi = log_ndtr(tails[0], out=tails[0]), log_ndtr(tails[1], out=tails[1])
+        draw = tails
         if wider:  # a_ > b_ somewhere: a draw's cell is (a_, max(a_, b_)]
-            tails = np.stack(_lower_tail(a, np.maximum(a, b))[3:])
-            llo, lhi = tails
-        self.tails_ = tails
-        with np.errstate(invalid="ignore"):  # (cdf_ends; a_ > b_: mass 0, as the draw's cell)
-            np.exp(llo, out=table[0])
-            np.exp(self.logz_, out=table[1])
-            np.negative(np.expm1(lhi, out=table[2]), out=table[2])
+            draw = np.stack(_lower_tail(a, np.maximum(a, b))[3:])
+        self.logz_, self.lognorm_ = _log_mass_and_table(llo, lhi, a, b, sigma, draw, table)
+        self.tails_ = draw
         self.draw_table_ = table
 
     def set_param_arrays(self, arrays):
