@@ -158,14 +158,14 @@ def _standardised(lo, hi, mu, sigma, sign, ends):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _log_mass_and_table(llo, lhi, a, b, sigma, draw, table):
+def _log_mass_and_table(llo, lhi, a, b, sigma, draw, table, fill):
     """Per leaf, from ``log Phi`` of its mirrored cell's ends ``llo, lhi``: the cell's log
     mass ``logz`` (``lhi + log(1 - exp(llo - lhi))``, Mächler's two branches as
     :func:`~.normal_math.log1mexp`; ``-inf`` unless ``b > a``), the log normaliser
     ``log sigma + log sqrt(2 pi) + logz``, and rows 0-2 of ``table``:
     :func:`~.normal_math.cdf_ends` from ``draw`` (the draw cell's ``log Phi`` ends) and
-    ``logz``. One pass; the functions of the C library, so the last bit may differ from
-    numpy's vectorised ones."""
+    ``logz`` (with ``fill``; else ``table`` is not touched). One pass; the functions of the
+    C library, so the last bit may differ from numpy's vectorised ones."""
     L = llo.shape[0]
     logz = np.empty(L)
     lognorm = np.empty(L)
@@ -180,9 +180,10 @@ def _log_mass_and_table(llo, lhi, a, b, sigma, draw, table):
         z = lhi[i] + m if b[i] > a[i] else -np.inf
         logz[i] = z
         lognorm[i] = np.log(sigma[i]) + LOG_SQRT_2PI + z
-        table[0, i] = np.exp(draw[0, i])
-        table[1, i] = np.exp(z)
-        table[2, i] = -np.expm1(draw[1, i])
+        if fill:
+            table[0, i] = np.exp(draw[0, i])
+            table[1, i] = np.exp(z)
+            table[2, i] = -np.expm1(draw[1, i])
     return logz, lognorm
 
 
@@ -204,8 +205,11 @@ class TruncNormalLeaf(LeafModel):
 
     discrete = False
     fitted_arrays = ("mu_", "sigma_", "lo_", "hi_", "count_")
-    #: per-leaf arrays derived from the fitted ones (:meth:`_finish`; not saved): built
-    #: together when a query first reads one, so a fit holds only :attr:`fitted_arrays`
+    #: per-leaf arrays derived from the fitted ones (:meth:`_finish`; not saved), so a fit
+    #: holds only :attr:`fitted_arrays`: built when a query first reads one, by group: the
+    #: standardised cell ``a_, b_`` (intervals, means); the log mass and normaliser
+    #: ``logz_, lognorm_`` (densities); the draw tables ``tails_, draw_table_`` (sampling;
+    #: with the log mass and normaliser, which they take)
     derived_arrays = ("a_", "b_", "logz_", "lognorm_", "tails_", "draw_table_")
 
     def __init__(self, *, finite_bounds: str = "no", epsilon: float = 0.0, truncate: bool = True):
@@ -257,10 +261,11 @@ class TruncNormalLeaf(LeafModel):
         return self
 
     def __getattr__(self, name: str):
-        """A derived array (:attr:`derived_arrays`) not yet built: :meth:`_finish` builds
-        them all, from the fitted arrays as they are now."""
+        """A derived array (:attr:`derived_arrays`) not yet built: its group is built
+        (:meth:`_derive`), from the fitted arrays as they are now."""
         if name in TruncNormalLeaf.derived_arrays and "sigma_" in self.__dict__:
-            self._finish()
+            self._derive(cells=name in ("a_", "b_"), mass=name in ("logz_", "lognorm_"),
+                         draw=name in ("tails_", "draw_table_"))
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
@@ -312,31 +317,42 @@ class TruncNormalLeaf(LeafModel):
         self.count_ = cnt
 
     def _finish(self):
-        """The derived per-leaf arrays (:attr:`derived_arrays`, built on first use): the
-        standardised cell ``a_, b_``, its log mass ``logz_``, the log normaliser
-        ``lognorm_``, ``tails_`` (``log Phi`` of the cell's ends mirrored onto the lower
+        """Every derived per-leaf array (:attr:`derived_arrays`; :meth:`_derive`)."""
+        self._derive(cells=True, mass=True, draw=True)
+
+    def _derive(self, cells: bool, mass: bool, draw: bool) -> None:
+        """Build derived arrays: with ``cells`` the standardised cell ``a_, b_``; with
+        ``mass`` its log mass ``logz_`` and the log normaliser ``lognorm_``; with ``draw``
+        those two and ``tails_`` (``log Phi`` of the cell's ends mirrored onto the lower
         tail, :func:`~.normal_math.log_ndtr_diff_tails`, ``[2, L]``) and ``draw_table_``
         (``[4, L]``), what :meth:`sample_uniform` reads of a leaf besides ``mu_`` and its
         cell instead of evaluating it per draw: the mirrored cell's
         :func:`~.normal_math.cdf_ends` and ``sigma`` (negated where the cell is mirrored).
-        Leaves read in order stream through each row."""
+        Leaves read in order stream through each row. Each array has the same bits
+        whichever group built it."""
         # the standardised cells in one pass (_standardised: the numpy steps' bits), the
         # cells' log Phi by scipy (in place), then the rest in one pass (_log_mass_and_table)
         sigma = np.asarray(self.sigma_, np.float64)
         L = len(sigma)
-        table = np.empty((4, L))
+        table = np.empty((4, L if draw else 0))
         tails = np.empty((2, L))
         a, b, wider = _standardised(np.asarray(self.lo_, np.float64),
                                     np.asarray(self.hi_, np.float64),
-                                    np.asarray(self.mu_, np.float64), sigma, table[3], tails)
-        self.a_, self.b_ = a, b
+                                    np.asarray(self.mu_, np.float64), sigma,
+                                    table[3] if draw else np.empty(L), tails)
+        if cells:
+            self.a_, self.b_ = a, b
+        if not (mass or draw):
+            return
         llo, lhi = log_ndtr(tails[0], out=tails[0]), log_ndtr(tails[1], out=tails[1])
-        draw = tails
-        if wider:  # a_ > b_ somewhere: a draw's cell is (a_, max(a_, b_)]
-            draw = np.stack(_lower_tail(a, np.maximum(a, b))[3:])
-        self.logz_, self.lognorm_ = _log_mass_and_table(llo, lhi, a, b, sigma, draw, table)
-        self.tails_ = draw
-        self.draw_table_ = table
+        ends = tails
+        if draw and wider:  # a_ > b_ somewhere: a draw's cell is (a_, max(a_, b_)]
+            ends = np.stack(_lower_tail(a, np.maximum(a, b))[3:])
+        self.logz_, self.lognorm_ = _log_mass_and_table(llo, lhi, a, b, sigma, ends, table,
+                                                        draw)
+        if draw:
+            self.tails_ = ends
+            self.draw_table_ = table
 
     def set_param_arrays(self, arrays):
         super().set_param_arrays(arrays)

@@ -142,3 +142,31 @@ def test_tables_over_many_scales_and_tails():
     lm._finish()
     assert (lm.a_ > 8).any() and (lm.b_ < -8).any()  # both far tails
     _check_tables(lm)
+
+
+def test_derived_groups_are_built_on_first_read_with_the_same_bits():
+    """A fit holds its fitted arrays only; reading a derived array builds its group (the
+    cells; the log mass and normaliser; the draw tables, with the log mass), and every
+    array has the bits of the all-at-once build whichever group built it first."""
+    stats, cell, _ = _cell_and_stats(2)
+    ref = TruncNormalLeaf()
+    ref._fit_moments(stats, cell)
+    assert not set(TruncNormalLeaf.derived_arrays) & set(vars(ref))
+    ref._finish()
+    orders = [("lognorm_", "a_", "draw_table_"), ("tails_", "b_"), ("a_", "logz_", "tails_")]
+    groups = {"a_": {"a_", "b_"}, "b_": {"a_", "b_"}, "logz_": {"logz_", "lognorm_"},
+              "lognorm_": {"logz_", "lognorm_"},
+              "tails_": {"logz_", "lognorm_", "tails_", "draw_table_"},
+              "draw_table_": {"logz_", "lognorm_", "tails_", "draw_table_"}}
+    for order in orders:
+        lm = TruncNormalLeaf()
+        lm._fit_moments(stats, cell)
+        built: set = set()
+        for name in order:
+            getattr(lm, name)
+            built |= groups[name]
+            assert set(TruncNormalLeaf.derived_arrays) & set(vars(lm)) == built, order
+        for k in TruncNormalLeaf.derived_arrays:
+            assert getattr(lm, k).tobytes() == getattr(ref, k).tobytes(), (order, k)
+    lm.set_param_arrays(lm.param_arrays())  # new fitted arrays: the derived ones are dropped
+    assert not set(TruncNormalLeaf.derived_arrays) & set(vars(lm))
