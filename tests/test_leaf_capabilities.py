@@ -166,3 +166,19 @@ def test_the_built_in_declarations_docs_components_lists():
                      "marginal_cell": (None, frozenset()), "stacked": (None, frozenset()),
                      "marginal_mix": (None, frozenset()), "grid_spike": (None, frozenset()),
                      "indexed": (None, frozenset())}
+
+
+def test_a_fit_column_that_fits_another_model_fails_the_leaf_check():
+    """``check_leaf_model`` fits a leaf model's own ``fit_column`` beside ``fit`` of the
+    tiled pairs: the built-in ones pass, one that fits something else is named."""
+    check_leaf_model(TruncNormalLeaf())
+    check_leaf_model(CategoricalLeaf(alpha=0.5))
+
+    class Shifted(TruncNormalLeaf):
+        def fit_column(self, x, leaves, cell, weight=None):
+            super().fit_column(x, leaves, cell, weight)
+            self.mu_ = self.mu_ + 1e-6
+            return self
+
+    with pytest.raises(AssertionError, match="fit_column"):
+        check_leaf_model(Shifted())

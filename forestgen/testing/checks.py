@@ -50,7 +50,8 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
     inside each cell with the numpy sampler's distribution (two-sample KS / level
     frequencies); its own ``sample_uniform``, when present, equal to ``sample`` for the same
     generator; a declared packed form (``packed_form`` / ``packed_factors``) with its
-    arrays and equal to ``log_prob`` / ``log_prob_interval`` / ``log_prob_levels``."""
+    arrays and equal to ``log_prob`` / ``log_prob_interval`` / ``log_prob_levels``; its own
+    ``fit_column``, when present, fitting what ``fit`` fits on the tiled pairs."""
     if not isinstance(leaf, LeafModel):
         raise TypeError(f"check_leaf_model needs a LeafModel instance, got {leaf!r}")
     rng = np.random.default_rng(random_state)
@@ -66,6 +67,14 @@ def check_leaf_model(leaf: LeafModel, *, random_state: int = 0) -> None:
         _check_discrete(fitted, cell, rng, name)
     else:
         _check_numeric(fitted, cell, rng, name)
+    # its own fit_column fits what fit fits on the tiled pairs
+    if type(leaf).fit_column is not LeafModel.fit_column:
+        col = type(leaf)(**leaf.get_params()).fit_column(x, np.stack([lv, lv]), cell, None)
+        tiled = type(leaf)(**leaf.get_params()).fit(np.tile(x, 2), np.tile(lv, 2), cell, None)
+        a, b = col.param_arrays(), tiled.param_arrays()
+        check_that(a.keys() == b.keys() and all(
+            np.allclose(a[k], b[k], rtol=1e-12, atol=0.0, equal_nan=True) for k in a),
+            f"{name}.fit_column", "must fit what fit fits on the pairs tree by tree")
     # persistence: parameters + arrays rebuild an identical model
     again = type(leaf)(**fitted.get_params())
     again.set_param_arrays({k: np.array(v) for k, v in fitted.param_arrays().items()})
