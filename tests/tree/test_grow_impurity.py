@@ -415,3 +415,36 @@ def test_node_room_ignores_limits_that_bound_nothing():
     assert _node_cap(10, w, 8.0, 4.0, np.zeros(2)) == 2 * 3 + 1  # 8 / 4 (+ margin)
     assert _node_cap(10, w, 8.0, 1.0, np.array([0.0, 5.0])) == 2 * 2 + 1
     assert _node_cap(0, np.zeros(2), 0.0, 1.0, np.ones(2)) == 3
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_a_reused_workspace_grows_the_trees_of_fresh_buffers(n_classes):
+    """The splitter grows each thread's trees in one :class:`Workspace`; whatever earlier
+    trees left in it (larger trees, other weights, deeper stacks) must not change a tree."""
+    from forestgen.tree.grow_impurity import workspace
+
+    Z, y, nominal, n_levels = _table(n=700, seed=6)
+    if n_classes == 3:
+        y = y + (Z[:, 3] > 0.5)
+    b = Binner.fit(Z, nominal, n_levels)
+    Xb = b.transform(Z)
+    n_bins = b.n_bins.astype(np.int64)
+    rng = np.random.default_rng(8)
+    ws = workspace(Xb, n_classes, len(Z), len(Z))
+    for seed in range(8):
+        w = [np.ones(len(Z)), draw_weights(len(Z), rng),
+             draw_weights(len(Z), rng) * rng.uniform(0.5, 1.5, len(Z)),
+             (rng.random(len(Z)) < 0.2).astype(float)][seed % 4]  # big, then small trees
+        rule = grow_rule(n_classes, [-1, 3][seed % 2], [1.0, 4.0][seed // 4], np.zeros(n_classes),
+                         2, 0.0, [GINI, ENTROPY][seed % 2])
+        rows = LabelledRows(Xb, n_bins, b.nominal, y, w)
+        for route in (True, False):
+            fresh = grow_tree(rows, rule, np.random.Generator(np.random.PCG64(seed)), route)
+            reused = grow_tree(rows, rule, np.random.Generator(np.random.PCG64(seed)), route, ws)
+            assert len(fresh[0]) > 5
+            for a, r in zip(fresh, reused):
+                np.testing.assert_array_equal(a, r)
+    small = workspace(Xb, n_classes, 100, 100)
+    with pytest.raises(ValueError, match="workspace is too small"):
+        grow_tree(LabelledRows(Xb, n_bins, b.nominal, y, np.ones(len(Z))), rule,
+                  np.random.default_rng(0), True, small)
