@@ -70,9 +70,9 @@ Work per node is kept proportional to the node's rows, not to the bins:
 A forest's trees grown on one thread share one :class:`Workspace` (the records, row ids, node
 arrays and stack, sized for every row; ``ImpuritySplitter.tree_grower``): the pages a tree
 touches were touched by the tree before, where buffers allocated per tree are fresh pages each
-time (at 1M rows and 30 trees a round: 1.4M page faults a fit -> 0.26M, grow time -4%,
-``benchmarks/results/arf_scale_s61.md``). Every entry a tree reads it first writes (a node's
-arrays when the node is made), so a tree never sees an earlier tree's values.
+time (ARF at 1M rows, 30 trees, one thread: growing 41.4 -> 37.2 CPU s,
+``benchmarks/results/arf_s61.md``). Every entry a tree reads it first writes (a node's arrays
+when the node is made), so a tree never sees an earlier tree's values.
 
 Out-of-bag rows (weight 0) take no part in the tree, but with ``route_all`` their records
 (their codes and row id: 16 bytes for up to 12 uint8 codes; two buffers likewise) are
@@ -201,8 +201,8 @@ def _record_layout(d, isz):
 def workspace(Xb: np.ndarray, n_classes: int, m: int, m_out: int) -> Workspace:
     """A :class:`Workspace` for trees of ``Xb [d, n]``'s rows with at most ``m`` in-bag and
     ``m_out`` out-of-bag rows (``m_out = 0``: rows not routed), uninitialised: a tree touches
-    only the pages it uses. NumPy's allocations, unlike Numba's, ask Linux for transparent
-    huge pages (fewer page faults and TLB misses: grow time -3% at 1M rows)."""
+    only the pages it uses. Allocated by NumPy, which (unlike Numba) asks Linux for
+    transparent huge pages: fewer page faults and TLB misses."""
     return _workspace(Xb, int(n_classes), int(m), int(m_out))
 
 
