@@ -236,25 +236,28 @@ def _oob_records(Xb, ids, m, codes):
     row id in column ``idc``; returns ``words, ints, idc``."""
     d = Xb.shape[0]
     idc = (d * Xb.itemsize + 3) // 4
-    for j in range(d):
-        for r in range(m):
-            codes[0, r, j] = Xb[j, ids[r]]
     ints = codes.view(np.int32)
-    for r in range(m):
-        ints[0, r, idc] = ids[r]
+    for r in range(m):  # record by record (see _fill_records)
+        i = ids[r]
+        for j in range(d):
+            codes[0, r, j] = Xb[j, i]
+        ints[0, r, idc] = i
     return codes.view(np.uint64), ints, idc
 
 
 @njit(cache=True, nogil=True)
 def _fill_records(Xb, idx, m, y, w, R):
-    """Records of the rows ``idx[:m]`` in buffer 0: their codes, label, id and weight."""
+    """Records of the rows ``idx[:m]`` in buffer 0: their codes, label, id and weight, one
+    record at a time (``d`` sequential streams of ``Xb`` read, each record's line written
+    once; column by column rewrote every record's line ``d`` times: at 2M rows and 10
+    columns 17.6 -> 6.5 ms a tree)."""
     codes, weight, ints = R.codes, R.weight, R.ints  # (locals: no reference count per row)
     wc, idc, lab = R.wc, R.idc, R.lab
-    for j in range(Xb.shape[0]):
-        for r in range(m):
-            codes[0, r, j] = Xb[j, idx[r]]
+    d = Xb.shape[0]
     for r in range(m):
         i = idx[r]
+        for j in range(d):
+            codes[0, r, j] = Xb[j, i]
         weight[0, r, wc] = w[i]
         ints[0, r, idc] = i
         codes[0, r, lab] = y[i]
