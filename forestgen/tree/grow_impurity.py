@@ -250,7 +250,7 @@ def _fill_records(Xb, idx, m, y, w, R):
     """Records of the rows ``idx[:m]`` in buffer 0: their codes, label, id and weight, one
     record at a time (``d`` sequential streams of ``Xb`` read, each record's line written
     once; column by column rewrote every record's line ``d`` times: at 2M rows and 10
-    columns 17.6 -> 6.5 ms a tree)."""
+    columns 17.6 -> 6.8 ms a tree: ``benchmarks/results/record_fill_s61.md``)."""
     codes, weight, ints = R.codes, R.weight, R.ints  # (locals: no reference count per row)
     wc, idc, lab = R.wc, R.idc, R.lab
     d = Xb.shape[0]
