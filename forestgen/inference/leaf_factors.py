@@ -27,8 +27,9 @@ allowed-level bits (codes take 32 bits and ``/ 4`` becomes ``/ 2`` when the cate
 columns have 65,536 levels or more in all); ``8 (L + 1)`` for the records' offsets, ``16``
 per node and ``16 L`` for the leaf order, plus a few per column (and ``8 L`` per numeric
 column whose leaf means a query has mixed, :meth:`LeafPack.leaf_means`). The pack is built on
-first use and kept while the model lives (:func:`leaf_pack`); ARF's FORDE builds it as the last
-step of the fit, so the likelihood's first call finds it.
+first use and kept while the model lives (:func:`leaf_pack`): the first query that walks it
+builds it, for every learner and for a model loaded from a file (ARF's FORDE does not, so that
+a model used only for sampling never holds it).
 """
 
 from __future__ import annotations

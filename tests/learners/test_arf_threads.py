@@ -109,22 +109,28 @@ def test_parallel_leaf_draw_equals_searchsorted(L):
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.2])
-def test_forde_pool_tasks_equal_the_steps_after_it(table, weight):
-    """FORDE queues the missing rates and the packed nodes behind the columns' tasks
-    (``fit_leaves(also=)``): the model's pack equals one built afresh after the fit, and the
-    missing rates those of ``_fit_missing`` run again (a table with missing values; with the
-    back-off tree's extra leaf too)."""
+def test_forde_pool_tasks_equal_the_steps_after_it(table, weight, monkeypatch):
+    """FORDE queues the missing rates behind the columns' tasks (``fit_leaves(also=)``): they
+    equal those of ``_fit_missing`` run again (a table with missing values; with the back-off
+    tree's extra leaf too). The fit builds no packed leaf records (``leaf_factors`` module
+    docstring): the first ``leaf_pack`` does, equal to one built afresh, then keeps it."""
+    from forestgen.inference import leaf_factors
     from forestgen.inference.leaf_factors import leaf_pack, pack_nodes
 
     t = table.copy()
     t.loc[::7, "w"] = np.nan
     t.loc[::11, "g"] = None
+    built = []
+    init = leaf_factors.LeafPack.__init__
+    monkeypatch.setattr(leaf_factors.LeafPack, "__init__",
+                        lambda self, *a, **k: built.append(1) or init(self, *a, **k))
     m = ARF(n_trees=6, min_node_size=3, n_jobs=2, random_state=4,
             marginal_weight=weight).fit(t)
+    assert built == []
     assert m.missing_rate_.shape == (m.forest_.n_leaves, 2) and m.missing_rate_.max() > 0
     fresh = LeafPack(m)
     kept = leaf_pack(m)
-    assert kept is leaf_pack(m) and kept is not fresh
+    assert kept is leaf_pack(m) and kept is not fresh and len(built) == 2
     for x, y in zip(kept.args, fresh.args):
         np.testing.assert_array_equal(x, y)
     for x, y in zip(kept.nodes, fresh.nodes):
