@@ -6,8 +6,8 @@ the thread count), after a warm-up that makes every timed call once on a model f
 same rows with another seed, so each kernel the timed calls run (parallel or serial twin, every
 signature) is compiled or loaded from the cache before the clock starts.
 The table is the mixed table of ``bench_arf_rarf.py`` (6 continuous, 3 categorical columns), 30
-trees, min_node_size 5. Timed: the fit (which builds the packed leaf records, since FORDE
-ends with them); the model's first ``log_prob`` (4,000 held-out rows); then, for each query
+trees, min_node_size 5. Timed: the fit; the model's first ``log_prob`` (4,000 held-out rows,
+which builds the packed leaf records: since stop 60 the fit does not); then, for each query
 size ``q`` of ``--queries``, ``sample(q)`` and ``log_prob`` of ``q`` held-out rows, and for
 each ``q`` of ``--extra``, ``predict_proba`` of ``c0`` and ``expect`` of ``x0`` given the other
 columns of ``q`` training rows (evidence inside the support), each the median of ``--reps``
