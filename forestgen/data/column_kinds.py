@@ -380,8 +380,9 @@ def warn_identifiers(df: pd.DataFrame, specs: list[ColumnSpec]) -> None:
         if once >= IDENTIFIER_SHARE * n_obs:
             warnings.warn(f"column {spec.name!r} looks like an identifier: {once} of its "
                           f"{n_obs} rows hold a value no other row has, so most new rows "
-                          f"will hold an unseen level, which scores at the leaf models' floor "
-                          f"(log_prob, score) and is never sampled; drop the column or give "
+                          f"will hold an unseen level, which has probability zero (log_prob "
+                          f"scores such a row at the density_floor) and is never sampled; "
+                          f"per-row predictive queries leave it free; drop the column or give "
                           f"it kinds={{{spec.name!r}: ...}} if it is not nominal",
                           UserWarning, stacklevel=4)
 

@@ -25,7 +25,8 @@ layer describe one distribution:
 Evidence of zero probability under this support raises
 :class:`~forestgen.inference.ZeroProbabilityError` (or follows ``on_empty``). Per-row
 predictive queries move an observed value outside the range to its nearest end
-(:func:`clamp_rows`).
+(:func:`clamp_rows`) and leave a discrete entry that is no level of its column free
+(:func:`free_unseen_levels`), as the generic per-row queries do.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from forestgen.data.schema import ColumnSpec, Schema
 
 __all__ = ["grid_step", "latent_range", "restrict_cells", "round_to_grid", "to_support",
            "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
-           "clamp_query_rows", "rounded_mean", "support_log_volume",
+           "clamp_query_rows", "free_unseen_levels", "rounded_mean", "support_log_volume",
            "floor_log_prob",
            "torch_to_support"]
 
@@ -246,6 +247,31 @@ def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
                       f"lie outside the training range, where the model has no mass; those "
                       f"rows are answered at the nearest end of the range (the nearest point "
                       f"of the model's support)", RuntimeWarning, stacklevel=3)
+    return Z
+
+
+def free_unseen_levels(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
+    """Discrete entries of encoded rows ``Z`` that are no level of their column (a level unseen
+    at fit, the encoder's code ``k``; a fraction) set to NaN in place, so a per-row predictive
+    ``query`` leaves them free instead of conditioning on an entry of probability zero (as
+    :func:`~forestgen.inference.conditions.evidence_from_frame` does with ``unseen="free"``),
+    with one ``RuntimeWarning`` naming the columns. Returns ``Z``."""
+    freed = []
+    for j, spec in enumerate(model.encoder_.schema.columns):
+        if j in skip or not spec.is_discrete:
+            continue
+        z = Z[:, j]
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isnan(z) & ((z < 0) | (z >= spec.n_levels) | (z != np.floor(z)))
+        if bad.any():
+            Z[bad, j] = np.nan
+            freed.append(spec.name)
+    if freed:
+        import warnings
+
+        warnings.warn(f"{type(model).__name__}.{query}: column(s) {freed} hold levels not seen "
+                      f"at fit time, which have probability zero; those entries are left free "
+                      f"(marginalised)", RuntimeWarning, stacklevel=3)
     return Z
 
 

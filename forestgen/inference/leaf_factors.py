@@ -554,31 +554,31 @@ def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
             else:
                 return -np.inf
         elif kd == CATEGORICAL:
-            lq = -np.inf
             c = int(x)
-            if c == x and 0 <= c < nlev[j]:
-                cb = o * lay[1]
-                lo = np.int64(codes[cb + cpos[j]])
-                if nlev[j] <= lay[3]:  # the listed-level bits: its rank among them
-                    mask = _bits(rec[p + 1])
-                    sh = np.uint64(c)
-                    below = np.int64(_popcount(mask & ((np.uint64(1) << sh) - np.uint64(1))))
-                    hit = lo + below if (mask >> sh) & np.uint64(1) else -1
-                else:  # many levels: a binary search of the listed codes
-                    end = np.int64(codes[cb + cpos[j] + 1])
-                    cb = (o + lay[0] + np.int64(codes[cb + lay[2]])) * lay[1]
-                    hi = end
-                    while lo < hi:
-                        mid = (lo + hi) >> 1
-                        if codes[cb + mid] < c:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    hit = lo if lo < end and codes[cb + lo] == c else -1
-                listed = rec[o + lay[0] + max(hit, 0)]  # a listed level: its stored log
-                rest = rec[p] + lbase[j, c]  # another allowed level: log rest + log base
-                allowed = (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1
-                lq = listed if hit >= 0 else (rest if allowed else -np.inf)
+            if not (c == x and 0 <= c < nlev[j]):  # no level of the column: no support
+                return -np.inf
+            cb = o * lay[1]
+            lo = np.int64(codes[cb + cpos[j]])
+            if nlev[j] <= lay[3]:  # the listed-level bits: its rank among them
+                mask = _bits(rec[p + 1])
+                sh = np.uint64(c)
+                below = np.int64(_popcount(mask & ((np.uint64(1) << sh) - np.uint64(1))))
+                hit = lo + below if (mask >> sh) & np.uint64(1) else -1
+            else:  # many levels: a binary search of the listed codes
+                end = np.int64(codes[cb + cpos[j] + 1])
+                cb = (o + lay[0] + np.int64(codes[cb + lay[2]])) * lay[1]
+                hi = end
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if codes[cb + mid] < c:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                hit = lo if lo < end and codes[cb + lo] == c else -1
+            listed = rec[o + lay[0] + max(hit, 0)]  # a listed level: its stored log
+            rest = rec[p] + lbase[j, c]  # another allowed level: log rest + log base
+            allowed = (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1
+            lq = listed if hit >= 0 else (rest if allowed else -np.inf)
             fl = log_floor[j]  # as CategoricalLeaf.log_prob: a level below the floor scores it
             lp += lq if lq > fl else fl
         else:

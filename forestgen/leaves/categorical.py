@@ -45,9 +45,12 @@ class CategoricalLeaf(LeafModel):
         (default 0: none), or ``"auto"``: the value of :data:`PRIOR_GRID` with the largest
         leave-one-out log-likelihood of the fitting pairs in their own leaves (empirical
         Bayes; kept as ``prior_``, not saved); see the module docstring.
-    floor : probability reported by :meth:`log_prob` for a level with zero mass (R arf's
-        ``1e-20``, about -46 nats), so one unseen level does not make a test row -inf; set
-        ``floor=0`` for the honest ``-inf``. Sampling and conditioning use the exact pmf.
+    floor : probability reported by :meth:`log_prob` for a level of the column with zero mass
+        in the leaf (R arf's ``1e-20``, about -46 nats), so a level unseen in one leaf does not
+        make a test row -inf; set ``floor=0`` for the honest ``-inf``. A value that is no level
+        of the column (a code outside ``0..k-1``, a fraction) is outside the support: ``-inf``
+        whatever the floor (the learners' ``density_floor`` then scores the row). Sampling and
+        conditioning use the exact pmf.
     """
 
     packed_form = "categorical"  # the fused walks read its arrays (LeafModel)
@@ -280,9 +283,7 @@ class CategoricalLeaf(LeafModel):
         pmf = self.probs(np.arange(len(self.rest_)))
         with np.errstate(divide="ignore"):
             tab = np.log(np.maximum(pmf, self.floor)) if self.floor > 0 else np.log(pmf)
-        bad = np.log(self.floor) if self.floor > 0 else -np.inf
-        return {"table": torch_tensor(tab, dtype, device),
-                "bad": torch_tensor(np.asarray(bad), dtype, device)}
+        return {"table": torch_tensor(tab, dtype, device)}
 
     @staticmethod
     def torch_log_prob(params, leaf, x):
@@ -294,7 +295,7 @@ class CategoricalLeaf(LeafModel):
         valid = (x >= 0) & (x < k) & (x == torch.floor(x))
         code = torch.where(valid, x, torch.zeros_like(x)).long()
         t = tab[leaf, code]
-        return torch.where(valid, t, params["bad"].expand(t.shape))
+        return torch.where(valid, t, torch.full_like(t, -torch.inf))
 
 
 #: candidate strengths of ``prior="auto"`` (0 is not one: a level seen once in its leaf would
@@ -361,7 +362,8 @@ def level_prob(offset, code, prob, rest, bits, base, leaf, c):
 
 @parallel_kernel
 def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floor):
-    """log p(x | leaf); NaN -> 0 (marginalised); codes outside 0..k-1 or non-integer -> floor."""
+    """log p(x | leaf); NaN -> 0 (marginalised); a level of mass at most ``floor`` -> log
+    floor; codes outside 0..k-1 or non-integer (no level: outside the support) -> -inf."""
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
     for i in prange(x.shape[0]):
@@ -370,9 +372,11 @@ def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floo
             out[i] = 0.0
         else:
             c = int(v)
-            ok = c == v and 0 <= c < k
-            p = level_prob(offset, code, prob, rest, bits, base, leaf[i], c) if ok else 0.0
-            out[i] = np.log(p) if p > floor else log_floor
+            if c == v and 0 <= c < k:
+                p = level_prob(offset, code, prob, rest, bits, base, leaf[i], c)
+                out[i] = np.log(p) if p > floor else log_floor
+            else:
+                out[i] = -np.inf
     return out
 
 

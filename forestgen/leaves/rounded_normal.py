@@ -249,7 +249,8 @@ def _mix(t, leaf, c, k):
 
 @parallel_kernel
 def tail_log_prob(t, leaf, x, k, floor):
-    """log p(x | leaf); NaN -> 0; codes outside 0..k-1 or non-integer -> floor."""
+    """log p(x | leaf); NaN -> 0; a level of mass at most ``floor`` -> log floor; codes
+    outside 0..k-1 or non-integer (outside the support) -> -inf."""
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
     for i in prange(x.shape[0]):
@@ -258,9 +259,11 @@ def tail_log_prob(t, leaf, x, k, floor):
             out[i] = 0.0
         else:
             c = int(v)
-            ok = c == v and 0 <= c < k
-            p = _mix(t, leaf[i], c, k) if ok else 0.0
-            out[i] = np.log(p) if p > floor else log_floor
+            if c == v and 0 <= c < k:
+                p = _mix(t, leaf[i], c, k)
+                out[i] = np.log(p) if p > floor else log_floor
+            else:
+                out[i] = -np.inf
     return out
 
 

@@ -45,7 +45,7 @@ def packed_log_prob(lm, leaf: np.ndarray, x: np.ndarray) -> np.ndarray:
         ok = (c == x) & (c >= 0) & (c < pmf.shape[1])
         p = np.where(ok, pmf[np.arange(len(leaf)), np.clip(c, 0, pmf.shape[1] - 1)], 0.0)
         fl = np.log(float(lm.floor)) if getattr(lm, "floor", 0) > 0 else -np.inf
-        return np.maximum(np.log(p), fl)
+        return np.where(ok, np.maximum(np.log(p), fl), -np.inf)  # no level: no support
 
 
 def packed_log_prob_interval(lm, leaf: np.ndarray, lo: np.ndarray, hi: np.ndarray):

@@ -308,6 +308,34 @@ def test_epsilon_never_widens_a_cell_past_the_support(mixed_2d):
         assert m.log_prob(far, floor=1e-3)[0] > m.log_prob(far)[0]
 
 
+@pytest.mark.parametrize("learner", ["ARF", "GeF"])
+def test_a_value_that_is_no_level_has_density_zero(learner):
+    """A held-out value of a discrete column that is none of its levels (an integer in a gap
+    of a column coded as its observed values, past its ends, a fraction; a new category) has
+    probability zero: ``-inf`` with ``floor=None`` and the documented ``density_floor`` score
+    otherwise, as RFDE's (esoph's ``ncontrols``: ARF scored such rows at the leaves' 1e-20
+    floor, -51 nats, against -22 for every other learner), while in-level rows are unchanged."""
+    import forestgen as fg
+    from forestgen.data.support import support_log_volume
+
+    rng = np.random.default_rng(0)
+    n = 150
+    df = pd.DataFrame({"count": rng.choice([1, 2, 3, 5, 8, 13, 21, 40, 60], n),
+                       "g": rng.choice(["a", "b", "c"], n), "x": rng.normal(size=n)})
+    kw = {"target": "g"} if learner == "GeF" else {}
+    m = getattr(fg, learner)(n_trees=10, random_state=0).fit(df, **kw)
+    floor = np.log(m.density_floor) - support_log_volume(m.encoder_.schema)
+    base = df.iloc[:1]
+    bad = pd.concat([base.assign(count=v) for v in (30, 100, 0, 2.5)] + [base.assign(g="z")])
+    with pytest.warns(Warning):  # the unseen values are reported
+        exact = m.log_prob(bad, floor=None)
+        scored = m.log_prob(bad)
+    assert np.isneginf(exact).all()
+    np.testing.assert_allclose(scored, floor, rtol=1e-12)
+    ok = m.log_prob(df.head(20), floor=None)
+    assert np.isfinite(ok).all() and np.array_equal(ok, m.log_prob(df.head(20)))
+
+
 def test_normal_family_is_untruncated_table2_parity(mixed_2d):
     from forestgen.sampling import draw_leaves
 

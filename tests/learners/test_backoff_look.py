@@ -132,20 +132,31 @@ def test_choose_weight_keeps_the_conditionals_and_needs_a_clear_gain():
 
 
 def test_gef_backoff_scores_an_unseen_level_at_its_leaves_floor():
-    """A level no training row holds scores in GeF's back-off leaf as in its own discrete
-    leaves (their floor), so the marginals keep mass on a row with a new level."""
+    """A level of the column that no training row holds (declared among the categories)
+    keeps mass in GeF's back-off leaf (at least its own discrete leaves' floor), so the
+    marginals keep mass on a row with it; a level the column does not know has probability
+    zero in both, and GeF's class query leaves it free (marginalised) with a warning."""
     rng = np.random.default_rng(0)
     n = 120
-    df = pd.DataFrame({"x": rng.normal(size=n), "id": [f"r{i}" for i in range(n)],
+    ids = [f"r{i}" for i in range(n)]
+    df = pd.DataFrame({"x": rng.normal(size=n),
+                       "id": pd.Categorical(ids, categories=ids + ["new1", "new2"]),
                        "c": rng.choice(["a", "b"], n)})
     m = fg.GeF(n_trees=10, random_state=0, marginal_weight=0.5).fit(df, target="c")
     new = pd.DataFrame({"x": [0.1, -0.3], "id": ["new1", "new2"], "c": ["a", "b"]})
-    with pytest.warns(Warning):  # the unseen levels are reported
-        Z = m.encode_rows(new)
+    Z = m.encode_rows(new)
     f, r = encoded_component_log_probs(m, Z)
     assert np.isfinite(r).all() and np.isfinite(f).all()
     floor = m.leaf_models_[1].parts[0].floor
     assert floor > 0
-    lone = np.asarray(m.leaf_models_[1].log_prob(np.full(2, int(m.forest_.leaf_offsets[-2])),
-                                                 Z[:, 1]))
-    np.testing.assert_allclose(lone, np.log(floor))
+    back = np.full(2, int(m.forest_.leaf_offsets[-2]))
+    lone = np.asarray(m.leaf_models_[1].log_prob(back, Z[:, 1]))
+    assert (lone >= np.log(floor)).all() and np.isfinite(lone).all()
+    unknown = new.assign(id=["zz1", "zz2"])
+    with pytest.warns(Warning):  # the unknown levels are reported
+        Zu = m.encode_rows(unknown)
+    assert np.isneginf(m.leaf_models_[1].log_prob(back, Zu[:, 1])).all()
+    assert np.isneginf(m.log_prob(unknown, floor=None)).all()
+    with pytest.warns(RuntimeWarning, match="left free"):
+        p = m.predict_proba(unknown)
+    np.testing.assert_allclose(p.to_numpy(), m.predict_proba(unknown.drop(columns="id")))

@@ -149,9 +149,13 @@ def test_arf_integer_tail_raises_heldout_likelihood_and_round_trips(ratings, tmp
     np.testing.assert_array_equal(loaded.log_prob(test), tail.log_prob(test))
     pd.testing.assert_frame_equal(loaded.sample(50, random_state=1),
                                   tail.sample(50, random_state=1))
-    # the integer column's marginal sums to one over its levels
+    # the integer column's marginal sums to one over its levels (exact: the values 0-80
+    # outside the training levels have probability zero, not density_floor's score)
     grid = pd.DataFrame({"score": np.arange(0, 81), "x": np.nan})
-    assert np.exp(tail.log_prob(grid)).sum() == pytest.approx(1.0, abs=1e-9)
+    exact = tail.log_prob(grid, floor=None)
+    outside = ~grid.score.between(train.score.min(), train.score.max()).to_numpy()
+    assert outside.any() and np.isneginf(exact[outside]).all()
+    assert np.exp(exact).sum() == pytest.approx(1.0, abs=1e-9)
 
 
 def test_arf_integer_tail_validated(ratings):

@@ -142,16 +142,22 @@ def test_declared_constraints_on_torch():
 
 
 def test_adult_torch_log_prob_equals_numpy_with_its_mapping(adult_test):
-    """adult's education -> education-num mapping: torch and numpy agree on held-out rows with
-    missing entries, in float64, and both give -inf to a row that breaks the mapping."""
+    """adult's education -> education-num mapping: torch and numpy's exact law (``floor=None``)
+    agree on held-out rows with missing entries, in float64, and both give -inf to a row that
+    breaks the mapping or holds a level unseen at fit (numpy's default scores those rows at
+    the density_floor; the torch distribution is the exact law)."""
     model = fg.ARF(n_trees=5, random_state=0).fit(fg.load_adult(n=2000))
     assert any(model.schema_.columns[m["determined"]].name == "education-num"
                for m in model.schema_.rules["mappings"])
     dist = model.to_torch(dtype=torch.float64)
     rows = adult_test.head(400).copy()
     assert rows.isna().any(axis=1).sum() > 3
-    lp = model.log_prob(rows)
+    lp = model.log_prob(rows, floor=None)
     np.testing.assert_allclose(dist.log_prob(dist.encode(rows)).numpy(), lp, rtol=0, atol=1e-9)
+    unseen = ~rows["capital-gain"].isin(model.schema_.columns[
+        model.schema_.names.index("capital-gain")].categories) & rows["capital-gain"].notna()
+    assert unseen.any() and np.isneginf(lp[unseen.to_numpy()]).all()
+    assert np.isfinite(model.log_prob(rows)[unseen.to_numpy()]).all()
     rows.loc[rows.index[:5], "education-num"] = 1  # below every level's number
     assert np.isneginf(model.log_prob(rows.head(5))).all()
     assert np.isneginf(dist.log_prob(dist.encode(rows.head(5))).numpy()).all()

@@ -22,7 +22,7 @@ from forestgen import registry
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
-from forestgen.data.support import clamp_query_rows, floor_log_prob
+from forestgen.data.support import clamp_query_rows, floor_log_prob, free_unseen_levels
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
     MARGINAL_ALPHA,
@@ -634,7 +634,7 @@ class GeF(GenerativeForest):
         mode = self.mode if mode is None else mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        Z = clamp_query_rows(self, self.encode_rows(X), "predict_proba", skip={self.target_index_})
+        Z = self._query_rows(X, "predict_proba")
         P = self.class_proba_encoded(Z, (mode,))[mode]
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(P))
         return pd.DataFrame(P, index=index, columns=pd.Index(list(self.classes_), dtype=object))
@@ -643,9 +643,15 @@ class GeF(GenerativeForest):
         """``{mode: predict_proba(X, mode=mode)}`` for several modes in one pass (held-out
         values outside the training range answered at its nearest end, as there)."""
         self.check_fitted()
-        Z = clamp_query_rows(self, self.encode_rows(X), "predict_proba_modes",
-                             skip={self.target_index_})
-        return self.class_proba_encoded(Z, tuple(modes))
+        return self.class_proba_encoded(self._query_rows(X, "predict_proba_modes"),
+                                        tuple(modes))
+
+    def _query_rows(self, X, query: str) -> np.ndarray:
+        """The encoded feature rows of a class query: numeric values outside the training range
+        at its nearest end, levels unseen at fit left free (marginalised), each with a
+        warning (:mod:`forestgen.data.support`)."""
+        Z = clamp_query_rows(self, self.encode_rows(X), query, skip={self.target_index_})
+        return free_unseen_levels(self, Z, query, skip={self.target_index_})
 
     def predict(self, X, target=None, mode: str | None = None):
         """Most probable class label per row (see :meth:`predict_proba`)."""
