@@ -204,3 +204,22 @@ def test_imputations_and_class_probabilities_stay_in_the_support(models, table, 
     if name != "eogt":  # EOGT has no to_torch
         z = m.to_torch().sample((5000,)).numpy()
         assert not (z[:, 1] == 3).any() and not (z[:, 2] == 0).any()
+
+
+@pytest.mark.parametrize("name", ["gef", "arf"])
+def test_backoff_tree_gives_unobserved_levels_no_mass(table, name):
+    """The back-off toward the column marginals (``marginal_weight > 0``) smooths each discrete
+    marginal over the column's support only: GeF's back-off tree, whose root cell allows every
+    level, drew the declared levels no row takes (39 of 20,000 draws at weight 0.5 before);
+    its leaf gives them probability zero, and neither learner draws them."""
+    learner = registry.get("learner", name)
+    kw = {"target": "grade"} if name == "gef" else {}
+    m = learner(n_trees=5, marginal_weight=0.5, random_state=0).fit(table, kinds=META, **kw)
+    assert m.marginal_weight_ == 0.5
+    s = m.sample(40_000, random_state=3)
+    assert not (s["colour"] == "violet").any() and not (s["grade"] == "none").any()
+    back = np.array([m.forest_.n_leaves - 1])
+    # violet; and none (GeF's class column keeps only the classes its rows hold)
+    for j, code in ((1, 3),) if name == "gef" else ((1, 3), (2, 0)):
+        lm = m.leaf_models_[j]
+        assert lm.probs(back)[0, code] == 0.0 and lm.probs(back)[0].sum() == pytest.approx(1.0)

@@ -937,9 +937,10 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
     the column's support, :func:`~forestgen.data.support.restrict_cells`; its point masses
     at their shares, :class:`~forestgen.leaves.point_mass.PointMassLeaf`), for a discrete one
     the pmf smoothed
-    by :data:`MARGINAL_ALPHA` over the levels of the root cell
-    (:class:`~forestgen.leaves.categorical.CategoricalLeaf`, no floor: a level outside the
-    cell has probability zero, as in RFDE's and DEF's leaves); ``overrides`` maps a column to
+    by :data:`MARGINAL_ALPHA` over the levels of the root cell that are in the column's
+    support (:class:`~forestgen.leaves.categorical.CategoricalLeaf`, no floor: a level outside
+    them, such as a declared level no training row holds, has probability zero, as in RFDE's
+    and DEF's leaves; GeF's root cell allows every level); ``overrides`` maps a column to
     its own (discrete) leaf model. Both kinds have torch hooks, so ``to_torch()`` of a
     backed-off model scores and samples on the device. The back-off leaf of RFDE, DEF and GeF,
     whose own leaves under one unsplit cell would be a uniform box (RFDE, DEF) or one Gaussian
@@ -970,7 +971,8 @@ def marginal_leaf_models(model, Z: np.ndarray, root: ForestArrays,
         if spec.is_discrete:
             k = spec.n_levels
             lo, hi = boxes.column(j)
-            cell = ColumnCell(lower=lo, upper=hi, allowed=boxes.levels(j, k), data_min=0.0,
+            allowed = boxes.levels(j, k) & np.asarray(spec.support, bool)[None, :]
+            cell = ColumnCell(lower=lo, upper=hi, allowed=allowed, data_min=0.0,
                               data_max=k - 1.0, n_levels=k)
             lm = (overrides or {}).get(j) or CategoricalLeaf(alpha=MARGINAL_ALPHA, floor=0.0)
             out.append(lm.fit(x, one, cell))
