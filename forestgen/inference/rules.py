@@ -386,6 +386,18 @@ def _log_normaliser(model, inner_log_prob, inner_sample, rules: Rules) -> tuple[
     return min(log_z, 0.0), se
 
 
+def law_log_prob_encoded(model, Z: np.ndarray) -> np.ndarray:
+    """The learner's own ``log_prob_encoded`` of encoded rows ``Z``: its law before the
+    table's rules (no mapping marginalised, no constraint's normaliser), for callers that
+    apply the rules themselves (the torch layer's :class:`~forestgen.torch.rules.RuleKeeper`)."""
+    own = getattr(type(model).log_prob_encoded, "__wrapped__", type(model).log_prob_encoded)
+    token = _ACTIVE.set(True)  # its inner queries too: the law before the rules
+    try:
+        return own(model, Z)
+    finally:
+        _ACTIVE.reset(token)
+
+
 def constraint_log_normaliser(model) -> tuple[float, float]:
     """``(log P'(C), standard error)``: the probability the model (with its mappings) gives the
     rows its declared constraints allow, as :meth:`log_prob` divides by it (``(0.0, 0.0)``

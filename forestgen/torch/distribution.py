@@ -32,6 +32,7 @@ gradient, a warning if one is wanted).
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from torch.distributions import Distribution, constraints
 from forestgen.inference.rules import (
     conditional_constraint_log_normaliser,
     constraint_log_normaliser,
+    law_log_prob_encoded,
     rules_of,
 )
 from forestgen.leaves.base import CUTS_AT_VALUES, torch_tensor
@@ -489,21 +491,34 @@ class ForestDistribution(Distribution):
         return self._log_prob_numpy(x)
 
     def _log_prob_numpy(self, x: torch.Tensor) -> torch.Tensor:
-        """The model's own ``log_prob_encoded`` of rows ``x [n, d]`` (no gradient; warns once
-        when one is wanted)."""
+        """The model's own ``log_prob_encoded`` of rows ``x [n, d]``, before the table's rules,
+        which :meth:`log_prob` applies (no gradient; warns once when one is wanted)."""
         if x.requires_grad and not self._warned:
             warnings.warn(f"{type(self.model).__name__}: log_prob uses the numpy path for "
                           "these leaf models; the result carries no gradient", stacklevel=3)
             self._warned = True
         Z = x.detach().to("cpu", torch.float64).numpy()
-        return torch.as_tensor(self.model.log_prob_encoded(Z), device=x.device, dtype=x.dtype)
+        return torch.as_tensor(law_log_prob_encoded(self.model, Z), device=x.device,
+                               dtype=x.dtype)
 
     def _log_prob_numpy_conditional(self, x: torch.Tensor) -> torch.Tensor:
-        """``model.log_prob(rows, conditions=evidence)`` of free-column rows ``x [n, f]``."""
-        Z = np.tile(self._cond.route_fill, (x.shape[0], 1))
-        Z[:, self._free] = x.detach().to("cpu", torch.float64).numpy()
-        df = self.model.encoder_.inverse_transform(Z)
-        lp = self.model.log_prob(df, conditions=self._cond.evidence)
+        """``model.log_prob(rows, conditions=evidence)`` of free-column rows ``x [n, f]``, exact
+        (``floor=None`` where the learner has a ``density_floor``: the distribution is the law
+        itself); a row with a discrete code that is no level of its column (outside the
+        support, which decoding would move onto a level) is ``-inf``."""
+        xs = x.detach().to("cpu", torch.float64).numpy()
+        k = np.asarray(self.model.schema_.n_levels, np.float64)[self._free]
+        with np.errstate(invalid="ignore"):
+            bad = (~np.isnan(xs) & (k > 0) & ((xs < 0) | (xs >= k) | (xs != np.floor(xs)))
+                   ).any(axis=1)
+        lp = np.full(len(xs), -np.inf)
+        if (~bad).any():
+            Z = np.tile(self._cond.route_fill, (int((~bad).sum()), 1))
+            Z[:, self._free] = xs[~bad]
+            df = self.model.encoder_.inverse_transform(Z)
+            own = getattr(type(self.model).log_prob, "__wrapped__", type(self.model).log_prob)
+            exact = {"floor": None} if "floor" in inspect.signature(own).parameters else {}
+            lp[~bad] = self.model.log_prob(df, conditions=self._cond.evidence, **exact)
         return torch.as_tensor(lp, device=x.device, dtype=x.dtype)
 
     def _log_prob_torch(self, x: torch.Tensor, xr: torch.Tensor) -> torch.Tensor:
