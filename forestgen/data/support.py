@@ -39,7 +39,8 @@ from forestgen.data.schema import ColumnSpec, Schema
 
 __all__ = ["grid_step", "latent_range", "restrict_cells", "round_to_grid", "to_support",
            "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
-           "clamp_query_rows", "free_unseen_levels", "rounded_mean", "support_log_volume",
+           "clamp_query_rows", "free_unseen_levels", "off_levels", "rounded_mean",
+           "support_log_volume",
            "floor_log_prob",
            "torch_to_support"]
 
@@ -250,22 +251,26 @@ def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
     return Z
 
 
+def off_levels(n_levels: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """``bool [n, d]``: the entries of encoded rows ``Z`` in discrete columns (``n_levels [d]``
+    above 0) that are no level of their column (a code outside ``0..k-1`` or a fraction:
+    outside the support; NaN is not)."""
+    k = np.asarray(n_levels, np.float64)
+    with np.errstate(invalid="ignore"):
+        return ~np.isnan(Z) & (k > 0) & ((Z < 0) | (Z >= k) | (Z != np.floor(Z)))
+
+
 def free_unseen_levels(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
     """Discrete entries of encoded rows ``Z`` that are no level of their column (a level unseen
     at fit, the encoder's code ``k``; a fraction) set to NaN in place, so a per-row predictive
     ``query`` leaves them free instead of conditioning on an entry of probability zero (as
     :func:`~forestgen.inference.conditions.evidence_from_frame` does with ``unseen="free"``),
     with one ``RuntimeWarning`` naming the columns. Returns ``Z``."""
-    freed = []
-    for j, spec in enumerate(model.encoder_.schema.columns):
-        if j in skip or not spec.is_discrete:
-            continue
-        z = Z[:, j]
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isnan(z) & ((z < 0) | (z >= spec.n_levels) | (z != np.floor(z)))
-        if bad.any():
-            Z[bad, j] = np.nan
-            freed.append(spec.name)
+    schema = model.encoder_.schema
+    off = off_levels(schema.n_levels, Z)
+    off[:, list(skip)] = False
+    Z[off] = np.nan
+    freed = [schema.names[j] for j in np.flatnonzero(off.any(axis=0))]
     if freed:
         import warnings
 

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.rules import FixedCombinations, Rules
+from forestgen.data.support import off_levels
 from forestgen.inference.conditions import ZeroProbabilityError
 
 __all__ = ["affine_frame", "conditional_constraint_log_normaliser", "constraint_log_normaliser",
@@ -450,9 +451,17 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
 
 def _log_prob_encoded(model, inner, rules: Rules, Z) -> np.ndarray:
     """``log_prob`` of encoded rows under the rules: the rows as a frame whose numeric columns
-    keep their encoded (latent) values, scored by the rule-aware :func:`_log_prob`."""
+    keep their encoded (latent) values, scored by the rule-aware :func:`_log_prob`; a row with
+    a discrete code that is no level of its column is ``-inf`` (outside the support: decoding
+    would move it onto a level)."""
     Z = np.asarray(Z, dtype=np.float64)
     schema = model.encoder_.schema
+    bad = off_levels(schema.n_levels, Z).any(axis=1)
+    if bad.any():
+        out = np.full(len(Z), -np.inf)
+        if (~bad).any():
+            out[~bad] = _log_prob_encoded(model, inner, rules, Z[~bad])
+        return out
     df = model.encoder_.inverse_transform(Z)
     for j, spec in enumerate(schema.columns):
         if not spec.is_discrete:  # (not rounded by decoding)

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch.distributions import Distribution, constraints
 
+from forestgen.data.support import off_levels
 from forestgen.inference.rules import (
     conditional_constraint_log_normaliser,
     constraint_log_normaliser,
@@ -507,10 +508,7 @@ class ForestDistribution(Distribution):
         itself); a row with a discrete code that is no level of its column (outside the
         support, which decoding would move onto a level) is ``-inf``."""
         xs = x.detach().to("cpu", torch.float64).numpy()
-        k = np.asarray(self.model.schema_.n_levels, np.float64)[self._free]
-        with np.errstate(invalid="ignore"):
-            bad = (~np.isnan(xs) & (k > 0) & ((xs < 0) | (xs >= k) | (xs != np.floor(xs)))
-                   ).any(axis=1)
+        bad = off_levels(np.asarray(self.model.schema_.n_levels)[self._free], xs).any(axis=1)
         lp = np.full(len(xs), -np.inf)
         if (~bad).any():
             Z = np.tile(self._cond.route_fill, (int((~bad).sum()), 1))

@@ -202,3 +202,19 @@ def test_numpy_path_torch_is_the_exact_law_under_a_constraint(learner):
     want = m.log_prob(rows.iloc[2:].assign(age="old"), conditions={"age": "old"}, floor=None)
     assert np.isneginf(lc[:2]).all()
     np.testing.assert_allclose(lc[2:], want, rtol=0, atol=1e-9)
+
+
+def test_encoded_rows_off_the_levels_have_density_zero_under_rules():
+    """``log_prob_encoded`` under the table's rules decodes rows to score them; a code that is
+    no level of its column (or a fraction) is outside the support, ``-inf``, not the density
+    of the level decoding would move it to; the other rows of the batch are unchanged."""
+    df = _counts_table()
+    m = fg.ARF(n_trees=5, random_state=0).fit(df)
+    assert m.schema_.rules["constraints"]
+    Z = m.encoder_.transform(df.head(5))
+    ok = m.log_prob_encoded(Z)
+    Z[0, 2] = m.schema_.columns[2].n_levels
+    Z[1, 1] = 1.5
+    lp = m.log_prob_encoded(Z)
+    assert np.isneginf(lp[:2]).all() and np.isfinite(ok).all()
+    np.testing.assert_array_equal(lp[2:], ok[2:])
