@@ -25,7 +25,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.rules import missing_parents
 from forestgen.data.schema import Schema
-from forestgen.data.support import restrict_cells, rows_to_support
+from forestgen.data.support import restrict_cells, restrict_levels, rows_to_support
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.inference.conditions import Evidence
 from forestgen.inference.rules import keeps_rules
@@ -349,11 +349,12 @@ class GenerativeForest(BaseEstimator):
         """An unfitted leaf model for column ``j`` and the column's leaf cells."""
         spec = self.encoder_.schema.columns[j]
         k = spec.n_levels if spec.is_discrete else 0
-        # the support is part of the density: numeric cells end at the column's latent range
+        # the support is part of the density: numeric cells end at the column's latent range,
+        # discrete cells hold only its support levels
         lower, upper = restrict_cells(spec, *boxes.column(j))
         cell = ColumnCell(
             lower=lower, upper=upper,
-            allowed=boxes.levels(j, k) if spec.is_discrete else None,
+            allowed=restrict_levels(spec, boxes.levels(j, k)) if spec.is_discrete else None,
             data_min=float(spec.lower), data_max=float(spec.upper), n_levels=k,
         )
         proto = (overrides or {}).get(j)

@@ -371,11 +371,14 @@ class TableEncoder:
                 notes: list | None = None) -> np.ndarray:
         codes = self._encode_column(series, spec, index, notes)
         if notes is not None and spec.is_discrete:
+            # a level unseen at fit (code k) or declared without training rows (no support)
             unseen = codes == spec.n_levels
+            if spec.unobserved:
+                unseen |= np.isin(codes, spec.unobserved)
             if unseen.any():
                 example = to_python_scalar(series.to_numpy()[np.argmax(unseen)])
-                notes.append(("unseen", spec.name, int(unseen.sum()), example,
-                              list(spec.categories or [])))
+                known = [c for c, ok in zip(spec.categories or [], spec.support) if ok]
+                notes.append(("unseen", spec.name, int(unseen.sum()), example, known))
         return codes
 
     def _encode_column(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None,

@@ -37,7 +37,8 @@ import numpy as np
 
 from forestgen.data.schema import ColumnSpec, Schema
 
-__all__ = ["grid_step", "latent_range", "restrict_cells", "round_to_grid", "to_support",
+__all__ = ["grid_step", "latent_range", "restrict_cells", "restrict_levels", "round_to_grid",
+           "to_support",
            "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
            "clamp_query_rows", "free_unseen_levels", "off_levels", "rounded_mean",
            "support_log_volume",
@@ -85,6 +86,22 @@ def restrict_cells(spec: ColumnSpec, lower: np.ndarray, upper: np.ndarray
     lo = np.maximum(lower, a)
     hi = np.minimum(upper, b)
     return np.minimum(lo, hi), hi
+
+
+def restrict_levels(spec: ColumnSpec, allowed: np.ndarray) -> np.ndarray:
+    """Leaf cells' allowed-level masks ``[L, k]`` of a discrete column intersected with its
+    support levels (:attr:`ColumnSpec.support`: a declared level without training rows is in
+    no cell, so no leaf smoothing gives it mass); a cell left with none allows the support.
+    Returned unchanged when every level is in the support."""
+    allowed = np.asarray(allowed, bool)
+    sup = spec.support
+    if sup is None or sup.all() or allowed.shape[1] != sup.shape[0]:
+        return allowed
+    out = allowed & sup[None, :]
+    empty = ~out.any(axis=1)
+    if empty.any():
+        out[empty] = sup
+    return out
 
 
 def round_to_grid(x: np.ndarray, spec: ColumnSpec) -> np.ndarray:
@@ -251,23 +268,37 @@ def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
     return Z
 
 
-def off_levels(n_levels: np.ndarray, Z: np.ndarray) -> np.ndarray:
-    """``bool [n, d]``: the entries of encoded rows ``Z`` in discrete columns (``n_levels [d]``
-    above 0) that are no level of their column (a code outside ``0..k-1`` or a fraction:
-    outside the support; NaN is not)."""
-    k = np.asarray(n_levels, np.float64)
-    with np.errstate(invalid="ignore"):
-        return ~np.isnan(Z) & (k > 0) & ((Z < 0) | (Z >= k) | (Z != np.floor(Z)))
+def off_levels(columns, Z: np.ndarray) -> np.ndarray:
+    """``bool [n, d]``: the entries of encoded rows ``Z`` in discrete columns (``columns``,
+    the ``d`` :class:`ColumnSpec` of ``Z``'s columns) that are no level of their column (a code
+    outside ``0..k-1`` or a fraction) or a level outside its support (a declared level without
+    training rows, :attr:`ColumnSpec.support`): outside the support; NaN is not."""
+    Z = np.asarray(Z, np.float64)
+    out = np.zeros(Z.shape, bool)
+    for j, spec in enumerate(columns):
+        if not spec.is_discrete:
+            continue
+        z = Z[:, j]
+        k = spec.n_levels
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isnan(z) & ((z < 0) | (z >= k) | (z != np.floor(z)))
+        sup = spec.support
+        if not sup.all():
+            inside = ~np.isnan(z) & ~bad
+            bad[inside] = ~sup[z[inside].astype(np.int64)]
+        out[:, j] = bad
+    return out
 
 
 def free_unseen_levels(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:
     """Discrete entries of encoded rows ``Z`` that are no level of their column (a level unseen
-    at fit, the encoder's code ``k``; a fraction) set to NaN in place, so a per-row predictive
+    at fit, the encoder's code ``k``; a fraction) or a level without training rows
+    (:func:`off_levels`) set to NaN in place, so a per-row predictive
     ``query`` leaves them free instead of conditioning on an entry of probability zero (as
     :func:`~forestgen.inference.conditions.evidence_from_frame` does with ``unseen="free"``),
     with one ``RuntimeWarning`` naming the columns. Returns ``Z``."""
     schema = model.encoder_.schema
-    off = off_levels(schema.n_levels, Z)
+    off = off_levels(schema.columns, Z)
     off[:, list(skip)] = False
     Z[off] = np.nan
     freed = [schema.names[j] for j in np.flatnonzero(off.any(axis=0))]

@@ -17,7 +17,7 @@ import pandas as pd
 from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
-from forestgen.data.support import grid_step, latent_interval
+from forestgen.data.support import grid_step, latent_interval, off_levels
 from forestgen.validation import warn_input
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
@@ -494,11 +494,13 @@ def evidence_from_frame(model, df: pd.DataFrame, strict: bool = True,
             spec = schema.columns[j]
             z = Z[:, j]
             if spec.is_discrete:
-                bad = z == spec.n_levels
+                # a level unseen at fit (code k) or declared without training rows
+                bad = off_levels([spec], z[:, None])[:, 0]
                 if bad.any():
                     example = plain[j].to_numpy()[np.argmax(bad)]
+                    known = [c for c, ok in zip(spec.categories, spec.support) if ok]
                     msg = (f"column {spec.name!r}: level {example!r} was not seen at fit time "
-                           f"(known levels: {spec.categories})")
+                           f"(known levels: {known})")
                     if unseen == "raise":
                         raise ValueError(msg)
                     if unseen == "empty":

@@ -578,7 +578,9 @@ def leaf_log_weight(i, leaf, X, ecols, ne, tabs):
             listed = rec[o + lay[0] + max(hit, 0)]  # a listed level: its stored log
             rest = rec[p] + lbase[j, c]  # another allowed level: log rest + log base
             allowed = (bits[8 * o + bpos[j] + (c >> 3)] >> (c & 7)) & 1
-            lq = listed if hit >= 0 else (rest if allowed else -np.inf)
+            if hit < 0 and not allowed:  # outside the leaf's cell, as CategoricalLeaf.log_prob
+                return -np.inf
+            lq = listed if hit >= 0 else rest
             fl = log_floor[j]  # as CategoricalLeaf.log_prob: a level below the floor scores it
             lp += lq if lq > fl else fl
         else:

@@ -456,7 +456,7 @@ def _log_prob_encoded(model, inner, rules: Rules, Z) -> np.ndarray:
     would move it onto a level)."""
     Z = np.asarray(Z, dtype=np.float64)
     schema = model.encoder_.schema
-    bad = off_levels(schema.n_levels, Z).any(axis=1)
+    bad = off_levels(schema.columns, Z).any(axis=1)
     if bad.any():
         out = np.full(len(Z), -np.inf)
         if (~bad).any():

@@ -48,9 +48,10 @@ class CategoricalLeaf(LeafModel):
     floor : probability reported by :meth:`log_prob` for a level of the column with zero mass
         in the leaf (R arf's ``1e-20``, about -46 nats), so a level unseen in one leaf does not
         make a test row -inf; set ``floor=0`` for the honest ``-inf``. A value that is no level
-        of the column (a code outside ``0..k-1``, a fraction) is outside the support: ``-inf``
-        whatever the floor (the learners' ``density_floor`` then scores the row). Sampling and
-        conditioning use the exact pmf.
+        of the column (a code outside ``0..k-1``, a fraction) or a level the leaf's cell
+        excludes (a declared level without training rows is in no cell) is outside the
+        support: ``-inf`` whatever the floor (the learners' ``density_floor`` then scores the
+        row). Sampling and conditioning use the exact pmf.
     """
 
     packed_form = "categorical"  # the fused walks read its arrays (LeafModel)
@@ -283,6 +284,8 @@ class CategoricalLeaf(LeafModel):
         pmf = self.probs(np.arange(len(self.rest_)))
         with np.errstate(divide="ignore"):
             tab = np.log(np.maximum(pmf, self.floor)) if self.floor > 0 else np.log(pmf)
+        allowed = np.unpackbits(self.allowed_, axis=1, count=self.n_levels, bitorder="little")
+        tab[allowed == 0] = -np.inf  # outside the leaf's cell, as log_prob
         return {"table": torch_tensor(tab, dtype, device)}
 
     @staticmethod
@@ -362,8 +365,10 @@ def level_prob(offset, code, prob, rest, bits, base, leaf, c):
 
 @parallel_kernel
 def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floor):
-    """log p(x | leaf); NaN -> 0 (marginalised); a level of mass at most ``floor`` -> log
-    floor; codes outside 0..k-1 or non-integer (no level: outside the support) -> -inf."""
+    """log p(x | leaf); NaN -> 0 (marginalised); an allowed level of mass at most ``floor``
+    -> log floor; a level the leaf's cell excludes (outside the cell, e.g. a declared level
+    without training rows, :func:`~forestgen.data.support.restrict_levels`) and codes outside
+    0..k-1 or non-integer (no level: outside the support) -> -inf."""
     out = np.empty(x.shape[0])
     log_floor = np.log(floor) if floor > 0 else -np.inf
     for i in prange(x.shape[0]):
@@ -372,7 +377,7 @@ def _categorical_log_prob(offset, code, prob, rest, bits, base, leaf, x, k, floo
             out[i] = 0.0
         else:
             c = int(v)
-            if c == v and 0 <= c < k:
+            if c == v and 0 <= c < k and level_allowed(bits, leaf[i], c):
                 p = level_prob(offset, code, prob, rest, bits, base, leaf[i], c)
                 out[i] = np.log(p) if p > floor else log_floor
             else:

@@ -41,9 +41,13 @@ def packed_log_prob(lm, leaf: np.ndarray, x: np.ndarray) -> np.ndarray:
             lo, hi = lm.lo_[leaf], lm.hi_[leaf]
             return np.where((x > lo) & (x <= hi), -np.log(hi - lo), -np.inf)
         pmf = _pmf(lm, leaf)
+        k = pmf.shape[1]
         c = x.astype(np.int64)
-        ok = (c == x) & (c >= 0) & (c < pmf.shape[1])
-        p = np.where(ok, pmf[np.arange(len(leaf)), np.clip(c, 0, pmf.shape[1] - 1)], 0.0)
+        ok = (c == x) & (c >= 0) & (c < k)
+        cc = np.clip(c, 0, k - 1)
+        allowed = np.unpackbits(lm.allowed_[leaf], axis=1, bitorder="little")[:, :k]
+        ok &= allowed[np.arange(len(leaf)), cc].astype(bool)  # outside the cell: no support
+        p = np.where(ok, pmf[np.arange(len(leaf)), cc], 0.0)
         fl = np.log(float(lm.floor)) if getattr(lm, "floor", 0) > 0 else -np.inf
         return np.where(ok, np.maximum(np.log(p), fl), -np.inf)  # no level: no support
 

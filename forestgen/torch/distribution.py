@@ -508,7 +508,7 @@ class ForestDistribution(Distribution):
         itself); a row with a discrete code that is no level of its column (outside the
         support, which decoding would move onto a level) is ``-inf``."""
         xs = x.detach().to("cpu", torch.float64).numpy()
-        bad = off_levels(np.asarray(self.model.schema_.n_levels)[self._free], xs).any(axis=1)
+        bad = off_levels([self.model.schema_.columns[j] for j in self._free], xs).any(axis=1)
         lp = np.full(len(xs), -np.inf)
         if (~bad).any():
             Z = np.tile(self._cond.route_fill, (int((~bad).sum()), 1))

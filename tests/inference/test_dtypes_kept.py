@@ -100,11 +100,12 @@ def test_nullable_dtypes_where_nan_remain():
     """A row whose evidence has probability zero keeps its NaN: the int / bool column is then
     Int64 / boolean, not float64 / object."""
     df = _own_table()
-    df["grade"] = df["grade"].cat.add_categories(["none"])  # declared, never observed
+    df["grade_code"] = df["grade"].cat.codes.astype(np.int64) * 10  # a mapping of grade
     m = fg.RFDE(n_trees=5, depth=5, random_state=0, n_jobs=1).fit(df)
     q = df.iloc[:4].copy().astype({"count": float, "flag": object})
     q.loc[:, ["count", "flag"]] = np.nan
-    q.loc[0, "grade"] = "none"  # a level without mass: zero probability, nothing to impute from
+    # a grade and a code the kept mapping never pairs: zero probability, nothing to impute from
+    q.loc[0, "grade_code"] = (q.loc[0, "grade_code"] + 10) % 30
     with pytest.warns(RuntimeWarning, match="zero-probability"):
         filled = m.impute(q)
     assert str(filled["count"].dtype) == "Int64" and str(filled["flag"].dtype) == "boolean"

@@ -131,11 +131,11 @@ def test_choose_weight_keeps_the_conditionals_and_needs_a_clear_gain():
     assert w == 0.0 and out["t"] <= GUARD_Z < out["t_marginals"]
 
 
-def test_gef_backoff_scores_an_unseen_level_at_its_leaves_floor():
-    """A level of the column that no training row holds (declared among the categories)
-    keeps mass in GeF's back-off leaf (at least its own discrete leaves' floor), so the
-    marginals keep mass on a row with it; a level the column does not know has probability
-    zero in both, and GeF's class query leaves it free (marginalised) with a warning."""
+def test_gef_backoff_gives_levels_without_rows_probability_zero():
+    """A level of the column that no training row holds — declared among the categories, or
+    unknown to the column — has probability zero in GeF's forest and in its back-off leaf
+    (both smooth over the support only), so ``log_prob(floor=None)`` is ``-inf``, and GeF's
+    class query leaves such an entry free (marginalised) with a warning."""
     rng = np.random.default_rng(0)
     n = 120
     ids = [f"r{i}" for i in range(n)]
@@ -143,20 +143,18 @@ def test_gef_backoff_scores_an_unseen_level_at_its_leaves_floor():
                        "id": pd.Categorical(ids, categories=ids + ["new1", "new2"]),
                        "c": rng.choice(["a", "b"], n)})
     m = fg.GeF(n_trees=10, random_state=0, marginal_weight=0.5).fit(df, target="c")
-    new = pd.DataFrame({"x": [0.1, -0.3], "id": ["new1", "new2"], "c": ["a", "b"]})
-    Z = m.encode_rows(new)
-    f, r = encoded_component_log_probs(m, Z)
-    assert np.isfinite(r).all() and np.isfinite(f).all()
-    floor = m.leaf_models_[1].parts[0].floor
-    assert floor > 0
     back = np.full(2, int(m.forest_.leaf_offsets[-2]))
-    lone = np.asarray(m.leaf_models_[1].log_prob(back, Z[:, 1]))
-    assert (lone >= np.log(floor)).all() and np.isfinite(lone).all()
-    unknown = new.assign(id=["zz1", "zz2"])
-    with pytest.warns(Warning):  # the unknown levels are reported
-        Zu = m.encode_rows(unknown)
-    assert np.isneginf(m.leaf_models_[1].log_prob(back, Zu[:, 1])).all()
-    assert np.isneginf(m.log_prob(unknown, floor=None)).all()
-    with pytest.warns(RuntimeWarning, match="left free"):
-        p = m.predict_proba(unknown)
-    np.testing.assert_allclose(p.to_numpy(), m.predict_proba(unknown.drop(columns="id")))
+    for new in (pd.DataFrame({"x": [0.1, -0.3], "id": ["new1", "new2"], "c": ["a", "b"]}),
+                pd.DataFrame({"x": [0.1, -0.3], "id": ["zz1", "zz2"], "c": ["a", "b"]})):
+        with pytest.warns(Warning, match="not seen at fit"):  # the levels are reported
+            Z = m.encode_rows(new)
+        f, r = encoded_component_log_probs(m, Z)
+        assert np.isneginf(f).all() and np.isneginf(r).all()
+        assert np.isneginf(m.leaf_models_[1].log_prob(back, Z[:, 1])).all()
+        assert np.isneginf(m.log_prob(new, floor=None)).all()
+        with pytest.warns(RuntimeWarning, match="left free"):
+            p = m.predict_proba(new)
+        np.testing.assert_allclose(p.to_numpy(), m.predict_proba(new.drop(columns="id")))
+    # a seen level keeps its mass in the back-off leaf
+    seen = m.encode_rows(df.head(2))
+    assert np.isfinite(m.leaf_models_[1].log_prob(back, seen[:, 1])).all()

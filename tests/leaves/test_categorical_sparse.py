@@ -60,9 +60,14 @@ def test_probabilities_equal_the_dense_table(case):
     np.testing.assert_array_equal(lm.support_size(), (pmf > 0).sum(1))
     leaf = np.repeat(np.arange(L), k + 2)
     x = np.tile(np.r_[np.arange(k), -1, np.nan], L).astype(float)
-    with np.errstate(divide="ignore"):  # a level of no mass: the floor; code -1, no level
-        ref = np.where(np.isnan(x), 0.0, np.where(x < 0, -np.inf, np.log(np.maximum(
-            pmf[leaf, np.clip(np.nan_to_num(x), 0, k - 1).astype(int)], 1e-20))))
+    # an allowed level of no mass: the floor; a level outside the leaf's cell (the cell that
+    # allows none allows every level) and code -1, no level: -inf
+    cell_ok = np.unpackbits(lm.allowed_, axis=1, count=k, bitorder="little").astype(bool)
+    assert cell_ok[3].all() and not cell_ok.all()
+    code = np.clip(np.nan_to_num(x), 0, k - 1).astype(int)
+    with np.errstate(divide="ignore"):
+        ref = np.where(np.isnan(x), 0.0, np.where((x < 0) | ~cell_ok[leaf, code], -np.inf,
+                                                  np.log(np.maximum(pmf[leaf, code], 1e-20))))
     np.testing.assert_allclose(lm.log_prob(leaf, x), ref, rtol=1e-13)
     np.testing.assert_allclose(lm.mean(np.arange(L)), pmf @ np.arange(k), rtol=1e-12)
     rng = np.random.default_rng(1)

@@ -22,6 +22,7 @@ from forestgen import registry
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
+from forestgen.data.metadata import as_metadata_dict, split_kinds
 from forestgen.data.support import clamp_query_rows, floor_log_prob, free_unseen_levels
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
@@ -93,6 +94,22 @@ class GeFGaussianLeaf(TruncNormalLeaf):
         self.lo_ = np.asarray(cell.lower, np.float64).copy()
         self.hi_ = np.asarray(cell.upper, np.float64).copy()
         self.count_ = cnt
+
+
+def _declared_class_kind(kinds: Any, name: Any) -> str | None:
+    """``"categorical"`` where ``kinds`` (kind overrides or SDV-style metadata) declares the
+    class column ``name`` a label column (its declared levels, without training rows
+    included, are then kept: they lie outside the support); else its declared kind or
+    ``None``."""
+    plain, meta = split_kinds(kinds)
+    if name in plain:
+        return plain[name]
+    entry = meta.get(name)
+    if entry is None:
+        return None
+    if entry.get("sdtype") in ("categorical", "ordinal", "boolean"):
+        return "categorical"
+    return entry.get("sdtype")
 
 
 @register("learner", "gef")
@@ -355,16 +372,16 @@ class GeF(GenerativeForest):
             Z = self.fit_encoder(X)
         else:
             feats, ys, name = self._split_xy(X, y, target)
-            self._check_labels(ys, name, (kinds or {}).get(name))
+            declared = _declared_class_kind(kinds, name)
+            self._check_labels(ys, name, declared)
             if feats.shape[1] == 0:
                 raise ValueError("X has no feature columns")
             frame = feats.copy()
             frame[name] = ys.to_numpy() if not isinstance(ys.dtype, pd.CategoricalDtype) else ys
             if target is not None:  # keep the table's own column order (class column in place)
                 frame = frame[list(X.columns)]
-            kinds = dict(kinds or {})
-            if not isinstance(ys.dtype, pd.CategoricalDtype):
-                kinds[name] = "categorical"
+            if not isinstance(ys.dtype, pd.CategoricalDtype) and declared != "categorical":
+                kinds = {**as_metadata_dict(kinds or {}), name: "categorical"}
             self.encoder_ = TableEncoder(kinds=kinds).fit(frame)
             Z = self.encoder_.transform(frame)
         n, d = Z.shape
