@@ -6,7 +6,7 @@ with metadata declaring one level per label column that no row takes: ``Treatmen
 ("None" never observed). For each learner: the share of 20,000 draws that take an unobserved level
 in any column, and the log density (``floor=None`` where the learner has a floor) of the first
 training row with ``Sex = "Other"`` (NRGBoost: its default ``density_floor``; ``nrgboost-10``:
-10 boosting rounds).
+10 boosting rounds; ``arf-alpha0.1``: ARF with the best-density preset's Laplace smoothing).
 
     PYTHONPATH=. python benchmarks/bench_unobserved_levels.py [--out FILE] [--learners NAME ...]
 
@@ -34,8 +34,9 @@ META = {"columns": {
     "Improved": {"sdtype": "ordinal", "values": ["None", "Some", "Marked"]},
 }, "METADATA_SPEC_VERSION": "SINGLE_TABLE_V1"}
 UNOBSERVED = {"Treatment": "Unknown", "Sex": "Other", "Improved": "None"}
-SETTINGS = {"arf": {}, "gef": {}, "rfde": {}, "def": {}, "gfboost": {}, "eogt": {},
-            "nrgboost": {"n_trees": 50}, "nrgboost-10": {"n_trees": 10}}
+SETTINGS = {"arf": {}, "arf-alpha0.1": {"alpha": 0.1}, "gef": {}, "rfde": {}, "def": {},
+            "gfboost": {}, "eogt": {}, "nrgboost": {"n_trees": 50},
+            "nrgboost-10": {"n_trees": 10}, "chain": {}, "anchored": {}}
 
 
 def main() -> None:
