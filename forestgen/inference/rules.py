@@ -279,8 +279,11 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
     expand: list[tuple[int, int, int]] = []  # (row, determinant column, level code)
     thresholds: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, log p(row, A in interval))
     if conditions is not None and any(m.threshold for m in rules.mappings):
-        thresholds_need = [m for m in rules.mappings if m.threshold and
-                           (np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined])).any()]
+        named = set(conditions) if isinstance(conditions, dict) else set()
+        thresholds_need = [  # (a mapping the conditions name is carried by them, below)
+            m for m in rules.mappings if m.threshold
+            and not {schema.names[m.determinant], schema.names[m.determined]} & named
+            and (np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined])).any()]
         if thresholds_need:
             n0 = schema.names[thresholds_need[0].determined]
             raise NotImplementedError(

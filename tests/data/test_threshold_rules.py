@@ -122,6 +122,29 @@ def test_density_sums_over_the_determined_column_and_predicts_through_the_rule(m
     np.testing.assert_array_equal(given[:, 1], (df.head(8)["bwt"] < 2500).astype(float))
 
 
+@pytest.mark.parametrize("model", [fg.ARF(n_trees=10, random_state=0),
+                                   fg.RFDE(n_trees=10, random_state=0),
+                                   fg.GFBoost(n_trees=4, n_iter=40, random_state=0)],
+                         ids=lambda m: type(m).__name__)
+def test_conditioning_on_the_determined_column_is_the_joint_over_its_marginal(model):
+    """``log_prob(rows, conditions={"low": v})`` of rows without ``bwt`` (the conditions name
+    the determined column, so they carry the rule: ``bwt`` in the interval of ``v``) equals
+    ``log p(rows, low = v) - log p(low = v)``, and sums to one over a discrete column's levels
+    (it was refused as a row giving ``low`` without ``bwt``)."""
+    df = table()
+    m = model.fit(df)
+    rows = pd.DataFrame({"smoke": [False, True]})
+    for v in (0, 1):
+        cond = m.log_prob(rows, conditions={"low": v})
+        joint = m.log_prob(rows.assign(low=v))
+        marg = m.log_prob(pd.DataFrame({"low": [v]}))[0]
+        np.testing.assert_allclose(cond, joint - marg, rtol=1e-9)
+        assert np.exp(cond).sum() == pytest.approx(1.0, abs=1e-9)
+        draws = m.sample(4000, conditions={"low": v}, random_state=v)
+        share = draws["smoke"].mean()  # the conditional law's draws against its density
+        assert abs(share - np.exp(cond[1])) < 4.5 * np.sqrt(share * (1 - share) / 4000)
+
+
 def test_a_learner_without_interval_evidence_names_the_query():
     df = table()
     m = fg.NRGBoost(n_trees=5, pool_size=2000, random_state=0).fit(df)
