@@ -436,6 +436,22 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
     declared or detected constraints ``C``: ``P(C | x_obs, e)`` is 1 or 0 where the row's
     entries decide every constraint, else estimated from ``OPEN_DRAWS`` draws given them
     (:func:`open_rows`): without that factor a marginal would not integrate to one."""
+    ratio = _image_conditioned_rows(model, rules, X, conditions)
+    if ratio is not None:  # ``log p'(x, e) - log p'(e)`` for those rows
+        out = np.empty(len(ratio))
+        if (~ratio).any():
+            out[~ratio] = _log_prob(model, inner, rules, _frame(model, X).iloc[~ratio],
+                                    conditions, **kw)
+        schema = model.encoder_.schema
+        given = {schema.names[schema.index(c)]: v for c, v in conditions.items()}
+        joint = _frame(model, X).iloc[np.flatnonzero(ratio)].copy()
+        cond = pd.DataFrame({n: [given.get(n, np.nan)] for n in schema.names}, dtype=object)
+        cond.columns = pd.Index(np.array(schema.names + [None], object)[:-1])
+        for name, v in given.items():
+            joint[name] = v
+        out[ratio] = (_log_prob(model, inner, rules, joint, **kw)
+                      - _log_prob(model, inner, rules, cond, **kw)[0])
+        return out
     out = _mapped_log_prob(model, inner, rules, X, conditions, **kw)
     if not rules.constraints:
         return out
@@ -452,14 +468,44 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
     return out
 
 
+def _image_conditioned_rows(model, rules: Rules, X, conditions) -> np.ndarray | None:
+    """Rows of a conditional ``log_prob`` whose conditions give a mapping's determined (discrete)
+    column and whose own entries give its determinant (``{"work": "yes"}`` for a row with
+    ``hoursw``), or ``None`` where no row does. The conditions, translated into evidence on the
+    determinant, would override the row's own value there (every such row scoring 1), so these
+    rows are scored as ``log p'(x, e) - log p'(e)``; that needs conditions of single values."""
+    if not isinstance(conditions, dict) or not conditions or not rules.mappings:
+        return None
+    schema = model.encoder_.schema
+    named = {schema.index(c) for c in conditions}
+    Z = None
+    rows = None
+    for m in rules.mappings:  # (affine rules: a value of B is a point of A, handled below)
+        if m.affine or m.determined not in named or m.determinant in named:
+            continue
+        if Z is None:
+            Z = model.encoder_.transform(X, missing_columns="nan")
+        given = ~np.isnan(Z[:, m.determinant])
+        if not given.any():
+            continue
+        if not all(_plain(v) for v in conditions.values()):
+            raise NotImplementedError(
+                f"{type(model).__name__}: log_prob of rows that give "
+                f"{schema.names[m.determinant]!r} with a range or set condition among "
+                f"conditions on {schema.names[m.determined]!r} (its image under a rule of the "
+                f"table) is not implemented; give single values")
+        rows = given if rows is None else rows | given
+    return rows
+
+
 def _log_prob_encoded(model, inner, rules: Rules, Z) -> np.ndarray:
     """``log_prob`` of encoded rows under the rules: the rows as a frame whose numeric columns
     keep their encoded (latent) values, scored by the rule-aware :func:`_log_prob`; a row with
-    a discrete code that is no level of its column is ``-inf`` (outside the support: decoding
-    would move it onto a level)."""
+    a discrete code that is no level of its column, or that breaks a mapping, is ``-inf``
+    (outside the support: decoding would move it onto a level, or onto the rule's image)."""
     Z = np.asarray(Z, dtype=np.float64)
     schema = model.encoder_.schema
-    bad = off_levels(schema.columns, Z).any(axis=1)
+    bad = off_levels(schema.columns, Z).any(axis=1) | rules.broken_mappings(Z)
     if bad.any():
         out = np.full(len(Z), -np.inf)
         if (~bad).any():

