@@ -238,8 +238,12 @@ def test_torch_capabilities_of_eogt_and_nrgboost():
         t = T[:, cd.columns.index("tip")].numpy()
         se = np.sqrt(s.tip.var() / len(s) + t.var() / len(t))
         assert abs(t.mean() - s.tip.mean()) < 4 * se * (3 if m is nrg else 1)  # MCMC: autocorr.
-    with pytest.raises(NotImplementedError, match="NRGBoost.*point evidence"):
-        nrg.to_torch().condition({"tip": (1, 2)})
+    ev = {"tip": (1, 2), "size": {2, 3}}  # range and set evidence
+    cd = nrg.to_torch(dtype=torch.float64).condition(ev)
+    T = cd.sample((20,), generator=torch.Generator().manual_seed(0))
+    assert cd.columns == ["total_bill", "sex", "guests", "hours"]
+    np.testing.assert_allclose(cd.log_prob(T).numpy(), nrg.log_prob(cd.decode(T), conditions=ev),
+                               rtol=1e-12)
     with pytest.raises(ZeroProbabilityError, match="EOGT"):
         eogt.to_torch().condition({"tip": (20, 30)}).sample((5,))
 

@@ -377,8 +377,7 @@ class ForestDistribution(Distribution):
         A model off the torch path (EOGT, NRGBoost) answers with its own numpy queries:
         ``sample`` is ``model.sample(n, conditions=evidence)`` moved to the device (NRGBoost:
         Gibbs chains with the evidence clamped) and ``log_prob`` is ``model.log_prob(X,
-        conditions=evidence)`` (no gradient); evidence of probability zero raises when drawn.
-        NRGBoost's conditional density takes point evidence only (a value or level)."""
+        conditions=evidence)`` (no gradient); evidence of probability zero raises when drawn."""
         from forestgen.inference.api import leaf_posterior
         from forestgen.inference.conditions import parse_conditions
 
@@ -412,17 +411,10 @@ class ForestDistribution(Distribution):
         from forestgen.inference.conditions import parse_conditions
 
         m = self.model
-        name = type(m).__name__
         m.require("conditional_sample")
         m.require("conditional_log_prob")
         ev, _ = parse_conditions(m, evidence)
         active = ev.active()[0]
-        point = ~np.isnan(ev.point[0])
-        if m.model_family.name == "energy" and (active & ~point).any():
-            bad = [m.schema_.names[j] for j in np.flatnonzero(active & ~point)]
-            raise NotImplementedError(f"{name}: torch condition() takes point evidence only "
-                                      f"(a value or level); {bad} are given a range or set "
-                                      f"(use model.sample(conditions=...))")
         cond = _Conditional(free=np.flatnonzero(~active), route_fill=ev.point[0].copy(),
                             leaf_log_weight=None, evidence=dict(evidence))
         return ForestDistribution(m, dtype=self._out_dtype, device=self._out_device,

@@ -156,11 +156,25 @@ def test_conditioning_on_the_determined_column_is_the_joint_over_its_marginal(mo
         assert ((draws["bwt"] < 2500) == bool(v)).all()
 
 
-def test_a_learner_without_interval_evidence_names_the_query():
+def test_nrgboost_predicts_a_threshold_without_its_determinant():
+    """NRGBoost answers interval evidence in ``log_prob(conditions=)``, so ``low`` given the
+    other columns without ``bwt`` is ``P(bwt < 2500 | others)``: the frequency of ``low`` in
+    its conditional draws, and ``log_prob`` given ``low`` is zero past the cut."""
     df = table()
     m = fg.NRGBoost(n_trees=5, pool_size=2000, random_state=0).fit(df)
-    with pytest.raises(NotImplementedError, match="NRGBoost.*'low'.*threshold.*'bwt'"):
-        m.predict_proba(df.head(3).drop(columns=["bwt", "low"]), target="low")
+    q = df.head(3).drop(columns=["bwt", "low"])
+    pp = m.predict_proba(q, target="low").to_numpy()
+    np.testing.assert_allclose(pp.sum(axis=1), 1.0, rtol=1e-12)
+    n = 4000
+    s = m.sample(conditions=q.loc[q.index.repeat(n)].reset_index(drop=True), random_state=1)
+    assert ((s["bwt"] < 2500) == (s["low"] == 1)).all()
+    freq = (s["low"].to_numpy() == 1).reshape(len(q), n).mean(axis=1)
+    se = np.sqrt(pp[:, 1] * pp[:, 0] / n)
+    assert (np.abs(freq - pp[:, 1]) < 4 * 3 * se).all(), (freq, pp)  # MCMC: autocorrelation
+    rows = df.head(20)[["bwt", "smoke"]]
+    for v in (0, 1):
+        lp = m.log_prob(rows, conditions={"low": v})
+        assert (np.isneginf(lp) == ((rows["bwt"] < 2500) != bool(v))).all()
 
 
 def test_thresholds_survive_save_and_load_and_torch(tmp_path):

@@ -183,6 +183,57 @@ def test_marginal_estimate_matches_enumeration():
     np.testing.assert_allclose(est, exact, atol=0.05)
 
 
+def _pieces(m, j, lo, hi):
+    """Midpoints and lengths of the pieces of ``(lo, hi)`` on which NRGBoost's density of
+    numeric column ``j`` is constant (its bins, cut by the within-bin law's pieces)."""
+    g = m.grid_
+    e = g.edges[j] if g.fine_edges is None or not len(g.fine_edges[j]) else g.fine_edges[j]
+    cuts = np.unique(np.clip(np.r_[e, lo, hi], lo, hi))
+    return (cuts[1:] + cuts[:-1]) / 2, np.diff(cuts)
+
+
+def test_range_and_set_evidence_in_log_prob_is_the_joint_over_its_mass():
+    """``log_prob(rows, conditions=)`` with an interval that cuts bins, or a level set, is
+    ``log p(rows, evidence) - log P(evidence)``: the density integrated over the interval
+    piece by piece (exact while the cells number at most 4,096), and it integrates to one
+    over the free columns; a one-level set is the point evidence."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=800)
+    df = pd.DataFrame({"a": x, "b": x + rng.normal(size=800),
+                       "c": rng.choice(["u", "v", "w", "z"], 800)})
+    m = NRGBoost(n_trees=8, max_leaves=8, max_bins=20, random_state=0, **FAST).fit(df)
+    lo, hi = -0.37, 0.81
+    mid, width = _pieces(m, 0, lo, hi)
+    rows = df.head(6)[["b", "c"]]
+    lp = m.log_prob(rows, conditions={"a": (lo, hi)})
+    joint = [np.log(np.sum(np.exp(m.log_prob(pd.DataFrame({"a": mid, "b": r.b, "c": r.c})))
+                           * width)) for r in rows.itertuples()]
+    mass = np.log(np.sum(np.exp(m.log_prob(pd.DataFrame({"a": mid}))) * width))
+    np.testing.assert_allclose(lp, np.array(joint) - mass, rtol=1e-9)
+    bmid, bw = _pieces(m, 1, m.grid_.edges[1][0], m.grid_.edges[1][-1])
+    grid = pd.DataFrame([(b, c) for c in "uvwz" for b in bmid], columns=["b", "c"])
+    total = np.sum(np.exp(m.log_prob(grid, conditions={"a": (lo, hi)})) * np.tile(bw, 4))
+    assert abs(total - 1) < 1e-9
+    ab = df.head(6)[["a", "b"]]
+    lps = m.log_prob(ab, conditions={"c": {"u", "w"}})
+    pj = [np.logaddexp(*(m.log_prob(ab.assign(c=v)) for v in "uw"))][0]
+    pc = np.logaddexp(*(m.log_prob(pd.DataFrame({"c": [v]})) for v in "uw"))
+    np.testing.assert_allclose(lps, pj - pc, rtol=1e-9)
+    np.testing.assert_allclose(m.log_prob(ab, conditions={"c": {"v"}}),
+                               m.log_prob(ab, conditions={"c": "v"}), rtol=1e-9)
+    import forestgen.families.energy.queries as mod
+
+    old = mod.MAX_ENUMERATION
+    try:  # estimated sums: the numerator's estimates normalise the conditional
+        mod.MAX_ENUMERATION = 10
+        levels = pd.DataFrame({"c": list("uvwz")})
+        est = m.log_prob(levels, conditions={"a": (lo, hi)})
+    finally:
+        mod.MAX_ENUMERATION = old
+    assert abs(np.exp(est).sum() - 1) < 1e-9
+    np.testing.assert_allclose(est, m.log_prob(levels, conditions={"a": (lo, hi)}), atol=0.05)
+
+
 def test_expect_under_evidence_is_an_mcmc_estimate(mixed):
     df, m = mixed
     e = m.expect(["num", "flag"], conditions={"cat": "hi"}, random_state=0)

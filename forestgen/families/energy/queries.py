@@ -23,6 +23,7 @@ from forestgen.data.support import (
 )
 from forestgen.families.energy.grid import UNKNOWN, Grid
 from forestgen.inference.conditions import (
+    Not,
     ZeroProbabilityError,
     blank_rows,
     check_on_empty,
@@ -133,15 +134,18 @@ class EnergyQueries:
         Z[:, nested] = np.where(hit[:, nested], np.nan, Z[:, nested])
         return Z
 
-    def _log_marginal(self, C: np.ndarray) -> np.ndarray:
+    def _log_marginal(self, C: np.ndarray, logw: np.ndarray | None = None) -> np.ndarray:
         """``log sum_{x_U} exp f(x_obs, x_U)`` per row, ``U`` = its :data:`UNKNOWN` columns
-        (exact enumeration up to :data:`MAX_ENUMERATION` cells, else an estimate)."""
+        (exact enumeration up to :data:`MAX_ENUMERATION` cells, else an estimate); ``logw``
+        (flat over every column's codes, ``-inf`` for a code left out) weights each summed
+        code: range or set evidence on a column of ``U``."""
         out = np.empty(len(C))
         unk = C == UNKNOWN
         patterns, inv = np.unique(unk, axis=0, return_inverse=True)
         inv = inv.ravel()
         e = self.energy_
         nc = self.grid_.n_codes
+        off = self.grid_.code_offsets
         for p, pat in enumerate(patterns):
             rows = np.nonzero(inv == p)[0]
             Cp = C[rows].copy()
@@ -149,36 +153,59 @@ class EnergyQueries:
             if len(U) == 0:
                 out[rows] = e.energy(Cp)
                 continue
-            if len(U) == len(pat):
+            if len(U) == len(pat) and logw is None:
                 out[rows] = self._log_z_parts()
                 continue
             last, rest = U[-1], U[:-1]
-            if math.prod(int(nc[j]) for j in U) > MAX_ENUMERATION and len(rest):
-                out[rows] = self._log_marginal_estimate(Cp, U)
+            if logw is None:
+                ranges = [range(int(nc[j])) for j in rest]
+                w_last = 0.0
+            else:  # only the codes evidence keeps
+                ranges = [np.flatnonzero(np.isfinite(logw[off[j]:off[j + 1]])) for j in rest]
+                w_last = logw[off[last]:off[last + 1]]
+            cells = math.prod(len(r) for r in ranges) * int(nc[last])
+            if cells > MAX_ENUMERATION and len(rest):
+                out[rows] = self._log_marginal_estimate(Cp, U, logw)
                 continue
             acc = np.full(len(rows), -np.inf)
-            for combo in itertools.product(*[range(int(nc[j])) for j in rest]):
+            for combo in itertools.product(*ranges):
                 Cp[:, rest] = combo
-                acc = np.logaddexp(acc, logsumexp(e.energy_slice(Cp, int(last), full=True), axis=1))
+                lw = 0.0 if logw is None else float(logw[off[rest] + np.asarray(combo, int)]
+                                                    .sum())
+                acc = np.logaddexp(acc, lw + logsumexp(
+                    e.energy_slice(Cp, int(last), full=True) + w_last, axis=1))
             out[rows] = acc
         return out
 
     def _log_z_parts(self) -> float:
         return float(self.log_z_)
 
-    def _log_marginal_estimate(self, C: np.ndarray, U: np.ndarray) -> np.ndarray:
+    def _log_marginal_estimate(self, C: np.ndarray, U: np.ndarray,
+                               logw: np.ndarray | None = None) -> np.ndarray:
         """Importance-sampling estimate of ``log sum_{x_U} exp f`` from :data:`MARGINAL_DRAWS`
-        ``q0`` draws of the columns ``U`` — the same draws for every row, so a row's value
-        does not depend on its batch."""
+        draws of the columns ``U`` from ``q0`` (times ``exp logw`` where given) — the same
+        draws for every row, so a row's value does not depend on its batch."""
         e = self.energy_
         off = self.grid_.code_offsets
-        D = e.sample_q0(MARGINAL_DRAWS, np.random.default_rng(0))[:, U]
-        log_q0_u = e.log_q0[D + off[U]].sum(axis=1)
+        rng = np.random.default_rng(0)
+        if logw is None:
+            D = e.sample_q0(MARGINAL_DRAWS, rng)[:, U]
+            log_prop = e.log_q0[D + off[U]].sum(axis=1)
+        else:  # q0 tilted by the weights, per column
+            D = np.empty((MARGINAL_DRAWS, len(U)), np.int32)
+            log_prop = np.zeros(MARGINAL_DRAWS)
+            for k, j in enumerate(U):
+                lp = e.log_q0[off[j]:off[j + 1]] + logw[off[j]:off[j + 1]]
+                lp = lp - logsumexp(lp)
+                cdf = np.cumsum(np.exp(lp))
+                D[:, k] = np.minimum(np.searchsorted(cdf / cdf[-1], rng.random(MARGINAL_DRAWS),
+                                                     side="right"), len(cdf) - 1)
+                log_prop += lp[D[:, k]] - logw[off[j] + D[:, k]]
         out = np.empty(len(C))
         for i in range(len(C)):
             X = np.repeat(C[i:i + 1], MARGINAL_DRAWS, axis=0)
             X[:, U] = D
-            out[i] = logsumexp(e.energy(X) - log_q0_u) - math.log(MARGINAL_DRAWS)
+            out[i] = logsumexp(e.energy(X) - log_prop) - math.log(MARGINAL_DRAWS)
         return out
 
     def score_codes(self, C: np.ndarray, outside: np.ndarray,
@@ -237,9 +264,15 @@ class EnergyQueries:
         is marginalised and scored with ``density_floor`` (see the class docstring; ``-inf``
         with ``density_floor=None``).
 
-        ``conditions`` (a dict of evidence values, which override ``X``'s, or a list of column
-        names whose ``X`` values are the evidence): ``log q(x_free | evidence)``, exact (no
-        normaliser involved) — the free columns are the other observed columns of ``X``.
+        ``conditions`` (a dict of evidence in the forms of :mod:`forestgen.inference`: values,
+        which override ``X``'s, intervals and level sets; or a list of column names whose ``X``
+        values are the evidence): ``log q(x_free | evidence)`` — the free columns are the other
+        observed columns of ``X`` — as a ratio of two sums of ``exp f`` (no ``log Z``
+        involved): an interval weighs each bin by the share of its within-bin law inside it.
+        Exact while each sum has at most 4,096 cells, else estimated as NaN marginals are;
+        the denominator is the numerator summed over every code of the free columns while
+        those number at most 4,096 per distinct evidence, so the conditional sums to one over
+        them, estimates included.
         """
         if conditions is not None:
             return self._conditional_log_prob(X, conditions)
@@ -264,16 +297,17 @@ class EnergyQueries:
         df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
             self.encode_rows(X))
         df = df.copy()
+        logw = None
+        ranged: list[int] = []
         if isinstance(conditions, dict):
-            ranged = [c for c, v in conditions.items()
-                      if isinstance(v, (tuple, list, set, frozenset))]
-            if ranged:
-                raise NotImplementedError(
-                    f"{type(self).__name__}: log_prob(..., conditions=) takes point evidence "
-                    f"(a value or level); {ranged} are given a range or set")
             ev_cols = [column_index(schema, c) for c in conditions]
+            spans = {c: v for c, v in conditions.items() if not _is_point(v)}
+            if spans:
+                ranged = [column_index(schema, c) for c in spans]
+                logw = self._evidence_log_weights(spans, ranged)
             for c, v in conditions.items():
-                df[schema.names[column_index(schema, c)]] = [v] * len(df)
+                j = column_index(schema, c)
+                df[schema.names[j]] = [np.nan if j in ranged else v] * len(df)
         elif isinstance(conditions, (list, tuple)):
             ev_cols = [column_index(schema, c) for c in conditions]
         else:
@@ -282,10 +316,12 @@ class EnergyQueries:
         free = [j for j in range(schema.d) if j not in ev_cols]
         if not free:
             raise ValueError("conditions cover every column; nothing is free")
+        C[:, ranged] = UNKNOWN  # summed over the codes the evidence keeps, weighted
+        outside[:, ranged] = False
         Cm = C.copy()
         Cm[:, free] = UNKNOWN
-        joint = self._log_marginal(C)
-        marg = self._log_marginal(Cm)
+        joint = self._log_marginal(C, logw)
+        marg = self._log_evidence_mass(C, Cm, free, logw)
         if self._nesting() is not None:
             miss = self._missing_codes(C, outside)
             known = np.ones(C.shape, bool)
@@ -298,6 +334,68 @@ class EnergyQueries:
         lp = joint - marg + self._log_within(Cw, Z)
         lp[outside[:, free].any(axis=1)] = -np.inf
         return lp
+
+    def _log_evidence_mass(self, C: np.ndarray, Cm: np.ndarray, free: list[int],
+                           logw: np.ndarray | None) -> np.ndarray:
+        """The normaliser of :meth:`_conditional_log_prob` per row: the sum of
+        :meth:`_log_marginal` over every code of the row's observed free columns (the same
+        sums, estimates included, as its numerator, so the conditional sums to one over them)
+        while the distinct evidence rows times those codes number at most
+        :data:`MAX_ENUMERATION`; else the marginal of the evidence ``Cm`` itself."""
+        nc = self.grid_.n_codes
+        obs = C[:, free] != UNKNOWN
+        keys, inv = np.unique(np.concatenate([Cm, obs], axis=1), axis=0, return_inverse=True)
+        inv = inv.ravel()
+        d = C.shape[1]
+        sizes = [math.prod(int(nc[j]) for j, o in zip(free, k[d:]) if o) for k in keys]
+        if sum(sizes) > MAX_ENUMERATION:
+            return self._log_marginal(Cm, logw)
+        blocks = []
+        for k in keys:
+            F = [j for j, o in zip(free, k[d:]) if o]
+            B = np.repeat(k[None, :d], math.prod(int(nc[j]) for j in F), axis=0)
+            if F:
+                B[:, F] = np.indices([int(nc[j]) for j in F]).reshape(len(F), -1).T
+            blocks.append(B)
+        lm = self._log_marginal(np.concatenate(blocks).astype(C.dtype), logw)
+        ends = np.cumsum(sizes)
+        mass = np.array([logsumexp(lm[e - n:e]) for e, n in zip(ends, sizes)])
+        return mass[inv]
+
+    def _evidence_log_weights(self, spans: dict, cols: list[int]) -> np.ndarray:
+        """Per code (flat), the log of the share of its mass that range / set evidence
+        ``spans`` keeps: 0 off the evidence columns ``cols``; on them a level in the set, a
+        bin inside the interval (0), a bin the interval cuts (the within-bin law's share of it
+        in the interval, the law :meth:`log_prob` integrates), else ``-inf``. Evidence of
+        probability zero raises :class:`ZeroProbabilityError`."""
+        g = self.grid_
+        off = g.code_offsets
+        ev, _ = parse_conditions(self, spans)
+        allowed, bad, msg = self._allowed(ev, missing=False)
+        if bad.any():
+            raise ZeroProbabilityError(msg)
+        w = np.ones(int(off[-1]))
+        for j in cols:
+            w[off[j]:off[j + 1]] = allowed[0, off[j]:off[j + 1]]
+            lo, hi = ev.lo[0, j], ev.hi[0, j]
+            if g.discrete[j] or np.isnan(lo):
+                continue
+            e = g.edges[j]
+            law = g._law(j)
+            if law is None:
+                cdf = e.astype(np.float64)
+                share = (np.clip(hi, e[:-1], e[1:]) - np.clip(lo, e[:-1], e[1:]))
+            else:
+                fe, fm = law[0], law[1]
+                cum = np.r_[0.0, np.cumsum(fm)]
+                cdf = np.interp(e, fe, cum)
+                share = np.interp(np.clip(hi, e[:-1], e[1:]), fe, cum) - \
+                    np.interp(np.clip(lo, e[:-1], e[1:]), fe, cum)
+            mass = cdf[1:] - cdf[:-1]
+            frac = np.where(mass > 0, share / np.where(mass > 0, mass, 1.0), 1.0)
+            w[off[j]:off[j] + g.n_values[j]] *= np.clip(frac, 0.0, 1.0)
+        with np.errstate(divide="ignore"):
+            return np.log(w)
 
     def score(self, X, y=None) -> float:
         """Mean estimated log-likelihood per row (nats; see :meth:`log_prob`)."""
@@ -748,6 +846,11 @@ class EnergyQueries:
             return np.argmin(np.abs(np.asarray(spec.categories, float)[None, :]
                                     - vals[:, None]), axis=1).astype(float)
         return np.argmax(p, axis=1).astype(float)
+
+
+def _is_point(value) -> bool:
+    """Whether a condition is one value or level (not a range, set or :class:`Not`)."""
+    return not isinstance(value, (tuple, list, set, frozenset, Not))
 
 
 def _without_rows(ev, rows: np.ndarray):
