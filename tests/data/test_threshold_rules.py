@@ -284,6 +284,8 @@ def test_a_determined_value_beside_its_determinant_is_no_evidence_of_its_own(mod
     with pytest.warns(RuntimeWarning, match="zero-probability"):
         p = np.asarray(m.predict_proba(bad, target="smoke"), float)
     assert np.isnan(p).all()
+    with pytest.warns(RuntimeWarning, match="zero-probability"):  # another rule's determinant
+        assert m.predict(bad, target="age").isna().all()
     with pytest.warns(RuntimeWarning, match="zero-probability"):
         filled = m.impute(holes.head(3).assign(low=1 - holes["low"].head(3)))
     assert filled["visits"].isna().all()
