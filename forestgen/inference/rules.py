@@ -150,10 +150,13 @@ def _broken_rows(model, rules: Rules, X, skip: tuple = ()) -> np.ndarray:
 
 
 def _set_labels(df: pd.DataFrame, name, rows: np.ndarray, labels: list) -> None:
+    """Set ``df[name]`` to ``labels`` at positional ``rows``, in the column's dtype where the
+    labels allow it (a float column given the level 0 of an integer determinant stays float)."""
     col = df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index)
+    dtype = col.dtype if name in df.columns else None
     col = col.astype(object).copy()
     col.iloc[rows] = labels
-    df[name] = col
+    df[name] = col if dtype is None else _as_column_dtype(col, dtype)
 
 
 def _set_numbers(df: pd.DataFrame, name, rows: np.ndarray, vals: np.ndarray) -> None:
