@@ -304,6 +304,24 @@ class Grid:
         z = np.interp(fa + u * (fb - fa), cdf, fe)
         return np.clip(z, a, b)
 
+    def interval_share(self, j: int, lo: float, hi: float) -> np.ndarray:
+        """Per bin of numeric column ``j``, the share of its mass (the within-bin law's, else
+        uniform) inside ``(lo, hi]``: 1 for a bin inside, 0 for one outside, a fraction for a
+        bin the interval cuts; 1 for a bin of no width that meets it."""
+        e = np.asarray(self.edges[j], np.float64)
+        law = self._law(j)
+        if law is None:
+            cum, x = e, e
+        else:
+            x, cum = law[0], np.r_[0.0, np.cumsum(law[1])]
+        at = np.interp(e, x, cum)
+        inner = np.interp(np.clip(hi, e[:-1], e[1:]), x, cum) - \
+            np.interp(np.clip(lo, e[:-1], e[1:]), x, cum)
+        mass = at[1:] - at[:-1]
+        meets = (e[1:] >= lo) & (e[:-1] <= hi)
+        share = np.where(mass > 0, inner / np.where(mass > 0, mass, 1.0), meets.astype(float))
+        return np.clip(share, 0.0, 1.0)
+
     def log_within(self, C: np.ndarray, Z: np.ndarray) -> np.ndarray:
         """``sum_j log r_j(z_j | bin)`` over numeric columns with positive-width bins [n]: the
         log density of each value given its bin code (``C``, from :meth:`codes`; entries not a

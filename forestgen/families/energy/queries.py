@@ -380,20 +380,7 @@ class EnergyQueries:
             lo, hi = ev.lo[0, j], ev.hi[0, j]
             if g.discrete[j] or np.isnan(lo):
                 continue
-            e = g.edges[j]
-            law = g._law(j)
-            if law is None:
-                cdf = e.astype(np.float64)
-                share = (np.clip(hi, e[:-1], e[1:]) - np.clip(lo, e[:-1], e[1:]))
-            else:
-                fe, fm = law[0], law[1]
-                cum = np.r_[0.0, np.cumsum(fm)]
-                cdf = np.interp(e, fe, cum)
-                share = np.interp(np.clip(hi, e[:-1], e[1:]), fe, cum) - \
-                    np.interp(np.clip(lo, e[:-1], e[1:]), fe, cum)
-            mass = cdf[1:] - cdf[:-1]
-            frac = np.where(mass > 0, share / np.where(mass > 0, mass, 1.0), 1.0)
-            w[off[j]:off[j] + g.n_values[j]] *= np.clip(frac, 0.0, 1.0)
+            w[off[j]:off[j] + g.n_values[j]] *= g.interval_share(j, lo, hi)
         with np.errstate(divide="ignore"):
             return np.log(w)
 
