@@ -8,8 +8,9 @@ the AND of the tree's bitsets of the other columns, kept as a prefix and a suffi
 column update costs about two ANDs per tree instead of a walk). Chains run in parallel blocks,
 each chain with its own splitmix64 stream seeded from a ``SeedSequence`` spawn, so results do
 not depend on the number of threads. Conditioning = clamping: clamped columns are not updated,
-and an ``allowed`` mask per chain restricts the codes a free column may take (interval /
-level-set evidence).
+and an ``allowed`` weight per chain and code restricts the codes a free column may take
+(interval / level-set evidence: 0 for a code outside it, the share of a bin's mass inside an
+interval that cuts the bin), added to the logits as its log.
 
 Two shortcuts change the logits only in floating-point rounding, not the conditional law: a tree
 whose line crosses a single leaf adds the same value to every code of ``j`` and is skipped (the
@@ -70,8 +71,9 @@ class Schedule(NamedTuple):
 
 
 class ChainEvidence(NamedTuple):
-    """The columns a sweep updates (``free_cols``, ascending) and the codes each chain may
-    take: ``allowed [m, sum(n_codes)]`` rows, chain ``i`` reading row ``arow[i]``."""
+    """The columns a sweep updates (``free_cols``, ascending) and the log-weights of the codes
+    each chain may take (``-inf``: excluded): ``allowed [m, sum(n_codes)]`` rows, chain ``i``
+    reading row ``arow[i]``."""
 
     free_cols: np.ndarray
     allowed: np.ndarray
@@ -294,7 +296,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
         acc = np.empty(m)
         thr = np.empty(m)
         pick = np.empty(m, np.int64)
-        alk = np.empty(m, np.uint8)
+        alk = np.empty(m)  # the codes' log-weights under the chains' evidence
         bits = np.empty(m, np.int64)  # exp_below's scratch
         scale = bits.view(np.float64)
         suf = np.empty((nnz, W, m), np.uint64)  # AND of the tree's bitsets after position p
@@ -447,7 +449,7 @@ def gibbs_kernel(X0, sched, ev, grid, sets, inv_temp, seeds, block):
                             lrow[i] = lg[i, k]
                     for i in range(m):
                         v = (lrow[i] + q0) * inv_temp
-                        v = v if alk[i] else -np.inf
+                        v = v + alk[i]  # (+0.0 for a code the evidence keeps whole)
                         lrow[i] = v
                         mx[i] = max(mx[i], v)
                 for i in range(m):
@@ -566,8 +568,11 @@ class GibbsSampler(Sampler):
             allowed_row: np.ndarray | None = None) -> np.ndarray:
         """Run ``len(X0)`` chains from codes ``X0``; returns ``[chains, n_records, d]`` codes.
 
-        ``allowed [m, sum(n_codes)]`` (uint8) with ``allowed_row [chains]`` picks each chain's
-        mask; default: every code allowed. ``free_cols``: the columns updated (default all).
+        ``allowed [m, sum(n_codes)]`` with ``allowed_row [chains]`` picks each chain's weights
+        of the codes: a mask (0 / 1) or shares in ``[0, 1]`` that multiply each code's
+        conditional (its tempered one: the log-weight adds to the logits after the
+        temperature); default: every code allowed. ``free_cols``: the columns updated
+        (default all).
         """
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
@@ -576,15 +581,19 @@ class GibbsSampler(Sampler):
         if free_cols is None:
             free_cols = np.arange(d)
         if allowed is None:
-            allowed = np.ones((1, int(grid.code_offsets[-1])), np.uint8)
+            allowed = np.ones((1, int(grid.code_offsets[-1])))
             allowed_row = np.zeros(c, np.int64)
+        with np.errstate(divide="ignore"):
+            log_w = np.log(np.asarray(allowed, np.float64))
+        if np.isnan(log_w).any() or (log_w > 0).any():
+            raise ValueError("allowed holds weights in [0, 1] (0: a code excluded)")
         free_cols = np.unique(np.asarray(free_cols, np.int64))  # the scan order: ascending
         sets = energy.trees.leaf_sets(grid)
         # a block per thread, at most 64 chains and ~32 MB of suffix bitsets
         block = max(1, min(-(-c // numba.get_num_threads()), 64,
                            (1 << 22) // max(1, len(sets.cols) * sets.words)))
         sched = Schedule(int(n_sweeps), int(record_from), int(thin), int(n_records))
-        ev = ChainEvidence(free_cols, np.ascontiguousarray(allowed),
+        ev = ChainEvidence(free_cols, np.ascontiguousarray(log_w),
                            np.asarray(allowed_row, np.int64))
         codes = CodeGrid(energy.log_q0, grid.code_offsets, grid.n_codes.astype(np.int64),
                          grid.n_values.astype(np.int64), grid.ordered)

@@ -377,10 +377,6 @@ class EnergyQueries:
         w = np.ones(int(off[-1]))
         for j in cols:
             w[off[j]:off[j + 1]] = allowed[0, off[j]:off[j + 1]]
-            lo, hi = ev.lo[0, j], ev.hi[0, j]
-            if g.discrete[j] or np.isnan(lo):
-                continue
-            w[off[j]:off[j] + g.n_values[j]] *= g.interval_share(j, lo, hi)
         with np.errstate(divide="ignore"):
             return np.log(w)
 
@@ -541,13 +537,15 @@ class EnergyQueries:
 
     # ------------------------------------------------------------------ sampling
     def _allowed(self, ev, missing: bool) -> tuple[np.ndarray, np.ndarray, str]:
-        """Per evidence row: the allowed-code mask ``[m, sum(n_codes)]``, a flag per row whose
-        evidence has zero probability (its mask allows everything) and a message naming the
+        """Per evidence row: the weight of each code ``[m, sum(n_codes)]`` (1 allowed, 0 not,
+        and for a numeric bin an interval cuts, the share of its within-bin law inside it:
+        :meth:`~forestgen.families.energy.grid.Grid.interval_share`), a flag per row whose
+        evidence has zero probability (its row allows everything) and a message naming the
         first such row's column."""
         g = self.grid_
         off = g.code_offsets
         m = ev.m
-        free = np.ones(int(off[-1]), np.uint8)
+        free = np.ones(int(off[-1]))
         if not missing:
             free[off[:-1][g.has_missing] + g.n_values[g.has_missing]] = 0
         allowed = np.tile(free, (m, 1))
@@ -579,8 +577,13 @@ class EnergyQueries:
                 # touches it, e.g. (7.5, 8.5] and an integer range from 8.5, holds none)
                 ok = (hi_e[None, :] > ev.lo[iv, j][:, None]) & \
                     (lo_e[None, :] < ev.hi[iv, j][:, None])
-                blk = np.zeros((int(iv.sum()), off[j + 1] - off[j]), np.uint8)
+                blk = np.zeros((int(iv.sum()), off[j + 1] - off[j]))
                 blk[:, : g.n_values[j]] = ok
+                if not g.discrete[j]:  # a bin the interval cuts: its share inside
+                    spans, which = np.unique(np.c_[ev.lo[iv, j], ev.hi[iv, j]], axis=0,
+                                             return_inverse=True)
+                    for k, (lo, hi) in enumerate(spans):
+                        blk[which.ravel() == k, : g.n_values[j]] *= g.interval_share(j, lo, hi)
                 allowed[iv, sl] = blk
             if j in ev.sets:
                 act, mk = ev.sets[j]
