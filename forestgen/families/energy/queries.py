@@ -804,10 +804,9 @@ class EnergyQueries:
                 obs = ~miss[multi, j]
                 blk = np.zeros((len(multi), off[j + 1] - off[j]), np.uint8)
                 blk[np.arange(len(multi)), np.where(obs, C[multi, j], 0)] = 1
-                if not g.discrete[j] or True:
-                    blk[~obs, :] = 1
-                    if g.has_missing[j]:
-                        blk[~obs, g.n_values[j]] = 0
+                blk[~obs, :] = 1  # a missing entry: any value, not the missing state
+                if g.has_missing[j]:
+                    blk[~obs, g.n_values[j]] = 0
                 allowed[:, off[j]:off[j + 1]] = blk
             b = max(int(self.sample_burn_in), 1)
             n_rec = 1 if method == "sample" else 50
