@@ -68,6 +68,7 @@ from forestgen.inference.api import (
     evidence_log_prob,
     expect,
     impute,
+    interval_log_mass,
     leaf_posterior,
     predict,
     predict_proba,
@@ -75,5 +76,5 @@ from forestgen.inference.api import (
 from forestgen.inference.conditions import Evidence, Not, ZeroProbabilityError, parse_conditions
 
 __all__ = ["Not", "ZeroProbabilityError", "Evidence", "parse_conditions", "conditional_sample",
-           "conditional_log_prob", "evidence_log_prob", "expect", "predict_proba", "predict",
-           "impute", "leaf_posterior"]
+           "conditional_log_prob", "evidence_log_prob", "expect", "interval_log_mass",
+           "predict_proba", "predict", "impute", "leaf_posterior"]

@@ -38,7 +38,7 @@ from forestgen.sampling.support import draw_column, draw_mean
 from forestgen.validation import as_generator, warn_input
 
 __all__ = ["conditional_sample", "conditional_log_prob", "evidence_log_prob", "expect",
-           "predict_proba", "predict", "impute", "leaf_posterior"]
+           "interval_log_mass", "predict_proba", "predict", "impute", "leaf_posterior"]
 
 
 # --------------------------------------------------------------------------- zero probability
@@ -95,6 +95,41 @@ def evidence_log_prob(model, conditions) -> np.ndarray | float:
     ev, per_row = parse_conditions(model, conditions)
     out = _lognorm(model, ev)
     return out if per_row else float(out[0])
+
+
+def interval_log_mass(model, column: int, lo: np.ndarray, hi: np.ndarray,
+                      conditions: dict | None = None) -> np.ndarray:
+    """``log P(lo < x_j <= hi, conditions)`` per pair of bounds on numeric column ``j``'s
+    latent (encoded) scale (``-inf`` / ``inf``: an open end), jointly with one condition set:
+    exact interval masses of the leaf mixture (each leaf's ``log_prob_interval``), e.g. the
+    pieces of a marginal CDF. An interval that ``conditions`` put on column ``j`` (also through a
+    rule: :func:`~forestgen.inference.conditions.keep_rules`) intersects each piece; a value
+    given for ``j`` raises."""
+    model.check_fitted()
+    if not type(model).leaf_mixture_law:
+        raise NotImplementedError(f"{type(model).__name__}: its law is not a leaf mixture; "
+                                  f"interval_log_mass sums leaf masses")
+    spec = model.encoder_.schema.columns[column]
+    if spec.is_discrete:
+        raise ValueError(f"column {spec.name!r} is discrete: interval masses are for numeric "
+                         f"columns")
+    lo, hi = np.asarray(lo, float).ravel(), np.asarray(hi, float).ravel()
+    if lo.shape != hi.shape or np.isnan(lo).any() or np.isnan(hi).any():
+        raise ValueError("lo and hi are bounds of equal length, none NaN")
+    one, per_row = parse_conditions(model, conditions)
+    if per_row:
+        raise ValueError("interval_log_mass takes one condition set (a dict)")
+    if not np.isnan(one.point[0, column]):
+        raise ValueError(f"conditions fix column {spec.name!r}, the interval's own")
+    if one.interval_active()[0, column]:  # an interval on it (or one a rule translates to)
+        lo, hi = np.maximum(lo, one.lo[0, column]), np.minimum(hi, one.hi[0, column])
+    ev = one.broadcast(len(lo)).copy()
+    ev.lo[:, column], ev.hi[:, column] = lo, hi
+    empty = ~(lo < hi)
+    ev.lo[empty, column], ev.hi[empty, column] = -np.inf, np.inf  # scored -inf below
+    out = _lognorm(model, ev)
+    out[empty] = -np.inf
+    return out
 
 
 # --------------------------------------------------------------------------- sampling

@@ -54,17 +54,18 @@ def check_that(cond: bool, what: str, detail: str) -> None:
 def histogram_faces(leaf_model) -> np.ndarray:
     """Bin faces of the histograms a leaf model spreads leaf mass by (a
     :class:`~forestgen.leaves.marginal_cell.MarginalCellLeaf`'s ``edges``, also inside a
-    point-mass or stacked leaf); empty for any other leaf model."""
+    point-mass or stacked leaf, or blended in as a root cell); empty for any other leaf
+    model."""
     from forestgen.families.mixture.stacked import StackedLeaf
     from forestgen.leaves.marginal_cell import MarginalCellLeaf
 
     out = [np.zeros(0)]
     parts = leaf_model.parts if isinstance(leaf_model, StackedLeaf) else [leaf_model]
-    for part in parts:
-        base = getattr(part, "base_", part)
-        if isinstance(base, MarginalCellLeaf) and base.edges is not None:
-            out.append(np.asarray(base.edges, float))
-    return np.concatenate(out)
+    for part in parts:  # the part, its base and the root cell it blends in (MarginalMixLeaf)
+        for cell in (part, getattr(part, "base_", None), getattr(part, "root_", None)):
+            if isinstance(cell, MarginalCellLeaf) and cell.edges is not None:
+                out.append(np.asarray(cell.edges, float))
+    return np.unique(np.concatenate(out))
 
 
 def leaf_faces(m, j: int, a: float, b: float) -> np.ndarray:

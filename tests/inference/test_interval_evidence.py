@@ -463,3 +463,42 @@ def test_block_walk_does_not_depend_on_blocks_threads_or_order(prune_models, nam
     fin = np.isfinite(ref)
     assert (np.isfinite(got) == fin).all()
     np.testing.assert_allclose(got[fin], ref[fin], rtol=0, atol=1e-10)
+
+
+def test_interval_log_mass_is_the_evidence_mass_of_latent_pieces():
+    """``interval_log_mass`` scores latent pieces ``(lo, hi]`` of one column, with or without
+    a condition set: the pieces of a partition sum to one (to the condition's mass), and a
+    piece is the evidence mass of the same interval given as a condition."""
+    from forestgen.inference import interval_log_mass
+    from forestgen.learners import NRGBoost
+    from forestgen.testing.statistical import statistical_table
+
+    train = statistical_table()
+    m = paper_arf(n_trees=5, random_state=0).fit(train)
+    j = m.schema_.names.index("x")
+    v = np.quantile(train["x"].dropna(), [0.1, 0.3, 0.5, 0.9])
+    lo, hi = np.concatenate([[-np.inf], v]), np.concatenate([v, [np.inf]])
+    for cond in (None, {"c": "mid"}):
+        pieces = np.exp(interval_log_mass(m, j, lo, hi, cond))
+        whole = 1.0 if cond is None else np.exp(evidence_log_prob(m, cond))
+        assert pieces.sum() == pytest.approx(whole, rel=1e-12)
+        for a, b, p in zip(v[:-1], v[1:], pieces[1:-1]):
+            given = {"x": (a, b), **(cond or {})}  # [a, b]: the latent (nextafter(a), b]
+            lat = interval_log_mass(m, j, [np.nextafter(a, -np.inf)], [b], cond)[0]
+            assert lat == pytest.approx(evidence_log_prob(m, given), rel=1e-12)
+            assert np.exp(lat) == pytest.approx(p, rel=1e-9)  # a has no mass of its own
+    assert interval_log_mass(m, j, [1.0], [1.0])[0] == -np.inf
+    with pytest.raises(ValueError, match="'c' is discrete"):
+        interval_log_mass(m, m.schema_.names.index("c"), [0.0], [1.0])
+    with pytest.raises(ValueError, match="fix column 'x', the interval's own"):
+        interval_log_mass(m, j, [0.0], [1.0], {"x": 0.5})
+    a, b, c = v[0], v[1], v[2]  # an interval on x in the conditions intersects each piece
+    both = interval_log_mass(m, j, [np.nextafter(a, -np.inf), a], [b, c], {"x": (a, b)})
+    assert both[0] == pytest.approx(evidence_log_prob(m, {"x": (a, b)}), rel=1e-12)
+    assert both[1] == pytest.approx(interval_log_mass(m, j, [a], [b])[0], rel=1e-12)
+    assert interval_log_mass(m, j, [b], [c], {"x": (a, b)})[0] == -np.inf
+    with pytest.raises(ValueError, match="equal length"):
+        interval_log_mass(m, j, [0.0, 1.0], [1.0])
+    nrg = NRGBoost(n_trees=2, random_state=0).fit(train)
+    with pytest.raises(NotImplementedError, match="NRGBoost"):
+        interval_log_mass(nrg, j, [0.0], [1.0])
