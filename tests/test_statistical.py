@@ -5,6 +5,7 @@ Each mutant is an ARF (5 trees) with one query made to describe another law, run
 the check that targets it."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -342,3 +343,24 @@ def test_conditionals_check_reads_a_determined_column_through_its_rule():
     res = check_statistics(m, df, n=4000, raise_on_failure=False,
                            checks=("draws", "conditional"))
     assert len(res) == 10 and all(r.passed for r in res), res
+
+
+def test_exact_cdf_leaves_a_constrained_law_to_the_rules_layer():
+    """Declared constraints truncate the law (rejection in samples, a zero density outside),
+    which the leaf masses do not: the draws check then integrates the rules layer's density;
+    under mappings alone the free columns keep the exact path."""
+    from forestgen.testing import statistical as st
+
+    rng = np.random.default_rng(0)
+    start = rng.uniform(0, 10, 300).round(1)
+    df = pd.DataFrame({"start": start, "end": (start + rng.gamma(2, 2, 300)).round(1),
+                       "edu": rng.choice(["a", "b"], 300)})
+    df["years"] = df["edu"].map({"a": 9, "b": 12})
+    meta = {"constraints": [{"constraint_class": "Inequality", "constraint_parameters": {
+        "low_column_name": "start", "high_column_name": "end"}}]}
+    kept = fg.ARF(**PARAMS).fit(df, kinds=meta)
+    free = fg.ARF(**PARAMS).fit(df)
+    assert free.schema_.rules["mappings"] and not free.schema_.rules.get("constraints")
+    for j in (0, 1):
+        assert st._exact_cdf(kept, j, None) is None
+        assert st._exact_cdf(free, j, {"years": 12}) is not None

@@ -150,16 +150,16 @@ def _exact_cdf(m, j: int, conditions: dict | None):
     """:func:`_marginal_cdf` from the leaf mixture's exact interval masses
     (:func:`forestgen.inference.interval_log_mass`): ``F(v)`` sums the masses of the pieces
     between the sorted values asked, so it is exact at every one (no quadrature, no faces);
-    ``None`` where the model is no leaf mixture, or given conditions under constraints (whose
-    conditional law the rules layer truncates; evidence on a mapping's determined column is
-    evidence on its determinant, :func:`forestgen.inference.conditions.keep_rules`, as in the
-    rules layer's law)."""
+    ``None`` where the model is no leaf mixture or has declared constraints (whose law the
+    rules layer truncates; under mappings alone the free columns' law is the leaf mixture's,
+    and evidence on a mapping's determined column is evidence on its determinant,
+    :func:`forestgen.inference.conditions.keep_rules`, as in the rules layer's law)."""
     from forestgen.inference import interval_log_mass
     from forestgen.inference.rules import rules_of
 
     rules = rules_of(m)
     if not (type(m).leaf_mixture_law and hasattr(m, "leaf_models_")) or (
-            conditions is not None and rules is not None and rules.constraints):
+            rules is not None and rules.constraints):
         return None
     spec = m.schema_.columns[j]
     atoms = np.asarray(spec.atoms or [], float)
