@@ -185,7 +185,7 @@ def _exact_cdf(m, j: int, conditions: dict | None):
     return F, atoms, at
 
 
-def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float]:
+def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float] | None:
     """Ties :func:`_exact_cdf` to the density: at up to 32 of ``points`` and the leaf cells'
     midpoints (off the point masses), the interval mass of a narrow piece around the point
     holding no leaf face and no end of a rounding cell, against the NaN-marginal
@@ -386,7 +386,7 @@ def _draw_checks(m, Z: np.ndarray, check: str, conditions=None, skip=()) -> list
         else:
             pts = Z[:, j][~np.isnan(Z[:, j])]
             exact = _exact_cdf(m, j, conditions)
-            F, atoms, _ = exact or _marginal_cdf(m, j, conditions, points=pts)
+            F, atoms, _ = exact or _quadrature_cdf(m, j, conditions, points=pts)
             kind, stat, pv = _numeric_test(spec, Z[:, j], F, atoms)
             tie = None if exact is None else _density_agrees(m, j, conditions, pts)
             if tie is not None:
