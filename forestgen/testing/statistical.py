@@ -204,13 +204,19 @@ def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float] |
     p = np.unique(np.concatenate([np.asarray(points, float), 0.5 * (faces[1:] + faces[:-1])]))
     p = p[~np.isin(p, np.asarray(spec.atoms or [], float)) & (p > a) & (p < b)]
     h = 1e-6 * np.maximum(1.0, np.abs(p))
-    k = np.clip(np.searchsorted(faces, p), 1, len(faces) - 1)
-    room = np.minimum(p - faces[k - 1], faces[k] - p)
+    # the observed range's ends too: a leaf may end its support a sliver past the data
+    ends = np.unique(np.concatenate([faces, [spec.lower, spec.upper]]))
+    k = np.clip(np.searchsorted(ends, p), 1, len(ends) - 1)
+    room = np.minimum(np.abs(p - ends[k - 1]), np.abs(ends[k] - p))
     s = grid_step(spec)
     if s is not None:  # a rounding cell's ends, (g +- s/2), are jumps of the latent's density
         u = p / s
         room = np.minimum(room, s * (0.5 - np.abs(u - np.round(u))))
-    inside = room > 2 * h
+    # and away from every face by 1e-5 of the range: a leaf may flatten its density within a
+    # sliver of its cell's faces, or end it a sliver past the data (the custom-leaf tutorial's
+    # Beta cells do both, by 1e-6), shifts of no measurable mass
+    margin = 1e-5 * (b - a) if np.isfinite(b - a) else 0.0
+    inside = room > np.maximum(2 * h, margin)
     p, h = p[inside], h[inside]
     if len(p) == 0:
         return "max_rel", 0.0, math.nan
