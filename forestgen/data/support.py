@@ -41,7 +41,7 @@ __all__ = ["grid_step", "latent_range", "restrict_cells", "restrict_levels", "ro
            "to_support",
            "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
            "clamp_query_rows", "free_unseen_levels", "off_levels", "rounded_mean",
-           "support_log_volume",
+           "column_log_volumes", "support_log_volume", "over_log_volumes",
            "floor_log_prob",
            "torch_to_support"]
 
@@ -228,29 +228,52 @@ def clamp_rows(schema: Schema, Z: np.ndarray, skip=()) -> list:
     return moved
 
 
-def support_log_volume(schema: Schema) -> float:
-    """Log measure of the support: the latent range's width of each numeric column (a
-    constant column off a grid counts 1) times the number of support levels of each discrete
-    one (``-log`` of the uniform density on the support)."""
-    out = 0.0
-    for spec in schema.columns:
+def column_log_volumes(schema: Schema) -> np.ndarray:
+    """Per column, the log measure of its support: the latent range's width of a numeric
+    column (a constant column off a grid counts 1), the number of support levels of a
+    discrete one."""
+    out = np.zeros(schema.d)
+    for j, spec in enumerate(schema.columns):
         if spec.is_discrete:
-            out += math.log(max(int(spec.support.sum()), 1))
+            out[j] = math.log(max(int(spec.support.sum()), 1))
             continue
         a, b = latent_range(spec)
         if math.isfinite(a) and math.isfinite(b) and b > a:
-            out += math.log(b - a)
+            out[j] = math.log(b - a)
     return out
 
 
-def floor_log_prob(model, logp: np.ndarray, floor: float | None) -> np.ndarray:
+def support_log_volume(schema: Schema) -> float:
+    """Log measure of the support (``-log`` of the uniform density on it): the sum of
+    :func:`column_log_volumes`."""
+    return float(column_log_volumes(schema).sum())
+
+
+def over_log_volumes(log_volumes: np.ndarray, over) -> np.ndarray | float:
+    """The log measure, per row, of the columns its density is over (``log_volumes`` per
+    column): ``over`` is ``bool [n, d]`` (see :func:`floor_log_prob`), a callable returning
+    it, or ``None`` (every column: the total, a float)."""
+    if over is None:
+        return float(np.sum(log_volumes))
+    cols = over() if callable(over) else over
+    return np.asarray(cols, bool) @ np.asarray(log_volumes, np.float64)
+
+
+def floor_log_prob(model, logp: np.ndarray, floor: float | None, over=None) -> np.ndarray:
     """Rows of density zero — outside the support — scored ``floor`` times the uniform
-    density on the model's support (:func:`support_log_volume`) instead of ``-inf``; every
-    other row keeps its exact density. ``None``: exact."""
+    density on the support of the columns the row's density is over (:func:`
+    column_log_volumes`) instead of ``-inf``; every other row keeps its exact density.
+    ``None``: exact. ``over``: ``bool [n, d]``, those columns per row — its observed
+    entries, less the columns evidence is given on (:func:`forestgen.inference.
+    density_columns`) — or a callable returning it, called only when a row has density
+    zero; default every column (complete rows, no conditions)."""
     if floor is None:
         return logp
-    return np.where(np.isneginf(logp), math.log(floor) - support_log_volume(
-        model.encoder_.schema), logp)
+    zero = np.isneginf(logp)
+    if not zero.any():
+        return logp
+    vol = over_log_volumes(column_log_volumes(model.encoder_.schema), over)
+    return np.where(zero, math.log(floor) - vol, logp)
 
 
 def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:

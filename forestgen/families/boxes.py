@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from forestgen.data.support import over_log_volumes
 from forestgen.leaves.base import ColumnCell
 from forestgen.leaves.cell_uniform import CellUniformLeaf
 from forestgen.leaves.point_mass import PointMassLeaf
@@ -245,23 +246,36 @@ def box_tree(forest: ForestArrays, box_lo: np.ndarray, box_hi: np.ndarray,
     return ForestArrays.from_trees([rec], forest.n_levels)
 
 
+def box_column_log_volumes(schema, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per column, the log measure of the root box's side: its width for a numeric column,
+    the number of levels in its support for a discrete one."""
+    return np.array([math.log(int(spec.support.sum())) if spec.is_discrete
+                     else math.log(hi[j] - lo[j]) for j, spec in enumerate(schema.columns)],
+                    np.float64)
+
+
 def box_log_volume(schema, lo: np.ndarray, hi: np.ndarray) -> float:
-    """Log measure of the root box: Lebesgue volume of the numeric sides times the number of
-    levels of each discrete column in its support (``-log`` of the uniform density on the
-    box)."""
-    out = 0.0
-    for j, spec in enumerate(schema.columns):
-        out += (math.log(int(spec.support.sum())) if spec.is_discrete
-                else math.log(hi[j] - lo[j]))
-    return out
+    """Log measure of the root box (``-log`` of the uniform density on the box): the sum of
+    :func:`box_column_log_volumes`."""
+    return float(box_column_log_volumes(schema, lo, hi).sum())
 
 
-def apply_floor(logp: np.ndarray, floor: float | None, log_volume: float) -> np.ndarray:
-    """Floor log densities at ``floor`` times the uniform density on the root box.
+def apply_floor(logp: np.ndarray, floor: float | None, log_volumes: np.ndarray,
+                over=None) -> np.ndarray:
+    """Floor log densities at ``floor`` times the uniform density on the root box's sides
+    ``log_volumes`` (:func:`box_column_log_volumes`) of the columns each row's density is
+    over: ``over`` as in :func:`~forestgen.data.support.floor_log_prob` (a callable is
+    called only when a row lies below the highest floor any set of columns gives); default
+    every column. ``logp`` is ``[n]`` or ``[..., n]`` (rows last).
 
     Relative to the box, the floor is unit-free: on the unit cube it is the absolute ``floor``
     of the paper's Table 1, and on natural-scale data (prices in dollars, weights in grams) it
     does not swamp every density below an absolute ``1e-5``."""
     if floor is None:
         return logp
-    return np.maximum(logp, math.log(floor) - log_volume)
+    vol = np.asarray(log_volumes, np.float64)
+    if over is None:
+        return np.maximum(logp, math.log(floor) - float(vol.sum()))
+    if not (np.asarray(logp) < math.log(floor) - float(np.minimum(vol, 0.0).sum())).any():
+        return logp
+    return np.maximum(logp, math.log(floor) - over_log_volumes(vol, over))

@@ -65,6 +65,7 @@ column, not a joint MAP). Queries run in chunks of at most a few million (row, l
 from forestgen.inference.api import (
     conditional_log_prob,
     conditional_sample,
+    density_columns,
     evidence_log_prob,
     expect,
     impute,
@@ -76,5 +77,5 @@ from forestgen.inference.api import (
 from forestgen.inference.conditions import Evidence, Not, ZeroProbabilityError, parse_conditions
 
 __all__ = ["Not", "ZeroProbabilityError", "Evidence", "parse_conditions", "conditional_sample",
-           "conditional_log_prob", "evidence_log_prob", "expect", "interval_log_mass",
-           "predict_proba", "predict", "impute", "leaf_posterior"]
+           "conditional_log_prob", "density_columns", "evidence_log_prob", "expect",
+           "interval_log_mass", "predict_proba", "predict", "impute", "leaf_posterior"]

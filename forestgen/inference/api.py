@@ -262,6 +262,22 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
 # --------------------------------------------------------------------------- log-density
 
 
+def density_columns(model, X, conditions=None) -> np.ndarray:
+    """``bool [n, d]``: the columns each row's ``log_prob(X, conditions=)`` is a density
+    over — the row's observed entries (NaN entries and absent columns are marginalised), less
+    the columns the conditions give evidence on (their entries in ``X`` are ignored). The
+    ``density_floor`` of a row outside the support is relative to the uniform density on these
+    columns (:func:`forestgen.data.support.floor_log_prob`)."""
+    over = ~np.isnan(model.encoder_.transform(X, "nan", []))
+    if conditions is not None:
+        ev, _ = parse_conditions(model, conditions)
+        act = ev.active()
+        if len(act) not in (1, len(over)):
+            raise ValueError(f"per-row conditions have {len(act)} rows but X has {len(over)}")
+        over &= ~act
+    return over
+
+
 def conditional_log_prob(model, X, conditions) -> np.ndarray:
     """``log p(x_U | e)`` per row of ``X``: ``U`` = observed columns of the row that carry no
     evidence (``X``'s entries in evidence columns are ignored; NaN entries are marginalised)."""

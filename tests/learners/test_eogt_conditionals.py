@@ -123,9 +123,12 @@ def test_held_out_criterion_is_log_likelihood_plus_pseudo_log_likelihood():
     for eps, score in zip(SMOOTHINGS, got):
         m.smoothing_ = eps
         joint = np.asarray(m.log_prob(rows), float)
+        inside = np.isfinite(m.log_prob(rows, floor=None))  # the pseudo part: inside the box
+        assert 0 < inside.sum() < len(rows)
         pseudo = 0.0
         for c in rows.columns:
-            pseudo = pseudo + joint - np.asarray(m.log_prob(rows.assign(**{c: np.nan})), float)
+            pseudo = pseudo + np.where(inside, joint - np.asarray(
+                m.log_prob(rows.assign(**{c: np.nan})), float), 0.0)
         assert score == pytest.approx(joint.mean() + pseudo.mean(), abs=1e-9)
     # the default chooses the sizes and ε on it
     d = EOGT(random_state=0).fit(df)
@@ -242,5 +245,11 @@ def test_a_range_condition_on_a_row_in_no_region_scores_zero():
                        "c": rng.choice(["a", "b"], 400)})
     m = EOGT(n_trees=5, random_state=0).fit(df)
     assert m.schema_.columns[0].atoms == [0.0]
-    lp = m.log_prob(pd.DataFrame({"y": [-100.0, 1e6, 0.0, 3.0]}), conditions={"x": (0, 5)})
+    rows = pd.DataFrame({"y": [-100.0, 1e6, 0.0, 3.0]})
+    lp = m.log_prob(rows, conditions={"x": (0, 5)}, floor=None)
     assert np.isneginf(lp[:2]).all() and np.isfinite(lp[2:]).all()
+    # by default such a row scores the floor relative to the free column alone
+    floored = m.log_prob(rows, conditions={"x": (0, 5)})
+    side = np.log(m.box_hi_[1] - m.box_lo_[1])
+    np.testing.assert_allclose(floored[:2], np.log(m.density_floor) - side, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(floored[2:], lp[2:])

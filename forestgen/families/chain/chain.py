@@ -16,7 +16,7 @@ import numpy as np
 
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.support import latent_range
+from forestgen.data.support import column_log_volumes
 from forestgen.families import CHAIN
 from forestgen.families.chain.queries import ChainQueries
 from forestgen.leaves import CategoricalLeaf, KernelLeaf, OrdinalKernelLeaf
@@ -354,12 +354,12 @@ class Chain(ChainQueries, GenerativeForest):
         if not ok.any():
             return out
         leaves = self.forest_.apply(Z[ok])
+        vol = column_log_volumes(self.encoder_.schema)
         for t, j in enumerate(self.order_):
             j = int(j)
             lp = self.leaf_models_[j].log_prob(leaves[:, t], Z[ok, j])
             if self.density_floor is not None:
-                lp = np.maximum(lp, math.log(self.density_floor)
-                                - column_log_measure(self.encoder_.schema.columns[j]))
+                lp = np.maximum(lp, math.log(self.density_floor) - vol[j])
             out[ok, j] = lp
         return out
 
@@ -525,15 +525,6 @@ def leaf_size_choice(ll: np.ndarray) -> int:
     best = int(np.argmax(mean[:-1]))
     diff = x[-1] - x[best]
     return len(x) - 1 if diff.mean() > se(diff) else best
-
-
-def column_log_measure(spec) -> float:
-    """Log measure of a column's support (as :func:`forestgen.data.support.support_log_volume`
-    for one column)."""
-    if spec.is_discrete:
-        return math.log(max(int(spec.support.sum()), 1))
-    a, b = latent_range(spec)
-    return math.log(b - a) if math.isfinite(a) and math.isfinite(b) and b > a else 0.0
 
 
 def _single_leaf() -> TreeRecord:

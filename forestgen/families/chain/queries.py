@@ -28,8 +28,8 @@ from forestgen.families.chain.branches import (
     evidence_branches,
     routing_keys,
 )
+from forestgen.inference.api import density_columns, point_series, query_frame
 from forestgen.inference.api import impute as _shared_impute
-from forestgen.inference.api import point_series, query_frame
 from forestgen.inference.conditions import (
     Evidence,
     ZeroProbabilityError,
@@ -125,13 +125,16 @@ class ChainQueries:
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row (nats), NaN entries marginalised exactly; with ``conditions``
         ``log p(x_free | evidence)``. A row outside the support scores ``density_floor``
-        times the uniform density on the support unless ``floor=None`` (exact: ``-inf``)."""
+        times the uniform density on the support of the columns its density is over
+        (:func:`~forestgen.inference.density_columns`) unless ``floor=None`` (exact:
+        ``-inf``)."""
         if conditions is not None:
             self.require("conditional_log_prob")
             out = self._conditional_log_prob(X, conditions)
         else:
             out = self.log_prob_encoded(self.encode_rows(X, missing_columns="nan"))
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
+                              lambda: density_columns(self, X, conditions))
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """Exact log density of encoded rows (NaN entries marginalised)."""

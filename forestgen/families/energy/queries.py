@@ -272,7 +272,9 @@ class EnergyQueries:
         Exact while each sum has at most 4,096 cells, else estimated as NaN marginals are;
         the denominator is the numerator summed over every code of the free columns while
         those number at most 4,096 per distinct evidence, so the conditional sums to one over
-        them, estimates included.
+        them, estimates included. A free value outside the training range or an unseen level
+        is scored as without conditions: marginalised, times ``density_floor`` times the
+        uniform density on its column.
         """
         if conditions is not None:
             return self._conditional_log_prob(X, conditions)
@@ -318,12 +320,16 @@ class EnergyQueries:
             raise ValueError("conditions cover every column; nothing is free")
         C[:, ranged] = UNKNOWN  # summed over the codes the evidence keeps, weighted
         outside[:, ranged] = False
+        gone = outside.copy()  # free values outside the training range: marginalised, and
+        gone[:, ev_cols] = False  # scored by the floor below (as log_prob scores them)
+        given = C.copy()
+        C[gone] = UNKNOWN
         Cm = C.copy()
         Cm[:, free] = UNKNOWN
         joint = self._log_marginal(C, logw)
         marg = self._log_evidence_mass(C, Cm, free, logw)
         if self._nesting() is not None:
-            miss = self._missing_codes(C, outside)
+            miss = self._missing_codes(given, outside)
             known = np.ones(C.shape, bool)
             known[:, self._absent(df)] = False
             joint += self._nest_log_factor(miss, known)
@@ -332,7 +338,11 @@ class EnergyQueries:
         Cw = np.full_like(C, UNKNOWN)
         Cw[:, free] = C[:, free]
         lp = joint - marg + self._log_within(Cw, Z)
-        lp[outside[:, free].any(axis=1)] = -np.inf
+        if gone.any():
+            if self.density_floor is None:
+                lp[gone.any(axis=1)] = -np.inf
+            else:
+                lp += gone @ self._log_floor()
         return lp
 
     def _log_evidence_mass(self, C: np.ndarray, Cm: np.ndarray, free: list[int],

@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from forestgen.families import INTERSECTION
-from forestgen.families.boxes import apply_floor, box_log_volume, column_layout, fit_cell_leaves
+from forestgen.families.boxes import (
+    apply_floor,
+    box_column_log_volumes,
+    column_layout,
+    fit_cell_leaves,
+)
 from forestgen.families.intersection.cells import CellTable
 from forestgen.families.intersection.gfboost import SMOOTHINGS, GFBoost, tree_dicts
 from forestgen.families.intersection.marginals import fit_marginals
@@ -226,8 +231,9 @@ class EOGT(RegionQueries, GFBoost):
 
         joint = mixed(Z)
         floor = self.density_floor
-        score = apply_floor(joint, floor, box_log_volume(self.encoder_.schema, self.box_lo_,
-                                                         self.box_hi_))
+        score = apply_floor(joint, floor, box_column_log_volumes(self.encoder_.schema,
+                                                                 self.box_lo_, self.box_hi_),
+                            ~np.isnan(Z))  # as log_prob floors each row
         score = np.nanmean(score, 1) if len(Z) else np.zeros(len(eps))
         pseudo = np.zeros_like(joint)
         for j in range(Z.shape[1]):

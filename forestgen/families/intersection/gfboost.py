@@ -76,7 +76,7 @@ from forestgen.data.frames import take_rows
 from forestgen.families import INTERSECTION
 from forestgen.families.boxes import (
     apply_floor,
-    box_log_volume,
+    box_column_log_volumes,
     column_layout,
     fit_cell_leaves,
     root_box,
@@ -86,6 +86,7 @@ from forestgen.families.intersection.cells import CellBoxes, CellTable
 from forestgen.families.intersection.ensembler import volume_share
 from forestgen.families.intersection.marginals import box_mass, fit_marginals, marginal_leaves
 from forestgen.families.intersection.splitter import CANDIDATES, LOSSES, BayesRiskSplitter
+from forestgen.inference.api import density_columns
 from forestgen.leaves.point_mass import PointMassLeaf
 from forestgen.modelfile import check_array, check_box, check_count, check_forest
 from forestgen.progress import ProgressBar
@@ -567,15 +568,17 @@ class GFBoost(GenerativeForest):
         return np.exp(logu)
 
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
-        """Log density per row (see the module notes on the measure). Densities below
-        ``density_floor`` times the uniform density on the box (rows outside the training box;
-        empty cells when ``smoothing`` is below the floor) are reported as that unless
+        """Log density per row (see the module notes on the measure); with ``conditions``,
+        ``log p(x_free | evidence)``. Densities below ``density_floor`` times the uniform
+        density on the box's sides of the columns the density is over
+        (:func:`~forestgen.inference.density_columns`; rows outside the training box, empty
+        cells when ``smoothing`` is below the floor) are reported as that unless
         ``floor=None`` (honest ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        if conditions is not None:
-            return out
         return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
+                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
+                                                  self.box_hi_),
+                           lambda: density_columns(self, X, conditions))
 
     # ------------------------------------------------------------------ imputation
     def impute(self, X, method: str = "expectation", n_imputations: int = 1,

@@ -19,6 +19,7 @@ import numpy as np
 
 from forestgen.data.metadata import constrain
 from forestgen.data.support import rows_to_support
+from forestgen.families.boxes import apply_floor, box_column_log_volumes
 from forestgen.families.intersection.gfboost import row_key
 from forestgen.inference.conditions import blank_rows, check_on_empty
 from forestgen.logsumexp import logsumexp
@@ -132,7 +133,8 @@ class RegionConditionals:
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density of EOGT's law (module notes of :class:`GFBoost` on the measure); with
         ``conditions`` (values, closed intervals, level sets), ``log p(x_free | evidence)``
-        exactly, as the ratio of two marginals of the law (NaN entries marginalised)."""
+        exactly, as the ratio of two marginals of the law (NaN entries marginalised). Floored
+        as :meth:`GFBoost.log_prob` floors, relative to the free columns."""
         if conditions is None:
             return super().log_prob(X, floor=floor)
         self.check_fitted()
@@ -172,7 +174,10 @@ class RegionConditionals:
                 continue
             out[i] = log_j - log_e
         self._too_many(big, "conditional_log_prob")
-        return out
+        return apply_floor(out, self.density_floor if floor == "default" else floor,
+                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
+                                                  self.box_hi_),
+                           ~np.isnan(Zx) & ~given & np.isnan(ev.point))
 
     def _rejection_or_none(self, x: np.ndarray, cons: dict, m: int, rng, row: int,
                            per_row: bool) -> np.ndarray | None:

@@ -41,6 +41,7 @@ from forestgen.families.mixture.backoff import (
     check_weight,
     root_tree,
 )
+from forestgen.inference.api import density_columns
 from forestgen.leaves.indexed import IndexedLeaf
 from forestgen.registry import register
 from forestgen.tree.arrays import ForestArrays
@@ -369,10 +370,12 @@ class Anchored(GenerativeForest):
 
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
-        support scores ``density_floor`` times the uniform density on the support unless
+        support scores ``density_floor`` times the uniform density on the support of the
+        columns its density is over (:func:`~forestgen.inference.density_columns`) unless
         ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
+                              lambda: density_columns(self, X, conditions))
 
     # ------------------------------------------------------------------ persistence
     def _extra_meta(self) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from forestgen.families.mixture.backoff import (
     screen_trees,
     snap_edges,
 )
+from forestgen.inference.api import density_columns
 from forestgen.leaves import (
     CategoricalLeaf,
     GridSpikeLeaf,
@@ -292,10 +293,12 @@ class ARF(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
-        support scores ``density_floor`` times the uniform density on the support unless
+        support scores ``density_floor`` times the uniform density on the support of the
+        columns its density is over (:func:`~forestgen.inference.density_columns`) unless
         ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
+                              lambda: density_columns(self, X, conditions))
 
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""

@@ -374,12 +374,12 @@ def learner_floor(model, lp: np.ndarray) -> np.ndarray:
     relative to its root box (:func:`~forestgen.families.boxes.apply_floor`), the others the
     rows of density zero (:func:`~forestgen.data.support.floor_log_prob`)."""
     from forestgen.data.support import floor_log_prob
-    from forestgen.families.boxes import apply_floor, box_log_volume
+    from forestgen.families.boxes import apply_floor, box_column_log_volumes
 
     floor = getattr(model, "density_floor", None)
     if hasattr(model, "box_lo_"):
-        return apply_floor(lp, floor, box_log_volume(model.encoder_.schema, model.box_lo_,
-                                                      model.box_hi_))
+        return apply_floor(lp, floor, box_column_log_volumes(model.encoder_.schema,
+                                                             model.box_lo_, model.box_hi_))
     return floor_log_prob(model, lp, floor)
 
 

@@ -17,8 +17,8 @@ from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.families.boxes import (
     apply_floor,
+    box_column_log_volumes,
     box_leaves,
-    box_log_volume,
     discrete_levels,
     drop_missing_rows,
     root_box,
@@ -35,6 +35,7 @@ from forestgen.families.mixture.backoff import (
     marginal_box,
     resolve_backoff,
 )
+from forestgen.inference.api import density_columns
 from forestgen.modelfile import check_box, check_count
 from forestgen.progress import ProgressBar
 from forestgen.registry import register
@@ -241,12 +242,15 @@ class DEF(GenerativeForest):
 
     # ------------------------------------------------------------------ queries
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
-        """Log density per row, floored at ``density_floor`` (relative to the root box) unless
-        ``floor=None`` (exact, ``-inf`` in empty leaves / outside the box) or another
+        """Log density per row, floored at ``density_floor`` (relative to the root box's sides
+        of the columns the density is over, :func:`~forestgen.inference.density_columns`)
+        unless ``floor=None`` (exact, ``-inf`` in empty leaves / outside the box) or another
         ``floor`` is given."""
         out = super().log_prob(X, conditions)
         return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
+                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
+                                                  self.box_hi_),
+                           lambda: density_columns(self, X, conditions))
 
     def _extra_arrays(self):
         return {"box_lo": self.box_lo_, "box_hi": self.box_hi_}

@@ -34,6 +34,7 @@ from forestgen.families.mixture.backoff import (
     resolve_weight,
     root_tree,
 )
+from forestgen.inference.api import density_columns
 from forestgen.leaves.base import ColumnCell, LeafModel, leaf_stats
 from forestgen.leaves.categorical import CategoricalLeaf
 from forestgen.leaves.truncnorm import TruncNormalLeaf
@@ -353,10 +354,12 @@ class GeF(GenerativeForest):
     # ------------------------------------------------------------------ fit
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row (see :meth:`GenerativeForest.log_prob`); a row outside the
-        support scores ``density_floor`` times the uniform density on the support unless
+        support scores ``density_floor`` times the uniform density on the support of the
+        columns its density is over (:func:`~forestgen.inference.density_columns`) unless
         ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor)
+        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
+                              lambda: density_columns(self, X, conditions))
 
     def fit(self, X, y=None, *, target=None, kinds: dict | None = None) -> GeF:
         """Grow the supervised forest on (X, y) and fit the factorised leaves (spec §2.1).

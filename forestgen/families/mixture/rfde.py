@@ -17,6 +17,7 @@ import numpy as np
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.families.boxes import (
     apply_floor,
+    box_column_log_volumes,
     box_leaves,
     box_log_volume,
     column_layout,
@@ -36,6 +37,7 @@ from forestgen.families.mixture.backoff import (
     marginal_box,
     resolve_backoff,
 )
+from forestgen.inference.api import density_columns
 from forestgen.logsumexp import logmeanexp
 from forestgen.modelfile import check_array, check_box, check_count
 from forestgen.progress import ProgressBar
@@ -391,11 +393,15 @@ class RFDE(GenerativeForest):
     # ------------------------------------------------------------------ queries
     def log_prob(self, X, conditions=None, *, floor: Any = "default") -> np.ndarray:
         """Log density per row; densities below ``density_floor`` (default ``1e-5``) times the
-        uniform density on the root box are floored there, unless ``floor=None`` (honest
-        ``-inf``) or another ``floor`` (same relative units) is given."""
+        uniform density on the root box's sides of the columns the density is over
+        (:func:`~forestgen.inference.density_columns`) are floored there, unless
+        ``floor=None`` (honest ``-inf``) or another ``floor`` (same relative units) is
+        given."""
         out = super().log_prob(X, conditions)
         return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_log_volume(self.encoder_.schema, self.box_lo_, self.box_hi_))
+                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
+                                                  self.box_hi_),
+                           lambda: density_columns(self, X, conditions))
 
     def score_samples(self, X) -> np.ndarray:
         """Anomaly score basis (Algorithm 2): floored log density; low = anomalous."""
