@@ -173,7 +173,8 @@ class Chain(ChainQueries, GenerativeForest):
         with open columns enumerate (module :mod:`~forestgen.families.chain.branches`);
         past it the row is answered by an importance-sampling estimate with an
         ``EstimateWarning`` (:mod:`~forestgen.families.chain.queries`).
-    density_floor : 1e-5 — ``log_prob`` of a row outside the support (as ARF); ``None``: exact.
+    density_floor : 1e-5 — ``log_prob`` of a row outside the support (as ARF: relative to the
+        columns its density is over); ``None``: exact.
     numeric_leaf, discrete_leaf : leaf models (registry name, class or instance) replacing the
         defaults above for every numeric / discrete column (``numeric_leaf="truncnorm"``: the
         truncated normal of the leaf's mean and SD, the default before the kernel leaf;

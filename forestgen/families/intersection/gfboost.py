@@ -170,9 +170,11 @@ class GFBoost(GenerativeForest):
         of the column marginals restricted to it; ``"uniform"``: uniformly (the paper's
         ``R(C) / μ(C)``). ``cell_shape="uniform", smooth_toward="uniform", smoothing=1e-3`` is
         this learner's model before issue 37.
-    density_floor : densities below ``density_floor`` times the uniform density on the box
-        (rows outside the training box) are reported as that by :meth:`log_prob` (default
-        ``1e-5``, as RFDE/DEF; ``None``: the honest ``-inf``; ``log_prob_encoded`` never floors).
+    density_floor : densities below ``density_floor`` times the uniform density on the box's
+        sides of the columns the density is over
+        (:func:`~forestgen.inference.density_columns`; rows outside the training box) are
+        reported as that by :meth:`log_prob` (default ``1e-5``, as RFDE/DEF; ``None``: the
+        honest ``-inf``; ``log_prob_encoded`` never floors).
     progress : print a progress line on stderr.
     random_state : seeds the random side of missing-value fragments and the held-out split of
         the ``"auto"`` sizes and ``"held_out"`` smoothing; with given sizes and a numeric

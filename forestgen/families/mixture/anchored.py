@@ -212,7 +212,8 @@ class Anchored(GenerativeForest):
     max_anchors : None (default: every training row) or an int — the components of the
         mixture; each query costs time proportional to it.
     density_floor : 1e-5 — ``log_prob`` of a row of density zero (outside the support):
-        ``density_floor`` times the uniform density on the support (as ARF); ``None``: exact.
+        ``density_floor`` times the uniform density on the support of the columns its density
+        is over (as ARF); ``None``: exact.
     marginal_weight : 0 (default: :data:`MARGINAL_WEIGHT`), ``"auto"``, ``"held_out"`` or
         ``λ`` in ``[0, 1)`` — the
         back-off toward the column marginals (above; as ARF's parameter). The rule runs on

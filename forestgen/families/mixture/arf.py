@@ -196,7 +196,8 @@ class ARF(GenerativeForest):
     random_state, n_jobs (-1: all cores; result identical for any value), progress.
     density_floor : a row of density zero — a held-out value outside the support
         (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
-        ``density_floor`` (default ``1e-5``) times the uniform density on the support in
+        ``density_floor`` (default ``1e-5``) times the uniform density on the support of the
+        columns its density is over (:func:`~forestgen.inference.density_columns`) in
         ``log_prob`` instead of ``-inf``; every other row keeps its exact density. ``None`` or
         ``log_prob(..., floor=None)``: exact. A forestgen extension (no floor in the paper).
 

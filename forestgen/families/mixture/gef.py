@@ -159,7 +159,8 @@ class GeF(GenerativeForest):
     progress : print a progress bar over trees on stderr.
     density_floor : a row of density zero — a held-out value outside the support
         (:mod:`forestgen.data.support`: observed ranges, support levels) — scores
-        ``density_floor`` (default ``1e-5``) times the uniform density on the support in
+        ``density_floor`` (default ``1e-5``) times the uniform density on the support of the
+        columns its density is over (:func:`~forestgen.inference.density_columns`) in
         ``log_prob`` instead of ``-inf``; every other row keeps its exact density. ``None`` or
         ``log_prob(..., floor=None)``: exact. A forestgen extension (no floor in the paper).
     marginal_weight : ``"auto"`` (default), ``"held_out"`` or ``λ`` in ``[0, 1)`` (0: the

@@ -79,7 +79,9 @@ class RFDE(GenerativeForest):
     box : ``None`` (min/max box) or ``{column: (lower, upper)}`` fixed bounds for numeric
         columns (the paper's known-support setting).
     density_floor : densities below ``density_floor`` times the uniform density on the root
-        box are reported as that by :meth:`log_prob`, :meth:`score_samples`, :meth:`score` and
+        box (its sides of the columns the density is over, as
+        :func:`~forestgen.inference.density_columns` gives them) are reported as that by
+        :meth:`log_prob`, :meth:`score_samples`, :meth:`score` and
         the depth CV (default ``1e-5``: on the unit cube the paper's Table-1 clip, spec §3.2;
         relative to the box so that it means the same on data in natural units). ``None``
         gives the honest ``-inf`` (also ``log_prob(X, floor=None)`` and always
