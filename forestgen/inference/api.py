@@ -265,16 +265,28 @@ def conditional_sample(model, n: int | None, conditions, random_state=None,
 def density_columns(model, X, conditions=None) -> np.ndarray:
     """``bool [n, d]``: the columns each row's ``log_prob(X, conditions=)`` is a density
     over — the row's observed entries (NaN entries and absent columns are marginalised), less
-    the columns the conditions give evidence on (their entries in ``X`` are ignored). The
-    ``density_floor`` of a row outside the support is relative to the uniform density on these
-    columns (:func:`forestgen.data.support.floor_log_prob`)."""
+    the columns the conditions name (their entries in ``X`` are ignored; a condition on a
+    mapping's determined column counts there, not on the determinant it is translated to).
+    The ``density_floor`` of a row outside the support is relative to the uniform density on
+    these columns (:func:`forestgen.data.support.floor_log_prob`)."""
     over = ~np.isnan(model.encoder_.transform(X, "nan", []))
-    if conditions is not None:
-        ev, _ = parse_conditions(model, conditions)
-        act = ev.active()
-        if len(act) not in (1, len(over)):
-            raise ValueError(f"per-row conditions have {len(act)} rows but X has {len(over)}")
-        over &= ~act
+    if conditions is None:
+        return over
+    schema = model.encoder_.schema
+    if isinstance(conditions, pd.Series):
+        conditions = (conditions.to_frame().T if conditions.name is not None
+                      else dict(conditions))
+    if isinstance(conditions, pd.DataFrame):
+        if len(conditions) != len(over):
+            raise ValueError(f"per-row conditions have {len(conditions)} rows but X has "
+                             f"{len(over)}")
+        for name in conditions.columns:
+            given = np.array([not (pd.api.types.is_scalar(v) and pd.isna(v))
+                              for v in conditions[name]], bool)
+            over[given, column_index(schema, name)] = False
+        return over
+    for name in conditions:
+        over[:, column_index(schema, name)] = False
     return over
 
 

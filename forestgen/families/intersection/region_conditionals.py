@@ -21,6 +21,7 @@ from forestgen.data.metadata import constrain
 from forestgen.data.support import rows_to_support
 from forestgen.families.boxes import apply_floor, box_column_log_volumes
 from forestgen.families.intersection.gfboost import row_key
+from forestgen.inference.api import density_columns
 from forestgen.inference.conditions import blank_rows, check_on_empty
 from forestgen.logsumexp import logsumexp
 from forestgen.validation import check_int
@@ -177,7 +178,7 @@ class RegionConditionals:
         return apply_floor(out, self.density_floor if floor == "default" else floor,
                            box_column_log_volumes(self.encoder_.schema, self.box_lo_,
                                                   self.box_hi_),
-                           ~np.isnan(Zx) & ~given & np.isnan(ev.point))
+                           lambda: density_columns(self, X, conditions))
 
     def _rejection_or_none(self, x: np.ndarray, cons: dict, m: int, rng, row: int,
                            per_row: bool) -> np.ndarray | None:
