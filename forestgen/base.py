@@ -25,7 +25,13 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import constrain
 from forestgen.data.rules import missing_parents
 from forestgen.data.schema import Schema
-from forestgen.data.support import restrict_cells, restrict_levels, rows_to_support
+from forestgen.data.support import (
+    column_log_volumes,
+    floor_zero_rows,
+    restrict_cells,
+    restrict_levels,
+    rows_to_support,
+)
 from forestgen.families import LEAF_MIXTURE, Family
 from forestgen.inference.conditions import Evidence
 from forestgen.inference.rules import keeps_rules
@@ -524,6 +530,22 @@ class GenerativeForest(BaseEstimator):
             self.require("conditional_log_prob")
             return conditional_log_prob(self, X, conditions)
         return self.log_prob_encoded(self.encode_rows(X, missing_columns="nan"))
+
+    def floor_log_volumes(self) -> np.ndarray:
+        """Per column, the log measure ``density_floor`` is relative to: the support's
+        (:func:`~forestgen.data.support.column_log_volumes`; a box learner, its root box's)."""
+        return column_log_volumes(self.encoder_.schema)
+
+    def apply_density_floor(self, logp: np.ndarray, floor: Any = "default",
+                            over: Any = None) -> np.ndarray:
+        """Exact log densities ``logp`` as this learner's ``log_prob`` reports them: a row of
+        density zero scores ``floor`` times the uniform density on the columns its density is
+        over (``over``: ``bool [n, d]`` or a callable returning it, as
+        :func:`~forestgen.inference.density_columns` gives it; default every column), on the
+        measure of :meth:`floor_log_volumes`. ``"default"``: the learner's ``density_floor``;
+        ``None``: exact."""
+        floor = getattr(self, "density_floor", None) if floor == "default" else floor
+        return floor_zero_rows(logp, floor, self.floor_log_volumes(), over)
 
     def score_samples(self, X) -> np.ndarray:
         """Alias of :meth:`log_prob` (scikit-learn naming)."""

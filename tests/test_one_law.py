@@ -261,6 +261,39 @@ def test_the_floor_is_relative_to_the_columns_a_density_is_over(learner):
         assert m.log_prob(out.assign(x=0.1), conditions={"y": "p"}, floor=None)[0] == inside
 
 
+@pytest.mark.parametrize("learner", ["ARF", "GFBoost", "Chain", "RFDE", "DEF", "Anchored",
+                                     "EOGT"])
+def test_the_floor_under_a_mapping_is_relative_to_the_conditional(learner):
+    """A conditional row that gives a mapping's determinant while the conditions name the
+    determined column is scored by the rules layer as ``log p'(x, e) - log p'(e)``; outside
+    the support it scores the floor relative to the columns its conditional density is over
+    ({x, w}), as every other row — stop 66 left it at the joint's floor over all three
+    columns minus ``log p'(e)`` (ARF -14.16 where the rule gives -14.82)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    x = rng.uniform(0, 8, n)
+    df = pd.DataFrame({"x": x, "w": rng.normal(size=n), "y": np.where(x > 4, "p", "n")})
+    kw = {"random_state": 0} if learner in ("Chain", "Anchored") else \
+        {"random_state": 0, "n_trees": 5}
+    m = getattr(fg, learner)(**kw).fit(df)
+    from forestgen.inference.rules import rules_of
+
+    assert any(r.threshold for r in rules_of(m).mappings)  # y is a threshold of x
+    row = pd.DataFrame({"x": [9.0, 6.0, 6.0], "w": [0.1, 0.1, 0.1], "y": ["p", "p", "n"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        given_y = m.log_prob(row, conditions={"y": "p"})
+        exact = m.log_prob(row, conditions={"y": "p"}, floor=None)
+        broken = m.log_prob(row.iloc[[2]], conditions={"y": "n"})[0]
+        over_xw = m.log_prob(row.iloc[[0]][["x", "w"]])[0]  # the floor of a density over {x, w}
+    vol = m.floor_log_volumes()
+    assert given_y[0] == pytest.approx(np.log(1e-5) - vol[0] - vol[1], abs=1e-9)
+    assert given_y[0] == pytest.approx(over_xw, abs=1e-9)
+    assert np.isneginf(exact[0]) and np.isfinite(exact[1])
+    assert given_y[1] == pytest.approx(exact[1], abs=1e-12)  # inside: the exact ratio
+    assert np.isneginf(broken)  # x = 6 gives y = p: a broken rule has no floor
+
+
 @pytest.mark.parametrize("learner", ["ARF", "GFBoost"])
 def test_log_prob_encoded_never_floors_under_the_tables_rules(learner):
     """``log_prob_encoded`` is the exact law (``-inf`` outside the support) with or without

@@ -42,7 +42,7 @@ __all__ = ["grid_step", "latent_range", "restrict_cells", "restrict_levels", "ro
            "latent_interval", "rows_to_support", "interval_ends", "clamp_rows",
            "clamp_query_rows", "free_unseen_levels", "off_levels", "rounded_mean",
            "column_log_volumes", "support_log_volume", "over_log_volumes",
-           "floor_log_prob",
+           "floor_zero_rows",
            "torch_to_support"]
 
 #: leaves whose cell holds at most this many grid points get their rounded mean exactly (a
@@ -251,7 +251,7 @@ def support_log_volume(schema: Schema) -> float:
 
 def over_log_volumes(log_volumes: np.ndarray, over) -> np.ndarray | float:
     """The log measure, per row, of the columns its density is over (``log_volumes`` per
-    column): ``over`` is ``bool [n, d]`` (see :func:`floor_log_prob`), a callable returning
+    column): ``over`` is ``bool [n, d]`` (see :func:`floor_zero_rows`), a callable returning
     it, or ``None`` (every column: the total, a float)."""
     if over is None:
         return float(np.sum(log_volumes))
@@ -259,12 +259,13 @@ def over_log_volumes(log_volumes: np.ndarray, over) -> np.ndarray | float:
     return np.asarray(cols, bool) @ np.asarray(log_volumes, np.float64)
 
 
-def floor_log_prob(model, logp: np.ndarray, floor: float | None, over=None) -> np.ndarray:
+def floor_zero_rows(logp: np.ndarray, floor: float | None, log_volumes: np.ndarray,
+                    over=None) -> np.ndarray:
     """Rows of density zero — outside the support — scored ``floor`` times the uniform
-    density on the support of the columns the row's density is over (:func:`
-    column_log_volumes`) instead of ``-inf``; every other row keeps its exact density.
-    ``None``: exact. ``over``: ``bool [n, d]``, those columns per row — its observed
-    entries, less the columns evidence is given on (:func:`forestgen.inference.
+    density on the columns the row's density is over, of per-column log measure
+    ``log_volumes`` (:func:`column_log_volumes`), instead of ``-inf``; every other row keeps
+    its exact density. ``None``: exact. ``over``: ``bool [n, d]``, those columns per row — its
+    observed entries, less the columns evidence is given on (:func:`forestgen.inference.
     density_columns`) — or a callable returning it, called only when a row has density
     zero; default every column (complete rows, no conditions)."""
     if floor is None:
@@ -272,8 +273,7 @@ def floor_log_prob(model, logp: np.ndarray, floor: float | None, over=None) -> n
     zero = np.isneginf(logp)
     if not zero.any():
         return logp
-    vol = over_log_volumes(column_log_volumes(model.encoder_.schema), over)
-    return np.where(zero, math.log(floor) - vol, logp)
+    return np.where(zero, math.log(floor) - over_log_volumes(log_volumes, over), logp)
 
 
 def clamp_query_rows(model, Z: np.ndarray, query: str, skip=()) -> np.ndarray:

@@ -260,11 +260,28 @@ def box_log_volume(schema, lo: np.ndarray, hi: np.ndarray) -> float:
     return float(box_column_log_volumes(schema, lo, hi).sum())
 
 
+class BoxFloor:
+    """The density floor of a learner with a root box (``box_lo_``, ``box_hi_``: RFDE, DEF,
+    GF.Boost, EOGT): every row below ``density_floor`` times the uniform density on the box's
+    sides of the columns its density is over is raised to it (:func:`apply_floor`)."""
+
+    def floor_log_volumes(self) -> np.ndarray:
+        """Per column, the log measure of the root box's side (:func:`box_column_log_volumes`)."""
+        return box_column_log_volumes(self.encoder_.schema, self.box_lo_, self.box_hi_)
+
+    def apply_density_floor(self, logp: np.ndarray, floor="default", over=None) -> np.ndarray:
+        """Log densities ``logp`` floored as this learner's ``log_prob`` floors them: ``over``
+        as in :func:`~forestgen.data.support.floor_zero_rows`; ``"default"``: the learner's
+        ``density_floor``; ``None``: exact."""
+        return apply_floor(logp, self.density_floor if floor == "default" else floor,
+                           self.floor_log_volumes(), over)
+
+
 def apply_floor(logp: np.ndarray, floor: float | None, log_volumes: np.ndarray,
                 over=None) -> np.ndarray:
     """Floor log densities at ``floor`` times the uniform density on the root box's sides
     ``log_volumes`` (:func:`box_column_log_volumes`) of the columns each row's density is
-    over: ``over`` as in :func:`~forestgen.data.support.floor_log_prob` (a callable is
+    over: ``over`` as in :func:`~forestgen.data.support.floor_zero_rows` (a callable is
     called only when a row lies below the highest floor any set of columns gives); default
     every column. ``logp`` is ``[n]`` or ``[..., n]`` (rows last).
 

@@ -268,7 +268,7 @@ def density_columns(model, X, conditions=None) -> np.ndarray:
     the columns the conditions name (their entries in ``X`` are ignored; a condition on a
     mapping's determined column counts there, not on the determinant it is translated to).
     The ``density_floor`` of a row outside the support is relative to the uniform density on
-    these columns (:func:`forestgen.data.support.floor_log_prob`)."""
+    these columns (a learner's ``apply_density_floor``)."""
     over = ~np.isnan(model.encoder_.transform(X, "nan", []))
     if conditions is None:
         return over

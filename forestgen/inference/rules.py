@@ -482,8 +482,7 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
         cond.columns = pd.Index(np.array(schema.names + [None], object)[:-1])
         for name, v in given.items():
             joint[name] = v
-        out[ratio] = (_log_prob(model, inner, rules, joint, **kw)
-                      - _log_prob(model, inner, rules, cond, **kw)[0])
+        out[ratio] = _floored_ratio(model, inner, rules, joint, cond, X, ratio, conditions, kw)
         return out
     out = _mapped_log_prob(model, inner, rules, X, conditions, **kw)
     if not rules.constraints:
@@ -498,6 +497,39 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
     if rows.size:
         frame = _row_conditions(model, _frame(model, X).iloc[rows], conditions, rows)
         out[rows] += _conditional_log_normaliser(model, rules, frame, len(rows))
+    return out
+
+
+def _floored_ratio(model, inner, rules: Rules, joint: pd.DataFrame, cond: pd.DataFrame, X,
+                   ratio: np.ndarray, conditions: dict, kw: dict) -> np.ndarray:
+    """``log p'(x, e) - log p'(e)`` of the image-conditioned rows ``joint`` (``x`` with the
+    conditions' values, ``cond`` the conditions alone), floored as the learner floors a
+    conditional density: the ratio of the exact laws, then the learner's ``density_floor``
+    relative to the columns the conditional density is over (the row's entries less the
+    columns the conditions name: :func:`~forestgen.inference.density_columns`), as for every
+    other row — not the joint's floor over all its columns. A row breaking a kept rule stays
+    ``-inf``. A learner without a ``floor`` argument (NRGBoost floors inside its law) gives
+    the ratio of its own ``log_prob``."""
+    if "floor" not in inspect.signature(inner).parameters:
+        return (_log_prob(model, inner, rules, joint, **kw)
+                - _log_prob(model, inner, rules, cond, **kw)[0])
+    from forestgen.inference.api import density_columns
+
+    floor = kw.get("floor", "default")
+    exact = {**kw, "floor": None}
+    marg = _log_prob(model, inner, rules, cond, **exact)[0]
+    if not np.isfinite(marg):  # conditions of probability zero: the floored laws' ratio
+        return (_log_prob(model, inner, rules, joint, **kw)
+                - _log_prob(model, inner, rules, cond, **kw)[0])
+    lp = _log_prob(model, inner, rules, joint, **exact) - marg
+    out = model.apply_density_floor(
+        lp, floor, lambda: density_columns(model, _frame(model, X).iloc[np.flatnonzero(ratio)],
+                                           conditions))
+    zero = np.isneginf(lp)
+    if zero.any():  # broken rules: -inf under the floored law too
+        broken = np.isneginf(_log_prob(model, inner, rules, joint.iloc[np.flatnonzero(zero)],
+                                       **kw))
+        out[np.flatnonzero(zero)[broken]] = -np.inf
     return out
 
 

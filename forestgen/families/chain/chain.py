@@ -16,7 +16,6 @@ import numpy as np
 
 from forestgen.base import GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.support import column_log_volumes
 from forestgen.families import CHAIN
 from forestgen.families.chain.queries import ChainQueries
 from forestgen.leaves import CategoricalLeaf, KernelLeaf, OrdinalKernelLeaf
@@ -355,7 +354,7 @@ class Chain(ChainQueries, GenerativeForest):
         if not ok.any():
             return out
         leaves = self.forest_.apply(Z[ok])
-        vol = column_log_volumes(self.encoder_.schema)
+        vol = self.floor_log_volumes()
         for t, j in enumerate(self.order_):
             j = int(j)
             lp = self.leaf_models_[j].log_prob(leaves[:, t], Z[ok, j])

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from forestgen.data.metadata import constrain
-from forestgen.data.support import clamp_query_rows, floor_log_prob, rows_to_support
+from forestgen.data.support import clamp_query_rows, rows_to_support
 from forestgen.families.chain.branches import (
     Branches,
     evidence_branches,
@@ -133,8 +133,7 @@ class ChainQueries:
             out = self._conditional_log_prob(X, conditions)
         else:
             out = self.log_prob_encoded(self.encode_rows(X, missing_columns="nan"))
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
-                              lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     def log_prob_encoded(self, Z: np.ndarray) -> np.ndarray:
         """Exact log density of encoded rows (NaN entries marginalised)."""

@@ -242,14 +242,27 @@ class EnergyQueries:
 
     def _log_floor(self) -> np.ndarray:
         """Per column: ``log(density_floor x uniform density on its training range)``."""
+        return math.log(self.density_floor) - self.floor_log_volumes()
+
+    def floor_log_volumes(self) -> np.ndarray:
+        """Per column, the log measure of its training range on the grid (a discrete
+        column: its number of levels in the domain)."""
         g = self.grid_
-        out = np.full(g.d, math.log(self.density_floor))
+        out = np.zeros(g.d)
         for j in range(g.d):
             if g.discrete[j]:
-                out[j] -= math.log(int(g.in_domain(j).sum()))
+                out[j] = math.log(int(g.in_domain(j).sum()))
             elif g.edges[j][-1] > g.edges[j][0]:
-                out[j] -= math.log(g.edges[j][-1] - g.edges[j][0])
+                out[j] = math.log(g.edges[j][-1] - g.edges[j][0])
         return out
+
+    def apply_density_floor(self, logp, floor="default", over=None):
+        """Not available: NRGBoost floors inside :meth:`log_prob`, on the row's entries (the
+        law of its entries inside the grid times the floor on each entry outside), which a
+        log density alone does not determine."""
+        raise NotImplementedError(
+            f"{type(self).__name__}: apply_density_floor is not available; its log_prob "
+            f"floors each entry outside the training range itself")
 
     # ------------------------------------------------------------------ density
     def log_prob(self, X, conditions=None) -> np.ndarray:

@@ -17,8 +17,6 @@ import numpy as np
 
 from forestgen.families import INTERSECTION
 from forestgen.families.boxes import (
-    apply_floor,
-    box_column_log_volumes,
     column_layout,
     fit_cell_leaves,
 )
@@ -230,10 +228,7 @@ class EOGT(RegionQueries, GFBoost):
                                     np.log(eps)[:, None] + smooth[None, :])
 
         joint = mixed(Z)
-        floor = self.density_floor
-        score = apply_floor(joint, floor, box_column_log_volumes(self.encoder_.schema,
-                                                                 self.box_lo_, self.box_hi_),
-                            ~np.isnan(Z))  # as log_prob floors each row
+        score = self.apply_density_floor(joint, over=~np.isnan(Z))  # as log_prob does
         score = np.nanmean(score, 1) if len(Z) else np.zeros(len(eps))
         pseudo = np.zeros_like(joint)
         for j in range(Z.shape[1]):

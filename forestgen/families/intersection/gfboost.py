@@ -75,8 +75,7 @@ from forestgen.data.encoder import TableEncoder
 from forestgen.data.frames import take_rows
 from forestgen.families import INTERSECTION
 from forestgen.families.boxes import (
-    apply_floor,
-    box_column_log_volumes,
+    BoxFloor,
     column_layout,
     fit_cell_leaves,
     root_box,
@@ -124,7 +123,7 @@ SPIKES = True
 
 
 @register("learner", "gfboost")
-class GFBoost(GenerativeForest):
+class GFBoost(BoxFloor, GenerativeForest):
     """Generative forest grown by GF.Boost.
 
     Parameters
@@ -577,10 +576,7 @@ class GFBoost(GenerativeForest):
         cells when ``smoothing`` is below the floor) are reported as that unless
         ``floor=None`` (honest ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
-                                                  self.box_hi_),
-                           lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     # ------------------------------------------------------------------ imputation
     def impute(self, X, method: str = "expectation", n_imputations: int = 1,

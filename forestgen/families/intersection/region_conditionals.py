@@ -19,7 +19,6 @@ import numpy as np
 
 from forestgen.data.metadata import constrain
 from forestgen.data.support import rows_to_support
-from forestgen.families.boxes import apply_floor, box_column_log_volumes
 from forestgen.families.intersection.gfboost import row_key
 from forestgen.inference.api import density_columns
 from forestgen.inference.conditions import blank_rows, check_on_empty
@@ -175,10 +174,7 @@ class RegionConditionals:
                 continue
             out[i] = log_j - log_e
         self._too_many(big, "conditional_log_prob")
-        return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
-                                                  self.box_hi_),
-                           lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     def _rejection_or_none(self, x: np.ndarray, cons: dict, m: int, rng, row: int,
                            per_row: bool) -> np.ndarray | None:

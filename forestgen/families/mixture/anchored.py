@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from forestgen.base import EncodedTable, GenerativeForest
-from forestgen.data.support import floor_log_prob
 from forestgen.families.chain.chain import NUMERIC_CRITERION, TARGET_BINS, Chain
 from forestgen.families.mixture.backoff import (
     SCREEN_ROWS,
@@ -334,7 +333,7 @@ class Anchored(GenerativeForest):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     m.fit(EncodedTable(self.encoder_, Z[fit]))
-                    lp = floor_log_prob(m, m.log_prob_encoded(Z[val]), m.density_floor)
+                    lp = m.apply_density_floor(m.log_prob_encoded(Z[val]))
                 scores.append(float(np.mean(lp)))
                 copies.append(m)
             except (ValueError, RuntimeError, FloatingPointError):
@@ -375,8 +374,7 @@ class Anchored(GenerativeForest):
         columns its density is over (:func:`~forestgen.inference.density_columns`) unless
         ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
-                              lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     # ------------------------------------------------------------------ persistence
     def _extra_meta(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from numba import njit, prange
 
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
-from forestgen.data.support import floor_log_prob, grid_step
+from forestgen.data.support import grid_step
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
     GAIN_SHARE,
@@ -298,8 +298,7 @@ class ARF(GenerativeForest):
         columns its density is over (:func:`~forestgen.inference.density_columns`) unless
         ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
-                              lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     def fit(self, X, y=None, *, kinds: dict | None = None) -> ARF:
         """Fit on a DataFrame / ndarray / tensor. ``kinds`` overrides inferred column kinds."""

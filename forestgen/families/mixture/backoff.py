@@ -352,7 +352,7 @@ def weight_log_probs(model, X: Any, weights=WEIGHTS) -> np.ndarray:
     """``[len(weights) + 1, m]``: the log density of the rows ``X`` at each back-off weight
     ``λ`` of ``weights``, then at ``λ = 1`` (the root-only tree alone: the marginals), for a
     model fitted with the root-only tree as its last tree, each floored as the learner's own
-    ``log_prob`` floors it (:func:`learner_floor`). The two components are scored once
+    ``log_prob`` floors it (its ``apply_density_floor``). The two components are scored once
     (:func:`component_log_probs`) and mixed here."""
     lp_f, lp_r = component_log_probs(model, X)
     return mix_log_probs(model, lp_f, lp_r, weights)
@@ -364,23 +364,8 @@ def mix_log_probs(model, lp_f: np.ndarray, lp_r: np.ndarray, weights=WEIGHTS) ->
     for w in (*weights, 1.0):
         a = np.log1p(-w) + lp_f if w < 1 else np.full_like(lp_f, -np.inf)
         b = math.log(w) + lp_r if w > 0 else np.full_like(lp_r, -np.inf)
-        out.append(learner_floor(model, np.logaddexp(a, b)))
+        out.append(model.apply_density_floor(np.logaddexp(a, b)))
     return np.stack(out)
-
-
-def learner_floor(model, lp: np.ndarray) -> np.ndarray:
-    """Exact log densities ``lp`` floored as ``model.log_prob`` floors its own (its
-    ``density_floor``): a box learner (RFDE, DEF: ``box_lo_``) every row below the floor
-    relative to its root box (:func:`~forestgen.families.boxes.apply_floor`), the others the
-    rows of density zero (:func:`~forestgen.data.support.floor_log_prob`)."""
-    from forestgen.data.support import floor_log_prob
-    from forestgen.families.boxes import apply_floor, box_column_log_volumes
-
-    floor = getattr(model, "density_floor", None)
-    if hasattr(model, "box_lo_"):
-        return apply_floor(lp, floor, box_column_log_volumes(model.encoder_.schema,
-                                                             model.box_lo_, model.box_hi_))
-    return floor_log_prob(model, lp, floor)
 
 
 def check_weight(who: str, value: Any) -> None:

@@ -16,8 +16,7 @@ import numpy as np
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.families.boxes import (
-    apply_floor,
-    box_column_log_volumes,
+    BoxFloor,
     box_leaves,
     discrete_levels,
     drop_missing_rows,
@@ -52,7 +51,7 @@ from forestgen.validation import (
 
 
 @register("learner", "def")
-class DEF(GenerativeForest):
+class DEF(BoxFloor, GenerativeForest):
     """Density estimation forest: a uniform mixture of bagged best-first density trees.
 
     Parameters
@@ -247,10 +246,7 @@ class DEF(GenerativeForest):
         unless ``floor=None`` (exact, ``-inf`` in empty leaves / outside the box) or another
         ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
-                                                  self.box_hi_),
-                           lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     def _extra_arrays(self):
         return {"box_lo": self.box_lo_, "box_hi": self.box_hi_}

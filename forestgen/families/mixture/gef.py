@@ -23,7 +23,7 @@ from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.data.binning import Binner
 from forestgen.data.encoder import TableEncoder
 from forestgen.data.metadata import as_metadata_dict, split_kinds
-from forestgen.data.support import clamp_query_rows, floor_log_prob, free_unseen_levels
+from forestgen.data.support import clamp_query_rows, free_unseen_levels
 from forestgen.ensemble.bagging import draw_weights
 from forestgen.families.mixture.backoff import (
     MARGINAL_ALPHA,
@@ -359,8 +359,7 @@ class GeF(GenerativeForest):
         columns its density is over (:func:`~forestgen.inference.density_columns`) unless
         ``floor=None`` (exact: ``-inf``) or another ``floor`` is given."""
         out = super().log_prob(X, conditions)
-        return floor_log_prob(self, out, self.density_floor if floor == "default" else floor,
-                              lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     def fit(self, X, y=None, *, target=None, kinds: dict | None = None) -> GeF:
         """Grow the supervised forest on (X, y) and fit the factorised leaves (spec §2.1).

@@ -16,8 +16,7 @@ import numpy as np
 
 from forestgen.base import EncodedTable, GenerativeForest
 from forestgen.families.boxes import (
-    apply_floor,
-    box_column_log_volumes,
+    BoxFloor,
     box_leaves,
     box_log_volume,
     column_layout,
@@ -64,7 +63,7 @@ def theory_depth(n: int, d: int) -> int:
 
 # ---------------------------------------------------------------------------- learner
 @register("learner", "rfde")
-class RFDE(GenerativeForest):
+class RFDE(BoxFloor, GenerativeForest):
     """Random forest density estimation: a uniform mixture of ``n_trees`` random dyadic trees.
 
     Parameters
@@ -400,10 +399,7 @@ class RFDE(GenerativeForest):
         ``floor=None`` (honest ``-inf``) or another ``floor`` (same relative units) is
         given."""
         out = super().log_prob(X, conditions)
-        return apply_floor(out, self.density_floor if floor == "default" else floor,
-                           box_column_log_volumes(self.encoder_.schema, self.box_lo_,
-                                                  self.box_hi_),
-                           lambda: density_columns(self, X, conditions))
+        return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
     def score_samples(self, X) -> np.ndarray:
         """Anomaly score basis (Algorithm 2): floored log density; low = anomalous."""
