@@ -242,53 +242,62 @@ def _interval_conditions(model, m) -> list[tuple]:
     return out
 
 
-def _interval_log_mass(model, m, sample) -> np.ndarray:
-    """``log P(A in interval k)`` for a threshold mapping's intervals: exact for a leaf mixture
-    (:func:`forestgen.inference.api.evidence_log_prob`), else the share of
-    ``NORMALISER_DRAWS`` model draws (seed 0) in each. Cached on the model."""
+def _interval_log_mass(model, m, sample, conditions: dict | None = None) -> np.ndarray:
+    """``log P(A in interval k | conditions)`` for a threshold mapping's intervals: exact for a
+    leaf mixture (:func:`forestgen.inference.api.evidence_log_prob`), else the share of
+    ``NORMALISER_DRAWS`` model draws (seed 0, given the conditions) in each. The unconditional
+    masses are cached on the model."""
     cache = model.__dict__.setdefault("rules_interval_log_mass_", {})
     key = (m.determinant, m.determined)
-    if key in cache:
+    if not conditions and key in cache:
         return cache[key]
     name = model.encoder_.schema.names[m.determinant]
     conds = _interval_conditions(model, m)
+    given = dict(conditions or {})
     out = None
     if type(model).leaf_mixture_law and hasattr(model, "leaf_models_"):
         from forestgen.inference.api import evidence_log_prob
 
         try:
-            out = np.array([evidence_log_prob(model, {name: c}) for c in conds], float)
+            base = evidence_log_prob(model, given) if given else 0.0
+            with np.errstate(invalid="ignore"):
+                out = np.array([evidence_log_prob(model, {**given, name: c}) for c in conds],
+                               float) - base
         except NotImplementedError:  # a learner outside the shared leaf posterior (Chain)
             out = None
     if out is None:
-        draws = sample(NORMALISER_DRAWS, random_state=0, missing=False)
+        kw = {"conditions": given} if given else {}
+        draws = sample(NORMALISER_DRAWS, random_state=0, missing=False, **kw)
         x = model.encoder_.transform(draws[[name]].reindex(
             columns=model.encoder_.schema.names), missing_columns="nan")[:, m.determinant]
         idx = np.searchsorted(m.cuts, x[~np.isnan(x)], side="right")
         with np.errstate(divide="ignore"):
             out = np.log(np.bincount(idx, minlength=len(m.values)) / max(len(idx), 1))
-    cache[key] = out
+    if not conditions:
+        cache[key] = out
     return out
 
 
 def _interval_log_joint(model, inner_log_prob, rules: Rules, m, df: pd.DataFrame,
-                        **kw) -> np.ndarray:
-    """``log p(row, A in interval k)`` ``[n, k]`` for a threshold mapping ``A -> B``, the row's
-    ``A`` and every determined column left out: the learner's conditional log density given
-    the interval plus the interval's log probability."""
+                        conditions: dict | None = None, **kw) -> np.ndarray:
+    """``log p(row, A in interval k | conditions)`` ``[n, k]`` for a threshold mapping
+    ``A -> B``, the row's ``A`` and every determined column left out: the learner's
+    conditional log density given the interval (and the conditions) plus the interval's log
+    probability given the conditions."""
     schema = model.encoder_.schema
     name_a = schema.names[m.determinant]
     sub = df.copy()
     _blank(sub, name_a)
     for mm in rules.mappings:
         _blank(sub, schema.names[mm.determined])
-    log_mass = _interval_log_mass(model, m, model.sample)
+    given = {schema.names[schema.index(c)]: v for c, v in (conditions or {}).items()}
+    log_mass = _interval_log_mass(model, m, model.sample, given)
     out = np.full((len(df), len(m.values)), -np.inf)
     for k, c in enumerate(_interval_conditions(model, m)):
         if not np.isfinite(log_mass[k]):
             continue
         try:
-            lp = inner_log_prob(sub, {name_a: c}, **kw)
+            lp = inner_log_prob(sub, {**given, name_a: c}, **kw)
         except NotImplementedError as e:
             raise NotImplementedError(
                 f"{type(model).__name__}: column {schema.names[m.determined]!r} is a threshold "
@@ -311,19 +320,17 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
     df = _frame(model, X)
     expand: list[tuple[int, int, int]] = []  # (row, determinant column, level code)
     thresholds: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, log p(row, A in interval))
-    if conditions is not None and any(m.threshold for m in rules.mappings):
-        named = set(conditions) if isinstance(conditions, dict) else set()
-        thresholds_need = [  # (a mapping the conditions name is carried by them, below)
+    if isinstance(conditions, pd.DataFrame) and any(m.threshold for m in rules.mappings):
+        thresholds_need = [  # (per-row conditions: one interval mass per row, not answered)
             m for m in rules.mappings if m.threshold
-            and not {schema.names[m.determinant], schema.names[m.determined]} & named
             and (np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined])).any()]
         if thresholds_need:
             n0 = schema.names[thresholds_need[0].determined]
             raise NotImplementedError(
-                f"{type(model).__name__}: log_prob with conditions of rows that give "
+                f"{type(model).__name__}: log_prob with per-row conditions of rows that give "
                 f"{n0!r} without its determinant "
                 f"{schema.names[thresholds_need[0].determinant]!r} (a threshold rule) is not "
-                f"implemented; give the determinant or put {n0!r} in the conditions")
+                f"implemented; give the determinant, or one dict of conditions")
     log_jac = np.zeros(len(Z))
     for m in rules.mappings:
         a, b = m.determinant, m.determined
@@ -356,7 +363,8 @@ def _mapped_log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np
             bad[rows[~hit.any(axis=1)]] = True
             ok = hit.any(axis=1)
             if ok.any():
-                joint = _interval_log_joint(model, inner, rules, m, df.iloc[rows[ok]], **kw)
+                joint = _interval_log_joint(model, inner, rules, m, df.iloc[rows[ok]],
+                                            conditions, **kw)
                 thresholds.append((rows[ok], joint[np.arange(ok.sum()),
                                                    np.argmax(hit[ok], axis=1)]))
         elif rows.size:
