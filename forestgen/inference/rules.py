@@ -477,6 +477,16 @@ def _log_prob(model, inner, rules: Rules, X, conditions=None, **kw) -> np.ndarra
     declared or detected constraints ``C``: ``P(C | x_obs, e)`` is 1 or 0 where the row's
     entries decide every constraint, else estimated from ``OPEN_DRAWS`` draws given them
     (:func:`open_rows`): without that factor a marginal would not integrate to one."""
+    split = _threshold_rows(model, rules, X, conditions)
+    if split is not None:  # per-row conditions: those rows scored under their own dicts
+        out = np.empty(len(split))
+        frame = _frame(model, X)
+        if (~split).any():
+            out[~split] = _log_prob(model, inner, rules, frame.iloc[~split],
+                                    conditions.iloc[np.flatnonzero(~split)], **kw)
+        for rows, given in _condition_groups(conditions, np.flatnonzero(split)):
+            out[rows] = _log_prob(model, inner, rules, frame.iloc[rows], given or None, **kw)
+        return out
     ratio = _image_conditioned_rows(model, rules, X, conditions)
     if ratio is not None:  # ``log p'(x, e) - log p'(e)`` for those rows
         out = np.empty(len(ratio))
@@ -539,6 +549,33 @@ def _floored_ratio(model, inner, rules: Rules, joint: pd.DataFrame, cond: pd.Dat
                                        **kw))
         out[np.flatnonzero(zero)[broken]] = -np.inf
     return out
+
+
+def _threshold_rows(model, rules: Rules, X, conditions) -> np.ndarray | None:
+    """Rows of a ``log_prob`` with per-row conditions (a DataFrame, one row per row of ``X``)
+    that give a threshold's determined column without its determinant, or ``None`` where no
+    row does: their interval masses depend on each row's conditions, so each distinct
+    conditions row is scored as a dict."""
+    if not isinstance(conditions, pd.DataFrame) or len(conditions) != len(X) or \
+            not any(m.threshold for m in rules.mappings):
+        return None
+    Z = model.encoder_.transform(X, missing_columns="nan")
+    rows = np.zeros(len(Z), bool)
+    for m in rules.mappings:
+        if m.threshold:
+            rows |= np.isnan(Z[:, m.determinant]) & ~np.isnan(Z[:, m.determined])
+    return rows if rows.any() else None
+
+
+def _condition_groups(conditions: pd.DataFrame, rows: np.ndarray):
+    """``(rows, dict)`` per distinct conditions row among ``rows`` (NaN entries: free)."""
+    groups: dict = {}
+    for r in rows:
+        given = {k: v for k, v in conditions.iloc[r].items()
+                 if not (pd.api.types.is_scalar(v) and pd.isna(v))}
+        groups.setdefault(repr(sorted(given.items(), key=lambda kv: str(kv[0]))),
+                          ([], given))[0].append(r)
+    return [(np.array(g), given) for g, given in groups.values()]
 
 
 def _image_conditioned_rows(model, rules: Rules, X, conditions) -> np.ndarray | None:

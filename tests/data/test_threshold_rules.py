@@ -167,7 +167,7 @@ def test_conditional_density_of_a_threshold_without_its_determinant(model):
     conditions on neither: ``log p(rest, bwt in low's interval | conditions)``, so the two
     values of ``low`` sum to ``p(rest | conditions)`` — exactly for a leaf mixture, and
     within the interval-mass estimate's noise (20,000 conditional draws) for the Chain. It
-    raised ``NotImplementedError`` before stop 67; per-row conditions still do."""
+    raised ``NotImplementedError`` before stop 67, with per-row conditions too."""
     df = table()
     m = model.fit(df)
     rows = df.head(6)[["age", "visits"]]
@@ -182,8 +182,14 @@ def test_conditional_density_of_a_threshold_without_its_determinant(model):
     draws = m.sample(4000, conditions=cond, random_state=0)
     assert abs(draws["low"].mean() - p_low) < 4.5 * np.sqrt(p_low * (1 - p_low) / 4000) + \
         (0.02 if isinstance(m, fg.Chain) else 0.0)
-    with pytest.raises(NotImplementedError, match="per-row conditions"):
-        m.log_prob(rows.assign(low=1), conditions=pd.DataFrame({"smoke": [True] * 6}))
+    # per-row conditions: each row under its own conditions, as the dict scores it
+    per_row = pd.DataFrame({"smoke": [True, False, np.nan, True, False, np.nan]})
+    mixed = rows.assign(low=[1, 1, 1, 0, 0, 0])
+    mixed.loc[0, "low"] = np.nan  # no threshold value: the per-row path as it was
+    got = m.log_prob(mixed, conditions=per_row)
+    for i, c in enumerate(per_row["smoke"]):
+        one = m.log_prob(mixed.iloc[[i]], conditions=None if pd.isna(c) else {"smoke": c})[0]
+        assert got[i] == pytest.approx(one, abs=1e-9 if not isinstance(m, fg.Chain) else 0.05)
 
 
 def test_nrgboost_predicts_a_threshold_without_its_determinant():
