@@ -663,6 +663,8 @@ class EnergyQueries:
     def _gibbs(self, n: int, rng: np.random.Generator, allowed: np.ndarray,
                arow: np.ndarray, chains: int, burn_in: int, thin: int,
                free_cols: np.ndarray | None = None, X0: np.ndarray | None = None) -> np.ndarray:
+        if n == 0:  # (per-row conditions of no rows)
+            return np.empty((0, self.grid_.d), np.int32)
         per = -(-n // chains)
         if X0 is None:
             X0 = self._init_chains(chains, allowed, arow, rng)

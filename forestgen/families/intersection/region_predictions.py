@@ -241,7 +241,9 @@ class RegionPredictions:
         columns' marginals, drawn from its shape), ``"sample"`` (exact conditional draw) or
         ``"expectation"`` (mean / mode). Observed entries outside the box are left out of the
         evidence (:meth:`_free_outside`); rows of zero probability stay NaN (a warning names
-        them)."""
+        them). A row compatible with more than ``max_regions`` regions is drawn by
+        :meth:`sample` with its entries as per-row conditions (``"sample"``: exact, by rejection)
+        and stays NaN with a warning under the other methods."""
         self._geometry()
         kind, nlev, nom_off = self._layout
         out = Z.copy()
@@ -271,6 +273,20 @@ class RegionPredictions:
                 continue
             draw = self._draw_in(pick, miss[i], rng)
             out[i, cols] = draw[cols]
+        if big and method == "sample":  # exact conditional draws, by rejection past the cap
+            at = {int(i): k for k, i in enumerate(rows)}
+            ev = evidence[[at[i] for i in big]]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (rows of probability zero: below)
+                drawn = self.encoder_.transform(self.sample(
+                    conditions=self.encoder_.inverse_transform(ev), random_state=rng,
+                    missing=False), missing_columns="nan")
+            for k, i in enumerate(big):
+                if np.isnan(drawn[k][miss[i]]).any():
+                    empty.append(i)
+                    continue
+                out[i, miss[i]] = drawn[k][miss[i]]
+            big = []
         self._too_many(big, "impute")
         if empty:
             warnings.warn(f"EOGT impute: {len(empty)} row(s) (first: {empty[0]}) have "

@@ -188,6 +188,9 @@ class RegionQueries(RegionConditionals, RegionPredictions):
         big = []
         a = math.log1p(-self.smoothing_)
         for i, x in enumerate(Z):
+            if np.isnan(x).all():  # nothing observed: the law's total mass
+                out[i] = 0.0
+                continue
             reg = self._regions(x)
             if reg is None:
                 out[i] = np.nan

@@ -674,12 +674,17 @@ class GeF(GenerativeForest):
         return free_unseen_levels(self, Z, query, skip={self.target_index_})
 
     def predict(self, X, target=None, mode: str | None = None):
-        """Most probable class label per row (see :meth:`predict_proba`)."""
+        """Most probable class label per row (see :meth:`predict_proba`): a Series indexed
+        like ``X``, named and typed like the class column, as every learner's ``predict``."""
         self.check_fitted()
         if target is not None and target != self.target_:
             return super().predict(X, target)
+        from forestgen.inference.api import point_series
+
         proba = self.predict_proba(X, mode=mode)
-        return self.classes_[np.argmax(proba.to_numpy(), axis=1)]
+        return point_series(self, self.target_index_,
+                            np.argmax(proba.to_numpy(), axis=1).astype(np.float64), True,
+                            proba.index)
 
     # ------------------------------------------------------------------ densities
     def score_samples_features(self, X) -> np.ndarray:

@@ -1,0 +1,92 @@
+"""Edge cases of the queries that a newcomer's probe found (stop 67): evidence of no rows, rows
+with nothing observed, and the type of a classifier's ``predict``."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import forestgen as fg
+
+
+def _table(n: int = 200, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return pd.DataFrame({"x": x, "w": x + rng.normal(0, 0.5, n),
+                         "cat": np.where(x + rng.normal(size=n) > 0, "u", "v")})
+
+
+def _small(name: str):
+    kw = {"random_state": 0}
+    if name not in ("Chain", "Anchored"):
+        kw["n_trees"] = 5
+    if name == "NRGBoost":
+        kw["max_leaves"] = 8
+    return getattr(fg, name)(**kw)
+
+
+@pytest.mark.parametrize("name", ["ARF", "GeF", "RFDE", "DEF", "GFBoost", "EOGT", "NRGBoost",
+                                  "Chain", "Anchored"])
+def test_per_row_conditions_of_no_rows_draw_no_rows(name):
+    """``sample(conditions=<a DataFrame of 0 rows>)``: an empty frame with the model's columns
+    (NRGBoost divided by its zero chains)."""
+    df = _table()
+    m = _small(name)
+    m.fit(df, target="cat") if name == "GeF" else m.fit(df)
+    out = m.sample(conditions=df.head(0)[["cat"]], random_state=0)
+    assert out.shape == (0, 3) and list(out.columns) == list(df.columns)
+
+
+def test_eogt_scores_a_row_with_nothing_observed_as_the_total_mass():
+    """A row of NaN entries marginalises every column: ``log 1 = 0``, however many regions
+    the forest has (at EOGT's larger sizes it went past ``max_regions`` and read NaN)."""
+    df = _table()
+    m = fg.EOGT(n_trees=3, n_iter=15, random_state=0).fit(df)
+    m.max_regions = 2  # every row with a missing entry is past the cap
+    q = df.head(2).copy()
+    q.iloc[0, :] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lp = m.log_prob(q)
+    assert lp[0] == 0.0 and np.isfinite(lp[1])
+
+
+def test_eogt_sample_imputation_past_the_region_cap_is_the_same_law():
+    """``impute(method="sample")`` of rows past ``max_regions`` draws from the conditional by
+    :meth:`sample`'s rejection (they stayed missing before): the imputed values of one row
+    repeated 600 times follow the same law as below the cap (two-sample KS), and the
+    observed entries are kept."""
+    df = _table(400)
+    m = fg.EOGT(n_trees=3, n_iter=15, random_state=0).fit(df)
+    q = pd.DataFrame({"x": [np.nan] * 600, "w": [0.3] * 600, "cat": [None] * 600})
+    below = m.impute(q, method="sample", random_state=1)
+    m.max_regions = 1
+    past = m.impute(q, method="sample", random_state=2)
+    assert past["x"].notna().all() and past["cat"].notna().all()
+    assert (past["w"] == 0.3).all()
+    assert stats.ks_2samp(below["x"], past["x"]).pvalue > 1e-3
+    share = below["cat"].eq("u").mean(), past["cat"].eq("u").mean()
+    assert abs(share[0] - share[1]) < 4 * np.sqrt(0.25 * 2 / 600)
+    # a row with nothing observed is an unconditional draw, not left missing
+    blank = m.impute(pd.DataFrame({"x": [np.nan], "w": [np.nan], "cat": [None]}),
+                     method="sample", random_state=0)
+    assert blank.notna().all(axis=None)
+
+
+def test_gef_predict_is_a_series_like_every_learners():
+    """GeF's ``predict`` of its class column returned a bare array (the index lost); it is a
+    Series indexed like ``X``, named and typed like the column, as ARF's ``predict``."""
+    df = _table()
+    df["cat"] = df["cat"].astype("category")
+    g = fg.GeF(n_trees=5, random_state=0).fit(df, target="cat")
+    X = df.iloc[10:16]
+    p = g.predict(X)
+    proba = g.predict_proba(X)
+    assert isinstance(p, pd.Series) and list(p.index) == list(X.index) and p.name == "cat"
+    assert p.dtype == fg.ARF(n_trees=5, random_state=0).fit(df).predict(X, target="cat").dtype
+    np.testing.assert_array_equal(p.astype(object).to_numpy(),
+                                  proba.columns.to_numpy()[proba.to_numpy().argmax(1)])
