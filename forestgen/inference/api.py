@@ -598,7 +598,9 @@ def impute(model, X, method: str = "expectation", n_imputations: int = 1, random
            filler=None):
     """Fill the missing cells of ``X`` from the model's conditional distribution given each
     row's observed cells: its mean / most probable level (``"expectation"``) or one exact
-    conditional draw per imputation (``"sample"``). Observed cells and dtypes are kept; returns
+    conditional draw per imputation (``"sample"``). Observed cells are kept, and every column
+    comes back in its training dtype where all its cells fit it, else in the input's (so the
+    dtypes do not depend on which cells a batch misses); returns
     one frame (an ndarray / tensor for ndarray / tensor input), or a list of ``n_imputations``.
     ``"max_density"`` (generative forests, Nock & Guillame-Bert §7.2): a uniform draw inside the
     compatible leaf where the conditional density peaks (models whose leaves partition the
@@ -680,7 +682,13 @@ def _fill(model, df: pd.DataFrame, Z: np.ndarray, miss: np.ndarray, is_array: bo
     names = model.encoder_.schema.names
     for j, name in enumerate(names):
         mj = miss[:, j]
-        if not mj.any():
+        if not mj.any():  # nothing imputed: the training dtype all the same, where it holds
+            pos = next((i for i, c in enumerate(out.columns) if c == name), None)
+            if pos is not None and out.iloc[:, pos].dtype != dec.iloc[:, j].dtype:
+                cast = _lossless_cast(pd.Series(out.iloc[:, pos].astype(object).to_numpy(),
+                                                index=out.index), dec.iloc[:, j].dtype)
+                if cast is not None:
+                    out.isetitem(pos, cast)
             continue
         pos = next(i for i, c in enumerate(out.columns) if c == name)
         col = out.iloc[:, pos].astype(object).to_numpy().copy()

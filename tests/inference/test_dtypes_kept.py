@@ -173,3 +173,22 @@ def test_dask_parquet_parts_keep_training_dtypes(tmp_path):
     back = dd.read_parquet(tmp_path / "s").compute()
     assert _dtypes(back) == _dtypes(df)
     assert back["nullable"].isna().any() and back["nullable"].notna().any()
+
+
+@pytest.mark.parametrize("learner", ["ARF", "Chain", "EOGT"])
+def test_impute_dtypes_do_not_depend_on_the_batch(learner):
+    """An integer column read as float64 (as any column with NaN is) came back int64 from a
+    batch where one of its cells was imputed and float64 from one where none was, so chunks
+    of a table concatenated to float64; now every batch returns the training dtype."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"num": rng.normal(50, 10, 150).round(2), "cnt": rng.poisson(3, 150),
+                       "cat": rng.choice(["u", "v", "w"], 150)})
+    m = {"ARF": fg.ARF(n_trees=5, random_state=0), "Chain": fg.Chain(random_state=0),
+         "EOGT": fg.EOGT(n_trees=3, n_iter=15, random_state=0)}[learner].fit(df)
+    q = df.head(4).astype({"cnt": "float64"})
+    q.loc[0, "cnt"] = np.nan
+    q.loc[2, "num"] = np.nan
+    whole, first, second = m.impute(q), m.impute(q.iloc[:2]), m.impute(q.iloc[2:])
+    assert whole.dtypes.equals(df.dtypes) and first.dtypes.equals(second.dtypes)
+    assert pd.concat([first, second]).dtypes.equals(df.dtypes)
+    assert (second["cnt"].to_numpy() == q["cnt"].iloc[2:].to_numpy()).all()
