@@ -90,3 +90,25 @@ def test_gef_predict_is_a_series_like_every_learners():
     assert p.dtype == fg.ARF(n_trees=5, random_state=0).fit(df).predict(X, target="cat").dtype
     np.testing.assert_array_equal(p.astype(object).to_numpy(),
                                   proba.columns.to_numpy()[proba.to_numpy().argmax(1)])
+
+
+@pytest.mark.parametrize("name", ["ARF", "RFDE", "DEF", "GFBoost", "EOGT", "NRGBoost", "Chain",
+                                  "Anchored"])
+def test_an_empty_table_is_refused_by_name(name):
+    """No rows or no columns: a ValueError saying so (GF.Boost and EOGT divided by zero while
+    choosing their sizes; GeF, supervised, names its missing class column first)."""
+    for X in (pd.DataFrame({"a": np.array([], float), "b": np.array([], object)}),
+              pd.DataFrame(index=range(5))):
+        with pytest.raises(ValueError, match="empty table"):
+            _small(name).fit(X)
+
+
+@pytest.mark.parametrize("name", ["ARF", "Chain", "Anchored"])
+def test_draws_rounded_to_zero_are_not_negative_zero(name):
+    """A draw just below 0 rounded onto a whole-number column's grid read ``-0.0`` (written as
+    "-0.0" to a CSV, a value no training row holds)."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"num": rng.normal(50, 10, 150).round(2),
+                       "fi": rng.integers(0, 20, 150).astype(float)})
+    s = _small(name).fit(df).sample(2000, random_state=0)["fi"]
+    assert (s == 0).any() and not np.signbit(s[s == 0]).any()

@@ -455,7 +455,7 @@ class TableEncoder:
     def _decode(z: np.ndarray, spec: ColumnSpec) -> Any:
         missing = np.isnan(z)
         if not spec.is_discrete:
-            vals = spec.to_grid(z)
+            vals = spec.to_grid(z) + 0.0  # (+ 0.0: a draw rounded up to 0 is 0, not -0)
             return cast_numeric(vals, spec.dtype)
         k = spec.n_levels
         codes = np.clip(np.rint(np.where(missing, 0.0, z)), 0, k - 1).astype(np.int64)

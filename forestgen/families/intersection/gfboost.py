@@ -308,7 +308,7 @@ class GFBoost(BoxFloor, GenerativeForest):
             # at most one split per two training rows, and no more than SPLIT_BUDGET split x
             # row x column evaluations (a 5,000 x 20 table fits in under a minute of CPU)
             d = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else 1
-            limit = max(SIZES[0][1], min(len(X) // 2, int(SPLIT_BUDGET / (len(X) * d))))
+            limit = max(SIZES[0][1], min(len(X) // 2, int(SPLIT_BUDGET / max(len(X) * d, 1))))
             grid = list(dict.fromkeys(g for g in grid if g[1] <= limit)) or [grid[0]]
         settings = [{"n_trees": int(t), "n_iter": int(j)} for t, j in grid]
         seed = seed_sequence(self.random_state).spawn(2)[1]
