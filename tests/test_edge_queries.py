@@ -112,3 +112,34 @@ def test_draws_rounded_to_zero_are_not_negative_zero(name):
                        "fi": rng.integers(0, 20, 150).astype(float)})
     s = _small(name).fit(df).sample(2000, random_state=0)["fi"]
     assert (s == 0).any() and not np.signbit(s[s == 0]).any()
+
+
+@pytest.mark.parametrize("name", ["ARF", "RFDE", "GFBoost", "EOGT", "NRGBoost", "Chain",
+                                  "Anchored"])
+def test_an_infinite_query_value_is_one_row_outside_the_range(name):
+    """``±inf`` in a query is a value outside the column's range, row by row, as ``1e308`` is:
+    it scored that row, not ``ValueError`` for the whole batch (training data with ``inf`` is
+    still refused by name). Per-row evidence outside the range returns its given value (a
+    ``1e308`` on a grid of 0.01 came back ``inf``)."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"num": rng.normal(50, 10, 150).round(2),
+                       "cat": rng.choice(["u", "v", "w"], 150)})
+    m = _small(name).fit(df)
+    q = df.head(3).copy()
+    q.loc[1, "num"] = 1e308
+    far = m.log_prob(q)
+    q.loc[1, "num"] = np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lp = m.log_prob(q)
+        filled = m.impute(q.assign(cat=[None, None, "u"]))
+        proba = m.predict_proba(q, target="cat")
+        q.loc[2, "num"] = 1e308
+        drawn = m.sample(conditions=q[["num"]], random_state=0)
+    np.testing.assert_allclose(lp, far, rtol=1e-12)  # the floor, like any value past the range
+    assert np.isfinite(lp).all() and filled["cat"].notna().all()
+    assert np.isfinite(proba.to_numpy()).all()
+    assert drawn.loc[1, "num"] == np.inf and drawn.loc[2, "num"] == 1e308
+    assert drawn.loc[[1, 2], "cat"].isna().all() and drawn.loc[0, "cat"] in ("u", "v", "w")
+    with pytest.raises(ValueError, match="'num' contains infinite values"):
+        _small(name).fit(q)

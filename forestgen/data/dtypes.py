@@ -128,9 +128,10 @@ def time_scalar_to_seconds(value: Any, dtype_str: str) -> float | None:
     return float(_time_to_seconds(pd.Series([ts]))[0])
 
 
-def to_float(series: pd.Series, name: Any) -> np.ndarray:
+def to_float(series: pd.Series, name: Any, infinite: bool = False) -> np.ndarray:
     """Numeric values of ``series`` as float64 with NaN for missing; validates content.
-    Datetimes / timedeltas are seconds (since the epoch, UTC)."""
+    Datetimes / timedeltas are seconds (since the epoch, UTC). ``infinite``: keep ``±inf``
+    (a query's value outside every column's range) instead of raising (training data)."""
     dtype = series.dtype
     if is_time_dtype(dtype):
         return _time_to_seconds(series)
@@ -145,7 +146,7 @@ def to_float(series: pd.Series, name: Any) -> np.ndarray:
             example = obj.to_numpy()[bad][0]
             raise ValueError(f"column {name!r} contains non-numeric value {example!r}")
         v = num.to_numpy(dtype=np.float64, na_value=np.nan)
-    if np.isinf(v).any():
+    if not infinite and np.isinf(v).any():
         raise ValueError(f"column {name!r} contains infinite values")
     return v
 

@@ -383,13 +383,13 @@ class TableEncoder:
 
     def _encode_column(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None,
                        notes: list | None) -> np.ndarray:
-        if not spec.is_discrete:
-            return to_float(series, spec.name)
+        if not spec.is_discrete:  # (fit refused infinite values; a query's are out of range)
+            return to_float(series, spec.name, infinite=True)
         k = spec.n_levels
         exact = pdt.is_integer_dtype(series.dtype) and any(
             isinstance(c, int) and abs(c) > MAX_EXACT_INT for c in spec.categories)
         if is_numeric_str(spec.dtype) and not exact:
-            v = to_float(series, spec.name)
+            v = to_float(series, spec.name, infinite=True)
             cats = np.asarray(spec.categories, dtype=np.float64)
             order = np.argsort(cats, kind="stable")
             sorted_cats = cats[order]

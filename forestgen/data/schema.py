@@ -144,16 +144,22 @@ class ColumnSpec:
 
     def to_grid(self, x: np.ndarray, how: str = "nearest") -> np.ndarray:
         """``x`` (encoded units) moved to the column's grid: the ``nearest`` grid point, or the
-        one below (``floor``) or above (``ceil``). Columns without a grid return ``x``."""
+        one below (``floor``) or above (``ceil``). Columns without a grid return ``x``, and
+        so does a value so large that the grid's arithmetic overflows (a query's value far
+        outside the range, e.g. ``1e308`` on a grid of 0.01)."""
         op = {"nearest": np.round, "floor": np.floor, "ceil": np.ceil}[how]
-        if self.step is not None:
-            return self.on_step(op(x / self.step))
-        if self.decimals is None:
+        if self.step is None and self.decimals is None:
             return x
-        if how == "nearest":
-            return np.round(x, self.decimals)
-        q = 10.0 ** self.decimals
-        return np.round(op(x * q) / q, self.decimals)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.step is not None:
+                out = self.on_step(op(x / self.step))
+            elif how == "nearest":
+                out = np.round(x, self.decimals)
+            else:
+                q = 10.0 ** self.decimals
+                out = np.round(op(x * q) / q, self.decimals)
+        out = np.where(np.isfinite(x) & ~np.isfinite(out), x, out)
+        return out[()] if out.ndim == 0 else out
 
     def on_step(self, k):
         """The grid points ``k * step`` (``k`` whole numbers, array or scalar), written with the
