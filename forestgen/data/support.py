@@ -49,6 +49,10 @@ __all__ = ["grid_step", "latent_range", "restrict_cells", "restrict_levels", "ro
 #: sum over the grid); wider ones get the latent mean, off by at most ``step / (2 * this)``
 #: of the cell's width share at its ends (see :func:`rounded_mean`)
 EXACT_GRID_POINTS = 256
+#: ... and at most this many (grid point, component) pairs, for leaf models that are mixtures
+#: (``n_components``: a kernel leaf's kernels, one per training row of the leaf), whose
+#: components sit on the grid's values, so that rounding moves their mean by little
+EXACT_GRID_PAIRS = 4096
 
 
 def grid_step(spec: ColumnSpec) -> float | None:
@@ -340,8 +344,9 @@ def rounded_mean(lm, spec: ColumnSpec, leaf: np.ndarray, lo: np.ndarray, hi: np.
     probabilities: with ``g0 = round(lo+)``, ``g1 = round(hi)`` the least and greatest values,
     ``E = g0 + step * sum_k P(X > g0 + (k - 1/2) step | ...)`` over the rounding boundaries
     between them. Exact where a leaf's interval spans at most :data:`EXACT_GRID_POINTS` grid
-    points; wider ones keep the latent mean ``cont_mean`` (rounding moves a smooth law's mean
-    by far less than a step there). ``lo``/``hi`` are finite (the cell within the range)."""
+    points, times the leaf model's ``n_components`` at most :data:`EXACT_GRID_PAIRS`; wider
+    ones keep the latent mean ``cont_mean`` (rounding moves a smooth law's mean by far less
+    than a step there). ``lo``/``hi`` are finite (the cell within the range)."""
     s = grid_step(spec)
     out = np.array(cont_mean, np.float64, copy=True)
     if s is None or len(leaf) == 0:
@@ -350,6 +355,8 @@ def rounded_mean(lm, spec: ColumnSpec, leaf: np.ndarray, lo: np.ndarray, hi: np.
     g1 = to_support(hi, spec)
     k = np.rint((g1 - g0) / s)
     ok = np.isfinite(k) & (k >= 0) & (k <= EXACT_GRID_POINTS) & np.isfinite(out)
+    if hasattr(lm, "n_components"):  # a mixture leaf: each grid point costs each component
+        ok &= np.where(ok, k, 0) * lm.n_components(leaf) <= EXACT_GRID_PAIRS
     one = ok & (k == 0)
     out[one] = g0[one]
     idx = np.flatnonzero(ok & (k > 0))

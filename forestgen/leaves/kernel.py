@@ -295,6 +295,11 @@ class KernelLeaf(LeafModel):
                                 self.hi_, np.asarray(leaf, np.int64),
                                 np.asarray(x, np.float64))
 
+    def n_components(self, leaf) -> np.ndarray:
+        """The number of kernels of each leaf (its training rows)."""
+        leaf = np.asarray(leaf, np.int64)
+        return self.offset_[leaf + 1] - self.offset_[leaf]
+
     def _pairs(self, leaf, lo, hi):
         """Chunks ``(sel, first, rep, k, a, b, lm)`` of (entry, kernel) pairs: entries ``sel``,
         the first pair of each entry, each pair's entry (in ``sel``) and kernel, the bounds
