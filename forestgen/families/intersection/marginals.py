@@ -28,6 +28,7 @@ With leaf weights ``(1 - ε) R(L) + ε M(L)`` and these leaves, the smoothing co
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -183,8 +184,14 @@ LOO_ROWS = 500
 def bandwidth(z: np.ndarray) -> float:
     """Gaussian kernel bandwidth of the sorted values ``z``: the multiple of Silverman's rule
     in :data:`BANDWIDTHS` of highest leave-one-out log-likelihood (on at most
-    :data:`LOO_ROWS` evenly spaced order statistics); 0 without spread."""
+    :data:`LOO_ROWS` evenly spaced order statistics); 0 without spread. Computed on ``z``
+    scaled by a power of two into ``[-1, 1]`` (exact), so that squares do not overflow and the
+    bandwidth scales with the values."""
     n = len(z)
+    top = float(np.max(np.abs(z))) if n else 0.0
+    if 0.0 < top < np.inf and math.frexp(top)[1] != 0:
+        e = math.frexp(top)[1]
+        return math.ldexp(bandwidth(np.ldexp(z, -e)), e)
     sd = float(np.std(z))
     iqr = float(np.subtract(*np.percentile(z, [75, 25]))) / 1.34 if n else 0.0
     h0 = 0.9 * min(sd, iqr if iqr > 0 else sd) * max(n, 1) ** -0.2

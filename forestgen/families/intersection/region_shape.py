@@ -78,7 +78,7 @@ class MarginalShape:
         s = np.clip(a[:, None], e[None, :-1], e[None, 1:])
         t = np.clip(b[:, None], e[None, :-1], e[None, 1:])
         mass = (dens[None, :] * (t - s)).sum(1)
-        first = (dens[None, :] * 0.5 * (t * t - s * s)).sum(1)
+        first = (dens[None, :] * (t - s) * (0.5 * s + 0.5 * t)).sum(1)  # (no t * t overflow)
         return np.where(mass > 0, first / np.where(mass > 0, mass, 1.0), 0.5 * (a + b))
 
     # ------------------------------------------------------------------ discrete columns
