@@ -143,3 +143,21 @@ def test_an_infinite_query_value_is_one_row_outside_the_range(name):
     assert drawn.loc[[1, 2], "cat"].isna().all() and drawn.loc[0, "cat"] in ("u", "v", "w")
     with pytest.raises(ValueError, match="'num' contains infinite values"):
         _small(name).fit(q)
+
+
+def test_eogt_expectation_past_the_region_cap_is_estimated_from_draws():
+    """``impute()`` (expectation) of rows past ``max_regions`` left them missing; they are the
+    mean of 256 exact conditional draws now, with a warning saying so, close to the exact
+    conditional mean that a larger cap computes."""
+    from forestgen.families.intersection.region_predictions import EXPECTATION_DRAWS
+
+    df = _table(400)
+    m = fg.EOGT(n_trees=3, n_iter=15, random_state=0).fit(df)
+    q = pd.DataFrame({"x": [np.nan, np.nan], "w": [0.3, np.nan], "cat": [None, "u"]})
+    exact = m.impute(q)
+    spread = m.sample(4000, conditions={"w": 0.3}, random_state=0)["x"].std()
+    m.max_regions = 1
+    with pytest.warns(RuntimeWarning, match=f"estimated from {EXPECTATION_DRAWS}"):
+        est = m.impute(q, random_state=3)
+    assert est.notna().all(axis=None) and est.loc[0, "w"] == 0.3
+    assert abs(est.loc[0, "x"] - exact.loc[0, "x"]) < 4 * spread / np.sqrt(EXPECTATION_DRAWS)

@@ -18,6 +18,9 @@ import pandas as pd
 
 from forestgen.data.support import clamp_query_rows
 
+#: conditional draws behind an ``"expectation"`` imputation past ``max_regions``
+EXPECTATION_DRAWS = 256
+
 
 class RegionPredictions:
     """EOGT's ``impute``, ``predict_proba`` and ``predict`` (a mixin of
@@ -241,9 +244,10 @@ class RegionPredictions:
         columns' marginals, drawn from its shape), ``"sample"`` (exact conditional draw) or
         ``"expectation"`` (mean / mode). Observed entries outside the box are left out of the
         evidence (:meth:`_free_outside`); rows of zero probability stay NaN (a warning names
-        them). A row compatible with more than ``max_regions`` regions is drawn by
-        :meth:`sample` with its entries as per-row conditions (``"sample"``: exact, by rejection)
-        and stays NaN with a warning under the other methods."""
+        them). A row compatible with more than ``max_regions`` regions is filled from
+        :meth:`sample`'s conditional draws (:meth:`_impute_by_draws`: ``"sample"`` exact,
+        ``"expectation"`` an estimate, with a warning); under ``"max_density"`` it stays NaN
+        with a warning."""
         self._geometry()
         kind, nlev, nom_off = self._layout
         out = Z.copy()
@@ -273,26 +277,53 @@ class RegionPredictions:
                 continue
             draw = self._draw_in(pick, miss[i], rng)
             out[i, cols] = draw[cols]
-        if big and method == "sample":  # exact conditional draws, by rejection past the cap
-            at = {int(i): k for k, i in enumerate(rows)}
-            ev = evidence[[at[i] for i in big]]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # (rows of probability zero: below)
-                drawn = self.encoder_.transform(self.sample(
-                    conditions=self.encoder_.inverse_transform(ev), random_state=rng,
-                    missing=False), missing_columns="nan")
-            for k, i in enumerate(big):
-                if np.isnan(drawn[k][miss[i]]).any():
-                    empty.append(i)
-                    continue
-                out[i, miss[i]] = drawn[k][miss[i]]
-            big = []
+        if big and method in ("sample", "expectation"):  # by sample(), past the cap
+            big, empty = self._impute_by_draws(out, evidence[[int(np.searchsorted(rows, i))
+                                                               for i in big]],
+                                               np.array(big), miss, method, rng, empty)
         self._too_many(big, "impute")
         if empty:
             warnings.warn(f"EOGT impute: {len(empty)} row(s) (first: {empty[0]}) have "
                           f"observed entries of probability zero; left missing",
                           RuntimeWarning, stacklevel=2)
         return out
+
+    def _impute_by_draws(self, out: np.ndarray, ev: np.ndarray, big: np.ndarray,
+                         miss: np.ndarray, method: str, rng: np.random.Generator,
+                         empty: list) -> tuple[list, list]:
+        """Rows ``big`` past ``max_regions`` (evidence ``ev``) filled from :meth:`sample`'s
+        conditional draws (exact, by rejection): one draw (``"sample"``), or the mean / most
+        frequent level of :data:`EXPECTATION_DRAWS` draws (``"expectation"``: an estimate,
+        with a warning). Returns the rows left (none) and the rows of probability zero."""
+        kind = self._layout[0]
+        k = 1 if method == "sample" else EXPECTATION_DRAWS
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (rows of probability zero: below)
+            drawn = self.encoder_.transform(self.sample(
+                conditions=self.encoder_.inverse_transform(np.repeat(ev, k, axis=0)),
+                random_state=rng, missing=False), missing_columns="nan").reshape(
+                    len(big), k, -1)
+        for r, i in enumerate(big):
+            cols = np.flatnonzero(miss[i])
+            d = drawn[r][:, cols]
+            if np.isnan(d).any():
+                empty.append(int(i))
+                continue
+            if k == 1:
+                out[i, cols] = d[0]
+                continue
+            for c, j in enumerate(cols):
+                if kind[j] == 2:
+                    out[i, j] = float(np.bincount(d[:, c].astype(np.int64)).argmax())
+                else:
+                    v = float(d[:, c].mean())
+                    out[i, j] = round(v) if kind[j] == 1 else v
+        if k > 1 and len(big):
+            warnings.warn(f"EOGT impute: {len(big)} row(s) (first: {int(big[0])}) need more "
+                          f"than max_regions={self.max_regions} compatible regions; their "
+                          f"expectations are estimated from {k} conditional draws",
+                          RuntimeWarning, stacklevel=3)
+        return [], empty
 
     def impute(self, X, method="expectation", n_imputations=1, random_state=None):
         """Fill missing entries from EOGT's conditional (see :meth:`impute_encoded`):
