@@ -63,8 +63,9 @@ class EOGT(RegionQueries, GFBoost):
     (:mod:`~forestgen.families.intersection.forced`; on a column with point masses also kept with
     the region's atom share); only evidence that too few proposals meet raises (a dict) or
     leaves its row blank with a warning (per-row evidence); a per-row evidence pattern that
-    went past ``max_regions`` is sampled first for the next rows. ``expect`` and ``to_torch`` raise
-    ``NotImplementedError``.
+    went past ``max_regions`` is sampled first for the next rows. ``expect`` raises
+    ``NotImplementedError``; ``to_torch`` serves the numpy density, sampler and conditionals
+    (no gradient).
     ``forest_`` holds the same trees with each leaf's reach probability and a uniform leaf (so
     each tree alone is a generative tree, and ``save``/``load`` work); it is not the EOGT's law
     for ``T > 1``.
@@ -171,7 +172,8 @@ class EOGT(RegionQueries, GFBoost):
         """``log_prob`` (with NaN marginals), ``sample``, conditional sampling and log density
         (values, ranges, level sets), ``impute``, ``predict`` and ``torch`` (``to_torch()``:
         the exact density on the numpy path, no gradient; draws from the CPU star-node
-        sampler moved to the device; no ``condition()``); not ``expect``."""
+        sampler moved to the device; ``condition()`` through the numpy conditionals); not
+        ``expect``."""
         return frozenset({"log_prob", "marginal", "sample", "conditional_sample",
                           "conditional_log_prob", "impute", "predict", "torch"})
 
