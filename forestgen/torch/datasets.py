@@ -86,11 +86,17 @@ class _RowDrawer:
         if not spec.is_discrete:
             raise ValueError(f"class_probs needs a discrete target; column {spec.name!r} is "
                              f"{spec.kind}")
-        if not hasattr(model, "leaf_models_") or not hasattr(model, "leaf_log_weight_"):
-            raise NotImplementedError(
-                f"{type(model).__name__}: class-conditional generation needs a leaf mixture")
         self.k = spec.n_levels
-        self.class_log_w, log_mass = _class_posteriors(model, self.target_index, self.k)
+        self.class_log_w = None  # [k, L] leaf log-weights per class, for a leaf mixture
+        if type(model).leaf_mixture_law and hasattr(model, "leaf_log_weight_"):
+            try:
+                self.class_log_w, log_mass = _class_posteriors(model, self.target_index, self.k)
+            except NotImplementedError:  # (no shared leaf posterior: the Chain)
+                pass
+        if self.class_log_w is None:  # the model's own conditional draws, class by class
+            model.require("conditional_sample")
+            with np.errstate(divide="ignore"):
+                log_mass = np.log(np.asarray(spec.support, np.float64))
         self.probs = _parse_class_probs(class_probs, spec, np.exp(log_mass))
 
     def draw_torch(self, n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
@@ -118,6 +124,9 @@ class _RowDrawer:
         sampler, cdf, probs = self._samplers[key]
         if probs is None:
             return sampler.sample(n, generator, torch.float64)
+        if self.class_log_w is None:  # the model's conditional draws, moved to the device
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=device))
+            return torch.as_tensor(self._draw(n, np.random.default_rng(seed)), device=device)
         y = torch.multinomial(probs, n, replacement=True, generator=generator)
         leaf = torch.empty(n, dtype=torch.long, device=device)
         for c in range(self.k):  # leaf | class by inverse CDF over that class's posterior
@@ -132,6 +141,14 @@ class _RowDrawer:
             return self.model.sample_encoded(n, random_state=rng)
         y = rng.choice(self.k, size=n, p=self.probs)
         Z = np.empty((n, self.model.schema_.d))
+        if self.class_log_w is None:  # not a leaf mixture: its conditional sampler per class
+            spec = self.model.schema_.columns[self.target_index]
+            for c in np.unique(y):
+                sel = y == c
+                rows = self.model.sample(int(sel.sum()), random_state=rng, missing=False,
+                                         conditions={spec.name: spec.categories[int(c)]})
+                Z[sel] = self.model.encoder_.transform(rows)
+            return Z
         sampler = self.model.component("sampler")
         if "log_weight" not in inspect.signature(sampler.sample).parameters:
             raise NotImplementedError(f"{type(self.model).__name__}: class-conditional draws "

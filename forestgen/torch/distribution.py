@@ -49,7 +49,7 @@ from forestgen.inference.rules import (
     law_log_prob_encoded,
     rules_of,
 )
-from forestgen.leaves.base import CUTS_AT_VALUES, torch_tensor
+from forestgen.leaves.base import CUTS_AT_VALUES, numpy_dtype, torch_tensor
 from forestgen.logsumexp import torch_logsumexp, torch_segment_logsumexp
 from forestgen.torch.routing import PackedTrees, route, routing_forest
 from forestgen.torch.rules import RuleKeeper
@@ -490,7 +490,7 @@ class ForestDistribution(Distribution):
             warnings.warn(f"{type(self.model).__name__}: log_prob uses the numpy path for "
                           "these leaf models; the result carries no gradient", stacklevel=3)
             self._warned = True
-        Z = x.detach().to("cpu", torch.float64).numpy()
+        Z = _float64_rows(x, self.model.schema_.columns)
         return torch.as_tensor(law_log_prob_encoded(self.model, Z), device=x.device,
                                dtype=x.dtype)
 
@@ -499,7 +499,7 @@ class ForestDistribution(Distribution):
         (``floor=None`` where the learner has a ``density_floor``: the distribution is the law
         itself); a row with a discrete code that is no level of its column (outside the
         support, which decoding would move onto a level) is ``-inf``."""
-        xs = x.detach().to("cpu", torch.float64).numpy()
+        xs = _float64_rows(x, [self.model.schema_.columns[j] for j in self._free])
         bad = off_levels([self.model.schema_.columns[j] for j in self._free], xs).any(axis=1)
         lp = np.full(len(xs), -np.inf)
         if (~bad).any():
@@ -565,3 +565,30 @@ class ForestDistribution(Distribution):
             parts.append(torch_segment_logsumexp(s, rows_t, end - start))
             start = end
         return torch.cat(parts) if parts else x.new_zeros(0)
+
+
+def _float64_rows(x: torch.Tensor, columns) -> np.ndarray:
+    """Rows ``x [n, f]`` as float64 for the numpy path, columns ``columns`` (their specs). A
+    numeric value of a lower precision (float32) that is the rounding of a point of its
+    column's grid (two decimals: 47.9 read as 47.900001525...) is that point, and one that
+    rounds a column's training bound is the bound: the value the row was encoded from, not
+    one past the range or across a cell face at a training value (the torch path rounds its
+    cells to the input's precision instead)."""
+    Z = x.detach().to("cpu", torch.float64).numpy()
+    if x.dtype == torch.float64:
+        return Z
+    Z = Z.copy()
+    npdt = numpy_dtype(x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j, spec in enumerate(columns):
+            if spec.is_discrete:
+                continue
+            z = Z[:, j]
+            if spec.has_grid:
+                g = spec.to_grid(z)
+                z = np.where(g.astype(npdt) == z.astype(npdt), g, z)
+            for bound in (spec.lower, spec.upper):
+                if np.isfinite(bound):
+                    z = np.where(z == float(npdt(bound)), bound, z)
+            Z[:, j] = z
+    return Z

@@ -22,11 +22,14 @@ def _table():
                          "type": rng.choice(["bc", "wc", "prof"], 200)})
 
 
-@pytest.mark.parametrize("learner", ["RFDE", "DEF", "ARF_unif"])
+@pytest.mark.parametrize("learner", ["RFDE", "DEF", "ARF_unif", "EOGT", "NRGBoost"])
 def test_float32_log_prob_matches_at_column_extremes(learner):
+    """(EOGT, on its numpy path, read the float32 maximum as a value past the range: -inf for
+    the training rows holding it, until stop 67.)"""
     df = _table()
     assert float(np.float32(15.97)) > 15.97 and float(np.float32(97.51)) > 97.51
     m = (fg.ARF(family="unif", n_trees=5, random_state=0) if learner == "ARF_unif"
+         else fg.EOGT(n_trees=3, n_iter=20, random_state=0) if learner == "EOGT"
          else getattr(fg, learner)(n_trees=5, random_state=0)).fit(df)
     ref = m.log_prob(df)
     assert np.isfinite(ref).all()
