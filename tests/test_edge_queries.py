@@ -161,3 +161,13 @@ def test_eogt_expectation_past_the_region_cap_is_estimated_from_draws():
         est = m.impute(q, random_state=3)
     assert est.notna().all(axis=None) and est.loc[0, "w"] == 0.3
     assert abs(est.loc[0, "x"] - exact.loc[0, "x"]) < 4 * spread / np.sqrt(EXPECTATION_DRAWS)
+
+
+@pytest.mark.parametrize("name", ["ARF", "Chain", "NRGBoost", "GFBoost"])
+def test_expect_of_numeric_columns_is_a_float_series(name):
+    """``expect(["x", "w"])`` was an object Series even when every answer is a number; it is
+    float64 then, and object only where a level sits beside a mean."""
+    m = _small(name).fit(_table())
+    assert m.expect(["x", "w"]).dtype == np.float64
+    assert m.expect(["x", "w"], conditions={"cat": "u"}).dtype == np.float64
+    assert m.expect().dtype == object

@@ -519,7 +519,7 @@ def expect(model, columns=None, conditions=None) -> pd.DataFrame | pd.Series:
         vals, is_code = _point_values(model, j, mom[j])
         res[names[j]] = _decode_codes(model, j, vals).to_numpy() if is_code else vals
     if not per_row:
-        return pd.Series({k: v[0] for k, v in res.items()}, dtype=object)
+        return pd.Series({k: v[0] for k, v in res.items()}, dtype=object).infer_objects()
     out = pd.DataFrame(res, index=index)
     return out.iloc[:, 0] if single else out
 

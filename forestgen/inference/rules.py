@@ -1157,7 +1157,7 @@ def _expect(model, inner, rules: Rules, columns=None, conditions=None, **kw):
         for c, j in zip(wanted, idx):
             if j in aff:
                 vals[c] = float(aff[j].image(float(vals[c])))
-        return pd.Series(vals, dtype=object)
+        return pd.Series(vals, dtype=object).infer_objects()
     frame = res.to_frame(need[0]) if isinstance(res, pd.Series) else res
     out = pd.DataFrame(index=frame.index)
     for c, j in zip(wanted, idx):
@@ -1200,7 +1200,7 @@ def _constrained_expect(model, rules: Rules, columns, conditions, n_draws=None,
     n = NORMALISER_DRAWS if n_draws is None else int(n_draws)
     draws = _kept_draws(model, rules, n, seed, conditions)
     return pd.Series({c: _column_summary(model, j, draws[schema.names[j]].to_numpy())
-                      for c, j in zip(wanted, idx)}, dtype=object)
+                      for c, j in zip(wanted, idx)}, dtype=object).infer_objects()
 
 
 def _without_determined(model, rules: Rules, df: pd.DataFrame) -> pd.DataFrame:

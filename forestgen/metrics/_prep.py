@@ -63,12 +63,22 @@ def align(reference: pd.DataFrame, other: pd.DataFrame, name: str = "synthetic")
     return other[ref_cols]
 
 
+def require_rows(n: int, name: str, least: int, why: str = "") -> None:
+    """A clear error where a metric gets fewer than ``least`` rows of ``name`` (no score is
+    made up from an empty or one-row frame)."""
+    if n < least:
+        raise ValueError(f"{name} has {n} row(s); this metric needs at least {least}"
+                         + (f" ({why})" if why else ""))
+
+
 def prepare(
-    real: object, *others: object, names: Sequence[str] | None = None
+    real: object, *others: object, names: Sequence[str] | None = None, min_rows: int = 1
 ) -> list[pd.DataFrame]:
-    """Convert all inputs to DataFrames with string column names aligned to ``real``."""
+    """Convert all inputs to DataFrames with string column names aligned to ``real``; each
+    needs at least ``min_rows`` rows (:func:`require_rows`)."""
     names = list(names) if names is not None else [f"input {i + 1}" for i in range(len(others))]
     ref = as_frame(real, name="real").copy(deep=False)
+    require_rows(len(ref), "real", min_rows)
     ref.columns = [str(c) for c in ref.columns]
     if ref.columns.duplicated().any():
         raise ValueError("real data has duplicated column names")
@@ -79,6 +89,7 @@ def prepare(
             continue
         df = as_frame(frame, columns=None if isinstance(frame, pd.DataFrame) else ref.columns,
                       name=nm)
+        require_rows(len(df), nm, min_rows)
         out.append(align(ref, df, nm))
     return out
 

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forestgen.metrics._prep import embed, nearest, prepare, sq_dists, subsample, to_matrix
+from forestgen.metrics._prep import (
+    embed,
+    nearest,
+    prepare,
+    require_rows,
+    sq_dists,
+    subsample,
+    to_matrix,
+)
 
 __all__ = [
     "AlphaPrecisionResult",
@@ -23,6 +31,8 @@ def _embedded(real: object, synthetic: object, preprocess: bool, max_rows: int |
         r, s = subsample(r, max_rows, rng), subsample(s, max_rows, rng)
         return tuple(embed(r, s))  # type: ignore[return-value]
     x, y = to_matrix(real, "real"), to_matrix(synthetic, "synthetic")
+    require_rows(len(x), "real", 1)
+    require_rows(len(y), "synthetic", 1)
     if max_rows is not None:
         if len(x) > max_rows:
             x = x[np.sort(rng.choice(len(x), max_rows, replace=False))]
@@ -65,6 +75,7 @@ def alpha_precision_beta_recall(real: object, synthetic: object, *, n_alphas: in
     """
     rng = np.random.default_rng(random_state)
     x, y = _embedded(real, synthetic, preprocess, max_rows, rng)
+    require_rows(len(x), "real", k + 1, f"k={k} nearest neighbours among the others")
     alphas = np.linspace(0.0, 1.0, n_alphas)
     c_real, c_syn = x.mean(0), y.mean(0)
     d_real = np.linalg.norm(x - c_real, axis=1)
@@ -136,6 +147,8 @@ def nn_precision_recall(real: object, synthetic: object, *, k: int = 3,
     """
     rng = np.random.default_rng(random_state)
     x, y = _embedded(real, synthetic, preprocess, max_rows, rng)
+    for n, name in ((len(x), "real"), (len(y), "synthetic")):  # (a k-th neighbour each)
+        require_rows(n, name, k + 1, f"k={k} nearest neighbours among the others")
     rx = nearest(x, x, k=k, exclude_self=True)[:, -1]
     ry = nearest(y, y, k=k, exclude_self=True)[:, -1]
     precision = float(np.mean(_inside_manifold(y, x, rx)))

@@ -169,7 +169,7 @@ def association_gap(real: object, synthetic: object, *, max_rows: int | None = N
     Pearson correlation for numeric pairs, bias-corrected Cramér's V for categorical pairs and
     the correlation ratio for mixed pairs; all lie in [-1, 1] / [0, 1].
     """
-    real, synthetic = prepare(real, synthetic, names=["synthetic"])
+    real, synthetic = prepare(real, synthetic, names=["synthetic"], min_rows=2)
     rng = np.random.default_rng(random_state)
     real, synthetic = subsample(real, max_rows, rng), subsample(synthetic, max_rows, rng)
     enc = Encoder(infer_schema(real, kinds), real, [synthetic])

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-from forestgen.metrics._prep import as_frame
+from forestgen.metrics._prep import as_frame, require_rows
 from forestgen.metrics.fidelity import ks_statistic
 
 __all__ = ["SDMetricsScores", "column_pair_trends", "column_shapes", "contingency_similarity",
@@ -151,9 +151,11 @@ def sdtypes_of(df: pd.DataFrame, metadata: dict | None = None) -> dict[str, str]
     return out
 
 
-def _frames(real, synthetic) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _frames(real, synthetic, min_rows: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     real = as_frame(real, name="real")
     synthetic = as_frame(synthetic, columns=list(real.columns), name="synthetic")
+    require_rows(len(real), "real", min_rows)
+    require_rows(len(synthetic), "synthetic", min_rows)
     absent = [c for c in real.columns if c not in synthetic.columns]
     if absent:
         raise ValueError(f"synthetic data is missing column {absent[0]!r}")
@@ -178,7 +180,7 @@ def column_pair_trends(real, synthetic, metadata: dict | None = None, *,
     """Per-pair ``Column 1``, ``Column 2``, ``Metric`` (CorrelationSimilarity /
     ContingencySimilarity) and ``Score``; NaN for a pair below the thresholds (it does not
     count in the property score)."""
-    real, synthetic = _frames(real, synthetic)
+    real, synthetic = _frames(real, synthetic, min_rows=2)  # (correlations of 2 rows at least)
     sdtypes = {c: t for c, t in sdtypes_of(real, metadata).items() if t in _CONTINUOUS + _DISCRETE}
     cont = {c for c, t in sdtypes.items() if t in _CONTINUOUS}
     binned = {side: {c: _discretize(df[c]) for c in cont}

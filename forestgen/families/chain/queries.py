@@ -487,7 +487,7 @@ class ChainQueries:
             vals, is_code = self._point_values(j, post[j])
             res[schema.names[j]] = self._decode(j, vals) if is_code else vals
         if not per_row:
-            return pd.Series({k: v[0] for k, v in res.items()}, dtype=object)
+            return pd.Series({k: v[0] for k, v in res.items()}, dtype=object).infer_objects()
         out = pd.DataFrame(res, index=index)
         return out.iloc[:, 0] if single else out
 

@@ -554,7 +554,7 @@ class EnergyQueries:
         res = {schema.names[j]: level_mean[j] if j in level_mean else dec.iloc[:, j].to_numpy()
                for j in cols}
         if not per_row:
-            return pd.Series({k: v[0] for k, v in res.items()}, dtype=object)
+            return pd.Series({k: v[0] for k, v in res.items()}, dtype=object).infer_objects()
         out = pd.DataFrame(res, index=conditions.index)
         return out.iloc[:, 0] if single else out
 
