@@ -54,10 +54,21 @@ def check_partition_dtypes(parts: list[pd.DataFrame]) -> None:
                              f"ddf.astype({{{name!r}: ...}}), or dtype= when reading)")
 
 
+def refuse_infinite(Z: np.ndarray, schema: Schema) -> None:
+    """Encoded training rows ``Z`` with an infinite value: a ValueError naming the column."""
+    inf = np.isinf(Z).any(axis=0)
+    if inf.any():
+        raise ValueError(f"column {schema.names[int(np.argmax(inf))]!r} contains infinite "
+                         f"values")
+
+
 def summarise(Z: np.ndarray, schema: Schema) -> dict[str, np.ndarray]:
     """Per column of the encoded rows ``Z``: min, max, whether any is missing, how many
     carry a level the schema does not know (code ``k``), and (``levels``, concatenated over
-    the label columns) how many rows take each level."""
+    the label columns) how many rows take each level. Training rows with an infinite value
+    are refused naming the column (the encoder keeps a query's ``inf`` as a value past the
+    range; a partition beyond the encoder's sample is training data)."""
+    refuse_infinite(Z, schema)
     with warnings.catch_warnings():  # an all-missing column in one partition
         warnings.simplefilter("ignore", RuntimeWarning)
         lo = np.nanmin(Z, axis=0) if len(Z) else np.full(Z.shape[1], np.nan)

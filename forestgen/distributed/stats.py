@@ -14,12 +14,15 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
+from forestgen.distributed.encoding import refuse_infinite
 from forestgen.distributed.graph import share, tree_reduce
 from forestgen.leaves.stats import ForestStats
 
 
 def encoded_stats(Z: np.ndarray, forest, schema) -> ForestStats:
-    """:class:`ForestStats` of the encoded rows ``Z`` in ``forest`` (columns of ``schema``)."""
+    """:class:`ForestStats` of the encoded rows ``Z`` in ``forest`` (columns of ``schema``);
+    rows with an infinite value are refused naming the column (they are training rows)."""
+    refuse_infinite(Z, schema)
     missing_cols = np.array([j for j, c in enumerate(schema.columns) if c.has_missing],
                             np.int64)
     return ForestStats.from_leaves(Z, forest.apply(Z), forest.n_leaves,

@@ -167,6 +167,18 @@ def test_level_missing_from_the_encoder_sample_is_named(clients):
         fd.fit_arf(ddf, n_trees=2, random_state=0, encoder_rows=30, max_iters=0)
 
 
+def test_an_infinite_value_outside_the_encoder_sample_is_named(clients):
+    """Training rows with ``inf`` are refused by name though the encoder, fitted on a sample,
+    keeps a query's ``inf`` as a value past the range."""
+    num = next(c for c in TRAIN.columns if pd.api.types.is_float_dtype(TRAIN[c]))
+    df = TRAIN.copy()
+    df.loc[df.index[-1], num] = np.inf  # only in the last partition's tail
+    ddf = dd.from_pandas(df, npartitions=3)
+    with clients[2].as_current(), pytest.raises(ValueError,
+                                                match=f"column '{num}' contains infinite"):
+        fd.fit_arf(ddf, n_trees=2, random_state=0, encoder_rows=30, max_iters=0)
+
+
 def test_levels_seen_only_outside_the_encoder_sample_are_in_the_support(clients):
     """The Dask encoder takes each label column's unobserved levels from every row, not from
     its sample: "c" only in the last partition's tail is seen; "d", declared, is not."""
