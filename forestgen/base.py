@@ -131,10 +131,10 @@ class GenerativeForest(BaseEstimator):
         log-sum-exp and would be silently wrong for an unnormalised energy."""
         name = self.model_family.slots.get("ensembler")
         if name is None or not self.component("ensembler").normalised:
-            what = "has no ensembler slot" if name is None else \
-                f"ensembler {type(self.component('ensembler')).__name__} is unnormalised"
+            what = "it has no ensembler slot" if name is None else \
+                f"its ensembler {type(self.component('ensembler')).__name__} is unnormalised"
             raise NotImplementedError(
-                f"{type(self).__name__}: the shared {query!r} sums leaf mixtures, but its "
+                f"{type(self).__name__}: the shared {query!r} sums leaf mixtures, but "
                 f"{what}; override it with the learner's own (e.g. with a normaliser estimate)")
 
     #: slots this learner's paper rules out, each with the reason: giving one raises

@@ -263,7 +263,7 @@ def _interval_log_mass(model, m, sample, conditions: dict | None = None) -> np.n
             with np.errstate(invalid="ignore"):
                 out = np.array([evidence_log_prob(model, {**given, name: c}) for c in conds],
                                float) - base
-        except NotImplementedError:  # a learner outside the shared leaf posterior (Chain)
+        except NotImplementedError:  # a leaf mixture without the shared posterior
             out = None
     if out is None:
         kw = {"conditions": given} if given else {}

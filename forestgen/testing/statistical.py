@@ -172,7 +172,7 @@ def _exact_cdf(m, j: int, conditions: dict | None):
     try:
         total = float(mass([-np.inf], [np.inf])[0])
         at = mass(np.nextafter(atoms, -np.inf), atoms) / total
-    except NotImplementedError:  # a learner outside the shared leaf posterior (Chain)
+    except NotImplementedError:  # a leaf mixture without the shared posterior
         return None
 
     def F(v):

@@ -37,7 +37,7 @@ from forestgen.data.support import rows_to_support
 from forestgen.inference.rules import rules_of
 from forestgen.torch.encoding import TensorEncoder, encoded_target
 from forestgen.torch.rules import RuleKeeper
-from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, generator_for
+from forestgen.torch.sampling import DeviceSampler, device_sampler_gap, generator_for
 
 
 def _dist_info(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -91,7 +91,7 @@ class _RowDrawer:
         if type(model).leaf_mixture_law and hasattr(model, "leaf_log_weight_"):
             try:
                 self.class_log_w, log_mass = _class_posteriors(model, self.target_index, self.k)
-            except NotImplementedError:  # (no shared leaf posterior: the Chain)
+            except NotImplementedError:  # (an unnormalised ensembler: no shared posterior)
                 pass
         if self.class_log_w is None:  # the model's own conditional draws, class by class
             model.require("conditional_sample")
@@ -328,9 +328,10 @@ class SyntheticDataset(Dataset):
         self._enc = _make_encoding(model, self._drawer.target_index, encoding, dtype)
         self.device = None if device is None else torch.device(device)
         if self.device is not None:
-            if not device_sampler_supported(model):
-                raise NotImplementedError(f"{type(model).__name__}: no on-device sampler for its "
-                                          "leaf models; leave device=None")
+            why = device_sampler_gap(model)
+            if why is not None:
+                raise NotImplementedError(f"{type(model).__name__}: no on-device sampler ({why}); "
+                                          "leave device=None")
         self.epoch = 0
         self._start = 0
         self._index = 0

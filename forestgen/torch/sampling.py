@@ -22,19 +22,27 @@ from forestgen.data.metadata import declared_bounds
 from forestgen.data.support import torch_to_support
 from forestgen.leaves.normal_math import torch_std_truncnorm as std_truncnorm
 
-__all__ = ["DeviceSampler", "device_sampler_supported", "generator_for", "std_truncnorm"]
+__all__ = ["DeviceSampler", "device_sampler_gap", "device_sampler_supported", "generator_for",
+           "std_truncnorm"]
 
 
 def device_sampler_supported(model) -> bool:
     """Whether ``model``'s exact draws are ancestral draws from its leaf mixture: the model
-    declares its leaves its law (``leaf_mixture_law``; not EOGT or NRGBoost), its sampler
-    declares that the device sampler reproduces it (``Sampler.device_twin``: the built-in
-    ancestral sampler) and every leaf model has the torch sampling hook."""
-    if not (hasattr(model, "leaf_models_") and hasattr(model, "leaf_log_weight_")):
-        return False
-    if not (type(model).leaf_mixture_law and model.component("sampler").device_twin):
-        return False
-    return all(lm.has_torch_sampler for lm in model.leaf_models_)
+    declares its leaves its law (``leaf_mixture_law``; not EOGT, NRGBoost or the Chain), its
+    sampler declares that the device sampler reproduces it (``Sampler.device_twin``: the
+    built-in ancestral sampler) and every leaf model has the torch sampling hook."""
+    return device_sampler_gap(model) is None
+
+
+def device_sampler_gap(model) -> str | None:
+    """Why ``model`` has no on-device sampler (``None`` when it has one)."""
+    if not (type(model).leaf_mixture_law and hasattr(model, "leaf_models_")
+            and hasattr(model, "leaf_log_weight_")):
+        return "its law is not a leaf mixture"
+    if "sampler" not in model.model_family.slots or not model.component("sampler").device_twin:
+        return "its draws do not come from the leaf mixture's ancestral sampler"
+    bad = sorted({_hookless(lm) for lm in model.leaf_models_ if not lm.has_torch_sampler})
+    return f"leaf models {bad} lack the torch_sample hook" if bad else None
 
 
 def _hookless(lm) -> str:
@@ -61,11 +69,8 @@ class DeviceSampler:
 
     def __init__(self, model, device, leaf_log_weight: np.ndarray | None = None,
                  columns: list[int] | None = None):
-        if not device_sampler_supported(model):
-            bad = sorted({_hookless(lm) for lm in getattr(model, "leaf_models_", [])
-                          if not lm.has_torch_sampler})
-            why = (f"leaf models {bad} lack the torch_sample hook" if bad else
-                   "its draws do not come from the leaf mixture's ancestral sampler")
+        why = device_sampler_gap(model)
+        if why is not None:
             raise NotImplementedError(f"{type(model).__name__}: no on-device sampler ({why})")
         self.model = model
         self.device = torch.device(device)

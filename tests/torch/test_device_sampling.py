@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from forestgen.learners import ARF, DEF, EOGT, RFDE, GeF, GFBoost
+from forestgen.learners import ARF, DEF, EOGT, RFDE, Chain, GeF, GFBoost, NRGBoost
 from forestgen.leaves.uniform import UniformLeaf
 from forestgen.metrics import c2st
 from forestgen.torch.sampling import DeviceSampler, device_sampler_supported, std_truncnorm
@@ -237,9 +237,19 @@ def test_leaf_without_sampling_hook_falls_back(small_table):
     assert torch.equal(a, b)  # numpy fallback, seeded from the generator
 
 
-def test_models_with_their_own_sampler_draw_with_it(small_table):
-    """EOGT's law is its star-node sampler, not the compiled leaf mixture: no device sampler."""
-    m = EOGT(n_trees=2, n_iter=12, random_state=0).fit(small_table)
+@pytest.mark.parametrize("name", ["EOGT", "Chain", "NRGBoost"])
+def test_models_with_their_own_law_have_no_device_sampler(name, small_table):
+    """EOGT's law is its star-node sampler, the Chain's a product of conditionals, NRGBoost's
+    an energy: none is the compiled leaf mixture, so none has a device sampler, and asking a
+    dataset for one names the learner and why (the Chain raised a ``KeyError`` before)."""
+    make = {"EOGT": lambda: EOGT(n_trees=2, n_iter=12, random_state=0),
+            "Chain": lambda: Chain(min_leaf=20, random_state=0),
+            "NRGBoost": lambda: NRGBoost(n_trees=3, pool_size=2000, random_state=0)}
+    m = make[name]().fit(small_table)
     assert not device_sampler_supported(m)
-    with pytest.raises(NotImplementedError, match="EOGT.*ancestral"):
+    with pytest.raises(NotImplementedError, match=f"{name}.*not a leaf mixture"):
         DeviceSampler(m, "cpu")
+    with pytest.raises(NotImplementedError, match=f"{name}: no on-device sampler"):
+        m.as_dataset(batch_size=8, n_batches=1, device="cpu")
+    batch = next(iter(m.as_dataset(batch_size=8, n_batches=1, seed=0).batches()))  # numpy path
+    assert batch.shape == (8, 4) and torch.isfinite(batch).all()

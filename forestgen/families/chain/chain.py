@@ -185,6 +185,10 @@ class Chain(ChainQueries, GenerativeForest):
 
     model_family = CHAIN
     method_name = "Chain"
+    #: its law is the product of the trees' conditionals (one tree per column), not a mixture
+    #: over ``forest_``'s leaves: the shared leaf-mixture paths (torch scoring, the device
+    #: sampler, exact interval masses) do not answer for it
+    leaf_mixture_law = False
     splitter_labelled = True
     tree_data = frozenset({"Xb", "n_bins", "nominal", "thresholds"})
     ruled_out = {
