@@ -366,7 +366,7 @@ class GenerativeForest(BaseEstimator):
         proto = (overrides or {}).get(j)
         if proto is None:
             proto = discrete_leaf if spec.is_discrete else numeric_leaf
-        lm = _fresh(registry.resolve("leaf", proto, LeafModel))
+        lm = fresh_leaf(proto)
         if spec.atoms and not spec.is_discrete and not isinstance(lm, PointMassLeaf):
             lm = PointMassLeaf(base=lm, atoms=spec.atoms, prior=self.atom_prior())
         return lm, cell
@@ -407,7 +407,7 @@ class GenerativeForest(BaseEstimator):
                              f"{len(stats.columns)} columns; the model has {forest.n_leaves} "
                              f"leaves and {schema.d} columns")
         numeric, discrete = self.leaf_prototypes()
-        self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights_from_counts(
+        self.leaf_log_weight_ = self.component("ensembler").checked_log_weights(
             stats.coverage, forest.leaf_tree, forest.n_trees)
         boxes = forest.column_boxes(schema.d, np.where(schema.nominal_mask, schema.n_levels, 0))
         models: list[LeafModel] = []
@@ -882,6 +882,12 @@ def _keep_rules_in(cls) -> None:
 
 
 _keep_rules_in(GenerativeForest)
+
+
+def fresh_leaf(spec: Any) -> LeafModel:
+    """A new unfitted leaf model from a leaf slot's value: a registry name, a class or an
+    instance (copied, with the leaf models among its parameters)."""
+    return _fresh(registry.resolve("leaf", spec, LeafModel))
 
 
 def _fresh(lm: LeafModel) -> LeafModel:

@@ -22,9 +22,13 @@ class Component:
             if name not in cls.__dict__:
                 setattr(cls, name, False)
 
-    def get_params(self) -> dict:
-        """The constructor's parameters (attributes not starting with ``_``)."""
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters: attributes neither starting with ``_`` (private
+        state) nor ending with it (fitted state). ``deep`` is scikit-learn's (its ``clone`` of
+        a learner holding a component instance clones the component with ``deep=False``); a
+        component holds no nested estimators."""
+        return {k: v for k, v in vars(self).items()
+                if not (k.startswith("_") or k.endswith("_"))}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

@@ -12,6 +12,11 @@ _REGISTRY: dict[str, dict[str, type]] = {}
 
 KINDS = ("splitter", "criterion", "leaf", "energy_leaf", "ensembler", "sampler", "normaliser",
          "learner")
+#: the base class (by name: the registry imports no component) a registered class of each
+#: kind subclasses; a criterion is a compiled function
+_BASES = {"splitter": "Splitter", "leaf": "LeafModel", "energy_leaf": "EnergyLeaf",
+          "ensembler": "Ensembler", "sampler": "Sampler", "normaliser": "Normaliser",
+          "learner": "BaseEstimator"}
 
 
 def register(kind: str, name: str):
@@ -24,9 +29,14 @@ def register(kind: str, name: str):
         table = _REGISTRY.setdefault(kind, {})
         if name in table and table[name] is not cls:
             raise ValueError(f"{kind} {name!r} is already registered to {table[name].__name__}")
+        base = _BASES.get(kind)
+        if base is not None and not (isinstance(cls, type) and base in
+                                     {c.__name__ for c in cls.__mro__}):
+            raise TypeError(f"register({kind!r}, {name!r}): {getattr(cls, '__name__', cls)!r} "
+                            f"is no {base} subclass")
         table[name] = cls
-        if isinstance(cls, type):
-            cls.registry_name = name
+        if isinstance(cls, type) and "registry_name" not in cls.__dict__:
+            cls.registry_name = name  # (an alias keeps the first name, which name_of gives)
         return cls
 
     return deco
@@ -60,7 +70,9 @@ def get(kind: str, name: str) -> type:
     _ensure_builtins()
     table = _REGISTRY.get(kind, {})
     if name not in table:
-        raise KeyError(f"no {kind} named {name!r}; available: {sorted(table)}")
+        other = [k for k in KINDS if k != kind and name in _REGISTRY.get(k, {})]
+        hint = f" ({name!r} is a registered {other[0]}, which goes elsewhere)" if other else ""
+        raise KeyError(f"no {kind} named {name!r}{hint}; available: {sorted(table)}")
     return table[name]
 
 

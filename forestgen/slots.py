@@ -50,6 +50,8 @@ def check_slots(model: Any) -> None:
             continue
         comp = registry.component_class(slot if slot in ("ensembler", "sampler") else
                                         "leaf", spec, SLOT_BASES[slot], who)
+        if slot in ("numeric_leaf", "discrete_leaf"):
+            _check_leaf_kind(who, slot, spec, comp)
         if slot == "numeric_leaf":
             lacking = sorted(cls.edge_cells - comp.handles_cells)
             if lacking:
@@ -91,6 +93,24 @@ def check_splitter_spec(learner: type, spec: Any) -> None:
                          f"density splitters that grow one tree at a time; {who} splits the "
                          f"joint cell table of all its trees and needs a Splitter that grows "
                          f"{grows!r} (e.g. a BayesRiskSplitter subclass)")
+
+
+def _check_leaf_kind(who: str, slot: str, spec: Any, comp: type) -> None:
+    """A numeric leaf model in ``discrete_leaf`` or a discrete one in ``numeric_leaf`` raises
+    (its ``discrete``: the instance's, else a default-constructed one's; a class that cannot
+    be built without arguments is checked when the learner builds it)."""
+    leaf = spec
+    if isinstance(spec, (str, type)):
+        try:
+            leaf = comp()
+        except (TypeError, ValueError):
+            return
+    want = slot == "discrete_leaf"
+    if bool(getattr(leaf, "discrete", False)) != want:
+        kind = "discrete" if leaf.discrete else "numeric"
+        raise ValueError(f"{who}: {slot} {comp.__name__} is a {kind} leaf model; the slot needs "
+                         f"a {'discrete' if want else 'numeric'} one (LeafModel.discrete = "
+                         f"{want})")
 
 
 def _article(word: str) -> str:

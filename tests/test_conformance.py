@@ -160,6 +160,17 @@ class _NaNInZeroWidthCells(TruncNormalLeaf):
         return np.where(np.isinf(self.logz_[leaf]), np.nan, out)
 
 
+class _UniformInInterval(TruncNormalLeaf):
+    """Right draws over the whole cell; uniform ones inside an interval asked for."""
+
+    def sample(self, leaf, rng, lo=None, hi=None, levels=None):
+        if lo is None and hi is None:
+            return super().sample(leaf, rng)
+        a = np.maximum(self.lo_[leaf], -np.inf if lo is None else lo)
+        b = np.minimum(self.hi_[leaf], np.inf if hi is None else hi)
+        return a + (b - a) * (1.0 - rng.random(len(leaf)))
+
+
 class _PeekingSplitter(ImpuritySplitter):
     """Lets out-of-bag rows choose the tree."""
 
@@ -188,11 +199,13 @@ def test_checks_catch_broken_components():
         check_leaf_model(_LeakyLeaf())
     with pytest.raises(AssertionError, match="zero-width"):
         check_leaf_model(_NaNInZeroWidthCells())
+    with pytest.raises(AssertionError, match="restricted"):  # (bounds alone were checked)
+        check_leaf_model(_UniformInInterval())
     with pytest.raises(AssertionError, match="weight 0"):
         check_splitter(_PeekingSplitter())
     with pytest.raises(TypeError, match="LeafModel"):
         check_leaf_model(object())
-    with pytest.raises(AssertionError, match="1/B"):
+    with pytest.raises(AssertionError, match="sum to one"):
         check_ensembler(_HeavyFirstTree())
     with pytest.raises(AssertionError, match="draw_leaves|law"):
         check_sampler(_UniformLeaves())

@@ -12,6 +12,8 @@ from scipy import stats
 import forestgen as fg
 import forestgen.torch.sampling as torch_sampling
 from forestgen.leaves.truncnorm import TruncNormalLeaf
+from forestgen.sampling.ancestral import AncestralSampler
+from forestgen.sampling.support import draw_column
 from forestgen.testing.statistical import (
     ALPHA,
     check_learner_statistics,
@@ -100,6 +102,24 @@ def test_expect_check_catches_a_mean_off_the_draws():
 def test_conditional_check_catches_draws_ignoring_the_evidence():
     res = _run(_IgnoresConditions(**PARAMS), ("conditional",))
     assert _failed(res, "conditional", "x")
+
+
+class _IndependentColumns(AncestralSampler):
+    """Each column from a leaf of its own: every marginal kept, the dependence lost."""
+
+    def sample(self, model, n, rng, missing=False, within_support=False, log_weight=None):
+        lw = model.leaf_log_weight_ if log_weight is None else log_weight
+        return np.stack([draw_column(model, j, self.draw_leaves(lw, n, rng), rng)
+                         for j in range(len(model.leaf_models_))], axis=1)
+
+
+def test_joint_check_catches_a_sampler_that_loses_the_dependence():
+    """The one-column checks pass it (each column's marginal, and conditional draws, which
+    go through the leaf posterior, are right); only the joint check sees it."""
+    res = _run(fg.ARF(sampler=_IndependentColumns(), **PARAMS),
+               ("draws", "conditional", "joint"))
+    assert not _failed(res, "draws") and not _failed(res, "conditional")
+    assert _failed(res, "joint", "x") and _failed(res, "joint", "k")
 
 
 def test_draws_check_ties_a_leaf_mixtures_density_to_its_interval_masses():

@@ -7,6 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from forestgen.component import Component
+from forestgen.logsumexp import logsumexp
 
 
 class Ensembler(Component):
@@ -65,13 +66,30 @@ class Ensembler(Component):
         if mask is None and sample_weight is None:  # counts: no [n, B] weights, no copy of
             # the leaves in C order (a sum of ones is the count, exactly, in any order)
             cnt = np.bincount(leaves.ravel(order="K"), minlength=n_leaves).astype(np.float64)
-            return self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
+            return self.checked_log_weights(cnt, leaf_tree, n_trees)
         w = np.ones((n, B)) if sample_weight is None else np.broadcast_to(
             np.asarray(sample_weight, float)[:, None], (n, B)).copy()
         if mask is not None:
             w = w * mask
         cnt = np.bincount(leaves.ravel(), weights=w.ravel(), minlength=n_leaves)
-        return self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees)
+        return self.checked_log_weights(cnt, leaf_tree, n_trees)
+
+    def checked_log_weights(self, cnt: np.ndarray, leaf_tree: np.ndarray, n_trees: int
+                            ) -> np.ndarray:
+        """:meth:`leaf_log_weights_from_counts`, checked: one log-weight per leaf, none NaN or
+        ``+inf``, and (a ``normalised`` ensembler) weights summing to one over the forest, so
+        that the mixture is a density; raises ``ValueError`` naming the ensembler."""
+        lw = np.asarray(self.leaf_log_weights_from_counts(cnt, leaf_tree, n_trees), np.float64)
+        name = f"{type(self).__name__}.leaf_log_weights_from_counts"
+        if lw.shape != (len(cnt),) or np.isnan(lw).any() or (lw == np.inf).any():
+            raise ValueError(f"{name} must return one log-weight per leaf ({len(cnt)}), none "
+                             f"NaN or +inf; got shape {lw.shape}")
+        if self.normalised:
+            total = float(np.exp(logsumexp(lw)))
+            if not abs(total - 1.0) <= 1e-9:
+                raise ValueError(f"{name}: the leaf weights sum to {total:.6g} over the "
+                                 f"forest; a mixture's must sum to one")
+        return lw
 
     def combine(self, ptr: np.ndarray, pair_scores: np.ndarray) -> np.ndarray:
         """Per-row combination of CSR segments ``pair_scores[ptr[i]:ptr[i+1]]`` (all leaves a

@@ -34,6 +34,7 @@ from forestgen.inference.posterior import (
     iter_posterior,
     segment_gumbel_argmax,
 )
+from forestgen.sampling.base import leaf_draws
 from forestgen.sampling.support import draw_column, draw_mean
 from forestgen.validation import as_generator, warn_input
 
@@ -223,8 +224,8 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
         ch = next(iter_posterior(model, ev))
         erow = np.zeros(n, np.int64)
         if np.isfinite(ch.lognorm[0]):
-            draw = model.component("sampler").draw_leaves
-            leaf = ch.leaf[draw(ch.logw, n, rng)] if n else np.zeros(0, np.int64)
+            leaf = ch.leaf[leaf_draws(model.component("sampler"), ch.logw, n, rng)] if n \
+                else np.zeros(0, np.int64)
             ok = np.ones(n, bool)
         else:
             leaf = np.zeros(n, np.int64)
@@ -235,8 +236,8 @@ def _encoded_sample(model, n, ev: Evidence, per_row: bool, rng, on_empty: str, i
         err = _empty_error(model, ev, int(erow[first]),
                            None if index is None else index[int(erow[first])])
         report_empty(str(err), int(bad.sum()), on_empty)
-        leaf[bad] = model.component("sampler").draw_leaves(model.leaf_log_weight_,
-                                                          int(bad.sum()), rng)
+        leaf[bad] = leaf_draws(model.component("sampler"), model.leaf_log_weight_,
+                               int(bad.sum()), rng)
     return _sample_columns(model, leaf, ev, erow, ok, rng), bad
 
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from forestgen.component import Component
 from forestgen.leaves.stats import LevelStats, MomentStats
 
 LEVEL_BUDGET = 2_000_000  # (entry, level) pairs per chunk of a discrete torch draw
@@ -34,7 +35,7 @@ class ColumnCell:
     n_levels: int = 0
 
 
-class LeafModel:
+class LeafModel(Component):
     """Base class: the distribution of one column inside each leaf. Shapes: ``L`` leaves of
     the forest, ``m`` queried (leaf, value) pairs, ``k`` levels of a discrete column.
 
@@ -266,12 +267,6 @@ class LeafModel:
             if v.dtype.kind == "f" and np.isnan(v).any():
                 raise ValueError(f"{type(self).__name__}.{k} holds NaN")
 
-    def get_params(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.endswith("_")}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
 
 def _hook_covers(cls: type, hook: str, method: str) -> bool:

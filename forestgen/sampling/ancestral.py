@@ -29,7 +29,7 @@ from numba import njit, prange
 
 from forestgen.parallel import parallel_kernel, thread_map
 from forestgen.registry import register
-from forestgen.sampling.base import Sampler
+from forestgen.sampling.base import Sampler, leaf_draws
 from forestgen.sampling.missingness import blank
 from forestgen.sampling.support import draw_column, draw_column_uniform
 
@@ -221,8 +221,8 @@ class AncestralSampler(Sampler):
         if log_weight is None and type(self).draw_leaves is AncestralSampler.draw_leaves:
             leaf = draw_leaves(model.leaf_log_weight_, n, rng, self.table(model))
         else:  # (a subclass's own leaf draw, or a leaf posterior)
-            leaf = self.draw_leaves(model.leaf_log_weight_ if log_weight is None else log_weight,
-                                    n, rng)
+            leaf = leaf_draws(self, model.leaf_log_weight_ if log_weight is None else log_weight,
+                              n, rng)
         out = self.draw(model, leaf, rng, within_support)
         if missing:
             apply_missing(model, leaf, out, rng)

@@ -46,3 +46,22 @@ class Sampler(Component):
 
     def sample(self, model, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
+
+
+def leaf_draws(sampler: Sampler, log_weight: np.ndarray, n: int, rng: np.random.Generator
+               ) -> np.ndarray:
+    """``sampler.draw_leaves(log_weight, n, rng)``, checked: ``n`` integer ids of the
+    ``len(log_weight)`` leaves (the kernels that read leaf tables do no bounds checks, so a
+    subclass's id past them would read other memory); raises ``ValueError`` naming the
+    sampler."""
+    leaf = np.asarray(sampler.draw_leaves(log_weight, n, rng))
+    k = len(log_weight)
+    name = f"{type(sampler).__name__}.draw_leaves"
+    if leaf.shape != (n,) or leaf.dtype.kind not in "iu":
+        raise ValueError(f"{name} must return {n} integer leaf ids, got an array of shape "
+                         f"{leaf.shape} and dtype {leaf.dtype}")
+    outside = leaf[(leaf < 0) | (leaf >= k)]
+    if len(outside):
+        raise ValueError(f"{name} returned leaf id {int(outside[0])} outside 0..{k - 1}")
+    return leaf.astype(np.int64, copy=False)
+

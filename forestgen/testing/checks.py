@@ -290,9 +290,16 @@ def _check_numeric(lm, cell, rng, name):
         sd = float(np.sqrt(max((g - m_full) ** 2 @ dens * (b - a) / g.size, 1e-300)))
         check_that(abs(s.mean() - m_full) < 5 * sd / np.sqrt(s.size) + 1e-9, f"{name}.sample",
                    f"cell {j}: sample mean {s.mean():.4f} vs density mean {m_full:.4f}")
-        s2 = lm.sample(np.full(500, j), rng, lo=np.full(500, a), hi=np.full(500, c))
+        s2 = lm.sample(np.full(4000, j), rng, lo=np.full(4000, a), hi=np.full(4000, c))
         check_that(np.all((s2 > a - 1e-12) & (s2 <= c + 1e-12)), f"{name}.sample",
                    "draws outside the requested interval")
+        if mass > 1e-6:  # their law: the density restricted to (a, c] (KS, p < 1e-4)
+            cum = np.cumsum(dens[sel]) / dens[sel].sum()
+            emp = np.searchsorted(np.sort(s2), g[sel], side="right") / s2.size
+            dist = float(np.max(np.abs(emp - cum)))
+            check_that(dist < 2.3 / np.sqrt(s2.size) + 2e-3, f"{name}.sample",
+                       f"cell {j}: draws given ({a}, {c}] are {dist:.3f} (KS distance) from "
+                       f"the density restricted to it")
 
 
 def _check_discrete(lm, cell, rng, name):
@@ -376,7 +383,7 @@ def check_splitter(splitter, *, random_state: int = 0) -> None:
     t = grow(data, y, w)
     check_that(isinstance(t, TreeRecord), f"{name}.grow", f"returned {type(t).__name__}")
     try:
-        t.check()
+        t.check(n_features=data.d)
     except ValueError as e:
         fail(f"{name}.grow", str(e))
     check_that(t.n_leaves >= 2, f"{name}.grow", "grew no split on an easy table")

@@ -4,12 +4,14 @@ inside a learner of each family it declares it ``serves``."""
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from forestgen.testing.fixtures import check_that, small_tables
+from forestgen.validation import InputWarning
 
 #: a small learner of each family, by the contract name a component serves
 _LEARNERS = {
@@ -68,7 +70,7 @@ def _reloaded(m, slot: str, query: pd.DataFrame, where: str):
 def check_ensembler(ensembler, *, learner=None, random_state: int = 0) -> None:
     """Check an :class:`~forestgen.ensemble.base.Ensembler` (an instance, or for the energy
     family its class): declared ``serves``; for leaf mixtures, leaf weights that sum to one
-    over the forest (each tree's leaves to ``1 / B``) from counts with empty leaves, and
+    over the forest (trees may weigh differently) from counts with empty leaves, and
     ``combine`` equal to ``combine_dense`` on complete rows, ``-inf`` for a row reaching no
     leaf, no NaN from finite or ``-inf`` scores; then, inside a learner of each family it
     serves (``learner``, or a small built-in one) on a small mixed table: the model is used
@@ -109,9 +111,10 @@ def _check_mixture_contract(ens, name: str, rng: np.random.Generator) -> None:
     lw = np.asarray(ens.leaf_log_weights_from_counts(cnt, leaf_tree, B), float)
     check_that(lw.shape == (B * per,) and not np.isnan(lw).any() and not (lw == np.inf).any(),
                f"{name}.leaf_log_weights_from_counts", "one weight per leaf, no NaN or +inf")
-    per_tree = np.bincount(leaf_tree, weights=np.exp(lw), minlength=B)
-    check_that(np.allclose(per_tree, 1.0 / B, rtol=1e-10), f"{name}.leaf_log_weights_from_counts",
-               f"each tree's leaves must weigh 1/B; they weigh {per_tree}")
+    if ens.normalised:  # a mixture: the whole forest's weights sum to one (any tree weights)
+        total = float(np.exp(lw).sum())
+        check_that(abs(total - 1.0) <= 1e-9, f"{name}.leaf_log_weights_from_counts",
+                   f"the leaf weights must sum to one over the forest; they sum to {total}")
     scores = rng.normal(size=(B, 7)) * 3.0
     scores[:, 2] = -np.inf  # a row no leaf gives mass
     scores[0, 4] = -np.inf
@@ -137,8 +140,8 @@ def check_sampler(sampler, *, learner=None, random_state: int = 0, n: int = 4000
     match the model's own marginal pmf (``log_prob`` with the other columns missing; total
     variation below ``0.05`` for leaf mixtures, ``0.1`` for Gibbs chains); for leaf mixtures
     ``draw_leaves`` draws leaves with the given probabilities, conditional draws honour
-    their evidence and follow the model's conditional pmf; save/load gives back the same
-    sampler."""
+    their evidence and follow the model's conditional pmf, and the draws keep the dependence
+    between two columns (:func:`_check_dependence`); save/load gives back the same sampler."""
     from forestgen.sampling.base import Sampler
 
     if not isinstance(sampler, Sampler):
@@ -171,6 +174,7 @@ def check_sampler(sampler, *, learner=None, random_state: int = 0, n: int = 4000
                        "conditional draws do not keep their evidence")
             _check_frequencies(m, cond, train, "colour", tol, f"{where}: conditional",
                                given={"c": "yes"})
+            _check_dependence(m, s, train, tol, where)
         _reloaded(m, "sampler", query, where)
 
 
@@ -191,6 +195,25 @@ def _check_frequencies(m, s, train, column, tol, where, given=None) -> None:
     tv = 0.5 * np.abs(freq / max(freq.sum(), 1e-300) - p / p.sum()).sum()
     check_that(tv < tol, f"{where}: law", f"level frequencies of {column!r} {np.round(freq, 3)} "
                f"vs the model's pmf {np.round(p / p.sum(), 3)} (total variation {tv:.3f})")
+
+
+def _check_dependence(m, s, train, tol, where) -> None:
+    """The joint law, not only the marginals: among draws with ``count`` above its training
+    median, the share of ``c == "yes"`` against the model's ``P(c = yes | count > median)``
+    (``c`` and ``count`` depend on each other in the table; a sampler drawing each column from
+    its own leaf keeps every marginal and loses this)."""
+    cut = float(np.median(train["count"]))
+    frame = pd.DataFrame({k: [np.nan, np.nan] for k in train.columns})
+    frame["c"] = ["yes", "no"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        p = np.exp(m.log_prob(frame, conditions={"count": (cut, None)}))
+    drawn = s.loc[s["count"] > cut, "c"].dropna()
+    share = float((drawn == "yes").mean()) if len(drawn) else np.nan
+    want = float(p[0] / p.sum())
+    check_that(len(drawn) > 0 and abs(share - want) < tol, f"{where}: joint law",
+               f"P(c = yes | count > {cut:g}) is {share:.3f} in the draws, {want:.3f} under the "
+               f"model")
 
 
 def _check_leaf_draws(sampler, name: str, rng: np.random.Generator, n: int = 20000) -> None:

@@ -24,6 +24,10 @@ The checks (the support policy they rely on is :mod:`forestgen.data.support`):
   is a Monte-Carlo estimate: NRGBoost).
 * ``conditional`` — the same tests for draws given a level of the first discrete column,
   against the conditional density ``log_prob(x, conditions=...)``.
+* ``joint`` — the unconditional draws that hold that level against the conditional draws,
+  column by column (two-sample tests): both draw the law given the level only if the sampler
+  keeps the columns' dependence, which the one-column tests above do not see (models with
+  exact draws; not NRGBoost's chains).
 * ``nan_marginal`` — on a discrete toy table, ``log_prob`` with a column missing equals the
   log of the joint summed over that column's levels (to 1e-9; an estimate within 1e-6 for
   unnormalised models whose marginals are enumerated).
@@ -65,6 +69,8 @@ FLOAT64_TOL = 1e-9
 #: a leaf mixture's density integrated over a narrow piece against the piece's interval mass
 #: (relative)
 PIECE_TOL = 1e-6
+#: parts of each piece, each integrated by 3-node Gauss-Legendre
+PIECE_PARTS = 8
 
 
 @dataclass
@@ -190,7 +196,8 @@ def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float] |
     """Ties :func:`_exact_cdf` to the density: at up to 32 of ``points`` and the leaf cells'
     midpoints (off the point masses), the interval mass of a narrow piece around the point
     holding no leaf face and no end of a rounding cell, against the NaN-marginal
-    ``log_prob_encoded`` integrated over it (3-node Gauss-Legendre; given ``conditions``, the
+    ``log_prob_encoded`` integrated over it (3-node Gauss-Legendre on :data:`PIECE_PARTS`
+    parts; given ``conditions``, the
     joint with the given values): ``("max_rel", largest relative gap, NaN)``, passing below
     :data:`PIECE_TOL`; ``None`` for conditions holding a set or an interval (also one a
     rule translates a value to). Without it a density query off the leaf masses would pass."""
@@ -223,7 +230,12 @@ def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float] |
         return "max_rel", 0.0, math.nan
     pick = np.linspace(0, len(p) - 1, min(32, len(p))).astype(np.int64)
     p, h = p[pick], h[pick]
+    # composite 3-node Gauss-Legendre on PIECE_PARTS parts: a leaf density with a kink
+    # inside the piece (a Laplace leaf's peak) is integrated to its own 1e-8, not 5e-6
     x, w = np.polynomial.legendre.leggauss(3)
+    c = (2 * np.arange(PIECE_PARTS) + 1) / PIECE_PARTS - 1  # the parts' centres in [-1, 1]
+    x = (c[:, None] + x[None, :] / PIECE_PARTS).ravel()
+    w = np.tile(w / PIECE_PARTS, PIECE_PARTS)
     nodes = (p[:, None] + h[:, None] * x[None, :]).ravel()
     Zq = np.full((len(nodes), m.schema_.d), np.nan)
     Zq[:, j] = nodes
@@ -236,7 +248,7 @@ def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float] |
         given = ~np.isnan(ev.point[0])
         Zq[:, given] = ev.point[0, given]
     with np.errstate(under="ignore"):
-        quad = (np.exp(m.log_prob_encoded(Zq)).reshape(len(p), 3) * w[None, :]).sum(1) * h
+        quad = (np.exp(m.log_prob_encoded(Zq)).reshape(len(p), len(w)) * w[None, :]).sum(1) * h
         exact = np.exp(interval_log_mass(m, j, p - h, p + h, conditions))
     # relative, but a piece whose density is below 1e-12 of the uniform's on the range is
     # compared with that floor (a tail's 3e-40 against an interval mass of 0 passes)
@@ -645,20 +657,41 @@ def _torch_draw_checks(m, Z: np.ndarray, n: int, seed: int) -> list[StatResult]:
     T = m.to_torch(dtype=torch.float64).sample((n,), generator=g).numpy()
     out = []
     for j, spec in enumerate(m.schema_.columns):
-        a, b = Z[:, j][~np.isnan(Z[:, j])], T[:, j][~np.isnan(T[:, j])]
-        name = str(spec.name)
         same_support = np.array_equal(rows_to_support(T[:, [j]].copy(), _one(m, j))[:, 0],
                                       T[:, j], equal_nan=True)
-        if spec.is_discrete or spec.has_grid or spec.atoms:
-            vals = np.union1d(np.unique(a), np.unique(b))
-            ca = np.bincount(np.searchsorted(vals, a), minlength=len(vals))
-            cb = np.bincount(np.searchsorted(vals, b), minlength=len(vals))
-            kind, stat, pv = _homogeneity(ca, cb)
-        else:
-            r = stats.ks_2samp(a, b)
-            kind, stat, pv = "ks2", float(r.statistic), float(r.pvalue)
-        out.append(StatResult("torch_draws", name, kind, stat, pv,
+        kind, stat, pv = _two_sample(spec, Z[:, j], T[:, j])
+        out.append(StatResult("torch_draws", str(spec.name), kind, stat, pv,
                               pv >= ALPHA and same_support))
+    return out
+
+
+def _two_sample(spec, a: np.ndarray, b: np.ndarray) -> tuple[str, float, float]:
+    """Whether two samples of one column's encoded values (NaN dropped) share a law: a
+    chi-square homogeneity test on discrete, grid and point-mass columns, else a two-sample
+    KS test."""
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    if not (len(a) and len(b)):
+        return "ks2", 0.0, 1.0
+    if spec.is_discrete or spec.has_grid or spec.atoms:
+        vals = np.union1d(np.unique(a), np.unique(b))
+        ca = np.bincount(np.searchsorted(vals, a), minlength=len(vals))
+        cb = np.bincount(np.searchsorted(vals, b), minlength=len(vals))
+        return _homogeneity(ca, cb)
+    r = stats.ks_2samp(a, b)
+    return "ks2", float(r.statistic), float(r.pvalue)
+
+
+def _joint_checks(m, Z: np.ndarray, Zc: np.ndarray, j: int, code: int) -> list[StatResult]:
+    """The unconditional draws ``Z`` whose column ``j`` is ``code`` against the conditional
+    draws ``Zc`` given it, column by column: both are draws of the law given ``x_j = code``
+    if the sampler draws the joint law (a sampler that keeps every column's marginal but not
+    their dependence passes ``draws`` and fails here)."""
+    sub = Z[Z[:, j] == code]
+    out = []
+    for k, spec in enumerate(m.schema_.columns):
+        if k != j:
+            kind, stat, pv = _two_sample(spec, sub[:, k], Zc[:, k])
+            out.append(StatResult("joint", str(spec.name), kind, stat, pv, pv >= ALPHA))
     return out
 
 
@@ -691,7 +724,8 @@ def _homogeneity(ca: np.ndarray, cb: np.ndarray) -> tuple[str, float, float]:
     return "chi2", float(stat), float(pv)
 
 
-CHECKS = ("draws", "expect", "conditional", "nan_marginal", "torch_log_prob", "torch_draws")
+CHECKS = ("draws", "expect", "conditional", "joint", "nan_marginal", "torch_log_prob",
+          "torch_draws")
 
 
 def check_statistics(m, train: pd.DataFrame, *, n: int = 4000, random_state: int = 0,
@@ -721,13 +755,16 @@ def check_statistics(m, train: pd.DataFrame, *, n: int = 4000, random_state: int
             and "conditional" in checks):
         j = disc[0]
         spec = m.schema_.columns[j]
-        level = spec.categories[int(np.argmax(_level_pmf(m, j, None)))]
+        code = int(np.argmax(_level_pmf(m, j, None)))
+        level = spec.categories[code]
         cond = {spec.name: level}
         S = m.sample(n, conditions=cond, random_state=random_state + 1)
         Zc = m.encoder_.transform(S)
         res += (_draw_checks(m, Zc, "conditional", conditions=cond, skip={j})
                 if exact_marginals else _gibbs_checks(m, Zc, "conditional", skip={j},
                                                        conditions=cond))
+        if exact_marginals and "joint" in checks:  # (Gibbs chains: no exact draws to pair)
+            res += _joint_checks(m, Z, Zc, j, code)
         if "expect" in caps:
             res += _expect_checks(m, Zc, "conditional_expect", conditions=cond, skip={j},
                                   n_expect=n_expect)

@@ -116,7 +116,7 @@ def grow_forest_routed(
             raise TypeError(f"{type(splitter).__name__}.grow must return a TreeRecord, got "
                             f"{type(t).__name__}")
         route = row_leaf is not None and t.row_node is not None
-        t.check(rows=not route)  # (routed rows: checked while their leaves are listed)
+        t.check(rows=not route, n_features=data.d)  # (routed rows: checked as leaves are listed)
         if route:
             if t.row_node.dtype.kind not in "iu" or not _leaf_of_rows(
                     t.feature, t.row_node, row_leaf[b]):

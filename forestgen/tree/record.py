@@ -102,14 +102,26 @@ class TreeRecord:
     def n_leaves(self) -> int:
         return int((self.feature < 0).sum())
 
-    def check(self, *, rows: bool = True) -> TreeRecord:
+    def check(self, *, rows: bool = True, n_features: int | None = None) -> TreeRecord:
         """Validate shapes and links; raises ``ValueError`` naming the bad field. ``rows=False``
-        leaves ``row_node`` to the caller (a forest checks it while it reads it)."""
+        leaves ``row_node`` to the caller (a forest checks it while it reads it); with
+        ``n_features`` every split's column id must lie in ``0..n_features-1``, and a numeric
+        split's threshold must be a number (the kernels that route rows trust both)."""
         n = self.n_nodes
         for name in ("threshold", "nan_left", "left", "right", "cat_off"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"TreeRecord.{name} has {len(getattr(self, name))} entries, "
                                  f"feature has {n}")
+        internal = self.feature >= 0
+        if n_features is not None and np.any(self.feature[internal] >= n_features):
+            raise ValueError(f"TreeRecord.feature holds column id "
+                             f"{int(self.feature[internal].max())} for a table of {n_features} "
+                             f"columns")
+        numeric = internal & (np.asarray(self.cat_off) < 0)
+        if np.isnan(np.asarray(self.threshold, np.float64)[numeric]).any():
+            raise ValueError("TreeRecord.threshold is NaN at a numeric split")
+        if np.any(internal & (np.asarray(self.cat_off) >= len(self.cat_left))):
+            raise ValueError("TreeRecord.cat_off points past cat_left at a nominal split")
         rows = self.row_node if rows and self.row_node is not None else self.feature[:0]
         arrays = (self.feature, self.left, self.right, rows)
         if all(a.dtype.kind in "iu" for a in arrays):  # one compiled pass over the links

@@ -291,7 +291,7 @@ class Anchored(GenerativeForest):
         self.forest_ = _one_leaf_trees(m, np.where(schema.nominal_mask, schema.n_levels, 0))
         # every component covers its one-leaf tree: the ensembler weighs the trees (the
         # default mixture: 1/m each)
-        self.leaf_log_weight_ = self.component("ensembler").leaf_log_weights_from_counts(
+        self.leaf_log_weight_ = self.component("ensembler").checked_log_weights(
             np.ones(m), np.arange(m), m)
         self.leaf_models_ = [IndexedLeaf.of(net.leaf_models_[j], leaves[:, tree_of[j]],
                                             net.forest_.n_leaves)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from forestgen.base import EncodedTable, GenerativeForest
+from forestgen.base import EncodedTable, GenerativeForest, fresh_leaf
 from forestgen.data.binning import Binner
 from forestgen.data.support import grid_step
 from forestgen.ensemble.bagging import draw_weights
@@ -718,8 +718,7 @@ class ARF(GenerativeForest):
         out = {}
         for j, spec in enumerate(self.encoder_.schema.columns):
             if spec.is_discrete:
-                lm = over.get(j, discrete)
-                out[j] = type(lm)(**lm.get_params())
+                out[j] = fresh_leaf(over.get(j, discrete))
         return out
 
     def leaf_overrides(self) -> dict[int, Any]:

@@ -81,7 +81,8 @@ class DEF(BoxFloor, GenerativeForest):
         toward the column's overall shares. ``smoothing=0, prior_strength=0``: the paper's
         model.
     splitter : ``"density"`` (default: :class:`DensitySplitter` with ``criterion``), another
-        unlabelled splitter (name, class, instance) or an ``@numba.njit`` gain of ``[P, V]``.
+        unlabelled splitter (name, class, instance) that records each leaf's mass
+        (``TreeRecord.leaf_mass``: the leaf weights), or an ``@numba.njit`` gain of ``[P, V]``.
     numeric_leaf, discrete_leaf : ``None`` (default: uniform in the cell, the paper's leaf) or a
         leaf model (name, class, instance) fitted on each tree's bootstrap rows in its cell.
     ensembler, sampler : ``None`` (default: the leaf-mixture ensembler, leaf weights = leaf masses,
@@ -187,7 +188,7 @@ class DEF(BoxFloor, GenerativeForest):
         if mass.shape != (self.forest_.n_leaves,):
             raise ValueError(f"DEF needs each leaf's mass; splitter {splitter!r} does not "
                              "record TreeRecord.leaf_mass")
-        log_w = self.component("ensembler").leaf_log_weights_from_counts(
+        log_w = self.component("ensembler").checked_log_weights(
             mass, self.forest_.leaf_tree, len(rngs))
         self.forest_, self.leaf_log_weight_ = with_uniform_component(
             self.forest_, log_w, float(self.smoothing), self.box_lo_, self.box_hi_,

@@ -260,8 +260,10 @@ class GeF(GenerativeForest):
             if not isinstance(X, pd.DataFrame):
                 raise ValueError("target=<column> needs X as a DataFrame")
             if target not in X.columns:
+                cols = list(X.columns)
+                more = f" and {len(cols) - 10} more" if len(cols) > 10 else ""
                 raise ValueError(f"target column {target!r} is not in X (columns: "
-                                 f"{list(X.columns)[:10]})")
+                                 f"{cols[:10]}{more})")
             # positional from here on: any index (permuted, filtered) keeps rows and labels paired
             return (X.drop(columns=[target]).reset_index(drop=True),
                     X[target].reset_index(drop=True), target)
@@ -533,7 +535,7 @@ class GeF(GenerativeForest):
         model._fit_generative(Z, W)
         model.marginal_weight_ll_ = {}
         # Theorem 1: leaf weights and class pmfs from the sklearn trees' own statistics
-        model.leaf_log_weight_ = model.component("ensembler").leaf_log_weights_from_counts(
+        model.leaf_log_weight_ = model.component("ensembler").checked_log_weights(
             cnt, forest.leaf_tree, forest.n_trees)
         if model.class_alpha > 0:
             counts = pmf / np.maximum(pmf.sum(1, keepdims=True), 1e-300) * cnt[:, None]

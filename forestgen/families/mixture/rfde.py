@@ -269,7 +269,7 @@ class RFDE(BoxFloor, GenerativeForest):
                                    n_jobs=self.n_jobs, on_tree_done=bar.step)
         bar.close(f"{self.forest_.n_leaves} leaves")
         del self._rngs
-        log_w = self.component("ensembler").leaf_log_weights_from_counts(
+        log_w = self.component("ensembler").checked_log_weights(
             self.forest_.leaf_mass, self.forest_.leaf_tree, T)
         codes = (self._leaf_codes(self.forest_.boxes(d, n_levels))
                  if isinstance(self._splitter, MidpointSplitter) else None)
