@@ -146,7 +146,7 @@ from sklearn.base import BaseEstimator, clone
 
 from forestgen.base import NotFittedError
 from forestgen.data.frames import take_rows
-from forestgen.validation import check_real
+from forestgen.validation import check_real, seed_sequence
 
 __all__ = ["AutoForest", "default_candidates", "marginals_model"]
 
@@ -293,7 +293,7 @@ class AutoForest(BaseEstimator):
         check_real("tolerance", self.tolerance, 0.0)
         cands = self._candidates()
         n = len(X)
-        seeds = np.random.SeedSequence(_entropy(self.random_state))
+        seeds = seed_sequence(self.random_state)
         split_seed, fit_seed = seeds.spawn(2)
         if n < N_FOLDS * MIN_VALIDATION_ROWS:
             return self._unscored(X, kinds, cands, fit_seed, n)
@@ -439,7 +439,9 @@ class AutoForest(BaseEstimator):
         return best
 
     def __getattr__(self, name: str):
-        if name.endswith("_") and not name.startswith("__") and "best_" in self.__dict__:
+        """Once fitted, what the chosen learner has and this class does not define (its
+        fitted attributes, ``sample_to``, ``sample_encoded``, ``warmup``, ...)."""
+        if not name.startswith("_") and "best_" in self.__dict__:
             return getattr(self.__dict__["best_"], name)
         raise AttributeError(f"'AutoForest' object has no attribute {name!r}")
 
@@ -504,16 +506,3 @@ def _utility(model: Any, fit_part: Any, held: pd.DataFrame, target: str, n_val: 
     except Exception:  # noqa: BLE001 - a fold without every class scores no utility
         return float("nan")
     return float(u.tstr["auc" if u.task == "classification" else "r2"])
-
-
-def _entropy(random_state: Any) -> int | None:
-    """An int seed for a SeedSequence from any accepted ``random_state``."""
-    if random_state is None or isinstance(random_state, (int, np.integer)):
-        return None if random_state is None else int(random_state)
-    if isinstance(random_state, np.random.SeedSequence):
-        return int(random_state.generate_state(1)[0])
-    rng = random_state if isinstance(random_state, np.random.Generator) else None
-    if rng is None:  # a RandomState
-        return int(random_state.randint(0, 2**31 - 1))
-    return int(rng.integers(2**31))
-

@@ -162,6 +162,7 @@ def _learner_from_args(args: argparse.Namespace):
 def _fit(args: argparse.Namespace) -> int:
     import inspect
 
+    _check_folder(args.out)
     schema = read_schema(args.schema)
     model, fit_kw = _learner_from_args(args)
     if schema is not None:
@@ -196,7 +197,7 @@ def _kind_label(spec) -> str:
     """A column's kind as a user reads it (``date``, ``integer``, ``categorical (5 levels)``)."""
     d = spec.dtype
     if d.startswith("datetime64"):
-        return "date" if spec.step == 86400.0 else "datetime"
+        return "date" if spec.step is not None and spec.step % 86400.0 == 0 else "datetime"
     if d.startswith("timedelta64"):
         return "time"
     if spec.is_discrete and not spec.numeric_levels:
@@ -216,6 +217,13 @@ def _load(path):
         raise CommandError(text if str(path) in text else
                            f"{path}: not a readable forestgen model ({type(e).__name__}: "
                            f"{text})") from None
+
+
+def _check_folder(out, flag: str = "--out") -> None:
+    """Refuse an output path whose folder does not exist before any work is done."""
+    folder = Path(out).resolve().parent
+    if not folder.is_dir():
+        raise CommandError(f"{flag} {out}: the folder {folder} does not exist")
 
 
 def _check_room(model, n: int, out: Path) -> None:
@@ -255,7 +263,8 @@ def _sample(args: argparse.Namespace) -> int:
     if args.n < 0:
         raise CommandError(f"-n must be >= 0, got {args.n}")
     out = Path(args.out)
-    table_format(out)  # a known extension before any work
+    table_format(out)  # a known extension and an existing folder before any work
+    _check_folder(out)
     model = _load(args.model)
     if args.n > 0:
         _check_room(model, args.n, out)
@@ -300,6 +309,8 @@ def _score(args: argparse.Namespace) -> int:
     from forestgen.data.files import read_table as _read
     from forestgen.data.metadata import to_metadata
 
+    if args.out:
+        _check_folder(args.out)
     model = _load(args.model)
     # typed as the model's columns are (a column declared categorical stays text, dates parse)
     data = _read(args.data, to_metadata(model), _na_values(args), absent_ok=True)

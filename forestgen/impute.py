@@ -63,11 +63,15 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from forestgen.base import GenerativeForest
+from forestgen.data.support import clamp_rows
 from forestgen.validation import InputWarning, check_choice, check_int, warn_input
 
 __all__ = ["ForestImputer", "RubinResult", "rubin_pool"]
 
 INDICATOR_PREFIX = "missingindicator_"
+#: the message of a learner's per-row query moving values outside its training range
+#: (:func:`forestgen.data.support.clamp_query_rows`), as a warnings filter
+OUTSIDE_RANGE = r".*lie outside the training range"
 
 
 def default_learner() -> GenerativeForest:
@@ -270,9 +274,24 @@ class ForestImputer(TransformerMixin, BaseEstimator):
         X, is_frame = self._validate(X, reset=False)
         table = self._table(X, is_frame)
         self._report_input(table)
+        self._report_outside(table)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputWarning)
+            # the refits' narrower ranges (bootstrap resamples) are not the user's concern:
+            # the fitted learner's range was checked above, once
+            warnings.filterwarnings("ignore", OUTSIDE_RANGE, RuntimeWarning)
             return self._multiple(X, table, is_frame, int(m))
+
+    def _report_outside(self, table: pd.DataFrame) -> None:
+        """One ``RuntimeWarning`` naming the columns of ``table`` with observed values outside
+        the fitted learner's training range (as its own ``impute`` would say)."""
+        moved = clamp_rows(self.learner_.encoder_.schema,
+                           self.learner_.encoder_.transform(table, "nan"))
+        if moved:
+            warnings.warn(f"ForestImputer.multiple_imputation: observed values of column(s) "
+                          f"{moved} lie outside the training range, where the model has no "
+                          f"mass; those rows are answered at the nearest end of the range",
+                          RuntimeWarning, stacklevel=3)
 
     def _multiple(self, X, table: pd.DataFrame, is_frame: bool, m: int) -> list:
         missing = table.isna().to_numpy()

@@ -154,3 +154,24 @@ def test_readme_command_lines_parse():
     for ln in lines:
         args = parser.parse_args(shlex.split(ln)[1:])
         assert callable(args.func), ln
+
+
+def test_an_output_folder_that_does_not_exist_is_refused_before_the_work(tmp_path, mixed_2d,
+                                                                          capsys, monkeypatch):
+    """``fit`` ran the whole fit, then failed naming an internal temporary file; ``fit``,
+    ``sample`` and ``score`` now refuse at once, naming the folder."""
+    import forestgen.cli as cli
+
+    data = tmp_path / "data.csv"
+    mixed_2d.to_csv(data, index=False)
+    gone = tmp_path / "no" / "such"
+    monkeypatch.setattr(cli, "read_table", lambda *a, **k: pytest.fail("fit read the data"))
+    assert main(["fit", str(data), "--out", str(gone / "m.forestgen")]) == 2
+    assert f"the folder {gone} does not exist" in capsys.readouterr().err
+    monkeypatch.undo()
+    model = tmp_path / "m.forestgen"
+    assert main(["fit", str(data), "--config", str(CONFIGS / "arf.yaml"), "--out",
+                 str(model)]) == 0
+    assert main(["sample", str(model), "-n", "5", "--out", str(gone / "s.csv")]) == 2
+    assert main(["score", str(model), str(data), "--out", str(gone / "lp.csv")]) == 2
+    assert capsys.readouterr().err.count("does not exist") == 2

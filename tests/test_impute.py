@@ -135,6 +135,27 @@ def test_bootstrap_multiple_imputation_and_other_learner():
         imp.multiple_imputation(X, m=0)
 
 
+def test_multiple_imputation_warns_once_about_the_users_rows_only():
+    """The bootstrap refits' ranges are narrower than the training table's: on the training
+    table itself every refit warned that observed values lie outside its range (16 warnings
+    for m=5); now nothing, and a row truly outside the range is named once."""
+    import warnings
+
+    rng = np.random.default_rng(2)
+    X = pd.DataFrame({"age": rng.normal(40, 10, 400).round(), "h": rng.normal(40, 8, 400)})
+    X.loc[::7, "age"] = np.nan
+    imp = ForestImputer(ARF(n_trees=5, min_node_size=10), random_state=0).fit(X)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        imp.multiple_imputation(X, m=3)
+    assert [str(x.message) for x in w] == []
+    far = X.head(3).assign(h=[40.0, 500.0, np.nan])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        imp.multiple_imputation(far, m=3)
+    assert len(w) == 1 and "['h'] lie outside the training range" in str(w[0].message)
+
+
 def test_bad_input_errors_name_the_problem():
     X = pd.DataFrame({"a": [1.0, 2.0, np.nan], "empty": [np.nan] * 3})
     with pytest.raises(ValueError, match="'empty' is entirely missing"):

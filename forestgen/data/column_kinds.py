@@ -138,11 +138,22 @@ def _value_step(values: np.ndarray, decimals: int | None) -> float | None:
 
 def _time_step(seconds: np.ndarray) -> float | None:
     """The coarsest of a day, an hour or a minute that every value is a whole multiple of
-    (dates stay dates); None when values carry finer time."""
+    (dates stay dates), or a whole multiple ``k`` of it that they all keep (quarter hours,
+    shifts of 8 hours, every other day) when so many distinct values bear it out that chance
+    could not (:data:`STEP_CHANCE`, as :func:`_value_step`); None when values carry finer
+    time. Steps count from the epoch (midnight, 1 January 1970): weekly dates on Mondays
+    keep whole days."""
     for step in _TIME_STEPS:
         if np.all(np.mod(seconds, step) == 0):
-            return step
-    return None
+            break
+    else:
+        return None
+    units = np.abs(np.rint(np.unique(seconds) / step))
+    units = units[units != 0].astype(np.int64)
+    k = int(np.gcd.reduce(units)) if units.size else 0
+    if k >= 2 and units.size * math.log(k) >= math.log(1 / STEP_CHANCE):
+        return step * k
+    return step
 
 
 def _is_boolish(v: Any) -> bool:

@@ -73,7 +73,8 @@ class ColumnSpec:
     numbers, or of a coarser ``step`` their training values all keep (``0.5`` for years of
     experience counted in halves, ``1000`` for incomes in thousands; written with ``decimals``,
     :meth:`on_step`), or of ``step`` seconds for a datetime/timedelta column whose training
-    values all fall on whole days, hours or minutes (so dates stay dates).
+    values all fall on whole days, hours or minutes, or on a coarser multiple of one they all
+    keep (quarter hours), counted from the epoch (so dates stay dates).
     ``unobserved`` lists the codes of a label column's levels (categorical, boolean, binary) that
     no training row takes, e.g. declared ``values`` or unused categories of a categorical dtype;
     they lie outside the column's support (:attr:`support`).

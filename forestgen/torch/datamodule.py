@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from forestgen import registry
 from forestgen.base import GenerativeForest
+from forestgen.data.files import read_table
 from forestgen.torch.datasets import AugmentedDataset, EpochDataLoader, SyntheticDataset
 from forestgen.torch.encoding import TensorEncoder
 
@@ -33,7 +34,8 @@ class ForestDataModule(pl.LightningDataModule):
 
     Parameters
     ----------
-    data : training table (DataFrame, or a path to a CSV file).
+    data : training table (DataFrame, or a path to a CSV or Parquet file, read by
+        :func:`forestgen.data.files.read_table` as the CLI reads it).
     target : label column, served as ``y`` (``long`` codes for a discrete target).
     model : ``None`` (fit ``learner``), an unfitted learner instance (fitted in ``setup``), a
         fitted model, or a path written by ``model.save``.
@@ -92,7 +94,7 @@ class ForestDataModule(pl.LightningDataModule):
     # ------------------------------------------------------------------ setup
     def _frame(self, data) -> pd.DataFrame:
         if isinstance(data, (str, Path)):
-            return pd.read_csv(data)
+            return read_table(data)  # typed as the CLI reads it (dates, booleans, "NA")
         return data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
 
     def _needs_fit(self) -> bool:

@@ -50,12 +50,27 @@ def test_save_gives_back_the_chosen_learner(tmp_path):
 
 
 def test_same_seed_same_choice_and_sample():
+    """The same seed, given as an int or as ``SeedSequence(int)`` as to every learner (the
+    SeedSequence's first state word seeded AutoForest: another model)."""
     df = table()
     a = fg.AutoForest(candidates=cands(), random_state=3).fit(df)
-    b = fg.AutoForest(candidates=cands(), random_state=3).fit(df)
+    b = fg.AutoForest(candidates=cands(), random_state=np.random.SeedSequence(3)).fit(df)
     pd.testing.assert_frame_equal(a.leaderboard_.drop(columns="cpu_s"),
                                   b.leaderboard_.drop(columns="cpu_s"))
     pd.testing.assert_frame_equal(a.sample(20, random_state=0), b.sample(20, random_state=0))
+
+
+def test_the_chosen_learners_other_methods_answer_too(tmp_path):
+    """``sample_to``, ``sample_encoded``, ``warmup``, ``require``: what every learner has."""
+    a = fg.AutoForest(candidates=cands(), random_state=0).fit(table())
+    out = a.sample_to(tmp_path / "s.csv", 30, random_state=1)
+    assert len(pd.read_csv(out)) == 30
+    assert a.sample_encoded(5, random_state=0).shape == (5, 3)
+    assert a.warmup() is a.best_
+    with pytest.raises(AttributeError, match="no attribute '_private'"):
+        a._private
+    with pytest.raises(AttributeError, match="no attribute 'sample_to'"):
+        fg.AutoForest().sample_to  # noqa: B018 (not fitted)
 
 
 def test_ties_go_to_held_out_likelihood_and_budget_skips():

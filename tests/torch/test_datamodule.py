@@ -141,3 +141,19 @@ def _test_doubles():
             ("learner", "test_datamodule_counting_arf", _CountingARF),
     ):
         yield
+
+
+def test_a_csv_path_is_read_as_the_cli_reads_it(tmp_path):
+    """``data="file.csv"`` read with plain ``pd.read_csv`` made a date column a categorical of
+    90 text levels; it is read by ``read_table``, as ``forestgen fit`` reads it."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"day": pd.date_range("2024-01-01", periods=90).strftime("%Y-%m-%d"),
+                       "x": rng.normal(size=90), "y": rng.choice(["a", "b"], 90)})
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    dm = ForestDataModule(str(path), target="y", learner_kwargs={"n_trees": 2}, seed=0)
+    dm.setup("fit")
+    assert dm.model_.schema_["day"].dtype.startswith("datetime64")
+
