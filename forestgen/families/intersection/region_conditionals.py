@@ -61,14 +61,15 @@ class RegionConditionals:
         out = np.empty((ev.m, self.schema_.d))
         empty = []
         groups: dict = {}
+        active = ev.interval_active()
         for i in range(ev.m):  # rows with the same evidence are walked once
-            groups.setdefault(_evidence_key(ev, i), []).append(i)
+            groups.setdefault(_evidence_key(ev, i, active), []).append(i)
         sig = self._row_keys(ev.point)[1] if ev.m else None
         walks: dict = {}
         big: list[int] = []
         overflow: set = set()  # evidence patterns whose regions went past max_regions
         for rows in groups.values():
-            x, cons = _evidence_row(ev, rows[0])
+            x, cons = _evidence_row(ev, rows[0], active)
             impossible = any(not np.asarray(c).any() for c in cons.values()
                              if not isinstance(c, tuple))  # an empty level set
             pattern = (np.isnan(x).tobytes(), tuple(sorted(cons)))
@@ -145,7 +146,8 @@ class RegionConditionals:
         elif ev.m != len(Zx):
             raise ValueError(f"per-row conditions have {ev.m} rows but X has {len(Zx)}")
         out = np.empty(len(Zx))
-        rows = [_evidence_row(ev, i) for i in range(len(Zx))]
+        active = ev.interval_active()
+        rows = [_evidence_row(ev, i, active) for i in range(len(Zx))]
         given = np.array([[j in cons for j in range(Zx.shape[1])] for _, cons in rows], bool)
         joint = np.where(np.isnan(ev.point) & ~given, Zx, ev.point) if len(Zx) else Zx
         sig_e, sig_j = (self._row_keys(ev.point)[1], self._row_keys(joint)[1]) if len(Zx) \
@@ -574,12 +576,15 @@ class RegionConditionals:
         return inside / np.maximum(inside.sum(1), 1)[:, None]
 
 
-def _evidence_row(ev, i: int) -> tuple[np.ndarray, dict]:
+def _evidence_row(ev, i: int, active: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """Row ``i`` of parsed evidence: its values (NaN: none) and ``{column: constraint}``, a
-    closed range ``(a, b)`` (encoded units, infinite ends open) or a level mask."""
+    closed range ``(a, b)`` (encoded units, infinite ends open) or a level mask. ``active``:
+    ``ev.interval_active()``, computed once by a caller that reads many rows (per row it is
+    a pass over all of them)."""
     x = ev.point[i].copy()
     cons: dict = {}
-    for j in np.flatnonzero(ev.interval_active()[i]):
+    act = ev.interval_active()[i] if active is None else active[i]
+    for j in np.flatnonzero(act):
         a, b = ev.lo[i, j], ev.hi[i, j]
         cons[int(j)] = (-np.inf if np.isnan(a) else a, np.inf if np.isnan(b) else b)
     for j, (act, mk) in ev.sets.items():
@@ -588,9 +593,9 @@ def _evidence_row(ev, i: int) -> tuple[np.ndarray, dict]:
     return x, cons
 
 
-def _evidence_key(ev, i: int) -> bytes:
-    """Hashable key of evidence row ``i``."""
-    x, cons = _evidence_row(ev, i)
+def _evidence_key(ev, i: int, active: np.ndarray | None = None) -> bytes:
+    """Hashable key of evidence row ``i`` (``active`` as :func:`_evidence_row`)."""
+    x, cons = _evidence_row(ev, i, active)
     return row_key(x) + b"|" + _constraints_key(cons)
 
 
