@@ -163,6 +163,23 @@ def test_eogt_expectation_past_the_region_cap_is_estimated_from_draws():
     assert abs(est.loc[0, "x"] - exact.loc[0, "x"]) < 4 * spread / np.sqrt(EXPECTATION_DRAWS)
 
 
+def test_eogt_max_density_past_the_region_cap_is_the_best_of_draws():
+    """``impute(method="max_density")`` of rows past ``max_regions`` stayed NaN; it is the
+    completion of highest density among 256 exact conditional draws now (a warning says so),
+    above nearly every other draw's."""
+    from forestgen.families.intersection.region_predictions import EXPECTATION_DRAWS
+
+    df = _table(400)
+    m = fg.EOGT(n_trees=3, n_iter=15, random_state=0).fit(df)
+    q = pd.DataFrame({"x": [np.nan], "w": [0.3], "cat": [None]})
+    draws = m.sample(EXPECTATION_DRAWS, conditions={"w": 0.3}, random_state=5)
+    m.max_regions = 1
+    with pytest.warns(RuntimeWarning, match=f"most probable of {EXPECTATION_DRAWS}"):
+        filled = m.impute(q, method="max_density", random_state=3)
+    assert filled.notna().all(axis=None) and filled.loc[0, "w"] == 0.3
+    assert m.log_prob(filled)[0] >= np.quantile(m.log_prob(draws), 0.95)
+
+
 @pytest.mark.parametrize("name", ["ARF", "Chain", "NRGBoost", "GFBoost"])
 def test_expect_of_numeric_columns_is_a_float_series(name):
     """``expect(["x", "w"])`` was an object Series even when every answer is a number; it is

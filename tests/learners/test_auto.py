@@ -68,9 +68,9 @@ def test_the_chosen_learners_other_methods_answer_too(tmp_path):
     assert a.sample_encoded(5, random_state=0).shape == (5, 3)
     assert a.warmup() is a.best_
     with pytest.raises(AttributeError, match="no attribute '_private'"):
-        a._private
+        a._private  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'sample_to'"):
-        fg.AutoForest().sample_to  # noqa: B018 (not fitted)
+        fg.AutoForest().sample_to  # noqa: B018
 
 
 def test_ties_go_to_held_out_likelihood_and_budget_skips():

@@ -54,7 +54,8 @@ class EOGT(RegionQueries, GFBoost):
     missing column (:func:`~forestgen.families.intersection.regions.approx_regions`; a row needing
     more than ``max_regions`` regions gets NaN with a warning, a row with nothing observed 0);
     :meth:`impute` (all three methods; past ``max_regions`` from :meth:`sample`'s conditional
-    draws: ``"sample"`` exact, ``"expectation"`` estimated from 256 draws with a warning),
+    draws: ``"sample"`` exact, ``"expectation"`` and ``"max_density"`` estimated from 256
+    draws with a warning),
     :meth:`predict_proba`, :meth:`predict` and conditions (conditional :meth:`sample` and
     :meth:`log_prob`, exact; values, closed ranges and level sets, each weighting a region by
     its share of the range or set) use the same compatible regions; conditional evidence

@@ -246,8 +246,7 @@ class RegionPredictions:
         evidence (:meth:`_free_outside`); rows of zero probability stay NaN (a warning names
         them). A row compatible with more than ``max_regions`` regions is filled from
         :meth:`sample`'s conditional draws (:meth:`_impute_by_draws`: ``"sample"`` exact,
-        ``"expectation"`` an estimate, with a warning); under ``"max_density"`` it stays NaN
-        with a warning."""
+        ``"expectation"`` and ``"max_density"`` estimates, with a warning)."""
         self._geometry()
         kind, nlev, nom_off = self._layout
         out = Z.copy()
@@ -277,7 +276,7 @@ class RegionPredictions:
                 continue
             draw = self._draw_in(pick, miss[i], rng)
             out[i, cols] = draw[cols]
-        if big and method in ("sample", "expectation"):  # by sample(), past the cap
+        if big:  # by sample(), past the cap
             big, empty = self._impute_by_draws(out, evidence[[int(np.searchsorted(rows, i))
                                                                for i in big]],
                                                np.array(big), miss, method, rng, empty)
@@ -292,9 +291,12 @@ class RegionPredictions:
                          miss: np.ndarray, method: str, rng: np.random.Generator,
                          empty: list) -> tuple[list, list]:
         """Rows ``big`` past ``max_regions`` (evidence ``ev``) filled from :meth:`sample`'s
-        conditional draws (exact, by rejection): one draw (``"sample"``), or the mean / most
-        frequent level of :data:`EXPECTATION_DRAWS` draws (``"expectation"``: an estimate,
-        with a warning). Returns the rows left (none) and the rows of probability zero."""
+        conditional draws (exact, by rejection): one draw (``"sample"``), the mean / most
+        frequent level of :data:`EXPECTATION_DRAWS` draws (``"expectation"``), or the one of
+        those draws whose completed row has the highest density (``"max_density"``; a
+        complete row's density is exact; below the cap the paper's rule ranks the compatible
+        regions instead); the last two are estimates, with a warning.
+        Returns the rows left (none) and the rows of probability zero."""
         kind = self._layout[0]
         k = 1 if method == "sample" else EXPECTATION_DRAWS
         with warnings.catch_warnings():
@@ -312,6 +314,11 @@ class RegionPredictions:
             if k == 1:
                 out[i, cols] = d[0]
                 continue
+            if method == "max_density":
+                rows = np.repeat(ev[r][None, :], k, axis=0)
+                rows[:, cols] = d
+                out[i, cols] = d[int(np.argmax(self.log_prob_encoded(rows)))]
+                continue
             for c, j in enumerate(cols):
                 if kind[j] == 2:
                     out[i, j] = float(np.bincount(d[:, c].astype(np.int64)).argmax())
@@ -319,10 +326,11 @@ class RegionPredictions:
                     v = float(d[:, c].mean())
                     out[i, j] = round(v) if kind[j] == 1 else v
         if k > 1 and len(big):
+            what = ("filled with the most probable of" if method == "max_density" else
+                    "expectations are estimated from")
             warnings.warn(f"EOGT impute: {len(big)} row(s) (first: {int(big[0])}) need more "
                           f"than max_regions={self.max_regions} compatible regions; their "
-                          f"expectations are estimated from {k} conditional draws",
-                          RuntimeWarning, stacklevel=3)
+                          f"{what} {k} conditional draws", RuntimeWarning, stacklevel=3)
         return [], empty
 
     def impute(self, X, method="expectation", n_imputations=1, random_state=None):
