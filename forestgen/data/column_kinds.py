@@ -136,24 +136,33 @@ def _value_step(values: np.ndarray, decimals: int | None) -> float | None:
     return k / q
 
 
-def _time_step(seconds: np.ndarray) -> float | None:
-    """The coarsest of a day, an hour or a minute that every value is a whole multiple of
-    (dates stay dates), or a whole multiple ``k`` of it that they all keep (quarter hours,
-    shifts of 8 hours, every other day) when so many distinct values bear it out that chance
-    could not (:data:`STEP_CHANCE`, as :func:`_value_step`); None when values carry finer
-    time. Steps count from the epoch (midnight, 1 January 1970): weekly dates on Mondays
-    keep whole days."""
+def _time_step(seconds: np.ndarray) -> tuple[float | None, float]:
+    """``(step, origin)`` of a time column's grid: the coarsest of a day, an hour or a minute
+    that every value is a whole multiple of (dates stay dates, origin 0), or a whole multiple
+    ``k`` of it (quarter hours, shifts of 8 hours, every other day, weeks) that the values'
+    differences all keep, from their common offset ``origin`` in ``[0, step)`` (weekly dates
+    on Mondays, on Fridays), when so many distinct values bear it out that chance could not
+    (:data:`STEP_CHANCE`: ``m`` distinct values share one offset mod ``k`` by chance with
+    probability about ``k ** -(m - 1)``); ``(None, 0.0)`` when values carry finer time."""
     for step in _TIME_STEPS:
         if np.all(np.mod(seconds, step) == 0):
             break
     else:
-        return None
-    units = np.abs(np.rint(np.unique(seconds) / step))
-    units = units[units != 0].astype(np.int64)
-    k = int(np.gcd.reduce(units)) if units.size else 0
-    if k >= 2 and units.size * math.log(k) >= math.log(1 / STEP_CHANCE):
-        return step * k
-    return step
+        return None, 0.0
+    units = np.rint(np.unique(seconds) / step).astype(np.int64)
+    rel = units - units[0]
+    k = int(np.gcd.reduce(rel)) if rel.size > 1 else 0
+    if k >= 2 and (units.size - 1) * math.log(k) >= math.log(1 / STEP_CHANCE):
+        return step * k, step * float(int(units[0]) % k)
+    return step, 0.0
+
+
+def _grid(obs: np.ndarray, uniq: np.ndarray, decimals: int | None, time: bool) -> dict:
+    """The ``step`` (and ``step_origin``) of a numeric column's :class:`ColumnSpec`."""
+    if time:
+        step, origin = _time_step(obs)
+        return {"step": step, "step_origin": origin}
+    return {"step": _value_step(uniq, decimals)}
 
 
 def _is_boolish(v: Any) -> bool:
@@ -304,8 +313,7 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                               decimals=decimals, has_missing=has_missing,
                               atoms=_atoms(uniq, counts, obs.size, series.dtype, decimals,
                                            with_heaps),
-                              step=_time_step(obs) if is_time_dtype(series.dtype)
-                              else _value_step(uniq, decimals))
+                              **_grid(obs, uniq, decimals, is_time_dtype(series.dtype)))
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)

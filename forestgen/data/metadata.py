@@ -263,9 +263,9 @@ def declared_bounds(schema: Schema) -> tuple[np.ndarray, np.ndarray]:
         a, b = spec.range_min, spec.range_max
         if spec.step is not None:
             if math.isfinite(a):
-                a = float(spec.on_step(math.ceil(round(a / spec.step, 6))))
+                a = float(spec.on_step(math.ceil(round(spec.step_units(a), 6))))
             if math.isfinite(b):
-                b = float(spec.on_step(math.floor(round(b / spec.step, 6))))
+                b = float(spec.on_step(math.floor(round(spec.step_units(b), 6))))
         elif spec.decimals is not None:
             scale = 10.0 ** spec.decimals
             if math.isfinite(a):

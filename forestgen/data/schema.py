@@ -74,7 +74,9 @@ class ColumnSpec:
     experience counted in halves, ``1000`` for incomes in thousands; written with ``decimals``,
     :meth:`on_step`), or of ``step`` seconds for a datetime/timedelta column whose training
     values all fall on whole days, hours or minutes, or on a coarser multiple of one they all
-    keep (quarter hours), counted from the epoch (so dates stay dates).
+    keep (quarter hours, weeks): the grid points are ``step_origin + k * step`` (the origin is
+    0 except on such a coarser time step, where it is the values' common offset in
+    ``[0, step)``: weekly dates on Mondays).
     ``unobserved`` lists the codes of a label column's levels (categorical, boolean, binary) that
     no training row takes, e.g. declared ``values`` or unused categories of a categorical dtype;
     they lie outside the column's support (:attr:`support`).
@@ -95,6 +97,7 @@ class ColumnSpec:
     atoms: list | None = None
     step: float | None = None
     unobserved: list | None = None
+    step_origin: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -153,7 +156,7 @@ class ColumnSpec:
             return x
         with np.errstate(over="ignore", invalid="ignore"):
             if self.step is not None:
-                out = self.on_step(op(x / self.step))
+                out = self.on_step(op(self.step_units(x)))
             elif how == "nearest":
                 out = np.round(x, self.decimals)
             else:
@@ -162,11 +165,19 @@ class ColumnSpec:
         out = np.where(np.isfinite(x) & ~np.isfinite(out), x, out)
         return out[()] if out.ndim == 0 else out
 
+    def step_units(self, x):
+        """``(x - step_origin) / step``: ``x`` in steps from the grid's origin (whole numbers
+        on the grid); the inverse of :meth:`on_step`."""
+        return (x - self.step_origin) / self.step if self.step_origin else x / self.step
+
     def on_step(self, k):
-        """The grid points ``k * step`` (``k`` whole numbers, array or scalar), written with the
-        column's decimals (``3 * 0.1`` is ``0.3``, not ``0.30000000000000004``); the same
-        float64 operations as :func:`forestgen.data.support.torch_to_support`."""
+        """The grid points ``step_origin + k * step`` (``k`` whole numbers, array or scalar),
+        written with the column's decimals (``3 * 0.1`` is ``0.3``, not
+        ``0.30000000000000004``); the same float64 operations as
+        :func:`forestgen.data.support.torch_to_support`."""
         z = k * self.step
+        if self.step_origin:
+            z = z + self.step_origin
         if self.decimals is None:
             return z
         q = 10.0 ** int(self.decimals)
@@ -192,6 +203,7 @@ class ColumnSpec:
             "atoms": None if self.atoms is None else [repr(float(a)) for a in self.atoms],
             "step": None if self.step is None else float(self.step),
             **({"unobserved": [int(c) for c in self.unobserved]} if self.unobserved else {}),
+            **({"step_origin": float(self.step_origin)} if self.step_origin else {}),
         }
 
     @classmethod
@@ -214,6 +226,7 @@ class ColumnSpec:
             atoms=None if d.get("atoms") is None else [float(a) for a in d["atoms"]],
             step=None if d.get("step") is None else float(d["step"]),
             unobserved=[int(c) for c in d["unobserved"]] if d.get("unobserved") else None,
+            step_origin=float(d.get("step_origin", 0.0)),
         )
 
 
@@ -286,7 +299,8 @@ class Schema:
     def check(self) -> None:
         """Raise ``ValueError`` naming the column unless every spec (read from a model file)
         is one a fit produces: distinct names and levels, a discrete column's levels, a
-        numeric column's finite range, decimals in 0..15, a positive step, finite atoms."""
+        numeric column's finite range, decimals in 0..15, a positive step and its origin in
+        ``[0, step)``, finite atoms."""
         names = self.names
         if len({(type(n), n) for n in names}) != len(names):
             raise ValueError("duplicate column names in the schema")
@@ -318,6 +332,10 @@ class Schema:
             if c.step is not None and (isinstance(c.step, bool) or not isinstance(
                     c.step, (int, float)) or not (math.isfinite(c.step) and c.step > 0)):
                 raise ValueError(f"{where}: step must be a positive number")
+            if isinstance(c.step_origin, bool) or not isinstance(c.step_origin, (int, float)) \
+                    or not math.isfinite(c.step_origin) or (c.step_origin and (
+                        c.step is None or not 0 < c.step_origin < c.step)):
+                raise ValueError(f"{where}: step_origin must be a number in [0, step)")
             if c.atoms is not None and not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool)
                     and math.isfinite(v) for v in c.atoms):

@@ -114,7 +114,7 @@ def round_to_grid(x: np.ndarray, spec: ColumnSpec) -> np.ndarray:
     :func:`torch_to_support` computes on a device."""
     x = np.asarray(x, np.float64)
     if spec.step is not None and spec.has_grid:
-        return spec.on_step(np.rint(x / spec.step))
+        return spec.on_step(np.rint(spec.step_units(x)))
     if spec.has_grid:
         q = 10.0 ** int(spec.decimals)
         return np.rint(x * q) / q
@@ -141,17 +141,15 @@ def rows_to_support(Z: np.ndarray, schema: Schema) -> np.ndarray:
 
 
 def _grid_ceil(v: float, spec: ColumnSpec) -> float:
-    s = grid_step(spec)
     if spec.step is not None:
-        return float(spec.on_step(math.ceil(round(v / s, 6))))
+        return float(spec.on_step(math.ceil(round(spec.step_units(v), 6))))
     q = 10.0 ** int(spec.decimals)
     return math.ceil(round(v * q, 6)) / q
 
 
 def _grid_floor(v: float, spec: ColumnSpec) -> float:
-    s = grid_step(spec)
     if spec.step is not None:
-        return float(spec.on_step(math.floor(round(v / s, 6))))
+        return float(spec.on_step(math.floor(round(spec.step_units(v), 6))))
     q = 10.0 ** int(spec.decimals)
     return math.floor(round(v * q, 6)) / q
 
@@ -200,8 +198,8 @@ def interval_ends(spec: ColumnSpec, lo: np.ndarray, hi: np.ndarray
         if s is None:
             a, b = np.nextafter(lo, np.inf), hi
         elif spec.step is not None:
-            a = spec.on_step(np.ceil(np.round(lo / s, 6)))
-            b = spec.on_step(np.floor(np.round(hi / s, 6)))
+            a = spec.on_step(np.ceil(np.round(spec.step_units(lo), 6)))
+            b = spec.on_step(np.floor(np.round(spec.step_units(hi), 6)))
         else:
             q = 10.0 ** int(spec.decimals)
             a = np.ceil(np.round(lo * q, 6)) / q
@@ -384,7 +382,10 @@ def torch_to_support(x, spec: ColumnSpec):
 
     if spec.has_grid:
         if spec.step is not None:
-            x = torch.round(x / spec.step) * spec.step
+            o = spec.step_origin
+            x = torch.round((x - o) / spec.step if o else x / spec.step) * spec.step
+            if o:
+                x = x + o
             if spec.decimals is not None:
                 q = 10.0 ** int(spec.decimals)
                 x = torch.round(x * q) / q

@@ -224,7 +224,7 @@ def _density_agrees(m, j: int, conditions, points) -> tuple[str, float, float] |
     room = np.minimum(np.abs(p - ends[k - 1]), np.abs(ends[k] - p))
     s = grid_step(spec)
     if s is not None:  # a rounding cell's ends, (g +- s/2), are jumps of the latent's density
-        u = p / s
+        u = spec.step_units(p) if spec.step is not None else p / s
         room = np.minimum(room, s * (0.5 - np.abs(u - np.round(u))))
     # and away from every face by 1e-5 of the range: a leaf may flatten its density within a
     # sliver of its cell's faces, or end it a sliver past the data (the custom-leaf tutorial's
@@ -341,8 +341,9 @@ def _numeric_test(spec, draws: np.ndarray, F, atoms: np.ndarray) -> tuple[str, f
     # bins: quantiles of the draws moved to rounding boundaries, each point mass its own bin —
     # on a grid its rounding cell, which the latent's mass there rounds into too
     qs = np.quantile(draws, np.linspace(0, 1, 21)[1:-1])
-    if s is not None:
-        qs = np.round(qs / s) * s + 0.5 * s
+    if s is not None:  # (grid points: ``on_step`` of whole numbers with a step, else k * s)
+        qs = (spec.on_step(np.round(spec.step_units(qs))) if spec.step is not None
+              else np.round(qs / s) * s) + 0.5 * s
         around = np.concatenate([atoms - 0.5 * s, atoms + 0.5 * s])
     else:
         around = np.concatenate([atoms - 1e-12 * np.maximum(1, np.abs(atoms)),

@@ -875,6 +875,7 @@ def column_histograms(Z: np.ndarray, schema, box_lo: np.ndarray, box_hi: np.ndar
         if spec.has_grid:
             step = (spec.step if spec.step is not None else 10.0 ** -spec.decimals) / unit[j]
         specs.append(dataclasses.replace(spec, step=step, decimals=None,
+                                         step_origin=spec.step_origin / unit[j],
                                          atoms=[a / unit[j] for a in (spec.atoms or ())] or
                                          spec.atoms))
     marg = fit_marginals(Z, types.SimpleNamespace(columns=specs), kind, nlev, nom_off,
