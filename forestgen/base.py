@@ -769,13 +769,14 @@ class GenerativeForest(BaseEstimator):
                       random_state=random_state)
 
     # ----------------------------------------------------------------- torch (forestgen.torch)
-    def to_torch(self, *, dtype=None, device=None):
+    def to_torch(self, *, dtype=None, device=None, validate_args: bool = False):
         """This model as a :class:`torch.distributions.Distribution` over encoded rows; ``dtype``
-        and ``device`` are those of its samples (see :class:`ForestDistribution`)."""
+        and ``device`` are those of its samples, ``validate_args`` as in
+        :class:`ForestDistribution`."""
         from forestgen.torch.distribution import ForestDistribution
 
         self.require("torch")
-        return ForestDistribution(self, dtype=dtype, device=device)
+        return ForestDistribution(self, dtype=dtype, device=device, validate_args=validate_args)
 
     def as_dataset(self, batch_size: int = 256, n_batches: int | None = None, seed: int = 0,
                    **kwargs):

@@ -12,7 +12,7 @@ import importlib
 
 _WHERE = {
     "ForestDistribution": "distribution",
-    "EnergyDistribution": "energy",
+    "EnergyDistribution": "forestgen.families.energy.distribution",
     "EncodedRows": "distribution",
     "SyntheticDataset": "datasets",
     "AugmentedDataset": "datasets",
@@ -26,5 +26,7 @@ __all__ = sorted(_WHERE)
 
 def __getattr__(name: str):
     if name in _WHERE:
-        return getattr(importlib.import_module(f"forestgen.torch.{_WHERE[name]}"), name)
+        where = _WHERE[name]
+        module = where if "." in where else f"forestgen.torch.{where}"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'forestgen.torch' has no attribute {name!r}")

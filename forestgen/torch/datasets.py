@@ -138,7 +138,7 @@ class _RowDrawer:
 
     def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.probs is None:
-            return self.model.sample_encoded(n, random_state=rng)
+            return self.model.sample_encoded(n, random_state=rng, missing=False)
         y = rng.choice(self.k, size=n, p=self.probs)
         Z = np.empty((n, self.model.schema_.d))
         if self.class_log_w is None:  # not a leaf mixture: its conditional sampler per class
@@ -544,7 +544,17 @@ class AugmentedDataset(Dataset):
 
 class EpochDataLoader(DataLoader):
     """A ``DataLoader`` that calls ``dataset.set_epoch(k)`` when its k-th pass starts, so
-    synthetic streams / pools change between epochs (Lightning only informs samplers)."""
+    synthetic streams / pools change between epochs (Lightning only informs samplers).
+    ``persistent_workers=True`` is refused with workers: they keep the dataset copy of the
+    first epoch, which ``set_epoch`` never reaches (every epoch would repeat epoch 0)."""
+
+    def __init__(self, dataset, *args, **kwargs):
+        if kwargs.get("persistent_workers") and kwargs.get("num_workers", 0) > 0 \
+                and hasattr(dataset, "set_epoch"):
+            raise ValueError("EpochDataLoader: persistent_workers=True keeps the workers' copy "
+                             "of the dataset at epoch 0 (set_epoch does not reach it, so every "
+                             "epoch would repeat the first); use persistent_workers=False")
+        super().__init__(dataset, *args, **kwargs)
 
     def __iter__(self):
         k = getattr(self, "_passes", 0)

@@ -274,10 +274,17 @@ class ForestDistribution(Distribution):
 
     @property
     def mean(self) -> torch.Tensor:
-        """Mixture mean per column (discrete columns: mean level code)."""
+        """Mixture mean per column (discrete columns: mean level code), for a model whose law
+        is its leaf mixture (``leaf_mixture_law``; EOGT's trees are not its law) and without
+        evidence (a conditional: ``model.expect(conditions=...)``)."""
         m = self.model
-        if not hasattr(m, "leaf_models_"):
-            raise NotImplementedError(f"{type(m).__name__} has no leaf mixture to average")
+        if not (hasattr(m, "leaf_models_") and type(m).leaf_mixture_law):
+            raise NotImplementedError(f"{type(m).__name__}: the torch 'mean' needs a model whose "
+                                      f"law is its leaf mixture; average sample() instead")
+        if self._cond is not None and self._cond.evidence is not None:  # the numpy path
+            raise NotImplementedError(f"{type(m).__name__}: the torch 'mean' of this "
+                                      f"conditional is not available; use "
+                                      f"model.expect(conditions=...)")
         lw = self._leaf_log_weight()
         w = np.exp(lw - np.max(lw))
         w /= w.sum()
@@ -346,7 +353,7 @@ class ForestDistribution(Distribution):
             if device_sampler_supported(self.model):
                 return self.device_sampler().sample(k, generator, self._out_dtype)
             seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
-            Z = self.model.sample_encoded(k, random_state=seed)
+            Z = self.model.sample_encoded(k, random_state=seed, missing=False)
             return torch.as_tensor(Z, dtype=self._out_dtype, device=self._out_device)
 
         out = draw(n) if self._keeper is None else self._keeper.draw(draw, n)

@@ -5,7 +5,9 @@ Same encoded space, ``sample``, ``encode``/``decode`` as
 normalised estimate (``f(x) - log Ẑ``, see
 :meth:`forestgen.families.energy.nrgboost.NRGBoost.log_prob`); the energy is piecewise constant on
 the grid, so its gradient with respect to the input is exactly zero — returned as zeros attached to
-the graph, not as an error.
+the graph, not as an error. A NaN entry is read as NRGBoost's numpy ``log_prob`` reads it: in a
+column that had missing values at fit it is that column's missing state (a value of the law,
+scored, not marginalised); elsewhere it is marginalised.
 """
 
 from __future__ import annotations
@@ -35,5 +37,5 @@ class EnergyDistribution(ForestDistribution):
             self._cache[key] = self.model.grid_.rounded_to(numpy_dtype(x.dtype))
         lp = self.model.score_codes(*self._cache[key].codes(Z), Z=Z)
         res = torch.as_tensor(lp, device=x.device, dtype=x.dtype)
-        # piecewise constant: attach an exactly-zero gradient (NaN entries are marginalised)
+        # piecewise constant: attach an exactly-zero gradient (NaN read as the numpy path)
         return res + (torch.nan_to_num(x) * 0.0).sum(-1)

@@ -503,13 +503,13 @@ class NRGBoost(EnergyQueries, GenerativeForest):
         return est.estimate(self.energy_, np.random.default_rng(seed))
 
     # ------------------------------------------------------------------ torch / warmup
-    def to_torch(self, *, dtype=None, device=None):
+    def to_torch(self, *, dtype=None, device=None, validate_args: bool = False):
         """This model as a :class:`torch.distributions.Distribution` over encoded rows
-        (``log_prob`` is piecewise constant: gradients are zero); ``dtype`` and ``device`` are
-        those of its samples, as for every learner."""
+        (``log_prob`` is piecewise constant: gradients are zero); ``dtype``, ``device`` and
+        ``validate_args`` as for every learner."""
         from forestgen.families.energy.distribution import EnergyDistribution
 
-        return EnergyDistribution(self, dtype=dtype, device=device)
+        return EnergyDistribution(self, dtype=dtype, device=device, validate_args=validate_args)
 
     def warmup(self) -> NRGBoost:
         self.check_fitted()
