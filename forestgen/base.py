@@ -221,7 +221,13 @@ class GenerativeForest(BaseEstimator):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __sklearn_is_fitted__(self) -> bool:
-        return hasattr(self, "forest_")
+        """scikit-learn's ``check_is_fitted``: what :meth:`check_fitted` (a learner's own, e.g.
+        NRGBoost's, which holds no ``forest_``) accepts."""
+        try:
+            self.check_fitted()
+        except NotFittedError:
+            return False
+        return True
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

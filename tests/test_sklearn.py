@@ -4,6 +4,7 @@ its fitted state, raises scikit-learn's NotFittedError and works in model select
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -65,3 +66,15 @@ def test_scikit_learn_parameter_aliases():
     with pytest.raises(ValueError, match="no parameter 'n_tres'"):
         fg.ARF().set_params(n_tres=3)
 
+
+
+@pytest.mark.parametrize("name", ["NRGBoost", "Chain", "Anchored", "EOGT", "GFBoost", "RFDE"])
+def test_check_is_fitted_follows_each_learners_own_fitted_state(name):
+    """scikit-learn's ``check_is_fitted`` refused a fitted NRGBoost (it holds no ``forest_``)."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.normal(size=120), "c": rng.choice(["a", "b"], 120)})
+    est = getattr(fg, name)(random_state=0)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    kw = {"n_trees": 5} if name in ("NRGBoost", "GFBoost", "RFDE") else {}
+    check_is_fitted(getattr(fg, name)(random_state=0, **kw).fit(df))

