@@ -8,8 +8,10 @@ metrics (MMD, energy, C2ST) keep list states and compute on CPU with the numpy f
 Batches are numeric tensors, so they carry no column kinds: categorical columns arrive as
 integer codes. Declare them with ``kinds`` (a mapping ``{column: kind}`` with ``columns`` naming
 the batch columns in order, a :class:`forestgen.data.schema.Schema` or a fitted forestgen
-model, whose column names are used). Without ``kinds`` every column is numeric; the number of
-distinct values is never used to guess (on a small batch every float column has few).
+model, whose column names are used); ``MMD`` and ``EnergyDistance`` then preprocess by
+default (``preprocess=None``), as the kinds need. Without ``kinds`` every column is numeric;
+the number of distinct values is never used to guess (on a small batch every float column has
+few).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ def _as_2d_tensor(x: Any, name: str) -> Tensor:
     return t.to(torch.float64)
 
 
+def _preprocess(preprocess: bool | None, kinds: object) -> bool:
+    """MMD's and the energy distance's ``preprocess``: by default on where ``kinds`` are
+    declared (they are read by the preprocessing: one-hot levels, scaled numbers), else off."""
+    return kinds is not None if preprocess is None else bool(preprocess)
+
+
 def _kind_columns(columns: Sequence[str] | None, kinds: object) -> list[str] | None:
     """Batch column names: ``columns``, else those of a schema/model or mapping ``kinds``."""
     if columns is not None:
@@ -67,7 +75,10 @@ class ForestLogLikelihood(Metric):
     """Mean log-likelihood (nats per row, or per dimension) of a forest's ``log_prob``.
 
     ``update(batch)`` accepts a tensor, numpy array or DataFrame; tensors/arrays are wrapped in a
-    DataFrame with ``columns`` when given, then passed to ``model.log_prob``. NaN log densities
+    DataFrame with ``columns`` when given, then passed to ``model.log_prob``. With
+    ``encoded=True`` a batch is the torch layer's encoded rows (``model.to_torch().encode``,
+    ``as_dataset`` batches: level codes, all columns in the model's order), decoded by the
+    model's encoder first (read as a table, a code would be an unseen level). NaN log densities
     raise ``ValueError``; ``-inf`` rows are counted in the ``n_neginf`` state (the mean then is
     ``-inf``).
     """
@@ -77,11 +88,17 @@ class ForestLogLikelihood(Metric):
     higher_is_better = True
 
     def __init__(self, model: Any, columns: Sequence[str] | None = None,
-                 per_dimension: bool = False, **kwargs: Any) -> None:
+                 per_dimension: bool = False, encoded: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not hasattr(model, "log_prob"):
             raise TypeError(f"{type(model).__name__} has no log_prob(X) method")
+        if encoded and not hasattr(model, "encoder_"):
+            raise TypeError(f"{type(model).__name__} has no encoder_ to read encoded rows")
+        if encoded and columns is not None:
+            raise ValueError("encoded rows hold every column in the model's order: pass "
+                             "columns=None with encoded=True")
         self.model = model
+        self.encoded = bool(encoded)
         self.columns = list(columns) if columns is not None else None
         self.per_dimension = per_dimension
         f64 = torch.float64
@@ -98,6 +115,12 @@ class ForestLogLikelihood(Metric):
         n = len(batch)
         if n == 0:
             return
+        if self.encoded:
+            Z = np.asarray(batch, np.float64).reshape(n, -1)
+            d = self.model.schema_.d
+            if Z.shape[1] != d:
+                raise ValueError(f"encoded rows have {Z.shape[1]} columns; the model has {d}")
+            batch = self.model.encoder_.inverse_transform(Z)
         lp = check_log_prob(self.model.log_prob(batch), n)
         dims = batch.shape[1] if len(batch.shape) == 2 else 1
         dev = self.sum_log_prob.device
@@ -149,19 +172,20 @@ class _TwoSample(Metric):
 class MMD(_TwoSample):
     """Unbiased squared MMD with an RBF kernel (Gretton et al., 2012); see :func:`mmd`.
 
-    ``preprocess=False`` (default) uses the numeric batches as given; ``True`` applies the
-    column typing / standardisation of :func:`forestgen.metrics.mmd`.
+    ``preprocess=False`` uses the numeric batches as given; ``True`` applies the column typing /
+    standardisation of :func:`forestgen.metrics.mmd`; the default ``None`` is ``True`` where
+    ``kinds`` are declared, else ``False``.
     """
 
     higher_is_better = False
 
     def __init__(self, bandwidth: float | None = None, max_rows: int | None = 2000,
-                 preprocess: bool = False, random_state: int | None = 0,
+                 preprocess: bool | None = None, random_state: int | None = 0,
                  kinds: object = None, columns: Sequence[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(kinds=kinds, columns=columns, **kwargs)
         self.bandwidth, self.max_rows = bandwidth, max_rows
-        self.preprocess, self.random_state = preprocess, random_state
+        self.preprocess, self.random_state = _preprocess(preprocess, kinds), random_state
 
     def compute(self) -> Tensor:
         r, s = self._arrays()
@@ -176,11 +200,12 @@ class EnergyDistance(_TwoSample):
 
     higher_is_better = False
 
-    def __init__(self, max_rows: int | None = 2000, preprocess: bool = False,
+    def __init__(self, max_rows: int | None = 2000, preprocess: bool | None = None,
                  random_state: int | None = 0, kinds: object = None,
                  columns: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(kinds=kinds, columns=columns, **kwargs)
-        self.max_rows, self.preprocess, self.random_state = max_rows, preprocess, random_state
+        self.max_rows, self.random_state = max_rows, random_state
+        self.preprocess = _preprocess(preprocess, kinds)
 
     def compute(self) -> Tensor:
         r, s = self._arrays()

@@ -37,7 +37,12 @@ from forestgen.data.support import rows_to_support
 from forestgen.inference.rules import rules_of
 from forestgen.torch.encoding import TensorEncoder, encoded_target
 from forestgen.torch.rules import RuleKeeper
-from forestgen.torch.sampling import DeviceSampler, device_sampler_gap, generator_for
+from forestgen.torch.sampling import (
+    DeviceSampler,
+    checked_device,
+    device_sampler_gap,
+    generator_for,
+)
 
 
 def _dist_info(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -326,7 +331,7 @@ class SyntheticDataset(Dataset):
         self.world_size = world_size
         self._drawer = _RowDrawer(model, target, class_probs)
         self._enc = _make_encoding(model, self._drawer.target_index, encoding, dtype)
-        self.device = None if device is None else torch.device(device)
+        self.device = None if device is None else checked_device(device)
         if self.device is not None:
             why = device_sampler_gap(model)
             if why is not None:

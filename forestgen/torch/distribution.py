@@ -53,7 +53,7 @@ from forestgen.leaves.base import CUTS_AT_VALUES, numpy_dtype, torch_tensor
 from forestgen.logsumexp import torch_logsumexp, torch_segment_logsumexp
 from forestgen.torch.routing import PackedTrees, route, routing_forest
 from forestgen.torch.rules import RuleKeeper
-from forestgen.torch.sampling import DeviceSampler, device_sampler_supported
+from forestgen.torch.sampling import DeviceSampler, checked_device, device_sampler_supported
 
 if TYPE_CHECKING:  # annotations only: the estimator base imports this module in to_torch
     from forestgen.base import GenerativeForest
@@ -234,7 +234,7 @@ class ForestDistribution(Distribution):
         model.check_fitted()
         self.model = model
         self._out_dtype = dtype or torch.get_default_dtype()
-        self._out_device = torch.device(device) if device is not None else torch.device("cpu")
+        self._out_device = checked_device(device) if device is not None else torch.device("cpu")
         self._cache: dict[tuple, Any] = {}
         self._warned = False
         d = model.schema_.d
@@ -331,7 +331,7 @@ class ForestDistribution(Distribution):
     def device_sampler(self, device: Any = None) -> DeviceSampler:
         """The (cached) :class:`~forestgen.torch.sampling.DeviceSampler` of this distribution's
         leaf weights and columns on ``device`` (default: the distribution's device)."""
-        device = self._out_device if device is None else torch.device(device)
+        device = self._out_device if device is None else checked_device(device)
         key = ("sampler", str(device))
         if key not in self._cache:
             self._cache[key] = DeviceSampler(self.model, device, self._leaf_log_weight(),

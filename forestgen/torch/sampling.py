@@ -26,6 +26,20 @@ __all__ = ["DeviceSampler", "device_sampler_gap", "device_sampler_supported", "g
            "std_truncnorm"]
 
 
+def checked_device(device) -> torch.device:
+    """``torch.device(device)``, refused at once with a ``ValueError`` when it is a CUDA or MPS
+    device this machine or torch build lacks (instead of an error from inside torch at the
+    first draw)."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(dev)!r} is not available: torch.cuda.is_available() is "
+                         f"False (a CPU build of torch, or no GPU); use device='cpu'")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {str(dev)!r} is not available on this machine; use "
+                         f"device='cpu'")
+    return dev
+
+
 def device_sampler_supported(model) -> bool:
     """Whether ``model``'s exact draws are ancestral draws from its leaf mixture: the model
     declares its leaves its law (``leaf_mixture_law``; not EOGT, NRGBoost or the Chain), its
@@ -73,7 +87,7 @@ class DeviceSampler:
         if why is not None:
             raise NotImplementedError(f"{type(model).__name__}: no on-device sampler ({why})")
         self.model = model
-        self.device = torch.device(device)
+        self.device = checked_device(device)
         lw = np.asarray(model.leaf_log_weight_ if leaf_log_weight is None else leaf_log_weight,
                         np.float64)
         self.columns = list(range(model.schema_.d)) if columns is None else list(columns)

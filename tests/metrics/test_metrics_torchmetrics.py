@@ -208,11 +208,37 @@ def test_two_sample_wrappers_pass_declared_kinds(data):
     one_hot = fm.mmd(*frames, max_rows=None, kinds=kinds)
     assert mm.compute().item() == pytest.approx(one_hot, rel=1e-10)
     assert one_hot != pytest.approx(fm.mmd(x, y, max_rows=None), rel=1e-6)  # kinds matter
+    # declared kinds preprocess by default (they failed with the old default, False)
+    e = EnergyDistance(max_rows=None, kinds=kinds, columns=["a", "c"])
+    e.update(torch.tensor(x), torch.tensor(y))
+    assert e.compute().item() == pytest.approx(
+        fm.energy_distance(*frames, max_rows=None, kinds=kinds), rel=1e-10)
+    mm = MMD(max_rows=None, kinds=kinds, columns=["a", "c"])
+    mm.update(torch.tensor(x), torch.tensor(y))
+    assert mm.compute().item() == pytest.approx(one_hot, rel=1e-10)
     with pytest.raises(ValueError, match="preprocess=True"):
-        e = EnergyDistance(kinds=kinds)
+        e = EnergyDistance(kinds=kinds, preprocess=False)
         e.update(torch.tensor(x), torch.tensor(y))
         e.compute()
     bad = C2ST(kinds=kinds)
     bad.update(torch.tensor(np.c_[x, x]), torch.tensor(np.c_[y, y]))
     with pytest.raises(ValueError, match="4 columns but 2"):
         bad.compute()
+
+
+def test_forest_log_likelihood_reads_the_torch_layers_encoded_rows():
+    """Encoded rows (level codes) read as a table were unseen levels (-44.9 against -26.2)."""
+    import forestgen as fg
+    from forestgen.metrics.torchmetrics import ForestLogLikelihood
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"x": rng.normal(size=200), "c": rng.choice(["p", "q", "r"], 200)})
+    m = fg.ARF(n_trees=5, random_state=0).fit(df)
+    Z = m.to_torch(dtype=torch.float64).encode(df.head(50))
+    metric = ForestLogLikelihood(m, encoded=True)
+    metric.update(Z[:20])
+    metric.update(Z[20:])
+    assert metric.compute().item() == pytest.approx(float(np.mean(m.log_prob(df.head(50)))),
+                                                    rel=1e-12)
+    with pytest.raises(ValueError, match="columns=None"):
+        ForestLogLikelihood(m, columns=["x", "c"], encoded=True)

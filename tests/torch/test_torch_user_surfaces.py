@@ -74,3 +74,17 @@ def test_energy_distribution_import_and_validate_args():
     for m in (fg.ARF(n_trees=3, random_state=0).fit(df),
               fg.NRGBoost(n_trees=3, random_state=0).fit(df)):
         assert m.to_torch(validate_args=True)._validate_args
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_an_unavailable_device_is_refused_at_construction():
+    """``to_torch(device="cuda")`` on a CPU build of torch constructed, then failed inside
+    torch at the first draw (``Torch not compiled with CUDA enabled``)."""
+    rng = np.random.default_rng(0)
+    m = fg.ARF(n_trees=3, random_state=0).fit(pd.DataFrame({"x": rng.normal(size=100)}))
+    with pytest.raises(ValueError, match="'cuda'.*not available"):
+        m.to_torch(device="cuda")
+    with pytest.raises(ValueError, match="'cuda'.*not available"):
+        m.as_dataset(batch_size=4, n_batches=1, device="cuda")
+    with pytest.raises(ValueError, match="'cuda:1'.*not available"):
+        m.to_torch().device_sampler("cuda:1")
