@@ -26,10 +26,12 @@ from forestgen.data.files import read_table
 
 
 def _table(n=240, seed=0) -> pd.DataFrame:
-    """Dates with gaps (every third day of ~2 years), times of day, an integer with NaN,
-    a text boolean with NaN, a float and a category."""
+    """Dates with gaps (a third of the days of ~2 years, at random: a grid of days; every
+    third day would be a grid of 3 days), times of day, an integer with NaN, a text boolean
+    with NaN, a float and a category."""
     rng = np.random.default_rng(seed)
-    days = pd.Timestamp("2020-01-01") + pd.to_timedelta(3 * rng.permutation(n), unit="D")
+    days = pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.choice(3 * n, n, replace=False),
+                                                        unit="D")
     temp = 10 + 8 * np.sin(2 * np.pi * days.dayofyear / 365) + rng.normal(0, 1, n)
     count = rng.poisson(4, n).astype(float)
     count[rng.uniform(size=n) < 0.1] = np.nan
