@@ -88,3 +88,23 @@ def test_an_unavailable_device_is_refused_at_construction():
         m.as_dataset(batch_size=4, n_batches=1, device="cuda")
     with pytest.raises(ValueError, match="'cuda:1'.*not available"):
         m.to_torch().device_sampler("cuda:1")
+
+
+@pytest.mark.parametrize("learner", ["ARF", "Anchored", "GFBoost", "NRGBoost"])
+def test_torch_log_prob_is_the_law_itself_outside_the_support(learner):
+    """one-law.md: the torch distribution scores a row outside the support as
+    ``log_prob(..., floor=None)`` does (``-inf``), NRGBoost's with its floor."""
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"x": rng.normal(size=200), "c": rng.choice(["p", "q"], 200)})
+    kw = {"n_trees": 5} if learner in ("ARF", "GFBoost", "NRGBoost") else {}
+    m = getattr(fg, learner)(random_state=0, **kw).fit(df)
+    rows = pd.DataFrame({"x": [0.1, 50.0], "c": ["p", "q"]})
+    d = m.to_torch(dtype=torch.float64)
+    got = d.log_prob(d.encode(rows)).numpy()
+    floored = m.log_prob(rows)
+    assert np.isfinite(floored).all()
+    if learner == "NRGBoost":
+        np.testing.assert_allclose(got, floored, rtol=1e-10)
+    else:
+        np.testing.assert_allclose(got[0], m.log_prob(rows.head(1), floor=None), rtol=1e-10)
+        assert got[1] == -np.inf and m.log_prob(rows.tail(1), floor=None)[0] == -np.inf
