@@ -652,6 +652,9 @@ def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.n
     per = max(CONDITIONAL_DRAWS, NORMALISER_DRAWS // len(first))
     kept = np.empty(len(first))
     for i, cond in enumerate(_row_dicts(conditions.iloc[first])):  # the row's law, once
+        if _unseen_level(model, cond):  # evidence of probability zero, as below
+            kept[i] = 0.0
+            continue
         try:
             draws = model.sample(per, random_state=0, conditions=cond or None, missing=False)
         except ZeroProbabilityError:  # (a density floor's row: as rare as can be counted)
@@ -659,6 +662,28 @@ def _conditional_log_normaliser(model, rules: Rules, conditions, n: int) -> np.n
             continue
         kept[i] = rules.holds(model.encoder_.transform(draws), schema).sum()
     return np.log(np.maximum(kept, 0.5) / per)[group]
+
+
+def _unseen_level(model, cond: dict) -> bool:
+    """True when a value of ``cond`` is a level its discrete column never had at fit (a
+    condition of probability zero, which ``sample`` refuses with a ``ValueError``; the row it
+    came from is floored, or its query answers NaN, as any row holding such a level is)."""
+    if not cond:
+        return False
+    schema = model.encoder_.schema
+    names = [n for n in cond if n in schema.names and schema[n].is_discrete]
+    if not names:
+        return False
+    row = pd.DataFrame([{n: cond[n] for n in names}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = model.encoder_.transform(row, missing_columns="nan")[0]
+    for n in names:
+        spec = schema[n]
+        code = z[schema.index(n)]
+        if code == spec.n_levels or (spec.unobserved and code in spec.unobserved):
+            return True
+    return False
 
 
 def _row_dicts(frame: pd.DataFrame) -> list[dict]:
