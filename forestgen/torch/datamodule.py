@@ -48,7 +48,9 @@ class ForestDataModule(pl.LightningDataModule):
         ``ratio`` synthetic rows per real one, redrawn every epoch if ``fresh_per_epoch``).
     class_probs : label distribution of synthetic rows (e.g. ``"balanced"``).
     categorical : ``"onehot"`` or ``"codes"`` (see :class:`TensorEncoder`).
-    fit_on : ``"train"`` (default: the forest sees only the training split) or ``"all"``.
+    fit_on : ``"train"`` (default: the forest sees only the training split) or ``"all"``; for a
+        forest this module fits. A fitted model (or a saved one) is used as it is, whatever rows
+        it was fitted on: fit it on ``data`` and the validation rows are rows it has seen.
     model_path : where the forest fitted by :meth:`prepare_data` is saved and every rank's
         :meth:`setup` memory-maps it from; a file already there is loaded, not refitted.
         By default, when a trainer runs more than one process, a file named by a digest of the
@@ -99,7 +101,7 @@ class ForestDataModule(pl.LightningDataModule):
 
     def _needs_fit(self) -> bool:
         m = self.model
-        return m is None or (isinstance(m, GenerativeForest) and not hasattr(m, "forest_"))
+        return m is None or (isinstance(m, GenerativeForest) and not m.__sklearn_is_fitted__())
 
     def _learner(self) -> GenerativeForest:
         if self.model is not None:

@@ -157,3 +157,16 @@ def test_a_csv_path_is_read_as_the_cli_reads_it(tmp_path):
     dm.setup("fit")
     assert dm.model_.schema_["day"].dtype.startswith("datetime64")
 
+
+
+def test_a_fitted_nrgboost_is_used_as_it_is():
+    """A fitted NRGBoost (no ``forest_``) passed as ``model=`` was refitted on the training
+    split: the module now asks the learner whether it is fitted."""
+    from forestgen import NRGBoost
+
+    df = load_adult(n=300)[["age", "sex", "income"]]
+    m = NRGBoost(n_trees=3, random_state=0).fit(df)
+    energy = m.energy_
+    dm = ForestDataModule(df, target="income", model=m, seed=1)
+    dm.setup("fit")
+    assert dm.model_ is m and m.energy_ is energy  # not refitted in place
