@@ -197,6 +197,8 @@ def _kind_label(spec) -> str:
     """A column's kind as a user reads it (``date``, ``integer``, ``categorical (5 levels)``)."""
     d = spec.dtype
     if d.startswith("datetime64"):
+        if spec.month_anchor is not None:
+            return "date" if spec.month_anchor % 86400.0 == 0 else "datetime"
         return "date" if spec.step is not None and spec.step % 86400.0 == 0 \
             and spec.step_origin % 86400.0 == 0 else "datetime"
     if d.startswith("timedelta64"):

@@ -18,6 +18,7 @@ from pandas.api import types as pdt
 from scipy.special import pdtrc
 
 from forestgen.data.binning import MAX_CODES
+from forestgen.data.calendar import find_month_anchor, month_step, to_month_scale
 from forestgen.data.dtypes import (
     MAX_MAGNITUDE,
     check_exact_integers,
@@ -157,12 +158,26 @@ def _time_step(seconds: np.ndarray) -> tuple[float | None, float]:
     return step, 0.0
 
 
-def _grid(obs: np.ndarray, uniq: np.ndarray, decimals: int | None, time: bool) -> dict:
-    """The ``step`` (and ``step_origin``) of a numeric column's :class:`ColumnSpec`."""
+def _grid(obs: np.ndarray, uniq: np.ndarray, decimals: int | None, time: bool,
+          anchor: float | None = None) -> dict:
+    """The ``step`` (and ``step_origin``, ``month_anchor``) of a numeric column's
+    :class:`ColumnSpec`; ``anchor``: its values are on the month scale of that anchor."""
+    if anchor is not None:
+        step, origin = month_step(obs)
+        return {"step": step, "step_origin": origin, "month_anchor": anchor}
     if time:
         step, origin = _time_step(obs)
         return {"step": step, "step_origin": origin}
     return {"step": _value_step(uniq, decimals)}
+
+
+def _naive_dates(dtype: Any) -> bool:
+    """Datetimes whose seconds are wall-clock times (no time zone, or UTC): the ones a
+    calendar grid (:mod:`forestgen.data.calendar`) is looked for in."""
+    if not pdt.is_datetime64_any_dtype(dtype):
+        return False
+    tz = getattr(dtype, "tz", None)
+    return tz is None or str(tz) == "UTC"
 
 
 def _is_boolish(v: Any) -> bool:
@@ -264,12 +279,13 @@ def heaps(uniq: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                 discrete_floats: bool = True, max_spiky_levels: int | None = None,
-                with_heaps: bool = False) -> ColumnSpec:
+                with_heaps: bool = False, calendar: bool = True) -> ColumnSpec:
     """The :class:`ColumnSpec` of ``series`` (``kind`` given, or inferred): the codings of
     :class:`~forestgen.data.encoder.TableEncoder`'s docstring, with ``max_spiky_levels``
     (default: ``max_ordinal_levels``) the most distinct values of a column with a point mass
     coded as ordered levels, ``max_ordinal_levels`` those of a dense integer scale;
-    ``with_heaps``: a numeric column's :func:`heaps` are point masses (atoms) too."""
+    ``with_heaps``: a numeric column's :func:`heaps` are point masses (atoms) too;
+    ``calendar``: a datetime column on one day of the month may be put on the month scale."""
     spiky_levels = max_ordinal_levels if max_spiky_levels is None else max_spiky_levels
     name = to_python_scalar(series.name)
     dtype_str = dtype_to_str(series.dtype)
@@ -286,6 +302,10 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
             raise ValueError(f"column {name!r} of dtype {series.dtype} cannot be encoded as {kind}")
         check_exact_integers(series, name)
         obs = to_float(series, name)[~missing]
+        anchor = find_month_anchor(obs) if (calendar and kind == "continuous"
+                                            and _naive_dates(series.dtype)) else None
+        if anchor is not None:  # monthly, quarterly, yearly dates: on the month scale
+            obs = to_month_scale(obs, anchor)
         lo, hi = float(obs.min()), float(obs.max())
         if max(abs(lo), abs(hi)) > MAX_MAGNITUDE:
             raise ValueError(
@@ -313,7 +333,8 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                               decimals=decimals, has_missing=has_missing,
                               atoms=_atoms(uniq, counts, obs.size, series.dtype, decimals,
                                            with_heaps),
-                              **_grid(obs, uniq, decimals, is_time_dtype(series.dtype)))
+                              **_grid(obs, uniq, decimals, is_time_dtype(series.dtype),
+                                      anchor))
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)

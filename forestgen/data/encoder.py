@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as pdt
 
+from forestgen.data.calendar import from_month_scale, to_month_scale
 from forestgen.data.column_kinds import (
     check_level_count,
     fit_column,
@@ -318,6 +319,8 @@ class TableEncoder:
 
     def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
         entry = self._lookup(self.metadata, name)
+        # (a column of a declared constraint keeps seconds: its order is compared with others')
+        calendar = not any(name == c and type(c) is type(name) for c in self._constrained())
         if entry is None:
             kind = self._override(name)
             if kind is None:
@@ -325,12 +328,26 @@ class TableEncoder:
             return check_level_count(fit_column(
                 series, kind, self.max_ordinal_levels,
                 discrete_floats=getattr(self, "_discrete_floats", True),
-                max_spiky_levels=self.max_spiky_levels, with_heaps=self.heaps))
+                max_spiky_levels=self.max_spiky_levels, with_heaps=self.heaps,
+                calendar=calendar))
         kind = kind_for(series, entry, infer_kind(series))
         spec = fit_column(series, kind, self.max_ordinal_levels,
                           discrete_floats=getattr(self, "_discrete_floats", True),
-                          max_spiky_levels=self.max_spiky_levels, with_heaps=self.heaps)
+                          max_spiky_levels=self.max_spiky_levels, with_heaps=self.heaps,
+                          calendar=calendar)
         return check_level_count(apply_column_metadata(spec, series, entry))
+
+    def _constrained(self) -> list:
+        """The column names the declared constraints' parameters name."""
+        out: list = []
+        for c in self.constraints or []:
+            params = c.get("constraint_parameters") if isinstance(c, dict) else None
+            for key, value in (params or {}).items() if isinstance(params, dict) else ():
+                if key.endswith("column_name"):
+                    out.append(value)
+                elif key == "column_names" and isinstance(value, (list, tuple)):
+                    out.extend(value)
+        return out
 
     @staticmethod
     def _lookup(table: dict, name: Any) -> Any:
@@ -397,7 +414,8 @@ class TableEncoder:
     def _encode_column(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None,
                        notes: list | None) -> np.ndarray:
         if not spec.is_discrete:  # (fit refused infinite values; a query's are out of range)
-            return to_float(series, spec.name, infinite=True)
+            v = to_float(series, spec.name, infinite=True)
+            return v if spec.month_anchor is None else to_month_scale(v, spec.month_anchor)
         k = spec.n_levels
         exact = pdt.is_integer_dtype(series.dtype) and any(
             isinstance(c, int) and abs(c) > MAX_EXACT_INT for c in spec.categories)
@@ -471,6 +489,8 @@ class TableEncoder:
         missing = np.isnan(z)
         if not spec.is_discrete:
             vals = spec.to_grid(z) + 0.0  # (+ 0.0: a draw rounded up to 0 is 0, not -0)
+            if spec.month_anchor is not None:
+                vals = from_month_scale(vals, spec.month_anchor)
             return cast_numeric(vals, spec.dtype)
         k = spec.n_levels
         codes = np.clip(np.rint(np.where(missing, 0.0, z)), 0, k - 1).astype(np.int64)
@@ -515,6 +535,8 @@ class TableEncoder:
             spec.dtype.startswith(("datetime", "timedelta")) else None
         if dtype is None or dtype.kind in "iub":
             return vals
+        if spec.month_anchor is not None:
+            vals = from_month_scale(vals, spec.month_anchor)
         return cast_numeric(vals, spec.dtype)
 
     def inverse_transform(self, Z: Any) -> pd.DataFrame:

@@ -116,8 +116,10 @@ def detected_inequalities(Z: np.ndarray, schema, determined: set[int],
                           declared: list) -> list[Inequality]:
     """The inequalities :func:`find_inequalities` finds in the encoded training rows ``Z``
     among the numeric, date, duration and integer-level columns (each compared only with its
-    own kind), leaving out ``determined`` columns and orders ``declared`` already keeps."""
+    own kind; dates on a month scale only with those of the same anchor), leaving out
+    ``determined`` columns and orders ``declared`` already keeps."""
     units = {"datetime": 1, "timedelta": 2}
+    scales: dict[float, int] = {}
     cand, groups = [], [0] * schema.d
     for j, s in enumerate(schema.columns):
         if j in determined:
@@ -125,6 +127,8 @@ def detected_inequalities(Z: np.ndarray, schema, determined: set[int],
         if s.is_discrete and not (s.ordinal and s.kind != "categorical"):
             continue
         groups[j] = next((g for k, g in units.items() if str(s.dtype).startswith(k)), 0)
+        if s.month_anchor is not None:  # (another scale: compared only with its own anchor)
+            groups[j] = scales.setdefault(s.month_anchor, len(units) + 1 + len(scales))
         cand.append(j)
     if len(cand) < 2:
         return []

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from forestgen.data.calendar import DAY, MAX_START_ANCHOR, MONTH
+
 ColumnKind = Literal["continuous", "integer", "categorical", "bool", "binary"]
 KINDS: tuple[str, ...] = ("continuous", "integer", "categorical", "bool", "binary")
 InputType = Literal["dataframe", "ndarray", "tensor"]
@@ -76,7 +78,10 @@ class ColumnSpec:
     values all fall on whole days, hours or minutes, or on a coarser multiple of one they all
     keep (quarter hours, weeks): the grid points are ``step_origin + k * step`` (the origin is
     0 except on such a coarser time step, where it is the values' common offset in
-    ``[0, step)``: weekly dates on Mondays).
+    ``[0, step)``: weekly dates on Mondays). A datetime column whose values all fall on one
+    day of the month (monthly, quarterly, yearly dates) is encoded on a month scale instead of
+    in seconds (:mod:`forestgen.data.calendar`, ``month_anchor`` the anchor of each month; None
+    for seconds), its ``step`` a whole number of months.
     ``unobserved`` lists the codes of a label column's levels (categorical, boolean, binary) that
     no training row takes, e.g. declared ``values`` or unused categories of a categorical dtype;
     they lie outside the column's support (:attr:`support`).
@@ -98,6 +103,7 @@ class ColumnSpec:
     step: float | None = None
     unobserved: list | None = None
     step_origin: float = 0.0
+    month_anchor: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -204,6 +210,8 @@ class ColumnSpec:
             "step": None if self.step is None else float(self.step),
             **({"unobserved": [int(c) for c in self.unobserved]} if self.unobserved else {}),
             **({"step_origin": float(self.step_origin)} if self.step_origin else {}),
+            **({"month_anchor": float(self.month_anchor)} if self.month_anchor is not None
+               else {}),
         }
 
     @classmethod
@@ -227,6 +235,7 @@ class ColumnSpec:
             step=None if d.get("step") is None else float(d["step"]),
             unobserved=[int(c) for c in d["unobserved"]] if d.get("unobserved") else None,
             step_origin=float(d.get("step_origin", 0.0)),
+            month_anchor=None if d.get("month_anchor") is None else float(d["month_anchor"]),
         )
 
 
@@ -336,6 +345,13 @@ class Schema:
                     or not math.isfinite(c.step_origin) or (c.step_origin and (
                         c.step is None or not 0 < c.step_origin < c.step)):
                 raise ValueError(f"{where}: step_origin must be a number in [0, step)")
+            a = c.month_anchor
+            if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float))
+                                  or not -DAY <= a < MAX_START_ANCHOR
+                                  or not c.dtype.startswith("datetime64") or c.step is None
+                                  or c.step % MONTH != 0 or c.step_origin % MONTH != 0):
+                raise ValueError(f"{where}: month_anchor must be a number in [-86400, 28 days) "
+                                 f"of a datetime column on a grid of whole months")
             if c.atoms is not None and not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool)
                     and math.isfinite(v) for v in c.atoms):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from forestgen.data.calendar import to_month_scale
 from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
@@ -277,7 +278,8 @@ def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
             raise ValueError(f"column {spec.name!r} holds times; {what} {value!r} is not "
                              f"a time ({err})") from None
         if t is not None:
-            value = t
+            value = t if spec.month_anchor is None else float(
+                to_month_scale(np.array([t]), spec.month_anchor)[0])
     value = to_python_scalar(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool)):
         raise ValueError(f"column {spec.name!r} is numeric ({spec.kind}); {what} {value!r} "

@@ -583,8 +583,8 @@ class EnergyQueries:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)  # a row with no value
                     level_mean[j] = np.where(bad, np.nan, np.nanmean(Z[:, :, j], axis=1))
-                if spec.dtype.startswith(("datetime", "timedelta")):  # a time, decoded
-                    point[:, j] = level_mean.pop(j)
+                if spec.dtype.startswith(("datetime", "timedelta")):  # a time, unrounded
+                    level_mean[j] = np.asarray(self.encoder_.decode_mean(j, level_mean[j]))
         point[bad] = np.nan
         dec = self.encoder_.inverse_transform(point)
         res = {schema.names[j]: level_mean[j] if j in level_mean else dec.iloc[:, j].to_numpy()

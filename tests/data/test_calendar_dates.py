@@ -1,0 +1,172 @@
+"""Monthly, quarterly and yearly dates keep their calendar: a month scale
+(:mod:`forestgen.data.calendar`) instead of a step of days, which put draws of vega cars'
+``Year`` (the first of January of 13 years) on every day of the year."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import forestgen as fg
+from forestgen.data.calendar import (
+    MONTH,
+    find_month_anchor,
+    from_month_scale,
+    month_step,
+    to_month_scale,
+)
+from forestgen.data.dtypes import time_seconds
+from forestgen.data.schema import Schema
+
+
+def _seconds(dates) -> np.ndarray:
+    return time_seconds(pd.Series(dates))
+
+
+@pytest.mark.parametrize("dates, anchor, months", [
+    (pd.date_range("1970-01-01", periods=13, freq="YS"), 0.0, 12),
+    (pd.date_range("1999-11-30 06:00", periods=30, freq="ME"), -18 * 3600.0, 1),
+    (pd.date_range("1965-03-01", periods=30, freq="MS") + pd.Timedelta("14D 6h"),
+     14 * 86400.0 + 6 * 3600.0, 1),
+    (pd.date_range("1960-03-31", periods=40, freq="QE"), -86400.0, 3),
+])
+def test_a_calendar_grid_is_found_and_its_scale_inverts_exactly(dates, anchor, months):
+    s = _seconds(dates)
+    assert find_month_anchor(s) == anchor
+    v = to_month_scale(s, anchor)
+    assert np.all(v % MONTH == 0)  # every anchor a whole month
+    assert month_step(v)[0] == months * MONTH
+    np.testing.assert_array_equal(from_month_scale(v, anchor), s)
+    # between anchors: strictly increasing and inverted to well below a second
+    x = np.sort(np.random.default_rng(0).uniform(s.min(), s.max(), 500))
+    y = to_month_scale(x, anchor)
+    assert np.all(np.diff(y) > 0)
+    np.testing.assert_allclose(from_month_scale(y, anchor), x, rtol=0, atol=1e-3)
+
+
+def test_no_calendar_grid_without_one_or_by_chance():
+    days = _seconds(pd.date_range("2000-01-01", periods=100, freq="D"))
+    assert find_month_anchor(days) is None
+    assert find_month_anchor(_seconds(pd.to_datetime(["2000-01-01", "2000-02-01",
+                                                      "2000-03-01"]))) is None  # 3 months
+    assert find_month_anchor(_seconds(pd.date_range("2000-01-29", periods=12,
+                                                    freq="MS") + pd.Timedelta("28D"))) is None
+
+
+@pytest.fixture(scope="module")
+def calendar_table():
+    rng = np.random.default_rng(3)
+    n = 400
+    month_end = pd.Timestamp("2015-01-31") + pd.offsets.MonthEnd(0) * 0
+    ends = pd.DatetimeIndex([month_end + pd.offsets.MonthEnd(int(k))
+                             for k in rng.integers(0, 60, n)])
+    quarter = pd.DatetimeIndex([pd.Timestamp("2001-04-01") + pd.DateOffset(months=3 * int(k))
+                                for k in rng.integers(0, 30, n)])
+    year = pd.DatetimeIndex([pd.Timestamp(f"{1970 + int(k)}-01-01")
+                             for k in rng.integers(0, 13, n)])
+    return pd.DataFrame({"closing": ends, "quarter": quarter, "year": year,
+                         "amount": rng.gamma(2.0, 50.0, n) + quarter.year.to_numpy() - 2000})
+
+
+def _on_calendar(df: pd.DataFrame) -> None:
+    assert df["closing"].dt.is_month_end.all() and (df["closing"].dt.normalize()
+                                                     == df["closing"]).all()
+    q = df["quarter"]
+    assert (q.dt.is_month_start & q.dt.month.isin([1, 4, 7, 10])
+            & (q.dt.normalize() == q)).all()
+    y = df["year"]
+    assert ((y.dt.month == 1) & (y.dt.day == 1) & (y.dt.normalize() == y)).all()
+
+
+@pytest.mark.parametrize("learner", ["ARF", "Chain", "Anchored", "NRGBoost", "GFBoost",
+                                     "RFDE"])
+def test_monthly_quarterly_and_yearly_dates_keep_their_calendar(learner, calendar_table):
+    df = calendar_table
+    kw = {"n_trees": 20} if learner in ("NRGBoost", "GFBoost") else {}
+    model = getattr(fg, learner)(random_state=0, **kw).fit(df)
+    schema = model.encoder_.schema
+    assert [schema[c].step / MONTH for c in ("closing", "quarter", "year")] == [1, 3, 12]
+    assert schema["closing"].month_anchor == -86400.0 and schema["year"].month_anchor == 0.0
+    s = model.sample(500, random_state=1)
+    _on_calendar(s)
+    assert s["year"].min() >= df["year"].min() and s["year"].max() <= df["year"].max()
+    assert s["year"].nunique() > 5
+    lo, hi = pd.Timestamp("2004-02-15"), pd.Timestamp("2008-12-31")
+    c = model.sample(200, conditions={"quarter": (lo, hi)}, random_state=2)
+    _on_calendar(c)
+    assert c["quarter"].between(lo, hi).all()
+    assert np.isfinite(model.log_prob(df.head(30))).all()
+    for c in ("closing", "quarter", "year"):
+        assert type(schema[c]).from_dict(schema[c].to_dict()) == schema[c]
+
+
+@pytest.mark.parametrize("learner", ["ARF", "Chain"])
+def test_the_mean_of_a_monthly_date_is_in_seconds_and_matches_the_draws(learner,
+                                                                       calendar_table):
+    model = getattr(fg, learner)(random_state=0).fit(calendar_table)
+    mean = float(model.expect(["year"]).iloc[0])  # seconds, as for any datetime column
+    draws = model.sample(20000, random_state=4)["year"]
+    secs = draws.astype("datetime64[ns]").astype("int64").to_numpy() / 1e9
+    assert abs(mean - secs.mean()) < 4 * secs.std() / np.sqrt(len(secs)) + 2 * 86400.0
+
+
+def test_an_inequality_between_month_scale_dates_is_kept():
+    rng = np.random.default_rng(7)
+    n = 300
+    start = [pd.Timestamp("2010-01-01") + pd.DateOffset(months=int(k))
+             for k in rng.integers(0, 48, n)]
+    end = [s + pd.DateOffset(months=int(k)) for s, k in zip(start, rng.integers(0, 12, n))]
+    df = pd.DataFrame({"start": start, "end": end, "x": rng.normal(size=n)})
+    model = fg.ARF(random_state=0).fit(df)
+    rules = model.encoder_.schema.rules or {}
+    assert {"kind": "inequality", "low": 0, "high": 1}.items() <= rules["constraints"][0].items()
+    s = model.sample(1000, random_state=0)
+    assert (s["start"] <= s["end"]).all()
+    assert (s["start"].dt.is_month_start & s["end"].dt.is_month_start).all()
+
+
+def test_a_declared_constraint_keeps_its_dates_in_seconds():
+    rng = np.random.default_rng(8)
+    n = 300
+    start = [pd.Timestamp("2010-01-01") + pd.DateOffset(months=int(k))
+             for k in rng.integers(0, 48, n)]
+    due = [s + pd.Timedelta(days=int(k)) for s, k in zip(start, rng.integers(0, 90, n))]
+    df = pd.DataFrame({"start": start, "due": due})
+    cons = [{"constraint_class": "Inequality",
+             "constraint_parameters": {"low_column_name": "start", "high_column_name": "due"}}]
+    model = fg.ARF(random_state=0).fit(df, kinds={"constraints": cons})
+    assert model.encoder_.schema["start"].month_anchor is None
+    s = model.sample(1000, random_state=0)
+    assert (s["start"] <= s["due"]).all()
+
+
+def test_a_file_with_a_bad_month_anchor_is_refused(calendar_table):
+    spec = fg.ARF(n_trees=5, random_state=0).fit(calendar_table).encoder_.schema["year"]
+    for bad in (40 * 86400.0, -2 * 86400.0):
+        with pytest.raises(ValueError, match="month_anchor"):
+            Schema([dataclasses.replace(spec, month_anchor=bad)]).check()
+    with pytest.raises(ValueError, match="month_anchor"):
+        Schema([dataclasses.replace(spec, step=86400.0)]).check()
+
+
+def test_torch_draws_of_yearly_dates_stay_on_new_year():
+    pytest.importorskip("torch")
+    df = pd.DataFrame({"year": pd.DatetimeIndex([pd.Timestamp(f"{1970 + k % 13}-01-01")
+                                                  for k in range(300)]),
+                       "x": np.random.default_rng(0).normal(size=300)})
+    model = fg.ARF(n_trees=10, random_state=0).fit(df)
+    z = model.to_torch(dtype=__import__("torch").float64).sample((500,))
+    years = model.encoder_.inverse_transform(z.numpy())["year"]
+    assert ((years.dt.month == 1) & (years.dt.day == 1)).all()
+
+
+def test_nrgboost_expect_of_a_date_is_the_mean_of_its_draws_unrounded(calendar_table):
+    """NRGBoost's ``expect`` is the mean of its draws; a date's was decoded through the
+    grid, which rounded it to a whole year here."""
+    model = fg.NRGBoost(n_trees=20, random_state=0).fit(calendar_table)
+    mean = pd.Timestamp(model.expect(["year"], n_draws=2000, random_state=5).iloc[0])
+    draws = model.sample(2000, random_state=5)["year"]
+    assert abs((mean - draws.mean()).total_seconds()) < 2 * 86400.0
