@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from forestgen.data.calendar import from_month_scale
 from forestgen.data.support import clamp_query_rows
 from forestgen.inference import posterior
 from forestgen.inference.conditions import (
@@ -488,11 +487,13 @@ def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:
     return codes, True
 
 
-def seconds_mean(spec, vals: np.ndarray) -> np.ndarray:
-    """``expect``'s mean of a numeric column in its encoded units, but in seconds for a date
-    on a month scale (:mod:`forestgen.data.calendar`; the time of the mean month), as for
-    every other datetime column."""
-    return vals if spec.month_anchor is None else from_month_scale(vals, spec.month_anchor)
+def mean_values(model, j: int, vals: np.ndarray) -> np.ndarray:
+    """``expect``'s means of numeric column ``j`` (encoded units): numbers, but times for a
+    datetime or timedelta column (as ``predict`` gives them; on a month scale,
+    :mod:`forestgen.data.calendar`, the time of the mean month)."""
+    if not model.encoder_.schema.columns[j].dtype.startswith(("datetime", "timedelta")):
+        return vals
+    return np.asarray(model.encoder_.decode_mean(j, vals))
 
 
 def _decode_codes(model, j: int, codes: np.ndarray) -> pd.Series:
@@ -527,7 +528,7 @@ def expect(model, columns=None, conditions=None) -> pd.DataFrame | pd.Series:
     for j in cols:
         vals, is_code = _point_values(model, j, mom[j])
         res[names[j]] = _decode_codes(model, j, vals).to_numpy() if is_code else \
-            seconds_mean(model.encoder_.schema.columns[j], vals)
+            mean_values(model, j, vals)
     if not per_row:
         return pd.Series({k: v[0] for k, v in res.items()}, dtype=object).infer_objects()
     out = pd.DataFrame(res, index=index)

@@ -103,14 +103,21 @@ def test_monthly_quarterly_and_yearly_dates_keep_their_calendar(learner, calenda
         assert type(schema[c]).from_dict(schema[c].to_dict()) == schema[c]
 
 
-@pytest.mark.parametrize("learner", ["ARF", "Chain"])
-def test_the_mean_of_a_monthly_date_is_in_seconds_and_matches_the_draws(learner,
-                                                                       calendar_table):
-    model = getattr(fg, learner)(random_state=0).fit(calendar_table)
-    mean = float(model.expect(["year"]).iloc[0])  # seconds, as for any datetime column
+@pytest.mark.parametrize("learner", ["ARF", "Chain", "GFBoost"])
+def test_the_mean_of_a_date_is_a_time_that_matches_the_draws(learner, calendar_table):
+    """``expect`` of a datetime column is a time in every learner, as ``predict``'s are (ARF
+    and Chain gave seconds since 1970, NRGBoost a datetime)."""
+    kw = {"n_trees": 20} if learner == "GFBoost" else {}
+    model = getattr(fg, learner)(random_state=0, **kw).fit(calendar_table)
+    mean = model.expect(["year", "amount"])
+    assert isinstance(mean["year"], (pd.Timestamp, np.datetime64))
+    assert isinstance(mean["amount"], float)
     draws = model.sample(20000, random_state=4)["year"]
     secs = draws.astype("datetime64[ns]").astype("int64").to_numpy() / 1e9
-    assert abs(mean - secs.mean()) < 4 * secs.std() / np.sqrt(len(secs)) + 2 * 86400.0
+    got = pd.Timestamp(mean["year"]).value / 1e9
+    assert abs(got - secs.mean()) < 4 * secs.std() / np.sqrt(len(secs)) + 2 * 86400.0
+    per_row = model.expect("year", conditions=pd.DataFrame({"amount": [50.0, 150.0]}))
+    assert str(per_row.dtype).startswith("datetime64")
 
 
 def test_an_inequality_between_month_scale_dates_is_kept():

