@@ -56,16 +56,22 @@ def _lognorm(model, ev: Evidence, skip: int | None = None) -> np.ndarray:
 
 def _empty_error(model, ev: Evidence, row: int, label: Any = None,
                  skip: int | None = None) -> ZeroProbabilityError:
+    return ZeroProbabilityError(zero_probability_message(
+        model, ev, row, lambda e: float(_lognorm(model, e)[0]), label, skip))
+
+
+def zero_probability_message(model, ev: Evidence, row: int, log_mass, label: Any = None,
+                             skip: int | None = None) -> str:
+    """Why row ``row`` of ``ev`` has probability zero: the columns whose evidence alone has
+    ``log_mass`` (a function of one-row evidence) ``-inf``, else the columns jointly."""
     names = model.encoder_.schema.names
     cols = [j for j in np.flatnonzero(ev.active()[row]) if j != skip]
-    bad = [names[j] for j in cols if not np.isfinite(_lognorm(model, ev.only(row, j))[0])]
+    bad = [names[j] for j in cols if not np.isfinite(log_mass(ev.only(row, j)))]
     where = "" if label is None else f" (row {label!r})"
     if bad:
-        msg = f"evidence on column(s) {bad}{where} has zero probability under the model"
-    else:
-        msg = (f"the evidence on columns {[names[j] for j in cols]}{where} is jointly "
-               f"impossible under the model (zero probability)")
-    return ZeroProbabilityError(msg)
+        return f"evidence on column(s) {bad}{where} has zero probability under the model"
+    return (f"the evidence on columns {[names[j] for j in cols]}{where} is jointly "
+            f"impossible under the model (zero probability)")
 
 
 def _check_rows(model, ev: Evidence, lognorm: np.ndarray, index=None,
@@ -293,9 +299,13 @@ def density_columns(model, X, conditions=None) -> np.ndarray:
 
 def conditional_log_prob(model, X, conditions) -> np.ndarray:
     """``log p(x_U | e)`` per row of ``X``: ``U`` = observed columns of the row that carry no
-    evidence (``X``'s entries in evidence columns are ignored; NaN entries are marginalised)."""
+    evidence (``X``'s entries in evidence columns are ignored; NaN entries are marginalised).
+    A dict of evidence with probability zero raises :class:`ZeroProbabilityError`; in a
+    per-row DataFrame such a row (a level unseen at fit included) is NaN, with one warning,
+    and the other rows are scored."""
     model.check_fitted()
-    ev, per_row = parse_conditions(model, conditions)
+    ev, per_row = parse_conditions(model, conditions, on_empty=None if isinstance(
+        conditions, pd.DataFrame) else "raise")
     notes: list = []
     Zx = model.encoder_.transform(X, "nan", notes)
     names = model.encoder_.schema.names
@@ -308,7 +318,9 @@ def conditional_log_prob(model, X, conditions) -> np.ndarray:
         if ev.m != nx:
             raise ValueError(f"per-row conditions have {ev.m} rows but X has {nx}")
         log_e = _lognorm(model, ev)
-        _check_rows(model, ev, log_e, conditions.index)
+        bad = np.flatnonzero(~np.isfinite(log_e))
+        if len(bad):
+            _warn_empty(model, ev, bad, conditions.index, what="log_prob")
         full = ev
     else:
         log_e1 = _lognorm(model, ev)
@@ -318,7 +330,10 @@ def conditional_log_prob(model, X, conditions) -> np.ndarray:
     joint = full.copy()
     free = ~full.active() & ~np.isnan(Zx)
     joint.point[free] = Zx[free]
-    return _lognorm(model, joint) - log_e
+    with np.errstate(invalid="ignore"):
+        out = _lognorm(model, joint) - log_e
+    out[~np.isfinite(log_e)] = np.nan
+    return out
 
 
 # --------------------------------------------------------------------------- moments
@@ -460,9 +475,16 @@ def _warn_empty(model, ev: Evidence, bad: np.ndarray, index=None, skip: int | No
                 what: str = "result") -> None:
     """One warning for the rows whose evidence has zero probability (their result is NaN)."""
     r = int(bad[0])
-    err = _empty_error(model, ev, r, None if index is None else index[r], skip=skip)
-    warnings.warn(f"{len(bad)} row(s) have zero-probability evidence, e.g. {err}; their "
-                  f"{what} is NaN, the other rows are unaffected", RuntimeWarning, stacklevel=4)
+    warn_empty_rows(_empty_error(model, ev, r, None if index is None else index[r],
+                                 skip=skip), len(bad), what, stacklevel=5)
+
+
+def warn_empty_rows(msg: Any, n_bad: int, what: str, stacklevel: int = 4) -> None:
+    """The one warning of a per-row query for its ``n_bad`` rows of zero-probability evidence
+    (``msg`` says why for the first): their ``what`` is NaN."""
+    warnings.warn(f"{n_bad} row(s) have zero-probability evidence, e.g. {msg}; their "
+                  f"{what} is NaN, the other rows are unaffected", RuntimeWarning,
+                  stacklevel=stacklevel)
 
 
 def _point_values(model, j: int, mom: np.ndarray) -> tuple[np.ndarray, bool]:

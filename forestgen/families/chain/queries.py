@@ -28,7 +28,14 @@ from forestgen.families.chain.branches import (
     evidence_branches,
     routing_keys,
 )
-from forestgen.inference.api import density_columns, mean_values, point_series, query_frame
+from forestgen.inference.api import (
+    density_columns,
+    mean_values,
+    point_series,
+    query_frame,
+    warn_empty_rows,
+    zero_probability_message,
+)
 from forestgen.inference.api import impute as _shared_impute
 from forestgen.inference.conditions import (
     Evidence,
@@ -214,7 +221,8 @@ class ChainQueries:
     def _conditional_log_prob(self, X, conditions) -> np.ndarray:
         Zx = self.encode_rows(X)
         nx = len(Zx)
-        ev, per_row = parse_conditions(self, conditions)
+        ev, per_row = parse_conditions(self, conditions, on_empty=None if isinstance(
+            conditions, pd.DataFrame) else "raise")
         index = conditions.index if per_row else None
         if per_row:
             if ev.m != nx:
@@ -225,16 +233,21 @@ class ChainQueries:
             log_e = np.full(nx, self._log_mass(ev, "log_prob")[0])
             full = ev.broadcast(nx)
         bad = ~np.isfinite(log_e)
-        if bad.any():
+        if bad.any():  # (a dict: raised; per-row evidence: that row NaN, with a warning)
             r = int(np.flatnonzero(bad)[0])
-            raise ZeroProbabilityError(
-                f"{type(self).__name__}.log_prob: the conditions"
-                f"{'' if index is None else f' of row {index[r]!r}'} have zero probability "
-                f"under the model")
+            msg = f"{type(self).__name__}.log_prob: " + zero_probability_message(
+                self, ev, r, lambda e: float(self._log_mass(e, "log_prob")[0]),
+                None if index is None else index[r])
+            if not per_row:
+                raise ZeroProbabilityError(msg)
+            warn_empty_rows(msg, int(bad.sum()), "log_prob")
         joint = full.copy()
         free = ~full.active() & ~np.isnan(Zx)
         joint.point[free] = Zx[free]
-        return self._log_mass(joint, "log_prob", index) - log_e
+        with np.errstate(invalid="ignore"):
+            out = self._log_mass(joint, "log_prob", index) - log_e
+        out[bad] = np.nan
+        return out
 
     # ------------------------------------------------------------------ sampling
     def _ancestral(self, Z: np.ndarray, start: np.ndarray, rng: np.random.Generator) -> None:

@@ -317,8 +317,9 @@ class EnergyQueries:
         with ``density_floor=None``).
 
         ``conditions`` (a dict of evidence in the forms of :mod:`forestgen.inference`: values,
-        which override ``X``'s, intervals and level sets; or a list of column names whose ``X``
-        values are the evidence): ``log q(x_free | evidence)`` — the free columns are the other
+        which override ``X``'s, intervals and level sets; a DataFrame of such evidence per row,
+        a row of zero probability NaN; or a list of column names whose ``X`` values are the
+        evidence): ``log q(x_free | evidence)`` — the free columns are the other
         observed columns of ``X`` — as a ratio of two sums of ``exp f`` (no ``log Z``
         involved): an interval weighs each bin by the share of its within-bin law inside it.
         Exact while each sum has at most 4,096 cells, else estimated as NaN marginals are;
@@ -328,6 +329,8 @@ class EnergyQueries:
         is scored as without conditions: marginalised, times ``density_floor`` times the
         uniform density on its column.
         """
+        if isinstance(conditions, pd.DataFrame):
+            return self._per_row_log_prob(X, conditions)
         if conditions is not None:
             return self._conditional_log_prob(X, conditions)
         Z, C, outside = self._codes(X)
@@ -345,6 +348,43 @@ class EnergyQueries:
     def unnormalised_log_prob(self, X) -> np.ndarray:
         """``f(x)`` minus bin log-widths: :meth:`log_prob` without the estimated ``log Z``."""
         return self.log_prob(X) + self.log_z_
+
+    def _per_row_log_prob(self, X, conditions: pd.DataFrame) -> np.ndarray:
+        """:meth:`log_prob` with a DataFrame of per-row evidence (row ``i`` of ``X`` given row
+        ``i`` of ``conditions``, its missing cells free), each distinct evidence as a dict;
+        a row whose evidence has probability zero (a level unseen at fit included) is NaN,
+        with one warning, and the other rows are scored."""
+        from forestgen.inference.api import warn_empty_rows
+
+        if len(conditions) != len(X):
+            raise ValueError(f"per-row conditions have {len(conditions)} rows but X has "
+                             f"{len(X)}")
+        ev, _ = parse_conditions(self, conditions, on_empty=None)  # (checks every cell)
+        empty = np.zeros(ev.m, bool)
+        for a, mask in ev.sets.values():
+            empty |= a & ~mask.any(axis=1)
+        names = list(conditions.columns)
+        groups: dict[str, tuple[dict, list[int]]] = {}
+        for i, row in enumerate(conditions.itertuples(index=False, name=None)):
+            if not empty[i]:
+                cond = {c: v for c, v in zip(names, row)
+                        if not (v is None or (np.isscalar(v) and pd.isna(v)))}
+                groups.setdefault(repr(list(cond.items())), (cond, []))[1].append(i)
+        out = np.full(len(conditions), np.nan)
+        msgs = [f"the evidence of row {conditions.index[int(np.argmax(empty))]!r} holds a "
+                f"level unseen at fit"] if empty.any() else []
+        failed = int(empty.sum())
+        for cond, rows in groups.values():
+            Xr = X.iloc[rows] if isinstance(X, pd.DataFrame) else np.asarray(X)[rows]
+            try:
+                out[rows] = self._conditional_log_prob(Xr, cond)
+            except ZeroProbabilityError as err:
+                msgs.append(f"row {conditions.index[rows[0]]!r}: {err}")
+                failed += len(rows)
+        if failed:
+            warn_empty_rows(f"{type(self).__name__}.log_prob: {msgs[0]}", failed, "log_prob",
+                            stacklevel=4)
+        return out
 
     def _conditional_log_prob(self, X, conditions) -> np.ndarray:
         schema = self.schema_
@@ -365,7 +405,9 @@ class EnergyQueries:
         elif isinstance(conditions, (list, tuple)):
             ev_cols = [column_index(schema, c) for c in conditions]
         else:
-            raise TypeError("conditions must be a dict of values or a list of column names")
+            raise TypeError(f"{type(self).__name__}.log_prob: conditions must be a dict of "
+                            f"values, a DataFrame of per-row evidence or a list of column "
+                            f"names, got {type(conditions).__name__}")
         Z, C, outside = self._codes(df)
         free = [j for j in range(schema.d) if j not in ev_cols]
         if not free:

@@ -16,6 +16,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from forestgen.data.metadata import constrain
 from forestgen.data.support import rows_to_support
@@ -97,8 +98,8 @@ class RegionConditionals:
                 if on_empty == "raise":
                     from forestgen.inference.conditions import ZeroProbabilityError
 
-                    raise ZeroProbabilityError(f"EOGT conditional_sample: the evidence of row "
-                                               f"{rows[0]} has probability zero")
+                    raise ZeroProbabilityError(self._empty_message(
+                        ev, rows[0], rows[0] if per_row else None, "conditional_sample"))
                 empty += rows
                 out[rows] = self.sample_encoded(len(rows), rng)
                 if on_empty == "nan":  # the given values; the rest is blanked below
@@ -140,7 +141,8 @@ class RegionConditionals:
             return super().log_prob(X, floor=floor)
         self.check_fitted()
         Zx = self.encode_rows(X, missing_columns="nan")
-        ev, per_row, _ = self._evidence(conditions, None)
+        ev, per_row, index = self._evidence(conditions, None, on_empty=None if isinstance(
+            conditions, pd.DataFrame) else "raise")
         if not per_row:
             ev = ev.broadcast(len(Zx))
         elif ev.m != len(Zx):
@@ -153,18 +155,22 @@ class RegionConditionals:
         sig_e, sig_j = (self._row_keys(ev.point)[1], self._row_keys(joint)[1]) if len(Zx) \
             else (None, None)
         cache: dict = {}  # log P by what the trees see of the evidence (and of the joint)
-        big = []
+        big, empty = [], []
         for i, (x, cons) in enumerate(rows):
             key = ("e", int(sig_e[i]), _constraints_key(cons))
             if key not in cache:
                 reg = self._evidence_regions(x, cons)
                 cache[key] = np.nan if reg is None else logsumexp(reg[0])
             log_e = cache[key]
-            if np.isneginf(log_e):
-                from forestgen.inference.conditions import ZeroProbabilityError
+            if np.isneginf(log_e):  # (a dict: raised; per-row evidence: NaN, one warning)
+                msg = self._empty_message(ev, i, None if index is None else index[i])
+                if not per_row:
+                    from forestgen.inference.conditions import ZeroProbabilityError
 
-                raise ZeroProbabilityError(f"EOGT conditional_log_prob: the evidence of row "
-                                           f"{i} has probability zero")
+                    raise ZeroProbabilityError(msg)
+                empty.append(msg)
+                out[i] = np.nan
+                continue
             jkey = ("j", int(sig_j[i]), key[2])
             if jkey not in cache and not np.isnan(log_e):
                 reg = self._evidence_regions(joint[i], cons)
@@ -175,6 +181,10 @@ class RegionConditionals:
                 out[i] = np.nan
                 continue
             out[i] = log_j - log_e
+        if empty:
+            from forestgen.inference.api import warn_empty_rows
+
+            warn_empty_rows(empty[0], len(empty), "log_prob", stacklevel=3)
         self._too_many(big, "conditional_log_prob")
         return self.apply_density_floor(out, floor, lambda: density_columns(self, X, conditions))
 
@@ -418,6 +428,17 @@ class RegionConditionals:
             keep *= p
         ok = rng.random(len(Z)) < keep
         return Z[ok], uni[ok]
+
+    def _empty_message(self, ev, i: int, label, query: str = "conditional_log_prob") -> str:
+        """Why evidence row ``i`` has probability zero, naming its columns."""
+        from forestgen.inference.api import zero_probability_message
+
+        def log_mass(e) -> float:
+            x, cons = _evidence_row(e, 0, e.interval_active())
+            reg = self._evidence_regions(x, cons)
+            return 0.0 if reg is None else float(logsumexp(reg[0]))
+        return f"{type(self).__name__} {query}: " + zero_probability_message(
+            self, ev, i, log_mass, label)
 
     def _evidence(self, conditions, n, on_empty: str | None = "raise"):
         """Parsed evidence (:func:`~forestgen.inference.conditions.parse_conditions`), whether
