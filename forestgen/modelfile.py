@@ -665,7 +665,7 @@ def check_forest(forest: Any, n_columns: int, name: str = "forest") -> None:
         raise ValueError(f"{name}.cat_off must be -1 or a non-negative offset")
     if nom.any():
         k = forest.n_levels[feature[nom]].astype(np.int64)
-        if np.any(k <= 0) or np.any(off[nom] + k > len(forest.cat_left)):
+        if np.any(k <= 0) or np.any(off[nom] > len(forest.cat_left) - k):  # (no overflow)
             raise ValueError(f"{name}.cat_off / n_levels point outside {name}.cat_left")
     nv = forest.node_value
     if nv.size and nv.shape[0] != N:

@@ -309,12 +309,13 @@ class Schema:
         """Raise ``ValueError`` naming the column unless every spec (read from a model file)
         is one a fit produces: distinct names and levels, a discrete column's levels, a
         numeric column's finite range, decimals in 0..15, a positive step and its origin in
-        ``[0, step)``, finite atoms."""
+        ``[0, step)``, finite atoms, a dtype pandas reads and numeric levels it holds."""
         names = self.names
         if len({(type(n), n) for n in names}) != len(names):
             raise ValueError("duplicate column names in the schema")
         for c in self.columns:
             where = f"column {c.name!r}"
+            _check_dtype(c, where)
             for flag in ("ordinal", "has_missing", "nullable"):
                 if not isinstance(getattr(c, flag), bool):
                     raise ValueError(f"{where}: {flag} must be True or False")
@@ -365,3 +366,28 @@ class Schema:
             input_type=d.get("input_type", "dataframe"),
             rules=d.get("rules") or None,
         )
+
+
+def _check_dtype(c: ColumnSpec, where: str) -> None:
+    """A spec's dtype is one pandas reads, and a column of numeric levels holds numbers its
+    dtype can hold (an integer column's levels integers within its range)."""
+    from forestgen.data.dtypes import is_category_str, parse_category, str_to_dtype
+
+    if not isinstance(c.dtype, str):
+        raise ValueError(f"{where}: dtype must be a dtype name, got {c.dtype!r}")
+    try:
+        dtype = str_to_dtype(parse_category(c.dtype)[0] or "object"
+                             if is_category_str(c.dtype) else c.dtype)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: dtype {c.dtype!r} is not one pandas reads") from None
+    if not c.numeric_levels or is_category_str(c.dtype):
+        return
+    cats = c.categories or []
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in cats):
+        raise ValueError(f"{where}: numeric levels must be finite numbers")
+    if getattr(dtype, "kind", None) in ("i", "u"):
+        info = np.iinfo(dtype.numpy_dtype if hasattr(dtype, "numpy_dtype") else dtype)
+        if not all(isinstance(v, int) and info.min <= v <= info.max for v in cats):
+            raise ValueError(f"{where}: the levels of an integer column must be integers "
+                             f"of its dtype {c.dtype}")

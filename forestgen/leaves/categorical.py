@@ -22,6 +22,8 @@ leaves and ``P`` distinct (leaf, level) pairs in its fitting data takes
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -68,14 +70,23 @@ class CategoricalLeaf(LeafModel):
         self.floor = floor
         self.prior = prior
 
-    def fit(self, x, leaf, cell, weight=None):
-        if self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
-        auto = isinstance(self.prior, str)
-        if (self.prior != "auto") if auto else not self.prior >= 0:
+    def _check_params(self) -> None:
+        """``alpha >= 0``, ``prior >= 0`` or ``"auto"``, ``floor`` in ``[0, 1)`` (at fit, and
+        on load: a model file's parameters are data)."""
+        def number(v) -> bool:
+            return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
+                v, (bool, np.bool_)) and math.isfinite(v)
+        if not (number(self.alpha) and self.alpha >= 0):
+            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        if not (self.prior == "auto" if isinstance(self.prior, str)
+                else number(self.prior) and self.prior >= 0):
             raise ValueError(f"prior must be >= 0 or 'auto', got {self.prior!r}")
-        if not 0 <= self.floor < 1:
-            raise ValueError(f"floor must be in [0, 1), got {self.floor}")
+        if not (number(self.floor) and 0 <= self.floor < 1):
+            raise ValueError(f"floor must be in [0, 1), got {self.floor!r}")
+
+    def fit(self, x, leaf, cell, weight=None):
+        self._check_params()
+        auto = isinstance(self.prior, str)
         L, k = len(cell.lower), max(int(cell.n_levels), 1)
         allowed = None if cell.allowed is None else np.asarray(cell.allowed, bool)
         # distinct (leaf, level) pairs, sorted by leaf then level: the explicit entries
@@ -176,6 +187,7 @@ class CategoricalLeaf(LeafModel):
         return self
 
     def check_param_arrays(self, arrays, n_leaves, n_levels):
+        self._check_params()
         name = type(self).__name__
         k = max(int(n_levels), 1)
         if set(arrays) == set(LEGACY_ARRAYS):

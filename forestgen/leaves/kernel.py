@@ -68,6 +68,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from forestgen.data.dtypes import MAX_MAGNITUDE
 from forestgen.leaves.base import ColumnCell, LeafModel, scaled_cell
 from forestgen.leaves.normal_math import (
     LOG_SQRT_2PI,
@@ -288,6 +289,12 @@ class KernelLeaf(LeafModel):
             raise ValueError(f"{name}.h_ must be finite and > 0")
         if (arrays["lo_"] > arrays["hi_"]).any():
             raise ValueError(f"{name}: every cell needs lo_ <= hi_")
+        cell = np.repeat(np.arange(n_leaves), np.diff(off))
+        c = arrays["center_"]
+        if ((c < arrays["lo_"][cell]) | (c > arrays["hi_"][cell])).any() or (
+                arrays["h_"] > MAX_MAGNITUDE).any():
+            raise ValueError(f"{name}: every kernel needs its centre inside its leaf's cell "
+                             f"and a bandwidth below 2**1020")
 
     # ------------------------------------------------------------------ densities
     def log_prob(self, leaf, x):

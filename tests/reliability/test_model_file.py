@@ -64,6 +64,25 @@ def _cat_off_past_end(a, m):
     a["forest.cat_off"][nominal[0]] = len(a["forest.cat_left"])
 
 
+def _cat_off_overflow(a, m):
+    """An offset whose sum with the level count wraps around int64 (a segfault at the first
+    query when the check added them)."""
+    nominal = np.nonzero((a["forest.feature"] >= 0) & (a["forest.cat_off"] >= 0))[0]
+    a["forest.cat_off"][nominal[0]] = np.iinfo(np.int64).max
+
+
+def _bad_dtype_name(a, m):
+    m["schema"]["columns"][0]["dtype"] = "zz"
+
+
+def _null_dtype(a, m):
+    m["schema"]["columns"][1]["dtype"] = None
+
+
+def _null_leaf_floor(a, m):
+    m["leaves"][2]["params"]["floor"] = None
+
+
 def _node_offsets_wrong(a, m):
     a["forest.node_offsets"][-1] += 5
 
@@ -149,6 +168,10 @@ CASES = {
     "duplicate leaf id": (_duplicate_leaf_id, "node_leaf"),
     "leaf id out of range": (_leaf_id_out_of_range, "node_leaf"),
     "nominal offset past cat_left": (_cat_off_past_end, "cat_left"),
+    "nominal offset overflowing int64": (_cat_off_overflow, "cat_left"),
+    "dtype name": (_bad_dtype_name, "'x'.*dtype 'zz'"),
+    "null dtype": (_null_dtype, "'y'.*dtype must be"),
+    "null leaf parameter": (_null_leaf_floor, "'c'.*floor"),
     "node offsets": (_node_offsets_wrong, "node_offsets"),
     "dtype": (_wrong_dtype, "forest.left must be a 1-D int32"),
     "short leaf array": (_short_leaf_array, "'x'.*mu_"),

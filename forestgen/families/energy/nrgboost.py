@@ -735,7 +735,7 @@ def _check_trees(tr: EnergyTrees, grid: Grid) -> None:
         if np.any(ch <= internal) or np.any(ch >= n) or np.any(tree_of[ch] != tree_of[internal]):
             raise ValueError("a child id is out of range")
     co = tr.cat_off[internal]
-    if np.any(co < 0) or np.any(co + grid.n_codes[f] > len(tr.cat_left)):
+    if np.any(co < 0) or np.any(co > len(tr.cat_left) - grid.n_codes[f]):  # (no overflow)
         raise ValueError("a routing table is out of range")
     if not np.all(np.isfinite(tr.value)):
         raise ValueError("non-finite leaf energy")

@@ -735,6 +735,11 @@ class GFBoost(BoxFloor, GenerativeForest):
         self.n_splits_ = len(self.risk_path_) - 1
         self.trees_ = ForestArrays.from_arrays(arrays, "trees.")
         check_forest(self.trees_, self.encoder_.schema.d, "extra.trees")
+        w = self.trees_.node_value[:, 0] if self.trees_.node_value.ndim == 2 and \
+            self.trees_.node_value.shape[1] else np.ones(0)
+        if not np.all(np.isfinite(w) & (w >= 0)) or np.any(w[self.trees_.feature >= 0] <= 0):
+            raise ValueError("extra.trees.node_value must hold finite weights >= 0, > 0 at "
+                             "every split node (its children's arc probabilities divide by it)")
         self.n_train_ = int(meta["n_train"])
         self.smoothing_ = float(meta.get("smoothing", 0.0))
         self.smooth_toward_ = meta.get("smooth_toward", "uniform")  # files before stop 44
