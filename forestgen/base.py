@@ -605,7 +605,9 @@ class GenerativeForest(BaseEstimator):
         ``missing``: reproduce the training data's missing values, blanking each entry with the
         missing rate of its column among the training rows of the sampled leaf (missing at random
         given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them
-        and does not score the missingness itself. Conditional samples are always complete.
+        and does not score the missingness itself. Conditional samples are complete here;
+        NRGBoost, whose law holds each column's missing state, draws it in conditional samples
+        too unless ``missing=False`` (:meth:`forestgen.NRGBoost.sample`).
         """
         self.check_fitted()
         if conditions is not None:

@@ -30,6 +30,7 @@ from forestgen.data.dtypes import (
     cast_numeric,
     is_category_str,
     is_numeric_str,
+    is_time_dtype,
     nullable_int,
     parse_category,
     str_to_dtype,
@@ -414,6 +415,9 @@ class TableEncoder:
     def _encode_column(self, series: pd.Series, spec: ColumnSpec, index: pd.Index | None,
                        notes: list | None) -> np.ndarray:
         if not spec.is_discrete:  # (fit refused infinite values; a query's are out of range)
+            if spec.dtype.startswith(("datetime", "timedelta")) and not pdt.is_numeric_dtype(
+                    series.dtype) and not is_time_dtype(series.dtype):
+                series = _read_times(series, spec)  # (text dates of a query's rows)
             v = to_float(series, spec.name, infinite=True)
             return v if spec.month_anchor is None else to_month_scale(v, spec.month_anchor)
         k = spec.n_levels
@@ -552,3 +556,24 @@ class TableEncoder:
         out = pd.DataFrame(data, index=pd.RangeIndex(Z.shape[0]), copy=False)
         out.columns = pd.Index(np.array(schema.names + [None], dtype=object)[:-1]).infer_objects()
         return out
+
+
+def _read_times(series: pd.Series, spec: ColumnSpec) -> pd.Series:
+    """A query's times given as text (or objects) for a datetime / timedelta column: each
+    distinct value read as :func:`time_scalar_to_seconds` reads a condition's (a naive time
+    in the column's time zone), as seconds; ``ValueError`` naming the column and value."""
+    obj = series.astype(object)
+    missing = obj.isna().to_numpy()
+    out = np.full(len(obj), np.nan)
+    vals = obj.to_numpy()
+    seen: dict = {}
+    for i in np.flatnonzero(~missing):
+        v = vals[i]
+        if v not in seen:
+            try:
+                seen[v] = time_scalar_to_seconds(v, spec.dtype)
+            except (ValueError, TypeError, OverflowError):
+                raise ValueError(f"column {spec.name!r} holds times; {v!r} is not a time"
+                                 ) from None
+        out[i] = seen[v]
+    return pd.Series(out, index=series.index, name=series.name)

@@ -25,6 +25,7 @@ from forestgen.inference.conditions import (
     parse_conditions,
     report_empty,
     sample_conditions,
+    target_index,
 )
 from forestgen.inference.evidence_mass import evidence_log_mass
 from forestgen.inference.leaf_search import bounded_draws
@@ -577,11 +578,7 @@ def query_frame(model, X) -> pd.DataFrame:
 
 
 def _target(model, target) -> int:
-    try:
-        return column_index(model.encoder_.schema, target)
-    except KeyError:
-        raise KeyError(f"unknown target column {target!r}; the model's columns are "
-                       f"{model.encoder_.schema.names}") from None
+    return target_index(model.encoder_.schema, target)
 
 
 def predict_proba(model, X, target) -> pd.DataFrame:

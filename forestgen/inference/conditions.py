@@ -22,7 +22,8 @@ from forestgen.data.support import grid_step, latent_interval, off_levels
 from forestgen.validation import warn_input
 
 __all__ = ["Not", "Evidence", "ZeroProbabilityError", "parse_conditions", "evidence_from_frame",
-           "ON_EMPTY", "check_on_empty", "blank_rows", "sample_conditions", "report_empty"]
+           "ON_EMPTY", "check_on_empty", "blank_rows", "sample_conditions", "report_empty",
+           "column_index", "target_index"]
 
 
 class ZeroProbabilityError(ValueError):
@@ -232,6 +233,15 @@ def column_index(schema: Schema, name: Any) -> int:
                    f"{schema.names}")
 
 
+def target_index(schema: Schema, target: Any) -> int:
+    """Index of a query's ``target`` column; ``KeyError`` naming the model's columns."""
+    try:
+        return column_index(schema, target)
+    except KeyError:
+        raise KeyError(f"unknown target column {target!r}; the model's columns are "
+                       f"{schema.names}") from None
+
+
 _column_index = column_index  # the former name, for code written against it
 
 
@@ -281,7 +291,8 @@ def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
             value = t if spec.month_anchor is None else float(
                 to_month_scale(np.array([t]), spec.month_anchor)[0])
     value = to_python_scalar(value)
-    if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool)):
+    if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool)) or (
+            isinstance(value, bool) and not spec.is_discrete):
         raise ValueError(f"column {spec.name!r} is numeric ({spec.kind}); {what} {value!r} "
                          f"is not a number")
     x = float(value)

@@ -46,6 +46,7 @@ from forestgen.inference.conditions import (
     parse_conditions,
     report_empty,
     sample_conditions,
+    target_index,
 )
 from forestgen.sampling.missingness import blank, nesting_roots
 from forestgen.sampling.support import draw_column, draw_mean
@@ -511,11 +512,7 @@ class ChainQueries:
         if target is None:
             raise ValueError(f"{type(self).__name__}.{query} needs target=<column>: any "
                              f"column can be predicted from the others")
-        try:
-            j = column_index(self.schema_, target)
-        except KeyError:
-            raise KeyError(f"unknown target column {target!r}; the model's columns are "
-                           f"{self.schema_.names}") from None
+        j = target_index(self.schema_, target)
         df = query_frame(self, X)
         ev = evidence_from_frame(self, df, skip={j}, unseen="free", rows=True)
         clamp_query_rows(self, ev.point, query, skip={j})

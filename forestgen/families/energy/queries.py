@@ -30,6 +30,7 @@ from forestgen.inference.conditions import (
     column_index,
     parse_conditions,
     report_empty,
+    target_index,
 )
 from forestgen.logsumexp import logsumexp
 from forestgen.validation import (
@@ -495,7 +496,7 @@ class EnergyQueries:
         over the values of ``j`` (its missing state excluded). Exact."""
         self.check_fitted()
         schema = self.schema_
-        j = column_index(schema, target)
+        j = target_index(schema, target)
         df = X if isinstance(X, pd.DataFrame) else self.encoder_.inverse_transform(
             self.encode_rows(X))
         if isinstance(X, pd.DataFrame) and schema.names[j] not in X.columns:
@@ -529,7 +530,7 @@ class EnergyQueries:
         """Exact ``q(target = level | the row's other entries)`` of a discrete column (the
         row's own target entry is ignored; NaN entries as in :meth:`log_prob`)."""
         target = self._require_target(target, "predict_proba")
-        spec = self.schema_[column_index(self.schema_, target)]
+        spec = self.schema_[target_index(self.schema_, target)]
         if not spec.is_discrete:
             raise ValueError(f"predict_proba needs a discrete target; column {spec.name!r} is "
                              f"{spec.kind} (use predict)")
