@@ -229,9 +229,11 @@ class AutoForest(BaseEstimator):
         ``None`` (:func:`default_candidates`), or a list of unfitted forestgen learners or
         ``(name, learner)`` pairs.
     time_budget:
-        CPU seconds for scoring candidates (``None``: no limit). Candidates are scored in order;
-        once the budget is spent the rest are skipped (at least one is always scored), and the
-        chosen one is refitted on all rows whatever the budget.
+        CPU seconds for scoring candidates (``None``: no limit). The ``prior`` is scored first,
+        then the others in order; once the budget is spent the rest are skipped (the candidate
+        being scored finishes, so the budget can be passed by one candidate's cost; at least
+        one is always scored), and the chosen one is refitted on all rows whatever the
+        budget.
     tolerance:
         Scores (``|AUC - 0.5|``) within this of the best are tied.
     prior:
@@ -316,14 +318,18 @@ class AutoForest(BaseEstimator):
                 marg.append(-np.inf)
         marginal_ll = float(np.mean(marg))
         start = time.process_time()
-        rows: list[dict] = []
+        by_index: dict[int, dict] = {}
         errors: list[Exception] = []
-        for i, (name, est) in enumerate(cands):
+        order = list(range(len(cands)))
+        if self.time_budget is not None:  # the prior first: a budget that bites keeps it
+            order.sort(key=lambda i: cands[i][0] != self.prior)
+        for pos, i in enumerate(order):
+            name, est = cands[i]
             spent = time.process_time() - start
-            if i and self.time_budget is not None and spent > self.time_budget:
-                rows.append({"candidate": name, "c2st_auc": np.nan, "c2st_distance": np.nan,
-                             "c2st_sd": np.nan, "log_likelihood": np.nan, "cpu_s": 0.0,
-                             "note": f"skipped: time budget {self.time_budget} s spent"})
+            if pos and self.time_budget is not None and spent > self.time_budget:
+                by_index[i] = {"candidate": name, "c2st_auc": np.nan, "c2st_distance": np.nan,
+                               "c2st_sd": np.nan, "log_likelihood": np.nan, "cpu_s": 0.0,
+                               "note": f"skipped: time budget {self.time_budget} s spent"}
                 continue
             t0 = time.process_time()
             aucs, lls, utils, notes = [], [], [], []
@@ -352,14 +358,14 @@ class AutoForest(BaseEstimator):
             cpu = time.process_time() - t0
             ok = len(aucs) == len(folds)
             auc = float(np.mean(aucs)) if ok else np.nan
-            rows.append({"candidate": name, "c2st_auc": auc,
-                         "c2st_distance": abs(auc - 0.5) if ok else np.nan,
-                         "c2st_sd": float(np.std(aucs)) if ok else np.nan,
-                         "log_likelihood": float(np.mean(lls)) if ok else np.nan,
-                         **({"tstr": float(np.mean(utils)) if ok else np.nan}
-                            if target is not None else {}),
-                         "cpu_s": cpu, "note": "; ".join(notes)})
-        board = pd.DataFrame(rows)
+            by_index[i] = {"candidate": name, "c2st_auc": auc,
+                           "c2st_distance": abs(auc - 0.5) if ok else np.nan,
+                           "c2st_sd": float(np.std(aucs)) if ok else np.nan,
+                           "log_likelihood": float(np.mean(lls)) if ok else np.nan,
+                           **({"tstr": float(np.mean(utils)) if ok else np.nan}
+                              if target is not None else {}),
+                           "cpu_s": cpu, "note": "; ".join(notes)}
+        board = pd.DataFrame([by_index[i] for i in range(len(cands))])
         board["marginal_ll"] = marginal_ll
         scored = board["c2st_distance"].notna()
         if not scored.any():

@@ -604,7 +604,8 @@ class GenerativeForest(BaseEstimator):
         at fit time included); both with a warning.
         ``missing``: reproduce the training data's missing values, blanking each entry with the
         missing rate of its column among the training rows of the sampled leaf (missing at random
-        given the leaf). ``log_prob`` treats missing entries as unobserved: it marginalises them
+        given the leaf); RFDE, DEF, GF.Boost and EOGT keep no missing rates and draw complete
+        rows. ``log_prob`` treats missing entries as unobserved: it marginalises them
         and does not score the missingness itself. Conditional samples are complete here;
         NRGBoost, whose law holds each column's missing state, draws it in conditional samples
         too unless ``missing=False`` (:meth:`forestgen.NRGBoost.sample`).

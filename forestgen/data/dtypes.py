@@ -81,14 +81,23 @@ def is_time_dtype(dtype: Any) -> bool:
 
 
 def _time_to_seconds(series: pd.Series) -> np.ndarray:
-    """Datetimes as seconds since 1970-01-01 UTC, timedeltas as seconds (NaN for NaT)."""
+    """Datetimes as seconds since 1970-01-01 UTC, timedeltas as seconds (NaN for NaT), read
+    in the column's own unit (a ``datetime64[s]`` date in 2500 has no nanosecond count)."""
     s = series
     if isinstance(s.dtype, pd.DatetimeTZDtype):
         s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-    unit = "datetime64[ns]" if pdt.is_datetime64_any_dtype(s.dtype) else "timedelta64[ns]"
-    ns = s.astype(unit).to_numpy().astype(np.int64).astype(np.float64)
-    ns[s.isna().to_numpy()] = np.nan
-    return ns / 1e9
+    v = s.to_numpy()
+    if v.dtype.kind not in "mM":  # (an object column of times: nanoseconds, as pandas reads)
+        kind = "datetime64[ns]" if pdt.is_datetime64_any_dtype(s.dtype) else "timedelta64[ns]"
+        v = s.astype(kind).to_numpy()
+    unit, count = np.datetime_data(v.dtype)
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}.get(unit)
+    if per_second is None:  # (days, weeks ...: whole seconds)
+        v = v.astype(f"{v.dtype.kind}8[s]")
+        unit, count, per_second = "s", 1, 1
+    out = v.view(np.int64).astype(np.float64) * count / per_second
+    out[s.isna().to_numpy()] = np.nan
+    return out
 
 
 def time_seconds(series: pd.Series) -> np.ndarray:
@@ -98,12 +107,18 @@ def time_seconds(series: pd.Series) -> np.ndarray:
 
 
 def seconds_to_time(vals: np.ndarray, dtype: Any) -> Any:
-    """Inverse of :func:`_time_to_seconds` into ``dtype`` (unit and time zone restored)."""
-    ns = pd.array(np.where(np.isnan(vals), np.nan, np.rint(vals * 1e9)), dtype="Float64")
-    ns = ns.astype("Int64")
-    if pdt.is_timedelta64_dtype(dtype):
-        return pd.Series(pd.to_timedelta(ns, unit="ns")).astype(dtype).array
-    out = pd.Series(pd.to_datetime(ns, unit="ns"))
+    """Inverse of :func:`_time_to_seconds` into ``dtype`` (unit and time zone restored),
+    counted in the dtype's own unit."""
+    unit = getattr(dtype, "unit", None) or np.datetime_data(np.dtype(dtype))[0]
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}.get(unit, 10**9)
+    unit = unit if unit in ("s", "ms", "us", "ns") else "ns"
+    miss = np.isnan(vals)
+    counts = np.where(miss, 0.0, np.rint(np.where(miss, 0.0, vals) * per_second))
+    counts = np.clip(counts, -2.0**63 + 1024, 2.0**63 - 1024).astype(np.int64)
+    kind = "m" if pdt.is_timedelta64_dtype(dtype) else "M"
+    arr = counts.view(f"{kind}8[{unit}]").copy()
+    arr[miss] = np.array("NaT", dtype=arr.dtype)
+    out = pd.Series(arr)
     if isinstance(dtype, pd.DatetimeTZDtype):
         out = out.dt.tz_localize("UTC").dt.tz_convert(dtype.tz)
     return out.astype(dtype).array

@@ -232,6 +232,10 @@ class TableEncoder:
                 )
         self._discrete_floats = input_type == "dataframe"
         specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
+        while unlike := [j for j in self._unlike_scales(specs, names)  # (orders compare
+                         if specs[j].month_anchor is not None]:  # across scales in seconds)
+            for j in unlike:
+                specs[j] = self._fit_declared(df.iloc[:, j], names[j], calendar=False)
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
         self._prepare()
         Z = self.transform(df)  # (the encoding reads neither unobserved levels nor rules)
@@ -318,10 +322,8 @@ class TableEncoder:
             cons += detected_inequalities(Z, schema, {m.determined for m in maps}, cons)
         return Rules(maps, cons)
 
-    def _fit_declared(self, series: pd.Series, name: Any) -> ColumnSpec:
+    def _fit_declared(self, series: pd.Series, name: Any, calendar: bool = True) -> ColumnSpec:
         entry = self._lookup(self.metadata, name)
-        # (a column of a declared constraint keeps seconds: its order is compared with others')
-        calendar = not any(name == c and type(c) is type(name) for c in self._constrained())
         if entry is None:
             kind = self._override(name)
             if kind is None:
@@ -338,17 +340,23 @@ class TableEncoder:
                           calendar=calendar)
         return check_level_count(apply_column_metadata(spec, series, entry))
 
-    def _constrained(self) -> list:
-        """The column names the declared constraints' parameters name."""
-        out: list = []
+    def _unlike_scales(self, specs: list, names: list) -> list[int]:
+        """The columns of a declared order (``Inequality``, ``Range``) whose columns are not
+        all on one scale — a date on a month scale (:mod:`forestgen.data.calendar`) beside
+        seconds or another anchor's months: they keep seconds, in which orders compare."""
+        out: set[int] = set()
         for c in self.constraints or []:
             params = c.get("constraint_parameters") if isinstance(c, dict) else None
-            for key, value in (params or {}).items() if isinstance(params, dict) else ():
-                if key.endswith("column_name"):
-                    out.append(value)
-                elif key == "column_names" and isinstance(value, (list, tuple)):
-                    out.extend(value)
-        return out
+            if not isinstance(params, dict) or c.get("constraint_class") not in (
+                    "Inequality", "Range"):
+                continue
+            cols = [next((j for j, n in enumerate(names) if n == params.get(k)
+                          and type(n) is type(params.get(k))), None)
+                    for k in ("low_column_name", "middle_column_name", "high_column_name")]
+            cols = [j for j in cols if j is not None]
+            if len({specs[j].month_anchor for j in cols}) > 1:
+                out.update(cols)
+        return sorted(out)
 
     @staticmethod
     def _lookup(table: dict, name: Any) -> Any:

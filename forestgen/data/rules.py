@@ -706,10 +706,13 @@ class Rules:
         """Rewrite evidence on each determined column as evidence on its determinant (in
         place): the determinant's levels whose image satisfies it, intersected with the
         determinant's own evidence (an empty set: evidence of probability zero). ``ev`` is a
-        :class:`forestgen.inference.conditions.Evidence`; columns in ``keep`` are left alone."""
+        :class:`forestgen.inference.conditions.Evidence`; evidence on a determined column in
+        ``keep`` is left alone (a query's target: its own entry is no evidence), while evidence
+        on the column a ``keep`` column determines still restricts it (a target that decides a
+        rule, e.g. ``bwt`` given ``low = bwt < 2500``)."""
         for m in self.mappings:
             a, b = m.determinant, m.determined
-            if a in keep or b in keep:
+            if b in keep:
                 continue
             if m.affine:
                 self._translate_affine(ev, m)

@@ -577,6 +577,13 @@ def query_frame(model, X) -> pd.DataFrame:
     return pd.DataFrame(arr, columns=pd.Index(model.encoder_.schema.names, dtype=object))
 
 
+def _own_entry(ev: Evidence, j: int) -> int | None:
+    """The ``skip`` of a per-row prediction of column ``j``: ``j`` (its posterior weighs no
+    evidence on it), unless the table's rules put evidence on it — the row's other entries
+    decide it in part (``low = bwt < 2500`` given ``low``: ``bwt >= 2500``) — which weighs."""
+    return None if ev.active()[:, j].any() else j
+
+
 def _target(model, target) -> int:
     return target_index(model.encoder_.schema, target)
 
@@ -593,7 +600,7 @@ def predict_proba(model, X, target) -> pd.DataFrame:
     df = query_frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
     clamp_query_rows(model, ev.point, "predict_proba", skip={j})
-    p = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
+    p = _column_moments(model, ev, [j], df.index, skip=_own_entry(ev, j), per_row=True)[j]
     return pd.DataFrame(p, index=df.index,
                         columns=pd.Index(np.array(spec.categories + [None], object)[:-1]))
 
@@ -606,7 +613,7 @@ def predict(model, X, target) -> pd.Series:
     df = query_frame(model, X)
     ev = evidence_from_frame(model, df, skip={j}, unseen="free", rows=True)
     clamp_query_rows(model, ev.point, "predict", skip={j})
-    mom = _column_moments(model, ev, [j], df.index, skip=j, per_row=True)[j]
+    mom = _column_moments(model, ev, [j], df.index, skip=_own_entry(ev, j), per_row=True)[j]
     vals, is_code = _point_values(model, j, mom)
     return point_series(model, j, vals, is_code, df.index)
 

@@ -44,3 +44,15 @@ def test_an_unknown_target_is_named_as_a_target(learner, dated):
     for query in ("predict", "predict_proba"):
         with pytest.raises(KeyError, match="unknown target column 'nope'"):
             getattr(model, query)(dated.head(3), target="nope")
+
+
+def test_eogt_does_not_call_a_left_out_target_marginalised(dated):
+    model = fg.EOGT(n_trees=5, random_state=0).fit(dated)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = model.predict_proba(dated.head(5).drop(columns=["kind"]), target="kind")
+    assert np.allclose(p.sum(axis=1), 1.0)
+    with pytest.raises(KeyError, match="unknown target column 'nope'"):
+        model.predict(dated.head(3), target="nope")

@@ -301,3 +301,15 @@ def test_the_prior_stays_unless_clearly_beaten():
     # a prior that is not a candidate's name changes nothing
     c = fg.AutoForest(candidates=cands(), prior="absent", random_state=0).fit(df)
     assert c.best_name_ == "small ARF"
+
+
+def test_a_budget_that_bites_keeps_the_prior():
+    """With a budget, the prior is scored first: scored last, it was the first dropped by a
+    budget that bit, although it is the default's choice and its cheapest candidate."""
+    pairs = cands() + [("prior", fg.ARF(n_trees=3, random_state=0))]
+    a = fg.AutoForest(candidates=pairs, time_budget=1e-9, prior="prior",
+                      random_state=0).fit(table())
+    board = a.leaderboard_.set_index("candidate")
+    assert not str(board.loc["prior", "note"]).startswith("skipped")
+    assert all(str(board.loc[n, "note"]).startswith("skipped") for n, _ in cands())
+    assert list(a.leaderboard_["candidate"]) == [n for n, _ in pairs]  # in the given order

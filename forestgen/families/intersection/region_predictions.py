@@ -394,12 +394,20 @@ class RegionPredictions:
         return pd.Series(self.encoder_.decode_mean(j, vals), index=index, name=spec.name)
 
     def _target_rows(self, X, target, query: str):
+        from forestgen.inference.conditions import target_index
+        from forestgen.validation import warn_input
+
         target = self._require_target(target, query)
         names = self.schema_.names
-        if target not in names:
-            raise ValueError(f"EOGT.{query}: unknown column {target!r}; columns: {names}")
-        j = names.index(target)
-        Z = self.encode_rows(X, missing_columns="nan")
+        j = target_index(self.schema_, target)
+        if isinstance(X, pd.DataFrame):
+            notes: list = []
+            Z = self.encoder_.transform(X, "nan", notes)
+            # (the target left out of the rows is the usual call, not a marginalised column)
+            warn_input([n for n in notes if not (n[0] == "absent" and n[1] == names[j])],
+                       type(self).__name__)
+        else:
+            Z = self.encode_rows(X, missing_columns="nan")
         Z[:, j] = np.nan
         return j, self._free_outside(clamp_query_rows(self, Z, query), query)
 
