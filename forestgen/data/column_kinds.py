@@ -180,6 +180,17 @@ def _naive_dates(dtype: Any) -> bool:
     return tz is None or str(tz) == "UTC"
 
 
+def _wall_dates(series: pd.Series) -> bool:
+    """A time-zone-aware datetime column (not UTC) whose local times are all whole days
+    while its UTC times are not (a zone with daylight saving, or an offset that is no whole
+    day): its dates are modelled in wall-clock seconds (:attr:`ColumnSpec.wall_clock`)."""
+    if not isinstance(series.dtype, pd.DatetimeTZDtype) or _naive_dates(series.dtype):
+        return False
+    wall = to_float(series, series.name, wall=True)
+    return bool(wall.size) and bool(np.all(np.mod(wall, 86400.0) == 0)) and not np.all(
+        np.mod(to_float(series, series.name), 86400.0) == 0)
+
+
 def _is_boolish(v: Any) -> bool:
     if isinstance(v, (bool, np.bool_)):
         return True
@@ -285,7 +296,8 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
     (default: ``max_ordinal_levels``) the most distinct values of a column with a point mass
     coded as ordered levels, ``max_ordinal_levels`` those of a dense integer scale;
     ``with_heaps``: a numeric column's :func:`heaps` are point masses (atoms) too;
-    ``calendar``: a datetime column on one day of the month may be put on the month scale."""
+    ``calendar``: a datetime column on one day of the month may be put on the month scale,
+    and a time-zone-aware one on whole local days in wall-clock seconds."""
     spiky_levels = max_ordinal_levels if max_spiky_levels is None else max_spiky_levels
     name = to_python_scalar(series.name)
     dtype_str = dtype_to_str(series.dtype)
@@ -302,8 +314,11 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
             raise ValueError(f"column {name!r} of dtype {series.dtype} cannot be encoded as {kind}")
         check_exact_integers(series, name)
         obs = to_float(series, name)[~missing]
-        anchor = find_month_anchor(obs) if (calendar and kind == "continuous"
-                                            and _naive_dates(series.dtype)) else None
+        wall = calendar and kind == "continuous" and _wall_dates(series[~missing])
+        if wall:  # local midnights of a time zone with daylight saving: wall-clock seconds
+            obs = to_float(series, name, wall=True)[~missing]
+        anchor = find_month_anchor(obs) if (calendar and kind == "continuous" and (
+            wall or _naive_dates(series.dtype))) else None
         if anchor is not None:  # monthly, quarterly, yearly dates: on the month scale
             obs = to_month_scale(obs, anchor)
         lo, hi = float(obs.min()), float(obs.max())
@@ -334,7 +349,7 @@ def fit_column(series: pd.Series, kind: str | None, max_ordinal_levels: int,
                               atoms=_atoms(uniq, counts, obs.size, series.dtype, decimals,
                                            with_heaps),
                               **_grid(obs, uniq, decimals, is_time_dtype(series.dtype),
-                                      anchor))
+                                      anchor), **({"wall_clock": True} if wall else {}))
         if not np.all(obs == np.round(obs)):
             raise ValueError(f"column {name!r} has non-integer values and cannot be 'integer'")
         uniq, counts = np.unique(obs, return_counts=True)

@@ -80,12 +80,14 @@ def is_time_dtype(dtype: Any) -> bool:
     return pdt.is_datetime64_any_dtype(dtype) or pdt.is_timedelta64_dtype(dtype)
 
 
-def _time_to_seconds(series: pd.Series) -> np.ndarray:
+def _time_to_seconds(series: pd.Series, wall: bool = False) -> np.ndarray:
     """Datetimes as seconds since 1970-01-01 UTC, timedeltas as seconds (NaN for NaT), read
-    in the column's own unit (a ``datetime64[s]`` date in 2500 has no nanosecond count)."""
+    in the column's own unit (a ``datetime64[s]`` date in 2500 has no nanosecond count).
+    ``wall``: a time-zone-aware column's local wall-clock times instead (its midnights whole
+    days whatever the daylight-saving offset)."""
     s = series
     if isinstance(s.dtype, pd.DatetimeTZDtype):
-        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+        s = s.dt.tz_localize(None) if wall else s.dt.tz_convert("UTC").dt.tz_localize(None)
     v = s.to_numpy()
     if v.dtype.kind not in "mM":  # (an object column of times: nanoseconds, as pandas reads)
         kind = "datetime64[ns]" if pdt.is_datetime64_any_dtype(s.dtype) else "timedelta64[ns]"
@@ -100,15 +102,17 @@ def _time_to_seconds(series: pd.Series) -> np.ndarray:
     return out
 
 
-def time_seconds(series: pd.Series) -> np.ndarray:
+def time_seconds(series: pd.Series, wall: bool = False) -> np.ndarray:
     """A datetime column as seconds since 1970-01-01 UTC, a timedelta column as seconds (NaN
-    for NaT): the units datetime columns are modelled in."""
-    return _time_to_seconds(series)
+    for NaT): the units datetime columns are modelled in (``wall``: a time-zone-aware
+    column's local wall-clock seconds, :attr:`ColumnSpec.wall_clock`)."""
+    return _time_to_seconds(series, wall)
 
 
-def seconds_to_time(vals: np.ndarray, dtype: Any) -> Any:
+def seconds_to_time(vals: np.ndarray, dtype: Any, wall: bool = False) -> Any:
     """Inverse of :func:`_time_to_seconds` into ``dtype`` (unit and time zone restored),
-    counted in the dtype's own unit."""
+    counted in the dtype's own unit; ``wall``: ``vals`` are local wall-clock seconds (a
+    wall time that daylight saving skips moves forward, one it repeats is the later)."""
     unit = getattr(dtype, "unit", None) or np.datetime_data(np.dtype(dtype))[0]
     per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}.get(unit, 10**9)
     unit = unit if unit in ("s", "ms", "us", "ns") else "ns"
@@ -119,16 +123,20 @@ def seconds_to_time(vals: np.ndarray, dtype: Any) -> Any:
     arr = counts.view(f"{kind}8[{unit}]").copy()
     arr[miss] = np.array("NaT", dtype=arr.dtype)
     out = pd.Series(arr)
-    if isinstance(dtype, pd.DatetimeTZDtype):
+    if isinstance(dtype, pd.DatetimeTZDtype) and wall:
+        out = out.dt.tz_localize(dtype.tz, ambiguous=np.zeros(len(out), bool),
+                                 nonexistent="shift_forward")
+    elif isinstance(dtype, pd.DatetimeTZDtype):
         out = out.dt.tz_localize("UTC").dt.tz_convert(dtype.tz)
     return out.astype(dtype).array
 
 
-def time_scalar_to_seconds(value: Any, dtype_str: str) -> float | None:
+def time_scalar_to_seconds(value: Any, dtype_str: str, wall: bool = False) -> float | None:
     """One datetime/timedelta value (a Timestamp, ``datetime``, ``np.datetime64``, ISO string or
     ``Timedelta``) in the encoded units of a column of dtype ``dtype_str`` (seconds since the
-    epoch, UTC, or seconds); None when the column is not a time column. A naive value given
-    for a time-zone-aware column is read in the column's time zone."""
+    epoch, UTC, or seconds; ``wall``: local wall-clock seconds); None when the column is not a
+    time column. A naive value given for a time-zone-aware column is read in the column's
+    time zone."""
     dtype = str_to_dtype(dtype_str)
     if not is_time_dtype(dtype):
         return None
@@ -136,20 +144,23 @@ def time_scalar_to_seconds(value: Any, dtype_str: str) -> float | None:
         return pd.Timedelta(value).total_seconds()
     ts = pd.Timestamp(value)
     tz = getattr(dtype, "tz", None)
-    if tz is not None:
+    if tz is not None and wall:  # (a naive value is the wall-clock time itself)
+        ts = ts if ts.tzinfo is None else ts.tz_convert(tz).tz_localize(None)
+    elif tz is not None:
         ts = ts.tz_localize(tz) if ts.tzinfo is None else ts.tz_convert(tz)
     elif ts.tzinfo is not None:
         ts = ts.tz_convert("UTC").tz_localize(None)
     return float(_time_to_seconds(pd.Series([ts]))[0])
 
 
-def to_float(series: pd.Series, name: Any, infinite: bool = False) -> np.ndarray:
+def to_float(series: pd.Series, name: Any, infinite: bool = False,
+             wall: bool = False) -> np.ndarray:
     """Numeric values of ``series`` as float64 with NaN for missing; validates content.
     Datetimes / timedeltas are seconds (since the epoch, UTC). ``infinite``: keep ``±inf``
     (a query's value outside every column's range) instead of raising (training data)."""
     dtype = series.dtype
     if is_time_dtype(dtype):
-        return _time_to_seconds(series)
+        return _time_to_seconds(series, wall)
     if pdt.is_bool_dtype(dtype) or is_numeric_dtype(dtype):
         v = series.to_numpy(dtype=np.float64, na_value=np.nan)
     else:
@@ -188,11 +199,12 @@ def check_exact_integers(series: pd.Series, name: Any) -> None:
 # --------------------------------------------------------------------------- decode
 
 
-def cast_numeric(vals: np.ndarray, dtype_str: str) -> Any:
-    """Cast float values (NaN = missing) to ``dtype_str``, switching to nullable if needed."""
+def cast_numeric(vals: np.ndarray, dtype_str: str, wall: bool = False) -> Any:
+    """Cast float values (NaN = missing) to ``dtype_str``, switching to nullable if needed
+    (``wall``: times given as local wall-clock seconds, :func:`seconds_to_time`)."""
     dtype = str_to_dtype(dtype_str)
     if is_time_dtype(dtype):
-        return seconds_to_time(vals, dtype)
+        return seconds_to_time(vals, dtype, wall)
     miss = np.isnan(vals)
     if dtype.kind in "iu":
         np_dtype = dtype if isinstance(dtype, np.dtype) else dtype.numpy_dtype

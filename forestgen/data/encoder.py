@@ -233,7 +233,7 @@ class TableEncoder:
         self._discrete_floats = input_type == "dataframe"
         specs = [self._fit_declared(df.iloc[:, j], names[j]) for j in range(df.shape[1])]
         while unlike := [j for j in self._unlike_scales(specs, names)  # (orders compare
-                         if specs[j].month_anchor is not None]:  # across scales in seconds)
+                         if specs[j].month_anchor is not None or specs[j].wall_clock]:
             for j in unlike:
                 specs[j] = self._fit_declared(df.iloc[:, j], names[j], calendar=False)
         self.schema = Schema(columns=specs, input_type=input_type)  # type: ignore[arg-type]
@@ -354,7 +354,7 @@ class TableEncoder:
                           and type(n) is type(params.get(k))), None)
                     for k in ("low_column_name", "middle_column_name", "high_column_name")]
             cols = [j for j in cols if j is not None]
-            if len({specs[j].month_anchor for j in cols}) > 1:
+            if len({(specs[j].month_anchor, specs[j].wall_clock) for j in cols}) > 1:
                 out.update(cols)
         return sorted(out)
 
@@ -426,7 +426,9 @@ class TableEncoder:
             if spec.dtype.startswith(("datetime", "timedelta")) and not pdt.is_numeric_dtype(
                     series.dtype) and not is_time_dtype(series.dtype):
                 series = _read_times(series, spec)  # (text dates of a query's rows)
-            v = to_float(series, spec.name, infinite=True)
+            elif spec.wall_clock and isinstance(series.dtype, pd.DatetimeTZDtype):
+                series = series.dt.tz_convert(str_to_dtype(spec.dtype).tz)  # (its own zone)
+            v = to_float(series, spec.name, infinite=True, wall=spec.wall_clock)
             return v if spec.month_anchor is None else to_month_scale(v, spec.month_anchor)
         k = spec.n_levels
         exact = pdt.is_integer_dtype(series.dtype) and any(
@@ -503,7 +505,7 @@ class TableEncoder:
             vals = spec.to_grid(z) + 0.0  # (+ 0.0: a draw rounded up to 0 is 0, not -0)
             if spec.month_anchor is not None:
                 vals = from_month_scale(vals, spec.month_anchor)
-            return cast_numeric(vals, spec.dtype)
+            return cast_numeric(vals, spec.dtype, spec.wall_clock)
         k = spec.n_levels
         codes = np.clip(np.rint(np.where(missing, 0.0, z)), 0, k - 1).astype(np.int64)
         cats = spec.categories or []
@@ -549,7 +551,7 @@ class TableEncoder:
             return vals
         if spec.month_anchor is not None:
             vals = from_month_scale(vals, spec.month_anchor)
-        return cast_numeric(vals, spec.dtype)
+        return cast_numeric(vals, spec.dtype, spec.wall_clock)
 
     def inverse_transform(self, Z: Any) -> pd.DataFrame:
         """Decode a float matrix back to a DataFrame with the fitted columns and dtypes."""
@@ -579,7 +581,7 @@ def _read_times(series: pd.Series, spec: ColumnSpec) -> pd.Series:
         v = vals[i]
         if v not in seen:
             try:
-                seen[v] = time_scalar_to_seconds(v, spec.dtype)
+                seen[v] = time_scalar_to_seconds(v, spec.dtype, spec.wall_clock)
             except (ValueError, TypeError, OverflowError):
                 raise ValueError(f"column {spec.name!r} holds times; {v!r} is not a time"
                                  ) from None

@@ -119,7 +119,7 @@ def detected_inequalities(Z: np.ndarray, schema, determined: set[int],
     own kind; dates on a month scale only with those of the same anchor), leaving out
     ``determined`` columns and orders ``declared`` already keeps."""
     units = {"datetime": 1, "timedelta": 2}
-    scales: dict[float, int] = {}
+    scales: dict[tuple, int] = {}
     cand, groups = [], [0] * schema.d
     for j, s in enumerate(schema.columns):
         if j in determined:
@@ -127,8 +127,9 @@ def detected_inequalities(Z: np.ndarray, schema, determined: set[int],
         if s.is_discrete and not (s.ordinal and s.kind != "categorical"):
             continue
         groups[j] = next((g for k, g in units.items() if str(s.dtype).startswith(k)), 0)
-        if s.month_anchor is not None:  # (another scale: compared only with its own anchor)
-            groups[j] = scales.setdefault(s.month_anchor, len(units) + 1 + len(scales))
+        if s.month_anchor is not None or s.wall_clock:  # (another scale: compared only
+            groups[j] = scales.setdefault((s.month_anchor, s.wall_clock),  # with its own)
+                                          len(units) + 1 + len(scales))
         cand.append(j)
     if len(cand) < 2:
         return []

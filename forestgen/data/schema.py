@@ -81,7 +81,10 @@ class ColumnSpec:
     ``[0, step)``: weekly dates on Mondays). A datetime column whose values all fall on one
     day of the month (monthly, quarterly, yearly dates) is encoded on a month scale instead of
     in seconds (:mod:`forestgen.data.calendar`, ``month_anchor`` the anchor of each month; None
-    for seconds), its ``step`` a whole number of months.
+    for seconds), its ``step`` a whole number of months. ``wall_clock``: a time-zone-aware
+    datetime column whose local times all fall on whole days (or one day of the month) is
+    modelled in local wall-clock seconds, so its midnights are whole days whatever the
+    daylight-saving offset (in UTC seconds a Berlin midnight is 22:00 or 23:00).
     ``unobserved`` lists the codes of a label column's levels (categorical, boolean, binary) that
     no training row takes, e.g. declared ``values`` or unused categories of a categorical dtype;
     they lie outside the column's support (:attr:`support`).
@@ -104,6 +107,7 @@ class ColumnSpec:
     unobserved: list | None = None
     step_origin: float = 0.0
     month_anchor: float | None = None
+    wall_clock: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -212,6 +216,7 @@ class ColumnSpec:
             **({"step_origin": float(self.step_origin)} if self.step_origin else {}),
             **({"month_anchor": float(self.month_anchor)} if self.month_anchor is not None
                else {}),
+            **({"wall_clock": True} if self.wall_clock else {}),
         }
 
     @classmethod
@@ -236,6 +241,7 @@ class ColumnSpec:
             unobserved=[int(c) for c in d["unobserved"]] if d.get("unobserved") else None,
             step_origin=float(d.get("step_origin", 0.0)),
             month_anchor=None if d.get("month_anchor") is None else float(d["month_anchor"]),
+            wall_clock=d.get("wall_clock", False),
         )
 
 
@@ -353,6 +359,10 @@ class Schema:
                                   or c.step % MONTH != 0 or c.step_origin % MONTH != 0):
                 raise ValueError(f"{where}: month_anchor must be a number in [-86400, 28 days) "
                                  f"of a datetime column on a grid of whole months")
+            if c.wall_clock is not False and (c.wall_clock is not True or not (
+                    c.dtype.startswith("datetime64") and "," in c.dtype)):
+                raise ValueError(f"{where}: wall_clock must be True (a time-zone-aware "
+                                 f"datetime column) or False")
             if c.atoms is not None and not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool)
                     and math.isfinite(v) for v in c.atoms):

@@ -283,7 +283,7 @@ def _level_mask(spec: ColumnSpec, levels: Iterable) -> np.ndarray:
 def _as_number(spec: ColumnSpec, value: Any, what: str) -> float:
     if not _is_missing(value) and not isinstance(value, (int, float, np.number)):
         try:  # a datetime / timedelta column takes times (Timestamp, ISO string, Timedelta)
-            t = time_scalar_to_seconds(value, spec.dtype)
+            t = time_scalar_to_seconds(value, spec.dtype, spec.wall_clock)
         except (ValueError, TypeError) as err:
             raise ValueError(f"column {spec.name!r} holds times; {what} {value!r} is not "
                              f"a time ({err})") from None

@@ -211,3 +211,45 @@ def test_nrgboost_expect_of_a_date_is_the_mean_of_its_draws_unrounded(calendar_t
     mean = pd.Timestamp(model.expect(["year"], n_draws=2000, random_state=5).iloc[0])
     draws = model.sample(2000, random_state=5)["year"]
     assert abs((mean - draws.mean()).total_seconds()) < 2 * 86400.0
+
+
+@pytest.mark.parametrize("learner", ["ARF", "Chain", "NRGBoost"])
+def test_time_zone_dates_keep_local_midnights_across_daylight_saving(learner):
+    """Berlin midnights are 22:00 or 23:00 UTC: in UTC seconds they had an hour grid and
+    7% of draws fell at a local midnight. Wall-clock seconds keep whole days (and months)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    days = pd.date_range("2020-01-01", periods=700, freq="D", tz="Europe/Berlin")
+    months = pd.date_range("2015-01-01", periods=60, freq="MS", tz="Europe/Berlin")
+    df = pd.DataFrame({"day": rng.choice(days, n), "month": rng.choice(months, n),
+                       "x": rng.normal(size=n)})
+    df["day"] = df["day"].dt.tz_convert("Europe/Berlin")
+    df["month"] = df["month"].dt.tz_convert("Europe/Berlin")
+    kw = {"n_trees": 10} if learner == "NRGBoost" else {}
+    model = getattr(fg, learner)(random_state=0, **kw).fit(df)
+    schema = model.encoder_.schema
+    assert schema["day"].wall_clock and schema["day"].step == 86400.0
+    assert schema["month"].wall_clock and schema["month"].month_anchor == 0.0
+    s = model.sample(500, random_state=1)
+    assert str(s["day"].dtype) == str(df["day"].dtype)
+    assert (s["day"].dt.hour == 0).all() and (s["day"].dt.minute == 0).all()
+    assert ((s["month"].dt.day == 1) & (s["month"].dt.hour == 0)).all()
+    c = model.sample(50, conditions={"day": ("2020-03-20", "2020-04-05")}, random_state=2)
+    assert c["day"].between(pd.Timestamp("2020-03-20", tz="Europe/Berlin"),
+                            pd.Timestamp("2020-04-05", tz="Europe/Berlin")).all()
+    rows = df.head(5)
+    lp = model.log_prob(rows)
+    assert np.isfinite(lp).all()
+    np.testing.assert_array_equal(model.log_prob(rows.assign(day=rows["day"].dt.tz_convert(
+        "UTC"))), lp)  # the same instants given in another zone
+    assert type(schema["day"]).from_dict(schema["day"].to_dict()) == schema["day"]
+
+
+def test_utc_and_naive_dates_need_no_wall_clock_and_a_naive_one_refuses_it():
+    days = pd.date_range("2020-01-01", periods=100, freq="D")
+    df = pd.DataFrame({"naive": days, "utc": days.tz_localize("UTC"),
+                       "x": np.arange(100.0)})
+    schema = fg.ARF(n_trees=3, random_state=0).fit(df).encoder_.schema
+    assert not schema["naive"].wall_clock and not schema["utc"].wall_clock
+    with pytest.raises(ValueError, match="wall_clock"):
+        Schema([dataclasses.replace(schema["naive"], wall_clock=True)]).check()
