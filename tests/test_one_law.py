@@ -393,3 +393,15 @@ def test_an_interval_between_no_levels_has_probability_zero(learner):
     assert s.age.isin(df.age.unique()).all()
     near = m.sample(200, conditions={"age": (20, 30)}, random_state=0)
     assert near.age.isin([22, 27]).all()
+
+
+def test_the_end_rounding_cells_belong_to_the_latent_of_some_learners_only():
+    """one-law.md: ARF's latent reaches half a grid step past the training range (a value
+    there rounds to the end value); the box learners keep it inside the range."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"v": rng.integers(0, 60, 400).astype(float), "x": rng.normal(size=400)})
+    q = pd.DataFrame({"v": [0.0, -0.4, 59.4]})
+    arf = fg.ARF(n_trees=10, random_state=0).fit(df).log_prob(q, floor=None)
+    box = fg.DEF(random_state=0).fit(df).log_prob(q, floor=None)
+    assert np.isfinite(arf).all()
+    assert np.isfinite(box[0]) and np.isneginf(box[1:]).all()
