@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forestgen.data.calendar import to_month_scale
+from forestgen.data.calendar import MONTH, to_month_scale
 from forestgen.data.encoder import time_scalar_to_seconds
 from forestgen.data.rules import Rules
 from forestgen.data.schema import ColumnSpec, Schema, to_python_scalar
@@ -321,10 +321,23 @@ def _bounds(spec: ColumnSpec, value: tuple) -> tuple[float, float]:
         return low, high
     out = latent_interval(spec, low, high)
     if out is None:
-        what = "integers" if spec.kind == "integer" else f"values on a {grid_step(spec):g} grid"
+        what = "integers" if spec.kind == "integer" else _grid_words(spec)
         raise ValueError(f"column {spec.name!r} holds {what} and none lies in "
                          f"[{value[0]}, {value[1]}]")
     return out
+
+
+def _grid_words(spec: ColumnSpec) -> str:
+    """A numeric column's grid as a user reads it: ``dates every 3 months``, ``times every
+    1 day``, ``values on a 0.5 grid``."""
+    step = grid_step(spec)
+    if spec.month_anchor is not None:
+        return f"dates every {step / MONTH:g} month(s)"
+    if spec.dtype.startswith(("datetime", "timedelta")) and spec.step is not None:
+        for unit, size in (("day", 86400.0), ("hour", 3600.0), ("minute", 60.0)):
+            if step % size == 0:
+                return f"times every {step / size:g} {unit}(s)"
+    return f"values on a {step:g} grid"
 
 
 def _set_cell(ev: Evidence, i: int, j: int, spec: ColumnSpec, value: Any) -> None:

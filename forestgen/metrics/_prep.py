@@ -183,14 +183,20 @@ def _is_time(dtype) -> bool:
 
 
 def numeric_values(s: pd.Series) -> np.ndarray:
-    """Float array of a (supposedly numeric) column; unparsable entries become NaN."""
+    """Float array of a numeric column (numbers given as text are read); a text entry that
+    is no number raises ``ValueError`` naming the column (it was read as missing)."""
     if _is_time(s.dtype):  # seconds (since the epoch, UTC, for datetimes)
         from forestgen.data.encoder import time_seconds
 
         return time_seconds(s)
     if ptypes.is_numeric_dtype(s.dtype) and not ptypes.is_bool_dtype(s.dtype):
         return s.to_numpy(dtype=float, na_value=np.nan)
-    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    out = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    bad = np.isnan(out) & ~s.isna().to_numpy()
+    if bad.any():
+        raise ValueError(f"column {s.name!r} is numeric but holds {int(bad.sum())} value(s) "
+                         f"that are no numbers, e.g. {s.to_numpy()[np.argmax(bad)]!r}")
+    return out
 
 
 def _fmt_number(v: float) -> str:

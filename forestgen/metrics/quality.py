@@ -125,7 +125,8 @@ class QualityReport:
                f"beta-recall {g('beta_recall_delta'):.3f}",
                f"authenticity {g('authenticity'):.3f}",
                f"NN precision {g('nn_precision'):.3f}", f"NN recall {g('nn_recall'):.3f}"]
-        lines.append("  coverage : " + " | ".join(s for s in cov if "nan" not in s))
+        if any("nan" not in s for s in cov):  # (not computed: no line)
+            lines.append("  coverage : " + " | ".join(s for s in cov if "nan" not in s))
         if self.utility is not None:
             u = self.utility
             parts = [f"{k} TSTR {u.tstr[k]:.3f} / TRTR {u.trtr[k]:.3f}" for k in u.trtr]

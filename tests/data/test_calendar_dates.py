@@ -253,3 +253,9 @@ def test_utc_and_naive_dates_need_no_wall_clock_and_a_naive_one_refuses_it():
     assert not schema["naive"].wall_clock and not schema["utc"].wall_clock
     with pytest.raises(ValueError, match="wall_clock"):
         Schema([dataclasses.replace(schema["naive"], wall_clock=True)]).check()
+
+
+def test_an_interval_between_two_months_names_the_months(calendar_table):
+    model = fg.ARF(n_trees=3, random_state=0).fit(calendar_table)
+    with pytest.raises(ValueError, match="'closing' holds dates every 1 month"):
+        model.sample(3, conditions={"closing": ("2016-03-05", "2016-03-20")})

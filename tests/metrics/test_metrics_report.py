@@ -72,6 +72,7 @@ def test_report_subset_and_errors(small):
     r = fm.report(A, B, metrics=["marginals", "mmd"], max_rows=300)
     assert set(r.table["group"]) == {"fidelity"} and r.c2st is None and r.privacy is None
     assert "C2ST" not in r.summary()
+    assert "coverage" not in r.summary()  # (an empty "coverage :" line was printed)
     with pytest.raises(ValueError, match="unknown metric"):
         fm.report(A, B, metrics=["bogus"])
     with pytest.raises(ValueError, match="target"):
