@@ -1108,12 +1108,11 @@ def _predict_mapped(model, inner, rules: Rules, X, target=None, **kw):
     df = affine_frame(model, rules, _frame(model, X))
     spec = schema.columns[j]
     if m is None and not spec.is_discrete:  # a threshold's numeric determinant
-        from forestgen.base import GenerativeForest
-
-        if type(model).predict is GenerativeForest.predict:
-            # the shared posterior weighs the interval the row's determined values leave it
-            # (evidence on the target, :meth:`Rules.translate`): the truncated mean (birthwt's
-            # bwt given low = 0: 3187 g, where the mean without low moved into it was 2729 g)
+        if type(model).predict.__qualname__ == "GenerativeForest.predict":  # (not imported:
+            # forestgen.base imports this module) the shared posterior weighs the interval
+            # the row's determined values leave the target (evidence on it,
+            # :meth:`Rules.translate`): the truncated mean (birthwt's bwt given low = 0:
+            # 3187 g, where the mean without low moved into the interval was 2729 g)
             return _into_intervals(model, rules, df, inner(df, target, **kw), j)
         return _into_intervals(model, rules, df, inner(_without_determined(model, rules, df),
                                                        target, **kw), j)
